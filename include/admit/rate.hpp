@@ -1,0 +1,200 @@
+// admit/rate.hpp — the rate value type: "how often", as tokens per unit of time.
+//
+// A rate is an immutable value: `rate::per_second(100)`, `rate::every(10ms)`, `rate::parse("100/s")`, `rate::inf()`.
+// Zero is a valid rate (a limiter with rate zero spends its initial burst and never refills); infinity admits
+// everything. Internally a rate is kept as the time one token takes to accrue, in (fractional) nanoseconds, because
+// every limiter works in that unit; `per_second()` gives the familiar form back.
+//
+//   admit::rate r = admit::rate::parse("500/min");   // r.interval_ns() == 1.2e8, r.to_string() == "500/min"
+//   admit::token_bucket tb{admit::rate::every(std::chrono::milliseconds(10)), 5};
+//
+// Thread safety: a value type; all members are const and may be used concurrently.
+#pragma once
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <compare>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace admit {
+
+class rate {
+ public:
+  // The zero rate: never refills.
+  constexpr rate() noexcept = default;
+
+  // `tokens_per_second` tokens accrue each second. +infinity gives `inf()`.
+  // Throws std::invalid_argument (naming the value) when negative or NaN.
+  static rate per_second(double tokens_per_second) {
+    if (std::isnan(tokens_per_second) || tokens_per_second < 0) {
+      throw std::invalid_argument("admit::rate: rate must be a non-negative number of tokens per second, got " +
+                                  format_double(tokens_per_second));
+    }
+    if (tokens_per_second == 0) return rate{};
+    if (std::isinf(tokens_per_second)) return inf();
+    return from_interval(1e9 / tokens_per_second);
+  }
+
+  // One token every `interval`. A zero interval is `inf()` (as Go's rate.Every); a negative one throws.
+  template <class Rep, class Period>
+  static rate every(std::chrono::duration<Rep, Period> interval) {
+    const double ns = std::chrono::duration<double, std::nano>(interval).count();
+    if (std::isnan(ns) || ns < 0) {
+      throw std::invalid_argument("admit::rate::every: interval must not be negative, got " + format_double(ns) +
+                                  "ns");
+    }
+    if (ns == 0) return inf();
+    return from_interval(ns);
+  }
+
+  // `count` tokens every `period` ("5 per 500ms"). Throws when count is negative/NaN or period is not positive.
+  template <class Rep, class Period>
+  static rate per(double count, std::chrono::duration<Rep, Period> period) {
+    const double ns = std::chrono::duration<double, std::nano>(period).count();
+    if (std::isnan(count) || count < 0 || !(ns > 0)) {
+      throw std::invalid_argument("admit::rate::per: need count >= 0 and period > 0, got count " +
+                                  format_double(count) + " per " + format_double(ns) + "ns");
+    }
+    if (count == 0) return rate{};
+    if (std::isinf(count)) return inf();
+    return from_interval(ns / count);
+  }
+
+  // Admits everything.
+  static constexpr rate inf() noexcept {
+    rate r;
+    r.interval_ns_ = 0;
+    return r;
+  }
+
+  // Parses "N/unit" or "N/<k><unit>" with N a non-negative decimal (e.g. "100/s", "2.5/ms", "500/min", "10/h",
+  // "5/500ms") and unit one of ns, us, ms, s, min, h; or "inf". Throws std::invalid_argument naming the input.
+  static rate parse(std::string_view text) {
+    if (text == "inf") return inf();
+    const auto fail = [&](const char* why) {
+      return std::invalid_argument("admit::rate::parse: invalid rate \"" + std::string(text) + "\": " + why +
+                                   " (expected N/s, N/ms, N/min, N/h, N/500ms or inf)");
+    };
+    const auto slash = text.find('/');
+    if (slash == std::string_view::npos) throw fail("missing '/'");
+    const std::string_view count_text = text.substr(0, slash);
+    std::string_view period_text = text.substr(slash + 1);
+
+    double count = 0;
+    if (!parse_number(count_text, count)) throw fail("the count is not a number");
+    if (std::isnan(count) || std::isinf(count) || count < 0) throw fail("the count must be finite and >= 0");
+
+    // Optional positive integer multiplier in front of the unit: "500ms".
+    std::size_t digits = 0;
+    while (digits < period_text.size() && period_text[digits] >= '0' && period_text[digits] <= '9') ++digits;
+    std::uint64_t multiplier = 1;
+    if (digits > 0) {
+      const auto* first = period_text.data();
+      const auto [ptr, ec] = std::from_chars(first, first + digits, multiplier);
+      if (ec != std::errc{} || multiplier == 0) throw fail("the period multiplier must be a positive integer");
+      period_text.remove_prefix(digits);
+    }
+    double unit_ns = 0;
+    if (period_text == "ns") unit_ns = 1;
+    else if (period_text == "us") unit_ns = 1e3;
+    else if (period_text == "ms") unit_ns = 1e6;
+    else if (period_text == "s") unit_ns = 1e9;
+    else if (period_text == "min") unit_ns = 60e9;
+    else if (period_text == "h") unit_ns = 3600e9;
+    else throw fail("unknown time unit");
+
+    const double period_ns = static_cast<double>(multiplier) * unit_ns;
+    if (count == 0) return rate{};
+    rate r = from_interval(period_ns / count);
+    if (!(r.interval_ns_ > 0) || std::isinf(r.interval_ns_)) throw fail("the rate is out of range");
+    return r;
+  }
+
+  [[nodiscard]] constexpr bool is_inf() const noexcept { return interval_ns_ == 0; }
+  [[nodiscard]] constexpr bool is_zero() const noexcept { return interval_ns_ == infinity(); }
+
+  // Nanoseconds for one token to accrue: 0 for inf(), +infinity for the zero rate.
+  [[nodiscard]] constexpr double interval_ns() const noexcept { return interval_ns_; }
+
+  // Tokens per second: +infinity for inf(), 0 for the zero rate.
+  [[nodiscard]] double per_second() const noexcept {
+    if (is_inf()) return std::numeric_limits<double>::infinity();
+    if (is_zero()) return 0;
+    return 1e9 / interval_ns_;
+  }
+
+  // The time `tokens` tokens take to accrue, rounded up to whole nanoseconds (so that a limiter built on it never
+  // admits more than the rate), saturating at nanoseconds::max(). Zero for inf().
+  [[nodiscard]] std::chrono::nanoseconds duration_for(double tokens) const noexcept {
+    if (tokens <= 0 || is_inf()) return std::chrono::nanoseconds{0};
+    const double ns = std::ceil(tokens * interval_ns_);
+    if (!(ns < 9.2e18)) return std::chrono::nanoseconds::max();
+    return std::chrono::nanoseconds{static_cast<std::int64_t>(ns)};
+  }
+
+  // The tokens that accrue in `d` (+infinity for inf() when d > 0).
+  [[nodiscard]] double tokens_for(std::chrono::nanoseconds d) const noexcept {
+    if (d.count() <= 0) return 0;
+    if (is_inf()) return std::numeric_limits<double>::infinity();
+    return static_cast<double>(d.count()) / interval_ns_;
+  }
+
+  // A readable form that parse() accepts: "inf", "0/s", "100/s", "2.5/ms", "1/1500ms"... Picks the largest unit that
+  // gives a whole count, else the count per second.
+  [[nodiscard]] std::string to_string() const {
+    if (is_inf()) return "inf";
+    if (is_zero()) return "0/s";
+    struct unit {
+      double ns;
+      const char* name;
+    };
+    constexpr unit units[] = {{3600e9, "h"}, {60e9, "min"}, {1e9, "s"}, {1e6, "ms"}, {1e3, "us"}, {1, "ns"}};
+    for (const auto& u : units) {
+      const double count = u.ns / interval_ns_;
+      if (count >= 1 && std::abs(count - std::round(count)) < 1e-9 * count) {
+        return format_double(std::round(count)) + "/" + u.name;
+      }
+    }
+    const double whole_ns = std::round(interval_ns_);
+    if (whole_ns == interval_ns_ && whole_ns < 1e15) return "1/" + format_double(whole_ns) + "ns";
+    return format_double(per_second()) + "/s";
+  }
+
+  friend constexpr bool operator==(const rate&, const rate&) noexcept = default;
+  // Orders by speed: a faster rate compares greater.
+  friend constexpr std::partial_ordering operator<=>(const rate& a, const rate& b) noexcept {
+    return b.interval_ns_ <=> a.interval_ns_;
+  }
+
+ private:
+  static constexpr double infinity() noexcept { return std::numeric_limits<double>::infinity(); }
+
+  static rate from_interval(double ns) noexcept {
+    rate r;
+    r.interval_ns_ = ns;
+    return r;
+  }
+
+  static bool parse_number(std::string_view s, double& out) {
+    if (s.empty() || s.front() == '+' || s.front() == '-') return false;
+    const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out, std::chars_format::fixed);
+    return ec == std::errc{} && ptr == s.data() + s.size();
+  }
+
+  static std::string format_double(double v) {
+    char buf[64];
+    const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    return ec == std::errc{} ? std::string(buf, ptr) : std::string("?");
+  }
+
+  // Nanoseconds per token: 0 means infinite rate, +infinity means the zero rate.
+  double interval_ns_ = infinity();
+};
+
+}  // namespace admit

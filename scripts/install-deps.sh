@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything admit needs to build, test, fuzz and benchmark, from Debian 12 packages only.
+# Idempotent: when every package is already installed it does nothing (no apt-get update, no network).
+#
+#   scripts/install-deps.sh           build + test dependencies
+#   scripts/install-deps.sh --bench   also the reference implementations the benchmarks compare against
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ clang clang-tidy clang-format libclang-rt-14-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(golang-go golang-golang-x-time-dev golang-github-juju-ratelimit-dev libguava-java default-jdk-headless)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+if ((EUID != 0)); then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
