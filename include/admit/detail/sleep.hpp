@@ -29,7 +29,7 @@ bool sleep_until(typename Clock::time_point deadline, std::stop_token stop) {
   } else {
     for (;;) {
       const auto remaining = deadline - Clock::now();
-      if (remaining <= typename Clock::duration::zero()) return true;
+      if (remaining <= Clock::duration::zero()) return true;
       // Sleep against steady_clock for the remaining time, then re-check on Clock (they may tick differently).
       const auto until = std::chrono::steady_clock::now() +
                          std::chrono::ceil<std::chrono::steady_clock::duration>(remaining);

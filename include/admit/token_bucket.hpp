@@ -1,0 +1,544 @@
+// admit/token_bucket.hpp — a token bucket with the semantics of Go's golang.org/x/time/rate, lock-free.
+//
+// The bucket holds up to `burst` tokens, starts full and refills at `rate`. `try_acquire` takes tokens if they are
+// there (x/time/rate AllowN); `reserve` takes them now or in the future and says how long to wait (ReserveN), and a
+// reservation can be cancelled (CancelAt) or settled at its actual cost; `acquire`/`try_acquire_for/until` wait.
+//
+//   admit::token_bucket bucket{admit::rate::per_second(100), 10};
+//   if (bucket.try_acquire()) serve(); else reject();
+//
+// Representation. The whole state is one int64, the "theoretical arrival time" (TAT) in nanoseconds: the instant at
+// which the bucket was (or will be) empty, so that tokens(t) = min(burst, (t - tat) / interval). Taking n tokens moves
+// it by n intervals; a reservation into the future is a TAT past now (negative tokens, as x/time/rate allows). One
+// compare-and-swap commits a decision; a lost CAS retries with the fresh state — it never turns into a refusal. A
+// refusal writes nothing. Nothing refills in the background: the state is brought up to date lazily from `now`.
+// Durations are rounded up to whole nanoseconds, so the bucket never admits more than rate·w + burst in any window w.
+//
+// Deliberate differences from x/time/rate:
+// - A `now` earlier than one already seen is treated as the latest `now` seen: it never adds tokens, and going
+//   forward again does not count the same interval twice. (x/time/rate moves its clock back and then refills the
+//   interval again, admitting more than rate and burst allow — its own tests say "should violate Limit,Burst".)
+// - With rate zero x/time/rate mutates the burst; here the bucket simply stops refilling: the tokens present at the
+//   change (or the initial burst) can be spent, never more.
+// - Cancelling a reservation twice restores its tokens once.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <utility>
+
+#include "admit/clock.hpp"
+#include "admit/decision.hpp"
+#include "admit/detail/saturating.hpp"
+#include "admit/detail/sleep.hpp"
+#include "admit/rate.hpp"
+
+namespace admit {
+
+template <steady_clock_like Clock = std::chrono::steady_clock>
+class basic_token_bucket {
+ public:
+  using clock_type = Clock;
+  using time_point = typename Clock::time_point;
+  using duration = typename Clock::duration;
+
+  class reservation;
+
+  // A full bucket of `burst` tokens refilling at `r`. Burst zero admits nothing but n == 0 (unless the rate is inf).
+  // Throws std::invalid_argument, naming the value, when burst is negative.
+  basic_token_bucket(rate r, std::int64_t burst, oversize_policy policy = oversize_policy::reject)
+      : policy_(policy) {
+    check_burst(burst);
+    const std::int64_t t = to_ns<Clock>(Clock::now());
+    const config c = make_config(r, burst, t);
+    store_config(c);
+    // "Long ago": the bucket starts full. Chosen so that t - tat cannot overflow for any sane clock reading.
+    state_.tat.store(detail::ns_min / 4, std::memory_order_relaxed);
+  }
+
+  basic_token_bucket(const basic_token_bucket&) = delete;
+  basic_token_bucket& operator=(const basic_token_bucket&) = delete;
+
+  // --- Never waits -------------------------------------------------------------------------------------------------
+
+  // x/time/rate AllowN: takes n tokens if the bucket holds them at `now`, else takes nothing and returns false.
+  // n > burst never succeeds (unless the rate is inf, or under oversize_policy::debt with a full bucket).
+  // Lock-free, allocation-free; O(1) expected (a CAS retry loop under contention).
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) noexcept {
+    return step(to_ns<Clock>(now), n, mode::allow, 0).ok;
+  }
+  [[nodiscard]] bool try_acquire(std::int64_t n = 1) noexcept { return try_acquire_at(Clock::now(), n); }
+
+  // Like try_acquire_at, with the whole decision: limit (burst), remaining whole tokens, retry_after (nanoseconds::max()
+  // when n can never fit), reset_after (time until the bucket is full).
+  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
+    const std::int64_t t = to_ns<Clock>(now);
+    const outcome o = step(t, n, mode::allow, 0);
+    decision d;
+    d.admitted = o.ok;
+    d.limit = o.cfg.burst;
+    if (o.cfg.inf) {
+      d.remaining = o.cfg.burst;
+      return d;
+    }
+    const double tokens = tokens_of(o.cfg, o.tat, o.t);
+    d.remaining = tokens > 0 ? static_cast<std::int64_t>(std::floor(tokens)) : 0;
+    if (!o.ok) d.retry_after = std::chrono::nanoseconds{o.wait};
+    if (o.cfg.zero) {
+      d.reset_after = tokens >= static_cast<double>(o.cfg.burst) ? std::chrono::nanoseconds{0}
+                                                                  : std::chrono::nanoseconds::max();
+    } else {
+      const std::int64_t full_at = detail::sat_add(o.tat, o.cfg.tol);
+      d.reset_after = std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(full_at, o.t))};
+    }
+    return d;
+  }
+  [[nodiscard]] decision decide(std::int64_t n = 1) noexcept { return decide_at(Clock::now(), n); }
+
+  // How long from `now` until n tokens would be there, consuming nothing: zero when they are there now,
+  // nanoseconds::max() when they never will be (n above the burst, or the rate is zero and the bucket is short).
+  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const noexcept {
+    const outcome o = const_cast<basic_token_bucket*>(this)->step(to_ns<Clock>(now), n, mode::query, 0);
+    return std::chrono::nanoseconds{o.wait};
+  }
+  [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const noexcept {
+    return time_until_available_at(Clock::now(), n);
+  }
+
+  // --- Reservations (x/time/rate ReserveN) -------------------------------------------------------------------------
+
+  // Takes n tokens now or in the future. The reservation is ok() unless n exceeds the burst (reject policy) or the
+  // rate is zero and the bucket cannot cover n; its delay says how long the caller must wait before acting. A caller
+  // that will not act must cancel() so the tokens go back. The reservation refers to this bucket: it must not outlive
+  // it. Lock-free.
+  [[nodiscard]] reservation reserve_at(time_point now, std::int64_t n = 1) noexcept {
+    return reserve_within(to_ns<Clock>(now), n, detail::ns_max);
+  }
+  [[nodiscard]] reservation reserve(std::int64_t n = 1) noexcept { return reserve_at(Clock::now(), n); }
+
+  // As reserve_at, but only if the caller would have to wait at most `max_wait` (x/time/rate's maxFutureReserve):
+  // otherwise the reservation is not ok() and nothing is taken. A negative max_wait is treated as zero.
+  [[nodiscard]] reservation reserve_at(time_point now, std::int64_t n, duration max_wait) noexcept {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(max_wait).count();
+    return reserve_within(to_ns<Clock>(now), n, std::max<std::int64_t>(0, ns));
+  }
+
+  // --- Waiting (x/time/rate WaitN; seed 002's Take/TakeMaxDuration/Wait/WaitMaxDuration) ---------------------------
+
+  // Waits until n tokens are granted. Returns false at once when n can never be granted (n > burst under the reject
+  // policy, or rate zero with too few tokens) or `stop` is already requested; returns false after giving the tokens
+  // back when `stop` is requested during the wait. Waiters are granted in the order they called (each reserves its
+  // place on the bucket's timeline), and a small request is not held back by a large one ahead of it beyond that
+  // order. Sleeps on the clock, never polls.
+  bool acquire(std::int64_t n = 1, std::stop_token stop = {}) {
+    if (stop.stop_requested()) return false;
+    reservation r = reserve(n);
+    if (!r.ok()) return false;
+    if (detail::sleep_until<Clock>(r.ready_at(), stop)) return true;
+    r.cancel();
+    return false;
+  }
+
+  // Waits until n tokens are granted, but only if that happens by `deadline`: a request that cannot be served by
+  // then fails at once instead of sleeping in vain (and takes nothing). A deadline in the past only admits at once.
+  bool try_acquire_until(time_point deadline, std::int64_t n = 1) {
+    const time_point now = Clock::now();
+    const std::int64_t max_wait = std::max<std::int64_t>(0, detail::sat_sub(to_ns<Clock>(deadline), to_ns<Clock>(now)));
+    reservation r = reserve_within(to_ns<Clock>(now), n, max_wait);
+    if (!r.ok()) return false;
+    detail::sleep_until<Clock>(r.ready_at(), {});
+    return true;
+  }
+  template <class Rep, class Period>
+  bool try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
+    const auto now = Clock::now();
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout);
+    return try_acquire_until(from_ns<Clock>(detail::sat_add(to_ns<Clock>(now), std::max<std::int64_t>(0, ns.count()))), n);
+  }
+
+  // --- Configuration -----------------------------------------------------------------------------------------------
+
+  // Change the rate at `now`, keeping the tokens accrued up to `now` (and any debt of reservations made, which is
+  // then paid back at the new rate) — x/time/rate SetLimitAt. Thread-safe; serialized with other setters; concurrent
+  // decisions stay lock-free (one racing the change may be accounted at the old rate).
+  void set_rate_at(time_point now, rate r) { reconfigure(to_ns<Clock>(now), &r, nullptr); }
+  void set_rate(rate r) { set_rate_at(Clock::now(), r); }
+
+  // Change the burst at `now`, keeping the tokens accrued up to `now` (capped at the new burst) — SetBurstAt.
+  // Throws std::invalid_argument when negative.
+  void set_burst_at(time_point now, std::int64_t burst) {
+    check_burst(burst);
+    reconfigure(to_ns<Clock>(now), nullptr, &burst);
+  }
+  void set_burst(std::int64_t burst) { set_burst_at(Clock::now(), burst); }
+
+  // --- Observers ---------------------------------------------------------------------------------------------------
+
+  // Tokens available at `now` (negative while reservations are outstanding; the burst when the rate is inf).
+  [[nodiscard]] double tokens_at(time_point now) const noexcept {
+    const snapshot s = load(effective_now(to_ns<Clock>(now)));
+    if (s.cfg.inf) return static_cast<double>(s.cfg.burst);
+    return tokens_of(s.cfg, s.tat, s.t);
+  }
+  [[nodiscard]] double tokens() const noexcept { return tokens_at(Clock::now()); }
+  [[nodiscard]] rate get_rate() const { return rate_of(load(0).cfg); }
+  [[nodiscard]] std::int64_t burst() const noexcept { return load(0).cfg.burst; }
+  [[nodiscard]] oversize_policy policy() const noexcept { return policy_; }
+
+ private:
+  // The configuration, derived from rate and burst; published under a sequence lock so that a decision always sees
+  // one consistent configuration together with a state that belongs to it.
+  struct config {
+    double rate_interval = 0;  // the rate's interval_ns(): 0 for inf, +infinity for zero
+    std::int64_t burst = 0;
+    double interval = 0;      // ns per token (1e9 as a virtual interval when the rate is zero)
+    std::int64_t cost1 = 0;   // ns one token costs, rounded up
+    std::int64_t tol = 0;     // ns the full burst costs, rounded up: tokens(t) == burst iff tat <= t - tol
+    std::int64_t frozen = 0;  // rate zero: the instant time stopped for this bucket
+    bool inf = false;
+    bool zero = false;
+  };
+  struct snapshot {
+    config cfg;
+    std::int64_t tat = 0;
+    std::int64_t t = 0;  // the effective now (never earlier than the latest now seen)
+  };
+  enum class mode { allow, reserve, query };
+  struct outcome {
+    bool ok = false;
+    std::int64_t wait = 0;         // ns from t until the tokens are there (ns_max: never)
+    std::int64_t time_to_act = 0;  // reserve: when the caller may act
+    std::int64_t tat = 0;          // the state after the decision
+    std::int64_t t = 0;
+    config cfg;
+  };
+
+  static rate rate_of(const config& c) {
+    if (c.inf) return rate::inf();
+    if (c.zero) return rate{};
+    return rate::every(std::chrono::duration<double, std::nano>(c.rate_interval));
+  }
+
+  static void check_burst(std::int64_t burst) {
+    if (burst < 0) {
+      throw std::invalid_argument("admit::token_bucket: burst must not be negative, got " + std::to_string(burst));
+    }
+  }
+
+  static std::int64_t cost_ns(const config& c, std::int64_t n) noexcept {
+    if (n == 1) return c.cost1;
+    const double ns = std::ceil(static_cast<double>(n) * c.interval);
+    return ns < 9.2e18 ? static_cast<std::int64_t>(ns) : detail::ns_max;
+  }
+
+  static config make_config(rate r, std::int64_t burst, std::int64_t now_ns) noexcept {
+    config c;
+    c.rate_interval = r.interval_ns();
+    c.burst = burst;
+    c.inf = r.is_inf();
+    c.zero = r.is_zero();
+    c.interval = c.zero ? 1e9 : r.interval_ns();
+    c.frozen = now_ns;
+    c.cost1 = cost_ns_raw(c.interval, 1);
+    c.tol = cost_ns_raw(c.interval, burst);
+    return c;
+  }
+  static std::int64_t cost_ns_raw(double interval, std::int64_t n) noexcept {
+    const double ns = std::ceil(static_cast<double>(n) * interval);
+    return ns < 9.2e18 ? static_cast<std::int64_t>(ns) : detail::ns_max;
+  }
+
+  // Tokens held at effective time t for state tat (may be negative).
+  static double tokens_of(const config& c, std::int64_t tat, std::int64_t t) noexcept {
+    const std::int64_t at = c.zero ? c.frozen : t;
+    if (tat <= detail::sat_sub(at, c.tol)) return static_cast<double>(c.burst);
+    return static_cast<double>(at - tat) / c.interval;
+  }
+
+  std::int64_t effective_now(std::int64_t t) const noexcept {
+    return std::max(t, state_.last_now.load(std::memory_order_relaxed));
+  }
+  void note_now(std::int64_t t) noexcept {
+    // Racy by design: a concurrent smaller store can win, which only makes a later out-of-order `now` see slightly
+    // fewer tokens — never more.
+    if (t > state_.last_now.load(std::memory_order_relaxed)) state_.last_now.store(t, std::memory_order_relaxed);
+  }
+
+  // A consistent (config, state) pair. Spins only while a setter is publishing a new configuration.
+  snapshot load(std::int64_t t) const noexcept {
+    for (;;) {
+      const std::uint64_t seq = config_.seq.load(std::memory_order_acquire);
+      if (seq & 1U) continue;
+      snapshot s;
+      s.tat = state_.tat.load(std::memory_order_acquire);
+      s.cfg = read_config();
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (config_.seq.load(std::memory_order_relaxed) != seq) continue;
+      s.t = t;
+      return s;
+    }
+  }
+
+  // The decision logic: one function for allow, reserve and query, so they cannot drift apart.
+  outcome step(std::int64_t now_ns, std::int64_t n, mode m, std::int64_t max_wait) noexcept {
+    assert(n >= 0 && "admit::token_bucket: n must not be negative");
+    const std::int64_t t = effective_now(now_ns);
+    if (m != mode::query) note_now(t);
+    for (;;) {
+      const snapshot s = load(t);
+      outcome o;
+      o.cfg = s.cfg;
+      o.t = t;
+      o.tat = s.tat;
+      o.time_to_act = now_ns;
+      if (s.cfg.inf || n == 0) {
+        o.ok = true;
+        return o;
+      }
+      const config& c = s.cfg;
+      const std::int64_t at = c.zero ? c.frozen : t;  // rate zero: time stands still, nothing refills
+      const std::int64_t full_at = detail::sat_sub(at, c.tol);
+      const std::int64_t base = std::max(s.tat, full_at);
+      std::int64_t ready = 0;  // when the request can be served
+      std::int64_t new_tat = 0;
+      if (n > c.burst) {
+        if (policy_ == oversize_policy::reject) {
+          o.wait = detail::ns_max;
+          return o;
+        }
+        // Debt: served once the bucket is full, then owes the excess.
+        ready = detail::sat_add(s.tat, c.tol);
+        new_tat = detail::sat_add(base, cost_ns(c, n));
+      } else {
+        new_tat = detail::sat_add(base, cost_ns(c, n));
+        ready = new_tat;
+      }
+      if (c.zero && ready > at) {
+        o.wait = detail::ns_max;  // never refills
+        return o;
+      }
+      o.wait = ready > at ? detail::sat_sub(ready, at) : 0;
+      if (m == mode::query) return o;
+      if (m == mode::allow ? o.wait != 0 : o.wait > max_wait) return o;
+      std::int64_t expected = s.tat;
+      if (!state_.tat.compare_exchange_weak(expected, new_tat, std::memory_order_acq_rel,
+                                            std::memory_order_relaxed)) {
+        continue;  // lost a race: decide again on the fresh state (never a spurious refusal)
+      }
+      o.ok = true;
+      o.tat = new_tat;
+      o.time_to_act = o.wait == 0 ? now_ns : detail::sat_add(t, o.wait);
+      if (m == mode::reserve && o.wait > 0) raise_last_event(o.time_to_act);
+      return o;
+    }
+  }
+
+  reservation reserve_within(std::int64_t now_ns, std::int64_t n, std::int64_t max_wait) noexcept {
+    const outcome o = step(now_ns, n, mode::reserve, max_wait);
+    if (!o.ok) return reservation{};
+    return reservation{this, n, o.time_to_act, o.cfg.inf ? 0.0 : o.cfg.interval, o.cfg.inf};
+  }
+
+  void raise_last_event(std::int64_t t) noexcept {
+    std::int64_t cur = state_.last_event.load(std::memory_order_relaxed);
+    while (t > cur && !state_.last_event.compare_exchange_weak(cur, t, std::memory_order_relaxed)) {
+    }
+  }
+
+  // x/time/rate CancelAt, on the TAT: give back the tokens of a reservation that later reservations do not depend on.
+  void cancel_reservation(std::int64_t now_ns, std::int64_t n, std::int64_t time_to_act, double interval) {
+    std::lock_guard lock(setter_);  // cancellations are rare; serialize them with reconfiguration (last_event)
+    const std::int64_t t = effective_now(now_ns);
+    if (time_to_act < now_ns) return;  // already acted upon (x/time/rate compares with the caller's t)
+    const std::int64_t last_event = state_.last_event.load(std::memory_order_relaxed);
+    const double later = static_cast<double>(std::max<std::int64_t>(0, last_event - time_to_act)) / interval;
+    const double restore = static_cast<double>(n) - later;
+    if (restore <= 0) return;
+    give_back(t, restore);
+    if (time_to_act == last_event) {
+      const std::int64_t prev = time_to_act - cost_ns_raw(interval, n);
+      if (prev >= now_ns) state_.last_event.store(prev, std::memory_order_relaxed);
+    }
+  }
+
+  // Adds `tokens` (negative: takes them, possibly into debt) at effective time t, capped at the burst.
+  void give_back(std::int64_t t, double tokens) noexcept {
+    for (;;) {
+      const snapshot s = load(t);
+      if (s.cfg.inf) return;
+      const config& c = s.cfg;
+      const std::int64_t at = c.zero ? c.frozen : t;
+      const std::int64_t base = std::max(s.tat, detail::sat_sub(at, c.tol));
+      const double delta_ns = tokens * c.interval;
+      const std::int64_t delta = static_cast<std::int64_t>(tokens > 0 ? std::floor(delta_ns) : std::ceil(delta_ns));
+      const std::int64_t new_tat = std::max(detail::sat_sub(base, delta), detail::sat_sub(at, c.tol));
+      std::int64_t expected = s.tat;
+      if (state_.tat.compare_exchange_weak(expected, new_tat, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+        return;
+      }
+    }
+  }
+
+  void reconfigure(std::int64_t now_ns, const rate* new_rate, const std::int64_t* new_burst) {
+    std::lock_guard lock(setter_);
+    const std::int64_t t = effective_now(now_ns);
+    note_now(t);
+    const config old = read_config();
+    config next = make_config(new_rate ? *new_rate : rate_of(old), new_burst ? *new_burst : old.burst, t);
+    if (!new_rate && old.zero) next.frozen = old.frozen;  // a burst change does not restart a stopped clock
+
+    const std::uint64_t seq = config_.seq.load(std::memory_order_relaxed);
+    config_.seq.store(seq + 1, std::memory_order_relaxed);  // odd: decisions wait for the new configuration
+    std::atomic_thread_fence(std::memory_order_release);
+    std::int64_t cur = state_.tat.load(std::memory_order_acquire);
+    for (;;) {
+      // Tokens held at t under the old configuration (the bucket is full after an infinite rate, as in x/time/rate).
+      double tokens = old.inf ? static_cast<double>(next.burst) : tokens_of(old, cur, t);
+      tokens = std::min(tokens, static_cast<double>(next.burst));
+      const std::int64_t at = next.zero ? next.frozen : t;
+      std::int64_t converted = next.inf ? cur : detail::sat_sub(at, static_cast<std::int64_t>(std::ceil(tokens * next.interval)));
+      // A converted state equal to the old one would let a decision computed under the old configuration commit
+      // against the new one (ABA); one nanosecond of difference makes its CAS fail and retry.
+      // (A burst change keeps the interval, so the same value means the same thing and needs no nudge.)
+      if (converted == cur && next.rate_interval != old.rate_interval) converted = detail::sat_add(converted, 1);
+      if (state_.tat.compare_exchange_weak(cur, converted, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        break;
+      }
+    }
+    write_config(next);
+    config_.seq.store(seq + 2, std::memory_order_release);
+  }
+
+  void store_config(const config& c) noexcept {
+    const std::uint64_t seq = config_.seq.load(std::memory_order_relaxed);
+    config_.seq.store(seq + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    write_config(c);
+    config_.seq.store(seq + 2, std::memory_order_release);
+  }
+  void write_config(const config& c) noexcept {
+    config_.interval.store(c.rate_interval, std::memory_order_relaxed);
+    config_.burst.store(c.burst, std::memory_order_relaxed);
+    config_.cost1.store(c.cost1, std::memory_order_relaxed);
+    config_.tol.store(c.tol, std::memory_order_relaxed);
+    config_.frozen.store(c.frozen, std::memory_order_relaxed);
+  }
+  config read_config() const noexcept {
+    config c;
+    const double interval = config_.interval.load(std::memory_order_relaxed);
+    c.rate_interval = interval;
+    c.inf = interval == 0;
+    c.zero = std::isinf(interval);
+    c.interval = c.zero ? 1e9 : interval;
+    c.burst = config_.burst.load(std::memory_order_relaxed);
+    c.cost1 = config_.cost1.load(std::memory_order_relaxed);
+    c.tol = config_.tol.load(std::memory_order_relaxed);
+    c.frozen = config_.frozen.load(std::memory_order_relaxed);
+    return c;
+  }
+
+  // Hot, written by every admission: its own cache line.
+  struct alignas(64) hot_state {
+    std::atomic<std::int64_t> tat{0};
+    std::atomic<std::int64_t> last_now{detail::ns_min};    // the latest `now` seen
+    std::atomic<std::int64_t> last_event{detail::ns_min};  // the latest time_to_act of a waiting reservation
+  };
+  // Read-mostly: another cache line.
+  struct alignas(64) config_state {
+    std::atomic<std::uint64_t> seq{0};
+    std::atomic<double> interval{0};
+    std::atomic<std::int64_t> burst{0};
+    std::atomic<std::int64_t> cost1{0};
+    std::atomic<std::int64_t> tol{0};
+    std::atomic<std::int64_t> frozen{0};
+  };
+
+  hot_state state_;
+  config_state config_;
+  const oversize_policy policy_;
+  std::mutex setter_;  // serializes reconfiguration and cancellation; never taken by a decision
+};
+
+// A claim on tokens now or in the future (x/time/rate's Reservation). Move-only: it can be cancelled or settled once.
+// Not thread-safe by itself (one owner), but its operations are safe against concurrent use of the bucket.
+template <steady_clock_like Clock>
+class basic_token_bucket<Clock>::reservation {
+ public:
+  reservation() = default;
+  reservation(reservation&& other) noexcept { *this = std::move(other); }
+  reservation& operator=(reservation&& other) noexcept {
+    bucket_ = std::exchange(other.bucket_, nullptr);
+    n_ = std::exchange(other.n_, 0);
+    time_to_act_ = other.time_to_act_;
+    interval_ = other.interval_;
+    inf_ = other.inf_;
+    ok_ = std::exchange(other.ok_, false);
+    return *this;
+  }
+
+  // True when the tokens were granted (now or later); false when they never can be (n above the burst...).
+  [[nodiscard]] bool ok() const noexcept { return ok_; }
+  [[nodiscard]] explicit operator bool() const noexcept { return ok_; }
+  [[nodiscard]] std::int64_t tokens() const noexcept { return n_; }
+
+  // When the caller may act; time_point::max() when !ok().
+  [[nodiscard]] time_point ready_at() const noexcept {
+    return ok_ ? from_ns<Clock>(time_to_act_) : time_point::max();
+  }
+  // How long from `t` until the caller may act: zero when already due, duration::max() when !ok().
+  [[nodiscard]] duration delay_from(time_point t) const noexcept {
+    if (!ok_) return duration::max();
+    const auto d = from_ns<Clock>(time_to_act_) - t;
+    return d < duration::zero() ? duration::zero() : d;
+  }
+  [[nodiscard]] duration delay() const noexcept { return delay_from(Clock::now()); }
+
+  // x/time/rate CancelAt: the caller will not act; gives back the tokens that reservations made after this one do not
+  // depend on, unless the reservation is already due at `t` (then nothing). Idempotent: later calls do nothing.
+  void cancel_at(time_point t) {
+    if (!ok_ || inf_ || n_ == 0 || bucket_ == nullptr) return;
+    bucket_->cancel_reservation(to_ns<Clock>(t), n_, time_to_act_, interval_);
+    n_ = 0;
+  }
+  void cancel() { cancel_at(Clock::now()); }
+
+  // Settles the reservation at its actual cost once known (e.g. bytes actually sent): a smaller cost gives the
+  // difference back to the bucket (capped at the burst), a larger one takes the difference (possibly into debt,
+  // which later requests wait out). Can be called once; later calls, or calls after cancel, do nothing.
+  void settle_at(time_point t, std::int64_t actual) {
+    assert(actual >= 0 && "admit::token_bucket::reservation::settle: actual cost must not be negative");
+    if (!ok_ || inf_ || bucket_ == nullptr || n_ == 0) return;
+    const std::int64_t delta = n_ - actual;
+    if (delta != 0) {
+      const std::int64_t tn = bucket_->effective_now(to_ns<Clock>(t));
+      bucket_->give_back(tn, static_cast<double>(delta));
+    }
+    n_ = 0;
+  }
+  void settle(std::int64_t actual) { settle_at(Clock::now(), actual); }
+
+ private:
+  friend class basic_token_bucket;
+  reservation(basic_token_bucket* b, std::int64_t n, std::int64_t time_to_act, double interval, bool inf) noexcept
+      : bucket_(b), n_(n), time_to_act_(time_to_act), interval_(interval), inf_(inf), ok_(true) {}
+
+  basic_token_bucket* bucket_ = nullptr;
+  std::int64_t n_ = 0;
+  std::int64_t time_to_act_ = 0;
+  double interval_ = 0;  // the interval in force when the tokens were reserved (CancelAt restores at that rate)
+  bool inf_ = false;
+  bool ok_ = false;
+};
+
+using token_bucket = basic_token_bucket<std::chrono::steady_clock>;
+
+}  // namespace admit
