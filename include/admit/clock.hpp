@@ -24,8 +24,7 @@ template <steady_clock_like Clock>
 
 template <steady_clock_like Clock>
 [[nodiscard]] constexpr typename Clock::time_point from_ns(std::int64_t ns) noexcept {
-  return typename Clock::time_point{
-      std::chrono::duration_cast<typename Clock::duration>(std::chrono::nanoseconds{ns})};
+  return typename Clock::time_point{std::chrono::duration_cast<typename Clock::duration>(std::chrono::nanoseconds{ns})};
 }
 
 // A steady clock read from CLOCK_MONOTONIC_COARSE: a few nanoseconds per read instead of ~20, at the price of

@@ -46,8 +46,7 @@ class rate {
   static rate every(std::chrono::duration<Rep, Period> interval) {
     const double ns = std::chrono::duration<double, std::nano>(interval).count();
     if (std::isnan(ns) || ns < 0) {
-      throw std::invalid_argument("admit::rate::every: interval must not be negative, got " + format_double(ns) +
-                                  "ns");
+      throw std::invalid_argument("admit::rate::every: interval must not be negative, got " + format_double(ns) + "ns");
     }
     if (ns == 0) return inf();
     return from_interval(ns);
@@ -101,13 +100,20 @@ class rate {
       period_text.remove_prefix(digits);
     }
     double unit_ns = 0;
-    if (period_text == "ns") unit_ns = 1;
-    else if (period_text == "us") unit_ns = 1e3;
-    else if (period_text == "ms") unit_ns = 1e6;
-    else if (period_text == "s") unit_ns = 1e9;
-    else if (period_text == "min") unit_ns = 60e9;
-    else if (period_text == "h") unit_ns = 3600e9;
-    else throw fail("unknown time unit");
+    if (period_text == "ns")
+      unit_ns = 1;
+    else if (period_text == "us")
+      unit_ns = 1e3;
+    else if (period_text == "ms")
+      unit_ns = 1e6;
+    else if (period_text == "s")
+      unit_ns = 1e9;
+    else if (period_text == "min")
+      unit_ns = 60e9;
+    else if (period_text == "h")
+      unit_ns = 3600e9;
+    else
+      throw fail("unknown time unit");
 
     const double period_ns = static_cast<double>(multiplier) * unit_ns;
     if (count == 0) return rate{};
@@ -145,8 +151,8 @@ class rate {
     return static_cast<double>(d.count()) / interval_ns_;
   }
 
-  // A readable form that parse() accepts: "inf", "0/s", "100/s", "2.5/ms", "1/1500ms"... Picks the largest unit that
-  // gives a whole count, else the count per second.
+  // A readable form that parse() accepts: "inf", "0/s", "100/s", "5/min", "1/1500ms"... Prefers a whole count per
+  // second, then per minute, per hour, per ms, per µs; else one token per whole number of ns; else the count per second.
   [[nodiscard]] std::string to_string() const {
     if (is_inf()) return "inf";
     if (is_zero()) return "0/s";
@@ -154,7 +160,7 @@ class rate {
       double ns;
       const char* name;
     };
-    constexpr unit units[] = {{3600e9, "h"}, {60e9, "min"}, {1e9, "s"}, {1e6, "ms"}, {1e3, "us"}, {1, "ns"}};
+    constexpr unit units[] = {{1e9, "s"}, {60e9, "min"}, {3600e9, "h"}, {1e6, "ms"}, {1e3, "us"}};
     for (const auto& u : units) {
       const double count = u.ns / interval_ns_;
       if (count >= 1 && std::abs(count - std::round(count)) < 1e-9 * count) {

@@ -55,8 +55,7 @@ class basic_token_bucket {
 
   // A full bucket of `burst` tokens refilling at `r`. Burst zero admits nothing but n == 0 (unless the rate is inf).
   // Throws std::invalid_argument, naming the value, when burst is negative.
-  basic_token_bucket(rate r, std::int64_t burst, oversize_policy policy = oversize_policy::reject)
-      : policy_(policy) {
+  basic_token_bucket(rate r, std::int64_t burst, oversize_policy policy = oversize_policy::reject) : policy_(policy) {
     check_burst(burst);
     const std::int64_t t = to_ns<Clock>(Clock::now());
     const config c = make_config(r, burst, t);
@@ -78,8 +77,8 @@ class basic_token_bucket {
   }
   [[nodiscard]] bool try_acquire(std::int64_t n = 1) noexcept { return try_acquire_at(Clock::now(), n); }
 
-  // Like try_acquire_at, with the whole decision: limit (burst), remaining whole tokens, retry_after (nanoseconds::max()
-  // when n can never fit), reset_after (time until the bucket is full).
+  // Like try_acquire_at, with the whole decision: limit (burst), remaining whole tokens, retry_after
+  // (nanoseconds::max() when n can never fit), reset_after (time until the bucket is full).
   [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
     const std::int64_t t = to_ns<Clock>(now);
     const outcome o = step(t, n, mode::allow, 0);
@@ -94,8 +93,8 @@ class basic_token_bucket {
     d.remaining = tokens > 0 ? static_cast<std::int64_t>(std::floor(tokens)) : 0;
     if (!o.ok) d.retry_after = std::chrono::nanoseconds{o.wait};
     if (o.cfg.zero) {
-      d.reset_after = tokens >= static_cast<double>(o.cfg.burst) ? std::chrono::nanoseconds{0}
-                                                                  : std::chrono::nanoseconds::max();
+      d.reset_after =
+          tokens >= static_cast<double>(o.cfg.burst) ? std::chrono::nanoseconds{0} : std::chrono::nanoseconds::max();
     } else {
       const std::int64_t full_at = detail::sat_add(o.tat, o.cfg.tol);
       d.reset_after = std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(full_at, o.t))};
@@ -162,7 +161,8 @@ class basic_token_bucket {
   bool try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
     const auto now = Clock::now();
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout);
-    return try_acquire_until(from_ns<Clock>(detail::sat_add(to_ns<Clock>(now), std::max<std::int64_t>(0, ns.count()))), n);
+    return try_acquire_until(from_ns<Clock>(detail::sat_add(to_ns<Clock>(now), std::max<std::int64_t>(0, ns.count()))),
+                             n);
   }
 
   // --- Configuration -----------------------------------------------------------------------------------------------
@@ -330,8 +330,7 @@ class basic_token_bucket {
       if (m == mode::query) return o;
       if (m == mode::allow ? o.wait != 0 : o.wait > max_wait) return o;
       std::int64_t expected = s.tat;
-      if (!state_.tat.compare_exchange_weak(expected, new_tat, std::memory_order_acq_rel,
-                                            std::memory_order_relaxed)) {
+      if (!state_.tat.compare_exchange_weak(expected, new_tat, std::memory_order_acq_rel, std::memory_order_relaxed)) {
         continue;  // lost a race: decide again on the fresh state (never a spurious refusal)
       }
       o.ok = true;
@@ -405,7 +404,8 @@ class basic_token_bucket {
       double tokens = old.inf ? static_cast<double>(next.burst) : tokens_of(old, cur, t);
       tokens = std::min(tokens, static_cast<double>(next.burst));
       const std::int64_t at = next.zero ? next.frozen : t;
-      std::int64_t converted = next.inf ? cur : detail::sat_sub(at, static_cast<std::int64_t>(std::ceil(tokens * next.interval)));
+      std::int64_t converted =
+          next.inf ? cur : detail::sat_sub(at, static_cast<std::int64_t>(std::ceil(tokens * next.interval)));
       // A converted state equal to the old one would let a decision computed under the old configuration commit
       // against the new one (ABA); one nanosecond of difference makes its CAS fail and retry.
       // (A burst change keeps the interval, so the same value means the same thing and needs no nudge.)
@@ -491,9 +491,7 @@ class basic_token_bucket<Clock>::reservation {
   [[nodiscard]] std::int64_t tokens() const noexcept { return n_; }
 
   // When the caller may act; time_point::max() when !ok().
-  [[nodiscard]] time_point ready_at() const noexcept {
-    return ok_ ? from_ns<Clock>(time_to_act_) : time_point::max();
-  }
+  [[nodiscard]] time_point ready_at() const noexcept { return ok_ ? from_ns<Clock>(time_to_act_) : time_point::max(); }
   // How long from `t` until the caller may act: zero when already due, duration::max() when !ok().
   [[nodiscard]] duration delay_from(time_point t) const noexcept {
     if (!ok_) return duration::max();

@@ -31,8 +31,8 @@ bool sleep_until(typename Clock::time_point deadline, std::stop_token stop) {
       const auto remaining = deadline - Clock::now();
       if (remaining <= Clock::duration::zero()) return true;
       // Sleep against steady_clock for the remaining time, then re-check on Clock (they may tick differently).
-      const auto until = std::chrono::steady_clock::now() +
-                         std::chrono::ceil<std::chrono::steady_clock::duration>(remaining);
+      const auto until =
+          std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(remaining);
       std::mutex m;
       std::condition_variable_any cv;
       std::unique_lock lock(m);

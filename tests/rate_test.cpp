@@ -1,0 +1,99 @@
+// Tests of admit/rate.hpp: construction, parsing, formatting, and the invalid inputs that must throw naming the value.
+#include "admit/rate.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace {
+
+using namespace std::chrono_literals;
+using admit::rate;
+
+void expect_invalid(const std::string& text) {
+  try {
+    (void)rate::parse(text);
+    ADD_FAILURE() << "parse(\"" << text << "\") did not throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("\"" + text + "\""), std::string::npos) << e.what();
+  }
+}
+
+TEST(Rate, PerSecondAndEveryAgree) {
+  EXPECT_EQ(rate::per_second(100), rate::every(10ms));
+  EXPECT_DOUBLE_EQ(rate::per_second(100).interval_ns(), 1e7);
+  EXPECT_DOUBLE_EQ(rate::every(2s).per_second(), 0.5);
+  EXPECT_EQ(rate::per(5, 500ms), rate::per_second(10));
+}
+
+TEST(Rate, ZeroIsValidAndNeverRefills) {
+  const rate zero = rate::per_second(0);
+  EXPECT_TRUE(zero.is_zero());
+  EXPECT_EQ(zero, rate{});
+  EXPECT_EQ(zero.per_second(), 0);
+  EXPECT_EQ(zero.tokens_for(1h), 0);
+  EXPECT_EQ(rate::parse("0/s"), zero);
+}
+
+TEST(Rate, InfinityAdmitsEverything) {
+  EXPECT_TRUE(rate::inf().is_inf());
+  EXPECT_TRUE(rate::parse("inf").is_inf());
+  EXPECT_TRUE(rate::per_second(std::numeric_limits<double>::infinity()).is_inf());
+  EXPECT_TRUE(rate::every(0s).is_inf());
+  EXPECT_EQ(rate::inf().duration_for(1e9), 0ns);
+  EXPECT_GT(rate::inf(), rate::per_second(1e12));
+}
+
+TEST(Rate, ParsesEveryDocumentedUnit) {
+  EXPECT_EQ(rate::parse("100/s"), rate::per_second(100));
+  EXPECT_EQ(rate::parse("2/ms"), rate::per_second(2000));
+  EXPECT_EQ(rate::parse("30/min"), rate::per_second(0.5));
+  EXPECT_EQ(rate::parse("3600/h"), rate::per_second(1));
+  EXPECT_EQ(rate::parse("5/500ms"), rate::per_second(10));
+  EXPECT_EQ(rate::parse("1/10s"), rate::per_second(0.1));
+  EXPECT_EQ(rate::parse("2.5/s"), rate::per_second(2.5));
+  EXPECT_EQ(rate::parse("1/us"), rate::per_second(1e6));
+}
+
+TEST(Rate, RejectsMalformedInputNamingIt) {
+  for (const char* bad : {"", "100", "100/", "/s", "-1/s", "abc/s", "1/sec", "1/0s", "nan/s", "1e3/s", "1/ 1s", " 1/s",
+                          "+1/s", "1/s ", "inf/s", "1/-5ms", "1//s"}) {
+    expect_invalid(bad);
+  }
+}
+
+TEST(Rate, NegativeOrNanThrowsNamingTheValue) {
+  try {
+    (void)rate::per_second(-2.5);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("-2.5"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)rate::per_second(std::nan("")), std::invalid_argument);
+  EXPECT_THROW((void)rate::every(-1ms), std::invalid_argument);
+  EXPECT_THROW((void)rate::per(-1, 1s), std::invalid_argument);
+  EXPECT_THROW((void)rate::per(1, 0s), std::invalid_argument);
+}
+
+TEST(Rate, ToStringRoundTripsThroughParse) {
+  for (const char* text : {"100/s", "5/min", "7/h", "3/ms", "inf", "0/s", "1/1500ms", "2.5/s"}) {
+    const rate r = rate::parse(text);
+    EXPECT_EQ(rate::parse(r.to_string()), r) << text << " -> " << r.to_string();
+  }
+  EXPECT_EQ(rate::parse("100/s").to_string(), "100/s");
+  EXPECT_EQ(rate::parse("60/min").to_string(), "1/s");
+  EXPECT_EQ(rate::parse("5/500ms").to_string(), "10/s");
+}
+
+TEST(Rate, DurationsRoundUpSoLimitersNeverOverAdmit) {
+  const rate three = rate::per_second(3);
+  EXPECT_EQ(three.duration_for(1), 333'333'334ns);
+  EXPECT_EQ(three.duration_for(3), 1s);
+  EXPECT_EQ(rate{}.duration_for(1), std::chrono::nanoseconds::max());
+  EXPECT_DOUBLE_EQ(three.tokens_for(1s), 3.0);
+}
+
+}  // namespace
