@@ -158,7 +158,7 @@ TEST(TokenBucket, CancelInvalid) {
   token_bucket lim{rate::per_second(10), 2};
   reserve(lim, t0, 2, t0, true);
   auto r = reserve(lim, t0, 3, t3, false);
-  r.cancel_at(t0);                 // no effect
+  r.cancel_at(t0);                // no effect
   reserve(lim, t0, 2, t2, true);  // did not get extra tokens
 }
 
@@ -221,9 +221,9 @@ TEST(TokenBucket, ReserveJumpBackNeverViolatesLimitOrBurst) {
   reserve(lim, t1, 2, t1, true);  // start at t1
   // admit: t0 < t1 is seen as t1, so this waits for a fresh token (x/time/rate answers t1, violating Limit,Burst).
   reserve(lim, t0, 1, t2, true);
-  reserve(lim, t2, 2, t4, true);       // x/time/rate: t3
-  reserve(lim, t0, 3, tp{}, false);    // n > burst: state unchanged
-  reserve(lim, t2, 1, t5, true);       // x/time/rate: t4
+  reserve(lim, t2, 2, t4, true);                // x/time/rate: t3
+  reserve(lim, t0, 3, tp{}, false);             // n > burst: state unchanged
+  reserve(lim, t2, 1, t5, true);                // x/time/rate: t4
   EXPECT_FALSE(lim.reserve_at(t0, 2, d).ok());  // the wait bound is not enough: state unchanged
   reserve(lim, t2, 1, t0 + 6 * d, true);        // x/time/rate: t5
 }
@@ -356,8 +356,8 @@ TEST(TokenBucket, DebtPolicyAdmitsOversizeWhenFullAndMakesOthersWait) {
   EXPECT_EQ(lim.tokens_at(t0), -3);
   EXPECT_FALSE(lim.try_acquire_at(t3, 1));  // debt paid at t3, a token at t4
   EXPECT_TRUE(lim.try_acquire_at(t4, 1));
-  EXPECT_FALSE(lim.try_acquire_at(t5, 5));   // not full
-  auto r = lim.reserve_at(t5, 5);            // served once full (t5 + 1 token more = t6)
+  EXPECT_FALSE(lim.try_acquire_at(t5, 5));  // not full
+  auto r = lim.reserve_at(t5, 5);           // served once full (t5 + 1 token more = t6)
   EXPECT_EQ(d_since(r.ready_at()), 6);
 }
 

@@ -281,7 +281,6 @@ class basic_token_bucket {
       snapshot s;
       s.tat = state_.tat.load(std::memory_order_acquire);
       s.cfg = read_config();
-      std::atomic_thread_fence(std::memory_order_acquire);
       if (config_.seq.load(std::memory_order_relaxed) != seq) continue;
       s.t = t;
       return s;
@@ -397,7 +396,6 @@ class basic_token_bucket {
 
     const std::uint64_t seq = config_.seq.load(std::memory_order_relaxed);
     config_.seq.store(seq + 1, std::memory_order_relaxed);  // odd: decisions wait for the new configuration
-    std::atomic_thread_fence(std::memory_order_release);
     std::int64_t cur = state_.tat.load(std::memory_order_acquire);
     for (;;) {
       // Tokens held at t under the old configuration (the bucket is full after an infinite rate, as in x/time/rate).
@@ -421,28 +419,29 @@ class basic_token_bucket {
   void store_config(const config& c) noexcept {
     const std::uint64_t seq = config_.seq.load(std::memory_order_relaxed);
     config_.seq.store(seq + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
     write_config(c);
     config_.seq.store(seq + 2, std::memory_order_release);
   }
+  // Sequence lock: release stores keep every field after the odd sequence number; acquire loads keep every read
+  // before the re-read of the sequence number. (Fences would do it too, but ThreadSanitizer does not model them.)
   void write_config(const config& c) noexcept {
-    config_.interval.store(c.rate_interval, std::memory_order_relaxed);
-    config_.burst.store(c.burst, std::memory_order_relaxed);
-    config_.cost1.store(c.cost1, std::memory_order_relaxed);
-    config_.tol.store(c.tol, std::memory_order_relaxed);
-    config_.frozen.store(c.frozen, std::memory_order_relaxed);
+    config_.interval.store(c.rate_interval, std::memory_order_release);
+    config_.burst.store(c.burst, std::memory_order_release);
+    config_.cost1.store(c.cost1, std::memory_order_release);
+    config_.tol.store(c.tol, std::memory_order_release);
+    config_.frozen.store(c.frozen, std::memory_order_release);
   }
   config read_config() const noexcept {
     config c;
-    const double interval = config_.interval.load(std::memory_order_relaxed);
+    const double interval = config_.interval.load(std::memory_order_acquire);
     c.rate_interval = interval;
     c.inf = interval == 0;
     c.zero = std::isinf(interval);
     c.interval = c.zero ? 1e9 : interval;
-    c.burst = config_.burst.load(std::memory_order_relaxed);
-    c.cost1 = config_.cost1.load(std::memory_order_relaxed);
-    c.tol = config_.tol.load(std::memory_order_relaxed);
-    c.frozen = config_.frozen.load(std::memory_order_relaxed);
+    c.burst = config_.burst.load(std::memory_order_acquire);
+    c.cost1 = config_.cost1.load(std::memory_order_acquire);
+    c.tol = config_.tol.load(std::memory_order_acquire);
+    c.frozen = config_.frozen.load(std::memory_order_acquire);
     return c;
   }
 
