@@ -88,6 +88,25 @@ TEST(Rate, ToStringRoundTripsThroughParse) {
   EXPECT_EQ(rate::parse("5/500ms").to_string(), "10/s");
 }
 
+// Found by fuzz/rate_parse_fuzz: to_string() printed "1e+06/s", which parse() refuses.
+TEST(Rate, ToStringNeverUsesScientificNotation) {
+  for (const char* text : {"1000000/s", "3/2ns", "1/1499ms", "1/3s", "7/9h", "123456789/ms"}) {
+    const rate r = rate::parse(text);
+    const std::string shown = r.to_string();
+    EXPECT_EQ(shown.find('e'), std::string::npos) << text << " -> " << shown;
+    EXPECT_EQ(rate::parse(shown), r) << text << " -> " << shown;
+  }
+}
+
+TEST(Rate, MessagesEscapeUnprintableInput) {
+  try {
+    (void)rate::parse(std::string_view("1\0/s", 4));
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("1\\x00/s"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Rate, DurationsRoundUpSoLimitersNeverOverAdmit) {
   const rate three = rate::per_second(3);
   EXPECT_EQ(three.duration_for(1), 333'333'334ns);

@@ -77,7 +77,7 @@ class rate {
   static rate parse(std::string_view text) {
     if (text == "inf") return inf();
     const auto fail = [&](const char* why) {
-      return std::invalid_argument("admit::rate::parse: invalid rate \"" + std::string(text) + "\": " + why +
+      return std::invalid_argument("admit::rate::parse: invalid rate \"" + printable(text) + "\": " + why +
                                    " (expected N/s, N/ms, N/min, N/h, N/500ms or inf)");
     };
     const auto slash = text.find('/');
@@ -152,7 +152,8 @@ class rate {
   }
 
   // A readable form that parse() accepts: "inf", "0/s", "100/s", "5/min", "1/1500ms"... Prefers a whole count per
-  // second, then per minute, per hour, per ms, per µs; else one token per whole number of ns; else the count per second.
+  // second, then per minute, per hour, per ms, per µs; else one token per whole number of ns; else the count per
+  // second.
   [[nodiscard]] std::string to_string() const {
     if (is_inf()) return "inf";
     if (is_zero()) return "0/s";
@@ -193,10 +194,29 @@ class rate {
     return ec == std::errc{} && ptr == s.data() + s.size();
   }
 
+  // Shortest decimal that reads back as `v`, never in scientific notation (parse() accepts no exponent).
   static std::string format_double(double v) {
-    char buf[64];
-    const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    char buf[400];
+    const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
     return ec == std::errc{} ? std::string(buf, ptr) : std::string("?");
+  }
+
+  // The input as it can be shown in a message: control bytes and non-ASCII escaped as \xNN, at most 80 characters.
+  static std::string printable(std::string_view text) {
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    for (const char ch : text.substr(0, 80)) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (u >= 0x20 && u < 0x7f) {
+        out += ch;
+      } else {
+        out += "\\x";
+        out += hex[u >> 4];
+        out += hex[u & 0xf];
+      }
+    }
+    if (text.size() > 80) out += "...";
+    return out;
   }
 
   // Nanoseconds per token: 0 means infinite rate, +infinity means the zero rate.
