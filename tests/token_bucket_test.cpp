@@ -113,6 +113,19 @@ TEST(TokenBucket, NoTruncationErrors) {
   EXPECT_TRUE(lim.try_acquire());
 }
 
+// Found in review: the burst was rounded up as a whole but each token on its own, so 3 tokens at 3/s did not fit.
+TEST(TokenBucket, FullBurstFitsAtOnceWithAFractionalInterval) {
+  for (const double per_second : {3.0, 7.0, 0.7692307692307693, 1e9 / 3}) {
+    token_bucket lim{rate::per_second(per_second), 3};
+    EXPECT_TRUE(lim.try_acquire_at(t0));
+    EXPECT_TRUE(lim.try_acquire_at(t0));
+    EXPECT_TRUE(lim.try_acquire_at(t0)) << per_second;
+    EXPECT_FALSE(lim.try_acquire_at(t0));
+    token_bucket whole{rate::per_second(per_second), 3};
+    EXPECT_TRUE(whole.try_acquire_at(t0, 3)) << per_second;
+  }
+}
+
 TEST(TokenBucket, SimultaneousRequestsAdmitExactlyTheBurst) {
   token_bucket lim{rate::per_second(1), 5};
   std::atomic<int> ok{0};
