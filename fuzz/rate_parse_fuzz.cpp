@@ -1,0 +1,65 @@
+// libFuzzer target: admit::rate::parse and the command line's duration parser on arbitrary text.
+//
+// Invariants: parsing never crashes and fails only with std::invalid_argument naming the input; a parsed rate is
+// non-negative and round-trips through to_string() and parse() (to within floating-point rounding of the count);
+// a parsed duration round-trips exactly through format_duration().
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "admit/rate.hpp"
+#include "cli/duration.hpp"
+
+namespace {
+
+[[noreturn]] void fail(const char* what) {
+  (void)what;  // read it in the debugger; the trap is what libFuzzer reports
+  __builtin_trap();
+}
+
+void check_rate(std::string_view text) {
+  admit::rate r;
+  try {
+    r = admit::rate::parse(text);
+  } catch (const std::invalid_argument& e) {
+    // The message quotes the input whole; what() is a C string, so it can show only the part before a NUL byte.
+    const std::string_view shown = text.substr(0, text.find('\0'));
+    if (std::string_view(e.what()).find(shown) == std::string_view::npos) fail("message does not name the input");
+    return;
+  }
+  if (!(r.interval_ns() >= 0)) fail("negative or NaN interval");
+  const std::string shown = r.to_string();
+  admit::rate back;
+  try {
+    back = admit::rate::parse(shown);
+  } catch (const std::invalid_argument&) {
+    fail("to_string() output does not parse");
+  }
+  if (r.is_inf() != back.is_inf() || r.is_zero() != back.is_zero()) fail("inf/zero lost in the round trip");
+  if (!r.is_inf() && !r.is_zero()) {
+    const double a = r.interval_ns();
+    const double b = back.interval_ns();
+    if (std::abs(a - b) > 1e-8 * std::max(a, b)) fail("interval changed in the round trip");
+    if (back.to_string() != shown) fail("to_string() is not stable");
+  }
+}
+
+void check_duration(std::string_view text) {
+  const auto d = admit::cli::parse_duration(text);
+  if (!d) return;
+  if (d->count() < 0) fail("negative duration");
+  if (admit::cli::parse_duration(admit::cli::format_duration(*d)) != d) fail("duration does not round-trip");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  check_rate(text);
+  check_duration(text);
+  return 0;
+}

@@ -1,0 +1,54 @@
+// libFuzzer target: the trace parser of `admit replay` on arbitrary bytes.
+//
+// Invariants: it never crashes; it fails only with trace_error, whose message starts with "line N: " for the line
+// it reports, N between 1 and the number of lines, printable and bounded; on success every arrival has n >= 1, times
+// never go back, line numbers increase, and each time round-trips through format_seconds()/parse_seconds().
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/trace.hpp"
+
+namespace {
+
+[[noreturn]] void fail(const char* what) {
+  (void)what;
+  __builtin_trap();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace admit::cli;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  std::size_t lines = 1;
+  for (char c : text) lines += c == '\n' ? 1 : 0;
+
+  std::vector<arrival> trace;
+  try {
+    trace = read_trace(text);
+  } catch (const trace_error& e) {
+    if (e.line() < 1 || e.line() > lines) fail("error names a line outside the input");
+    const std::string prefix = "line " + std::to_string(e.line()) + ": ";
+    const std::string_view message = e.what();
+    if (message.substr(0, prefix.size()) != prefix) fail("message does not start with the line number");
+    if (message.size() > 400) fail("message is not bounded");
+    for (char c : message) {
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) fail("unprintable message");
+    }
+    return 0;
+  }
+  std::int64_t last_t = 0;
+  std::size_t last_line = 0;
+  for (const arrival& a : trace) {
+    if (a.n < 1 || a.n > max_tokens_per_arrival) fail("n out of range");
+    if (a.t_ns < last_t) fail("time went back");
+    if (a.line <= last_line || a.line > lines) fail("line numbers out of order");
+    if (parse_seconds(format_seconds(a.t_ns)) != a.t_ns) fail("time does not round-trip");
+    last_t = a.t_ns;
+    last_line = a.line;
+  }
+  return 0;
+}

@@ -1,0 +1,160 @@
+#include "cli/options.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <new>
+
+#include "cli/duration.hpp"
+#include "cli/plot.hpp"
+#include "cli/report.hpp"
+#include "cli/trace.hpp"
+
+namespace admit::cli {
+
+namespace {
+
+std::int64_t parse_count(const std::string& option, const std::string& text) {
+  bool digits = !text.empty();
+  for (char c : text) digits = digits && c >= '0' && c <= '9';
+  if (!digits) throw usage_error("invalid " + option + " " + quote_for_message(text) + ": expected a whole number");
+  if (text.size() > 18) throw usage_error("invalid " + option + " " + quote_for_message(text) + ": out of range");
+  std::int64_t v = 0;
+  for (char c : text) v = v * 10 + (c - '0');
+  return v;
+}
+
+std::chrono::nanoseconds parse_duration_option(const std::string& option, const std::string& text) {
+  const auto d = parse_duration(text);
+  if (!d) {
+    throw usage_error("invalid " + option + " " + quote_for_message(text) +
+                      ": expected a duration such as 500ms, 1s, 10s, 2min (units ns, us, ms, s, min, h)");
+  }
+  return *d;
+}
+
+}  // namespace
+
+replay_config to_config(const replay_options& o) {
+  replay_config c;
+  const auto algo = parse_algorithm(o.algorithm);
+  if (!algo) {
+    throw usage_error("unknown --algorithm " + quote_for_message(o.algorithm) + ": expected one of " +
+                      algorithm_names());
+  }
+  c.algo = *algo;
+  try {
+    c.limit = admit::rate::parse(o.rate);
+  } catch (const std::invalid_argument& e) {
+    // admit::rate says why ("...: unknown time unit (expected ...)"); keep its reason, word the rest as an option.
+    const std::string what = e.what();
+    const auto from = what.find("\": ");
+    const auto to = what.rfind(" (expected");
+    std::string reason;
+    if (from != std::string::npos && to != std::string::npos && to > from + 3) {
+      reason = what.substr(from + 3, to - from - 3) + "; ";
+    }
+    throw usage_error("invalid --rate " + quote_for_message(o.rate) + ": " + reason +
+                      "expected N/s, N/ms, N/min, N/h, N/500ms (N a non-negative decimal) or inf");
+  }
+  if (o.burst) {
+    // A leading '-' is named as such: "--burst -3" is not a count.
+    if (!o.burst->empty() && o.burst->front() == '-') {
+      throw usage_error("invalid --burst " + quote_for_message(*o.burst) + ": must be at least 1");
+    }
+    c.burst = parse_count("--burst", *o.burst);
+    if (*c.burst < 1) throw usage_error("invalid --burst " + quote_for_message(*o.burst) + ": must be at least 1");
+  }
+  if (o.slack) {
+    if (!o.slack->empty() && o.slack->front() == '-') {
+      throw usage_error("invalid --slack " + quote_for_message(*o.slack) + ": must not be negative");
+    }
+    c.slack = parse_count("--slack", *o.slack);
+  }
+  if (o.window) {
+    c.window = parse_duration_option("--window", *o.window);
+    if (c.window->count() == 0)
+      throw usage_error("invalid --window " + quote_for_message(*o.window) + ": must be positive");
+  }
+  if (o.warmup) c.warmup = parse_duration_option("--warmup", *o.warmup);
+  if (o.mode) {
+    if (*o.mode == "allow") {
+      c.mode = replay_mode::allow;
+    } else if (*o.mode == "reserve") {
+      c.mode = replay_mode::reserve;
+    } else {
+      throw usage_error("invalid --mode " + quote_for_message(*o.mode) + ": expected allow or reserve");
+    }
+  }
+  return c;
+}
+
+int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std::ostream& err) {
+  const auto fail = [&](const std::string& message) {
+    err << "admit replay: " << message << "\n";
+    return exit_bad_input;
+  };
+  replay_settings settings;
+  try {
+    settings = resolve(to_config(o));
+  } catch (const usage_error& e) {
+    return fail(e.what());
+  } catch (const std::invalid_argument& e) {
+    return fail(e.what());
+  }
+
+  const bool from_stdin = o.trace == "-";
+  const std::string source = from_stdin ? "stdin" : o.trace;
+  std::vector<arrival> trace;
+  try {
+    if (from_stdin) {
+      trace = read_trace(in);
+    } else {
+      std::error_code ec;
+      if (std::filesystem::is_directory(o.trace, ec)) {
+        return fail("cannot read trace " + quote_for_message(o.trace) + ": it is a directory");
+      }
+      std::ifstream file(o.trace);
+      if (!file) {
+        return fail("cannot read trace " + quote_for_message(o.trace) + ": " + std::strerror(errno));
+      }
+      trace = read_trace(file);
+    }
+  } catch (const trace_error& e) {
+    return fail(source + ": " + e.what());
+  }
+
+  replay_result result;
+  try {
+    result = replay(settings, trace);
+  } catch (const std::invalid_argument& e) {
+    return fail(e.what());
+  }
+  const report_context ctx{settings, source};
+
+  if (o.plot) {
+    std::ofstream svg(*o.plot);
+    if (!svg) return fail("cannot write --plot " + quote_for_message(*o.plot) + ": " + std::strerror(errno));
+    write_svg(svg, ctx, result);
+    svg.flush();
+    if (!svg) return fail("cannot write --plot " + quote_for_message(*o.plot) + ": write error");
+  }
+  if (o.json) {
+    write_json(out, ctx, result, o.events);
+  } else if (o.events) {
+    write_events(out, result);
+    write_summary(out, ctx, result, /*comment=*/true);
+  } else {
+    write_summary(out, ctx, result);
+  }
+  out.flush();
+  if (!out) {
+    err << "admit replay: write error on standard output\n";
+    return exit_failure;
+  }
+  return exit_ok;
+}
+
+}  // namespace admit::cli

@@ -1,0 +1,44 @@
+// cli/options.hpp — the `admit replay` options as text, checked into a replay_config, and the command itself.
+//
+// The command line layer (tools/admit/main.cpp, CLI11) only collects strings; everything that can be wrong about
+// them is decided here, so that the checks and messages are testable without a process.
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "cli/replay.hpp"
+
+namespace admit::cli {
+
+// Exit statuses of `admit`.
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_failure = 1;    // an unexpected failure (out of memory, a write error)
+inline constexpr int exit_bad_input = 2;  // bad option, bad trace, unreadable file
+
+// Bad input to the command: the message names the option or file and the offending value.
+class usage_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct replay_options {
+  std::string algorithm;
+  std::string rate;
+  std::optional<std::string> burst, window, slack, warmup, mode;
+  bool events = false;
+  bool json = false;
+  std::optional<std::string> plot;  // SVG file to write
+  std::string trace = "-";          // file name, or "-" for standard input
+};
+
+// Checks the options and builds the configuration. Throws usage_error naming the option and value.
+[[nodiscard]] replay_config to_config(const replay_options& options);
+
+// Runs `admit replay`: reads the trace (options.trace, or `in` for "-"), replays it, writes the report to `out` and
+// the plot to options.plot. Returns the exit status; error messages go to `err` ("admit replay: ...").
+int run_replay(const replay_options& options, std::istream& in, std::ostream& out, std::ostream& err);
+
+}  // namespace admit::cli

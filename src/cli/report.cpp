@@ -1,0 +1,239 @@
+#include "cli/report.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+#include <vector>
+
+#include "cli/duration.hpp"
+#include "cli/trace.hpp"
+
+namespace admit::cli {
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string percent(std::int64_t part, std::int64_t whole) {
+  if (whole == 0) return "-";
+  return fixed(100.0 * static_cast<double>(part) / static_cast<double>(whole), 1) + "%";
+}
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc{} ? std::string(buf, ptr) : std::string("null");
+}
+
+std::string pad_left(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+double per_second(std::int64_t tokens, std::int64_t width_ns) {
+  return static_cast<double>(tokens) * 1e9 / static_cast<double>(width_ns);
+}
+
+}  // namespace
+
+std::string human_duration(std::int64_t ns) {
+  if (ns == 0) return "0s";
+  const double v = static_cast<double>(ns);
+  const auto trim = [](double x, const char* unit) {
+    std::string s = x >= 100 ? fixed(x, 0) : x >= 10 ? fixed(x, 1) : fixed(x, 2);
+    if (s.find('.') != std::string::npos) {
+      while (s.back() == '0') s.pop_back();
+      if (s.back() == '.') s.pop_back();
+    }
+    return s + unit;
+  };
+  if (ns < 0) return "-" + human_duration(ns == INT64_MIN ? INT64_MAX : -ns);
+  if (ns < 1'000) return std::to_string(ns) + "ns";
+  if (ns < 1'000'000) return trim(v / 1e3, "us");
+  if (ns < 1'000'000'000) return trim(v / 1e6, "ms");
+  if (ns < 60'000'000'000) return trim(v / 1e9, "s");
+  const std::int64_t total_s = ns / 1'000'000'000;
+  if (total_s < 3600) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(total_s / 60),
+                  static_cast<long long>(total_s % 60));
+    return buf;
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(total_s / 3600),
+                static_cast<long long>(total_s / 60 % 60));
+  return buf;
+}
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (u < 0x20 || u >= 0x7f) {
+          // Non-ASCII bytes are escaped one by one (as code points U+0080..U+00FF), so the output is valid JSON
+          // whatever the input's encoding.
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(u));
+          out += buf;
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+void write_summary(std::ostream& out, const report_context& ctx, const replay_result& r, bool comment) {
+  const std::string p = comment ? "# " : "";
+  const auto& s = ctx.settings;
+  out << p << "admit replay: " << s.describe() << "\n";
+  out << p << "trace:    " << ctx.source << ": " << r.arrivals << " arrivals, " << r.tokens << " tokens";
+  if (r.arrivals > 0) {
+    out << ", " << format_seconds(r.first_ns) << "s to " << format_seconds(r.last_ns) << "s";
+    const std::int64_t span = r.last_ns - r.first_ns;
+    if (span > 0) out << " (" << fixed(per_second(r.tokens, span), 1) << " tokens/s on average)";
+  }
+  out << "\n";
+  const std::size_t w = std::to_string(r.arrivals).size();
+  const std::size_t tw = std::to_string(r.tokens).size();
+  out << p << "admitted: " << pad_left(std::to_string(r.admitted), w) << " arrivals, "
+      << pad_left(std::to_string(r.admitted_tokens), tw) << " tokens  "
+      << pad_left(percent(r.admitted_tokens, r.tokens), 6) << "\n";
+  out << p << "rejected: " << pad_left(std::to_string(r.rejected), w) << " arrivals, "
+      << pad_left(std::to_string(r.rejected_tokens), tw) << " tokens  "
+      << pad_left(percent(r.rejected_tokens, r.tokens), 6) << "\n";
+  if (s.mode == replay_mode::reserve) {
+    out << p << "delayed:  " << pad_left(std::to_string(r.delayed), w) << " arrivals admitted after a wait ("
+        << percent(r.delayed, r.admitted) << " of admitted)\n";
+    out << p << "delay:    p50 " << human_duration(r.delay.p50) << ", p90 " << human_duration(r.delay.p90) << ", p99 "
+        << human_duration(r.delay.p99) << ", max " << human_duration(r.delay.max) << ", mean "
+        << human_duration(static_cast<std::int64_t>(std::llround(r.delay.mean))) << "\n";
+  }
+  if (r.arrivals == 0) return;
+
+  const std::int64_t end = std::max(r.last_ns, r.last_admission_ns);
+  const std::int64_t width = choose_bucket_width(end, 15);
+  const auto buckets = bucketize(r, width);
+  double peak = 0;
+  for (const auto& b : buckets) peak = std::max(peak, static_cast<double>(std::max(b.offered, b.admitted)));
+  constexpr int bar = 32;
+  out << p << "rate over time, tokens/s per " << format_duration(std::chrono::nanoseconds{width})
+      << " (bar: # admitted, - offered but not admitted in the bucket):\n";
+  out << p << pad_left("from", 10) << pad_left("offered/s", 12) << pad_left("admitted/s", 12) << "\n";
+  for (const auto& b : buckets) {
+    const auto cells = [&](std::int64_t v) {
+      return peak > 0 ? static_cast<int>(std::lround(static_cast<double>(v) * bar / peak)) : 0;
+    };
+    const int a = cells(b.admitted);
+    const int o = std::max(a, cells(b.offered));
+    out << p << pad_left(format_seconds(b.start_ns) + "s", 10) << pad_left(fixed(per_second(b.offered, width), 1), 12)
+        << pad_left(fixed(per_second(b.admitted, width), 1), 12);
+    if (o > 0) {
+      out << "  " << std::string(static_cast<std::size_t>(a), '#') << std::string(static_cast<std::size_t>(o - a), '-');
+    }
+    out << "\n";
+  }
+}
+
+void write_json(std::ostream& out, const report_context& ctx, const replay_result& r, bool with_events) {
+  const auto& s = ctx.settings;
+  out << "{\n";
+  out << "  \"algorithm\": " << json_string(to_string(s.algo)) << ",\n";
+  out << "  \"rate\": " << json_string(s.limit.to_string()) << ",\n";
+  out << "  \"rate_per_second\": " << json_number(s.limit.per_second()) << ",\n";
+  switch (s.algo) {
+    case algorithm::token_bucket:
+    case algorithm::gcra:
+      out << "  \"burst\": " << s.burst << ",\n";
+      break;
+    case algorithm::pacer:
+      out << "  \"slack\": " << s.slack << ",\n";
+      break;
+    case algorithm::fixed_window:
+    case algorithm::sliding_window:
+    case algorithm::sliding_log:
+      out << "  \"window_seconds\": " << format_seconds(s.window.count()) << ",\n";
+      out << "  \"window_limit\": " << s.window_limit << ",\n";
+      break;
+    case algorithm::warmup:
+      out << "  \"warmup_seconds\": " << format_seconds(s.warmup.count()) << ",\n";
+      out << "  \"cold_factor\": " << json_number(s.cold_factor) << ",\n";
+      break;
+  }
+  out << "  \"mode\": " << json_string(to_string(s.mode)) << ",\n";
+  out << "  \"trace\": {\"source\": " << json_string(ctx.source) << ", \"arrivals\": " << r.arrivals
+      << ", \"tokens\": " << r.tokens << ", \"first_seconds\": " << format_seconds(r.first_ns)
+      << ", \"last_seconds\": " << format_seconds(r.last_ns) << "},\n";
+  out << "  \"admitted\": {\"arrivals\": " << r.admitted << ", \"tokens\": " << r.admitted_tokens << "},\n";
+  out << "  \"rejected\": {\"arrivals\": " << r.rejected << ", \"tokens\": " << r.rejected_tokens << "},\n";
+  out << "  \"delayed\": {\"arrivals\": " << r.delayed << "},\n";
+  out << "  \"delay_seconds\": {\"p50\": " << format_seconds(r.delay.p50)
+      << ", \"p90\": " << format_seconds(r.delay.p90) << ", \"p99\": " << format_seconds(r.delay.p99)
+      << ", \"max\": " << format_seconds(r.delay.max) << ", \"mean\": " << json_number(r.delay.mean / 1e9) << "},\n";
+  const std::int64_t end = std::max(r.last_ns, r.last_admission_ns);
+  const std::int64_t width = choose_bucket_width(end, 120);
+  out << "  \"buckets\": {\"width_seconds\": " << format_seconds(width)
+      << ", \"columns\": [\"start_seconds\", \"offered\", \"admitted\", \"rejected\"], \"rows\": [";
+  if (r.arrivals > 0) {
+    const auto buckets = bucketize(r, width);
+    for (std::size_t i = 0; i < buckets.size(); ++i) {
+      const auto& b = buckets[i];
+      out << (i == 0 ? "\n    " : ",\n    ") << "[" << format_seconds(b.start_ns) << ", " << b.offered << ", "
+          << b.admitted << ", " << b.rejected << "]";
+    }
+    out << "\n  ";
+  }
+  out << "]}";
+  if (with_events) {
+    out << ",\n  \"events\": [";
+    for (std::size_t i = 0; i < r.events.size(); ++i) {
+      const auto& e = r.events[i];
+      out << (i == 0 ? "\n    " : ",\n    ") << "{\"t\": " << format_seconds(e.t_ns) << ", \"n\": " << e.n
+          << ", \"admitted\": " << (e.admitted ? "true" : "false");
+      if (e.delay_ns > 0) out << ", \"delay\": " << format_seconds(e.delay_ns);
+      out << "}";
+    }
+    if (!r.events.empty()) out << "\n  ";
+    out << "]";
+  }
+  out << "\n}\n";
+}
+
+void write_events(std::ostream& out, const replay_result& r) {
+  std::string line;
+  for (const auto& e : r.events) {
+    line = format_seconds(e.t_ns);
+    line += ' ';
+    line += std::to_string(e.n);
+    line += e.admitted ? " admit" : " reject";
+    if (e.delay_ns > 0) {
+      line += ' ';
+      line += format_seconds(e.delay_ns);
+    }
+    line += '\n';
+    out << line;
+  }
+}
+
+}  // namespace admit::cli

@@ -1,0 +1,87 @@
+// cli/trace.hpp — the trace format of `admit replay`: one arrival a line.
+//
+//   # comment (a '#' starts a comment anywhere on a line; blank lines are ignored)
+//   0.000000001        one request at 1 ns after the start of the trace
+//   1.5 3              a request for 3 tokens at 1.5 s
+//
+// Each line is `<seconds since start> [n]`, fields separated by spaces or tabs. Seconds is a non-negative decimal
+// with up to 9 fraction digits ("12", "12.5", "0.000000001"; no sign, no exponent, no leading or trailing '.'),
+// parsed exactly into integer nanoseconds — no floating point is involved, so "0.1" is exactly 100000000 ns — and
+// at most max_trace_seconds.
+// n is a positive integer (default 1, at most max_tokens_per_arrival). Times never go back: each line's time is at
+// least the previous arrival's. A trailing '\r' (CRLF files) is ignored.
+//
+// Errors are trace_error exceptions whose message names the line number and the offending text, e.g.
+//   line 12: invalid time "1.5.2": expected seconds since start, a decimal with up to 9 fraction digits
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace admit::cli {
+
+// The largest `n` one trace line may ask for (keeps every limiter's arithmetic far from overflow).
+inline constexpr std::int64_t max_tokens_per_arrival = 1'000'000'000;
+// The latest time a trace line may hold, in seconds (~31.7 years): leaves every replay far from int64 overflow.
+inline constexpr std::int64_t max_trace_seconds = 1'000'000'000;
+
+// One line of a trace.
+struct arrival {
+  std::int64_t t_ns = 0;  // nanoseconds since the start of the trace
+  std::int64_t n = 1;     // tokens requested
+  std::size_t line = 0;   // 1-based line number in the source
+
+  friend bool operator==(const arrival&, const arrival&) = default;
+};
+
+// A malformed trace: the message names the line and the offending text. line() is the 1-based line number.
+class trace_error : public std::runtime_error {
+ public:
+  trace_error(std::size_t line, const std::string& message);
+  [[nodiscard]] std::size_t line() const noexcept { return line_; }
+
+ private:
+  std::size_t line_;
+};
+
+// Parses a decimal number of seconds with up to 9 fraction digits ("1", "1.5", "0.000000001") into exact
+// nanoseconds. Returns nullopt for anything else (sign, exponent, empty, bare '.', > 9 fraction digits, overflow).
+[[nodiscard]] std::optional<std::int64_t> parse_seconds(std::string_view text) noexcept;
+
+// Formats nanoseconds as the shortest decimal seconds parse_seconds() reads back exactly: 1500000000 -> "1.5",
+// 2000000000 -> "2", 1 -> "0.000000001". Negative values get a leading '-'.
+[[nodiscard]] std::string format_seconds(std::int64_t ns);
+
+// Quotes `text` for an error message: at most 60 characters (longer text is cut and marked with "..."), control and
+// non-ASCII bytes written as \xHH, so that any input gives a printable, bounded message.
+[[nodiscard]] std::string quote_for_message(std::string_view text);
+
+// Reads a trace line by line, checking that times never go back.
+// Thread safety: none (one parser per thread); no shared state.
+class trace_parser {
+ public:
+  // Parses the next line (without its '\n'). Returns the arrival, or nullopt for a blank or comment-only line.
+  // Throws trace_error naming this line when it does not parse or goes back in time.
+  std::optional<arrival> feed(std::string_view line);
+
+  // Lines fed so far.
+  [[nodiscard]] std::size_t lines() const noexcept { return line_; }
+
+ private:
+  std::size_t line_ = 0;
+  std::int64_t last_ns_ = 0;
+  std::size_t last_line_ = 0;
+};
+
+// Reads a whole trace. Throws trace_error (see trace_parser::feed).
+[[nodiscard]] std::vector<arrival> read_trace(std::istream& in);
+// Same, from a string (tests and fuzzing).
+[[nodiscard]] std::vector<arrival> read_trace(std::string_view text);
+
+}  // namespace admit::cli

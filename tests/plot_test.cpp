@@ -1,0 +1,104 @@
+// Tests of the SVG chart of `admit replay --plot` (src/cli/plot.hpp) and of the JSON report (cli/report.hpp).
+#include "cli/plot.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "cli/replay.hpp"
+#include "cli/report.hpp"
+#include "cli/trace.hpp"
+
+namespace {
+
+using namespace admit::cli;
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+report_context context(const char* source = "trace.txt") {
+  replay_config c;
+  c.algo = algorithm::token_bucket;
+  c.limit = admit::rate::parse("10/s");
+  c.burst = 3;
+  return {resolve(c), source};
+}
+
+replay_result sample_result(int lines) {
+  std::string text;
+  for (int i = 0; i < lines; ++i) text += format_seconds(std::int64_t{i} * 7'000'000) + "\n";
+  return replay(context().settings, read_trace(text));
+}
+
+TEST(Plot, WritesAWellFormedSvgWithBothPanels) {
+  std::ostringstream out;
+  write_svg(out, context(), sample_result(1000));
+  const std::string svg = out.str();
+  EXPECT_EQ(svg.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg ", 0), 0u);
+  EXPECT_TRUE(svg.ends_with("</svg>\n"));
+  EXPECT_EQ(count_of(svg, "<svg"), 1u);
+  EXPECT_EQ(count_of(svg, "<g"), count_of(svg, "</g>"));
+  EXPECT_EQ(count_of(svg, "<text"), count_of(svg, "</text>"));
+  EXPECT_NE(svg.find("admit replay: token-bucket rate=10/s burst=3 mode=allow"), std::string::npos);
+  EXPECT_NE(svg.find("cumulative tokens"), std::string::npos);
+  EXPECT_NE(svg.find("configured rate"), std::string::npos);
+  EXPECT_EQ(count_of(svg, "<polyline"), 3u);  // offered and admitted cumulative, admitted rate
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+  EXPECT_EQ(svg.find("inf"), std::string::npos);
+}
+
+TEST(Plot, SizeIsBoundedWhateverTheTraceLength) {
+  std::ostringstream small, large;
+  write_svg(small, context(), sample_result(100));
+  write_svg(large, context(), sample_result(50'000));
+  EXPECT_LT(large.str().size(), 200'000u);
+}
+
+TEST(Plot, EmptyTraceStillGivesAChart) {
+  std::ostringstream out;
+  write_svg(out, context(), replay(context().settings, {}));
+  EXPECT_TRUE(out.str().ends_with("</svg>\n"));
+  EXPECT_EQ(out.str().find("nan"), std::string::npos);
+}
+
+TEST(Plot, EscapesTextForXml) {
+  EXPECT_EQ(xml_escape("a<b>&\"c\x01"), "a&lt;b&gt;&amp;&quot;c?");
+  std::ostringstream out;
+  write_svg(out, context("<evil & co>.txt"), sample_result(10));
+  EXPECT_NE(out.str().find("&lt;evil &amp; co&gt;.txt"), std::string::npos);
+  EXPECT_EQ(out.str().find("<evil"), std::string::npos);
+}
+
+TEST(Report, JsonHasTheCountsAndEscapes) {
+  std::ostringstream out;
+  const auto r = replay(context().settings, read_trace("0\n0\n0\n0\n0.5 2\n"));
+  write_json(out, context("dir/\"quoted\"\n.txt"), r, true);
+  const std::string json = out.str();
+  EXPECT_NE(json.find("\"algorithm\": \"token-bucket\""), std::string::npos);
+  EXPECT_NE(json.find("\"burst\": 3"), std::string::npos);
+  EXPECT_NE(json.find("\"admitted\": {\"arrivals\": 4, \"tokens\": 5}"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"rejected\": {\"arrivals\": 1, \"tokens\": 1}"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"source\": \"dir/\\\"quoted\\\"\\n.txt\""), std::string::npos) << json;
+  EXPECT_NE(json.find("{\"t\": 0.5, \"n\": 2, \"admitted\": true}"), std::string::npos) << json;
+  EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
+  EXPECT_EQ(std::count(json.begin(), json.end(), '['), std::count(json.begin(), json.end(), ']'));
+}
+
+TEST(Report, HumanDurations) {
+  EXPECT_EQ(human_duration(0), "0s");
+  EXPECT_EQ(human_duration(850), "850ns");
+  EXPECT_EQ(human_duration(12'500), "12.5us");
+  EXPECT_EQ(human_duration(3'250'000), "3.25ms");
+  EXPECT_EQ(human_duration(1'500'000'000), "1.5s");
+  EXPECT_EQ(human_duration(125'000'000'000), "2m05s");
+  EXPECT_EQ(human_duration(7'260'000'000'000), "2h01m");
+  EXPECT_EQ(json_string("a\x01\xc3"), "\"a\\u0001\\u00c3\"");
+}
+
+}  // namespace

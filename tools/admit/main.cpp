@@ -1,0 +1,86 @@
+// admit — the command line face of the admit library.
+//
+//   admit replay --algorithm token-bucket --rate 100/s --burst 20 data/sample_trace.txt
+//
+// Exit status: 0 success, 2 bad input (an option, the trace, an unreadable file), 1 anything else.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+#include <new>
+#include <string>
+
+#include "cli/options.hpp"
+#include "cli/replay.hpp"
+
+int main(int argc, char** argv) {
+  namespace cli = admit::cli;
+  std::ios::sync_with_stdio(false);
+
+  CLI::App app{"admit: admission control for C++ (rate limiters and concurrency limiters), from the command line.",
+               "admit"};
+  app.require_subcommand(1);
+
+  cli::replay_options o;
+  std::string burst, window, slack, warmup, mode, plot;
+  CLI::App* replay = app.add_subcommand(
+      "replay",
+      "Replay a trace of arrivals through a rate limiter in virtual time and report what it would have done: "
+      "admitted, rejected, delayed (and by how much), and the admitted rate over time.\n"
+      "Trace: one arrival a line, `<seconds since start> [n]` (seconds a decimal with up to 9 fraction digits, n "
+      "tokens, default 1); '#' comments and blank lines are ignored; times never go back.");
+  replay->add_option("--algorithm,-a", o.algorithm, cli::algorithm_names())->required()->type_name("NAME");
+  replay->add_option("--rate,-r", o.rate, "rate: N/s, N/ms, N/min, N/h, N/500ms or inf (e.g. 100/s)")
+      ->required()
+      ->type_name("RATE");
+  auto* burst_opt = replay->add_option("--burst,-b", burst, "token-bucket, gcra: tokens the limiter holds (default 1)")
+                        ->type_name("N");
+  auto* window_opt = replay
+                         ->add_option("--window,-w", window,
+                                      "fixed-window, sliding-window, sliding-log: window length, e.g. 1s, 500ms "
+                                      "(default 1s); the per-window limit is rate * window")
+                         ->type_name("DURATION");
+  auto* slack_opt =
+      replay->add_option("--slack", slack, "pacer: requests that idle time may bank (default 10; 0 = no slack)")
+          ->type_name("N");
+  auto* warmup_opt =
+      replay->add_option("--warmup", warmup, "warmup: warm-up period, e.g. 10s (default 10s)")->type_name("DURATION");
+  auto* mode_opt =
+      replay
+          ->add_option("--mode,-m", mode,
+                       "allow: admit now or reject; reserve: book the request and admit it after the limiter's "
+                       "delay (default: reserve for pacer, allow for the others; windows cannot reserve)")
+          ->type_name("allow|reserve");
+  replay->add_flag("--events", o.events, "print one line per arrival: <seconds> <n> admit|reject [<delay seconds>]");
+  replay->add_flag("--json", o.json, "print the report as JSON");
+  auto* plot_opt =
+      replay->add_option("--plot", plot, "write an SVG chart of arrivals vs admissions to FILE")->type_name("FILE.svg");
+  replay->add_option("trace", o.trace, "trace file; '-' or absent: standard input")->type_name("TRACE");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message to stderr
+    return cli::exit_bad_input;
+  }
+
+  if (*burst_opt) o.burst = burst;
+  if (*window_opt) o.window = window;
+  if (*slack_opt) o.slack = slack;
+  if (*warmup_opt) o.warmup = warmup;
+  if (*mode_opt) o.mode = mode;
+  if (*plot_opt) o.plot = plot;
+
+  try {
+    return cli::run_replay(o, std::cin, std::cout, std::cerr);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "admit replay: out of memory\n";
+    return cli::exit_failure;
+  } catch (const std::exception& e) {
+    std::cerr << "admit replay: " << e.what() << "\n";
+    return cli::exit_failure;
+  }
+}
