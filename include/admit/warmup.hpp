@@ -1,0 +1,354 @@
+// admit/warmup.hpp — a rate limiter that warms up (Guava's RateLimiter.create(rate, warmupPeriod), SmoothWarmingUp).
+//
+// A backend that has been idle (cold caches, closed connections) should not take full load at once. This limiter
+// starts cold, serving requests `cold_factor` times slower than the stable rate, and speeds up as it is used until,
+// after about `warmup_period` of saturated demand, it runs at the stable rate. Left idle, it goes cold again: after
+// `warmup_period` of idleness (plus the last request's cost) it is fully cold.
+//
+//   admit::warmup w{admit::rate::per_second(2), std::chrono::seconds(4)};   // cold: 1.5s apart; warm: 0.5s apart
+//   auto wait = w.reserve();   // Guava's acquire() sequence from cold: 0, 1.375s, 1.125s, 0.875s, 0.625s, 0.5s...
+//
+// Semantics are Guava's, number for number (tests check Guava's own sequences): idle time banks "stored permits" at
+// one per warmup_period / max_permits, up to max_permits; a request spends stored permits first, and a stored permit
+// costs between the stable interval (at or below threshold_permits) and the cold interval (at max_permits), the cost
+// being the integral of that line. "The cost of a request is paid by the next one": a request is admitted whenever no
+// earlier debt is outstanding — whatever its size (Guava's oversize behaviour: oversize_policy::debt) — and its own
+// cost pushes the next free time forward. Durations are nanoseconds (Guava: microseconds), costs rounded up.
+//
+// Representation. Guava's state is two numbers — the next free time and the stored permits — and both are in use at
+// once (a request served from stored permits leaves permits *and* a debt behind), so no single "zero time" can hold
+// it: encoding both in one time point lets a cold limiter admit several requests at once instead of one. The two live
+// on one cache line under a sequence number: a decision reads them optimistically and commits with a
+// compare-and-swap of the sequence number, after which it stores the two values (three stores, no system call). A
+// refusal reads one word and writes nothing; a lost compare-and-swap retries, never refusing a request that fits.
+// The price: a committing thread preempted between its compare-and-swap and its last store makes other decisions that
+// need both values spin (then yield) until it runs again; refusals and time_until_available never wait. Nothing runs in
+// the background: idle time is credited lazily from `now`.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "admit/clock.hpp"
+#include "admit/decision.hpp"
+#include "admit/detail/saturating.hpp"
+#include "admit/detail/sleep.hpp"
+#include "admit/rate.hpp"
+
+namespace admit {
+
+template <steady_clock_like Clock = std::chrono::steady_clock>
+class basic_warmup {
+ public:
+  using clock_type = Clock;
+  using time_point = typename Clock::time_point;
+  using duration = typename Clock::duration;
+
+  // Guava's RateLimiter.create(stable, warmup_period) with its coldFactor: stable interval s = 1 / stable, cold
+  // interval c = cold_factor * s, threshold_permits = warmup_period / (2 s), max_permits = threshold_permits +
+  // 2 warmup_period / (s + c). Starts cold (max_permits stored). A zero warmup period gives a plain smooth limiter
+  // (one request every s, no stored permits); an infinite rate admits everything. Throws std::invalid_argument naming
+  // the value when the rate is zero, the warmup period negative, or cold_factor not a finite number > 1 (NaN too; a
+  // cold factor of 1 would be no warm-up at all — Guava's public API never passes one either).
+  basic_warmup(rate stable, std::chrono::nanoseconds warmup_period, double cold_factor = 3.0)
+      : stable_rate_(stable), warmup_period_(warmup_period), cold_factor_(cold_factor) {
+    if (stable.is_zero()) throw std::invalid_argument("admit::warmup: the stable rate must be positive, got 0/s");
+    if (warmup_period.count() < 0) {
+      throw std::invalid_argument("admit::warmup: the warmup period must not be negative, got " +
+                                  std::to_string(warmup_period.count()) + "ns");
+    }
+    if (!(cold_factor > 1.0) || std::isinf(cold_factor)) {
+      throw std::invalid_argument("admit::warmup: the cold factor must be a finite number greater than 1, got " +
+                                  format(cold_factor));
+    }
+    stable_ = stable.interval_ns();
+    const double w = static_cast<double>(warmup_period.count());
+    if (stable_ > 0) {
+      threshold_ = 0.5 * w / stable_;
+      max_ = threshold_ + 2.0 * w / (stable_ + stable_ * cold_factor);
+      if (max_ > threshold_) slope_ = (stable_ * cold_factor - stable_) / (max_ - threshold_);
+      if (max_ > 0) cool_down_ = w / max_;
+    }
+    state_.stored.store(max_, std::memory_order_relaxed);  // starts cold
+  }
+
+  basic_warmup(const basic_warmup&) = delete;
+  basic_warmup& operator=(const basic_warmup&) = delete;
+
+  // --- Never waits -------------------------------------------------------------------------------------------------
+
+  // Guava's tryAcquire(n, 0): admits — and charges the cost of `n` permits to whoever comes next — when no earlier
+  // debt is outstanding at `now`; else false, changing nothing. Any n fits (n == 0 always, charging nothing). A `now`
+  // earlier than the next free time is refused, so a clock going backwards never over-admits. Thread safety: safe
+  // from any number of threads; a refusal is one atomic load; a lost race retries instead of refusing.
+  [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) noexcept {
+    assert(n >= 0 && "admit::warmup: n must not be negative");
+    if (n == 0 || infinite()) return true;
+    const std::int64_t t = to_ns<Clock>(now);
+    for (;;) {
+      // The refusal reads one word. The next free time only grows (but for a cancelled acquire giving its charge
+      // back), and any value read is one the state really had during this call.
+      if (t < state_.next_free.load(std::memory_order_acquire)) return false;
+      const snapshot s = load();
+      if (t < s.next_free) return false;
+      const grant g = charge(s, t, n);
+      if (publish(s.seq, g.next_free, g.stored)) return true;
+      // Lost a race: decide again on the fresh state (never a spurious refusal).
+    }
+  }
+
+  // try_acquire_at with the details: limit = 1 (one request, of any size, is admitted whenever no debt is
+  // outstanding); remaining = 1 if another request would be admitted right after this decision, else 0;
+  // retry_after = the outstanding debt (never nanoseconds::max(): every size fits eventually); reset_after = time
+  // until the limiter is fully cold again if left idle. Thread safety: as try_acquire_at.
+  [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
+  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
+    assert(n >= 0 && "admit::warmup: n must not be negative");
+    const std::int64_t t = to_ns<Clock>(now);
+    decision d;
+    d.limit = 1;
+    if (infinite()) {
+      d.admitted = true;
+      d.remaining = 1;
+      return d;
+    }
+    for (;;) {
+      const snapshot s = load();
+      if (n > 0 && t < s.next_free) {
+        d.retry_after = std::chrono::nanoseconds{detail::sat_sub(s.next_free, t)};
+        d.reset_after = until_cold(t, s.next_free, s.stored);
+        return d;
+      }
+      if (n == 0) {
+        d.admitted = true;
+        d.remaining = t >= s.next_free ? 1 : 0;
+        d.reset_after = until_cold(t, s.next_free, s.stored);
+        return d;
+      }
+      const grant g = charge(s, t, n);
+      if (!publish(s.seq, g.next_free, g.stored)) continue;  // lost a race: decide again on the fresh state
+      d.admitted = true;
+      d.remaining = g.next_free <= t ? 1 : 0;
+      d.reset_after = until_cold(t, g.next_free, g.stored);
+      return d;
+    }
+  }
+
+  // How long from `now` until a request of `n` permits would be admitted — the outstanding debt, whatever n (0 =
+  // now). Consumes nothing. Thread safety: one atomic load.
+  [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const {
+    return time_until_available_at(Clock::now(), n);
+  }
+  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const noexcept {
+    assert(n >= 0 && "admit::warmup: n must not be negative");
+    if (n == 0 || infinite()) return std::chrono::nanoseconds{0};
+    const std::int64_t next = state_.next_free.load(std::memory_order_acquire);
+    return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(next, to_ns<Clock>(now)))};
+  }
+
+  // Guava's reserve(n): charges `n` permits now and returns how long the caller must wait before going (the debt
+  // outstanding at `now`; 0 when none). Never refuses; cannot be undone. n == 0 charges nothing. Edge case: costs that
+  // would push the next free time past year ~2262 saturate, exhausting the limiter. Thread safety: as try_acquire_at.
+  std::chrono::nanoseconds reserve(std::int64_t n = 1) { return reserve_at(Clock::now(), n); }
+  std::chrono::nanoseconds reserve_at(time_point now, std::int64_t n = 1) noexcept {
+    assert(n >= 0 && "admit::warmup: n must not be negative");
+    const std::int64_t t = to_ns<Clock>(now);
+    if (n == 0 || infinite()) return std::chrono::nanoseconds{0};
+    const claimed c = claim(t, n, detail::ns_max);
+    return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(c.g.at, t))};
+  }
+
+  // --- Waits (detail::sleep_until on Clock) --------------------------------------------------------------------------
+
+  // Guava's acquire(n): charges `n` permits and sleeps out the debt before them. True when through; false when `stop`
+  // is requested first (at once, charging nothing, when already requested). A stopped caller's charge is given back
+  // when nobody was charged after it (the state is then exactly as if it had never come); otherwise it stays — the
+  // callers behind keep their times. Thread safety: any number of threads; they go in the order they were charged.
+  bool acquire(std::int64_t n = 1, std::stop_token stop = {}) {
+    assert(n >= 0 && "admit::warmup: n must not be negative");
+    if (stop.stop_requested()) return false;
+    if (n == 0 || infinite()) return true;
+    const std::int64_t t = to_ns<Clock>(Clock::now());
+    const claimed c = claim(t, n, detail::ns_max);
+    if (c.g.at <= t || detail::sleep_until<Clock>(to_time_point(c.g.at), std::move(stop))) return true;
+    give_back(c);
+    return false;
+  }
+
+  // Guava's tryAcquire(n, timeout): fails at once, charging nothing, when the debt outstanding would outlast
+  // `deadline`; otherwise charges `n` permits, sleeps out the debt and returns true. A deadline in the past (or a zero
+  // or negative timeout) is try_acquire(). Thread safety: as acquire.
+  bool try_acquire_until(time_point deadline, std::int64_t n = 1) {
+    assert(n >= 0 && "admit::warmup: n must not be negative");
+    if (n == 0 || infinite()) return true;
+    const std::int64_t t = to_ns<Clock>(Clock::now());
+    const claimed c = claim(t, n, std::max(to_ns<Clock>(deadline), t));
+    if (!c.ok) return false;
+    if (c.g.at > t) detail::sleep_until<Clock>(to_time_point(c.g.at), std::stop_token{});
+    return true;
+  }
+  template <class Rep, class Period>
+  bool try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
+    const long double ns = std::chrono::duration<long double, std::nano>(timeout).count();
+    const std::int64_t d = !(ns > 0) ? 0 : ns >= 9.2e18L ? detail::ns_max : static_cast<std::int64_t>(std::ceil(ns));
+    return try_acquire_until(to_time_point(detail::sat_add(to_ns<Clock>(Clock::now()), d)), n);
+  }
+
+  // --- Introspection (thread safe) ---------------------------------------------------------------------------------
+
+  // Stored permits at `now`: max_permits() when fully cold, 0 when fully warm. Idle time after the next free time is
+  // credited; while a debt is outstanding it is the permits the last charge left.
+  [[nodiscard]] double stored_permits_at(time_point now) const noexcept {
+    const snapshot s = load();
+    const std::int64_t t = to_ns<Clock>(now);
+    return t > s.next_free ? refilled(s.stored, t, s.next_free) : s.stored;
+  }
+  [[nodiscard]] double max_permits() const noexcept { return max_; }
+  [[nodiscard]] double threshold_permits() const noexcept { return threshold_; }
+  [[nodiscard]] rate stable_rate() const noexcept { return stable_rate_; }
+  [[nodiscard]] std::chrono::nanoseconds warmup_period() const noexcept { return warmup_period_; }
+  [[nodiscard]] double cold_factor() const noexcept { return cold_factor_; }
+
+ private:
+  struct snapshot {
+    std::uint64_t seq;
+    std::int64_t next_free;
+    double stored;
+  };
+  struct grant {
+    std::int64_t at;         // when the request may go: max(next free time, now)
+    std::int64_t next_free;  // the next free time after it
+    double stored;           // stored permits left
+  };
+  struct claimed {
+    bool ok;
+    snapshot before;
+    grant g;
+  };
+
+  [[nodiscard]] bool infinite() const noexcept { return stable_ == 0; }
+
+  static std::string format(double v) {
+    char buf[64];
+    const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    return ec == std::errc{} ? std::string(buf, ptr) : std::string("?");
+  }
+  // Rounds up, so that sleeping until the returned point never lets a caller through early.
+  static time_point to_time_point(std::int64_t ns) noexcept {
+    return time_point{std::chrono::ceil<duration>(std::chrono::nanoseconds{ns})};
+  }
+  static std::int64_t ceil_ns(double ns) noexcept {
+    if (!(ns > 0)) return 0;
+    if (!(ns < 9.2e18)) return detail::ns_max;
+    return static_cast<std::int64_t>(std::ceil(ns));
+  }
+
+  // Stored permits after idling from `since` to `now` (now > since): one per cool-down interval, up to max.
+  double refilled(double stored, std::int64_t now, std::int64_t since) const noexcept {
+    if (cool_down_ == 0) return 0;
+    return std::min(max_, stored + (static_cast<double>(now) - static_cast<double>(since)) / cool_down_);
+  }
+  // The throttling interval with `permits` stored above the threshold.
+  double throttle(double permits_above_threshold) const noexcept { return stable_ + permits_above_threshold * slope_; }
+  // Guava's storedPermitsToWaitTime + fresh permits: the area under the throttling line over the stored permits
+  // spent [stored - spend, stored], plus the stable interval for each fresh permit.
+  double cost(double stored, double spend, double fresh) const noexcept {
+    double t = 0;
+    const double above = stored - threshold_;
+    if (above > 0) {
+      const double take = std::min(above, spend);
+      t = take * (throttle(above) + throttle(above - take)) / 2.0;
+      spend -= take;
+    }
+    return t + stable_ * (spend + fresh);
+  }
+  // Guava's resync + reserveEarliestAvailable on a snapshot.
+  grant charge(const snapshot& s, std::int64_t now, std::int64_t n) const noexcept {
+    grant g{s.next_free, s.next_free, s.stored};
+    if (now > s.next_free) {
+      g.stored = refilled(s.stored, now, s.next_free);
+      g.at = now;
+    }
+    const double permits = static_cast<double>(n);
+    const double spend = std::min(permits, g.stored);
+    g.next_free = detail::sat_add(g.at, ceil_ns(cost(g.stored, spend, permits - spend)));
+    g.stored -= spend;
+    return g;
+  }
+  std::chrono::nanoseconds until_cold(std::int64_t now, std::int64_t next_free, double stored) const noexcept {
+    const std::int64_t cold_at = detail::sat_add(next_free, ceil_ns((max_ - stored) * cool_down_));
+    return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(cold_at, now))};
+  }
+  // Charges n permits if the request may go by `latest`. Lock-free but for the publish window (see the top).
+  claimed claim(std::int64_t now, std::int64_t n, std::int64_t latest) noexcept {
+    for (;;) {
+      const snapshot s = load();
+      if (s.next_free > latest) return {false, s, {}};
+      const grant g = charge(s, now, n);
+      if (publish(s.seq, g.next_free, g.stored)) return {true, s, g};
+    }
+  }
+  // Undoes a charge if nothing was committed after it (the sequence number says so exactly: it only grows).
+  void give_back(const claimed& c) noexcept {
+    const snapshot& s = c.before;
+    publish(s.seq + 2, s.next_free, s.stored);
+  }
+
+  // Sequence lock. Even = stable, odd = a commit is storing. Readers retry until they see the same even number before
+  // and after reading both values; release stores / acquire loads order them (no fences: ThreadSanitizer does not
+  // model fences), as in token_bucket.hpp.
+  snapshot load() const noexcept {
+    for (unsigned spins = 0;; ++spins) {
+      const std::uint64_t seq = state_.seq.load(std::memory_order_acquire);
+      if ((seq & 1U) == 0) {
+        const std::int64_t next = state_.next_free.load(std::memory_order_acquire);
+        const double stored = state_.stored.load(std::memory_order_acquire);
+        if (state_.seq.load(std::memory_order_relaxed) == seq) return {seq, next, stored};
+      }
+      if (spins >= 64) std::this_thread::yield();  // a committing thread was preempted mid-store
+    }
+  }
+  // Commits (next_free, stored) if the sequence number is still `seq`; false if another commit came first.
+  bool publish(std::uint64_t seq, std::int64_t next_free, double stored) noexcept {
+    if (!state_.seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      return false;
+    }
+    state_.next_free.store(next_free, std::memory_order_release);
+    state_.stored.store(stored, std::memory_order_release);
+    state_.seq.store(seq + 2, std::memory_order_release);
+    return true;
+  }
+
+  rate stable_rate_;
+  std::chrono::nanoseconds warmup_period_;
+  double cold_factor_;
+  double stable_ = 0;     // stable interval, ns (0 = infinite rate)
+  double threshold_ = 0;  // permits
+  double max_ = 0;        // permits
+  double slope_ = 0;      // ns per permit above the threshold
+  double cool_down_ = 0;  // ns per stored permit while idle (0 = nothing is ever stored)
+
+  // Hot state, alone on its cache line. next_free starts "long ago", so a new limiter is cold.
+  struct alignas(64) hot_state {
+    std::atomic<std::uint64_t> seq{0};
+    std::atomic<std::int64_t> next_free{detail::ns_min};
+    std::atomic<double> stored{0};
+  };
+  hot_state state_;
+  static_assert(std::atomic<double>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free);
+};
+
+using warmup = basic_warmup<std::chrono::steady_clock>;
+
+}  // namespace admit
