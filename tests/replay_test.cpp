@@ -6,11 +6,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "admit/fixed_window.hpp"
+#include "admit/token_bucket.hpp"
 #include "cli/options.hpp"
 #include "cli/report.hpp"
 #include "cli/trace.hpp"
@@ -128,22 +131,18 @@ TEST(ReplayResolve, DefaultsPerAlgorithm) {
   EXPECT_EQ(tb.burst, 1);
   EXPECT_EQ(tb.mode, replay_mode::allow);
   EXPECT_EQ(tb.describe(), "token-bucket rate=100/s burst=1 mode=allow");
-  if (algorithm_available(algorithm::pacer)) {
-    const auto p = settings_for(algorithm::pacer, "100/s");
-    EXPECT_EQ(p.slack, 10);
-    EXPECT_EQ(p.mode, replay_mode::reserve);
-  }
-  if (algorithm_available(algorithm::fixed_window)) {
-    const auto fw = settings_for(algorithm::fixed_window, "100/s",
-                                 [](replay_config& c) { c.window = std::chrono::milliseconds(500); });
-    EXPECT_EQ(fw.window_limit, 50);
-    EXPECT_EQ(fw.describe(), "fixed-window rate=100/s window=500ms limit=50 mode=allow");
-  }
-  if (algorithm_available(algorithm::warmup)) {
-    const auto w = settings_for(algorithm::warmup, "10/s");
-    EXPECT_EQ(w.warmup, std::chrono::seconds(10));
-    EXPECT_EQ(w.cold_factor, 3.0);
-  }
+  const auto p = settings_for(algorithm::pacer, "100/s");
+  EXPECT_EQ(p.slack, 10);
+  EXPECT_EQ(p.mode, replay_mode::reserve);
+  const auto fw = settings_for(algorithm::fixed_window, "100/s",
+                               [](replay_config& c) { c.window = std::chrono::milliseconds(500); });
+  EXPECT_EQ(fw.window_limit, 50);
+  EXPECT_EQ(fw.describe(), "fixed-window rate=100/s window=500ms limit=50 mode=allow");
+  const auto w = settings_for(algorithm::warmup, "10/s");
+  EXPECT_EQ(w.warmup, std::chrono::seconds(10));
+  EXPECT_EQ(w.cold_factor, 3.0);
+  const auto g = settings_for(algorithm::gcra, "10/s", [](replay_config& c) { c.mode = replay_mode::reserve; });
+  EXPECT_EQ(g.describe(), "gcra rate=10/s burst=1 mode=reserve");
 }
 
 TEST(ReplayResolve, RefusesWithMessagesNamingTheValue) {
@@ -159,18 +158,72 @@ TEST(ReplayResolve, RefusesWithMessagesNamingTheValue) {
   EXPECT_EQ(
       resolve_error(config_for(algorithm::pacer, "10/s", [](replay_config& c) { c.warmup = std::chrono::seconds(1); })),
       "--warmup 1s does not apply to pacer");
-  if (algorithm_available(algorithm::fixed_window)) {
-    EXPECT_EQ(resolve_error(
-                  config_for(algorithm::fixed_window, "10/s", [](replay_config& c) { c.mode = replay_mode::reserve; })),
-              "--mode reserve does not apply to fixed-window: it can only admit or reject (use --mode allow)");
-    EXPECT_EQ(resolve_error(config_for(algorithm::fixed_window, "1/s",
-                                       [](replay_config& c) { c.window = std::chrono::milliseconds(500); })),
-              "--rate 1/s with --window 500ms allows less than one request per window");
+  EXPECT_EQ(resolve_error(
+                config_for(algorithm::fixed_window, "10/s", [](replay_config& c) { c.mode = replay_mode::reserve; })),
+            "--mode reserve does not apply to fixed-window: it can only admit or reject (use --mode allow)");
+  EXPECT_EQ(resolve_error(
+                config_for(algorithm::sliding_log, "10/s", [](replay_config& c) { c.mode = replay_mode::reserve; })),
+            "--mode reserve does not apply to sliding-log: it can only admit or reject (use --mode allow)");
+  EXPECT_EQ(resolve_error(config_for(algorithm::fixed_window, "1/s",
+                                     [](replay_config& c) { c.window = std::chrono::milliseconds(500); })),
+            "--rate 1/s with --window 500ms allows less than one request per window");
+  EXPECT_EQ(resolve_error(config_for(algorithm::sliding_log, "inf")),
+            "--rate inf does not apply to sliding-log: a window needs a finite limit");
+}
+
+TEST(ReplayResolve, PerWindowLimitWithinTheLimitersBounds) {
+  // sliding-window and sliding-log pack the limit in 24 bits.
+  EXPECT_EQ(settings_for(algorithm::sliding_window, "16777215/s").window_limit, 16'777'215);
+  EXPECT_EQ(resolve_error(config_for(algorithm::sliding_window, "16777216/s")),
+            "--rate 16777216/s with --window 1s gives a per-window limit of 16777216, above sliding-window's maximum "
+            "of 16777215");
+  EXPECT_EQ(resolve_error(config_for(algorithm::sliding_log, "33554432/2s",
+                                     [](replay_config& c) { c.window = std::chrono::seconds(2); })),
+            "--rate 16777216/s with --window 2s gives a per-window limit of 33554432, above sliding-log's maximum of "
+            "16777215");
+  // fixed-window: the window in ns must be larger than the limit (999,999,998 for 1 s).
+  EXPECT_EQ(settings_for(algorithm::fixed_window, "999999998/s").window_limit, 999'999'998);
+  EXPECT_EQ(resolve_error(config_for(algorithm::fixed_window, "999999999/s")),
+            "--rate 999999999/s with --window 1s gives a per-window limit of 999999999, above fixed-window's maximum "
+            "of 999999998 for a 1s window (the window in nanoseconds must be larger than the limit)");
+  // rate * window rounded down, forgiving only floating-point noise.
+  const auto limit_of = [](const char* r, std::chrono::nanoseconds w) {
+    return settings_for(algorithm::sliding_window, r, [w](replay_config& c) { c.window = w; }).window_limit;
+  };
+  EXPECT_EQ(limit_of("7/3s", std::chrono::seconds(3)), 7);
+  EXPECT_EQ(limit_of("10/3s", std::chrono::milliseconds(300)), 1);
+  EXPECT_EQ(limit_of("2.9999/s", std::chrono::seconds(1)), 2);
+  EXPECT_EQ(limit_of("16777214.99/s", std::chrono::seconds(1)), 16'777'214);
+  EXPECT_EQ(max_window_limit(algorithm::fixed_window, std::chrono::nanoseconds(1)), 0);
+  EXPECT_EQ(max_window_limit(algorithm::sliding_log, std::chrono::hours(1)), 16'777'215);
+  EXPECT_EQ(max_window_limit(algorithm::token_bucket, std::chrono::seconds(1)), 0);
+  // Every limit resolve() accepts, the limiter accepts too (sliding-log left out: 16,777,215 slots are 256 MiB).
+  for (const char* r : {"16777215/s", "999999998/s"}) {
+    for (auto a : {algorithm::fixed_window, algorithm::sliding_window}) {
+      replay_settings settings;
+      try {
+        settings = settings_for(a, r);
+      } catch (const std::invalid_argument&) {
+        continue;
+      }
+      EXPECT_NO_THROW((void)make_limiter(settings)) << to_string(a) << " " << r;
+    }
   }
-  if (algorithm_available(algorithm::sliding_log)) {
-    EXPECT_EQ(resolve_error(config_for(algorithm::sliding_log, "inf")),
-              "--rate inf does not apply to sliding-log: a window needs a finite limit");
-  }
+}
+
+TEST(ReplayResolve, FixedWindowMaximumIsExactlyTheLimitersBound) {
+  const auto check = [](std::int64_t w_ns) {
+    const std::chrono::nanoseconds w{w_ns};
+    const std::int64_t most = max_window_limit(algorithm::fixed_window, w);
+    if (most >= 1) {
+      EXPECT_NO_THROW((admit::fixed_window{most, w})) << w_ns;
+    }
+    EXPECT_THROW((admit::fixed_window{most + 1, w}), std::invalid_argument) << w_ns;
+  };
+  for (std::int64_t w = 1; w <= 3000; ++w) check(w);
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 2000; ++i) check(1 + static_cast<std::int64_t>(rng() % (std::uint64_t{1} << (1 + i % 62))));
+  for (std::int64_t w : {s, 60 * s, 3600 * s, std::numeric_limits<std::int64_t>::max()}) check(w);
 }
 
 TEST(ReplayOptions, CheckedIntoAConfig) {
@@ -320,7 +373,6 @@ TEST(ReplayTokenBucket, NeverAdmitsMoreThanRateTimesSpanPlusBurst) {
 }
 
 TEST(ReplayWindows, FixedWindowsStartWithTheTrace) {
-  if (!algorithm_available(algorithm::fixed_window)) GTEST_SKIP() << "fixed_window.hpp not in this build";
   // Limit 2 per 1 s window, windows [0,1), [1,2): 2 of 4 in the first, 2 of 3 in the second.
   const auto r =
       replay(settings_for(algorithm::fixed_window, "2/s", [](replay_config& c) { c.window = std::chrono::seconds(1); }),
@@ -331,7 +383,6 @@ TEST(ReplayWindows, FixedWindowsStartWithTheTrace) {
 }
 
 TEST(ReplayWindows, SlidingLogIsExact) {
-  if (!algorithm_available(algorithm::sliding_log)) GTEST_SKIP() << "sliding_log.hpp not in this build";
   // Limit 2 per any 1 s: 0 and 0.5 admitted; 0.9 rejected; 1.0 admitted (0 has left the window: (0, 1]);
   // 1.2 rejected (0.5 and 1.0 inside); 1.5 admitted.
   const auto r =
@@ -342,7 +393,6 @@ TEST(ReplayWindows, SlidingLogIsExact) {
 }
 
 TEST(ReplayPacer, SpacesRequestsEvenlyWithoutSlack) {
-  if (!algorithm_available(algorithm::pacer)) GTEST_SKIP() << "pacer.hpp not in this build";
   const auto r =
       replay(settings_for(algorithm::pacer, "10/s", [](replay_config& c) { c.slack = 0; }), trace_of("0\n0\n0\n0 2\n"));
   std::vector<std::int64_t> delays;
@@ -352,7 +402,87 @@ TEST(ReplayPacer, SpacesRequestsEvenlyWithoutSlack) {
   EXPECT_EQ(r.rejected, 0);
 }
 
-TEST(ReplayAllAlgorithms, EveryAvailableAlgorithmRunsTheSampleShapeDeterministically) {
+// --- gcra in reserve mode: a decision at the time the request fits, exactly a reservation --------------------------
+
+// The reference: a GCRA that reserves (x/time/rate's ReserveN on a token bucket, in TAT form). s = TAT - burst*T
+// starts "long ago" (full); n goes at max(s, t - burst*T) + n*T, which becomes the new s.
+std::vector<std::int64_t> gcra_reservation_delays(std::int64_t interval, std::int64_t burst,
+                                                  const std::vector<arrival>& trace) {
+  std::vector<std::int64_t> delays;
+  std::int64_t state = std::numeric_limits<std::int64_t>::min() / 2;
+  for (const arrival& a : trace) {
+    if (a.n > burst) {
+      delays.push_back(-1);  // never
+      continue;
+    }
+    const std::int64_t go = std::max(state, a.t_ns - burst * interval) + a.n * interval;
+    delays.push_back(std::max<std::int64_t>(0, go - a.t_ns));
+    state = go;
+  }
+  return delays;
+}
+
+std::vector<std::int64_t> delays_of(const replay_result& r) {
+  std::vector<std::int64_t> out;
+  for (const auto& e : r.events) out.push_back(e.admitted ? e.delay_ns : -1);
+  return out;
+}
+
+TEST(ReplayGcra, ReserveModeDelaysInsteadOfRejecting) {
+  const auto r = replay(settings_for(algorithm::gcra, "1/s",
+                                     [](replay_config& c) {
+                                       c.burst = 2;
+                                       c.mode = replay_mode::reserve;
+                                     }),
+                        trace_of("0\n0\n0\n0.5 3\n1\n1\n1.5\n2\n"));
+  // As the token bucket: ready at 0, 0, 1 (the 3 exceeds the burst: never), 2, 3, 4, 5 s.
+  EXPECT_EQ(delays_of(r), (std::vector<std::int64_t>{0, 0, 1 * s, -1, 1 * s, 2 * s, 2500 * ms, 3 * s}));
+  EXPECT_EQ(r.rejected, 1);
+  EXPECT_EQ(r.delayed, 5);
+}
+
+TEST(ReplayGcra, ReserveModeMatchesAReservingGcraAndTheTokenBucket) {
+  std::mt19937_64 rng(7);
+  std::string text;
+  std::int64_t t = 0;
+  for (int i = 0; i < 4000; ++i) {
+    // Bursts and lulls: mostly close together, sometimes a long gap that lets the limiter refill.
+    t += static_cast<std::int64_t>(rng() % 8 == 0 ? rng() % (3 * s) : rng() % (40 * ms));
+    text += format_seconds(t) + " " + std::to_string(1 + rng() % 6) + "\n";
+  }
+  const auto trace = trace_of(text);
+  for (const std::int64_t burst : {1, 5, 20}) {
+    const auto edit = [burst](replay_config& c) {
+      c.burst = burst;
+      c.mode = replay_mode::reserve;
+    };
+    // 7/s: T = 142857142.86 ns, rounded up to 142857143 by both limiters.
+    const auto g = replay(settings_for(algorithm::gcra, "7/s", edit), trace);
+    EXPECT_EQ(delays_of(g), gcra_reservation_delays(142'857'143, burst, trace)) << "burst " << burst;
+    const auto tb = replay(settings_for(algorithm::token_bucket, "7/s", edit), trace);
+    EXPECT_EQ(delays_of(g), delays_of(tb)) << "burst " << burst;
+    EXPECT_GT(g.delayed, 0);
+  }
+}
+
+TEST(ReplayGcra, ReserveModeEdgeRates) {
+  const auto reserve = [](int burst) {
+    return [burst](replay_config& c) {
+      c.burst = burst;
+      c.mode = replay_mode::reserve;
+    };
+  };
+  // inf admits everything at once; zero spends the burst and then never serves.
+  EXPECT_EQ(delays_of(replay(settings_for(algorithm::gcra, "inf", reserve(1)), trace_of("0 5\n0\n"))),
+            (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(delays_of(replay(settings_for(algorithm::gcra, "0/s", reserve(2)), trace_of("0\n1\n2\n"))),
+            (std::vector<std::int64_t>{0, 0, -1}));
+  // A wait beyond the end of the clock (one request a century, a burst of 4 already spent) is refused, not wrapped.
+  const auto slow = replay(settings_for(algorithm::gcra, "1/876000h", reserve(2)), trace_of("0 2\n0 2\n0 2\n0 2\n"));
+  EXPECT_EQ(slow.admitted, 2);
+}
+
+TEST(ReplayAllAlgorithms, EveryAlgorithmRunsTheSampleShapeDeterministically) {
   std::mt19937_64 rng(3);
   std::string text;
   std::int64_t t = 0;
@@ -363,7 +493,6 @@ TEST(ReplayAllAlgorithms, EveryAvailableAlgorithmRunsTheSampleShapeDeterministic
   const auto trace = trace_of(text);
   for (auto a : {algorithm::token_bucket, algorithm::gcra, algorithm::pacer, algorithm::fixed_window,
                  algorithm::sliding_window, algorithm::sliding_log, algorithm::warmup}) {
-    if (!algorithm_available(a)) continue;
     const auto settings = settings_for(a, "100/s");
     const auto r1 = replay(settings, trace);
     const auto r2 = replay(settings, trace);

@@ -10,37 +10,14 @@
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
-#include "cli/duration.hpp"
-
-// Each algorithm is wired in when its header is part of the tree.
-#if __has_include("admit/token_bucket.hpp")
-#include "admit/token_bucket.hpp"
-#define ADMIT_CLI_HAS_TOKEN_BUCKET 1
-#endif
-#if __has_include("admit/gcra.hpp")
-#include "admit/gcra.hpp"
-#define ADMIT_CLI_HAS_GCRA 1
-#endif
-#if __has_include("admit/pacer.hpp")
-#include "admit/pacer.hpp"
-#define ADMIT_CLI_HAS_PACER 1
-#endif
-#if __has_include("admit/fixed_window.hpp")
 #include "admit/fixed_window.hpp"
-#define ADMIT_CLI_HAS_FIXED_WINDOW 1
-#endif
-#if __has_include("admit/sliding_window.hpp")
-#include "admit/sliding_window.hpp"
-#define ADMIT_CLI_HAS_SLIDING_WINDOW 1
-#endif
-#if __has_include("admit/sliding_log.hpp")
+#include "admit/gcra.hpp"
+#include "admit/pacer.hpp"
 #include "admit/sliding_log.hpp"
-#define ADMIT_CLI_HAS_SLIDING_LOG 1
-#endif
-#if __has_include("admit/warmup.hpp")
+#include "admit/sliding_window.hpp"
+#include "admit/token_bucket.hpp"
 #include "admit/warmup.hpp"
-#define ADMIT_CLI_HAS_WARMUP 1
-#endif
+#include "cli/duration.hpp"
 
 namespace admit::cli {
 
@@ -75,45 +52,16 @@ std::int64_t sat_add(std::int64_t a, std::int64_t b) noexcept {
 struct algorithm_info {
   algorithm algo;
   std::string_view name;
-  bool available;
 };
 
 constexpr algorithm_info algorithms[] = {
-#ifdef ADMIT_CLI_HAS_TOKEN_BUCKET
-    {algorithm::token_bucket, "token-bucket", true},
-#else
-    {algorithm::token_bucket, "token-bucket", false},
-#endif
-#ifdef ADMIT_CLI_HAS_GCRA
-    {algorithm::gcra, "gcra", true},
-#else
-    {algorithm::gcra, "gcra", false},
-#endif
-#ifdef ADMIT_CLI_HAS_PACER
-    {algorithm::pacer, "pacer", true},
-#else
-    {algorithm::pacer, "pacer", false},
-#endif
-#ifdef ADMIT_CLI_HAS_FIXED_WINDOW
-    {algorithm::fixed_window, "fixed-window", true},
-#else
-    {algorithm::fixed_window, "fixed-window", false},
-#endif
-#ifdef ADMIT_CLI_HAS_SLIDING_WINDOW
-    {algorithm::sliding_window, "sliding-window", true},
-#else
-    {algorithm::sliding_window, "sliding-window", false},
-#endif
-#ifdef ADMIT_CLI_HAS_SLIDING_LOG
-    {algorithm::sliding_log, "sliding-log", true},
-#else
-    {algorithm::sliding_log, "sliding-log", false},
-#endif
-#ifdef ADMIT_CLI_HAS_WARMUP
-    {algorithm::warmup, "warmup", true},
-#else
-    {algorithm::warmup, "warmup", false},
-#endif
+    {algorithm::token_bucket, "token-bucket"},
+    {algorithm::gcra, "gcra"},
+    {algorithm::pacer, "pacer"},
+    {algorithm::fixed_window, "fixed-window"},
+    {algorithm::sliding_window, "sliding-window"},
+    {algorithm::sliding_log, "sliding-log"},
+    {algorithm::warmup, "warmup"},
 };
 
 const algorithm_info& info(algorithm a) noexcept {
@@ -129,37 +77,19 @@ using tp = replay_clock::time_point;
 
 tp at(std::int64_t t_ns) noexcept { return tp{std::chrono::nanoseconds{t_ns}}; }
 
-// The delay a reservation-like result stands for, relative to `now`; nullopt when it can never be served.
+// The delay a reservation stands for, relative to `now`; nullopt when it can never be served.
 template <class R>
 std::optional<std::int64_t> reservation_delay(const R& r, tp now) {
-  if constexpr (std::is_same_v<std::remove_cvref_t<R>, tp>) {  // when the caller may go (a pacer)
+  if constexpr (std::is_same_v<R, tp>) {  // pacer: when the caller may go
     return std::max<std::int64_t>(0, (r - now).count());
-  } else if constexpr (requires { std::chrono::duration_cast<std::chrono::nanoseconds>(r); }) {  // the wait (warmup)
-    const auto d = std::chrono::duration_cast<std::chrono::nanoseconds>(r);
-    if (d == std::chrono::nanoseconds::max()) return std::nullopt;
-    return std::max<std::int64_t>(0, d.count());
-  } else if constexpr (requires {
-                         r.ok();
-                         r.delay_from(now);
-                       }) {
+  } else if constexpr (std::is_same_v<R, std::chrono::nanoseconds>) {  // warmup: the wait
+    if (r == std::chrono::nanoseconds::max()) return std::nullopt;
+    return std::max<std::int64_t>(0, r.count());
+  } else {  // token bucket: a reservation
     if (!r.ok()) return std::nullopt;
     const auto d = std::chrono::duration_cast<std::chrono::nanoseconds>(r.delay_from(now));
     if (d == std::chrono::nanoseconds::max()) return std::nullopt;
     return std::max<std::int64_t>(0, d.count());
-  } else if constexpr (requires {
-                         r.ok();
-                         r.ready_at();
-                       }) {
-    if (!r.ok()) return std::nullopt;
-    return std::max<std::int64_t>(0, (r.ready_at() - now).count());
-  } else if constexpr (requires {
-                         r.admitted;
-                         r.retry_after;
-                       }) {  // a decision
-    if (!r.admitted) return std::nullopt;
-    return std::max<std::int64_t>(0, r.retry_after.count());
-  } else {
-    static_assert(sizeof(R) == 0, "admit replay: unsupported reservation type");
   }
 }
 
@@ -173,6 +103,21 @@ concept can_reserve_1 = requires(L& l, tp now) {
 };
 template <class L>
 concept can_reserve = can_reserve_n<L> || can_reserve_1<L>;
+
+// GCRA has no reserve_at, yet a reservation is exactly a decision at the time point the request will fit. Its whole
+// state is s = TAT - tau (tau = burst*T), and a decision at t reads nothing but s and t: n (<= burst) fits iff
+// max(s, t - tau) + n*T <= t, and admitting it sets s to max(s, t - tau) + n*T. A reservation at `now` would set s to
+// r = max(s, now - tau) + n*T and let the request go at r (x/time/rate's ReserveN on a token bucket: the same). When
+// n does not fit at `now`, decide_at(now) changes nothing and reports retry_after = r - now; at r the request fits
+// (r - tau <= s, as n*T <= tau) and admitting it sets s to r: the state the reservation would leave. Later arrivals,
+// at times before r, are then judged against that state exactly as against the reservation: GCRA keeps no memory of
+// the latest time point seen. A request that can never fit (n > burst, or rate zero once spent) has retry_after ==
+// max: rejected, as a reservation would be. (Queueing the arrival until r instead would let later arrivals take the
+// capacity first: not a reservation. The windows have no such exact equivalent: they count per window.)
+template <class L>
+inline constexpr bool reserves_by_deciding_later = false;
+template <>
+inline constexpr bool reserves_by_deciding_later<basic_gcra<replay_clock>> = true;
 
 template <class L>
 class adapter final : public replay_limiter {
@@ -203,6 +148,18 @@ class adapter final : public replay_limiter {
       }
       if (!delay) return {false, 0};
       return {true, *delay};
+    } else if constexpr (reserves_by_deciding_later<L>) {
+      const decision d = limiter_.decide_at(now, n);
+      if (d.admitted) return {true, 0};
+      if (d.retry_after == std::chrono::nanoseconds::max()) return {false, 0};
+      // GCRA saturates at the end of the clock's range: a fit there, or beyond, never comes.
+      const std::int64_t wait = d.retry_after.count();
+      std::int64_t ready = 0;
+      if (__builtin_add_overflow(now_ns, wait, &ready) || ready == std::numeric_limits<std::int64_t>::max()) {
+        return {false, 0};
+      }
+      if (!limiter_.decide_at(at(ready), n).admitted) return {false, 0};  // cannot happen (see above)
+      return {true, wait};
     } else {
       return {false, 0};  // resolve() refuses reserve mode for these
     }
@@ -219,45 +176,29 @@ class adapter final : public replay_limiter {
   std::int64_t base_ns_;
   L limiter_;
 };
-
 template <class L>
 constexpr bool reservable() {
-  return can_reserve<L>;
+  return can_reserve<L> || reserves_by_deciding_later<L>;
 }
 
 bool algorithm_can_reserve(algorithm a) noexcept {
   switch (a) {
-#ifdef ADMIT_CLI_HAS_TOKEN_BUCKET
     case algorithm::token_bucket:
       return reservable<basic_token_bucket<replay_clock>>();
-#endif
-#ifdef ADMIT_CLI_HAS_GCRA
     case algorithm::gcra:
       return reservable<basic_gcra<replay_clock>>();
-#endif
-#ifdef ADMIT_CLI_HAS_PACER
     case algorithm::pacer:
       return reservable<basic_pacer<replay_clock>>();
-#endif
-#ifdef ADMIT_CLI_HAS_FIXED_WINDOW
     case algorithm::fixed_window:
       return reservable<basic_fixed_window<replay_clock>>();
-#endif
-#ifdef ADMIT_CLI_HAS_SLIDING_WINDOW
     case algorithm::sliding_window:
       return reservable<basic_sliding_window<replay_clock>>();
-#endif
-#ifdef ADMIT_CLI_HAS_SLIDING_LOG
     case algorithm::sliding_log:
       return reservable<basic_sliding_log<replay_clock>>();
-#endif
-#ifdef ADMIT_CLI_HAS_WARMUP
     case algorithm::warmup:
       return reservable<basic_warmup<replay_clock>>();
-#endif
-    default:
-      return false;
   }
+  return false;
 }
 
 std::int64_t base_for(const replay_settings& s) noexcept {
@@ -297,10 +238,37 @@ std::string algorithm_names() {
   return out;
 }
 
-bool algorithm_available(algorithm a) noexcept { return info(a).available; }
-
 bool is_window(algorithm a) noexcept {
   return a == algorithm::fixed_window || a == algorithm::sliding_window || a == algorithm::sliding_log;
+}
+
+std::int64_t max_window_limit(algorithm a, std::chrono::nanoseconds window) noexcept {
+  switch (a) {
+    case algorithm::fixed_window: {
+      // basic_fixed_window stores k*(limit + 1) + count for the window index k of every time point of the clock:
+      // both floor(min/w)*(limit + 1) and floor(max/w)*(limit + 1) + limit must fit in an int64 (its constructor
+      // checks exactly this). With c = ceil(2^63 / w) and q = floor((2^63 - 1) / w) that is
+      // (limit + 1)*c <= 2^63 and limit*(q + 1) <= 2^63 - 1 - q.
+      if (window.count() <= 0) return 0;
+      const auto w = static_cast<std::uint64_t>(window.count());
+      constexpr std::uint64_t two63 = std::uint64_t{1} << 63;
+      const std::uint64_t c = two63 / w + (two63 % w != 0 ? 1 : 0);
+      const std::uint64_t q = (two63 - 1) / w;
+      const std::uint64_t low = two63 / c - 1;
+      const std::uint64_t high = (two63 - 1 - q) / (q + 1);
+      return static_cast<std::int64_t>(std::min(low, high));
+    }
+    case algorithm::sliding_window:
+      return basic_sliding_window<replay_clock>::max_limit;
+    case algorithm::sliding_log:
+      return basic_sliding_log<replay_clock>::max_limit;
+    case algorithm::token_bucket:
+    case algorithm::gcra:
+    case algorithm::pacer:
+    case algorithm::warmup:
+      break;
+  }
+  return 0;
 }
 
 std::string replay_settings::describe() const {
@@ -339,7 +307,7 @@ replay_settings resolve(const replay_config& c) {
   s.limit = c.limit;
   const std::string name(to_string(c.algo));
   const bool bursty = c.algo == algorithm::token_bucket || c.algo == algorithm::gcra;
-  // Options that do not apply to the algorithm are refused first: that answer holds whatever the build.
+  // Options that do not apply to the algorithm are refused first.
   if (c.burst && !bursty) refuse("--burst " + std::to_string(*c.burst) + " does not apply to " + name);
   if (c.window && !is_window(c.algo)) refuse("--window " + format_duration(*c.window) + " does not apply to " + name);
   if (c.slack && c.algo != algorithm::pacer)
@@ -348,9 +316,6 @@ replay_settings resolve(const replay_config& c) {
     refuse("--warmup " + format_duration(*c.warmup) + " does not apply to " + name);
   }
   if (c.cold_factor && c.algo != algorithm::warmup) refuse("a cold factor does not apply to " + name);
-  if (!algorithm_available(c.algo)) {
-    refuse("algorithm \"" + name + "\" is not available in this build of admit");
-  }
 
   if (bursty) {
     s.burst = c.burst.value_or(1);
@@ -364,8 +329,9 @@ replay_settings resolve(const replay_config& c) {
     if (s.window.count() <= 0) refuse("invalid --window " + format_duration(s.window) + ": must be positive");
     if (c.limit.is_inf()) refuse("--rate inf does not apply to " + name + ": a window needs a finite limit");
     const double per_window = c.limit.tokens_for(s.window);
-    // rate * window, rounded down (forgiving floating-point noise just under a whole number).
-    const double whole = std::floor(per_window + 1e-9 * std::max(1.0, per_window));
+    // rate * window, rounded down, forgiving the floating-point noise (a few ulps) just under a whole number: a
+    // relative 1e-12 is far above that noise and far below one request at any limit the limiters accept (<= 1e9).
+    const double whole = std::floor(per_window + 1e-12 * std::max(1.0, per_window));
     if (!(whole >= 1)) {
       refuse("--rate " + c.limit.to_string() + " with --window " + format_duration(s.window) +
              " allows less than one request per window");
@@ -375,6 +341,18 @@ replay_settings resolve(const replay_config& c) {
              " gives a per-window limit above " + std::to_string(max_tokens_per_arrival));
     }
     s.window_limit = static_cast<std::int64_t>(whole);
+    // The bound each limiter's packed state imposes, checked here so that the message names the options.
+    const std::int64_t most = max_window_limit(c.algo, s.window);
+    if (s.window_limit > most) {
+      std::string why = "--rate " + c.limit.to_string() + " with --window " + format_duration(s.window) +
+                        " gives a per-window limit of " + std::to_string(s.window_limit) + ", above " + name +
+                        "'s maximum of " + std::to_string(most);
+      if (c.algo == algorithm::fixed_window) {
+        why +=
+            " for a " + format_duration(s.window) + " window (the window in nanoseconds must be larger than the limit)";
+      }
+      refuse(why);
+    }
   }
   if (c.algo == algorithm::pacer) {
     s.slack = c.slack.value_or(10);
@@ -401,43 +379,27 @@ replay_settings resolve(const replay_config& c) {
 
 std::unique_ptr<replay_limiter> make_limiter(const replay_settings& s) {
   const std::int64_t base = base_for(s);
-  [[maybe_unused]] const auto mode = s.mode;
+  const auto mode = s.mode;
   switch (s.algo) {
-#ifdef ADMIT_CLI_HAS_TOKEN_BUCKET
     case algorithm::token_bucket:
       return std::make_unique<adapter<basic_token_bucket<replay_clock>>>(mode, base, s.limit, s.burst);
-#endif
-#ifdef ADMIT_CLI_HAS_GCRA
     case algorithm::gcra:
       return std::make_unique<adapter<basic_gcra<replay_clock>>>(mode, base, s.limit, s.burst);
-#endif
-#ifdef ADMIT_CLI_HAS_PACER
     case algorithm::pacer: {
       pacer_options options;
       options.slack = s.slack;
       return std::make_unique<adapter<basic_pacer<replay_clock>>>(mode, base, s.limit, options);
     }
-#endif
-#ifdef ADMIT_CLI_HAS_FIXED_WINDOW
     case algorithm::fixed_window:
       return std::make_unique<adapter<basic_fixed_window<replay_clock>>>(mode, base, s.window_limit, s.window);
-#endif
-#ifdef ADMIT_CLI_HAS_SLIDING_WINDOW
     case algorithm::sliding_window:
       return std::make_unique<adapter<basic_sliding_window<replay_clock>>>(mode, base, s.window_limit, s.window);
-#endif
-#ifdef ADMIT_CLI_HAS_SLIDING_LOG
     case algorithm::sliding_log:
       return std::make_unique<adapter<basic_sliding_log<replay_clock>>>(mode, base, s.window_limit, s.window);
-#endif
-#ifdef ADMIT_CLI_HAS_WARMUP
     case algorithm::warmup:
       return std::make_unique<adapter<basic_warmup<replay_clock>>>(mode, base, s.limit, s.warmup, s.cold_factor);
-#endif
-    default:
-      break;
   }
-  refuse("algorithm \"" + std::string(to_string(s.algo)) + "\" is not available in this build of admit");
+  refuse("unknown algorithm " + std::to_string(static_cast<int>(s.algo)));
 }
 
 replay_result replay(replay_limiter& limiter, std::span<const arrival> trace) {

@@ -9,8 +9,9 @@
 //   auto result = admit::cli::replay(settings, admit::cli::read_trace(std::cin));
 //
 // Modes: `allow` asks for an immediate answer (decide_at): admitted now or rejected. `reserve` books the request
-// (reserve_at) and lets it through when the limiter says so: admitted after a delay, or rejected only when it can
-// never be served (n larger than the burst). Window algorithms cannot reserve.
+// (reserve_at; for gcra, which has none, an exactly equivalent decide_at at the time the request fits) and lets it
+// through when the limiter says so: admitted after a delay, or rejected only when it can never be served (n larger
+// than the burst). Window algorithms cannot reserve.
 #pragma once
 
 #include <chrono>
@@ -36,9 +37,12 @@ enum class replay_mode { allow, reserve };
 [[nodiscard]] std::string_view to_string(replay_mode m) noexcept;
 // "token-bucket|gcra|pacer|fixed-window|sliding-window|sliding-log|warmup"
 [[nodiscard]] std::string algorithm_names();
-// False when this build lacks the algorithm's header.
-[[nodiscard]] bool algorithm_available(algorithm a) noexcept;
 [[nodiscard]] bool is_window(algorithm a) noexcept;
+// The largest per-window limit the window algorithm `a` accepts for `window` (the bound of its packed state): for
+// fixed-window it depends on the window (the window in ns must be larger than the limit, with a little margin:
+// 999,999,998 for 1s), for sliding-window and sliding-log it is 16,777,215 (2^24 - 1). 0 for the other algorithms and
+// for a window <= 0.
+[[nodiscard]] std::int64_t max_window_limit(algorithm a, std::chrono::nanoseconds window) noexcept;
 
 // What the user asked for; unset options take the algorithm's defaults in resolve().
 struct replay_config {
@@ -70,7 +74,7 @@ struct replay_settings {
 
 // Checks `config` and fills in defaults. Throws std::invalid_argument whose message names the offending option and
 // value: an option that does not apply to the algorithm, a burst or slack out of range, a zero window, a window whose
-// limit (rate * window) is below 1, reserve mode for a window algorithm, an algorithm missing from this build.
+// limit (rate * window) is below 1 or above max_window_limit, reserve mode for a window algorithm.
 [[nodiscard]] replay_settings resolve(const replay_config& config);
 
 // The answer for one arrival.
