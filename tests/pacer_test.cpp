@@ -104,6 +104,19 @@ TEST(Pacer, FirstCallGoesAtOnceAndEarnsNoSlack) {
   }
 }
 
+// Found in review: try_acquire_at(t, 0) did not start the pacing clock while decide_at(t, 0) did.
+TEST(Pacer, ZeroRequestStartsThePacingClockWhicheverMemberMakesIt) {
+  pacer by_try{rate::per_second(10)};
+  pacer by_decide{rate::per_second(10)};
+  const auto t0 = at(1h);
+  EXPECT_TRUE(by_try.try_acquire_at(t0, 0));
+  EXPECT_TRUE(by_decide.decide_at(t0, 0));
+  for (const auto later : {t0 + 50ms, t0 + 300ms, t0 + 5s}) {
+    EXPECT_EQ(by_try.time_until_available_at(later, 11), by_decide.time_until_available_at(later, 11));
+  }
+  EXPECT_EQ(by_try.reserve_at(t0 + 300ms, 3), by_decide.reserve_at(t0 + 300ms, 3));
+}
+
 TEST(Pacer, WithoutSlackRequestsAreEvenlySpaced) {
   pacer p{rate::per_second(100), pacer_options::without_slack()};
   // Saturated demand: slots exactly one interval apart.

@@ -525,6 +525,7 @@ TEST_F(TokenBucketWait, TimedAcquireFailsAtOnceWhenTheDeadlineCannotBeMet) {
   EXPECT_EQ(lim.tokens_at(start), 1);           // took nothing
   EXPECT_FALSE(lim.try_acquire_for(-5s, 2));    // negative timeout: only an immediate grant
   EXPECT_TRUE(lim.try_acquire_for(0s, 1));
+  EXPECT_FALSE(lim.try_acquire_for(std::chrono::hours::max(), 4));  // above the burst: no overflow, fails at once
   std::thread waiter([&] { EXPECT_TRUE(lim.try_acquire_until(start + 1s, 1)); });
   manual::wait_for_sleepers(1);
   manual::advance(100ms);

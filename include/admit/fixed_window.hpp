@@ -15,9 +15,11 @@
 // only grows, so a CAS can never succeed on a stale state (no ABA). Nothing resets in the background: a window that
 // has passed is simply read as empty.
 //
-// Bound of the packing: k·(limit + 1) + limit must fit in an int64 for every time point of the clock, which holds when
-// the window, in nanoseconds, is larger than the limit (about: at most one request per nanosecond on average; e.g. a
-// 1 s window allows a limit up to ~999,999,998). The constructor checks it and throws otherwise.
+// Bound of the packing: k·(limit + 1) + limit must fit in an int64 for every window index k of the clock's range,
+// i.e. floor(2^63 / window_ns)·(limit + 1) + limit < 2^63. Roughly, the window in nanoseconds must exceed the limit
+// (at most one request per nanosecond on average; a 1 s window allows a limit up to 999,999,998), but rounding makes
+// the exact bound stricter for tiny windows (a 3 ns window allows a limit of 1). The constructor checks the exact
+// rule and throws otherwise.
 #pragma once
 
 #include <atomic>
@@ -29,6 +31,7 @@
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
+#include "admit/detail/floor_div.hpp"
 #include "admit/detail/saturating.hpp"
 
 namespace admit {
@@ -54,7 +57,7 @@ class basic_fixed_window {
   using duration = typename Clock::duration;
 
   // `limit` requests per `window`. Throws std::invalid_argument, naming the value, when limit < 1, window <= 0, or
-  // the window (in ns) is not larger than the limit (the bound of the packed state, see above).
+  // the pair exceeds the bound of the packed state (see above).
   basic_fixed_window(std::int64_t limit, std::chrono::nanoseconds window)
       : limit_(check_limit(limit)), window_(window.count()), stride_(detail::sat_add(limit_, 1)) {
     if (window_ <= 0) {
@@ -63,12 +66,13 @@ class basic_fixed_window {
     }
     std::int64_t lo = 0;
     std::int64_t hi = 0;
-    if (__builtin_mul_overflow(floor_div(detail::ns_min, window_), stride_, &lo) ||
-        __builtin_mul_overflow(floor_div(detail::ns_max, window_), stride_, &hi) ||
+    if (__builtin_mul_overflow(detail::floor_div(detail::ns_min, window_), stride_, &lo) ||
+        __builtin_mul_overflow(detail::floor_div(detail::ns_max, window_), stride_, &hi) ||
         __builtin_add_overflow(hi, limit_, &hi)) {
       throw std::invalid_argument("admit::fixed_window: window " + std::to_string(window_) +
                                   "ns is too short for limit " + std::to_string(limit) +
-                                  ": the window in nanoseconds must be larger than the limit");
+                                  ": the packed state needs (window index) * (limit + 1) + limit to fit in 64 bits "
+                                  "for every time of the clock (roughly: more nanoseconds in a window than the limit)");
     }
     state_.value.store(lo, std::memory_order_relaxed);  // the earliest window, empty
   }
@@ -133,20 +137,13 @@ class basic_fixed_window {
     return limit;
   }
 
-  static constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) noexcept {
-    const std::int64_t q = a / b;
-    return (a % b != 0 && (a % b < 0) != (b < 0)) ? q - 1 : q;
-  }
-
   // ns from t to the start of window k + 1 (saturating at the end of time).
   std::int64_t to_window_after(std::int64_t k, std::int64_t t) const noexcept {
-    std::int64_t end = 0;
-    if (__builtin_mul_overflow(k + 1, window_, &end)) end = detail::ns_max;
-    return detail::sat_sub(end, t);
+    return detail::sat_sub(detail::sat_mul(k + 1, window_), t);  // k + 1 > t / window: only positive overflow
   }
 
   outcome step(std::int64_t t, std::int64_t n, bool commit) noexcept {
-    const std::int64_t k_now = floor_div(t, window_);
+    const std::int64_t k_now = detail::floor_div(t, window_);
     const std::int64_t base = k_now * stride_;  // cannot overflow: checked in the constructor
     std::int64_t v = state_.value.load(std::memory_order_acquire);
     for (;;) {
@@ -158,7 +155,7 @@ class basic_fixed_window {
         if (offset < static_cast<std::uint64_t>(stride_)) {
           count = static_cast<std::int64_t>(offset);  // the current window
         } else {
-          k = floor_div(v, stride_);  // a later window than `now`'s: count against it
+          k = detail::floor_div(v, stride_);  // a later window than `now`'s: count against it
           count = v - k * stride_;
         }
       }

@@ -31,13 +31,13 @@
 #include <atomic>
 #include <cassert>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
+#include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/rate.hpp"
 
@@ -75,7 +75,7 @@ class basic_gcra {
         inf_(r.is_inf()),
         zero_(r.is_zero()),
         interval_((inf_ || zero_) ? 1 : round_up_interval(r.interval_ns())),
-        tau_(sat_mul(burst_, interval_)) {
+        tau_(detail::sat_mul(burst_, interval_)) {
     if (tau_ == detail::ns_max) {
       throw std::invalid_argument("admit::gcra: burst " + std::to_string(burst) + " at rate " + r.to_string() +
                                   " spans more than the int64 range of nanoseconds (~292 years)");
@@ -156,12 +156,6 @@ class basic_gcra {
     std::int64_t wait = 0;   // ns until the request fits (ns_max: never)
   };
 
-  static std::int64_t sat_mul(std::int64_t a, std::int64_t b) noexcept {
-    std::int64_t r = 0;
-    if (__builtin_mul_overflow(a, b, &r)) return (a < 0) != (b < 0) ? detail::ns_min : detail::ns_max;
-    return r;
-  }
-
   static std::int64_t check_burst(std::int64_t burst) {
     if (burst < 1) {
       throw std::invalid_argument("admit::gcra: burst must be at least 1, got " + std::to_string(burst));
@@ -171,9 +165,7 @@ class basic_gcra {
 
   static std::int64_t round_up_interval(double ns) noexcept {
     // Round up, forgiving the floating-point noise of rate arithmetic just above a whole number (1e9/3*3 and the like).
-    const double up = std::ceil(ns - 1e-6);
-    if (!(up < 9.2e18)) return detail::ns_max;
-    return std::max<std::int64_t>(1, static_cast<std::int64_t>(up));
+    return std::max<std::int64_t>(1, detail::ceil_ns(ns - 1e-6));
   }
 
   // Rate zero: time stands still (every now is 0), so the state counts the tokens spent against a fixed burst.
@@ -186,8 +178,8 @@ class basic_gcra {
     if (n > burst_ && policy_ == oversize_policy::reject) return {false, s, t, detail::ns_max};
     // A request fits when the first n·T (at most τ: an oversized request under debt needs a full limiter) of its cost
     // lies in the past; it is charged its whole cost.
-    const std::int64_t check = sat_mul(std::min(n, burst_), interval_);
-    const std::int64_t charge = sat_mul(n, interval_);
+    const std::int64_t check = detail::sat_mul(std::min(n, burst_), interval_);
+    const std::int64_t charge = detail::sat_mul(n, interval_);
     const std::int64_t full = detail::sat_sub(t, tau_);  // the state of a full limiter at t
     for (;;) {
       const std::int64_t base = std::max(s, full);

@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -36,6 +35,8 @@
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
+#include "admit/detail/ceil_ns.hpp"
+#include "admit/detail/format_double.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/rate.hpp"
@@ -80,7 +81,7 @@ class basic_pacer {
     const double ns = std::ceil(r.interval_ns() * (static_cast<double>(options.per.count()) / 1e9));
     constexpr double limit = 4.6e18;  // ~146 years: interval * (slack + 1) must stay well inside int64
     if (!(ns * (static_cast<double>(options.slack) + 1) < limit)) {
-      throw std::invalid_argument("admit::pacer: interval (" + format(ns) + "ns) times slack + 1 (" +
+      throw std::invalid_argument("admit::pacer: interval (" + detail::format_double(ns) + "ns) times slack + 1 (" +
                                   std::to_string(options.slack) + " + 1) is too large");
     }
     interval_ = static_cast<std::int64_t>(ns);
@@ -113,7 +114,8 @@ class basic_pacer {
   }
   template <class Rep, class Period>
   bool try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
-    return pass(n, detail::sat_add(to_ns<Clock>(Clock::now()), saturating_ns(timeout)), std::stop_token{}).has_value();
+    return pass(n, detail::sat_add(to_ns<Clock>(Clock::now()), detail::ceil_ns(timeout)), std::stop_token{})
+        .has_value();
   }
 
   // Claims `n` consecutive slots without sleeping and returns when the caller may go: the start of the last slot, or
@@ -135,8 +137,12 @@ class basic_pacer {
   [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
   [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) noexcept {
     assert(n >= 0 && "admit::pacer: n must not be negative");
-    if (n == 0 || interval_ == 0) return true;
+    if (interval_ == 0) return true;
     const std::int64_t t = to_ns<Clock>(now);
+    if (n == 0) {
+      (void)started(t);  // like every call, starts the pacing clock, so that decide_at(t, 0) leaves the same state
+      return true;
+    }
     return claim(t, n, t).ok;
   }
 
@@ -204,27 +210,8 @@ class basic_pacer {
     std::int64_t last;   // start of the last of the n slots
   };
 
-  static constexpr std::int64_t sat_mul(std::int64_t a, std::int64_t b) noexcept {  // a, b >= 0
-    std::int64_t r = 0;
-    if (__builtin_mul_overflow(a, b, &r)) return max_ns;
-    return r;
-  }
-  template <class Rep, class Period>
-  static std::int64_t saturating_ns(std::chrono::duration<Rep, Period> d) noexcept {
-    const long double ns = std::chrono::duration<long double, std::nano>(d).count();
-    if (!(ns > 0)) return 0;
-    if (ns >= 9.2e18L) return max_ns;
-    return static_cast<std::int64_t>(std::ceil(ns));
-  }
-  static std::string format(double v) {
-    char buf[64];
-    const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
-    return ec == std::errc{} ? std::string(buf, ptr) : std::string("?");
-  }
   // Rounds up, so that sleeping until the returned point never lets a caller through before its slot.
-  static time_point to_time_point(std::int64_t ns) noexcept {
-    return time_point{std::chrono::ceil<duration>(std::chrono::nanoseconds{ns})};
-  }
+  static time_point to_time_point(std::int64_t ns) noexcept { return detail::ceil_time_point<time_point>(ns); }
 
   // The state, starting the pacing clock at `now` on the first call: the first caller goes at once, banking nothing.
   std::int64_t started(std::int64_t now) noexcept {
@@ -248,7 +235,7 @@ class basic_pacer {
   claim_result claim(std::int64_t now, std::int64_t n, std::int64_t latest) noexcept {
     std::int64_t cur = started(now);
     for (;;) {
-      const std::int64_t last = detail::sat_add(first_slot(cur, now), sat_mul(n - 1, interval_));
+      const std::int64_t last = detail::sat_add(first_slot(cur, now), detail::sat_mul(n - 1, interval_));
       if (last > latest) return {false, cur, cur, last};
       const std::int64_t after = detail::sat_add(last, interval_);
       // On failure `cur` is reloaded and the claim recomputed: contention never turns into a refusal.

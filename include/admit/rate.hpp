@@ -22,6 +22,9 @@
 #include <string_view>
 #include <system_error>
 
+#include "admit/detail/ceil_ns.hpp"
+#include "admit/detail/format_double.hpp"
+
 namespace admit {
 
 class rate {
@@ -34,7 +37,7 @@ class rate {
   static rate per_second(double tokens_per_second) {
     if (std::isnan(tokens_per_second) || tokens_per_second < 0) {
       throw std::invalid_argument("admit::rate: rate must be a non-negative number of tokens per second, got " +
-                                  format_double(tokens_per_second));
+                                  detail::format_double(tokens_per_second));
     }
     if (tokens_per_second == 0) return rate{};
     if (std::isinf(tokens_per_second)) return inf();
@@ -46,7 +49,8 @@ class rate {
   static rate every(std::chrono::duration<Rep, Period> interval) {
     const double ns = std::chrono::duration<double, std::nano>(interval).count();
     if (std::isnan(ns) || ns < 0) {
-      throw std::invalid_argument("admit::rate::every: interval must not be negative, got " + format_double(ns) + "ns");
+      throw std::invalid_argument("admit::rate::every: interval must not be negative, got " +
+                                  detail::format_double(ns) + "ns");
     }
     if (ns == 0) return inf();
     return from_interval(ns);
@@ -58,7 +62,7 @@ class rate {
     const double ns = std::chrono::duration<double, std::nano>(period).count();
     if (std::isnan(count) || count < 0 || !(ns > 0)) {
       throw std::invalid_argument("admit::rate::per: need count >= 0 and period > 0, got count " +
-                                  format_double(count) + " per " + format_double(ns) + "ns");
+                                  detail::format_double(count) + " per " + detail::format_double(ns) + "ns");
     }
     if (count == 0) return rate{};
     if (std::isinf(count)) return inf();
@@ -136,12 +140,11 @@ class rate {
   }
 
   // The time `tokens` tokens take to accrue, rounded up to whole nanoseconds (so that a limiter built on it never
-  // admits more than the rate), saturating at nanoseconds::max(). Zero for inf().
+  // admits more than the rate), saturating at nanoseconds::max(). Zero for inf(); nanoseconds::max() for NaN tokens.
   [[nodiscard]] std::chrono::nanoseconds duration_for(double tokens) const noexcept {
     if (tokens <= 0 || is_inf()) return std::chrono::nanoseconds{0};
-    const double ns = std::ceil(tokens * interval_ns_);
-    if (!(ns < 9.2e18)) return std::chrono::nanoseconds::max();
-    return std::chrono::nanoseconds{static_cast<std::int64_t>(ns)};
+    if (std::isnan(tokens)) return std::chrono::nanoseconds::max();
+    return std::chrono::nanoseconds{detail::ceil_ns(tokens * interval_ns_)};
   }
 
   // The tokens that accrue in `d` (+infinity for inf() when d > 0).
@@ -165,12 +168,12 @@ class rate {
     for (const auto& u : units) {
       const double count = u.ns / interval_ns_;
       if (count >= 1 && std::abs(count - std::round(count)) < 1e-9 * count) {
-        return format_double(std::round(count)) + "/" + u.name;
+        return detail::format_double(std::round(count)) + "/" + u.name;
       }
     }
     const double whole_ns = std::round(interval_ns_);
-    if (whole_ns == interval_ns_ && whole_ns < 1e15) return "1/" + format_double(whole_ns) + "ns";
-    return format_double(per_second()) + "/s";
+    if (whole_ns == interval_ns_ && whole_ns < 1e15) return "1/" + detail::format_double(whole_ns) + "ns";
+    return detail::format_double(per_second()) + "/s";
   }
 
   friend constexpr bool operator==(const rate&, const rate&) noexcept = default;
@@ -192,13 +195,6 @@ class rate {
     if (s.empty() || s.front() == '+' || s.front() == '-') return false;
     const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out, std::chars_format::fixed);
     return ec == std::errc{} && ptr == s.data() + s.size();
-  }
-
-  // Shortest decimal that reads back as `v`, never in scientific notation (parse() accepts no exponent).
-  static std::string format_double(double v) {
-    char buf[400];
-    const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
-    return ec == std::errc{} ? std::string(buf, ptr) : std::string("?");
   }
 
   // The input as it can be shown in a message: control bytes and non-ASCII escaped as \xNN, at most 80 characters.

@@ -35,6 +35,7 @@
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
+#include "admit/detail/atomic_max.hpp"
 #include "admit/detail/saturating.hpp"
 
 namespace admit {
@@ -186,12 +187,7 @@ class basic_sliding_log {
     s.unit.store(unit, std::memory_order_release);
   }
 
-  void raise_newest(std::int64_t t) noexcept {
-    std::int64_t cur = hot_.newest.load(std::memory_order_relaxed);
-    while (cur < t &&
-           !hot_.newest.compare_exchange_weak(cur, t, std::memory_order_acq_rel, std::memory_order_relaxed)) {
-    }
-  }
+  void raise_newest(std::int64_t t) noexcept { detail::raise_to(hot_.newest, t); }
 
   outcome step(std::int64_t t, std::int64_t n, bool commit) noexcept {
     if (n > limit_) return {false, detail::ns_max};

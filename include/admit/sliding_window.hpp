@@ -38,6 +38,8 @@
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
+#include "admit/detail/atomic_max.hpp"
+#include "admit/detail/floor_div.hpp"
 #include "admit/detail/saturating.hpp"
 
 namespace admit {
@@ -156,15 +158,6 @@ class basic_sliding_window {
     return window.count();
   }
 
-  static constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) noexcept {
-    const std::int64_t q = a / b;
-    return (a % b < 0) ? q - 1 : q;  // b > 0
-  }
-  static constexpr std::int64_t floor_mod(std::int64_t a, std::int64_t b) noexcept {
-    const std::int64_t r = a % b;
-    return r < 0 ? r + b : r;  // b > 0
-  }
-
   std::uint64_t pack(std::int64_t k, std::int64_t prev, std::int64_t cur) const noexcept {
     return ((static_cast<std::uint64_t>(k) & index_mask_) << (2 * count_bits_)) |
            (static_cast<std::uint64_t>(prev) << count_bits_) | static_cast<std::uint64_t>(cur);
@@ -178,7 +171,9 @@ class basic_sliding_window {
   }
 
   // Does n fit with these counters `elapsed` ns into the window? prev·(w − e) + (cur + n)·w <= limit·w, exactly.
+  // n == 0 always fits, even when a `now` behind the newest window makes the estimate exceed the limit.
   bool fits(std::int64_t prev, std::int64_t cur, std::int64_t elapsed, std::int64_t n) const noexcept {
+    if (n == 0) return true;
     if (n > limit_ - cur) return false;
     const u128 room = static_cast<u128>(limit_ - cur - n) * static_cast<u128>(window_);
     return static_cast<u128>(prev) * static_cast<u128>(window_ - elapsed) <= room;
@@ -210,8 +205,8 @@ class basic_sliding_window {
   }
 
   view step(std::int64_t t, std::int64_t n, bool commit) noexcept {
-    const std::int64_t k_now = floor_div(t, window_);
-    const std::int64_t e_now = floor_mod(t, window_);
+    const std::int64_t k_now = detail::floor_div(t, window_);
+    const std::int64_t e_now = detail::floor_mod(t, window_);
     const unsigned shift = 2 * count_bits_;
     std::uint64_t s = hot_.state.load(std::memory_order_acquire);
     for (;;) {
@@ -224,9 +219,7 @@ class basic_sliding_window {
         v.elapsed = e_now;
       } else {
         k = k_max;  // behind the newest window: judge at its start, where the estimate is highest
-        std::int64_t start = 0;
-        if (__builtin_mul_overflow(k_max, window_, &start)) start = detail::ns_max;
-        v.start = start;
+        v.start = detail::sat_mul(k_max, window_);  // k_max > k_now: only positive overflow
         v.elapsed = 0;
       }
       // Windows since the state's: its low bits give it modulo 2^(64 − 2·bit_width(limit)); the newest window
@@ -255,12 +248,7 @@ class basic_sliding_window {
     }
   }
 
-  void raise_newest(std::int64_t k) noexcept {
-    std::int64_t cur = hot_.newest.load(std::memory_order_relaxed);
-    while (cur < k &&
-           !hot_.newest.compare_exchange_weak(cur, k, std::memory_order_acq_rel, std::memory_order_relaxed)) {
-    }
-  }
+  void raise_newest(std::int64_t k) noexcept { detail::raise_to(hot_.newest, k); }
 
   // Hot: the packed state (written by every admission) and the newest window (written once per window), together on
   // one cache line since a decision reads both.

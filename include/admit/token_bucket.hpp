@@ -39,6 +39,8 @@
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
+#include "admit/detail/atomic_max.hpp"
+#include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/rate.hpp"
@@ -161,9 +163,10 @@ class basic_token_bucket {
   template <class Rep, class Period>
   bool try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
     const auto now = Clock::now();
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout);
-    return try_acquire_until(from_ns<Clock>(detail::sat_add(to_ns<Clock>(now), std::max<std::int64_t>(0, ns.count()))),
-                             n);
+    // Whole nanoseconds, rounded down (never wait longer than asked) and saturating (hours::max() waits "forever").
+    const long double ns = std::chrono::duration<long double, std::nano>(timeout).count();
+    const std::int64_t wait = !(ns > 0) ? 0 : ns >= 9.2e18L ? detail::ns_max : static_cast<std::int64_t>(ns);
+    return try_acquire_until(from_ns<Clock>(detail::sat_add(to_ns<Clock>(now), wait)), n);
   }
 
   // --- Configuration -----------------------------------------------------------------------------------------------
@@ -239,17 +242,10 @@ class basic_token_bucket {
   // n tokens, the whole burst — is a multiple of it, so a full burst always fits at once and the bucket never admits
   // more than rate·w + burst in any window w. The rate enforced is 1/ceil(interval): slower than asked by under one
   // nanosecond per token (under 0.1% up to 1,000,000/s); rates above 1e9/s act as 1e9/s.
-  static std::int64_t cost_ns(const config& c, std::int64_t n) noexcept { return sat_mul(n, c.cost1); }
-
-  static std::int64_t sat_mul(std::int64_t n, std::int64_t unit) noexcept {
-    std::int64_t r = 0;
-    return __builtin_mul_overflow(n, unit, &r) ? detail::ns_max : r;
-  }
+  static std::int64_t cost_ns(const config& c, std::int64_t n) noexcept { return detail::sat_mul(n, c.cost1); }
 
   static std::int64_t whole_interval(double interval_ns) noexcept {
-    const double ns = std::ceil(interval_ns);
-    if (ns < 1) return 1;
-    return ns < 9.2e18 ? static_cast<std::int64_t>(ns) : detail::ns_max;
+    return std::max<std::int64_t>(1, detail::ceil_ns(interval_ns));
   }
 
   static config make_config(rate r, std::int64_t burst, std::int64_t now_ns) noexcept {
@@ -261,7 +257,7 @@ class basic_token_bucket {
     c.frozen = now_ns;
     c.cost1 = whole_interval(c.zero ? 1e9 : r.interval_ns());
     c.interval = static_cast<double>(c.cost1);
-    c.tol = sat_mul(burst, c.cost1);
+    c.tol = detail::sat_mul(burst, c.cost1);
     return c;
   }
 
@@ -354,11 +350,7 @@ class basic_token_bucket {
     return reservation{this, n, o.time_to_act, o.cfg.inf ? 0.0 : o.cfg.interval, o.cfg.inf};
   }
 
-  void raise_last_event(std::int64_t t) noexcept {
-    std::int64_t cur = state_.last_event.load(std::memory_order_relaxed);
-    while (t > cur && !state_.last_event.compare_exchange_weak(cur, t, std::memory_order_relaxed)) {
-    }
-  }
+  void raise_last_event(std::int64_t t) noexcept { detail::raise_to(state_.last_event, t, std::memory_order_relaxed); }
 
   // x/time/rate CancelAt, on the TAT: give back the tokens of a reservation that later reservations do not depend on.
   void cancel_reservation(std::int64_t now_ns, std::int64_t n, std::int64_t time_to_act, double interval) {
@@ -371,7 +363,7 @@ class basic_token_bucket {
     if (restore <= 0) return;
     give_back(t, restore);
     if (time_to_act == last_event) {
-      const std::int64_t prev = detail::sat_sub(time_to_act, sat_mul(n, static_cast<std::int64_t>(interval)));
+      const std::int64_t prev = detail::sat_sub(time_to_act, detail::sat_mul(n, static_cast<std::int64_t>(interval)));
       if (prev >= now_ns) state_.last_event.store(prev, std::memory_order_relaxed);
     }
   }

@@ -29,7 +29,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -41,6 +40,8 @@
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
+#include "admit/detail/ceil_ns.hpp"
+#include "admit/detail/format_double.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/rate.hpp"
@@ -69,7 +70,7 @@ class basic_warmup {
     }
     if (!(cold_factor > 1.0) || std::isinf(cold_factor)) {
       throw std::invalid_argument("admit::warmup: the cold factor must be a finite number greater than 1, got " +
-                                  format(cold_factor));
+                                  detail::format_double(cold_factor));
     }
     stable_ = stable.interval_ns();
     const double w = static_cast<double>(warmup_period.count());
@@ -200,9 +201,7 @@ class basic_warmup {
   }
   template <class Rep, class Period>
   bool try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
-    const long double ns = std::chrono::duration<long double, std::nano>(timeout).count();
-    const std::int64_t d = !(ns > 0) ? 0 : ns >= 9.2e18L ? detail::ns_max : static_cast<std::int64_t>(std::ceil(ns));
-    return try_acquire_until(to_time_point(detail::sat_add(to_ns<Clock>(Clock::now()), d)), n);
+    return try_acquire_until(to_time_point(detail::sat_add(to_ns<Clock>(Clock::now()), detail::ceil_ns(timeout))), n);
   }
 
   // --- Introspection (thread safe) ---------------------------------------------------------------------------------
@@ -239,20 +238,8 @@ class basic_warmup {
 
   [[nodiscard]] bool infinite() const noexcept { return stable_ == 0; }
 
-  static std::string format(double v) {
-    char buf[64];
-    const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
-    return ec == std::errc{} ? std::string(buf, ptr) : std::string("?");
-  }
   // Rounds up, so that sleeping until the returned point never lets a caller through early.
-  static time_point to_time_point(std::int64_t ns) noexcept {
-    return time_point{std::chrono::ceil<duration>(std::chrono::nanoseconds{ns})};
-  }
-  static std::int64_t ceil_ns(double ns) noexcept {
-    if (!(ns > 0)) return 0;
-    if (!(ns < 9.2e18)) return detail::ns_max;
-    return static_cast<std::int64_t>(std::ceil(ns));
-  }
+  static time_point to_time_point(std::int64_t ns) noexcept { return detail::ceil_time_point<time_point>(ns); }
 
   // Stored permits after idling from `since` to `now` (now > since): one per cool-down interval, up to max.
   double refilled(double stored, std::int64_t now, std::int64_t since) const noexcept {
@@ -282,12 +269,12 @@ class basic_warmup {
     }
     const double permits = static_cast<double>(n);
     const double spend = std::min(permits, g.stored);
-    g.next_free = detail::sat_add(g.at, ceil_ns(cost(g.stored, spend, permits - spend)));
+    g.next_free = detail::sat_add(g.at, detail::ceil_ns(cost(g.stored, spend, permits - spend)));
     g.stored -= spend;
     return g;
   }
   std::chrono::nanoseconds until_cold(std::int64_t now, std::int64_t next_free, double stored) const noexcept {
-    const std::int64_t cold_at = detail::sat_add(next_free, ceil_ns((max_ - stored) * cool_down_));
+    const std::int64_t cold_at = detail::sat_add(next_free, detail::ceil_ns((max_ - stored) * cool_down_));
     return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(cold_at, now))};
   }
   // Charges n permits if the request may go by `latest`. Lock-free but for the publish window (see the top).

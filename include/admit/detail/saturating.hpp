@@ -21,4 +21,11 @@ inline constexpr std::int64_t ns_min = std::numeric_limits<std::int64_t>::min();
   return r;
 }
 
+// a · b, clamped to ns_min / ns_max by the sign of the true product.
+[[nodiscard]] constexpr std::int64_t sat_mul(std::int64_t a, std::int64_t b) noexcept {
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) return (a < 0) != (b < 0) ? ns_min : ns_max;
+  return r;
+}
+
 }  // namespace admit::detail
