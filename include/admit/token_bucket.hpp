@@ -16,9 +16,11 @@
 // window w, and a full burst always fits at once.
 //
 // Deliberate differences from x/time/rate:
-// - A `now` earlier than one already seen is treated as the latest `now` seen: it never adds tokens, and going
-//   forward again does not count the same interval twice. (x/time/rate moves its clock back and then refills the
-//   interval again, admitting more than rate and burst allow — its own tests say "should violate Limit,Burst".)
+// - A `now` earlier than that of the latest admission (or reconfiguration) is treated as that later `now`: it never
+//   adds tokens, and going forward again does not count the same interval twice. (A refusal records nothing; a later
+//   `now` that was refused changes nothing a stale caller could gain from.) (x/time/rate moves its clock back and then
+//   refills the interval again, admitting more than rate and burst allow — its own tests say "should violate
+//   Limit,Burst".)
 // - With rate zero x/time/rate mutates the burst; here the bucket simply stops refilling: the tokens present at the
 //   change (or the initial burst) can be spent, never more.
 // - Cancelling a reservation twice restores its tokens once.
@@ -62,7 +64,7 @@ class basic_token_bucket {
     check_burst(burst);
     const std::int64_t t = to_ns<Clock>(Clock::now());
     const config c = make_config(r, burst, t);
-    store_config(c);
+    store_config(c, r);
     // "Long ago": the bucket starts full. Chosen so that t - tat cannot overflow for any sane clock reading.
     state_.tat.store(detail::ns_min / 4, std::memory_order_relaxed);
   }
@@ -88,14 +90,14 @@ class basic_token_bucket {
     decision d;
     d.admitted = o.ok;
     d.limit = o.cfg.burst;
-    if (o.cfg.inf) {
+    if (o.cfg.inf()) {
       d.remaining = o.cfg.burst;
       return d;
     }
     const double tokens = tokens_of(o.cfg, o.tat, o.t);
     d.remaining = tokens > 0 ? static_cast<std::int64_t>(std::floor(tokens)) : 0;
     if (!o.ok) d.retry_after = std::chrono::nanoseconds{o.wait};
-    if (o.cfg.zero) {
+    if (o.cfg.zero()) {
       d.reset_after =
           tokens >= static_cast<double>(o.cfg.burst) ? std::chrono::nanoseconds{0} : std::chrono::nanoseconds::max();
     } else {
@@ -190,11 +192,11 @@ class basic_token_bucket {
   // Tokens available at `now` (negative while reservations are outstanding; the burst when the rate is inf).
   [[nodiscard]] double tokens_at(time_point now) const noexcept {
     const snapshot s = load(effective_now(to_ns<Clock>(now)));
-    if (s.cfg.inf) return static_cast<double>(s.cfg.burst);
+    if (s.cfg.inf()) return static_cast<double>(s.cfg.burst);
     return tokens_of(s.cfg, s.tat, s.t);
   }
   [[nodiscard]] double tokens() const noexcept { return tokens_at(Clock::now()); }
-  [[nodiscard]] rate get_rate() const { return rate_of(load(0).cfg); }
+  [[nodiscard]] rate get_rate() const { return configured_rate(); }
   [[nodiscard]] std::int64_t burst() const noexcept { return load(0).cfg.burst; }
   [[nodiscard]] oversize_policy policy() const noexcept { return policy_; }
 
@@ -202,14 +204,14 @@ class basic_token_bucket {
   // The configuration, derived from rate and burst; published under a sequence lock so that a decision always sees
   // one consistent configuration together with a state that belongs to it.
   struct config {
-    double rate_interval = 0;  // the rate's interval_ns(): 0 for inf, +infinity for zero
     std::int64_t burst = 0;
-    double interval = 0;      // cost1 as a double, for converting between tokens and time
-    std::int64_t cost1 = 0;   // ns one token costs: the interval rounded up (1e9, virtual, when the rate is zero)
-    std::int64_t tol = 0;     // ns the full burst costs, burst · cost1: tokens(t) == burst iff tat <= t - tol
-    std::int64_t frozen = 0;  // rate zero: the instant time stopped for this bucket
-    bool inf = false;
-    bool zero = false;
+    std::int64_t cost1 = 0;  // ns one token costs: the interval rounded up; 0 for an infinite rate
+    std::int64_t tol = 0;    // ns the full burst costs, burst · cost1: tokens(t) == burst iff tat <= t - tol
+    std::int64_t frozen = detail::ns_min;  // rate zero: the instant time stopped for this bucket (cost1 is then 1 s)
+
+    [[nodiscard]] bool inf() const noexcept { return cost1 == 0; }
+    [[nodiscard]] bool zero() const noexcept { return frozen != detail::ns_min; }
+    [[nodiscard]] double interval() const noexcept { return static_cast<double>(cost1); }
   };
   struct snapshot {
     config cfg;
@@ -226,10 +228,12 @@ class basic_token_bucket {
     config cfg;
   };
 
-  static rate rate_of(const config& c) {
-    if (c.inf) return rate::inf();
-    if (c.zero) return rate{};
-    return rate::every(std::chrono::duration<double, std::nano>(c.rate_interval));
+  // The rate as configured (its exact interval, before rounding), from the value write_config() stored.
+  rate configured_rate() const {
+    const double interval = config_.interval.load(std::memory_order_acquire);
+    if (interval == 0) return rate::inf();
+    if (std::isinf(interval)) return rate{};
+    return rate::every(std::chrono::duration<double, std::nano>(interval));
   }
 
   static void check_burst(std::int64_t burst) {
@@ -250,35 +254,34 @@ class basic_token_bucket {
 
   static config make_config(rate r, std::int64_t burst, std::int64_t now_ns) noexcept {
     config c;
-    c.rate_interval = r.interval_ns();
     c.burst = burst;
-    c.inf = r.is_inf();
-    c.zero = r.is_zero();
-    c.frozen = now_ns;
-    c.cost1 = whole_interval(c.zero ? 1e9 : r.interval_ns());
-    c.interval = static_cast<double>(c.cost1);
+    if (r.is_zero()) c.frozen = now_ns;
+    c.cost1 = r.is_inf() ? 0 : whole_interval(r.is_zero() ? 1e9 : r.interval_ns());
     c.tol = detail::sat_mul(burst, c.cost1);
     return c;
   }
 
   // Tokens held at effective time t for state tat (may be negative).
   static double tokens_of(const config& c, std::int64_t tat, std::int64_t t) noexcept {
-    const std::int64_t at = c.zero ? c.frozen : t;
+    const std::int64_t at = c.zero() ? c.frozen : t;
     if (tat <= detail::sat_sub(at, c.tol)) return static_cast<double>(c.burst);
-    return static_cast<double>(at - tat) / c.interval;
+    return static_cast<double>(at - tat) / c.interval();
   }
 
   std::int64_t effective_now(std::int64_t t) const noexcept {
     return std::max(t, state_.last_now.load(std::memory_order_relaxed));
   }
+  // Records `t` as seen. Called only after a committed change (the cache line is then this thread's already), so that
+  // refusals stay read-only and threads that are refused do not fight over the line. Racy by design: a concurrent
+  // smaller store can win, which only makes a later out-of-order `now` see slightly fewer tokens — never more.
   void note_now(std::int64_t t) noexcept {
-    // Racy by design: a concurrent smaller store can win, which only makes a later out-of-order `now` see slightly
-    // fewer tokens — never more.
     if (t > state_.last_now.load(std::memory_order_relaxed)) state_.last_now.store(t, std::memory_order_relaxed);
   }
 
   // A consistent (config, state) pair. Spins only while a setter is publishing a new configuration.
-  snapshot load(std::int64_t t) const noexcept {
+  // Always inlined (as step() and read_config()): g++ 12 otherwise calls them out of line and copies the structs
+  // through the stack, tripling the instructions of a decision (bench/, callgrind).
+  [[gnu::always_inline]] snapshot load(std::int64_t t) const noexcept {
     for (;;) {
       const std::uint64_t seq = config_.seq.load(std::memory_order_acquire);
       if (seq & 1U) continue;
@@ -292,10 +295,9 @@ class basic_token_bucket {
   }
 
   // The decision logic: one function for allow, reserve and query, so they cannot drift apart.
-  outcome step(std::int64_t now_ns, std::int64_t n, mode m, std::int64_t max_wait) noexcept {
+  [[gnu::always_inline]] outcome step(std::int64_t now_ns, std::int64_t n, mode m, std::int64_t max_wait) noexcept {
     assert(n >= 0 && "admit::token_bucket: n must not be negative");
     const std::int64_t t = effective_now(now_ns);
-    if (m != mode::query) note_now(t);
     for (;;) {
       const snapshot s = load(t);
       outcome o;
@@ -303,12 +305,12 @@ class basic_token_bucket {
       o.t = t;
       o.tat = s.tat;
       o.time_to_act = now_ns;
-      if (s.cfg.inf || n == 0) {
+      if (s.cfg.inf() || n == 0) {
         o.ok = true;
         return o;
       }
       const config& c = s.cfg;
-      const std::int64_t at = c.zero ? c.frozen : t;  // rate zero: time stands still, nothing refills
+      const std::int64_t at = c.zero() ? c.frozen : t;  // rate zero: time stands still, nothing refills
       const std::int64_t full_at = detail::sat_sub(at, c.tol);
       const std::int64_t base = std::max(s.tat, full_at);
       std::int64_t ready = 0;  // when the request can be served
@@ -325,7 +327,7 @@ class basic_token_bucket {
         new_tat = detail::sat_add(base, cost_ns(c, n));
         ready = new_tat;
       }
-      if (c.zero && ready > at) {
+      if (c.zero() && ready > at) {
         o.wait = detail::ns_max;  // never refills
         return o;
       }
@@ -336,6 +338,7 @@ class basic_token_bucket {
       if (!state_.tat.compare_exchange_weak(expected, new_tat, std::memory_order_acq_rel, std::memory_order_relaxed)) {
         continue;  // lost a race: decide again on the fresh state (never a spurious refusal)
       }
+      note_now(t);
       o.ok = true;
       o.tat = new_tat;
       o.time_to_act = o.wait == 0 ? now_ns : detail::sat_add(t, o.wait);
@@ -347,7 +350,7 @@ class basic_token_bucket {
   reservation reserve_within(std::int64_t now_ns, std::int64_t n, std::int64_t max_wait) noexcept {
     const outcome o = step(now_ns, n, mode::reserve, max_wait);
     if (!o.ok) return reservation{};
-    return reservation{this, n, o.time_to_act, o.cfg.inf ? 0.0 : o.cfg.interval, o.cfg.inf};
+    return reservation{this, n, o.time_to_act, o.cfg.interval(), o.cfg.inf()};
   }
 
   void raise_last_event(std::int64_t t) noexcept { detail::raise_to(state_.last_event, t, std::memory_order_relaxed); }
@@ -372,11 +375,11 @@ class basic_token_bucket {
   void give_back(std::int64_t t, double tokens) noexcept {
     for (;;) {
       const snapshot s = load(t);
-      if (s.cfg.inf) return;
+      if (s.cfg.inf()) return;
       const config& c = s.cfg;
-      const std::int64_t at = c.zero ? c.frozen : t;
+      const std::int64_t at = c.zero() ? c.frozen : t;
       const std::int64_t base = std::max(s.tat, detail::sat_sub(at, c.tol));
-      const double delta_ns = tokens * c.interval;
+      const double delta_ns = tokens * c.interval();
       const std::int64_t delta = static_cast<std::int64_t>(tokens > 0 ? std::floor(delta_ns) : std::ceil(delta_ns));
       const std::int64_t new_tat = std::max(detail::sat_sub(base, delta), detail::sat_sub(at, c.tol));
       std::int64_t expected = s.tat;
@@ -391,55 +394,52 @@ class basic_token_bucket {
     const std::int64_t t = effective_now(now_ns);
     note_now(t);
     const config old = read_config();
-    config next = make_config(new_rate ? *new_rate : rate_of(old), new_burst ? *new_burst : old.burst, t);
-    if (!new_rate && old.zero) next.frozen = old.frozen;  // a burst change does not restart a stopped clock
+    const rate old_rate = configured_rate();
+    const rate next_rate = new_rate ? *new_rate : old_rate;
+    config next = make_config(next_rate, new_burst ? *new_burst : old.burst, t);
+    if (!new_rate && old.zero()) next.frozen = old.frozen;  // a burst change does not restart a stopped clock
 
     const std::uint64_t seq = config_.seq.load(std::memory_order_relaxed);
     config_.seq.store(seq + 1, std::memory_order_relaxed);  // odd: decisions wait for the new configuration
     std::int64_t cur = state_.tat.load(std::memory_order_acquire);
     for (;;) {
       // Tokens held at t under the old configuration (the bucket is full after an infinite rate, as in x/time/rate).
-      double tokens = old.inf ? static_cast<double>(next.burst) : tokens_of(old, cur, t);
+      double tokens = old.inf() ? static_cast<double>(next.burst) : tokens_of(old, cur, t);
       tokens = std::min(tokens, static_cast<double>(next.burst));
-      const std::int64_t at = next.zero ? next.frozen : t;
+      const std::int64_t at = next.zero() ? next.frozen : t;
       std::int64_t converted =
-          next.inf ? cur : detail::sat_sub(at, static_cast<std::int64_t>(std::ceil(tokens * next.interval)));
+          next.inf() ? cur : detail::sat_sub(at, static_cast<std::int64_t>(std::ceil(tokens * next.interval())));
       // A converted state equal to the old one would let a decision computed under the old configuration commit
       // against the new one (ABA); one nanosecond of difference makes its CAS fail and retry.
       // (A burst change keeps the interval, so the same value means the same thing and needs no nudge.)
-      if (converted == cur && next.rate_interval != old.rate_interval) converted = detail::sat_add(converted, 1);
+      if (converted == cur && next_rate != old_rate) converted = detail::sat_add(converted, 1);
       if (state_.tat.compare_exchange_weak(cur, converted, std::memory_order_acq_rel, std::memory_order_acquire)) {
         break;
       }
     }
-    write_config(next);
+    write_config(next, next_rate);
     config_.seq.store(seq + 2, std::memory_order_release);
   }
 
-  void store_config(const config& c) noexcept {
+  void store_config(const config& c, rate r) noexcept {
     const std::uint64_t seq = config_.seq.load(std::memory_order_relaxed);
     config_.seq.store(seq + 1, std::memory_order_relaxed);
-    write_config(c);
+    write_config(c, r);
     config_.seq.store(seq + 2, std::memory_order_release);
   }
   // Sequence lock: release stores keep every field after the odd sequence number; acquire loads keep every read
   // before the re-read of the sequence number. (Fences would do it too, but ThreadSanitizer does not model them.)
-  void write_config(const config& c) noexcept {
-    config_.interval.store(c.rate_interval, std::memory_order_release);
+  void write_config(const config& c, rate r) noexcept {
+    config_.interval.store(r.interval_ns(), std::memory_order_release);
     config_.burst.store(c.burst, std::memory_order_release);
     config_.cost1.store(c.cost1, std::memory_order_release);
     config_.tol.store(c.tol, std::memory_order_release);
     config_.frozen.store(c.frozen, std::memory_order_release);
   }
-  config read_config() const noexcept {
+  [[gnu::always_inline]] config read_config() const noexcept {
     config c;
-    const double interval = config_.interval.load(std::memory_order_acquire);
-    c.rate_interval = interval;
-    c.inf = interval == 0;
-    c.zero = std::isinf(interval);
     c.burst = config_.burst.load(std::memory_order_acquire);
     c.cost1 = config_.cost1.load(std::memory_order_acquire);
-    c.interval = static_cast<double>(c.cost1);
     c.tol = config_.tol.load(std::memory_order_acquire);
     c.frozen = config_.frozen.load(std::memory_order_acquire);
     return c;
@@ -448,13 +448,14 @@ class basic_token_bucket {
   // Hot, written by every admission: its own cache line.
   struct alignas(64) hot_state {
     std::atomic<std::int64_t> tat{0};
-    std::atomic<std::int64_t> last_now{detail::ns_min};    // the latest `now` seen
+    std::atomic<std::int64_t> last_now{detail::ns_min};    // the latest `now` of a committed change
     std::atomic<std::int64_t> last_event{detail::ns_min};  // the latest time_to_act of a waiting reservation
   };
   // Read-mostly: another cache line.
   struct alignas(64) config_state {
     std::atomic<std::uint64_t> seq{0};
-    std::atomic<double> interval{0};
+    std::atomic<double> interval{
+        0};  // the configured rate's exact interval_ns(), for get_rate(); not read by decisions
     std::atomic<std::int64_t> burst{0};
     std::atomic<std::int64_t> cost1{0};
     std::atomic<std::int64_t> tol{0};
