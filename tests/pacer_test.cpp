@@ -7,12 +7,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <functional>
 #include <latch>
 #include <memory>
-#include <new>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -22,26 +19,6 @@
 #include <vector>
 
 #include "admit/testing/manual_clock.hpp"
-
-// Counts allocations, so that a test can show the decision path allocates nothing. (GCC's -Wmismatched-new-delete
-// cannot see that this operator new and operator delete are a matching malloc/free pair once they are inlined.)
-namespace {
-std::atomic<std::size_t> allocations{0};
-}  // namespace
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-void* operator new(std::size_t size) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 namespace {
 
@@ -353,30 +330,7 @@ TEST(Pacer, AcquireWaitsForAllItsSlots) {
 
 // --- seed 001's defects ---
 
-std::size_t thread_count() {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++n;
-  return n;
-}
-
-TEST(Pacer, StartsNoThreadOrTimerAndDecidesWithoutAllocating) {
-  const std::size_t threads_before = thread_count();
-  std::vector<std::unique_ptr<pacer>> pacers;
-  for (int i = 0; i < 1000; ++i) pacers.push_back(std::make_unique<pacer>(rate::per_second(1000)));
-  const std::size_t before = allocations.load();
-  for (auto& p : pacers) {
-    EXPECT_TRUE(p->try_acquire_at(at(0ms)));
-    EXPECT_FALSE(p->try_acquire_at(at(0ms)));
-    (void)p->decide_at(at(1ms));
-    (void)p->time_until_available_at(at(1ms));
-    (void)p->reserve_at(at(1ms));
-  }
-  EXPECT_EQ(allocations.load(), before);
-  EXPECT_EQ(thread_count(), threads_before);
-  // Nothing happens in the background: a pacer idle for a year decides from the clock alone.
-  EXPECT_EQ(pacers[0]->time_until_available_at(at(24h * 365)), 0ns);
-  static_assert(sizeof(pacer) <= 128, "a pacer is a few words of configuration and one cache line of state");
-}
+// Seed 001's goroutine/timer/allocation defect: tests/seed_defects_test.cpp, for every limiter.
 
 TEST(Pacer, LostCompareAndSwapIsNeverReportedAsARefusal) {
   // Slack large enough for every request: any refusal would be spurious.

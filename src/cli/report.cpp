@@ -53,7 +53,12 @@ std::string human_duration(std::int64_t ns) {
     }
     return s + unit;
   };
-  if (ns < 0) return "-" + human_duration(ns == INT64_MIN ? INT64_MAX : -ns);
+  if (ns < 0) {
+    // Not `"-" + human_duration(...)`: g++ 12 at -O3 reports a false -Wrestrict on it (GCC bug 105651).
+    std::string positive = human_duration(ns == INT64_MIN ? INT64_MAX : -ns);
+    positive.insert(positive.begin(), '-');
+    return positive;
+  }
   if (ns < 1'000) return std::to_string(ns) + "ns";
   if (ns < 1'000'000) return trim(v / 1e3, "us");
   if (ns < 1'000'000'000) return trim(v / 1e6, "ms");

@@ -1,0 +1,195 @@
+// The defects of seeds 001 and 002 (../shared/seeds/README.md), one test each, against every rate limiter they
+// concern. Each test is named after the defect it would catch.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <random>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+#include "admit/fixed_window.hpp"
+#include "admit/gcra.hpp"
+#include "admit/pacer.hpp"
+#include "admit/sliding_log.hpp"
+#include "admit/sliding_window.hpp"
+#include "admit/testing/manual_clock.hpp"
+#include "admit/token_bucket.hpp"
+#include "admit/warmup.hpp"
+
+// Counts allocations, so that a test can show that deciding allocates nothing. (GCC's -Wmismatched-new-delete cannot
+// see that this operator new and operator delete are a matching malloc/free pair once they are inlined.)
+namespace {
+std::atomic<std::size_t> allocations{0};
+}  // namespace
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void* operator new(std::size_t size) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+namespace {
+
+using namespace std::chrono_literals;
+using admit::rate;
+using tp = std::chrono::steady_clock::time_point;
+const tp t0 = tp{} + 1000h;
+
+std::size_t thread_count() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// Seed 001: "each limiter starts a goroutine that never stops and allocates a timer per tick". Here a limiter is
+// memory and nothing else: building a thousand of each starts no thread, deciding allocates nothing, and a limiter
+// idle for a year answers from the clock alone.
+template <class Limiter, class Make>
+void expect_no_thread_no_allocation(Make make) {
+  const std::size_t threads_before = thread_count();
+  std::vector<std::unique_ptr<Limiter>> limiters;
+  for (int i = 0; i < 1000; ++i) limiters.push_back(make());
+  const std::size_t before = allocations.load();
+  for (auto& l : limiters) {
+    (void)l->try_acquire_at(t0);
+    (void)l->decide_at(t0 + 1ms);
+    (void)l->time_until_available_at(t0 + 2ms);
+    (void)l->try_acquire_at(t0 + 24h * 365);
+  }
+  EXPECT_EQ(allocations.load(), before);
+  EXPECT_EQ(thread_count(), threads_before);
+}
+
+TEST(SeedDefects, NoLimiterStartsAThreadOrTimerOrAllocatesToDecide) {
+  expect_no_thread_no_allocation<admit::token_bucket>(
+      [] { return std::make_unique<admit::token_bucket>(rate::per_second(1000), 10); });
+  expect_no_thread_no_allocation<admit::gcra>([] { return std::make_unique<admit::gcra>(rate::per_second(1000), 10); });
+  expect_no_thread_no_allocation<admit::pacer>([] { return std::make_unique<admit::pacer>(rate::per_second(1000)); });
+  expect_no_thread_no_allocation<admit::fixed_window>([] { return std::make_unique<admit::fixed_window>(10, 1s); });
+  expect_no_thread_no_allocation<admit::sliding_window>([] { return std::make_unique<admit::sliding_window>(10, 1s); });
+  expect_no_thread_no_allocation<admit::sliding_log>([] { return std::make_unique<admit::sliding_log>(10, 1s); });
+  expect_no_thread_no_allocation<admit::warmup>(
+      [] { return std::make_unique<admit::warmup>(rate::per_second(1000), 1s); });
+}
+
+// Seed 001: "timer-driven refill cannot reach high rates precisely". Refill here is arithmetic on the clock: at a
+// million and at a hundred million per second, 10 ms of requests every 5 ns admit exactly rate · 10 ms + burst.
+TEST(SeedDefects, HighRatesAreExactBecauseRefillIsArithmetic) {
+  for (const double per_second : {1e6, 1e8}) {
+    admit::token_bucket bucket{rate::per_second(per_second), 100};
+    admit::gcra gcra{rate::per_second(per_second), 100};
+    std::int64_t by_bucket = 0;
+    std::int64_t by_gcra = 0;
+    for (auto now = t0; now <= t0 + 10ms; now += 5ns) {
+      by_bucket += bucket.try_acquire_at(now) ? 1 : 0;
+      by_gcra += gcra.try_acquire_at(now) ? 1 : 0;
+    }
+    const auto expected = static_cast<std::int64_t>(per_second / 100) + 100;
+    EXPECT_EQ(by_bucket, expected) << per_second;
+    EXPECT_EQ(by_gcra, expected) << per_second;
+  }
+}
+
+// Seed 001: the sliding window "sizes its channel with a unit error (total/slot/1000)". Here the limit is a count per
+// window whatever the window's unit: 100 per 1 s, per 1000 ms, per 1000000 µs admit the same 100.
+TEST(SeedDefects, WindowLimitsDoNotDependOnTheWindowsUnit) {
+  for (const std::chrono::nanoseconds window :
+       {std::chrono::nanoseconds(1s), std::chrono::nanoseconds(1000ms), std::chrono::nanoseconds(1'000'000us)}) {
+    admit::sliding_window counter{100, window};
+    admit::sliding_log log{100, window};
+    admit::fixed_window fixed{100, window};
+    int a = 0;
+    int b = 0;
+    int c = 0;
+    const tp start = tp{} + 1000s;  // a window boundary
+    for (int i = 0; i < 1000; ++i) {
+      const tp now = start + i * 1ms;  // 1000 requests spread over one window
+      a += counter.try_acquire_at(now) ? 1 : 0;
+      b += log.try_acquire_at(now) ? 1 : 0;
+      c += fixed.try_acquire_at(now) ? 1 : 0;
+    }
+    EXPECT_EQ(a, 100);
+    EXPECT_EQ(b, 100);
+    EXPECT_EQ(c, 100);
+  }
+}
+
+// Seed 002: "TakeMaxDuration sets abandoned without the lock ... and closes a channel the daemon may still send on".
+// Here a timed or cancelled wait leaves through the same atomic state as everything else: under ThreadSanitizer,
+// threads that acquire, time out and cancel at random conserve the tokens exactly — when all have left, the bucket
+// holds what it started with plus the refill, minus what the successful waiters took.
+TEST(SeedDefects, AbandonedWaitsConserveTokensUnderConcurrency) {
+  using clock = admit::testing::manual_clock;
+  clock::reset();
+  admit::basic_token_bucket<clock> bucket{rate::per_second(1000), 20};
+  std::atomic<std::int64_t> taken{0};
+  std::vector<std::stop_source> stops(6);
+  std::vector<std::jthread> threads;
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&, i] {
+      std::mt19937 rng(static_cast<unsigned>(i));
+      for (int k = 0; k < 200; ++k) {
+        const std::int64_t n = 1 + static_cast<std::int64_t>(rng() % 3);
+        bool ok = false;
+        switch (rng() % 3) {
+          case 0:
+            ok = bucket.try_acquire(n);
+            break;
+          case 1:
+            ok = bucket.try_acquire_for(0ms, n);  // a deadline that only an immediate grant meets
+            break;
+          default: {
+            std::stop_source stop;
+            stop.request_stop();  // abandoned before it starts: must take nothing
+            ok = bucket.acquire(n, stop.get_token());
+            EXPECT_FALSE(ok);
+            // Reserve and cancel: the tokens must come back.
+            auto r = bucket.reserve(n);
+            r.cancel();
+            break;
+          }
+        }
+        if (ok) taken.fetch_add(n);
+      }
+    });
+  }
+  threads.clear();  // joins
+  // Time never moved: the bucket holds exactly the burst minus what was taken (cancelled reservations gave back all).
+  EXPECT_DOUBLE_EQ(bucket.tokens_at(clock::now()), 20.0 - static_cast<double>(taken.load()));
+  EXPECT_LE(taken.load(), 20);
+}
+
+// Seed 002: "the head waiter blocks everyone behind it even when they would fit". A request that cannot be served
+// within its deadline fails at once and takes nothing, so it never stands in front of a later small request; and a
+// request larger than the burst is refused at once instead of waiting forever at the head.
+TEST(SeedDefects, AnUnservableHeadDoesNotBlockThoseBehind) {
+  using clock = admit::testing::manual_clock;
+  clock::reset();
+  admit::basic_token_bucket<clock> bucket{rate::per_second(10), 5};
+  ASSERT_TRUE(bucket.try_acquire(4));              // 1 token left
+  EXPECT_FALSE(bucket.try_acquire_for(100ms, 5));  // needs 400 ms: fails now, takes nothing
+  EXPECT_FALSE(bucket.acquire(6));                 // can never fit: fails now
+  EXPECT_TRUE(bucket.try_acquire(1));              // the small request behind them is served at once
+  admit::basic_pacer<clock> pacer{rate::per_second(10), admit::pacer_options{.slack = 2}};
+  EXPECT_FALSE(pacer.try_acquire_for(0ms, 4));  // more than slack + 1 at once: refused, nothing claimed
+  EXPECT_TRUE(pacer.try_acquire());
+}
+
+}  // namespace
