@@ -90,60 +90,22 @@ class basic_warmup {
 
   // Guava's tryAcquire(n, 0): admits — and charges the cost of `n` permits to whoever comes next — when no earlier
   // debt is outstanding at `now`; else false, changing nothing. Any n fits (n == 0 always, charging nothing). A `now`
-  // earlier than the next free time is refused, so a clock going backwards never over-admits. Thread safety: safe
-  // from any number of threads; a refusal is one atomic load; a lost race retries instead of refusing.
-  [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
+  // earlier than the next free time is refused, so a clock going backwards never over-admits. try_acquire() reads the
+  // clock after the state it compares it with (as Guava reads its clock under its lock): a clock reading older than
+  // another caller's admission is read again, never turned into a refusal. Thread safety: safe from any number of
+  // threads; a refusal is one atomic load (and the clock read); a lost race retries instead of refusing.
+  [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return admit_one(clock_now{}, n); }
   [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::warmup: n must not be negative");
-    if (n == 0 || infinite()) return true;
-    const std::int64_t t = to_ns<Clock>(now);
-    for (;;) {
-      // The refusal reads one word. The next free time only grows (but for a cancelled acquire giving its charge
-      // back), and any value read is one the state really had during this call.
-      if (t < state_.next_free.load(std::memory_order_acquire)) return false;
-      const snapshot s = load();
-      if (t < s.next_free) return false;
-      const grant g = charge(s, t, n);
-      if (publish(s.seq, g.next_free, g.stored)) return true;
-      // Lost a race: decide again on the fresh state (never a spurious refusal).
-    }
+    return admit_one(given_now{to_ns<Clock>(now)}, n);
   }
 
   // try_acquire_at with the details: limit = 1 (one request, of any size, is admitted whenever no debt is
   // outstanding); remaining = 1 if another request would be admitted right after this decision, else 0;
   // retry_after = the outstanding debt (never nanoseconds::max(): every size fits eventually); reset_after = time
   // until the limiter is fully cold again if left idle. Thread safety: as try_acquire_at.
-  [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
+  [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_with(clock_now{}, n); }
   [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::warmup: n must not be negative");
-    const std::int64_t t = to_ns<Clock>(now);
-    decision d;
-    d.limit = 1;
-    if (infinite()) {
-      d.admitted = true;
-      d.remaining = 1;
-      return d;
-    }
-    for (;;) {
-      const snapshot s = load();
-      if (n > 0 && t < s.next_free) {
-        d.retry_after = std::chrono::nanoseconds{detail::sat_sub(s.next_free, t)};
-        d.reset_after = until_cold(t, s.next_free, s.stored);
-        return d;
-      }
-      if (n == 0) {
-        d.admitted = true;
-        d.remaining = t >= s.next_free ? 1 : 0;
-        d.reset_after = until_cold(t, s.next_free, s.stored);
-        return d;
-      }
-      const grant g = charge(s, t, n);
-      if (!publish(s.seq, g.next_free, g.stored)) continue;  // lost a race: decide again on the fresh state
-      d.admitted = true;
-      d.remaining = g.next_free <= t ? 1 : 0;
-      d.reset_after = until_cold(t, g.next_free, g.stored);
-      return d;
-    }
+    return decide_with(given_now{to_ns<Clock>(now)}, n);
   }
 
   // How long from `now` until a request of `n` permits would be admitted — the outstanding debt, whatever n (0 =
@@ -161,13 +123,9 @@ class basic_warmup {
   // Guava's reserve(n): charges `n` permits now and returns how long the caller must wait before going (the debt
   // outstanding at `now`; 0 when none). Never refuses; cannot be undone. n == 0 charges nothing. Edge case: costs that
   // would push the next free time past year ~2262 saturate, exhausting the limiter. Thread safety: as try_acquire_at.
-  std::chrono::nanoseconds reserve(std::int64_t n = 1) { return reserve_at(Clock::now(), n); }
+  std::chrono::nanoseconds reserve(std::int64_t n = 1) { return reserve_with(clock_now{}, n); }
   std::chrono::nanoseconds reserve_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::warmup: n must not be negative");
-    const std::int64_t t = to_ns<Clock>(now);
-    if (n == 0 || infinite()) return std::chrono::nanoseconds{0};
-    const claimed c = claim(t, n, detail::ns_max);
-    return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(c.g.at, t))};
+    return reserve_with(given_now{to_ns<Clock>(now)}, n);
   }
 
   // --- Waits (detail::sleep_until on Clock) --------------------------------------------------------------------------
@@ -180,9 +138,8 @@ class basic_warmup {
     assert(n >= 0 && "admit::warmup: n must not be negative");
     if (stop.stop_requested()) return false;
     if (n == 0 || infinite()) return true;
-    const std::int64_t t = to_ns<Clock>(Clock::now());
-    const claimed c = claim(t, n, detail::ns_max);
-    if (c.g.at <= t || detail::sleep_until<Clock>(to_time_point(c.g.at), std::move(stop))) return true;
+    const claimed c = claim(clock_now{}, n, detail::ns_max);
+    if (c.g.at <= c.t || detail::sleep_until<Clock>(to_time_point(c.g.at), std::move(stop))) return true;
     give_back(c);
     return false;
   }
@@ -193,10 +150,9 @@ class basic_warmup {
   bool try_acquire_until(time_point deadline, std::int64_t n = 1) {
     assert(n >= 0 && "admit::warmup: n must not be negative");
     if (n == 0 || infinite()) return true;
-    const std::int64_t t = to_ns<Clock>(Clock::now());
-    const claimed c = claim(t, n, std::max(to_ns<Clock>(deadline), t));
+    const claimed c = claim(clock_now{}, n, to_ns<Clock>(deadline));
     if (!c.ok) return false;
-    if (c.g.at > t) detail::sleep_until<Clock>(to_time_point(c.g.at), std::stop_token{});
+    if (c.g.at > c.t) detail::sleep_until<Clock>(to_time_point(c.g.at), std::stop_token{});
     return true;
   }
   template <class Rep, class Period>
@@ -232,11 +188,95 @@ class basic_warmup {
   };
   struct claimed {
     bool ok;
+    std::int64_t t;  // the `now` it was decided at
     snapshot before;
     grant g;
   };
 
   [[nodiscard]] bool infinite() const noexcept { return stable_ == 0; }
+
+  // Where a decision's `now` comes from: the caller (the *_at forms), or the clock (read after the state it is
+  // compared with; see admit_one).
+  struct given_now {
+    std::int64_t t;
+    static constexpr bool reads_clock = false;
+    std::int64_t operator()() const noexcept { return t; }
+  };
+  struct clock_now {
+    static constexpr bool reads_clock = true;
+    std::int64_t operator()() const noexcept(noexcept(Clock::now())) { return to_ns<Clock>(Clock::now()); }
+  };
+
+  // try_acquire / try_acquire_at. Always inlined (as the other limiters' decisions): g++ 12 otherwise may call it out
+  // of line for one of the two now sources.
+  //
+  // The clock is read after the next free time it is compared with, so that a refusal compares it with a commit that
+  // happened before the reading. Read before, a reading older than another caller's admission (that caller read the
+  // clock later and committed first) would be refused although the request fits when it is decided. Should a commit
+  // land between the reading and the snapshot, the clock is read again. A caller-supplied `now` is taken as given.
+  // (Recording the latest committed `now`, as token_bucket.hpp does, would change nothing here: every commit leaves
+  // the next free time after its own `now` — a cost is at least 1 ns — so an earlier `now` is refused either way.)
+  template <class Now>
+  [[gnu::always_inline]] bool admit_one(Now now, std::int64_t n) noexcept(noexcept(now())) {
+    assert(n >= 0 && "admit::warmup: n must not be negative");
+    if (n == 0 || infinite()) return true;
+    for (;;) {
+      // The refusal reads one word. The next free time only grows (but for a cancelled acquire giving its charge
+      // back), and any value read is one the state really had during this call.
+      const std::int64_t seen = state_.next_free.load(std::memory_order_acquire);
+      const std::int64_t t = now();
+      if (t < seen) return false;
+      const snapshot s = load();
+      if (t < s.next_free) {
+        if constexpr (Now::reads_clock) continue;  // a commit landed after the clock was read: read it again
+        return false;
+      }
+      const grant g = charge(s, t, n);
+      if (publish(s.seq, g.next_free, g.stored)) return true;
+      // Lost a race: decide again on the fresh state (never a spurious refusal).
+    }
+  }
+
+  template <class Now>
+  decision decide_with(Now now, std::int64_t n) noexcept(noexcept(now())) {
+    assert(n >= 0 && "admit::warmup: n must not be negative");
+    decision d;
+    d.limit = 1;
+    if (infinite()) {
+      d.admitted = true;
+      d.remaining = 1;
+      return d;
+    }
+    for (;;) {
+      const snapshot s = load();
+      const std::int64_t t = now();  // after the snapshot, as in admit_one
+      if (n > 0 && t < s.next_free) {
+        d.retry_after = std::chrono::nanoseconds{detail::sat_sub(s.next_free, t)};
+        d.reset_after = until_cold(t, s.next_free, s.stored);
+        return d;
+      }
+      if (n == 0) {
+        d.admitted = true;
+        d.remaining = t >= s.next_free ? 1 : 0;
+        d.reset_after = until_cold(t, s.next_free, s.stored);
+        return d;
+      }
+      const grant g = charge(s, t, n);
+      if (!publish(s.seq, g.next_free, g.stored)) continue;  // lost a race: decide again on the fresh state
+      d.admitted = true;
+      d.remaining = g.next_free <= t ? 1 : 0;
+      d.reset_after = until_cold(t, g.next_free, g.stored);
+      return d;
+    }
+  }
+
+  template <class Now>
+  std::chrono::nanoseconds reserve_with(Now now, std::int64_t n) noexcept(noexcept(now())) {
+    assert(n >= 0 && "admit::warmup: n must not be negative");
+    if (n == 0 || infinite()) return std::chrono::nanoseconds{0};
+    const claimed c = claim(now, n, detail::ns_max);
+    return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(c.g.at, c.t))};
+  }
 
   // Rounds up, so that sleeping until the returned point never lets a caller through early.
   static time_point to_time_point(std::int64_t ns) noexcept { return detail::ceil_time_point<time_point>(ns); }
@@ -277,13 +317,16 @@ class basic_warmup {
     const std::int64_t cold_at = detail::sat_add(next_free, detail::ceil_ns((max_ - stored) * cool_down_));
     return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(cold_at, now))};
   }
-  // Charges n permits if the request may go by `latest`. Lock-free but for the publish window (see the top).
-  claimed claim(std::int64_t now, std::int64_t n, std::int64_t latest) noexcept {
+  // Charges n permits if the request may go by `latest` (or by `now`, when later). Lock-free but for the publish
+  // window (see the top). The clock, if read, is read after the snapshot.
+  template <class Now>
+  claimed claim(Now now, std::int64_t n, std::int64_t latest) noexcept(noexcept(now())) {
     for (;;) {
       const snapshot s = load();
-      if (s.next_free > latest) return {false, s, {}};
-      const grant g = charge(s, now, n);
-      if (publish(s.seq, g.next_free, g.stored)) return {true, s, g};
+      const std::int64_t t = now();
+      if (s.next_free > std::max(latest, t)) return {false, t, s, {}};
+      const grant g = charge(s, t, n);
+      if (publish(s.seq, g.next_free, g.stored)) return {true, t, s, g};
     }
   }
   // Undoes a charge if nothing was committed after it (the sequence number says so exactly: it only grows).
