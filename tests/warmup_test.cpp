@@ -17,6 +17,7 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "admit/testing/manual_clock.hpp"
@@ -234,6 +235,76 @@ TEST(Warmup, EarlierTimeNeverOverAdmits) {
   EXPECT_EQ(w.time_until_available_at(at(100s)), 1375ms + 1125ms);
 }
 
+// A clock for putting another caller's commit between a caller's clock read and its decision: now() returns the time
+// as it is when called, then runs `between` once (the other caller, and the time its commit takes). Single-threaded.
+struct racing_clock {
+  using rep = std::int64_t;
+  using period = std::nano;
+  using duration = std::chrono::nanoseconds;
+  using time_point = std::chrono::time_point<racing_clock>;
+  static constexpr bool is_steady = true;
+  static inline duration now_d{0};
+  static inline std::function<void()> between;
+  static time_point now() {
+    const time_point t{now_d};
+    if (auto f = std::exchange(between, nullptr)) f();
+    return t;
+  }
+};
+
+// The benchmark's 2- and 8-thread try_acquire() refusals, replayed deterministically: the caller reads 10ms, another
+// caller (which read the clock later) commits at 10ms + 1us, and by the time the caller decides it is 11ms, when its
+// request fits (Guava, reading its clock under its lock, admits it). Comparing the stale 10ms reading with the other
+// commit refused it. Each clock-reading form must read the clock again instead.
+TEST(Warmup, ClockReadBeforeAnotherCallersCommitIsNotARefusal) {
+  using racing = admit::basic_warmup<racing_clock>;
+  const auto rt = [](std::chrono::nanoseconds d) { return racing::time_point{d}; };
+  const auto race = [&](racing& w) {
+    racing_clock::now_d = 10ms;
+    racing_clock::between = [&w, rt] {
+      ASSERT_TRUE(w.try_acquire_at(rt(10ms + 1us)));  // smooth 1/ms: next free at 11ms + 1us
+      racing_clock::now_d = 12ms;
+    };
+  };
+  {
+    racing w{rate::per_second(1000), 0ms};
+    race(w);
+    EXPECT_TRUE(w.try_acquire());
+    EXPECT_EQ(w.time_until_available_at(rt(12ms)), 1ms);  // charged as of 12ms
+  }
+  {
+    racing w{rate::per_second(1000), 0ms};
+    race(w);
+    const admit::decision d = w.decide();
+    EXPECT_TRUE(d.admitted);
+    EXPECT_EQ(w.time_until_available_at(rt(12ms)), 1ms);
+  }
+  {
+    racing w{rate::per_second(1000), 0ms};
+    race(w);
+    EXPECT_TRUE(w.try_acquire_until(rt(0ms)));  // a past deadline: admitted only if it fits at once — it does
+    EXPECT_EQ(w.time_until_available_at(rt(12ms)), 1ms);
+  }
+  {
+    racing w{rate::per_second(1000), 0ms};
+    race(w);
+    EXPECT_EQ(w.reserve(), 0ns);  // no debt outstanding at 12ms
+  }
+  {
+    racing w{rate::per_second(1000), 0ms};
+    race(w);
+    EXPECT_EQ(w.time_until_available(), 0ns);
+  }
+  // Had the clock not moved on, the request would not fit (one request per instant): refused, after one more read.
+  {
+    racing w{rate::per_second(1000), 0ms};
+    racing_clock::now_d = 10ms;
+    racing_clock::between = [&w, rt] { ASSERT_TRUE(w.try_acquire_at(rt(10ms))); };
+    EXPECT_FALSE(w.try_acquire());
+    EXPECT_EQ(w.time_until_available_at(rt(10ms)), 1ms);
+  }
+}
+
 // Guava's testTimeToWarmUpIsHonouredEvenWithWeights: pushing the warm-up permits through, in any split, costs exactly
 // the warmup period.
 TEST(Warmup, TimeToWarmUpIsHonouredEvenWithWeights) {
@@ -431,6 +502,42 @@ TEST(Warmup, LostRaceIsNeverReportedAsARefusal) {
       }
       done.store(true);
     });
+  }
+  EXPECT_EQ(refused.load(), 0);
+}
+
+// A clock whose every read is 1us after the previous one, in every thread (one atomic counter: a read that happens
+// after another returns a later time).
+struct ticking_clock {
+  using rep = std::int64_t;
+  using period = std::nano;
+  using duration = std::chrono::nanoseconds;
+  using time_point = std::chrono::time_point<ticking_clock>;
+  static constexpr bool is_steady = true;
+  static inline std::atomic<std::int64_t> ticks{0};
+  static time_point now() noexcept { return time_point{1us * ticks.fetch_add(1)}; }
+};
+
+// The benchmark's warmup/admit/now case as a stress test: threads calling try_acquire() and decide() on a clock that
+// moves 1us per read, with requests costing 1 to 3ns, so that every request fits when it is decided. Every call must
+// be admitted: a refusal is a clock reading compared with an admission committed after it was taken.
+TEST(Warmup, ClockReadingCallersRacingAreNeverRefused) {
+  constexpr int threads = 4;
+  constexpr int per_thread = 20'000;
+  admit::basic_warmup<ticking_clock> w{rate::every(1ns), 1ms, 3.0};
+  std::atomic<int> refused{0};
+  std::latch start(threads);
+  {
+    std::vector<std::jthread> workers;
+    for (int i = 0; i < threads; ++i) {
+      workers.emplace_back([&, i] {
+        start.arrive_and_wait();
+        for (int k = 0; k < per_thread; ++k) {
+          const bool ok = (k + i) % 2 == 0 ? w.try_acquire() : w.decide().admitted;
+          if (!ok) refused.fetch_add(1);
+        }
+      });
+    }
   }
   EXPECT_EQ(refused.load(), 0);
 }

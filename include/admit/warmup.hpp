@@ -20,7 +20,9 @@
 // it: encoding both in one time point lets a cold limiter admit several requests at once instead of one. The two live
 // on one cache line under a sequence number: a decision reads them optimistically and commits with a
 // compare-and-swap of the sequence number, after which it stores the two values (three stores, no system call). A
-// refusal reads one word and writes nothing; a lost compare-and-swap retries, never refusing a request that fits.
+// refusal reads one word and writes nothing; a lost compare-and-swap retries, never refusing a request that fits. The
+// forms that read the clock read it after the state they compare it with (Guava reads it under its lock): a reading
+// older than another caller's admission is never compared with it, which would refuse a request that fits.
 // The price: a committing thread preempted between its compare-and-swap and its last store makes other decisions that
 // need both values spin (then yield) until it runs again; refusals and time_until_available never wait. Nothing runs in
 // the background: idle time is credited lazily from `now`.
@@ -102,22 +104,20 @@ class basic_warmup {
   // try_acquire_at with the details: limit = 1 (one request, of any size, is admitted whenever no debt is
   // outstanding); remaining = 1 if another request would be admitted right after this decision, else 0;
   // retry_after = the outstanding debt (never nanoseconds::max(): every size fits eventually); reset_after = time
-  // until the limiter is fully cold again if left idle. Thread safety: as try_acquire_at.
+  // until the limiter is fully cold again if left idle. decide() reads the clock after the state, as try_acquire().
+  // Thread safety: as try_acquire_at.
   [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_with(clock_now{}, n); }
   [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
     return decide_with(given_now{to_ns<Clock>(now)}, n);
   }
 
   // How long from `now` until a request of `n` permits would be admitted — the outstanding debt, whatever n (0 =
-  // now). Consumes nothing. Thread safety: one atomic load.
+  // now). Consumes nothing. time_until_available() reads the clock after the state. Thread safety: one atomic load.
   [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const {
-    return time_until_available_at(Clock::now(), n);
+    return debt_with(clock_now{}, n);
   }
   [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const noexcept {
-    assert(n >= 0 && "admit::warmup: n must not be negative");
-    if (n == 0 || infinite()) return std::chrono::nanoseconds{0};
-    const std::int64_t next = state_.next_free.load(std::memory_order_acquire);
-    return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(next, to_ns<Clock>(now)))};
+    return debt_with(given_now{to_ns<Clock>(now)}, n);
   }
 
   // Guava's reserve(n): charges `n` permits now and returns how long the caller must wait before going (the debt
@@ -207,17 +207,18 @@ class basic_warmup {
     std::int64_t operator()() const noexcept(noexcept(Clock::now())) { return to_ns<Clock>(Clock::now()); }
   };
 
-  // try_acquire / try_acquire_at. Always inlined (as the other limiters' decisions): g++ 12 otherwise may call it out
-  // of line for one of the two now sources.
+  // try_acquire / try_acquire_at. (g++ 12 -O3 inlines all of it, charge() and load() included, with no struct copied
+  // through the stack: no [[gnu::always_inline]] needed, unlike token_bucket.hpp.)
   //
   // The clock is read after the next free time it is compared with, so that a refusal compares it with a commit that
   // happened before the reading. Read before, a reading older than another caller's admission (that caller read the
   // clock later and committed first) would be refused although the request fits when it is decided. Should a commit
   // land between the reading and the snapshot, the clock is read again. A caller-supplied `now` is taken as given.
-  // (Recording the latest committed `now`, as token_bucket.hpp does, would change nothing here: every commit leaves
-  // the next free time after its own `now` — a cost is at least 1 ns — so an earlier `now` is refused either way.)
+  // (Recording the latest committed `now`, as token_bucket.hpp does, would change nothing here: every admission leaves
+  // the next free time after its own `now` — a cost is at least 1 ns — so an earlier `now` is refused either way, and
+  // a cancelled acquire restores a state in which the later `now` never happened.)
   template <class Now>
-  [[gnu::always_inline]] bool admit_one(Now now, std::int64_t n) noexcept(noexcept(now())) {
+  bool admit_one(Now now, std::int64_t n) noexcept(noexcept(now())) {
     assert(n >= 0 && "admit::warmup: n must not be negative");
     if (n == 0 || infinite()) return true;
     for (;;) {
@@ -268,6 +269,14 @@ class basic_warmup {
       d.reset_after = until_cold(t, g.next_free, g.stored);
       return d;
     }
+  }
+
+  template <class Now>
+  std::chrono::nanoseconds debt_with(Now now, std::int64_t n) const noexcept(noexcept(now())) {
+    assert(n >= 0 && "admit::warmup: n must not be negative");
+    if (n == 0 || infinite()) return std::chrono::nanoseconds{0};
+    const std::int64_t next = state_.next_free.load(std::memory_order_acquire);
+    return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(next, now()))};
   }
 
   template <class Now>
