@@ -166,7 +166,11 @@ TEST(Duration, FormatUsesTheLargestWholeUnit) {
   EXPECT_EQ(format_duration(1500ms), "1500ms");
   EXPECT_EQ(format_duration(2h), "2h");
   EXPECT_EQ(format_duration(7ns), "7ns");
-  const std::chrono::nanoseconds samples[] = {0ns, 7ns, 1500us, 1500ms, 90s, 2h};
+  // Found by fuzz/rate_parse_fuzz: a count above 1e9 in a small unit did not parse back; exact seconds do.
+  EXPECT_EQ(format_duration(10050005001us), "10050.005001s");
+  EXPECT_EQ(format_duration(1'000'000'001ns), "1.000000001s");
+  EXPECT_EQ(format_duration(10'000'000'001ns), "10.000000001s");
+  const std::chrono::nanoseconds samples[] = {0ns, 7ns, 1500us, 1500ms, 90s, 2h, 10050005001us, 10'000'000'001ns};
   for (auto d : samples) {
     EXPECT_EQ(admit::cli::parse_duration(format_duration(d)), d);
   }

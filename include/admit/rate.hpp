@@ -41,7 +41,8 @@ class rate {
     }
     if (tokens_per_second == 0) return rate{};
     if (std::isinf(tokens_per_second)) return inf();
-    return from_interval(1e9 / tokens_per_second);
+    return checked(1e9 / tokens_per_second,
+                   [&] { return "per_second(" + detail::format_double(tokens_per_second) + ")"; });
   }
 
   // One token every `interval`. A zero interval is `inf()` (as Go's rate.Every); a negative one throws.
@@ -53,7 +54,7 @@ class rate {
                                   detail::format_double(ns) + "ns");
     }
     if (ns == 0) return inf();
-    return from_interval(ns);
+    return checked(ns, [&] { return "every(" + detail::format_double(ns) + "ns)"; });
   }
 
   // `count` tokens every `period` ("5 per 500ms"). Throws when count is negative/NaN or period is not positive.
@@ -66,7 +67,8 @@ class rate {
     }
     if (count == 0) return rate{};
     if (std::isinf(count)) return inf();
-    return from_interval(ns / count);
+    return checked(ns / count,
+                   [&] { return "per(" + detail::format_double(count) + ", " + detail::format_double(ns) + "ns)"; });
   }
 
   // Admits everything.
@@ -121,8 +123,9 @@ class rate {
 
     const double period_ns = static_cast<double>(multiplier) * unit_ns;
     if (count == 0) return rate{};
-    rate r = from_interval(period_ns / count);
-    if (!(r.interval_ns_ > 0) || std::isinf(r.interval_ns_)) throw fail("the rate is out of range");
+    const double interval = period_ns / count;
+    if (!(interval >= min_interval_ns)) throw fail("faster than 1e18 per second (use inf)");
+    rate r = from_interval(interval);
     return r;
   }
 
@@ -166,14 +169,20 @@ class rate {
     };
     constexpr unit units[] = {{1e9, "s"}, {60e9, "min"}, {3600e9, "h"}, {1e6, "ms"}, {1e3, "us"}};
     for (const auto& u : units) {
-      const double count = u.ns / interval_ns_;
-      if (count >= 1 && std::abs(count - std::round(count)) < 1e-9 * count) {
-        return detail::format_double(std::round(count)) + "/" + u.name;
-      }
+      // A whole count only where it parses back to exactly this interval (parse() computes period / count).
+      const double count = std::round(u.ns / interval_ns_);
+      if (count >= 1 && u.ns / count == interval_ns_) return detail::format_double(count) + "/" + u.name;
     }
     const double whole_ns = std::round(interval_ns_);
     if (whole_ns == interval_ns_ && whole_ns < 1e15) return "1/" + detail::format_double(whole_ns) + "ns";
-    return detail::format_double(per_second()) + "/s";
+    // A count per second that parses back to exactly this interval: parse() computes 1e9 / count, so the nearest
+    // doubles around 1e9 / interval are tried for one whose quotient is the interval again (found by
+    // fuzz/rate_parse_fuzz: the plain quotient can be one ulp off, and to_string() was then not stable).
+    double count = 1e9 / interval_ns_;
+    for (int i = 0; i < 8 && 1e9 / count != interval_ns_; ++i) {
+      count = std::nextafter(count, 1e9 / count > interval_ns_ ? std::numeric_limits<double>::infinity() : 0.0);
+    }
+    return detail::format_double(1e9 / count == interval_ns_ ? count : per_second()) + "/s";
   }
 
   friend constexpr bool operator==(const rate&, const rate&) noexcept = default;
@@ -184,6 +193,18 @@ class rate {
 
  private:
   static constexpr double infinity() noexcept { return std::numeric_limits<double>::infinity(); }
+
+  // The fastest finite rate: 1e18 per second. Faster ones are refused rather than silently losing precision (every
+  // limiter rounds its interval up to whole nanoseconds anyway, so above 1e9/s they all act as 1e9/s).
+  static constexpr double min_interval_ns = 1e-9;
+
+  template <class Describe>
+  static rate checked(double interval_ns, Describe describe) {
+    if (!(interval_ns >= min_interval_ns)) {
+      throw std::invalid_argument("admit::rate::" + describe() + ": faster than 1e18 per second (use rate::inf())");
+    }
+    return from_interval(interval_ns);
+  }
 
   static rate from_interval(double ns) noexcept {
     rate r;

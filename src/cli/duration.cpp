@@ -49,10 +49,14 @@ std::string format_duration(std::chrono::nanoseconds d) {
   if (ns == 0) return "0s";
   constexpr unit order[] = {{"h", 3'600'000'000'000}, {"min", 60'000'000'000}, {"s", 1'000'000'000},
                             {"ms", 1'000'000},        {"us", 1'000},           {"ns", 1}};
+  // The largest unit that holds the duration whole, with a count parse_duration accepts (at most 1e9)...
   for (const auto& u : order) {
-    if (ns % u.ns == 0) return std::to_string(ns / u.ns) + std::string(u.name);
+    if (ns % u.ns == 0 && ns / u.ns <= 1'000'000'000) return std::to_string(ns / u.ns) + std::string(u.name);
   }
-  return std::to_string(ns) + "ns";
+  // ...else exact decimal seconds ("10050.005001s"; found by fuzz/rate_parse_fuzz: "10050005001us" did not parse).
+  std::string fraction = std::to_string(ns % 1'000'000'000 + 1'000'000'000).substr(1);
+  while (fraction.back() == '0') fraction.pop_back();
+  return std::to_string(ns / 1'000'000'000) + "." + fraction + "s";
 }
 
 }  // namespace admit::cli
