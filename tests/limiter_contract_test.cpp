@@ -316,6 +316,7 @@ TYPED_TEST(LimiterContract, FourThreadsAtOneInstantAdmitExactlyTheCapacity) {
     std::atomic<std::int64_t> admitted_after_refusal{0};
     std::barrier sync(threads + 1);
     std::vector<std::jthread> pool;
+    pool.reserve(threads);
     for (int i = 0; i < threads; ++i) {
       pool.emplace_back([&, i, rounds = rounds] {
         for (int r = 0; r < rounds; ++r) {
