@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <latch>
 #include <memory>
 #include <optional>
@@ -18,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "admit/testing/invalid_argument_message.hpp"
 #include "admit/testing/manual_clock.hpp"
 
 namespace {
@@ -31,30 +31,23 @@ using admit::rate;
 
 time_point at(std::chrono::nanoseconds d) { return time_point{d}; }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using admit::testing::invalid_argument_message;
 
 TEST(Pacer, InvalidConfigurationThrowsNamingTheValue) {
-  EXPECT_NE(message_of([] { pacer p{rate{}}; }).find("0/s"), std::string::npos);
-  EXPECT_NE(message_of([] {
+  EXPECT_NE(invalid_argument_message([] { pacer p{rate{}}; }).find("0/s"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] {
               pacer p{rate::per_second(10), pacer_options{.slack = -3}};
             }).find("-3"),
             std::string::npos);
-  EXPECT_NE(message_of([] {
+  EXPECT_NE(invalid_argument_message([] {
               pacer p{rate::per_second(10), pacer_options{.per = -5ns}};
             }).find("-5"),
             std::string::npos);
-  EXPECT_NE(message_of([] {
+  EXPECT_NE(invalid_argument_message([] {
               pacer p{rate::per_second(10), pacer_options{.per = 0ns}};
             }).find("per"),
             std::string::npos);
-  EXPECT_NE(message_of([] {
+  EXPECT_NE(invalid_argument_message([] {
               pacer p{rate::every(std::chrono::hours(24 * 365)), pacer_options{.slack = 1000}};
             }).find("1000"),
             std::string::npos);

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "admit/testing/invalid_argument_message.hpp"
 #include "admit/testing/manual_clock.hpp"
 
 namespace {
@@ -32,14 +33,7 @@ using admit::rate;
 
 time_point at(std::chrono::nanoseconds d) { return time_point{d}; }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using admit::testing::invalid_argument_message;
 
 // Replays a Guava RateLimiterTest-style script on a fake clock: "R<n>" = acquire(n), recording the wait (what
 // Guava's FakeStopwatch records as R); "U<ms>" = the user sleeps. Returns the waits in nanoseconds.
@@ -76,10 +70,12 @@ TEST(Warmup, InvalidConfigurationThrowsNamingTheValue) {
                                                    {-2.0, "got -2"},
                                                    {std::nan(""), "got nan"},
                                                    {std::numeric_limits<double>::infinity(), "got inf"}}) {
-    EXPECT_NE(message_of([f = factor] { warmup w(rate::per_second(2), 4s, f); }).find(text), std::string::npos) << text;
+    EXPECT_NE(invalid_argument_message([f = factor] { warmup w(rate::per_second(2), 4s, f); }).find(text),
+              std::string::npos)
+        << text;
   }
-  EXPECT_NE(message_of([] { warmup w(rate{}, 4s); }).find("0/s"), std::string::npos);
-  EXPECT_NE(message_of([] { warmup w(rate::per_second(2), -7ns); }).find("-7ns"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { warmup w(rate{}, 4s); }).find("0/s"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { warmup w(rate::per_second(2), -7ns); }).find("-7ns"), std::string::npos);
   EXPECT_NO_THROW(warmup(rate::per_second(2), 0s));
   EXPECT_NO_THROW(warmup(rate::per_second(2), 4s, 1.0001));
 }
