@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "admit/clock.hpp"
@@ -64,6 +65,24 @@ TEST(SteadySleep, RealClockSleepEndsOnStop) {
   EXPECT_FALSE(
       admit::detail::sleep_until<std::chrono::steady_clock>(std::chrono::steady_clock::now() + 1h, stop.get_token()));
   EXPECT_TRUE(admit::detail::sleep_until<std::chrono::steady_clock>(std::chrono::steady_clock::now() - 1s, {}));
+}
+
+// Found in review: a deadline near time_point::max() overflowed steady_clock::now() + remaining (undefined; in
+// practice wait_until returned at once and the "sleep" spun at 100% CPU). Now it sleeps a day at a time until stopped.
+TEST(SteadySleep, SleepUntilTheEndOfTimeSleepsUntilStopped) {
+  std::stop_source stop;
+  std::atomic<bool> returned{false};
+  std::thread sleeper([&] {
+    EXPECT_FALSE(admit::detail::sleep_until<std::chrono::steady_clock>(std::chrono::steady_clock::time_point::max(),
+                                                                       stop.get_token()));
+    returned = true;
+  });
+  // Real time here only lets the sleeper reach its wait; the assertion does not depend on how long it took.
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(returned.load());
+  stop.request_stop();
+  sleeper.join();
+  EXPECT_TRUE(returned.load());
 }
 
 TEST(CoarseClock, IsSteadyAndReportsItsResolution) {

@@ -4,9 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
+#include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -555,6 +559,97 @@ TEST_F(TokenBucketWait, WaitersAreServedInArrivalOrder) {
   }
   for (auto& th : waiters) th.join();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+}  // namespace
+
+// --- Found in review ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// last_event was raised only by reservations that waited, so cancelling an immediate one computed INT64_MIN - t
+// (undefined) and restored nothing; x/time/rate restores all of it.
+TEST(TokenBucketReview, CancellingAnImmediateReservationRestoresItsTokens) {
+  token_bucket lim{rate::per_second(1), 5};
+  auto r = lim.reserve_at(t0, 3);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.delay_from(t0), std::chrono::nanoseconds{0});
+  r.cancel_at(t0);
+  EXPECT_EQ(lim.tokens_at(t0), 5);
+}
+
+// The initial state was "long ago" at ns_min / 4, so a bucket whose burst takes longer than that to refill did not
+// start full: a zero-rate quota of 1e10 started with 2.3e9.
+TEST(TokenBucketReview, LargeBurstsStartFull) {
+  token_bucket quota{rate{}, 10'000'000'000};
+  EXPECT_EQ(quota.tokens_at(t0), 1e10);
+  EXPECT_TRUE(quota.try_acquire_at(t0, 5'000'000'000));
+  EXPECT_TRUE(quota.try_acquire_at(t0 + 1000h, 5'000'000'000));
+  EXPECT_FALSE(quota.try_acquire_at(t0 + 2000h, 1));
+  token_bucket big{rate::per_second(1000), 4'000'000'000'000};  // 4e18 ns of refill: within the range
+  EXPECT_EQ(big.tokens_at(t0), 4e12);
+  EXPECT_TRUE(big.try_acquire_at(t0, 4'000'000'000'000));
+}
+
+TEST(TokenBucketReview, BurstBeyondTheStatesRangeThrowsNamingIt) {
+  try {
+    token_bucket lim{rate::per_second(1000), 5'000'000'000'000};
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("5000000000000"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1000/s"), std::string::npos) << e.what();
+  }
+}
+
+// Converting a full bucket from an infinite rate cast burst · interval to int64 without a range check (undefined;
+// on x86 the bucket became empty for 292 years).
+TEST(TokenBucketReview, LeavingAnInfiniteRateKeepsALargeBucketFull) {
+  token_bucket lim{rate::inf(), 1'000'000'000};
+  lim.set_rate_at(t0, rate::per_second(1));
+  EXPECT_EQ(lim.tokens_at(t0), 1e9);
+  EXPECT_TRUE(lim.try_acquire_at(t0, 1'000'000'000));
+  token_bucket huge{rate::inf(), 20'000'000'000};
+  EXPECT_THROW(huge.set_rate_at(t0, rate::per_second(1)), std::invalid_argument);  // 634 years of refill
+  EXPECT_TRUE(huge.get_rate().is_inf());                                           // unchanged
+  EXPECT_TRUE(huge.try_acquire_at(t0, 20'000'000'000));
+}
+
+TEST(TokenBucketReview, SettlingAtAnEnormousCostSaturates) {
+  token_bucket lim{rate::per_second(10), 5};
+  auto r = lim.reserve_at(t0, 1);
+  r.settle_at(t0, std::numeric_limits<std::int64_t>::max());
+  EXPECT_LT(lim.tokens_at(t0), -1e9);
+  EXPECT_FALSE(lim.try_acquire_at(t0 + 1000h));
+}
+
+// A cancellation and a reservation racing: the cancellation must never give back tokens a reservation committed in
+// between depends on. Over any window, what was granted stays within rate·w + burst.
+TEST(TokenBucketReview, CancellationsRacingReservationsNeverOverAdmit) {
+  for (int round = 0; round < 50; ++round) {
+    token_bucket lim{rate::per_second(1), 1};
+    ASSERT_TRUE(lim.try_acquire_at(t0));
+    std::vector<tp> granted;  // times at which kept reservations act
+    std::mutex m;
+    std::vector<std::thread> pool;
+    for (int i = 0; i < 4; ++i) {
+      pool.emplace_back([&, i] {
+        for (int k = 0; k < 50; ++k) {
+          auto r = lim.reserve_at(t0, 1);
+          if (!r.ok()) continue;
+          if ((k + i) % 2 == 0) {
+            r.cancel_at(t0);
+          } else {
+            std::lock_guard lock(m);
+            granted.push_back(r.ready_at());
+          }
+        }
+      });
+    }
+    for (auto& th : pool) th.join();
+    std::sort(granted.begin(), granted.end());
+    // Burst 1 and one token a second: kept reservations act at least 1 s apart.
+    for (std::size_t j = 1; j < granted.size(); ++j) ASSERT_GE(granted[j] - granted[j - 1], 1s) << "round " << round;
+  }
 }
 
 }  // namespace

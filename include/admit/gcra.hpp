@@ -163,10 +163,8 @@ class basic_gcra {
     return burst;
   }
 
-  static std::int64_t round_up_interval(double ns) noexcept {
-    // Round up, forgiving the floating-point noise of rate arithmetic just above a whole number (1e9/3*3 and the like).
-    return std::max<std::int64_t>(1, detail::ceil_ns(ns - 1e-6));
-  }
+  // Strictly up (as the token bucket), so that the limiter never admits more than the rate asked for.
+  static std::int64_t round_up_interval(double ns) noexcept { return std::max<std::int64_t>(1, detail::ceil_ns(ns)); }
 
   // Rate zero: time stands still (every now is 0), so the state counts the tokens spent against a fixed burst.
   std::int64_t effective(std::int64_t t) const noexcept { return zero_ ? 0 : t; }

@@ -37,6 +37,7 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "admit/clock.hpp"
@@ -59,14 +60,14 @@ class basic_token_bucket {
   class reservation;
 
   // A full bucket of `burst` tokens refilling at `r`. Burst zero admits nothing but n == 0 (unless the rate is inf).
-  // Throws std::invalid_argument, naming the value, when burst is negative.
+  // Throws std::invalid_argument, naming the values, when burst is negative or when refilling the whole burst takes
+  // more than 2^62 ns (146 years: e.g. a burst above 4.6e12 at 1000/s), the range of the nanosecond state.
   basic_token_bucket(rate r, std::int64_t burst, oversize_policy policy = oversize_policy::reject) : policy_(policy) {
-    check_burst(burst);
     const std::int64_t t = to_ns<Clock>(Clock::now());
     const config c = make_config(r, burst, t);
     store_config(c, r);
-    // "Long ago": the bucket starts full. Chosen so that t - tat cannot overflow for any sane clock reading.
-    state_.tat.store(detail::ns_min / 4, std::memory_order_relaxed);
+    // "Long ago": below t - tol for every t, so the bucket starts full; every use of it saturates.
+    state_.tat.store(detail::ns_min, std::memory_order_relaxed);
   }
 
   basic_token_bucket(const basic_token_bucket&) = delete;
@@ -181,10 +182,7 @@ class basic_token_bucket {
 
   // Change the burst at `now`, keeping the tokens accrued up to `now` (capped at the new burst) — SetBurstAt.
   // Throws std::invalid_argument when negative.
-  void set_burst_at(time_point now, std::int64_t burst) {
-    check_burst(burst);
-    reconfigure(to_ns<Clock>(now), nullptr, &burst);
-  }
+  void set_burst_at(time_point now, std::int64_t burst) { reconfigure(to_ns<Clock>(now), nullptr, &burst); }
   void set_burst(std::int64_t burst) { set_burst_at(Clock::now(), burst); }
 
   // --- Observers ---------------------------------------------------------------------------------------------------
@@ -207,7 +205,8 @@ class basic_token_bucket {
     std::int64_t burst = 0;
     std::int64_t cost1 = 0;  // ns one token costs: the interval rounded up; 0 for an infinite rate
     std::int64_t tol = 0;    // ns the full burst costs, burst · cost1: tokens(t) == burst iff tat <= t - tol
-    std::int64_t frozen = detail::ns_min;  // rate zero: the instant time stopped for this bucket (cost1 is then 1 s)
+    std::int64_t frozen =
+        detail::ns_min;  // rate zero: the instant time stopped for this bucket (cost1 is then a unit of 1 ns)
 
     [[nodiscard]] bool inf() const noexcept { return cost1 == 0; }
     [[nodiscard]] bool zero() const noexcept { return frozen != detail::ns_min; }
@@ -236,11 +235,8 @@ class basic_token_bucket {
     return rate::every(std::chrono::duration<double, std::nano>(interval));
   }
 
-  static void check_burst(std::int64_t burst) {
-    if (burst < 0) {
-      throw std::invalid_argument("admit::token_bucket: burst must not be negative, got " + std::to_string(burst));
-    }
-  }
+  // The longest refill of a whole burst the state can hold: tat, now and now - tol all stay within int64.
+  static constexpr std::int64_t max_tol = std::int64_t{1} << 62;
 
   // n tokens cost n whole intervals. The interval is rounded up to whole nanoseconds once, and every cost — one token,
   // n tokens, the whole burst — is a multiple of it, so a full burst always fits at once and the bucket never admits
@@ -252,13 +248,29 @@ class basic_token_bucket {
     return std::max<std::int64_t>(1, detail::ceil_ns(interval_ns));
   }
 
-  static config make_config(rate r, std::int64_t burst, std::int64_t now_ns) noexcept {
+  // Throws std::invalid_argument naming the values when the burst is negative or its refill exceeds max_tol.
+  static config make_config(rate r, std::int64_t burst, std::int64_t now_ns) {
+    if (burst < 0) {
+      throw std::invalid_argument("admit::token_bucket: burst must not be negative, got " + std::to_string(burst));
+    }
     config c;
     c.burst = burst;
     if (r.is_zero()) c.frozen = now_ns;
-    c.cost1 = r.is_inf() ? 0 : whole_interval(r.is_zero() ? 1e9 : r.interval_ns());
+    // Rate zero: time stands still, so the interval is only a unit for counting tokens; 1 ns allows any burst.
+    c.cost1 = r.is_inf() ? 0 : r.is_zero() ? 1 : whole_interval(r.interval_ns());
     c.tol = detail::sat_mul(burst, c.cost1);
+    if (c.tol > max_tol) {
+      throw std::invalid_argument("admit::token_bucket: burst " + std::to_string(burst) + " at rate " + r.to_string() +
+                                  " takes more than 2^62 ns (146 years) to refill, beyond the range of the state");
+    }
     return c;
+  }
+
+  // A signed number of nanoseconds from a double, rounded up and saturating instead of overflowing.
+  static std::int64_t ceil_signed_ns(double ns) noexcept {
+    if (!(ns > -9.2e18)) return detail::ns_min;
+    if (!(ns < 9.2e18)) return detail::ns_max;
+    return static_cast<std::int64_t>(std::ceil(ns));
   }
 
   // Tokens held at effective time t for state tat (may be negative).
@@ -282,9 +294,14 @@ class basic_token_bucket {
   // Always inlined (as step() and read_config()): g++ 12 otherwise calls them out of line and copies the structs
   // through the stack, tripling the instructions of a decision (bench/, callgrind).
   [[gnu::always_inline]] snapshot load(std::int64_t t) const noexcept {
-    for (;;) {
+    for (int spins = 0;; ++spins) {
       const std::uint64_t seq = config_.seq.load(std::memory_order_acquire);
-      if (seq & 1U) continue;
+      if (seq & 1U) {
+        // A setter is publishing (a handful of stores under its mutex). Should it be preempted meanwhile, give the CPU
+        // away rather than spin against it.
+        if (spins > 64) std::this_thread::yield();
+        continue;
+      }
       snapshot s;
       s.tat = state_.tat.load(std::memory_order_acquire);
       s.cfg = read_config();
@@ -334,6 +351,10 @@ class basic_token_bucket {
       o.wait = ready > at ? detail::sat_sub(ready, at) : 0;
       if (m == mode::query) return o;
       if (m == mode::allow ? o.wait != 0 : o.wait > max_wait) return o;
+      const std::int64_t time_to_act = o.wait == 0 ? now_ns : detail::sat_add(t, o.wait);
+      // A reservation announces its time before it commits, so that a cancellation that sees the commit also sees
+      // the time (cancel_reservation): too high a last_event only makes a cancellation give back less, never more.
+      if (m == mode::reserve) raise_last_event(time_to_act);
       std::int64_t expected = s.tat;
       if (!state_.tat.compare_exchange_weak(expected, new_tat, std::memory_order_acq_rel, std::memory_order_relaxed)) {
         continue;  // lost a race: decide again on the fresh state (never a spurious refusal)
@@ -341,8 +362,7 @@ class basic_token_bucket {
       note_now(t);
       o.ok = true;
       o.tat = new_tat;
-      o.time_to_act = o.wait == 0 ? now_ns : detail::sat_add(t, o.wait);
-      if (m == mode::reserve && o.wait > 0) raise_last_event(o.time_to_act);
+      o.time_to_act = time_to_act;
       return o;
     }
   }
@@ -353,39 +373,51 @@ class basic_token_bucket {
     return reservation{this, n, o.time_to_act, o.cfg.interval(), o.cfg.inf()};
   }
 
-  void raise_last_event(std::int64_t t) noexcept { detail::raise_to(state_.last_event, t, std::memory_order_relaxed); }
+  void raise_last_event(std::int64_t t) noexcept { detail::raise_to(state_.last_event, t, std::memory_order_release); }
 
   // x/time/rate CancelAt, on the TAT: give back the tokens of a reservation that later reservations do not depend on.
+  // The state is read before last_event and the give-back commits only if the state is still the one read: a
+  // reservation that committed in between made its time visible first (step()), so it is either counted as "later"
+  // or makes this attempt fail and start over — the restore is never computed without a reservation that depends on it.
   void cancel_reservation(std::int64_t now_ns, std::int64_t n, std::int64_t time_to_act, double interval) {
-    std::lock_guard lock(setter_);  // cancellations are rare; serialize them with reconfiguration (last_event)
-    const std::int64_t t = effective_now(now_ns);
+    std::lock_guard lock(setter_);     // cancellations are rare; serialize them with each other and reconfiguration
     if (time_to_act < now_ns) return;  // already acted upon (x/time/rate compares with the caller's t)
-    const std::int64_t last_event = state_.last_event.load(std::memory_order_relaxed);
-    const double later = static_cast<double>(std::max<std::int64_t>(0, last_event - time_to_act)) / interval;
-    const double restore = static_cast<double>(n) - later;
-    if (restore <= 0) return;
-    give_back(t, restore);
-    if (time_to_act == last_event) {
-      const std::int64_t prev = detail::sat_sub(time_to_act, detail::sat_mul(n, static_cast<std::int64_t>(interval)));
-      if (prev >= now_ns) state_.last_event.store(prev, std::memory_order_relaxed);
+    const std::int64_t t = effective_now(now_ns);
+    for (;;) {
+      const std::int64_t tat = state_.tat.load(std::memory_order_acquire);
+      const std::int64_t last_event = state_.last_event.load(std::memory_order_acquire);
+      const double later = static_cast<double>(std::max<std::int64_t>(0, detail::sat_sub(last_event, time_to_act)));
+      const double restore = static_cast<double>(n) - later / interval;
+      if (restore <= 0) return;
+      if (!give_back(t, restore, &tat)) continue;
+      if (time_to_act == last_event) {
+        // Nothing after it: the previous reservation's time is the latest again (unless a new one raised it).
+        std::int64_t expected = last_event;
+        const std::int64_t prev = detail::sat_sub(time_to_act, detail::sat_mul(n, static_cast<std::int64_t>(interval)));
+        if (prev >= now_ns) state_.last_event.compare_exchange_strong(expected, prev, std::memory_order_acq_rel);
+      }
+      return;
     }
   }
 
-  // Adds `tokens` (negative: takes them, possibly into debt) at effective time t, capped at the burst.
-  void give_back(std::int64_t t, double tokens) noexcept {
+  // Adds `tokens` (negative: takes them, possibly into debt) at effective time t, capped at the burst. With
+  // `expected_tat`, only if the state is still that value (returns false otherwise, changing nothing).
+  bool give_back(std::int64_t t, double tokens, const std::int64_t* expected_tat = nullptr) noexcept {
     for (;;) {
       const snapshot s = load(t);
-      if (s.cfg.inf()) return;
+      if (s.cfg.inf()) return true;
       const config& c = s.cfg;
       const std::int64_t at = c.zero() ? c.frozen : t;
       const std::int64_t base = std::max(s.tat, detail::sat_sub(at, c.tol));
-      const double delta_ns = tokens * c.interval();
-      const std::int64_t delta = static_cast<std::int64_t>(tokens > 0 ? std::floor(delta_ns) : std::ceil(delta_ns));
+      // Rounded towards no change (a refund never gives back more than owed, a charge never takes less).
+      const std::int64_t delta = -ceil_signed_ns(-tokens * c.interval());
       const std::int64_t new_tat = std::max(detail::sat_sub(base, delta), detail::sat_sub(at, c.tol));
+      if (expected_tat && s.tat != *expected_tat) return false;
       std::int64_t expected = s.tat;
       if (state_.tat.compare_exchange_weak(expected, new_tat, std::memory_order_acq_rel, std::memory_order_relaxed)) {
-        return;
+        return true;
       }
+      if (expected_tat) return false;
     }
   }
 
@@ -407,8 +439,7 @@ class basic_token_bucket {
       double tokens = old.inf() ? static_cast<double>(next.burst) : tokens_of(old, cur, t);
       tokens = std::min(tokens, static_cast<double>(next.burst));
       const std::int64_t at = next.zero() ? next.frozen : t;
-      std::int64_t converted =
-          next.inf() ? cur : detail::sat_sub(at, static_cast<std::int64_t>(std::ceil(tokens * next.interval())));
+      std::int64_t converted = next.inf() ? cur : detail::sat_sub(at, ceil_signed_ns(tokens * next.interval()));
       // A converted state equal to the old one would let a decision computed under the old configuration commit
       // against the new one (ABA); one nanosecond of difference makes its CAS fail and retry.
       // (A burst change keeps the interval, so the same value means the same thing and needs no nudge.)
@@ -449,7 +480,7 @@ class basic_token_bucket {
   struct alignas(64) hot_state {
     std::atomic<std::int64_t> tat{0};
     std::atomic<std::int64_t> last_now{detail::ns_min};    // the latest `now` of a committed change
-    std::atomic<std::int64_t> last_event{detail::ns_min};  // the latest time_to_act of a waiting reservation
+    std::atomic<std::int64_t> last_event{detail::ns_min};  // the latest time_to_act of a reservation
   };
   // Read-mostly: another cache line.
   struct alignas(64) config_state {

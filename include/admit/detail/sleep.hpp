@@ -30,9 +30,12 @@ bool sleep_until(typename Clock::time_point deadline, std::stop_token stop) {
     for (;;) {
       const auto remaining = deadline - Clock::now();
       if (remaining <= Clock::duration::zero()) return true;
-      // Sleep against steady_clock for the remaining time, then re-check on Clock (they may tick differently).
-      const auto until =
-          std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(remaining);
+      // Sleep against steady_clock for the remaining time, then re-check on Clock (they may tick differently). A day
+      // at most at a time, so that a deadline near time_point::max() ("never") cannot overflow steady_clock's range.
+      const std::chrono::nanoseconds day = std::chrono::hours(24);
+      const auto step = std::chrono::ceil<std::chrono::steady_clock::duration>(
+          remaining < day ? std::chrono::ceil<std::chrono::nanoseconds>(remaining) : day);
+      const auto until = std::chrono::steady_clock::now() + step;
       std::mutex m;
       std::condition_variable_any cv;
       std::unique_lock lock(m);
