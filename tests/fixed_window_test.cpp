@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "admit/testing/invalid_argument_message.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -111,19 +113,12 @@ TEST(FixedWindow, ClockGoingBackwardsNeverReopensAPastWindow) {
 }
 
 TEST(FixedWindow, InvalidConfigurationThrowsNamingTheValue) {
-  const auto message = [](auto make) {
-    try {
-      make();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no exception");
-  };
-  EXPECT_NE(message([] { fixed_window lim(0, 1s); }).find("got 0"), std::string::npos);
-  EXPECT_NE(message([] { fixed_window lim(-3, 1s); }).find("got -3"), std::string::npos);
-  EXPECT_NE(message([] { fixed_window lim(5, 0s); }).find("got 0ns"), std::string::npos);
-  EXPECT_NE(message([] { fixed_window lim(5, -1ms); }).find("-1000000ns"), std::string::npos);
-  EXPECT_NE(message([] { fixed_window lim(1000, 1000ns); }).find("limit 1000"), std::string::npos);
+  using admit::testing::invalid_argument_message;
+  EXPECT_NE(invalid_argument_message([] { fixed_window lim(0, 1s); }).find("got 0"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { fixed_window lim(-3, 1s); }).find("got -3"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { fixed_window lim(5, 0s); }).find("got 0ns"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { fixed_window lim(5, -1ms); }).find("-1000000ns"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { fixed_window lim(1000, 1000ns); }).find("limit 1000"), std::string::npos);
   EXPECT_NO_THROW(fixed_window(999'999'998, 1s));
   EXPECT_NO_THROW(fixed_window(1, 2ns));
 }

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "admit/testing/invalid_argument_message.hpp"
+
 #include "admit/fixed_window.hpp"
 
 namespace {
@@ -119,18 +121,11 @@ TEST(SlidingLog, ClockGoingBackwardsCountsLaterEntriesAndNeverOverAdmits) {
 }
 
 TEST(SlidingLog, InvalidConfigurationThrowsNamingTheValue) {
-  const auto message = [](auto make) {
-    try {
-      make();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no exception");
-  };
-  EXPECT_NE(message([] { sliding_log lim(0, 1s); }).find("got 0"), std::string::npos);
-  EXPECT_NE(message([] { sliding_log lim(16777216, 1s); }).find("got 16777216"), std::string::npos);
-  EXPECT_NE(message([] { sliding_log lim(5, 0s); }).find("got 0ns"), std::string::npos);
-  EXPECT_NE(message([] { sliding_log lim(5, -7ns); }).find("got -7ns"), std::string::npos);
+  using admit::testing::invalid_argument_message;
+  EXPECT_NE(invalid_argument_message([] { sliding_log lim(0, 1s); }).find("got 0"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { sliding_log lim(16777216, 1s); }).find("got 16777216"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { sliding_log lim(5, 0s); }).find("got 0ns"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { sliding_log lim(5, -7ns); }).find("got -7ns"), std::string::npos);
 }
 
 // On pseudo-random arrivals (bunched around window-sized boundaries), the log agrees exactly with a model that keeps

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "admit/testing/invalid_argument_message.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -131,18 +133,11 @@ TEST(SlidingWindow, LargestLimitAndLongWindowDoNotOverflow) {
 }
 
 TEST(SlidingWindow, InvalidConfigurationThrowsNamingTheValue) {
-  const auto message = [](auto make) {
-    try {
-      make();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no exception");
-  };
-  EXPECT_NE(message([] { sliding_window lim(0, 1s); }).find("got 0"), std::string::npos);
-  EXPECT_NE(message([] { sliding_window lim(16777216, 1s); }).find("got 16777216"), std::string::npos);
-  EXPECT_NE(message([] { sliding_window lim(5, 0s); }).find("got 0ns"), std::string::npos);
-  EXPECT_NE(message([] { sliding_window lim(5, -2ns); }).find("got -2ns"), std::string::npos);
+  using admit::testing::invalid_argument_message;
+  EXPECT_NE(invalid_argument_message([] { sliding_window lim(0, 1s); }).find("got 0"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { sliding_window lim(16777216, 1s); }).find("got 16777216"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { sliding_window lim(5, 0s); }).find("got 0ns"), std::string::npos);
+  EXPECT_NE(invalid_argument_message([] { sliding_window lim(5, -2ns); }).find("got -2ns"), std::string::npos);
 }
 
 // On pseudo-random arrivals, the limiter agrees exactly with a model computed from the requests it admitted: it
