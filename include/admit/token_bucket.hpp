@@ -65,7 +65,7 @@ class basic_token_bucket {
   basic_token_bucket(rate r, std::int64_t burst, oversize_policy policy = oversize_policy::reject) : policy_(policy) {
     const std::int64_t t = to_ns<Clock>(Clock::now());
     const config c = make_config(r, burst, t);
-    store_config(c, r);
+    write_config(c, r);  // no other thread can see the bucket yet: no sequence bump needed
     // "Long ago": below t - tol for every t, so the bucket starts full; every use of it saturates.
     state_.tat.store(detail::ns_min, std::memory_order_relaxed);
   }
@@ -452,12 +452,6 @@ class basic_token_bucket {
     config_.seq.store(seq + 2, std::memory_order_release);
   }
 
-  void store_config(const config& c, rate r) noexcept {
-    const std::uint64_t seq = config_.seq.load(std::memory_order_relaxed);
-    config_.seq.store(seq + 1, std::memory_order_relaxed);
-    write_config(c, r);
-    config_.seq.store(seq + 2, std::memory_order_release);
-  }
   // Sequence lock: release stores keep every field after the odd sequence number; acquire loads keep every read
   // before the re-read of the sequence number. (Fences would do it too, but ThreadSanitizer does not model them.)
   void write_config(const config& c, rate r) noexcept {
