@@ -63,38 +63,30 @@ enum class timing { at, now, coarse };
 //     path then runs on one thread only.
 //   coarse_admit — false when a clock that stands still for a whole tick makes refusals the right answer on the admit
 //     path (a warm-up limiter admits one request per instant, whatever the rate).
-struct token_bucket_case {
-  template <class Clock>
-  using limiter = admit::basic_token_bucket<Clock>;
+// What most cases share; a case overrides a member by declaring its own.
+struct case_defaults {
   static constexpr std::int64_t admit_at_step = 0;
   static constexpr bool admit_at_threads = true;
   static constexpr bool coarse_admit = true;
+};
+
+// Limiters built from a rate and a burst: the token bucket and GCRA.
+template <template <class> class Limiter>
+struct rate_and_burst_case : case_defaults {
+  template <class Clock>
+  using limiter = Limiter<Clock>;
   template <class Clock>
   static std::unique_ptr<limiter<Clock>> make(path p) {
     if (p == path::admit) return std::make_unique<limiter<Clock>>(admit::rate::per_second(huge_rate), huge_burst);
     return std::make_unique<limiter<Clock>>(slow_rate, 1);
   }
 };
+using token_bucket_case = rate_and_burst_case<admit::basic_token_bucket>;
+using gcra_case = rate_and_burst_case<admit::basic_gcra>;
 
-struct gcra_case {
-  template <class Clock>
-  using limiter = admit::basic_gcra<Clock>;
-  static constexpr std::int64_t admit_at_step = 0;
-  static constexpr bool admit_at_threads = true;
-  static constexpr bool coarse_admit = true;
-  template <class Clock>
-  static std::unique_ptr<limiter<Clock>> make(path p) {
-    if (p == path::admit) return std::make_unique<limiter<Clock>>(admit::rate::per_second(huge_rate), huge_burst);
-    return std::make_unique<limiter<Clock>>(slow_rate, 1);
-  }
-};
-
-struct pacer_case {
+struct pacer_case : case_defaults {
   template <class Clock>
   using limiter = admit::basic_pacer<Clock>;
-  static constexpr std::int64_t admit_at_step = 0;
-  static constexpr bool admit_at_threads = true;
-  static constexpr bool coarse_admit = true;
   template <class Clock>
   static std::unique_ptr<limiter<Clock>> make(path p) {
     // Admit: slots 1 ns apart and a slack of 1e12 slots (~17 minutes). The pacer is primed with a call an hour ago
@@ -112,12 +104,9 @@ struct pacer_case {
   }
 };
 
-struct fixed_window_case {
+struct fixed_window_case : case_defaults {
   template <class Clock>
   using limiter = admit::basic_fixed_window<Clock>;
-  static constexpr std::int64_t admit_at_step = 0;
-  static constexpr bool admit_at_threads = true;
-  static constexpr bool coarse_admit = true;
   template <class Clock>
   static std::unique_ptr<limiter<Clock>> make(path p) {
     // The packing needs the window in ns above the limit: 1e12 requests per 10,000 s window.
@@ -126,12 +115,11 @@ struct fixed_window_case {
   }
 };
 
-struct sliding_window_case {
+struct sliding_window_case : case_defaults {
   template <class Clock>
   using limiter = admit::basic_sliding_window<Clock>;
   static constexpr std::int64_t admit_at_step = 1;  // 1 ns per call: at most 1,000 calls in a 1 us window
   static constexpr bool admit_at_threads = true;    // a stale time is judged in the newest window: still far below
-  static constexpr bool coarse_admit = true;
   template <class Clock>
   static std::unique_ptr<limiter<Clock>> make(path p) {
     // Admit: the largest limit the packing allows (2^24 - 1) per 1 us window — far above any call rate.
@@ -141,12 +129,11 @@ struct sliding_window_case {
   }
 };
 
-struct sliding_log_case {
+struct sliding_log_case : case_defaults {
   template <class Clock>
   using limiter = admit::basic_sliding_log<Clock>;
   static constexpr std::int64_t admit_at_step = 1;  // 1 ns per call: at most 1,000 calls in a 1 us window
   static constexpr bool admit_at_threads = false;   // the log is exact: a thread far behind sees a full window
-  static constexpr bool coarse_admit = true;
   template <class Clock>
   static std::unique_ptr<limiter<Clock>> make(path p) {
     // Admit: 2^20 requests (a 16 MiB log) per 1 us window — far above any call rate, and deep enough that a clock
@@ -156,7 +143,7 @@ struct sliding_log_case {
   }
 };
 
-struct warmup_case {
+struct warmup_case : case_defaults {
   template <class Clock>
   using limiter = admit::basic_warmup<Clock>;
   static constexpr std::int64_t admit_at_step = 1000;  // 1 us per call, far above the 1-3 ns cost of a request
