@@ -1,4 +1,4 @@
-// The defects of seeds 001 and 002 (../shared/seeds/README.md), one test each, against every rate limiter they
+// The defects of seeds 000, 001 and 002 (../shared/seeds/README.md), one test each, against every limiter they
 // concern. Each test is named after the defect it would catch.
 #include <gtest/gtest.h>
 
@@ -19,6 +19,7 @@
 #include "admit/fixed_window.hpp"
 #include "admit/gcra.hpp"
 #include "admit/pacer.hpp"
+#include "admit/semaphore.hpp"
 #include "admit/sliding_log.hpp"
 #include "admit/sliding_window.hpp"
 #include "admit/testing/manual_clock.hpp"
@@ -192,6 +193,84 @@ TEST(SeedDefects, AnUnservableHeadDoesNotBlockThoseBehind) {
   admit::basic_pacer<clock> pacer{rate::per_second(10), admit::pacer_options{.slack = 2}};
   EXPECT_FALSE(pacer.try_acquire_for(0ms, 4));  // more than slack + 1 at once: refused, nothing claimed
   EXPECT_TRUE(pacer.try_acquire());
+}
+
+// Seed 000: "the maxWait check ... is off by one (`>` lets maxWait+1 wait) and returns while still holding the mutex".
+// Exactly max_waiters wait; the next is rejected at once; the rejection leaves the semaphore fully usable (a leaked
+// lock would hang the acquisitions after it).
+TEST(SeedDefects, WaiterBoundIsExactAndARejectionLeavesTheSemaphoreUsable) {
+  admit::semaphore sem{1, {.max_waiters = 3}};
+  auto held = *sem.try_acquire();
+  std::vector<std::jthread> waiters;
+  std::atomic<int> granted{0};
+  for (int i = 0; i < 3; ++i) {
+    waiters.emplace_back([&] {
+      auto r = sem.acquire();
+      EXPECT_TRUE(r);
+      granted.fetch_add(1);
+    });
+  }
+  while (sem.waiting() < 3) std::this_thread::yield();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(sem.acquire().error(), admit::errc::queue_full);
+  EXPECT_EQ(sem.waiting(), 3u);
+  held.release();
+  waiters.clear();
+  EXPECT_EQ(granted.load(), 3);
+  EXPECT_TRUE(sem.try_acquire());
+}
+
+// Seed 000: "waiters sit in a map, so release wakes an arbitrary one (no FIFO, starvation)". Waiters queued one after
+// another are served in that order, each release handing the permit to the oldest.
+TEST(SeedDefects, ReleaseWakesTheLongestWaitingFirst) {
+  admit::semaphore sem{1};
+  auto held = *sem.try_acquire();
+  std::mutex order_mutex;
+  std::vector<int> order;
+  std::vector<std::jthread> waiters;
+  for (int i = 0; i < 6; ++i) {
+    waiters.emplace_back([&, i] {
+      auto r = sem.acquire();
+      ASSERT_TRUE(r);
+      std::lock_guard lock(order_mutex);
+      order.push_back(i);
+    });  // the permit returns at the end of the lambda and goes to the next in line
+    while (sem.waiting() < static_cast<std::size_t>(i) + 1) std::this_thread::yield();
+  }
+  held.release();
+  waiters.clear();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+}
+
+// Seed 000: "release deletes the ticket before the woken waiter re-inserts its own, so a newcomer can slip in between
+// and maxTicket+1 requests run at once". Here a release hands the permit to the waiter before it returns: whether or
+// not the waiter has woken yet, a newcomer finds nothing.
+TEST(SeedDefects, NoNewcomerSlipsInBetweenAReleaseAndTheWakeUp) {
+  admit::semaphore sem{1};
+  for (int round = 0; round < 200; ++round) {
+    auto held = *sem.try_acquire();
+    std::atomic<bool> done{false};
+    std::jthread waiter([&] {
+      auto r = sem.acquire();
+      EXPECT_TRUE(r);
+      while (!done.load()) std::this_thread::yield();  // hold the permit until the newcomers have tried
+    });
+    while (sem.waiting() < 1) std::this_thread::yield();
+    held.release();
+    EXPECT_FALSE(sem.try_acquire());
+    EXPECT_EQ(sem.try_acquire_for(0ms).error(), admit::errc::timeout);
+    done.store(true);
+  }
+}
+
+// The semaphore's fast path is memory only, like the rate limiters': try_acquire and release allocate nothing.
+TEST(SeedDefects, SemaphoreTryAcquireAndReleaseAllocateNothing) {
+  admit::semaphore sem{4};
+  const std::size_t before = allocations.load();
+  for (int i = 0; i < 1000; ++i) {
+    auto p = sem.try_acquire(2);
+    EXPECT_TRUE(p);
+  }
+  EXPECT_EQ(allocations.load(), before);
 }
 
 }  // namespace
