@@ -84,12 +84,8 @@ class semaphore_state {
   // mutex and wakes the waiters it completed. Release ordering.
   void release(std::int64_t n) noexcept {
     const std::int64_t before = word_.fetch_add(n << shift, std::memory_order_release);
-    if ((before & slow_bit) != 0) {
-      std::unique_lock lock(mutex_);
-      semaphore_waiter* ready = drain();
-      lock.unlock();
-      notify_all(ready);
-    }
+    if ((before & slow_bit) != 0) [[unlikely]]
+      release_slow();
   }
 
   struct begin_result {
@@ -242,13 +238,25 @@ class semaphore_state {
   }
 
   static void check_count(const char* what, std::int64_t n, std::int64_t min) {
-    if (n < min || n > max_permits) {
-      throw std::invalid_argument(std::string("admit::semaphore: ") + what + " must be in [" + std::to_string(min) +
-                                  ", " + std::to_string(max_permits) + "], got " + std::to_string(n));
-    }
+    if (n < min || n > max_permits) [[unlikely]]
+      throw_bad_count(what, n, min);
   }
 
  private:
+  [[noreturn, gnu::cold, gnu::noinline]] static void throw_bad_count(const char* what, std::int64_t n,
+                                                                     std::int64_t min) {
+    throw std::invalid_argument(std::string("admit::semaphore: ") + what + " must be in [" + std::to_string(min) +
+                                ", " + std::to_string(max_permits) + "], got " + std::to_string(n));
+  }
+
+  // The part of release that serves the queue, out of line so that the lock-free path stays small where it inlines.
+  [[gnu::noinline]] void release_slow() noexcept {
+    std::unique_lock lock(mutex_);
+    semaphore_waiter* ready = drain();
+    lock.unlock();
+    notify_all(ready);
+  }
+
   static constexpr int shift = 2;
   static constexpr std::int64_t closed_bit = 1;
   static constexpr std::int64_t slow_bit = 2;
