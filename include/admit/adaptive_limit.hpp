@@ -1,0 +1,254 @@
+// admit/adaptive_limit.hpp — a concurrency limit that is found, not configured: each permit reports how its request
+// went (success and its latency, dropped, ignored) and a limit algorithm moves the limit, as Netflix's
+// concurrency-limits does (SimpleLimiter over AIMDLimit, Gradient2Limit, VegasLimit).
+//
+//   admit::adaptive_limiter<admit::vegas_limit> limiter{admit::vegas_limit{{.initial_limit = 10}}};
+//   if (auto p = limiter.try_acquire()) { call() ? p->record_success() : p->record_dropped(); } else { shed(); }
+//
+// The algorithms live in <admit/adaptive/*.hpp> (included here): aimd_limit, gradient2_limit, vegas_limit, and the
+// concept they share, limit_algorithm. docs/adaptive_limits.md explains them and what the simulation showed.
+//
+// The limiter is an admit::basic_semaphore whose capacity is the current limit. A sample that moves the limit grows
+// the semaphore (add_permits, serving waiters first) or shrinks it (forget_permits, which never waits: permits held
+// beyond the new limit are paid back as they are released, and until then nobody new gets in). So:
+// - try_acquire admits exactly while in-flight < limit and nobody waits; acquire / try_acquire_for / _until wait
+//   for the limit in FIFO order (the semaphore's), with its deadlines, stop_token cancellation and max_waiters.
+// - In-flight never exceeds the limit in force when each permit was taken. Right after a cut, the permits already
+//   held may exceed the new limit by what was held above it (at most old limit - new limit); none is admitted until
+//   in-flight is back below the new limit.
+// - Latency is measured on Clock from the grant (not from the call: time queued in the limiter is not the service's
+//   latency) to the record_* call; the explicit `now` overloads take the times from the caller instead.
+// - Costs. try_acquire: the semaphore's compare-and-swap, one fetch_add of the in-flight count and one Clock read
+//   (none of them on a refusal); no lock, no allocation. record_ignored: one fetch_sub and the semaphore's release.
+//   record_success / record_dropped add the algorithm's update under a mutex (O(1), no allocation) and, when the
+//   limit changes, the semaphore's add_permits / forget_permits under its mutex.
+#pragma once
+
+#include <atomic>
+#include <cassert>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <system_error>
+#include <utility>
+
+#include "admit/adaptive/aimd_limit.hpp"
+#include "admit/adaptive/gradient2_limit.hpp"
+#include "admit/adaptive/limit_algorithm.hpp"
+#include "admit/adaptive/vegas_limit.hpp"
+#include "admit/clock.hpp"
+#include "admit/errc.hpp"
+#include "admit/permit.hpp"
+#include "admit/semaphore.hpp"
+
+namespace admit {
+
+struct adaptive_limiter_options {
+  // Requests that may wait at once in acquire / try_acquire_for / _until; one more fails with errc::queue_full.
+  // Default unbounded; 0: never wait.
+  std::size_t max_waiters = std::numeric_limits<std::size_t>::max();
+};
+
+template <limit_algorithm Algorithm, steady_clock_like Clock = std::chrono::steady_clock>
+class basic_adaptive_limiter {
+ public:
+  using algorithm_type = Algorithm;
+  using clock_type = Clock;
+  using duration = typename Clock::duration;
+  using time_point = typename Clock::time_point;
+
+  // One admitted request. Move-only; report its outcome once with a record_* call, which releases it. A permit
+  // destroyed (or assigned over) without an outcome is recorded as ignored: it frees its slot and teaches the
+  // algorithm nothing — the safe default for a request abandoned on an exception path. record_* on an empty
+  // (moved-from or already recorded) permit does nothing. Thread safety: like any value; different permits may be
+  // recorded concurrently. The limiter must outlive its permits.
+  class [[nodiscard]] permit {
+   public:
+    permit() noexcept = default;
+    permit(permit&& other) noexcept
+        : owner_(std::exchange(other.owner_, nullptr)),
+          held_(std::move(other.held_)),
+          start_(other.start_),
+          in_flight_(other.in_flight_) {}
+    permit& operator=(permit&& other) noexcept {
+      if (this != &other) {
+        record_ignored();
+        owner_ = std::exchange(other.owner_, nullptr);
+        held_ = std::move(other.held_);
+        start_ = other.start_;
+        in_flight_ = other.in_flight_;
+      }
+      return *this;
+    }
+    ~permit() { record_ignored(); }
+
+    // Success: latency from the grant to now on Clock (record_success()), to `now` (clamped at zero if `now` is
+    // earlier), or the given latency (negative counts as zero).
+    void record_success() noexcept { finish(Clock::now(), false); }
+    void record_success(time_point now) noexcept { finish(now, false); }
+    template <class Rep, class Period>
+    void record_success(std::chrono::duration<Rep, Period> latency) noexcept {
+      finish_after(std::chrono::duration_cast<std::chrono::nanoseconds>(latency), false);
+    }
+
+    // Dropped: an overload signal (timeout, 503, rejected downstream). The algorithm backs off.
+    void record_dropped() noexcept { finish(Clock::now(), true); }
+    void record_dropped(time_point now) noexcept { finish(now, true); }
+    template <class Rep, class Period>
+    void record_dropped(std::chrono::duration<Rep, Period> latency) noexcept {
+      finish_after(std::chrono::duration_cast<std::chrono::nanoseconds>(latency), true);
+    }
+
+    // Ignored: the outcome says nothing about the service's capacity (a client error, a cancelled call). Frees the
+    // slot without a sample. Lock-free.
+    void record_ignored() noexcept {
+      if (owner_ == nullptr) return;
+      std::exchange(owner_, nullptr)->release(held_);
+    }
+
+    // True until an outcome is recorded.
+    explicit operator bool() const noexcept { return owner_ != nullptr; }
+    // In-flight just after this permit was granted, itself included (what the algorithm will see).
+    std::int64_t in_flight_at_acquire() const noexcept { return in_flight_; }
+    // When it was granted, on Clock.
+    time_point acquired_at() const noexcept { return from_ns<Clock>(start_.count()); }
+
+   private:
+    friend class basic_adaptive_limiter;
+    permit(basic_adaptive_limiter& owner, admit::permit held, std::chrono::nanoseconds start,
+           std::int64_t in_flight) noexcept
+        : owner_(&owner), held_(std::move(held)), start_(start), in_flight_(in_flight) {}
+
+    void finish(time_point now, bool dropped) noexcept {
+      finish_after(std::chrono::nanoseconds(to_ns<Clock>(now)) - start_, dropped);
+    }
+    void finish_after(std::chrono::nanoseconds rtt, bool dropped) noexcept {
+      if (owner_ == nullptr) return;
+      const limit_sample s{start_, rtt < rtt.zero() ? rtt.zero() : rtt, in_flight_, dropped};
+      std::exchange(owner_, nullptr)->record(s, held_);
+    }
+
+    basic_adaptive_limiter* owner_ = nullptr;
+    admit::permit held_;
+    std::chrono::nanoseconds start_{0};
+    std::int64_t in_flight_ = 0;
+  };
+
+  // The result of a wait: the permit, or an admit::errc (queue_full, timeout, cancelled, closed). Shaped like
+  // admit::acquire_result.
+  class [[nodiscard]] acquire_result {
+   public:
+    acquire_result(permit p) noexcept : permit_(std::move(p)) {}          // NOLINT(google-explicit-constructor)
+    acquire_result(errc e) noexcept : error_(e) { assert(e != errc{}); }  // NOLINT(google-explicit-constructor)
+    bool has_value() const noexcept { return error_ == errc{}; }
+    explicit operator bool() const noexcept { return has_value(); }
+    // The permit; throws std::system_error carrying error() when there is none.
+    permit& value() & {
+      if (!has_value()) throw std::system_error(make_error_code(error_));
+      return permit_;
+    }
+    permit* operator->() noexcept { return &permit_; }
+    errc error() const noexcept { return error_; }
+
+   private:
+    permit permit_;
+    errc error_{};
+  };
+
+  // Starts at algorithm.limit(). Throws what the semaphore throws (never, for a valid algorithm).
+  explicit basic_adaptive_limiter(Algorithm algorithm = Algorithm{}, adaptive_limiter_options options = {})
+      : algorithm_(std::move(algorithm)),
+        capacity_(algorithm_.limit()),
+        semaphore_(capacity_, semaphore_options{options.max_waiters}),
+        limit_(capacity_) {}
+  basic_adaptive_limiter(const basic_adaptive_limiter&) = delete;
+  basic_adaptive_limiter& operator=(const basic_adaptive_limiter&) = delete;
+
+  // Admits one request if in-flight < limit and nobody waits; never waits. Lock-free. Latency is measured from
+  // Clock::now(), read only on success, or from `now`.
+  std::optional<permit> try_acquire() {
+    return admit_one(semaphore_.try_acquire(), [] { return Clock::now(); });
+  }
+  std::optional<permit> try_acquire(time_point now) {
+    return admit_one(semaphore_.try_acquire(), [now] { return now; });
+  }
+
+  // Waits, FIFO, for in-flight to fall below the limit, until `stop` is requested (cancelled) or close()
+  // (closed); fails at once with queue_full past max_waiters. See admit::basic_semaphore::acquire.
+  acquire_result acquire(std::stop_token stop = {}) { return wrap(semaphore_.acquire(1, std::move(stop))); }
+  // As acquire, at most until `deadline` on Clock (timeout). A deadline already passed does not wait.
+  acquire_result try_acquire_until(time_point deadline, std::stop_token stop = {}) {
+    return wrap(semaphore_.try_acquire_until(deadline, 1, std::move(stop)));
+  }
+  // try_acquire_until(now + timeout); a zero or negative timeout does not wait.
+  template <class Rep, class Period>
+  acquire_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::stop_token stop = {}) {
+    return wrap(semaphore_.try_acquire_for(timeout, 1, std::move(stop)));
+  }
+
+  // Every waiter fails with closed, and so do later acquisitions; held permits may still record outcomes.
+  void close() noexcept { semaphore_.close(); }
+
+  // The limit now, in [algorithm.min_limit(), algorithm.max_limit()]. A relaxed snapshot.
+  std::int64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
+  // Permits held now (granted and not yet recorded). A relaxed snapshot.
+  std::int64_t in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
+  // Requests waiting in acquire / try_acquire_for / _until now.
+  std::size_t waiting() const noexcept { return semaphore_.waiting(); }
+  // A copy of the algorithm's state (takes the mutex).
+  Algorithm algorithm() const {
+    std::lock_guard lock(mutex_);
+    return algorithm_;
+  }
+
+ private:
+  template <class Now>
+  std::optional<permit> admit_one(std::optional<admit::permit> held, Now now) {
+    if (!held) return std::nullopt;
+    const std::int64_t in_flight = in_flight_.fetch_add(1, std::memory_order_relaxed) + 1;
+    return permit(*this, std::move(*held), std::chrono::nanoseconds(to_ns<Clock>(now())), in_flight);
+  }
+
+  acquire_result wrap(admit::acquire_result r) {
+    if (!r) return r.error();
+    return *admit_one(std::optional<admit::permit>(std::move(*r)), [] { return Clock::now(); });
+  }
+
+  void release(admit::permit& held) noexcept {
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    held.release();
+  }
+
+  // Updates the algorithm and resizes the semaphore before the permit goes back, so that a cut is in force (as
+  // debt) before this slot can be reused. add_permits / forget_permits cannot throw here: 1 <= limit <= 2^31 - 1.
+  void record(const limit_sample& s, admit::permit& held) noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      const std::int64_t next = algorithm_.update(s);
+      if (next > capacity_) {
+        semaphore_.add_permits(next - capacity_);
+      } else if (next < capacity_) {
+        semaphore_.forget_permits(capacity_ - next);
+      }
+      capacity_ = next;
+      limit_.store(next, std::memory_order_relaxed);
+    }
+    release(held);
+  }
+
+  mutable std::mutex mutex_;
+  Algorithm algorithm_;    // guarded by mutex_
+  std::int64_t capacity_;  // guarded by mutex_: the semaphore's capacity, == algorithm_.limit()
+  basic_semaphore<Clock> semaphore_;
+  std::atomic<std::int64_t> limit_;
+  std::atomic<std::int64_t> in_flight_{0};
+};
+
+template <limit_algorithm Algorithm>
+using adaptive_limiter = basic_adaptive_limiter<Algorithm>;
+
+}  // namespace admit
