@@ -242,7 +242,7 @@ TEST(ReplayOptions, CheckedIntoAConfig) {
   };
   EXPECT_EQ(error(options_for("leaky", "1/s")),
             "unknown --algorithm \"leaky\": expected one of "
-            "token-bucket|gcra|pacer|fixed-window|sliding-window|sliding-log|warmup");
+            "token-bucket|gcra|pacer|fixed-window|sliding-window|sliding-log|warmup|concurrency");
   EXPECT_EQ(error(options_for("gcra", "fast")),
             "invalid --rate \"fast\": missing '/'; expected N/s, N/ms, N/min, N/h, N/500ms (N a non-negative decimal) "
             "or inf");

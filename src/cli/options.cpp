@@ -37,16 +37,29 @@ std::chrono::nanoseconds parse_duration_option(const std::string& option, const 
 
 }  // namespace
 
+std::string all_algorithm_names() { return algorithm_names() + "|" + std::string(concurrency_algorithm_name); }
+
 replay_config to_config(const replay_options& o) {
   replay_config c;
   const auto algo = parse_algorithm(o.algorithm);
   if (!algo) {
     throw usage_error("unknown --algorithm " + quote_for_message(o.algorithm) + ": expected one of " +
-                      algorithm_names());
+                      all_algorithm_names());
   }
   c.algo = *algo;
+  const std::string name(to_string(*algo));
+  const auto concurrency_only = [&](const char* option, const std::optional<std::string>& value) {
+    if (value) {
+      throw usage_error(std::string(option) + " " + quote_for_message(*value) + " does not apply to " + name +
+                        " (only to concurrency)");
+    }
+  };
+  concurrency_only("--limit", o.limit);
+  concurrency_only("--max-waiters", o.max_waiters);
+  concurrency_only("--timeout", o.timeout);
+  if (!o.rate) throw usage_error("--rate is required for " + name);
   try {
-    c.limit = admit::rate::parse(o.rate);
+    c.limit = admit::rate::parse(*o.rate);
   } catch (const std::invalid_argument& e) {
     // admit::rate says why ("...: unknown time unit (expected ...)"); keep its reason, word the rest as an option.
     const std::string what = e.what();
@@ -56,7 +69,7 @@ replay_config to_config(const replay_options& o) {
     if (from != std::string::npos && to != std::string::npos && to > from + 3) {
       reason = what.substr(from + 3, to - from - 3) + "; ";
     }
-    throw usage_error("invalid --rate " + quote_for_message(o.rate) + ": " + reason +
+    throw usage_error("invalid --rate " + quote_for_message(*o.rate) + ": " + reason +
                       "expected N/s, N/ms, N/min, N/h, N/500ms (N a non-negative decimal) or inf");
   }
   if (o.burst) {
@@ -91,7 +104,121 @@ replay_config to_config(const replay_options& o) {
   return c;
 }
 
+concurrency_settings to_concurrency_settings(const replay_options& o) {
+  const std::string name(concurrency_algorithm_name);
+  const auto refuse_option = [&](const char* option, const std::optional<std::string>& value) {
+    if (value) {
+      throw usage_error(std::string(option) + " " + quote_for_message(*value) + " does not apply to " + name +
+                        " (it takes --limit, --max-waiters and --timeout)");
+    }
+  };
+  refuse_option("--rate", o.rate);
+  refuse_option("--burst", o.burst);
+  refuse_option("--window", o.window);
+  refuse_option("--slack", o.slack);
+  refuse_option("--warmup", o.warmup);
+  refuse_option("--mode", o.mode);
+  concurrency_settings s;
+  if (!o.limit) throw usage_error("--limit is required for " + name);
+  if (!o.limit->empty() && o.limit->front() == '-') {
+    throw usage_error("invalid --limit " + quote_for_message(*o.limit) + ": must be at least 1");
+  }
+  s.limit = parse_count("--limit", *o.limit);
+  if (s.limit < 1 || s.limit > max_tokens_per_arrival) {
+    throw usage_error("invalid --limit " + quote_for_message(*o.limit) + ": must be a whole number from 1 to " +
+                      std::to_string(max_tokens_per_arrival));
+  }
+  if (o.max_waiters) {
+    if (!o.max_waiters->empty() && o.max_waiters->front() == '-') {
+      throw usage_error("invalid --max-waiters " + quote_for_message(*o.max_waiters) + ": must not be negative");
+    }
+    s.max_waiters = parse_count("--max-waiters", *o.max_waiters);
+    if (*s.max_waiters > max_tokens_per_arrival) {
+      throw usage_error("invalid --max-waiters " + quote_for_message(*o.max_waiters) +
+                        ": must be a whole number from 0 to " + std::to_string(max_tokens_per_arrival));
+    }
+  }
+  if (o.timeout) {
+    if (!o.timeout->empty() && o.timeout->front() == '-') {
+      throw usage_error("invalid --timeout " + quote_for_message(*o.timeout) + ": must not be negative");
+    }
+    s.timeout = parse_duration_option("--timeout", *o.timeout);
+  }
+  return s;
+}
+
+namespace {
+
+// Reads the trace named by o.trace ("-": `in`) with `parse`. Returns an error message (empty on success).
+template <class Parse>
+std::string read_source(const replay_options& o, std::istream& in, const std::string& source, Parse parse) {
+  try {
+    if (o.trace == "-") {
+      parse(in);
+      return {};
+    }
+    std::error_code ec;
+    if (std::filesystem::is_directory(o.trace, ec)) {
+      return "cannot read trace " + quote_for_message(o.trace) + ": it is a directory";
+    }
+    std::ifstream file(o.trace);
+    if (!file) return "cannot read trace " + quote_for_message(o.trace) + ": " + std::strerror(errno);
+    parse(file);
+  } catch (const trace_error& e) {
+    return source + ": " + e.what();
+  }
+  return {};
+}
+
+int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out, std::ostream& err) {
+  const auto fail = [&](const std::string& message) {
+    err << "admit replay: " << message << "\n";
+    return exit_bad_input;
+  };
+  concurrency_settings settings;
+  try {
+    settings = to_concurrency_settings(o);
+  } catch (const usage_error& e) {
+    return fail(e.what());
+  }
+  const std::string source = o.trace == "-" ? "stdin" : o.trace;
+  std::vector<request> trace;
+  if (auto error = read_source(o, in, source, [&](std::istream& s) { trace = read_requests(s); }); !error.empty()) {
+    return fail(error);
+  }
+  concurrency_result result;
+  try {
+    result = replay_concurrency(settings, trace);
+  } catch (const std::invalid_argument& e) {
+    return fail(e.what());
+  }
+  if (o.plot) {
+    std::ofstream svg(*o.plot);
+    if (!svg) return fail("cannot write --plot " + quote_for_message(*o.plot) + ": " + std::strerror(errno));
+    write_concurrency_svg(svg, settings, source, result);
+    svg.flush();
+    if (!svg) return fail("cannot write --plot " + quote_for_message(*o.plot) + ": write error");
+  }
+  if (o.json) {
+    write_concurrency_json(out, settings, source, result, o.events);
+  } else if (o.events) {
+    write_concurrency_events(out, result);
+    write_concurrency_summary(out, settings, source, result, /*comment=*/true);
+  } else {
+    write_concurrency_summary(out, settings, source, result);
+  }
+  out.flush();
+  if (!out) {
+    err << "admit replay: write error on standard output\n";
+    return exit_failure;
+  }
+  return exit_ok;
+}
+
+}  // namespace
+
 int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std::ostream& err) {
+  if (o.algorithm == concurrency_algorithm_name) return run_concurrency(o, in, out, err);
   const auto fail = [&](const std::string& message) {
     err << "admit replay: " << message << "\n";
     return exit_bad_input;
@@ -105,25 +232,10 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
     return fail(e.what());
   }
 
-  const bool from_stdin = o.trace == "-";
-  const std::string source = from_stdin ? "stdin" : o.trace;
+  const std::string source = o.trace == "-" ? "stdin" : o.trace;
   std::vector<arrival> trace;
-  try {
-    if (from_stdin) {
-      trace = read_trace(in);
-    } else {
-      std::error_code ec;
-      if (std::filesystem::is_directory(o.trace, ec)) {
-        return fail("cannot read trace " + quote_for_message(o.trace) + ": it is a directory");
-      }
-      std::ifstream file(o.trace);
-      if (!file) {
-        return fail("cannot read trace " + quote_for_message(o.trace) + ": " + std::strerror(errno));
-      }
-      trace = read_trace(file);
-    }
-  } catch (const trace_error& e) {
-    return fail(source + ": " + e.what());
+  if (auto error = read_source(o, in, source, [&](std::istream& s) { trace = read_trace(s); }); !error.empty()) {
+    return fail(error);
   }
 
   replay_result result;

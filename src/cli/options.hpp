@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cli/concurrency_replay.hpp"
 #include "cli/replay.hpp"
 
 namespace admit::cli {
@@ -26,19 +27,28 @@ class usage_error : public std::runtime_error {
 
 struct replay_options {
   std::string algorithm;
-  std::string rate;
+  std::optional<std::string> rate;  // required by the rate algorithms
   std::optional<std::string> burst, window, slack, warmup, mode;
+  std::optional<std::string> limit, max_waiters, timeout;  // --algorithm concurrency (limit required)
   bool events = false;
   bool json = false;
   std::optional<std::string> plot;  // SVG file to write
   std::string trace = "-";          // file name, or "-" for standard input
 };
 
-// Checks the options and builds the configuration. Throws usage_error naming the option and value.
+// Checks the options of a rate algorithm and builds the configuration. Throws usage_error naming the option and value.
 [[nodiscard]] replay_config to_config(const replay_options& options);
 
-// Runs `admit replay`: reads the trace (options.trace, or `in` for "-"), replays it, writes the report to `out` and
-// the plot to options.plot. Returns the exit status; error messages go to `err` ("admit replay: ...").
+// Checks the options of `--algorithm concurrency` (--limit N, --max-waiters M, --timeout T). Throws usage_error naming
+// the option and value, and for options of the rate algorithms (--rate, --burst, ...), which do not apply.
+[[nodiscard]] concurrency_settings to_concurrency_settings(const replay_options& options);
+
+// "token-bucket|gcra|...|warmup|concurrency": every --algorithm.
+[[nodiscard]] std::string all_algorithm_names();
+
+// Runs `admit replay`: reads the trace (options.trace, or `in` for "-"; for --algorithm concurrency its lines are
+// `<arrival> <duration> [n]`, see cli/concurrency_replay.hpp), replays it, writes the report to `out` and the plot to
+// options.plot. Returns the exit status; error messages go to `err` ("admit replay: ...").
 int run_replay(const replay_options& options, std::istream& in, std::ostream& out, std::ostream& err);
 
 }  // namespace admit::cli

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <vector>
 
+#include "cli/concurrency_replay.hpp"
 #include "cli/trace.hpp"
 
 namespace admit::cli {
@@ -231,6 +232,125 @@ void write_svg(std::ostream& out, const report_context& ctx, const replay_result
   legend_entry(out, left + 12, top2 + 18, offered_color, "offered", false, true);
   legend_entry(out, left + 12, top2 + 36, admitted_color, "admitted");
   if (show_rate) legend_entry(out, left + 12, top2 + 54, rate_color, "configured rate", true);
+  out << "</svg>\n";
+}
+
+namespace {
+
+// The step function `series` (change points) as one value per column of [0, end]: the largest value the function
+// takes inside the column, so that a short peak stays visible whatever the zoom.
+std::vector<double> column_max(const std::vector<concurrency_sample>& series, std::int64_t end, int columns,
+                               std::int64_t concurrency_sample::*field) {
+  std::vector<double> out(static_cast<std::size_t>(columns));
+  std::size_t k = 0;
+  std::int64_t current = 0;  // the value at the column's start
+  for (int i = 0; i < columns; ++i) {
+    const auto from = static_cast<std::int64_t>(static_cast<double>(end) * i / columns);
+    const auto to = static_cast<std::int64_t>(static_cast<double>(end) * (i + 1) / columns);
+    while (k < series.size() && series[k].t_ns <= from) current = series[k++].*field;
+    std::int64_t most = current;
+    while (k < series.size() && series[k].t_ns < to) {
+      current = series[k++].*field;
+      most = std::max(most, current);
+    }
+    out[static_cast<std::size_t>(i)] = static_cast<double>(most);
+  }
+  return out;
+}
+
+void step_line(std::ostream& out, const std::vector<double>& values, double top, double height, double y_max,
+               const char* color) {
+  out << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.5\" points=\"";
+  const double w = plot_w / static_cast<double>(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const double x0 = left + static_cast<double>(i) * w;
+    const double y = top + height - values[i] / y_max * height;
+    out << num(x0) << "," << num(y) << " " << num(x0 + w) << "," << num(y) << (i + 1 < values.size() ? " " : "");
+  }
+  out << "\"/>\n";
+}
+
+void dashed_level(std::ostream& out, double level, double top, double height, double y_max, const char* color) {
+  const double y = top + height - level / y_max * height;
+  out << "<line x1=\"" << num(left) << "\" x2=\"" << num(left + plot_w) << "\" y1=\"" << num(y) << "\" y2=\"" << num(y)
+      << "\" stroke=\"" << color << "\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
+}
+
+// One tick per pixel column holding at least one request with outcome `o`, at the top of the queue panel.
+void outcome_ticks(std::ostream& out, const concurrency_result& r, request_outcome o, std::int64_t end, double y,
+                   const char* color) {
+  const int columns = static_cast<int>(plot_w);
+  std::vector<bool> marked(static_cast<std::size_t>(columns));
+  for (const auto& e : r.events) {
+    if (e.outcome != o) continue;
+    const auto c = std::min<std::int64_t>(
+        columns - 1, static_cast<std::int64_t>(static_cast<double>(e.t_ns) / static_cast<double>(end) * columns));
+    marked[static_cast<std::size_t>(c)] = true;
+  }
+  out << "<g stroke=\"" << color << "\" stroke-width=\"1\">\n";
+  for (int c = 0; c < columns; ++c) {
+    if (!marked[static_cast<std::size_t>(c)]) continue;
+    const double x = left + c + 0.5;
+    out << "<line x1=\"" << num(x) << "\" x2=\"" << num(x) << "\" y1=\"" << num(y) << "\" y2=\"" << num(y + 8)
+        << "\"/>\n";
+  }
+  out << "</g>\n";
+}
+
+constexpr const char* in_flight_color = "#1b7f3b";
+constexpr const char* waiting_color = "#2c6fbb";
+constexpr const char* rejected_color = "#c0392b";
+constexpr const char* timeout_color = "#e67e22";
+constexpr const char* bound_color = "#555555";  // limit and max-waiters, dashed
+
+}  // namespace
+
+void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, const std::string& source,
+                           const concurrency_result& r) {
+  const std::int64_t end_ns = std::max<std::int64_t>(r.end_ns, 1'000'000);
+  const double end_s = static_cast<double>(end_ns) / 1e9;
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(svg_width) << "\" height=\"" << num(svg_height)
+      << "\" viewBox=\"0 0 " << num(svg_width) << " " << num(svg_height)
+      << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n";
+  out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  out << "<text x=\"" << num(left)
+      << "\" y=\"28\" font-size=\"16\" font-weight=\"bold\" fill=\"#222\">admit replay: " << xml_escape(s.describe())
+      << "</text>\n";
+  out << "<text x=\"" << num(left) << "\" y=\"48\" font-size=\"12\" fill=\"#555\">" << xml_escape(source) << ": "
+      << r.requests << " requests; admitted " << r.admitted << " (" << r.admitted_after_wait
+      << " after waiting, p99 wait " << xml_escape(human_duration(r.wait.p99)) << "), queue full " << r.queue_full
+      << ", timed out " << r.timed_out;
+  if (r.exceeds_capacity > 0) out << ", exceeds capacity " << r.exceeds_capacity;
+  out << "</text>\n";
+
+  const int columns = static_cast<int>(plot_w);
+  // Panel 1: permits in flight against the limit.
+  const auto in_flight = column_max(r.series, end_ns, columns, &concurrency_sample::in_flight);
+  const double y1_max = static_cast<double>(std::max<std::int64_t>({1, s.limit, r.peak_in_flight})) * 1.15;
+  axes(out, top1, height1, end_s, y1_max, "permits in flight");
+  dashed_level(out, static_cast<double>(s.limit), top1, height1, y1_max, bound_color);
+  step_line(out, in_flight, top1, height1, y1_max, in_flight_color);
+  legend_box(out, left + 12, top1 + 18, 2, 190);
+  legend_entry(out, left + 12, top1 + 18, in_flight_color, "in flight (peak per pixel)");
+  legend_entry(out, left + 12, top1 + 36, bound_color, "limit", true);
+
+  // Panel 2: requests waiting against max-waiters, with rejections and timeouts marked.
+  const auto waiting = column_max(r.series, end_ns, columns, &concurrency_sample::waiting);
+  const bool show_bound = s.max_waiters && *s.max_waiters <= 2 * std::max<std::int64_t>(r.peak_waiting, 1);
+  const double y2_max =
+      static_cast<double>(std::max<std::int64_t>({1, r.peak_waiting, show_bound ? *s.max_waiters : 0})) * 1.25;
+  axes(out, top2, height2, end_s, y2_max, "requests waiting");
+  if (show_bound) dashed_level(out, static_cast<double>(*s.max_waiters), top2, height2, y2_max, bound_color);
+  step_line(out, waiting, top2, height2, y2_max, waiting_color);
+  outcome_ticks(out, r, request_outcome::queue_full, end_ns, top2 + 2, rejected_color);
+  outcome_ticks(out, r, request_outcome::timeout, end_ns, top2 + 12, timeout_color);
+  const int rows = show_bound ? 4 : 3;
+  legend_box(out, left + 12, top2 + 34, rows, 210);
+  legend_entry(out, left + 12, top2 + 34, waiting_color, "waiting (peak per pixel)");
+  legend_entry(out, left + 12, top2 + 52, rejected_color, "queue full (top row of ticks)");
+  legend_entry(out, left + 12, top2 + 70, timeout_color, "timed out (second row)");
+  if (show_bound) legend_entry(out, left + 12, top2 + 88, bound_color, "max-waiters", true);
   out << "</svg>\n";
 }
 

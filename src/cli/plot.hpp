@@ -1,4 +1,5 @@
-// cli/plot.hpp — the chart of `admit replay --plot FILE.svg`, written by hand as SVG (no library).
+// cli/plot.hpp — the chart of `admit replay --plot FILE.svg`, written by hand as SVG (no library). (The chart of
+// `--algorithm concurrency`, write_concurrency_svg in cli/concurrency_replay.hpp, is drawn in plot.cpp too.)
 //
 // Two panels over the trace's time: on top, cumulative tokens offered vs admitted (by admission time, so a delay in
 // reserve mode shows as the admitted curve lagging); below, tokens per second in each time bucket, offered (bars)

@@ -1,6 +1,7 @@
 // admit — the command line face of the admit library.
 //
 //   admit replay --algorithm token-bucket --rate 100/s --burst 20 data/sample_trace.txt
+//   admit replay --algorithm concurrency --limit 8 --max-waiters 20 --timeout 500ms data/sample_concurrency_trace.txt
 //
 // Exit status: 0 success, 2 bad input (an option, the trace, an unreadable file), 1 anything else.
 #include <CLI/CLI.hpp>
@@ -21,17 +22,22 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   cli::replay_options o;
-  std::string burst, window, slack, warmup, mode, plot;
+  std::string rate, burst, window, slack, warmup, mode, plot, limit, max_waiters, timeout;
   CLI::App* replay = app.add_subcommand(
       "replay",
-      "Replay a trace of arrivals through a rate limiter in virtual time and report what it would have done: "
-      "admitted, rejected, delayed (and by how much), and the admitted rate over time.\n"
+      "Replay a trace through a limiter in virtual time and report what it would have done.\n"
+      "Rate algorithms (--rate): admitted, rejected, delayed (and by how much), and the admitted rate over time. "
       "Trace: one arrival a line, `<seconds since start> [n]` (seconds a decimal with up to 9 fraction digits, n "
-      "tokens, default 1); '#' comments and blank lines are ignored; times never go back.");
-  replay->add_option("--algorithm,-a", o.algorithm, cli::algorithm_names())->required()->type_name("NAME");
-  replay->add_option("--rate,-r", o.rate, "rate: N/s, N/ms, N/min, N/h, N/500ms or inf (e.g. 100/s)")
-      ->required()
-      ->type_name("RATE");
+      "tokens, default 1).\n"
+      "--algorithm concurrency (--limit): a concurrency limiter (admit::concurrency_limiter's engine) with a bounded "
+      "queue and a wait timeout: admitted (at once or after waiting), rejected because the queue was full, timed "
+      "out, wait-time percentiles, peak in flight and waiting. Trace: one request a line, `<arrival seconds> "
+      "<duration seconds> [n]` (n permits, default 1); a request holds its permits for its duration once admitted.\n"
+      "In both, '#' comments and blank lines are ignored and arrival times never go back.");
+  replay->add_option("--algorithm,-a", o.algorithm, cli::all_algorithm_names())->required()->type_name("NAME");
+  auto* rate_opt =
+      replay->add_option("--rate,-r", rate, "rate algorithms (required): N/s, N/ms, N/min, N/h, N/500ms or inf")
+          ->type_name("RATE");
   auto* burst_opt = replay->add_option("--burst,-b", burst, "token-bucket, gcra: tokens the limiter holds (default 1)")
                         ->type_name("N");
   auto* window_opt = replay
@@ -50,10 +56,29 @@ int main(int argc, char** argv) {
                        "allow: admit now or reject; reserve: book the request and admit it after the limiter's "
                        "delay (default: reserve for pacer, allow for the others; windows cannot reserve)")
           ->type_name("allow|reserve");
-  replay->add_flag("--events", o.events, "print one line per arrival: <seconds> <n> admit|reject [<delay seconds>]");
+  auto* limit_opt = replay->add_option("--limit,-l", limit, "concurrency (required): permits in flight at most, e.g. 8")
+                        ->type_name("N");
+  auto* max_waiters_opt =
+      replay
+          ->add_option("--max-waiters", max_waiters,
+                       "concurrency: requests that may wait at once; the next is rejected (queue full) at once "
+                       "(default: unbounded; 0 = never wait)")
+          ->type_name("M");
+  auto* timeout_opt = replay
+                          ->add_option("--timeout", timeout,
+                                       "concurrency: how long a request waits for a permit before it gives up, "
+                                       "e.g. 500ms (default: no timeout; 0s = never wait)")
+                          ->type_name("DURATION");
+  replay->add_flag("--events", o.events,
+                   "print one line per arrival: <seconds> <n> admit|reject [<delay seconds>]; concurrency: "
+                   "<arrival> <duration> <n> admit|queue-full|timeout|exceeds-capacity [<wait seconds>]");
   replay->add_flag("--json", o.json, "print the report as JSON");
   auto* plot_opt =
-      replay->add_option("--plot", plot, "write an SVG chart of arrivals vs admissions to FILE")->type_name("FILE.svg");
+      replay
+          ->add_option(
+              "--plot", plot,
+              "write an SVG chart to FILE: arrivals vs admissions; concurrency: in flight and waiting over time")
+          ->type_name("FILE.svg");
   replay->add_option("trace", o.trace, "trace file; '-' or absent: standard input")->type_name("TRACE");
 
   try {
@@ -67,6 +92,10 @@ int main(int argc, char** argv) {
     return cli::exit_bad_input;
   }
 
+  if (*rate_opt) o.rate = rate;
+  if (*limit_opt) o.limit = limit;
+  if (*max_waiters_opt) o.max_waiters = max_waiters;
+  if (*timeout_opt) o.timeout = timeout;
   if (*burst_opt) o.burst = burst;
   if (*window_opt) o.window = window;
   if (*slack_opt) o.slack = slack;

@@ -1,0 +1,140 @@
+// The reports of `admit replay --algorithm concurrency` (declared in cli/concurrency_replay.hpp).
+#include <cmath>
+#include <cstdio>
+#include <initializer_list>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "cli/concurrency_replay.hpp"
+#include "cli/report.hpp"
+#include "cli/trace.hpp"
+
+namespace admit::cli {
+
+namespace {
+
+std::string share(std::int64_t part, std::int64_t whole) {
+  if (whole == 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return buf;
+}
+
+std::string pad_left(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+std::string plural(std::int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string json_seconds_or_null(const std::optional<std::chrono::nanoseconds>& d) {
+  return d ? format_seconds(d->count()) : "null";
+}
+
+}  // namespace
+
+void write_concurrency_summary(std::ostream& out, const concurrency_settings& s, const std::string& source,
+                               const concurrency_result& r, bool comment) {
+  const std::string p = comment ? "# " : "";
+  out << p << "admit replay: " << s.describe() << "\n";
+  out << p << "trace:            " << source << ": " << plural(r.requests, "request", "requests") << ", "
+      << plural(r.permits, "permit", "permits");
+  if (r.requests > 0) {
+    double total = 0;
+    for (const auto& e : r.events) total += static_cast<double>(e.duration_ns);
+    out << ", " << format_seconds(r.first_ns) << "s to " << format_seconds(r.last_ns) << "s, mean duration "
+        << human_duration(static_cast<std::int64_t>(std::llround(total / static_cast<double>(r.requests))));
+  }
+  out << "\n";
+  const std::size_t w = std::to_string(r.requests).size();
+  const auto line = [&](const char* label, std::int64_t n, const std::string& note) {
+    out << p << label << pad_left(std::to_string(n), w) << "  " << pad_left(share(n, r.requests), 6) << "  " << note
+        << "\n";
+  };
+  // Notes built by appending: `"literal" + std::string` trips g++ 12's false -Wrestrict at -O3 (GCC bug 105651).
+  const auto note = [](std::initializer_list<std::string_view> parts) {
+    std::string text;
+    for (auto part : parts) text.append(part);
+    return text;
+  };
+  line("admitted:         ", r.admitted,
+       note({"(", std::to_string(r.admitted_at_once), " at once, ", std::to_string(r.admitted_after_wait),
+             " after waiting)"}));
+  line("queue full:       ", r.queue_full,
+       s.max_waiters
+           ? note({"(rejected at once: ", plural(*s.max_waiters, "request was", "requests were"), " waiting)"})
+           : std::string("(rejected at once: the queue is unbounded, never)"));
+  line("timed out:        ", r.timed_out,
+       s.timeout ? note({"(waited ", human_duration(s.timeout->count()), " without a permit)"})
+                 : std::string("(no --timeout: never)"));
+  line("exceeds capacity: ", r.exceeds_capacity,
+       note({"(needed more than the limit of ", std::to_string(s.limit), ")"}));
+  out << p << "wait:             p50 " << human_duration(r.wait.p50) << ", p90 " << human_duration(r.wait.p90)
+      << ", p99 " << human_duration(r.wait.p99) << ", max " << human_duration(r.wait.max) << ", mean "
+      << human_duration(static_cast<std::int64_t>(std::llround(r.wait.mean))) << " (admitted requests, exact)\n";
+  out << p << "peak:             " << r.peak_in_flight << " in flight (limit " << s.limit << "), " << r.peak_waiting
+      << " waiting";
+  if (s.max_waiters) out << " (max-waiters " << *s.max_waiters << ")";
+  out << "\n";
+  out << p << "done at:          " << format_seconds(r.end_ns) << "s (last completion)\n";
+}
+
+void write_concurrency_json(std::ostream& out, const concurrency_settings& s, const std::string& source,
+                            const concurrency_result& r, bool with_events) {
+  char mean[64];
+  std::snprintf(mean, sizeof mean, "%.9f", r.wait.mean / 1e9);
+  out << "{\n";
+  out << "  \"algorithm\": " << json_string(concurrency_algorithm_name) << ",\n";
+  out << "  \"limit\": " << s.limit << ",\n";
+  out << "  \"max_waiters\": " << (s.max_waiters ? std::to_string(*s.max_waiters) : "null") << ",\n";
+  out << "  \"timeout_seconds\": " << json_seconds_or_null(s.timeout) << ",\n";
+  out << "  \"trace\": {\"source\": " << json_string(source) << ", \"requests\": " << r.requests
+      << ", \"permits\": " << r.permits << ", \"first_seconds\": " << format_seconds(r.first_ns)
+      << ", \"last_seconds\": " << format_seconds(r.last_ns) << "},\n";
+  out << "  \"admitted\": {\"requests\": " << r.admitted << ", \"at_once\": " << r.admitted_at_once
+      << ", \"after_wait\": " << r.admitted_after_wait << "},\n";
+  out << "  \"queue_full\": " << r.queue_full << ",\n";
+  out << "  \"timed_out\": " << r.timed_out << ",\n";
+  out << "  \"exceeds_capacity\": " << r.exceeds_capacity << ",\n";
+  out << "  \"wait_seconds\": {\"p50\": " << format_seconds(r.wait.p50) << ", \"p90\": " << format_seconds(r.wait.p90)
+      << ", \"p99\": " << format_seconds(r.wait.p99) << ", \"max\": " << format_seconds(r.wait.max)
+      << ", \"mean\": " << mean << "},\n";
+  out << "  \"peak\": {\"in_flight\": " << r.peak_in_flight << ", \"waiting\": " << r.peak_waiting << "},\n";
+  out << "  \"end_seconds\": " << format_seconds(r.end_ns);
+  if (with_events) {
+    out << ",\n  \"events\": [";
+    for (std::size_t i = 0; i < r.events.size(); ++i) {
+      const auto& e = r.events[i];
+      out << (i == 0 ? "\n    " : ",\n    ") << "{\"t\": " << format_seconds(e.t_ns)
+          << ", \"duration\": " << format_seconds(e.duration_ns) << ", \"n\": " << e.n
+          << ", \"outcome\": " << json_string(to_string(e.outcome)) << ", \"wait\": " << format_seconds(e.wait_ns)
+          << "}";
+    }
+    if (!r.events.empty()) out << "\n  ";
+    out << "]";
+  }
+  out << "\n}\n";
+}
+
+void write_concurrency_events(std::ostream& out, const concurrency_result& r) {
+  std::string line;
+  for (const auto& e : r.events) {
+    line = format_seconds(e.t_ns);
+    line += ' ';
+    line += format_seconds(e.duration_ns);
+    line += ' ';
+    line += std::to_string(e.n);
+    line += ' ';
+    line += to_string(e.outcome);
+    if (e.wait_ns > 0) {
+      line += ' ';
+      line += format_seconds(e.wait_ns);
+    }
+    line += '\n';
+    out << line;
+  }
+}
+
+}  // namespace admit::cli
