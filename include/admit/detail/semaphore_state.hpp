@@ -217,7 +217,7 @@ class semaphore_state {
     const std::int64_t w = word_.load(std::memory_order_relaxed);
     return (w & slow_bit) != 0 ? 0 : w >> shift;  // with someone queued, free permits are on their way to the head
   }
-  std::size_t waiting() const noexcept { return waiting_.load(std::memory_order_relaxed); }
+  std::size_t waiting() const noexcept { return waiting_.load(std::memory_order_acquire); }
   std::int64_t capacity() const noexcept { return capacity_.load(std::memory_order_relaxed); }
   // Permits held by permits now (an estimate from three counters read one after the other, never negative).
   std::int64_t in_use() const noexcept {
@@ -326,8 +326,11 @@ class semaphore_state {
     w.prev = tail_;
     (tail_ != nullptr ? tail_->next : head_) = &w;
     tail_ = &w;
-    waiting_.fetch_add(1, std::memory_order_relaxed);
+    // `slow` first, then the count, released: whoever sees the waiter counted and then releases or tries to acquire
+    // sees `slow` too (the word's later read-modify-writes follow the fetch_or), so it cannot take the permits from
+    // under a waiter it has observed.
     word_.fetch_or(slow_bit, std::memory_order_relaxed);
+    waiting_.fetch_add(1, std::memory_order_release);
   }
 
   void unlink(semaphore_waiter& w) noexcept {
