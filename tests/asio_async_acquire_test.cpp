@@ -17,6 +17,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
@@ -309,6 +310,104 @@ TEST(AsioAsyncAcquire, TimeoutIsCancellationByATimerOnTheManualClock) {
   EXPECT_EQ(sem.waiting(), 0u);
   held.release();
   EXPECT_EQ(sem.available(), 1);
+}
+
+using manual_clock = admit::testing::manual_clock;
+
+TEST(AsioAsyncAcquireFor, TimesOutWhenTheDeadlineTimerFires) {
+  manual_clock::reset();
+  net::io_context ctx;
+  admit::basic_semaphore<manual_clock> sem{2};
+  auto held = *sem.try_acquire(2);
+  completion_record r;
+  admit::asio::async_acquire_for(sem, 50ms, 2, recorder(ctx, r));
+  held.split(1).release();  // the waiter reserves one; the timeout must give it back
+  ctx.poll();
+  manual_clock::advance(49ms);
+  ctx.poll();
+  EXPECT_EQ(r.calls, 0);
+  manual_clock::advance(1ms);
+  ctx.poll();
+  EXPECT_EQ(r.calls, 1);
+  EXPECT_TRUE(r.ec == admit::errc::timeout);
+  EXPECT_EQ(sem.waiting(), 0u);
+  EXPECT_EQ(sem.available(), 1);
+  ctx.run();  // nothing left: the timer's handler was the operation's last reference
+}
+
+TEST(AsioAsyncAcquireFor, AGrantBeforeTheDeadlineWinsAndStopsTheTimer) {
+  manual_clock::reset();
+  net::io_context ctx;
+  admit::basic_semaphore<manual_clock> sem{1};
+  auto held = *sem.try_acquire();
+  completion_record r;
+  admit::asio::async_acquire_for(sem, 1h, 1, recorder(ctx, r));
+  held.release();
+  ctx.run();  // returns: the completion ran and the cancelled timer no longer counts as work
+  EXPECT_FALSE(r.ec);
+  EXPECT_EQ(r.permit.count(), 1);
+}
+
+TEST(AsioAsyncAcquireFor, APastDeadlineTakesFreePermitsOrTimesOutWithoutQueueing) {
+  manual_clock::reset();
+  manual_clock::advance(1s);
+  net::io_context ctx;
+  admit::basic_semaphore<manual_clock> sem{1};
+  completion_record first, second;
+  admit::asio::async_acquire_until(sem, manual_clock::time_point{}, 1, recorder(ctx, first));
+  admit::asio::async_acquire_for(sem, 0s, 1, recorder(ctx, second));
+  EXPECT_EQ(sem.waiting(), 0u);
+  ctx.run();
+  EXPECT_EQ(first.permit.count(), 1);
+  EXPECT_TRUE(second.ec == admit::errc::timeout);
+}
+
+TEST(AsioAsyncAcquireFor, DestroyingTheContextWithATimedWaiterParkedLeaksNothing) {
+  manual_clock::reset();
+  admit::basic_semaphore<manual_clock> sem{1};
+  auto held = *sem.try_acquire();
+  auto alive = std::make_shared<int>(0);
+  {
+    net::io_context ctx;
+    admit::asio::async_acquire_for(sem, 1h, 1, net::bind_executor(ctx, [alive](error_code, admit::permit) { FAIL(); }));
+    ctx.poll();
+    EXPECT_EQ(sem.waiting(), 1u);
+  }
+  EXPECT_EQ(alive.use_count(), 1);
+  EXPECT_EQ(sem.waiting(), 0u);
+}
+
+TEST(AsioConcurrencyLimiter, CountsAsyncOutcomesAndHonoursTheDefaultTimeout) {
+  manual_clock::reset();
+  net::io_context ctx;
+  auto work = net::make_work_guard(ctx);  // keeps poll() working between the phases, when no operation is pending
+  std::vector<admit::acquire_outcome> events;
+  admit::basic_concurrency_limiter<manual_clock> limiter{
+      {.limit = 1, .max_waiters = 1, .timeout = 100ms},
+      [&](const admit::concurrency_event& e) { events.push_back(e.outcome); }};
+  auto held = *limiter.try_acquire();
+  completion_record waited, rejected, timed_out;
+  admit::asio::async_acquire(limiter, recorder(ctx, waited));
+  admit::asio::async_acquire(limiter, recorder(ctx, rejected));
+  ctx.poll();
+  EXPECT_TRUE(rejected.ec == admit::errc::queue_full);
+  manual_clock::advance(30ms);
+  held.release();
+  ctx.poll();
+  EXPECT_FALSE(waited.ec);
+  admit::asio::async_acquire(limiter, recorder(ctx, timed_out));
+  ctx.poll();
+  manual_clock::advance(100ms);
+  ctx.poll();
+  EXPECT_TRUE(timed_out.ec == admit::errc::timeout);
+  const auto snap = limiter.snapshot();
+  EXPECT_EQ(snap.admitted, 2u);  // the try_acquire and the async wait
+  EXPECT_EQ(snap.rejected, 1u);
+  EXPECT_EQ(snap.timed_out, 1u);
+  EXPECT_EQ(snap.wait.max, 30ms);
+  EXPECT_EQ(events,
+            (std::vector<admit::acquire_outcome>{admit::acquire_outcome::admitted, admit::acquire_outcome::queue_full,
+                                                 admit::acquire_outcome::admitted, admit::acquire_outcome::timeout}));
 }
 
 TEST(AsioAsyncAcquireStress, CancelsRacingGrantsOnTwoThreadsLoseNothing) {

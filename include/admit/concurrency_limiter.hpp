@@ -25,7 +25,8 @@
 // Cost. The fast path (a permit is free and nobody waits) is the semaphore's single compare-and-swap plus one relaxed
 // fetch_add (the histogram's zero bucket, which also counts the admission): no lock, no allocation and no clock read
 // (an immediate admission waited 0); docs/PERFORMANCE.md has the measured cost. A request that waits reads the clock
-// at its start and its end and waits on the semaphore (mutex, futex). Release is the permit's: one fetch_add while nobody waits.
+// at its start and its end and waits on the semaphore (mutex, futex). Release is the permit's: one fetch_add while
+// nobody waits.
 //
 // Thread safety: every member may be called concurrently. The limiter must outlive its permits and waiters.
 #pragma once
@@ -45,6 +46,7 @@
 
 #include "admit/acquire_result.hpp"
 #include "admit/clock.hpp"
+#include "admit/detail/deadline.hpp"
 #include "admit/errc.hpp"
 #include "admit/permit.hpp"
 #include "admit/semaphore.hpp"
@@ -137,7 +139,8 @@ class basic_concurrency_limiter {
     if (timeout_ == std::chrono::nanoseconds::max()) {
       return waited(semaphore_.acquire(n, std::move(stop)), n, start);
     }
-    return waited(semaphore_.try_acquire_until(deadline_after(start, timeout_), n, std::move(stop)), n, start);
+    return waited(semaphore_.try_acquire_until(detail::deadline_after<Clock>(start, timeout_), n, std::move(stop)), n,
+                  start);
   }
 
   // As acquire, with `timeout` instead of the default (zero or negative: do not wait; huge: saturates).
@@ -146,7 +149,8 @@ class basic_concurrency_limiter {
                                  std::stop_token stop = {}) {
     if (auto p = semaphore_.try_acquire(n)) return admitted_now(std::move(*p), n);
     const time_point start = Clock::now();
-    return waited(semaphore_.try_acquire_until(deadline_after(start, timeout), n, std::move(stop)), n, start);
+    return waited(semaphore_.try_acquire_until(detail::deadline_after<Clock>(start, timeout), n, std::move(stop)), n,
+                  start);
   }
 
   // As acquire, until `deadline` on Clock (already passed: do not wait, fail with timeout when nothing is free).
@@ -200,6 +204,14 @@ class basic_concurrency_limiter {
   // The waits of admitted acquisitions, for percentiles other than p50/p90/p99.
   const wait_histogram& wait_times() const noexcept { return waits_; }
 
+  // Counts one outcome of an acquisition made through semaphore() by an integration whose waits end elsewhere (the
+  // Asio layer), and calls the event hook, exactly as the members above do for their own. errc{} is `admitted`;
+  // a negative `waited` counts as zero.
+  void record_outcome(errc e, std::int64_t n, std::chrono::nanoseconds waited) {
+    const auto w = std::chrono::duration_cast<duration>(waited);
+    finish(to_outcome(e), n, w < duration::zero() ? duration::zero() : w);
+  }
+
   // The semaphore underneath (its engine is native_state(), for integrations that queue their own waiters; those
   // acquisitions are not counted here).
   basic_semaphore<Clock>& semaphore() noexcept { return semaphore_; }
@@ -219,17 +231,6 @@ class basic_concurrency_limiter {
                                   std::to_string(detail::semaphore_state::max_permits) + "], got " +
                                   std::to_string(limit));
     }
-  }
-
-  // start + timeout on Clock; a zero or negative timeout is `start` (do not wait), a huge one saturates.
-  template <class Rep, class Period>
-  static time_point deadline_after(time_point start, std::chrono::duration<Rep, Period> timeout) noexcept {
-    if (timeout <= timeout.zero()) return start;
-    // Compared in double seconds so that no duration conversion can overflow.
-    if (std::chrono::duration<double>(timeout) >= std::chrono::duration<double>(time_point::max() - start)) {
-      return time_point::max();
-    }
-    return start + std::chrono::ceil<duration>(timeout);
   }
 
   acquire_result admitted_now(permit p, std::int64_t n) {

@@ -32,6 +32,7 @@
 #include "admit/acquire_result.hpp"
 #include "admit/clock.hpp"
 #include "admit/detail/blocking_wait.hpp"
+#include "admit/detail/deadline.hpp"
 #include "admit/detail/semaphore_state.hpp"
 #include "admit/errc.hpp"
 #include "admit/permit.hpp"
@@ -82,14 +83,7 @@ class basic_semaphore {
   template <class Rep, class Period>
   acquire_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1,
                                  std::stop_token stop = {}) {
-    const time_point now = Clock::now();
-    time_point deadline = now;
-    if (timeout > timeout.zero()) {
-      // Compared in double seconds so that no duration conversion can overflow.
-      const bool beyond =
-          std::chrono::duration<double>(timeout) >= std::chrono::duration<double>(time_point::max() - now);
-      deadline = beyond ? time_point::max() : now + std::chrono::ceil<duration>(timeout);
-    }
+    const time_point deadline = detail::deadline_after<Clock>(Clock::now(), timeout);
     return try_acquire_until(deadline, n, std::move(stop));
   }
 

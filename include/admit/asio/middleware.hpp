@@ -1,0 +1,179 @@
+// admit/asio/middleware.hpp — admission control for coroutine request handlers, layered in the spirit of tower's
+// ServiceBuilder: rate limits (global or per client key), load shedding, a wait deadline and concurrency limits, in
+// the order you stack them, around a handler `Request& -> awaitable<Response>`. Framework-agnostic: Request and
+// Response are yours (Beast's, or any type); a refused request comes back as a value that says what to answer.
+//
+//   auto mw = admit::asio::middleware<request, response>{}.keyed_rate_limit(per_ip, client_ip).load_shed()
+//                 .concurrency_limit(sem);
+//   auto out = co_await mw.call(req, handler);   // out.response(), or out.rejected().status() (429/503) + .fields()
+//
+// Order. Layers run outermost first, in the order the builder members were called (as ServiceBuilder's layers); the
+// handler runs after the last. The order decides which budget a refused request spends: a rate limit outside a
+// concurrency limit spends a token on a request that is then shed; inside it, a request that waited for a permit may
+// then be refused by the rate limit. load_shed() and deadline() apply to the concurrency limits stacked inside them
+// (after them); put them before concurrency_limit().
+//
+// What each layer does (details in <admit/asio/middleware_layers.hpp>):
+// - rate_limit(limiter, n): limiter.decide(n) (any admit rate limiter: gcra, token_bucket, ...); refused: 429 with
+//   Retry-After and RateLimit-* fields (<admit/asio/rejection.hpp>). Never waits.
+// - keyed_rate_limit(keyed, key_of, n): keyed.decide(key_of(request), n) (admit::keyed<...>); refused: 429 as above,
+//   or 503 key_limit when the keyed limiter is at its key cap and cannot store a new key.
+// - load_shed(): concurrency limits inside refuse at once (503 shed) when no permit is free, instead of queueing.
+// - deadline<Clock>(d): concurrency limits inside wait at most d in total, counted from this layer (503 deadline).
+//   The deadline is cancellation of the acquisition (a timer raced against it), not a second code path; a grant that
+//   races with the deadline and loses is returned to the semaphore.
+// - concurrency_limit(sem, n): n permits of the semaphore per request (concurrency_limiter: pass .semaphore()),
+//   taken at once when free (one compare-and-swap, no allocation), else waited for in the semaphore's FIFO queue with
+//   async_acquire; 503 queue_full when max_waiters already wait, closed when the semaphore is closed. The permits are
+//   held until the response is done: they travel in the outcome (<admit/asio/middleware_outcome.hpp>), so a server
+//   releases them after writing the response (outcome::release() or its destruction).
+//
+// Cancellation. A request whose coroutine is cancelled (terminal, partial or total cancellation of the awaiting
+// operation, e.g. its connection closed) while it waits for a permit leaves the queue and completes with rejection
+// reason `cancelled`; its place goes to the next waiter and nothing leaks.
+//
+// Exceptions. What the handler throws propagates out of call() after every permit taken for the request has been
+// released. A layer throws only what its limiter throws (keyed: std::bad_alloc on a new key), with the same effect.
+//
+// Cost. A request admitted at once by every layer costs one coroutine frame for the driver (Asio's per-thread
+// recycling allocator), one decision per rate layer, one compare-and-swap per concurrency layer, and the same again
+// to release. bench/middleware_bench.cpp measures it; docs/perf/http.md has the cost under a real HTTP load.
+//
+// Thread safety. A built middleware is immutable: call() may run concurrently on any number of threads. The limiters
+// it points to must outlive every call, and the middleware must outlive the calls it started.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "admit/asio/middleware_layers.hpp"
+#include "admit/asio/middleware_outcome.hpp"
+#include "admit/asio/rejection.hpp"
+#include "admit/clock.hpp"
+#include "admit/semaphore.hpp"
+
+namespace admit::asio {
+
+template <class Middleware, class Handler>
+class service;
+
+// A stack of layers for requests of type Request and responses of type Response. Start from the empty stack,
+// `middleware<Request, Response>{}`, and add layers; each member returns a new middleware (the object it is called on
+// is unchanged), so partial stacks can be shared and extended.
+template <class Request, class Response, class... Layers>
+class middleware {
+ public:
+  using request_type = Request;
+  using response_type = Response;
+  using outcome_type = outcome<Response>;
+
+  static constexpr std::size_t concurrency_layers = (std::size_t{0} + ... + (Layers::holds_permits ? 1 : 0));
+  static_assert(concurrency_layers <= held_permits::max_size,
+                "admit::asio::middleware: at most held_permits::max_size concurrency limits in one stack");
+
+  middleware() = default;
+  explicit middleware(std::tuple<Layers...> layers) : layers_(std::move(layers)) {}
+
+  // At most sem.capacity() / n requests at once past this point: n >= 1 permits per request, held until the outcome
+  // is released. Throws std::invalid_argument for n < 1.
+  template <steady_clock_like Clock>
+  auto concurrency_limit(basic_semaphore<Clock>& sem, std::int64_t n = 1) const {
+    return add(detail::concurrency_layer<Clock>(sem, n));
+  }
+
+  // Every request spends n >= 0 of `limiter` (anything with `decision decide(std::int64_t)`, read on its own clock).
+  // Throws std::invalid_argument for n < 0.
+  template <class Limiter>
+  auto rate_limit(Limiter& limiter, std::int64_t n = 1) const {
+    return add(detail::rate_layer<Limiter>(limiter, n));
+  }
+
+  // Every request spends n >= 0 of the limiter of its key: `keyed.decide(key_of(request), n)`. key_of takes a
+  // const Request& and returns the key (for admit::keyed<...> with std::string keys, a std::string_view is fine); it
+  // is called concurrently and must be safe for that. Throws std::invalid_argument for n < 0.
+  template <class Keyed, class KeyOf>
+  auto keyed_rate_limit(Keyed& keyed, KeyOf key_of, std::int64_t n = 1) const {
+    return add(detail::keyed_rate_layer<Keyed, KeyOf>(keyed, std::move(key_of), n));
+  }
+
+  // Concurrency limits after this one refuse (503, shed) instead of queueing when no permit is free.
+  auto load_shed() const { return add(detail::load_shed_layer{}); }
+
+  // Concurrency limits after this one wait at most `timeout` in total from the moment the request gets here, measured
+  // on Clock (whose timers must work with the caller's executor: basic_waitable_timer<Clock>). A zero timeout means
+  // "only if free now" with reason deadline. Throws std::invalid_argument for a negative timeout.
+  template <steady_clock_like Clock = std::chrono::steady_clock, class Rep, class Period>
+  auto deadline(std::chrono::duration<Rep, Period> timeout) const {
+    const auto ns = std::chrono::duration<double, std::nano>(timeout).count() >= 9.2e18
+                        ? std::chrono::nanoseconds::max()
+                        : std::chrono::ceil<std::chrono::nanoseconds>(timeout);
+    return add(detail::deadline_layer<Clock>(ns));
+  }
+
+  // Runs `req` through the layers, then `handler(req)` (which returns awaitable<Response>) if every layer admits it.
+  // The handler and the request must live until the returned awaitable completes (co_await it in the same
+  // full-expression). Completes with the outcome: admitted (the response and the permits) or refused (the rejection).
+  // See the top of the file for cancellation and exceptions.
+  template <class Handler>
+  boost::asio::awaitable<outcome_type> call(Request& req, Handler&& handler) const {
+    detail::request_context ctx;
+    for (std::size_t i = 0; i < sizeof...(Layers); ++i) {
+      const detail::step s = enter_at(i, ctx, req, std::index_sequence_for<Layers...>{});
+      if (s.kind == detail::step_kind::reject) co_return outcome_type(s.why);
+      if (s.kind == detail::step_kind::wait) {
+        if (std::optional<rejection> r = co_await s.wait(s.self, ctx)) co_return outcome_type(*r);
+      }
+    }
+    Response response = co_await std::invoke(handler, req);
+    co_return outcome_type(std::move(response), std::move(ctx.permits), ctx.rate);
+  }
+
+  // A service: this stack bound to a handler, called as `co_await svc(req)`. It holds copies of both.
+  template <class Handler>
+  service<middleware, std::decay_t<Handler>> bind(Handler&& handler) const {
+    return service<middleware, std::decay_t<Handler>>(*this, std::forward<Handler>(handler));
+  }
+
+  static constexpr std::size_t size() noexcept { return sizeof...(Layers); }
+
+ private:
+  template <class Layer>
+  middleware<Request, Response, Layers..., Layer> add(Layer layer) const {
+    return middleware<Request, Response, Layers..., Layer>(std::tuple_cat(layers_, std::make_tuple(std::move(layer))));
+  }
+
+  template <std::size_t... I>
+  detail::step enter_at(std::size_t i, detail::request_context& ctx, const Request& req,
+                        std::index_sequence<I...>) const {
+    detail::step s;
+    ((i == I ? (void)(s = std::get<I>(layers_).enter(ctx, req)) : (void)0), ...);
+    return s;
+  }
+
+  std::tuple<Layers...> layers_;
+};
+
+// A middleware bound to a handler (middleware::bind). Copyable when the handler is; must outlive the calls it starts.
+template <class Middleware, class Handler>
+class service {
+ public:
+  using request_type = typename Middleware::request_type;
+  using outcome_type = typename Middleware::outcome_type;
+
+  service(Middleware mw, Handler handler) : middleware_(std::move(mw)), handler_(std::move(handler)) {}
+
+  boost::asio::awaitable<outcome_type> operator()(request_type& req) const { return middleware_.call(req, handler_); }
+
+ private:
+  Middleware middleware_;
+  Handler handler_;
+};
+
+}  // namespace admit::asio

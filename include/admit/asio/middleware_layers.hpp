@@ -1,0 +1,240 @@
+// admit/asio/middleware_layers.hpp — the layers of admit's request middleware (<admit/asio/middleware.hpp>): a
+// concurrency limit, a rate limit (global or keyed), load shedding and a wait deadline. Built through the middleware's
+// members (concurrency_limit(), rate_limit(), keyed_rate_limit(), load_shed(), deadline()), not by hand:
+//
+//   auto mw = admit::asio::middleware<request, response>{}.load_shed().concurrency_limit(sem);
+//   auto out = co_await mw.call(req, handler);   // the layers' enter() run in order, then the handler
+//
+// The protocol between a layer and the middleware's driver (detail::request_context, detail::step): each layer's
+// enter() runs synchronously, in order, and answers pass, reject (with the rejection) or wait; only a concurrency
+// layer whose permits are not free answers wait, and the driver then co_awaits the wait function it named. State that
+// outer layers hand to inner ones (the shed flag, the deadline) and what the request collects on the way (permits, the
+// tightest rate decision) live in the request_context, one per request, on the driver's coroutine frame.
+//
+// Thread safety: layers hold pointers to limiters, which are safe to use concurrently; a layer is immutable once built,
+// so one middleware serves requests on many threads at once. The limiters must outlive the middleware's calls.
+#pragma once
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/error_code.hpp>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <tuple>
+#include <utility>
+#include <variant>
+
+#include "admit/asio/async_acquire.hpp"
+#include "admit/asio/middleware_outcome.hpp"
+#include "admit/asio/rejection.hpp"
+#include "admit/clock.hpp"
+#include "admit/decision.hpp"
+#include "admit/detail/saturating.hpp"
+#include "admit/errc.hpp"
+#include "admit/semaphore.hpp"
+
+namespace admit::asio::detail {
+
+// A deadline set by a deadline layer for the acquisitions inside it, on that layer's clock (type-erased).
+struct deadline_ref {
+  std::int64_t at_ns = 0;                                      // on the layer's clock, since its epoch
+  bool (*passed)(std::int64_t at_ns) noexcept = nullptr;       // Clock::now() >= at
+  boost::asio::awaitable<void> (*wait)(std::int64_t at_ns) = nullptr;  // completes at the deadline
+  explicit operator bool() const noexcept { return passed != nullptr; }
+};
+
+// One request's state while it passes the layers.
+struct request_context {
+  bool shed = false;        // set by load_shed: concurrency layers inside it do not wait
+  deadline_ref deadline;    // set by deadline: concurrency layers inside it wait at most until then
+  held_permits permits;     // added to by concurrency layers
+  std::optional<decision> rate;  // the admitting rate decision with the fewest remaining
+
+  void note(const decision& d) noexcept {
+    if (!rate || d.remaining < rate->remaining) rate = d;
+  }
+};
+
+enum class step_kind : std::uint8_t { pass, reject, wait };
+
+// What a layer's enter() answers. For wait: the driver co_awaits wait(self, ctx), which adds the permits to ctx and
+// returns nothing, or returns the rejection.
+struct step {
+  using wait_function = boost::asio::awaitable<std::optional<rejection>> (*)(const void* self, request_context& ctx);
+  step_kind kind = step_kind::pass;
+  rejection why{};
+  wait_function wait = nullptr;
+  const void* self = nullptr;
+
+  static step pass() noexcept { return {}; }
+  static step reject(rejection r) noexcept { return {step_kind::reject, r, nullptr, nullptr}; }
+  static step reject(rejection_reason r) noexcept { return reject(rejection{r, {}}); }
+};
+
+// The rejection reason for an asynchronous acquisition's error.
+inline rejection_reason reason_of(const boost::system::error_code& ec) noexcept {
+  const auto is = [&](errc e) { return ec == boost::system::error_code(std::error_code(e)); };
+  if (is(errc::queue_full)) return rejection_reason::queue_full;
+  if (is(errc::closed)) return rejection_reason::closed;
+  if (is(errc::exceeds_capacity)) return rejection_reason::exceeds_capacity;
+  if (is(errc::timeout)) return rejection_reason::deadline;
+  return rejection_reason::cancelled;  // operation_aborted: the request's own cancellation
+}
+
+// At most `n` permits of `sem` at once per request; see middleware::concurrency_limit.
+template <steady_clock_like Clock>
+class concurrency_layer {
+ public:
+  static constexpr bool holds_permits = true;
+
+  concurrency_layer(basic_semaphore<Clock>& sem, std::int64_t n) : sem_(&sem), n_(n) {
+    if (n < 1) throw std::invalid_argument("admit::asio::middleware: concurrency_limit n must be >= 1, got " +
+                                           std::to_string(n));
+  }
+
+  template <class Request>
+  step enter(request_context& ctx, const Request&) const noexcept {
+    if (auto p = sem_->try_acquire(n_)) {  // the fast path: one compare-and-swap, no coroutine, no allocation
+      ctx.permits.add(std::move(*p));
+      return step::pass();
+    }
+    if (sem_->is_closed()) return step::reject(rejection_reason::closed);
+    if (n_ > sem_->capacity()) return step::reject(rejection_reason::exceeds_capacity);
+    if (ctx.shed) return step::reject(rejection_reason::shed);
+    if (ctx.deadline && ctx.deadline.passed(ctx.deadline.at_ns)) return step::reject(rejection_reason::deadline);
+    return {step_kind::wait, {}, &wait, this};
+  }
+
+ private:
+  // Queues for the permits (FIFO with every other waiter of the semaphore), bounded by the deadline if there is one.
+  static boost::asio::awaitable<std::optional<rejection>> wait(const void* self_ptr, request_context& ctx) {
+    const auto& self = *static_cast<const concurrency_layer*>(self_ptr);
+    using result = std::tuple<boost::system::error_code, permit>;
+    const auto token = boost::asio::as_tuple(boost::asio::use_awaitable);
+    result got;
+    if (ctx.deadline) {
+      using namespace boost::asio::experimental::awaitable_operators;
+      // The deadline is cancellation: whichever completes first wins and the other is cancelled. A grant that comes
+      // in after the timer has won is dropped with its result, and its permit goes back to the semaphore.
+      std::variant<result, std::monostate> raced =
+          co_await (async_acquire(*self.sem_, self.n_, token) || ctx.deadline.wait(ctx.deadline.at_ns));
+      if (raced.index() == 1) co_return rejection{rejection_reason::deadline, {}};
+      got = std::move(std::get<0>(raced));
+    } else {
+      got = co_await async_acquire(*self.sem_, self.n_, token);
+    }
+    auto& [ec, p] = got;
+    if (ec) co_return rejection{reason_of(ec), {}};
+    ctx.permits.add(std::move(p));
+    co_return std::nullopt;
+  }
+
+  basic_semaphore<Clock>* sem_;
+  std::int64_t n_;
+};
+
+// Refuses with 429 what `limiter.decide(n)` refuses; see middleware::rate_limit.
+template <class Limiter>
+class rate_layer {
+ public:
+  static constexpr bool holds_permits = false;
+
+  rate_layer(Limiter& limiter, std::int64_t n) : limiter_(&limiter), n_(n) {
+    if (n < 0) throw std::invalid_argument("admit::asio::middleware: rate_limit n must be >= 0, got " +
+                                           std::to_string(n));
+  }
+
+  template <class Request>
+  step enter(request_context& ctx, const Request&) const {
+    const decision d = limiter_->decide(n_);
+    if (!d) return step::reject(rejection{rejection_reason::rate_limited, d});
+    ctx.note(d);
+    return step::pass();
+  }
+
+ private:
+  Limiter* limiter_;
+  std::int64_t n_;
+};
+
+// Refuses with 429 what `keyed.decide(key_of(request), n)` refuses, and with 503 (key_limit) a new key the keyed
+// limiter has no room for; see middleware::keyed_rate_limit.
+template <class Keyed, class KeyOf>
+class keyed_rate_layer {
+ public:
+  static constexpr bool holds_permits = false;
+
+  keyed_rate_layer(Keyed& keyed, KeyOf key_of, std::int64_t n) : keyed_(&keyed), key_of_(std::move(key_of)), n_(n) {
+    if (n < 0) throw std::invalid_argument("admit::asio::middleware: keyed_rate_limit n must be >= 0, got " +
+                                           std::to_string(n));
+  }
+
+  template <class Request>
+  step enter(request_context& ctx, const Request& req) const {
+    const decision d = keyed_->decide(key_of_(req), n_);
+    if (!d) {
+      return step::reject(rejection{d.limit == 0 ? rejection_reason::key_limit : rejection_reason::rate_limited, d});
+    }
+    ctx.note(d);
+    return step::pass();
+  }
+
+ private:
+  Keyed* keyed_;
+  KeyOf key_of_;
+  std::int64_t n_;
+};
+
+// Concurrency layers inside this one refuse at once (503, shed) instead of queueing; see middleware::load_shed.
+class load_shed_layer {
+ public:
+  static constexpr bool holds_permits = false;
+
+  template <class Request>
+  step enter(request_context& ctx, const Request&) const noexcept {
+    ctx.shed = true;
+    return step::pass();
+  }
+};
+
+// Concurrency layers inside this one wait at most `timeout` (on Clock) from the moment the request reaches this
+// layer, in total; see middleware::deadline.
+template <steady_clock_like Clock>
+class deadline_layer {
+ public:
+  static constexpr bool holds_permits = false;
+
+  explicit deadline_layer(std::chrono::nanoseconds timeout) : timeout_(timeout) {
+    if (timeout < std::chrono::nanoseconds::zero()) {
+      throw std::invalid_argument("admit::asio::middleware: deadline must not be negative, got " +
+                                  std::to_string(timeout.count()) + "ns");
+    }
+  }
+
+  template <class Request>
+  step enter(request_context& ctx, const Request&) const noexcept {
+    ctx.deadline = deadline_ref{admit::detail::sat_add(to_ns<Clock>(Clock::now()), timeout_.count()), &passed, &wait};
+    return step::pass();
+  }
+
+ private:
+  static bool passed(std::int64_t at_ns) noexcept { return to_ns<Clock>(Clock::now()) >= at_ns; }
+
+  static boost::asio::awaitable<void> wait(std::int64_t at_ns) {
+    boost::asio::basic_waitable_timer<Clock> timer(co_await boost::asio::this_coro::executor, from_ns<Clock>(at_ns));
+    co_await timer.async_wait(boost::asio::use_awaitable);
+  }
+
+  std::chrono::nanoseconds timeout_;
+};
+
+}  // namespace admit::asio::detail
