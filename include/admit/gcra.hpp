@@ -15,7 +15,9 @@
 // request of one minus T). Storing TAT − τ rather than TAT keeps the stored value at or before the `now` that wrote it,
 // so it cannot overflow whatever the clock reads. Admitting n moves it by n·T with
 // one compare-and-swap; a lost CAS decides again on the fresh state and never turns into a refusal; a refusal writes
-// nothing. Nothing refills in the background: the state is interpreted lazily against `now`.
+// nothing. Nothing refills in the background: the state is interpreted lazily against `now`. The arithmetic on the
+// state word lives in detail/gcra_math.hpp, shared with admit::keyed<gcra> (<admit/keyed.hpp>), which keeps one such
+// word per key and the configuration once.
 //
 // Rounding. T is rounded up to whole nanoseconds (as redis-cell and governor keep it in integer nanoseconds, but
 // upwards), so the limiter never admits more than rate·w + burst in any window w, a burst of `burst` requests always
@@ -27,17 +29,14 @@
 // that decisions spin on) or fewer bits of time in the state word. A GCRA is cheap to build: construct a new one.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <chrono>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
-#include "admit/detail/ceil_ns.hpp"
+#include "admit/detail/gcra_math.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/rate.hpp"
 
@@ -69,18 +68,7 @@ class basic_gcra {
   // Throws std::invalid_argument, naming the value, when burst < 1 or when burst·T does not fit in an int64 of
   // nanoseconds (about 292 years: e.g. a burst above ~106,000 at one request a day).
   basic_gcra(rate r, std::int64_t burst, oversize_policy policy = oversize_policy::reject)
-      : rate_(r),
-        burst_(check_burst(burst)),
-        policy_(policy),
-        inf_(r.is_inf()),
-        zero_(r.is_zero()),
-        interval_((inf_ || zero_) ? 1 : round_up_interval(r.interval_ns())),
-        tau_(detail::sat_mul(burst_, interval_)) {
-    if (tau_ == detail::ns_max) {
-      throw std::invalid_argument("admit::gcra: burst " + std::to_string(burst) + " at rate " + r.to_string() +
-                                  " spans more than the int64 range of nanoseconds (~292 years)");
-    }
-  }
+      : cfg_(detail::gcra_config::make(r, burst, policy)) {}
 
   basic_gcra(const basic_gcra&) = delete;
   basic_gcra& operator=(const basic_gcra&) = delete;
@@ -88,7 +76,7 @@ class basic_gcra {
   // Admits n at `now` if they fit (and consumes them), else changes nothing and returns false.
   [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) noexcept {
     assert(n >= 0 && "admit::gcra: n must not be negative");
-    if (inf_ || n == 0) return true;
+    if (cfg_.inf || n == 0) return true;
     return step(to_ns<Clock>(now), n, true).ok;
   }
   [[nodiscard]] bool try_acquire(std::int64_t n = 1) noexcept { return try_acquire_at(Clock::now(), n); }
@@ -102,18 +90,19 @@ class basic_gcra {
   [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
     assert(n >= 0 && "admit::gcra: n must not be negative");
     decision d;
-    d.limit = burst_;
-    if (inf_) {
+    d.limit = cfg_.burst;
+    if (cfg_.inf) {
       d.admitted = true;
-      d.remaining = burst_;
+      d.remaining = cfg_.burst;
       return d;
     }
     const std::int64_t t = to_ns<Clock>(now);
     const outcome o =
-        n == 0 ? outcome{true, state_.value.load(std::memory_order_acquire), effective(t), 0} : step(t, n, true);
+        n == 0 ? outcome{true, state_.value.load(std::memory_order_acquire), detail::gcra_effective(cfg_, t), 0}
+               : step(t, n, true);
     d.admitted = o.ok;
     d.retry_after = std::chrono::nanoseconds{o.wait};
-    describe(o.state, o.t, d);
+    detail::gcra_describe(cfg_, o.state, o.t, d);
     return d;
   }
   [[nodiscard]] decision decide(std::int64_t n = 1) noexcept { return decide_at(Clock::now(), n); }
@@ -122,7 +111,7 @@ class basic_gcra {
   // when they never will (n > burst under the reject policy; rate zero and too little left).
   [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const noexcept {
     assert(n >= 0 && "admit::gcra: n must not be negative");
-    if (inf_ || n == 0) return std::chrono::nanoseconds{0};
+    if (cfg_.inf || n == 0) return std::chrono::nanoseconds{0};
     return std::chrono::nanoseconds{const_cast<basic_gcra*>(this)->step(to_ns<Clock>(now), n, false).wait};
   }
   [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const noexcept {
@@ -131,21 +120,22 @@ class basic_gcra {
 
   // Whole requests of one that would be admitted at `now` (the burst for rate inf). Consumes nothing.
   [[nodiscard]] std::int64_t remaining_at(time_point now) const noexcept {
-    if (inf_) return burst_;
+    if (cfg_.inf) return cfg_.burst;
     decision d;
-    describe(state_.value.load(std::memory_order_acquire), effective(to_ns<Clock>(now)), d);
+    detail::gcra_describe(cfg_, state_.value.load(std::memory_order_acquire),
+                          detail::gcra_effective(cfg_, to_ns<Clock>(now)), d);
     return d.remaining;
   }
 
-  [[nodiscard]] rate get_rate() const noexcept { return rate_; }
-  [[nodiscard]] std::int64_t burst() const noexcept { return burst_; }
-  [[nodiscard]] oversize_policy policy() const noexcept { return policy_; }
+  [[nodiscard]] rate get_rate() const noexcept { return cfg_.r; }
+  [[nodiscard]] std::int64_t burst() const noexcept { return cfg_.burst; }
+  [[nodiscard]] oversize_policy policy() const noexcept { return cfg_.policy; }
   // The emission interval T actually enforced: the rate's interval rounded up to whole nanoseconds (0 for rate inf,
   // nanoseconds::max() for rate zero).
   [[nodiscard]] std::chrono::nanoseconds emission_interval() const noexcept {
-    if (inf_) return std::chrono::nanoseconds{0};
-    if (zero_) return std::chrono::nanoseconds::max();
-    return std::chrono::nanoseconds{interval_};
+    if (cfg_.inf) return std::chrono::nanoseconds{0};
+    if (cfg_.zero) return std::chrono::nanoseconds::max();
+    return std::chrono::nanoseconds{cfg_.interval};
   }
 
  private:
@@ -156,77 +146,29 @@ class basic_gcra {
     std::int64_t wait = 0;   // ns until the request fits (ns_max: never)
   };
 
-  static std::int64_t check_burst(std::int64_t burst) {
-    if (burst < 1) {
-      throw std::invalid_argument("admit::gcra: burst must be at least 1, got " + std::to_string(burst));
-    }
-    return burst;
-  }
-
-  // Strictly up (as the token bucket), so that the limiter never admits more than the rate asked for.
-  static std::int64_t round_up_interval(double ns) noexcept { return std::max<std::int64_t>(1, detail::ceil_ns(ns)); }
-
-  // Rate zero: time stands still (every now is 0), so the state counts the tokens spent against a fixed burst.
-  std::int64_t effective(std::int64_t t) const noexcept { return zero_ ? 0 : t; }
-
-  // The one decision procedure, for admitting (commit) and for querying.
+  // The one decision procedure, for admitting (commit) and for querying: detail::gcra_step on the atomic state,
+  // committed by compare-and-swap.
   outcome step(std::int64_t now_ns, std::int64_t n, bool commit) noexcept {
-    const std::int64_t t = effective(now_ns);
+    const std::int64_t t = detail::gcra_effective(cfg_, now_ns);
     std::int64_t s = state_.value.load(std::memory_order_acquire);
-    if (n > burst_ && policy_ == oversize_policy::reject) return {false, s, t, detail::ns_max};
-    // A request fits when the first n·T (at most τ: an oversized request under debt needs a full limiter) of its cost
-    // lies in the past; it is charged its whole cost.
-    const std::int64_t check = detail::sat_mul(std::min(n, burst_), interval_);
-    const std::int64_t charge = detail::sat_mul(n, interval_);
-    const std::int64_t full = detail::sat_sub(t, tau_);  // the state of a full limiter at t
     for (;;) {
-      const std::int64_t base = std::max(s, full);
-      const std::int64_t ready = detail::sat_add(base, check);
-      if (ready > t) return {false, s, t, zero_ ? detail::ns_max : detail::sat_sub(ready, t)};
+      const detail::gcra_step_result r = detail::gcra_step(cfg_, s, t, n);
+      if (!r.ok) return {false, s, t, r.wait};
       if (!commit) return {true, s, t, 0};
-      const std::int64_t next = detail::sat_add(base, charge);
-      if (state_.value.compare_exchange_weak(s, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
-        return {true, next, t, 0};
+      if (state_.value.compare_exchange_weak(s, r.next, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        return {true, r.next, t, 0};
       }
       // Lost a race (or a spurious failure): `s` now holds the fresh state; decide again.
     }
   }
 
-  // remaining and reset_after for state `s` at effective time t.
-  void describe(std::int64_t s, std::int64_t t, decision& d) const noexcept {
-    const std::int64_t full = detail::sat_sub(t, tau_);
-    const std::int64_t base = std::max(s, full);
-    if (base < t) {
-      // t − base <= τ when full is exact; the unsigned difference cannot overflow either way.
-      const std::uint64_t spare = static_cast<std::uint64_t>(t) - static_cast<std::uint64_t>(base);
-      const std::uint64_t whole = spare / static_cast<std::uint64_t>(interval_);
-      d.remaining = static_cast<std::int64_t>(std::min(whole, static_cast<std::uint64_t>(burst_)));
-    } else {
-      d.remaining = 0;
-    }
-    if (base <= full) {
-      d.reset_after = std::chrono::nanoseconds{0};
-    } else if (zero_) {
-      d.reset_after = std::chrono::nanoseconds::max();
-    } else {
-      d.reset_after =
-          std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(detail::sat_add(base, tau_), t))};
-    }
-  }
-
   // Hot: written by every admission, alone on its cache line. Starts "long ago": the limiter is full.
   struct alignas(64) hot_state {
-    std::atomic<std::int64_t> value{detail::ns_min};
+    std::atomic<std::int64_t> value{detail::gcra_full_state};
   };
 
   hot_state state_;
-  const rate rate_;
-  const std::int64_t burst_;
-  const oversize_policy policy_;
-  const bool inf_;
-  const bool zero_;
-  const std::int64_t interval_;  // T in ns (1 for the zero rate, whose state counts tokens)
-  const std::int64_t tau_;       // burst·T, saturated
+  const detail::gcra_config cfg_;  // the arithmetic's configuration (detail/gcra_math.hpp), shared with keyed<gcra>
 };
 
 using gcra = basic_gcra<std::chrono::steady_clock>;
