@@ -31,7 +31,6 @@
 #include <concepts>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -67,7 +66,7 @@ struct reservation_holder {
 };
 template <class L>
 struct reservation_holder<L, true> {
-  using type = std::optional<decltype(std::declval<L&>().reserve(std::int64_t{}))>;
+  using type = decltype(std::declval<L&>().reserve(std::int64_t{}));  // default-constructed: holds nothing
 };
 
 template <class Limiter>
@@ -94,7 +93,7 @@ class wait_operation {
       case step::waiting:
         if (ec == boost::asio::error::operation_aborted ||
             (!ec && self.cancelled() != boost::asio::cancellation_type::none)) {
-          if constexpr (cancellable_reservation_limiter<Limiter>) reservation_->cancel();
+          if constexpr (cancellable_reservation_limiter<Limiter>) reservation_.cancel();
           finish(self, boost::asio::error::operation_aborted);
           return;
         }
@@ -113,9 +112,9 @@ class wait_operation {
   template <class Self>
   void start(Self& self) {
     if constexpr (cancellable_reservation_limiter<Limiter>) {
-      reservation_.emplace(limiter_->reserve(n_));
-      if (!reservation_->ok()) return finish(self, errc::exceeds_capacity);
-      wait_for(self, reservation_->delay());
+      reservation_ = limiter_->reserve(n_);
+      if (!reservation_.ok()) return finish(self, errc::exceeds_capacity);
+      wait_for(self, reservation_.delay());
     } else if constexpr (slot_limiter<Limiter>) {
       wait_until(self, limiter_->reserve(n_));
     } else if constexpr (delay_limiter<Limiter>) {
