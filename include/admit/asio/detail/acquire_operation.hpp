@@ -118,6 +118,7 @@ class acquire_operation final : public parked_operation {
 
   // Runs inside the emitter of the handler's cancellation signal.
   struct cancel_handler {
+    explicit cancel_handler(acquire_operation* o) noexcept : op(o) {}  // (clang 14: no aggregate init with parens)
     acquire_operation* op;
     void operator()(boost::asio::cancellation_type_t type) const {
       using boost::asio::cancellation_type;
