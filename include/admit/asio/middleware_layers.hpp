@@ -44,19 +44,34 @@
 
 namespace admit::asio::detail {
 
-// A deadline set by a deadline layer for the acquisitions inside it, on that layer's clock (type-erased).
+// A deadline set by a deadline layer for the acquisitions inside it, on that layer's clock (type-erased). The clock
+// is read only when a concurrency layer inside first has to wait: the layers between are synchronous, so that is the
+// moment the request reached the deadline layer (to within their few nanoseconds), and a request admitted at once
+// costs no clock read.
 struct deadline_ref {
-  std::int64_t at_ns = 0;                                      // on the layer's clock, since its epoch
-  bool (*passed)(std::int64_t at_ns) noexcept = nullptr;       // Clock::now() >= at
+  std::int64_t timeout_ns = 0;
+  std::int64_t at_ns = 0;  // valid once started
+  bool started = false;
+  std::int64_t (*now_ns)() noexcept = nullptr;                         // the layer's Clock::now()
   boost::asio::awaitable<void> (*wait)(std::int64_t at_ns) = nullptr;  // completes at the deadline
-  explicit operator bool() const noexcept { return passed != nullptr; }
+  explicit operator bool() const noexcept { return now_ns != nullptr; }
+
+  // Starts the deadline at the first call (now + timeout, saturated); true when it has passed.
+  bool passed() noexcept {
+    const std::int64_t now = now_ns();
+    if (!started) {
+      started = true;
+      at_ns = admit::detail::sat_add(now, timeout_ns);
+    }
+    return now >= at_ns;
+  }
 };
 
 // One request's state while it passes the layers.
 struct request_context {
-  bool shed = false;        // set by load_shed: concurrency layers inside it do not wait
-  deadline_ref deadline;    // set by deadline: concurrency layers inside it wait at most until then
-  held_permits permits;     // added to by concurrency layers
+  bool shed = false;             // set by load_shed: concurrency layers inside it do not wait
+  deadline_ref deadline;         // set by deadline: concurrency layers inside it wait at most until then
+  held_permits permits;          // added to by concurrency layers
   std::optional<decision> rate;  // the admitting rate decision with the fewest remaining
 
   void note(const decision& d) noexcept {
@@ -97,8 +112,9 @@ class concurrency_layer {
   static constexpr bool holds_permits = true;
 
   concurrency_layer(basic_semaphore<Clock>& sem, std::int64_t n) : sem_(&sem), n_(n) {
-    if (n < 1) throw std::invalid_argument("admit::asio::middleware: concurrency_limit n must be >= 1, got " +
-                                           std::to_string(n));
+    if (n < 1)
+      throw std::invalid_argument("admit::asio::middleware: concurrency_limit n must be >= 1, got " +
+                                  std::to_string(n));
   }
 
   template <class Request>
@@ -110,7 +126,7 @@ class concurrency_layer {
     if (sem_->is_closed()) return step::reject(rejection_reason::closed);
     if (n_ > sem_->capacity()) return step::reject(rejection_reason::exceeds_capacity);
     if (ctx.shed) return step::reject(rejection_reason::shed);
-    if (ctx.deadline && ctx.deadline.passed(ctx.deadline.at_ns)) return step::reject(rejection_reason::deadline);
+    if (ctx.deadline && ctx.deadline.passed()) return step::reject(rejection_reason::deadline);
     return {step_kind::wait, {}, &wait, this};
   }
 
@@ -149,8 +165,8 @@ class rate_layer {
   static constexpr bool holds_permits = false;
 
   rate_layer(Limiter& limiter, std::int64_t n) : limiter_(&limiter), n_(n) {
-    if (n < 0) throw std::invalid_argument("admit::asio::middleware: rate_limit n must be >= 0, got " +
-                                           std::to_string(n));
+    if (n < 0)
+      throw std::invalid_argument("admit::asio::middleware: rate_limit n must be >= 0, got " + std::to_string(n));
   }
 
   template <class Request>
@@ -174,8 +190,8 @@ class keyed_rate_layer {
   static constexpr bool holds_permits = false;
 
   keyed_rate_layer(Keyed& keyed, KeyOf key_of, std::int64_t n) : keyed_(&keyed), key_of_(std::move(key_of)), n_(n) {
-    if (n < 0) throw std::invalid_argument("admit::asio::middleware: keyed_rate_limit n must be >= 0, got " +
-                                           std::to_string(n));
+    if (n < 0)
+      throw std::invalid_argument("admit::asio::middleware: keyed_rate_limit n must be >= 0, got " + std::to_string(n));
   }
 
   template <class Request>
@@ -206,8 +222,8 @@ class load_shed_layer {
   }
 };
 
-// Concurrency layers inside this one wait at most `timeout` (on Clock) from the moment the request reaches this
-// layer, in total; see middleware::deadline.
+// Concurrency layers inside this one wait at most `timeout` (on Clock) in total, from the moment the request reaches
+// this layer (read when the first of them has to wait: the layers in between do not wait); see middleware::deadline.
 template <steady_clock_like Clock>
 class deadline_layer {
  public:
@@ -222,12 +238,12 @@ class deadline_layer {
 
   template <class Request>
   step enter(request_context& ctx, const Request&) const noexcept {
-    ctx.deadline = deadline_ref{admit::detail::sat_add(to_ns<Clock>(Clock::now()), timeout_.count()), &passed, &wait};
+    ctx.deadline = deadline_ref{timeout_.count(), 0, false, &now_ns, &wait};
     return step::pass();
   }
 
  private:
-  static bool passed(std::int64_t at_ns) noexcept { return to_ns<Clock>(Clock::now()) >= at_ns; }
+  static std::int64_t now_ns() noexcept { return to_ns<Clock>(Clock::now()); }
 
   static boost::asio::awaitable<void> wait(std::int64_t at_ns) {
     boost::asio::basic_waitable_timer<Clock> timer(co_await boost::asio::this_coro::executor, from_ns<Clock>(at_ns));

@@ -45,14 +45,22 @@ enum class rejection_reason : std::uint8_t {
 // The name of a reason ("rate_limited", "shed", ...), for logs and metrics.
 constexpr std::string_view to_string(rejection_reason r) noexcept {
   switch (r) {
-    case rejection_reason::rate_limited: return "rate_limited";
-    case rejection_reason::key_limit: return "key_limit";
-    case rejection_reason::shed: return "shed";
-    case rejection_reason::queue_full: return "queue_full";
-    case rejection_reason::deadline: return "deadline";
-    case rejection_reason::closed: return "closed";
-    case rejection_reason::exceeds_capacity: return "exceeds_capacity";
-    case rejection_reason::cancelled: return "cancelled";
+    case rejection_reason::rate_limited:
+      return "rate_limited";
+    case rejection_reason::key_limit:
+      return "key_limit";
+    case rejection_reason::shed:
+      return "shed";
+    case rejection_reason::queue_full:
+      return "queue_full";
+    case rejection_reason::deadline:
+      return "deadline";
+    case rejection_reason::closed:
+      return "closed";
+    case rejection_reason::exceeds_capacity:
+      return "exceeds_capacity";
+    case rejection_reason::cancelled:
+      return "cancelled";
   }
   return "unknown";
 }

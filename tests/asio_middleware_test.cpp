@@ -1,0 +1,631 @@
+// admit::asio::middleware: permits held across the handler and until the outcome is released, exact 429 fields,
+// 503 when shed / queue full / deadline / closed, composition order, cancellation of a queued request, no permit
+// leaked when the handler throws, and a threaded run that asserts the concurrency bound.
+// Timers on the manual clock: the select reactor compares its timers with Clock::now() each time it runs (epoll's
+// would wait for a timerfd armed in real time), so ctx.poll() after manual_clock::advance() fires the due timers.
+#define BOOST_ASIO_DISABLE_EPOLL 1
+
+#include "admit/asio/middleware.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/cancellation_state.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "admit/gcra.hpp"
+#include "admit/keyed.hpp"
+#include "admit/testing/manual_clock.hpp"
+
+namespace {
+
+namespace net = boost::asio;
+using namespace std::chrono_literals;
+using admit::asio::rejection_reason;
+using manual_clock = admit::testing::manual_clock;
+
+struct request {
+  std::string client = "10.0.0.1";
+};
+using response = std::string;
+using outcome = admit::asio::outcome<response>;
+
+auto client_of = [](const request& r) -> std::string_view { return r.client; };
+
+// The handler: answers "ok" at once.
+net::awaitable<response> ok(request&) { co_return "ok"; }
+
+// Starts mw.call(req, handler) on ctx; the outcome lands in `out` (or the exception in `error`).
+template <class Middleware, class Handler>
+void start(net::io_context& ctx, const Middleware& mw, request& req, Handler handler, std::optional<outcome>& out,
+           std::exception_ptr* error = nullptr) {
+  net::co_spawn(
+      ctx, [&mw, &req, handler, &out]() -> net::awaitable<void> { out.emplace(co_await mw.call(req, handler)); },
+      [error](std::exception_ptr e) {
+        if (error != nullptr) *error = e;
+      });
+}
+
+// The fields of a rejection as (name, value) pairs, in order.
+std::vector<std::pair<std::string, std::string>> fields_of(const admit::asio::rejection& r) {
+  std::vector<std::pair<std::string, std::string>> v;
+  for (const auto& f : r.fields()) v.emplace_back(f.name(), f.value());
+  return v;
+}
+using field_list = std::vector<std::pair<std::string, std::string>>;
+
+TEST(AsioMiddleware, AnEmptyStackRunsTheHandler) {
+  net::io_context ctx;
+  const auto mw = admit::asio::middleware<request, response>{};
+  request req;
+  std::optional<outcome> out;
+  start(ctx, mw, req, ok, out);
+  ctx.run();
+  ASSERT_TRUE(out && *out);
+  EXPECT_EQ(out->response(), "ok");
+  EXPECT_FALSE(out->rate());
+  EXPECT_EQ(out->permits().size(), 0u);
+}
+
+TEST(AsioMiddleware, ThePermitIsHeldAcrossTheHandlerAndUntilTheOutcomeIsReleased) {
+  net::io_context ctx;
+  admit::semaphore sem{3};
+  const auto mw = admit::asio::middleware<request, response>{}.concurrency_limit(sem, 2);
+  std::int64_t available_inside = -1;
+  auto handler = [&](request&) -> net::awaitable<response> {
+    co_await net::post(ctx, net::use_awaitable);  // suspend: the handler's response is not immediate
+    available_inside = sem.available();
+    co_return "done";
+  };
+  request req;
+  std::optional<outcome> out;
+  start(ctx, mw, req, handler, out);
+  ctx.run();
+  EXPECT_EQ(available_inside, 1);
+  ASSERT_TRUE(out && *out);
+  EXPECT_EQ(out->permits().count(), 2);
+  EXPECT_EQ(sem.available(), 1);  // the handler returned, the response is not written yet: still held
+  outcome moved = std::move(*out);
+  out.reset();
+  EXPECT_EQ(sem.available(), 1);  // moving the outcome moves the permits
+  moved.release();
+  EXPECT_EQ(sem.available(), 3);
+  moved.release();  // idempotent
+  EXPECT_EQ(sem.available(), 3);
+}
+
+TEST(AsioMiddleware, TheOutcomeReleasesItsPermitsWhenItDies) {
+  net::io_context ctx;
+  admit::semaphore sem{1};
+  const auto mw = admit::asio::middleware<request, response>{}.concurrency_limit(sem);
+  request req;
+  std::optional<outcome> out;
+  start(ctx, mw, req, ok, out);
+  ctx.run();
+  EXPECT_EQ(sem.available(), 0);
+  out.reset();
+  EXPECT_EQ(sem.available(), 1);
+}
+
+TEST(AsioMiddleware, RateLimitedRequestsGet429WithExactFields) {
+  manual_clock::reset();
+  net::io_context ctx;
+  admit::basic_gcra<manual_clock> limiter{admit::rate::per_second(2), 3};  // T = 500 ms, burst 3
+  const auto mw = admit::asio::middleware<request, response>{}.rate_limit(limiter);
+  request req;
+  for (int i = 0; i < 3; ++i) {
+    std::optional<outcome> out;
+    start(ctx, mw, req, ok, out);
+    ctx.restart();
+    ctx.run();
+    ASSERT_TRUE(out && *out) << i;
+    ASSERT_TRUE(out->rate());
+    EXPECT_EQ(out->rate()->remaining, 2 - i);
+  }
+  std::optional<outcome> out;
+  start(ctx, mw, req, ok, out);
+  ctx.restart();
+  ctx.run();
+  ASSERT_TRUE(out && !*out);
+  EXPECT_EQ(out->rejected().reason, rejection_reason::rate_limited);
+  EXPECT_EQ(out->rejected().status(), 429u);
+  // retry_after 500 ms rounds up to 1 s; reset_after = TAT - now = 1.5 s rounds up to 2 s.
+  EXPECT_EQ(
+      fields_of(out->rejected()),
+      (field_list{
+          {"Retry-After", "1"}, {"RateLimit-Limit", "3"}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "2"}}));
+  manual_clock::advance(499ms);  // 1 ms short of the next token
+  out.reset();
+  start(ctx, mw, req, ok, out);
+  ctx.restart();
+  ctx.run();
+  ASSERT_TRUE(out && !*out);
+  EXPECT_EQ(out->rejected().rate.retry_after, 1ms);
+  EXPECT_EQ(fields_of(out->rejected()), (field_list{{"Retry-After", "1"},
+                                                    {"RateLimit-Limit", "3"},
+                                                    {"RateLimit-Remaining", "0"},
+                                                    {"RateLimit-Reset", "2"}}));  // 1.001 s rounds up
+  manual_clock::advance(1ms);
+  out.reset();
+  start(ctx, mw, req, ok, out);
+  ctx.restart();
+  ctx.run();
+  EXPECT_TRUE(out && *out);
+}
+
+TEST(AsioMiddleware, WholeSecondsAreNotRoundedUpFurther) {
+  manual_clock::reset();
+  admit::basic_gcra<manual_clock> limiter{admit::rate::every(2s), 1};
+  ASSERT_TRUE(limiter.decide());
+  const admit::asio::rejection r{rejection_reason::rate_limited, limiter.decide()};
+  EXPECT_EQ(r.retry_after(), 2s);
+  EXPECT_EQ(
+      fields_of(r),
+      (field_list{
+          {"Retry-After", "2"}, {"RateLimit-Limit", "1"}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "2"}}));
+  EXPECT_EQ(admit::asio::ceil_seconds(std::chrono::nanoseconds::max()), 9'223'372'037);
+  EXPECT_EQ(admit::asio::ceil_seconds(-5ns), 0);
+  EXPECT_EQ(admit::asio::ceil_seconds(1ns), 1);
+}
+
+TEST(AsioMiddleware, ARequestLargerThanTheBurstGets429WithoutRetryAfter) {
+  manual_clock::reset();
+  admit::basic_gcra<manual_clock> limiter{admit::rate::per_second(10), 2};
+  net::io_context ctx;
+  const auto mw = admit::asio::middleware<request, response>{}.rate_limit(limiter, 3);
+  request req;
+  std::optional<outcome> out;
+  start(ctx, mw, req, ok, out);
+  ctx.run();
+  ASSERT_TRUE(out && !*out);
+  EXPECT_EQ(out->rejected().status(), 429u);
+  EXPECT_FALSE(out->rejected().retry_after());
+  EXPECT_FALSE(out->rejected().fields().find("Retry-After"));
+  EXPECT_EQ(out->rejected().fields().find("RateLimit-Limit"), "2");
+}
+
+TEST(AsioMiddleware, KeyedRateLimitsEachClientSeparately) {
+  manual_clock::reset();
+  net::io_context ctx;
+  admit::keyed<admit::basic_gcra<manual_clock>> per_client{admit::rate::per_second(1), 1};
+  const auto mw = admit::asio::middleware<request, response>{}.keyed_rate_limit(per_client, client_of);
+  request a{"a"}, b{"b"};
+  std::optional<outcome> a1, a2, b1;
+  start(ctx, mw, a, ok, a1);
+  start(ctx, mw, a, ok, a2);
+  start(ctx, mw, b, ok, b1);
+  ctx.run();
+  ASSERT_TRUE(a1 && a2 && b1);
+  EXPECT_TRUE(*a1);
+  ASSERT_FALSE(*a2);
+  EXPECT_TRUE(*b1);
+  EXPECT_EQ(
+      fields_of(a2->rejected()),
+      (field_list{
+          {"Retry-After", "1"}, {"RateLimit-Limit", "1"}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1"}}));
+}
+
+TEST(AsioMiddleware, AKeyedLimiterAtItsKeyCapAnswers503WithRetryAfter) {
+  manual_clock::reset();
+  net::io_context ctx;
+  admit::keyed<admit::basic_gcra<manual_clock>> per_client{admit::rate::per_second(1), 2, {.max_keys = 1, .shards = 1}};
+  const auto mw = admit::asio::middleware<request, response>{}.keyed_rate_limit(per_client, client_of);
+  request a{"a"}, b{"b"};
+  std::optional<outcome> a1, b1;
+  start(ctx, mw, a, ok, a1);
+  ctx.run();
+  start(ctx, mw, b, ok, b1);
+  ctx.restart();
+  ctx.run();
+  ASSERT_TRUE(a1 && *a1);
+  ASSERT_TRUE(b1 && !*b1);
+  EXPECT_EQ(b1->rejected().reason, rejection_reason::key_limit);
+  EXPECT_EQ(b1->rejected().status(), 503u);
+  EXPECT_EQ(fields_of(b1->rejected()), (field_list{{"Retry-After", "1"}}));  // "a" is idle again 1 s from now
+}
+
+TEST(AsioMiddleware, LoadSheddingAnswers503AtOnceInsteadOfQueueing) {
+  net::io_context ctx;
+  admit::semaphore sem{1};
+  auto held = *sem.try_acquire();
+  const auto mw = admit::asio::middleware<request, response>{}.load_shed().concurrency_limit(sem);
+  request req;
+  std::optional<outcome> out;
+  start(ctx, mw, req, ok, out);
+  ctx.run();
+  ASSERT_TRUE(out && !*out);
+  EXPECT_EQ(out->rejected().reason, rejection_reason::shed);
+  EXPECT_EQ(out->rejected().status(), 503u);
+  EXPECT_TRUE(out->rejected().fields().empty());
+  EXPECT_EQ(sem.waiting(), 0u);
+}
+
+TEST(AsioMiddleware, WithoutSheddingARequestQueuesAndIsServedOnRelease) {
+  net::io_context ctx;
+  admit::semaphore sem{1};
+  auto held = *sem.try_acquire();
+  const auto mw = admit::asio::middleware<request, response>{}.concurrency_limit(sem);
+  request req;
+  std::optional<outcome> out;
+  start(ctx, mw, req, ok, out);
+  ctx.poll();
+  EXPECT_FALSE(out);
+  EXPECT_EQ(sem.waiting(), 1u);
+  held.release();
+  ctx.run();
+  ASSERT_TRUE(out && *out);
+  EXPECT_EQ(sem.available(), 0);
+}
+
+TEST(AsioMiddleware, AFullQueueAnswers503) {
+  net::io_context ctx;
+  admit::semaphore sem{1, {.max_waiters = 1}};
+  auto held = *sem.try_acquire();
+  const auto mw = admit::asio::middleware<request, response>{}.concurrency_limit(sem);
+  request req;
+  std::optional<outcome> first, second;
+  start(ctx, mw, req, ok, first);
+  ctx.poll();
+  start(ctx, mw, req, ok, second);
+  ctx.poll();
+  EXPECT_FALSE(first);
+  ASSERT_TRUE(second && !*second);
+  EXPECT_EQ(second->rejected().reason, rejection_reason::queue_full);
+  EXPECT_EQ(second->rejected().status(), 503u);
+  held.release();
+  ctx.run();
+  EXPECT_TRUE(first && *first);
+}
+
+TEST(AsioMiddleware, AClosedSemaphoreAnswers503Closed) {
+  net::io_context ctx;
+  admit::semaphore sem{1};
+  auto held = *sem.try_acquire();
+  const auto mw = admit::asio::middleware<request, response>{}.concurrency_limit(sem);
+  request req;
+  std::optional<outcome> queued, late;
+  start(ctx, mw, req, ok, queued);
+  ctx.poll();
+  sem.close();
+  start(ctx, mw, req, ok, late);
+  ctx.run();
+  ASSERT_TRUE(queued && late);
+  EXPECT_EQ(queued->rejected().reason, rejection_reason::closed);
+  EXPECT_EQ(late->rejected().reason, rejection_reason::closed);
+}
+
+TEST(AsioMiddleware, TheDeadlineCancelsTheWaitAndAnswers503) {
+  manual_clock::reset();
+  net::io_context ctx;
+  admit::basic_semaphore<manual_clock> sem{1};
+  auto held = *sem.try_acquire();
+  const auto mw = admit::asio::middleware<request, response>{}.deadline<manual_clock>(100ms).concurrency_limit(sem);
+  request req;
+  std::optional<outcome> out;
+  start(ctx, mw, req, ok, out);
+  ctx.poll();
+  EXPECT_EQ(sem.waiting(), 1u);
+  manual_clock::advance(99ms);
+  ctx.poll();
+  EXPECT_FALSE(out);
+  manual_clock::advance(1ms);
+  ctx.run();
+  ASSERT_TRUE(out && !*out);
+  EXPECT_EQ(out->rejected().reason, rejection_reason::deadline);
+  EXPECT_EQ(out->rejected().status(), 503u);
+  EXPECT_EQ(sem.waiting(), 0u);
+  held.release();
+  EXPECT_EQ(sem.available(), 1);  // nothing leaked to the timed-out waiter
+}
+
+TEST(AsioMiddleware, AGrantBeforeTheDeadlineIsServed) {
+  manual_clock::reset();
+  net::io_context ctx;
+  admit::basic_semaphore<manual_clock> sem{1};
+  auto held = *sem.try_acquire();
+  const auto mw = admit::asio::middleware<request, response>{}.deadline<manual_clock>(100ms).concurrency_limit(sem);
+  request req;
+  std::optional<outcome> out;
+  start(ctx, mw, req, ok, out);
+  ctx.poll();
+  manual_clock::advance(60ms);
+  held.release();
+  ctx.run();  // the deadline timer is cancelled; run() returns without the clock reaching it
+  ASSERT_TRUE(out && *out);
+  EXPECT_EQ(sem.available(), 0);
+  out.reset();
+  EXPECT_EQ(sem.available(), 1);
+}
+
+TEST(AsioMiddleware, AZeroDeadlineRefusesAtOnceWhenNoPermitIsFree) {
+  manual_clock::reset();
+  net::io_context ctx;
+  admit::basic_semaphore<manual_clock> sem{1};
+  const auto mw = admit::asio::middleware<request, response>{}.deadline<manual_clock>(0ms).concurrency_limit(sem);
+  request req;
+  std::optional<outcome> first, second;
+  start(ctx, mw, req, ok, first);
+  start(ctx, mw, req, ok, second);
+  ctx.run();
+  ASSERT_TRUE(first && second);
+  EXPECT_TRUE(*first);
+  ASSERT_FALSE(*second);
+  EXPECT_EQ(second->rejected().reason, rejection_reason::deadline);
+  EXPECT_EQ(sem.waiting(), 0u);
+}
+
+TEST(AsioMiddleware, OrderDecidesWhichBudgetARefusedRequestSpends) {
+  manual_clock::reset();
+  // Rate outside the concurrency limit: the shed request has spent the only token.
+  {
+    net::io_context ctx;
+    admit::basic_gcra<manual_clock> limiter{admit::rate::per_second(1), 1};
+    admit::semaphore sem{1};
+    auto held = *sem.try_acquire();
+    const auto mw = admit::asio::middleware<request, response>{}.rate_limit(limiter).load_shed().concurrency_limit(sem);
+    request req;
+    std::optional<outcome> first, second;
+    start(ctx, mw, req, ok, first);
+    ctx.run();
+    held.release();
+    start(ctx, mw, req, ok, second);
+    ctx.restart();
+    ctx.run();
+    ASSERT_TRUE(first && second);
+    EXPECT_EQ(first->rejected().reason, rejection_reason::shed);
+    EXPECT_EQ(second->rejected().reason, rejection_reason::rate_limited);
+  }
+  // Rate inside: the shed request never reached the rate limit, whose token serves the next one.
+  {
+    net::io_context ctx;
+    admit::basic_gcra<manual_clock> limiter{admit::rate::per_second(1), 1};
+    admit::semaphore sem{1};
+    auto held = *sem.try_acquire();
+    const auto mw = admit::asio::middleware<request, response>{}.load_shed().concurrency_limit(sem).rate_limit(limiter);
+    request req;
+    std::optional<outcome> first, second;
+    start(ctx, mw, req, ok, first);
+    ctx.run();
+    held.release();
+    start(ctx, mw, req, ok, second);
+    ctx.restart();
+    ctx.run();
+    ASSERT_TRUE(first && second);
+    EXPECT_EQ(first->rejected().reason, rejection_reason::shed);
+    EXPECT_TRUE(*second);
+  }
+  // Shedding stacked inside the concurrency limit applies to nothing: the request queues.
+  {
+    net::io_context ctx;
+    admit::semaphore sem{1};
+    auto held = *sem.try_acquire();
+    const auto mw = admit::asio::middleware<request, response>{}.concurrency_limit(sem).load_shed();
+    request req;
+    std::optional<outcome> out;
+    start(ctx, mw, req, ok, out);
+    ctx.poll();
+    EXPECT_FALSE(out);
+    EXPECT_EQ(sem.waiting(), 1u);
+    held.release();
+    ctx.run();
+    EXPECT_TRUE(out && *out);
+  }
+}
+
+TEST(AsioMiddleware, ARefusalByAnInnerLayerReleasesThePermitsOfOuterOnes) {
+  manual_clock::reset();
+  net::io_context ctx;
+  admit::semaphore sem{1};
+  admit::basic_gcra<manual_clock> limiter{admit::rate::per_second(1), 1};
+  const auto mw = admit::asio::middleware<request, response>{}.concurrency_limit(sem).rate_limit(limiter, 2);
+  request req;
+  std::optional<outcome> out;
+  start(ctx, mw, req, ok, out);
+  ctx.run();
+  ASSERT_TRUE(out && !*out);
+  EXPECT_EQ(out->permits().size(), 0u);
+  EXPECT_EQ(sem.available(), 1);
+}
+
+TEST(AsioMiddleware, TwoConcurrencyLimitsBothHoldUntilRelease) {
+  net::io_context ctx;
+  admit::semaphore global{4}, route{1};
+  const auto mw = admit::asio::middleware<request, response>{}.concurrency_limit(global).concurrency_limit(route);
+  request req;
+  std::optional<outcome> out;
+  start(ctx, mw, req, ok, out);
+  ctx.run();
+  ASSERT_TRUE(out && *out);
+  EXPECT_EQ(out->permits().size(), 2u);
+  EXPECT_EQ(global.available(), 3);
+  EXPECT_EQ(route.available(), 0);
+  out->release();
+  EXPECT_EQ(global.available(), 4);
+  EXPECT_EQ(route.available(), 1);
+}
+
+TEST(AsioMiddleware, CancellingAQueuedRequestTakesItOutOfTheQueue) {
+  using net::cancellation_type;
+  for (auto type : {cancellation_type::terminal, cancellation_type::partial, cancellation_type::total}) {
+    net::io_context ctx;
+    admit::semaphore sem{1};
+    auto held = *sem.try_acquire();
+    const auto mw = admit::asio::middleware<request, response>{}.concurrency_limit(sem);
+    request req;
+    std::optional<outcome> cancelled, next;
+    net::cancellation_signal signal;
+    net::co_spawn(
+        ctx,
+        [&]() -> net::awaitable<void> {
+          // A coroutine passes only terminal cancellation to what it awaits unless it says otherwise.
+          co_await net::this_coro::reset_cancellation_state(net::enable_total_cancellation());
+          auto out = co_await mw.call(req, ok);
+          cancelled.emplace(std::move(out));
+        },
+        net::bind_cancellation_slot(signal.slot(), net::detached));
+    start(ctx, mw, req, ok, next);
+    ctx.poll();
+    EXPECT_EQ(sem.waiting(), 2u);
+    signal.emit(type);
+    ctx.poll();
+    ASSERT_TRUE(cancelled) << static_cast<int>(type);
+    ASSERT_FALSE(*cancelled);
+    EXPECT_EQ(cancelled->rejected().reason, rejection_reason::cancelled);
+    EXPECT_EQ(sem.waiting(), 1u);
+    held.release();  // goes to the next request, not to the cancelled one
+    ctx.run();
+    ASSERT_TRUE(next && *next);
+    next.reset();
+    EXPECT_EQ(sem.available(), 1);
+  }
+}
+
+TEST(AsioMiddleware, CancellingARequestWaitingUnderADeadline) {
+  manual_clock::reset();
+  net::io_context ctx;
+  admit::basic_semaphore<manual_clock> sem{1};
+  auto held = *sem.try_acquire();
+  const auto mw = admit::asio::middleware<request, response>{}.deadline<manual_clock>(1s).concurrency_limit(sem);
+  request req;
+  std::optional<outcome> out;
+  std::exception_ptr error;
+  net::cancellation_signal signal;
+  net::co_spawn(
+      ctx, [&]() -> net::awaitable<void> { out.emplace(co_await mw.call(req, ok)); },
+      net::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e) { error = e; }));
+  ctx.poll();
+  EXPECT_EQ(sem.waiting(), 1u);
+  signal.emit(net::cancellation_type::terminal);
+  ctx.poll();
+  EXPECT_EQ(sem.waiting(), 0u);
+  // The race against the deadline passes the cancellation on to the acquisition, which reports it: the request ends
+  // now, without waiting for the deadline, and nothing is held.
+  EXPECT_FALSE(error);
+  ASSERT_TRUE(out && !*out);
+  EXPECT_EQ(out->rejected().reason, rejection_reason::cancelled);
+  held.release();
+  EXPECT_EQ(sem.available(), 1);
+}
+
+TEST(AsioMiddleware, NoPermitLeaksWhenTheHandlerThrows) {
+  net::io_context ctx;
+  admit::semaphore outer{2}, inner{1};
+  const auto mw = admit::asio::middleware<request, response>{}.concurrency_limit(outer).concurrency_limit(inner);
+  auto throwing = [&](request&) -> net::awaitable<response> {
+    EXPECT_EQ(outer.available(), 1);
+    EXPECT_EQ(inner.available(), 0);
+    co_await net::post(ctx, net::use_awaitable);
+    throw std::runtime_error("handler failed");
+  };
+  request req;
+  std::optional<outcome> out;
+  std::exception_ptr error;
+  start(ctx, mw, req, throwing, out, &error);
+  ctx.run();
+  EXPECT_FALSE(out);
+  ASSERT_TRUE(error);
+  EXPECT_THROW(std::rethrow_exception(error), std::runtime_error);
+  EXPECT_EQ(outer.available(), 2);
+  EXPECT_EQ(inner.available(), 1);
+}
+
+TEST(AsioMiddleware, TheTightestRateDecisionIsReported) {
+  manual_clock::reset();
+  net::io_context ctx;
+  admit::basic_gcra<manual_clock> wide{admit::rate::per_second(100), 100};
+  admit::keyed<admit::basic_gcra<manual_clock>> narrow{admit::rate::per_second(1), 5};
+  const auto mw = admit::asio::middleware<request, response>{}.rate_limit(wide).keyed_rate_limit(narrow, client_of);
+  request req;
+  std::optional<outcome> out;
+  start(ctx, mw, req, ok, out);
+  ctx.run();
+  ASSERT_TRUE(out && *out && out->rate());
+  EXPECT_EQ(out->rate()->limit, 5);
+  EXPECT_EQ(out->rate()->remaining, 4);
+  const auto fields = admit::asio::rate_limit_fields(*out->rate());
+  EXPECT_EQ(fields.find("RateLimit-Remaining"), "4");
+  EXPECT_EQ(fields.find("RateLimit-Reset"), "1");
+}
+
+TEST(AsioMiddleware, ABoundServiceCallsItsHandler) {
+  net::io_context ctx;
+  admit::semaphore sem{1};
+  const auto svc = admit::asio::middleware<request, response>{}.concurrency_limit(sem).bind(ok);
+  request req;
+  std::optional<outcome> out;
+  net::co_spawn(
+      ctx, [&]() -> net::awaitable<void> { out.emplace(co_await svc(req)); }, net::detached);
+  ctx.run();
+  ASSERT_TRUE(out && *out);
+  EXPECT_EQ(out->response(), "ok");
+}
+
+TEST(AsioMiddleware, InvalidConfigurationThrows) {
+  admit::semaphore sem{1};
+  admit::gcra limiter{admit::rate::per_second(1), 1};
+  const auto mw = admit::asio::middleware<request, response>{};
+  EXPECT_THROW((void)mw.concurrency_limit(sem, 0), std::invalid_argument);
+  EXPECT_THROW((void)mw.rate_limit(limiter, -1), std::invalid_argument);
+  EXPECT_THROW((void)mw.deadline(-1ms), std::invalid_argument);
+  EXPECT_NO_THROW((void)mw.deadline(std::chrono::hours::max()));
+}
+
+TEST(AsioMiddleware, ThreadedRequestsNeverExceedTheConcurrencyLimit) {
+  constexpr int threads = 4;
+  constexpr int requests = 2000;
+  constexpr std::int64_t limit = 3;
+  net::io_context ctx;
+  admit::semaphore sem{limit, {.max_waiters = 8}};
+  const auto mw = admit::asio::middleware<request, response>{}.concurrency_limit(sem);
+  std::atomic<std::int64_t> in_flight{0}, peak{0};
+  std::atomic<int> admitted{0}, refused{0};
+  auto handler = [&](request&) -> net::awaitable<response> {
+    const std::int64_t now = in_flight.fetch_add(1) + 1;
+    std::int64_t p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
+    }
+    co_await net::post(co_await net::this_coro::executor, net::use_awaitable);
+    in_flight.fetch_sub(1);
+    co_return "ok";
+  };
+  for (int i = 0; i < requests; ++i) {
+    net::co_spawn(
+        ctx,
+        [&]() -> net::awaitable<void> {
+          request req;
+          auto out = co_await mw.call(req, handler);
+          if (out) {
+            ++admitted;
+          } else {
+            EXPECT_EQ(out.rejected().reason, rejection_reason::queue_full);
+            ++refused;
+          }
+        },
+        net::detached);
+  }
+  std::vector<std::jthread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back([&] { ctx.run(); });
+  pool.clear();
+  EXPECT_EQ(admitted + refused, requests);
+  EXPECT_GE(admitted.load(), limit);
+  EXPECT_LE(peak.load(), limit);
+  EXPECT_EQ(sem.available(), limit);
+  EXPECT_EQ(sem.waiting(), 0u);
+}
+
+}  // namespace
