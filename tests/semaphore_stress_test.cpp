@@ -40,7 +40,7 @@ std::int64_t total_ops() {
 class watchdog {
  public:
   explicit watchdog(std::chrono::seconds limit)
-      : thread_([this, limit](std::stop_token stop) {
+      : thread_([limit](std::stop_token stop) {
           std::mutex m;
           std::condition_variable_any cv;
           std::unique_lock lock(m);
