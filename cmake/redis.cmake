@@ -1,0 +1,39 @@
+# admit::redis — the Redis client (pipelined Asio connection on hiredis's protocol code) and Lua script support.
+# Included from the top-level CMakeLists.txt after the admit::asio target is defined:
+#   include(cmake/redis.cmake)
+# Built when ADMIT_WITH_REDIS is ON (default: hiredis found by pkg-config and ADMIT_WITH_ASIO ON).
+#
+# A compiled static library (src/redis/*.cpp) rather than header-only: hiredis's C headers and macros (REDIS_OK,
+# REDIS_REPLY_*, redisReader) stay out of users' translation units, the connection's state machine is compiled once,
+# and only the thin completion-token layer (async_execute, async_evalsha) is templated in the headers.
+find_package(PkgConfig QUIET)
+set(admit_hiredis_found OFF)
+if(PkgConfig_FOUND)
+  pkg_check_modules(HIREDIS QUIET IMPORTED_TARGET hiredis)
+  if(HIREDIS_FOUND)
+    set(admit_hiredis_found ON)
+  endif()
+endif()
+set(admit_redis_default OFF)
+if(admit_hiredis_found AND ADMIT_WITH_ASIO)
+  set(admit_redis_default ON)
+endif()
+option(ADMIT_WITH_REDIS "Build the admit::redis target (needs hiredis through pkg-config and ADMIT_WITH_ASIO)"
+  ${admit_redis_default})
+
+if(ADMIT_WITH_REDIS)
+  if(NOT ADMIT_WITH_ASIO)
+    message(FATAL_ERROR "ADMIT_WITH_REDIS needs ADMIT_WITH_ASIO=ON")
+  endif()
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+  add_library(admit_redis STATIC
+    ${PROJECT_SOURCE_DIR}/src/redis/connection.cpp
+    ${PROJECT_SOURCE_DIR}/src/redis/options.cpp)
+  add_library(admit::redis ALIAS admit_redis)
+  set_target_properties(admit_redis PROPERTIES EXPORT_NAME redis POSITION_INDEPENDENT_CODE ON)
+  target_link_libraries(admit_redis PUBLIC admit_asio PRIVATE PkgConfig::HIREDIS admit_warnings)
+  if(ADMIT_BUILD_TESTS)
+    add_subdirectory(${PROJECT_SOURCE_DIR}/tests/redis ${PROJECT_BINARY_DIR}/tests/redis)
+  endif()
+endif()

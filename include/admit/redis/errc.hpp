@@ -1,0 +1,70 @@
+// admit/redis/errc.hpp — why a Redis call failed at the I/O level, as an error code.
+//
+//   auto r = conn.execute("GET", "k");
+//   if (r.error == admit::redis::errc::outcome_unknown) log("the connection dropped: GET may or may not have run");
+//
+// A Redis error *reply* (NOSCRIPT, MOVED, WRONGTYPE...) is not one of these: it is a value, admit::redis::reply with
+// type() == reply_type::error. These codes say that no reply was received. Asio's own codes (connection_refused,
+// operation_aborted for a cancelled call, ...) are passed through unchanged.
+#pragma once
+
+#include <boost/system/error_code.hpp>
+#include <string>
+#include <system_error>
+
+namespace admit::redis {
+
+enum class errc {
+  // 0 is "no error".
+  timeout = 1,          // the call's deadline passed first; if the command was sent, its late reply is discarded
+  outcome_unknown = 2,  // the connection was lost after the command was (possibly) written: it may have run or not
+  closed = 3,           // the connection was closed by its owner (close() or its destructor) before a reply came
+  connect_timeout = 4,  // connecting (resolve, connect, AUTH, SELECT) took longer than the connect timeout
+  auth_failed = 5,      // the server answered AUTH with an error (wrong password, unknown user)
+  select_failed = 6,    // the server answered SELECT with an error (database index out of range)
+  protocol_error = 7,   // the server sent bytes that are not RESP, or a reply nobody asked for: connection dropped
+};
+
+namespace detail {
+class errc_category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "admit.redis"; }
+  std::string message(int value) const override {
+    switch (static_cast<errc>(value)) {
+      case errc::timeout:
+        return "redis call timed out";
+      case errc::outcome_unknown:
+        return "connection lost after the command was sent: its outcome is unknown";
+      case errc::closed:
+        return "redis connection closed";
+      case errc::connect_timeout:
+        return "timed out connecting to redis";
+      case errc::auth_failed:
+        return "redis AUTH failed";
+      case errc::select_failed:
+        return "redis SELECT failed";
+      case errc::protocol_error:
+        return "redis protocol error";
+    }
+    return "unknown admit.redis error " + std::to_string(value);
+  }
+};
+}  // namespace detail
+
+// The category of admit::redis::errc (one object for the whole program).
+inline const std::error_category& error_category() noexcept {
+  static const detail::errc_category category;
+  return category;
+}
+
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
+
+// As a boost::system::error_code (what Asio completion handlers receive); it compares equal to the errc value.
+inline boost::system::error_code to_error_code(errc e) noexcept {
+  return boost::system::error_code(make_error_code(e));
+}
+
+}  // namespace admit::redis
+
+template <>
+struct std::is_error_code_enum<admit::redis::errc> : std::true_type {};

@@ -1,0 +1,239 @@
+// tests/redis/redis_server.hpp — a private redis-server for one test: a free loopback port (and a unix socket in a
+// temporary directory), persistence off, started in the constructor, killed in the destructor. It can be killed,
+// restarted on the same port, and paused (CLIENT PAUSE) for fault tests; admin() runs a command on a separate
+// blocking hiredis connection.
+#pragma once
+
+#include <arpa/inet.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace admit::redis::testing {
+
+class redis_server {
+ public:
+  struct config {
+    std::string requirepass;  // empty: no password
+  };
+
+  redis_server() : redis_server(config{}) {}
+  explicit redis_server(config c) : config_(std::move(c)) {
+    char dir_template[] = "/tmp/admit-redis-XXXXXX";
+    if (::mkdtemp(dir_template) == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = dir_template;
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      port_ = free_port();
+      if (try_start()) return;
+    }
+    throw std::runtime_error("could not start redis-server");
+  }
+
+  ~redis_server() {
+    kill();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  redis_server(const redis_server&) = delete;
+  redis_server& operator=(const redis_server&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  std::string unix_path() const { return dir_ + "/redis.sock"; }
+  const std::string& password() const { return config_.requirepass; }
+  std::string url(int db = 0) const {
+    std::string auth = config_.requirepass.empty() ? "" : ":" + config_.requirepass + "@";
+    return "redis://" + auth + "127.0.0.1:" + std::to_string(port_) + "/" + std::to_string(db);
+  }
+
+  // SIGKILL and reap (no-op if not running).
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+  // Starts again on the same port (after kill()).
+  void start() {
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      if (try_start()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the port may linger briefly
+    }
+    throw std::runtime_error("could not restart redis-server on port " + std::to_string(port_));
+  }
+
+  void restart() {
+    kill();
+    start();
+  }
+
+  // CLIENT PAUSE for `ms` milliseconds: every client's commands wait (the server keeps accepting and reading).
+  void pause(std::chrono::milliseconds ms) { admin({"CLIENT", "PAUSE", std::to_string(ms.count()), "ALL"}); }
+
+  // Runs one command on a fresh blocking connection; the reply as text (integers in decimal, arrays joined by
+  // newlines, errors prefixed with '-'). Throws on I/O errors.
+  std::string admin(const std::vector<std::string>& args, int db = 0) const {
+    redisContext* c = connect_once();
+    if (c == nullptr) throw std::runtime_error("admin: cannot connect to redis");
+    std::string out;
+    if (db != 0) run(c, {"SELECT", std::to_string(db)});
+    out = run(c, args);
+    redisFree(c);
+    return out;
+  }
+
+  // The number of calls of `command` (lower case, e.g. "script|load", "evalsha") in INFO commandstats.
+  long long calls(const std::string& command) const {
+    const std::string info = admin({"INFO", "commandstats"});
+    const std::string key = "cmdstat_" + command + ":calls=";
+    const auto at = info.find(key);
+    if (at == std::string::npos) return 0;
+    return std::atoll(info.c_str() + at + key.size());
+  }
+
+ private:
+  static std::uint16_t free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      ::close(fd);
+      throw std::runtime_error("free_port: bind failed");
+    }
+    ::close(fd);
+    return ntohs(addr.sin_port);
+  }
+
+  static const char* server_binary() {
+    if (const char* env = std::getenv("REDIS_SERVER")) return env;
+#ifdef ADMIT_REDIS_SERVER
+    return ADMIT_REDIS_SERVER;
+#else
+    return "redis-server";
+#endif
+  }
+
+  redisContext* connect_once() const {
+    timeval tv{1, 0};
+    redisContext* c = redisConnectWithTimeout("127.0.0.1", port_, tv);
+    if (c == nullptr) return nullptr;
+    if (c->err != 0) {
+      redisFree(c);
+      return nullptr;
+    }
+    if (!config_.requirepass.empty() && run(c, {"AUTH", config_.requirepass}) != "OK") {
+      redisFree(c);
+      return nullptr;
+    }
+    return c;
+  }
+
+  static std::string text(const redisReply* r) {
+    switch (r->type) {
+      case REDIS_REPLY_INTEGER:
+        return std::to_string(r->integer);
+      case REDIS_REPLY_NIL:
+        return "(nil)";
+      case REDIS_REPLY_ERROR:
+        return "-" + std::string(r->str, r->len);
+      case REDIS_REPLY_ARRAY: {
+        std::string s;
+        for (std::size_t i = 0; i < r->elements; ++i) s += (i == 0 ? "" : "\n") + text(r->element[i]);
+        return s;
+      }
+      default:
+        return std::string(r->str, r->len);
+    }
+  }
+
+  static std::string run(redisContext* c, const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.c_str());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lens.data()));
+    if (r == nullptr) throw std::runtime_error("admin: I/O error");
+    std::string s = text(r);
+    freeReplyObject(r);
+    return s;
+  }
+
+  bool try_start() {
+    std::vector<std::string> args = {server_binary(),
+                                     "--port",
+                                     std::to_string(port_),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--daemonize",
+                                     "no",
+                                     "--dir",
+                                     dir_,
+                                     "--logfile",
+                                     dir_ + "/redis.log",
+                                     "--unixsocket",
+                                     unix_path(),
+                                     "--unixsocketperm",
+                                     "700"};
+    if (!config_.requirepass.empty()) {
+      args.push_back("--requirepass");
+      args.push_back(config_.requirepass);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+      ::execvp(argv[0], argv.data());
+      ::_exit(127);
+    }
+    pid_ = pid;
+    // Wait until it answers PING (or exits: port taken).
+    for (int i = 0; i < 500; ++i) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      if (redisContext* c = connect_once()) {
+        const bool pong = run(c, {"PING"}) == "PONG";
+        redisFree(c);
+        if (pong) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill();
+    return false;
+  }
+
+  config config_;
+  std::string dir_;
+  std::uint16_t port_ = 0;
+  pid_t pid_ = -1;
+};
+
+}  // namespace admit::redis::testing
