@@ -26,6 +26,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <memory>
 #include <vector>
 
 #include "admit/gcra.hpp"
@@ -626,6 +627,34 @@ TEST(AsioMiddleware, ThreadedRequestsNeverExceedTheConcurrencyLimit) {
   EXPECT_LE(peak.load(), limit);
   EXPECT_EQ(sem.available(), limit);
   EXPECT_EQ(sem.waiting(), 0u);
+}
+
+// held_permits keeps its permits in raw slots; moving and destroying must touch exactly the ones it holds.
+TEST(HeldPermits, MovesAndReleaseReturnEveryPermitExactlyOnce) {
+  for (std::size_t held = 0; held <= admit::asio::held_permits::max_size; ++held) {
+    std::vector<std::unique_ptr<admit::semaphore>> sems;
+    admit::asio::held_permits a;
+    for (std::size_t i = 0; i < held; ++i) {
+      sems.push_back(std::make_unique<admit::semaphore>(2));
+      a.add(*sems.back()->try_acquire(static_cast<std::int64_t>(i % 2) + 1));
+    }
+    admit::asio::held_permits b(std::move(a));
+    EXPECT_EQ(a.size(), 0u);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
+    EXPECT_EQ(b.size(), held);
+    admit::semaphore other{1};
+    admit::asio::held_permits c;
+    c.add(*other.try_acquire());
+    c = std::move(b);  // releases what c held before
+    EXPECT_EQ(other.available(), 1);
+    EXPECT_EQ(c.size(), held);
+    std::int64_t expected = 0;
+    for (std::size_t i = 0; i < held; ++i) expected += static_cast<std::int64_t>(i % 2) + 1;
+    EXPECT_EQ(c.count(), expected);
+    for (auto& s : sems) EXPECT_LT(s->available(), 2);
+    c.release();
+    EXPECT_EQ(c.size(), 0u);
+    for (auto& s : sems) EXPECT_EQ(s->available(), 2);
+  }
 }
 
 }  // namespace

@@ -184,7 +184,9 @@ net::awaitable<void> session(tcp::socket socket, const Service* service, work_ha
     boost::system::error_code write_ec;
     if constexpr (!std::is_same_v<Service, no_service>) {
       auto out = co_await (*service)(req);
-      http_response res = out ? std::move(out.response()) : render(out.rejected(), version);
+      // An admitted response is written where it is, in the outcome (no move); a refusal is rendered beside it.
+      std::optional<http_response> refusal;
+      http_response& res = out ? out.response() : refusal.emplace(render(out.rejected(), version));
       if (rate_fields && out && out.rate()) {
         for (const auto& f : admit::asio::rate_limit_fields(*out.rate())) res.set(f.name(), f.value());
       }

@@ -36,8 +36,10 @@
 // released. A layer throws only what its limiter throws (keyed: std::bad_alloc on a new key), with the same effect.
 //
 // Cost. A request admitted at once by every layer costs one coroutine frame for the driver (Asio's per-thread
-// recycling allocator), one decision per rate layer, one compare-and-swap per concurrency layer, and the same again
-// to release. bench/middleware_bench.cpp measures it; docs/perf/http.md has the cost under a real HTTP load.
+// recycling allocator; no timer, no race and no other frame unless a concurrency layer has to wait), one decision per
+// rate layer, one compare-and-swap per concurrency layer, and the same again to release. The handler's response is
+// moved once into the outcome, which is built in the driver's promise (and once out of it, as every awaitable's
+// result is). bench/middleware_bench.cpp measures it; docs/perf/http.md has the cost under a real HTTP load.
 //
 // Thread safety. A built middleware is immutable: call() may run concurrently on any number of threads. The limiters
 // it points to must outlive every call, and the middleware must outlive the calls it started.
@@ -124,15 +126,17 @@ class middleware {
   template <class Handler>
   boost::asio::awaitable<outcome_type> call(Request& req, Handler&& handler) const {
     detail::request_context ctx;
-    for (std::size_t i = 0; i < sizeof...(Layers); ++i) {
-      const detail::step s = enter_at(i, ctx, req, std::index_sequence_for<Layers...>{});
+    std::size_t at = 0;  // the layer that did not pass
+    // The layers run synchronously, one after the other, until one does not pass; only a layer that has to wait
+    // (a concurrency limit without a free permit) suspends this coroutine, and the layers after it run once it is done.
+    for (detail::step s = enter_from<0>(0, ctx, req, at); s.kind != detail::step_kind::pass;
+         s = enter_from<0>(at + 1, ctx, req, at)) {
       if (s.kind == detail::step_kind::reject) co_return outcome_type(s.why);
-      if (s.kind == detail::step_kind::wait) {
-        if (std::optional<rejection> r = co_await s.wait(s.self, ctx)) co_return outcome_type(*r);
-      }
+      if (std::optional<rejection> r = co_await s.wait(s.self, ctx)) co_return outcome_type(*r);
     }
     Response response = co_await std::invoke(handler, req);
-    co_return outcome_type(std::move(response), std::move(ctx.permits), ctx.rate);
+    // The outcome is built in this coroutine's promise: the response is moved once, straight into it.
+    co_return detail::admitted<Response>{response, ctx.permits, ctx.rate};
   }
 
   // A service: this stack bound to a handler, called as `co_await svc(req)`. It holds copies of both.
@@ -149,12 +153,23 @@ class middleware {
     return middleware<Request, Response, Layers..., Layer>(std::tuple_cat(layers_, std::make_tuple(std::move(layer))));
   }
 
-  template <std::size_t... I>
-  detail::step enter_at(std::size_t i, detail::request_context& ctx, const Request& req,
-                        std::index_sequence<I...>) const {
-    detail::step s;
-    ((i == I ? (void)(s = std::get<I>(layers_).enter(ctx, req)) : (void)0), ...);
-    return s;
+  // Runs the layers from index `from` on, in order, until one does not pass: returns its step and sets `at` to its
+  // index; returns pass when every layer passed. Unrolled at compile time (from == 0 on the fast path).
+  template <std::size_t I>
+  detail::step enter_from([[maybe_unused]] std::size_t from, [[maybe_unused]] detail::request_context& ctx,
+                          [[maybe_unused]] const Request& req, [[maybe_unused]] std::size_t& at) const {
+    if constexpr (I == sizeof...(Layers)) {
+      return detail::step::pass();
+    } else {
+      if (I >= from) {
+        detail::step s = std::get<I>(layers_).enter(ctx, req);
+        if (s.kind != detail::step_kind::pass) {
+          at = I;
+          return s;
+        }
+      }
+      return enter_from<I + 1>(from, ctx, req, at);
+    }
   }
 
   std::tuple<Layers...> layers_;

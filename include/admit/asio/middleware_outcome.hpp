@@ -15,6 +15,7 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <optional>
 #include <utility>
 #include <variant>
@@ -31,13 +32,12 @@ class held_permits {
  public:
   static constexpr std::size_t max_size = 4;
 
-  held_permits() noexcept = default;
-  held_permits(held_permits&& other) noexcept : items_(std::move(other.items_)), size_(std::exchange(other.size_, 0)) {}
+  held_permits() noexcept {}  // NOLINT(modernize-use-equals-default): the slots stay unconstructed
+  held_permits(held_permits&& other) noexcept { take(other); }
   held_permits& operator=(held_permits&& other) noexcept {
     if (this != &other) {
       release();
-      items_ = std::move(other.items_);
-      size_ = std::exchange(other.size_, 0);
+      take(other);
     }
     return *this;
   }
@@ -46,26 +46,58 @@ class held_permits {
   // Adds a permit (precondition: fewer than max_size held; the middleware checks this when it is built).
   void add(permit p) noexcept {
     assert(size_ < max_size && "admit::asio::held_permits: more than max_size concurrency layers");
-    items_[size_++] = std::move(p);
+    ::new (static_cast<void*>(&slots_[size_].item)) permit(std::move(p));
+    ++size_;
   }
 
   // Releases every permit, innermost (last added) first, and leaves this empty.
   void release() noexcept {
-    while (size_ > 0) items_[--size_].release();
+    while (size_ > 0) slots_[--size_].item.~permit();  // a permit's destructor releases it
   }
 
   // How many permit objects are held (one per concurrency layer passed), and the permits they hold in total.
   std::size_t size() const noexcept { return size_; }
   std::int64_t count() const noexcept {
     std::int64_t n = 0;
-    for (std::size_t i = 0; i < size_; ++i) n += items_[i].count();
+    for (std::size_t i = 0; i < size_; ++i) n += slots_[i].item.count();
     return n;
   }
 
  private:
-  std::array<permit, max_size> items_{};
+  // Only the first size_ slots hold a permit, so that moving and destroying touch only those (a request through one
+  // concurrency limit moves one permit, not max_size).
+  union slot {
+    slot() noexcept {}  // NOLINT(modernize-use-equals-default)
+    ~slot() {}          // NOLINT(modernize-use-equals-default)
+    permit item;
+  };
+
+  // Moves other's permits here (precondition: this holds none) and leaves other empty.
+  void take(held_permits& other) noexcept {
+    for (std::size_t i = 0; i < other.size_; ++i) {
+      ::new (static_cast<void*>(&slots_[i].item)) permit(std::move(other.slots_[i].item));
+      other.slots_[i].item.~permit();  // moved from: holds nothing
+    }
+    size_ = std::exchange(other.size_, 0);
+  }
+
+  std::array<slot, max_size> slots_;
   std::size_t size_ = 0;
 };
+
+namespace detail {
+
+// What the middleware's driver co_returns for an admitted request: references to the handler's response and to what
+// the request collected on the way, from which the outcome is built in place in the driver's promise (one move of the
+// response instead of a temporary outcome that is then moved).
+template <class Response>
+struct admitted {
+  Response& response;
+  held_permits& permits;
+  const std::optional<decision>& rate;
+};
+
+}  // namespace detail
 
 // A request's outcome: admitted (the handler's Response, the permits still held, and the tightest rate-limit decision
 // made on the way, for RateLimit-* fields on a successful response) or refused (a rejection). Move-only because of the
@@ -76,6 +108,9 @@ class [[nodiscard]] outcome {
   explicit outcome(rejection r) noexcept : value_(std::in_place_index<1>, r) {}
   outcome(Response response, held_permits permits, std::optional<decision> rate)
       : value_(std::in_place_index<0>, std::move(response)), permits_(std::move(permits)), rate_(rate) {}
+  // For the middleware's driver (co_return of an admitted request): moves the response and the permits in.
+  explicit outcome(detail::admitted<Response>&& a)
+      : value_(std::in_place_index<0>, std::move(a.response)), permits_(std::move(a.permits)), rate_(a.rate) {}
 
   outcome(outcome&&) = default;
   outcome& operator=(outcome&&) = default;
