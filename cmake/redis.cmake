@@ -27,11 +27,32 @@ if(ADMIT_WITH_REDIS)
   endif()
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+  # Lua scripts: each src/redis/lua/<name>.lua becomes, at build time, a generated header <admit_redis_lua/<name>_lua.hpp>
+  # with `admit::redis::detail::lua::<name>` (a std::string_view of the file's bytes) for the library's own sources.
+  # Editing a .lua file regenerates its header and rebuilds what includes it; no external tool is involved.
+  file(GLOB admit_redis_lua_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/redis/lua/*.lua)
+  set(admit_redis_lua_dir ${PROJECT_BINARY_DIR}/generated/redis)
+  set(admit_redis_lua_headers)
+  foreach(lua IN LISTS admit_redis_lua_sources)
+    get_filename_component(name ${lua} NAME_WE)
+    set(header ${admit_redis_lua_dir}/admit_redis_lua/${name}_lua.hpp)
+    add_custom_command(OUTPUT ${header}
+      COMMAND ${CMAKE_COMMAND} -DINPUT=${lua} -DOUTPUT=${header} -DNAME=${name}
+              -P ${PROJECT_SOURCE_DIR}/src/redis/lua/embed.cmake
+      DEPENDS ${lua} ${PROJECT_SOURCE_DIR}/src/redis/lua/embed.cmake
+      COMMENT "Embedding src/redis/lua/${name}.lua"
+      VERBATIM)
+    list(APPEND admit_redis_lua_headers ${header})
+  endforeach()
+
   add_library(admit_redis STATIC
     ${PROJECT_SOURCE_DIR}/src/redis/connection.cpp
-    ${PROJECT_SOURCE_DIR}/src/redis/options.cpp)
+    ${PROJECT_SOURCE_DIR}/src/redis/gcra.cpp
+    ${PROJECT_SOURCE_DIR}/src/redis/options.cpp
+    ${admit_redis_lua_headers})
   add_library(admit::redis ALIAS admit_redis)
   set_target_properties(admit_redis PROPERTIES EXPORT_NAME redis POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(admit_redis PRIVATE $<BUILD_INTERFACE:${admit_redis_lua_dir}>)
   target_link_libraries(admit_redis PUBLIC admit_asio PRIVATE PkgConfig::HIREDIS admit_warnings)
   if(ADMIT_BUILD_TESTS)
     add_subdirectory(${PROJECT_SOURCE_DIR}/tests/redis ${PROJECT_BINARY_DIR}/tests/redis)
