@@ -17,6 +17,8 @@
 //     1 and 2 threads (each its own hot key: different shards, no contention) and 2 threads on the same key.
 //   keyed/random_1M/at — decide_at on keys drawn at random among 1M stored ones (cache misses dominate).
 //   gcra/at — a standalone admit::gcra's decide_at, for comparison.
+//   keyed_token_bucket/bytes_per_key/<key>/<cap>, keyed_token_bucket/hot/at, token_bucket/at — the same for
+//     admit::keyed<token_bucket> (16 bytes of state a key instead of 8) and a standalone token_bucket.
 // The admit path throughout: 1e9 requests a second and a burst of 1e12 (no call is ever refused).
 #include <benchmark/benchmark.h>
 #include <malloc.h>
@@ -24,6 +26,7 @@
 #include <admit/gcra.hpp>
 #include <admit/keyed.hpp>
 #include <admit/rate.hpp>
+#include <admit/token_bucket.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -55,14 +58,14 @@ std::vector<std::string> ip_keys(std::size_t n) {
   return keys;
 }
 
-template <class Key>
+template <class Key, class Limiter = admit::gcra>
 void fill_and_measure(benchmark::State& state, const std::vector<Key>& keys, std::size_t cap,
                       std::size_t key_heap_bytes) {
   const auto now = std::chrono::steady_clock::now();
   for (auto _ : state) {
     const std::size_t before = heap_in_use();
-    auto k = std::make_unique<admit::keyed<admit::gcra, Key>>(admit::rate::per_second(1), 1,
-                                                              admit::keyed_options{.max_keys = cap});
+    auto k = std::make_unique<admit::keyed<Limiter, Key>>(admit::rate::per_second(1), 1,
+                                                          admit::keyed_options{.max_keys = cap});
     for (const Key& key : keys) {
       if (!k->try_acquire_at(key, now)) state.SkipWithError("a key was refused");
     }
@@ -124,6 +127,27 @@ BENCHMARK(bytes_per_key_u64)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
+void tb_bytes_per_key_ip(benchmark::State& state) {
+  const auto keys = ip_keys(million);
+  fill_and_measure<std::string, admit::token_bucket>(state, keys, static_cast<std::size_t>(state.range(0)),
+                                                     key_heap(keys));
+}
+void tb_bytes_per_key_u64(benchmark::State& state) {
+  std::vector<std::uint64_t> keys(million);
+  for (std::size_t i = 0; i < million; ++i) keys[i] = i * 0x9E3779B97F4A7C15ULL;
+  fill_and_measure<std::uint64_t, admit::token_bucket>(state, keys, static_cast<std::size_t>(state.range(0)), 0);
+}
+BENCHMARK(tb_bytes_per_key_ip)
+    ->Name("keyed_token_bucket/bytes_per_key/ip")
+    ->Arg(1 << 20)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(tb_bytes_per_key_u64)
+    ->Name("keyed_token_bucket/bytes_per_key/u64")
+    ->Arg(1 << 20)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
 // One keyed store shared by the decision benchmarks, holding 1M keys.
 admit::keyed<admit::gcra>& shared_store() {
   static const auto store = [] {
@@ -178,6 +202,25 @@ void gcra_at(benchmark::State& state) {
   }
 }
 BENCHMARK(gcra_at)->Name("gcra/at");
+
+void tb_hot_at(benchmark::State& state) {
+  admit::keyed<admit::token_bucket> k{huge_rate, huge_burst};
+  const std::string key = "hot";
+  const auto now = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    if (!k.try_acquire_at(key, now)) state.SkipWithError("refused");
+  }
+}
+BENCHMARK(tb_hot_at)->Name("keyed_token_bucket/hot/at");
+
+void tb_at(benchmark::State& state) {
+  admit::token_bucket b{huge_rate, huge_burst};
+  const auto now = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    if (!b.try_acquire_at(now)) state.SkipWithError("refused");
+  }
+}
+BENCHMARK(tb_at)->Name("token_bucket/at");
 
 }  // namespace
 

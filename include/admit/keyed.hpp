@@ -4,21 +4,25 @@
 //   admit::keyed<admit::gcra> per_client{admit::rate::per_second(10), 20, {.max_keys = 100'000}};
 //   if (admit::decision d = per_client.decide(client_ip); !d) reply_429(d.retry_after, d.limit, d.remaining);
 //
-// Storage. Every key shares one configuration, held once here; each key stores only its algorithm's state word
-// (GCRA: the int64 TAT − τ), next to the key, in an open-addressing table (detail/keyed_table.hpp). The keys are split
-// over a power-of-two number of shards by the top bits of their (mixed) hash; each shard is a table under its own
-// mutex, alone on its cache line, so threads on keys of different shards never touch the same memory. A lock rather
-// than a lock-free table: a decision holds it for one probe and a few integer operations (tens of ns), insertion and
-// eviction move keys (backward-shift deletion, growth), which a lock-free table would have to do with per-slot
-// versioning or hazard pointers; and a hot key contends on its cache line whether it is guarded by a lock or by a CAS.
+// (admit::keyed<admit::token_bucket> likewise: one x/time/rate token bucket per key.)
 //
-// Eviction, exact. A key's state is "full" from some time on (policy full_at: for GCRA, TAT); from then on it carries
-// no information — a new, full limiter decides the same — and the store may drop it. It never drops a key earlier
-// unless the cap forces it under keyed_when_full::evict_busy. Each shard remembers a floor: the latest time from which
-// a key it dropped was full; a key created in the shard starts "full since the floor" (policy full_since), which is a
-// new, full limiter for every now at or after the floor — so with times that do not go back, decisions are identical
-// with and without eviction — and for an earlier now (a stale time from another thread, a clock going backwards) is
-// never fuller than the dropped key was: eviction never makes the store admit more than without it.
+// Storage. Every key shares one configuration, held once here; each key stores only its algorithm's state (GCRA: the
+// int64 TAT − τ; token bucket: its TAT and the latest `now` of an admission, 16 bytes), next to the key, in an
+// open-addressing table (detail/keyed_table.hpp). The keys are split over a power-of-two number of shards by the top
+// bits of their (mixed) hash; each shard is a table under its own mutex, alone on its cache line, so threads on keys of
+// different shards never touch the same memory. A lock rather than a lock-free table: a decision holds it for one probe
+// and a few integer operations (tens of ns), insertion and eviction move keys (backward-shift deletion, growth), which
+// a lock-free table would have to do with per-slot versioning or hazard pointers; and a hot key contends on its cache
+// line whether it is guarded by a lock or by a CAS.
+//
+// Eviction, exact. A key's state is "full" from some time on (policy full_at: for GCRA, TAT; for the token
+// bucket, TAT + τ); from then on it carries no information — a new, full limiter decides the same — and the store may
+// drop it. It never drops a key earlier unless the cap forces it under keyed_when_full::evict_busy. Each shard
+// remembers a floor: the latest time from which a key it dropped was full; a key created in the shard starts "full
+// since the floor" (policy full_since), which is a new, full limiter for every now at or after the floor — so with
+// times that do not go back, decisions are identical with and without eviction — and for an earlier now (a stale time
+// from another thread, a clock going backwards) is never fuller than the dropped key was: eviction never makes the
+// store admit more than without it.
 //
 // Eviction, amortized. Each insertion of a new key first examines `sweep` slots under the shard's clock hand and
 // drops the idle keys there; when the shard is at its cap, the insertion scans the whole shard for idle keys — but only
@@ -100,9 +104,11 @@ struct keyed_hash<std::string> {
   std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
 
-// One `Limiter` per key. `Limiter` is a limiter with a keyed policy (admit::basic_gcra<Clock>, so keyed<gcra> and
-// keyed<basic_gcra<manual_clock>>) or a keyed policy itself (detail/keyed_policy.hpp). Lookups accept any type that
-// Hash and Eq accept when both are transparent (std::string_view for std::string keys, by default).
+// One `Limiter` per key. `Limiter` is a limiter with a keyed policy (admit::basic_gcra<Clock> and
+// admit::basic_token_bucket<Clock>, so keyed<gcra>, keyed<token_bucket>, keyed<basic_gcra<manual_clock>>) or a keyed
+// policy itself (detail/keyed_policy.hpp); each key decides exactly as a standalone Limiter's decide_at would. Lookups
+// accept any type that Hash and Eq accept when both are transparent (std::string_view for std::string keys, by
+// default).
 template <class Limiter, class Key = std::string, class Hash = keyed_hash<Key>, class Eq = std::equal_to<>>
 class keyed {
  public:

@@ -14,6 +14,7 @@
 // refusal writes nothing. Nothing refills in the background: the state is brought up to date lazily from `now`.
 // The interval is rounded up to whole nanoseconds, so the bucket never admits more than rate·w + burst in any
 // window w, and a full burst always fits at once.
+// The arithmetic on plain values lives in detail/token_bucket_math.hpp, shared with admit::keyed<token_bucket>.
 //
 // Deliberate differences from x/time/rate:
 // - A `now` earlier than that of the latest admission (or reconfiguration) is treated as that later `now`: it never
@@ -46,6 +47,7 @@
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/sleep.hpp"
+#include "admit/detail/token_bucket_math.hpp"
 #include "admit/rate.hpp"
 
 namespace admit {
@@ -86,26 +88,8 @@ class basic_token_bucket {
   // Like try_acquire_at, with the whole decision: limit (burst), remaining whole tokens, retry_after
   // (nanoseconds::max() when n can never fit), reset_after (time until the bucket is full).
   [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
-    const std::int64_t t = to_ns<Clock>(now);
-    const outcome o = step(t, n, mode::allow, 0);
-    decision d;
-    d.admitted = o.ok;
-    d.limit = o.cfg.burst;
-    if (o.cfg.inf()) {
-      d.remaining = o.cfg.burst;
-      return d;
-    }
-    const double tokens = tokens_of(o.cfg, o.tat, o.t);
-    d.remaining = tokens > 0 ? static_cast<std::int64_t>(std::floor(tokens)) : 0;
-    if (!o.ok) d.retry_after = std::chrono::nanoseconds{o.wait};
-    if (o.cfg.zero()) {
-      d.reset_after =
-          tokens >= static_cast<double>(o.cfg.burst) ? std::chrono::nanoseconds{0} : std::chrono::nanoseconds::max();
-    } else {
-      const std::int64_t full_at = detail::sat_add(o.tat, o.cfg.tol);
-      d.reset_after = std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(full_at, o.t))};
-    }
-    return d;
+    const outcome o = step(to_ns<Clock>(now), n, mode::allow, 0);
+    return detail::token_bucket_describe(o.cfg, o.ok, o.wait, o.tat, o.t);
   }
   [[nodiscard]] decision decide(std::int64_t n = 1) noexcept { return decide_at(Clock::now(), n); }
 
@@ -201,17 +185,7 @@ class basic_token_bucket {
  private:
   // The configuration, derived from rate and burst; published under a sequence lock so that a decision always sees
   // one consistent configuration together with a state that belongs to it.
-  struct config {
-    std::int64_t burst = 0;
-    std::int64_t cost1 = 0;  // ns one token costs: the interval rounded up; 0 for an infinite rate
-    std::int64_t tol = 0;    // ns the full burst costs, burst · cost1: tokens(t) == burst iff tat <= t - tol
-    std::int64_t frozen =
-        detail::ns_min;  // rate zero: the instant time stopped for this bucket (cost1 is then a unit of 1 ns)
-
-    [[nodiscard]] bool inf() const noexcept { return cost1 == 0; }
-    [[nodiscard]] bool zero() const noexcept { return frozen != detail::ns_min; }
-    [[nodiscard]] double interval() const noexcept { return static_cast<double>(cost1); }
-  };
+  using config = detail::token_bucket_config;
   struct snapshot {
     config cfg;
     std::int64_t tat = 0;
@@ -235,35 +209,9 @@ class basic_token_bucket {
     return rate::every(std::chrono::duration<double, std::nano>(interval));
   }
 
-  // The longest refill of a whole burst the state can hold: tat, now and now - tol all stay within int64.
-  static constexpr std::int64_t max_tol = std::int64_t{1} << 62;
-
-  // n tokens cost n whole intervals. The interval is rounded up to whole nanoseconds once, and every cost — one token,
-  // n tokens, the whole burst — is a multiple of it, so a full burst always fits at once and the bucket never admits
-  // more than rate·w + burst in any window w. The rate enforced is 1/ceil(interval): slower than asked by under one
-  // nanosecond per token (under 0.1% up to 1,000,000/s); rates above 1e9/s act as 1e9/s.
-  static std::int64_t cost_ns(const config& c, std::int64_t n) noexcept { return detail::sat_mul(n, c.cost1); }
-
-  static std::int64_t whole_interval(double interval_ns) noexcept {
-    return std::max<std::int64_t>(1, detail::ceil_ns(interval_ns));
-  }
-
-  // Throws std::invalid_argument naming the values when the burst is negative or its refill exceeds max_tol.
+  // Throws std::invalid_argument naming the values when the burst is negative or its refill exceeds 2^62 ns.
   static config make_config(rate r, std::int64_t burst, std::int64_t now_ns) {
-    if (burst < 0) {
-      throw std::invalid_argument("admit::token_bucket: burst must not be negative, got " + std::to_string(burst));
-    }
-    config c;
-    c.burst = burst;
-    if (r.is_zero()) c.frozen = now_ns;
-    // Rate zero: time stands still, so the interval is only a unit for counting tokens; 1 ns allows any burst.
-    c.cost1 = r.is_inf() ? 0 : r.is_zero() ? 1 : whole_interval(r.interval_ns());
-    c.tol = detail::sat_mul(burst, c.cost1);
-    if (c.tol > max_tol) {
-      throw std::invalid_argument("admit::token_bucket: burst " + std::to_string(burst) + " at rate " + r.to_string() +
-                                  " takes more than 2^62 ns (146 years) to refill, beyond the range of the state");
-    }
-    return c;
+    return detail::make_token_bucket_config(r, burst, now_ns);
   }
 
   // A signed number of nanoseconds from a double, rounded up and saturating instead of overflowing.
@@ -275,9 +223,7 @@ class basic_token_bucket {
 
   // Tokens held at effective time t for state tat (may be negative).
   static double tokens_of(const config& c, std::int64_t tat, std::int64_t t) noexcept {
-    const std::int64_t at = c.zero() ? c.frozen : t;
-    if (tat <= detail::sat_sub(at, c.tol)) return static_cast<double>(c.burst);
-    return static_cast<double>(at - tat) / c.interval();
+    return detail::token_bucket_tokens(c, tat, t);
   }
 
   std::int64_t effective_now(std::int64_t t) const noexcept {
@@ -326,29 +272,10 @@ class basic_token_bucket {
         o.ok = true;
         return o;
       }
-      const config& c = s.cfg;
-      const std::int64_t at = c.zero() ? c.frozen : t;  // rate zero: time stands still, nothing refills
-      const std::int64_t full_at = detail::sat_sub(at, c.tol);
-      const std::int64_t base = std::max(s.tat, full_at);
-      std::int64_t ready = 0;  // when the request can be served
-      std::int64_t new_tat = 0;
-      if (n > c.burst) {
-        if (policy_ == oversize_policy::reject) {
-          o.wait = detail::ns_max;
-          return o;
-        }
-        // Debt: served once the bucket is full, then owes the excess.
-        ready = detail::sat_add(s.tat, c.tol);
-        new_tat = detail::sat_add(base, cost_ns(c, n));
-      } else {
-        new_tat = detail::sat_add(base, cost_ns(c, n));
-        ready = new_tat;
-      }
-      if (c.zero() && ready > at) {
-        o.wait = detail::ns_max;  // never refills
-        return o;
-      }
-      o.wait = ready > at ? detail::sat_sub(ready, at) : 0;
+      const detail::token_bucket_step_result r = detail::token_bucket_step(s.cfg, policy_, s.tat, t, n);
+      o.wait = r.wait;
+      if (r.never) return o;  // n above the burst, or the rate is zero and the bucket is short
+      const std::int64_t new_tat = r.new_tat;
       if (m == mode::query) return o;
       if (m == mode::allow ? o.wait != 0 : o.wait > max_wait) return o;
       const std::int64_t time_to_act = o.wait == 0 ? now_ns : detail::sat_add(t, o.wait);
