@@ -21,12 +21,12 @@
 #include <boost/asio/this_coro.hpp>
 #include <chrono>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
-#include <memory>
 #include <vector>
 
 #include "admit/gcra.hpp"
