@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "admit/detail/saturating.hpp"
 #include "admit/detail/semaphore_state.hpp"
 #include "admit/errc.hpp"
 #include "cli/duration.hpp"
@@ -16,21 +17,6 @@ namespace admit::cli {
 namespace {
 
 constexpr std::int64_t ns_per_second = 1'000'000'000;
-
-bool is_blank(char c) noexcept { return c == ' ' || c == '\t' || c == '\r'; }
-
-std::int64_t sat_add(std::int64_t a, std::int64_t b) noexcept {
-  std::int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) return std::numeric_limits<std::int64_t>::max();
-  return r;
-}
-
-std::int64_t nearest_rank(const std::vector<std::int64_t>& sorted, int percent) {
-  if (sorted.empty()) return 0;
-  const auto n = static_cast<std::int64_t>(sorted.size());
-  const std::int64_t rank = std::max<std::int64_t>((percent * n + 99) / 100, 1);  // ceil(p/100 * n)
-  return sorted[static_cast<std::size_t>(rank - 1)];
-}
 
 // Seconds field of a trace line: exact ns, at most max_trace_seconds.
 std::int64_t parse_time_field(std::size_t line, std::string_view text, const char* what, const char* expected) {
@@ -125,7 +111,7 @@ class simulation {
     n.notify = &on_notify;
     const auto begun = state_.begin_wait(n);
     if (begun.queued) {
-      if (settings_.timeout) schedule(sat_add(now_, settings_.timeout->count()), deadline_kind, i);
+      if (settings_.timeout) schedule(detail::sat_add(now_, settings_.timeout->count()), deadline_kind, i);
     } else if (begun.error == errc{}) {
       n.resolved = true;
       start(i, 0);
@@ -175,7 +161,7 @@ class simulation {
     in_flight_ += trace_[i].n;
     if (in_flight_ > settings_.limit)
       throw std::logic_error("concurrency replay: more permits in flight than the limit");
-    schedule(sat_add(now_, trace_[i].duration_ns), completion, i);
+    schedule(detail::sat_add(now_, trace_[i].duration_ns), completion, i);
   }
 
   void resolve_failed(std::size_t i, request_outcome o, std::int64_t waited) {
@@ -246,19 +232,8 @@ class simulation {
 
 std::optional<request> request_trace_parser::feed(std::string_view line) {
   ++line_;
-  const auto hash = line.find('#');
-  if (hash != std::string_view::npos) line = line.substr(0, hash);
   std::string_view fields[4];
-  std::size_t count = 0;
-  std::size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && is_blank(line[i])) ++i;
-    if (i == line.size()) break;
-    const std::size_t start = i;
-    while (i < line.size() && !is_blank(line[i])) ++i;
-    if (count == 4) break;
-    fields[count++] = line.substr(start, i - start);
-  }
+  const std::size_t count = split_trace_line(line, fields);
   if (count == 0) return std::nullopt;
   constexpr const char* shape = "`<arrival seconds> <duration seconds> [n]`";
   if (count > 3) throw trace_error(line_, "unexpected text " + quote_for_message(fields[3]) + ": expected " + shape);
@@ -270,13 +245,9 @@ std::optional<request> request_trace_parser::feed(std::string_view line) {
   std::int64_t n = 1;
   if (count == 3) {
     const auto& f = fields[2];
-    bool ok = !f.empty() && f.size() <= 10;
-    n = 0;
-    for (char c : f) {
-      ok = ok && c >= '0' && c <= '9';
-      if (ok) n = n * 10 + (c - '0');
-    }
-    if (!ok || n < 1 || n > max_tokens_per_arrival) {
+    const auto parsed = f.size() <= 10 ? parse_whole_number(f) : std::nullopt;
+    n = parsed.value_or(0);
+    if (!parsed || n < 1 || n > max_tokens_per_arrival) {
       throw trace_error(line_, "invalid count " + quote_for_message(f) +
                                    ": expected a whole number of permits from 1 to " +
                                    std::to_string(max_tokens_per_arrival));

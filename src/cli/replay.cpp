@@ -209,13 +209,6 @@ std::int64_t base_for(const replay_settings& s) noexcept {
 
 [[noreturn]] void refuse(const std::string& message) { throw std::invalid_argument(message); }
 
-std::int64_t nearest_rank(const std::vector<std::int64_t>& sorted, int percent) {
-  if (sorted.empty()) return 0;
-  const auto n = static_cast<std::int64_t>(sorted.size());
-  const std::int64_t rank = (percent * n + 99) / 100;  // ceil(p/100 * n), >= 1
-  return sorted[static_cast<std::size_t>(std::max<std::int64_t>(rank, 1) - 1)];
-}
-
 }  // namespace
 
 std::optional<algorithm> parse_algorithm(std::string_view name) noexcept {
@@ -481,6 +474,13 @@ std::int64_t choose_bucket_width(std::int64_t span_ns, std::int64_t max_buckets)
   std::int64_t w = 86400 * s;
   while (span_ns / w + 1 > max_buckets && w < std::numeric_limits<std::int64_t>::max() / 2) w *= 2;
   return w;
+}
+
+std::int64_t nearest_rank(const std::vector<std::int64_t>& sorted, int percent) {
+  if (sorted.empty()) return 0;
+  const auto n = static_cast<std::int64_t>(sorted.size());
+  const std::int64_t rank = (percent * n + 99) / 100;  // ceil(p/100 * n), >= 1
+  return sorted[static_cast<std::size_t>(std::max<std::int64_t>(rank, 1) - 1)];
 }
 
 }  // namespace admit::cli

@@ -137,4 +137,8 @@ struct bucket {
 // splits [0, span_ns] into at most `max_buckets` buckets. At least 1 ms.
 [[nodiscard]] std::int64_t choose_bucket_width(std::int64_t span_ns, std::int64_t max_buckets);
 
+// The nearest-rank `percent` percentile of ascending `sorted` values (0 when empty): the value at rank
+// ceil(percent/100 · n), at least the first.
+[[nodiscard]] std::int64_t nearest_rank(const std::vector<std::int64_t>& sorted, int percent);
+
 }  // namespace admit::cli

@@ -10,7 +10,7 @@ namespace {
 constexpr std::int64_t ns_per_second = 1'000'000'000;
 
 bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
-bool is_blank(char c) noexcept { return c == ' ' || c == '\t'; }
+bool is_blank(char c) noexcept { return c == ' ' || c == '\t' || c == '\r'; }
 
 // Parses a non-empty run of decimal digits into a non-negative int64; false on overflow or a non-digit.
 bool parse_digits(std::string_view text, std::int64_t& out) noexcept {
@@ -27,6 +27,27 @@ bool parse_digits(std::string_view text, std::int64_t& out) noexcept {
 }
 
 }  // namespace
+
+std::optional<std::int64_t> parse_whole_number(std::string_view text) noexcept {
+  std::int64_t v = 0;
+  if (!parse_digits(text, v)) return std::nullopt;
+  return v;
+}
+
+std::size_t split_trace_line(std::string_view line, std::span<std::string_view> fields) noexcept {
+  const auto hash = line.find('#');
+  if (hash != std::string_view::npos) line = line.substr(0, hash);
+  std::size_t count = 0;
+  std::size_t i = 0;
+  while (i < line.size() && count < fields.size()) {
+    while (i < line.size() && is_blank(line[i])) ++i;
+    if (i == line.size()) break;
+    const std::size_t start = i;
+    while (i < line.size() && !is_blank(line[i])) ++i;
+    fields[count++] = line.substr(start, i - start);
+  }
+  return count;
+}
 
 trace_error::trace_error(std::size_t line, const std::string& message)
     : std::runtime_error("line " + std::to_string(line) + ": " + message), line_(line) {}
@@ -99,20 +120,8 @@ std::string quote_for_message(std::string_view text) {
 
 std::optional<arrival> trace_parser::feed(std::string_view line) {
   ++line_;
-  const auto hash = line.find('#');
-  if (hash != std::string_view::npos) line = line.substr(0, hash);
-  // Split into whitespace-separated fields; a trailing '\r' counts as whitespace.
   std::string_view fields[3];
-  std::size_t count = 0;
-  std::size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && (is_blank(line[i]) || line[i] == '\r')) ++i;
-    if (i == line.size()) break;
-    const std::size_t start = i;
-    while (i < line.size() && !is_blank(line[i]) && line[i] != '\r') ++i;
-    if (count == 3) break;
-    fields[count++] = line.substr(start, i - start);
-  }
+  const std::size_t count = split_trace_line(line, fields);
   if (count == 0) return std::nullopt;
   if (count > 2) {
     throw trace_error(line_,

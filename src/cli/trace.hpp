@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -53,6 +54,14 @@ class trace_error : public std::runtime_error {
 // Parses a decimal number of seconds with up to 9 fraction digits ("1", "1.5", "0.000000001") into exact
 // nanoseconds. Returns nullopt for anything else (sign, exponent, empty, bare '.', > 9 fraction digits, overflow).
 [[nodiscard]] std::optional<std::int64_t> parse_seconds(std::string_view text) noexcept;
+
+// Parses a non-empty run of decimal digits ("0042" is 42). Returns nullopt for anything else or on int64 overflow.
+[[nodiscard]] std::optional<std::int64_t> parse_whole_number(std::string_view text) noexcept;
+
+// Splits one trace line into fields separated by spaces, tabs or '\r', after dropping a '#' comment. Stores at most
+// fields.size() fields and returns how many it stored: a format of at most k fields passes k + 1 slots and reads a
+// result of k + 1 as unexpected text in fields[k]. 0 means a blank or comment-only line.
+[[nodiscard]] std::size_t split_trace_line(std::string_view line, std::span<std::string_view> fields) noexcept;
 
 // Formats nanoseconds as the shortest decimal seconds parse_seconds() reads back exactly: 1500000000 -> "1.5",
 // 2000000000 -> "2", 1 -> "0.000000001". Negative values get a leading '-'.
