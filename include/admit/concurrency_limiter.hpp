@@ -122,10 +122,8 @@ class basic_concurrency_limiter {
     if (p) {
       finish(acquire_outcome::admitted, n, duration::zero());
     } else {
-      const acquire_outcome why = semaphore_.is_closed()      ? acquire_outcome::closed
-                                  : n > semaphore_.capacity() ? acquire_outcome::exceeds_capacity
-                                                              : acquire_outcome::unavailable;
-      finish(why, n, duration::zero());
+      const errc e = semaphore_.native_state().refusal(n, errc{});
+      finish(e == errc{} ? acquire_outcome::unavailable : to_outcome(e), n, duration::zero());
     }
     return p;
   }

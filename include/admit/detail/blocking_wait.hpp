@@ -82,9 +82,7 @@ acquire_result blocking_acquire(semaphore_state& state, std::int64_t n,
   if (state.try_acquire(n)) return permit(state, n);
   const bool expired = deadline && Clock::now() >= *deadline;
   if (expired || stop.stop_requested()) {
-    if (state.is_closed()) return errc::closed;
-    if (n > state.capacity()) return errc::exceeds_capacity;
-    return expired ? errc::timeout : errc::cancelled;
+    return state.refusal(n, expired ? errc::timeout : errc::cancelled);
   }
 
   blocking_waiter w;

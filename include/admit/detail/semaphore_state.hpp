@@ -159,6 +159,14 @@ class semaphore_state {
 
   bool is_closed() const noexcept { return (word_.load(std::memory_order_acquire) & closed_bit) != 0; }
 
+  // Why n permits are not to be had by a caller that will not wait: closed, exceeds_capacity, or else `otherwise`
+  // (they are short, or someone is queued ahead). One ranking for every non-waiting refusal.
+  errc refusal(std::int64_t n, errc otherwise) const noexcept {
+    if (is_closed()) return errc::closed;
+    if (n > capacity()) return errc::exceeds_capacity;
+    return otherwise;
+  }
+
   // Grows the capacity by n (n >= 0); the new permits go to debt first, then to the queue, then to the free pool.
   void add_permits(std::int64_t n) {
     check_count("add_permits n", n, 0);

@@ -60,10 +60,7 @@ class acquire_operation final : public parked_operation {
     auto* op = new acquire_operation(std::move(handler), sem, n, std::move(recorder));
     if (deadline && Clock::now() >= *deadline) {
       // Already past: take free permits if nobody is queued, else time out — without queueing.
-      op->outcome = sem.try_acquire(n)   ? errc{}
-                    : sem.is_closed()    ? errc::closed
-                    : n > sem.capacity() ? errc::exceeds_capacity
-                                         : errc::timeout;
+      op->outcome = sem.try_acquire(n) ? errc{} : sem.refusal(n, errc::timeout);
       op->service_->add(*op);
       op->post_completion();
       return;
