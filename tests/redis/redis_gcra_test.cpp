@@ -1,6 +1,7 @@
 // admit::redis::gcra against a real redis-server: the same decisions as the local admit::gcra at the server's time,
 // refusals that write nothing, keys that expire when full, limits that change without losing state, a hot key under
 // 64 concurrent callers, SCRIPT FLUSH mid-run, and the failure policies when the server dies or stalls.
+#include "admit/redis/connection.hpp"
 #include "admit/redis/gcra.hpp"
 
 #include <gtest/gtest.h>

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "admit/redis/connection.hpp"
+#include "admit/redis/errc.hpp"
 #include "admit/redis/script.hpp"
 #include "io_thread.hpp"
 #include "redis_server.hpp"

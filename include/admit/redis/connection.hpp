@@ -40,6 +40,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "admit/redis/client.hpp"
 #include "admit/redis/command.hpp"
 #include "admit/redis/detail/request.hpp"
 #include "admit/redis/errc.hpp"
@@ -47,14 +48,6 @@
 #include "admit/redis/reply.hpp"
 
 namespace admit::redis {
-
-// The outcome of a blocking call: an I/O error, or a reply (which may be a Redis error reply).
-struct [[nodiscard]] result {
-  boost::system::error_code error;
-  reply value;
-  // True when a reply came and it is not an error reply.
-  bool ok() const noexcept { return !error && !value.is_error(); }
-};
 
 // Counters since the connection was created (relaxed reads; each is exact once the connection is quiet).
 struct connection_statistics {
@@ -81,11 +74,8 @@ bool is_connected(const connection_impl& impl) noexcept;
 std::string last_error(const connection_impl& impl);
 }  // namespace detail
 
-class connection {
+class connection final : public client {
  public:
-  using executor_type = boost::asio::any_io_executor;
-  using clock = std::chrono::steady_clock;
-
   // Does not connect yet (the first call or connect() does). Throws std::invalid_argument for invalid options or URL.
   connection(executor_type ex, connection_options options)
       : executor_(std::move(ex)),
@@ -94,16 +84,16 @@ class connection {
   connection(executor_type ex, std::string_view url) : connection(std::move(ex), parse_url(url)) {}
 
   // Closes the connection (see close()).
-  ~connection() { detail::close(*impl_); }
+  ~connection() override { detail::close(*impl_); }
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
 
   // The executor given at construction (the connection's I/O runs on a strand of it).
-  executor_type get_executor() const noexcept { return executor_; }
+  executor_type get_executor() const noexcept override { return executor_; }
   const connection_options& options() const noexcept { return options_; }
 
   // now + options().command_timeout, or none when that is nanoseconds::max().
-  std::optional<clock::time_point> default_deadline() const noexcept {
+  std::optional<clock::time_point> default_deadline() const noexcept override {
     if (options_.command_timeout == std::chrono::nanoseconds::max()) return std::nullopt;
     const auto now = clock::now();
     if (options_.command_timeout > clock::time_point::max() - now) return std::nullopt;
@@ -171,6 +161,14 @@ class connection {
   std::string last_error() const { return detail::last_error(*impl_); }
 
  private:
+  void do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) override {
+    req->payload = detail::format_command(cmd);
+    detail::submit(*impl_, std::move(req));
+  }
+  result do_execute(std::optional<clock::time_point> deadline, const command& cmd) override {
+    return detail::execute_blocking(*impl_, cmd, deadline);
+  }
+
   template <class Rep, class Period>
   static std::optional<clock::time_point> deadline_after(std::chrono::duration<Rep, Period> timeout) {
     const auto now = clock::now();

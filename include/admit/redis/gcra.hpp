@@ -46,8 +46,9 @@
 
 #include "admit/decision.hpp"
 #include "admit/rate.hpp"
+#include "admit/redis/client.hpp"
 #include "admit/redis/command.hpp"
-#include "admit/redis/connection.hpp"
+#include "admit/redis/errc.hpp"
 #include "admit/redis/reply.hpp"
 #include "admit/redis/script.hpp"
 
@@ -147,7 +148,7 @@ std::optional<std::chrono::steady_clock::time_point> gcra_deadline(const gcra_se
 // interpretation. Detailed completes with (gcra_result), otherwise with (error_code, decision).
 template <bool Detailed>
 struct gcra_op {
-  connection* conn;
+  client* conn;
   std::shared_ptr<const gcra_settings> settings;
   command cmd;
   std::optional<std::chrono::steady_clock::time_point> deadline;
@@ -200,7 +201,7 @@ class gcra {
   // never refills would keep its key forever: use a counter); burst < 1; burst·T above 2^51 µs (~71 years: the
   // script's arithmetic must stay exact in doubles); options.timeout not > 0 or not finite (nanoseconds::max());
   // options.failure_retry_after < 0.
-  gcra(connection& conn, std::string name, rate r, std::int64_t burst, gcra_options options = {})
+  gcra(client& conn, std::string name, rate r, std::int64_t burst, gcra_options options = {})
       : conn_(&conn), settings_(detail::make_gcra_settings(std::move(name), r, burst, std::move(options))) {}
 
   // Blocking: decides n for `key` within options().timeout (see gcra_result for the outcomes). Must not be called on
@@ -249,7 +250,7 @@ class gcra {
         token, conn_->get_executor());
   }
 
-  connection* conn_;
+  client* conn_;
   std::shared_ptr<const detail::gcra_settings> settings_;
 };
 

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "admit/redis/client.hpp"
 #include "admit/redis/command.hpp"
-#include "admit/redis/connection.hpp"
 #include "admit/redis/detail/sha1.hpp"
 #include "admit/redis/reply.hpp"
 
@@ -50,7 +50,7 @@ inline command evalsha_command(const script& s, const std::vector<std::string>& 
 }
 
 struct evalsha_op {
-  connection* conn;
+  client* conn;
   const script* s;
   command cmd;
   std::optional<std::chrono::steady_clock::time_point> deadline;
@@ -61,17 +61,17 @@ struct evalsha_op {
     switch (step) {
       case 0:
         step = 1;
-        conn->async_execute_until(deadline, cmd, std::move(self));
+        conn->async_execute_command(deadline, cmd, std::move(self));
         return;
       case 1:
         if (ec || !r.is_error("NOSCRIPT")) return self.complete(ec, std::move(r));
         step = 2;
-        conn->async_execute_until(deadline, command{"SCRIPT", "LOAD", s->source()}, std::move(self));
+        conn->async_execute_command(deadline, command{"SCRIPT", "LOAD", s->source()}, std::move(self));
         return;
       case 2:
         if (ec || r.is_error()) return self.complete(ec, std::move(r));
         step = 3;
-        conn->async_execute_until(deadline, cmd, std::move(self));
+        conn->async_execute_command(deadline, std::move(cmd), std::move(self));
         return;
       default:
         self.complete(ec, std::move(r));
@@ -81,11 +81,11 @@ struct evalsha_op {
 
 }  // namespace detail
 
-// Asynchronous EVALSHA with the connection's default deadline for the whole call. Completion: void(error_code,
+// Asynchronous EVALSHA with the client's default deadline for the whole call. Completion: void(error_code,
 // reply), as connection::async_execute. `s` must outlive the operation (scripts are usually static). Cancellation:
 // terminal, through the handler's slot (forwarded to the current step).
 template <class CompletionToken>
-auto async_evalsha(connection& conn, const script& s, const std::vector<std::string>& keys,
+auto async_evalsha(client& conn, const script& s, const std::vector<std::string>& keys,
                    const std::vector<std::string>& args, CompletionToken&& token) {
   return boost::asio::async_compose<CompletionToken, void(boost::system::error_code, reply)>(
       detail::evalsha_op{&conn, &s, detail::evalsha_command(s, keys, args), conn.default_deadline()}, token,
@@ -93,19 +93,19 @@ auto async_evalsha(connection& conn, const script& s, const std::vector<std::str
 }
 
 // Blocking EVALSHA until `deadline` (std::nullopt: none) for the whole call; see the top of the file.
-inline result evalsha_until(connection& conn, std::optional<std::chrono::steady_clock::time_point> deadline,
+inline result evalsha_until(client& conn, std::optional<std::chrono::steady_clock::time_point> deadline,
                             const script& s, const std::vector<std::string>& keys,
                             const std::vector<std::string>& args) {
   const command cmd = detail::evalsha_command(s, keys, args);
-  result r = conn.execute_until(deadline, cmd);
+  result r = conn.execute_command(deadline, cmd);
   if (r.error || !r.value.is_error("NOSCRIPT")) return r;
-  result loaded = conn.execute_until(deadline, command{"SCRIPT", "LOAD", s.source()});
+  result loaded = conn.execute_command(deadline, command{"SCRIPT", "LOAD", s.source()});
   if (loaded.error || loaded.value.is_error()) return loaded;
-  return conn.execute_until(deadline, cmd);
+  return conn.execute_command(deadline, cmd);
 }
 
-// Blocking EVALSHA with the connection's default deadline.
-inline result evalsha(connection& conn, const script& s, const std::vector<std::string>& keys,
+// Blocking EVALSHA with the client's default deadline.
+inline result evalsha(client& conn, const script& s, const std::vector<std::string>& keys,
                       const std::vector<std::string>& args) {
   return evalsha_until(conn, conn.default_deadline(), s, keys, args);
 }
