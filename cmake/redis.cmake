@@ -28,18 +28,21 @@ if(ADMIT_WITH_REDIS)
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
   # Lua scripts: each src/redis/lua/<name>.lua becomes, at build time, a generated header <admit_redis_lua/<name>_lua.hpp>
-  # with `admit::redis::detail::lua::<name>` (a std::string_view of the file's bytes) for the library's own sources.
+  # with `admit::redis::detail::lua::<name>` (a std::string_view of src/redis/lua/common.lua's bytes followed by the
+  # file's: the calling convention and helpers every limiter script shares) for the library's own sources.
   # Editing a .lua file regenerates its header and rebuilds what includes it; no external tool is involved.
+  set(admit_redis_lua_prelude ${PROJECT_SOURCE_DIR}/src/redis/lua/common.lua)
   file(GLOB admit_redis_lua_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/redis/lua/*.lua)
+  list(REMOVE_ITEM admit_redis_lua_sources ${admit_redis_lua_prelude})
   set(admit_redis_lua_dir ${PROJECT_BINARY_DIR}/generated/redis)
   set(admit_redis_lua_headers)
   foreach(lua IN LISTS admit_redis_lua_sources)
     get_filename_component(name ${lua} NAME_WE)
     set(header ${admit_redis_lua_dir}/admit_redis_lua/${name}_lua.hpp)
     add_custom_command(OUTPUT ${header}
-      COMMAND ${CMAKE_COMMAND} -DINPUT=${lua} -DOUTPUT=${header} -DNAME=${name}
+      COMMAND ${CMAKE_COMMAND} -DINPUT=${lua} -DOUTPUT=${header} -DNAME=${name} -DPRELUDE=${admit_redis_lua_prelude}
               -P ${PROJECT_SOURCE_DIR}/src/redis/lua/embed.cmake
-      DEPENDS ${lua} ${PROJECT_SOURCE_DIR}/src/redis/lua/embed.cmake
+      DEPENDS ${lua} ${admit_redis_lua_prelude} ${PROJECT_SOURCE_DIR}/src/redis/lua/embed.cmake
       COMMENT "Embedding src/redis/lua/${name}.lua"
       VERBATIM)
     list(APPEND admit_redis_lua_headers ${header})
@@ -48,6 +51,7 @@ if(ADMIT_WITH_REDIS)
   add_library(admit_redis STATIC
     ${PROJECT_SOURCE_DIR}/src/redis/connection.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/gcra.cpp
+    ${PROJECT_SOURCE_DIR}/src/redis/limiter.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/options.cpp
     ${admit_redis_lua_headers})
   add_library(admit::redis ALIAS admit_redis)

@@ -15,7 +15,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
-#include <condition_variable>
 #include <deque>
 #include <limits>
 #include <mutex>
@@ -58,38 +57,6 @@ reply convert(const redisReply* r) {
       return reply();
   }
 }
-
-// A call made by a blocked thread: the thread waits on the condition variable, and enforces its own deadline.
-class blocking_request final : public request_base {
- public:
-  result wait(std::optional<clock::time_point> until) {
-    std::unique_lock lock(mutex_);
-    if (until && !cv_.wait_until(lock, *until, [&] { return ready_; })) {
-      lock.unlock();
-      try_finish(to_error_code(errc::timeout), reply());  // loses if the reply came meanwhile; either way ready_
-      lock.lock();
-    }
-    cv_.wait(lock, [&] { return ready_; });
-    return result{error_, std::move(value_)};
-  }
-
- private:
-  void deliver(boost::system::error_code ec, reply&& r) noexcept override {
-    {
-      std::lock_guard lock(mutex_);
-      error_ = ec;
-      value_ = std::move(r);
-      ready_ = true;
-    }
-    cv_.notify_one();
-  }
-
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool ready_ = false;
-  boost::system::error_code error_;
-  reply value_;
-};
 
 }  // namespace
 
@@ -342,6 +309,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       lose(to_error_code(errc::protocol_error), "protocol: a reply nobody asked for");
       return;
     }
+    if (in_flight_.front()->skip_replies != 0) {  // e.g. the OK of the cluster's ASKING before its command
+      --in_flight_.front()->skip_replies;
+      return;
+    }
     request_ptr r = std::move(in_flight_.front());
     in_flight_.pop_front();
     replies_.fetch_add(1, std::memory_order_relaxed);
@@ -565,13 +536,14 @@ result execute_blocking(connection_impl& impl, const command& cmd, std::optional
   req->payload = format_command(cmd);
   if (deadline && clock::now() >= *deadline) return result{to_error_code(errc::timeout), reply()};
   impl.submit(req);  // the waiting thread enforces the deadline (req->deadline stays empty)
-  return req->wait(deadline);
+  auto [ec, value] = req->wait(deadline);
+  return result{ec, std::move(value)};
 }
 
 boost::system::error_code connect_blocking(connection_impl& impl) {
   auto req = std::make_shared<blocking_request>();
   impl.add_connect_waiter(req);
-  return req->wait(std::nullopt).error;
+  return req->wait(std::nullopt).first;
 }
 
 void close(connection_impl& impl) { impl.close(); }

@@ -46,9 +46,9 @@ using namespace std::chrono_literals;
 using admit::redis::connection;
 using admit::redis::errc;
 using admit::redis::failure_policy;
-using admit::redis::gcra_errc;
-using admit::redis::gcra_options;
-using admit::redis::gcra_result;
+using admit::redis::limiter_errc;
+using admit::redis::limiter_options;
+using admit::redis::limiter_result;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
 using clock_type = std::chrono::steady_clock;
@@ -66,8 +66,8 @@ bool eventually(Pred pred, std::chrono::seconds limit = 10s) {
   return true;
 }
 
-gcra_options patient() {
-  gcra_options o;
+limiter_options patient() {
+  limiter_options o;
   o.timeout = 10s;  // the tests that are not about deadlines must not fail on a loaded machine
   return o;
 }
@@ -96,7 +96,7 @@ std::future<std::pair<boost::system::error_code, admit::decision>> decide_async(
 struct traced {
   std::string key;
   std::int64_t n;
-  gcra_result result;
+  limiter_result result;
 };
 
 // Replays the trace on admit's local GCRA (one limiter per key) at exactly the server times the script used, with
@@ -191,7 +191,8 @@ TEST(RedisGcra, RefusalsAndQueriesWriteNothing) {
   EXPECT_EQ(dirty(server), before);
 
   ASSERT_TRUE(limiter.decide("k", 2).decision.admitted);
-  EXPECT_EQ(dirty(server), before + 1);  // one SET (with its expiry)
+  const long long admitted = dirty(server);  // the SET and the epoch's creation (HSET of 2 fields, PEXPIREAT)
+  EXPECT_EQ(admitted, before + 4);
   const std::string tat = server.admin({"GET", limiter.storage_key("k")});
   const std::string expiry = server.admin({"PEXPIRETIME", limiter.storage_key("k")});
   for (int i = 0; i < 20; ++i) {
@@ -199,9 +200,24 @@ TEST(RedisGcra, RefusalsAndQueriesWriteNothing) {
     ASSERT_TRUE(r.consulted);
     EXPECT_FALSE(r.decision.admitted);
   }
-  EXPECT_EQ(dirty(server), before + 1);
+  EXPECT_EQ(dirty(server), admitted);
   EXPECT_EQ(server.admin({"GET", limiter.storage_key("k")}), tat);
   EXPECT_EQ(server.admin({"PEXPIRETIME", limiter.storage_key("k")}), expiry);
+}
+
+TEST(RedisGcra, WithoutLostStateDetectionAnAdmissionIsOneWrite) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  limiter_options o = patient();
+  o.detect_lost_state = false;
+  admit::redis::gcra limiter(conn, "one", admit::rate::per(1, std::chrono::hours(1)), 2, o);
+  const long long before = dirty(server);
+  ASSERT_TRUE(limiter.decide("k", 1).decision.admitted);
+  EXPECT_EQ(dirty(server), before + 1);  // one SET (with its expiry)
+  ASSERT_TRUE(limiter.decide("k", 1).decision.admitted);
+  EXPECT_EQ(dirty(server), before + 2);
+  EXPECT_EQ(server.admin({"EXISTS", limiter.epoch_key()}), "0");
 }
 
 TEST(RedisGcra, KeyExpiresWhenTheLimiterIsFullAgain) {
@@ -210,7 +226,7 @@ TEST(RedisGcra, KeyExpiresWhenTheLimiterIsFullAgain) {
   connection conn(io.executor(), server.url());
   admit::redis::gcra limiter(conn, "exp", admit::rate::every(100ms), 3, patient());
   const std::string key = limiter.storage_key("k");
-  gcra_result last;
+  limiter_result last;
   for (int i = 0; i < 2; ++i) {
     last = limiter.decide("k", 1);
     ASSERT_TRUE(last.decision.admitted);
@@ -277,11 +293,11 @@ TEST(RedisGcra, HotKeyWith64ConcurrentCallersAdmitsExactlyTheBurst) {
   admit::redis::gcra limiter(conn, "hot", admit::rate::per(1, std::chrono::hours(1)), burst, patient());
   constexpr int callers = 64, per_caller = 12;
   std::mutex m;
-  std::vector<gcra_result> results;
+  std::vector<limiter_result> results;
   std::promise<void> done;
   std::atomic<int> outstanding{callers * per_caller};
   std::function<void(int)> issue = [&](int left) {
-    limiter.async_decide_detailed("k", 1, [&, left](gcra_result r) {
+    limiter.async_decide_detailed("k", 1, [&, left](limiter_result r) {
       {
         std::lock_guard lock(m);
         results.push_back(std::move(r));
@@ -337,7 +353,7 @@ TEST(RedisGcra, FailClosedWithinTheDeadlineWhenTheServerIsKilled) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
-  gcra_options o;
+  limiter_options o;
   o.timeout = 100ms;
   o.failure_retry_after = 2s;
   admit::redis::gcra limiter(conn, "fc", admit::rate::per_second(10), 5, o);
@@ -356,7 +372,7 @@ TEST(RedisGcra, FailClosedWithinTheDeadlineWhenTheServerIsKilled) {
   }
   // Restarted without persistence: the state is gone and the next decisions see a full limiter.
   server.start();
-  gcra_result back;
+  limiter_result back;
   ASSERT_TRUE(eventually([&] { return (back = limiter.decide("k")).consulted; }));
   EXPECT_TRUE(back.decision.admitted);
   EXPECT_EQ(back.decision.remaining, 4);
@@ -366,7 +382,7 @@ TEST(RedisGcra, FailOpenWithinTheDeadlineWhenTheServerStalls) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
-  gcra_options o;
+  limiter_options o;
   o.timeout = 100ms;
   o.on_failure = failure_policy::fail_open;
   admit::redis::gcra limiter(conn, "fo", admit::rate::per_second(10), 1, o);
@@ -398,12 +414,12 @@ TEST(RedisGcra, ErrorRepliesGoThroughThePolicy) {
   server.admin({"LPUSH", limiter.storage_key("list"), "x"});
   const auto r = limiter.decide("list");
   EXPECT_FALSE(r.consulted);
-  EXPECT_EQ(r.error, gcra_errc::error_reply);
+  EXPECT_EQ(r.error, limiter_errc::error_reply);
   EXPECT_NE(r.message.find("WRONGTYPE"), std::string::npos) << r.message;
   EXPECT_FALSE(r.decision.admitted);
   server.admin({"SET", limiter.storage_key("text"), "not a time"});
   const auto t = limiter.decide("text");
-  EXPECT_EQ(t.error, gcra_errc::error_reply);
+  EXPECT_EQ(t.error, limiter_errc::error_reply);
   EXPECT_NE(t.message.find("integer TAT"), std::string::npos) << t.message;
 }
 
@@ -440,7 +456,7 @@ TEST(RedisGcra, InvalidConfigurationThrows) {
   EXPECT_THROW(admit::redis::gcra(conn, "b", r, 0), std::invalid_argument);
   EXPECT_THROW(admit::redis::gcra(conn, "b", admit::rate::per(1, std::chrono::hours(24)), 30'000),
                std::invalid_argument);  // 30,000 days > 2^51 µs
-  gcra_options o;
+  limiter_options o;
   o.timeout = 0ms;
   EXPECT_THROW(admit::redis::gcra(conn, "t", r, 1, o), std::invalid_argument);
   o.timeout = std::chrono::nanoseconds::max();

@@ -92,16 +92,22 @@ auto async_evalsha(client& conn, const script& s, const std::vector<std::string>
       conn.get_executor());
 }
 
-// Blocking EVALSHA until `deadline` (std::nullopt: none) for the whole call; see the top of the file.
+// Blocking EVALSHA `cmd` (an EVALSHA of `s`, as detail::evalsha_command builds it) until `deadline` (std::nullopt:
+// none) for the whole call; see the top of the file.
 inline result evalsha_until(client& conn, std::optional<std::chrono::steady_clock::time_point> deadline,
-                            const script& s, const std::vector<std::string>& keys,
-                            const std::vector<std::string>& args) {
-  const command cmd = detail::evalsha_command(s, keys, args);
+                            const script& s, const command& cmd) {
   result r = conn.execute_command(deadline, cmd);
   if (r.error || !r.value.is_error("NOSCRIPT")) return r;
   result loaded = conn.execute_command(deadline, command{"SCRIPT", "LOAD", s.source()});
   if (loaded.error || loaded.value.is_error()) return loaded;
   return conn.execute_command(deadline, cmd);
+}
+
+// Blocking EVALSHA until `deadline` (std::nullopt: none) for the whole call; see the top of the file.
+inline result evalsha_until(client& conn, std::optional<std::chrono::steady_clock::time_point> deadline,
+                            const script& s, const std::vector<std::string>& keys,
+                            const std::vector<std::string>& args) {
+  return evalsha_until(conn, deadline, s, detail::evalsha_command(s, keys, args));
 }
 
 // Blocking EVALSHA with the client's default deadline.

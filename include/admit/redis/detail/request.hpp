@@ -1,6 +1,10 @@
 // admit/redis/detail/request.hpp — one pending call on a connection: its formatted command, its deadline, and the
 // way it completes (an Asio handler posted to its executor, or a blocked thread woken).
 //
+// A request's payload is usually one command. It may hold more than one (the cluster's "ASKING" + command, which must
+// reach the node back to back): `skip_replies` leading replies are then read and dropped, and the last one completes
+// the request.
+//
 // Exactly one of the reply, the deadline, a cancellation, a connection loss and close() completes a request: the
 // first to flip `done_`. Whoever loses does nothing; a request completed before it was written is never written, and
 // one completed after it was written stays in the connection's FIFO until its reply comes (then discarded), so that
@@ -18,13 +22,17 @@
 #include <boost/asio/prefer.hpp>
 #include <boost/system/error_code.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
 
+#include "admit/redis/errc.hpp"
 #include "admit/redis/reply.hpp"
 
 namespace admit::redis::detail {
@@ -49,6 +57,9 @@ class request_base : public std::enable_shared_from_this<request_base> {
 
   std::string payload;                                            // the RESP bytes; set before submission
   std::optional<std::chrono::steady_clock::time_point> deadline;  // enforced by the connection's deadline timer
+  // Replies to drop before the one that completes the request (payload = that many commands + the call's); set before
+  // submission, then touched only on the connection's strand.
+  std::uint8_t skip_replies = 0;
   // Touched only on the connection's strand: the request's entry in the deadline map, if any.
   bool has_deadline_entry = false;
   deadline_map::iterator deadline_entry;
@@ -138,6 +149,41 @@ class async_request final : public request_base {
 
   Handler handler_;
   work_executor work_;
+};
+
+// A request made by a blocked thread: the thread waits on a condition variable and enforces its own deadline (leave
+// `deadline` empty when submitting it to a connection).
+class blocking_request final : public request_base {
+ public:
+  // Waits for the completion or until `until` (std::nullopt: no limit), when it completes the request with
+  // errc::timeout itself unless something else did first. Returns the completion's error and reply. Call once.
+  std::pair<boost::system::error_code, reply> wait(std::optional<std::chrono::steady_clock::time_point> until) {
+    std::unique_lock lock(mutex_);
+    if (until && !cv_.wait_until(lock, *until, [&] { return ready_; })) {
+      lock.unlock();
+      try_finish(to_error_code(errc::timeout), reply());  // loses if the reply came meanwhile; either way ready_
+      lock.lock();
+    }
+    cv_.wait(lock, [&] { return ready_; });
+    return {error_, std::move(value_)};
+  }
+
+ private:
+  void deliver(boost::system::error_code ec, reply&& r) noexcept override {
+    {
+      std::lock_guard lock(mutex_);
+      error_ = ec;
+      value_ = std::move(r);
+      ready_ = true;
+    }
+    cv_.notify_one();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool ready_ = false;
+  boost::system::error_code error_;
+  reply value_;
 };
 
 }  // namespace admit::redis::detail

@@ -1,0 +1,189 @@
+// admit/redis/limiter.hpp — what every distributed rate limiter is (admit::redis::gcra, token_bucket, fixed_window,
+// sliding_window, sliding_log): a name, a Lua script that decides atomically on the server, and the same
+// admit::decision values as the local limiters; with a deadline on every decision, a failure policy, a circuit
+// breaker, lost-state detection and optional local token leasing (limiter_options.hpp).
+//
+//   admit::redis::limiter& l = gcra_limiter;   // any algorithm: the middleware and the command line take a limiter&
+//   if (auto r = l.decide("user:42"); !r.decision) reply_429(r.decision.retry_after);
+//
+// Storage. The state of `decide(key)` is the Redis key "{name}:key"; the limiter's epoch (lost-state detection) is
+// "{name}". Every key of one limiter shares the hash tag {name}, so a Redis Cluster keeps them in one slot.
+//
+// A decision, in order: rate inf admits without a call; a key with enough leased tokens spends them without a call;
+// an open circuit breaker answers by the failure policy without a call; otherwise the script runs, within
+// options().timeout. A timeout or a lost connection leaves it unknown whether the script ran (and charged the
+// request); it is never retried.
+//
+// Thread safety: every member may be called concurrently from any thread (the blocking ones not from a thread that
+// runs the client's executor). The client must outlive the limiter and its operations in flight (operations in flight
+// keep the limiter's shared state alive themselves).
+#pragma once
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/compose.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/system/error_code.hpp>
+#include <cassert>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "admit/decision.hpp"
+#include "admit/rate.hpp"
+#include "admit/redis/circuit_breaker.hpp"
+#include "admit/redis/client.hpp"
+#include "admit/redis/command.hpp"
+#include "admit/redis/errc.hpp"
+#include "admit/redis/limiter_options.hpp"
+#include "admit/redis/limiter_result.hpp"
+#include "admit/redis/reply.hpp"
+#include "admit/redis/script.hpp"
+
+namespace admit::redis {
+
+namespace detail {
+
+// What an algorithm gives the shared machinery (see src/redis/lua/common.lua for the scripts' calling convention).
+struct limiter_algorithm {
+  const script* lua = nullptr;
+  std::vector<std::string> params;  // ARGV[4..]
+  std::int64_t limit = 1;           // decision.limit: the burst or the window's limit
+  std::int64_t max_n = 1;           // the largest n that can ever be admitted (larger: exceeds_capacity at once)
+  bool inf = false;                 // rate inf: admit everything without Redis
+  // The local equivalent at full share, for failure_policy::local_fallback: a GCRA of this rate and burst per key.
+  rate fallback_rate = rate::inf();
+  std::int64_t fallback_burst = 1;
+};
+
+// What `before` decided: done (no call), or the call to make.
+struct limiter_plan {
+  std::optional<limiter_result> done;
+  std::int64_t k = 0;  // ARGV[2]: the most the script may take
+  breaker_pass pass = breaker_pass::call;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+};
+
+// The state shared by a limiter and its operations in flight. Defined in src/redis/limiter.cpp.
+class limiter_core;
+// Validates (std::invalid_argument naming the bad value: "admit::redis::<algorithm>: ...") and builds.
+std::shared_ptr<limiter_core> make_limiter_core(std::string_view algorithm, std::string name, limiter_algorithm algo,
+                                                limiter_options options);
+limiter_plan limiter_before(limiter_core& core, std::string_view key, std::int64_t n);
+command limiter_command(const limiter_core& core, std::string_view key, std::int64_t n, std::int64_t k);
+const script& limiter_script(const limiter_core& core) noexcept;
+limiter_result limiter_after(limiter_core& core, std::string_view key, std::int64_t n, const limiter_plan& plan,
+                             const boost::system::error_code& ec, const reply& r);
+const std::string& limiter_name(const limiter_core& core) noexcept;
+const std::string& limiter_prefix(const limiter_core& core) noexcept;
+const limiter_options& limiter_get_options(const limiter_core& core) noexcept;
+std::int64_t limiter_limit(const limiter_core& core) noexcept;
+limiter_statistics limiter_get_statistics(const limiter_core& core) noexcept;
+breaker_state limiter_breaker_state(const limiter_core& core) noexcept;
+
+// The asynchronous decision. Detailed completes with (limiter_result), otherwise with (error_code, decision).
+template <bool Detailed>
+struct limiter_op {
+  client* conn;
+  std::shared_ptr<limiter_core> core;
+  std::string key;
+  std::int64_t n;
+  limiter_plan plan{};
+  bool started = false;
+
+  template <class Self>
+  void operator()(Self& self) {
+    if (started) return finish(self, std::move(*plan.done));  // decided without a call, after the post below
+    started = true;
+    plan = limiter_before(*core, key, n);
+    if (plan.done) {
+      // Complete through the handler's executor, never inside the initiating call.
+      boost::asio::post(std::move(self));
+      return;
+    }
+    boost::asio::async_compose<Self, void(boost::system::error_code, reply)>(
+        evalsha_op{conn, &limiter_script(*core), limiter_command(*core, key, n, plan.k), plan.deadline}, self,
+        conn->get_executor());
+  }
+
+  template <class Self>
+  void operator()(Self& self, boost::system::error_code ec, reply r) {
+    finish(self, limiter_after(*core, key, n, plan, ec, r));
+  }
+
+  template <class Self>
+  static void finish(Self& self, limiter_result result) {
+    if constexpr (Detailed) {
+      self.complete(std::move(result));
+    } else {
+      const boost::system::error_code ec = result.error;
+      self.complete(ec, result.decision);
+    }
+  }
+};
+
+}  // namespace detail
+
+class limiter {
+ public:
+  virtual ~limiter() = default;
+
+  // Blocking: decides n for `key` within options().timeout (see limiter_result for the outcomes). Must not be called
+  // on a thread that runs the client's executor. n == 0 is a query (admitted, writes nothing); negative n is a
+  // contract violation (assert); n above the limit is refused with retry_after == nanoseconds::max().
+  [[nodiscard]] limiter_result decide(std::string_view key, std::int64_t n = 1) const;
+
+  // Asynchronous: completion void(error_code, admit::decision). With an error the decision is the failure policy's
+  // (with use_awaitable, wrap it in as_tuple: otherwise the error becomes an exception and the decision is lost). The
+  // handler runs on its associated executor (the client's by default), never inside this call. Cancellation:
+  // terminal, through the handler's slot: completes with operation_aborted and the policy's decision (the script may
+  // still run on the server).
+  template <class CompletionToken>
+  auto async_decide(std::string_view key, std::int64_t n, CompletionToken&& token) const {
+    return initiate<false, void(boost::system::error_code, admit::decision)>(key, n,
+                                                                             std::forward<CompletionToken>(token));
+  }
+  // The same, completing with the whole result: void(limiter_result).
+  template <class CompletionToken>
+  auto async_decide_detailed(std::string_view key, std::int64_t n, CompletionToken&& token) const {
+    return initiate<true, void(limiter_result)>(key, n, std::forward<CompletionToken>(token));
+  }
+
+  // The Redis key that holds the state of `key`: "{name}:key".
+  [[nodiscard]] std::string storage_key(std::string_view key) const {
+    std::string k = detail::limiter_prefix(*core_);
+    k.append(key);
+    return k;
+  }
+  // The Redis key of the limiter's epoch (lost-state detection): "{name}".
+  [[nodiscard]] std::string epoch_key() const { return "{" + name() + "}"; }
+
+  [[nodiscard]] const std::string& name() const noexcept { return detail::limiter_name(*core_); }
+  [[nodiscard]] const limiter_options& options() const noexcept { return detail::limiter_get_options(*core_); }
+  // decision.limit: the burst, or the window's limit.
+  [[nodiscard]] std::int64_t limit() const noexcept { return detail::limiter_limit(*core_); }
+  [[nodiscard]] limiter_statistics statistics() const noexcept { return detail::limiter_get_statistics(*core_); }
+  [[nodiscard]] breaker_state circuit_state() const noexcept { return detail::limiter_breaker_state(*core_); }
+
+ protected:
+  limiter(client& c, std::shared_ptr<detail::limiter_core> core) noexcept : client_(&c), core_(std::move(core)) {}
+  limiter(const limiter&) = default;
+  limiter& operator=(const limiter&) = default;
+
+ private:
+  template <bool Detailed, class Signature, class CompletionToken>
+  auto initiate(std::string_view key, std::int64_t n, CompletionToken&& token) const {
+    assert(n >= 0 && "admit::redis::limiter: n must not be negative");
+    return boost::asio::async_compose<CompletionToken, Signature>(
+        detail::limiter_op<Detailed>{client_, core_, std::string(key), n}, token, client_->get_executor());
+  }
+
+  client* client_;
+  std::shared_ptr<detail::limiter_core> core_;
+};
+
+}  // namespace admit::redis

@@ -1,0 +1,75 @@
+// admit/redis/limiter_options.hpp — how a distributed limiter behaves when Redis cannot decide: the deadline of each
+// decision, the failure policy (refuse, admit, or a local limiter with a share of the rate), the circuit breaker,
+// lost-state detection with its event hook, and local token leasing.
+//
+//   admit::redis::limiter_options o{.on_failure = admit::redis::failure_policy::local_fallback, .fallback_share =
+//   0.25}; admit::redis::gcra limiter(conn, "api", admit::rate::per_second(100), 20, o);   // 25/s per key while Redis
+//   is out
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+#include <boost/system/error_code.hpp>
+
+#include "admit/redis/circuit_breaker.hpp"
+
+namespace admit::redis {
+
+// What a decision is when Redis could not make it (timeout, connection error, error reply, breaker open).
+enum class failure_policy {
+  fail_closed,     // refuse (the default): over-admission is impossible, an outage refuses everyone
+  fail_open,       // admit: an outage admits everyone, nothing is limited until Redis answers again
+  local_fallback,  // decide with a local limiter of this process: fallback_share of the rate and of the burst per key
+};
+
+// Something a limiter noticed, reported through limiter_options::on_event.
+enum class limiter_event_kind {
+  lost_state,      // Redis lost state this process had written (restart without persistence, flush, failover to a
+                   // replica that lacked the latest writes): keys may admit up to one extra burst
+  circuit_opened,  // consecutive failures opened the breaker: decisions go to the failure policy without calling Redis
+  circuit_closed,  // a call succeeded again: decisions go back to Redis
+};
+
+struct limiter_event {
+  limiter_event_kind kind;
+  std::string_view limiter;         // the limiter's name
+  std::string_view key;             // lost_state: the key whose reply revealed it; empty otherwise
+  boost::system::error_code error;  // circuit_opened: the failure that opened it
+};
+
+struct limiter_options {
+  // The deadline of each decision, from its start, for the whole exchange (EVALSHA, and after NOSCRIPT the SCRIPT
+  // LOAD and the retry). Must be > 0 and finite.
+  std::chrono::nanoseconds timeout = std::chrono::milliseconds(100);
+  failure_policy on_failure = failure_policy::fail_closed;
+  // retry_after of a fail_closed refusal (what a server would put in Retry-After during an outage). Must be >= 0.
+  std::chrono::nanoseconds failure_retry_after = std::chrono::seconds(1);
+  // local_fallback: the share of the limit this process enforces alone while Redis is out, in (0, 1] — with P
+  // processes, 1/P keeps the fleet at the global limit. Applies to the rate and to the burst (at least 1).
+  double fallback_share = 1.0;
+  // Most keys the local fallback limiter holds (admit::keyed's max_keys; beyond it new keys are refused). >= 1.
+  std::size_t fallback_max_keys = 100'000;
+  // Consecutive failures that stop calling Redis, and for how long; failure_threshold 0 disables the breaker.
+  circuit_breaker_options breaker{};
+  // Keep the limiter's epoch key in Redis to notice lost state (one hash update per admission). The default.
+  bool detect_lost_state = true;
+  // Called on the thread that completes a decision, outside admit's locks, for each limiter_event. Must not block;
+  // may be empty.
+  std::function<void(const limiter_event&)> on_event;
+  // Local token leasing: when > 1, an admission takes up to `lease` tokens from Redis in the same call (never more
+  // than are available, never fewer than asked) and this process spends the surplus locally, without calling Redis,
+  // until it is used up or `lease_ttl` has passed (unspent tokens are then dropped: they were charged, so dropping
+  // them only refuses more). The fleet can admit up to (lease − 1) × processes more than the limit in a short time
+  // (leased tokens are spent later than they were charged). 0 or 1: off (the default). Must be >= 0 and, for
+  // window algorithms, at most the window's limit.
+  std::int64_t lease = 0;
+  std::chrono::nanoseconds lease_ttl = std::chrono::milliseconds(100);
+  // Most keys with leased tokens held at once (beyond it, new keys are decided without leasing). >= 1.
+  std::size_t lease_max_keys = 10'000;
+};
+
+}  // namespace admit::redis

@@ -1,0 +1,96 @@
+// admit/redis/limiter_result.hpp — one decision of a distributed limiter with how it was made: by Redis, from a local
+// lease, by the failure policy (and why), or by the local fallback limiter.
+//
+//   admit::redis::limiter_result r = limiter.decide("user:42");
+//   if (!r.decision) reply_429(r.decision.retry_after); if (r.error) log(r.error.message());
+#pragma once
+
+#include <boost/system/error_code.hpp>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <system_error>
+#include <type_traits>
+
+#include "admit/decision.hpp"
+
+namespace admit::redis {
+
+// Why a decision was not made by Redis although the I/O succeeded (or was not attempted).
+enum class limiter_errc {
+  error_reply = 1,       // Redis answered with an error (WRONGTYPE, OOM, READONLY, ...): see limiter_result::message
+  unexpected_reply = 2,  // the reply does not have the shape admit's scripts return
+  circuit_open = 3,      // the circuit breaker is open: Redis was not called
+};
+
+namespace detail {
+class limiter_errc_category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "admit.redis.limiter"; }
+  std::string message(int value) const override {
+    switch (static_cast<limiter_errc>(value)) {
+      case limiter_errc::error_reply:
+        return "redis answered the limiter script with an error";
+      case limiter_errc::unexpected_reply:
+        return "unexpected reply from the limiter script";
+      case limiter_errc::circuit_open:
+        return "the circuit breaker is open: redis was not called";
+    }
+    return "unknown admit.redis.limiter error " + std::to_string(value);
+  }
+};
+}  // namespace detail
+
+inline const std::error_category& limiter_error_category() noexcept {
+  static const detail::limiter_errc_category category;
+  return category;
+}
+inline std::error_code make_error_code(limiter_errc e) noexcept {
+  return {static_cast<int>(e), limiter_error_category()};
+}
+
+// Who made a decision.
+enum class decided_by {
+  redis,           // the script ran and its reply was read
+  lease,           // tokens leased earlier by this process (local token leasing)
+  failure_policy,  // fail_closed or fail_open, because of `error`
+  local_fallback,  // the local fallback limiter, because of `error`
+  unlimited,       // rate inf: no state, no call
+};
+
+struct limiter_result {
+  // The answer. A failure-policy decision: fail_closed {admitted false, remaining 0, retry_after =
+  // failure_retry_after, reset_after 0}; fail_open {admitted true, remaining 0, retry_after 0, reset_after 0}; limit
+  // is the limiter's. A lease decision: remaining is what this process still holds leased for the key, reset_after 0.
+  admit::decision decision;
+  // Empty when Redis decided (or a lease, or rate inf). Else why Redis did not: errc::timeout, errc::outcome_unknown
+  // (the script may have run and charged the request), errc::closed, an Asio error (connection_refused,
+  // operation_aborted when cancelled), limiter_errc::error_reply, unexpected_reply or circuit_open.
+  boost::system::error_code error;
+  decided_by source = decided_by::failure_policy;
+  // True when the decision is Redis's (source == decided_by::redis).
+  bool consulted = false;
+  // The Redis TIME the script used, in microseconds since the Unix epoch (zero when not consulted): the instant the
+  // decision is about. For diagnostics and tests (replaying the local arithmetic at exactly that time).
+  std::chrono::microseconds server_time{0};
+  // Tokens the script took: n, or more with leasing (the surplus is leased to this process); 0 when refused.
+  std::int64_t granted = 0;
+  // The text of Redis's error reply for limiter_errc::error_reply; empty otherwise.
+  std::string message;
+};
+
+// Counters since the limiter was created (relaxed; each exact once the limiter is quiet).
+struct limiter_statistics {
+  std::uint64_t decisions = 0;        // all decisions, by any source
+  std::uint64_t redis = 0;            // decided by Redis
+  std::uint64_t leased = 0;           // decided from a local lease without calling Redis
+  std::uint64_t failures = 0;         // decided by the failure policy or the local fallback (error set)
+  std::uint64_t circuit_refused = 0;  // of which the breaker was open (Redis not called)
+  std::uint64_t lost_state = 0;       // lost_state events
+  std::uint64_t circuit_opened = 0;   // circuit_opened events
+};
+
+}  // namespace admit::redis
+
+template <>
+struct std::is_error_code_enum<admit::redis::limiter_errc> : std::true_type {};
