@@ -30,15 +30,8 @@
 
 #include "admit/gcra.hpp"
 #include "io_thread.hpp"
+#include "limiter_testing.hpp"
 #include "redis_server.hpp"
-
-namespace admit {
-// Readable decisions in failure messages.
-inline void PrintTo(const decision& d, std::ostream* os) {
-  *os << "{admitted " << d.admitted << ", limit " << d.limit << ", remaining " << d.remaining << ", retry_after "
-      << d.retry_after.count() << "ns, reset_after " << d.reset_after.count() << "ns}";
-}
-}  // namespace admit
 
 namespace {
 
@@ -49,49 +42,18 @@ using admit::redis::failure_policy;
 using admit::redis::limiter_errc;
 using admit::redis::limiter_options;
 using admit::redis::limiter_result;
+using admit::redis::testing::decide_async;
+using admit::redis::testing::dirty;
+using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;
+using admit::redis::testing::patient;
 using admit::redis::testing::redis_server;
 using clock_type = std::chrono::steady_clock;
 namespace asio = boost::asio;
 
 constexpr auto margin = 150ms;  // scheduling slack on a loaded machine
 
-template <class Pred>
-bool eventually(Pred pred, std::chrono::seconds limit = 10s) {
-  const auto end = clock_type::now() + limit;
-  while (!pred()) {
-    if (clock_type::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
-limiter_options patient() {
-  limiter_options o;
-  o.timeout = 10s;  // the tests that are not about deadlines must not fail on a loaded machine
-  return o;
-}
-
 std::int64_t us(std::chrono::nanoseconds d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); }
-
-// The server's count of changes to the dataset (it counts with persistence off too): unchanged means nothing was
-// written.
-long long dirty(const redis_server& server) {
-  const std::string info = server.admin({"INFO", "persistence"});
-  const std::string key = "rdb_changes_since_last_save:";
-  const auto at = info.find(key);
-  if (at == std::string::npos) throw std::runtime_error("no " + key + " in INFO");
-  return std::atoll(info.c_str() + at + key.size());
-}
-
-// async_decide's (error_code, decision) as a future (Boost 1.81's as_tuple does not compose with use_future here).
-std::future<std::pair<boost::system::error_code, admit::decision>> decide_async(const admit::redis::gcra& limiter,
-                                                                                std::string_view key, std::int64_t n) {
-  auto p = std::make_shared<std::promise<std::pair<boost::system::error_code, admit::decision>>>();
-  auto f = p->get_future();
-  limiter.async_decide(key, n, [p](boost::system::error_code ec, admit::decision d) { p->set_value({ec, d}); });
-  return f;
-}
 
 struct traced {
   std::string key;
