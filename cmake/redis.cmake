@@ -49,15 +49,20 @@ if(ADMIT_WITH_REDIS)
   endforeach()
 
   add_library(admit_redis STATIC
+    ${PROJECT_SOURCE_DIR}/src/redis/cluster.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/connection.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/gcra.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/limiter.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/options.cpp
+    ${PROJECT_SOURCE_DIR}/src/redis/sliding_window.cpp
+    ${PROJECT_SOURCE_DIR}/src/redis/token_bucket.cpp
     ${admit_redis_lua_headers})
   add_library(admit::redis ALIAS admit_redis)
   set_target_properties(admit_redis PROPERTIES EXPORT_NAME redis POSITION_INDEPENDENT_CODE ON)
   target_include_directories(admit_redis PRIVATE $<BUILD_INTERFACE:${admit_redis_lua_dir}>)
-  target_link_libraries(admit_redis PUBLIC admit_asio PRIVATE PkgConfig::HIREDIS admit_warnings)
+  # admit_warnings only while building admit (it is not exported); hiredis is a private dependency of the static
+  # library, recreated by admit-config.cmake for consumers of the installed package.
+  target_link_libraries(admit_redis PUBLIC admit_asio PRIVATE PkgConfig::HIREDIS $<BUILD_INTERFACE:admit_warnings>)
   if(ADMIT_BUILD_TESTS)
     add_subdirectory(${PROJECT_SOURCE_DIR}/tests/redis ${PROJECT_BINARY_DIR}/tests/redis)
   endif()
