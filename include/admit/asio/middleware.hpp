@@ -119,6 +119,14 @@ class middleware {
     return add(detail::deadline_layer<Clock>(ns));
   }
 
+  // Adds a layer defined outside this header (the extension point for other targets: admit::redis's distributed
+  // rate limit, <admit/redis/middleware.hpp>). `layer` follows the protocol of middleware_layers.hpp: a const
+  // enter(request_context&, const Request&) returning a step, and a static constexpr bool holds_permits.
+  template <class Layer>
+  auto with(Layer layer) const {
+    return add(std::move(layer));
+  }
+
   // Runs `req` through the layers, then `handler(req)` (which returns awaitable<Response>) if every layer admits it.
   // The handler and the request must live until the returned awaitable completes (co_await it in the same
   // full-expression). Completes with the outcome: admitted (the response and the permits) or refused (the rejection).

@@ -73,6 +73,9 @@ struct request_context {
   deadline_ref deadline;         // set by deadline: concurrency layers inside it wait at most until then
   held_permits permits;          // added to by concurrency layers
   std::optional<decision> rate;  // the admitting rate decision with the fewest remaining
+  // The request's key, kept by a layer that waits (its wait function has no request) until its wait is done; one
+  // layer waits at a time, so one slot serves every layer.
+  std::string key;
 
   void note(const decision& d) noexcept {
     if (!rate || d.remaining < rate->remaining) rate = d;
