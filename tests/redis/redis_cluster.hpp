@@ -1,0 +1,307 @@
+// tests/redis/redis_cluster.hpp — a private 3-master Redis Cluster for one test: three redis-server processes with
+// --cluster-enabled yes on free loopback ports (client and bus ports both chosen free), persistence off, joined by
+// `redis-cli --cluster create ... --cluster-replicas 0`, ready once every node reports cluster_state:ok. Killed in
+// the destructor. admin(i, ...) runs a command on node i over a separate blocking hiredis connection.
+#pragma once
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace admit::redis::testing {
+
+class redis_cluster {
+ public:
+  static constexpr std::size_t size = 3;
+
+  redis_cluster() {
+    char dir_template[] = "/tmp/admit-cluster-XXXXXX";
+    if (::mkdtemp(dir_template) == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = dir_template;
+    try {
+      for (std::size_t i = 0; i < size; ++i) start_node(i);
+      create();
+      wait_until_ok();
+    } catch (...) {
+      stop();
+      throw;
+    }
+  }
+
+  ~redis_cluster() {
+    stop();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  redis_cluster(const redis_cluster&) = delete;
+  redis_cluster& operator=(const redis_cluster&) = delete;
+
+  std::uint16_t port(std::size_t i) const { return nodes_.at(i).port; }
+  std::string url(std::size_t i = 0) const { return "redis://127.0.0.1:" + std::to_string(port(i)); }
+  std::string address(std::size_t i) const { return "127.0.0.1:" + std::to_string(port(i)); }
+  std::string id(std::size_t i) const { return admin(i, {"CLUSTER", "MYID"}); }
+
+  // Runs one command on node i over a fresh blocking connection; the reply as text (integers in decimal, arrays
+  // joined by newlines, errors prefixed with '-'). Throws on I/O errors.
+  std::string admin(std::size_t i, const std::vector<std::string>& args) const {
+    redisContext* c = connect_once(port(i));
+    if (c == nullptr) throw std::runtime_error("admin: cannot connect to node " + std::to_string(i));
+    std::string out;
+    try {
+      out = run(c, args);
+    } catch (...) {
+      redisFree(c);
+      throw;
+    }
+    redisFree(c);
+    return out;
+  }
+
+  // The node that serves `key` (the one that answers a GET without -MOVED), or size if none does.
+  std::size_t owner_of(const std::string& key) const {
+    for (std::size_t i = 0; i < size; ++i) {
+      if (admin(i, {"GET", key}).rfind("-MOVED", 0) != 0) return i;
+    }
+    return size;
+  }
+
+  // The number of calls of `command` (lower case, e.g. "script|load") in node i's INFO commandstats.
+  long long calls(std::size_t i, const std::string& command) const {
+    const std::string info = admin(i, {"INFO", "commandstats"});
+    const std::string key = "cmdstat_" + command + ":calls=";
+    const auto at = info.find(key);
+    if (at == std::string::npos) return 0;
+    return std::atoll(info.c_str() + at + key.size());
+  }
+
+ private:
+  struct node {
+    std::uint16_t port = 0;
+    std::uint16_t bus_port = 0;
+    pid_t pid = -1;
+  };
+
+  static std::uint16_t free_port(std::set<std::uint16_t>& taken) {
+    for (;;) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = 0;
+      socklen_t len = sizeof addr;
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+          ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+        ::close(fd);
+        throw std::runtime_error("free_port: bind failed");
+      }
+      ::close(fd);
+      const std::uint16_t p = ntohs(addr.sin_port);
+      if (taken.insert(p).second) return p;
+    }
+  }
+
+  static const char* binary(const char* env, const char* fallback) {
+    if (const char* e = std::getenv(env)) return e;
+    return fallback;
+  }
+  static const char* server_binary() {
+#ifdef ADMIT_REDIS_SERVER
+    return binary("REDIS_SERVER", ADMIT_REDIS_SERVER);
+#else
+    return binary("REDIS_SERVER", "redis-server");
+#endif
+  }
+  static const char* cli_binary() {
+#ifdef ADMIT_REDIS_CLI
+    return binary("REDIS_CLI", ADMIT_REDIS_CLI);
+#else
+    return binary("REDIS_CLI", "redis-cli");
+#endif
+  }
+
+  static redisContext* connect_once(std::uint16_t port) {
+    timeval tv{1, 0};
+    redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c == nullptr) return nullptr;
+    if (c->err != 0) {
+      redisFree(c);
+      return nullptr;
+    }
+    redisSetTimeout(c, timeval{10, 0});
+    return c;
+  }
+
+  static std::string text(const redisReply* r) {
+    switch (r->type) {
+      case REDIS_REPLY_INTEGER:
+        return std::to_string(r->integer);
+      case REDIS_REPLY_NIL:
+        return "(nil)";
+      case REDIS_REPLY_ERROR:
+        return "-" + std::string(r->str, r->len);
+      case REDIS_REPLY_ARRAY: {
+        std::string s;
+        for (std::size_t i = 0; i < r->elements; ++i) s += (i == 0 ? "" : "\n") + text(r->element[i]);
+        return s;
+      }
+      default:
+        return std::string(r->str, r->len);
+    }
+  }
+
+  static std::string run(redisContext* c, const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.c_str());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lens.data()));
+    if (r == nullptr) throw std::runtime_error("admin: I/O error");
+    std::string s = text(r);
+    freeReplyObject(r);
+    return s;
+  }
+
+  static pid_t spawn(std::vector<std::string> args, const std::string& output) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+      const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      ::execvp(argv[0], argv.data());
+      ::_exit(127);
+    }
+    return pid;
+  }
+
+  void start_node(std::size_t i) {
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      node n;
+      n.port = free_port(taken_);
+      n.bus_port = free_port(taken_);
+      const std::string p = std::to_string(n.port);
+      n.pid = spawn({server_binary(),
+                     "--port",
+                     p,
+                     "--cluster-port",
+                     std::to_string(n.bus_port),
+                     "--bind",
+                     "127.0.0.1",
+                     "--cluster-enabled",
+                     "yes",
+                     "--cluster-config-file",
+                     dir_ + "/nodes-" + p + ".conf",
+                     "--cluster-node-timeout",
+                     "5000",
+                     "--save",
+                     "",
+                     "--appendonly",
+                     "no",
+                     "--daemonize",
+                     "no",
+                     "--dir",
+                     dir_,
+                     "--logfile",
+                     dir_ + "/" + p + ".log"},
+                    dir_ + "/" + p + ".out");
+      // Wait until it answers PING (or exits: a port taken).
+      bool up = false;
+      for (int k = 0; k < 1000 && !up; ++k) {
+        int status = 0;
+        if (::waitpid(n.pid, &status, WNOHANG) == n.pid) {
+          n.pid = -1;
+          break;
+        }
+        if (redisContext* c = connect_once(n.port)) {
+          up = run(c, {"PING"}) == "PONG";
+          redisFree(c);
+        }
+        if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (up) {
+        nodes_.push_back(n);
+        return;
+      }
+      if (n.pid > 0) {
+        ::kill(n.pid, SIGKILL);
+        ::waitpid(n.pid, nullptr, 0);
+      }
+    }
+    throw std::runtime_error("could not start cluster node " + std::to_string(i));
+  }
+
+  // redis-cli --cluster create, bounded to 60 s.
+  void create() {
+    std::vector<std::string> args{cli_binary(), "--cluster", "create"};
+    for (std::size_t i = 0; i < size; ++i) args.push_back(address(i));
+    args.insert(args.end(), {"--cluster-replicas", "0", "--cluster-yes"});
+    const pid_t pid = spawn(args, dir_ + "/create.out");
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) != pid) {
+      if (std::chrono::steady_clock::now() > end) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        throw std::runtime_error("redis-cli --cluster create did not finish in 60 s (see " + dir_ + "/create.out)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      throw std::runtime_error("redis-cli --cluster create failed (is redis-cli installed? see " + dir_ +
+                               "/create.out)");
+    }
+  }
+
+  // Every node sees the whole map: cluster_state:ok everywhere, bounded to 30 s.
+  void wait_until_ok() {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      bool ok = true;
+      for (std::size_t i = 0; i < size && ok; ++i) {
+        ok = admin(i, {"CLUSTER", "INFO"}).find("cluster_state:ok") != std::string::npos;
+      }
+      if (ok) return;
+      if (std::chrono::steady_clock::now() > end) throw std::runtime_error("cluster_state never became ok");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  void stop() {
+    for (auto& n : nodes_) {
+      if (n.pid <= 0) continue;
+      ::kill(n.pid, SIGKILL);
+      ::waitpid(n.pid, nullptr, 0);
+      n.pid = -1;
+    }
+  }
+
+  std::string dir_;
+  std::set<std::uint16_t> taken_;
+  std::vector<node> nodes_;
+};
+
+}  // namespace admit::redis::testing
