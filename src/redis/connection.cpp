@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -35,6 +36,8 @@ using clock = std::chrono::steady_clock;
 using request_ptr = std::shared_ptr<request_base>;
 
 constexpr std::size_t max_write_bytes = 256 * 1024;
+// Calls queued behind a pending drain that make submit() drain at once (see submit()).
+constexpr std::size_t early_flush_calls = 16;
 constexpr std::size_t read_buffer_bytes = 64 * 1024;
 
 reply convert(const redisReply* r) {
@@ -84,6 +87,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       return;
     }
     bool post_needed = false;
+    bool early = false;
     {
       std::lock_guard lock(mutex_);
       if (closed_) {
@@ -93,8 +97,17 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       incoming_.push_back(std::move(req));
       post_needed = !drain_posted_;
       drain_posted_ = true;
+      // Many calls queued behind a drain that has not run yet (typically: the completions of one read each issuing
+      // the next call, all ahead of the posted drain on a busy executor): write them now instead of after all those
+      // completions, so the server works on this batch while the client processes the rest (no lock-step batches).
+      early = !post_needed && incoming_.size() == early_flush_calls;
     }
-    if (post_needed) asio::post(strand_, [self = shared_from_this()] { self->drain(); });
+    if (post_needed) {
+      asio::post(strand_, [self = shared_from_this()] { self->drain(); });
+    } else if (early) {
+      // Inline when this thread runs the executor and the strand is free, else queued as a post would be.
+      asio::dispatch(strand_, [self = shared_from_this()] { self->drain(); });
+    }
   }
 
   // Any thread.
@@ -245,9 +258,21 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   void start_write() {
     writing_ = true;
-    asio::async_write(socket_, asio::buffer(write_buffer_),
-                      [self = shared_from_this(), gen = gen_](const boost::system::error_code& ec, std::size_t) {
-                        self->on_written(gen, ec);
+    // Try the write at once (the socket is non-blocking): usually the kernel takes the whole batch and the write
+    // completes without a trip through the reactor; whatever is left (or an error) goes the asynchronous way.
+    boost::system::error_code ec;
+    const std::size_t sent = socket_.write_some(asio::buffer(write_buffer_), ec);
+    if (!ec && sent == write_buffer_.size()) {
+      asio::post(strand_, [self = shared_from_this(), gen = gen_] { self->on_written(gen, {}); });
+      return;
+    }
+    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+      asio::post(strand_, [self = shared_from_this(), gen = gen_, ec] { self->on_written(gen, ec); });
+      return;
+    }
+    asio::async_write(socket_, asio::buffer(write_buffer_) + (ec ? 0 : sent),
+                      [self = shared_from_this(), gen = gen_](const boost::system::error_code& e, std::size_t) {
+                        self->on_written(gen, e);
                       });
   }
 
@@ -375,9 +400,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       fail_attempt(ec);
       return;
     }
-    if (options_.unix_path.empty()) {
+    {
       boost::system::error_code ignored;
-      socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+      if (options_.unix_path.empty()) socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+      socket_.non_blocking(true, ignored);  // for start_write's immediate attempt
     }
     handshake_.clear();
     std::string hello;

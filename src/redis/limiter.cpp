@@ -31,8 +31,11 @@ class limiter_core {
         algo_(std::move(algo)),
         options_(std::move(options)),
         breaker_(options_.breaker) {
-    prefix_ = "{" + name_ + "}:";
-    epoch_key_ = "{" + name_ + "}";
+    // Appended, not `"{" + name_ + "}"`: GCC 12 at -O3 warns (-Wrestrict, a false positive) on the latter.
+    epoch_key_.reserve(name_.size() + 2);
+    epoch_key_.append("{").append(name_).append("}");
+    prefix_ = epoch_key_;
+    prefix_.push_back(':');
     detect_arg_ = options_.detect_lost_state ? "1" : "0";
     if (options_.on_failure == failure_policy::local_fallback && !algo_.inf) {
       const double per_second = algo_.fallback_rate.per_second() * options_.fallback_share;
@@ -175,7 +178,7 @@ std::optional<limiter_core::parsed_reply> limiter_core::parse(const reply& r, st
   if (!r.is_array()) return std::nullopt;
   const auto& e = r.elements();
   if (e.size() != 8) return std::nullopt;
-  for (std::size_t i : {0, 1, 2, 3, 4, 5, 7}) {
+  for (std::size_t i : {0U, 1U, 2U, 3U, 4U, 5U, 7U}) {
     if (!e[i].is_integer()) return std::nullopt;
   }
   if (!e[6].is_string()) return std::nullopt;

@@ -284,7 +284,9 @@ TEST(RedisCluster, SlotMigratedMidRunFollowsAskThenMoved) {
   io_thread io(2);
   cluster c(io.executor(), rc.url(0));
   constexpr int burst = 5;
-  admit::redis::gcra limiter(c, "mig", hourly, burst, patient());
+  admit::redis::limiter_options o = patient();
+  o.detect_lost_state = true;  // the epoch key "{mig}" migrates with the slot too
+  admit::redis::gcra limiter(c, "mig", hourly, burst, o);
   const std::string slot = std::to_string(hash_slot("{mig}"));
   const std::size_t source = rc.owner_of("{mig}");
   const std::size_t target = (source + 1) % redis_cluster::size;

@@ -141,7 +141,9 @@ TEST(RedisGcra, RefusalsAndQueriesWriteNothing) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
-  admit::redis::gcra limiter(conn, "ro", admit::rate::per(1, std::chrono::hours(1)), 2, patient());
+  limiter_options o = patient();
+  o.detect_lost_state = true;  // even with the epoch, a refusal or a query writes nothing
+  admit::redis::gcra limiter(conn, "ro", admit::rate::per(1, std::chrono::hours(1)), 2, o);
   // n == 0 and n > burst on a fresh key: answered, nothing stored.
   const long long before = dirty(server);
   const auto q = limiter.decide("fresh", 0);
@@ -167,13 +169,11 @@ TEST(RedisGcra, RefusalsAndQueriesWriteNothing) {
   EXPECT_EQ(server.admin({"PEXPIRETIME", limiter.storage_key("k")}), expiry);
 }
 
-TEST(RedisGcra, WithoutLostStateDetectionAnAdmissionIsOneWrite) {
+TEST(RedisGcra, ByDefaultAnAdmissionIsOneWrite) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
-  limiter_options o = patient();
-  o.detect_lost_state = false;
-  admit::redis::gcra limiter(conn, "one", admit::rate::per(1, std::chrono::hours(1)), 2, o);
+  admit::redis::gcra limiter(conn, "one", admit::rate::per(1, std::chrono::hours(1)), 2, patient());
   const long long before = dirty(server);
   ASSERT_TRUE(limiter.decide("k", 1).decision.admitted);
   EXPECT_EQ(dirty(server), before + 1);  // one SET (with its expiry)

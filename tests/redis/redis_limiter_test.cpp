@@ -129,6 +129,7 @@ TEST(RedisLimiter, TheBreakerStopsCallingADeadRedisAndProbesItsWayBack) {
   o.timeout = 100ms;
   o.breaker = {.failure_threshold = 3, .open_for = 200ms};
   o.on_event = log.hook();
+  o.detect_lost_state = true;
   admit::redis::gcra limiter(conn, "br", admit::rate::per_second(1000), 100, o);
   ASSERT_TRUE(limiter.decide("k").consulted);
   server.kill();
@@ -166,6 +167,7 @@ TEST(RedisLimiter, LostStateIsReportedAfterAFlushAndARestart) {
   event_log log;
   limiter_options o = patient();
   o.on_event = log.hook();
+  o.detect_lost_state = true;
   admit::redis::gcra limiter(conn, "ls", hourly, 5, o);
   ASSERT_TRUE(limiter.decide("a").decision.admitted);
   ASSERT_TRUE(limiter.decide("b").decision.admitted);
@@ -198,6 +200,7 @@ TEST(RedisLimiter, ARegressedEpochIsLostStateToo) {
   event_log log;
   limiter_options o = patient();
   o.on_event = log.hook();
+  o.detect_lost_state = true;
   admit::redis::gcra limiter(conn, "rg", hourly, 10, o);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(limiter.decide("k").decision.admitted);
   EXPECT_EQ(server.admin({"HGET", limiter.epoch_key(), "seq"}), "3");
@@ -215,6 +218,7 @@ TEST(RedisLimiter, StateThatExpiredIsNotLostState) {
   event_log log;
   limiter_options o = patient();
   o.on_event = log.hook();
+  o.detect_lost_state = true;
   // Full again 3 ms after an admission: the state key and the epoch expire with it.
   admit::redis::gcra limiter(conn, "ex", admit::rate::every(3ms), 1, o);
   for (int round = 0; round < 3; ++round) {

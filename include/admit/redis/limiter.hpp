@@ -160,7 +160,11 @@ class limiter {
     return k;
   }
   // The Redis key of the limiter's epoch (lost-state detection): "{name}".
-  [[nodiscard]] std::string epoch_key() const { return "{" + name() + "}"; }
+  [[nodiscard]] std::string epoch_key() const {
+    std::string k = detail::limiter_prefix(*core_);
+    k.pop_back();  // "{name}:" without the ':'
+    return k;
+  }
 
   [[nodiscard]] const std::string& name() const noexcept { return detail::limiter_name(*core_); }
   [[nodiscard]] const limiter_options& options() const noexcept { return detail::limiter_get_options(*core_); }

@@ -55,8 +55,10 @@ struct limiter_options {
   std::size_t fallback_max_keys = 100'000;
   // Consecutive failures that stop calling Redis, and for how long; failure_threshold 0 disables the breaker.
   circuit_breaker_options breaker{};
-  // Keep the limiter's epoch key in Redis to notice lost state (one hash update per admission). The default.
-  bool detect_lost_state = true;
+  // Keep the limiter's epoch key in Redis to notice lost state (a restart without persistence, a flush, a failover to
+  // a lagging replica) and report it through on_event. Off by default: it adds a hash update and an expiry to every
+  // admission, which cost 25-40% of the server's throughput for the GCRA script (docs/perf/redis.md).
+  bool detect_lost_state = false;
   // Called on the thread that completes a decision, outside admit's locks, for each limiter_event. Must not block;
   // may be empty.
   std::function<void(const limiter_event&)> on_event;
