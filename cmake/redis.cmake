@@ -51,9 +51,11 @@ if(ADMIT_WITH_REDIS)
   add_library(admit_redis STATIC
     ${PROJECT_SOURCE_DIR}/src/redis/cluster.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/connection.cpp
+    ${PROJECT_SOURCE_DIR}/src/redis/fixed_window.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/gcra.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/limiter.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/options.cpp
+    ${PROJECT_SOURCE_DIR}/src/redis/sliding_log.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/sliding_window.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/token_bucket.cpp
     ${admit_redis_lua_headers})
