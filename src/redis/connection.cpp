@@ -103,7 +103,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       early = !post_needed && incoming_.size() == early_flush_calls;
     }
     if (post_needed) {
-      asio::post(strand_, [self = shared_from_this()] { self->drain(); });
+      // Posted to the underlying executor, entering the strand only when it runs: a drain queued on the strand itself
+      // would hold the strand, and the early drain below could not run before it.
+      asio::post(strand_.get_inner_executor(),
+                 [self = shared_from_this()] { asio::dispatch(self->strand_, [self] { self->drain(); }); });
     } else if (early) {
       // Inline when this thread runs the executor and the strand is free, else queued as a post would be.
       asio::dispatch(strand_, [self = shared_from_this()] { self->drain(); });

@@ -25,14 +25,15 @@ using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
 namespace asio = boost::asio;
 
-TEST(RedisPipelining, CallsIssuedTogetherShareOneWrite) {
+TEST(RedisPipelining, CallsIssuedTogetherShareWrites) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
   ASSERT_FALSE(conn.connect());
   const auto before = conn.statistics();
 
-  // 64 calls issued by one handler: none can be written before the handler returns, so all go in one write.
+  // 64 calls issued by one handler: the 16th writes the first 16 at once (rather than after the handler returns, so
+  // the server starts on them while the handler goes on); the other 48 queue behind that write and go in one more.
   std::promise<void> all_done;
   std::atomic<int> remaining{64};
   std::atomic<int> wrong{0};
@@ -48,7 +49,7 @@ TEST(RedisPipelining, CallsIssuedTogetherShareOneWrite) {
   EXPECT_EQ(wrong.load(), 0);
   const auto after = conn.statistics();
   EXPECT_EQ(after.commands_written - before.commands_written, 64u);
-  EXPECT_EQ(after.writes - before.writes, 1u);
+  EXPECT_EQ(after.writes - before.writes, 2u);
   EXPECT_EQ(after.replies - before.replies, 64u);
 }
 

@@ -2,8 +2,10 @@
 //
 //   admit replay --algorithm token-bucket --rate 100/s --burst 20 data/sample_trace.txt
 //   admit replay --algorithm concurrency --limit 8 --max-waiters 20 --timeout 500ms data/sample_concurrency_trace.txt
+//   admit decide --redis redis://127.0.0.1:6379 --rate 10/s --burst 5 nightly-export   (built with admit::redis)
 //
-// Exit status: 0 success, 2 bad input (an option, the trace, an unreadable file), 1 anything else.
+// Exit status: 0 success (decide: admitted), 2 bad input (an option, the trace, an unreadable file), 75 decide:
+// refused (try again later), 1 anything else.
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
@@ -12,6 +14,9 @@
 
 #include "cli/options.hpp"
 #include "cli/replay.hpp"
+#ifdef ADMIT_CLI_WITH_REDIS
+#include "cli/redis/decide.hpp"
+#endif
 
 int main(int argc, char** argv) {
   namespace cli = admit::cli;
@@ -81,6 +86,45 @@ int main(int argc, char** argv) {
           ->type_name("FILE.svg");
   replay->add_option("trace", o.trace, "trace file; '-' or absent: standard input")->type_name("TRACE");
 
+#ifdef ADMIT_CLI_WITH_REDIS
+  cli::decide_options d;
+  std::string decide_rate, decide_burst, decide_window, decide_max_wait;
+  CLI::App* decide = app.add_subcommand(
+      "decide",
+      "Ask a distributed limiter on Redis whether KEY may go now, so that processes on many machines share one limit "
+      "(state under the Redis key {NAME}:KEY, time from Redis's clock). Prints the decision (remaining, retry after, "
+      "reset after, who decided). Exit status: 0 admitted, 75 refused (try again later), 2 bad input or a cost above "
+      "the limit, 1 anything else. When Redis does not answer within --timeout the request is refused (or admitted "
+      "with --fail-open), with a message on stderr.");
+  decide->add_option("--redis", d.redis, "redis://[:password@]host:port[/db] or unix:///path")
+      ->required()
+      ->type_name("URL");
+  decide
+      ->add_option("--algorithm,-a", d.algorithm,
+                   "gcra (default), token-bucket, fixed-window, sliding-window, sliding-log")
+      ->type_name("NAME");
+  auto* decide_rate_opt =
+      decide->add_option("--rate,-r", decide_rate, "N/s, N/ms, N/min, N/h or N/500ms")->required()->type_name("RATE");
+  auto* decide_burst_opt =
+      decide->add_option("--burst,-b", decide_burst, "gcra, token-bucket: tokens the limiter holds (default 1)")
+          ->type_name("N");
+  auto* decide_window_opt = decide
+                                ->add_option("--window,-w", decide_window,
+                                             "window algorithms: window length (default 1s); limit = rate * window")
+                                ->type_name("DURATION");
+  decide->add_option("--name", d.name, "the limiter's name, shared by every process using this limit (default admit)")
+      ->type_name("NAME");
+  decide->add_option("--cost,-n", d.cost, "tokens this request takes (default 1)")->type_name("N");
+  decide->add_option("--timeout", d.timeout, "deadline of each decision (default 1s)")->type_name("DURATION");
+  decide->add_flag("--wait", d.wait, "on refusal, sleep for its retry-after and ask again, until admitted");
+  auto* decide_max_wait_opt =
+      decide->add_option("--max-wait", decide_max_wait, "with --wait: give up (exit 75) rather than wait longer")
+          ->type_name("DURATION");
+  decide->add_flag("--fail-open", d.fail_open, "admit when Redis cannot decide (default: refuse)");
+  decide->add_flag("--json", d.json, "print the decision as JSON");
+  decide->add_option("key", d.key, "the key to decide for, e.g. a job or user name")->required()->type_name("KEY");
+#endif
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -91,6 +135,21 @@ int main(int argc, char** argv) {
     app.exit(e);  // prints the message to stderr
     return cli::exit_bad_input;
   }
+
+#ifdef ADMIT_CLI_WITH_REDIS
+  if (decide->parsed()) {
+    if (*decide_rate_opt) d.rate = decide_rate;
+    if (*decide_burst_opt) d.burst = decide_burst;
+    if (*decide_window_opt) d.window = decide_window;
+    if (*decide_max_wait_opt) d.max_wait = decide_max_wait;
+    try {
+      return cli::run_decide(d, std::cout, std::cerr);
+    } catch (const std::exception& e) {
+      std::cerr << "admit decide: " << e.what() << "\n";
+      return cli::exit_failure;
+    }
+  }
+#endif
 
   if (*rate_opt) o.rate = rate;
   if (*limit_opt) o.limit = limit;

@@ -8,7 +8,9 @@
 // Guarantees.
 // - Pipelining: calls from any threads and coroutines queue in one FIFO; whenever no write is in progress, everything
 //   queued is written in one write (at most ~256 KiB per write) and the replies are matched to the calls in order.
-//   No call waits for another's reply before being sent.
+//   No call waits for another's reply before being sent. A write does not wait for a busy executor either: once 16
+//   calls are queued behind a drain that has not run yet (e.g. the completions of one read each issuing the next
+//   call), they are written at once, so that the server works while the client completes the rest.
 // - Completion: a call completes exactly once, with (error_code, reply). A Redis error reply (NOSCRIPT, MOVED, ...)
 //   is a value with an empty error_code. Errors: errc::timeout (deadline passed; a late reply is read and discarded),
 //   errc::outcome_unknown (connection lost after the command was possibly written: it may or may not have run — it is

@@ -1,0 +1,201 @@
+// `admit decide` (see decide.hpp): checks the options, builds the distributed limiter, decides, and with --wait
+// retries after each refusal's retry_after until admitted or --max-wait would be exceeded.
+#include "cli/redis/decide.hpp"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "admit/redis/connection.hpp"
+#include "admit/redis/fixed_window.hpp"
+#include "admit/redis/gcra.hpp"
+#include "admit/redis/limiter.hpp"
+#include "admit/redis/options.hpp"
+#include "admit/redis/sliding_log.hpp"
+#include "admit/redis/sliding_window.hpp"
+#include "admit/redis/token_bucket.hpp"
+#include "cli/duration.hpp"
+#include "cli/options.hpp"
+#include "cli/replay.hpp"
+#include "cli/report.hpp"
+#include "cli/trace.hpp"
+
+namespace admit::cli {
+
+namespace {
+
+// The io_context the connection runs on, on its own thread while the command lives.
+class io_runner {
+ public:
+  io_runner() : guard_(io_.get_executor()), thread_([this] { io_.run(); }) {}
+  ~io_runner() {
+    guard_.reset();
+    io_.stop();
+    thread_.join();
+  }
+  io_runner(const io_runner&) = delete;
+  io_runner& operator=(const io_runner&) = delete;
+  boost::asio::any_io_executor executor() { return io_.get_executor(); }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
+  std::thread thread_;
+};
+
+std::chrono::nanoseconds duration_option(const std::string& option, const std::string& text) {
+  const auto d = parse_duration(text);
+  if (!d) throw usage_error(option + ": " + quote_for_message(text) + " is not a duration (e.g. 500ms, 1s, 5min)");
+  return *d;
+}
+
+std::unique_ptr<redis::limiter> make_limiter(const decide_options& o, redis::client& c,
+                                             const redis::limiter_options& lo) {
+  replay_options ro;
+  ro.algorithm = o.algorithm;
+  ro.rate = o.rate;
+  ro.burst = o.burst;
+  ro.window = o.window;
+  if (!ro.rate) throw usage_error("--rate is required (e.g. --rate 10/s)");
+  const replay_settings s = resolve(to_config(ro));
+  switch (s.algo) {
+    case algorithm::gcra:
+      return std::make_unique<redis::gcra>(c, o.name, s.limit, s.burst, lo);
+    case algorithm::token_bucket:
+      return std::make_unique<redis::token_bucket>(c, o.name, s.limit, s.burst, lo);
+    case algorithm::fixed_window:
+      return std::make_unique<redis::fixed_window>(c, o.name, s.window_limit, s.window, lo);
+    case algorithm::sliding_window:
+      return std::make_unique<redis::sliding_window>(c, o.name, s.window_limit, s.window, lo);
+    case algorithm::sliding_log:
+      return std::make_unique<redis::sliding_log>(c, o.name, s.window_limit, s.window, lo);
+    case algorithm::pacer:
+    case algorithm::warmup:
+      break;
+  }
+  throw usage_error("--algorithm: " + quote_for_message(o.algorithm) +
+                    " has no distributed form (gcra, token-bucket, fixed-window, sliding-window, sliding-log)");
+}
+
+std::string_view source_name(redis::decided_by s) {
+  switch (s) {
+    case redis::decided_by::redis:
+      return "redis";
+    case redis::decided_by::lease:
+      return "lease";
+    case redis::decided_by::failure_policy:
+      return "failure_policy";
+    case redis::decided_by::local_fallback:
+      return "local_fallback";
+    case redis::decided_by::unlimited:
+      return "unlimited";
+  }
+  return "unknown";
+}
+
+std::int64_t ns_of(std::chrono::nanoseconds d) { return d.count(); }
+
+void print(std::ostream& out, const decide_options& o, const redis::limiter& l, const redis::limiter_result& r,
+           std::chrono::nanoseconds waited) {
+  const decision& d = r.decision;
+  const bool never = d.exceeds_capacity();
+  if (o.json) {
+    out << "{\"admitted\": " << (d.admitted ? "true" : "false") << ", \"key\": " << json_string(o.key)
+        << ", \"limiter\": " << json_string(l.name()) << ", \"algorithm\": " << json_string(o.algorithm)
+        << ", \"n\": " << o.cost << ", \"limit\": " << d.limit << ", \"remaining\": " << d.remaining
+        << ", \"retry_after_s\": " << (never ? std::string("null") : format_seconds(ns_of(d.retry_after)))
+        << ", \"reset_after_s\": " << format_seconds(ns_of(d.reset_after))
+        << ", \"decided_by\": " << json_string(source_name(r.source))
+        << ", \"error\": " << (r.error ? json_string(r.error.message()) : std::string("null"))
+        << ", \"server_time_us\": " << r.server_time.count() << ", \"waited_s\": " << format_seconds(ns_of(waited))
+        << "}\n";
+    return;
+  }
+  out << (d.admitted ? "admitted" : "refused") << ": " << quote_for_message(o.key) << " n=" << o.cost
+      << " limit=" << d.limit << " remaining=" << d.remaining;
+  if (!d.admitted) {
+    out << " retry_after=" << (never ? std::string("never") : human_duration(ns_of(d.retry_after)));
+  }
+  out << " reset_after=" << human_duration(ns_of(d.reset_after)) << " decided_by=" << source_name(r.source);
+  if (waited > std::chrono::nanoseconds::zero()) out << " waited=" << human_duration(ns_of(waited));
+  out << "\n";
+}
+
+}  // namespace
+
+int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
+  try {
+    if (o.redis.empty()) throw usage_error("--redis is required (e.g. --redis redis://127.0.0.1:6379)");
+    if (o.key.empty()) throw usage_error("the key must not be empty");
+    const auto n = parse_whole_number(o.cost);
+    if (!n) throw usage_error("--cost: " + quote_for_message(o.cost) + " is not a whole number >= 0");
+    redis::limiter_options lo;
+    lo.timeout = duration_option("--timeout", o.timeout);
+    if (lo.timeout <= std::chrono::nanoseconds::zero()) throw usage_error("--timeout: must be above 0, got 0s");
+    lo.on_failure = o.fail_open ? redis::failure_policy::fail_open : redis::failure_policy::fail_closed;
+    lo.breaker.failure_threshold = 0;  // one process, a few decisions: every one asks Redis
+    std::optional<std::chrono::nanoseconds> max_wait;
+    if (o.max_wait) {
+      if (!o.wait) throw usage_error("--max-wait: applies only with --wait");
+      max_wait = duration_option("--max-wait", *o.max_wait);
+    }
+
+    redis::connection_options co;
+    try {
+      co = redis::parse_url(o.redis);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(std::string("--redis: ") + e.what());
+    }
+    io_runner io;
+    redis::connection conn(io.executor(), co);
+    std::unique_ptr<redis::limiter> limiter;
+    try {
+      limiter = make_limiter(o, conn, lo);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(e.what());
+    }
+
+    const auto start = std::chrono::steady_clock::now();
+    for (bool retried = false;; retried = true) {
+      const redis::limiter_result r = limiter->decide(o.key, *n);
+      // Time spent waiting for admission (zero for an answer at the first asking).
+      const std::chrono::nanoseconds waited =
+          retried ? std::chrono::steady_clock::now() - start : std::chrono::nanoseconds::zero();
+      if (r.error) {
+        err << "admit decide: redis did not decide (" << r.error.message() << (r.message.empty() ? "" : ": ")
+            << r.message << "); " << (o.fail_open ? "--fail-open admits" : "refused by default (--fail-open admits)")
+            << "\n";
+      }
+      if (r.decision.admitted) {
+        print(out, o, *limiter, r, waited);
+        return exit_ok;
+      }
+      if (r.decision.exceeds_capacity()) {
+        print(out, o, *limiter, r, waited);
+        err << "admit decide: --cost " << *n << " is more than the limit " << r.decision.limit
+            << ": it can never be admitted\n";
+        return exit_bad_input;
+      }
+      const auto so_far = std::chrono::steady_clock::now() - start;
+      const bool give_up = !o.wait || r.error || (max_wait && so_far + r.decision.retry_after > *max_wait);
+      if (give_up) {
+        print(out, o, *limiter, r, waited);
+        return exit_refused;
+      }
+      err << "admit decide: refused, retrying in " << human_duration(ns_of(r.decision.retry_after)) << " (waited "
+          << human_duration(ns_of(std::chrono::steady_clock::now() - start)) << ")\n";
+      std::this_thread::sleep_for(r.decision.retry_after);
+    }
+  } catch (const usage_error& e) {
+    err << "admit decide: " << e.what() << "\n";
+    return exit_bad_input;
+  }
+}
+
+}  // namespace admit::cli

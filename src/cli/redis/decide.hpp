@@ -1,0 +1,41 @@
+// cli/redis/decide.hpp — `admit decide`: one decision of a distributed limiter on Redis, from the shell, so that
+// jobs on many machines can share one limit:
+//
+//   admit decide --redis redis://10.0.0.5:6379 --rate 10/s --burst 5 nightly-export && run-export
+//   admit decide --redis redis://10.0.0.5:6379 --rate 100/min --wait --max-wait 5m api-crawler && crawl
+//
+// Built only with the admit::redis target. The options are text until run_decide checks them (as cli/options.hpp
+// does for replay), so every message names the option and the value.
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+namespace admit::cli {
+
+// Refused now; the caller may try again later (sysexits' EX_TEMPFAIL).
+inline constexpr int exit_refused = 75;
+
+struct decide_options {
+  std::string redis;                    // URL: redis://[:password@]host:port[/db] or unix:///path (required)
+  std::string algorithm = "gcra";       // gcra, token-bucket, fixed-window, sliding-window, sliding-log
+  std::optional<std::string> rate;      // required: N/s, N/min, ...
+  std::optional<std::string> burst;     // gcra, token-bucket (default 1)
+  std::optional<std::string> window;    // window algorithms (default 1s); the per-window limit is rate * window
+  std::string name = "admit";           // the limiter's name: its keys are {name}:key
+  std::string key;                      // the key to decide for (required)
+  std::string cost = "1";               // n, tokens the request takes
+  std::string timeout = "1s";           // the deadline of each decision
+  bool wait = false;                    // wait until admitted (retrying after each refusal's retry_after)
+  std::optional<std::string> max_wait;  // with wait: give up (refused) when admission would come later than this
+  bool fail_open = false;               // admit when Redis cannot decide (default: refuse)
+  bool json = false;
+};
+
+// Runs `admit decide`. Returns 0 admitted, exit_refused refused (or timed out waiting), 2 bad input (including a
+// cost the limiter can never admit), 1 anything else. The decision goes to `out` (a line, or JSON); messages
+// (waiting, Redis unreachable) to `err` prefixed "admit decide: ".
+int run_decide(const decide_options& options, std::ostream& out, std::ostream& err);
+
+}  // namespace admit::cli
