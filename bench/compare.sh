@@ -542,7 +542,8 @@ EOF
   java-semaphore.txt, tokio.txt, interleaved.txt, results.tsv).
 EOF
 
-  # Measurements made by their own scripts (keyed limiter, middleware, HTTP load), each with its date and command.
+  # Measurements made by their own scripts (keyed limiter, middleware, HTTP load, Redis: docs/perf/redis.md comes from
+  # bench/redis_compare.sh, which this script does not run), each with its date and command.
   for extra in docs/perf/*.md; do
     [[ -e "$extra" ]] || continue
     printf '\n'
