@@ -55,6 +55,7 @@ if(ADMIT_WITH_REDIS)
     ${PROJECT_SOURCE_DIR}/src/redis/gcra.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/limiter.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/options.cpp
+    ${PROJECT_SOURCE_DIR}/src/redis/parameters.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/sliding_log.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/sliding_window.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/token_bucket.cpp

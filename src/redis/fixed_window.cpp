@@ -3,58 +3,31 @@
 #include "admit/redis/fixed_window.hpp"
 
 #include <admit_redis_lua/fixed_window_lua.hpp>
-#include <chrono>
-#include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <utility>
+
+#include "parameters.hpp"
 
 namespace admit::redis {
 
 namespace {
-
-[[noreturn]] void invalid(const std::string& what) {
-  throw std::invalid_argument("admit::redis::fixed_window: " + what);
-}
 
 const script& fixed_window_script() {
   static const script s{std::string(detail::lua::fixed_window)};
   return s;
 }
 
-// The window rounded up to whole microseconds; validates limit and window.
-std::chrono::microseconds checked_window(std::int64_t limit, std::chrono::nanoseconds window) {
-  if (limit < 1 || limit > fixed_window::max_limit) {
-    invalid("limit must be from 1 to " + std::to_string(fixed_window::max_limit) + ", got " + std::to_string(limit));
-  }
-  if (window.count() <= 0) invalid("window must be positive, got " + std::to_string(window.count()) + "ns");
-  const std::int64_t w = window.count() / 1000 + (window.count() % 1000 != 0 ? 1 : 0);
-  if (w > fixed_window::max_window.count()) {
-    invalid("window " + std::to_string(w) + "us exceeds 2^51 us (~71 years; the script's arithmetic must stay exact)");
-  }
-  return std::chrono::microseconds{w};
-}
-
-detail::limiter_algorithm fixed_window_algorithm(std::int64_t limit, std::chrono::microseconds window) {
-  detail::limiter_algorithm a;
-  a.lua = &fixed_window_script();
-  a.params = {std::to_string(window.count()), std::to_string(limit)};
-  a.limit = limit;
-  a.max_n = limit;
-  a.fallback_rate = rate::per(static_cast<double>(limit), window);
-  a.fallback_burst = limit;
-  return a;
-}
-
 }  // namespace
 
 fixed_window::fixed_window(client& c, std::string name, std::int64_t limit, std::chrono::nanoseconds window,
                            limiter_options options)
-    : fixed_window(c, std::move(name), limit, std::move(options), checked_window(limit, window)) {}
+    : fixed_window(c, std::move(name), limit, std::move(options),
+                   detail::checked_window("fixed_window", limit, fixed_window::max_limit, window, false)) {}
 
 fixed_window::fixed_window(client& c, std::string name, std::int64_t limit, limiter_options options,
                            std::chrono::microseconds window)
-    : limiter(c, detail::make_limiter_core("fixed_window", std::move(name), fixed_window_algorithm(limit, window),
+    : limiter(c, detail::make_limiter_core("fixed_window", std::move(name),
+                                           detail::window_algorithm(fixed_window_script(), limit, window),
                                            std::move(options))),
       window_(window) {}
 

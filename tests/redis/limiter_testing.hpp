@@ -2,22 +2,32 @@
 // a real process's state, the server's count of writes, and readable decisions in failure messages.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <boost/system/error_code.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
+#include <functional>
 #include <future>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "admit/decision.hpp"
 #include "admit/redis/limiter.hpp"
 #include "admit/redis/limiter_options.hpp"
+#include "admit/redis/limiter_result.hpp"
 #include "redis_server.hpp"
 
 namespace admit {
@@ -57,6 +67,89 @@ inline long long dirty(const redis_server& server) {
   const auto at = info.find(key);
   if (at == std::string::npos) throw std::runtime_error("no " + key + " in INFO");
   return std::atoll(info.c_str() + at + key.size());
+}
+
+// The server time a decision was made at, as a time point of a clock whose epoch is the Unix epoch: the local limiter
+// replayed at that point aligns its windows where the scripts do (on the Unix epoch).
+inline std::chrono::steady_clock::time_point at(const limiter_result& r) {
+  return std::chrono::steady_clock::time_point{
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(r.server_time)};
+}
+
+// The server's clock now (TIME), in µs since the Unix epoch.
+inline std::int64_t server_now(const redis_server& server) {
+  const std::string time = server.admin({"TIME"});
+  const auto newline = time.find('\n');
+  return std::stoll(time.substr(0, newline)) * 1'000'000 + std::stoll(time.substr(newline + 1));
+}
+
+// One decision of a recorded trace.
+struct traced {
+  std::string key;
+  std::int64_t n;
+  limiter_result result;
+};
+
+// Concurrent callers' results in the order the server decided them: by server time, and within one microsecond
+// admissions first, by falling remaining.
+inline void sort_in_server_order(std::vector<traced>& trace) {
+  std::stable_sort(trace.begin(), trace.end(), [](const traced& a, const traced& b) {
+    return std::make_tuple(a.result.server_time, !a.result.decision.admitted, -a.result.decision.remaining) <
+           std::make_tuple(b.result.server_time, !b.result.decision.admitted, -b.result.decision.remaining);
+  });
+}
+
+// Replays `trace` on local limiters, one per key built by make_local() (a std::unique_ptr to a limiter with
+// decide_at), at the server times the script reported: every field of every decision must equal the local one, as
+// `adjust` turns it into the server's units.
+template <class MakeLocal, class Adjust = std::identity>
+void expect_matches_local(const std::vector<traced>& trace, MakeLocal make_local, Adjust adjust = {}) {
+  std::map<std::string, decltype(make_local())> local;
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const traced& t = trace[i];
+    ASSERT_TRUE(t.result.consulted) << i << ": " << t.result.error.message();
+    auto& l = local[t.key];
+    if (!l) l = make_local();
+    EXPECT_EQ(t.result.decision, adjust(l->decide_at(at(t.result), t.n)))
+        << "request " << i << " key " << t.key << " n " << t.n << " at " << t.result.server_time.count();
+  }
+}
+
+// `callers` concurrent chains of l.async_decide_detailed(key, n), each issuing its next call from its previous call's
+// completion, `per_caller` calls each. `midway`, if set, runs on the calling thread once a quarter of the results are
+// in (e.g. a SCRIPT FLUSH under load). Returns every result, in completion order, once all are in (the test fails
+// after 60 s without them).
+inline std::vector<traced> decide_concurrently(const limiter& l, const std::string& key, std::int64_t n, int callers,
+                                               int per_caller, const std::function<void()>& midway = {}) {
+  const auto total = static_cast<std::size_t>(callers * per_caller);
+  std::mutex m;
+  std::vector<traced> results;
+  std::promise<void> done;
+  std::function<void(int)> issue = [&](int left) {
+    l.async_decide_detailed(key, n, [&, left](limiter_result r) {
+      bool last = false;
+      {
+        std::lock_guard lock(m);
+        results.push_back({key, n, std::move(r)});
+        last = results.size() == total;
+      }
+      if (left > 1) issue(left - 1);
+      if (last) done.set_value();
+    });
+  };
+  for (int i = 0; i < callers; ++i) issue(per_caller);
+  if (midway) {
+    eventually([&] {
+      std::lock_guard lock(m);
+      return results.size() >= total / 4;
+    });
+    midway();
+  }
+  if (done.get_future().wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    ADD_FAILURE() << "decide_concurrently: not every call completed within 60 s";
+    std::terminate();  // the chains still reference this frame
+  }
+  return results;
 }
 
 // async_decide's (error_code, decision) as a future (Boost 1.81's as_tuple does not compose with use_future here).

@@ -73,7 +73,8 @@ TEST_F(AdmitDecide, AdmitsThenRefusesWithExitStatus75) {
 
 TEST_F(AdmitDecide, WaitRetriesUntilAdmitted) {
   redis_server server;
-  const std::string common = "decide --redis " + server.url() + " --rate 50/s --burst 1 k";
+  const std::string common = "decide --redis " + server.url() +
+                             " --rate 1/s --burst 1 k";  // a wait of up to 1 s: longer than starting the process
   ASSERT_EQ(admit_cli(common).status, 0);
   const run_result waited = admit_cli(common + " --wait --max-wait 5s");
   EXPECT_EQ(waited.status, 0) << waited.out;

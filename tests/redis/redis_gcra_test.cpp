@@ -43,11 +43,13 @@ using admit::redis::limiter_errc;
 using admit::redis::limiter_options;
 using admit::redis::limiter_result;
 using admit::redis::testing::decide_async;
+using admit::redis::testing::decide_concurrently;
 using admit::redis::testing::dirty;
 using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::patient;
 using admit::redis::testing::redis_server;
+using admit::redis::testing::traced;
 using clock_type = std::chrono::steady_clock;
 namespace asio = boost::asio;
 
@@ -55,24 +57,12 @@ constexpr auto margin = 150ms;  // scheduling slack on a loaded machine
 
 std::int64_t us(std::chrono::nanoseconds d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); }
 
-struct traced {
-  std::string key;
-  std::int64_t n;
-  limiter_result result;
-};
-
 // Replays the trace on admit's local GCRA (one limiter per key) at exactly the server times the script used, with
 // the interval the distributed limiter enforces (whole microseconds): every field must match.
 void expect_matches_local(const std::vector<traced>& trace, const admit::redis::gcra& limiter) {
-  std::map<std::string, std::unique_ptr<admit::gcra>> local;
-  for (std::size_t i = 0; i < trace.size(); ++i) {
-    const traced& t = trace[i];
-    ASSERT_TRUE(t.result.consulted) << i << ": " << t.result.error.message();
-    auto& g = local[t.key];
-    if (!g) g = std::make_unique<admit::gcra>(admit::rate::every(limiter.emission_interval()), limiter.burst());
-    const clock_type::time_point at{std::chrono::duration_cast<clock_type::duration>(t.result.server_time)};
-    EXPECT_EQ(t.result.decision, g->decide_at(at, t.n)) << "request " << i << " key " << t.key << " n " << t.n;
-  }
+  admit::redis::testing::expect_matches_local(trace, [&] {
+    return std::make_unique<admit::gcra>(admit::rate::every(limiter.emission_interval()), limiter.burst());
+  });
 }
 
 TEST(RedisGcra, DecisionsMatchTheLocalGcraAtTheServerTime) {
@@ -254,33 +244,16 @@ TEST(RedisGcra, HotKeyWith64ConcurrentCallersAdmitsExactlyTheBurst) {
   constexpr std::int64_t burst = 100;
   admit::redis::gcra limiter(conn, "hot", admit::rate::per(1, std::chrono::hours(1)), burst, patient());
   constexpr int callers = 64, per_caller = 12;
-  std::mutex m;
-  std::vector<limiter_result> results;
-  std::promise<void> done;
-  std::atomic<int> outstanding{callers * per_caller};
-  std::function<void(int)> issue = [&](int left) {
-    limiter.async_decide_detailed("k", 1, [&, left](limiter_result r) {
-      {
-        std::lock_guard lock(m);
-        results.push_back(std::move(r));
-      }
-      if (left > 1) issue(left - 1);
-      if (outstanding.fetch_sub(1) == 1) done.set_value();
-    });
-  };
-  for (int i = 0; i < callers; ++i) issue(per_caller);
   // SCRIPT FLUSH mid-run: callers in flight get NOSCRIPT, load the script and retry once; nothing counts twice.
-  ASSERT_TRUE(eventually([&] {
-    std::lock_guard lock(m);
-    return results.size() >= 200;
-  }));
-  server.admin({"SCRIPT", "FLUSH"});
-  ASSERT_EQ(done.get_future().wait_for(60s), std::future_status::ready);
+  const std::vector<traced> results = decide_concurrently(limiter, "k", 1, callers, per_caller, [&] {
+    server.admin({"SCRIPT", "FLUSH"});
+  });
 
   std::int64_t admitted = 0;
   std::set<std::int64_t> remaining;
   std::int64_t first_time = 0;
-  for (const auto& r : results) {
+  for (const traced& t : results) {
+    const limiter_result& r = t.result;
     ASSERT_TRUE(r.consulted) << r.error.message() << " " << r.message;
     if (!r.decision.admitted) continue;
     ++admitted;

@@ -26,14 +26,8 @@
 #include "admit/redis/connection.hpp"
 #include "admit/sliding_log.hpp"
 #include "io_thread.hpp"
+#include "limiter_testing.hpp"
 #include "redis_server.hpp"
-
-namespace admit {
-inline void PrintTo(const decision& d, std::ostream* os) {
-  *os << "{admitted " << d.admitted << ", limit " << d.limit << ", remaining " << d.remaining << ", retry_after "
-      << d.retry_after.count() << "ns, reset_after " << d.reset_after.count() << "ns}";
-}
-}  // namespace admit
 
 namespace {
 
@@ -41,64 +35,25 @@ using namespace std::chrono_literals;
 using admit::redis::connection;
 using admit::redis::limiter_options;
 using admit::redis::limiter_result;
+using admit::redis::testing::at;
+using admit::redis::testing::decide_concurrently;
+using admit::redis::testing::dirty;
+using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;
+using admit::redis::testing::patient;
 using admit::redis::testing::redis_server;
+using admit::redis::testing::server_now;
+using admit::redis::testing::sort_in_server_order;
+using admit::redis::testing::traced;
 using clock_type = std::chrono::steady_clock;
 namespace asio = boost::asio;
 
-limiter_options patient() {
-  limiter_options o;
-  o.timeout = 10s;
-  return o;
-}
-
-clock_type::time_point at(const limiter_result& r) {
-  return clock_type::time_point{std::chrono::duration_cast<clock_type::duration>(r.server_time)};
-}
-
-long long dirty(const redis_server& server) {
-  const std::string info = server.admin({"INFO", "persistence"});
-  const std::string key = "rdb_changes_since_last_save:";
-  const auto pos = info.find(key);
-  if (pos == std::string::npos) throw std::runtime_error("no " + key + " in INFO");
-  return std::atoll(info.c_str() + pos + key.size());
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::seconds limit = 10s) {
-  const auto end = clock_type::now() + limit;
-  while (!pred()) {
-    if (clock_type::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
-struct traced {
-  std::string key;
-  std::int64_t n;
-  limiter_result result;
-};
-
 // Replays the trace on admit::sliding_log (one per key) at the server times: every field must match. With `sort`
-// (concurrent callers), in the server's order: by time, and within one microsecond admissions first, by falling
-// remaining.
+// (concurrent callers), in the server's order.
 void expect_matches_local(std::vector<traced> trace, const admit::redis::sliding_log& limiter, bool sort = false) {
-  if (sort) {
-    std::stable_sort(trace.begin(), trace.end(), [](const traced& a, const traced& b) {
-      return std::make_tuple(a.result.server_time, !a.result.decision.admitted, -a.result.decision.remaining) <
-             std::make_tuple(b.result.server_time, !b.result.decision.admitted, -b.result.decision.remaining);
-    });
-  }
-  std::map<std::string, std::unique_ptr<admit::sliding_log>> local;
-  for (std::size_t i = 0; i < trace.size(); ++i) {
-    const traced& t = trace[i];
-    ASSERT_TRUE(t.result.consulted) << i << ": " << t.result.error.message();
-    auto& l = local[t.key];
-    if (!l) l = std::make_unique<admit::sliding_log>(limiter.limit(), limiter.window());
-    EXPECT_EQ(t.result.decision, l->decide_at(at(t.result), t.n))
-        << "request " << i << " key " << t.key << " n " << t.n << " at " << t.result.server_time.count();
-  }
+  if (sort) sort_in_server_order(trace);
+  admit::redis::testing::expect_matches_local(
+      trace, [&] { return std::make_unique<admit::sliding_log>(limiter.limit(), limiter.window()); });
 }
 
 // The sliding log's bound over admissions (server time µs, n) of one key: two admissions lie in a common interval
@@ -324,22 +279,7 @@ TEST(RedisSlidingLog, HotKeyWith64ConcurrentCallersAdmitsExactlyTheLimitWithUniq
   constexpr std::int64_t limit = 300;
   admit::redis::sliding_log limiter(conn, "hot", limit, std::chrono::hours(1), patient());
   constexpr int callers = 64, per_caller = 12;
-  std::mutex m;
-  std::vector<traced> results;
-  std::promise<void> done;
-  std::atomic<int> outstanding{callers * per_caller};
-  std::function<void(int)> issue = [&](int left) {
-    limiter.async_decide_detailed("k", 3, [&, left](limiter_result r) {
-      {
-        std::lock_guard lock(m);
-        results.push_back({"k", 3, std::move(r)});
-      }
-      if (left > 1) issue(left - 1);
-      if (outstanding.fetch_sub(1) == 1) done.set_value();
-    });
-  };
-  for (int i = 0; i < callers; ++i) issue(per_caller);
-  ASSERT_EQ(done.get_future().wait_for(60s), std::future_status::ready);
+  const std::vector<traced> results = decide_concurrently(limiter, "k", 3, callers, per_caller);
   ASSERT_EQ(results.size(), static_cast<std::size_t>(callers * per_caller));
   std::int64_t admitted = 0;
   for (const auto& r : results) admitted += r.result.decision.admitted;

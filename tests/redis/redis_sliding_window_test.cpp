@@ -26,14 +26,8 @@
 #include "admit/redis/connection.hpp"
 #include "admit/sliding_window.hpp"
 #include "io_thread.hpp"
+#include "limiter_testing.hpp"
 #include "redis_server.hpp"
-
-namespace admit {
-inline void PrintTo(const decision& d, std::ostream* os) {
-  *os << "{admitted " << d.admitted << ", limit " << d.limit << ", remaining " << d.remaining << ", retry_after "
-      << d.retry_after.count() << "ns, reset_after " << d.reset_after.count() << "ns}";
-}
-}  // namespace admit
 
 namespace {
 
@@ -41,51 +35,18 @@ using namespace std::chrono_literals;
 using admit::redis::connection;
 using admit::redis::limiter_options;
 using admit::redis::limiter_result;
+using admit::redis::testing::at;
+using admit::redis::testing::decide_concurrently;
+using admit::redis::testing::dirty;
+using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;
+using admit::redis::testing::patient;
 using admit::redis::testing::redis_server;
+using admit::redis::testing::server_now;
+using admit::redis::testing::sort_in_server_order;
+using admit::redis::testing::traced;
 using clock_type = std::chrono::steady_clock;
 namespace asio = boost::asio;
-
-limiter_options patient() {
-  limiter_options o;
-  o.timeout = 10s;
-  return o;
-}
-
-clock_type::time_point at(const limiter_result& r) {
-  return clock_type::time_point{std::chrono::duration_cast<clock_type::duration>(r.server_time)};
-}
-
-long long dirty(const redis_server& server) {
-  const std::string info = server.admin({"INFO", "persistence"});
-  const std::string key = "rdb_changes_since_last_save:";
-  const auto pos = info.find(key);
-  if (pos == std::string::npos) throw std::runtime_error("no " + key + " in INFO");
-  return std::atoll(info.c_str() + pos + key.size());
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::seconds limit = 10s) {
-  const auto end = clock_type::now() + limit;
-  while (!pred()) {
-    if (clock_type::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
-// The server's clock now, in µs since the Unix epoch.
-std::int64_t server_now(const redis_server& server) {
-  const std::string time = server.admin({"TIME"});
-  const auto newline = time.find('\n');
-  return std::stoll(time.substr(0, newline)) * 1'000'000 + std::stoll(time.substr(newline + 1));
-}
-
-struct traced {
-  std::string key;
-  std::int64_t n;
-  limiter_result result;
-};
 
 // The local decision as the server reports it: durations in whole microseconds, retry_after rounded up (the local
 // limiter answers to the nanosecond).
@@ -95,24 +56,13 @@ admit::decision in_server_units(admit::decision d) {
   return d;
 }
 
-// Replays the trace on admit::sliding_window (one per key) at the server times: every field must match.
+// Replays the trace on admit::sliding_window (one per key) at the server times: every field must match. With `sort`
+// (concurrent callers), in the server's order.
 void expect_matches_local(std::vector<traced> trace, const admit::redis::sliding_window& limiter, bool sort = false) {
-  if (sort) {
-    // Concurrent callers: order by server time, and within one microsecond admissions first, by falling remaining.
-    std::stable_sort(trace.begin(), trace.end(), [](const traced& a, const traced& b) {
-      return std::make_tuple(a.result.server_time, !a.result.decision.admitted, -a.result.decision.remaining) <
-             std::make_tuple(b.result.server_time, !b.result.decision.admitted, -b.result.decision.remaining);
-    });
-  }
-  std::map<std::string, std::unique_ptr<admit::sliding_window>> local;
-  for (std::size_t i = 0; i < trace.size(); ++i) {
-    const traced& t = trace[i];
-    ASSERT_TRUE(t.result.consulted) << i << ": " << t.result.error.message();
-    auto& l = local[t.key];
-    if (!l) l = std::make_unique<admit::sliding_window>(limiter.limit(), limiter.window());
-    EXPECT_EQ(t.result.decision, in_server_units(l->decide_at(at(t.result), t.n)))
-        << "request " << i << " key " << t.key << " n " << t.n << " at " << t.result.server_time.count();
-  }
+  if (sort) sort_in_server_order(trace);
+  admit::redis::testing::expect_matches_local(
+      trace, [&] { return std::make_unique<admit::sliding_window>(limiter.limit(), limiter.window()); },
+      in_server_units);
 }
 
 // The bound of the sliding window counter over the admissions of one key, at server times (µs): any interval
@@ -319,22 +269,7 @@ TEST(RedisSlidingWindow, HotKeyWith64ConcurrentCallersAdmitsExactlyTheLimit) {
   constexpr std::int64_t limit = 100;
   admit::redis::sliding_window limiter(conn, "hot", limit, std::chrono::hours(1), patient());
   constexpr int callers = 64, per_caller = 12;
-  std::mutex m;
-  std::vector<traced> results;
-  std::promise<void> done;
-  std::atomic<int> outstanding{callers * per_caller};
-  std::function<void(int)> issue = [&](int left) {
-    limiter.async_decide_detailed("k", 1, [&, left](limiter_result r) {
-      {
-        std::lock_guard lock(m);
-        results.push_back({"k", 1, std::move(r)});
-      }
-      if (left > 1) issue(left - 1);
-      if (outstanding.fetch_sub(1) == 1) done.set_value();
-    });
-  };
-  for (int i = 0; i < callers; ++i) issue(per_caller);
-  ASSERT_EQ(done.get_future().wait_for(60s), std::future_status::ready);
+  const std::vector<traced> results = decide_concurrently(limiter, "k", 1, callers, per_caller);
   ASSERT_EQ(results.size(), static_cast<std::size_t>(callers * per_caller));
   // Exact: the local limiter, replayed in the server's order, admits the same requests (the limit, unless the run
   // straddled an hour boundary, where the previous hour's weight allows a few more as it decays).

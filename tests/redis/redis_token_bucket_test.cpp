@@ -26,14 +26,8 @@
 #include "admit/redis/connection.hpp"
 #include "admit/token_bucket.hpp"
 #include "io_thread.hpp"
+#include "limiter_testing.hpp"
 #include "redis_server.hpp"
-
-namespace admit {
-inline void PrintTo(const decision& d, std::ostream* os) {
-  *os << "{admitted " << d.admitted << ", limit " << d.limit << ", remaining " << d.remaining << ", retry_after "
-      << d.retry_after.count() << "ns, reset_after " << d.reset_after.count() << "ns}";
-}
-}  // namespace admit
 
 namespace {
 
@@ -41,47 +35,18 @@ using namespace std::chrono_literals;
 using admit::redis::connection;
 using admit::redis::limiter_options;
 using admit::redis::limiter_result;
+using admit::redis::testing::at;
+using admit::redis::testing::decide_concurrently;
+using admit::redis::testing::dirty;
+using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;
+using admit::redis::testing::patient;
 using admit::redis::testing::redis_server;
+using admit::redis::testing::traced;
 using clock_type = std::chrono::steady_clock;
 namespace asio = boost::asio;
 
-limiter_options patient() {
-  limiter_options o;
-  o.timeout = 10s;  // the tests that are not about deadlines must not fail on a loaded machine
-  return o;
-}
-
 std::int64_t us(std::chrono::nanoseconds d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); }
-
-clock_type::time_point at(const limiter_result& r) {
-  return clock_type::time_point{std::chrono::duration_cast<clock_type::duration>(r.server_time)};
-}
-
-// The server's count of changes to the dataset: unchanged means nothing was written.
-long long dirty(const redis_server& server) {
-  const std::string info = server.admin({"INFO", "persistence"});
-  const std::string key = "rdb_changes_since_last_save:";
-  const auto pos = info.find(key);
-  if (pos == std::string::npos) throw std::runtime_error("no " + key + " in INFO");
-  return std::atoll(info.c_str() + pos + key.size());
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::seconds limit = 10s) {
-  const auto end = clock_type::now() + limit;
-  while (!pred()) {
-    if (clock_type::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
-struct traced {
-  std::string key;
-  std::int64_t n;
-  limiter_result result;
-};
 
 TEST(RedisTokenBucket, DecisionsMatchTheLocalBucketAtTheServerTime) {
   redis_server server;
@@ -236,25 +201,11 @@ TEST(RedisTokenBucket, HotKeyWith64ConcurrentCallersAdmitsExactlyTheBurst) {
   constexpr std::int64_t burst = 100;
   admit::redis::token_bucket bucket(conn, "hot", admit::rate::per(1, std::chrono::hours(1)), burst, patient());
   constexpr int callers = 64, per_caller = 12;
-  std::mutex m;
-  std::vector<limiter_result> results;
-  std::promise<void> done;
-  std::atomic<int> outstanding{callers * per_caller};
-  std::function<void(int)> issue = [&](int left) {
-    bucket.async_decide_detailed("k", 1, [&, left](limiter_result r) {
-      {
-        std::lock_guard lock(m);
-        results.push_back(std::move(r));
-      }
-      if (left > 1) issue(left - 1);
-      if (outstanding.fetch_sub(1) == 1) done.set_value();
-    });
-  };
-  for (int i = 0; i < callers; ++i) issue(per_caller);
-  ASSERT_EQ(done.get_future().wait_for(60s), std::future_status::ready);
+  const std::vector<traced> results = decide_concurrently(bucket, "k", 1, callers, per_caller);
   std::int64_t admitted = 0;
   std::set<std::int64_t> remaining;
-  for (const auto& r : results) {
+  for (const traced& t : results) {
+    const limiter_result& r = t.result;
     ASSERT_TRUE(r.consulted) << r.error.message() << " " << r.message;
     if (!r.decision.admitted) continue;
     ++admitted;
