@@ -8,6 +8,8 @@
 #include <cassert>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
+#include <iterator>
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
@@ -15,6 +17,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <boost/asio/compose.hpp>
 
 #include "admit/gcra.hpp"
 #include "admit/keyed.hpp"
@@ -55,7 +59,15 @@ class limiter_core {
   limiter_plan before(std::string_view key, std::int64_t n);
   limiter_result after(std::string_view key, std::int64_t n, const limiter_plan& plan,
                        const boost::system::error_code& ec, const reply& r);
-  command make_command(std::string_view key, std::int64_t n, std::int64_t k) const;
+
+  // One decision waiting for, or riding in, a script call.
+  struct batch_entry {
+    std::shared_ptr<request_base> req;
+    std::string state_key;
+    std::int64_t n, k;
+    std::optional<steady::time_point> deadline;
+  };
+  static void submit(const std::shared_ptr<limiter_core>& self, client& conn, batch_entry entry);
 
   std::string algorithm_;
   std::string name_;
@@ -91,6 +103,16 @@ class limiter_core {
   std::int64_t epoch_seq_ = 0;       // the highest seq seen under epoch_id_
   std::int64_t epoch_seq_time_ = 0;  // the server time (µs) of the reply that carried it
   std::int64_t state_until_ = 0;     // server time (µs) until which state this process wrote must still exist
+
+  // Batching (limiter_options::max_batch): decisions queued while `in_flight_` calls are out. A call leaves when
+  // fewer than max_in_flight are out, or when the queue holds a full batch; each completed call takes the queue.
+  static constexpr int max_in_flight = 2;
+  std::vector<batch_entry> take_batch_locked();
+  static void send(const std::shared_ptr<limiter_core>& self, client& conn, std::vector<batch_entry> batch);
+  command batch_command(const std::vector<batch_entry>& batch) const;
+  std::mutex batch_mutex_;
+  std::vector<batch_entry> queued_;
+  int in_flight_ = 0;
 
   // Local token leasing: tokens this process took from Redis and has not spent, per key.
   struct lease_entry {
@@ -166,14 +188,93 @@ limiter_plan limiter_core::before(std::string_view key, std::int64_t n) {
   return plan;
 }
 
-command limiter_core::make_command(std::string_view key, std::int64_t n, std::int64_t k) const {
-  command c{"EVALSHA", algo_.lua->sha1(), "2", epoch_key_};
-  std::string state;
-  state.reserve(prefix_.size() + key.size());
-  state.append(prefix_).append(key);
-  c.arg(state).arg(n).arg(k).arg(detect_arg_);
+void limiter_core::submit(const std::shared_ptr<limiter_core>& self, client& conn, batch_entry entry) {
+  std::vector<batch_entry> batch;
+  {
+    std::lock_guard lock(self->batch_mutex_);
+    self->queued_.push_back(std::move(entry));
+    if (self->in_flight_ >= max_in_flight && self->queued_.size() < self->options_.max_batch) return;
+    ++self->in_flight_;
+    batch = self->take_batch_locked();
+  }
+  send(self, conn, std::move(batch));
+}
+
+std::vector<limiter_core::batch_entry> limiter_core::take_batch_locked() {
+  std::vector<batch_entry> batch;
+  if (queued_.size() <= options_.max_batch) {
+    batch.swap(queued_);
+    return batch;
+  }
+  const auto end = queued_.begin() + static_cast<std::ptrdiff_t>(options_.max_batch);
+  batch.assign(std::make_move_iterator(queued_.begin()), std::make_move_iterator(end));
+  queued_.erase(queued_.begin(), end);
+  return batch;
+}
+
+command limiter_core::batch_command(const std::vector<batch_entry>& batch) const {
+  // KEYS: the epoch, then one state key per decision; ARGV: detect, the parameters, then n and k per decision.
+  command c{"EVALSHA", algo_.lua->sha1()};
+  c.arg(batch.size() + 1).arg(epoch_key_);
+  for (const auto& e : batch) c.arg(e.state_key);
+  c.arg(detect_arg_);
   for (const auto& p : algo_.params) c.arg(p);
+  for (const auto& e : batch) c.arg(e.n).arg(e.k);
   return c;
+}
+
+namespace {
+
+// Decision i's own reply out of a batch's {r_1, ..., r_m, now, epoch_id, epoch_seq}: {r_i..., now, id, seq}, or r_i
+// when it is an error reply. A reply of another shape (an error for the whole call, say) goes to every decision as it
+// is, for limiter_core::after to judge.
+reply member_reply(const reply& r, std::size_t i, std::size_t m) {
+  if (!r.is_array() || r.elements().size() != m + 3) return r;
+  const auto& e = r.elements();
+  if (!e[i].is_array()) return e[i];
+  std::vector<reply> one = e[i].elements();
+  one.push_back(e[m]);
+  one.push_back(e[m + 1]);
+  one.push_back(e[m + 2]);
+  return reply::array(std::move(one));
+}
+
+}  // namespace
+
+void limiter_core::send(const std::shared_ptr<limiter_core>& self, client& conn, std::vector<batch_entry> batch) {
+  for (;;) {
+    // A decision completed while it waited (its deadline, a cancellation) was never sent, and is not now.
+    std::erase_if(batch, [](const batch_entry& e) { return e.req->done(); });
+    if (!batch.empty()) break;
+    std::lock_guard lock(self->batch_mutex_);
+    if (self->queued_.empty()) {
+      --self->in_flight_;
+      return;
+    }
+    batch = self->take_batch_locked();
+  }
+  std::optional<steady::time_point> deadline;
+  for (const auto& e : batch) {
+    if (e.deadline && (!deadline || *e.deadline < *deadline)) deadline = e.deadline;
+  }
+  command cmd = self->batch_command(batch);
+  auto on_reply = [self, &conn, batch = std::move(batch)](boost::system::error_code ec, reply r) mutable {
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      batch[i].req->try_finish(ec, ec ? reply() : member_reply(r, i, batch.size()));
+    }
+    batch.clear();
+    {
+      std::lock_guard lock(self->batch_mutex_);
+      if (self->queued_.empty()) {
+        --self->in_flight_;
+        return;
+      }
+      batch = self->take_batch_locked();
+    }
+    send(self, conn, std::move(batch));
+  };
+  boost::asio::async_compose<decltype(on_reply), void(boost::system::error_code, reply)>(
+      evalsha_op{&conn, self->algo_.lua, std::move(cmd), deadline}, on_reply, conn.get_executor());
 }
 
 std::optional<limiter_core::parsed_reply> limiter_core::parse(const reply& r, std::int64_t n, std::int64_t k) const {
@@ -340,6 +441,7 @@ std::shared_ptr<limiter_core> make_limiter_core(std::string_view algorithm, std:
     invalid("options.lease_ttl must be positive, got " + std::to_string(options.lease_ttl.count()) + "ns");
   }
   if (options.lease_max_keys < 1) invalid("options.lease_max_keys must be at least 1, got 0");
+  if (options.max_batch < 1) invalid("options.max_batch must be at least 1, got 0");
   assert(algo.lua != nullptr);
   try {
     return std::make_shared<limiter_core>(algorithm, std::move(name), std::move(algo), std::move(options));
@@ -350,10 +452,13 @@ std::shared_ptr<limiter_core> make_limiter_core(std::string_view algorithm, std:
 }
 
 limiter_plan limiter_before(limiter_core& core, std::string_view key, std::int64_t n) { return core.before(key, n); }
-command limiter_command(const limiter_core& core, std::string_view key, std::int64_t n, std::int64_t k) {
-  return core.make_command(key, n, k);
+void limiter_submit(const std::shared_ptr<limiter_core>& core, client& conn, std::shared_ptr<request_base> req,
+                    std::string_view key, std::int64_t n, const limiter_plan& plan) {
+  std::string state;
+  state.reserve(core->prefix_.size() + key.size());
+  state.append(core->prefix_).append(key);
+  limiter_core::submit(core, conn, {std::move(req), std::move(state), n, plan.k, plan.deadline});
 }
-const script& limiter_script(const limiter_core& core) noexcept { return *core.algo_.lua; }
 limiter_result limiter_after(limiter_core& core, std::string_view key, std::int64_t n, const limiter_plan& plan,
                              const boost::system::error_code& ec, const reply& r) {
   return core.after(key, n, plan, ec, r);
@@ -379,8 +484,10 @@ limiter_result limiter::decide(std::string_view key, std::int64_t n) const {
   detail::limiter_core& core = *core_;
   const detail::limiter_plan plan = core.before(key, n);
   if (plan.done) return *plan.done;
-  const result r = evalsha_until(*client_, plan.deadline, *core.algo_.lua, core.make_command(key, n, plan.k));
-  return core.after(key, n, plan, r.error, r.value);
+  auto req = std::make_shared<detail::blocking_request>();
+  detail::limiter_submit(core_, *client_, req, key, n, plan);
+  const auto [ec, r] = req->wait(plan.deadline);
+  return core.after(key, n, plan, ec, r);
 }
 
 }  // namespace admit::redis

@@ -90,13 +90,17 @@ struct traced {
   limiter_result result;
 };
 
-// Concurrent callers' results in the order the server decided them: by server time, and within one microsecond
-// admissions first, by falling remaining.
+// Concurrent callers' results in the order the server decided them. By server time; within one microsecond (one
+// batch of one script call, or calls that read the same TIME) by falling remaining *before* the decision (remaining
+// + granted): only admissions change a key's state, and each lowers it, so that order is the order of the decisions
+// on each key; at equal values a refusal or a query comes before an admission (it saw the state the admission then
+// changed). Keys are independent: the relative order of each key's decisions is what the replay needs.
 inline void sort_in_server_order(std::vector<traced>& trace) {
-  std::stable_sort(trace.begin(), trace.end(), [](const traced& a, const traced& b) {
-    return std::make_tuple(a.result.server_time, !a.result.decision.admitted, -a.result.decision.remaining) <
-           std::make_tuple(b.result.server_time, !b.result.decision.admitted, -b.result.decision.remaining);
-  });
+  const auto order = [](const traced& t) {
+    const limiter_result& r = t.result;
+    return std::make_tuple(r.server_time, -(r.decision.remaining + r.granted), r.granted > 0);
+  };
+  std::stable_sort(trace.begin(), trace.end(), [&](const traced& a, const traced& b) { return order(a) < order(b); });
 }
 
 // Replays `trace` on local limiters, one per key built by make_local() (a std::unique_ptr to a limiter with

@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,7 @@
 #include "admit/redis/circuit_breaker.hpp"
 #include "admit/redis/client.hpp"
 #include "admit/redis/command.hpp"
+#include "admit/redis/detail/request.hpp"
 #include "admit/redis/errc.hpp"
 #include "admit/redis/limiter_options.hpp"
 #include "admit/redis/limiter_result.hpp"
@@ -74,8 +76,13 @@ class limiter_core;
 std::shared_ptr<limiter_core> make_limiter_core(std::string_view algorithm, std::string name, limiter_algorithm algo,
                                                 limiter_options options);
 limiter_plan limiter_before(limiter_core& core, std::string_view key, std::int64_t n);
-command limiter_command(const limiter_core& core, std::string_view key, std::int64_t n, std::int64_t k);
-const script& limiter_script(const limiter_core& core) noexcept;
+// Hands the script call of a decision (plan.k, plan.deadline) to the limiter's batcher, which sends it through `conn`
+// alone or with others (see limiter_options::max_batch) and completes `req` with the decision's own reply (the shape
+// of one decision: {admitted, granted, remaining, retry_after_us, reset_after_us, now_us, epoch_id, epoch_seq}), an
+// error, or not at all when something else completed `req` first (its deadline, a cancellation). A request completed
+// before its batch leaves is never sent.
+void limiter_submit(const std::shared_ptr<limiter_core>& core, client& conn, std::shared_ptr<request_base> req,
+                    std::string_view key, std::int64_t n, const limiter_plan& plan);
 limiter_result limiter_after(limiter_core& core, std::string_view key, std::int64_t n, const limiter_plan& plan,
                              const boost::system::error_code& ec, const reply& r);
 const std::string& limiter_name(const limiter_core& core) noexcept;
@@ -105,9 +112,14 @@ struct limiter_op {
       boost::asio::post(std::move(self));
       return;
     }
-    boost::asio::async_compose<Self, void(boost::system::error_code, reply)>(
-        evalsha_op{conn, &limiter_script(*core), limiter_command(*core, key, n, plan.k), plan.deadline}, self,
-        conn->get_executor());
+    // The request owns `self` (and so this object) from here on: copy what the submission needs first.
+    const std::shared_ptr<limiter_core> c = core;
+    const std::string k = key;
+    const std::int64_t cost = n;
+    const limiter_plan p = plan;
+    auto req = std::make_shared<async_request<std::decay_t<Self>>>(std::move(self), conn->get_executor());
+    req->attach_cancellation();
+    limiter_submit(c, *conn, std::move(req), k, cost, p);
   }
 
   template <class Self>

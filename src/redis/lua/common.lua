@@ -1,25 +1,23 @@
 -- admit: the part every limiter script shares, placed before each script's own text at build time (embed.cmake), so
 -- that each EVALSHA script is one self-contained source.
 --
--- The calling convention of every admit limiter script:
---   KEYS[1]  the limiter's epoch key "{name}": a hash {id, seq} that tells a loss of state apart from an idle limiter
---   KEYS[2]  the state key of the limited key, "{name}:key"
---   ARGV[1]  n, the request's cost, integer >= 0
---   ARGV[2]  k >= n, the most the script may take when it admits (local token leasing; k = n without it)
---   ARGV[3]  "1" to keep the epoch (lost-state detection), "0" not to touch KEYS[1]
---   ARGV[4..] the algorithm's parameters
--- and every script returns admit_reply(...):
---   {admitted (0/1), granted, remaining, retry_after_us (-1: never), reset_after_us, now_us, epoch_id, epoch_seq}
+-- One call decides a batch of m >= 1 requests of one limiter, in order, at one instant (the client puts the
+-- decisions that callers ask for while earlier calls are in flight into one call: see limiter.cpp). The calling
+-- convention of every admit limiter script:
+--   KEYS[1]        the limiter's epoch key "{name}": a hash {id, seq} that tells a loss of state apart from an idle
+--                  limiter
+--   KEYS[1 + i]    the state key of request i's limited key, "{name}:key" (i = 1..m; a key may repeat)
+--   ARGV[1]        "1" to keep the epoch (lost-state detection), "0" not to touch KEYS[1]
+--   ARGV[2], [3]   the algorithm's two parameters
+--   ARGV[2 + 2i], ARGV[3 + 2i]   n_i, the request's cost (integer >= 0), and k_i >= n_i, the most the script may take
+--                  when it admits (local token leasing; k = n without it)
+-- and every script returns admit_batch(...):
+--   {r_1, ..., r_m, now_us, epoch_id, epoch_seq}, where r_i is {admitted (0/1), granted, remaining,
+--   retry_after_us (-1: never), reset_after_us} or an error reply for request i alone.
 --
--- Time is read with TIME only (the server's clock, never a client's); under effects replication (Redis 7) replicas
--- receive the resulting writes, never the script. Numbers are IEEE doubles: integers are exact below 2^53, which is
--- why time is in microseconds (~1.8e15 now) and not nanoseconds (~1.8e18).
-local admit_n = tonumber(ARGV[1])
-local admit_k = tonumber(ARGV[2])
-if not admit_n or admit_n < 0 or not admit_k or admit_k < admit_n then
-  return redis.error_reply('ERR admit: bad arguments (n, k)')
-end
-
+-- Time is read with TIME only, once per call (the server's clock, never a client's); under effects replication
+-- (Redis 7) replicas receive the resulting writes, never the script. Numbers are IEEE doubles: integers are exact
+-- below 2^53, which is why time is in microseconds (~1.8e15 now) and not nanoseconds (~1.8e18).
 local function admit_now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -30,15 +28,42 @@ local function admit_int(x)
   return string.format('%.0f', x)
 end
 
--- The epoch: `id` is the server time at which the hash was created, `seq` counts admissions. Only admissions write it
--- (a refusal or a query writes nothing anywhere). The hash expires no earlier than any state key written under it
--- (expire_at_ms must be at or after now + reset_after, the state key's own expiry), so a client that sees a new id
--- while state it wrote should still exist, or a seq lower than one it saw, knows that Redis lost state (a restart
--- without persistence, a flush, a failover to a replica that had not received the latest writes).
-local function admit_reply(admitted, granted, remaining, retry_after, reset_after, now, expire_at_ms)
+-- Runs decide(key, n, k) for each request of the batch and returns the reply above. decide returns admitted (0/1),
+-- granted, remaining, retry_after_us, reset_after_us and the time (ms since the Unix epoch) until which what it wrote
+-- lives; or nil and an error message.
+--
+-- The epoch: `id` is the server time at which the hash was created, `seq` counts the calls that admitted something.
+-- Only admissions write it (a refusal or a query writes nothing anywhere). The hash expires no earlier than any state
+-- key written under it (the state keys' own expiry), so a client that sees a new id while state it wrote should
+-- still exist, or a seq lower than one it saw, knows that Redis lost state (a restart without persistence, a flush,
+-- a failover to a replica that had not received the latest writes).
+local function admit_batch(now, decide)
+  local m = #KEYS - 1
+  if m < 1 or #ARGV ~= 3 + 2 * m then
+    return redis.error_reply('ERR admit: bad arguments (' .. #KEYS .. ' keys, ' .. #ARGV .. ' arguments)')
+  end
+  local out = {}
+  local admitted_any, expire_at_ms = false, 0
+  for i = 1, m do
+    local n, k = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
+    if not n or n < 0 or not k or k < n then
+      out[i] = { err = 'ERR admit: bad arguments (n, k)' }
+    else
+      local admitted, granted, remaining, wait, reset, expire_at = decide(KEYS[1 + i], n, k)
+      if admitted == nil then
+        out[i] = { err = granted }
+      else
+        out[i] = { admitted, granted, remaining, wait, reset }
+        if granted > 0 then
+          admitted_any = true
+          if expire_at > expire_at_ms then expire_at_ms = expire_at end
+        end
+      end
+    end
+  end
   local id, seq = '', 0
-  if ARGV[3] == '1' then
-    if granted > 0 then
+  if ARGV[1] == '1' then
+    if admitted_any then
       id = redis.call('HGET', KEYS[1], 'id')
       local at = admit_int(expire_at_ms)
       if not id then
@@ -54,5 +79,8 @@ local function admit_reply(admitted, granted, remaining, retry_after, reset_afte
       id, seq = e[1] or '', tonumber(e[2]) or 0
     end
   end
-  return {admitted, granted, remaining, retry_after, reset_after, now, id, seq}
+  out[m + 1] = now
+  out[m + 2] = id
+  out[m + 3] = seq
+  return out
 end

@@ -2,20 +2,19 @@
 -- (include/admit/fixed_window.hpp), in microseconds of the server's own clock. common.lua comes before this text.
 --
 -- Windows are [j * window, (j + 1) * window) in microseconds since the Unix epoch; each admits up to `limit`.
--- KEYS[2]  the state, a string "start:window:count": the start of the newest window that admitted anything (µs), the
+-- KEYS[1+i] the state, a string "start:window:count": the start of the newest window that admitted anything (µs), the
 --          window length it was written with (µs), and its count. Absent = the current window is unused.
--- ARGV[4]  window, integer microseconds >= 1
--- ARGV[5]  limit, integer >= 1
+-- ARGV[2]  window, integer microseconds >= 1
+-- ARGV[3]  limit, integer >= 1
 -- A refusal (and n = 0) writes nothing. An admission writes the state with PXAT at the end of its window (rounded up
 -- to the millisecond): from then on the count carries no information.
 -- A count written with another window length is kept if its window ended after the current window began (it counts
 -- against the current window), and forgotten otherwise.
-local w = tonumber(ARGV[4])
-local limit = tonumber(ARGV[5])
+local w = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
 if not w or w < 1 or not limit or limit < 1 then
   return redis.error_reply('ERR admit fixed_window: bad arguments (window, limit)')
 end
-local n, k = admit_n, admit_k
 local now = admit_now()
 
 -- floor(a / b) for integers 0 <= a < 2^53, b >= 1, exactly (a double quotient near an integer could round up).
@@ -29,39 +28,43 @@ local function fdiv(a, b)
   return q
 end
 
-local start = fdiv(now, w) * w
-local count = 0
-local stored = redis.call('GET', KEYS[2])
-if stored then
-  local s, sw, c = string.match(stored, '^(%d+):(%d+):(%d+)$')
-  if not s then
-    return redis.error_reply('ERR admit fixed_window: key does not hold a window state')
+local function decide(key, n, k)
+  local start = fdiv(now, w) * w
+  local count = 0
+  local stored = redis.call('GET', key)
+  if stored then
+    local s, sw, c = string.match(stored, '^(%d+):(%d+):(%d+)$')
+    if not s then
+      return nil, 'ERR admit fixed_window: key does not hold a window state'
+    end
+    s, sw, c = tonumber(s), tonumber(sw), tonumber(c)
+    if sw == w and s > start then
+      start, count = s, c -- a later window than now's (a clock gone back): count against it
+    elseif s + sw > start then
+      count = c
+    end
   end
-  s, sw, c = tonumber(s), tonumber(sw), tonumber(c)
-  if sw == w and s > start then
-    start, count = s, c -- a later window than now's (a clock gone back): count against it
-  elseif s + sw > start then
-    count = c
-  end
-end
-local to_next = start + w - now
+  local to_next = start + w - now
 
-local admitted, granted, wait = 0, 0, 0
-if n > limit then
-  wait = -1 -- larger than the limit: never
-elseif n > 0 then
-  if n > limit - count then
-    wait = to_next -- until the next window starts
+  local admitted, granted, wait = 0, 0, 0
+  if n > limit then
+    wait = -1 -- larger than the limit: never
+  elseif n > 0 then
+    if n > limit - count then
+      wait = to_next -- until the next window starts
+    else
+      admitted = 1
+      granted = math.min(k, limit - count)
+      count = count + granted
+      redis.call('SET', key, admit_int(start) .. ':' .. admit_int(w) .. ':' .. admit_int(count),
+        'PXAT', admit_int(math.ceil((start + w) / 1000)))
+    end
   else
-    admitted = 1
-    granted = math.min(k, limit - count)
-    count = count + granted
-    redis.call('SET', KEYS[2], admit_int(start) .. ':' .. admit_int(w) .. ':' .. admit_int(count),
-      'PXAT', admit_int(math.ceil((start + w) / 1000)))
+    admitted = 1 -- n = 0: a query, always admitted, writes nothing
   end
-else
-  admitted = 1 -- n = 0: a query, always admitted, writes nothing
+  local reset = 0
+  if count > 0 then reset = to_next end
+  return admitted, granted, math.max(0, limit - count), wait, reset, math.ceil((start + w) / 1000)
 end
-local reset = 0
-if count > 0 then reset = to_next end
-return admit_reply(admitted, granted, math.max(0, limit - count), wait, reset, now, math.ceil((start + w) / 1000))
+
+return admit_batch(now, decide)

@@ -1,31 +1,20 @@
 -- admit GCRA (Generic Cell Rate Algorithm) on one Redis key: the same arithmetic as admit's local limiter
 -- (include/admit/detail/gcra_math.hpp), in microseconds of the server's own clock. common.lua comes before this text.
 --
--- KEYS[2]  the state: TAT, the theoretical arrival time (integer microseconds since the Unix epoch, as TIME gives
+-- KEYS[1+i] the state: TAT, the theoretical arrival time (integer microseconds since the Unix epoch, as TIME gives
 --          them): the limiter is full again at TAT. Absent = full.
--- ARGV[4]  T, the emission interval (1 / rate), integer microseconds >= 1
--- ARGV[5]  burst, integer >= 1 (tolerance tau = burst * T)
+-- ARGV[2]  T, the emission interval (1 / rate), integer microseconds >= 1
+-- ARGV[3]  burst, integer >= 1 (tolerance tau = burst * T)
 -- Admission takes g tokens, n <= g <= k, as many as fit (k > n only with local token leasing).
 -- A refusal (and n = 0) writes nothing. An admission writes TAT with PXAT at TAT (rounded up to the millisecond): the
 -- key disappears once the limiter is full again, when its value would carry no information.
-local interval = tonumber(ARGV[4])
-local burst = tonumber(ARGV[5])
+local interval = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
 if not interval or interval < 1 or not burst or burst < 1 then
   return redis.error_reply('ERR admit gcra: bad arguments (interval, burst)')
 end
 local tau = burst * interval
-local n, k = admit_n, admit_k
 local now = admit_now()
-
-local tat = now
-local stored = redis.call('GET', KEYS[2])
-if stored then
-  tat = tonumber(stored)
-  if not tat then
-    return redis.error_reply('ERR admit gcra: key does not hold an integer TAT')
-  end
-  if tat < now then tat = now end
-end
 
 -- fit(tat) = min(floor((now + tau - tat) / T), burst): how many tokens are available, computed exactly (a double
 -- quotient near 2^52 could round up).
@@ -42,20 +31,34 @@ local function fit(t)
   return m
 end
 
-local admitted, granted, wait = 0, 0, 0
-if n > burst then
-  wait = -1 -- larger than the burst: never (admit's oversize_policy::reject)
-elseif n > 0 then
-  local available = fit(tat)
-  if available < n then
-    wait = tat - tau + n * interval - now -- until the time from which n fit
-  else
-    admitted = 1
-    granted = math.min(k, available)
-    tat = tat + granted * interval
-    redis.call('SET', KEYS[2], admit_int(tat), 'PXAT', admit_int(math.ceil(tat / 1000)))
+local function decide(key, n, k)
+  local tat = now
+  local stored = redis.call('GET', key)
+  if stored then
+    tat = tonumber(stored)
+    if not tat then
+      return nil, 'ERR admit gcra: key does not hold an integer TAT'
+    end
+    if tat < now then tat = now end
   end
-else
-  admitted = 1 -- n = 0: a query, always admitted, writes nothing
+
+  local admitted, granted, wait = 0, 0, 0
+  if n > burst then
+    wait = -1 -- larger than the burst: never (admit's oversize_policy::reject)
+  elseif n > 0 then
+    local available = fit(tat)
+    if available < n then
+      wait = tat - tau + n * interval - now -- until the time from which n fit
+    else
+      admitted = 1
+      granted = math.min(k, available)
+      tat = tat + granted * interval
+      redis.call('SET', key, admit_int(tat), 'PXAT', admit_int(math.ceil(tat / 1000)))
+    end
+  else
+    admitted = 1 -- n = 0: a query, always admitted, writes nothing
+  end
+  return admitted, granted, fit(tat), wait, tat - now, math.ceil(tat / 1000)
 end
-return admit_reply(admitted, granted, fit(tat), wait, tat - now, now, math.ceil(tat / 1000))
+
+return admit_batch(now, decide)

@@ -4,22 +4,21 @@
 --   estimate(now) = previous_count * (window - elapsed) / window + current_count;  n fits iff estimate + n <= limit
 --
 -- Windows are [j * window, (j + 1) * window) in microseconds since the Unix epoch.
--- KEYS[2]  the state, a string "start:window:previous:current": the start of the newest window that admitted anything
+-- KEYS[1+i] the state, a string "start:window:previous:current": the start of the newest window that admitted anything
 --          (µs), the window length it was written with (µs), and the counts of the window before it and of it.
 --          Absent = no requests in the last two windows.
--- ARGV[4]  window, integer microseconds >= 1
--- ARGV[5]  limit, integer >= 1 (limit * window < 2^52: the products below stay exact)
+-- ARGV[2]  window, integer microseconds >= 1
+-- ARGV[3]  limit, integer >= 1 (limit * window < 2^52: the products below stay exact)
 -- A refusal (and n = 0) writes nothing. An admission writes the state with PXAT at the end of the window after the
 -- current one (rounded up to the millisecond): from then on both counts have left the estimate.
 -- A state written with another window length is carried over conservatively: all its requests count as the current
 -- window's if its window ended after the current window's start, as the previous window's if it ended during that
 -- one, and are forgotten otherwise.
-local w = tonumber(ARGV[4])
-local limit = tonumber(ARGV[5])
+local w = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
 if not w or w < 1 or not limit or limit < 1 then
   return redis.error_reply('ERR admit sliding_window: bad arguments (window, limit)')
 end
-local n, k = admit_n, admit_k
 local now = admit_now()
 
 -- floor(a / b) for integers 0 <= a < 2^53, b >= 1, exactly (a double quotient near an integer could round up).
@@ -31,30 +30,6 @@ local function fdiv(a, b)
     q = q + 1
   end
   return q
-end
-
-local cur_start = fdiv(now, w) * w
-local start, elapsed, prev, cur = cur_start, now - cur_start, 0, 0
-local stored = redis.call('GET', KEYS[2])
-if stored then
-  local s, sw, sp, sc = string.match(stored, '^(%d+):(%d+):(%d+):(%d+)$')
-  if not s then
-    return redis.error_reply('ERR admit sliding_window: key does not hold a window state')
-  end
-  s, sw, sp, sc = tonumber(s), tonumber(sw), tonumber(sp), tonumber(sc)
-  if sw == w then
-    if s > cur_start then
-      start, elapsed, prev, cur = s, 0, sp, sc -- behind the newest window (a clock gone back): judge at its start
-    elseif s == cur_start then
-      prev, cur = sp, sc
-    elseif s == cur_start - w then
-      prev = sc
-    end
-  elseif s + sw > cur_start then
-    cur = sp + sc
-  elseif s + sw > cur_start - w then
-    prev = sp + sc
-  end
 end
 
 -- ceil(p * (w - e) / w): the previous window's share of the estimate, rounded up.
@@ -71,39 +46,67 @@ local function first_fit(p, room)
   return w - q
 end
 
-local available = limit - cur - weighted(prev, elapsed)
-local admitted, granted, wait = 0, 0, 0
-if n > limit then
-  wait = -1 -- larger than the limit: never
-elseif n > 0 then
-  if n > available then
-    local ready
-    if n <= limit - cur and prev > 0 and first_fit(prev, limit - cur - n) < w then
-      ready = start + first_fit(prev, limit - cur - n) -- later in this window, as the previous one's weight decays
-    elseif cur == 0 then
-      ready = start + w
-    elseif first_fit(cur, limit - n) < w then
-      ready = start + w + first_fit(cur, limit - n) -- in the next window, this one's count becoming the previous
-    else
-      ready = start + 2 * w -- n == limit with counts in this window: the window after the next starts empty
+local cur_start = fdiv(now, w) * w
+
+local function decide(key, n, k)
+  local start, elapsed, prev, cur = cur_start, now - cur_start, 0, 0
+  local stored = redis.call('GET', key)
+  if stored then
+    local s, sw, sp, sc = string.match(stored, '^(%d+):(%d+):(%d+):(%d+)$')
+    if not s then
+      return nil, 'ERR admit sliding_window: key does not hold a window state'
     end
-    wait = math.max(0, ready - now)
-  else
-    admitted = 1
-    granted = math.min(k, available)
-    cur = cur + granted
-    available = available - granted
-    redis.call('SET', KEYS[2], admit_int(start) .. ':' .. admit_int(w) .. ':' .. admit_int(prev) .. ':' .. admit_int(cur),
-      'PXAT', admit_int(math.ceil((start + 2 * w) / 1000)))
+    s, sw, sp, sc = tonumber(s), tonumber(sw), tonumber(sp), tonumber(sc)
+    if sw == w then
+      if s > cur_start then
+        start, elapsed, prev, cur = s, 0, sp, sc -- behind the newest window (a clock gone back): judge at its start
+      elseif s == cur_start then
+        prev, cur = sp, sc
+      elseif s == cur_start - w then
+        prev = sc
+      end
+    elseif s + sw > cur_start then
+      cur = sp + sc
+    elseif s + sw > cur_start - w then
+      prev = sp + sc
+    end
   end
-else
-  admitted = 1 -- n = 0: a query, always admitted, writes nothing
+
+  local available = limit - cur - weighted(prev, elapsed)
+  local admitted, granted, wait = 0, 0, 0
+  if n > limit then
+    wait = -1 -- larger than the limit: never
+  elseif n > 0 then
+    if n > available then
+      local ready
+      if n <= limit - cur and prev > 0 and first_fit(prev, limit - cur - n) < w then
+        ready = start + first_fit(prev, limit - cur - n) -- later in this window, as the previous one's weight decays
+      elseif cur == 0 then
+        ready = start + w
+      elseif first_fit(cur, limit - n) < w then
+        ready = start + w + first_fit(cur, limit - n) -- in the next window, this one's count becoming the previous
+      else
+        ready = start + 2 * w -- n == limit with counts in this window: the window after the next starts empty
+      end
+      wait = math.max(0, ready - now)
+    else
+      admitted = 1
+      granted = math.min(k, available)
+      cur = cur + granted
+      available = available - granted
+      redis.call('SET', key, admit_int(start) .. ':' .. admit_int(w) .. ':' .. admit_int(prev) .. ':' .. admit_int(cur),
+        'PXAT', admit_int(math.ceil((start + 2 * w) / 1000)))
+    end
+  else
+    admitted = 1 -- n = 0: a query, always admitted, writes nothing
+  end
+  local zero_at = now
+  if cur > 0 then
+    zero_at = start + 2 * w
+  elseif prev > 0 then
+    zero_at = start + w
+  end
+  return admitted, granted, math.max(0, available), wait, math.max(0, zero_at - now), math.ceil((start + 2 * w) / 1000)
 end
-local zero_at = now
-if cur > 0 then
-  zero_at = start + 2 * w
-elseif prev > 0 then
-  zero_at = start + w
-end
-return admit_reply(admitted, granted, math.max(0, available), wait, math.max(0, zero_at - now), now,
-  math.ceil((start + 2 * w) / 1000))
+
+return admit_batch(now, decide)

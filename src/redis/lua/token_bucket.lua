@@ -2,32 +2,22 @@
 -- (include/admit/detail/token_bucket_math.hpp), in microseconds of the server's own clock. common.lua comes before
 -- this text.
 --
--- KEYS[2]  the state: the instant the bucket was (or will be) empty, integer microseconds since the Unix epoch, so
+-- KEYS[1+i] the state: the instant the bucket was (or will be) empty, integer microseconds since the Unix epoch, so
 --          that tokens(now) = min(burst, (now - empty_at) / interval). Absent = full.
--- ARGV[4]  the refill interval (1 / rate), integer microseconds >= 1
--- ARGV[5]  burst, integer >= 1
+-- ARGV[2]  the refill interval (1 / rate), integer microseconds >= 1
+-- ARGV[3]  burst, integer >= 1
 -- Admission takes g tokens, n <= g <= k, as many as the bucket holds (k > n only with local token leasing).
 -- A refusal (and n = 0) writes nothing. An admission writes the state with PXAT at the instant the bucket is full
 -- again (empty_at + burst * interval, rounded up to the millisecond): then the key carries no information.
 -- New parameters apply to the stored instant as it is: the tokens are recounted at the new interval (capped at the
 -- new burst) from the same empty instant.
-local interval = tonumber(ARGV[4])
-local burst = tonumber(ARGV[5])
+local interval = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
 if not interval or interval < 1 or not burst or burst < 1 then
   return redis.error_reply('ERR admit token_bucket: bad arguments (interval, burst)')
 end
 local tol = burst * interval
-local n, k = admit_n, admit_k
 local now = admit_now()
-
-local empty_at = now - tol -- a full bucket
-local stored = redis.call('GET', KEYS[2])
-if stored then
-  empty_at = tonumber(stored)
-  if not empty_at then
-    return redis.error_reply('ERR admit token_bucket: key does not hold an integer time')
-  end
-end
 
 -- Whole tokens held at `now` for the state e: floor((now - e) / interval) in [0, burst], computed exactly (a double
 -- quotient near an integer could round up).
@@ -44,23 +34,35 @@ local function tokens(e)
   return m
 end
 
-local admitted, granted, wait = 0, 0, 0
-if n > burst then
-  wait = -1 -- larger than the burst: never (admit's oversize_policy::reject)
-elseif n > 0 then
-  local base = math.max(empty_at, now - tol)
-  local ready = base + n * interval
-  if ready > now then
-    wait = ready - now -- until the n-th token has refilled
-  else
-    admitted = 1
-    granted = math.min(k, tokens(base))
-    empty_at = base + granted * interval
-    redis.call('SET', KEYS[2], admit_int(empty_at), 'PXAT', admit_int(math.ceil((empty_at + tol) / 1000)))
+local function decide(key, n, k)
+  local empty_at = now - tol -- a full bucket
+  local stored = redis.call('GET', key)
+  if stored then
+    empty_at = tonumber(stored)
+    if not empty_at then
+      return nil, 'ERR admit token_bucket: key does not hold an integer time'
+    end
   end
-else
-  admitted = 1 -- n = 0: a query, always admitted, writes nothing
+
+  local admitted, granted, wait = 0, 0, 0
+  if n > burst then
+    wait = -1 -- larger than the burst: never (admit's oversize_policy::reject)
+  elseif n > 0 then
+    local base = math.max(empty_at, now - tol)
+    local ready = base + n * interval
+    if ready > now then
+      wait = ready - now -- until the n-th token has refilled
+    else
+      admitted = 1
+      granted = math.min(k, tokens(base))
+      empty_at = base + granted * interval
+      redis.call('SET', key, admit_int(empty_at), 'PXAT', admit_int(math.ceil((empty_at + tol) / 1000)))
+    end
+  else
+    admitted = 1 -- n = 0: a query, always admitted, writes nothing
+  end
+  local full_at = empty_at + tol
+  return admitted, granted, tokens(empty_at), wait, math.max(0, full_at - now), math.ceil(full_at / 1000)
 end
-local full_at = empty_at + tol
-return admit_reply(admitted, granted, tokens(empty_at), wait, math.max(0, full_at - now), now,
-  math.ceil(full_at / 1000))
+
+return admit_batch(now, decide)
