@@ -219,8 +219,9 @@ TEST(RedisLimiter, StateThatExpiredIsNotLostState) {
   limiter_options o = patient();
   o.on_event = log.hook();
   o.detect_lost_state = true;
-  // Full again 3 ms after an admission: the state key and the epoch expire with it.
-  admit::redis::gcra limiter(conn, "ex", admit::rate::every(3ms), 1, o);
+  // Full again 50 ms after an admission: the state key and the epoch expire with it. (Long enough for the
+  // PEXPIRETIME below to find the epoch still there on a loaded machine: at 3 ms it once read -2, gone.)
+  admit::redis::gcra limiter(conn, "ex", admit::rate::every(50ms), 1, o);
   for (int round = 0; round < 3; ++round) {
     limiter_result r;
     ASSERT_TRUE(eventually([&] { return (r = limiter.decide("k")).decision.admitted; }));
