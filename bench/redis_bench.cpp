@@ -22,8 +22,8 @@
 // Output, one tab-separated line per case and repetition (lines starting with '#' are comments):
 //   admit <variant> <hot|many> <callers> <repetition> <decisions/s> <p50 µs> <p99 µs> <admitted share> <errors>
 //   <commands per write> <client CPU µs per decision>
-// (impl "admit-lease" with --lease; variant: the caller style, "-lsd" appended with --lost-state-detection on, then
-// --tag's text)
+// (impl "admit-lease" with --lease; variant: the caller style, "-lsd" appended with --lost-state-detection on, "-bN"
+// with a --max-batch N other than the default, then --tag's text)
 // "errors" are decisions Redis did not make (timeouts, connection errors): they are not counted as decisions.
 #include <sys/resource.h>
 
@@ -71,6 +71,7 @@ struct settings {
   std::chrono::milliseconds timeout{1000};
   bool lost_state_detection = false;  // limiter_options::detect_lost_state (off by default)
   std::int64_t lease = 0;             // limiter_options::lease (0: off, the default)
+  std::size_t max_batch = admit::redis::limiter_options{}.max_batch;  // limiter_options::max_batch
 };
 
 [[noreturn]] void usage(const std::string& error) {
@@ -78,7 +79,7 @@ struct settings {
   std::cerr << "usage: admit_redis_bench [--url URL] [--keys hot,many] [--callers 1,64,512] [--key-count N]\n"
                "                         [--duration S] [--warmup S] [--repetitions N] [--style callback|coroutine]\n"
                "                         [--rate PER_SECOND] [--burst N] [--name NAME] [--timeout-ms MS]\n"
-               "                         [--lost-state-detection on|off] [--tag TEXT] [--lease K]\n"
+               "                         [--lost-state-detection on|off] [--tag TEXT] [--lease K] [--max-batch N]\n"
                "--timeout-ms is the connection's command timeout; each decision has the limiter's default deadline.\n"
                "--lease K > 1 turns on local token leasing (reported as impl admit-lease).\n"
                "--tag TEXT is appended to the reported variant.\n"
@@ -163,6 +164,8 @@ settings parse_arguments(int argc, char** argv) {
       s.tag = value;
     } else if (flag == "--lease") {
       s.lease = to_integer(flag, value, 0);
+    } else if (flag == "--max-batch") {
+      s.max_batch = static_cast<std::size_t>(to_integer(flag, value, 1));
     } else if (flag == "--timeout-ms") {
       s.timeout = std::chrono::milliseconds(to_integer(flag, value, 1));
     } else {
@@ -352,15 +355,17 @@ int main(int argc, char** argv) {
   admit::redis::limiter_options lopts;
   lopts.detect_lost_state = s.lost_state_detection;
   lopts.lease = s.lease;
+  lopts.max_batch = s.max_batch;
   const admit::redis::gcra limiter(conn, s.name, admit::rate::per_second(s.rate_per_second), s.burst, lopts);
   const std::string impl = s.lease > 1 ? "admit-lease" : "admit";
-  const std::string variant = s.style + (s.lost_state_detection ? "-lsd" : "") + s.tag;
+  const std::string variant = s.style + (s.lost_state_detection ? "-lsd" : "") +
+                              (s.max_batch == admit::redis::limiter_options{}.max_batch ? "" : "-b" + std::to_string(s.max_batch)) + s.tag;
   std::printf(
       "# admit::redis::gcra \"%s\" rate %s burst %lld (emission interval %lld us), %s callers, lost-state detection "
-      "%s, lease %lld, url %s\n",
+      "%s, lease %lld, max_batch %zu, url %s\n",
       s.name.c_str(), limiter.get_rate().to_string().c_str(), static_cast<long long>(s.burst),
       static_cast<long long>(limiter.emission_interval().count()), s.style.c_str(),
-      s.lost_state_detection ? "on" : "off", static_cast<long long>(s.lease), s.url.c_str());
+      s.lost_state_detection ? "on" : "off", static_cast<long long>(s.lease), s.max_batch, s.url.c_str());
   std::printf(
       "# impl\tvariant\tkeys\tcallers\trep\tdecisions_per_s\tp50_us\tp99_us\tadmitted\terrors\tcmds_per_write\t"
       "client_cpu_us\n");

@@ -153,35 +153,61 @@ raw="$out/raw.tsv"
 : >"$raw"
 loads=()
 
-# server_us: the server's time inside commands (INFO commandstats, µs) per EVALSHA call since the last RESETSTAT.
+# server_us [PER]: the server's time inside commands (INFO commandstats, µs) per decision since the last RESETSTAT.
+# Decisions are EVALSHA calls (one per decision: rate-limiter-flexible, limits), or with PER = get the GETs (admit's
+# GCRA script GETs each decision's key once, and decides a batch of them in one EVALSHA), or with PER = N, N per call
+# (redis-benchmark running a batch of N).
 server_us() {
-  "${cli[@]}" info commandstats | tr -d '\r' | awk -F'[:,=]' '
+  local per=${1:-1}
+  "${cli[@]}" info commandstats | tr -d '\r' | awk -F'[:,=]' -v per="$per" '
     /^cmdstat_/ { for (i = 2; i < NF; i += 2) if ($i == "usec") total += $(i + 1) }
     /^cmdstat_evalsha:/ { for (i = 2; i < NF; i += 2) if ($i == "calls") calls += $(i + 1) }
-    END { if (calls > 0) printf "%.2f", total / calls; else printf "-" }'
+    /^cmdstat_get:/ { for (i = 2; i < NF; i += 2) if ($i == "calls") gets += $(i + 1) }
+    END {
+      decisions = per == "get" ? gets : calls * per
+      if (decisions > 0) printf "%.2f", total / decisions; else printf "-"
+    }'
 }
 # measure CMD...: one case whose output has one data line (impl variant keys callers rep dps p50 p99 admitted errors
 # cmds_per_write client_cpu_us); appends it to raw.tsv with the server's µs per script call and prints it.
 measure() {
   "${cli[@]}" config resetstat >/dev/null
-  local line
+  local line per=1
+  [[ "$1" == "$bench_bin" ]] && per=get
   line=$("${client_cpu[@]}" "$@" | grep -v '^#' | tail -1)
   [[ -n "$line" ]] || { echo "redis_compare.sh: no result from: $*" >&2; return 1; }
-  printf '%s\t%s\n' "$line" "$(server_us)" | tee -a "$raw" >&2
+  printf '%s\t%s\n' "$line" "$(server_us "$per")" | tee -a "$raw" >&2
 }
-# redis_benchmark KEYS C P ROUND: redis-benchmark -c C -P P, admit's EVALSHA on the hot key or random keys.
+# batch_cmd KEY B: admit's EVALSHA deciding a batch of B decisions on KEY (hot or a __rand_int__ key, each occurrence
+# of which redis-benchmark draws anew), from the captured single decision {EVALSHA sha 2 epoch key detect p1 p2 n k}:
+# KEYS = the epoch then B state keys, ARGV = detect, the parameters, then n and k per decision (common.lua).
+batch_cmd() {
+  local key=$1 b=$2 i
+  batch=(EVALSHA "${evalsha[1]}" $((b + 1)) "${evalsha[3]}")
+  for ((i = 0; i < b; ++i)); do batch+=("$key"); done
+  batch+=("${evalsha[5]}" "${evalsha[6]}" "${evalsha[7]}")
+  for ((i = 0; i < b; ++i)); do batch+=("${evalsha[8]}" "${evalsha[9]}"); done
+}
+# redis_benchmark KEYS C P ROUND [B]: redis-benchmark -c C -P P, admit's EVALSHA on the hot key or random keys; with
+# B, calls deciding B requests each (decisions/s = calls/s × B).
 redis_benchmark() {
-  local keys=$1 c=$2 p=$3 r=$4 n extra=() cmd=()
+  local keys=$1 c=$2 p=$3 r=$4 b=${5:-1} n extra=() cmd=() variant
   if ((p == 1)); then n=$((8000 * duration)); else n=$((100000 * duration)); fi
+  n=$((n / b))
   if [[ $keys == hot ]]; then cmd=("${hot_cmd[@]}"); else cmd=("${many_cmd[@]}") extra=(-r "$key_count"); fi
+  variant="c$c-P$p"
+  if ((b > 1)); then
+    if [[ $keys == hot ]]; then batch_cmd "{$name}:hot" "$b"; else batch_cmd "{$name}:k__rand_int__" "$b"; fi
+    cmd=("${batch[@]}") variant="c$c-P$p-B$b"
+  fi
   "${cli[@]}" config resetstat >/dev/null
   local csv
   csv=$("${client_cpu[@]}" redis-benchmark -h 127.0.0.1 -p "$port" -c "$c" -P "$p" -n "$n" "${extra[@]}" --csv \
     "${cmd[@]}" | tail -1)
   # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
-  awk -F'","' -v keys="$keys" -v c="$c" -v p="$p" -v r="$r" -v s="$(server_us)" '{
+  awk -F'","' -v keys="$keys" -v c="$c" -v p="$p" -v b="$b" -v r="$r" -v v="$variant" -v s="$(server_us "$b")" '{
       gsub(/"/, "", $0); split($0, f, ",")
-      printf "redis-benchmark\tc%d-P%d\t%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t-\t0\t%d\t-\t%s\n", c, p, keys, c * p, r, f[2],
+      printf "redis-benchmark\t%s\t%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t-\t0\t%d\t-\t%s\n", v, keys, c * p * b, r, f[2] * b,
         f[5] * 1000, f[7] * 1000, p, s
     }' <<<"$csv" | tee -a "$raw" >&2
 }
@@ -194,6 +220,9 @@ for ((round = 1; round <= rounds; ++round)); do
   for keys in hot many; do
     # a. the ceiling
     for cp in "1 1" "1 64" "1 512" "8 64"; do redis_benchmark "$keys" ${cp% *} ${cp#* } "$round"; done
+    # a'. the ceiling for batches: 64 decisions in flight as 2 calls of 32 (what admit's batching does at 64 callers,
+    #     at most two calls out, the rest queued), and 512 in flight as 8 connections × 2 calls of 32
+    for cp in "1 2" "8 2"; do redis_benchmark "$keys" ${cp% *} ${cp#* } "$round" 32; done
     # b. admit
     for callers in 1 64 512; do
       measure "$bench_bin" --url "$url" --keys "$keys" --callers "$callers" --key-count "$key_count" --rate "$rate" \
@@ -203,6 +232,8 @@ for ((round = 1; round <= rounds; ++round)); do
       --burst "$burst" --name "$name" --style coroutine "${common[@]}"
     measure "$bench_bin" --url "$url" --keys "$keys" --callers 64 --key-count "$key_count" --rate "$rate" \
       --burst "$burst" --name "$name" --lost-state-detection on "${common[@]}"
+    measure "$bench_bin" --url "$url" --keys "$keys" --callers 64 --key-count "$key_count" --rate "$rate" \
+      --burst "$burst" --name "$name" --max-batch 1 "${common[@]}"
     # e. GCRA with local leasing, on the hot key only (where it pays: admissions on one key) with a rate far above what
     #    the callers reach (1,000,000/s, burst 100,000), leases of 100 tokens; next to the same limiter without leasing.
     if [[ $keys == hot ]]; then
@@ -281,10 +312,16 @@ best_rlf() {
   elif awk -v a="$a" -v b="$b" 'BEGIN { exit !(b > a) }'; then echo autopipelining; else echo default; fi
 }
 
+# ceiling KEYS: the key of redis-benchmark's faster form of admit's script at 64 in flight on one connection (64
+# single-decision calls pipelined, or 2 calls of 32 decisions).
+ceiling() {
+  local a=${dps[redis-benchmark:c1-P64/$1/64]:-0} b=${dps[redis-benchmark:c1-P2-B32/$1/64]:-0}
+  if awk -v a="$a" -v b="$b" 'BEGIN { exit !(b > a) }'; then echo c1-P2-B32; else echo c1-P64; fi
+}
 check_ceiling() {
   local ok=1 k r
   for k in hot many; do
-    r=$(ratio "${dps[admit:callback/$k/64]:--}" "${dps[redis-benchmark:c1-P64/$k/64]:--}")
+    r=$(ratio "${dps[admit:callback/$k/64]:--}" "${dps[redis-benchmark:$(ceiling $k)/$k/64]:--}")
     [[ -z "$r" ]] && { echo none; return; }
     ge "$r" 0.8 || ok=0
   done
@@ -355,12 +392,14 @@ $script_note.
 
 | target | measured | verdict |
 | --- | --- | --- |
-| ≥ 80% of the decisions/s redis-benchmark reaches for admit's own GCRA script (pipelined, same server), at 64 in flight on one connection | hot key: admit $(fmt_int "${dps[admit:callback/hot/64]:-}") vs \`redis-benchmark -c 1 -P 64\` $(fmt_int "${dps[redis-benchmark:c1-P64/hot/64]:-}") ($(ratio "${dps[admit:callback/hot/64]:--}" "${dps[redis-benchmark:c1-P64/hot/64]:--}")×); many keys: $(fmt_int "${dps[admit:callback/many/64]:-}") vs $(fmt_int "${dps[redis-benchmark:c1-P64/many/64]:-}") ($(ratio "${dps[admit:callback/many/64]:--}" "${dps[redis-benchmark:c1-P64/many/64]:--}")×) | $(verdict "$(check_ceiling)") |
+| ≥ 80% of the decisions/s redis-benchmark reaches for admit's own GCRA script (pipelined, same server), at 64 in flight on one connection | hot key: admit $(fmt_int "${dps[admit:callback/hot/64]:-}") vs redis-benchmark \`$(ceiling hot)\` $(fmt_int "${dps[redis-benchmark:$(ceiling hot)/hot/64]:-}") ($(ratio "${dps[admit:callback/hot/64]:--}" "${dps[redis-benchmark:$(ceiling hot)/hot/64]:--}")×); many keys: $(fmt_int "${dps[admit:callback/many/64]:-}") vs \`$(ceiling many)\` $(fmt_int "${dps[redis-benchmark:$(ceiling many)/many/64]:-}") ($(ratio "${dps[admit:callback/many/64]:--}" "${dps[redis-benchmark:$(ceiling many)/many/64]:--}")×) | $(verdict "$(check_ceiling)") |
 | ≥ 1.5× rate-limiter-flexible's decisions/s at 64 in flight | hot key: admit $(fmt_int "${dps[admit:callback/hot/64]:-}") vs $(fmt_int "${dps[rlf:$rlf_hot/hot/64]:-}") (RLF $rlf_hot; $(ratio "${dps[admit:callback/hot/64]:--}" "${dps[rlf:$rlf_hot/hot/64]:--}")×); many keys: $(fmt_int "${dps[admit:callback/many/64]:-}") vs $(fmt_int "${dps[rlf:$rlf_many/many/64]:-}") (RLF $rlf_many; $(ratio "${dps[admit:callback/many/64]:--}" "${dps[rlf:$rlf_many/many/64]:--}")×) | $(verdict "$(check_rlf)") |
 | p99 ≤ 2 ms at 64 in flight | admit p99 hot $(us_to_ms "${p99[admit:callback/hot/64]:-}") ms, many keys $(us_to_ms "${p99[admit:callback/many/64]:-}") ms | $(verdict "$(check_p99)") |
 | with local token leasing, decisions/s bounded by the local limiter, not by Redis | hot key, 64 callers, 1,000,000/s: leasing 100 tokens $(fmt_int "${dps[admit-lease:callback/hot/64]:-}") vs without $(fmt_int "${dps[admit:callback-fast/hot/64]:-}") ($(ratio "${dps[admit-lease:callback/hot/64]:--}" "${dps[admit:callback-fast/hot/64]:--}")×), above the ceiling's $(fmt_int "${dps[redis-benchmark:c8-P64/hot/512]:-}") | $(verdict "$(check_lease)") |
 
-Each verdict needs both the hot key and many keys. The rate-limiter-flexible target is judged against its faster
+Each verdict needs both the hot key and many keys. The ceiling is redis-benchmark's faster form of admit's script at
+64 in flight on one connection: 64 one-decision calls pipelined (\`c1-P64\`), or two calls deciding 32 each
+(\`c1-P2-B32\`, what admit's batching sends). The rate-limiter-flexible target is judged against its faster
 configuration at 64 in flight (ioredis default, or with \`enableAutoPipelining\`).
 
 ### Side by side (medians)
@@ -369,8 +408,9 @@ Decisions/s count only decisions the limiter made (errors — timeouts, connecti
 were none unless a row says so below). Latency is per decision, from the call to its completion. *in flight* is the
 number of concurrent callers (redis-benchmark: connections × pipeline depth). *cmds/write*: admit's commands per
 socket write (its pipelining), redis-benchmark's \`-P\`. *client CPU*: the client process's CPU time per decision, µs.
-*server µs*: the server's time inside commands per script call (\`INFO commandstats\`, all commands' usec ÷ EVALSHA
-calls) — the cost of that limiter's Lua script on the server.
+*server µs*: the server's time inside commands per decision (\`INFO commandstats\`, all commands' usec — the scripts'
+and, counted again, the commands they call — ÷ decisions: EVALSHA calls, or for admit the GETs, one per decision)
+— the cost of each decision on the server.
 
 | implementation | how | in flight | decisions/s | p50 ms | p99 ms | admitted | cmds/write | client CPU µs | server µs |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
@@ -385,9 +425,12 @@ EOF
       row redis-benchmark:${v%:*} "$keys" "${v#*:}" "redis-benchmark (the ceiling)" \
         "admit's EVALSHA, \`-c ${c#c} -P $p\`"
     done
+    row redis-benchmark:c1-P2-B32 "$keys" 64 "redis-benchmark (the ceiling)" "admit's EVALSHA, 32 decisions a call, \`-c 1 -P 2\`"
+    row redis-benchmark:c8-P2-B32 "$keys" 512 "redis-benchmark (the ceiling)" "admit's EVALSHA, 32 decisions a call, \`-c 8 -P 2\`"
     for c in 1 64 512; do row admit:callback "$keys" "$c" "**admit** \`redis::gcra\`" "callback chains"; done
     row admit:coroutine "$keys" 64 "**admit** \`redis::gcra\`" "C++20 coroutines"
     row admit:callback-lsd "$keys" 64 "**admit** \`redis::gcra\`" "callback chains, lost-state detection on"
+    row admit:callback-b1 "$keys" 64 "**admit** \`redis::gcra\`" "callback chains, \`max_batch = 1\` (no batching)"
     if [[ $keys == hot ]]; then
       row admit:callback-fast "$keys" 64 "**admit** \`redis::gcra\`" "1,000,000/s, burst 100,000: no leasing"
       for c in 1 64 512; do
@@ -410,17 +453,17 @@ Reading the table:
   while the client waits and the other way round. \`-c 1 -P 512\` and \`-c 8 -P 64\` keep the server busy nearly all
   the time: the higher of the two is about what this server does with this script at all (on 2 cores, redis-
   benchmark's own CPU can be the limit too).
-- admit's *cmds/write* at 64 callers is the number of decisions its connection puts in one write. With one
-  io_context thread the 64 completions of one read run before any of their next calls is written, so the callers
-  move in lock-step batches, like \`-P 64\`, and client and server take turns rather than working at the same time.
-- *server µs* is the script's own cost; with one Redis core, 1 ÷ server µs bounds the decisions/s of any client:
-  here $(one "${sus[admit:callback/many/64]:-}") µs for admit's GCRA script on many keys (about $(fmt_int "$(awk -v a="${sus[admit:callback/many/64]:-0}" 'BEGIN { if (a > 0) print 1e6 / a }')")/s at most), $(one "${sus[rlf:default/many/64]:-}") µs for
-  rate-limiter-flexible's (SET NX EX, INCRBY, PTTL: a fixed window; at most $(fmt_int "$(awk -v a="${sus[rlf:default/many/64]:-0}" 'BEGIN { if (a > 0) print 1e6 / a }')")/s). admit's script reads TIME,
-  GETs and SETs the state key with its expiry, and by default (lost-state detection) also reads and updates the
-  limiter's epoch hash on every admission. On many keys a GCRA key at 1000/s lives only until its TAT (≤ 1 ms
-  after a lone request): every decision there creates a key that Redis expires soon after, where a fixed-window key
-  lives for its whole second. The row "lost-state detection off" shows what the epoch costs (the client's only
-  difference is one argument; the server skips the epoch hash).
+- admit batches (\`limiter_options::max_batch\`, default 64): a decision asked for while two calls of its limiter are
+  out waits and leaves with the others as one EVALSHA that decides them in order at one instant of the server's
+  clock. A call costs the server a fixed few µs (dispatch, the script's setup, TIME, the reply) on top of each
+  decision's GET and SET: batches pay that once for many decisions. *cmds/write* counts calls, so with batching it
+  stays small; the row \`max_batch = 1\` shows one call per decision (the connection's pipelining alone).
+- *server µs* is what a decision costs the server; with one Redis core, 1 ÷ server µs bounds the decisions/s of any
+  client: here $(one "${sus[admit:callback/many/64]:-}") µs for admit's GCRA on many keys (about $(fmt_int "$(awk -v a="${sus[admit:callback/many/64]:-0}" 'BEGIN { if (a > 0) print 1e6 / a }')")/s at most), $(one "${sus[admit:callback-b1/many/64]:-}") µs without batching, $(one "${sus[rlf:default/many/64]:-}") µs for
+  rate-limiter-flexible's script (SET NX EX, INCRBY, PTTL: a fixed window; at most $(fmt_int "$(awk -v a="${sus[rlf:default/many/64]:-0}" 'BEGIN { if (a > 0) print 1e6 / a }')")/s). On many keys a GCRA
+  key at 1000/s lives only until its TAT (≤ 1 ms after a lone request): every admission there creates a key that
+  Redis expires soon after, where a fixed-window key lives for its whole second. Lost-state detection (off by
+  default) adds the epoch hash's update to every call that admits: the row "lost-state detection on".
 - Raw outputs of this run: \`$out/\` (raw.tsv: every case of every round; results.tsv: the medians).
 EOF
 } >"$report"

@@ -46,12 +46,14 @@ struct limiter_options {
   // LOAD and the retry). Must be > 0 and finite.
   std::chrono::nanoseconds timeout = std::chrono::milliseconds(100);
   failure_policy on_failure = failure_policy::fail_closed;
-  // Batching: decisions asked for while two calls of this limiter are already in flight wait (client-side, within
-  // their deadline) and go to Redis together, as one script call that decides them in order at one instant of the
-  // server's clock; a batch leaves at once when it holds max_batch decisions. One call per decision costs the server
-  // ~5 µs of script dispatch, a decision inside a batch ~2-4 µs (docs/perf/redis.md). The batch's deadline is the
-  // earliest of its decisions', so a decision can time out up to one round trip early, never late. 1 disables
-  // batching (one call per decision); must be >= 1.
+  // Batching: decisions of this limiter asked for at about the same time (the completions of one read on the
+  // client's executor, other threads' calls) go to Redis together, as one script call that decides them in order at
+  // one instant of the server's clock. The first decision queued schedules a flush on the client's executor; a batch
+  // leaves at once when it reaches min(max_batch, 8), and the flush sends what is left in calls of at most max_batch.
+  // A call costs the server a fixed ~5 µs of dispatch and setup on top of each decision's own work, so batches raise
+  // the decisions/s one Redis core can make (docs/perf/redis.md). The call's deadline is the earliest of its
+  // decisions', so a decision can time out a little early (by the spread of its batch's start times), never late.
+  // 1 disables batching (one call per decision; the connection still pipelines them); must be >= 1.
   std::size_t max_batch = 64;
   // retry_after of a fail_closed refusal (what a server would put in Retry-After during an outage). Must be >= 0.
   std::chrono::nanoseconds failure_retry_after = std::chrono::seconds(1);
