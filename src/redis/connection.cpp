@@ -36,8 +36,11 @@ using clock = std::chrono::steady_clock;
 using request_ptr = std::shared_ptr<request_base>;
 
 constexpr std::size_t max_write_bytes = 256 * 1024;
-// Calls queued behind a pending drain that make submit() drain at once (see submit()).
+// Calls, or bytes of calls, queued behind a pending drain that make submit() drain at once (see submit()). The bytes
+// count for calls that carry many decisions each (a limiter's batch): 2 KiB is about 12 one-decision GCRA calls, or
+// four batches of 8 (measured: 1.6-2.2x the decisions/s of a count of 16 calls alone at 64 callers, docs/perf/redis.md).
 constexpr std::size_t early_flush_calls = 16;
+constexpr std::size_t early_flush_bytes = 2048;
 constexpr std::size_t read_buffer_bytes = 64 * 1024;
 
 reply convert(const redisReply* r) {
@@ -94,13 +97,16 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         req->try_finish(to_error_code(errc::closed), reply());
         return;
       }
+      const std::size_t bytes_before = incoming_bytes_;
+      incoming_bytes_ += req->payload.size();
       incoming_.push_back(std::move(req));
       post_needed = !drain_posted_;
       drain_posted_ = true;
       // Many calls queued behind a drain that has not run yet (typically: the completions of one read each issuing
       // the next call, all ahead of the posted drain on a busy executor): write them now instead of after all those
       // completions, so the server works on this batch while the client processes the rest (no lock-step batches).
-      early = !post_needed && incoming_.size() == early_flush_calls;
+      early = !post_needed && (incoming_.size() == early_flush_calls ||
+                               (bytes_before < early_flush_bytes && incoming_bytes_ >= early_flush_bytes));
     }
     if (post_needed) {
       // Posted to the underlying executor, entering the strand only when it runs: a drain queued on the strand itself
@@ -142,6 +148,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       if (closed_) return;
       closed_ = true;
       incoming.swap(incoming_);
+      incoming_bytes_ = 0;
     }
     for (auto& r : incoming) r->try_finish(to_error_code(errc::closed), reply());
     asio::post(strand_, [self = shared_from_this()] { self->on_close(); });
@@ -179,6 +186,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     {
       std::lock_guard lock(mutex_);
       batch.swap(incoming_);
+      incoming_bytes_ = 0;
       drain_posted_ = false;
     }
     if (state_ == state::closed) {
@@ -504,6 +512,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // Guarded by mutex_.
   mutable std::mutex mutex_;
   std::vector<request_ptr> incoming_;
+  std::size_t incoming_bytes_ = 0;  // the payloads of incoming_
   bool drain_posted_ = false;
   bool closed_ = false;
   std::string last_error_;
