@@ -23,6 +23,17 @@ local function admit_now()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- floor(a / b) for integers 0 <= a < 2^53, b >= 1, exactly (a double quotient near an integer could round up).
+local function admit_fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
 -- Integer decimal text of a double holding an integer (tostring would print 1e+15).
 local function admit_int(x)
   return string.format('%.0f', x)

@@ -16,19 +16,11 @@ end
 local tau = burst * interval
 local now = admit_now()
 
--- fit(tat) = min(floor((now + tau - tat) / T), burst): how many tokens are available, computed exactly (a double
--- quotient near 2^52 could round up).
+-- fit(tat) = min(floor((now + tau - tat) / T), burst): how many tokens are available, computed exactly.
 local function fit(t)
   local spare = now + tau - t
   if spare <= 0 then return 0 end
-  local m = math.floor(spare / interval)
-  if m * interval > spare then
-    m = m - 1
-  elseif (m + 1) * interval <= spare then
-    m = m + 1
-  end
-  if m > burst then m = burst end
-  return m
+  return math.min(admit_fdiv(spare, interval), burst)
 end
 
 local function decide(key, n, k)

@@ -21,16 +21,7 @@ if not w or w < 1 or not limit or limit < 1 then
 end
 local now = admit_now()
 
--- floor(a / b) for integers 0 <= a < 2^53, b >= 1, exactly (a double quotient near an integer could round up).
-local function fdiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
+local fdiv = admit_fdiv
 
 -- ceil(p * (w - e) / w): the previous window's share of the estimate, rounded up.
 local function weighted(p, e)

@@ -19,19 +19,12 @@ end
 local tol = burst * interval
 local now = admit_now()
 
--- Whole tokens held at `now` for the state e: floor((now - e) / interval) in [0, burst], computed exactly (a double
--- quotient near an integer could round up).
+-- Whole tokens held at `now` for the state e: floor((now - e) / interval) in [0, burst], computed exactly.
 local function tokens(e)
   local spare = now - e
   if spare >= tol then return burst end
   if spare <= 0 then return 0 end
-  local m = math.floor(spare / interval)
-  if m * interval > spare then
-    m = m - 1
-  elseif (m + 1) * interval <= spare then
-    m = m + 1
-  end
-  return m
+  return admit_fdiv(spare, interval)
 end
 
 local function decide(key, n, k)
