@@ -358,8 +358,9 @@ int main(int argc, char** argv) {
   lopts.max_batch = s.max_batch;
   const admit::redis::gcra limiter(conn, s.name, admit::rate::per_second(s.rate_per_second), s.burst, lopts);
   const std::string impl = s.lease > 1 ? "admit-lease" : "admit";
-  const std::string variant = s.style + (s.lost_state_detection ? "-lsd" : "") +
-                              (s.max_batch == admit::redis::limiter_options{}.max_batch ? "" : "-b" + std::to_string(s.max_batch)) + s.tag;
+  const std::string variant =
+      s.style + (s.lost_state_detection ? "-lsd" : "") +
+      (s.max_batch == admit::redis::limiter_options{}.max_batch ? "" : "-b" + std::to_string(s.max_batch)) + s.tag;
   std::printf(
       "# admit::redis::gcra \"%s\" rate %s burst %lld (emission interval %lld us), %s callers, lost-state detection "
       "%s, lease %lld, max_batch %zu, url %s\n",

@@ -29,18 +29,25 @@ if(ADMIT_WITH_REDIS)
   pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
   # Lua scripts: each src/redis/lua/<name>.lua becomes, at build time, a generated header <admit_redis_lua/<name>_lua.hpp>
   # with `admit::redis::detail::lua::<name>` (a std::string_view of src/redis/lua/common.lua's bytes followed by the
-  # file's: the calling convention and helpers every limiter script shares) for the library's own sources.
+  # file's: the calling convention and helpers every limiter script shares; the semaphore's script alone) for the
+  # library's own sources.
   # Editing a .lua file regenerates its header and rebuilds what includes it; no external tool is involved.
   set(admit_redis_lua_prelude ${PROJECT_SOURCE_DIR}/src/redis/lua/common.lua)
   file(GLOB admit_redis_lua_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/redis/lua/*.lua)
   list(REMOVE_ITEM admit_redis_lua_sources ${admit_redis_lua_prelude})
   set(admit_redis_lua_dir ${PROJECT_BINARY_DIR}/generated/redis)
   set(admit_redis_lua_headers)
+  # Scripts that are not limiter scripts take no prelude.
+  set(admit_redis_lua_standalone semaphore)
   foreach(lua IN LISTS admit_redis_lua_sources)
     get_filename_component(name ${lua} NAME_WE)
     set(header ${admit_redis_lua_dir}/admit_redis_lua/${name}_lua.hpp)
+    set(prelude -DPRELUDE=${admit_redis_lua_prelude})
+    if(name IN_LIST admit_redis_lua_standalone)
+      set(prelude)
+    endif()
     add_custom_command(OUTPUT ${header}
-      COMMAND ${CMAKE_COMMAND} -DINPUT=${lua} -DOUTPUT=${header} -DNAME=${name} -DPRELUDE=${admit_redis_lua_prelude}
+      COMMAND ${CMAKE_COMMAND} -DINPUT=${lua} -DOUTPUT=${header} -DNAME=${name} ${prelude}
               -P ${PROJECT_SOURCE_DIR}/src/redis/lua/embed.cmake
       DEPENDS ${lua} ${admit_redis_lua_prelude} ${PROJECT_SOURCE_DIR}/src/redis/lua/embed.cmake
       COMMENT "Embedding src/redis/lua/${name}.lua"
@@ -56,6 +63,7 @@ if(ADMIT_WITH_REDIS)
     ${PROJECT_SOURCE_DIR}/src/redis/limiter.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/options.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/parameters.cpp
+    ${PROJECT_SOURCE_DIR}/src/redis/semaphore.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/sliding_log.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/sliding_window.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/token_bucket.cpp

@@ -38,7 +38,8 @@ using request_ptr = std::shared_ptr<request_base>;
 constexpr std::size_t max_write_bytes = 256 * 1024;
 // Calls, or bytes of calls, queued behind a pending drain that make submit() drain at once (see submit()). The bytes
 // count for calls that carry many decisions each (a limiter's batch): 2 KiB is about 12 one-decision GCRA calls, or
-// four batches of 8 (measured: 1.6-2.2x the decisions/s of a count of 16 calls alone at 64 callers, docs/perf/redis.md).
+// four batches of 8 (measured: 1.6-2.2x the decisions/s of a count of 16 calls alone at 64 callers,
+// docs/perf/redis.md).
 constexpr std::size_t early_flush_calls = 16;
 constexpr std::size_t early_flush_bytes = 2048;
 constexpr std::size_t read_buffer_bytes = 64 * 1024;

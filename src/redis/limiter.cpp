@@ -9,8 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstddef>
-#include <iterator>
 #include <cstdint>
+#include <iterator>
 #include <mutex>
 #include <stdexcept>
 #include <string>

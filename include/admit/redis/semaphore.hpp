@@ -1,0 +1,223 @@
+// admit/redis/semaphore.hpp — a counting semaphore shared by every process that uses the same name on one Redis: the
+// distributed form of admit::semaphore (<admit/semaphore.hpp>), for "at most N at once across the fleet" (seed 004:
+// workers on many machines that must not run more than N database queries together).
+//
+//   admit::redis::semaphore db(conn, "db-queries", 8);           // capacity 8, shared by every process
+//   if (auto r = db.try_acquire_for(2s)) {                       // FIFO across hosts; r.value() is the lease
+//     query(r->fencing_token());                                 // the resource rejects tokens older than it has seen
+//   }                                                            // released at scope end
+//
+// Guarantees, and where they stop (docs/distributed.md says more):
+// - Leases. Each grant is a lease that expires lease_ttl after it was granted or last renewed, on Redis's clock (TIME;
+//   no client clock is ever compared with another). While the lease object lives, the client renews it every
+//   lease_ttl / 3 (opt out: auto_renew = false). A holder that dies frees its permits at most lease_ttl later, and the
+//   next waiters are granted then without anyone calling release. A holder that stops (a GC pause, SIGSTOP, a
+//   partition) for longer than lease_ttl loses its lease: state() becomes lost and on_lease_lost is called when the
+//   process notices — but the process may still believe, for a while, that it holds the permit. A lease alone cannot
+//   protect a resource from that stale holder; the fencing token can.
+// - Fencing tokens. Each grant carries a token, strictly increasing per semaphore (and at least the server time in µs,
+//   so it keeps increasing across a Redis restart that lost the semaphore's state). A resource that remembers the
+//   largest token it has seen and refuses smaller ones is safe from stale holders (examples/redis_fencing).
+// - FIFO across hosts, hand-off, no herd. Waiters queue in Redis in arrival order. A release (or an expiry, or a
+//   capacity increase) grants the head waiter(s) directly — a large request at the head holds back smaller ones
+//   behind it — and wakes exactly those, by pushing their id on their process's wake list (one LPUSH per grant; each
+//   semaphore object has its own wake list and one connection blocked on it). A lost wake-up costs at most
+//   poll_interval, never a hang: every waiter polls its state that often.
+// - A waiter that dies leaves the queue waiter_ttl after its last poll; it cannot block the queue.
+// - Every identity is per acquisition (128 random bits), never per host; every key shares the hash tag {name}.
+// - max_waiters bounds the queue across the fleet: a request that would have to wait behind that many fails with
+//   errc::queue_full.
+// - Deadlines. A wait returns at its deadline (errc::timeout) or on its stop_token (errc::cancelled) whatever Redis is
+//   doing: leaving the queue is sent without waiting for the answer, and a grant that raced with it is released at
+//   once. Every Redis call has options().timeout; a failed call makes the acquire fail with that error
+//   (admit::redis::errc), except while waiting, where a failed poll is retried until the deadline.
+//
+// Thread safety: every member may be called concurrently from any thread but the ones that run the connection's
+// executor (the waits block). The connection must outlive the semaphore and its leases; leases may outlive the
+// semaphore object.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "admit/errc.hpp"
+#include "admit/redis/connection.hpp"
+
+namespace admit::redis {
+
+namespace detail {
+class semaphore_core;
+struct lease_core;
+}  // namespace detail
+
+enum class lease_state {
+  held,      // granted, and not known to have expired
+  lost,      // Redis no longer has it (it expired: renewals failed or came too late)
+  released,  // given back by release() or the destructor
+};
+
+struct semaphore_options {
+  // Requests that may wait at once across the fleet; one more that would have to wait fails with errc::queue_full.
+  std::size_t max_waiters = std::numeric_limits<std::size_t>::max();
+  // A lease's lifetime on Redis's clock, from its grant or last renewal. >= 1 ms.
+  std::chrono::milliseconds lease_ttl{10'000};
+  // Renew held leases every lease_ttl / 3 while their lease object lives.
+  bool auto_renew = true;
+  // How often a waiter asks Redis about its place when no wake-up came (a lost wake-up costs at most this). >= 1 ms.
+  std::chrono::milliseconds poll_interval{1'000};
+  // How long a waiter stays queued after its last poll: its process is presumed dead after that. 0: 3 ×
+  // poll_interval + timeout. Must exceed poll_interval.
+  std::chrono::milliseconds waiter_ttl{0};
+  // The deadline of each Redis call. > 0.
+  std::chrono::milliseconds timeout{1'000};
+  // Called when a lease this process holds is found lost (on the thread that found it; must not block).
+  std::function<void(const std::string& lease_id, std::int64_t fencing_token)> on_lease_lost;
+};
+
+// A granted lease: `count()` permits of the semaphore until released, destroyed, or lost. Move-only.
+class [[nodiscard]] lease {
+ public:
+  lease() noexcept;
+  lease(lease&&) noexcept;
+  lease& operator=(lease&&) noexcept;
+  lease(const lease&) = delete;
+  lease& operator=(const lease&) = delete;
+  // Releases (without waiting for Redis's answer) if still held.
+  ~lease();
+
+  // What the result of release() says.
+  enum class release_status {
+    released,  // Redis took the permits back (and handed them to the next waiters)
+    not_held,  // Redis had no such lease: it expired, was released already, or is another's — nothing was changed
+    failed,    // the call failed (its error is in release()'s second member); the lease expires by itself
+  };
+
+  // Gives the permits back and waits for Redis's answer (within the semaphore's timeout).
+  std::pair<release_status, std::error_code> release();
+
+  // Extends the lease to lease_ttl from now on Redis's clock; false when Redis no longer has it (state() is then
+  // lost) or the call failed (the error is in the second member).
+  std::pair<bool, std::error_code> renew();
+
+  [[nodiscard]] explicit operator bool() const noexcept { return static_cast<bool>(core_); }
+  [[nodiscard]] std::int64_t count() const noexcept;
+  // Strictly increasing per semaphore, grant after grant.
+  [[nodiscard]] std::int64_t fencing_token() const noexcept;
+  // The lease's identity in Redis (per acquisition).
+  [[nodiscard]] const std::string& id() const noexcept;
+  [[nodiscard]] lease_state state() const noexcept;
+  // The expiry Redis last reported, in µs since the Unix epoch of Redis's clock.
+  [[nodiscard]] std::chrono::microseconds expires_at() const noexcept;
+
+ private:
+  friend class detail::semaphore_core;
+  explicit lease(std::shared_ptr<detail::lease_core> core) noexcept;
+  std::shared_ptr<detail::lease_core> core_;
+};
+
+// The outcome of an acquisition: the lease, or why there is none — an admit::errc (queue_full, timeout, cancelled,
+// exceeds_capacity), std::errc::resource_unavailable_try_again (try_acquire: not free now), or the Redis call's
+// error (admit::redis::errc, or admit::redis::semaphore_error_reply for an error reply).
+class [[nodiscard]] semaphore_result {
+ public:
+  semaphore_result(lease l) noexcept : lease_(std::move(l)) {}  // NOLINT(google-explicit-constructor)
+  semaphore_result(std::error_code e) noexcept : error_(e) {}   // NOLINT(google-explicit-constructor)
+  semaphore_result(admit::errc e) noexcept
+      : error_(admit::make_error_code(e)) {}  // NOLINT(google-explicit-constructor)
+
+  bool has_value() const noexcept { return !error_; }
+  explicit operator bool() const noexcept { return has_value(); }
+  // The lease; throws std::system_error carrying error() when there is none.
+  lease& value() & {
+    if (error_) throw std::system_error(error_);
+    return lease_;
+  }
+  lease&& value() && {
+    if (error_) throw std::system_error(error_);
+    return std::move(lease_);
+  }
+  lease* operator->() noexcept { return &lease_; }
+  lease& operator*() & noexcept { return lease_; }
+  std::error_code error() const noexcept { return error_; }
+
+ private:
+  lease lease_;
+  std::error_code error_;
+};
+
+// The error of an error reply from the semaphore's script (its text is in the message): a std::error_code category
+// of its own, value 1.
+const std::error_category& semaphore_error_category() noexcept;
+
+// What `inspect` returns: the semaphore's live state, as Redis has it.
+struct semaphore_snapshot {
+  struct holder {
+    std::string id;
+    std::int64_t count;
+    std::int64_t fencing_token;
+    std::chrono::microseconds remaining;  // until the lease expires (negative: expired, not swept yet)
+  };
+  struct waiter {
+    std::string id;
+    std::int64_t count;
+    std::chrono::microseconds remaining;  // until the waiter is presumed dead unless it polls
+  };
+  std::int64_t capacity = 0;
+  std::int64_t available = 0;  // capacity minus permits held (negative after a capacity cut)
+  std::int64_t last_fencing_token = 0;
+  std::chrono::microseconds server_time{0};
+  std::vector<holder> holders;  // the first `most`, by expiry
+  std::vector<waiter> queue;    // the first `most`, in order
+  std::int64_t holder_count = 0, waiter_count = 0;
+};
+
+class semaphore {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  // A semaphore named `name` (the hash tag of its keys: no '{' or '}') on `conn`'s server. `capacity` applies when the
+  // semaphore does not exist in Redis yet; an existing one keeps its own (set_capacity changes it). Opens one more
+  // connection (with conn's options) for wake-ups. Throws std::invalid_argument naming a bad value.
+  semaphore(connection& conn, std::string name, std::int64_t capacity, semaphore_options options = {});
+  ~semaphore();
+  semaphore(const semaphore&) = delete;
+  semaphore& operator=(const semaphore&) = delete;
+
+  // n permits if they are free and nobody waits; never waits (std::errc::resource_unavailable_try_again).
+  semaphore_result try_acquire(std::int64_t n = 1);
+  // Waits in the fleet's FIFO queue until granted or `stop` is requested.
+  semaphore_result acquire(std::int64_t n = 1, std::stop_token stop = {});
+  // Waits at most until `deadline` (errc::timeout).
+  semaphore_result try_acquire_until(clock::time_point deadline, std::int64_t n = 1, std::stop_token stop = {});
+  template <class Rep, class Period>
+  semaphore_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1,
+                                   std::stop_token stop = {}) {
+    return try_acquire_until(clock::now() + std::chrono::ceil<clock::duration>(timeout), n, stop);
+  }
+
+  // Changes the capacity for the whole fleet; permits held beyond a lower capacity are returned as they are released.
+  std::error_code set_capacity(std::int64_t capacity);
+  // The live state (at most `most` holders and waiters listed).
+  std::pair<semaphore_snapshot, std::error_code> inspect(std::size_t most = 100);
+
+  const std::string& name() const noexcept;
+  const semaphore_options& options() const noexcept;
+
+ private:
+  std::shared_ptr<detail::semaphore_core> core_;
+};
+
+// inspect() without a semaphore object (admit inspect): the state of semaphore `name` on `conn`'s server.
+std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(connection& conn, const std::string& name,
+                                                                 std::size_t most = 100);
+
+}  // namespace admit::redis

@@ -1,0 +1,211 @@
+-- admit distributed semaphore (admit::redis::semaphore): leases on the server's clock, fencing tokens, a FIFO queue
+-- of waiters served by hand-off. One script; ARGV[1] names the operation. Not a limiter script: no common.lua.
+--
+-- KEYS (every key shares the semaphore's hash tag {name}, so a Redis Cluster keeps them in one slot):
+--   KEYS[1] meta     hash: capacity, free (capacity minus the permits held; negative after a cut), fence (the last
+--                    fencing token), seq (the last arrival number)
+--   KEYS[2] holders  sorted set: lease id -> the lease's expiry (µs since the Unix epoch, server time)
+--   KEYS[3] leases   hash: lease id -> "n:token"
+--   KEYS[4] queue    sorted set: waiter id -> its arrival number (the queue's order)
+--   KEYS[5] waiters  hash: waiter id -> "n:lease_ttl_us:wake_key"
+--   KEYS[6] expiry   sorted set: waiter id -> the waiter's expiry (µs): a waiter that stops polling leaves the queue
+-- A waiter granted by a release becomes a lease under the same id, and its id is pushed on its wake list (a list
+-- under the same hash tag that its process waits on with BLPOP): one LPUSH per grant, nobody else woken.
+--
+-- ARGV[1] the operation, ARGV[2] the capacity to start with when the semaphore does not exist yet (meta absent),
+-- then the operation's own arguments (below). Every operation first sweeps: leases past their expiry free their
+-- permits, waiters past theirs leave the queue, and the head waiters are granted while their requests fit.
+-- Time is TIME only, in integer microseconds (doubles are exact below 2^53; now is ~1.8e15).
+-- Replies: {status, ...}; status 0 granted / done, 1 queued, 2 unavailable (try_acquire), 3 queue full,
+-- 4 exceeds capacity, 5 unknown (no such lease or waiter: released, expired, cancelled, never existed),
+-- 6 cancelled.
+local meta, holders, leases, queue, waiters, expiry = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local op = ARGV[1]
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+local function int(x)
+  return string.format('%.0f', x)
+end
+
+local function num(x, what)
+  local v = tonumber(x)
+  if not v or v ~= math.floor(v) then
+    error('admit semaphore: ' .. what .. ' must be an integer, got ' .. tostring(x))
+  end
+  return v
+end
+
+local capacity, free
+do
+  local m = redis.call('HMGET', meta, 'capacity', 'free')
+  capacity, free = tonumber(m[1]), tonumber(m[2])
+  if not capacity then
+    if op == 'inspect' then return { 5, 0, now } end -- no such semaphore: nothing is created by looking
+    capacity = num(ARGV[2], 'capacity')
+    free = capacity
+    redis.call('HSET', meta, 'capacity', int(capacity), 'free', int(free))
+  end
+end
+
+-- A fencing token: strictly increasing per semaphore, and at least the server's time in µs, so that tokens keep
+-- increasing even after Redis lost the semaphore's state (a restart without persistence), while its clock does.
+local function next_token()
+  local last = tonumber(redis.call('HGET', meta, 'fence')) or 0
+  local token = math.max(last + 1, now)
+  redis.call('HSET', meta, 'fence', int(token))
+  return token
+end
+
+local function grant(id, n, ttl)
+  local token = next_token()
+  local expires = now + ttl
+  redis.call('ZADD', holders, int(expires), id)
+  redis.call('HSET', leases, id, int(n) .. ':' .. int(token))
+  return token, expires
+end
+
+local function parse_waiter(v)
+  local n, ttl, wake = string.match(v, '^(%d+):(%d+):(.*)$')
+  return tonumber(n), tonumber(ttl), wake
+end
+
+local function drop_waiter(id)
+  redis.call('ZREM', queue, id)
+  redis.call('HDEL', waiters, id)
+  redis.call('ZREM', expiry, id)
+end
+
+local function take_lease(id)
+  local v = redis.call('HGET', leases, id)
+  if not v then return nil end
+  redis.call('HDEL', leases, id)
+  redis.call('ZREM', holders, id)
+  return tonumber(string.match(v, '^(%d+):'))
+end
+
+-- Expired leases and waiters go; then the head waiters are granted, in order, while their requests fit (a head that
+-- does not fit holds back everyone behind it: no overtaking, so large requests cannot starve).
+local function sweep_and_serve()
+  while true do
+    local dead = redis.call('ZRANGEBYSCORE', holders, '-inf', int(now), 'LIMIT', 0, 100)
+    for _, id in ipairs(dead) do
+      free = free + (take_lease(id) or 0)
+      redis.call('ZREM', holders, id)
+    end
+    if #dead < 100 then break end
+  end
+  while true do
+    local gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', int(now), 'LIMIT', 0, 100)
+    for _, id in ipairs(gone) do drop_waiter(id) end
+    if #gone < 100 then break end
+  end
+  while true do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then break end
+    local v = redis.call('HGET', waiters, head)
+    if not v then
+      redis.call('ZREM', queue, head) -- inconsistent entry: drop it
+    else
+      local n, ttl, wake = parse_waiter(v)
+      if n > free then break end
+      free = free - n
+      drop_waiter(head)
+      grant(head, n, ttl)
+      redis.call('LPUSH', wake, head)
+      redis.call('PEXPIRE', wake, 60000)
+    end
+  end
+  redis.call('HSET', meta, 'free', int(free))
+end
+
+local function lease_reply(id)
+  local v = redis.call('HGET', leases, id)
+  if not v then return nil end
+  local n, token = string.match(v, '^(%d+):(%d+)$')
+  return { 0, tonumber(n), tonumber(token), tonumber(redis.call('ZSCORE', holders, id)), now }
+end
+
+sweep_and_serve()
+
+if op == 'acquire' then
+  -- ARGV[3] id, [4] n, [5] lease ttl µs, [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key
+  local id, n, ttl = ARGV[3], num(ARGV[4], 'n'), num(ARGV[5], 'lease ttl')
+  if n > capacity then return { 4, capacity, now } end
+  if redis.call('ZCARD', queue) == 0 and n <= free then
+    free = free - n
+    redis.call('HSET', meta, 'free', int(free))
+    local token, expires = grant(id, n, ttl)
+    return { 0, n, token, expires, now }
+  end
+  if ARGV[6] ~= '1' then return { 2, free, now } end
+  if redis.call('ZCARD', queue) >= num(ARGV[7], 'max waiters') then return { 3, free, now } end
+  local seq = redis.call('HINCRBY', meta, 'seq', 1)
+  redis.call('ZADD', queue, seq, id)
+  redis.call('HSET', waiters, id, int(n) .. ':' .. int(ttl) .. ':' .. ARGV[9])
+  redis.call('ZADD', expiry, int(now + num(ARGV[8], 'waiter ttl')), id)
+  return { 1, seq, now }
+elseif op == 'poll' then
+  -- ARGV[3] id, [4] waiter ttl µs: granted (the lease), still queued (its expiry pushed back), or unknown
+  local id = ARGV[3]
+  local l = lease_reply(id)
+  if l then return l end
+  if redis.call('HEXISTS', waiters, id) == 1 then
+    redis.call('ZADD', expiry, int(now + num(ARGV[4], 'waiter ttl')), id)
+    return { 1, redis.call('ZRANK', queue, id), now }
+  end
+  return { 5, 0, now }
+elseif op == 'cancel' then
+  -- ARGV[3] id: leaves the queue; a grant that came first stands (the lease is returned)
+  local id = ARGV[3]
+  local l = lease_reply(id)
+  if l then return l end
+  if redis.call('HEXISTS', waiters, id) == 1 then
+    drop_waiter(id)
+    sweep_and_serve() -- the head may have been the one holding the others back
+    return { 6, 0, now }
+  end
+  return { 5, 0, now }
+elseif op == 'release' then
+  -- ARGV[3] id: the lease's permits go to the head waiters, or back to the free count
+  local n = take_lease(ARGV[3])
+  if not n then return { 5, 0, now } end
+  free = free + n
+  sweep_and_serve()
+  return { 0, n, now }
+elseif op == 'renew' then
+  -- ARGV[3] id, [4] lease ttl µs: a lease still held (not past its expiry) is extended to now + ttl
+  local id = ARGV[3]
+  if not redis.call('ZSCORE', holders, id) then return { 5, 0, now } end
+  local expires = now + num(ARGV[4], 'lease ttl')
+  redis.call('ZADD', holders, 'XX', int(expires), id)
+  return { 0, expires, now }
+elseif op == 'set_capacity' then
+  -- ARGV[3] the new capacity: permits held beyond it are a debt that releases pay before anyone is granted
+  local c = num(ARGV[3], 'capacity')
+  free = free + c - capacity
+  capacity = c
+  redis.call('HSET', meta, 'capacity', int(capacity))
+  sweep_and_serve()
+  return { 0, capacity, now }
+elseif op == 'inspect' then
+  -- ARGV[3] the most holders and waiters to list: {0, capacity, free, fence, now, holders, queue}, holders as
+  -- {id, n, token, expiry}, the queue in order as {id, n, waiter expiry}
+  local most = num(ARGV[3], 'limit')
+  local hs = {}
+  local ids = redis.call('ZRANGE', holders, 0, most - 1, 'WITHSCORES')
+  for i = 1, #ids, 2 do
+    local v = redis.call('HGET', leases, ids[i]) or '0:0'
+    local n, token = string.match(v, '^(%d+):(%d+)$')
+    hs[#hs + 1] = { ids[i], tonumber(n), tonumber(token), tonumber(ids[i + 1]) }
+  end
+  local qs = {}
+  for _, id in ipairs(redis.call('ZRANGE', queue, 0, most - 1)) do
+    local n = parse_waiter(redis.call('HGET', waiters, id) or '0:0:')
+    qs[#qs + 1] = { id, n, tonumber(redis.call('ZSCORE', expiry, id)) or 0 }
+  end
+  return { 0, capacity, free, tonumber(redis.call('HGET', meta, 'fence')) or 0, now, hs, qs,
+    redis.call('ZCARD', holders), redis.call('ZCARD', queue) }
+end
+return redis.error_reply('ERR admit semaphore: unknown operation ' .. tostring(op))

@@ -1,0 +1,563 @@
+// admit::redis::semaphore — the client side of src/redis/lua/semaphore.lua: identities, the waiting loop (wake-ups
+// through a blocked connection, polling as the backstop), leases and their renewal. See semaphore.hpp.
+#include "admit/redis/semaphore.hpp"
+
+#include <unistd.h>
+
+#include <admit_redis_lua/semaphore_lua.hpp>
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/compose.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "admit/redis/script.hpp"
+
+namespace admit::redis {
+
+namespace {
+
+namespace asio = boost::asio;
+using steady = std::chrono::steady_clock;
+
+const script& semaphore_script() {
+  static const script s{std::string(detail::lua::semaphore)};
+  return s;
+}
+
+// The script's reply statuses (semaphore.lua).
+enum status : std::int64_t { granted = 0, queued = 1, unavailable = 2, full = 3, too_large = 4, unknown = 5, left = 6 };
+
+class error_reply_category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "admit.redis.semaphore"; }
+  std::string message(int) const override { return "error reply from the semaphore's script"; }
+};
+
+// 128 random bits as 32 hex digits: an identity per acquisition (and per semaphore object, for its wake list). The
+// generator is reseeded in a forked child (its copy of the parent's state would repeat the parent's next identities:
+// two holders under one identity, seed 004's defect).
+std::string random_id() {
+  struct generator {
+    ::pid_t pid = -1;
+    std::mt19937_64 rng;
+  };
+  thread_local generator g;
+  if (g.pid != ::getpid()) {
+    g.pid = ::getpid();
+    std::random_device rd;
+    std::seed_seq seed{rd(),
+                       rd(),
+                       rd(),
+                       rd(),
+                       static_cast<unsigned>(g.pid),
+                       static_cast<unsigned>(steady::now().time_since_epoch().count())};
+    g.rng.seed(seed);
+  }
+  char out[33];
+  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(g.rng()),
+                static_cast<unsigned long long>(g.rng()));
+  return out;
+}
+
+std::int64_t to_us(std::chrono::milliseconds d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
+
+// A reply {status, ...} whose first elements are integers; nullopt for any other shape.
+std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t count) {
+  if (!r.is_array() || r.elements().size() < count) return std::nullopt;
+  std::vector<std::int64_t> v;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!r.elements()[i].is_integer()) return std::nullopt;
+    v.push_back(r.elements()[i].integer());
+  }
+  return v;
+}
+
+}  // namespace
+
+const std::error_category& semaphore_error_category() noexcept {
+  static const error_reply_category c;
+  return c;
+}
+
+namespace detail {
+
+// The state one semaphore object, its waits and its leases share.
+class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
+ public:
+  semaphore_core(connection& conn, std::string name, std::int64_t capacity, semaphore_options options)
+      : conn_(conn),
+        waker_(conn.get_executor(), conn.options()),
+        waker_timer_(conn.get_executor()),
+        name_(std::move(name)),
+        capacity_(std::to_string(capacity)),
+        options_(std::move(options)) {
+    const std::string tag = "{" + name_ + "}:";
+    for (const char* k : {"meta", "holders", "leases", "queue", "waiters", "expiry"}) keys_.push_back(tag + k);
+    wake_key_ = tag + "wake:" + random_id();
+    if (options_.waiter_ttl.count() == 0) options_.waiter_ttl = 3 * options_.poll_interval + options_.timeout;
+  }
+
+  // The script call `op` with its own arguments, blocking until `deadline`.
+  result call(std::optional<steady::time_point> deadline, const char* op, std::initializer_list<std::string> args) {
+    return evalsha_until(conn_, deadline, semaphore_script(), make(op, args));
+  }
+  // The same, completing `handler(error_code, reply)` on the connection's executor.
+  template <class Handler>
+  void async_call(const char* op, std::initializer_list<std::string> args, Handler&& handler) {
+    asio::async_compose<Handler, void(boost::system::error_code, reply)>(
+        evalsha_op{&conn_, &semaphore_script(), make(op, args), call_deadline({})}, handler, conn_.get_executor());
+  }
+
+  std::optional<steady::time_point> call_deadline(std::optional<steady::time_point> limit) const {
+    const auto d = steady::now() + options_.timeout;
+    return limit ? std::min(d, *limit) : d;
+  }
+
+  semaphore_result acquire(std::int64_t n, std::optional<steady::time_point> deadline, std::stop_token stop, bool wait);
+  // A lease from a granted reply {0, n, token, expiry_us, now_us} to a call sent at `sent` (local time).
+  semaphore_result make_lease(const std::string& id, const std::vector<std::int64_t>& v, steady::time_point sent);
+  void abandon(const std::string& id);
+  void release_async(const std::string& id);
+  void shutdown() {
+    closing_ = true;
+    waker_.close();
+  }
+
+  connection& conn_;
+  connection waker_;                // blocked in BLPOP on wake_key_ while this process has waiters
+  asio::steady_timer waker_timer_;  // the pause after a failed BLPOP
+  std::string name_;
+  std::string capacity_;  // the capacity to start with (ARGV[2])
+  semaphore_options options_;
+  std::vector<std::string> keys_;
+  std::string wake_key_;
+  std::atomic<bool> closing_{false};
+
+ private:
+  command make(const char* op, std::initializer_list<std::string> args) const {
+    command c{"EVALSHA", semaphore_script().sha1(), "6"};
+    for (const auto& k : keys_) c.arg(k);
+    c.arg(op).arg(capacity_);
+    for (const auto& a : args) c.arg(a);
+    return c;
+  }
+
+  // Waiters of this process, by id: the wake-up loop sets `woken` and notifies.
+  struct waiter {
+    bool woken = false;
+    std::condition_variable cv;
+  };
+  void register_waiter(const std::string& id, waiter& w);
+  void unregister_waiter(const std::string& id);
+  void waker_loop();
+
+  std::mutex mutex_;
+  std::unordered_map<std::string, waiter*> waiters_;
+  bool waker_running_ = false;
+};
+
+// One lease's shared state: what the lease object, its renewal timer and a release in flight share.
+struct lease_core : std::enable_shared_from_this<lease_core> {
+  lease_core(std::shared_ptr<semaphore_core> s, std::string i, std::int64_t count, std::int64_t fence,
+             std::int64_t expiry_us, steady::time_point local)
+      : sem(std::move(s)),
+        id(std::move(i)),
+        n(count),
+        token(fence),
+        expires_us(expiry_us),
+        local_expiry(local.time_since_epoch().count()),
+        strand(asio::make_strand(sem->conn_.get_executor())),
+        timer(strand) {}
+
+  std::shared_ptr<semaphore_core> sem;
+  std::string id;
+  std::int64_t n;
+  std::int64_t token;
+  std::atomic<std::int64_t> expires_us;
+  std::atomic<steady::rep> local_expiry;  // conservative local estimate of the expiry (steady clock ticks)
+  std::atomic<lease_state> state{lease_state::held};
+  asio::strand<asio::any_io_executor> strand;
+  asio::steady_timer timer;  // renewal; used on `strand` only
+
+  void mark_lost() {
+    lease_state expected = lease_state::held;
+    if (state.compare_exchange_strong(expected, lease_state::lost) && sem->options_.on_lease_lost) {
+      sem->options_.on_lease_lost(id, token);
+    }
+  }
+  // Called after a successful renewal sent at `sent` (local time): the lease lives at least lease_ttl from then.
+  void renewed(std::int64_t expiry_us, steady::time_point sent) {
+    expires_us.store(expiry_us, std::memory_order_relaxed);
+    local_expiry.store((sent + sem->options_.lease_ttl).time_since_epoch().count(), std::memory_order_relaxed);
+  }
+
+  void schedule_renewal() {
+    asio::post(strand, [self = shared_from_this()] {
+      self->timer.expires_after(
+          std::max<std::chrono::milliseconds>(self->sem->options_.lease_ttl / 3, std::chrono::milliseconds(1)));
+      self->timer.async_wait([self](boost::system::error_code ec) {
+        if (ec || self->state.load() != lease_state::held) return;
+        const auto sent = steady::now();
+        self->sem->async_call("renew", {self->id, std::to_string(to_us(self->sem->options_.lease_ttl))},
+                              [self, sent](boost::system::error_code e, reply r) {
+                                if (self->state.load() != lease_state::held) return;
+                                const auto v = e ? std::nullopt : integers(r, 2);
+                                if (v && (*v)[0] == granted) {
+                                  self->renewed((*v)[1], sent);
+                                } else if (v && (*v)[0] == unknown) {
+                                  return self->mark_lost();
+                                } else if (steady::now().time_since_epoch().count() >= self->local_expiry.load()) {
+                                  return self->mark_lost();  // renewals failed until the lease must have expired
+                                }
+                                self->schedule_renewal();
+                              });
+      });
+    });
+  }
+  void stop_renewal() {
+    asio::post(strand, [self = shared_from_this()] { self->timer.cancel(); });
+  }
+};
+
+semaphore_result semaphore_core::make_lease(const std::string& id, const std::vector<std::int64_t>& v,
+                                            steady::time_point sent) {
+  // The lease lives (expiry - now) of the server's time after the reply was made, which is after `sent`: counting
+  // from `sent` is a conservative local estimate of its expiry.
+  auto core = std::make_shared<lease_core>(shared_from_this(), id, v[1], v[2], v[3],
+                                           sent + std::chrono::microseconds(std::max<std::int64_t>(0, v[3] - v[4])));
+  if (options_.auto_renew) core->schedule_renewal();
+  return lease(std::move(core));
+}
+
+void semaphore_core::release_async(const std::string& id) {
+  async_call("release", {id}, [self = shared_from_this()](boost::system::error_code, reply) {});
+}
+
+// Leaves the queue without waiting for the answer; a grant that came first is released at once.
+void semaphore_core::abandon(const std::string& id) {
+  unregister_waiter(id);
+  async_call("cancel", {id}, [self = shared_from_this(), id](boost::system::error_code ec, reply r) {
+    if (ec) return;  // unknown: the waiter expires by itself, a grant with its lease
+    if (const auto v = integers(r, 1); v && (*v)[0] == granted) self->release_async(id);
+  });
+}
+
+void semaphore_core::register_waiter(const std::string& id, waiter& w) {
+  bool start = false;
+  {
+    std::lock_guard lock(mutex_);
+    waiters_[id] = &w;
+    if (!waker_running_) start = waker_running_ = true;
+  }
+  if (start) asio::post(waker_.get_executor(), [self = shared_from_this()] { self->waker_loop(); });
+}
+
+void semaphore_core::unregister_waiter(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  waiters_.erase(id);
+}
+
+// While this process has waiters: BLPOP on its wake list (at most poll_interval at a time), waking the waiter whose
+// id comes out. Runs on the connection's executor, one call at a time.
+void semaphore_core::waker_loop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (waiters_.empty() || closing_) {
+      waker_running_ = false;
+      return;
+    }
+  }
+  const auto wait = std::max<std::chrono::milliseconds>(options_.poll_interval, std::chrono::milliseconds(1));
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.3f", std::chrono::duration<double>(wait).count());
+  waker_.async_execute_command(
+      steady::now() + wait + options_.timeout, command{"BLPOP", wake_key_, seconds},
+      [self = shared_from_this()](boost::system::error_code ec, reply r) {
+        if (!ec && r.is_array() && r.elements().size() == 2 && r.elements()[1].is_string()) {
+          std::lock_guard lock(self->mutex_);
+          if (auto it = self->waiters_.find(r.elements()[1].str()); it != self->waiters_.end()) {
+            it->second->woken = true;
+            it->second->cv.notify_one();
+          }
+        }
+        if (ec && !self->closing_) {
+          // Redis is away: the waiters poll meanwhile; try again after a pause instead of spinning.
+          self->waker_timer_.expires_after(self->options_.poll_interval);
+          self->waker_timer_.async_wait([self](boost::system::error_code) { self->waker_loop(); });
+          return;
+        }
+        self->waker_loop();
+      });
+}
+
+semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::time_point> deadline,
+                                         std::stop_token stop, bool wait) {
+  if (n < 1) throw std::invalid_argument("admit::redis::semaphore: n must be at least 1, got " + std::to_string(n));
+  const std::string id = random_id();
+  const std::string lease_ttl = std::to_string(to_us(options_.lease_ttl));
+  const std::string waiter_ttl = std::to_string(to_us(options_.waiter_ttl));
+  const std::string max_waiters =
+      std::to_string(std::min<std::size_t>(options_.max_waiters, std::numeric_limits<std::int64_t>::max()));
+  steady::time_point sent;
+  const auto enqueue = [&]() {
+    sent = steady::now();
+    return call(call_deadline(deadline), "acquire",
+                {id, std::to_string(n), lease_ttl, wait ? "1" : "0", max_waiters, waiter_ttl, wake_key_});
+  };
+  // The answer to an acquire (or re-acquire): a result, or nullopt when queued.
+  const auto judge = [&](const result& r) -> std::optional<semaphore_result> {
+    if (r.error) {
+      abandon(id);  // it may have been queued or granted before the call failed
+      return semaphore_result(std::error_code(r.error));
+    }
+    if (r.value.is_error()) return semaphore_result(std::error_code(1, semaphore_error_category()));
+    const auto v = integers(r.value, 3);
+    if (!v) return semaphore_result(std::error_code(1, semaphore_error_category()));
+    switch ((*v)[0]) {
+      case granted:
+        if (const auto l = integers(r.value, 5)) return make_lease(id, *l, sent);
+        return semaphore_result(std::error_code(1, semaphore_error_category()));
+      case queued:
+        return std::nullopt;
+      case unavailable:
+        return semaphore_result(std::make_error_code(std::errc::resource_unavailable_try_again));
+      case full:
+        return semaphore_result(admit::errc::queue_full);
+      case too_large:
+        return semaphore_result(admit::errc::exceeds_capacity);
+      default:
+        return semaphore_result(std::error_code(1, semaphore_error_category()));
+    }
+  };
+
+  if (auto done = judge(enqueue())) return std::move(*done);
+
+  // Queued: wait for a wake-up, polling every poll_interval, until granted, the deadline or the stop.
+  waiter w;
+  register_waiter(id, w);
+  std::stop_callback on_stop(stop, [&] {
+    std::lock_guard lock(mutex_);
+    w.cv.notify_one();
+  });
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      auto until = steady::now() + options_.poll_interval;
+      if (deadline && *deadline < until) until = *deadline;
+      w.cv.wait_until(lock, until, [&] { return w.woken || stop.stop_requested(); });
+      w.woken = false;
+    }
+    if (stop.stop_requested()) {
+      abandon(id);
+      return semaphore_result(admit::errc::cancelled);
+    }
+    if (deadline && steady::now() >= *deadline) {
+      abandon(id);
+      return semaphore_result(admit::errc::timeout);
+    }
+    sent = steady::now();
+    const result r = call(call_deadline(deadline), "poll", {id, waiter_ttl});
+    if (r.error) continue;  // Redis is away: try again until the deadline
+    const auto v = integers(r.value, 1);
+    if (v && (*v)[0] == unknown) {
+      // Our place expired (this process did not poll for waiter_ttl): queue again, at the back.
+      auto again = judge(enqueue());
+      if (again) {
+        unregister_waiter(id);
+        return std::move(*again);
+      }
+      continue;
+    }
+    if (v && (*v)[0] == queued) continue;
+    unregister_waiter(id);
+    if (v && (*v)[0] == granted) {
+      if (const auto l = integers(r.value, 5)) return make_lease(id, *l, sent);
+    }
+    abandon(id);
+    return semaphore_result(std::error_code(1, semaphore_error_category()));
+  }
+}
+
+}  // namespace detail
+
+// ---- lease ----
+
+lease::lease() noexcept = default;
+lease::lease(std::shared_ptr<detail::lease_core> core) noexcept : core_(std::move(core)) {}
+lease::lease(lease&&) noexcept = default;
+lease& lease::operator=(lease&& other) noexcept {
+  if (this != &other) {
+    lease old(std::move(*this));  // released by its destructor
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+lease::~lease() {
+  if (!core_) return;
+  lease_state expected = lease_state::held;
+  core_->stop_renewal();
+  if (core_->state.compare_exchange_strong(expected, lease_state::released)) core_->sem->release_async(core_->id);
+}
+
+std::pair<lease::release_status, std::error_code> lease::release() {
+  if (!core_) return {release_status::not_held, {}};
+  core_->stop_renewal();
+  const lease_state before = core_->state.exchange(lease_state::released);
+  (void)before;  // a lease found lost is still asked for: Redis says whether it had it
+  const result r = core_->sem->call(core_->sem->call_deadline({}), "release", {core_->id});
+  if (r.error) return {release_status::failed, std::error_code(r.error)};
+  const auto v = integers(r.value, 1);
+  if (!v) return {release_status::failed, std::error_code(1, semaphore_error_category())};
+  return {(*v)[0] == 0 ? release_status::released : release_status::not_held, {}};
+}
+
+std::pair<bool, std::error_code> lease::renew() {
+  if (!core_ || core_->state.load() != lease_state::held) return {false, {}};
+  const auto sent = std::chrono::steady_clock::now();
+  const result r = core_->sem->call(core_->sem->call_deadline({}), "renew",
+                                    {core_->id, std::to_string(to_us(core_->sem->options_.lease_ttl))});
+  if (r.error) return {false, std::error_code(r.error)};
+  const auto v = integers(r.value, 2);
+  if (!v) return {false, std::error_code(1, semaphore_error_category())};
+  if ((*v)[0] != 0) {
+    core_->mark_lost();
+    return {false, {}};
+  }
+  core_->renewed((*v)[1], sent);
+  return {true, {}};
+}
+
+std::int64_t lease::count() const noexcept { return core_ ? core_->n : 0; }
+std::int64_t lease::fencing_token() const noexcept { return core_ ? core_->token : 0; }
+const std::string& lease::id() const noexcept {
+  static const std::string none;
+  return core_ ? core_->id : none;
+}
+lease_state lease::state() const noexcept { return core_ ? core_->state.load() : lease_state::released; }
+std::chrono::microseconds lease::expires_at() const noexcept {
+  return std::chrono::microseconds(core_ ? core_->expires_us.load() : 0);
+}
+
+// ---- semaphore ----
+
+namespace {
+
+void check_name(const std::string& name) {
+  if (name.empty()) throw std::invalid_argument("admit::redis::semaphore: name must not be empty");
+  if (name.find_first_of("{}") != std::string::npos) {
+    throw std::invalid_argument(
+        "admit::redis::semaphore: name must not contain '{' or '}' (it becomes the hash tag), got \"" + name + "\"");
+  }
+}
+
+constexpr std::int64_t max_capacity = std::int64_t{1} << 50;  // exact in the script's doubles, with room
+
+void check_capacity(std::int64_t capacity) {
+  if (capacity < 0 || capacity > max_capacity) {
+    throw std::invalid_argument("admit::redis::semaphore: capacity must be in [0, 2^50], got " +
+                                std::to_string(capacity));
+  }
+}
+
+std::pair<semaphore_snapshot, std::error_code> parse_snapshot(const result& r) {
+  semaphore_snapshot s;
+  if (r.error) return {s, std::error_code(r.error)};
+  const auto v = integers(r.value, 1);
+  if (!v) return {s, std::error_code(1, semaphore_error_category())};
+  if ((*v)[0] == 5) return {s, std::make_error_code(std::errc::no_such_file_or_directory)};
+  const auto head = integers(r.value, 5);
+  const auto& e = r.value.elements();
+  if (!head || e.size() < 9 || !e[5].is_array() || !e[6].is_array()) {
+    return {s, std::error_code(1, semaphore_error_category())};
+  }
+  s.capacity = (*head)[1];
+  s.available = (*head)[2];
+  s.last_fencing_token = (*head)[3];
+  s.server_time = std::chrono::microseconds((*head)[4]);
+  for (const reply& h : e[5].elements()) {
+    const auto& f = h.elements();
+    if (f.size() != 4) continue;
+    s.holders.push_back(
+        {f[0].str(), f[1].integer(), f[2].integer(), std::chrono::microseconds(f[3].integer() - (*head)[4])});
+  }
+  for (const reply& w : e[6].elements()) {
+    const auto& f = w.elements();
+    if (f.size() != 3) continue;
+    s.queue.push_back({f[0].str(), f[1].integer(), std::chrono::microseconds(f[2].integer() - (*head)[4])});
+  }
+  s.holder_count = e[7].is_integer() ? e[7].integer() : 0;
+  s.waiter_count = e[8].is_integer() ? e[8].integer() : 0;
+  return {s, {}};
+}
+
+}  // namespace
+
+semaphore::semaphore(connection& conn, std::string name, std::int64_t capacity, semaphore_options options) {
+  check_name(name);
+  check_capacity(capacity);
+  const auto positive = [](std::chrono::milliseconds d, const char* what) {
+    if (d.count() < 1) {
+      throw std::invalid_argument(std::string("admit::redis::semaphore: options.") + what +
+                                  " must be at least 1 ms, got " + std::to_string(d.count()) + "ms");
+    }
+  };
+  positive(options.lease_ttl, "lease_ttl");
+  positive(options.poll_interval, "poll_interval");
+  positive(options.timeout, "timeout");
+  if (options.waiter_ttl.count() != 0 && options.waiter_ttl <= options.poll_interval) {
+    throw std::invalid_argument("admit::redis::semaphore: options.waiter_ttl must exceed poll_interval (" +
+                                std::to_string(options.poll_interval.count()) + "ms), got " +
+                                std::to_string(options.waiter_ttl.count()) + "ms");
+  }
+  core_ = std::make_shared<detail::semaphore_core>(conn, std::move(name), capacity, std::move(options));
+}
+
+semaphore::~semaphore() { core_->shutdown(); }
+
+semaphore_result semaphore::try_acquire(std::int64_t n) { return core_->acquire(n, std::nullopt, {}, false); }
+semaphore_result semaphore::acquire(std::int64_t n, std::stop_token stop) {
+  return core_->acquire(n, std::nullopt, std::move(stop), true);
+}
+semaphore_result semaphore::try_acquire_until(clock::time_point deadline, std::int64_t n, std::stop_token stop) {
+  return core_->acquire(n, deadline, std::move(stop), true);
+}
+
+std::error_code semaphore::set_capacity(std::int64_t capacity) {
+  check_capacity(capacity);
+  const result r = core_->call(core_->call_deadline({}), "set_capacity", {std::to_string(capacity)});
+  if (r.error) return std::error_code(r.error);
+  if (!integers(r.value, 1)) return std::error_code(1, semaphore_error_category());
+  return {};
+}
+
+std::pair<semaphore_snapshot, std::error_code> semaphore::inspect(std::size_t most) {
+  return parse_snapshot(
+      core_->call(core_->call_deadline({}), "inspect", {std::to_string(std::max<std::size_t>(most, 1))}));
+}
+
+const std::string& semaphore::name() const noexcept { return core_->name_; }
+const semaphore_options& semaphore::options() const noexcept { return core_->options_; }
+
+std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(connection& conn, const std::string& name,
+                                                                 std::size_t most) {
+  check_name(name);
+  const std::string tag = "{" + name + "}:";
+  command c{"EVALSHA", semaphore_script().sha1(), "6"};
+  for (const char* k : {"meta", "holders", "leases", "queue", "waiters", "expiry"}) c.arg(tag + k);
+  c.arg("inspect").arg("0").arg(std::to_string(std::max<std::size_t>(most, 1)));
+  return parse_snapshot(evalsha_until(conn, conn.default_deadline(), semaphore_script(), c));
+}
+
+}  // namespace admit::redis
