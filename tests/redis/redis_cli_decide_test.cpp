@@ -1,15 +1,20 @@
-// `admit decide` end to end: the real binary against a real redis-server — exit statuses (0 admitted, 75 refused, 2
-// bad input), the JSON form, state shared with the library under {name}:key, --wait until admitted, and the failure
-// policy when Redis is not there.
+// `admit decide` and `admit inspect` end to end: the real binary against a real redis-server — decide's exit statuses
+// (0 admitted, 75 refused, 2 bad input), the JSON form, state shared with the library under {name}:key, --wait until
+// admitted, and the failure policy when Redis is not there; inspect's view of a semaphore held and waited on by the
+// library.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
+#include <stop_token>
 #include <string>
+#include <thread>
 
 #include "admit/redis/connection.hpp"
 #include "admit/redis/gcra.hpp"
+#include "admit/redis/semaphore.hpp"
 #include "io_thread.hpp"
 #include "limiter_testing.hpp"
 #include "redis_server.hpp"
@@ -111,6 +116,42 @@ TEST_F(AdmitDecide, BadInputIsExitStatus2) {
   EXPECT_EQ(admit_cli("decide --redis http://x --rate 1/s k").status, 2);
   EXPECT_EQ(admit_cli("decide --redis " + url + " --rate 1/s --cost -1 k").status, 2);
   EXPECT_EQ(admit_cli("decide --redis " + url + " --rate 1/s --timeout soon k").status, 2);
+}
+
+#endif
+
+#ifdef ADMIT_CLI
+
+TEST_F(AdmitDecide, InspectShowsASemaphoresHoldersAndQueue) {
+  redis_server server;
+  io_thread io;
+  admit::redis::connection conn(io.executor(), server.url());
+  admit::redis::semaphore s(conn, "db", 2);
+  auto held = s.try_acquire(2);
+  ASSERT_TRUE(held);
+  std::jthread waiting([&](std::stop_token stop) { (void)s.try_acquire_for(std::chrono::seconds(20), 1, stop); });
+  ASSERT_TRUE(admit::redis::testing::eventually([&] { return s.inspect().first.waiter_count == 1; }));
+
+  const run_result text = admit_cli("inspect --redis " + server.url() + " db");
+  EXPECT_EQ(text.status, 0) << text.out;
+  EXPECT_NE(text.out.find("semaphore \"db\": capacity 2, available 0, 1 holder(s), 1 waiting"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find(held->id() + "  permits 2  fencing token " + std::to_string(held->fencing_token())),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("1. "), std::string::npos) << text.out;
+
+  const run_result json = admit_cli("inspect --redis " + server.url() + " --json db");
+  EXPECT_EQ(json.status, 0) << json.out;
+  EXPECT_NE(json.out.find("\"capacity\": 2, \"available\": 0"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"fencing_token\": " + std::to_string(held->fencing_token())), std::string::npos)
+      << json.out;
+
+  EXPECT_EQ(admit_cli("inspect --redis " + server.url() + " nothing-here").status, 1);  // looking creates nothing
+  EXPECT_EQ(server.admin({"EXISTS", "{nothing-here}:meta"}), "0");
+  EXPECT_EQ(admit_cli("inspect --redis " + server.url() + " --most 0 db").status, 2);
+  EXPECT_EQ(admit_cli("inspect --redis " + server.url() + " \"a{b}\"").status, 2);
+  waiting.request_stop();
 }
 
 #endif

@@ -3,9 +3,10 @@
 //   admit replay --algorithm token-bucket --rate 100/s --burst 20 data/sample_trace.txt
 //   admit replay --algorithm concurrency --limit 8 --max-waiters 20 --timeout 500ms data/sample_concurrency_trace.txt
 //   admit decide --redis redis://127.0.0.1:6379 --rate 10/s --burst 5 nightly-export   (built with admit::redis)
+//   admit inspect --redis redis://127.0.0.1:6379 db-queries                              (built with admit::redis)
 //
 // Exit status: 0 success (decide: admitted), 2 bad input (an option, the trace, an unreadable file), 75 decide:
-// refused (try again later), 1 anything else.
+// refused (try again later), 1 anything else (inspect: Redis unreachable, no such semaphore).
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
@@ -16,6 +17,7 @@
 #include "cli/replay.hpp"
 #ifdef ADMIT_CLI_WITH_REDIS
 #include "cli/redis/decide.hpp"
+#include "cli/redis/inspect.hpp"
 #endif
 
 int main(int argc, char** argv) {
@@ -123,6 +125,20 @@ int main(int argc, char** argv) {
   decide->add_flag("--fail-open", d.fail_open, "admit when Redis cannot decide (default: refuse)");
   decide->add_flag("--json", d.json, "print the decision as JSON");
   decide->add_option("key", d.key, "the key to decide for, e.g. a job or user name")->required()->type_name("KEY");
+
+  cli::inspect_options ins;
+  CLI::App* inspect = app.add_subcommand(
+      "inspect",
+      "Show the live state of a distributed semaphore (admit::redis::semaphore) on Redis: capacity, available, the "
+      "holders with their fencing token and lease time left, the queue in order. Exit status: 0 shown, 1 Redis "
+      "unreachable or no such semaphore, 2 bad input.");
+  inspect->add_option("--redis", ins.redis, "redis://[:password@]host:port[/db] or unix:///path")
+      ->required()
+      ->type_name("URL");
+  inspect->add_option("--most", ins.most, "holders and waiters listed at most (default 100)")->type_name("N");
+  inspect->add_option("--timeout", ins.timeout, "deadline of the call (default 1s)")->type_name("DURATION");
+  inspect->add_flag("--json", ins.json, "print the state as JSON");
+  inspect->add_option("name", ins.name, "the semaphore's name")->required()->type_name("NAME");
 #endif
 
   try {
@@ -146,6 +162,14 @@ int main(int argc, char** argv) {
       return cli::run_decide(d, std::cout, std::cerr);
     } catch (const std::exception& e) {
       std::cerr << "admit decide: " << e.what() << "\n";
+      return cli::exit_failure;
+    }
+  }
+  if (inspect->parsed()) {
+    try {
+      return cli::run_inspect(ins, std::cout, std::cerr);
+    } catch (const std::exception& e) {
+      std::cerr << "admit inspect: " << e.what() << "\n";
       return cli::exit_failure;
     }
   }

@@ -2,8 +2,6 @@
 // retries after each refusal's retry_after until admitted or --max-wait would be exceeded.
 #include "cli/redis/decide.hpp"
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -22,6 +20,7 @@
 #include "admit/redis/token_bucket.hpp"
 #include "cli/duration.hpp"
 #include "cli/options.hpp"
+#include "cli/redis/io_runner.hpp"
 #include "cli/replay.hpp"
 #include "cli/report.hpp"
 #include "cli/trace.hpp"
@@ -29,25 +28,6 @@
 namespace admit::cli {
 
 namespace {
-
-// The io_context the connection runs on, on its own thread while the command lives.
-class io_runner {
- public:
-  io_runner() : guard_(io_.get_executor()), thread_([this] { io_.run(); }) {}
-  ~io_runner() {
-    guard_.reset();
-    io_.stop();
-    thread_.join();
-  }
-  io_runner(const io_runner&) = delete;
-  io_runner& operator=(const io_runner&) = delete;
-  boost::asio::any_io_executor executor() { return io_.get_executor(); }
-
- private:
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
-  std::thread thread_;
-};
 
 std::chrono::nanoseconds duration_option(const std::string& option, const std::string& text) {
   const auto d = parse_duration(text);

@@ -1,0 +1,126 @@
+// `admit inspect` (see inspect.hpp).
+#include "cli/redis/inspect.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "admit/redis/connection.hpp"
+#include "admit/redis/options.hpp"
+#include "admit/redis/semaphore.hpp"
+#include "cli/duration.hpp"
+#include "cli/options.hpp"
+#include "cli/redis/io_runner.hpp"
+#include "cli/report.hpp"
+#include "cli/trace.hpp"
+
+namespace admit::cli {
+
+namespace {
+
+std::int64_t ns(std::chrono::microseconds d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); }
+
+// A remaining time: "4.2s", or "expired 120ms ago" (a lease or waiter past its expiry that no call has swept yet).
+std::string left(std::chrono::microseconds d) {
+  if (d.count() < 0) return "expired " + human_duration(-ns(d)) + " ago";
+  return human_duration(ns(d));
+}
+
+void print_json(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s) {
+  out << "{\"name\": " << json_string(name) << ", \"capacity\": " << s.capacity << ", \"available\": " << s.available
+      << ", \"last_fencing_token\": " << s.last_fencing_token << ", \"server_time_us\": " << s.server_time.count()
+      << ", \"holder_count\": " << s.holder_count << ", \"waiter_count\": " << s.waiter_count << ", \"holders\": [";
+  for (std::size_t i = 0; i < s.holders.size(); ++i) {
+    const auto& h = s.holders[i];
+    out << (i ? ", " : "") << "{\"id\": " << json_string(h.id) << ", \"count\": " << h.count
+        << ", \"fencing_token\": " << h.fencing_token << ", \"lease_left_s\": " << format_seconds(ns(h.remaining))
+        << "}";
+  }
+  out << "], \"queue\": [";
+  for (std::size_t i = 0; i < s.queue.size(); ++i) {
+    const auto& w = s.queue[i];
+    out << (i ? ", " : "") << "{\"id\": " << json_string(w.id) << ", \"count\": " << w.count
+        << ", \"expires_in_s\": " << format_seconds(ns(w.remaining)) << "}";
+  }
+  out << "]}\n";
+}
+
+void print_text(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s) {
+  out << "semaphore " << quote_for_message(name) << ": capacity " << s.capacity << ", available " << s.available << ", "
+      << s.holder_count << " holder(s), " << s.waiter_count << " waiting; last fencing token " << s.last_fencing_token
+      << "\n";
+  if (!s.holders.empty()) {
+    out << "holders (soonest expiry first"
+        << (static_cast<std::int64_t>(s.holders.size()) < s.holder_count
+                ? ", the first " + std::to_string(s.holders.size())
+                : std::string())
+        << "):\n";
+    for (const auto& h : s.holders) {
+      out << "  " << h.id << "  permits " << h.count << "  fencing token " << h.fencing_token << "  lease "
+          << left(h.remaining) << "\n";
+    }
+  }
+  if (!s.queue.empty()) {
+    out << "queue (in order"
+        << (static_cast<std::int64_t>(s.queue.size()) < s.waiter_count ? ", the first " + std::to_string(s.queue.size())
+                                                                       : std::string())
+        << "):\n";
+    for (std::size_t i = 0; i < s.queue.size(); ++i) {
+      const auto& w = s.queue[i];
+      out << "  " << i + 1 << ". " << w.id << "  permits " << w.count << "  presumed dead in " << left(w.remaining)
+          << " unless it polls\n";
+    }
+  }
+}
+
+}  // namespace
+
+int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) {
+  try {
+    if (o.redis.empty()) throw usage_error("--redis is required (e.g. --redis redis://127.0.0.1:6379)");
+    if (o.name.empty()) throw usage_error("the semaphore's name must not be empty");
+    const auto most = parse_whole_number(o.most);
+    if (!most || *most < 1) throw usage_error("--most: " + quote_for_message(o.most) + " is not a whole number >= 1");
+    const auto timeout = parse_duration(o.timeout);
+    if (!timeout || *timeout <= std::chrono::nanoseconds::zero()) {
+      throw usage_error("--timeout: " + quote_for_message(o.timeout) + " is not a positive duration (e.g. 500ms, 1s)");
+    }
+    redis::connection_options co;
+    try {
+      co = redis::parse_url(o.redis);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(std::string("--redis: ") + e.what());
+    }
+    co.command_timeout = *timeout;
+    io_runner io;
+    redis::connection conn(io.executor(), co);
+    std::pair<redis::semaphore_snapshot, std::error_code> r;
+    try {
+      r = redis::inspect_semaphore(conn, o.name, static_cast<std::size_t>(*most));
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(e.what());
+    }
+    if (r.second == std::errc::no_such_file_or_directory) {
+      err << "admit inspect: no semaphore named " << quote_for_message(o.name) << " on " << o.redis << "\n";
+      return exit_failure;
+    }
+    if (r.second) {
+      err << "admit inspect: redis did not answer (" << r.second.message() << ")\n";
+      return exit_failure;
+    }
+    if (o.json) {
+      print_json(out, o.name, r.first);
+    } else {
+      print_text(out, o.name, r.first);
+    }
+    return exit_ok;
+  } catch (const usage_error& e) {
+    err << "admit inspect: " << e.what() << "\n";
+    return exit_bad_input;
+  }
+}
+
+}  // namespace admit::cli

@@ -1,0 +1,28 @@
+// cli/redis/inspect.hpp — `admit inspect`: the live state of a distributed semaphore (admit::redis::semaphore) as
+// Redis holds it — capacity, permits available, the holders with their lease's time left and fencing token, the
+// queue in order:
+//
+//   admit inspect --redis redis://10.0.0.5:6379 db-queries
+//   admit inspect --redis redis://10.0.0.5:6379 --json --most 1000 db-queries
+//
+// Built only with the admit::redis target. Looking creates nothing: a name with no semaphore is an error.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+namespace admit::cli {
+
+struct inspect_options {
+  std::string redis;         // URL: redis://[:password@]host:port[/db] or unix:///path (required)
+  std::string name;          // the semaphore's name (required)
+  std::string most = "100";  // holders and waiters listed at most
+  std::string timeout = "1s";
+  bool json = false;
+};
+
+// Runs `admit inspect`. Returns 0 (the state went to `out`), 2 bad input, 1 Redis unreachable or no such semaphore
+// (the message goes to `err`, prefixed "admit inspect: ").
+int run_inspect(const inspect_options& options, std::ostream& out, std::ostream& err);
+
+}  // namespace admit::cli
