@@ -1,7 +1,8 @@
 // admit::redis::semaphore against a real redis-server: counting and fencing tokens, FIFO hand-off with a large head
 // request served first, max_waiters and exceeds_capacity, deadlines and stop tokens (also while Redis is paused),
 // wake-ups without polling, leases that expire and are renewed, releasing what is not held, a release that costs the
-// same with 1,000 waiters as with 10, and holders in other processes that are SIGKILLed or SIGSTOPped.
+// same with 1,000 waiters as with 10, holders in other processes that are SIGKILLed or SIGSTOPped, 8 processes
+// hammering it, SCRIPT FLUSH and a restart that lost the state.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -482,6 +483,33 @@ TEST(RedisSemaphore, NeverMoreThanTheCapacityHeldAcrossEightProcesses) {
     return snap.holder_count == 0 && snap.waiter_count == 0 && snap.available == capacity;
   }));
   EXPECT_EQ(server.admin({"GET", "{stress}:holding"}), "0");
+}
+
+TEST(RedisSemaphore, ScriptFlushIsTransparentAndARestartThatLostTheStateIsReported) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore_options o;
+  o.lease_ttl = 600ms;
+  o.poll_interval = 50ms;
+  std::atomic<int> lost{0};
+  o.on_lease_lost = [&](const std::string&, std::int64_t) { ++lost; };
+  semaphore s(conn, "restarted", 1, o);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  server.admin({"SCRIPT", "FLUSH"});
+  EXPECT_EQ(s.try_acquire().error(), std::errc::resource_unavailable_try_again);  // NOSCRIPT, loaded, retried
+
+  auto pending = std::async(std::launch::async, [&] { return s.try_acquire_for(20s); });
+  wait_for_waiters(s, 1);
+  server.restart();  // persistence off: the semaphore's state is gone, the script too
+  // The waiter's place went with it: it queues again, finds the permit free and takes it; the holder's next renewal
+  // finds its lease gone and says so; the new grant's fencing token is still larger (tokens are at least the time).
+  auto r = pending.get();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_GT(r->fencing_token(), held->fencing_token());
+  ASSERT_TRUE(eventually([&] { return held->state() == lease_state::lost; }));
+  EXPECT_EQ(lost.load(), 1);
 }
 
 TEST(RedisSemaphore, InvalidArgumentsNameTheValue) {
