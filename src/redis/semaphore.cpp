@@ -7,12 +7,14 @@
 #include <admit_redis_lua/semaphore_lua.hpp>
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/compose.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -113,11 +115,15 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   result call(std::optional<steady::time_point> deadline, const char* op, std::initializer_list<std::string> args) {
     return evalsha_until(conn_, deadline, semaphore_script(), make(op, args));
   }
-  // The same, completing `handler(error_code, reply)` on the connection's executor.
+  // The same, completing `handler(error_code, reply)` through its executor (the connection's by default).
   template <class Handler>
   void async_call(const char* op, std::initializer_list<std::string> args, Handler&& handler) {
+    async_command(make(op, args), call_deadline({}), std::forward<Handler>(handler));
+  }
+  template <class Handler>
+  void async_command(command cmd, std::optional<steady::time_point> deadline, Handler&& handler) {
     asio::async_compose<Handler, void(boost::system::error_code, reply)>(
-        evalsha_op{&conn_, &semaphore_script(), make(op, args), call_deadline({})}, handler, conn_.get_executor());
+        evalsha_op{&conn_, &semaphore_script(), std::move(cmd), deadline}, handler, conn_.get_executor());
   }
 
   std::optional<steady::time_point> call_deadline(std::optional<steady::time_point> limit) const {
@@ -154,18 +160,26 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
     return c;
   }
 
-  // Waiters of this process, by id: the wake-up loop sets `woken` and notifies.
-  struct waiter {
-    bool woken = false;
-    std::condition_variable cv;
-  };
-  void register_waiter(const std::string& id, waiter& w);
-  void unregister_waiter(const std::string& id);
   void waker_loop();
 
+  std::unordered_map<std::string, std::function<void()>> waiters_;  // guarded by mutex_
+  bool waker_running_ = false;                                      // guarded by mutex_
+
+ public:
+  // Waiters of this process, by id: the wake-up loop calls `on_wake` (under mutex_) when the id comes out of the
+  // wake list. Blocking waiters wait on mutex_ with a condition variable.
+  void register_waiter(const std::string& id, std::function<void()> on_wake);
+  void unregister_waiter(const std::string& id);
   std::mutex mutex_;
-  std::unordered_map<std::string, waiter*> waiters_;
-  bool waker_running_ = false;
+
+  // What an acquire call's reply means: a result, or nullopt when the request is queued. A failed call leaves the
+  // request behind on the server (queued or granted): it is abandoned.
+  std::optional<semaphore_result> judge(const std::string& id, const boost::system::error_code& ec, const reply& r,
+                                        steady::time_point sent);
+  command acquire_command(const std::string& id, std::int64_t n, bool wait) const;
+  command poll_command(const std::string& id, const std::string& waiter_ttl) const {
+    return make("poll", {id, waiter_ttl});
+  }
 };
 
 // One lease's shared state: what the lease object, its renewal timer and a release in flight share.
@@ -254,11 +268,11 @@ void semaphore_core::abandon(const std::string& id) {
   });
 }
 
-void semaphore_core::register_waiter(const std::string& id, waiter& w) {
+void semaphore_core::register_waiter(const std::string& id, std::function<void()> on_wake) {
   bool start = false;
   {
     std::lock_guard lock(mutex_);
-    waiters_[id] = &w;
+    waiters_[id] = std::move(on_wake);
     if (!waker_running_) start = waker_running_ = true;
   }
   if (start) asio::post(waker_.get_executor(), [self = shared_from_this()] { self->waker_loop(); });
@@ -288,8 +302,7 @@ void semaphore_core::waker_loop() {
         if (!ec && r.is_array() && r.elements().size() == 2 && r.elements()[1].is_string()) {
           std::lock_guard lock(self->mutex_);
           if (auto it = self->waiters_.find(r.elements()[1].str()); it != self->waiters_.end()) {
-            it->second->woken = true;
-            it->second->cv.notify_one();
+            it->second();
           }
         }
         if (ec && !self->closing_) {
@@ -302,62 +315,68 @@ void semaphore_core::waker_loop() {
       });
 }
 
+command semaphore_core::acquire_command(const std::string& id, std::int64_t n, bool wait) const {
+  const std::size_t max_waiters = std::min<std::size_t>(options_.max_waiters, std::numeric_limits<std::int64_t>::max());
+  return make("acquire", {id, std::to_string(n), std::to_string(to_us(options_.lease_ttl)), wait ? "1" : "0",
+                          std::to_string(max_waiters), std::to_string(to_us(options_.waiter_ttl)), wake_key_});
+}
+
+std::optional<semaphore_result> semaphore_core::judge(const std::string& id, const boost::system::error_code& ec,
+                                                      const reply& r, steady::time_point sent) {
+  if (ec) {
+    abandon(id);  // it may have been queued or granted before the call failed
+    return semaphore_result(std::error_code(ec));
+  }
+  const auto v = integers(r, 3);
+  if (r.is_error() || !v) return semaphore_result(std::error_code(1, semaphore_error_category()));
+  switch ((*v)[0]) {
+    case granted:
+      if (const auto l = integers(r, 5)) return make_lease(id, *l, sent);
+      break;
+    case queued:
+      return std::nullopt;
+    case unavailable:
+      return semaphore_result(std::make_error_code(std::errc::resource_unavailable_try_again));
+    case full:
+      return semaphore_result(admit::errc::queue_full);
+    case too_large:
+      return semaphore_result(admit::errc::exceeds_capacity);
+    default:
+      break;
+  }
+  return semaphore_result(std::error_code(1, semaphore_error_category()));
+}
+
 semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::time_point> deadline,
                                          std::stop_token stop, bool wait) {
-  if (n < 1) throw std::invalid_argument("admit::redis::semaphore: n must be at least 1, got " + std::to_string(n));
   const std::string id = random_id();
-  const std::string lease_ttl = std::to_string(to_us(options_.lease_ttl));
   const std::string waiter_ttl = std::to_string(to_us(options_.waiter_ttl));
-  const std::string max_waiters =
-      std::to_string(std::min<std::size_t>(options_.max_waiters, std::numeric_limits<std::int64_t>::max()));
   steady::time_point sent;
-  const auto enqueue = [&]() {
+  const auto enqueue = [&] {
     sent = steady::now();
-    return call(call_deadline(deadline), "acquire",
-                {id, std::to_string(n), lease_ttl, wait ? "1" : "0", max_waiters, waiter_ttl, wake_key_});
+    const result r = evalsha_until(conn_, call_deadline(deadline), semaphore_script(), acquire_command(id, n, wait));
+    return judge(id, r.error, r.value, sent);
   };
-  // The answer to an acquire (or re-acquire): a result, or nullopt when queued.
-  const auto judge = [&](const result& r) -> std::optional<semaphore_result> {
-    if (r.error) {
-      abandon(id);  // it may have been queued or granted before the call failed
-      return semaphore_result(std::error_code(r.error));
-    }
-    if (r.value.is_error()) return semaphore_result(std::error_code(1, semaphore_error_category()));
-    const auto v = integers(r.value, 3);
-    if (!v) return semaphore_result(std::error_code(1, semaphore_error_category()));
-    switch ((*v)[0]) {
-      case granted:
-        if (const auto l = integers(r.value, 5)) return make_lease(id, *l, sent);
-        return semaphore_result(std::error_code(1, semaphore_error_category()));
-      case queued:
-        return std::nullopt;
-      case unavailable:
-        return semaphore_result(std::make_error_code(std::errc::resource_unavailable_try_again));
-      case full:
-        return semaphore_result(admit::errc::queue_full);
-      case too_large:
-        return semaphore_result(admit::errc::exceeds_capacity);
-      default:
-        return semaphore_result(std::error_code(1, semaphore_error_category()));
-    }
-  };
-
-  if (auto done = judge(enqueue())) return std::move(*done);
+  if (auto done = enqueue()) return std::move(*done);
 
   // Queued: wait for a wake-up, polling every poll_interval, until granted, the deadline or the stop.
-  waiter w;
-  register_waiter(id, w);
+  bool woken = false;
+  std::condition_variable cv;
+  register_waiter(id, [&] {  // called under mutex_
+    woken = true;
+    cv.notify_one();
+  });
   std::stop_callback on_stop(stop, [&] {
     std::lock_guard lock(mutex_);
-    w.cv.notify_one();
+    cv.notify_one();
   });
   for (;;) {
     {
       std::unique_lock lock(mutex_);
       auto until = steady::now() + options_.poll_interval;
       if (deadline && *deadline < until) until = *deadline;
-      w.cv.wait_until(lock, until, [&] { return w.woken || stop.stop_requested(); });
-      w.woken = false;
+      cv.wait_until(lock, until, [&] { return woken || stop.stop_requested(); });
+      woken = false;
     }
     if (stop.stop_requested()) {
       abandon(id);
@@ -373,7 +392,7 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
     const auto v = integers(r.value, 1);
     if (v && (*v)[0] == unknown) {
       // Our place expired (this process did not poll for waiter_ttl): queue again, at the back.
-      auto again = judge(enqueue());
+      auto again = enqueue();
       if (again) {
         unregister_waiter(id);
         return std::move(*again);
@@ -389,6 +408,130 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
     return semaphore_result(std::error_code(1, semaphore_error_category()));
   }
 }
+
+// async_acquire: the blocking loop of acquire() as a state machine on a strand — the acquire call, then polls on a
+// timer or a wake-up, until granted, the deadline or a cancellation. Exactly one completion.
+class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
+ public:
+  async_acquire_op(std::shared_ptr<semaphore_core> core, std::int64_t n, std::optional<steady::time_point> deadline,
+                   std::shared_ptr<acquire_completion> completion)
+      : core_(std::move(core)),
+        n_(n),
+        deadline_(deadline),
+        completion_(std::move(completion)),
+        strand_(asio::make_strand(core_->conn_.get_executor())),
+        poll_timer_(strand_),
+        deadline_timer_(strand_),
+        id_(random_id()),
+        waiter_ttl_(std::to_string(to_us(core_->options_.waiter_ttl))) {}
+
+  void start() {
+    asio::post(strand_, [self = shared_from_this()] {
+      if (self->deadline_) {
+        self->deadline_timer_.expires_at(*self->deadline_);
+        self->deadline_timer_.async_wait([self](boost::system::error_code ec) {
+          if (!ec) self->give_up(admit::errc::timeout);
+        });
+      }
+      self->enqueue();
+    });
+  }
+  void cancel() {
+    asio::post(strand_, [self = shared_from_this()] { self->give_up(admit::errc::cancelled); });
+  }
+
+ private:
+  void enqueue() {
+    sent_ = steady::now();
+    core_->async_command(
+        core_->acquire_command(id_, n_, true), core_->call_deadline(deadline_),
+        asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
+          if (self->done_) return;  // given up: the cancel sent after this call handles it
+          if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
+            return self->finish(std::move(*result));
+          }
+          if (!self->registered_) {
+            self->registered_ = true;
+            self->core_->register_waiter(self->id_, [weak = self->weak_from_this()] {
+              if (auto op = weak.lock()) asio::post(op->strand_, [op] { op->poll(); });
+            });
+          }
+          self->arm();
+        }));
+  }
+  void arm() {
+    poll_timer_.expires_after(core_->options_.poll_interval);
+    poll_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->poll();
+    });
+  }
+  void poll() {
+    if (done_ || polling_) return;
+    polling_ = true;
+    sent_ = steady::now();
+    core_->async_command(
+        core_->poll_command(id_, waiter_ttl_), core_->call_deadline(deadline_),
+        asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
+          self->polling_ = false;
+          if (self->done_) return;
+          const auto v = ec ? std::nullopt : integers(r, 1);
+          if (!v || (*v)[0] == queued) return self->arm();  // a failed poll: again later
+          if ((*v)[0] == unknown) return self->enqueue();   // our place expired: queue again
+          const auto l = integers(r, 5);
+          if ((*v)[0] == granted && l) {
+            return self->finish(self->core_->make_lease(self->id_, *l, self->sent_));
+          }
+          self->core_->abandon(self->id_);
+          self->finish(semaphore_result(std::error_code(1, semaphore_error_category())));
+        }));
+  }
+  void finish(semaphore_result r) {
+    if (done_) return;
+    done_ = true;
+    stop_timers();
+    core_->unregister_waiter(id_);
+    if (r) {
+      completion_->complete({}, std::move(r.value()));
+    } else {
+      completion_->complete(r.error(), lease());
+    }
+  }
+  void give_up(admit::errc e) {
+    if (done_) return;
+    done_ = true;
+    stop_timers();
+    core_->abandon(id_);
+    completion_->complete(admit::make_error_code(e), lease());
+  }
+  void stop_timers() {
+    poll_timer_.cancel();
+    deadline_timer_.cancel();
+  }
+
+  std::shared_ptr<semaphore_core> core_;
+  std::int64_t n_;
+  std::optional<steady::time_point> deadline_;
+  std::shared_ptr<acquire_completion> completion_;
+  asio::strand<asio::any_io_executor> strand_;
+  asio::steady_timer poll_timer_;
+  asio::steady_timer deadline_timer_;
+  std::string id_;
+  std::string waiter_ttl_;
+  steady::time_point sent_;
+  // Touched on strand_ only.
+  bool done_ = false;
+  bool polling_ = false;
+  bool registered_ = false;
+};
+
+std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
+                                                     std::optional<steady::time_point> deadline,
+                                                     std::shared_ptr<acquire_completion> completion) {
+  return std::make_shared<async_acquire_op>(core, n, deadline, std::move(completion));
+}
+void start(const std::shared_ptr<async_acquire_op>& op) { op->start(); }
+void cancel(const std::shared_ptr<async_acquire_op>& op) { op->cancel(); }
+asio::any_io_executor executor_of(const semaphore_core& core) noexcept { return core.conn_.get_executor(); }
 
 }  // namespace detail
 
@@ -526,11 +669,19 @@ semaphore::semaphore(connection& conn, std::string name, std::int64_t capacity, 
 
 semaphore::~semaphore() { core_->shutdown(); }
 
-semaphore_result semaphore::try_acquire(std::int64_t n) { return core_->acquire(n, std::nullopt, {}, false); }
+void semaphore::check_n(std::int64_t n) {
+  if (n < 1) throw std::invalid_argument("admit::redis::semaphore: n must be at least 1, got " + std::to_string(n));
+}
+semaphore_result semaphore::try_acquire(std::int64_t n) {
+  check_n(n);
+  return core_->acquire(n, std::nullopt, {}, false);
+}
 semaphore_result semaphore::acquire(std::int64_t n, std::stop_token stop) {
+  check_n(n);
   return core_->acquire(n, std::nullopt, std::move(stop), true);
 }
 semaphore_result semaphore::try_acquire_until(clock::time_point deadline, std::int64_t n, std::stop_token stop) {
+  check_n(n);
   return core_->acquire(n, deadline, std::move(stop), true);
 }
 

@@ -15,13 +15,20 @@
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/post.hpp>
 
 #include "admit/redis/connection.hpp"
 #include "admit/redis/semaphore.hpp"
@@ -510,6 +517,76 @@ TEST(RedisSemaphore, ScriptFlushIsTransparentAndARestartThatLostTheStateIsReport
   EXPECT_GT(r->fencing_token(), held->fencing_token());
   ASSERT_TRUE(eventually([&] { return held->state() == lease_state::lost; }));
   EXPECT_EQ(lost.load(), 1);
+}
+
+// async_acquire's (error_code, lease) as a future.
+std::future<std::pair<std::error_code, lease>> acquire_async(semaphore& s, std::int64_t n,
+                                                             std::optional<steady::duration> timeout = {}) {
+  auto p = std::make_shared<std::promise<std::pair<std::error_code, lease>>>();
+  auto f = p->get_future();
+  auto done = [p](std::error_code ec, lease l) { p->set_value({ec, std::move(l)}); };
+  if (timeout) {
+    s.async_acquire_for(*timeout, n, std::move(done));
+  } else {
+    s.async_acquire(n, std::move(done));
+  }
+  return f;
+}
+
+TEST(RedisSemaphore, AsyncWaitersShareTheFifoQueueWithBlockingOnes) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "async", 1);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  auto first = acquire_async(s, 1);  // queued first, without a thread
+  wait_for_waiters(s, 1);
+  auto second = std::async(std::launch::async, [&] { return s.try_acquire_for(20s); });
+  wait_for_waiters(s, 2);
+
+  ASSERT_EQ(held->release().first, lease::release_status::released);
+  ASSERT_EQ(first.wait_for(5s), std::future_status::ready);  // woken: not after the 1 s poll
+  auto [ec, got] = first.get();
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_GT(got.fencing_token(), held->fencing_token());
+  const auto between = s.inspect().first;  // the blocking waiter is still behind
+  EXPECT_EQ(between.waiter_count, 1);
+  EXPECT_EQ(between.holder_count, 1);
+  ASSERT_EQ(got.release().first, lease::release_status::released);
+  auto r = second.get();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_GT(r->fencing_token(), got.fencing_token());
+}
+
+TEST(RedisSemaphore, AsyncDeadlineAndCancellationLeaveTheQueue) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "async-cancel", 1);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+
+  const auto start = steady::now();
+  auto timed = acquire_async(s, 1, 200ms);
+  ASSERT_EQ(timed.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(timed.get().first, admit::errc::timeout);
+  EXPECT_GE(steady::now() - start, 200ms);
+  wait_for_waiters(s, 0);
+
+  boost::asio::cancellation_signal signal;
+  std::promise<std::error_code> cancelled;
+  s.async_acquire(1, boost::asio::bind_cancellation_slot(signal.slot(),
+                                                         [&](std::error_code ec, lease) { cancelled.set_value(ec); }));
+  wait_for_waiters(s, 1);
+  boost::asio::post(conn.get_executor(), [&] { signal.emit(boost::asio::cancellation_type::terminal); });
+  auto f = cancelled.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(f.get(), admit::errc::cancelled);
+  wait_for_waiters(s, 0);
+  EXPECT_EQ(s.inspect().first.available, 0);  // nothing leaked, nothing granted twice
+  ASSERT_EQ(held->release().first, lease::release_status::released);
+  EXPECT_EQ(s.inspect().first.available, 1);
 }
 
 TEST(RedisSemaphore, InvalidArgumentsNameTheValue) {

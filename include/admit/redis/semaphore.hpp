@@ -49,6 +49,17 @@
 #include <system_error>
 #include <vector>
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+#include <type_traits>
+#include <utility>
+
 #include "admit/errc.hpp"
 #include "admit/redis/connection.hpp"
 
@@ -57,6 +68,7 @@ namespace admit::redis {
 namespace detail {
 class semaphore_core;
 struct lease_core;
+class async_acquire_op;
 }  // namespace detail
 
 enum class lease_state {
@@ -154,6 +166,56 @@ class [[nodiscard]] semaphore_result {
   std::error_code error_;
 };
 
+namespace detail {
+
+// The completion of an async_acquire, type-erased: semaphore.cpp drives the operation and calls complete() once.
+class acquire_completion : public std::enable_shared_from_this<acquire_completion> {
+ public:
+  virtual ~acquire_completion() = default;
+  virtual void complete(std::error_code ec, lease l) = 0;
+};
+
+// Posts the handler, with the outstanding work of its executor counted until it has run (never called inline).
+template <class Handler>
+class acquire_completion_for final : public acquire_completion {
+ public:
+  acquire_completion_for(Handler&& handler, const boost::asio::any_io_executor& fallback)
+      : handler_(std::move(handler)),
+        work_(boost::asio::prefer(boost::asio::get_associated_executor(handler_, fallback),
+                                  boost::asio::execution::outstanding_work.tracked)) {}
+
+  void complete(std::error_code ec, lease l) override {
+    auto self = std::static_pointer_cast<acquire_completion_for>(shared_from_this());
+    const work_executor executor = work_;
+    boost::asio::post(executor, [self = std::move(self), ec, l = std::move(l)]() mutable {
+      auto slot = boost::asio::get_associated_cancellation_slot(self->handler_);
+      if (slot.is_connected()) slot.clear();
+      Handler handler = std::move(self->handler_);
+      [[maybe_unused]] const work_executor work = std::move(self->work_);
+      self.reset();
+      std::move(handler)(ec, std::move(l));
+    });
+  }
+
+ private:
+  using work_executor = std::decay_t<decltype(boost::asio::prefer(
+      boost::asio::get_associated_executor(std::declval<Handler&>(), std::declval<boost::asio::any_io_executor>()),
+      boost::asio::execution::outstanding_work.tracked))>;
+  Handler handler_;
+  work_executor work_;
+};
+
+// The operation behind async_acquire (semaphore.cpp): made first, so that the handler's cancellation slot can be
+// connected to it before it starts.
+std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
+                                                     std::optional<std::chrono::steady_clock::time_point> deadline,
+                                                     std::shared_ptr<acquire_completion> completion);
+void start(const std::shared_ptr<async_acquire_op>& op);
+void cancel(const std::shared_ptr<async_acquire_op>& op);
+boost::asio::any_io_executor executor_of(const semaphore_core& core) noexcept;
+
+}  // namespace detail
+
 // The error of an error reply from the semaphore's script (its text is in the message): a std::error_code category
 // of its own, value 1.
 const std::error_category& semaphore_error_category() noexcept;
@@ -204,6 +266,25 @@ class semaphore {
     return try_acquire_until(clock::now() + std::chrono::ceil<clock::duration>(timeout), n, stop);
   }
 
+  // Asio: waits as acquire does without blocking a thread. Completion: void(std::error_code, lease) — the lease, or
+  // why there is none (as semaphore_result's errors). The handler runs through its associated executor (the
+  // connection's by default), never inside this call. Cancellation: terminal, through the handler's slot
+  // (errc::cancelled; leaving the queue is sent without waiting, a grant that raced with it is released).
+  template <class CompletionToken>
+  auto async_acquire(std::int64_t n, CompletionToken&& token) {
+    return initiate(n, std::nullopt, std::forward<CompletionToken>(token));
+  }
+  // The same, failing with errc::timeout at `deadline`.
+  template <class CompletionToken>
+  auto async_acquire_until(clock::time_point deadline, std::int64_t n, CompletionToken&& token) {
+    return initiate(n, deadline, std::forward<CompletionToken>(token));
+  }
+  template <class Rep, class Period, class CompletionToken>
+  auto async_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n, CompletionToken&& token) {
+    return initiate(n, clock::now() + std::chrono::ceil<clock::duration>(timeout),
+                    std::forward<CompletionToken>(token));
+  }
+
   // Changes the capacity for the whole fleet; permits held beyond a lower capacity are returned as they are released.
   std::error_code set_capacity(std::int64_t capacity);
   // The live state (at most `most` holders and waiters listed).
@@ -213,6 +294,28 @@ class semaphore {
   const semaphore_options& options() const noexcept;
 
  private:
+  template <class CompletionToken>
+  auto initiate(std::int64_t n, std::optional<clock::time_point> deadline, CompletionToken&& token) {
+    check_n(n);
+    return boost::asio::async_initiate<CompletionToken, void(std::error_code, lease)>(
+        [core = core_](auto handler, std::int64_t count, std::optional<clock::time_point> until) {
+          using handler_type = std::decay_t<decltype(handler)>;
+          auto slot = boost::asio::get_associated_cancellation_slot(handler);
+          auto completion = std::make_shared<detail::acquire_completion_for<handler_type>>(std::move(handler),
+                                                                                           detail::executor_of(*core));
+          auto op = detail::make_async_acquire(core, count, until, std::move(completion));
+          if (slot.is_connected()) {
+            slot.assign([weak = std::weak_ptr<detail::async_acquire_op>(op)](boost::asio::cancellation_type_t type) {
+              if ((type & boost::asio::cancellation_type::terminal) == boost::asio::cancellation_type::none) return;
+              if (auto o = weak.lock()) detail::cancel(o);
+            });
+          }
+          detail::start(op);
+        },
+        token, n, deadline);
+  }
+  static void check_n(std::int64_t n);
+
   std::shared_ptr<detail::semaphore_core> core_;
 };
 
