@@ -20,6 +20,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -360,59 +361,70 @@ std::string read_line(int fd) {
   return line;
 }
 
-TEST(RedisSemaphore, ASigkilledHoldersPermitsReturnWithinItsTtl) {
-  redis_server server;
+// A holder in another process (hold_in_child), killed when this goes out of scope.
+struct child_holder {
+  child_holder(const redis_server& server, const std::string& name, const semaphore_options& o) {
+    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid = ::fork();
+    if (pid == 0) hold_in_child(server.url(), name, o, fds[1]);
+    token = std::stoll(read_line(fds[0]));
+  }
+  ~child_holder() {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+  child_holder(const child_holder&) = delete;
+  child_holder& operator=(const child_holder&) = delete;
+  std::string next_line() const { return read_line(fds[0]); }
+
+  int fds[2] = {-1, -1};
+  pid_t pid = -1;
+  std::int64_t token = 0;  // the child's lease's fencing token
+};
+
+semaphore_options short_leases() {
   semaphore_options o;
   o.lease_ttl = 500ms;
   o.poll_interval = 100ms;
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  const pid_t child = ::fork();
-  if (child == 0) hold_in_child(server.url(), "killed", o, fds[1]);
-  const std::int64_t child_token = std::stoll(read_line(fds[0]));
+  return o;
+}
+
+TEST(RedisSemaphore, ASigkilledHoldersPermitsReturnWithinItsTtl) {
+  redis_server server;
+  const semaphore_options o = short_leases();
+  child_holder child(server, "killed", o);
 
   io_thread io;
   connection conn(io.executor(), server.url());
   semaphore s(conn, "killed", 1, o);
   auto pending = std::async(std::launch::async, [&] { return s.try_acquire_for(10s); });
   wait_for_waiters(s, 1);
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
+  ::kill(child.pid, SIGKILL);
   const auto killed = steady::now();
   auto r = pending.get();
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_LT(steady::now() - killed, o.lease_ttl + o.poll_interval + 500ms);
-  EXPECT_GT(r->fencing_token(), child_token);
-  ::close(fds[0]);
-  ::close(fds[1]);
+  EXPECT_GT(r->fencing_token(), child.token);
 }
 
 TEST(RedisSemaphore, ASigstoppedHolderLosesItsLeaseAndItsStaleTokenIsRefused) {
   redis_server server;
-  semaphore_options o;
-  o.lease_ttl = 500ms;
-  o.poll_interval = 100ms;
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  const pid_t child = ::fork();
-  if (child == 0) hold_in_child(server.url(), "stopped", o, fds[1]);
-  const std::int64_t stale_token = std::stoll(read_line(fds[0]));
+  const semaphore_options o = short_leases();
+  child_holder child(server, "stopped", o);
 
   io_thread io;
   connection conn(io.executor(), server.url());
   semaphore s(conn, "stopped", 1, o);
-  ::kill(child, SIGSTOP);  // no renewals from here on
+  ::kill(child.pid, SIGSTOP);  // no renewals from here on
   auto r = s.try_acquire_for(10s);
   ASSERT_TRUE(r) << r.error().message();
   fenced_resource resource;
   ASSERT_TRUE(resource.write(r->fencing_token()));
-  ::kill(child, SIGCONT);
-  EXPECT_EQ(read_line(fds[0]), "lost");  // the child noticed at its next renewal
-  EXPECT_FALSE(resource.write(stale_token));
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
-  ::close(fds[0]);
-  ::close(fds[1]);
+  ::kill(child.pid, SIGCONT);
+  EXPECT_EQ(child.next_line(), "lost");  // the child noticed at its next renewal
+  EXPECT_FALSE(resource.write(child.token));
 }
 
 // One of the stress test's processes: for `seconds`, acquires (try, timed, or waited and cancelled by a stop token
