@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "admit/redis/cluster.hpp"
 #include "admit/redis/script.hpp"
 
 namespace admit::redis {
@@ -98,9 +99,12 @@ namespace detail {
 // The state one semaphore object, its waits and its leases share.
 class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
  public:
-  semaphore_core(connection& conn, std::string name, std::int64_t capacity, semaphore_options options)
+  // `waker`: a client of the same server(s) of its own, for the blocking BLPOP; `close_waker` closes it.
+  semaphore_core(client& conn, std::unique_ptr<client> waker, std::function<void()> close_waker, std::string name,
+                 std::int64_t capacity, semaphore_options options)
       : conn_(conn),
-        waker_(conn.get_executor(), conn.options()),
+        waker_(std::move(waker)),
+        close_waker_(std::move(close_waker)),
         waker_timer_(conn.get_executor()),
         name_(std::move(name)),
         capacity_(std::to_string(capacity)),
@@ -138,11 +142,12 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   void release_async(const std::string& id);
   void shutdown() {
     closing_ = true;
-    waker_.close();
+    close_waker_();
   }
 
-  connection& conn_;
-  connection waker_;                // blocked in BLPOP on wake_key_ while this process has waiters
+  client& conn_;
+  std::unique_ptr<client> waker_;  // blocked in BLPOP on wake_key_ while this process has waiters
+  std::function<void()> close_waker_;
   asio::steady_timer waker_timer_;  // the pause after a failed BLPOP
   std::string name_;
   std::string capacity_;  // the capacity to start with (ARGV[2])
@@ -275,7 +280,7 @@ void semaphore_core::register_waiter(const std::string& id, std::function<void()
     waiters_[id] = std::move(on_wake);
     if (!waker_running_) start = waker_running_ = true;
   }
-  if (start) asio::post(waker_.get_executor(), [self = shared_from_this()] { self->waker_loop(); });
+  if (start) asio::post(waker_->get_executor(), [self = shared_from_this()] { self->waker_loop(); });
 }
 
 void semaphore_core::unregister_waiter(const std::string& id) {
@@ -296,7 +301,7 @@ void semaphore_core::waker_loop() {
   const auto wait = std::max<std::chrono::milliseconds>(options_.poll_interval, std::chrono::milliseconds(1));
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.3f", std::chrono::duration<double>(wait).count());
-  waker_.async_execute_command(
+  waker_->async_execute_command(
       steady::now() + wait + options_.timeout, command{"BLPOP", wake_key_, seconds},
       [self = shared_from_this()](boost::system::error_code ec, reply r) {
         if (!ec && r.is_array() && r.elements().size() == 2 && r.elements()[1].is_string()) {
@@ -647,9 +652,9 @@ std::pair<semaphore_snapshot, std::error_code> parse_snapshot(const result& r) {
 
 }  // namespace
 
-semaphore::semaphore(connection& conn, std::string name, std::int64_t capacity, semaphore_options options) {
-  check_name(name);
-  check_capacity(capacity);
+namespace {
+
+void check_options(const semaphore_options& options) {
   const auto positive = [](std::chrono::milliseconds d, const char* what) {
     if (d.count() < 1) {
       throw std::invalid_argument(std::string("admit::redis::semaphore: options.") + what +
@@ -664,7 +669,30 @@ semaphore::semaphore(connection& conn, std::string name, std::int64_t capacity, 
                                 std::to_string(options.poll_interval.count()) + "ms), got " +
                                 std::to_string(options.waiter_ttl.count()) + "ms");
   }
-  core_ = std::make_shared<detail::semaphore_core>(conn, std::move(name), capacity, std::move(options));
+}
+
+}  // namespace
+
+semaphore::semaphore(connection& conn, std::string name, std::int64_t capacity, semaphore_options options) {
+  check_name(name);
+  check_capacity(capacity);
+  check_options(options);
+  auto waker = std::make_unique<connection>(conn.get_executor(), conn.options());
+  connection* w = waker.get();
+  core_ = std::make_shared<detail::semaphore_core>(
+      conn, std::move(waker), [w] { w->close(); }, std::move(name), capacity, std::move(options));
+}
+
+semaphore::semaphore(cluster& c, std::string name, std::int64_t capacity, semaphore_options options) {
+  check_name(name);
+  check_capacity(capacity);
+  check_options(options);
+  // Its own cluster client, seeded with the node this one was given: BLPOP routes by its key, to the semaphore's slot.
+  auto waker =
+      std::make_unique<cluster>(c.get_executor(), std::vector<connection_options>{c.node_options()}, c.options());
+  cluster* w = waker.get();
+  core_ = std::make_shared<detail::semaphore_core>(
+      c, std::move(waker), [w] { w->close(); }, std::move(name), capacity, std::move(options));
 }
 
 semaphore::~semaphore() { core_->shutdown(); }
@@ -701,7 +729,7 @@ std::pair<semaphore_snapshot, std::error_code> semaphore::inspect(std::size_t mo
 const std::string& semaphore::name() const noexcept { return core_->name_; }
 const semaphore_options& semaphore::options() const noexcept { return core_->options_; }
 
-std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(connection& conn, const std::string& name,
+std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(client& conn, const std::string& name,
                                                                  std::size_t most) {
   check_name(name);
   const std::string tag = "{" + name + "}:";

@@ -1,7 +1,8 @@
 // admit::redis::cluster against a real 3-master Redis Cluster: hash slots as Redis computes them, each key routed to
 // the master of its slot, broadcasts, distributed limiters over the cluster (exact admitted counts), SCRIPT FLUSH on
 // every master mid-run, and a slot migrated between masters mid-run while limiters decide (MOVED and ASK followed,
-// no decision lost or counted twice).
+// no decision lost or counted twice); the distributed semaphore on the cluster (one slot, wake-ups through the slot's
+// master).
 #include "admit/redis/cluster.hpp"
 
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 
 #include "admit/redis/errc.hpp"
 #include "admit/redis/gcra.hpp"
+#include "admit/redis/semaphore.hpp"
 #include "io_thread.hpp"
 #include "limiter_testing.hpp"
 #include "redis_cluster.hpp"
@@ -277,6 +279,30 @@ TEST(RedisCluster, ScriptFlushOnEveryMasterMidRunIsTransparent) {
   ASSERT_TRUE(eventually([&] { return d.decisions() > after + 100 && d.each_key_decided(burst + 2); }, 30s));
   d.stop();
   expect_exact(d, burst);
+}
+
+TEST(RedisCluster, SemaphoreKeysLiveInOneSlotAndWakeUpsReachTheWaiter) {
+  redis_cluster rc;
+  io_thread io;
+  cluster c(io.executor(), rc.url(1));
+  admit::redis::semaphore_options o;
+  o.poll_interval = 30s;  // only the wake-up (BLPOP on the slot's master, through a cluster client) can be in time
+  admit::redis::semaphore s(c, "jobs", 1, o);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held) << held.error().message();
+  auto pending = std::async(std::launch::async, [&] { return s.try_acquire_for(20s); });
+  ASSERT_TRUE(eventually([&] { return s.inspect().first.waiter_count == 1; }));
+  const auto released = std::chrono::steady_clock::now();
+  ASSERT_EQ(held->release().first, admit::redis::lease::release_status::released);
+  auto r = pending.get();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 5s);
+  EXPECT_GT(r->fencing_token(), held->fencing_token());
+  // Every key of the semaphore is on the master of {jobs}'s slot.
+  const std::size_t owner = rc.owner_of("{jobs}:meta");
+  for (const char* k : {"{jobs}:meta", "{jobs}:holders", "{jobs}:leases"}) {
+    EXPECT_EQ(rc.admin(owner, {"EXISTS", k}), "1") << k;
+  }
 }
 
 TEST(RedisCluster, SlotMigratedMidRunFollowsAskThenMoved) {

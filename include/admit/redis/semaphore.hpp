@@ -33,8 +33,8 @@
 //   (admit::redis::errc), except while waiting, where a failed poll is retried until the deadline.
 //
 // Thread safety: every member may be called concurrently from any thread but the ones that run the connection's
-// executor (the waits block). The connection must outlive the semaphore and its leases; leases may outlive the
-// semaphore object.
+// executor (the waits block). The connection (or cluster) must outlive the semaphore and its leases; leases may
+// outlive the semaphore object.
 #pragma once
 
 #include <chrono>
@@ -61,6 +61,8 @@
 #include <utility>
 
 #include "admit/errc.hpp"
+#include "admit/redis/client.hpp"
+#include "admit/redis/cluster.hpp"
 #include "admit/redis/connection.hpp"
 
 namespace admit::redis {
@@ -250,6 +252,9 @@ class semaphore {
   // semaphore does not exist in Redis yet; an existing one keeps its own (set_capacity changes it). Opens one more
   // connection (with conn's options) for wake-ups. Throws std::invalid_argument naming a bad value.
   semaphore(connection& conn, std::string name, std::int64_t capacity, semaphore_options options = {});
+  // The same on a Redis Cluster: every key lives in the slot of {name}; the wake-ups use a cluster client of their
+  // own (seeded with c's node options), whose BLPOP goes to that slot's master.
+  semaphore(cluster& c, std::string name, std::int64_t capacity, semaphore_options options = {});
   ~semaphore();
   semaphore(const semaphore&) = delete;
   semaphore& operator=(const semaphore&) = delete;
@@ -319,8 +324,8 @@ class semaphore {
   std::shared_ptr<detail::semaphore_core> core_;
 };
 
-// inspect() without a semaphore object (admit inspect): the state of semaphore `name` on `conn`'s server.
-std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(connection& conn, const std::string& name,
+// inspect() without a semaphore object (admit inspect): the state of semaphore `name` on `conn`'s server(s).
+std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(client& conn, const std::string& name,
                                                                  std::size_t most = 100);
 
 }  // namespace admit::redis
