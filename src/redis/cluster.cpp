@@ -530,8 +530,11 @@ class call final : public attempt_sink, public std::enable_shared_from_this<call
           payload += format_command(cmd_);
           return send(t, std::move(payload), !moved);
         }
-      } else if (prefix == "TRYAGAIN" && redirects_ < cluster_->options().max_redirects) {
-        ++redirects_;
+      } else if (prefix == "TRYAGAIN" && (deadline_ || redirects_ < cluster_->options().max_redirects)) {
+        // A multi-key call whose keys are split by a slot migration in progress: Redis ran nothing, so waiting for the
+        // migration is safe; with a deadline, until the deadline (a limiter's batch can stay split for as long as the
+        // migration of its keys takes), without one, max_redirects times.
+        if (!deadline_) ++redirects_;
         cluster_->count_tryagain();
         return retry_later();
       } else if (prefix == "CLUSTERDOWN") {

@@ -22,10 +22,10 @@
 // refresh is requested, and the command is resent to the new owner. ASK slot host:port: "ASKING" and the command are
 // sent to that node back to back (one write, nothing of the same connection in between); the map is not changed.
 // TRYAGAIN (a multi-key command during a migration): resent after cluster_options::tryagain_delay. These are safe to
-// retry — Redis did not run the command — and bounded by cluster_options::max_redirects per call and by the call's
-// deadline; past the bound the redirection reply itself is returned. CLUSTERDOWN and every other error reply are
-// returned as values. I/O errors complete the call as connection's do and are never retried (errc::timeout and
-// errc::outcome_unknown: the command may have run); they also request a refresh.
+// retry — Redis did not run the command — and bounded by the call's deadline, and by cluster_options::max_redirects
+// per call (TRYAGAIN: only when the call has no deadline); past the bound the redirection reply itself is returned.
+// CLUSTERDOWN and every other error reply are returned as values. I/O errors complete the call as connection's do and
+// are never retried (errc::timeout and errc::outcome_unknown: the command may have run); they also request a refresh.
 //
 // Completion, deadlines, cancellation, threads and lifetime are connection's (connection.hpp): exactly once, through
 // the handler's executor, never inside the initiating call; a deadline covers the whole call (redirections and
@@ -57,8 +57,8 @@ namespace admit::redis {
 std::uint16_t hash_slot(std::string_view key) noexcept;
 
 struct cluster_options {
-  // Redirections (MOVED, ASK) and TRYAGAIN retries one call may follow; past them the last redirection reply is the
-  // call's reply. 0 follows none.
+  // Redirections (MOVED, ASK) one call may follow, and TRYAGAIN retries of a call without a deadline (with one,
+  // TRYAGAIN is retried until the deadline); past them the last redirection reply is the call's reply. 0 follows none.
   std::size_t max_redirects = 5;
   // The shortest time between the starts of two slot-map refreshes. Must be >= 0.
   std::chrono::nanoseconds refresh_interval = std::chrono::milliseconds(100);
