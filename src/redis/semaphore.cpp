@@ -362,15 +362,22 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
     const result r = evalsha_until(conn_, call_deadline(deadline), semaphore_script(), acquire_command(id, n, wait));
     return judge(id, r.error, r.value, sent);
   };
-  if (auto done = enqueue()) return std::move(*done);
-
-  // Queued: wait for a wake-up, polling every poll_interval, until granted, the deadline or the stop.
+  // Registered before the acquire call is sent: a release may grant the request, and push its id on the wake list,
+  // before the reply "queued" comes back, and a wake-up for an id nobody has registered is dropped.
   bool woken = false;
   std::condition_variable cv;
-  register_waiter(id, [&] {  // called under mutex_
-    woken = true;
-    cv.notify_one();
-  });
+  if (wait) {
+    register_waiter(id, [&] {  // called under mutex_
+      woken = true;
+      cv.notify_one();
+    });
+  }
+  if (auto done = enqueue()) {
+    unregister_waiter(id);
+    return std::move(*done);
+  }
+
+  // Queued: wait for a wake-up, polling every poll_interval, until granted, the deadline or the stop.
   std::stop_callback on_stop(stop, [&] {
     std::lock_guard lock(mutex_);
     cv.notify_one();
@@ -447,6 +454,12 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
 
  private:
   void enqueue() {
+    if (!registered_) {  // before the call: a grant's wake-up can come before the reply "queued"
+      registered_ = true;
+      core_->register_waiter(id_, [weak = weak_from_this()] {
+        if (auto op = weak.lock()) asio::post(op->strand_, [op] { op->poll(); });
+      });
+    }
     sent_ = steady::now();
     core_->async_command(
         core_->acquire_command(id_, n_, true), core_->call_deadline(deadline_),
@@ -454,12 +467,6 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           if (self->done_) return;  // given up: the cancel sent after this call handles it
           if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
             return self->finish(std::move(*result));
-          }
-          if (!self->registered_) {
-            self->registered_ = true;
-            self->core_->register_waiter(self->id_, [weak = self->weak_from_this()] {
-              if (auto op = weak.lock()) asio::post(op->strand_, [op] { op->poll(); });
-            });
           }
           self->arm();
         }));
