@@ -14,6 +14,7 @@
 #include <boost/asio/strand.hpp>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <random>
@@ -99,6 +100,9 @@ namespace detail {
 // The state one semaphore object, its waits and its leases share.
 class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
  public:
+  // What a wake-up says: the grant as a granted reply {0, n, token, expiry_us, now_us}, or empty when it could not be
+  // read (the waiter then asks with a poll).
+  using grant_reply = std::vector<std::int64_t>;
   // `waker`: a client of the same server(s) of its own, for the blocking BLPOP; `close_waker` closes it.
   semaphore_core(client& conn, std::unique_ptr<client> waker, std::function<void()> close_waker, std::string name,
                  std::int64_t capacity, semaphore_options options)
@@ -167,13 +171,13 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
 
   void waker_loop();
 
-  std::unordered_map<std::string, std::function<void()>> waiters_;  // guarded by mutex_
-  bool waker_running_ = false;                                      // guarded by mutex_
+  std::unordered_map<std::string, std::function<void(const grant_reply&)>> waiters_;  // guarded by mutex_
+  bool waker_running_ = false;                                                        // guarded by mutex_
 
  public:
   // Waiters of this process, by id: the wake-up loop calls `on_wake` (under mutex_) when the id comes out of the
   // wake list. Blocking waiters wait on mutex_ with a condition variable.
-  void register_waiter(const std::string& id, std::function<void()> on_wake);
+  void register_waiter(const std::string& id, std::function<void(const grant_reply&)> on_wake);
   void unregister_waiter(const std::string& id);
   std::mutex mutex_;
 
@@ -273,7 +277,7 @@ void semaphore_core::abandon(const std::string& id) {
   });
 }
 
-void semaphore_core::register_waiter(const std::string& id, std::function<void()> on_wake) {
+void semaphore_core::register_waiter(const std::string& id, std::function<void(const grant_reply&)> on_wake) {
   bool start = false;
   {
     std::lock_guard lock(mutex_);
@@ -305,10 +309,17 @@ void semaphore_core::waker_loop() {
       steady::now() + wait + options_.timeout, command{"BLPOP", wake_key_, seconds},
       [self = shared_from_this()](boost::system::error_code ec, reply r) {
         if (!ec && r.is_array() && r.elements().size() == 2 && r.elements()[1].is_string()) {
-          std::lock_guard lock(self->mutex_);
-          if (auto it = self->waiters_.find(r.elements()[1].str()); it != self->waiters_.end()) {
-            it->second();
+          // "id:n:token:expiry:now" (semaphore.lua)
+          const std::string& text = r.elements()[1].str();
+          const std::string id = text.substr(0, text.find(':'));
+          grant_reply grant{granted};
+          for (std::size_t at = text.find(':'); at != std::string::npos && grant.size() < 5;
+               at = text.find(':', at + 1)) {
+            grant.push_back(std::strtoll(text.c_str() + at + 1, nullptr, 10));
           }
+          if (grant.size() != 5) grant.clear();
+          std::lock_guard lock(self->mutex_);
+          if (auto it = self->waiters_.find(id); it != self->waiters_.end()) it->second(grant);
         }
         if (ec && !self->closing_) {
           // Redis is away: the waiters poll meanwhile; try again after a pause instead of spinning.
@@ -365,10 +376,12 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
   // Registered before the acquire call is sent: a release may grant the request, and push its id on the wake list,
   // before the reply "queued" comes back, and a wake-up for an id nobody has registered is dropped.
   bool woken = false;
+  grant_reply grant;  // what the wake-up said, if it could be read
   std::condition_variable cv;
   if (wait) {
-    register_waiter(id, [&] {  // called under mutex_
+    register_waiter(id, [&](const grant_reply& g) {  // called under mutex_
       woken = true;
+      grant = g;
       cv.notify_one();
     });
   }
@@ -389,6 +402,11 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
       if (deadline && *deadline < until) until = *deadline;
       cv.wait_until(lock, until, [&] { return woken || stop.stop_requested(); });
       woken = false;
+      if (!grant.empty()) {  // granted, and told so by the wake-up: no call needed (the lease stands over a stop)
+        lock.unlock();
+        unregister_waiter(id);
+        return make_lease(id, grant, sent);
+      }
     }
     if (stop.stop_requested()) {
       abandon(id);
@@ -456,8 +474,13 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   void enqueue() {
     if (!registered_) {  // before the call: a grant's wake-up can come before the reply "queued"
       registered_ = true;
-      core_->register_waiter(id_, [weak = weak_from_this()] {
-        if (auto op = weak.lock()) asio::post(op->strand_, [op] { op->poll(); });
+      core_->register_waiter(id_, [weak = weak_from_this()](const semaphore_core::grant_reply& grant) {
+        auto op = weak.lock();
+        if (!op) return;
+        asio::post(op->strand_, [op, grant] {
+          if (grant.empty() || op->done_) return op->poll();
+          op->finish(op->core_->make_lease(op->id_, grant, op->sent_));
+        });
       });
     }
     sent_ = steady::now();

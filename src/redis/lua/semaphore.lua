@@ -9,7 +9,7 @@
 --   KEYS[4] queue    sorted set: waiter id -> its arrival number (the queue's order)
 --   KEYS[5] waiters  hash: waiter id -> "n:lease_ttl_us:wake_key"
 --   KEYS[6] expiry   sorted set: waiter id -> the waiter's expiry (µs): a waiter that stops polling leaves the queue
--- A waiter granted by a release becomes a lease under the same id, and its id is pushed on its wake list (a list
+-- A waiter granted by a release becomes a lease under the same id, and the grant is pushed on its wake list (a list
 -- under the same hash tag that its process waits on with BLPOP): one LPUSH per grant, nobody else woken.
 --
 -- ARGV[1] the operation, ARGV[2] the capacity to start with when the semaphore does not exist yet (meta absent),
@@ -112,8 +112,9 @@ local function sweep_and_serve()
       if n > free then break end
       free = free - n
       drop_waiter(head)
-      grant(head, n, ttl)
-      redis.call('LPUSH', wake, head)
+      local token, expires = grant(head, n, ttl)
+      -- The wake-up carries the grant, "id:n:token:expiry:now", so that the waiter needs no call to learn it.
+      redis.call('LPUSH', wake, head .. ':' .. int(n) .. ':' .. int(token) .. ':' .. int(expires) .. ':' .. int(now))
       redis.call('PEXPIRE', wake, 60000)
     end
   end
