@@ -37,26 +37,26 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <exception>
 #include <iostream>
 #include <memory>
-#include <stdexcept>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "admit/rate.hpp"
 #include "admit/redis/connection.hpp"
 #include "admit/redis/gcra.hpp"
+#include "redis_bench_common.hpp"
 
 namespace {
 
 namespace asio = boost::asio;
-using clock_type = std::chrono::steady_clock;
+using admit::bench::clock_type;
+using admit::bench::percentile_us;
+using admit::bench::seconds;
+using admit::bench::split;
 
 struct settings {
-  std::string url = "redis://127.0.0.1:6379";
+  std::string url = admit::bench::default_url();
   std::vector<std::string> key_modes = {"hot", "many"};
   std::vector<int> callers = {1, 64, 512};
   std::size_t key_count = 100'000;
@@ -74,104 +74,63 @@ struct settings {
   std::size_t max_batch = admit::redis::limiter_options{}.max_batch;  // limiter_options::max_batch
 };
 
-[[noreturn]] void usage(const std::string& error) {
-  if (!error.empty()) std::cerr << "admit_redis_bench: " << error << "\n\n";
-  std::cerr << "usage: admit_redis_bench [--url URL] [--keys hot,many] [--callers 1,64,512] [--key-count N]\n"
-               "                         [--duration S] [--warmup S] [--repetitions N] [--style callback|coroutine]\n"
-               "                         [--rate PER_SECOND] [--burst N] [--name NAME] [--timeout-ms MS]\n"
-               "                         [--lost-state-detection on|off] [--tag TEXT] [--lease K] [--max-batch N]\n"
-               "--timeout-ms is the connection's command timeout; each decision has the limiter's default deadline.\n"
-               "--lease K > 1 turns on local token leasing (reported as impl admit-lease).\n"
-               "--tag TEXT is appended to the reported variant.\n"
-               "URL defaults to $ADMIT_REDIS_URL, else redis://127.0.0.1:6379. The program never starts Redis.\n";
-  std::exit(error.empty() ? 0 : 2);
-}
-
-std::vector<std::string> split(std::string_view s) {
-  std::vector<std::string> out;
-  while (!s.empty()) {
-    const auto comma = s.find(',');
-    out.emplace_back(s.substr(0, comma));
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
-  }
-  return out;
-}
-
-double to_double(const std::string& flag, const std::string& v) {
-  try {
-    std::size_t used = 0;
-    const double d = std::stod(v, &used);
-    if (used != v.size() || !(d >= 0)) throw std::invalid_argument(v);
-    return d;
-  } catch (const std::exception&) {
-    usage(flag + " expects a non-negative number, got '" + v + "'");
-  }
-}
-
-long long to_integer(const std::string& flag, const std::string& v, long long min) {
-  try {
-    std::size_t used = 0;
-    const long long n = std::stoll(v, &used);
-    if (used != v.size() || n < min) throw std::invalid_argument(v);
-    return n;
-  } catch (const std::exception&) {
-    usage(flag + " expects an integer >= " + std::to_string(min) + ", got '" + v + "'");
-  }
-}
+constexpr admit::bench::command_line command(
+    "admit_redis_bench",
+    "usage: admit_redis_bench [--url URL] [--keys hot,many] [--callers 1,64,512] [--key-count N]\n"
+    "                         [--duration S] [--warmup S] [--repetitions N] [--style callback|coroutine]\n"
+    "                         [--rate PER_SECOND] [--burst N] [--name NAME] [--timeout-ms MS]\n"
+    "                         [--lost-state-detection on|off] [--tag TEXT] [--lease K] [--max-batch N]\n"
+    "--timeout-ms is the connection's command timeout; each decision has the limiter's default deadline.\n"
+    "--lease K > 1 turns on local token leasing (reported as impl admit-lease).\n"
+    "--tag TEXT is appended to the reported variant.\n");
 
 settings parse_arguments(int argc, char** argv) {
   settings s;
-  if (const char* env = std::getenv("ADMIT_REDIS_URL"); env != nullptr && *env != '\0') s.url = env;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "-h" || flag == "--help") usage("");
-    if (i + 1 >= argc) usage(flag == "--url" || flag.rfind("--", 0) == 0 ? flag + " needs a value" : "unknown " + flag);
-    const std::string value = argv[++i];
+  command.for_each_flag(argc, argv, [&s](const std::string& flag, const std::string& value) {
     if (flag == "--url") {
       s.url = value;
     } else if (flag == "--keys") {
       s.key_modes = split(value);
       for (const auto& k : s.key_modes) {
-        if (k != "hot" && k != "many") usage("--keys takes hot and/or many, got '" + k + "'");
+        if (k != "hot" && k != "many") command.usage("--keys takes hot and/or many, got '" + k + "'");
       }
     } else if (flag == "--callers") {
       s.callers.clear();
-      for (const auto& c : split(value)) s.callers.push_back(static_cast<int>(to_integer(flag, c, 1)));
+      for (const auto& c : split(value)) s.callers.push_back(static_cast<int>(command.to_integer(flag, c, 1)));
     } else if (flag == "--key-count") {
-      s.key_count = static_cast<std::size_t>(to_integer(flag, value, 1));
+      s.key_count = static_cast<std::size_t>(command.to_integer(flag, value, 1));
     } else if (flag == "--duration") {
-      s.duration_s = to_double(flag, value);
-      if (s.duration_s <= 0) usage("--duration must be > 0");
+      s.duration_s = command.to_double(flag, value);
+      if (s.duration_s <= 0) command.usage("--duration must be > 0");
     } else if (flag == "--warmup") {
-      s.warmup_s = to_double(flag, value);
+      s.warmup_s = command.to_double(flag, value);
     } else if (flag == "--repetitions") {
-      s.repetitions = static_cast<int>(to_integer(flag, value, 1));
+      s.repetitions = static_cast<int>(command.to_integer(flag, value, 1));
     } else if (flag == "--style") {
       if (value != "callback" && value != "coroutine")
-        usage("--style takes callback or coroutine, got '" + value + "'");
+        command.usage("--style takes callback or coroutine, got '" + value + "'");
       s.style = value;
     } else if (flag == "--rate") {
-      s.rate_per_second = to_double(flag, value);
+      s.rate_per_second = command.to_double(flag, value);
     } else if (flag == "--burst") {
-      s.burst = to_integer(flag, value, 1);
+      s.burst = command.to_integer(flag, value, 1);
     } else if (flag == "--name") {
       s.name = value;
     } else if (flag == "--lost-state-detection") {
-      if (value != "on" && value != "off") usage("--lost-state-detection takes on or off, got '" + value + "'");
+      if (value != "on" && value != "off") command.usage("--lost-state-detection takes on or off, got '" + value + "'");
       s.lost_state_detection = value == "on";
     } else if (flag == "--tag") {
       s.tag = value;
     } else if (flag == "--lease") {
-      s.lease = to_integer(flag, value, 0);
+      s.lease = command.to_integer(flag, value, 0);
     } else if (flag == "--max-batch") {
-      s.max_batch = static_cast<std::size_t>(to_integer(flag, value, 1));
+      s.max_batch = static_cast<std::size_t>(command.to_integer(flag, value, 1));
     } else if (flag == "--timeout-ms") {
-      s.timeout = std::chrono::milliseconds(to_integer(flag, value, 1));
+      s.timeout = std::chrono::milliseconds(command.to_integer(flag, value, 1));
     } else {
-      usage("unknown argument " + flag);
+      command.usage("unknown argument " + flag);
     }
-  }
+  });
   return s;
 }
 
@@ -264,20 +223,6 @@ double cpu_seconds() {
     return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
   };
   return secs(u.ru_utime) + secs(u.ru_stime);
-}
-
-double percentile_us(std::vector<std::uint32_t>& v, double q) {
-  if (v.empty()) return 0;
-  // Nearest rank: the smallest value with at least q of the sample at or below it.
-  auto rank = static_cast<std::size_t>(q * static_cast<double>(v.size()));
-  if (static_cast<double>(rank) < q * static_cast<double>(v.size())) ++rank;
-  const std::size_t index = std::min(v.size() - 1, rank == 0 ? 0 : rank - 1);
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(index), v.end());
-  return static_cast<double>(v[index]) / 1000.0;
-}
-
-std::chrono::nanoseconds seconds(double s) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
 }
 
 void run_case(const settings& s, asio::io_context& io, admit::redis::connection& conn,

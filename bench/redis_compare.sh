@@ -37,87 +37,28 @@
 # Raw outputs are kept in <build dir>/bench/redis/ (raw.tsv: every case of every round; results.tsv: the medians).
 set -euo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$repo"
-command_line="bench/redis_compare.sh${*:+ $*}"
-
-quick=0
-build_dir=build/release
-while (($#)); do
-  case "$1" in
-    --quick) quick=1 ;;
-    --build-dir)
-      [[ $# -ge 2 ]] || { echo "redis_compare.sh: --build-dir needs a directory" >&2; exit 2; }
-      build_dir=${2%/}
-      shift
-      ;;
-    -h | --help)
-      sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
-      exit 0
-      ;;
-    *)
-      echo "redis_compare.sh: unknown argument '$1' (expected --quick, --build-dir DIR or --help)" >&2
-      exit 2
-      ;;
-  esac
-  shift
-done
+# shellcheck source=bench/redis_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/redis_common.sh"
+parse_arguments 35 "$@"
 
 if ((quick)); then rounds=1 duration=1 warmup=0.3; else rounds=3 duration=3 warmup=0.5; fi
 
 out="$build_dir/bench/redis"  # relative to the repository (the script runs there)
 report="$repo/docs/perf/redis.md"
-started=$SECONDS
-step() { printf '\n==> [%s, %ds] %s\n' "$1" $((SECONDS - started)) "$2" >&2; }
 
 # The limiter every implementation gets: 1000 per second per key, bursts of 1000 (GCRA: T = 1000 µs).
 rate=1000 burst=1000 interval_us=1000 key_count=100000 name=admit-bench
 
-load_before=$(cut -d" " -f1-3 /proc/loadavg)
-step 1/7 "dependencies: scripts/install-deps.sh --bench"
-scripts/install-deps.sh --bench
-
-if [[ "$build_dir" == build/release ]]; then
-  step 2/7 "build: cmake --preset release && cmake --build --preset release --target admit_redis_bench"
-  cmake --preset release >/dev/null
-  cmake --build --preset release --target admit_redis_bench -j 2
-else
-  step 2/7 "build: cmake --build $build_dir --target admit_redis_bench"
-  cmake --build "$build_dir" --target admit_redis_bench -j 2
-fi
-bench_bin="$repo/$build_dir/bench/admit_redis_bench"
-[[ -x "$bench_bin" ]] || { echo "redis_compare.sh: $bench_bin was not built (is hiredis installed?)" >&2; exit 1; }
+build_bench admit_redis_bench
 mkdir -p "$out"
 rm -f "$out"/*.txt "$out"/*.tsv
 
-step 3/7 "rate-limiter-flexible: npm ci (bench/reference/redis/node, copied to $out/node)"
-mkdir -p "$out/node"
-cp bench/reference/redis/node/package.json bench/reference/redis/node/package-lock.json \
-  bench/reference/redis/node/rlf_bench.js "$out/node/"
-(cd "$out/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-rlf_version=$(cd "$out/node" && node -p 'require("rate-limiter-flexible/package.json").version')
-ioredis_version=$(cd "$out/node" && node -p 'require("ioredis/package.json").version')
+npm_install rate-limiter-flexible rlf_bench.js
+rlf_version=$(version_of rate-limiter-flexible)
+ioredis_version=$(version_of ioredis)
 limits_version=$(/usr/bin/python3 -c 'import limits; print(limits.__version__)')
 
-# --- redis-server -----------------------------------------------------------------------------------------------------
-server_cpu=() client_cpu=()
-if (($(nproc) >= 2)) && command -v taskset >/dev/null; then server_cpu=(taskset -c 0) client_cpu=(taskset -c 1); fi
-port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$out/redis-server"
-step 4/7 "redis-server on 127.0.0.1:$port (--save \"\" --appendonly no${server_cpu:+, ${server_cpu[*]}})"
-"${server_cpu[@]}" redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
-  --dir "$repo/$out/redis-server" --logfile "$repo/$out/redis-server/redis.log" &
-server_pid=$!
-trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
-cli=(redis-cli -h 127.0.0.1 -p "$port")
-for ((i = 0; i < 100; ++i)); do
-  [[ "$("${cli[@]}" ping 2>/dev/null)" == PONG ]] && break
-  kill -0 "$server_pid" 2>/dev/null || { echo "redis_compare.sh: redis-server exited" >&2; exit 1; }
-  sleep 0.05  # a real process starting: a bounded poll
-done
-[[ "$("${cli[@]}" ping 2>/dev/null)" == PONG ]] || { echo "redis_compare.sh: redis-server did not answer" >&2; exit 1; }
-url="redis://127.0.0.1:$port"
-redis_version=$("${cli[@]}" info server | sed -n 's/^redis_version:\([^\r]*\).*/\1/p')
+start_redis_server
 # The exact command admit sends: a short admit_redis_bench run on many keys under MONITOR, its first EVALSHA. The
 # ceiling then runs that command (script, keys, arguments) with the key replaced by redis-benchmark's __rand_int__ or
 # the hot key, whatever the library's calling convention is at the time.
@@ -215,8 +156,7 @@ redis_benchmark() {
 step 5/7 "$rounds round(s) of $duration s per case: redis-benchmark, admit_redis_bench, rate-limiter-flexible, limits"
 common=(--duration "$duration" --warmup "$warmup" --repetitions 1)
 for ((round = 1; round <= rounds; ++round)); do
-  printf '  round %d of %d (load %s)\n' "$round" "$rounds" "$(cut -d" " -f1-3 /proc/loadavg)" >&2
-  loads+=("$(cut -d" " -f1 /proc/loadavg)")
+  begin_round "$round"
   for keys in hot many; do
     # a. the ceiling
     for cp in "1 1" "1 64" "1 512" "8 64"; do redis_benchmark "$keys" ${cp% *} ${cp#* } "$round"; done
@@ -260,51 +200,24 @@ for ((round = 1; round <= rounds; ++round)); do
     done
   done
 done
-load_after=$(cut -d" " -f1-3 /proc/loadavg)
-loads+=("$(cut -d" " -f1 /proc/loadavg)")
+end_rounds
 
 step 6/7 "medians over the rounds: $out/results.tsv"
 # <impl>:<variant>/<keys>/<callers> <dps> <p50> <p99> <admitted> <errors> <cmds_per_write> <client_cpu> <server_us>
 # — each the median over the rounds ("-" where not measured).
-sort -t$'\t' -k1,4 "$raw" | awk -F'\t' '
-  function median(col,   n, i, j, t, v) {
-    n = 0
-    for (i = 1; i <= cnt; ++i) if (val[i, col] != "-" && val[i, col] != "") v[++n] = val[i, col] + 0
-    if (n == 0) return "-"
-    for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] > v[j]; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-  }
-  function emit(   c, line) {
-    line = key
-    for (c = 6; c <= 13; ++c) line = line " " median(c)
-    print line
-  }
-  { k = $1 ":" $2 "/" $3 "/" $4
-    if (k != key) { if (key != "") emit(); key = k; cnt = 0 }
-    ++cnt; for (c = 6; c <= 13; ++c) val[cnt, c] = $c }
-  END { if (key != "") emit() }' >"$out/results.tsv"
+medians 4 13 <"$raw" >"$out/results.tsv"
 
 declare -A dps=() p50=() p99=() adm=() err=() cpw=() ccpu=() sus=()
 while read -r key a b c d e f g h; do
   dps[$key]=$a p50[$key]=$b p99[$key]=$c adm[$key]=$d err[$key]=$e cpw[$key]=$f ccpu[$key]=$g sus[$key]=$h
 done <"$out/results.tsv"
 
-# fmt_int N: 12345 -> 12,345; "—" when not measured.
-fmt_int() {
-  if [[ -z "${1:-}" || "$1" == - ]]; then printf '—'; return; fi
-  awk -v a="$1" 'BEGIN { s = sprintf("%.0f", a); r = ""
-    while (length(s) > 3) { r = "," substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) }
-    printf "%s%s", s, r }'
-}
-# ms / one-decimal helpers.
-us_to_ms() { if [[ -z "${1:-}" || "$1" == - ]]; then printf '—'; else awk -v a="$1" 'BEGIN { printf "%.2f", a / 1000 }'; fi; }
+# one-decimal helpers (fmt_int, us_to_ms, le and verdict: bench/redis_common.sh).
 one() { if [[ -z "${1:-}" || "$1" == - ]]; then printf '—'; else awk -v a="$1" 'BEGIN { printf "%.1f", a }'; fi; }
 pct() { if [[ -z "${1:-}" || "$1" == - ]]; then printf '—'; else awk -v a="$1" 'BEGIN { printf "%.1f%%", a * 100 }'; fi; }
 # ratio A B: A / B with two decimals, empty when either is missing.
 ratio() { [[ -n "${1:-}" && "$1" != - && -n "${2:-}" && "$2" != - ]] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b }'; }
 ge() { [[ -n "${1:-}" ]] && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
-le() { [[ -n "${1:-}" && "$1" != - ]] && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
-verdict() { if [[ "$1" == none ]]; then echo "not measured"; elif [[ "$1" == 1 ]]; then echo "**met**"; else echo "**not met**"; fi; }
 # best_rlf KEYS: the faster rate-limiter-flexible configuration at 64 in flight (default or auto-pipelining).
 best_rlf() {
   local a=${dps[rlf:default/$1/64]:--} b=${dps[rlf:autopipelining/$1/64]:--}
@@ -354,10 +267,7 @@ check_lease() {
 }
 
 step 7/7 "report: $report"
-cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-load_max=$(printf '%s\n' "${loads[@]}" | sort -g | tail -1)
-pinning="redis-server on CPU 0, every client on CPU 1 (taskset)"
-((${#server_cpu[@]})) || pinning="no CPU pinning (fewer than 2 CPUs or no taskset)"
+describe_machine
 rlf_hot=$(best_rlf hot) rlf_many=$(best_rlf many)
 
 # row IMPL:VARIANT KEYS CALLERS NAME VARIANT-TEXT: one line of the side-by-side table.
@@ -468,6 +378,4 @@ Reading the table:
 EOF
 } >"$report"
 
-echo >&2
-sed -n '/^### The targets of issue 5/,/^### Side by side/p' "$report" | sed '$d' >&2
-printf '==> wrote %s in %ds\n' "$report" $((SECONDS - started)) >&2
+show_report '### The targets of issue 5'

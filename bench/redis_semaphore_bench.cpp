@@ -1,0 +1,495 @@
+// admit_redis_semaphore_bench — acquire+release cycles per second and wake-up latency of admit::redis::semaphore (the
+// distributed semaphore: FIFO queue in Redis, wake-ups by LPUSH/BLPOP). bench/redis_semaphore_compare.sh runs it next
+// to the npm packages redis-semaphore and bottleneck (bench/reference/redis/node/semaphore_bench.js) on the same
+// redis-server.
+//
+//   admit_redis_semaphore_bench --url redis://127.0.0.1:6379 --cycles 1:1,64:8 --duration 3 --wakeup-rounds 300
+//
+// It never starts Redis: give it the URL of a running server (--url, else $ADMIT_REDIS_URL, else
+// redis://127.0.0.1:6379). It writes semaphore keys "{<name>-...}:..." on that server.
+//
+// A plain program rather than Google Benchmark, as admit_redis_bench (see bench/redis_bench.cpp): a measurement is a
+// timed window of blocking contenders on network connections, and the wake-up latency is a sequence of hand-offs
+// between two parties, neither of which is a repeatable iteration.
+//
+// The cases:
+// - cycles C:K — C contenders (std::threads) share one admit::redis::semaphore of capacity K on one
+//   admit::redis::connection (as threads of one process would), each looping try_acquire_for(10 s) then release()
+//   with nothing in between. After `--warmup`, a `--duration` window: a cycle counts when its release() returns in
+//   the window; its acquire latency (the call to its return) is recorded when the acquire returns in the window. At
+//   the end the waits still queued are cancelled through their stop_token (not errors).
+// - wakeup — capacity 1, two parties with a semaphore object and a connection each (as two processes would): the
+//   holder holds the permit; the waiter calls try_acquire_for(10 s); the holder waits until the waiter is queued in
+//   Redis (inspect(): one waiter), then `--settle-ms` plus a uniformly random 0..`--jitter-ms` ms more (so that a
+//   release lands at a random phase of any poll period), reads the clock and calls release(); the waiter reads the
+//   clock when its try_acquire_for returns. The latency is the difference (one process, one steady clock): it
+//   includes the release call itself, the hand-off in Redis and the wake-up through BLPOP, which carries the grant.
+//   Then the waiter releases and the next round starts; `--wakeup-rounds` rounds.
+// - the floor (impl redis-floor, variant lpush-blpop; --floor off to skip) — the wake-up case's parties and timing
+//   with plain commands: the waiter blocks in BLPOP, the holder sends LPUSH. Not a semaphore: the least any wake-up
+//   through Redis costs on this machine under its current load (one command, one blocked reply, the same threads).
+// The semaphores have the default semaphore_options (poll_interval 1 s: the wake-up path is what is measured; lease
+// 10 s, auto-renewal) unless --poll-interval-ms says otherwise (reported in the variant). The connections' I/O runs
+// on one io_context thread of its own (tests/redis/io_thread.hpp's pattern); the contenders block on theirs.
+//
+// Output, one tab-separated line per case and repetition (lines starting with '#' are comments):
+//   admit <variant> <cycles|wakeup> <contenders> <capacity> <repetition> <cycles/s> <p50 µs> <p99 µs> <mean µs>
+//   <max µs> <samples> <errors> <fairness>
+// cycles: samples are the cycles counted, latencies the acquire latencies; fairness = the fewest cycles of one
+// contender ÷ the mean per contender (1 = evenly served); wakeup: cycles/s and fairness are "-", latencies are the
+// release-to-waiter-running times, samples the rounds measured. errors: acquisitions that failed (timeout, Redis
+// errors; not the cancellations at the end of a window) and releases that Redis did not take.
+// A '#' line after a cycles case counts its acquisitions that waited at least 0.9 × poll_interval: waits that ended
+// only by the waiter's own poll, i.e. wake-ups that never came.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "admit/redis/connection.hpp"
+#include "admit/redis/semaphore.hpp"
+#include "redis_bench_common.hpp"
+
+namespace {
+
+namespace asio = boost::asio;
+using admit::bench::clock_type;
+using admit::bench::percentile_us;
+using admit::bench::seconds;
+using admit::bench::split;
+using namespace std::chrono_literals;
+
+struct cycles_case {
+  int contenders;
+  std::int64_t capacity;
+};
+
+struct settings {
+  std::string url = admit::bench::default_url();
+  std::vector<cycles_case> cycles = {{1, 1}, {64, 8}};
+  double duration_s = 3.0;
+  double warmup_s = 0.5;
+  int wakeup_rounds = 300;
+  double settle_ms = 2.0;
+  double jitter_ms = 10.0;
+  int repetitions = 1;
+  std::string name = "admit-sem-bench";
+  std::chrono::milliseconds timeout{1000};
+  std::optional<std::chrono::milliseconds> poll_interval;  // semaphore_options::poll_interval (default: its default)
+  std::string tag;
+  bool floor = true;  // also the LPUSH -> BLPOP floor after the wake-up case
+};
+
+constexpr admit::bench::command_line command(
+    "admit_redis_semaphore_bench",
+    "usage: admit_redis_semaphore_bench [--url URL] [--cycles C:K,...] [--duration S] [--warmup S]\n"
+    "                                   [--wakeup-rounds N] [--settle-ms MS] [--jitter-ms MS]\n"
+    "                                   [--repetitions N] [--name NAME] [--timeout-ms MS]\n"
+    "                                   [--poll-interval-ms MS] [--tag TEXT] [--floor on|off]\n"
+    "--cycles C:K,...: cases of C contenders on a semaphore of capacity K (default 1:1,64:8); 'none' for\n"
+    "  no cycles case. --wakeup-rounds 0: no wake-up case (default 300 rounds).\n"
+    "--floor on (default): after the wake-up case, the same rounds with LPUSH -> BLPOP instead of the\n"
+    "  semaphore (impl redis-floor): the floor of a wake-up through Redis on this machine.\n"
+    "--timeout-ms is the connection's command timeout; the semaphores have the default semaphore_options\n"
+    "  (poll_interval 1 s) unless --poll-interval-ms is given. --tag TEXT is appended to the variant.\n");
+
+settings parse_arguments(int argc, char** argv) {
+  settings s;
+  command.for_each_flag(argc, argv, [&s](const std::string& flag, const std::string& value) {
+    if (flag == "--url") {
+      s.url = value;
+    } else if (flag == "--cycles") {
+      s.cycles.clear();
+      if (value == "none") return;
+      for (const auto& c : split(value)) {
+        const auto parts = split(c, ':');
+        if (parts.size() != 2) command.usage("--cycles takes CONTENDERS:CAPACITY pairs, got '" + c + "'");
+        s.cycles.push_back(
+            {static_cast<int>(command.to_integer(flag, parts[0], 1)), command.to_integer(flag, parts[1], 1)});
+      }
+    } else if (flag == "--duration") {
+      s.duration_s = command.to_double(flag, value);
+      if (s.duration_s <= 0) command.usage("--duration must be > 0");
+    } else if (flag == "--warmup") {
+      s.warmup_s = command.to_double(flag, value);
+    } else if (flag == "--wakeup-rounds") {
+      s.wakeup_rounds = static_cast<int>(command.to_integer(flag, value, 0));
+    } else if (flag == "--settle-ms") {
+      s.settle_ms = command.to_double(flag, value);
+    } else if (flag == "--jitter-ms") {
+      s.jitter_ms = command.to_double(flag, value);
+    } else if (flag == "--repetitions") {
+      s.repetitions = static_cast<int>(command.to_integer(flag, value, 1));
+    } else if (flag == "--name") {
+      if (value.empty() || value.find_first_of("{}") != std::string::npos)
+        command.usage("--name must be non-empty, no {}");
+      s.name = value;
+    } else if (flag == "--timeout-ms") {
+      s.timeout = std::chrono::milliseconds(command.to_integer(flag, value, 1));
+    } else if (flag == "--poll-interval-ms") {
+      s.poll_interval = std::chrono::milliseconds(command.to_integer(flag, value, 1));
+    } else if (flag == "--floor") {
+      if (value != "on" && value != "off") command.usage("--floor takes on or off, got '" + value + "'");
+      s.floor = value == "on";
+    } else if (flag == "--tag") {
+      s.tag = value;
+    } else {
+      command.usage("unknown argument " + flag);
+    }
+  });
+  return s;
+}
+
+// An io_context run by one background thread until destroyed (tests/redis/io_thread.hpp): declared before the
+// connections, so that they are destroyed first.
+class io_thread {
+ public:
+  io_thread() : guard_(io_.get_executor()), thread_([this] { io_.run(); }) {}
+  ~io_thread() {
+    guard_.reset();
+    thread_.join();
+  }
+  io_thread(const io_thread&) = delete;
+  io_thread& operator=(const io_thread&) = delete;
+  asio::any_io_executor executor() { return io_.get_executor(); }
+
+ private:
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  std::thread thread_;
+};
+
+struct summary {
+  double p50 = 0, p99 = 0, mean = 0, max = 0;
+};
+
+// In µs.
+summary summarize(std::vector<std::int64_t> ns) {
+  summary s;
+  if (ns.empty()) return s;
+  s.p50 = percentile_us(ns, 0.50);
+  s.p99 = percentile_us(ns, 0.99);
+  double total = 0;  // exact in any order: whole nanoseconds, far below 2^53
+  for (const auto v : ns) total += static_cast<double>(v);
+  s.mean = total / static_cast<double>(ns.size()) / 1000.0;
+  s.max = static_cast<double>(*std::max_element(ns.begin(), ns.end())) / 1000.0;
+  return s;
+}
+
+admit::redis::semaphore_options semaphore_options(const settings& s) {
+  admit::redis::semaphore_options o;
+  if (s.poll_interval) o.poll_interval = *s.poll_interval;
+  return o;
+}
+
+std::string variant(const settings& s) {
+  std::string v = s.poll_interval ? "poll" + std::to_string(s.poll_interval->count()) + "ms" : "default";
+  return v + s.tag;
+}
+
+admit::redis::connection_options connection_options(const settings& s) {
+  admit::redis::connection_options options = admit::redis::parse_url(s.url);
+  options.command_timeout = s.timeout;
+  return options;
+}
+
+void connect_or_exit(admit::redis::connection& conn, const settings& s) {
+  if (const auto ec = conn.connect()) {
+    std::cerr << "admit_redis_semaphore_bench: cannot connect to " << s.url << ": " << ec.message() << " "
+              << conn.last_error() << "\n";
+    std::exit(1);
+  }
+}
+
+bool released(admit::redis::lease& l) { return l.release().first == admit::redis::lease::release_status::released; }
+
+void run_cycles(const settings& s, const cycles_case& c, int repetition) {
+  io_thread io;
+  admit::redis::connection conn(io.executor(), connection_options(s));
+  connect_or_exit(conn, s);
+  const std::string name = s.name + "-cycles-" + std::to_string(c.contenders) + "x" + std::to_string(c.capacity) + "-" +
+                           std::to_string(repetition) + "-" + std::to_string(::getpid());
+  admit::redis::semaphore sem(conn, name, c.capacity, semaphore_options(s));
+
+  const auto start = clock_type::now();
+  const auto from = start + seconds(s.warmup_s);
+  const auto until = from + seconds(s.duration_s);
+  std::stop_source stop;
+  std::atomic<std::uint64_t> errors{0};
+  std::mutex error_mutex;
+  std::string first_error;  // the first error's text, for a '#' line
+  const auto error = [&](const std::string& what) {
+    errors.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(error_mutex);
+    if (first_error.empty()) first_error = what;
+  };
+  std::vector<std::vector<std::int64_t>> latencies(static_cast<std::size_t>(c.contenders));
+  std::vector<std::uint64_t> cycles(static_cast<std::size_t>(c.contenders), 0);
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(c.contenders));
+  for (int i = 0; i < c.contenders; ++i) {
+    threads.emplace_back([&, i] {
+      auto& lat = latencies[static_cast<std::size_t>(i)];
+      auto& done = cycles[static_cast<std::size_t>(i)];
+      lat.reserve(1 << 16);
+      const std::stop_token token = stop.get_token();
+      while (!token.stop_requested()) {
+        const auto t0 = clock_type::now();
+        auto r = sem.try_acquire_for(10s, 1, token);
+        const auto t1 = clock_type::now();
+        if (!r) {
+          if (r.error() != admit::errc::cancelled) error("acquire: " + r.error().message());
+          continue;
+        }
+        if (t1 >= from && t1 < until)
+          lat.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+        const auto [status, ec] = r->release();
+        const auto t2 = clock_type::now();
+        const bool ok = status == admit::redis::lease::release_status::released;
+        if (!ok) error("release: " + (ec ? ec.message() : std::string("not held")));
+        if (ok && t2 >= from && t2 < until) ++done;
+      }
+    });
+  }
+  std::this_thread::sleep_until(until);
+  stop.request_stop();
+  for (auto& t : threads) t.join();
+
+  std::vector<std::int64_t> all;
+  std::uint64_t total = 0, fewest = ~std::uint64_t{0};
+  for (std::size_t i = 0; i < latencies.size(); ++i) {
+    all.insert(all.end(), latencies[i].begin(), latencies[i].end());
+    total += cycles[i];
+    fewest = std::min(fewest, cycles[i]);
+  }
+  // Waits that ended only by the waiter's own poll (poll_interval after its last look): a wake-up that never came.
+  const auto poll_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(semaphore_options(s).poll_interval).count();
+  const auto slow = std::count_if(all.begin(), all.end(), [&](std::int64_t v) { return v >= poll_ns * 9 / 10; });
+  if (slow > 0) {
+    std::printf("# admit cycles %d:%lld rep %d: %lld of %zu acquisitions waited >= 0.9 x poll_interval (%lld ms)\n",
+                c.contenders, static_cast<long long>(c.capacity), repetition, static_cast<long long>(slow), all.size(),
+                static_cast<long long>(poll_ns / 1'000'000));
+  }
+  if (!first_error.empty()) {
+    std::printf("# admit cycles %d:%lld rep %d: first error: %s\n", c.contenders, static_cast<long long>(c.capacity),
+                repetition, first_error.c_str());
+  }
+  const summary sm = summarize(std::move(all));
+  const double mean_per_contender = static_cast<double>(total) / c.contenders;
+  std::printf("admit\t%s\tcycles\t%d\t%lld\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%llu\t%llu\t%.3f\n", variant(s).c_str(),
+              c.contenders, static_cast<long long>(c.capacity), repetition, static_cast<double>(total) / s.duration_s,
+              sm.p50, sm.p99, sm.mean, sm.max, static_cast<unsigned long long>(total),
+              static_cast<unsigned long long>(errors.load()),
+              mean_per_contender > 0 ? static_cast<double>(fewest) / mean_per_contender : 0.0);
+  std::fflush(stdout);
+}
+
+// The waiter of a wake-up case: a thread that, for each round it is told to start, calls `wait` (which blocks until
+// it holds what it waits for) and reports when it returned.
+template <class Result>
+class waiter_thread {
+ public:
+  explicit waiter_thread(std::function<Result()> wait) : wait_(std::move(wait)), thread_([this] { loop(); }) {}
+  ~waiter_thread() {
+    {
+      std::lock_guard lock(m_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  waiter_thread(const waiter_thread&) = delete;
+  waiter_thread& operator=(const waiter_thread&) = delete;
+
+  void start_round() {
+    std::lock_guard lock(m_);
+    go_ = true;
+    done_ = false;
+    cv_.notify_all();
+  }
+  // Waits for the round's result: the time `wait` returned and what it returned.
+  std::pair<clock_type::time_point, Result> result() {
+    std::unique_lock lock(m_);
+    cv_.wait(lock, [&] { return done_; });
+    return {acquired_at_, std::move(*result_)};
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return go_ || quit_; });
+        if (quit_) return;
+        go_ = false;
+      }
+      auto r = wait_();
+      const auto at = clock_type::now();
+      std::lock_guard lock(m_);
+      acquired_at_ = at;
+      result_.emplace(std::move(r));
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  std::function<Result()> wait_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool go_ = false, done_ = false, quit_ = false;
+  clock_type::time_point acquired_at_;
+  std::optional<Result> result_;
+  std::thread thread_;  // last: starts after the members above
+};
+
+void run_wakeup(const settings& s, int repetition) {
+  io_thread io;
+  // Two parties, each with its own connection and semaphore object (so its own wake list and BLPOP connection).
+  admit::redis::connection holder_conn(io.executor(), connection_options(s));
+  admit::redis::connection waiter_conn(io.executor(), connection_options(s));
+  connect_or_exit(holder_conn, s);
+  connect_or_exit(waiter_conn, s);
+  const std::string name = s.name + "-wakeup-" + std::to_string(repetition) + "-" + std::to_string(::getpid());
+  admit::redis::semaphore holder(holder_conn, name, 1, semaphore_options(s));
+  admit::redis::semaphore waiter(waiter_conn, name, 1, semaphore_options(s));
+  waiter_thread<admit::redis::semaphore_result> w([&] { return waiter.try_acquire_for(10s); });
+  std::mt19937_64 rng(0x5eed0000 + static_cast<unsigned>(repetition));
+  std::uniform_real_distribution<double> jitter(0.0, s.jitter_ms);
+
+  std::vector<std::int64_t> ns;
+  std::uint64_t errors = 0;
+  for (int round = 0; round < s.wakeup_rounds; ++round) {
+    auto h = holder.try_acquire_for(10s);
+    if (!h) {
+      ++errors;
+      std::cerr << "admit_redis_semaphore_bench: wakeup: the holder could not acquire: " << h.error().message() << "\n";
+      continue;
+    }
+    w.start_round();
+    // Until Redis has the waiter in its queue.
+    bool queued = false;
+    for (const auto give_up = clock_type::now() + 5s; clock_type::now() < give_up;) {
+      const auto [snap, ec] = holder.inspect(1);
+      if (!ec && snap.waiter_count >= 1) {
+        queued = true;
+        break;
+      }
+      std::this_thread::sleep_for(200us);
+    }
+    if (!queued) std::cerr << "admit_redis_semaphore_bench: wakeup: the waiter did not show up in the queue\n";
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(s.settle_ms + jitter(rng)));
+    const auto released_at = clock_type::now();
+    const bool ok = released(*h);
+    auto [acquired_at, r] = w.result();
+    if (!ok || !r || !queued) {
+      ++errors;
+      if (!r) std::cerr << "admit_redis_semaphore_bench: wakeup: the waiter failed: " << r.error().message() << "\n";
+    } else {
+      ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(acquired_at - released_at).count());
+    }
+    if (r && !released(*r)) ++errors;
+  }
+  const auto samples = ns.size();
+  const summary sm = summarize(std::move(ns));
+  std::printf("admit\t%s\twakeup\t1\t1\t%d\t-\t%.1f\t%.1f\t%.1f\t%.1f\t%zu\t%llu\t-\n", variant(s).c_str(), repetition,
+              sm.p50, sm.p99, sm.mean, sm.max, samples, static_cast<unsigned long long>(errors));
+  std::fflush(stdout);
+}
+
+// The floor of any wake-up through Redis on this machine: the same two parties and timing as run_wakeup, with plain
+// commands on admit::redis::connection instead of the semaphore — the waiter blocks in BLPOP on its connection, the
+// holder reads the clock and sends LPUSH on its own. One command and one blocked reply, with the same io thread and
+// the same thread hand-offs; what admit's wake-up adds to it is the semaphore's work (the release script, the wake-up
+// loop handing the grant to the waiting thread).
+void run_floor(const settings& s, int repetition) {
+  io_thread io;
+  admit::redis::connection holder_conn(io.executor(), connection_options(s));
+  admit::redis::connection waiter_conn(io.executor(), connection_options(s));
+  connect_or_exit(holder_conn, s);
+  connect_or_exit(waiter_conn, s);
+  const std::string key =
+      "{" + s.name + "-floor-" + std::to_string(repetition) + "-" + std::to_string(::getpid()) + "}";
+  waiter_thread<admit::redis::result> w([&] { return waiter_conn.execute_for(15s, "BLPOP", key, "10"); });
+  std::mt19937_64 rng(0x5eed0000 + static_cast<unsigned>(repetition));
+  std::uniform_real_distribution<double> jitter(0.0, s.jitter_ms);
+
+  std::vector<std::int64_t> ns;
+  std::uint64_t errors = 0;
+  for (int round = 0; round < s.wakeup_rounds; ++round) {
+    w.start_round();
+    // Until Redis has the waiter blocked (CLIENT LIST: a client blocked in blpop).
+    bool blocked = false;
+    for (const auto give_up = clock_type::now() + 5s; clock_type::now() < give_up;) {
+      const auto r = holder_conn.execute("CLIENT", "LIST");
+      // A line per client; a blocked client has flag b ("cmd" is the last command, blocked or not).
+      std::string_view list = !r.error && r.value.is_string() ? std::string_view(r.value.str()) : std::string_view();
+      for (const auto& client : split(list, '\n')) {
+        if (client.find(" flags=b ") != std::string::npos && client.find(" cmd=blpop") != std::string::npos) {
+          blocked = true;
+        }
+      }
+      if (blocked) break;
+      std::this_thread::sleep_for(200us);
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(s.settle_ms + jitter(rng)));
+    const auto pushed_at = clock_type::now();
+    const auto pushed = holder_conn.execute("LPUSH", key, "x");
+    auto [woken_at, r] = w.result();
+    if (pushed.error || r.error || !r.value.is_array() || !blocked) {
+      ++errors;
+    } else {
+      ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(woken_at - pushed_at).count());
+    }
+  }
+  const auto samples = ns.size();
+  const summary sm = summarize(std::move(ns));
+  std::printf("redis-floor\tlpush-blpop\twakeup\t1\t1\t%d\t-\t%.1f\t%.1f\t%.1f\t%.1f\t%zu\t%llu\t-\n", repetition,
+              sm.p50, sm.p99, sm.mean, sm.max, samples, static_cast<unsigned long long>(errors));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const settings s = parse_arguments(argc, argv);
+  const auto o = semaphore_options(s);
+  std::printf(
+      "# admit::redis::semaphore, semaphore_options: poll_interval %lld ms, lease_ttl %lld ms, auto_renew %s, "
+      "waiter_ttl %s; connection command timeout %lld ms; url %s\n",
+      static_cast<long long>(o.poll_interval.count()), static_cast<long long>(o.lease_ttl.count()),
+      o.auto_renew ? "on" : "off", o.waiter_ttl.count() == 0 ? "default" : std::to_string(o.waiter_ttl.count()).c_str(),
+      static_cast<long long>(s.timeout.count()), s.url.c_str());
+  std::printf(
+      "# cycles: %.1f s window after %.1f s warm-up; wakeup: %d rounds, release %.1f ms + U(0, %.1f) ms after the "
+      "waiter is queued\n",
+      s.duration_s, s.warmup_s, s.wakeup_rounds, s.settle_ms, s.jitter_ms);
+  std::printf(
+      "# impl\tvariant\tcase\tcontenders\tcapacity\trep\tcycles_per_s\tp50_us\tp99_us\tmean_us\tmax_us\tsamples\t"
+      "errors\tfairness\n");
+  std::fflush(stdout);
+  for (int rep = 1; rep <= s.repetitions; ++rep) {
+    for (const auto& c : s.cycles) run_cycles(s, c, rep);
+    if (s.wakeup_rounds > 0) run_wakeup(s, rep);
+    if (s.wakeup_rounds > 0 && s.floor) run_floor(s, rep);
+  }
+  return 0;
+}

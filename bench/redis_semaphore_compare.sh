@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# Measures admit's distributed semaphore (admit::redis::semaphore) next to the npm packages redis-semaphore (its
+# Semaphore on ioredis) and bottleneck (Bottleneck's Redis clustering mode, maxConcurrent as the capacity), in one run
+# on one redis-server it starts itself, and writes docs/perf/redis_semaphore.md.
+#
+#   bench/redis_semaphore_compare.sh                  the full run: 3 rounds (3 s per cycles case, 300 wake-ups)
+#   bench/redis_semaphore_compare.sh --quick          1 round (1 s per cycles case, 100 wake-ups); still writes
+#                                                     the report
+#   bench/redis_semaphore_compare.sh --build-dir DIR  use an already configured build directory (Release, with
+#                                                     ADMIT_BUILD_BENCHMARKS=ON) instead of the `release` preset's
+#                                                     build/release
+#
+# What it runs:
+#   1. scripts/install-deps.sh --bench (redis-server, npm);
+#   2. builds admit_redis_semaphore_bench (bench/redis_semaphore_bench.cpp) in Release;
+#   3. `npm ci` of bench/reference/redis/node (redis-semaphore, bottleneck and ioredis, versions pinned by its
+#      package-lock.json) in a copy under the output directory;
+#   4. starts redis-server on a free loopback port (--save "" --appendonly no), pinned to CPU 0 when there are 2+
+#      CPUs, every client on CPU 1;
+#   5. rounds (3; 1 with --quick), each running every implementation one after the other, so that all see about the
+#      same machine load; the report gives the median over the rounds of each number. Every implementation gets the
+#      same cases, with its default options (admit: default semaphore_options, poll_interval 1 s):
+#      a. cycles 1:1 — one contender on a semaphore of capacity 1, acquire then release, as fast as it can;
+#      b. cycles 64:8 — 64 contenders on a semaphore of capacity 8 (admit: 64 threads sharing one semaphore object
+#         and one connection; redis-semaphore: 64 Semaphore objects on one ioredis client; bottleneck: 64 async
+#         loops scheduling on one limiter);
+#      c. wakeup — capacity 1: a holder holds the permit, a waiter (another semaphore object / limiter on other
+#         connections: another process) waits; once the waiter is waiting in Redis, 2 ms + U(0, 10) ms later the
+#         holder releases; the time from just before the release call to the waiter holding the permit, 300 rounds;
+#      d. the floor (admit_redis_semaphore_bench): the same wake-up rounds with LPUSH -> BLPOP, no semaphore.
+#   6. writes docs/perf/redis_semaphore.md: the target (admit p99 wake-up <= 2 ms on loopback; met / not met), the
+#      side-by-side table, the machine load.
+# Raw outputs are kept in <build dir>/bench/redis_semaphore/ (raw.tsv: every case of every round; results.tsv: the
+# medians; out-*.txt: each program's whole output).
+set -euo pipefail
+
+# shellcheck source=bench/redis_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/redis_common.sh"
+parse_arguments 34 "$@"
+
+if ((quick)); then rounds=1 duration=1 warmup=0.3 wakeups=100; else rounds=3 duration=3 warmup=0.5 wakeups=300; fi
+# The cases, the same for every implementation: contenders:capacity of the cycles cases; the wake-up's release delay.
+cycles_cases="1:1,64:8" settle_ms=2 jitter_ms=10 target_p99_us=2000
+
+out="$build_dir/bench/redis_semaphore"  # relative to the repository (the script runs there)
+report="$repo/docs/perf/redis_semaphore.md"
+
+build_bench admit_redis_semaphore_bench
+# The tree just built: the commit, and whether the semaphore's sources had uncommitted changes.
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain -- src/redis/semaphore.cpp src/redis/lua/semaphore.lua include/admit/redis/semaphore.hpp \
+  2>/dev/null | wc -l)
+tree="commit $commit"
+((dirty == 0)) || tree="commit $commit with uncommitted changes to the semaphore's sources"
+mkdir -p "$out"
+rm -f "$out"/*.txt "$out"/*.tsv
+
+npm_install "redis-semaphore, bottleneck" semaphore_bench.js
+rs_version=$(version_of redis-semaphore) bn_version=$(version_of bottleneck) ioredis_version=$(version_of ioredis)
+node_version=$(node --version)
+
+start_redis_server
+
+raw="$out/raw.tsv"
+: >"$raw"
+loads=()
+
+# measure LABEL CMD...: one program run (all the cases of one implementation); its data lines (impl variant case
+# contenders capacity rep cycles/s p50 p99 mean max samples errors fairness) go to raw.tsv, its whole output to
+# out-LABEL.txt; prints them.
+measure() {
+  local label=$1
+  shift
+  "${cli[@]}" flushall >/dev/null  # every run starts from an empty server
+  "${client_cpu[@]}" "$@" >"$out/out-$label.txt"
+  grep -q -v '^#' "$out/out-$label.txt" || { echo "redis_semaphore_compare.sh: no result from: $*" >&2; return 1; }
+  grep -v '^#' "$out/out-$label.txt" | tee -a "$raw" >&2
+  grep '^# admit cycles' "$out/out-$label.txt" >&2 || true
+}
+
+step 5/7 "$rounds round(s): cycles $cycles_cases ($duration s each), $wakeups wake-ups; admit, redis-semaphore, bottleneck"
+common=(--cycles "$cycles_cases" --duration "$duration" --warmup "$warmup" --wakeup-rounds "$wakeups"
+  --settle-ms "$settle_ms" --jitter-ms "$jitter_ms")
+for ((round = 1; round <= rounds; ++round)); do
+  begin_round "$round"
+  # One run per implementation and round (each program's "rep" column is 1; raw.tsv's lines are in round order).
+  measure "admit-$round" "$bench_bin" --url "$url" "${common[@]}"
+  for impl in redis-semaphore bottleneck; do
+    measure "$impl-$round" node "$out/node/semaphore_bench.js" --impl "$impl" --url "$url" "${common[@]}"
+  done
+done
+end_rounds
+
+step 6/7 "medians over the rounds: $out/results.tsv"
+# <impl>:<variant>/<case>/<contenders>/<capacity> <cycles/s> <p50> <p99> <mean> <max> <samples> <errors> <fairness>
+# — each the median over the rounds ("-" where not measured).
+medians 5 14 -v CONVFMT=%.4f <"$raw" >"$out/results.tsv"
+
+declare -A cps=() p50=() p99=() mean=() max=() samples=() err=() fair=()
+while read -r key a b c d e f g h; do
+  cps[$key]=$a p50[$key]=$b p99[$key]=$c mean[$key]=$d max[$key]=$e samples[$key]=$f err[$key]=$g fair[$key]=$h
+done <"$out/results.tsv"
+
+# two N: N with two decimals; "—" when not measured (fmt_int, us_to_ms, le and verdict: bench/redis_common.sh).
+two() { if [[ -z "${1:-}" || "$1" == - ]]; then printf '—'; else awk -v a="$1" 'BEGIN { printf "%.2f", a }'; fi; }
+wake=admit:default/wakeup/1/1 floor=redis-floor:lpush-blpop/wakeup/1/1
+# What the floor says about the verdict: whether the machine itself (no semaphore) stays within the target.
+floor_note() {
+  [[ "${p99[$floor]:--}" == - || "${p99[$wake]:--}" == - ]] && return
+  if le "${p99[$floor]}" "$target_p99_us"; then
+    printf 'The floor (no semaphore) has p99 %s ms on this run, within the target: what admit adds is %s ms at p50, %s ms at p99.' \
+      "$(us_to_ms "${p99[$floor]}")" "$(us_to_ms "$(awk -v a="${p50[$wake]}" -v b="${p50[$floor]}" 'BEGIN { print a - b }')")" \
+      "$(us_to_ms "$(awk -v a="${p99[$wake]}" -v b="${p99[$floor]}" 'BEGIN { print a - b }')")"
+  else
+    printf 'The floor (no semaphore: one LPUSH waking one BLPOP, through the same threads) has p99 %s ms on this run, itself above the target: at this load the machine, not the semaphore alone, sets the tail, and the verdict needs a quieter run. At p50, admit takes %s ms, the floor %s ms.' \
+      "$(us_to_ms "${p99[$floor]}")" "$(us_to_ms "${p50[$wake]}")" "$(us_to_ms "${p50[$floor]}")"
+  fi
+}
+check_p99() {
+  [[ "${p99[$wake]:--}" == - ]] && { echo none; return; }
+  if le "${p99[$wake]}" "$target_p99_us"; then echo 1; else echo 0; fi
+}
+# Per-round values of one column of one case (raw.tsv), e.g. "1.31, 1.52, 1.40" ms.
+per_round_ms() {
+  awk -F'\t' -v i="$1" -v v="$2" -v c="$3" -v n="$4" -v k="$5" -v col="$6" '
+    $1 == i && $2 == v && $3 == c && $4 == n && $5 == k { printf "%s%.2f", (m++ ? ", " : ""), $col / 1000 }' "$raw"
+}
+# The admit bench's notes on waits that ended only by the waiter's own poll (a wake-up that never came).
+# "# admit cycles 64:8 rep 1: 13 of 6795 acquisitions waited >= ..." -> "round 1, 64:8: 13 of 6,795".
+lost_notes=$(for ((round = 1; round <= rounds; ++round)); do
+  awk -v r="$round" '/^# admit cycles .* acquisitions waited/ {
+    printf "round %d, %s: %d of %d\n", r, $4, $7, $9 }' "$out/out-admit-$round.txt"
+done)
+lost_total=$(printf '%s\n' "$lost_notes" | awk '{ s += $4 } END { print s + 0 }')
+
+step 7/7 "report: $report"
+describe_machine
+
+# row KEY NAME HOW: one line of the side-by-side table.
+row() {
+  local k=$1
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "$(fmt_int "${cps[$k]:-}")" \
+    "$(us_to_ms "${p50[$k]:-}")" "$(us_to_ms "${p99[$k]:-}")" "$(us_to_ms "${mean[$k]:-}")" \
+    "$(us_to_ms "${max[$k]:-}")" "$(fmt_int "${samples[$k]:-}")" "$(fmt_int "${err[$k]:-}")" "$(two "${fair[$k]:-}")"
+}
+name_of() {
+  case $1 in
+    admit) echo "**admit** \`redis::semaphore\`" ;;
+    redis-semaphore) echo "redis-semaphore $rs_version \`Semaphore\`" ;;
+    bottleneck) echo "bottleneck $bn_version (Redis clustering)" ;;
+  esac
+}
+
+mkdir -p "$(dirname "$report")"
+{
+  cat <<EOF
+## Redis: admit::redis::semaphore next to redis-semaphore and Bottleneck
+
+- Run on $(date +%F) by \`$command_line\`: medians over $rounds round(s), every implementation one after the
+  other in each round.
+- Server: one redis-server $redis_version (127.0.0.1, persistence off) that the script started, emptied (FLUSHALL)
+  before each implementation's run.
+- Machine: $(nproc) × $cpu; $pinning.
+- Load average before $load_before, after $load_after (1-minute value at the rounds: ${loads[*]}; max $load_max).
+  Other work (builds) shared the machine: latencies' tails reflect it (see the floor below).
+- admit: $tree, Release build of \`admit_redis_semaphore_bench\`.
+- References: redis-semaphore $rs_version and bottleneck $bn_version on ioredis $ioredis_version, Node $node_version.
+
+The cases, the same for every implementation, each with its default options — admit: default
+\`semaphore_options\` (poll_interval 1 s: wake-ups through the wake list, lease 10 s with auto-renewal);
+redis-semaphore: \`new Semaphore(client, key, capacity)\` (retryInterval 10 ms: it polls, with no queue);
+Bottleneck: \`{datastore: "ioredis", maxConcurrent: capacity}\`:
+
+- **cycles 1:1** — 1 contender, capacity 1: acquire, release, again, for ${duration} s (after ${warmup} s of warm-up).
+- **cycles 64:8** — 64 contenders, capacity 8, the same loop. admit: 64 threads blocking in \`try_acquire_for\` on
+  one shared semaphore object and connection (one process); redis-semaphore: 64 async loops, a \`Semaphore\` object
+  each (its identity), one ioredis client; Bottleneck: 64 async loops \`schedule()\`-ing on one limiter.
+- **wakeup** — capacity 1, $wakeups rounds: a holder holds the permit; a waiter with its own semaphore object (or
+  limiter) and connections — another process, as far as Redis can tell — starts waiting; once the waiter waits in
+  Redis (admit: \`inspect()\` shows it queued; Bottleneck: Redis counts one queued job for the waiter's client;
+  redis-semaphore, which keeps no waiters in Redis: its first attempt was refused), ${settle_ms} ms + U(0, ${jitter_ms}) ms
+  later the holder reads the clock and releases; the waiter reads the clock when it holds the permit. The latency
+  includes the release call.
+- **the floor** — not a semaphore: the wake-up case's parties and timing (same rounds, same delays) with plain
+  commands on \`admit::redis::connection\`: the waiter blocks in BLPOP, the holder reads the clock and sends LPUSH.
+  One command and one blocked reply through the same threads: the least any wake-up through Redis costs on this
+  machine at its load during the run. admit's wake-up is this plus the semaphore's work (the release script, the
+  wake-up loop handing the grant — the wake-up carries it — to the waiting thread).
+
+Bottleneck has no acquire/release: "acquire" is its job starting, "release" its job's promise settling (the holder's
+job is a promise resolved when the bench releases; a cycle's job resolves at once). Its waiting jobs queue in the
+limiter object of their process; Redis holds the running count and each client's number of queued jobs, and a
+release publishes the new capacity (Pub/Sub) to a client with queued jobs, which then runs its next job. That is the
+closest faithful equivalent of holding and releasing a permit; \`schedule()\` settles after Bottleneck's \`free\`.
+
+### The target
+
+| target | measured | verdict |
+| --- | --- | --- |
+| admit wake-up p99 ≤ 2 ms on loopback (where a 10 ms poller averages 5 ms) | admit p99 $(us_to_ms "${p99[$wake]:-}") ms (per round: $(per_round_ms admit default wakeup 1 1 9) ms), p50 $(us_to_ms "${p50[$wake]:-}") ms, mean $(us_to_ms "${mean[$wake]:-}") ms; the 10 ms poller here (redis-semaphore): mean $(us_to_ms "${mean[redis-semaphore:default/wakeup/1/1]:-}") ms, p99 $(us_to_ms "${p99[redis-semaphore:default/wakeup/1/1]:-}") ms; the floor on this machine (LPUSH → BLPOP, no semaphore): p50 $(us_to_ms "${p50[$floor]:-}") ms, p99 $(us_to_ms "${p99[$floor]:-}") ms | $(verdict "$(check_p99)") |
+
+$(floor_note)
+
+### Side by side (medians)
+
+*cycles/s*: acquire+release cycles completed per second (a cycle counts when its release completes in the window).
+Latencies: cycles cases — from the acquire call to holding the permit; wakeup — from just before the holder's release
+to the waiter holding the permit. *samples*: cycles counted / wake-ups measured. *errors*: acquisitions that failed
+(timeouts, Redis errors; not the waits cancelled at the end of a window) and failed releases. *fairness*: the fewest
+cycles any one contender completed ÷ the mean per contender (1.00: evenly served).
+
+| implementation | case | cycles/s | p50 ms | p99 ms | mean ms | max ms | samples | errors | fairness |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+EOF
+  for impl in admit redis-semaphore bottleneck; do
+    row "$impl:default/cycles/1/1" "$(name_of $impl)" "cycles, 1 contender, capacity 1"
+    row "$impl:default/cycles/64/8" "$(name_of $impl)" "cycles, 64 contenders, capacity 8"
+    row "$impl:default/wakeup/1/1" "$(name_of $impl)" "wake-up, capacity 1"
+  done
+  row "$floor" "the floor: no semaphore" "wake-up by LPUSH → BLPOP (admit::redis::connection)"
+  errors=$(awk '$8 != "-" && $8 > 0 { printf "%s%s (%s per round)", (n++ ? ", " : ""), $1, $8 }' "$out/results.tsv")
+  if [[ -n "$errors" ]]; then printf '\nRows with errors: %s.\n' "$errors"; fi
+  cat <<EOF
+
+Reading the table:
+
+- admit's waiters queue in Redis in arrival order and a release hands the permit to the head waiter and wakes exactly
+  it (LPUSH on its process's wake list, on which one connection per semaphore object blocks in BLPOP); the waiter
+  then takes its lease with one more call. redis-semaphore's waiters retry every 10 ms, in no order, so its
+  wake-up costs about half that period on average (plus the timer's lateness). Bottleneck wakes the waiting client
+  by Pub/Sub and runs the job after its own scheduling steps (a \`register\` script, a timer).
+- At 64:8, an admit contender that has to queue makes three script calls per cycle (acquire → queued; after the
+  wake-up, the poll that takes the lease; release) and is woken through the BLPOP connection, with 64 threads and the
+  I/O thread sharing the one client CPU. A redis-semaphore contender that has just released re-acquires at once
+  (one script call, then a ZREM) while the others sleep out their 10 ms: hence its high cycles/s next to its p99
+  and fairness. Bottleneck's queue is local to the limiter; each job still costs its \`submit\`, \`register\` and
+  \`free\` scripts.
+- admit's acquisitions that waited ≥ 0.9 × poll_interval (1 s) in the cycles cases — waits that ended only by the
+  waiter's own poll, i.e. wake-ups that never came (such a wait is then the *max* of its row) — across all rounds:
+  **$lost_total**$( [[ -n "$lost_notes" ]] && printf ' (%s acquisitions)' "$(printf '%s' "$lost_notes" | paste -sd ';' | sed 's/;/; /g')" ).
+- Raw outputs of this run: \`$out/\`
+  (raw.tsv: every case of every round; results.tsv: the medians; out-*.txt: each program's output).
+EOF
+} >"$report"
+
+show_report '### The target$'
