@@ -225,12 +225,12 @@ EOF
 Reading the table:
 
 - admit's waiters queue in Redis in arrival order and a release hands the permit to the head waiter and wakes exactly
-  it (LPUSH on its process's wake list, on which one connection per semaphore object blocks in BLPOP); the waiter
-  then takes its lease with one more call. redis-semaphore's waiters retry every 10 ms, in no order, so its
+  it (LPUSH of the grant on its process's wake list, on which one connection per semaphore object blocks in BLMPOP,
+  taking every waiting grant at once); the wake-up carries the lease, so no further call. redis-semaphore's waiters retry every 10 ms, in no order, so its
   wake-up costs about half that period on average (plus the timer's lateness). Bottleneck wakes the waiting client
   by Pub/Sub and runs the job after its own scheduling steps (a \`register\` script, a timer).
-- At 64:8, an admit contender that has to queue makes three script calls per cycle (acquire → queued; after the
-  wake-up, the poll that takes the lease; release) and is woken through the BLPOP connection, with 64 threads and the
+- At 64:8, an admit contender that has to queue makes two script calls per cycle (acquire → queued, then granted
+  by a release and told so by the wake-up; release) and is woken through the BLMPOP connection, with 64 threads and the
   I/O thread sharing the one client CPU. A redis-semaphore contender that has just released re-acquires at once
   (one script call, then a ZREM) while the others sleep out their 10 ms: hence its high cycles/s next to its p99
   and fairness. Bottleneck's queue is local to the limiter; each job still costs its \`submit\`, \`register\` and

@@ -169,6 +169,11 @@ route route_of(const command& cmd) noexcept {
   if (iequals(name, "OBJECT") || iequals(name, "MEMORY")) {
     return a.size() >= 3 ? route{route_kind::keyed, a[2]} : route{};
   }
+  // LMPOP numkeys key ... / BLMPOP timeout numkeys key ... (and the ZSET forms): the first key.
+  if (iequals(name, "LMPOP") || iequals(name, "ZMPOP")) return a.size() >= 3 ? route{route_kind::keyed, a[2]} : route{};
+  if (iequals(name, "BLMPOP") || iequals(name, "BZMPOP")) {
+    return a.size() >= 4 ? route{route_kind::keyed, a[3]} : route{};
+  }
   if (a.size() < 2 || one_of(name, keyless)) return {};
   return {route_kind::keyed, a[1]};
 }

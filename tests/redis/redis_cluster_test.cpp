@@ -146,6 +146,8 @@ TEST(RedisClusterSlots, RouteTakesTheKeyArgumentOfEachCommand) {
   EXPECT_EQ(r({"evalsha", "sha", "0", "x"}).kind, route_kind::any_master);
   EXPECT_EQ(r({"FCALL", "f", "1", "k"}).key, "k");
   EXPECT_EQ(r({"OBJECT", "ENCODING", "k"}).key, "k");
+  EXPECT_EQ(r({"BLMPOP", "1.5", "1", "k", "RIGHT", "COUNT", "8"}).key, "k");
+  EXPECT_EQ(r({"LMPOP", "1", "k", "LEFT"}).key, "k");
   EXPECT_EQ(r({"PING"}).kind, route_kind::any_master);
   EXPECT_EQ(r({"TIME"}).kind, route_kind::any_master);
   EXPECT_EQ(r({"INFO", "server"}).kind, route_kind::any_master);

@@ -7,12 +7,12 @@
 // Routing. The slot of a key is CRC16(key) mod 16384 (hash_slot below), computed on the key's hash tag when it has
 // one: every key of one admit limiter is "{name}:...", so all of them live in one slot, on one node, and its scripts
 // never meet CROSSSLOT. Which argument is the key: EVAL / EVALSHA / EVAL_RO / EVALSHA_RO / FCALL / FCALL_RO: the
-// first key (args[3]) when numkeys > 0, else none; OBJECT and MEMORY: args[2]; a list of keyless commands (PING, ECHO,
-// TIME, INFO, CLUSTER, CONFIG, CLIENT, COMMAND, DBSIZE, ...) and commands with no argument: any master; SCRIPT LOAD,
-// SCRIPT FLUSH, FUNCTION LOAD / DELETE / FLUSH / RESTORE, FLUSHALL and FLUSHDB: every master (a broadcast: its reply
-// is the first master's when all succeeded, else the first failure — an I/O error or an error reply); every other
-// command: args[1]. Commands whose keys are elsewhere (XREAD ... STREAMS key) or in several slots are sent by args[1]
-// and answered by Redis (MOVED or CROSSSLOT) as it sees fit.
+// first key (args[3]) when numkeys > 0, else none; OBJECT, MEMORY, LMPOP and ZMPOP: args[2]; BLMPOP and BZMPOP:
+// args[3]; a list of keyless commands (PING, ECHO, TIME, INFO, CLUSTER, CONFIG, CLIENT, COMMAND, DBSIZE, ...) and
+// commands with no argument: any master; SCRIPT LOAD, SCRIPT FLUSH, FUNCTION LOAD / DELETE / FLUSH / RESTORE, FLUSHALL
+// and FLUSHDB: every master (a broadcast: its reply is the first master's when all succeeded, else the first failure —
+// an I/O error or an error reply); every other command: args[1]. Commands whose keys are elsewhere (XREAD ... STREAMS
+// key) or in several slots are sent by args[1] and answered by Redis (MOVED or CROSSSLOT) as it sees fit.
 //
 // The slot map is read with CLUSTER SLOTS: on first use, then after any MOVED, CLUSTERDOWN or connection failure —
 // one refresh at a time, at most one per cluster_options::refresh_interval (requests in between are coalesced into one

@@ -21,7 +21,7 @@
 // - FIFO across hosts, hand-off, no herd. Waiters queue in Redis in arrival order. A release (or an expiry, or a
 //   capacity increase) grants the head waiter(s) directly — a large request at the head holds back smaller ones
 //   behind it — and wakes exactly those, by pushing their id on their process's wake list (one LPUSH per grant; each
-//   semaphore object has its own wake list and one connection blocked on it). A lost wake-up costs at most
+//   semaphore object has its own wake list and one connection blocked on it in BLMPOP, which takes every waiting grant at once). A lost wake-up costs at most
 //   poll_interval, never a hang: every waiter polls its state that often.
 // - A waiter that dies leaves the queue waiter_ttl after its last poll; it cannot block the queue.
 // - Every identity is per acquisition (128 random bits), never per host; every key shares the hash tag {name}.
@@ -253,7 +253,7 @@ class semaphore {
   // connection (with conn's options) for wake-ups. Throws std::invalid_argument naming a bad value.
   semaphore(connection& conn, std::string name, std::int64_t capacity, semaphore_options options = {});
   // The same on a Redis Cluster: every key lives in the slot of {name}; the wake-ups use a cluster client of their
-  // own (seeded with c's node options), whose BLPOP goes to that slot's master.
+  // own (seeded with c's node options), whose BLMPOP goes to that slot's master.
   semaphore(cluster& c, std::string name, std::int64_t capacity, semaphore_options options = {});
   ~semaphore();
   semaphore(const semaphore&) = delete;

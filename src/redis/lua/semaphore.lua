@@ -10,7 +10,7 @@
 --   KEYS[5] waiters  hash: waiter id -> "n:lease_ttl_us:wake_key"
 --   KEYS[6] expiry   sorted set: waiter id -> the waiter's expiry (µs): a waiter that stops polling leaves the queue
 -- A waiter granted by a release becomes a lease under the same id, and the grant is pushed on its wake list (a list
--- under the same hash tag that its process waits on with BLPOP): one LPUSH per grant, nobody else woken.
+-- under the same hash tag that its process waits on with BLMPOP): one LPUSH per grant, nobody else woken.
 --
 -- ARGV[1] the operation, ARGV[2] the capacity to start with when the semaphore does not exist yet (meta absent),
 -- then the operation's own arguments (below). Every operation first sweeps: leases past their expiry free their
