@@ -244,10 +244,11 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
     local_expiry.store((sent + sem->options_.lease_ttl).time_since_epoch().count(), std::memory_order_relaxed);
   }
 
-  void schedule_renewal() {
-    asio::post(strand, [self = shared_from_this()] {
+  // The next renewal in `delay` (default: lease_ttl / 3).
+  void schedule_renewal(std::optional<steady::duration> delay = std::nullopt) {
+    asio::post(strand, [self = shared_from_this(), delay] {
       self->timer.expires_after(
-          std::max<std::chrono::milliseconds>(self->sem->options_.lease_ttl / 3, std::chrono::milliseconds(1)));
+          delay ? *delay : std::max<steady::duration>(self->sem->options_.lease_ttl / 3, std::chrono::milliseconds(1)));
       self->timer.async_wait([self](boost::system::error_code ec) {
         if (ec || self->state.load() != lease_state::held) return;
         const auto sent = steady::now();
@@ -276,9 +277,13 @@ semaphore_result semaphore_core::make_lease(const std::string& id, const std::ve
                                             steady::time_point sent) {
   // The lease lives (expiry - now) of the server's time after the reply was made, which is after `sent`: counting
   // from `sent` is a conservative local estimate of its expiry.
-  auto core = std::make_shared<lease_core>(shared_from_this(), id, v[1], v[2], v[3],
-                                           sent + std::chrono::microseconds(std::max<std::int64_t>(0, v[3] - v[4])));
-  if (options_.auto_renew) core->schedule_renewal();
+  const auto left = std::chrono::microseconds(std::max<std::int64_t>(0, v[3] - v[4]));
+  auto core = std::make_shared<lease_core>(shared_from_this(), id, v[1], v[2], v[3], sent + left);
+  // A grant found late (a lost wake-up, a slow poll) has less than lease_ttl left: the first renewal comes in time.
+  if (options_.auto_renew) {
+    core->schedule_renewal(std::min<steady::duration>(
+        std::max<steady::duration>(options_.lease_ttl / 3, std::chrono::milliseconds(1)), left / 2));
+  }
   return lease(std::move(core));
 }
 
@@ -388,7 +393,7 @@ std::optional<semaphore_result> semaphore_core::judge(const std::string& id, con
 
 semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::time_point> deadline,
                                          std::stop_token stop, bool wait) {
-  const std::string id = random_id();
+  std::string id = random_id();
   const std::string waiter_ttl = std::to_string(to_us(options_.waiter_ttl));
   steady::time_point sent;
   const auto enqueue = [&] {
@@ -401,13 +406,14 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
   bool woken = false;
   grant_reply grant;  // what the wake-up said, if it could be read
   std::condition_variable cv;
-  if (wait) {
+  const auto listen = [&] {
     register_waiter(id, [&](const grant_reply& g) {  // called under mutex_
       woken = true;
       grant = g;
       cv.notify_one();
     });
-  }
+  };
+  if (wait) listen();
   if (auto done = enqueue()) {
     unregister_waiter(id);
     return std::move(*done);
@@ -425,11 +431,15 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
       if (deadline && *deadline < until) until = *deadline;
       cv.wait_until(lock, until, [&] { return woken || stop.stop_requested(); });
       woken = false;
-      if (!grant.empty()) {  // granted, and told so by the wake-up: no call needed (the lease stands over a stop)
+      // Granted, and told so by the wake-up: no call needed (the lease stands over a stop) — unless the grant has
+      // expired by the local estimate (the wake-up came too late): then a poll asks.
+      const bool fresh = !grant.empty() && sent + std::chrono::microseconds(grant[3] - grant[4]) > steady::now();
+      if (fresh) {
         lock.unlock();
         unregister_waiter(id);
         return make_lease(id, grant, sent);
       }
+      grant.clear();
     }
     if (stop.stop_requested()) {
       abandon(id);
@@ -444,7 +454,11 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
     if (r.error) continue;  // Redis is away: try again until the deadline
     const auto v = integers(r.value, 1);
     if (v && (*v)[0] == unknown) {
-      // Our place expired (this process did not poll for waiter_ttl): queue again, at the back.
+      // Our place expired (this process did not poll for waiter_ttl, or a capacity cut made the request too large):
+      // queue again, at the back, under a new identity (a late wake-up for the old one is then nobody's).
+      unregister_waiter(id);
+      id = random_id();
+      listen();
       auto again = enqueue();
       if (again) {
         unregister_waiter(id);
@@ -501,7 +515,9 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
         auto op = weak.lock();
         if (!op) return;
         asio::post(op->strand_, [op, grant] {
-          if (grant.empty() || op->done_) return op->poll();
+          const bool fresh =
+              !grant.empty() && op->sent_ + std::chrono::microseconds(grant[3] - grant[4]) > steady::now();
+          if (!fresh || op->done_) return op->poll();  // unreadable or too late: ask
           op->finish(op->core_->make_lease(op->id_, grant, op->sent_));
         });
       });
@@ -510,12 +526,25 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     core_->async_command(
         core_->acquire_command(id_, n_, true), core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
-          if (self->done_) return;  // given up: the cancel sent after this call handles it
+          if (self->done_) {
+            // Given up meanwhile. The cancel was sent after this call, but may have run first when this call had to
+            // load the script and retry: if it queued or granted after all, leave again.
+            const auto v = ec ? std::nullopt : integers(r, 1);
+            if (v && ((*v)[0] == granted || (*v)[0] == queued)) self->core_->abandon(self->id_);
+            return;
+          }
           if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
             return self->finish(std::move(*result));
           }
           self->arm();
         }));
+  }
+  // Queues again under a new identity (a late wake-up for the old one is then nobody's).
+  void requeue() {
+    core_->unregister_waiter(id_);
+    id_ = random_id();
+    registered_ = false;
+    enqueue();
   }
   void arm() {
     poll_timer_.expires_after(core_->options_.poll_interval);
@@ -534,7 +563,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           if (self->done_) return;
           const auto v = ec ? std::nullopt : integers(r, 1);
           if (!v || (*v)[0] == queued) return self->arm();  // a failed poll: again later
-          if ((*v)[0] == unknown) return self->enqueue();   // our place expired: queue again
+          if ((*v)[0] == unknown) return self->requeue();   // our place expired: queue again
           const auto l = integers(r, 5);
           if ((*v)[0] == granted && l) {
             return self->finish(self->core_->make_lease(self->id_, *l, self->sent_));
@@ -714,12 +743,25 @@ void check_options(const semaphore_options& options) {
                                   " must be at least 1 ms, got " + std::to_string(d.count()) + "ms");
     }
   };
+  // At most 2^40 µs (~12.7 days): the script's microseconds stay exact and nothing overflows on the way there.
+  const auto bounded = [](std::chrono::milliseconds d, const char* what) {
+    if (d > std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::microseconds(std::int64_t{1} << 40))) {
+      throw std::invalid_argument(std::string("admit::redis::semaphore: options.") + what +
+                                  " must be at most 2^40 us (about 12.7 days), got " + std::to_string(d.count()) +
+                                  "ms");
+    }
+  };
   positive(options.lease_ttl, "lease_ttl");
   positive(options.poll_interval, "poll_interval");
   positive(options.timeout, "timeout");
-  if (options.waiter_ttl.count() != 0 && options.waiter_ttl <= options.poll_interval) {
-    throw std::invalid_argument("admit::redis::semaphore: options.waiter_ttl must exceed poll_interval (" +
-                                std::to_string(options.poll_interval.count()) + "ms), got " +
+  bounded(options.lease_ttl, "lease_ttl");
+  bounded(options.poll_interval, "poll_interval");
+  bounded(options.timeout, "timeout");
+  bounded(options.waiter_ttl, "waiter_ttl");
+  // A live waiter polls every poll_interval, each poll taking up to timeout: a shorter waiter_ttl would expire it.
+  if (options.waiter_ttl.count() != 0 && options.waiter_ttl <= options.poll_interval + options.timeout) {
+    throw std::invalid_argument("admit::redis::semaphore: options.waiter_ttl must exceed poll_interval + timeout (" +
+                                std::to_string((options.poll_interval + options.timeout).count()) + "ms), got " +
                                 std::to_string(options.waiter_ttl.count()) + "ms");
   }
 }

@@ -93,20 +93,22 @@ TEST(RedisBatching, ACorruptKeyFailsItsOwnDecisionNotTheBatch) {
   connection conn(io.executor(), server.url());
   admit::redis::gcra limiter(conn, "mixed", hourly, 10, patient());
   server.admin({"SET", limiter.storage_key("bad"), "not a number"});
-  ASSERT_TRUE(limiter.decide("warm").consulted);  // connected, script loaded
+  server.admin({"HSET", limiter.storage_key("hash"), "f", "v"});  // GET raises WRONGTYPE inside the script
+  ASSERT_TRUE(limiter.decide("warm").consulted);                  // connected, script loaded
   const long long before = server.calls("evalsha");
 
   // Asked for in one handler on the client's executor: they leave together, as one call.
-  std::future<limiter_result> good, bad, good_again;
+  std::future<limiter_result> good, bad, wrong_type, good_again;
   std::promise<void> asked;
   boost::asio::post(conn.get_executor(), [&] {
     good = detailed(limiter, "good");
     bad = detailed(limiter, "bad");
+    wrong_type = detailed(limiter, "hash");
     good_again = detailed(limiter, "good");
     asked.set_value();
   });
   asked.get_future().wait();
-  const limiter_result g = good.get(), b = bad.get(), g2 = good_again.get();
+  const limiter_result g = good.get(), b = bad.get(), w = wrong_type.get(), g2 = good_again.get();
   EXPECT_EQ(server.calls("evalsha"), before + 1);
   ASSERT_TRUE(g.consulted) << g.error.message() << " " << g.message;
   EXPECT_EQ(g.decision.remaining, 9);
@@ -116,6 +118,8 @@ TEST(RedisBatching, ACorruptKeyFailsItsOwnDecisionNotTheBatch) {
   EXPECT_FALSE(b.consulted);
   EXPECT_EQ(b.error, admit::redis::make_error_code(limiter_errc::error_reply));
   EXPECT_NE(b.message.find("does not hold an integer TAT"), std::string::npos) << b.message;
+  EXPECT_FALSE(w.consulted);  // an error raised by Redis inside one decision is that decision's alone
+  EXPECT_NE(w.message.find("WRONGTYPE"), std::string::npos) << w.message;
 }
 
 TEST(RedisBatching, ADecisionCancelledWhileItWaitsForItsBatchIsNeverSent) {

@@ -333,6 +333,28 @@ TEST(RedisSemaphore, CapacityChangesAtRuntimeGrantWaiters) {
   EXPECT_EQ(late.inspect().first.capacity, 2);
 }
 
+TEST(RedisSemaphore, ACapacityCutBelowTheHeadRequestDoesNotStallTheQueue) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore_options o;
+  o.poll_interval = 100ms;
+  semaphore s(conn, "cut", 5, o);
+  auto held = s.try_acquire(2);
+  ASSERT_TRUE(held);
+  auto large = std::async(std::launch::async, [&] { return s.try_acquire_for(20s, 4); });  // 3 free: it queues
+  wait_for_waiters(s, 1);
+  auto small = std::async(std::launch::async, [&] { return s.try_acquire_for(20s, 1); });  // behind it
+  wait_for_waiters(s, 2);
+  ASSERT_FALSE(s.set_capacity(2));
+  // The head can never fit now: it leaves the queue and learns why, instead of holding everyone back for ever.
+  EXPECT_EQ(large.get().error(), admit::errc::exceeds_capacity);
+  ASSERT_EQ(held->release().first, lease::release_status::released);
+  auto r = small.get();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(s.inspect().first.available, 1);
+}
+
 TEST(RedisSemaphore, OneReleaseCostsTheSameWithAThousandWaiters) {
   redis_server server;
   io_thread io;

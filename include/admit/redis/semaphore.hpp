@@ -27,10 +27,12 @@
 // - Every identity is per acquisition (128 random bits), never per host; every key shares the hash tag {name}.
 // - max_waiters bounds the queue across the fleet: a request that would have to wait behind that many fails with
 //   errc::queue_full.
-// - Deadlines. A wait returns at its deadline (errc::timeout) or on its stop_token (errc::cancelled) whatever Redis is
-//   doing: leaving the queue is sent without waiting for the answer, and a grant that raced with it is released at
-//   once. Every Redis call has options().timeout; a failed call makes the acquire fail with that error
-//   (admit::redis::errc), except while waiting, where a failed poll is retried until the deadline.
+// - Deadlines. A wait returns at its deadline (errc::timeout) whatever Redis is doing, and on its stop_token
+//   (errc::cancelled) at once while it waits between calls, else when the call in progress ends (within
+//   options().timeout; async_acquire's cancellation is immediate): leaving the queue is sent without waiting for the
+//   answer, and a grant that raced with it is released at once. Every Redis call has options().timeout; a failed call
+//   makes the acquire fail with that error (admit::redis::errc), except while waiting, where a failed poll is retried
+//   until the deadline.
 //
 // Thread safety: every member may be called concurrently from any thread but the ones that run the connection's
 // executor (the waits block). The connection (or cluster) must outlive the semaphore and its leases; leases may
@@ -89,7 +91,7 @@ struct semaphore_options {
   // How often a waiter asks Redis about its place when no wake-up came (a lost wake-up costs at most this). >= 1 ms.
   std::chrono::milliseconds poll_interval{1'000};
   // How long a waiter stays queued after its last poll: its process is presumed dead after that. 0: 3 ×
-  // poll_interval + timeout. Must exceed poll_interval.
+  // poll_interval + timeout. Must exceed poll_interval + timeout. Every duration here is at most 2^40 µs.
   std::chrono::milliseconds waiter_ttl{0};
   // The deadline of each Redis call. > 0.
   std::chrono::milliseconds timeout{1'000};

@@ -60,8 +60,12 @@ local function admit_batch(now, decide)
     if not n or n < 0 or not k or k < n then
       out[i] = { err = 'ERR admit: bad arguments (n, k)' }
     else
-      local admitted, granted, remaining, wait, reset, expire_at = decide(KEYS[1 + i], n, k)
-      if admitted == nil then
+      -- pcall: an error raised inside one decision (WRONGTYPE: the key holds another type) is that decision's alone;
+      -- the decisions before it in the batch have written already and stand.
+      local ok, admitted, granted, remaining, wait, reset, expire_at = pcall(decide, KEYS[1 + i], n, k)
+      if not ok then
+        out[i] = { err = type(admitted) == 'table' and admitted.err or tostring(admitted) }
+      elseif admitted == nil then
         out[i] = { err = granted }
       else
         out[i] = { admitted, granted, remaining, wait, reset }

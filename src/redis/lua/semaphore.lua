@@ -105,10 +105,17 @@ local function sweep_and_serve()
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head then break end
     local v = redis.call('HGET', waiters, head)
-    if not v then
-      redis.call('ZREM', queue, head) -- inconsistent entry: drop it
+    local n, ttl, wake
+    if v then n, ttl, wake = parse_waiter(v) end
+    if not n then
+      drop_waiter(head) -- inconsistent entry: drop it (never an error: an error would leave the sweep half done)
+    elseif n > capacity then
+      -- Larger than the capacity (cut since it queued): it could never be granted and would hold everyone back. It
+      -- leaves the queue; its unreadable wake-up makes it poll, find itself unknown and ask again: exceeds_capacity.
+      drop_waiter(head)
+      redis.call('LPUSH', wake, head .. ':')
+      redis.call('PEXPIRE', wake, 60000)
     else
-      local n, ttl, wake = parse_waiter(v)
       if n > free then break end
       free = free - n
       drop_waiter(head)
