@@ -128,7 +128,7 @@ TEST(RedisSemaphore, ReleaseHandsOffInArrivalOrderAndALargeHeadGoesFirst) {
   std::vector<std::string> order;  // as the waiting threads saw their grants (two granted together may swap)
   std::vector<std::jthread> waiters;
   std::vector<lease> held(3);
-  const auto wait_for = [&](int index, std::int64_t n, std::string name) {
+  const auto wait_for = [&](std::size_t index, std::int64_t n, std::string name) {
     waiters.emplace_back([&, index, n, name] {
       auto r = s.try_acquire_for(20s, n);
       ASSERT_TRUE(r) << r.error().message();
