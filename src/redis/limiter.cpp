@@ -23,6 +23,7 @@
 
 #include "admit/gcra.hpp"
 #include "admit/keyed.hpp"
+#include "hash_tag.hpp"
 
 namespace admit::redis::detail {
 
@@ -39,10 +40,7 @@ class limiter_core {
         algo_(std::move(algo)),
         options_(std::move(options)),
         breaker_(options_.breaker) {
-    epoch_key_.reserve(name_.size() + 2);
-    epoch_key_.push_back('{');
-    epoch_key_.append(name_);
-    epoch_key_.push_back('}');
+    epoch_key_ = hash_tag(name_);
     prefix_ = epoch_key_;
     prefix_.push_back(':');
     if (options_.on_failure == failure_policy::local_fallback && !algo_.inf) {
@@ -423,10 +421,7 @@ std::shared_ptr<limiter_core> make_limiter_core(std::string_view algorithm, std:
   const auto invalid = [&](const std::string& what) {
     throw std::invalid_argument("admit::redis::" + std::string(algorithm) + ": " + what);
   };
-  if (name.empty()) invalid("name must not be empty");
-  if (name.find_first_of("{}") != std::string::npos) {
-    invalid("name must not contain '{' or '}' (it becomes the hash tag), got \"" + name + "\"");
-  }
+  check_tag_name(algorithm, name);
   if (!(options.timeout > std::chrono::nanoseconds::zero()) || options.timeout == std::chrono::nanoseconds::max()) {
     invalid("options.timeout must be positive and finite, got " + std::to_string(options.timeout.count()) + "ns");
   }

@@ -25,6 +25,7 @@
 
 #include "admit/redis/cluster.hpp"
 #include "admit/redis/script.hpp"
+#include "hash_tag.hpp"
 
 namespace admit::redis {
 
@@ -73,16 +74,8 @@ std::string random_id() {
   return out;
 }
 
-// "{name}:", the prefix of every key of semaphore `name` (built piecewise: GCC 12 at -O3 warns, a -Wrestrict false
-// positive, on "{" + name + "}:").
-std::string key_prefix(const std::string& name) {
-  std::string p;
-  p.reserve(name.size() + 3);
-  p.push_back('{');
-  p.append(name);
-  p.append("}:");
-  return p;
-}
+// "{name}:", the prefix of every key of semaphore `name`.
+std::string key_prefix(const std::string& name) { return detail::hash_tag(name).append(":"); }
 
 // The six keys of semaphore.lua, in its KEYS order.
 std::vector<std::string> semaphore_keys(const std::string& name) {
@@ -684,13 +677,7 @@ std::chrono::microseconds lease::expires_at() const noexcept {
 
 namespace {
 
-void check_name(const std::string& name) {
-  if (name.empty()) throw std::invalid_argument("admit::redis::semaphore: name must not be empty");
-  if (name.find_first_of("{}") != std::string::npos) {
-    throw std::invalid_argument(
-        "admit::redis::semaphore: name must not contain '{' or '}' (it becomes the hash tag), got \"" + name + "\"");
-  }
-}
+void check_name(const std::string& name) { detail::check_tag_name("semaphore", name); }
 
 constexpr std::int64_t max_capacity = std::int64_t{1} << 50;  // exact in the script's doubles, with room
 
