@@ -642,7 +642,10 @@ cluster::cluster(executor_type ex, std::vector<connection_options> seeds, cluste
       options_(options),
       impl_(detail::make_cluster_impl(executor_, std::move(seeds), options)) {}
 
-cluster::~cluster() { detail::close(*impl_); }
+cluster::~cluster() {
+  detach();
+  detail::close(*impl_);
+}
 
 void cluster::do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) {
   const auto deadline = req->deadline;

@@ -12,13 +12,14 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <random>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -119,6 +120,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   semaphore_core(client& conn, std::unique_ptr<client> waker, std::function<void()> close_waker, std::string name,
                  std::int64_t capacity, semaphore_options options)
       : conn_(conn),
+        link_(conn),
         waker_(std::move(waker)),
         close_waker_(std::move(close_waker)),
         waker_timer_(conn.get_executor()),
@@ -142,7 +144,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   template <class Handler>
   void async_command(command cmd, std::optional<steady::time_point> deadline, Handler&& handler) {
     asio::async_compose<Handler, void(boost::system::error_code, reply)>(
-        evalsha_op{&conn_, &semaphore_script(), std::move(cmd), deadline}, handler, conn_.get_executor());
+        evalsha_op{&link_, &semaphore_script(), std::move(cmd), deadline}, handler, link_.get_executor());
   }
 
   std::optional<steady::time_point> call_deadline(std::optional<steady::time_point> limit) const {
@@ -150,7 +152,10 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
     return limit ? std::min(d, *limit) : d;
   }
 
-  semaphore_result acquire(std::int64_t n, std::optional<steady::time_point> deadline, std::stop_token stop, bool wait);
+  // n permits if free now (one call).
+  semaphore_result try_acquire(std::int64_t n);
+  // Waits in the queue until granted, `deadline` or `stop` (async_acquire_op, blocking on its completion).
+  semaphore_result acquire(std::int64_t n, std::optional<steady::time_point> deadline, const std::stop_token& stop);
   // A lease from a granted reply {0, n, token, expiry_us, now_us} to a call sent at `sent` (local time).
   semaphore_result make_lease(const std::string& id, const std::vector<std::int64_t>& v, steady::time_point sent);
   void abandon(const std::string& id);
@@ -160,7 +165,8 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
     close_waker_();
   }
 
-  client& conn_;
+  client& conn_;                   // for the blocking calls of the semaphore's and its leases' users
+  client_link link_;               // for asynchronous calls, whose handlers may run after the client's destruction
   std::unique_ptr<client> waker_;  // blocked in BLMPOP on wake_key_ while this process has waiters
   std::function<void()> close_waker_;
   asio::steady_timer waker_timer_;  // the pause after a failed BLMPOP
@@ -182,15 +188,15 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
 
   void waker_loop();
 
+  std::mutex mutex_;
   std::unordered_map<std::string, std::function<void(const grant_reply&)>> waiters_;  // guarded by mutex_
   bool waker_running_ = false;                                                        // guarded by mutex_
 
  public:
   // Waiters of this process, by id: the wake-up loop calls `on_wake` (under mutex_) when the id comes out of the
-  // wake list. Blocking waiters wait on mutex_ with a condition variable.
+  // wake list.
   void register_waiter(const std::string& id, std::function<void(const grant_reply&)> on_wake);
   void unregister_waiter(const std::string& id);
-  std::mutex mutex_;
 
   // What an acquire call's reply means: a result, or nullopt when the request is queued. A failed call leaves the
   // request behind on the server (queued or granted): it is abandoned.
@@ -384,93 +390,18 @@ std::optional<semaphore_result> semaphore_core::judge(const std::string& id, con
   return semaphore_result(std::error_code(1, semaphore_error_category()));
 }
 
-semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::time_point> deadline,
-                                         std::stop_token stop, bool wait) {
-  std::string id = random_id();
-  const std::string waiter_ttl = std::to_string(to_us(options_.waiter_ttl));
-  steady::time_point sent;
-  const auto enqueue = [&] {
-    sent = steady::now();
-    const result r = evalsha_until(conn_, call_deadline(deadline), semaphore_script(), acquire_command(id, n, wait));
-    return judge(id, r.error, r.value, sent);
-  };
-  // Registered before the acquire call is sent: a release may grant the request, and push its id on the wake list,
-  // before the reply "queued" comes back, and a wake-up for an id nobody has registered is dropped.
-  bool woken = false;
-  grant_reply grant;  // what the wake-up said, if it could be read
-  std::condition_variable cv;
-  const auto listen = [&] {
-    register_waiter(id, [&](const grant_reply& g) {  // called under mutex_
-      woken = true;
-      grant = g;
-      cv.notify_one();
-    });
-  };
-  if (wait) listen();
-  if (auto done = enqueue()) {
-    unregister_waiter(id);
-    return std::move(*done);
-  }
-
-  // Queued: wait for a wake-up, polling every poll_interval, until granted, the deadline or the stop.
-  std::stop_callback on_stop(stop, [&] {
-    std::lock_guard lock(mutex_);
-    cv.notify_one();
-  });
-  for (;;) {
-    {
-      std::unique_lock lock(mutex_);
-      auto until = steady::now() + options_.poll_interval;
-      if (deadline && *deadline < until) until = *deadline;
-      cv.wait_until(lock, until, [&] { return woken || stop.stop_requested(); });
-      woken = false;
-      // Granted, and told so by the wake-up: no call needed (the lease stands over a stop) — unless the grant has
-      // expired by the local estimate (the wake-up came too late): then a poll asks.
-      const bool fresh = !grant.empty() && sent + std::chrono::microseconds(grant[3] - grant[4]) > steady::now();
-      if (fresh) {
-        lock.unlock();
-        unregister_waiter(id);
-        return make_lease(id, grant, sent);
-      }
-      grant.clear();
-    }
-    if (stop.stop_requested()) {
-      abandon(id);
-      return semaphore_result(admit::errc::cancelled);
-    }
-    if (deadline && steady::now() >= *deadline) {
-      abandon(id);
-      return semaphore_result(admit::errc::timeout);
-    }
-    sent = steady::now();
-    const result r = call(call_deadline(deadline), "poll", {id, waiter_ttl});
-    if (r.error) continue;  // Redis is away: try again until the deadline
-    const auto v = integers(r.value, 1);
-    if (v && (*v)[0] == unknown) {
-      // Our place expired (this process did not poll for waiter_ttl, or a capacity cut made the request too large):
-      // queue again, at the back, under a new identity (a late wake-up for the old one is then nobody's).
-      unregister_waiter(id);
-      id = random_id();
-      listen();
-      auto again = enqueue();
-      if (again) {
-        unregister_waiter(id);
-        return std::move(*again);
-      }
-      continue;
-    }
-    if (v && (*v)[0] == queued) continue;
-    unregister_waiter(id);
-    if (v && (*v)[0] == granted) {
-      if (const auto l = integers(r.value, 5)) return make_lease(id, *l, sent);
-    }
-    abandon(id);
-    return semaphore_result(std::error_code(1, semaphore_error_category()));
-  }
+semaphore_result semaphore_core::try_acquire(std::int64_t n) {
+  const std::string id = random_id();
+  const steady::time_point sent = steady::now();
+  const result r = evalsha_until(conn_, call_deadline({}), semaphore_script(), acquire_command(id, n, false));
+  if (auto done = judge(id, r.error, r.value, sent)) return std::move(*done);
+  abandon(id);  // queued although told not to wait: a script out of step with this client
+  return semaphore_result(std::error_code(1, semaphore_error_category()));
 }
 
-// async_acquire: the blocking loop of acquire() as a state machine on a strand — the acquire call, then polls on a
-// timer or a wake-up, until granted, the deadline or a cancellation. Exactly one completion.
+// A waiting acquisition (async_acquire, and the blocking waits through a future) as a state machine on a strand — the
+// acquire call, then polls on a timer or a wake-up, until granted, the deadline or a cancellation. Exactly one
+// completion.
 class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
  public:
   async_acquire_op(std::shared_ptr<semaphore_core> core, std::int64_t n, std::optional<steady::time_point> deadline,
@@ -519,13 +450,14 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     core_->async_command(
         core_->acquire_command(id_, n_, true), core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
-          if (self->done_) {
+          if (self->gave_up_) {
             // Given up meanwhile. The cancel was sent after this call, but may have run first when this call had to
             // load the script and retry: if it queued or granted after all, leave again.
             const auto v = ec ? std::nullopt : integers(r, 1);
             if (v && ((*v)[0] == granted || (*v)[0] == queued)) self->core_->abandon(self->id_);
             return;
           }
+          if (self->done_) return;  // granted by a wake-up that came before this reply ("queued")
           if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
             return self->finish(std::move(*result));
           }
@@ -578,7 +510,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   }
   void give_up(admit::errc e) {
     if (done_) return;
-    done_ = true;
+    done_ = gave_up_ = true;
     stop_timers();
     core_->abandon(id_);
     completion_->complete(admit::make_error_code(e), lease());
@@ -599,10 +531,34 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   std::string waiter_ttl_;
   steady::time_point sent_;
   // Touched on strand_ only.
-  bool done_ = false;
+  bool done_ = false;     // completed
+  bool gave_up_ = false;  // completed by the deadline or a cancellation
   bool polling_ = false;
   bool registered_ = false;
 };
+
+// The completion of a blocking wait: the waiting thread blocks on its future.
+class blocking_completion final : public acquire_completion {
+ public:
+  std::future<semaphore_result> get_future() { return promise_.get_future(); }
+  void complete(std::error_code ec, lease l) override {
+    promise_.set_value(ec ? semaphore_result(ec) : semaphore_result(std::move(l)));
+  }
+
+ private:
+  std::promise<semaphore_result> promise_;
+};
+
+semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::time_point> deadline,
+                                         const std::stop_token& stop) {
+  auto completion = std::make_shared<blocking_completion>();
+  auto done = completion->get_future();
+  auto op = std::make_shared<async_acquire_op>(shared_from_this(), n, deadline, std::move(completion));
+  op->start();
+  // A stop cancels at once, even while a call is in flight (a request already requested cancels right after start).
+  const std::stop_callback on_stop(stop, [&op] { op->cancel(); });
+  return done.get();
+}
 
 std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
                                                      std::optional<steady::time_point> deadline,
@@ -784,15 +740,15 @@ void semaphore::check_n(std::int64_t n) {
 }
 semaphore_result semaphore::try_acquire(std::int64_t n) {
   check_n(n);
-  return core_->acquire(n, std::nullopt, {}, false);
+  return core_->try_acquire(n);
 }
 semaphore_result semaphore::acquire(std::int64_t n, std::stop_token stop) {
   check_n(n);
-  return core_->acquire(n, std::nullopt, std::move(stop), true);
+  return core_->acquire(n, std::nullopt, stop);
 }
 semaphore_result semaphore::try_acquire_until(clock::time_point deadline, std::int64_t n, std::stop_token stop) {
   check_n(n);
-  return core_->acquire(n, deadline, std::move(stop), true);
+  return core_->acquire(n, deadline, stop);
 }
 
 std::error_code semaphore::set_capacity(std::int64_t capacity) {

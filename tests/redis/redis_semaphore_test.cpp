@@ -29,6 +29,7 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
 #include "admit/redis/connection.hpp"
@@ -225,6 +226,29 @@ TEST(RedisSemaphore, DeadlineHonoredWhileRedisIsPaused) {
   auto r = pending.get();
   EXPECT_EQ(r.error(), admit::errc::timeout);
   EXPECT_LT(steady::now() - start, 1s);  // at the deadline, not after the pause
+}
+
+TEST(RedisSemaphore, AStopEndsAWaitWhoseCallIsInFlight) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore_options o;
+  o.timeout = 10s;  // the acquire call would hang until the pause ends
+  semaphore s(conn, "stopped-in-flight", 1, o);
+  server.pause(2000ms);
+  std::stop_source stop;
+  const auto start = steady::now();
+  auto pending = std::async(std::launch::async, [&] { return s.acquire(1, stop.get_token()).error(); });
+  stop.request_stop();
+  ASSERT_EQ(pending.wait_for(5s), std::future_status::ready) << "the stop waited for the paused call";
+  EXPECT_EQ(pending.get(), admit::errc::cancelled);
+  EXPECT_LT(steady::now() - start, 1s);
+  // After the pause, the request leaves again (the cancel follows the acquire on the connection), or, when the
+  // acquire was granted first, the grant is released.
+  ASSERT_TRUE(eventually([&] {
+    const auto snap = s.inspect().first;
+    return snap.waiter_count == 0 && snap.available == 1;
+  }));
 }
 
 TEST(RedisSemaphore, AWakeUpGrantsWithoutWaitingForThePoll) {
@@ -653,6 +677,42 @@ TEST(RedisSemaphore, AsyncDeadlineAndCancellationLeaveTheQueue) {
   EXPECT_EQ(s.inspect().first.available, 0);  // nothing leaked, nothing granted twice
   ASSERT_EQ(held->release().first, lease::release_status::released);
   EXPECT_EQ(s.inspect().first.available, 1);
+}
+
+// The semaphore's background calls (leaving the queue, releasing a grant that raced with a cancellation) are made by
+// handlers that may run after the semaphore and its connection are gone. Destroying both at every step of that work
+// never reaches the destroyed connection (it did: a test's end crashed with "pure virtual method called"), and a grant
+// that could not be released any more expires by itself. The connection runs on an io_context this test steps one
+// handler at a time.
+TEST(RedisSemaphore, DestroyingTheConnectionAtAnyStepOfBackgroundWorkIsSafe) {
+  redis_server server;
+  io_thread io;
+  connection observer_conn(io.executor(), server.url());
+  semaphore_options o;
+  o.lease_ttl = 100ms;  // a grant nobody could release is free again soon
+  o.poll_interval = 30ms;
+  semaphore observer(observer_conn, "teardown", 1, o);
+  for (int steps = 0; steps < 30; ++steps) {
+    auto held = observer.try_acquire_for(5s);
+    ASSERT_TRUE(held) << "before step " << steps << ": " << held.error().message();
+    boost::asio::io_context ctx;
+    auto conn = std::make_unique<connection>(ctx.get_executor(), server.url());
+    auto s = std::make_unique<semaphore>(*conn, "teardown", 1, o);
+    boost::asio::cancellation_signal signal;
+    s->async_acquire(1, boost::asio::bind_cancellation_slot(signal.slot(), [](std::error_code, lease) {}));
+    for (int i = 0; i < 5000 && observer.inspect().first.waiter_count != 1; ++i) ctx.run_for(1ms);
+    ASSERT_EQ(observer.inspect().first.waiter_count, 1);
+    ASSERT_EQ(held->release().first, lease::release_status::released);  // grants the waiter in Redis...
+    signal.emit(boost::asio::cancellation_type::terminal);              // ...which gives up: its cancel finds the grant
+    for (int i = 0; i < steps; ++i) ctx.run_one_for(20ms);
+    s.reset();
+    conn.reset();
+    ctx.run_for(50ms);  // what was left: it must not touch the connection
+  }
+  ASSERT_TRUE(eventually([&] {
+    const auto snap = observer.inspect().first;
+    return snap.available == 1 && snap.waiter_count == 0;
+  }));
 }
 
 TEST(RedisSemaphore, InvalidArgumentsNameTheValue) {

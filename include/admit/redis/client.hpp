@@ -16,14 +16,27 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <shared_mutex>
 #include <type_traits>
 #include <utility>
 
 #include "admit/redis/command.hpp"
 #include "admit/redis/detail/request.hpp"
+#include "admit/redis/errc.hpp"
 #include "admit/redis/reply.hpp"
 
 namespace admit::redis {
+
+class client;
+
+namespace detail {
+// What a client shares with its client_links: whether it still exists.
+struct client_anchor {
+  explicit client_anchor(client* c) noexcept : target(c) {}
+  std::shared_mutex mutex;
+  client* target;  // guarded by mutex; null from the start of the client's destruction
+};
+}  // namespace detail
 
 // The outcome of a blocking call: an I/O error, or a reply (which may be a Redis error reply).
 struct [[nodiscard]] result {
@@ -38,7 +51,7 @@ class client {
   using executor_type = boost::asio::any_io_executor;
   using clock = std::chrono::steady_clock;
 
-  virtual ~client() = default;
+  virtual ~client() = default;  // a final client calls detach() first
 
   // The executor the client's operations complete on when a handler has none of its own.
   virtual executor_type get_executor() const noexcept = 0;
@@ -54,11 +67,7 @@ class client {
   auto async_execute_command(std::optional<clock::time_point> deadline, command cmd, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, reply)>(
         [this](auto handler, std::optional<clock::time_point> when, command c) {
-          auto req = std::make_shared<detail::async_request<std::decay_t<decltype(handler)>>>(std::move(handler),
-                                                                                              get_executor());
-          req->deadline = when;
-          req->attach_cancellation();
-          do_async_execute(std::move(req), std::move(c));
+          do_async_execute(make_request(std::move(handler), when, get_executor()), std::move(c));
         },
         token, deadline, std::move(cmd));
   }
@@ -69,15 +78,65 @@ class client {
   }
 
  protected:
-  client() = default;
-  client(const client&) = default;
-  client& operator=(const client&) = default;
+  client() : anchor_(std::make_shared<detail::client_anchor>(this)) {}
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  // The first thing a client's destructor does (before it closes anything): calls through client_links made from it
+  // fail from then on instead of reaching the object being destroyed. Waits for a call being handed over right now.
+  void detach() noexcept {
+    const std::unique_lock lock(anchor_->mutex);
+    anchor_->target = nullptr;
+  }
 
   // Starts `cmd` for `req` (its deadline set, its cancellation attached): the implementation completes it with
   // req->try_finish(error, reply) exactly once, or leaves that to the deadline or a cancellation (whichever is first
   // wins; the others do nothing). Must not complete the handler inline (async_request::deliver posts it).
   virtual void do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) = 0;
   virtual result do_execute(std::optional<clock::time_point> deadline, const command& cmd) = 0;
+
+ private:
+  friend class client_link;
+  template <class Handler>
+  static std::shared_ptr<detail::request_base> make_request(Handler&& handler, std::optional<clock::time_point> when,
+                                                            const executor_type& fallback) {
+    auto req = std::make_shared<detail::async_request<std::decay_t<Handler>>>(std::forward<Handler>(handler), fallback);
+    req->deadline = when;
+    req->attach_cancellation();
+    return req;
+  }
+
+  std::shared_ptr<detail::client_anchor> anchor_;
+};
+
+// A handle on a client for work that may outlive it — work the client's owner cannot see, such as a semaphore's lease
+// renewals and clean-up calls, whose handlers make further calls. A call through the link while the client lives is
+// the client's async_execute_command; from the start of the client's destruction on it completes with errc::closed
+// instead of reaching a destroyed object. Copyable; thread-safe.
+class client_link {
+ public:
+  using executor_type = client::executor_type;
+  using clock = client::clock;
+
+  explicit client_link(client& c) : anchor_(c.anchor_), executor_(c.get_executor()) {}
+
+  executor_type get_executor() const noexcept { return executor_; }
+
+  template <class CompletionToken>
+  auto async_execute_command(std::optional<clock::time_point> deadline, command cmd, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, reply)>(
+        [anchor = anchor_, ex = executor_](auto handler, std::optional<clock::time_point> when, command c) {
+          auto req = client::make_request(std::move(handler), when, ex);
+          const std::shared_lock lock(anchor->mutex);  // the client is not destroyed while its call is handed over
+          if (anchor->target != nullptr) return anchor->target->do_async_execute(std::move(req), std::move(c));
+          req->try_finish(to_error_code(errc::closed), reply());
+        },
+        token, deadline, std::move(cmd));
+  }
+
+ private:
+  std::shared_ptr<detail::client_anchor> anchor_;
+  executor_type executor_;
 };
 
 }  // namespace admit::redis

@@ -86,7 +86,10 @@ class connection final : public client {
   connection(executor_type ex, std::string_view url) : connection(std::move(ex), parse_url(url)) {}
 
   // Closes the connection (see close()).
-  ~connection() override { detail::close(*impl_); }
+  ~connection() override {
+    detach();
+    detail::close(*impl_);
+  }
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
 

@@ -49,8 +49,11 @@ inline command evalsha_command(const script& s, const std::vector<std::string>& 
   return c;
 }
 
+// EVALSHA, and on NOSCRIPT: SCRIPT LOAD and EVALSHA again, as one composed operation on `conn` (a client, or a
+// client_link for work that may outlive the client).
+template <class Client>
 struct evalsha_op {
-  client* conn;
+  Client* conn;
   const script* s;
   command cmd;
   std::optional<std::chrono::steady_clock::time_point> deadline;
@@ -78,6 +81,8 @@ struct evalsha_op {
     }
   }
 };
+template <class Client>
+evalsha_op(Client*, const script*, command, std::optional<std::chrono::steady_clock::time_point>) -> evalsha_op<Client>;
 
 }  // namespace detail
 

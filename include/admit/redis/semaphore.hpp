@@ -27,16 +27,16 @@
 // - Every identity is per acquisition (128 random bits), never per host; every key shares the hash tag {name}.
 // - max_waiters bounds the queue across the fleet: a request that would have to wait behind that many fails with
 //   errc::queue_full.
-// - Deadlines. A wait returns at its deadline (errc::timeout) whatever Redis is doing, and on its stop_token
-//   (errc::cancelled) at once while it waits between calls, else when the call in progress ends (within
-//   options().timeout; async_acquire's cancellation is immediate): leaving the queue is sent without waiting for the
-//   answer, and a grant that raced with it is released at once. Every Redis call has options().timeout; a failed call
-//   makes the acquire fail with that error (admit::redis::errc), except while waiting, where a failed poll is retried
-//   until the deadline.
+// - Deadlines. A wait returns at its deadline (errc::timeout) whatever Redis is doing, and at once on its stop_token
+//   or async_acquire's cancellation (errc::cancelled), even while a call is in flight: leaving the queue is sent
+//   without waiting for the answer, and a grant that raced with it is released at once. Every Redis call has
+//   options().timeout; a failed call makes the acquire fail with that error (admit::redis::errc), except while waiting,
+//   where a failed poll is retried until the deadline.
 //
 // Thread safety: every member may be called concurrently from any thread but the ones that run the connection's
-// executor (the waits block). The connection (or cluster) must outlive the semaphore and its leases; leases may
-// outlive the semaphore object.
+// executor (the waits block). The connection (or cluster) must outlive the calls made on the semaphore and its
+// leases; leases may outlive the semaphore object. Work they leave behind (renewals, leaving the queue, releasing a
+// grant that raced with a cancellation) may outlive both and the connection: it then ends without touching it.
 #pragma once
 
 #include <chrono>
