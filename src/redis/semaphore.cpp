@@ -218,7 +218,7 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
         token(fence),
         expires_us(expiry_us),
         local_expiry(local.time_since_epoch().count()),
-        strand(asio::make_strand(sem->conn_.get_executor())),
+        strand(asio::make_strand(sem->link_.get_executor())),
         timer(strand) {}
 
   std::shared_ptr<semaphore_core> sem;
@@ -410,7 +410,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
         n_(n),
         deadline_(deadline),
         completion_(std::move(completion)),
-        strand_(asio::make_strand(core_->conn_.get_executor())),
+        strand_(asio::make_strand(core_->link_.get_executor())),
         poll_timer_(strand_),
         deadline_timer_(strand_),
         id_(random_id()),
@@ -418,6 +418,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
 
   void start() {
     asio::post(strand_, [self = shared_from_this()] {
+      if (self->done_) return;  // cancelled before it started
       if (self->deadline_) {
         self->deadline_timer_.expires_at(*self->deadline_);
         self->deadline_timer_.async_wait([self](boost::system::error_code ec) {
@@ -427,18 +428,20 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
       self->enqueue();
     });
   }
-  void cancel() {
-    asio::post(strand_, [self = shared_from_this()] { self->give_up(admit::errc::cancelled); });
+  // Gives up with `why` (errc::cancelled, or errc::timeout when a blocking waiter's own deadline came first).
+  void cancel(admit::errc why = admit::errc::cancelled) {
+    asio::post(strand_, [self = shared_from_this(), why] { self->give_up(why); });
   }
 
  private:
   void enqueue() {
     if (!registered_) {  // before the call: a grant's wake-up can come before the reply "queued"
       registered_ = true;
-      core_->register_waiter(id_, [weak = weak_from_this()](const semaphore_core::grant_reply& grant) {
+      core_->register_waiter(id_, [weak = weak_from_this(), id = id_](const semaphore_core::grant_reply& grant) {
         auto op = weak.lock();
         if (!op) return;
-        asio::post(op->strand_, [op, grant] {
+        asio::post(op->strand_, [op, grant, id] {
+          if (id != op->id_) return;  // for an identity given up by a requeue meanwhile: nobody's
           const bool fresh =
               !grant.empty() && op->sent_ + std::chrono::microseconds(grant[3] - grant[4]) > steady::now();
           if (!fresh || op->done_) return op->poll();  // unreadable or too late: ask
@@ -458,6 +461,9 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
             return;
           }
           if (self->done_) return;  // granted by a wake-up that came before this reply ("queued")
+          if (ec && self->deadline_ && steady::now() >= *self->deadline_) {
+            return self->give_up(admit::errc::timeout);  // the call ran out with the wait: the wait's own error
+          }
           if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
             return self->finish(std::move(*result));
           }
@@ -486,11 +492,12 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
           self->polling_ = false;
           if (self->done_) return;
-          const auto v = ec ? std::nullopt : integers(r, 1);
-          if (!v || (*v)[0] == queued) return self->arm();  // a failed poll: again later
-          if ((*v)[0] == unknown) return self->requeue();   // our place expired: queue again
+          if (ec) return self->arm();  // Redis is away: ask again later, until the deadline
+          const auto v = integers(r, 1);
+          if (v && (*v)[0] == queued) return self->arm();
+          if (v && (*v)[0] == unknown) return self->requeue();  // our place expired: queue again
           const auto l = integers(r, 5);
-          if ((*v)[0] == granted && l) {
+          if (v && (*v)[0] == granted && l) {
             return self->finish(self->core_->make_lease(self->id_, *l, self->sent_));
           }
           self->core_->abandon(self->id_);
@@ -537,26 +544,41 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   bool registered_ = false;
 };
 
-// The completion of a blocking wait: the waiting thread blocks on its future.
+// The completion of a blocking wait. The waiting thread ends the wait itself at its deadline or stop, whether or not
+// the executor runs; the first outcome claimed is the result. A lease that loses the claim is released (~lease).
 class blocking_completion final : public acquire_completion {
  public:
   std::future<semaphore_result> get_future() { return promise_.get_future(); }
+  bool claim(semaphore_result r) {
+    if (claimed_.exchange(true)) return false;
+    promise_.set_value(std::move(r));
+    return true;
+  }
   void complete(std::error_code ec, lease l) override {
-    promise_.set_value(ec ? semaphore_result(ec) : semaphore_result(std::move(l)));
+    claim(ec ? semaphore_result(ec) : semaphore_result(std::move(l)));
   }
 
  private:
+  std::atomic<bool> claimed_{false};
   std::promise<semaphore_result> promise_;
 };
 
 semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::time_point> deadline,
                                          const std::stop_token& stop) {
+  if (stop.stop_requested()) return semaphore_result(admit::errc::cancelled);  // nothing sent
   auto completion = std::make_shared<blocking_completion>();
   auto done = completion->get_future();
-  auto op = std::make_shared<async_acquire_op>(shared_from_this(), n, deadline, std::move(completion));
+  auto op = std::make_shared<async_acquire_op>(shared_from_this(), n, deadline, completion);
   op->start();
-  // A stop cancels at once, even while a call is in flight (a request already requested cancels right after start).
-  const std::stop_callback on_stop(stop, [&op] { op->cancel(); });
+  // The stop and the deadline end the wait here and now, even with a call in flight; the operation then leaves the
+  // queue (or releases a grant that raced) on the executor.
+  const std::stop_callback on_stop(stop, [&] {
+    if (completion->claim(semaphore_result(admit::errc::cancelled))) op->cancel(admit::errc::cancelled);
+  });
+  if (deadline && done.wait_until(*deadline) == std::future_status::timeout &&
+      completion->claim(semaphore_result(admit::errc::timeout))) {
+    op->cancel(admit::errc::timeout);
+  }
   return done.get();
 }
 
@@ -567,7 +589,7 @@ std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semap
 }
 void start(const std::shared_ptr<async_acquire_op>& op) { op->start(); }
 void cancel(const std::shared_ptr<async_acquire_op>& op) { op->cancel(); }
-asio::any_io_executor executor_of(const semaphore_core& core) noexcept { return core.conn_.get_executor(); }
+asio::any_io_executor executor_of(const semaphore_core& core) noexcept { return core.link_.get_executor(); }
 
 }  // namespace detail
 

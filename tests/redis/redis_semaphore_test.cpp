@@ -237,8 +237,10 @@ TEST(RedisSemaphore, AStopEndsAWaitWhoseCallIsInFlight) {
   semaphore s(conn, "stopped-in-flight", 1, o);
   server.pause(2000ms);
   std::stop_source stop;
-  const auto start = steady::now();
+  const auto written = conn.statistics().commands_written;
   auto pending = std::async(std::launch::async, [&] { return s.acquire(1, stop.get_token()).error(); });
+  ASSERT_TRUE(eventually([&] { return conn.statistics().commands_written > written; }));  // the acquire call is out
+  const auto start = steady::now();
   stop.request_stop();
   ASSERT_EQ(pending.wait_for(5s), std::future_status::ready) << "the stop waited for the paused call";
   EXPECT_EQ(pending.get(), admit::errc::cancelled);
@@ -249,6 +251,49 @@ TEST(RedisSemaphore, AStopEndsAWaitWhoseCallIsInFlight) {
     const auto snap = s.inspect().first;
     return snap.waiter_count == 0 && snap.available == 1;
   }));
+}
+
+// The waiting thread ends a blocking wait itself: at its deadline and at its stop, even when nothing runs the
+// connection's executor (stopped, or blocked by a caller on its only thread); a token already stopped sends nothing.
+TEST(RedisSemaphore, ABlockingWaitEndsOnTimeWhenTheExecutorDoesNotRun) {
+  redis_server server;
+  boost::asio::io_context never_run;
+  connection conn(never_run.get_executor(), server.url());
+  semaphore s(conn, "not-run", 1);
+
+  auto start = steady::now();
+  EXPECT_EQ(s.try_acquire_for(200ms).error(), admit::errc::timeout);
+  EXPECT_GE(steady::now() - start, 200ms);
+  EXPECT_LT(steady::now() - start, 2s);
+
+  std::stop_source stop;
+  auto pending = std::async(std::launch::async, [&] { return s.acquire(1, stop.get_token()).error(); });
+  stop.request_stop();
+  ASSERT_EQ(pending.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(pending.get(), admit::errc::cancelled);
+
+  const auto written = conn.statistics().commands_written;
+  EXPECT_EQ(s.acquire(1, stop.get_token()).error(), admit::errc::cancelled);
+  EXPECT_EQ(conn.statistics().commands_written, written);
+}
+
+// A poll answered with an error reply (here WRONGTYPE: the keys were overwritten) fails the wait with that error; only
+// a poll that got no answer is asked again. A wait without a deadline would otherwise poll for ever.
+TEST(RedisSemaphore, AnErrorReplyToAPollFailsTheWait) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore_options o;
+  o.poll_interval = 50ms;
+  semaphore s(conn, "broken", 1, o);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  auto pending = std::async(std::launch::async, [&] { return s.acquire().error(); });
+  wait_for_waiters(s, 1);
+  server.admin({"DEL", "{broken}:waiters"});
+  server.admin({"SET", "{broken}:waiters", "not a hash"});
+  ASSERT_EQ(pending.wait_for(5s), std::future_status::ready) << "the wait kept polling";
+  EXPECT_EQ(pending.get().category(), admit::redis::semaphore_error_category());
 }
 
 TEST(RedisSemaphore, AWakeUpGrantsWithoutWaitingForThePoll) {
