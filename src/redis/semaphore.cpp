@@ -492,6 +492,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
           self->polling_ = false;
           if (self->done_) return;
+          if (ec == errc::closed) return self->finish(semaphore_result(std::error_code(ec)));  // nobody will answer
           if (ec) return self->arm();  // Redis is away: ask again later, until the deadline
           const auto v = integers(r, 1);
           if (v && (*v)[0] == queued) return self->arm();

@@ -760,6 +760,24 @@ TEST(RedisSemaphore, DestroyingTheConnectionAtAnyStepOfBackgroundWorkIsSafe) {
   }));
 }
 
+// A wait whose connection is closed (here: destroyed) ends with errc::closed instead of polling a closed connection
+// until its deadline, or for ever without one.
+TEST(RedisSemaphore, AWaitEndsWithClosedWhenItsConnectionGoes) {
+  redis_server server;
+  io_thread io;
+  auto conn = std::make_unique<connection>(io.executor(), server.url());
+  semaphore_options o;
+  o.poll_interval = 50ms;
+  semaphore s(*conn, "closed", 1, o);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  auto waiting = acquire_async(s, 1);
+  wait_for_waiters(s, 1);
+  conn.reset();
+  ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready) << "the wait kept polling a closed connection";
+  EXPECT_EQ(waiting.get().first, admit::redis::errc::closed);
+}
+
 TEST(RedisSemaphore, InvalidArgumentsNameTheValue) {
   redis_server server;
   io_thread io;

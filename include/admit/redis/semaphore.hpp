@@ -31,7 +31,8 @@
 //   or async_acquire's cancellation (errc::cancelled), even while a call is in flight: leaving the queue is sent
 //   without waiting for the answer, and a grant that raced with it is released at once. Every Redis call has
 //   options().timeout; a failed call makes the acquire fail with that error (admit::redis::errc), except while waiting,
-//   where a failed poll is retried until the deadline.
+//   where a poll that got no answer is retried until the deadline — unless the connection was closed (or destroyed):
+//   the wait then ends with errc::closed.
 //
 // Thread safety: every member may be called concurrently from any thread but the ones that run the connection's
 // executor (the waits block). The connection (or cluster) must outlive the calls made on the semaphore and its
