@@ -70,7 +70,7 @@ struct limiter_options {
   bool detect_lost_state = false;
   // Called on the thread that completes a decision, outside admit's locks, for each limiter_event. Must not block;
   // may be empty.
-  std::function<void(const limiter_event&)> on_event;
+  std::function<void(const limiter_event&)> on_event{};
   // Local token leasing: when > 1, an admission takes up to `lease` tokens from Redis in the same call (never more
   // than are available, never fewer than asked) and this process spends the surplus locally, without calling Redis,
   // until it is used up or `lease_ttl` has passed (unspent tokens are then dropped: they were charged, so dropping

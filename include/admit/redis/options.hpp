@@ -23,10 +23,10 @@ struct connection_options {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
   // Unix-domain socket path; when not empty, host and port are ignored.
-  std::string unix_path;
+  std::string unix_path{};
   // AUTH: sent when password is not empty; as "AUTH user password" when user is not empty (Redis 6 ACL).
-  std::string user;
-  std::string password;
+  std::string user{};
+  std::string password{};
   // SELECT: sent when db != 0.
   int db = 0;
 

@@ -97,7 +97,7 @@ struct semaphore_options {
   // The deadline of each Redis call. > 0.
   std::chrono::milliseconds timeout{1'000};
   // Called when a lease this process holds is found lost (on the thread that found it; must not block).
-  std::function<void(const std::string& lease_id, std::int64_t fencing_token)> on_lease_lost;
+  std::function<void(const std::string& lease_id, std::int64_t fencing_token)> on_lease_lost{};
 };
 
 // A granted lease: `count()` permits of the semaphore until released, destroyed, or lost. Move-only.
