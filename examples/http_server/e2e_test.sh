@@ -34,24 +34,30 @@ check() {  # check <description> <expected> <actual>
   fi
 }
 
-# Starts the server with the given options; sets server_pid and port.
+# Starts the server with the given options; sets server_pid, port and server_log. Each server writes its own log: the
+# redirection of a reused one is truncated by the child after the fork, so the first read could see the previous
+# server's port.
+starts=0
 start_server() {
-  "$server_bin" --port 0 "$@" >"$work_dir/server.log" 2>&1 &
+  starts=$((starts + 1))
+  server_log="$work_dir/server.$starts.log"
+  "$server_bin" --port 0 "$@" >"$server_log" 2>&1 &
   server_pid=$!
   port=""
   for _ in $(seq 1 100); do
-    port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work_dir/server.log")
+    port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$server_log" 2>/dev/null || true)
     [[ -n "$port" ]] && return 0
     kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1
   done
-  echo "FAIL - the server did not start: $(cat "$work_dir/server.log")"
+  echo "FAIL - the server did not start: $(cat "$server_log")"
   exit 1
 }
 
-# Stops the server with SIGTERM (again, if a test sent one already) and checks that it exits 0 within 10 s.
+# Stops the server with SIGTERM and checks that it exits 0 within 10 s. `stop_server signalled`: the test has sent
+# SIGTERM already (a second one could reach another process that reused the id of a server that has exited).
 stop_server() {
-  kill -TERM "$server_pid" 2>/dev/null || true
+  if [[ "${1:-}" != signalled ]]; then kill -TERM "$server_pid"; fi
   for _ in $(seq 1 100); do
     kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1
@@ -97,6 +103,7 @@ wait_for() {
 fetch() {
   local name=$1
   shift
+  rm -f "$work_dir/$name".*
   curl -s --max-time 30 "$@" -D "$work_dir/$name.headers" -o "$work_dir/$name.body" -w '%{http_code}' \
     "http://127.0.0.1:$port/" >"$work_dir/$name.status" &
   fetch_pid=$!
@@ -218,7 +225,7 @@ check "queued request 2 Connection" close "$(connection_field queued2)"
 wait "$holder_pid" || true
 check "the admitted request" "200 ok" "$(answer holder)"
 check "the admitted request Connection" close "$(connection_field holder)"
-stop_server
+stop_server signalled
 
 echo "# SIGTERM: past --grace the admitted request gets 503 closed; idle connections are closed"
 start_server --rate 1000/s --burst 1000 --concurrency 1 --queue 4 --deadline 60000 --work 60000 --grace 200
@@ -242,7 +249,7 @@ check "the admitted request past the grace period" "503 closed" "$(answer holder
 check "its Connection" close "$(connection_field holder)"
 wait "$idle_pid" || true
 check "the idle keep-alive connection" "answered closed by the server" "$(tr '\n' ' ' <"$work_dir/idle.out" | sed 's/ $//')"
-stop_server
+stop_server signalled
 
 if ((failures > 0)); then
   echo "$failures check(s) failed"
