@@ -329,9 +329,9 @@ tb=token_bucket
   cat <<EOF
 # Performance
 
-Nanoseconds per \`try_acquire\` of admit's rate limiters (issue 2), measured next to the libraries they are compared
-against (Go's \`golang.org/x/time/rate\` and \`juju/ratelimit\`, Guava's \`RateLimiter\`), and admit's semaphore (issue 3,
-[below](#the-semaphore-issue-3)) next to \`std::counting_semaphore\`, Go's \`golang.org/x/sync/semaphore\`, tokio's
+Nanoseconds per \`try_acquire\` of admit's rate limiters, measured next to the libraries they are compared
+against (Go's \`golang.org/x/time/rate\` and \`juju/ratelimit\`, Guava's \`RateLimiter\`), and admit's semaphore
+([below](#the-semaphore)) next to \`std::counting_semaphore\`, Go's \`golang.org/x/sync/semaphore\`, tokio's
 \`Semaphore\` and \`java.util.concurrent.Semaphore\`, **in the same run on the same machine**.
 This file is written by \`bench/compare.sh\`; do not edit it by hand — run the script again.
 
@@ -369,7 +369,7 @@ How each rate-limiter case is set up (the same for every implementation):
 - Every call's answer is checked (admitted on the admit path, refused on the reject path); a case that got a wrong
   answer is reported as an error, not as a number.
 
-## The targets of issue 2
+## Targets: the rate limiters
 
 | target | measured (median ns/op) | verdict |
 | --- | --- | --- |
@@ -379,7 +379,7 @@ How each rate-limiter case is set up (the same for every implementation):
 | 2 threads: ≤ half of x/time/rate at 2 goroutines | token_bucket at: $(v admit:$tb/admit/at/2) / $(v admit:$tb/reject/at/2) vs $(v go:xtime/admit/at/2) / $(v go:xtime/reject/at/2); now: $(v admit:$tb/admit/now/2) / $(v admit:$tb/reject/now/2) vs $(v go:xtime/admit/now/2) / $(v go:xtime/reject/now/2) (admit / reject) | $(verdict "$(check_two $tb)") |
 | no collapse at 8 threads (8-thread time ≤ 2 × 2-thread time) | token_bucket admit at $(v admit:$tb/admit/at/8) (2 threads $(v admit:$tb/admit/at/2)), admit now $(v admit:$tb/admit/now/8) ($(v admit:$tb/admit/now/2)); reject at $(v admit:$tb/reject/at/8) ($(v admit:$tb/reject/at/2)), reject now $(v admit:$tb/reject/now/8) ($(v admit:$tb/reject/now/2)) | $(verdict "$(check_eight $tb)") |
 
-For scale: the issue's figures were taken on another machine (x/time/rate \`AllowN\` ~27 ns, \`Allow()\` ~75 ns, Guava
+For scale: the figures these targets were set from were taken on another machine (x/time/rate \`AllowN\` ~27 ns, \`Allow()\` ~75 ns, Guava
 ~33 ns, x/time/rate at 2 goroutines ~77 ns); here, in this run, they are $(v go:xtime/admit/at/1), $(v go:xtime/admit/now/1), $(v guava:admit/now/1)
 and $(v go:xtime/admit/at/2) ns. One uncontended compare-and-swap on an aligned atomic, with nothing else in the loop — the floor
 of any limiter that commits an admission with one CAS — costs $(v admit:baseline/cas/1) ns here ($(v admit:baseline/cas/2) ns per operation with 2
@@ -459,7 +459,7 @@ NOTE
   fi
   cat <<EOF
 
-## The semaphore (issue 3)
+## The semaphore
 
 Every semaphore has **1 permit** (unless said otherwise) and is used the same way in every language:
 
@@ -482,7 +482,7 @@ Every semaphore has **1 permit** (unless said otherwise) and is used the same wa
   runtime's 2 Ps; tokio: the waiter is a task, the releaser a plain thread outside the runtime, with a multi-thread
   runtime (2 workers) and with a current-thread runtime (\`block_on\` on its own thread).
 
-### The targets of issue 3
+### Targets: the semaphore
 
 | target | measured | verdict |
 | --- | --- | --- |
@@ -493,7 +493,7 @@ Every semaphore has **1 permit** (unless said otherwise) and is used the same wa
 The two uncontended targets are judged on ${interleave_rounds} extra round(s) run at the end, in each of which admit, the floor, x/sync,
 Java and tokio ran one right after the other (medians over the rounds; raw: \`$out/interleaved.txt\`), so that
 all five saw about the same load; the side-by-side table below comes from the main runs, minutes apart. For scale:
-the issue's figures were taken on another machine (Java ~11 ns, tokio ~21.5 ns, x/sync ~22.5 ns); the two bare
+the figures these targets were set from were taken on another machine (Java ~11 ns, tokio ~21.5 ns, x/sync ~22.5 ns); the two bare
 atomic read-modify-writes (the floor) cost $(v semi:floor) ns here in those rounds.
 
 ### Side by side
@@ -552,6 +552,6 @@ EOF
 } >"$report"
 
 echo >&2
-sed -n '/^## The targets/,/^## Token bucket/p' "$report" | sed '$d' >&2
-sed -n '/^### The targets of issue 3/,/^Reading the table/p' "$report" | sed '$d' >&2
+sed -n '/^## Targets: the rate limiters/,/^## Token bucket/p' "$report" | sed '$d' >&2
+sed -n '/^### Targets: the semaphore/,/^Reading the table/p' "$report" | sed '$d' >&2
 printf '==> wrote %s in %ds\n' "$report" $((SECONDS - started)) >&2

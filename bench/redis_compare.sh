@@ -281,7 +281,7 @@ row() {
 mkdir -p "$(dirname "$report")"
 {
   cat <<EOF
-## Redis: admit::redis::gcra next to redis-benchmark, rate-limiter-flexible and Python limits (issue 5)
+## Redis: admit::redis::gcra next to redis-benchmark, rate-limiter-flexible and Python limits
 
 Run on $(date +%F) by \`$command_line\` (separately from bench/compare.sh), medians over $rounds round(s) of ${duration} s per
 case (after ${warmup} s of warm-up), every implementation one after the other in each round, on one redis-server
@@ -298,7 +298,7 @@ The ceiling runs the very command admit sends (captured under MONITOR from admit
 \`$(printf '%s ' "${many_cmd[@]}" | sed 's/ $//')\` (with \`-r $key_count\`; on the hot key \`{$name}:hot\`);
 $script_note.
 
-### The targets of issue 5
+### Targets: Redis
 
 | target | measured | verdict |
 | --- | --- | --- |
@@ -378,4 +378,4 @@ Reading the table:
 EOF
 } >"$report"
 
-show_report '### The targets of issue 5'
+show_report '### Targets: Redis'

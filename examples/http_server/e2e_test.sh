@@ -3,12 +3,18 @@
 #   1. requests over the per-IP limit get 429 with Retry-After and the RateLimit-* fields, exact;
 #   2. a burst beyond concurrency + queue gets 503 (queue_full) while the others are served;
 #   3. a queued request whose wait deadline passes gets 503 (deadline); with --shed, 503 (shed) at once;
-#   4. nothing hangs: every curl has --max-time, every server must exit 0 within 10 s of SIGTERM.
-# Usage: e2e_test.sh path/to/admit_http_server. Exits 77 (skipped) when curl is missing.
+#   4. a client that closes its connection while its request waits for a permit leaves the queue at once, and its
+#      request never runs (GET /stats shows the counts; the test polls them, it never sleeps to let time pass);
+#   5. an HTTP/1.1 request without exactly one Host field gets 400;
+#   6. on SIGTERM, queued requests get 503 closed with Connection: close, admitted ones run to the end (or, past
+#      --grace, get 503 closed), idle keep-alive connections are closed, and the server exits 0;
+#   7. nothing hangs: every curl has --max-time, every server must exit 0 within 10 s of SIGTERM.
+# Usage: e2e_test.sh path/to/admit_http_server. Exits 77 (skipped) when curl or python3 is missing.
 set -euo pipefail
 
 server_bin=${1:?usage: e2e_test.sh path/to/admit_http_server}
 command -v curl >/dev/null || { echo "curl not found: skipping"; exit 77; }
+command -v python3 >/dev/null || { echo "python3 not found: skipping"; exit 77; }
 
 work_dir=$(mktemp -d)
 server_pid=""
@@ -28,24 +34,30 @@ check() {  # check <description> <expected> <actual>
   fi
 }
 
-# Starts the server with the given options; sets server_pid and port.
+# Starts the server with the given options; sets server_pid, port and server_log. Each server writes its own log: the
+# redirection of a reused one is truncated by the child after the fork, so the first read could see the previous
+# server's port.
+starts=0
 start_server() {
-  "$server_bin" --port 0 "$@" >"$work_dir/server.log" 2>&1 &
+  starts=$((starts + 1))
+  server_log="$work_dir/server.$starts.log"
+  "$server_bin" --port 0 "$@" >"$server_log" 2>&1 &
   server_pid=$!
   port=""
   for _ in $(seq 1 100); do
-    port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$work_dir/server.log")
+    port=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$server_log" 2>/dev/null || true)
     [[ -n "$port" ]] && return 0
     kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1
   done
-  echo "FAIL - the server did not start: $(cat "$work_dir/server.log")"
+  echo "FAIL - the server did not start: $(cat "$server_log")"
   exit 1
 }
 
-# Stops the server with SIGTERM and checks that it exits 0 within 10 s.
+# Stops the server with SIGTERM and checks that it exits 0 within 10 s. `stop_server signalled`: the test has sent
+# SIGTERM already (a second one could reach another process that reused the id of a server that has exited).
 stop_server() {
-  kill -TERM "$server_pid"
+  if [[ "${1:-}" != signalled ]]; then kill -TERM "$server_pid"; fi
   for _ in $(seq 1 100); do
     kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1
@@ -67,6 +79,42 @@ get() {
 header() {  # header <name>: the value of that field in $work_dir/headers
   tr -d '\r' <"$work_dir/headers" | awk -v name="$(echo "$1" | tr 'A-Z' 'a-z')" -F': ' \
     'tolower($1) == name { print $2 }'
+}
+
+# stat <name>: that line of GET /stats ("waiting", "in_use", "started", ...).
+stat() {
+  curl -s --max-time 5 "http://127.0.0.1:$port/stats" | awk -v name="$1" '$1 == name { print $2 }'
+}
+# wait_for <name> <value>: polls GET /stats until it shows that value (at most 200 polls); prints "ok" or what it saw.
+wait_for() {
+  local seen=""
+  for _ in $(seq 1 200); do
+    seen=$(stat "$1")
+    if [[ "$seen" == "$2" ]]; then
+      echo ok
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "$1 stayed at '$seen'"
+}
+# fetch <name> [curl options]: GET / in the background; status, headers and body go to $work_dir/<name>.*; sets
+# fetch_pid to curl's own process id (killing it closes its connection).
+fetch() {
+  local name=$1
+  shift
+  rm -f "$work_dir/$name".*
+  curl -s --max-time 30 "$@" -D "$work_dir/$name.headers" -o "$work_dir/$name.body" -w '%{http_code}' \
+    "http://127.0.0.1:$port/" >"$work_dir/$name.status" &
+  fetch_pid=$!
+}
+# answer <name>: "status body" of a finished fetch.
+answer() {
+  echo "$(cat "$work_dir/$1.status") $(tr -d '\n' <"$work_dir/$1.body" 2>/dev/null)"
+}
+# connection_field <name>: the Connection field of a finished fetch, lower case.
+connection_field() {
+  tr -d '\r' <"$work_dir/$1.headers" | awk -F': ' 'tolower($1) == "connection" { print tolower($2) }'
 }
 
 # Fires n requests at once; prints "status:body" of each (the body is "ok" or the rejection reason), sorted, on one
@@ -121,6 +169,87 @@ start_server --no-admit --rate 1/min --burst 1
 check "no limit: request 1" 200 "$(get)"
 check "no limit: request 2" 200 "$(get)"
 stop_server
+
+echo "# a client that disconnects while it waits for a permit leaves the queue (concurrency 1, work 60 s)"
+start_server --rate 1000/s --burst 1000 --concurrency 1 --queue 4 --deadline 60000 --work 60000 --grace 100
+fetch holder
+holder_pid=$fetch_pid
+check "the first request holds the permit" ok "$(wait_for in_use 1)"
+fetch waiter
+waiter_pid=$fetch_pid
+check "the second request waits" ok "$(wait_for waiting 1)"
+kill -KILL "$waiter_pid"
+wait "$waiter_pid" 2>/dev/null || true
+check "the closed connection's request left the queue" ok "$(wait_for waiting 0)"
+check "the permit is still the first request's" 0 "$(stat available)"
+kill -KILL "$holder_pid"
+wait "$holder_pid" 2>/dev/null || true
+check "a request whose client is gone gives its permit back" ok "$(wait_for in_use 0)"
+check "the abandoned waiter never ran" 1 "$(stat started)"
+check "the permit is free" 1 "$(stat available)"
+stop_server
+
+echo "# Host field (RFC 9112, 3.2)"
+start_server --rate 1000/s --burst 1000
+check "HTTP/1.1 without Host" 400 "$(curl -s --max-time 10 -o /dev/null -H 'Host:' -w '%{http_code}' "http://127.0.0.1:$port/")"
+check "HTTP/1.0 without Host" 200 \
+  "$(curl -s --max-time 10 -0 -o /dev/null -H 'Host:' -w '%{http_code}' "http://127.0.0.1:$port/")"
+check "HTTP/1.1 with two Host fields" "HTTP/1.1 400 Bad Request" "$(python3 -c '
+import socket, sys
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10) as s:
+    s.sendall(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+    print(s.makefile("rb").readline().decode().strip())
+' "$port")"
+check "HTTP/1.1 with Host" 200 "$(get)"
+stop_server
+
+echo "# SIGTERM: queued requests get 503 closed at once, the admitted one runs to the end (work 5 s)"
+start_server --rate 1000/s --burst 1000 --concurrency 1 --queue 4 --deadline 60000 --work 5000 --grace 60000
+fetch holder
+holder_pid=$fetch_pid
+check "the first request holds the permit" ok "$(wait_for in_use 1)"
+fetch queued1
+queued1_pid=$fetch_pid
+fetch queued2
+queued2_pid=$fetch_pid
+check "two requests wait" ok "$(wait_for waiting 2)"
+kill -TERM "$server_pid"
+wait "$queued1_pid" "$queued2_pid" || true
+holder_state=finished
+if kill -0 "$holder_pid" 2>/dev/null; then holder_state=running; fi
+check "the queued requests are answered while the admitted one still runs" running "$holder_state"
+check "queued request 1" "503 closed" "$(answer queued1)"
+check "queued request 1 Connection" close "$(connection_field queued1)"
+check "queued request 2" "503 closed" "$(answer queued2)"
+check "queued request 2 Connection" close "$(connection_field queued2)"
+wait "$holder_pid" || true
+check "the admitted request" "200 ok" "$(answer holder)"
+check "the admitted request Connection" close "$(connection_field holder)"
+stop_server signalled
+
+echo "# SIGTERM: past --grace the admitted request gets 503 closed; idle connections are closed"
+start_server --rate 1000/s --burst 1000 --concurrency 1 --queue 4 --deadline 60000 --work 60000 --grace 200
+# An idle keep-alive connection: one request answered, then it waits for the server to close it.
+python3 -c '
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+c.request("GET", "/stats")
+c.getresponse().read()
+print("answered", flush=True)
+print("closed by the server" if c.sock.recv(1) == b"" else "got data")
+' "$port" >"$work_dir/idle.out" &
+idle_pid=$!
+fetch holder
+holder_pid=$fetch_pid
+check "the first request holds the permit" ok "$(wait_for in_use 1)"
+check "the idle connection is open" ok "$(wait_for connections 3)"
+kill -TERM "$server_pid"
+wait "$holder_pid" || true
+check "the admitted request past the grace period" "503 closed" "$(answer holder)"
+check "its Connection" close "$(connection_field holder)"
+wait "$idle_pid" || true
+check "the idle keep-alive connection" "answered closed by the server" "$(tr '\n' ' ' <"$work_dir/idle.out" | sed 's/ $//')"
+stop_server signalled
 
 if ((failures > 0)); then
   echo "$failures check(s) failed"

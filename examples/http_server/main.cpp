@@ -6,14 +6,25 @@
 //   admit_http_server --port 0 --rate 10/s --burst 20 --concurrency 64 --queue 128 --deadline 1000 --work 5
 //   admit_http_server --port 0 --no-admit        # the same server without the middleware, for the load test
 //
-// It prints "listening on <address>:<port>" once it accepts connections, and exits 0 on SIGINT or SIGTERM after
-// closing the listener and the limiter (waiting requests are answered 503 closed if their connection is still up).
+// It prints "listening on <address>:<port>" once it accepts connections.
+// - GET /stats answers, outside every limit, the permit counts: lines "capacity N", "available N", "in_use N",
+//   "waiting N" (requests queued for a permit), "started N" (requests the handler has started) and "connections N".
+// - A client that closes its connection while its request waits for a permit leaves the queue at once; one that
+//   closes while its request runs cancels it. Either way the permit is not held for a client that is gone.
+// - An HTTP/1.1 request without exactly one Host field is answered 400 and the connection closed (RFC 9112, 3.2).
+// - On SIGINT or SIGTERM: the listener closes; every request queued for a permit is answered 503 "closed" with
+//   Connection: close; idle keep-alive connections close; requests already admitted run to the end and are answered
+//   with Connection: close, or, if still running when --grace milliseconds have passed, are answered 503 "closed".
+//   The process exits 0 once every connection is closed (at most one second after the grace period).
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -25,7 +36,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <iostream>
+#include <list>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -33,6 +48,8 @@
 #include <thread>
 #include <tuple>
 #include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "admit/asio/middleware.hpp"
@@ -57,6 +74,7 @@ struct options {
   std::size_t queue = 128;
   std::chrono::milliseconds deadline{1000};
   std::chrono::milliseconds work{0};
+  std::chrono::milliseconds grace{10000};
   std::size_t max_keys = 100'000;
   unsigned threads = 1;
   bool shed = false;
@@ -67,13 +85,14 @@ struct options {
 [[noreturn]] void usage(const std::string& error) {
   std::cerr << "admit_http_server: " << error << "\n"
             << "usage: admit_http_server [--address A] [--port N] [--rate R] [--burst N] [--concurrency N]\n"
-            << "         [--queue N] [--deadline MS] [--work MS] [--max-keys N] [--threads N] [--shed]\n"
-            << "         [--no-rate-fields] [--no-admit]\n"
+            << "         [--queue N] [--deadline MS] [--work MS] [--max-keys N] [--threads N] [--grace MS]\n"
+            << "         [--shed] [--no-rate-fields] [--no-admit]\n"
             << "  --rate       per-client-IP rate, as admit::rate::parse reads it (\"10/s\", \"5/min\", \"inf\")\n"
             << "  --burst      per-client-IP burst\n"
             << "  --concurrency requests handled at once (global); --queue: requests that may wait for one\n"
             << "  --deadline   how long a request may wait for a concurrency permit (ms)\n"
             << "  --work       simulated handler time (ms); --shed: refuse at once instead of queueing\n"
+            << "  --grace      after SIGTERM, how long admitted requests may still run (ms)\n"
             << "  --no-rate-fields: RateLimit-* fields only on 429s, not on admitted responses\n"
             << "  --no-admit   serve without the middleware\n";
   std::exit(2);
@@ -114,6 +133,8 @@ options parse(int argc, char** argv) {
       o.deadline = std::chrono::milliseconds(to_int(arg, value(), 0));
     else if (arg == "--work")
       o.work = std::chrono::milliseconds(to_int(arg, value(), 0));
+    else if (arg == "--grace")
+      o.grace = std::chrono::milliseconds(to_int(arg, value(), 0));
     else if (arg == "--max-keys")
       o.max_keys = static_cast<std::size_t>(to_int(arg, value(), 1));
     else if (arg == "--threads")
@@ -142,10 +163,12 @@ using http_response = http::response<http::string_body>;
 // The service type of --no-admit.
 struct no_service {};
 
-// The protected work: waits --work milliseconds, then answers 200 "ok".
+// The protected work: waits --work milliseconds, then answers 200 "ok". Counts the requests it starts (/stats).
 struct work_handler {
   std::chrono::milliseconds work;
+  std::atomic<std::uint64_t>* started;
   net::awaitable<http_response> operator()(http_request& req) const {
+    started->fetch_add(1, std::memory_order_relaxed);
     if (work.count() > 0) {
       net::steady_timer timer(co_await net::this_coro::executor, work);
       co_await timer.async_wait(net::as_tuple(net::use_awaitable));
@@ -166,63 +189,221 @@ http_response render(const admit::asio::rejection& r, unsigned version) {
   return res;
 }
 
-// One connection: read a request, answer it (through the service when there is one), until the client closes.
+http_response plain(http::status status, unsigned version, std::string body) {
+  http_response res{status, version};
+  res.set(http::field::content_type, "text/plain");
+  res.body() = std::move(body);
+  return res;
+}
+
+// One accepted connection. Its members are used only on the connection's strand, except through server_state, which
+// reaches them by posting to that strand.
+struct connection {
+  explicit connection(tcp::socket socket) : stream(std::move(socket)), abort(stream.get_executor()) {
+    abort.expires_at(net::steady_timer::time_point::max());
+  }
+  beast::tcp_stream stream;
+  net::steady_timer abort;  // cancelled when the grace period after SIGTERM ends: the request in flight gives up
+  bool idle = false;        // reading the next request (nothing admitted, nothing to answer)
+  std::list<std::shared_ptr<connection>>::iterator self;
+};
+
+// The state every connection shares: the live connections (for shutdown) and the counters of GET /stats.
+//
+// Shutdown, on SIGINT or SIGTERM: the listener closes; the semaphore closes, so every request queued for a permit is
+// answered 503 "closed" with Connection: close; idle keep-alive connections close; requests already admitted run to
+// the end and are answered with Connection: close. Requests still running when the grace period (--grace) ends are
+// answered 503 "closed" too. The process exits 0 once every connection has closed, or one second after the grace
+// period if a client does not take its answer.
+class server_state {
+ public:
+  std::atomic<std::uint64_t> started{0};  // requests admitted to the handler
+  std::atomic<bool> stopping{false};
+
+  std::size_t connections() const {
+    std::lock_guard lock(mutex_);
+    return live_.size();
+  }
+
+  void add(const std::shared_ptr<connection>& c) {
+    std::lock_guard lock(mutex_);
+    c->self = live_.insert(live_.end(), c);
+  }
+
+  // Called by a session as it ends; the last one to end after shutdown() calls `on_last`.
+  void remove(connection& c, const std::function<void()>& on_last) {
+    bool last = false;
+    {
+      std::lock_guard lock(mutex_);
+      live_.erase(c.self);
+      last = stopping.load() && live_.empty();
+    }
+    if (last) on_last();
+  }
+
+  // Starts the shutdown: closes idle connections (each on its strand). Returns whether any connection is left.
+  bool shutdown() {
+    std::lock_guard lock(mutex_);
+    stopping.store(true);
+    for (const auto& c : live_) {
+      net::post(c->stream.get_executor(), [c] {
+        boost::system::error_code ignored;
+        if (c->idle) c->stream.socket().close(ignored);
+      });
+    }
+    return !live_.empty();
+  }
+
+  // The grace period is over: every request in flight gives up (its session answers 503 "closed").
+  void abort_all() {
+    std::lock_guard lock(mutex_);
+    for (const auto& c : live_) net::post(c->stream.get_executor(), [c] { c->abort.cancel(); });
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::list<std::shared_ptr<connection>> live_;
+};
+
+// Why watch() ended before the request's answer was ready.
+enum class interruption { client_closed, aborted };
+
+// Completes when the client closes (or resets) its side of the connection, or when the grace period after SIGTERM
+// ends. Runs beside a request's admission and handler, so a client that gives up while it waits for a permit leaves
+// the queue at once (the request's coroutine is cancelled). Consumes no data: when the client sends more (a pipelined
+// request) instead of closing, only the end of the grace period ends the watch.
+net::awaitable<interruption> watch(connection& c) {
+  using namespace net::experimental::awaitable_operators;
+  auto first = co_await (c.stream.socket().async_wait(tcp::socket::wait_read, net::as_tuple(net::use_awaitable)) ||
+                         c.abort.async_wait(net::as_tuple(net::use_awaitable)));
+  if (first.index() == 1) co_return interruption::aborted;
+  if (std::get<0>(std::get<0>(first))) co_return interruption::client_closed;  // the wait failed: the socket is gone
+  char byte = 0;
+  boost::system::error_code ec;
+  (void)c.stream.socket().receive(net::buffer(&byte, 1), tcp::socket::message_peek, ec);
+  if (ec) co_return interruption::client_closed;  // eof (the client closed) or a reset
+  co_await c.abort.async_wait(net::as_tuple(net::use_awaitable));
+  co_return interruption::aborted;
+}
+
+// GET /stats: the permit counts, answered outside every limit. Lines "name value".
+http_response stats(const server_state& st, const admit::semaphore* sem, unsigned version) {
+  std::string body;
+  if (sem != nullptr) {
+    body += "capacity " + std::to_string(sem->capacity()) + "\n";
+    body += "available " + std::to_string(sem->available()) + "\n";
+    body += "in_use " + std::to_string(sem->in_use()) + "\n";
+    body += "waiting " + std::to_string(sem->waiting()) + "\n";
+  }
+  body += "started " + std::to_string(st.started.load()) + "\n";
+  body += "connections " + std::to_string(st.connections()) + "\n";
+  return plain(http::status::ok, version, std::move(body));
+}
+
+// RFC 9112 section 3.2: an HTTP/1.1 request must carry exactly one Host field (it may be empty).
+bool host_ok(const http::request<http::string_body>& m) { return m.version() < 11 || m.count(http::field::host) == 1; }
+
+struct context {
+  server_state* state;
+  admit::semaphore* sem;
+  work_handler handler;
+  bool rate_fields;
+  std::function<void()> on_last;  // what the last session to end after shutdown calls
+};
+
+// One connection: read a request, answer it (through the service when there is one), until the client closes or the
+// server shuts down.
 template <class Service>
-net::awaitable<void> session(tcp::socket socket, const Service* service, work_handler handler, bool rate_fields) {
-  beast::tcp_stream stream(std::move(socket));
+net::awaitable<void> session(std::shared_ptr<connection> c, const Service* service, const context& cx) {
+  using namespace net::experimental::awaitable_operators;
+  server_state& st = *cx.state;
   boost::system::error_code addr_ec;
-  const auto endpoint = stream.socket().remote_endpoint(addr_ec);
+  const auto endpoint = c->stream.socket().remote_endpoint(addr_ec);
   const std::string client = addr_ec ? std::string("unknown") : endpoint.address().to_string();
   beast::flat_buffer buffer;
-  for (;;) {
+  while (!st.stopping.load()) {
     http_request req;
     req.client = client;
-    auto [read_ec, read_n] = co_await http::async_read(stream, buffer, req.message, net::as_tuple(net::use_awaitable));
+    c->idle = true;
+    auto [read_ec, read_n] =
+        co_await http::async_read(c->stream, buffer, req.message, net::as_tuple(net::use_awaitable));
+    c->idle = false;
     if (read_ec) break;
-    const bool keep_alive = req.message.keep_alive();
+    bool keep_alive = req.message.keep_alive();
     const unsigned version = req.message.version();
     boost::system::error_code write_ec;
-    if constexpr (!std::is_same_v<Service, no_service>) {
-      auto out = co_await (*service)(req);
-      // An admitted response is written where it is, in the outcome (no move); a refusal is rendered beside it.
-      std::optional<http_response> refusal;
-      http_response& res = out ? out.response() : refusal.emplace(render(out.rejected(), version));
-      if (rate_fields && out && out.rate()) {
-        for (const auto& f : admit::asio::rate_limit_fields(*out.rate())) res.set(f.name(), f.value());
-      }
+    // The answer: written where it is; an admitted outcome holds its permit until the answer is written.
+    auto write = [&](http_response& res) -> net::awaitable<void> {
+      keep_alive = keep_alive && !st.stopping.load();
       res.keep_alive(keep_alive);
       res.prepare_payload();
-      std::tie(write_ec, std::ignore) = co_await http::async_write(stream, res, net::as_tuple(net::use_awaitable));
-      out.release();  // the concurrency permit is held until the response is written
+      std::tie(write_ec, std::ignore) = co_await http::async_write(c->stream, res, net::as_tuple(net::use_awaitable));
+    };
+    if (!host_ok(req.message)) {
+      keep_alive = false;  // the request is malformed: the rest of the stream cannot be trusted
+      auto res = plain(http::status::bad_request, version, "an HTTP/1.1 request needs exactly one Host field\n");
+      co_await write(res);
+    } else if (req.message.method() == http::verb::get && req.message.target() == "/stats") {
+      auto res = stats(st, cx.sem, version);
+      co_await write(res);
     } else {
-      http_response res = co_await handler(req);
-      res.keep_alive(keep_alive);
-      res.prepare_payload();
-      std::tie(write_ec, std::ignore) = co_await http::async_write(stream, res, net::as_tuple(net::use_awaitable));
+      auto call = [&]() {
+        if constexpr (std::is_same_v<Service, no_service>) {
+          return cx.handler(req);
+        } else {
+          return (*service)(req);
+        }
+      };
+      auto result = co_await (call() || watch(*c));
+      if (result.index() == 1) {
+        if (std::get<1>(result) == interruption::client_closed) break;  // nobody to answer
+        auto res = render(admit::asio::rejection{.reason = admit::asio::rejection_reason::closed}, version);
+        co_await write(res);
+        break;
+      }
+      auto& out = std::get<0>(result);
+      if constexpr (std::is_same_v<Service, no_service>) {
+        co_await write(out);
+      } else {
+        // An admitted response is written where it is, in the outcome (no move); a refusal is rendered beside it.
+        std::optional<http_response> refusal;
+        http_response& res = out ? out.response() : refusal.emplace(render(out.rejected(), version));
+        if (cx.rate_fields && out && out.rate()) {
+          for (const auto& f : admit::asio::rate_limit_fields(*out.rate())) res.set(f.name(), f.value());
+        }
+        co_await write(res);
+        out.release();  // the concurrency permit is held until the response is written
+      }
     }
     if (write_ec || !keep_alive) break;
   }
   boost::system::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  c->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  c->stream.socket().close(ignored);
+  st.remove(*c, cx.on_last);
 }
 
 template <class Service>
-net::awaitable<void> listen(tcp::acceptor& acceptor, const Service* service, work_handler handler, bool rate_fields) {
+net::awaitable<void> listen(tcp::acceptor& acceptor, const Service* service, const context& cx) {
   for (;;) {
     auto [ec, socket] =
         co_await acceptor.async_accept(net::make_strand(acceptor.get_executor()), net::as_tuple(net::use_awaitable));
     if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) continue;  // e.g. too many open files: keep serving the connections we have
     socket.set_option(tcp::no_delay(true));
-    const auto ex = socket.get_executor();
-    net::co_spawn(ex, session(std::move(socket), service, handler, rate_fields), net::detached);
+    auto c = std::make_shared<connection>(std::move(socket));
+    cx.state->add(c);
+    const auto ex = c->stream.get_executor();
+    net::co_spawn(ex, session(std::move(c), service, cx), net::detached);
   }
 }
 
 template <class Service>
-int serve(const options& o, const Service* service, admit::semaphore* sem) {
+int serve(const options& o, const Service* service, admit::semaphore* sem, server_state& st, work_handler handler) {
   net::io_context ctx{static_cast<int>(o.threads)};
-  tcp::acceptor acceptor(ctx);
+  // The listener, the signals and the shutdown timers share one strand.
+  const auto control = net::make_strand(ctx);
+  tcp::acceptor acceptor(control);
   const tcp::endpoint endpoint(net::ip::make_address(o.address), o.port);
   acceptor.open(endpoint.protocol());
   acceptor.set_option(net::socket_base::reuse_address(true));
@@ -230,16 +411,34 @@ int serve(const options& o, const Service* service, admit::semaphore* sem) {
   acceptor.listen(net::socket_base::max_listen_connections);
   std::cout << "listening on " << o.address << ":" << acceptor.local_endpoint().port() << std::endl;
 
-  net::signal_set signals(ctx, SIGINT, SIGTERM);
+  net::steady_timer grace(control);  // then requests in flight give up
+  net::steady_timer hard(control);   // then the io_context stops, whoever is left
+  const context cx{&st, sem, handler, o.rate_fields, [&] {
+                     net::post(control, [&] {
+                       grace.cancel();
+                       hard.cancel();
+                     });
+                   }};
+
+  net::signal_set signals(control, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     if (ec) return;
     std::cout << "shutting down" << std::endl;
     boost::system::error_code ignored;
     acceptor.close(ignored);
-    if (sem != nullptr) sem->close();
-    ctx.stop();
+    if (sem != nullptr) sem->close();  // every queued request: 503 closed
+    if (!st.shutdown()) return;        // no connection left: run() returns
+    grace.expires_after(o.grace);
+    grace.async_wait([&](const boost::system::error_code& e) {
+      if (e) return;
+      st.abort_all();
+      hard.expires_after(std::chrono::seconds(1));
+      hard.async_wait([&](const boost::system::error_code& e2) {
+        if (!e2) ctx.stop();
+      });
+    });
   });
-  net::co_spawn(ctx, listen(acceptor, service, work_handler{o.work}, o.rate_fields), net::detached);
+  net::co_spawn(control, listen(acceptor, service, cx), net::detached);
 
   std::vector<std::jthread> pool;
   for (unsigned i = 1; i < o.threads; ++i) pool.emplace_back([&ctx] { ctx.run(); });
@@ -253,9 +452,11 @@ int serve(const options& o, const Service* service, admit::semaphore* sem) {
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
   try {
+    server_state state;
+    const work_handler handler{o.work, &state.started};
     if (!o.admit) {
       const no_service none;
-      return serve(o, &none, nullptr);
+      return serve(o, &none, nullptr, state, handler);
     }
     // The limiters outlive the io_context inside serve(), and so every request that uses them.
     admit::keyed<admit::gcra> per_client{o.rate, o.burst, {.max_keys = o.max_keys}};
@@ -263,11 +464,11 @@ int main(int argc, char** argv) {
     const auto client_of = [](const http_request& r) { return r.client; };
     const auto base = admit::asio::middleware<http_request, http_response>{}.keyed_rate_limit(per_client, client_of);
     if (o.shed) {
-      const auto svc = base.load_shed().concurrency_limit(sem).bind(work_handler{o.work});
-      return serve(o, &svc, &sem);
+      const auto svc = base.load_shed().concurrency_limit(sem).bind(handler);
+      return serve(o, &svc, &sem, state, handler);
     }
-    const auto svc = base.deadline(o.deadline).concurrency_limit(sem).bind(work_handler{o.work});
-    return serve(o, &svc, &sem);
+    const auto svc = base.deadline(o.deadline).concurrency_limit(sem).bind(handler);
+    return serve(o, &svc, &sem, state, handler);
   } catch (const std::exception& e) {
     std::cerr << "admit_http_server: " << e.what() << "\n";
     return 1;

@@ -4,8 +4,8 @@
 //   admit::concurrency_limiter limiter{{.limit = 16, .max_waiters = 64, .timeout = 250ms}};
 //   if (auto r = limiter.acquire()) handle(request); else shed(r.error());   // queue_full, timeout, ...
 //
-// It is seed 000's NumLimiter (a pool of tickets, at most maxWait waiters, a deadline per wait, hand-off on release)
-// built on admit::basic_semaphore, which makes that seed's defects impossible: the waiter bound is exact (with
+// A pool of permits with at most max_waiters waiters, a deadline per wait and hand-off on release, built on
+// admit::basic_semaphore, which rules out the classic defects of such pools: the waiter bound is exact (with
 // max_waiters waiting, the next request that would wait fails at once with queue_full), waiters are served strictly
 // FIFO, and a release hands its permit to the head waiter directly, so no newcomer can take it in the gap before
 // the waiter wakes — the permits in flight never exceed the limit. Every guarantee of <admit/semaphore.hpp> holds

@@ -1,5 +1,5 @@
 // admit/redis/semaphore.hpp — a counting semaphore shared by every process that uses the same name on one Redis: the
-// distributed form of admit::semaphore (<admit/semaphore.hpp>), for "at most N at once across the fleet" (seed 004:
+// distributed form of admit::semaphore (<admit/semaphore.hpp>), for "at most N at once across the fleet" (e.g.
 // workers on many machines that must not run more than N database queries together).
 //
 //   admit::redis::semaphore db(conn, "db-queries", 8);           // capacity 8, shared by every process
