@@ -58,6 +58,7 @@
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
+#include "admit/detail/check_n.hpp"
 #include "admit/detail/keyed_policy.hpp"
 #include "admit/detail/keyed_table.hpp"
 #include "admit/detail/saturating.hpp"
@@ -162,15 +163,16 @@ class keyed {
   // changes it (a refused request, n == 0 or an infinite rate store nothing). When the key is new and its shard is
   // full with no idle key, see keyed_when_full: under reject_new the answer is is_key_limit_refusal(d).
   // Locks the key's shard for O(1) expected; an insertion also sweeps `sweep` slots, and at the cap may scan the shard
-  // (see the header comment). n must not be negative. May throw std::bad_alloc (or what Key's constructor throws)
-  // when storing a new key; nothing is then changed. A stale `now` never admits more than the latest one would.
+  // (see the header comment). Throws std::invalid_argument for n < 0 (nothing changed). May throw std::bad_alloc (or
+  // what Key's constructor throws) when storing a new key; nothing is then changed. A stale `now` never admits more
+  // than the latest one would.
   template <class K>
   requires(std::same_as<K, Key> || (requires {
              typename Hash::is_transparent;
              typename Eq::is_transparent;
            } && std::is_constructible_v<Key, const K&>)) [[nodiscard]] decision
       decide_at(const K& key, time_point now, std::int64_t n = 1) {
-    assert(n >= 0 && "admit::keyed: n must not be negative");
+    detail::check_n("admit::keyed", n);
     const std::int64_t t = to_ns<clock_type>(now);
     const std::uint64_t h = hash_of(key);
     shard& sh = shard_of(h);
