@@ -16,6 +16,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <optional>
+#include <stdexcept>
 
 #include "admit/fixed_window.hpp"
 #include "admit/gcra.hpp"
@@ -115,6 +116,44 @@ TEST(AsioAsyncWait, ExceedingTheBurstFailsAtOnceThroughTheExecutor) {
   ctx.run();
   EXPECT_TRUE(a.ec == admit::errc::exceeds_capacity);
   EXPECT_TRUE(b.ec == admit::errc::exceeds_capacity);
+}
+
+// A negative count throws from the initiating call (in every build), starts nothing and gives nothing back.
+TEST(AsioAsyncWait, NegativeCountThrowsAtInitiation) {
+  clock_type::reset();
+  net::io_context ctx;
+  admit::basic_token_bucket<clock_type> bucket{admit::rate::per_second(10), 1};
+  admit::basic_gcra<clock_type> gcra{admit::rate::per_second(10), 1};
+  ASSERT_TRUE(bucket.try_acquire());
+  ASSERT_TRUE(gcra.try_acquire());
+  result a, b;
+  EXPECT_THROW(admit::asio::async_wait(bucket, -1, record(ctx, a)), std::invalid_argument);
+  EXPECT_THROW(admit::asio::async_wait(gcra, -3, record(ctx, b)), std::invalid_argument);
+  ctx.run();
+  EXPECT_EQ(a.calls + b.calls, 0);
+  EXPECT_FALSE(bucket.try_acquire());
+  EXPECT_FALSE(gcra.try_acquire());
+}
+
+// n == 0 on a token bucket in debt waits until the debt is paid (x/time/rate WaitN(ctx, 0)).
+TEST(AsioAsyncWait, ZeroOnATokenBucketInDebtWaitsForTheDebt) {
+  clock_type::reset();
+  admit::basic_token_bucket<clock_type> bucket{admit::rate::per_second(10), 1};
+  ASSERT_TRUE(bucket.reserve(1).ok());
+  ASSERT_TRUE(bucket.reserve(1).ok());  // 100 ms of debt
+  net::io_context ctx;
+  auto work = net::make_work_guard(ctx);
+  result r;
+  admit::asio::async_wait(bucket, 0, record(ctx, r));
+  ctx.poll();
+  clock_type::advance(99ms);
+  ctx.poll();
+  EXPECT_EQ(r.calls, 0) << "completed early";
+  clock_type::advance(1ms);
+  ctx.poll();
+  ctx.poll();
+  EXPECT_EQ(r.calls, 1);
+  EXPECT_FALSE(r.ec) << r.ec.message();
 }
 
 TEST(AsioAsyncWait, CancellingATokenBucketWaitGivesTheTokensBack) {

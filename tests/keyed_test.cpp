@@ -292,6 +292,39 @@ TEST(KeyedCap, EvictBusyMakesRoomWithoutOverAdmitting) {
   EXPECT_GT(*std::max_element(admitted.begin(), admitted.end()), 10);
 }
 
+// evict_busy refuses a new key only when no sampled key can ever be full (rate zero). A flood of a million fresh keys,
+// one a microsecond, each taking 10 ms worth of tokens from a bucket of 10 s: every stored key stays busy (no key is
+// ever idle), and every new key has tokens to spare even from the raised floor. So each new key must be stored by a
+// busy eviction, and none may be refused. (The evictions empty the slots after the clock hand; a sample of slots rather
+// than of stored keys there found only empty ones and refused the key.) About 1 s in a debug build.
+template <class Limiter>
+void evict_busy_serves_a_flood_of_fresh_keys() {
+  keyed<Limiter, std::uint64_t> k{rate::per_second(1e6), 10'000'000,
+                                  keyed_options{.max_keys = 4096, .when_full = keyed_when_full::evict_busy}};
+  constexpr std::uint64_t flood = 1'000'000;
+  constexpr std::int64_t n = 10'000;
+  tp now = t0;
+  std::uint64_t refused = 0;
+  std::uint64_t admitted = 0;
+  for (std::uint64_t key = 0; key < flood; ++key) {
+    now += 1us;
+    const decision d = k.decide_at(key, now, n);
+    refused += admit::is_key_limit_refusal(d) ? 1 : 0;
+    admitted += d.admitted ? 1 : 0;
+  }
+  EXPECT_EQ(refused, 0U);
+  EXPECT_EQ(admitted, flood);
+  EXPECT_EQ(k.size(), 4096U);
+  const admit::keyed_stats s = k.stats();
+  EXPECT_EQ(s.refused_keys, 0U);
+  EXPECT_EQ(s.evicted_busy, flood - 4096);
+  EXPECT_EQ(s.evicted_idle, 0U);
+}
+TEST(KeyedCap, EvictBusyServesAFloodOfFreshKeysWithoutRefusal) { evict_busy_serves_a_flood_of_fresh_keys<gcra>(); }
+TEST(KeyedTokenBucketCap, EvictBusyServesAFloodOfFreshKeysWithoutRefusal) {
+  evict_busy_serves_a_flood_of_fresh_keys<token_bucket>();
+}
+
 // Eight threads, hot keys and random keys among 4096, times from a shared counter (so threads pass slightly stale
 // times): no key is admitted more than rate·w + burst over the span of times used, and the size never exceeds the cap.
 template <class Limiter>

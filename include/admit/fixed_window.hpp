@@ -31,6 +31,7 @@
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
+#include "admit/detail/check_n.hpp"
 #include "admit/detail/floor_div.hpp"
 #include "admit/detail/saturating.hpp"
 
@@ -43,7 +44,8 @@ namespace admit {
 // and start no thread or timer. Complexity O(1) expected.
 //
 // Edge cases, for every decision member:
-// - n == 0 is always admitted and changes nothing. Negative n is a contract violation (assert).
+// - n == 0 is always admitted and changes nothing. A negative n throws std::invalid_argument (in every build), before
+//   anything is read or changed; every member taking n may therefore throw.
 // - n > limit is refused with retry_after == nanoseconds::max() (decision::exceeds_capacity()).
 // - A `now` in a window earlier than the newest window that admitted anything (a clock going backwards, or threads
 //   passing slightly stale times) is counted against that newest window: it never reopens a past window and never
@@ -82,12 +84,12 @@ class basic_fixed_window {
 
   // Admits n at `now` if the current window has room for them (and counts them), else changes nothing and returns
   // false.
-  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::fixed_window: n must not be negative");
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::fixed_window", n);
     if (n == 0) return true;
     return step(to_ns<Clock>(now), n, true).ok;
   }
-  [[nodiscard]] bool try_acquire(std::int64_t n = 1) noexcept { return try_acquire_at(Clock::now(), n); }
+  [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
 
   // Like try_acquire_at, with the whole decision:
   // - limit: the per-window limit;
@@ -95,8 +97,8 @@ class basic_fixed_window {
   // - retry_after: zero when admitted; else the time from `now` to the start of the next window (when the count
   //   resets); nanoseconds::max() when n > limit;
   // - reset_after: the time from `now` to the start of the next window, or zero when the current window is unused.
-  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::fixed_window: n must not be negative");
+  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::fixed_window", n);
     const outcome o = step(to_ns<Clock>(now), n, n != 0);
     decision d;
     d.admitted = o.ok;
@@ -106,17 +108,17 @@ class basic_fixed_window {
     d.reset_after = std::chrono::nanoseconds{o.count > 0 ? o.to_next : 0};
     return d;
   }
-  [[nodiscard]] decision decide(std::int64_t n = 1) noexcept { return decide_at(Clock::now(), n); }
+  [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
 
   // How long from `now` until n would be admitted, consuming nothing: zero when they fit now, the time to the next
   // window start when the current window is too full, nanoseconds::max() when n > limit.
-  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const noexcept {
-    assert(n >= 0 && "admit::fixed_window: n must not be negative");
+  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const {
+    detail::check_n("admit::fixed_window", n);
     if (n > limit_) return std::chrono::nanoseconds::max();
     const outcome o = const_cast<basic_fixed_window*>(this)->step(to_ns<Clock>(now), n, false);
     return std::chrono::nanoseconds{o.ok ? 0 : o.to_next};
   }
-  [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const noexcept {
+  [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const {
     return time_until_available_at(Clock::now(), n);
   }
 

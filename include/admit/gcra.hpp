@@ -36,6 +36,7 @@
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
+#include "admit/detail/check_n.hpp"
 #include "admit/detail/gcra_math.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/rate.hpp"
@@ -48,7 +49,8 @@ namespace admit {
 // and start no thread or timer. Complexity O(1) expected.
 //
 // Edge cases, for every decision member:
-// - n == 0 is always admitted and changes nothing. Negative n is a contract violation (assert).
+// - n == 0 is always admitted and changes nothing. A negative n throws std::invalid_argument (in every build), before
+//   anything is read or changed; every member taking n may therefore throw.
 // - n > burst is refused with retry_after == nanoseconds::max() (decision::exceeds_capacity()) under
 //   oversize_policy::reject (the default, as governor's InsufficientCapacity); under oversize_policy::debt it is
 //   admitted once the limiter is full and later requests wait out the excess (as Guava).
@@ -74,12 +76,12 @@ class basic_gcra {
   basic_gcra& operator=(const basic_gcra&) = delete;
 
   // Admits n at `now` if they fit (and consumes them), else changes nothing and returns false.
-  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::gcra: n must not be negative");
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::gcra", n);
     if (cfg_.inf || n == 0) return true;
     return step(to_ns<Clock>(now), n, true).ok;
   }
-  [[nodiscard]] bool try_acquire(std::int64_t n = 1) noexcept { return try_acquire_at(Clock::now(), n); }
+  [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
 
   // Like try_acquire_at, with the whole decision (redis-cell's CL.THROTTLE reply):
   // - limit: the burst;
@@ -87,8 +89,8 @@ class basic_gcra {
   // - retry_after: zero when admitted; else how long from `now` until this request would fit if nothing else
   //   happened; nanoseconds::max() when it never can (n > burst under the reject policy, or the rate is zero);
   // - reset_after: how long from `now` until the limiter is full again (TAT − now); zero when it is full.
-  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::gcra: n must not be negative");
+  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::gcra", n);
     decision d;
     d.limit = cfg_.burst;
     if (cfg_.inf) {
@@ -105,16 +107,16 @@ class basic_gcra {
     detail::gcra_describe(cfg_, o.state, o.t, d);
     return d;
   }
-  [[nodiscard]] decision decide(std::int64_t n = 1) noexcept { return decide_at(Clock::now(), n); }
+  [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
 
   // How long from `now` until n would be admitted, consuming nothing: zero when they fit now, nanoseconds::max()
   // when they never will (n > burst under the reject policy; rate zero and too little left).
-  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const noexcept {
-    assert(n >= 0 && "admit::gcra: n must not be negative");
+  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const {
+    detail::check_n("admit::gcra", n);
     if (cfg_.inf || n == 0) return std::chrono::nanoseconds{0};
     return std::chrono::nanoseconds{const_cast<basic_gcra*>(this)->step(to_ns<Clock>(now), n, false).wait};
   }
-  [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const noexcept {
+  [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const {
     return time_until_available_at(Clock::now(), n);
   }
 

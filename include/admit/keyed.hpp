@@ -34,10 +34,11 @@
 // - keyed_when_full::reject_new (default): the request is refused, with limit == 0 (is_key_limit_refusal(d)), and a
 //   retry_after that is the earliest time a key of that shard can become idle (a lower bound, >= 1 ns). Keys already
 //   stored keep their state and their service.
-// - keyed_when_full::evict_busy: the busy key nearest to being full, among `sweep` (at least 16) slots under the hand,
-//   is dropped; the shard's floor rises to the time it would have been full, so new keys of that shard start no fuller
-//   than it was until then. No key is ever admitted more than rate·w + burst in a window w; the price is that under
-//   key pressure new keys may start with less than a full burst.
+// - keyed_when_full::evict_busy: the busy key nearest to being full, among `sweep` (at least 16) stored keys from the
+//   hand on, is dropped (a new key is refused only when every sampled key can never be full: the zero rate); the
+//   shard's floor rises to the time it would have been full, so new keys of that shard start no fuller than it was
+//   until then. No key is ever admitted more than rate·w + burst in a window w; the price is that under key pressure
+//   new keys may start with less than a full burst.
 //
 // Thread safety: every member may be called concurrently. Decisions on keys of different shards do not contend.
 #pragma once
@@ -57,6 +58,7 @@
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
+#include "admit/detail/check_n.hpp"
 #include "admit/detail/keyed_policy.hpp"
 #include "admit/detail/keyed_table.hpp"
 #include "admit/detail/saturating.hpp"
@@ -161,15 +163,16 @@ class keyed {
   // changes it (a refused request, n == 0 or an infinite rate store nothing). When the key is new and its shard is
   // full with no idle key, see keyed_when_full: under reject_new the answer is is_key_limit_refusal(d).
   // Locks the key's shard for O(1) expected; an insertion also sweeps `sweep` slots, and at the cap may scan the shard
-  // (see the header comment). n must not be negative. May throw std::bad_alloc (or what Key's constructor throws)
-  // when storing a new key; nothing is then changed. A stale `now` never admits more than the latest one would.
+  // (see the header comment). Throws std::invalid_argument for n < 0 (nothing changed). May throw std::bad_alloc (or
+  // what Key's constructor throws) when storing a new key; nothing is then changed. A stale `now` never admits more
+  // than the latest one would.
   template <class K>
   requires(std::same_as<K, Key> || (requires {
              typename Hash::is_transparent;
              typename Eq::is_transparent;
            } && std::is_constructible_v<Key, const K&>)) [[nodiscard]] decision
       decide_at(const K& key, time_point now, std::int64_t n = 1) {
-    assert(n >= 0 && "admit::keyed: n must not be negative");
+    detail::check_n("admit::keyed", n);
     const std::int64_t t = to_ns<clock_type>(now);
     const std::uint64_t h = hash_of(key);
     shard& sh = shard_of(h);
@@ -336,13 +339,18 @@ class keyed {
     if (sh.table.size() < sh.max_keys) return true;
     if (t >= sh.next_idle_at && full_scan(sh, t) > 0) return true;
     if (opts_.when_full == keyed_when_full::reject_new) return false;
-    // evict_busy: the key nearest to full among a sample under the hand (never one that can never be full).
+    // evict_busy: the key nearest to full among a sample of `samples` stored keys from the hand on (never one that can
+    // never be full). The sample counts keys, not slots: the slots after the hand are where the previous evictions
+    // emptied the table, and a run of empty slots there must not turn into a refusal. The shard is full (it holds
+    // max_keys >= 16 keys), so the walk meets `samples` keys (or all of them) in O(samples / load factor) slots.
     const std::size_t cap = sh.table.capacity();
     const std::size_t samples = std::max<std::size_t>(16, opts_.sweep);
     std::size_t best = table_type::npos;
     std::int64_t best_at = detail::ns_max;
-    for (std::size_t k = 0, i = sh.hand % cap; k < samples; ++k, i = i + 1 == cap ? 0 : i + 1) {
+    std::size_t seen = 0;
+    for (std::size_t k = 0, i = sh.hand % cap; k < cap && seen < samples; ++k, i = i + 1 == cap ? 0 : i + 1) {
       if (!sh.table.occupied(i)) continue;
+      ++seen;
       const std::int64_t fa = policy_type::full_at(cfg_, sh.table.at(i).state);
       if (fa < best_at) {
         best_at = fa;

@@ -19,6 +19,9 @@
 // updated by compare-and-swap. No lock, no allocation, no thread, no timer: the state changes only inside calls. A
 // lost compare-and-swap retries; it is never reported as a refusal. Bound: over any window of length w, at most
 // w / interval + slack + 1 callers pass (tests check it).
+//
+// Counts: a negative n throws std::invalid_argument, in every build, before anything is read or changed (so every
+// member taking n may throw).
 #pragma once
 
 #include <algorithm>
@@ -36,6 +39,7 @@
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
 #include "admit/detail/ceil_ns.hpp"
+#include "admit/detail/check_n.hpp"
 #include "admit/detail/format_double.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/sleep.hpp"
@@ -124,8 +128,8 @@ class basic_pacer {
   // gets no slot before the next free one and banks no idle time: it never gets more than a later `now` would.
   // Thread safety: lock-free, any number of threads.
   time_point reserve(std::int64_t n = 1) { return reserve_at(Clock::now(), n); }
-  time_point reserve_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::pacer: n must not be negative");
+  time_point reserve_at(time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::pacer", n);
     const std::int64_t t = to_ns<Clock>(now);
     if (n == 0 || interval_ == 0) return now;
     return to_time_point(std::max(claim(t, n, max_ns).last, t));
@@ -135,8 +139,8 @@ class basic_pacer {
   // otherwise. n > slack + 1 never fits (unless the rate is infinite); n == 0 always does. Thread safety: lock-free;
   // a lost compare-and-swap retries, so a request that fits is never refused because of contention.
   [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
-  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::pacer: n must not be negative");
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::pacer", n);
     if (interval_ == 0) return true;
     const std::int64_t t = to_ns<Clock>(now);
     if (n == 0) {
@@ -150,8 +154,8 @@ class basic_pacer {
   // after this decision; retry_after = time until these `n` slots have begun (nanoseconds::max() when n > slack + 1);
   // reset_after = time until the full slack is banked again. Thread safety: as try_acquire.
   [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
-  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::pacer: n must not be negative");
+  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::pacer", n);
     const std::int64_t t = to_ns<Clock>(now);
     decision d;
     d.limit = slack_ + 1;
@@ -184,8 +188,8 @@ class basic_pacer {
   [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) {
     return time_until_available_at(Clock::now(), n);
   }
-  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::pacer: n must not be negative");
+  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::pacer", n);
     if (n == 0 || interval_ == 0) return std::chrono::nanoseconds{0};
     if (n > slack_ + 1) return std::chrono::nanoseconds::max();
     const std::int64_t t = to_ns<Clock>(now);
@@ -247,7 +251,7 @@ class basic_pacer {
 
   // The blocking forms: claim (if the last slot starts by `latest`), sleep, give back on stop. Returns the go time.
   std::optional<time_point> pass(std::int64_t n, std::int64_t latest, std::stop_token stop) {
-    assert(n >= 0 && "admit::pacer: n must not be negative");
+    detail::check_n("admit::pacer", n);
     if (stop.stop_requested()) return std::nullopt;
     const time_point now = Clock::now();
     if (n == 0 || interval_ == 0) return now;

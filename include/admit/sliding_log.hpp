@@ -36,6 +36,7 @@
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
 #include "admit/detail/atomic_max.hpp"
+#include "admit/detail/check_n.hpp"
 #include "admit/detail/saturating.hpp"
 
 namespace admit {
@@ -47,7 +48,8 @@ namespace admit {
 // for decide()'s `remaining`. See "Progress" above for the one wait.
 //
 // Edge cases, for every decision member:
-// - n == 0 is always admitted and changes nothing. Negative n is a contract violation (assert).
+// - n == 0 is always admitted and changes nothing. A negative n throws std::invalid_argument (in every build), before
+//   anything is read or changed; every member taking n may therefore throw.
 // - n > limit is refused with retry_after == nanoseconds::max() (decision::exceeds_capacity()).
 // - A `now` earlier than a time already recorded (a clock going backwards, or threads passing slightly stale times)
 //   counts every recorded request later than now − window, including those recorded after `now`, and is recorded at
@@ -82,12 +84,12 @@ class basic_sliding_log {
 
   // Admits n at `now` if at most limit − n requests were admitted in (now − window, now] (and records them), else
   // changes nothing and returns false.
-  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::sliding_log: n must not be negative");
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::sliding_log", n);
     if (n == 0) return true;
     return step(to_ns<Clock>(now), n, true).ok;
   }
-  [[nodiscard]] bool try_acquire(std::int64_t n = 1) noexcept { return try_acquire_at(Clock::now(), n); }
+  [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
 
   // Like try_acquire_at, with the whole decision:
   // - limit: the limit;
@@ -97,8 +99,8 @@ class basic_sliding_log {
   //   window (the n-th oldest of the last `limit`); nanoseconds::max() when n > limit;
   // - reset_after: the time from `now` until the newest entry has left the window (the log is empty), zero when it
   //   is empty.
-  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::sliding_log: n must not be negative");
+  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::sliding_log", n);
     const std::int64_t t = to_ns<Clock>(now);
     const outcome o = n == 0 ? outcome{true, 0} : step(t, n, true);
     decision d;
@@ -111,16 +113,16 @@ class basic_sliding_log {
     d.reset_after = std::chrono::nanoseconds{empty_at > t ? detail::sat_sub(empty_at, t) : 0};
     return d;
   }
-  [[nodiscard]] decision decide(std::int64_t n = 1) noexcept { return decide_at(Clock::now(), n); }
+  [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
 
   // How long from `now` until n would be admitted, consuming nothing: zero when they fit now, the time until the n-th
   // oldest of the last `limit` entries leaves the window otherwise, nanoseconds::max() when n > limit.
-  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const noexcept {
-    assert(n >= 0 && "admit::sliding_log: n must not be negative");
+  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const {
+    detail::check_n("admit::sliding_log", n);
     if (n == 0) return std::chrono::nanoseconds{0};
     return std::chrono::nanoseconds{const_cast<basic_sliding_log*>(this)->step(to_ns<Clock>(now), n, false).wait};
   }
-  [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const noexcept {
+  [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const {
     return time_until_available_at(Clock::now(), n);
   }
 

@@ -39,6 +39,7 @@
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
 #include "admit/detail/atomic_max.hpp"
+#include "admit/detail/check_n.hpp"
 #include "admit/detail/floor_div.hpp"
 #include "admit/detail/saturating.hpp"
 
@@ -51,7 +52,8 @@ namespace admit {
 // and start no thread or timer. Complexity O(1) expected.
 //
 // Edge cases, for every decision member:
-// - n == 0 is always admitted and changes nothing. Negative n is a contract violation (assert).
+// - n == 0 is always admitted and changes nothing. A negative n throws std::invalid_argument (in every build), before
+//   anything is read or changed; every member taking n may therefore throw.
 // - n > limit is refused with retry_after == nanoseconds::max() (decision::exceeds_capacity()).
 // - A `now` in a window earlier than the newest window entered (a clock going backwards, or threads passing slightly
 //   stale times) is judged at the start of that newest window, where its estimate is highest: it never reopens a past
@@ -80,12 +82,12 @@ class basic_sliding_window {
   basic_sliding_window& operator=(const basic_sliding_window&) = delete;
 
   // Admits n at `now` if the estimate leaves room for them (and counts them), else changes nothing and returns false.
-  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::sliding_window: n must not be negative");
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::sliding_window", n);
     if (n == 0) return true;
     return step(to_ns<Clock>(now), n, true).ok;
   }
-  [[nodiscard]] bool try_acquire(std::int64_t n = 1) noexcept { return try_acquire_at(Clock::now(), n); }
+  [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
 
   // Like try_acquire_at, with the whole decision:
   // - limit: the limit;
@@ -95,8 +97,8 @@ class basic_sliding_window {
   //   n > limit;
   // - reset_after: the time from `now` until the estimate is back to zero (the end of the next window when the
   //   current one has counts, the end of the current one when only the previous one has), zero when it is zero.
-  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
-    assert(n >= 0 && "admit::sliding_window: n must not be negative");
+  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::sliding_window", n);
     const std::int64_t t = to_ns<Clock>(now);
     const view v = step(t, n, n != 0);
     decision d;
@@ -114,17 +116,17 @@ class basic_sliding_window {
     d.reset_after = std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(zero_at, t))};
     return d;
   }
-  [[nodiscard]] decision decide(std::int64_t n = 1) noexcept { return decide_at(Clock::now(), n); }
+  [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
 
   // How long from `now` until n would be admitted, consuming nothing: zero when they fit now, nanoseconds::max()
   // when n > limit; otherwise the exact wait (as decision::retry_after).
-  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const noexcept {
-    assert(n >= 0 && "admit::sliding_window: n must not be negative");
+  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const {
+    detail::check_n("admit::sliding_window", n);
     const std::int64_t t = to_ns<Clock>(now);
     const view v = const_cast<basic_sliding_window*>(this)->step(t, n, false);
     return std::chrono::nanoseconds{v.ok ? 0 : retry_ns(v, n, t)};
   }
-  [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const noexcept {
+  [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const {
     return time_until_available_at(Clock::now(), n);
   }
 

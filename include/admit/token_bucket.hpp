@@ -24,7 +24,16 @@
 //   Limit,Burst".)
 // - With rate zero x/time/rate mutates the burst; here the bucket simply stops refilling: the tokens present at the
 //   change (or the initial burst) can be spent, never more.
-// - Cancelling a reservation twice restores its tokens once.
+// - Cancelling a reservation twice restores its tokens once, and a cancellation never restores more than the
+//   reservation's n (x/time/rate can, when the latest reservation acts earlier than the cancelled one, e.g. after a
+//   rate increase: admitting more than the rate and burst allow).
+// - Negative n throws std::invalid_argument; oversize_policy::debt (not in x/time/rate) serves n above the burst.
+// - n == 0 is as in x/time/rate (refused, or waited for, while in debt). The rate's interval is rounded up to whole
+//   nanoseconds (see above); x/time/rate computes in float64 seconds.
+// See docs/algorithms.md for the whole list.
+//
+// Counts: a negative n throws std::invalid_argument, in every build, before anything is read or changed (so every
+// member taking n may throw).
 #pragma once
 
 #include <algorithm>
@@ -45,6 +54,7 @@
 #include "admit/decision.hpp"
 #include "admit/detail/atomic_max.hpp"
 #include "admit/detail/ceil_ns.hpp"
+#include "admit/detail/check_n.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/detail/token_bucket_math.hpp"
@@ -78,45 +88,48 @@ class basic_token_bucket {
   // --- Never waits -------------------------------------------------------------------------------------------------
 
   // x/time/rate AllowN: takes n tokens if the bucket holds them at `now`, else takes nothing and returns false.
-  // n > burst never succeeds (unless the rate is inf, or under oversize_policy::debt with a full bucket).
+  // n > burst never succeeds (unless the rate is inf, or under oversize_policy::debt with a full bucket). n == 0 takes
+  // nothing and, as AllowN(t, 0), is false while the bucket is in debt (in_debt_at).
   // Lock-free, allocation-free; O(1) expected (a CAS retry loop under contention).
-  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) noexcept {
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
     return step(to_ns<Clock>(now), n, mode::allow, 0).ok;
   }
-  [[nodiscard]] bool try_acquire(std::int64_t n = 1) noexcept { return try_acquire_at(Clock::now(), n); }
+  [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
 
   // Like try_acquire_at, with the whole decision: limit (burst), remaining whole tokens, retry_after
   // (nanoseconds::max() when n can never fit), reset_after (time until the bucket is full).
-  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
+  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
     const outcome o = step(to_ns<Clock>(now), n, mode::allow, 0);
     return detail::token_bucket_describe(o.cfg, o.ok, o.wait, o.tat, o.t);
   }
-  [[nodiscard]] decision decide(std::int64_t n = 1) noexcept { return decide_at(Clock::now(), n); }
+  [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
 
   // How long from `now` until n tokens would be there, consuming nothing: zero when they are there now,
   // nanoseconds::max() when they never will be (n above the burst, or the rate is zero and the bucket is short).
-  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const noexcept {
+  // For n == 0: how long until the debt of the reservations is paid (zero when not in debt).
+  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const {
     const outcome o = const_cast<basic_token_bucket*>(this)->step(to_ns<Clock>(now), n, mode::query, 0);
     return std::chrono::nanoseconds{o.wait};
   }
-  [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const noexcept {
+  [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const {
     return time_until_available_at(Clock::now(), n);
   }
 
   // --- Reservations (x/time/rate ReserveN) -------------------------------------------------------------------------
 
   // Takes n tokens now or in the future. The reservation is ok() unless n exceeds the burst (reject policy) or the
-  // rate is zero and the bucket cannot cover n; its delay says how long the caller must wait before acting. A caller
-  // that will not act must cancel() so the tokens go back. The reservation refers to this bucket: it must not outlive
-  // it. Lock-free.
-  [[nodiscard]] reservation reserve_at(time_point now, std::int64_t n = 1) noexcept {
+  // rate is zero and the bucket cannot cover n; its delay says how long the caller must wait before acting (n == 0:
+  // until the bucket is out of debt, as ReserveN(t, 0); it takes nothing, and cancelling it gives nothing back). A
+  // caller that will not act must cancel() so the tokens go back. The reservation refers to this bucket: it must not
+  // outlive it. Lock-free.
+  [[nodiscard]] reservation reserve_at(time_point now, std::int64_t n = 1) {
     return reserve_within(to_ns<Clock>(now), n, detail::ns_max);
   }
-  [[nodiscard]] reservation reserve(std::int64_t n = 1) noexcept { return reserve_at(Clock::now(), n); }
+  [[nodiscard]] reservation reserve(std::int64_t n = 1) { return reserve_at(Clock::now(), n); }
 
   // As reserve_at, but only if the caller would have to wait at most `max_wait` (x/time/rate's maxFutureReserve):
   // otherwise the reservation is not ok() and nothing is taken. A negative max_wait is treated as zero.
-  [[nodiscard]] reservation reserve_at(time_point now, std::int64_t n, duration max_wait) noexcept {
+  [[nodiscard]] reservation reserve_at(time_point now, std::int64_t n, duration max_wait) {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(max_wait).count();
     return reserve_within(to_ns<Clock>(now), n, std::max<std::int64_t>(0, ns));
   }
@@ -178,6 +191,13 @@ class basic_token_bucket {
     return tokens_of(s.cfg, s.tat, s.t);
   }
   [[nodiscard]] double tokens() const noexcept { return tokens_at(Clock::now()); }
+  // Whether reservations have put the bucket in debt at `now` (fewer than zero tokens): then nothing passes, not even
+  // n == 0, until time_until_available_at(now, 0). False for the infinite and the zero rate. Consumes nothing.
+  [[nodiscard]] bool in_debt_at(time_point now) const noexcept {
+    const snapshot s = load(effective_now(to_ns<Clock>(now)));
+    return detail::token_bucket_debt_wait(s.cfg, s.tat, s.t) != 0;
+  }
+  [[nodiscard]] bool in_debt() const noexcept { return in_debt_at(Clock::now()); }
   [[nodiscard]] rate get_rate() const { return configured_rate(); }
   [[nodiscard]] std::int64_t burst() const noexcept { return load(0).cfg.burst; }
   [[nodiscard]] oversize_policy policy() const noexcept { return policy_; }
@@ -258,8 +278,8 @@ class basic_token_bucket {
   }
 
   // The decision logic: one function for allow, reserve and query, so they cannot drift apart.
-  [[gnu::always_inline]] outcome step(std::int64_t now_ns, std::int64_t n, mode m, std::int64_t max_wait) noexcept {
-    assert(n >= 0 && "admit::token_bucket: n must not be negative");
+  [[gnu::always_inline]] outcome step(std::int64_t now_ns, std::int64_t n, mode m, std::int64_t max_wait) {
+    detail::check_n("admit::token_bucket", n);
     const std::int64_t t = effective_now(now_ns);
     for (;;) {
       const snapshot s = load(t);
@@ -268,7 +288,18 @@ class basic_token_bucket {
       o.t = t;
       o.tat = s.tat;
       o.time_to_act = now_ns;
-      if (s.cfg.inf() || n == 0) {
+      if (s.cfg.inf()) {
+        o.ok = true;
+        return o;
+      }
+      if (n == 0) {
+        // x/time/rate's answer to n == 0: nothing to take, but not while the bucket is in debt (AllowN is false,
+        // ReserveN waits until the debt is paid). Nothing is committed; a reservation still announces its time.
+        o.wait = detail::token_bucket_debt_wait(s.cfg, s.tat, t);
+        if (m == mode::query) return o;
+        if (m == mode::allow ? o.wait != 0 : o.wait > max_wait) return o;
+        o.time_to_act = o.wait == 0 ? now_ns : detail::sat_add(t, o.wait);
+        if (m == mode::reserve) raise_last_event(o.time_to_act);
         o.ok = true;
         return o;
       }
@@ -294,7 +325,7 @@ class basic_token_bucket {
     }
   }
 
-  reservation reserve_within(std::int64_t now_ns, std::int64_t n, std::int64_t max_wait) noexcept {
+  reservation reserve_within(std::int64_t now_ns, std::int64_t n, std::int64_t max_wait) {
     const outcome o = step(now_ns, n, mode::reserve, max_wait);
     if (!o.ok) return reservation{};
     return reservation{this, n, o.time_to_act, o.cfg.interval(), o.cfg.inf()};
@@ -302,26 +333,43 @@ class basic_token_bucket {
 
   void raise_last_event(std::int64_t t) noexcept { detail::raise_to(state_.last_event, t, std::memory_order_release); }
 
+  // The last event: x/time/rate's lastEvent, the time to act of the latest reservation. x/time/rate assigns it at
+  // each reservation, so it moves back when a reservation acts earlier than the one before it (after a rate increase,
+  // or after a cancellation gave tokens back). Here reservations raise state_.last_event without a lock; the times
+  // they raise it with only grow while nothing gives tokens back or changes the configuration, so the maximum is the
+  // latest. Cancellation and reconfiguration (under setter_) begin a new epoch instead: they fold the epoch's value
+  // into epoch_start_event_ and reset last_event to "none yet", so the next reservation sets it, earlier or not.
+  // Must be called under setter_.
+  std::int64_t begin_event_epoch() noexcept {
+    const std::int64_t raised = state_.last_event.exchange(detail::ns_min, std::memory_order_acq_rel);
+    if (raised != detail::ns_min) epoch_start_event_ = raised;
+    return epoch_start_event_;
+  }
+
   // x/time/rate CancelAt, on the TAT: give back the tokens of a reservation that later reservations do not depend on.
-  // The state is read before last_event and the give-back commits only if the state is still the one read: a
+  // The state is read before the last event and the give-back commits only if the state is still the one read: a
   // reservation that committed in between made its time visible first (step()), so it is either counted as "later"
   // or makes this attempt fail and start over — the restore is never computed without a reservation that depends on it.
+  // A reservation that announced its time before this attempt's epoch began but commits after the give-back fails its
+  // compare-and-swap (the state changed) and announces again, in the new epoch.
   void cancel_reservation(std::int64_t now_ns, std::int64_t n, std::int64_t time_to_act, double interval) {
     std::lock_guard lock(setter_);     // cancellations are rare; serialize them with each other and reconfiguration
     if (time_to_act < now_ns) return;  // already acted upon (x/time/rate compares with the caller's t)
     const std::int64_t t = effective_now(now_ns);
     for (;;) {
       const std::int64_t tat = state_.tat.load(std::memory_order_acquire);
-      const std::int64_t last_event = state_.last_event.load(std::memory_order_acquire);
+      const std::int64_t last_event = begin_event_epoch();
+      // At most n: x/time/rate gives back more than n when the last event is earlier than this reservation's time
+      // (a reservation made after a rate increase, or after another cancellation), which can admit more than the
+      // rate and burst allow.
       const double later = static_cast<double>(std::max<std::int64_t>(0, detail::sat_sub(last_event, time_to_act)));
       const double restore = static_cast<double>(n) - later / interval;
       if (restore <= 0) return;
       if (!give_back(t, restore, &tat)) continue;
       if (time_to_act == last_event) {
-        // Nothing after it: the previous reservation's time is the latest again (unless a new one raised it).
-        std::int64_t expected = last_event;
+        // Nothing after it: the previous reservation's time is the latest again (unless a new one has set it since).
         const std::int64_t prev = detail::sat_sub(time_to_act, detail::sat_mul(n, static_cast<std::int64_t>(interval)));
-        if (prev >= now_ns) state_.last_event.compare_exchange_strong(expected, prev, std::memory_order_acq_rel);
+        if (prev >= now_ns) epoch_start_event_ = prev;
       }
       return;
     }
@@ -360,6 +408,8 @@ class basic_token_bucket {
 
     const std::uint64_t seq = config_.seq.load(std::memory_order_relaxed);
     config_.seq.store(seq + 1, std::memory_order_relaxed);  // odd: decisions wait for the new configuration
+    // Reservations from now on set the last event afresh: after a rate increase they act earlier than those before.
+    begin_event_epoch();
     std::int64_t cur = state_.tat.load(std::memory_order_acquire);
     for (;;) {
       // Tokens held at t under the old configuration (the bucket is full after an infinite rate, as in x/time/rate).
@@ -401,7 +451,7 @@ class basic_token_bucket {
   struct alignas(64) hot_state {
     std::atomic<std::int64_t> tat{0};
     std::atomic<std::int64_t> last_now{detail::ns_min};    // the latest `now` of a committed change
-    std::atomic<std::int64_t> last_event{detail::ns_min};  // the latest time_to_act of a reservation
+    std::atomic<std::int64_t> last_event{detail::ns_min};  // the latest time_to_act of this epoch's reservations
   };
   // Read-mostly: another cache line.
   struct alignas(64) config_state {
@@ -418,6 +468,7 @@ class basic_token_bucket {
   config_state config_;
   const oversize_policy policy_;
   std::mutex setter_;  // serializes reconfiguration and cancellation; never taken by a decision
+  std::int64_t epoch_start_event_ = detail::ns_min;  // the last event when the epoch began (begin_event_epoch); setter_
 };
 
 // A claim on tokens now or in the future (x/time/rate's Reservation). Move-only: it can be cancelled or settled once.
@@ -465,7 +516,7 @@ class basic_token_bucket<Clock>::reservation {
   // difference back to the bucket (capped at the burst), a larger one takes the difference (possibly into debt,
   // which later requests wait out). Can be called once; later calls, or calls after cancel, do nothing.
   void settle_at(time_point t, std::int64_t actual) {
-    assert(actual >= 0 && "admit::token_bucket::reservation::settle: actual cost must not be negative");
+    detail::check_n("admit::token_bucket::reservation::settle", actual, "actual");
     if (!ok_ || inf_ || bucket_ == nullptr || n_ == 0) return;
     const std::int64_t delta = n_ - actual;
     if (delta != 0) {

@@ -26,6 +26,9 @@
 // The price: a committing thread preempted between its compare-and-swap and its last store makes other decisions that
 // need both values spin (then yield) until it runs again; refusals and time_until_available never wait. Nothing runs in
 // the background: idle time is credited lazily from `now`.
+//
+// Counts: a negative n throws std::invalid_argument, in every build, before anything is read or changed (so every
+// member taking n may throw).
 #pragma once
 
 #include <algorithm>
@@ -43,6 +46,7 @@
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
 #include "admit/detail/ceil_ns.hpp"
+#include "admit/detail/check_n.hpp"
 #include "admit/detail/format_double.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/sleep.hpp"
@@ -97,7 +101,7 @@ class basic_warmup {
   // another caller's admission is read again, never turned into a refusal. Thread safety: safe from any number of
   // threads; a refusal is one atomic load (and the clock read); a lost race retries instead of refusing.
   [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return admit_one(clock_now{}, n); }
-  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) noexcept {
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
     return admit_one(given_now{to_ns<Clock>(now)}, n);
   }
 
@@ -107,7 +111,7 @@ class basic_warmup {
   // until the limiter is fully cold again if left idle. decide() reads the clock after the state, as try_acquire().
   // Thread safety: as try_acquire_at.
   [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_with(clock_now{}, n); }
-  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) noexcept {
+  [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
     return decide_with(given_now{to_ns<Clock>(now)}, n);
   }
 
@@ -116,7 +120,7 @@ class basic_warmup {
   [[nodiscard]] std::chrono::nanoseconds time_until_available(std::int64_t n = 1) const {
     return debt_with(clock_now{}, n);
   }
-  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const noexcept {
+  [[nodiscard]] std::chrono::nanoseconds time_until_available_at(time_point now, std::int64_t n = 1) const {
     return debt_with(given_now{to_ns<Clock>(now)}, n);
   }
 
@@ -124,7 +128,7 @@ class basic_warmup {
   // outstanding at `now`; 0 when none). Never refuses; cannot be undone. n == 0 charges nothing. Edge case: costs that
   // would push the next free time past year ~2262 saturate, exhausting the limiter. Thread safety: as try_acquire_at.
   std::chrono::nanoseconds reserve(std::int64_t n = 1) { return reserve_with(clock_now{}, n); }
-  std::chrono::nanoseconds reserve_at(time_point now, std::int64_t n = 1) noexcept {
+  std::chrono::nanoseconds reserve_at(time_point now, std::int64_t n = 1) {
     return reserve_with(given_now{to_ns<Clock>(now)}, n);
   }
 
@@ -135,7 +139,7 @@ class basic_warmup {
   // when nobody was charged after it (the state is then exactly as if it had never come); otherwise it stays — the
   // callers behind keep their times. Thread safety: any number of threads; they go in the order they were charged.
   bool acquire(std::int64_t n = 1, std::stop_token stop = {}) {
-    assert(n >= 0 && "admit::warmup: n must not be negative");
+    detail::check_n("admit::warmup", n);
     if (stop.stop_requested()) return false;
     if (n == 0 || infinite()) return true;
     const claimed c = claim(clock_now{}, n, detail::ns_max);
@@ -148,7 +152,7 @@ class basic_warmup {
   // `deadline`; otherwise charges `n` permits, sleeps out the debt and returns true. A deadline in the past (or a zero
   // or negative timeout) is try_acquire(). Thread safety: as acquire.
   bool try_acquire_until(time_point deadline, std::int64_t n = 1) {
-    assert(n >= 0 && "admit::warmup: n must not be negative");
+    detail::check_n("admit::warmup", n);
     if (n == 0 || infinite()) return true;
     const claimed c = claim(clock_now{}, n, to_ns<Clock>(deadline));
     if (!c.ok) return false;
@@ -218,8 +222,8 @@ class basic_warmup {
   // the next free time after its own `now` — a cost is at least 1 ns — so an earlier `now` is refused either way, and
   // a cancelled acquire restores a state in which the later `now` never happened.)
   template <class Now>
-  bool admit_one(Now now, std::int64_t n) noexcept(noexcept(now())) {
-    assert(n >= 0 && "admit::warmup: n must not be negative");
+  bool admit_one(Now now, std::int64_t n) {
+    detail::check_n("admit::warmup", n);
     if (n == 0 || infinite()) return true;
     for (;;) {
       // The refusal reads one word. The next free time only grows (but for a cancelled acquire giving its charge
@@ -239,8 +243,8 @@ class basic_warmup {
   }
 
   template <class Now>
-  decision decide_with(Now now, std::int64_t n) noexcept(noexcept(now())) {
-    assert(n >= 0 && "admit::warmup: n must not be negative");
+  decision decide_with(Now now, std::int64_t n) {
+    detail::check_n("admit::warmup", n);
     decision d;
     d.limit = 1;
     if (infinite()) {
@@ -272,16 +276,16 @@ class basic_warmup {
   }
 
   template <class Now>
-  std::chrono::nanoseconds debt_with(Now now, std::int64_t n) const noexcept(noexcept(now())) {
-    assert(n >= 0 && "admit::warmup: n must not be negative");
+  std::chrono::nanoseconds debt_with(Now now, std::int64_t n) const {
+    detail::check_n("admit::warmup", n);
     if (n == 0 || infinite()) return std::chrono::nanoseconds{0};
     const std::int64_t next = state_.next_free.load(std::memory_order_acquire);
     return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(next, now()))};
   }
 
   template <class Now>
-  std::chrono::nanoseconds reserve_with(Now now, std::int64_t n) noexcept(noexcept(now())) {
-    assert(n >= 0 && "admit::warmup: n must not be negative");
+  std::chrono::nanoseconds reserve_with(Now now, std::int64_t n) {
+    detail::check_n("admit::warmup", n);
     if (n == 0 || infinite()) return std::chrono::nanoseconds{0};
     const claimed c = claim(now, n, detail::ns_max);
     return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(c.g.at, c.t))};

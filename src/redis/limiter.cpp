@@ -480,7 +480,7 @@ breaker_state limiter_breaker_state(const limiter_core& core) noexcept { return 
 namespace admit::redis {
 
 limiter_result limiter::decide(std::string_view key, std::int64_t n) const {
-  assert(n >= 0 && "admit::redis::limiter: n must not be negative");
+  admit::detail::check_n("admit::redis::limiter", n);
   detail::limiter_core& core = *core_;
   const detail::limiter_plan plan = core.before(key, n);
   if (plan.done) return *plan.done;

@@ -36,6 +36,8 @@
 #include <utility>
 #include <variant>
 
+#include "admit/detail/check_n.hpp"
+
 #include "admit/errc.hpp"
 
 namespace admit::asio {
@@ -169,9 +171,12 @@ class wait_operation {
 
 }  // namespace detail
 
-// Waits until `limiter` admits n (n >= 0; n == 0 completes at once with success). See the top of the file.
+// Waits until `limiter` admits n (n == 0 waits as the limiter answers 0: at once, but for a token bucket in debt, which
+// waits until the debt is paid, as x/time/rate WaitN). See the top of the file. Throws std::invalid_argument for n < 0,
+// in the initiating call (no operation is started, the handler is not called).
 template <class Limiter, class CompletionToken>
 auto async_wait(Limiter& limiter, std::int64_t n, CompletionToken&& token) {
+  admit::detail::check_n("admit::asio::async_wait", n);
   return boost::asio::async_compose<CompletionToken, void(boost::system::error_code)>(
       detail::wait_operation<Limiter>(limiter, n), token);
 }

@@ -73,6 +73,15 @@ inline constexpr std::int64_t token_bucket_max_tol = std::int64_t{1} << 62;
   return static_cast<double>(at - tat) / c.interval();
 }
 
+// How long from effective time t until the bucket is out of debt (tokens >= 0): x/time/rate's answer to n == 0 (AllowN
+// is false and ReserveN waits that long). Zero for the infinite and the zero rate (x/time/rate admits n == 0 at once
+// under both).
+[[nodiscard]] inline std::int64_t token_bucket_debt_wait(const token_bucket_config& c, std::int64_t tat,
+                                                         std::int64_t t) noexcept {
+  if (c.inf() || c.zero()) return 0;
+  return tat > t ? sat_sub(tat, t) : 0;
+}
+
 // What taking n tokens at effective time t against state tat would do, committing nothing.
 struct token_bucket_step_result {
   std::int64_t wait = 0;     // ns from t until the tokens are there: 0 now, ns_max never (or saturated)
@@ -80,9 +89,9 @@ struct token_bucket_step_result {
   bool never = false;        // they never will be: n above the burst (reject), or the zero rate and too few tokens
 };
 
-// n >= 1 tokens at effective time t against state tat; the rate must not be infinite (the caller's short-cut, as for
-// n == 0: both always admit and change nothing). Under oversize_policy::debt, n above the burst is served once the
-// bucket is full and owes the excess.
+// n >= 1 tokens at effective time t against state tat; the rate must not be infinite (the caller's short-cut: it
+// always admits and changes nothing; n == 0 is token_bucket_debt_wait). Under oversize_policy::debt, n above the burst
+// is served once the bucket is full and owes the excess.
 [[nodiscard]] [[gnu::always_inline]] inline token_bucket_step_result token_bucket_step(const token_bucket_config& c,
                                                                                        oversize_policy policy,
                                                                                        std::int64_t tat, std::int64_t t,
@@ -131,12 +140,17 @@ struct token_bucket_step_result {
 }
 
 // The whole decision (basic_token_bucket::decide_at) for n at `now_ns` on plain values: the state `tat` and the latest
-// `now` of an admission, `last_now` (ns_min: none), both committed when admitted. n must not be negative.
+// `now` of an admission, `last_now` (ns_min: none), both committed when admitted. n must not be negative. n == 0 takes
+// nothing and is refused only while the bucket is in debt (x/time/rate AllowN(t, 0)).
 [[nodiscard]] inline decision token_bucket_decide(const token_bucket_config& c, oversize_policy policy,
                                                   std::int64_t& tat, std::int64_t& last_now, std::int64_t now_ns,
                                                   std::int64_t n) noexcept {
   const std::int64_t t = std::max(now_ns, last_now);
-  if (c.inf() || n == 0) return token_bucket_describe(c, true, 0, tat, t);
+  if (c.inf()) return token_bucket_describe(c, true, 0, tat, t);
+  if (n == 0) {
+    const std::int64_t wait = token_bucket_debt_wait(c, tat, t);
+    return token_bucket_describe(c, wait == 0, wait, tat, t);
+  }
   const token_bucket_step_result r = token_bucket_step(c, policy, tat, t, n);
   if (r.wait != 0) return token_bucket_describe(c, false, r.wait, tat, t);
   tat = r.new_tat;

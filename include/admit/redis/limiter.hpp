@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "admit/decision.hpp"
+#include "admit/detail/check_n.hpp"
 #include "admit/rate.hpp"
 #include "admit/redis/circuit_breaker.hpp"
 #include "admit/redis/client.hpp"
@@ -145,8 +146,9 @@ class limiter {
   virtual ~limiter() = default;
 
   // Blocking: decides n for `key` within options().timeout (see limiter_result for the outcomes). Must not be called
-  // on a thread that runs the client's executor. n == 0 is a query (admitted, writes nothing); negative n is a
-  // contract violation (assert); n above the limit is refused with retry_after == nanoseconds::max().
+  // on a thread that runs the client's executor. n == 0 is a query (admitted, writes nothing); a negative n
+  // throws std::invalid_argument in every build (so do the async forms, in the initiating call); n above the limit is
+  // refused with retry_after == nanoseconds::max().
   [[nodiscard]] limiter_result decide(std::string_view key, std::int64_t n = 1) const;
 
   // Asynchronous: completion void(error_code, admit::decision). With an error the decision is the failure policy's
@@ -193,7 +195,7 @@ class limiter {
  private:
   template <bool Detailed, class Signature, class CompletionToken>
   auto initiate(std::string_view key, std::int64_t n, CompletionToken&& token) const {
-    assert(n >= 0 && "admit::redis::limiter: n must not be negative");
+    admit::detail::check_n("admit::redis::limiter", n);
     return boost::asio::async_compose<CompletionToken, Signature>(
         detail::limiter_op<Detailed>{client_, core_, std::string(key), n}, token, client_->get_executor());
   }
