@@ -107,6 +107,7 @@ TEST(RedisConnection, WrongPasswordFailsTheConnect) {
   EXPECT_EQ(ec, errc::auth_failed) << ec.message();
   EXPECT_NE(conn.last_error().find("WRONGPASS"), std::string::npos) << conn.last_error();
   EXPECT_FALSE(conn.is_connected());
+  EXPECT_EQ(conn.last_connect_error(), errc::auth_failed);
 }
 
 TEST(RedisConnection, SelectsTheDatabase) {
@@ -117,8 +118,12 @@ TEST(RedisConnection, SelectsTheDatabase) {
   EXPECT_EQ(server.admin({"GET", "where"}, 3), "three");
   EXPECT_EQ(server.admin({"GET", "where"}, 0), "(nil)");
 
+  EXPECT_TRUE(conn.last_connect_error() == std::error_code()) << conn.last_connect_error().message();
+
   connection out_of_range(io.executor(), server.url(99));
   EXPECT_EQ(out_of_range.connect(), errc::select_failed);
+  EXPECT_EQ(out_of_range.last_connect_error(), errc::select_failed);
+  EXPECT_NE(out_of_range.last_error().find("DB index is out of range"), std::string::npos) << out_of_range.last_error();
 }
 
 TEST(RedisConnection, UnixSocket) {
@@ -140,12 +145,54 @@ TEST(RedisConnection, RefusedConnectIsAnErrorCode) {
   o.port = port;
   o.command_timeout = 200ms;
   connection conn(io.executor(), o);
-  EXPECT_EQ(conn.connect(), boost::asio::error::connection_refused);
-  // A call while the server is away waits for a reconnection, then for its deadline: never sent, so a timeout.
+  EXPECT_EQ(conn.connect(), errc::connection_refused);
+  // A call while the server is away waits for a reconnection, then for its deadline: never sent, so a timeout; the
+  // connection keeps why it is down.
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = conn.execute("PING");
   EXPECT_EQ(r.error, errc::timeout);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 200ms);
+  EXPECT_EQ(conn.last_connect_error(), errc::connection_refused);
+  EXPECT_NE(conn.last_error().find("refused"), std::string::npos) << conn.last_error();
+}
+
+TEST(RedisConnection, UnknownHostIsAnErrorCode) {
+  io_thread io;
+  // The .invalid top-level domain never resolves (RFC 6761), with or without a network.
+  connection conn(io.executor(), "redis://no-such-host.invalid:6379");
+  EXPECT_EQ(conn.connect(), errc::unknown_host);
+  EXPECT_EQ(conn.last_connect_error(), errc::unknown_host);
+  EXPECT_NE(conn.last_error().find("no-such-host.invalid"), std::string::npos) << conn.last_error();
+}
+
+TEST(RedisConnection, MissingUnixSocketIsRefused) {
+  io_thread io;
+  std::string path;
+  {
+    redis_server server;  // a socket path in a directory that is removed with the server
+    path = server.unix_path();
+  }
+  connection conn(io.executor(), "unix://" + path);
+  EXPECT_EQ(conn.connect(), errc::connection_refused);
+}
+
+TEST(RedisConnection, ASuccessfulConnectClearsTheLastConnectError) {
+  redis_server server;
+  const std::uint16_t port = server.port();
+  server.kill();
+  io_thread io;
+  admit::redis::connection_options o;
+  o.port = port;
+  o.reconnect_initial = 10ms;
+  o.reconnect_max = 20ms;
+  connection conn(io.executor(), o);
+  EXPECT_EQ(conn.connect(), errc::connection_refused);
+  server.start();
+  // connect() answers with each attempt in turn; an attempt already under way when the server came back may fail.
+  boost::system::error_code ec = conn.connect();
+  for (int attempt = 0; ec && attempt < 100; ++attempt) ec = conn.connect();
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(conn.last_connect_error() == std::error_code()) << conn.last_connect_error().message();
 }
 
 TEST(RedisConnection, CloseCompletesCallsAndRefusesNewOnes) {
