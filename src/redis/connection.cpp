@@ -457,10 +457,6 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   void become_ready() {
     state_ = state::ready;
-    {
-      std::lock_guard lock(mutex_);
-      last_connect_error_.clear();
-    }
     connect_timer_.cancel();
     backoff_.reset();
     connects_.fetch_add(1, std::memory_order_relaxed);
@@ -480,7 +476,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   // A connection attempt failed (connecting or handshaking): nothing of the callers' was written. Its error is kept
-  // (last_connect_error) until a connection succeeds.
+  // (last_connect_error).
   void fail_attempt(const boost::system::error_code& socket_error) {
     const std::error_code why = connect_error(socket_error);
     const boost::system::error_code ec(why);
@@ -500,6 +496,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     if (state_ != state::ready) {
       fail_attempt(ec);
       return;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      last_connect_error_ =
+          ec == errc::protocol_error ? make_error_code(errc::protocol_error) : make_error_code(errc::connection_lost);
     }
     shut_socket();
     connected_.store(false, std::memory_order_release);
@@ -543,7 +544,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool drain_posted_ = false;
   bool closed_ = false;
   std::string last_error_;
-  std::error_code last_connect_error_;  // of the last failed attempt; cleared by a successful connection
+  std::error_code last_connect_error_;  // of the last failed attempt or lost connection; empty if none
 
   // Strand only.
   state state_ = state::idle;

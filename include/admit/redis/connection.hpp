@@ -168,10 +168,11 @@ class connection final : public client {
   connection_statistics statistics() const noexcept { return detail::statistics(*impl_); }
   // The last connection-level failure in words (e.g. the server's answer to AUTH), empty if none.
   std::string last_error() const { return detail::last_error(*impl_); }
-  // Why the last connection attempt failed (as async_connect would say), or empty when connected or not yet tried.
-  // A call that times out while the connection is down fails with errc::timeout (it was never sent); this says why
-  // the connection was down: errc::connection_refused, unknown_host, auth_failed, ... Kept until a connection
-  // succeeds. Thread-safe.
+  // Why the connection last failed: the error of the last failed attempt (as async_connect said it) or of the last
+  // lost connection (errc::connection_lost, or protocol_error when the server sent what is not RESP); empty if it
+  // never failed. While is_connected() is false it says why the connection is down: a call that times out then
+  // fails with errc::timeout (it was never sent), and this has the cause (connection_refused, unknown_host,
+  // auth_failed, ...). Thread-safe.
   std::error_code last_connect_error() const { return detail::last_connect_error(*impl_); }
 
  private:

@@ -5,9 +5,9 @@
 //
 // A Redis error *reply* (NOSCRIPT, MOVED, WRONGTYPE...) is not one of these: it is a value, admit::redis::reply with
 // type() == reply_type::error. These codes say that no reply was received. A failed connection attempt is one of
-// connection_refused, unknown_host, connection_failed, connect_timeout, auth_failed, select_failed or protocol_error
-// (connection::last_error() has the system's or the server's words); only a cancelled call carries Asio's own code
-// (operation_aborted).
+// connection_refused, unknown_host, connection_failed, connect_timeout, auth_failed, select_failed or protocol_error,
+// a lost connection connection_lost or protocol_error (connection::last_error() has the system's or the server's
+// words); only a cancelled call carries Asio's own code (operation_aborted).
 #pragma once
 
 #include <boost/system/error_code.hpp>
@@ -30,6 +30,7 @@ enum class errc {
   unknown_host = 9,        // the host name did not resolve (no such name, or the resolver could not answer)
   connection_failed = 10,  // any other failure to connect (network unreachable, connection reset during the
                            // handshake, ...)
+  connection_lost = 11,    // an established connection was closed or reset (by the server or the network)
 };
 
 namespace detail {
@@ -58,6 +59,8 @@ class errc_category final : public std::error_category {
         return "redis host name did not resolve";
       case errc::connection_failed:
         return "could not connect to redis";
+      case errc::connection_lost:
+        return "connection to redis lost";
     }
     return "unknown admit.redis error " + std::to_string(value);
   }
