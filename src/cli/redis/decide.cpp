@@ -142,6 +142,7 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
       throw usage_error(std::string("--redis: ") + e.what());
     }
     co.connect_timeout = lo.timeout;
+    co.reconnect_max = last_pause;  // the connection's own backoff between attempts keeps pace with --wait's retries
     io_runner io;
     redis::connection conn(io.executor(), co);
     std::unique_ptr<redis::limiter> limiter;
