@@ -23,6 +23,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "admit/redis/connection.hpp"
@@ -170,6 +171,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     std::lock_guard lock(mutex_);
     return last_error_;
   }
+  std::error_code last_connect_error() const {
+    std::lock_guard lock(mutex_);
+    return last_connect_error_;
+  }
 
  private:
   enum class state { idle, connecting, handshaking, ready, backoff, closed };
@@ -178,6 +183,16 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void set_last_error(std::string what) {
     std::lock_guard lock(mutex_);
     last_error_ = std::move(what);
+  }
+
+  // A failed attempt's error in admit::redis::errc terms: ours as they are; a refused connection (a unix socket path
+  // with nothing there included) is connection_refused; any other socket error connection_failed.
+  static std::error_code connect_error(const boost::system::error_code& ec) {
+    if (const std::error_code ours(ec); ours.category() == error_category()) return ours;
+    if (ec == asio::error::connection_refused || ec == boost::system::errc::no_such_file_or_directory) {
+      return make_error_code(errc::connection_refused);
+    }
+    return make_error_code(errc::connection_failed);
   }
 
   // ---- everything below runs on the strand ----
@@ -392,7 +407,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                               if (gen != self->gen_) return;
                               if (ec) {
                                 self->set_last_error("resolve " + self->options_.host + ": " + ec.message());
-                                self->fail_attempt(ec);
+                                self->fail_attempt(to_error_code(errc::unknown_host));
                                 return;
                               }
                               std::vector<asio::generic::stream_protocol::endpoint> endpoints;
@@ -460,8 +475,15 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     handshake_.clear();
   }
 
-  // A connection attempt failed (connecting or handshaking): nothing of the callers' was written.
-  void fail_attempt(boost::system::error_code ec) {
+  // A connection attempt failed (connecting or handshaking): nothing of the callers' was written. Its error is kept
+  // (last_connect_error).
+  void fail_attempt(const boost::system::error_code& socket_error) {
+    const std::error_code why = connect_error(socket_error);
+    const boost::system::error_code ec(why);
+    {
+      std::lock_guard lock(mutex_);
+      last_connect_error_ = why;
+    }
     shut_socket();
     connect_timer_.cancel();
     for (auto& w : std::exchange(connect_waiters_, {})) w->try_finish(ec, reply());
@@ -474,6 +496,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     if (state_ != state::ready) {
       fail_attempt(ec);
       return;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      last_connect_error_ =
+          ec == errc::protocol_error ? make_error_code(errc::protocol_error) : make_error_code(errc::connection_lost);
     }
     shut_socket();
     connected_.store(false, std::memory_order_release);
@@ -517,6 +544,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool drain_posted_ = false;
   bool closed_ = false;
   std::string last_error_;
+  std::error_code last_connect_error_;  // of the last failed attempt or lost connection; empty if none
 
   // Strand only.
   state state_ = state::idle;
@@ -589,5 +617,6 @@ void close(connection_impl& impl) { impl.close(); }
 connection_statistics statistics(const connection_impl& impl) noexcept { return impl.statistics(); }
 bool is_connected(const connection_impl& impl) noexcept { return impl.is_connected(); }
 std::string last_error(const connection_impl& impl) { return impl.last_error(); }
+std::error_code last_connect_error(const connection_impl& impl) { return impl.last_connect_error(); }
 
 }  // namespace admit::redis::detail

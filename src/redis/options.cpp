@@ -1,4 +1,5 @@
 // URL parsing and validation of admit::redis::connection_options.
+#include <algorithm>
 #include <charconv>
 #include <stdexcept>
 #include <string>
@@ -9,9 +10,38 @@
 namespace admit::redis {
 namespace {
 
+// What a message may quote of a password.
+constexpr std::string_view hidden = "***";
+
+// `url` with its password, if any, as "***" (in the userinfo of scheme://[user]:password@host..., in unix's
+// password=...): messages quote the URL, and they end up in logs.
+std::string redacted(std::string_view url) {
+  std::string out(url);
+  const auto scheme_end = url.find("://");
+  const std::size_t start = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
+  if (url.starts_with("unix://")) {
+    for (auto at = out.find("password=", start); at != std::string::npos; at = out.find("password=", at + 1)) {
+      if (out[at - 1] != '?' && out[at - 1] != '&') continue;
+      const std::size_t value = at + 9;
+      const std::size_t end = std::min(out.find('&', value), out.size());
+      out.replace(value, end - value, hidden);
+    }
+    return out;
+  }
+  const auto at = out.rfind('@');
+  if (at == std::string::npos || at < start) return out;
+  const auto colon = out.find(':', start);
+  if (colon == std::string::npos || colon > at) {
+    out.replace(start, at - start, hidden);  // no ':': it may well be a password
+  } else if (colon + 1 < at) {
+    out.replace(colon + 1, at - colon - 1, hidden);
+  }
+  return out;
+}
+
 [[noreturn]] void bad(std::string_view what, std::string_view part, std::string_view url) {
-  throw std::invalid_argument("redis URL: " + std::string(what) + " '" + std::string(part) + "' in '" +
-                              std::string(url) + "'");
+  throw std::invalid_argument("redis URL: " + std::string(what) + " '" + std::string(part) + "' in '" + redacted(url) +
+                              "'");
 }
 
 int hex_value(char c) {
@@ -30,7 +60,7 @@ std::string percent_decode(std::string_view s, std::string_view what, std::strin
     }
     const int hi = i + 2 < s.size() ? hex_value(s[i + 1]) : -1;
     const int lo = i + 2 < s.size() ? hex_value(s[i + 2]) : -1;
-    if (hi < 0 || lo < 0) bad("bad percent escape in " + std::string(what), s, url);
+    if (hi < 0 || lo < 0) bad("bad percent escape in " + std::string(what), what == "password" ? hidden : s, url);
     out.push_back(static_cast<char>(hi * 16 + lo));
     i += 2;
   }
@@ -84,8 +114,8 @@ connection_options parse_url(std::string_view url) {
   }
   if (!url.starts_with(redis_scheme)) {
     const auto colon = url.find("://");
-    bad("unsupported scheme (want redis:// or unix://)", colon == std::string_view::npos ? url : url.substr(0, colon),
-        url);
+    const std::string shown = colon == std::string_view::npos ? redacted(url) : std::string(url.substr(0, colon));
+    bad("unsupported scheme (want redis:// or unix://)", shown, url);
   }
   std::string_view rest = url.substr(redis_scheme.size());
   // [[user]:password@]
@@ -94,7 +124,7 @@ connection_options parse_url(std::string_view url) {
     rest = rest.substr(at + 1);
     const auto colon = userinfo.find(':');
     if (colon == std::string_view::npos) {
-      bad("credentials need ':' before the password ([user]:password@)", userinfo, url);
+      bad("credentials need ':' before the password ([user]:password@)", hidden, url);
     }
     o.user = percent_decode(userinfo.substr(0, colon), "user", url);
     o.password = percent_decode(userinfo.substr(colon + 1), "password", url);

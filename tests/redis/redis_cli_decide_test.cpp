@@ -1,46 +1,54 @@
-// `admit decide` and `admit inspect` end to end: the real binary against a real redis-server — decide's exit statuses
-// (0 admitted, 75 refused, 2 bad input), the JSON form, state shared with the library under {name}:key, --wait until
-// admitted, and the failure policy when Redis is not there; inspect's view of a semaphore held and waited on by the
-// library.
+// `admit decide` and `admit inspect` end to end: the real binary (run without a shell) against a real redis-server —
+// decide's exit statuses (0 admitted, 75 refused, 2 bad input), the JSON form, state shared with the library under
+// {name}:key, --wait until admitted, and the failure policy when Redis is not there; each Redis failure's exit status
+// (75 may pass by waiting, 69 will not) and message, --wait retrying the transient ones; inspect's view of a
+// semaphore held and waited on by the library.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-#include <array>
 #include <chrono>
-#include <cstdio>
+#include <cstdint>
+#include <future>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "admit/redis/connection.hpp"
 #include "admit/redis/gcra.hpp"
 #include "admit/redis/semaphore.hpp"
+#include "child_process.hpp"
 #include "io_thread.hpp"
 #include "limiter_testing.hpp"
 #include "redis_server.hpp"
 
 namespace {
 
+using admit::redis::testing::child_process;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::patient;
 using admit::redis::testing::redis_server;
-
-struct run_result {
-  int status = -1;
-  std::string out;
-};
+using admit::redis::testing::run_result;
+using args = std::vector<std::string>;
 
 #ifdef ADMIT_CLI
-// Runs `admit <args>` with stderr discarded (args are test literals, no quoting needed).
-run_result admit_cli(const std::string& args) {
-  run_result r;
-  FILE* p = popen((std::string(ADMIT_CLI) + " " + args + " 2>/dev/null").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  for (std::size_t got; (got = std::fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), got);
-  const int status = pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+// Runs `admit <args...>` (no shell: arguments go to the program as they are).
+run_result admit_cli(args a) {
+  a.insert(a.begin(), ADMIT_CLI);
+  return admit::redis::testing::run_program(std::move(a));
+}
+
+// `a` followed by `more`.
+args operator+(args a, const args& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
 }
 #endif
 
@@ -57,12 +65,12 @@ class AdmitDecide : public ::testing::Test {
 
 TEST_F(AdmitDecide, AdmitsThenRefusesWithExitStatus75) {
   redis_server server;
-  const std::string common = "decide --redis " + server.url() + " --rate 1/h --burst 2 --name jobs nightly";
+  const args common = {"decide", "--redis", server.url(), "--rate", "1/h", "--burst", "2", "--name", "jobs", "nightly"};
   const run_result first = admit_cli(common);
   EXPECT_EQ(first.status, 0) << first.out;
   EXPECT_EQ(first.out.rfind("admitted: \"nightly\" n=1 limit=2 remaining=1", 0), 0u) << first.out;
   EXPECT_EQ(admit_cli(common).status, 0);
-  const run_result third = admit_cli(common + " --json");
+  const run_result third = admit_cli(common + args{"--json"});
   EXPECT_EQ(third.status, 75) << third.out;
   EXPECT_NE(third.out.find("\"admitted\": false"), std::string::npos) << third.out;
   EXPECT_NE(third.out.find("\"decided_by\": \"redis\""), std::string::npos) << third.out;
@@ -78,44 +86,234 @@ TEST_F(AdmitDecide, AdmitsThenRefusesWithExitStatus75) {
 
 TEST_F(AdmitDecide, WaitRetriesUntilAdmitted) {
   redis_server server;
-  const std::string common = "decide --redis " + server.url() +
-                             " --rate 1/s --burst 1 k";  // a wait of up to 1 s: longer than starting the process
+  // A wait of up to 1 s: longer than starting the process.
+  const args common = {"decide", "--redis", server.url(), "--rate", "1/s", "--burst", "1", "k"};
   ASSERT_EQ(admit_cli(common).status, 0);
-  const run_result waited = admit_cli(common + " --wait --max-wait 5s");
+  const run_result waited = admit_cli(common + args{"--wait", "--max-wait", "5s"});
   EXPECT_EQ(waited.status, 0) << waited.out;
   EXPECT_NE(waited.out.find(" waited="), std::string::npos) << waited.out;
   // --max-wait shorter than the wait: refused without waiting.
-  const run_result hourly = admit_cli("decide --redis " + server.url() + " --rate 1/h --name h k");
+  const run_result hourly = admit_cli({"decide", "--redis", server.url(), "--rate", "1/h", "--name", "h", "k"});
   ASSERT_EQ(hourly.status, 0);
-  EXPECT_EQ(admit_cli("decide --redis " + server.url() + " --rate 1/h --name h --wait --max-wait 1s k").status, 75);
+  EXPECT_EQ(
+      admit_cli({"decide", "--redis", server.url(), "--rate", "1/h", "--name", "h", "--wait", "--max-wait", "1s", "k"})
+          .status,
+      75);
 }
 
 TEST_F(AdmitDecide, WindowsAndCostAboveTheLimit) {
   redis_server server;
-  const std::string common = "decide --redis " + server.url() + " -a sliding-log --rate 3/s --window 1s";
-  EXPECT_EQ(admit_cli(common + " -n 3 k").status, 0);
-  EXPECT_EQ(admit_cli(common + " k").status, 75);
-  EXPECT_EQ(admit_cli(common + " -n 4 k").status, 2);  // can never be admitted
+  const args common = {"decide", "--redis", server.url(), "-a", "sliding-log", "--rate", "3/s", "--window", "1s"};
+  EXPECT_EQ(admit_cli(common + args{"-n", "3", "k"}).status, 0);
+  EXPECT_EQ(admit_cli(common + args{"k"}).status, 75);
+  EXPECT_EQ(admit_cli(common + args{"-n", "4", "k"}).status, 2);  // can never be admitted
 }
 
 TEST_F(AdmitDecide, RedisDownIsRefusedUnlessFailOpen) {
   redis_server server;
   const std::string url = server.url();
   server.kill();
-  EXPECT_EQ(admit_cli("decide --redis " + url + " --timeout 100ms --rate 1/s k").status, 75);
-  const run_result open = admit_cli("decide --redis " + url + " --timeout 100ms --rate 1/s --fail-open --json k");
+  EXPECT_EQ(admit_cli({"decide", "--redis", url, "--timeout", "100ms", "--rate", "1/s", "k"}).status, 75);
+  const run_result open =
+      admit_cli({"decide", "--redis", url, "--timeout", "100ms", "--rate", "1/s", "--fail-open", "--json", "k"});
   EXPECT_EQ(open.status, 0);
   EXPECT_NE(open.out.find("\"decided_by\": \"failure_policy\""), std::string::npos) << open.out;
+  EXPECT_NE(open.out.find("\"error\": \"cannot connect to " + url.substr(0, url.size() - 2) + ": connection refused"),
+            std::string::npos)
+      << open.out;
+  EXPECT_NE(open.err.find("admitted by --fail-open"), std::string::npos) << open.err;
 }
 
 TEST_F(AdmitDecide, BadInputIsExitStatus2) {
   redis_server server;
   const std::string url = server.url();
-  EXPECT_EQ(admit_cli("decide --redis " + url + " --rate fast k").status, 2);
-  EXPECT_EQ(admit_cli("decide --redis " + url + " -a pacer --rate 1/s k").status, 2);
-  EXPECT_EQ(admit_cli("decide --redis http://x --rate 1/s k").status, 2);
-  EXPECT_EQ(admit_cli("decide --redis " + url + " --rate 1/s --cost -1 k").status, 2);
-  EXPECT_EQ(admit_cli("decide --redis " + url + " --rate 1/s --timeout soon k").status, 2);
+  EXPECT_EQ(admit_cli({"decide", "--redis", url, "--rate", "fast", "k"}).status, 2);
+  EXPECT_EQ(admit_cli({"decide", "--redis", url, "-a", "pacer", "--rate", "1/s", "k"}).status, 2);
+  EXPECT_EQ(admit_cli({"decide", "--redis", "http://x", "--rate", "1/s", "k"}).status, 2);
+  EXPECT_EQ(admit_cli({"decide", "--redis", url, "--rate", "1/s", "--cost", "-1", "k"}).status, 2);
+  EXPECT_EQ(admit_cli({"decide", "--redis", url, "--rate", "1/s", "--timeout", "soon", "k"}).status, 2);
+}
+
+// Each Redis failure: its exit status (75 may pass by waiting, 69 will not) and a message that names the cause and the
+// server, never the password.
+TEST_F(AdmitDecide, RefusedConnectionIsExitStatus75) {
+  redis_server server;
+  const std::string url = "redis://127.0.0.1:" + std::to_string(server.port());
+  server.kill();  // a port that was free and is free again: nothing listens
+  const run_result r = admit_cli({"decide", "--redis", url, "--rate", "1/s", "k"});
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_NE(r.err.find("cannot connect to " + url + ": connection refused"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("timed out"), std::string::npos) << r.err;
+  const run_result i = admit_cli({"inspect", "--redis", url, "db"});
+  EXPECT_EQ(i.status, 75) << i.err;
+  EXPECT_NE(i.err.find("cannot connect to " + url + ": connection refused"), std::string::npos) << i.err;
+}
+
+TEST_F(AdmitDecide, WrongPasswordIsExitStatus69) {
+  redis_server server({.requirepass = "the-right-one"});
+  const std::string where = "127.0.0.1:" + std::to_string(server.port());
+  const std::string url = "redis://:not-the-password@" + where;
+  const run_result r = admit_cli({"decide", "--redis", url, "--rate", "1/s", "k"});
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_NE(r.err.find("authentication failed at redis://" + where + ": WRONGPASS"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("not-the-password"), std::string::npos) << r.err;
+  const run_result i = admit_cli({"inspect", "--redis", url, "db"});
+  EXPECT_EQ(i.status, 69) << i.err;
+  EXPECT_NE(i.err.find("WRONGPASS"), std::string::npos) << i.err;
+  EXPECT_EQ(i.err.find("not-the-password"), std::string::npos) << i.err;
+
+  // No password at all: the server says NOAUTH to the first command.
+  const run_result none = admit_cli({"decide", "--redis", "redis://" + where, "--rate", "1/s", "k"});
+  EXPECT_EQ(none.status, 69) << none.err;
+  EXPECT_NE(none.err.find("authentication failed at redis://" + where + ": NOAUTH"), std::string::npos) << none.err;
+  const run_result inspect_none = admit_cli({"inspect", "--redis", "redis://" + where, "db"});
+  EXPECT_EQ(inspect_none.status, 69) << inspect_none.err;
+  EXPECT_NE(inspect_none.err.find("NOAUTH"), std::string::npos) << inspect_none.err;
+}
+
+TEST_F(AdmitDecide, MissingDatabaseIsExitStatus69) {
+  redis_server server;  // 16 databases, the default
+  const std::string url = "redis://127.0.0.1:" + std::to_string(server.port()) + "/99";
+  const run_result r = admit_cli({"decide", "--redis", url, "--rate", "1/s", "k"});
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_NE(r.err.find("database 99 does not exist at " + url + " (ERR DB index is out of range)"), std::string::npos)
+      << r.err;
+  const run_result i = admit_cli({"inspect", "--redis", url, "db"});
+  EXPECT_EQ(i.status, 69) << i.err;
+  EXPECT_NE(i.err.find("database 99 does not exist"), std::string::npos) << i.err;
+}
+
+TEST_F(AdmitDecide, UnknownHostIsExitStatus69) {
+  // The .invalid top-level domain never resolves (RFC 6761), with or without a network.
+  const std::string url = "redis://no-such-host.invalid:6379";
+  const run_result r = admit_cli({"decide", "--redis", url, "--rate", "1/s", "k"});
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_NE(r.err.find("cannot connect to " + url + ": unknown host \"no-such-host.invalid\""), std::string::npos)
+      << r.err;
+  const run_result i = admit_cli({"inspect", "--redis", url, "db"});
+  EXPECT_EQ(i.status, 69) << i.err;
+  EXPECT_NE(i.err.find("unknown host"), std::string::npos) << i.err;
+}
+
+TEST_F(AdmitDecide, BadUrlIsExitStatus2WithoutThePassword) {
+  const run_result r = admit_cli({"decide", "--redis", "redis://:s3cret@127.0.0.1:port", "--rate", "1/s", "k"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--redis: redis URL: bad port 'port' in 'redis://:***@127.0.0.1:port'"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("s3cret"), std::string::npos) << r.err;
+  const run_result i = admit_cli({"inspect", "--redis", "rediss://:s3cret@h", "db"});
+  EXPECT_EQ(i.status, 2) << i.err;
+  EXPECT_NE(i.err.find("unsupported scheme"), std::string::npos) << i.err;
+  EXPECT_EQ(i.err.find("s3cret"), std::string::npos) << i.err;
+}
+
+// A TCP server on a free loopback port that is not Redis: it greets every connection with an HTTP error.
+class not_redis_server {
+ public:
+  not_redis_server() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error("not_redis_server: cannot listen");
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::jthread([this](std::stop_token stop) {
+      std::vector<int> clients;
+      while (!stop.stop_requested()) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 20) <= 0) continue;  // a bounded poll, to see the stop request
+        const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) continue;
+        constexpr std::string_view greeting = "HTTP/1.1 400 Bad Request\r\n\r\n";
+        (void)!::write(c, greeting.data(), greeting.size());
+        clients.push_back(c);
+      }
+      for (const int c : clients) ::close(c);
+    });
+  }
+  ~not_redis_server() {
+    thread_.request_stop();
+    thread_.join();
+    ::close(fd_);
+  }
+  not_redis_server(const not_redis_server&) = delete;
+  not_redis_server& operator=(const not_redis_server&) = delete;
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::jthread thread_;
+};
+
+TEST_F(AdmitDecide, NotRedisIsExitStatus69) {
+  not_redis_server http;
+  const std::string url = "redis://127.0.0.1:" + std::to_string(http.port());
+  const run_result r = admit_cli({"decide", "--redis", url, "--rate", "1/s", "k"});
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_NE(r.err.find(url + " does not speak the Redis protocol"), std::string::npos) << r.err;
+  const run_result i = admit_cli({"inspect", "--redis", url, "db"});
+  EXPECT_EQ(i.status, 69) << i.err;
+  EXPECT_NE(i.err.find("does not speak the Redis protocol"), std::string::npos) << i.err;
+}
+
+TEST_F(AdmitDecide, WaitRetriesUntilRedisIsBack) {
+  redis_server server;
+  const std::uint16_t port = server.port();
+  server.kill();
+  child_process decide({ADMIT_CLI, "decide", "--redis", "redis://127.0.0.1:" + std::to_string(port), "--rate", "1/s",
+                        "--wait", "--max-wait", "60s", "k"});
+  // The server comes back only once decide has failed and said it will retry.
+  ASSERT_TRUE(decide.wait_for_stderr("connection refused (is the server running?); retrying in ")) << decide.err();
+  server.start();
+  EXPECT_EQ(decide.wait(), 0) << decide.err();
+  EXPECT_EQ(decide.out().rfind("admitted: \"k\" n=1 limit=1 remaining=0", 0), 0u) << decide.out();
+  EXPECT_NE(decide.out().find(" waited="), std::string::npos) << decide.out();
+}
+
+TEST_F(AdmitDecide, WaitRetriesWhileRedisIsBusy) {
+  redis_server server;
+  server.admin({"CONFIG", "SET", "busy-reply-threshold", "10"});  // BUSY after a script has run 10 ms, not 5 s
+  io_thread io;
+  admit::redis::connection conn(io.executor(), server.url());
+  auto endless = std::async(
+      std::launch::async, [&] { return conn.execute_for(std::chrono::minutes(1), "EVAL", "while true do end", "0"); });
+  ASSERT_TRUE(admit::redis::testing::eventually([&] { return server.admin({"PING"}).starts_with("-BUSY"); }));
+
+  const run_result busy = admit_cli({"decide", "--redis", server.url(), "--rate", "1/s", "k"});
+  EXPECT_EQ(busy.status, 75) << busy.err;
+  EXPECT_NE(busy.err.find(" cannot answer now: BUSY"), std::string::npos) << busy.err;
+
+  child_process decide(
+      {ADMIT_CLI, "decide", "--redis", server.url(), "--rate", "1/s", "--wait", "--max-wait", "60s", "k"});
+  ASSERT_TRUE(decide.wait_for_stderr("BUSY")) << decide.err();
+  EXPECT_EQ(server.admin({"SCRIPT", "KILL"}), "OK");
+  EXPECT_EQ(decide.wait(), 0) << decide.err();
+  EXPECT_NE(decide.err().find("; retrying in "), std::string::npos) << decide.err();
+  EXPECT_EQ(decide.out().rfind("admitted: ", 0), 0u) << decide.out();
+  EXPECT_TRUE(endless.get().value.is_error()) << "killed";
+}
+
+TEST_F(AdmitDecide, WaitGivesUpOnWhatWaitingCannotFix) {
+  redis_server server({.requirepass = "the-right-one"});
+  const run_result r = admit_cli({"decide", "--redis", "redis://:wrong@127.0.0.1:" + std::to_string(server.port()),
+                                  "--rate", "1/s", "--wait", "--max-wait", "60s", "k"});
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_EQ(r.err.find("retrying"), std::string::npos) << r.err;
+}
+
+TEST_F(AdmitDecide, WaitGivesUpOnATransientFailureAtMaxWait) {
+  redis_server server;
+  const std::string url = "redis://127.0.0.1:" + std::to_string(server.port());
+  server.kill();
+  const run_result r = admit_cli({"decide", "--redis", url, "--rate", "1/s", "--wait", "--max-wait", "200ms", "k"});
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_NE(r.err.find("; retrying in "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("connection refused (is the server running?); not admitted"), std::string::npos) << r.err;
 }
 
 #endif
@@ -132,7 +330,7 @@ TEST_F(AdmitDecide, InspectShowsASemaphoresHoldersAndQueue) {
   std::jthread waiting([&](std::stop_token stop) { (void)s.try_acquire_for(std::chrono::seconds(20), 1, stop); });
   ASSERT_TRUE(admit::redis::testing::eventually([&] { return s.inspect().first.waiter_count == 1; }));
 
-  const run_result text = admit_cli("inspect --redis " + server.url() + " db");
+  const run_result text = admit_cli({"inspect", "--redis", server.url(), "db"});
   EXPECT_EQ(text.status, 0) << text.out;
   EXPECT_NE(text.out.find("semaphore \"db\": capacity 2, available 0, 1 holder(s), 1 waiting"), std::string::npos)
       << text.out;
@@ -141,16 +339,16 @@ TEST_F(AdmitDecide, InspectShowsASemaphoresHoldersAndQueue) {
       << text.out;
   EXPECT_NE(text.out.find("1. "), std::string::npos) << text.out;
 
-  const run_result json = admit_cli("inspect --redis " + server.url() + " --json db");
+  const run_result json = admit_cli({"inspect", "--redis", server.url(), "--json", "db"});
   EXPECT_EQ(json.status, 0) << json.out;
   EXPECT_NE(json.out.find("\"capacity\": 2, \"available\": 0"), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"fencing_token\": " + std::to_string(held->fencing_token())), std::string::npos)
       << json.out;
 
-  EXPECT_EQ(admit_cli("inspect --redis " + server.url() + " nothing-here").status, 1);  // looking creates nothing
+  EXPECT_EQ(admit_cli({"inspect", "--redis", server.url(), "nothing-here"}).status, 1);  // looking creates nothing
   EXPECT_EQ(server.admin({"EXISTS", "{nothing-here}:meta"}), "0");
-  EXPECT_EQ(admit_cli("inspect --redis " + server.url() + " --most 0 db").status, 2);
-  EXPECT_EQ(admit_cli("inspect --redis " + server.url() + " \"a{b}\"").status, 2);
+  EXPECT_EQ(admit_cli({"inspect", "--redis", server.url(), "--most", "0", "db"}).status, 2);
+  EXPECT_EQ(admit_cli({"inspect", "--redis", server.url(), "a{b}"}).status, 2);
   waiting.request_stop();
 }
 

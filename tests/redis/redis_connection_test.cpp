@@ -9,6 +9,7 @@
 
 #include "admit/redis/connection.hpp"
 #include "io_thread.hpp"
+#include "limiter_testing.hpp"
 #include "redis_server.hpp"
 
 namespace {
@@ -107,6 +108,7 @@ TEST(RedisConnection, WrongPasswordFailsTheConnect) {
   EXPECT_EQ(ec, errc::auth_failed) << ec.message();
   EXPECT_NE(conn.last_error().find("WRONGPASS"), std::string::npos) << conn.last_error();
   EXPECT_FALSE(conn.is_connected());
+  EXPECT_EQ(conn.last_connect_error(), errc::auth_failed);
 }
 
 TEST(RedisConnection, SelectsTheDatabase) {
@@ -117,8 +119,12 @@ TEST(RedisConnection, SelectsTheDatabase) {
   EXPECT_EQ(server.admin({"GET", "where"}, 3), "three");
   EXPECT_EQ(server.admin({"GET", "where"}, 0), "(nil)");
 
+  EXPECT_TRUE(conn.last_connect_error() == std::error_code()) << conn.last_connect_error().message();  // never failed
+
   connection out_of_range(io.executor(), server.url(99));
   EXPECT_EQ(out_of_range.connect(), errc::select_failed);
+  EXPECT_EQ(out_of_range.last_connect_error(), errc::select_failed);
+  EXPECT_NE(out_of_range.last_error().find("DB index is out of range"), std::string::npos) << out_of_range.last_error();
 }
 
 TEST(RedisConnection, UnixSocket) {
@@ -140,12 +146,53 @@ TEST(RedisConnection, RefusedConnectIsAnErrorCode) {
   o.port = port;
   o.command_timeout = 200ms;
   connection conn(io.executor(), o);
-  EXPECT_EQ(conn.connect(), boost::asio::error::connection_refused);
-  // A call while the server is away waits for a reconnection, then for its deadline: never sent, so a timeout.
+  EXPECT_EQ(conn.connect(), errc::connection_refused);
+  // A call while the server is away waits for a reconnection, then for its deadline: never sent, so a timeout; the
+  // connection keeps why it is down.
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = conn.execute("PING");
   EXPECT_EQ(r.error, errc::timeout);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 200ms);
+  EXPECT_EQ(conn.last_connect_error(), errc::connection_refused);
+  EXPECT_NE(conn.last_error().find("refused"), std::string::npos) << conn.last_error();
+}
+
+TEST(RedisConnection, UnknownHostIsAnErrorCode) {
+  io_thread io;
+  // The .invalid top-level domain never resolves (RFC 6761), with or without a network.
+  connection conn(io.executor(), "redis://no-such-host.invalid:6379");
+  EXPECT_EQ(conn.connect(), errc::unknown_host);
+  EXPECT_EQ(conn.last_connect_error(), errc::unknown_host);
+  EXPECT_NE(conn.last_error().find("no-such-host.invalid"), std::string::npos) << conn.last_error();
+}
+
+TEST(RedisConnection, MissingUnixSocketIsRefused) {
+  io_thread io;
+  std::string path;
+  {
+    redis_server server;  // a socket path in a directory that is removed with the server
+    path = server.unix_path();
+  }
+  connection conn(io.executor(), "unix://" + path);
+  EXPECT_EQ(conn.connect(), errc::connection_refused);
+}
+
+TEST(RedisConnection, ALostConnectionIsTheLastConnectError) {
+  redis_server server;
+  io_thread io;
+  auto o = admit::redis::parse_url(server.url());
+  o.reconnect_initial = o.reconnect_max = 1h;
+  connection conn(io.executor(), o);
+  ASSERT_FALSE(conn.connect());
+  EXPECT_TRUE(conn.last_connect_error() == std::error_code()) << conn.last_connect_error().message();
+  // A call in flight when the server dies; no reconnection attempt within the test (it would overwrite the error).
+  auto blocked = std::async(std::launch::async, [&] { return conn.execute_for(1h, "BLPOP", "nothing", "0"); });
+  ASSERT_TRUE(admit::redis::testing::eventually([&] {
+    return server.admin({"INFO", "clients"}).find("blocked_clients:1") != std::string::npos;
+  }));
+  server.kill();
+  EXPECT_EQ(blocked.get().error, errc::outcome_unknown);
+  EXPECT_EQ(conn.last_connect_error(), errc::connection_lost);
 }
 
 TEST(RedisConnection, CloseCompletesCallsAndRefusesNewOnes) {

@@ -76,9 +76,9 @@ TEST(RedisUrl, ErrorsNameTheBadPart) {
   EXPECT_EQ(error_of("redis://h:1/abc"), "redis URL: bad database number 'abc' in 'redis://h:1/abc'");
   EXPECT_EQ(error_of("redis://h:1/-1"), "redis URL: bad database number '-1' in 'redis://h:1/-1'");
   EXPECT_EQ(error_of("redis://pw@h:1"),
-            "redis URL: credentials need ':' before the password ([user]:password@) 'pw' in 'redis://pw@h:1'");
+            "redis URL: credentials need ':' before the password ([user]:password@) '***' in 'redis://***@h:1'");
   EXPECT_EQ(error_of("redis://:@h:1"), "redis URL: empty password ':' in 'redis://:@h:1'");
-  EXPECT_EQ(error_of("redis://:%zz@h"), "redis URL: bad percent escape in password '%zz' in 'redis://:%zz@h'");
+  EXPECT_EQ(error_of("redis://:%zz@h"), "redis URL: bad percent escape in password '***' in 'redis://:***@h'");
   EXPECT_EQ(error_of("redis://[::1:5"), "redis URL: unterminated IPv6 address '[::1:5' in 'redis://[::1:5'");
   EXPECT_EQ(error_of("unix://relative.sock"),
             "redis URL: socket path must be absolute (unix:///path), got 'relative.sock' in 'unix://relative.sock'");
@@ -87,6 +87,19 @@ TEST(RedisUrl, ErrorsNameTheBadPart) {
   EXPECT_EQ(error_of("unix:///s?db"), "redis URL: query parameter without a value 'db' in 'unix:///s?db'");
   EXPECT_EQ(error_of("localhost:6379"),
             "redis URL: unsupported scheme (want redis:// or unix://) 'localhost:6379' in 'localhost:6379'");
+}
+
+TEST(RedisOptions, ErrorsNeverQuoteThePassword) {
+  EXPECT_EQ(error_of("redis://:s3cret@h:99999"), "redis URL: bad port '99999' in 'redis://:***@h:99999'");
+  EXPECT_EQ(error_of("redis://alice:s3cret@h:1/x"), "redis URL: bad database number 'x' in 'redis://alice:***@h:1/x'");
+  EXPECT_EQ(error_of("rediss://:s3cret@h"),
+            "redis URL: unsupported scheme (want redis:// or unix://) 'rediss' in 'rediss://:***@h'");
+  EXPECT_EQ(error_of("localhost:s3cret@h"),
+            "redis URL: unsupported scheme (want redis:// or unix://) 'localhost:***@h' in 'localhost:***@h'");
+  EXPECT_EQ(error_of("unix:///s?password=s3cret&db=x"),
+            "redis URL: bad database number 'x' in 'unix:///s?password=***&db=x'");
+  EXPECT_EQ(error_of("unix:///s?db=1&password=s3cret&x=1"),
+            "redis URL: unknown query parameter 'x' in 'unix:///s?db=1&password=***&x=1'");
 }
 
 TEST(RedisOptions, ValidateRejectsNonsense) {

@@ -5,8 +5,8 @@
 //   admit decide --redis redis://127.0.0.1:6379 --rate 10/s --burst 5 nightly-export   (built with admit::redis)
 //   admit inspect --redis redis://127.0.0.1:6379 db-queries                              (built with admit::redis)
 //
-// Exit status: 0 success (decide: admitted), 2 bad input (an option, the trace, an unreadable file), 75 decide:
-// refused (try again later), 1 anything else (inspect: Redis unreachable, no such semaphore).
+// Exit status: 0 success (decide: admitted), 2 bad input (an option, the trace, an unreadable file), 1 anything else;
+// decide and inspect also 75 (refused, or a Redis failure that may pass) and 69 (one that will not): see their --help.
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
@@ -91,13 +91,7 @@ int main(int argc, char** argv) {
 #ifdef ADMIT_CLI_WITH_REDIS
   cli::decide_options d;
   std::string decide_rate, decide_burst, decide_window, decide_max_wait;
-  CLI::App* decide = app.add_subcommand(
-      "decide",
-      "Ask a distributed limiter on Redis whether KEY may go now, so that processes on many machines share one limit "
-      "(state under the Redis key {NAME}:KEY, time from Redis's clock). Prints the decision (remaining, retry after, "
-      "reset after, who decided). Exit status: 0 admitted, 75 refused (try again later), 2 bad input or a cost above "
-      "the limit, 1 anything else. When Redis does not answer within --timeout the request is refused (or admitted "
-      "with --fail-open), with a message on stderr.");
+  CLI::App* decide = app.add_subcommand("decide", cli::decide_description);
   decide->add_option("--redis", d.redis, "redis://[:password@]host:port[/db] or unix:///path")
       ->required()
       ->type_name("URL");
@@ -117,7 +111,8 @@ int main(int argc, char** argv) {
   decide->add_option("--name", d.name, "the limiter's name, shared by every process using this limit (default admit)")
       ->type_name("NAME");
   decide->add_option("--cost,-n", d.cost, "tokens this request takes (default 1)")->type_name("N");
-  decide->add_option("--timeout", d.timeout, "deadline of each decision (default 1s)")->type_name("DURATION");
+  decide->add_option("--timeout", d.timeout, "deadline of connecting, and of each decision (default 1s)")
+      ->type_name("DURATION");
   decide->add_flag("--wait", d.wait, "on refusal, sleep for its retry-after and ask again, until admitted");
   auto* decide_max_wait_opt =
       decide->add_option("--max-wait", decide_max_wait, "with --wait: give up (exit 75) rather than wait longer")
@@ -127,11 +122,7 @@ int main(int argc, char** argv) {
   decide->add_option("key", d.key, "the key to decide for, e.g. a job or user name")->required()->type_name("KEY");
 
   cli::inspect_options ins;
-  CLI::App* inspect = app.add_subcommand(
-      "inspect",
-      "Show the live state of a distributed semaphore (admit::redis::semaphore) on Redis: capacity, available, the "
-      "holders with their fencing token and lease time left, the queue in order. Exit status: 0 shown, 1 Redis "
-      "unreachable or no such semaphore, 2 bad input.");
+  CLI::App* inspect = app.add_subcommand("inspect", cli::inspect_description);
   inspect->add_option("--redis", ins.redis, "redis://[:password@]host:port[/db] or unix:///path")
       ->required()
       ->type_name("URL");

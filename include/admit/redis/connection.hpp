@@ -19,7 +19,8 @@
 //   post, never inside the initiating call. Blocking calls wake the calling thread directly.
 // - Connecting: the first call (or connect()) starts it; each attempt is bounded by connect_timeout and runs resolve,
 //   connect, AUTH and SELECT. Calls made while not connected wait (bounded by their deadlines) and are written once
-//   connected; they were never sent, so they are safe. After a failure or a lost connection the connection retries
+//   connected; they were never sent, so they are safe (one that times out so fails with errc::timeout, and
+//   last_connect_error() says why the connection is down). After a failure or a lost connection the connection retries
 //   forever with exponential, capped, jittered backoff until closed.
 // - Threads: the connection's I/O runs on a strand of its executor; every member is thread-safe. Blocking members
 //   must not be called from a thread running the connection's executor (they would wait for themselves).
@@ -38,6 +39,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -74,6 +76,7 @@ void close(connection_impl& impl);
 connection_statistics statistics(const connection_impl& impl) noexcept;
 bool is_connected(const connection_impl& impl) noexcept;
 std::string last_error(const connection_impl& impl);
+std::error_code last_connect_error(const connection_impl& impl);
 }  // namespace detail
 
 class connection final : public client {
@@ -105,8 +108,9 @@ class connection final : public client {
     return now + std::chrono::duration_cast<clock::duration>(options_.command_timeout);
   }
 
-  // Completes when connected (handshake done) — at once if already — or with the error of the current attempt
-  // (connection_refused, errc::connect_timeout, errc::auth_failed, ...; last_error() has the server's message).
+  // Completes when connected (handshake done) — at once if already — or with the error of the current attempt (or
+  // of the next one, while waiting out a backoff): errc::connection_refused, unknown_host, connection_failed,
+  // connect_timeout, auth_failed, select_failed or protocol_error; last_error() has the system's or server's words.
   // Completion: void(error_code). Thread-safe.
   template <class CompletionToken>
   auto async_connect(CompletionToken&& token) {
@@ -164,6 +168,12 @@ class connection final : public client {
   connection_statistics statistics() const noexcept { return detail::statistics(*impl_); }
   // The last connection-level failure in words (e.g. the server's answer to AUTH), empty if none.
   std::string last_error() const { return detail::last_error(*impl_); }
+  // Why the connection last failed: the error of the last failed attempt (as async_connect said it) or of the last
+  // lost connection (errc::connection_lost, or protocol_error when the server sent what is not RESP); empty if it
+  // never failed. While is_connected() is false it says why the connection is down: a call that times out then
+  // fails with errc::timeout (it was never sent), and this has the cause (connection_refused, unknown_host,
+  // auth_failed, ...). Thread-safe.
+  std::error_code last_connect_error() const { return detail::last_connect_error(*impl_); }
 
  private:
   void do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) override {

@@ -4,8 +4,10 @@
 //   if (r.error == admit::redis::errc::outcome_unknown) log("the connection dropped: GET may or may not have run");
 //
 // A Redis error *reply* (NOSCRIPT, MOVED, WRONGTYPE...) is not one of these: it is a value, admit::redis::reply with
-// type() == reply_type::error. These codes say that no reply was received. Asio's own codes (connection_refused,
-// operation_aborted for a cancelled call, ...) are passed through unchanged.
+// type() == reply_type::error. These codes say that no reply was received. A failed connection attempt is one of
+// connection_refused, unknown_host, connection_failed, connect_timeout, auth_failed, select_failed or protocol_error,
+// a lost connection connection_lost or protocol_error (connection::last_error() has the system's or the server's
+// words); only a cancelled call carries Asio's own code (operation_aborted).
 #pragma once
 
 #include <boost/system/error_code.hpp>
@@ -16,13 +18,19 @@ namespace admit::redis {
 
 enum class errc {
   // 0 is "no error".
-  timeout = 1,          // the call's deadline passed first; if the command was sent, its late reply is discarded
-  outcome_unknown = 2,  // the connection was lost after the command was (possibly) written: it may have run or not
-  closed = 3,           // the connection was closed by its owner (close() or its destructor) before a reply came
-  connect_timeout = 4,  // connecting (resolve, connect, AUTH, SELECT) took longer than the connect timeout
-  auth_failed = 5,      // the server answered AUTH with an error (wrong password, unknown user)
-  select_failed = 6,    // the server answered SELECT with an error (database index out of range)
-  protocol_error = 7,   // the server sent bytes that are not RESP, or a reply nobody asked for: connection dropped
+  timeout = 1,             // the call's deadline passed first; if the command was sent, its late reply is discarded
+  outcome_unknown = 2,     // the connection was lost after the command was (possibly) written: it may have run or not
+  closed = 3,              // the connection was closed by its owner (close() or its destructor) before a reply came
+  connect_timeout = 4,     // connecting (resolve, connect, AUTH, SELECT) took longer than the connect timeout
+  auth_failed = 5,         // the server answered AUTH with an error (wrong password, unknown user)
+  select_failed = 6,       // the server answered SELECT with an error (database index out of range)
+  protocol_error = 7,      // the server sent bytes that are not RESP, or a reply nobody asked for: connection dropped
+  connection_refused = 8,  // nothing accepts connections at the address (server down or restarting, wrong port or
+                           // socket path)
+  unknown_host = 9,        // the host name did not resolve (no such name, or the resolver could not answer)
+  connection_failed = 10,  // any other failure to connect (network unreachable, connection reset during the
+                           // handshake, ...)
+  connection_lost = 11,    // an established connection was closed or reset (by the server or the network)
 };
 
 namespace detail {
@@ -45,6 +53,14 @@ class errc_category final : public std::error_category {
         return "redis SELECT failed";
       case errc::protocol_error:
         return "redis protocol error";
+      case errc::connection_refused:
+        return "connection to redis refused";
+      case errc::unknown_host:
+        return "redis host name did not resolve";
+      case errc::connection_failed:
+        return "could not connect to redis";
+      case errc::connection_lost:
+        return "connection to redis lost";
     }
     return "unknown admit.redis error " + std::to_string(value);
   }

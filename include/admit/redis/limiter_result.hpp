@@ -63,9 +63,10 @@ struct limiter_result {
   // failure_retry_after, reset_after 0}; fail_open {admitted true, remaining 0, retry_after 0, reset_after 0}; limit
   // is the limiter's. A lease decision: remaining is what this process still holds leased for the key, reset_after 0.
   admit::decision decision;
-  // Empty when Redis decided (or a lease, or rate inf). Else why Redis did not: errc::timeout, errc::outcome_unknown
-  // (the script may have run and charged the request), errc::closed, an Asio error (connection_refused,
-  // operation_aborted when cancelled), limiter_errc::error_reply, unexpected_reply or circuit_open.
+  // Empty when Redis decided (or a lease, or rate inf). Else why Redis did not: errc::timeout (the connection's
+  // last_connect_error() says why, when it was down), errc::outcome_unknown (the script may have run and charged the
+  // request), errc::closed, Asio's operation_aborted when cancelled, limiter_errc::error_reply, unexpected_reply or
+  // circuit_open.
   boost::system::error_code error;
   decided_by source = decided_by::failure_policy;
   // True when the decision is Redis's (source == decided_by::redis).

@@ -1,13 +1,16 @@
-// `admit decide` (see decide.hpp): checks the options, builds the distributed limiter, decides, and with --wait
-// retries after each refusal's retry_after until admitted or --max-wait would be exceeded.
+// `admit decide` (see decide.hpp): checks the options, builds the distributed limiter, checks that Redis takes
+// commands, decides, and with --wait retries after each refusal's retry_after, and after each transient Redis failure
+// with a growing pause, until admitted or --max-wait would be exceeded.
 #include "cli/redis/decide.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "admit/redis/connection.hpp"
@@ -20,6 +23,7 @@
 #include "admit/redis/token_bucket.hpp"
 #include "cli/duration.hpp"
 #include "cli/options.hpp"
+#include "cli/redis/failure.hpp"
 #include "cli/redis/io_runner.hpp"
 #include "cli/replay.hpp"
 #include "cli/report.hpp"
@@ -81,8 +85,13 @@ std::string_view source_name(redis::decided_by s) {
 
 std::int64_t ns_of(std::chrono::nanoseconds d) { return d.count(); }
 
+// The pause before retrying a transient Redis failure: doubles from the first to the last.
+constexpr std::chrono::nanoseconds first_pause = std::chrono::milliseconds(50);
+constexpr std::chrono::nanoseconds last_pause = std::chrono::seconds(1);
+
+// `failure`: why Redis did not decide (the "error" of the JSON form), empty when it did.
 void print(std::ostream& out, const decide_options& o, const redis::limiter& l, const redis::limiter_result& r,
-           std::chrono::nanoseconds waited) {
+           std::chrono::nanoseconds waited, const std::string& failure) {
   const decision& d = r.decision;
   const bool never = d.exceeds_capacity();
   if (o.json) {
@@ -92,7 +101,7 @@ void print(std::ostream& out, const decide_options& o, const redis::limiter& l, 
         << ", \"retry_after_s\": " << (never ? std::string("null") : format_seconds(ns_of(d.retry_after)))
         << ", \"reset_after_s\": " << format_seconds(ns_of(d.reset_after))
         << ", \"decided_by\": " << json_string(source_name(r.source))
-        << ", \"error\": " << (r.error ? json_string(r.error.message()) : std::string("null"))
+        << ", \"error\": " << (failure.empty() ? std::string("null") : json_string(failure))
         << ", \"server_time_us\": " << r.server_time.count() << ", \"waited_s\": " << format_seconds(ns_of(waited))
         << "}\n";
     return;
@@ -132,6 +141,8 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
     } catch (const std::invalid_argument& e) {
       throw usage_error(std::string("--redis: ") + e.what());
     }
+    co.connect_timeout = lo.timeout;
+    co.reconnect_max = last_pause;  // the connection's own backoff between attempts keeps pace with --wait's retries
     io_runner io;
     redis::connection conn(io.executor(), co);
     std::unique_ptr<redis::limiter> limiter;
@@ -142,30 +153,53 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
     }
 
     const auto start = std::chrono::steady_clock::now();
+    std::chrono::nanoseconds pause = first_pause;
     for (bool retried = false;; retried = true) {
-      const redis::limiter_result r = limiter->decide(o.key, *n);
+      std::optional<redis_failure> failure = check_ready(conn, lo.timeout);
+      redis::limiter_result r;
+      if (!failure) {
+        r = limiter->decide(o.key, *n);
+        if (r.error) failure = call_failure(conn, std::error_code(r.error), r.message, lo.timeout);
+      }
       // Time spent waiting for admission (zero for an answer at the first asking).
       const std::chrono::nanoseconds waited =
           retried ? std::chrono::steady_clock::now() - start : std::chrono::nanoseconds::zero();
-      if (r.error) {
-        err << "admit decide: redis did not decide (" << r.error.message() << (r.message.empty() ? "" : ": ")
-            << r.message << "); " << (o.fail_open ? "--fail-open admits" : "refused by default (--fail-open admits)")
-            << "\n";
+      if (failure) {
+        const std::chrono::nanoseconds so_far = std::chrono::steady_clock::now() - start;
+        if (o.wait && failure->transient && (!max_wait || so_far + pause <= *max_wait)) {
+          err << "admit decide: " << failure->message << "; retrying in " << format_duration(pause) << " (waited "
+              << human_duration(ns_of(so_far)) << ")\n";
+          err.flush();
+          std::this_thread::sleep_for(pause);
+          pause = std::min(pause * 2, last_pause);
+          continue;
+        }
+        err << "admit decide: " << failure->message << "; "
+            << (o.fail_open ? "admitted by --fail-open" : "not admitted (--fail-open admits)") << "\n";
+        // The failure policy's decision, as the limiter makes it.
+        redis::limiter_result policy;
+        policy.error = boost::system::error_code(failure->error);
+        policy.source = redis::decided_by::failure_policy;
+        policy.decision.admitted = o.fail_open;
+        policy.decision.limit = limiter->limit();
+        if (!o.fail_open) policy.decision.retry_after = lo.failure_retry_after;
+        print(out, o, *limiter, policy, waited, failure->message);
+        return o.fail_open ? exit_ok : failure->exit_status();
       }
+      pause = first_pause;
       if (r.decision.admitted) {
-        print(out, o, *limiter, r, waited);
+        print(out, o, *limiter, r, waited, {});
         return exit_ok;
       }
       if (r.decision.exceeds_capacity()) {
-        print(out, o, *limiter, r, waited);
+        print(out, o, *limiter, r, waited, {});
         err << "admit decide: --cost " << *n << " is more than the limit " << r.decision.limit
             << ": it can never be admitted\n";
         return exit_bad_input;
       }
       const auto so_far = std::chrono::steady_clock::now() - start;
-      const bool give_up = !o.wait || r.error || (max_wait && so_far + r.decision.retry_after > *max_wait);
-      if (give_up) {
-        print(out, o, *limiter, r, waited);
+      if (!o.wait || (max_wait && so_far + r.decision.retry_after > *max_wait)) {
+        print(out, o, *limiter, r, waited, {});
         return exit_refused;
       }
       err << "admit decide: refused, retrying in " << human_duration(ns_of(r.decision.retry_after)) << " (waited "

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <string>
@@ -13,6 +14,7 @@
 #include "admit/redis/semaphore.hpp"
 #include "cli/duration.hpp"
 #include "cli/options.hpp"
+#include "cli/redis/failure.hpp"
 #include "cli/redis/io_runner.hpp"
 #include "cli/report.hpp"
 #include "cli/trace.hpp"
@@ -95,21 +97,26 @@ int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) 
       throw usage_error(std::string("--redis: ") + e.what());
     }
     co.command_timeout = *timeout;
+    co.connect_timeout = *timeout;
     io_runner io;
     redis::connection conn(io.executor(), co);
+    std::optional<redis_failure> failure = check_ready(conn, *timeout);
     std::pair<redis::semaphore_snapshot, std::error_code> r;
-    try {
-      r = redis::inspect_semaphore(conn, o.name, static_cast<std::size_t>(*most));
-    } catch (const std::invalid_argument& e) {
-      throw usage_error(e.what());
+    if (!failure) {
+      try {
+        r = redis::inspect_semaphore(conn, o.name, static_cast<std::size_t>(*most));
+      } catch (const std::invalid_argument& e) {
+        throw usage_error(e.what());
+      }
+      if (r.second == std::errc::no_such_file_or_directory) {
+        err << "admit inspect: no semaphore named " << quote_for_message(o.name) << " on " << redis_address(co) << "\n";
+        return exit_failure;
+      }
+      if (r.second) failure = call_failure(conn, r.second, {}, *timeout);
     }
-    if (r.second == std::errc::no_such_file_or_directory) {
-      err << "admit inspect: no semaphore named " << quote_for_message(o.name) << " on " << o.redis << "\n";
-      return exit_failure;
-    }
-    if (r.second) {
-      err << "admit inspect: redis did not answer (" << r.second.message() << ")\n";
-      return exit_failure;
+    if (failure) {
+      err << "admit inspect: " << failure->message << "\n";
+      return failure->exit_status();
     }
     if (o.json) {
       print_json(out, o.name, r.first);

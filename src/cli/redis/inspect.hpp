@@ -13,6 +13,15 @@
 
 namespace admit::cli {
 
+// `admit inspect --help`: what the command does and its exit statuses.
+inline constexpr const char* inspect_description =
+    "Show the live state of a distributed semaphore (admit::redis::semaphore) on Redis: capacity, available, the "
+    "holders with their fencing token and lease time left, the queue in order.\n"
+    "Exit status: 0 shown; 1 no such semaphore; 2 bad input (an option, the URL); 75 (EX_TEMPFAIL) Redis failed in "
+    "a way that may pass by waiting (no answer within --timeout, connection refused or lost, LOADING, BUSY); 69 "
+    "(EX_UNAVAILABLE) Redis failed in a way waiting cannot fix (authentication failed, unknown host, no such "
+    "database, not a Redis server). The cause goes to stderr.";
+
 struct inspect_options {
   std::string redis;         // URL: redis://[:password@]host:port[/db] or unix:///path (required)
   std::string name;          // the semaphore's name (required)
@@ -21,8 +30,9 @@ struct inspect_options {
   bool json = false;
 };
 
-// Runs `admit inspect`. Returns 0 (the state went to `out`), 2 bad input, 1 Redis unreachable or no such semaphore
-// (the message goes to `err`, prefixed "admit inspect: ").
+// Runs `admit inspect`. Returns 0 (the state went to `out`), 2 bad input (a bad URL included), 1 no such semaphore,
+// 75 a Redis failure that may pass by waiting, 69 one that will not (see cli/redis/failure.hpp); the message goes to
+// `err`, prefixed "admit inspect: ".
 int run_inspect(const inspect_options& options, std::ostream& out, std::ostream& err);
 
 }  // namespace admit::cli

@@ -1,0 +1,118 @@
+// Redis failures of `admit decide` / `admit inspect` in words (see failure.hpp).
+#include "cli/redis/failure.hpp"
+
+#include <array>
+#include <string>
+
+#include "admit/redis/errc.hpp"
+#include "admit/redis/limiter_result.hpp"
+#include "cli/duration.hpp"
+#include "cli/trace.hpp"
+
+namespace admit::cli {
+
+namespace {
+
+using redis::errc;
+
+// The connection's words without their "connect: " / "resolve host: " / "AUTH: " lead.
+std::string words_of(const redis::connection& conn) {
+  std::string w = conn.last_error();
+  if (const auto colon = w.find(": "); colon != std::string::npos) w.erase(0, colon + 2);
+  return w;
+}
+
+std::string with_words(const std::string& words) { return words.empty() ? std::string() : " (" + words + ")"; }
+
+// Error replies that say "not now" rather than "not this way".
+bool transient_reply(std::string_view prefix) {
+  constexpr std::array<std::string_view, 5> waiting = {"LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"};
+  for (const auto p : waiting) {
+    if (prefix == p) return true;
+  }
+  return false;
+}
+
+redis_failure reply_failure(const redis::connection& conn, std::string_view text) {
+  const std::string where = redis_address(conn.options());
+  const std::string_view prefix = text.substr(0, text.find(' '));
+  redis_failure f{make_error_code(redis::limiter_errc::error_reply), {}, transient_reply(prefix)};
+  if (prefix == "NOAUTH") {
+    f.message = "authentication failed at " + where + ": " + std::string(text) +
+                " (the server wants a password: redis://:PASSWORD@host:port)";
+  } else if (prefix == "WRONGPASS" || prefix == "NOPERM") {
+    f.message = "authentication failed at " + where + ": " + std::string(text);
+  } else if (f.transient) {
+    f.message = where + " cannot answer now: " + std::string(text);
+  } else {
+    f.message = where + " answered with an error: " + std::string(text);
+  }
+  return f;
+}
+
+// A failed connection attempt, or a connection lost (`why` from connect() or last_connect_error()).
+redis_failure connection_failure(const redis::connection& conn, std::error_code why) {
+  const redis::connection_options& o = conn.options();
+  const std::string where = redis_address(o);
+  const std::string words = words_of(conn);
+  redis_failure f{why, {}, false};
+  if (why == errc::connection_refused) {
+    f.transient = true;
+    f.message = "cannot connect to " + where + ": connection refused (is the server running?)";
+  } else if (why == errc::unknown_host) {
+    f.message = "cannot connect to " + where + ": unknown host " + quote_for_message(o.host) + with_words(words);
+  } else if (why == errc::connect_timeout) {
+    f.transient = true;
+    f.message = "cannot connect to " + where + ": no answer within " + format_duration(o.connect_timeout);
+  } else if (why == errc::auth_failed) {
+    f.message = "authentication failed at " + where + ": " + words + " (check the user and password in the URL)";
+  } else if (why == errc::select_failed) {
+    f.message = "database " + std::to_string(o.db) + " does not exist at " + where + with_words(words);
+  } else if (why == errc::protocol_error) {
+    f.message = where + " does not speak the Redis protocol" + with_words(words);
+  } else if (why == errc::connection_lost) {
+    f.transient = true;
+    f.message = "lost the connection to " + where + with_words(words);
+  } else {  // connection_failed, closed, anything else
+    f.transient = true;
+    f.message = "cannot connect to " + where + ": " + (words.empty() ? why.message() : words);
+  }
+  return f;
+}
+
+}  // namespace
+
+std::string redis_address(const redis::connection_options& o) {
+  if (!o.unix_path.empty()) return "unix://" + o.unix_path + (o.db != 0 ? "?db=" + std::to_string(o.db) : "");
+  const bool ipv6 = o.host.find(':') != std::string::npos;
+  return "redis://" + (o.user.empty() ? std::string() : o.user + "@") + (ipv6 ? "[" + o.host + "]" : o.host) + ":" +
+         std::to_string(o.port) + (o.db != 0 ? "/" + std::to_string(o.db) : "");
+}
+
+std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::nanoseconds timeout) {
+  if (const boost::system::error_code ec = conn.connect()) return connection_failure(conn, std::error_code(ec));
+  const redis::result r = conn.execute_for(timeout, "PING");
+  if (r.error) return call_failure(conn, std::error_code(r.error), {}, timeout);
+  if (r.value.is_error()) return reply_failure(conn, r.value.str());
+  return std::nullopt;
+}
+
+redis_failure call_failure(const redis::connection& conn, std::error_code error, std::string_view reply_text,
+                           std::chrono::nanoseconds timeout) {
+  if (error == redis::limiter_errc::error_reply) return reply_failure(conn, reply_text);
+  const std::string where = redis_address(conn.options());
+  const std::error_code down = conn.last_connect_error();
+  if (error == errc::timeout) {
+    // Never sent while the connection was down: why it was down is the story.
+    if (!conn.is_connected() && down) return connection_failure(conn, down);
+    return {error, "no answer from " + where + " within " + format_duration(timeout), true};
+  }
+  if (error == errc::outcome_unknown) {
+    if (down == errc::protocol_error) return connection_failure(conn, down);
+    return {error, "lost the connection to " + where + " during the call" + with_words(words_of(conn)), true};
+  }
+  if (error.category() == redis::error_category()) return connection_failure(conn, error);
+  return {error, "unexpected answer from " + where + ": " + error.message(), false};
+}
+
+}  // namespace admit::cli

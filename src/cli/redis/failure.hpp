@@ -1,0 +1,49 @@
+// cli/redis/failure.hpp — why `admit decide` or `admit inspect` could not get an answer from Redis, in words a user
+// can act on, and the exit status that goes with it:
+//
+//   75 (EX_TEMPFAIL)    may pass by waiting: no answer within --timeout, connection refused (the server is down or
+//                       restarting), the connection lost or reset, the server LOADING, BUSY, TRYAGAIN, MASTERDOWN or
+//                       CLUSTERDOWN. `admit decide --wait` retries these.
+//   69 (EX_UNAVAILABLE) a mistake waiting cannot fix: authentication failed (WRONGPASS, NOAUTH, NOPERM), unknown host,
+//                       a database the server does not have, a peer that does not speak RESP, any other error reply.
+//
+// Messages name the server as its URL without the password (redis_address).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "admit/redis/connection.hpp"
+#include "admit/redis/options.hpp"
+
+namespace admit::cli {
+
+inline constexpr int exit_unavailable = 69;  // sysexits' EX_UNAVAILABLE
+inline constexpr int exit_tempfail = 75;     // sysexits' EX_TEMPFAIL
+
+struct redis_failure {
+  std::error_code error;   // an admit::redis::errc (or limiter_errc::error_reply for an error reply)
+  std::string message;     // e.g. "cannot connect to redis://127.0.0.1:6380: connection refused (is ...?)"
+  bool transient = false;  // may pass by waiting (exit 75); else exit 69
+  int exit_status() const noexcept { return transient ? exit_tempfail : exit_unavailable; }
+};
+
+// The server the options point to, as a URL without the password: "redis://127.0.0.1:6379/2",
+// "redis://alice@[::1]:6380", "unix:///run/redis.sock?db=2".
+std::string redis_address(const redis::connection_options& options);
+
+// Connects (one attempt, bounded by the options' connect_timeout, or the next one while the connection waits out a
+// backoff) and checks with a PING, within `timeout`, that the server takes our commands (a server that wants a
+// password the URL lacks says NOAUTH only then). Empty when ready. Blocking; not on the connection's executor.
+std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::nanoseconds timeout);
+
+// A call on `conn` that failed with `error` (and, for an error reply, the reply's text): what happened, using the
+// connection's last failure when the call timed out with the connection down or the connection was lost.
+// `timeout` is the call's, for the message.
+redis_failure call_failure(const redis::connection& conn, std::error_code error, std::string_view reply_text,
+                           std::chrono::nanoseconds timeout);
+
+}  // namespace admit::cli
