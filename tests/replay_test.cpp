@@ -14,6 +14,7 @@
 
 #include "admit/fixed_window.hpp"
 #include "admit/token_bucket.hpp"
+#include "cli/duration.hpp"
 #include "cli/options.hpp"
 #include "cli/report.hpp"
 #include "cli/trace.hpp"
@@ -166,7 +167,8 @@ TEST(ReplayResolve, RefusesWithMessagesNamingTheValue) {
             "--mode reserve does not apply to sliding-log: it can only admit or reject (use --mode allow)");
   EXPECT_EQ(resolve_error(config_for(algorithm::fixed_window, "1/s",
                                      [](replay_config& c) { c.window = std::chrono::milliseconds(500); })),
-            "--rate 1/s with --window 500ms allows less than one request per window");
+            "--rate 1/s with --window 500ms allows less than one request per window (0.5); use --rate 2/s (1 per 500ms "
+            "window), or --window 1s (1 per window)");
   EXPECT_EQ(resolve_error(config_for(algorithm::sliding_log, "inf")),
             "--rate inf does not apply to sliding-log: a window needs a finite limit");
 }
@@ -186,14 +188,15 @@ TEST(ReplayResolve, PerWindowLimitWithinTheLimitersBounds) {
   EXPECT_EQ(resolve_error(config_for(algorithm::fixed_window, "999999999/s")),
             "--rate 999999999/s with --window 1s gives a per-window limit of 999999999, above fixed-window's maximum "
             "of 999999998 for a 1s window (the window in nanoseconds must be larger than the limit)");
-  // rate * window rounded down, forgiving only floating-point noise.
+  // rate * window exactly, forgiving only floating-point noise; a fraction is refused, never rounded.
   const auto limit_of = [](const char* r, std::chrono::nanoseconds w) {
     return settings_for(algorithm::sliding_window, r, [w](replay_config& c) { c.window = w; }).window_limit;
   };
   EXPECT_EQ(limit_of("7/3s", std::chrono::seconds(3)), 7);
   EXPECT_EQ(limit_of("10/3s", std::chrono::milliseconds(300)), 1);
-  EXPECT_EQ(limit_of("2.9999/s", std::chrono::seconds(1)), 2);
-  EXPECT_EQ(limit_of("16777214.99/s", std::chrono::seconds(1)), 16'777'214);
+  EXPECT_EQ(limit_of("100/day", std::chrono::hours(24 * 7)), 700);
+  EXPECT_THROW((void)limit_of("2.9999/s", std::chrono::seconds(1)), std::invalid_argument);
+  EXPECT_THROW((void)limit_of("16777214.99/s", std::chrono::seconds(1)), std::invalid_argument);
   EXPECT_EQ(max_window_limit(algorithm::fixed_window, std::chrono::nanoseconds(1)), 0);
   EXPECT_EQ(max_window_limit(algorithm::sliding_log, std::chrono::hours(1)), 16'777'215);
   EXPECT_EQ(max_window_limit(algorithm::token_bucket, std::chrono::seconds(1)), 0);
@@ -209,6 +212,57 @@ TEST(ReplayResolve, PerWindowLimitWithinTheLimitersBounds) {
       EXPECT_NO_THROW((void)make_limiter(settings)) << to_string(a) << " " << r;
     }
   }
+}
+
+// A window counts whole requests: rate × window that is not whole is refused (exit 2 on the command line), naming the
+// rates and the window that would fit; it was rounded down without a word (199/s in 10ms windows enforced 100/s).
+TEST(ReplayResolve, WindowLimitIsNeverRounded) {
+  const auto with_window = [](std::chrono::nanoseconds w) { return [w](replay_config& c) { c.window = w; }; };
+  auto c = config_for(algorithm::fixed_window, "199/s", with_window(std::chrono::milliseconds(10)));
+  c.rate_text = "199/s";
+  EXPECT_EQ(resolve_error(c),
+            "--rate 199/s with --window 10ms gives 1.99 requests per window, and a window counts whole requests; use "
+            "--rate 100/s or 200/s (1 or 2 per 10ms window), or --window 1s (199 per window)");
+  c = config_for(algorithm::sliding_window, "100/min");
+  c.rate_text = "100/min";
+  EXPECT_EQ(resolve_error(c),
+            "--rate 100/min with --window 1s gives 1.667 requests per window, and a window counts whole requests; use "
+            "--rate 60/min or 120/min (1 or 2 per 1s window), or --window 600ms (1 per window)");
+  c = config_for(algorithm::sliding_log, "1/70ms");
+  c.rate_text = "1/70ms";
+  EXPECT_EQ(resolve_error(c),
+            "--rate 1/70ms with --window 1s gives 14.286 requests per window, and a window counts whole requests; use "
+            "--rate 14/s or 15/s (14 or 15 per 1s window), or --window 980ms (14 per window)");
+  // Every suggestion is accepted, and gives the count it names.
+  for (const char* r : {"199/s", "100/min", "1/70ms", "7/3s", "2.5/s", "1/min", "123.456/h"}) {
+    for (auto w :
+         {std::chrono::nanoseconds(std::chrono::milliseconds(10)), std::chrono::nanoseconds(std::chrono::seconds(1)),
+          std::chrono::nanoseconds(std::chrono::seconds(45))}) {
+      auto cfg = config_for(algorithm::fixed_window, r, with_window(w));
+      cfg.rate_text = r;
+      const std::string message = resolve_error(cfg);
+      if (message.empty()) continue;
+      const auto use = message.find("; use --rate ");
+      ASSERT_NE(use, std::string::npos) << message;
+      const auto rate_end = message.find(' ', use + 13);
+      const std::string suggested = message.substr(use + 13, rate_end - use - 13);
+      auto fixed = cfg;
+      fixed.limit = admit::rate::parse(suggested);
+      fixed.rate_text = suggested;
+      EXPECT_EQ(resolve_error(fixed), "") << message;
+      const auto window_at = message.find(", or --window ");
+      if (window_at != std::string::npos) {
+        const auto start = window_at + 14;
+        const std::string window_text = message.substr(start, message.find(' ', start) - start);
+        auto other = cfg;
+        other.window = parse_duration(window_text);
+        ASSERT_TRUE(other.window.has_value()) << message;
+        EXPECT_EQ(resolve_error(other), "") << message;
+      }
+    }
+  }
+  // The library's window limiters take the limit as a whole number: nothing to round there.
+  EXPECT_EQ(settings_for(algorithm::fixed_window, "200/s", with_window(std::chrono::milliseconds(10))).window_limit, 2);
 }
 
 TEST(ReplayResolve, FixedWindowMaximumIsExactlyTheLimitersBound) {
@@ -244,22 +298,32 @@ TEST(ReplayOptions, CheckedIntoAConfig) {
             "unknown --algorithm \"leaky\": expected one of "
             "token-bucket|gcra|pacer|fixed-window|sliding-window|sliding-log|warmup|concurrency");
   EXPECT_EQ(error(options_for("gcra", "fast")),
-            "invalid --rate \"fast\": missing '/'; expected N/s, N/ms, N/min, N/h, N/500ms (N a non-negative decimal) "
-            "or inf");
+            "invalid --rate \"fast\": missing '/'; expected N/s, N/ms, N/min, N/h, N/day, N/500ms (N a non-negative "
+            "decimal) or inf; units ns, us, ms, s, min, h, d, and second, minute, hour, day, week, month, year");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.burst = "-1"; })),
             "invalid --burst \"-1\": must be at least 1");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.burst = "0"; })),
-            "invalid --burst \"0\": must be at least 1");
+            "invalid --burst \"0\": must be a whole number from 1 to 1000000000");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.burst = "1e3"; })),
-            "invalid --burst \"1e3\": expected a whole number");
+            "invalid --burst \"1e3\": expected a whole number from 1 to 1000000000");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.burst = "99999999999999999999"; })),
-            "invalid --burst \"99999999999999999999\": out of range");
+            "invalid --burst \"99999999999999999999\": must be a whole number from 1 to 1000000000");
   EXPECT_EQ(error(options_for("pacer", "1/s", [](replay_options& o) { o.slack = "-2"; })),
             "invalid --slack \"-2\": must not be negative");
   EXPECT_EQ(error(options_for("fixed-window", "1/s", [](replay_options& o) { o.window = "0ms"; })),
             "invalid --window \"0ms\": must be positive");
   EXPECT_EQ(error(options_for("fixed-window", "1/s", [](replay_options& o) { o.window = "1 s"; })),
-            "invalid --window \"1 s\": expected a duration such as 500ms, 1s, 10s, 2min (units ns, us, ms, s, min, h)");
+            "invalid --window \"1 s\": expected a duration such as 500ms, 1s, 10s, 2min, without spaces (units ns, us, "
+            "ms, s, min, h, d)");
+  // Each problem is named as what it is: a window far too long is "too large", not "not a duration".
+  EXPECT_EQ(error(options_for("fixed-window", "1/s", [](replay_options& o) { o.window = "1000000d"; })),
+            "invalid --window \"1000000d\": too large (max 1000000000s, about 31 years)");
+  EXPECT_EQ(error(options_for("fixed-window", "1/s", [](replay_options& o) { o.window = "10"; })),
+            "invalid --window \"10\": missing a unit after the number (units ns, us, ms, s, min, h, d), e.g. 10s");
+  EXPECT_EQ(error(options_for("fixed-window", "1/s", [](replay_options& o) { o.window = "2fortnights"; })),
+            "invalid --window \"2fortnights\": unknown unit \"fortnights\" (units ns, us, ms, s, min, h, d)");
+  EXPECT_EQ(error(options_for("fixed-window", "1/s", [](replay_options& o) { o.window = "1.5ns"; })),
+            "invalid --window \"1.5ns\": not a whole number of nanoseconds (at most 9 fraction digits of a second)");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.mode = "sometimes"; })),
             "invalid --mode \"sometimes\": expected allow or reserve");
 }

@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/message.hpp"
+
 namespace admit::cli {
 
 // The largest `n` one trace line may ask for (keeps every limiter's arithmetic far from overflow).
@@ -66,10 +68,6 @@ class trace_error : public std::runtime_error {
 // Formats nanoseconds as the shortest decimal seconds parse_seconds() reads back exactly: 1500000000 -> "1.5",
 // 2000000000 -> "2", 1 -> "0.000000001". Negative values get a leading '-'.
 [[nodiscard]] std::string format_seconds(std::int64_t ns);
-
-// Quotes `text` for an error message: at most 60 characters (longer text is cut and marked with "..."), control and
-// non-ASCII bytes written as \xHH, so that any input gives a printable, bounded message.
-[[nodiscard]] std::string quote_for_message(std::string_view text);
 
 // Reads a trace line by line, checking that times never go back.
 // Thread safety: none (one parser per thread); no shared state.
