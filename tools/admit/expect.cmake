@@ -3,6 +3,7 @@
 #   [-DSTDIN=<file fed to standard input>] [-DSTDERR=<regex stderr must match>] [-DSTDOUT=<regex stdout must match>]
 #   [-DOUTFILE=<file that must exist afterwards>] [-DOUTFILE_REGEX=<regex its content must match>]
 #   [-DSTDERR_CONTAINS=<text stderr must contain, literally (a path, whatever characters it holds)>]
+#   [-DSTDOUT_CONTAINS=<text stdout must contain, literally>]
 string(REPLACE "|" ";" args "${ARGS}")
 set(input_args)
 if(DEFINED STDIN)
@@ -24,6 +25,12 @@ if(DEFINED STDERR_CONTAINS)
   string(FIND "${err}" "${STDERR_CONTAINS}" at)
   if(at EQUAL -1)
     string(APPEND failed "stderr does not contain \"${STDERR_CONTAINS}\"\n")
+  endif()
+endif()
+if(DEFINED STDOUT_CONTAINS)
+  string(FIND "${out}" "${STDOUT_CONTAINS}" at)
+  if(at EQUAL -1)
+    string(APPEND failed "stdout does not contain \"${STDOUT_CONTAINS}\"\n")
   endif()
 endif()
 if(NOT DEFINED STDERR AND NOT DEFINED STDERR_CONTAINS AND "${EXIT}" STREQUAL "0" AND NOT err STREQUAL "")
