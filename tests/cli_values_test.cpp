@@ -43,6 +43,15 @@ TEST(Quote, ExcerptIsBoundedAtACharacterBoundary) {
   EXPECT_EQ(quote_excerpt("short"), "\"short\"");
 }
 
+TEST(WrapText, BreaksAtSpacesWithinTheWidth) {
+  EXPECT_EQ(wrap_text("one two three four", 9, 0, 2), "one two\n  three\n  four");
+  EXPECT_EQ(wrap_text("one two", 20, 15, 15), "one\n               two");
+  EXPECT_EQ(wrap_text("para one\npara two", 80, 0, 0), "para one\npara two");
+  EXPECT_EQ(wrap_text("a|bb|ccc|dddd", 7, 0, 0), "a|bb|\nccc|\ndddd");
+  EXPECT_EQ(wrap_text("x averyveryverylongword", 10, 0, 0), "x\naveryveryverylongword");
+  EXPECT_EQ(wrap_text("caf\xc3\xa9 caf\xc3\xa9", 9, 0, 0), "caf\xc3\xa9 caf\xc3\xa9");  // 9 characters, 11 bytes
+}
+
 TEST(CountOption, NamesTheRange) {
   EXPECT_EQ(parse_count_option("--burst", "20", 1, 100), 20);
   EXPECT_EQ(usage_message([] { (void)parse_count_option("--burst", "0", 1, 100); }),

@@ -74,4 +74,62 @@ std::string quote_excerpt(std::string_view text, std::size_t max_chars) {
   return out;
 }
 
+namespace {
+
+std::size_t columns(std::string_view text) {
+  std::size_t n = 0;
+  for (char c : text) n += (static_cast<unsigned char>(c) & 0xc0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+std::string wrap_text(std::string_view text, std::size_t width, std::size_t first_indent, std::size_t indent) {
+  std::string out;
+  std::size_t column = first_indent;
+  bool line_empty = true;
+  const auto new_line = [&] {
+    out += '\n';
+    out.append(indent, ' ');
+    column = indent;
+    line_empty = true;
+  };
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == '\n') {
+      new_line();
+      ++i;
+      continue;
+    }
+    if (text[i] == ' ') {
+      ++i;
+      continue;
+    }
+    const std::size_t end = text.find_first_of(" \n", i);
+    std::string_view word = text.substr(i, end == std::string_view::npos ? std::string_view::npos : end - i);
+    // A word longer than a whole line ("token-bucket|gcra|...") is broken after a '|' where one fits.
+    if (indent + columns(word) > width) {
+      const std::size_t room = width > column + 1 ? width - column - (line_empty ? 0 : 1) : 0;
+      std::size_t cut = word.substr(0, room).rfind('|');
+      if (cut == std::string_view::npos && !line_empty) {
+        new_line();
+        continue;
+      }
+      if (cut != std::string_view::npos) word = word.substr(0, cut + 1);
+    }
+    const std::size_t w = columns(word);
+    if (!line_empty && column + 1 + w > width) new_line();
+    if (!line_empty) {
+      out += ' ';
+      ++column;
+    }
+    out.append(word);
+    column += w;
+    line_empty = false;
+    i += word.size();
+    if (i < text.size() && text[i - 1] == '|' && text[i] != ' ' && text[i] != '\n') new_line();
+  }
+  return out;
+}
+
 }  // namespace admit::cli

@@ -3,7 +3,7 @@
 #   [-DSTDIN=<file fed to standard input>] [-DSTDERR=<regex stderr must match>] [-DSTDOUT=<regex stdout must match>]
 #   [-DOUTFILE=<file that must exist afterwards>] [-DOUTFILE_REGEX=<regex its content must match>]
 #   [-DSTDERR_CONTAINS=<text stderr must contain, literally (a path, whatever characters it holds)>]
-#   [-DSTDOUT_CONTAINS=<text stdout must contain, literally>]
+#   [-DSTDOUT_CONTAINS=<text stdout must contain, literally>] [-DSTDOUT_NOT=<regex stdout must not match>]
 string(REPLACE "|" ";" args "${ARGS}")
 set(input_args)
 if(DEFINED STDIN)
@@ -26,6 +26,9 @@ if(DEFINED STDERR_CONTAINS)
   if(at EQUAL -1)
     string(APPEND failed "stderr does not contain \"${STDERR_CONTAINS}\"\n")
   endif()
+endif()
+if(DEFINED STDOUT_NOT AND out MATCHES "${STDOUT_NOT}")
+  string(APPEND failed "stdout matches \"${STDOUT_NOT}\": \"${CMAKE_MATCH_0}\"\n")
 endif()
 if(DEFINED STDOUT_CONTAINS)
   string(FIND "${out}" "${STDOUT_CONTAINS}" at)
