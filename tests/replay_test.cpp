@@ -328,6 +328,42 @@ TEST(ReplayOptions, CheckedIntoAConfig) {
             "invalid --mode \"sometimes\": expected allow or reserve");
 }
 
+TEST(ReplayCommand, SaysItReadsATerminal) {
+  auto o = options_for("token-bucket", "1/s");
+  o.stdin_is_terminal = true;
+  std::istringstream in("0\n");
+  std::ostringstream out, err;
+  EXPECT_EQ(run_replay(o, in, out, err), exit_ok);
+  EXPECT_EQ(err.str(),
+            "admit replay: reading the trace from standard input (end with Ctrl-D; --help for the options)\n");
+  o.stdin_is_terminal = false;
+  std::istringstream again("0\n");
+  std::ostringstream out2, err2;
+  EXPECT_EQ(run_replay(o, again, out2, err2), exit_ok);
+  EXPECT_EQ(err2.str(), "");
+}
+
+TEST(ReplayCommand, RefusesAnEmptyTraceAndAPlotThatIsNotSvg) {
+  for (const char* algo : {"token-bucket", "concurrency"}) {
+    auto o = options_for(algo, "1/s");
+    if (std::string(algo) == "concurrency") {
+      o.rate.reset();
+      o.limit = "2";
+    }
+    std::istringstream in("# nothing\n\n");
+    std::ostringstream out, err;
+    EXPECT_EQ(run_replay(o, in, out, err), exit_bad_input) << algo;
+    EXPECT_NE(err.str().find("admit replay: stdin: the trace is empty"), std::string::npos) << err.str();
+    EXPECT_EQ(out.str(), "");
+    o.plot = "chart.png";
+    std::istringstream one("0 1 1\n");
+    std::ostringstream out2, err2;
+    EXPECT_EQ(run_replay(o, one, out2, err2), exit_bad_input) << algo;
+    EXPECT_EQ(err2.str(),
+              "admit replay: cannot write --plot \"chart.png\": only SVG is written; use a file name ending in .svg\n");
+  }
+}
+
 TEST(ReplayCommand, ReportsBadTraceWithExitStatus2) {
   const auto o = options_for("token-bucket", "1/s");
   std::istringstream in("0\n1\nzz\n");

@@ -80,11 +80,31 @@ concurrency_settings to_concurrency_settings(const replay_options& o) {
 
 namespace {
 
+// The --plot file must be an SVG: nothing else is written (a "chart.png" would be an SVG under the wrong name).
+std::string check_plot_name(const replay_options& o) {
+  if (!o.plot) return {};
+  const std::string& name = *o.plot;
+  std::string ext = name.size() >= 4 ? name.substr(name.size() - 4) : "";
+  for (char& c : ext) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (ext == ".svg") return {};
+  return "cannot write --plot " + quote(name) + ": only SVG is written; use a file name ending in .svg";
+}
+
+std::string empty_trace(const std::string& source, std::string_view shape) {
+  return source + ": the trace is empty: no " + std::string(shape) +
+         " line (blank lines and '#' comments do not count)";
+}
+
 // Reads the trace named by o.trace ("-": `in`) with `parse`. Returns an error message (empty on success).
 template <class Parse>
-std::string read_source(const replay_options& o, std::istream& in, const std::string& source, Parse parse) {
+std::string read_source(const replay_options& o, std::istream& in, std::ostream& err, const std::string& source,
+                        Parse parse) {
   try {
     if (o.trace == "-") {
+      if (o.stdin_is_terminal) {
+        err << "admit replay: reading the trace from standard input (end with Ctrl-D; --help for the options)\n";
+        err.flush();
+      }
       parse(in);
       return {};
     }
@@ -112,11 +132,14 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
   } catch (const usage_error& e) {
     return fail(e.what());
   }
+  if (auto error = check_plot_name(o); !error.empty()) return fail(error);
   const std::string source = o.trace == "-" ? "stdin" : o.trace;
   std::vector<request> trace;
-  if (auto error = read_source(o, in, source, [&](std::istream& s) { trace = read_requests(s); }); !error.empty()) {
+  if (auto error = read_source(o, in, err, source, [&](std::istream& s) { trace = read_requests(s); });
+      !error.empty()) {
     return fail(error);
   }
+  if (trace.empty()) return fail(empty_trace(source, "`<arrival> <duration> [n]`"));
   concurrency_result result;
   try {
     result = replay_concurrency(settings, trace);
@@ -162,12 +185,14 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
   } catch (const std::invalid_argument& e) {
     return fail(e.what());
   }
+  if (auto error = check_plot_name(o); !error.empty()) return fail(error);
 
   const std::string source = o.trace == "-" ? "stdin" : o.trace;
   std::vector<arrival> trace;
-  if (auto error = read_source(o, in, source, [&](std::istream& s) { trace = read_trace(s); }); !error.empty()) {
+  if (auto error = read_source(o, in, err, source, [&](std::istream& s) { trace = read_trace(s); }); !error.empty()) {
     return fail(error);
   }
+  if (trace.empty()) return fail(empty_trace(source, "`<seconds since start> [n]`"));
 
   replay_result result;
   try {

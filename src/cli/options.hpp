@@ -24,6 +24,7 @@ struct replay_options {
   bool json = false;
   std::optional<std::string> plot;  // SVG file to write
   std::string trace = "-";          // file name, or "-" for standard input
+  bool stdin_is_terminal = false;   // reading "-" from a terminal: say so on stderr (nothing else would)
 };
 
 // Checks the options of a rate algorithm and builds the configuration. Throws usage_error naming the option and value.
@@ -38,7 +39,9 @@ struct replay_options {
 
 // Runs `admit replay`: reads the trace (options.trace, or `in` for "-"; for --algorithm concurrency its lines are
 // `<arrival> <duration> [n]`, see cli/concurrency_replay.hpp), replays it, writes the report to `out` and the plot to
-// options.plot. Returns the exit status; error messages go to `err` ("admit replay: ...").
+// options.plot. Returns the exit status; error messages go to `err` ("admit replay: ..."). Refused with exit_bad_input:
+// a trace without a single arrival, a --plot name that does not end in .svg (the only format written). Reading
+// standard input from a terminal (stdin_is_terminal), it first says so on `err`.
 int run_replay(const replay_options& options, std::istream& in, std::ostream& out, std::ostream& err);
 
 }  // namespace admit::cli

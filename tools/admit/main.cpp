@@ -13,6 +13,8 @@
 #include <new>
 #include <string>
 
+#include <unistd.h>
+
 #include "cli/options.hpp"
 #include "cli/replay.hpp"
 #include "help_formatter.hpp"
@@ -230,6 +232,7 @@ int main(int argc, char** argv) {
   if (*warmup_opt) o.warmup = warmup;
   if (*mode_opt) o.mode = mode;
   if (*plot_opt) o.plot = plot;
+  o.stdin_is_terminal = isatty(STDIN_FILENO) == 1;
 
   try {
     return cli::run_replay(o, std::cin, std::cout, std::cerr);
