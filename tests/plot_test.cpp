@@ -1,5 +1,6 @@
 // Tests of the SVG chart of `admit replay --plot` (src/cli/plot.hpp) and of the JSON report (cli/report.hpp).
 #include "cli/plot.hpp"
+#include "cli/duration.hpp"
 
 #include <gtest/gtest.h>
 
@@ -99,8 +100,13 @@ TEST(Report, HumanDurations) {
   EXPECT_EQ(human_duration(12'500), "12.5us");
   EXPECT_EQ(human_duration(3'250'000), "3.25ms");
   EXPECT_EQ(human_duration(1'500'000'000), "1.5s");
-  EXPECT_EQ(human_duration(125'000'000'000), "2m05s");
-  EXPECT_EQ(human_duration(7'260'000'000'000), "2h01m");
+  // The units of every other duration admit prints or reads (it printed "2m05s" here and "2min" elsewhere).
+  EXPECT_EQ(human_duration(125'000'000'000), "2.08min");
+  EXPECT_EQ(human_duration(7'260'000'000'000), "2.02h");
+  EXPECT_EQ(human_duration(129'600'000'000'000), "1.5d");
+  for (std::int64_t ns : {850LL, 12'500LL, 3'250'000LL, 1'500'000'000LL, 125'000'000'000LL, 129'600'000'000'000LL}) {
+    EXPECT_TRUE(parse_duration(human_duration(ns)).has_value()) << human_duration(ns);
+  }
 }
 
 // JSON is written by nlohmann::json: UTF-8 stays UTF-8 (a file name "café.txt" came out as "caf\u00c3\u00a9.txt"),

@@ -57,17 +57,9 @@ std::string human_duration(std::int64_t ns) {
   if (ns < 1'000'000) return trim(v / 1e3, "us");
   if (ns < 1'000'000'000) return trim(v / 1e6, "ms");
   if (ns < 60'000'000'000) return trim(v / 1e9, "s");
-  const std::int64_t total_s = ns / 1'000'000'000;
-  if (total_s < 3600) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(total_s / 60),
-                  static_cast<long long>(total_s % 60));
-    return buf;
-  }
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(total_s / 3600),
-                static_cast<long long>(total_s / 60 % 60));
-  return buf;
+  if (ns < 3'600'000'000'000) return trim(v / 60e9, "min");
+  if (ns < 86'400'000'000'000) return trim(v / 3600e9, "h");
+  return trim(v / 86400e9, "d");
 }
 
 std::string json_string(std::string_view text) {

@@ -31,7 +31,8 @@ void write_json(std::ostream& out, const report_context& ctx, const replay_resul
 // One line per arrival: `<seconds> <n> admit|reject [<delay seconds>]`, the delay only when it is above zero.
 void write_events(std::ostream& out, const replay_result& result);
 
-// A short human form of a duration in ns: "0s", "850ns", "12.5us", "3.25ms", "1.5s", "2m05s".
+// A short human form of a duration in ns, three significant digits at most, in the units durations are written in
+// everywhere in admit (cli/duration.hpp): "0s", "850ns", "12.5us", "3.25ms", "1.5s", "2.08min", "2.02h", "1.5d".
 [[nodiscard]] std::string human_duration(std::int64_t ns);
 
 // `text` as a JSON string literal, quotes included, by nlohmann::json (UTF-8 kept; invalid bytes become U+FFFD).
