@@ -261,14 +261,17 @@ std::optional<request> request_trace_parser::feed(std::string_view line) {
   return request{t, d, n, line_};
 }
 
-std::vector<request> read_requests(std::istream& in) {
+std::vector<request> read_requests(std::istream& in, std::size_t max_requests) {
   request_trace_parser parser;
   std::vector<request> out;
   std::string line;
   std::size_t lines = 0;
   while (std::getline(in, line)) {
     ++lines;
-    if (auto r = parser.feed(line)) out.push_back(*r);
+    if (auto r = parser.feed(line)) {
+      if (out.size() == max_requests) throw trace_error(lines, too_many_entries(max_requests, "requests"));
+      out.push_back(*r);
+    }
   }
   if (in.bad()) throw trace_error(lines + 1, "read error");
   return out;

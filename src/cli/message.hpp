@@ -37,8 +37,8 @@ inline constexpr std::size_t excerpt_chars = 60;
 
 // `text` wrapped to lines of at most `width` columns, breaking at spaces: the first line starts after `first_indent`
 // columns (the caller has written them), the others with `indent` spaces. A '\n' in `text` starts a new line; a word
-// longer than a line is broken after a '|' where it can be ("a|b|c"), else put alone on its line, whole. Columns are counted in UTF-8 characters. The result ends
-// without a newline.
+// longer than a line is broken after a '|' where it can be ("a|b|c"), else put alone on its line, whole. Columns are
+// counted in UTF-8 characters. The result ends without a newline.
 [[nodiscard]] std::string wrap_text(std::string_view text, std::size_t width, std::size_t first_indent,
                                     std::size_t indent);
 
