@@ -11,6 +11,7 @@
 #include "cli/duration.hpp"
 #include "cli/options.hpp"
 #include "cli/replay.hpp"
+#include "cli/window_limit.hpp"
 
 namespace {
 
@@ -128,6 +129,30 @@ TEST(ReplayCommand, RefusesAnEmptyTraceAndAPlotThatIsNotSvg) {
     EXPECT_EQ(run_replay(o, one, out2, err2), exit_bad_input) << algo;
     EXPECT_EQ(err2.str(),
               "admit replay: cannot write --plot \"chart.png\": only SVG is written; use a file name ending in .svg\n");
+  }
+}
+
+// For `admit decide`: Redis counts windows in whole microseconds, and a window that is not would be rounded up.
+TEST(WindowLimit, WholeWindowsOfTheDistributedLimiters) {
+  using std::chrono::microseconds;
+  using std::chrono::nanoseconds;
+  EXPECT_NO_THROW(require_whole_window(std::chrono::seconds(1), microseconds(1), "microseconds", "Redis"));
+  EXPECT_NO_THROW(require_whole_window(nanoseconds(1500), nanoseconds(1), "nanoseconds", "admit"));
+  try {
+    require_whole_window(nanoseconds(1500), microseconds(1), "microseconds", "Redis");
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "--window 1500ns is not a whole number of microseconds, which Redis counts windows in; use --window "
+                 "1us or 2us");
+  }
+  try {
+    require_whole_window(nanoseconds(500), microseconds(1), "microseconds", "Redis");
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "--window 500ns is not a whole number of microseconds, which Redis counts windows in; use --window "
+                 "1us");
   }
 }
 

@@ -135,4 +135,17 @@ std::int64_t window_limit(const admit::rate& r, std::string_view rate_text, std:
   throw std::invalid_argument(message);
 }
 
+void require_whole_window(std::chrono::nanoseconds window, std::chrono::nanoseconds granularity,
+                          std::string_view unit_name, std::string_view where) {
+  const std::int64_t g = granularity.count();
+  if (g <= 1 || window.count() % g == 0) return;
+  const std::int64_t down = window.count() / g * g;
+  const std::int64_t up = down + g;
+  std::string use = "use --window ";
+  if (down > 0) use += format_duration(std::chrono::nanoseconds{down}) + " or ";
+  use += format_duration(std::chrono::nanoseconds{up});
+  throw std::invalid_argument("--window " + format_duration(window) + " is not a whole number of " +
+                              std::string(unit_name) + ", which " + std::string(where) + " counts windows in; " + use);
+}
+
 }  // namespace admit::cli

@@ -29,4 +29,11 @@ namespace admit::cli {
 [[nodiscard]] std::int64_t window_limit(const admit::rate& r, std::string_view rate_text,
                                         std::chrono::nanoseconds window);
 
+// Refuses a window that is not a whole number of `granularity` (the distributed limiters count windows in whole
+// microseconds, and would round it up): throws std::invalid_argument naming the window, the unit and the two nearest
+// windows that fit, e.g. "--window 1500ns is not a whole number of microseconds, which Redis counts windows in; use
+// --window 1us or 2us". `where` names what imposes the unit ("Redis"). Does nothing for a granularity <= 1ns.
+void require_whole_window(std::chrono::nanoseconds window, std::chrono::nanoseconds granularity,
+                          std::string_view unit_name, std::string_view where);
+
 }  // namespace admit::cli
