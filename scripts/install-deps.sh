@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ clang clang-tidy clang-format libclang-rt-14-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libboost1.81-dev curl
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libboost1.81-dev curl
   pkg-config libhiredis-dev redis-server
 )
 if [[ "${1:-}" == "--bench" ]]; then

@@ -1,7 +1,10 @@
 // Tests of the SVG chart of `admit replay --plot` (src/cli/plot.hpp) and of the JSON report (cli/report.hpp).
 #include "cli/plot.hpp"
+#include "cli/duration.hpp"
 
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -82,10 +85,11 @@ TEST(Report, JsonHasTheCountsAndEscapes) {
   const std::string json = out.str();
   EXPECT_NE(json.find("\"algorithm\": \"token-bucket\""), std::string::npos);
   EXPECT_NE(json.find("\"burst\": 3"), std::string::npos);
-  EXPECT_NE(json.find("\"admitted\": {\"arrivals\": 4, \"tokens\": 5}"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"rejected\": {\"arrivals\": 1, \"tokens\": 1}"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"admitted\": {\n    \"arrivals\": 4,\n    \"tokens\": 5\n  }"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"rejected\": {\n    \"arrivals\": 1,\n    \"tokens\": 1\n  }"), std::string::npos) << json;
   EXPECT_NE(json.find("\"source\": \"dir/\\\"quoted\\\"\\n.txt\""), std::string::npos) << json;
-  EXPECT_NE(json.find("{\"t\": 0.5, \"n\": 2, \"admitted\": true}"), std::string::npos) << json;
+  EXPECT_NE(json.find("{\n      \"t\": 0.5,\n      \"n\": 2,\n      \"admitted\": true\n    }"), std::string::npos)
+      << json;
   EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
   EXPECT_EQ(std::count(json.begin(), json.end(), '['), std::count(json.begin(), json.end(), ']'));
 }
@@ -96,9 +100,24 @@ TEST(Report, HumanDurations) {
   EXPECT_EQ(human_duration(12'500), "12.5us");
   EXPECT_EQ(human_duration(3'250'000), "3.25ms");
   EXPECT_EQ(human_duration(1'500'000'000), "1.5s");
-  EXPECT_EQ(human_duration(125'000'000'000), "2m05s");
-  EXPECT_EQ(human_duration(7'260'000'000'000), "2h01m");
-  EXPECT_EQ(json_string("a\x01\xc3"), "\"a\\u0001\\u00c3\"");
+  // The units of every other duration admit prints or reads (it printed "2m05s" here and "2min" elsewhere).
+  EXPECT_EQ(human_duration(125'000'000'000), "2.08min");
+  EXPECT_EQ(human_duration(7'260'000'000'000), "2.02h");
+  EXPECT_EQ(human_duration(129'600'000'000'000), "1.5d");
+  for (std::int64_t ns : {850LL, 12'500LL, 3'250'000LL, 1'500'000'000LL, 125'000'000'000LL, 129'600'000'000'000LL}) {
+    EXPECT_TRUE(parse_duration(human_duration(ns)).has_value()) << human_duration(ns);
+  }
+}
+
+// JSON is written by nlohmann::json: UTF-8 stays UTF-8 (a file name "café.txt" came out as "caf\u00c3\u00a9.txt"),
+// control characters are escaped, and bytes that are not UTF-8 become U+FFFD, so the output is always valid JSON.
+TEST(Report, JsonStringsAreUtf8) {
+  EXPECT_EQ(json_string("caf\xc3\xa9.txt"), "\"caf\xc3\xa9.txt\"");
+  EXPECT_EQ(json_string("a\x01\xc3"), "\"a\\u0001\xef\xbf\xbd\"");
+  std::ostringstream out;
+  write_json(out, context("caf\xc3\xa9.txt"), replay(context().settings, read_trace("0\n")), false);
+  EXPECT_NE(out.str().find("\"source\": \"caf\xc3\xa9.txt\""), std::string::npos) << out.str();
+  EXPECT_TRUE(nlohmann::json::accept(out.str())) << out.str();
 }
 
 }  // namespace

@@ -57,6 +57,37 @@ TEST(Rate, ParsesEveryDocumentedUnit) {
   EXPECT_EQ(rate::parse("1/us"), rate::per_second(1e6));
 }
 
+// The units of Envoy's rate limit service, in its spelling and in short: month = 30 days, year = 365 days.
+TEST(Rate, ParsesDaysWeeksMonthsYearsAndSpelledOutUnits) {
+  constexpr double day_s = 86400;
+  EXPECT_EQ(rate::parse("100/day"), rate::per(100, std::chrono::hours(24)));
+  EXPECT_EQ(rate::parse("100/d"), rate::parse("100/day"));
+  EXPECT_EQ(rate::parse("100/DAY"), rate::parse("100/day"));
+  EXPECT_EQ(rate::parse("5/hour"), rate::parse("5/h"));
+  EXPECT_EQ(rate::parse("5/HOUR"), rate::parse("5/h"));
+  EXPECT_EQ(rate::parse("100/second"), rate::per_second(100));
+  EXPECT_EQ(rate::parse("100/SECOND"), rate::per_second(100));
+  EXPECT_EQ(rate::parse("100/minute"), rate::parse("100/min"));
+  EXPECT_EQ(rate::parse("100/MINUTE"), rate::parse("100/min"));
+  EXPECT_DOUBLE_EQ(rate::parse("1/week").interval_ns(), 7 * day_s * 1e9);
+  EXPECT_DOUBLE_EQ(rate::parse("1/WEEK").interval_ns(), 7 * day_s * 1e9);
+  EXPECT_DOUBLE_EQ(rate::parse("1/month").interval_ns(), 30 * day_s * 1e9);
+  EXPECT_DOUBLE_EQ(rate::parse("1/year").interval_ns(), 365 * day_s * 1e9);
+  EXPECT_DOUBLE_EQ(rate::parse("1/YEAR").interval_ns(), 365 * day_s * 1e9);
+  EXPECT_EQ(rate::parse("2/2day"), rate::parse("1/day"));
+  for (const char* bad : {"1/Day", "1/days", "1/weeks", "1/w", "1/mo", "1/y", "1/fortnight"}) expect_invalid(bad);
+}
+
+// Rates print in a readable unit that parses back: per day, or one per a whole number of ms, not "1/70000000ns".
+TEST(Rate, ToStringIsReadable) {
+  EXPECT_EQ(rate::parse("100/day").to_string(), "100/d");
+  EXPECT_EQ(rate::parse("1/70ms").to_string(), "1/70ms");
+  EXPECT_EQ(rate::parse("1/1500ms").to_string(), "40/min");
+  EXPECT_EQ(rate::parse("1/7s").to_string(), "1/7s");
+  EXPECT_EQ(rate::parse("1/13min").to_string(), "1/13min");
+  EXPECT_EQ(rate::parse("1/7ns").to_string(), "1/7ns");
+}
+
 TEST(Rate, RejectsMalformedInputNamingIt) {
   for (const char* bad : {"", "100", "100/", "/s", "-1/s", "abc/s", "1/sec", "1/0s", "nan/s", "1e3/s", "1/ 1s", " 1/s",
                           "+1/s", "1/s ", "inf/s", "1/-5ms", "1//s"}) {

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <istream>
 #include <random>
 #include <sstream>
+#include <streambuf>
 #include <string>
 #include <vector>
 
@@ -252,3 +254,56 @@ TEST(ConcurrencyOptions, RunReplayReportsAndFailsWithStatusTwo) {
 }
 
 }  // namespace
+
+namespace {
+
+// An endless trace, generated line by line as it is read: "<i/1000 s> 0.01" (concurrency) or "<i/1000 s>" (rate).
+// It holds one line at a time, so only the reader's own memory grows; lines() says how many were read.
+class endless_trace : public std::streambuf {
+ public:
+  explicit endless_trace(bool with_duration) : with_duration_(with_duration) {}
+  [[nodiscard]] std::size_t lines() const noexcept { return lines_; }
+
+ protected:
+  int_type underflow() override {
+    line_ = std::to_string(lines_ / 1000) + "." + std::to_string(1000 + lines_ % 1000).substr(1) +
+            (with_duration_ ? " 0.01\n" : "\n");
+    ++lines_;
+    setg(line_.data(), line_.data(), line_.data() + line_.size());
+    return traits_type::to_int_type(line_[0]);
+  }
+
+ private:
+  bool with_duration_;
+  std::size_t lines_ = 0;
+  std::string line_;
+};
+
+}  // namespace
+
+// A trace longer than the bound is refused on the line past it, and reading stops there: memory stays bounded by
+// the bound, not by the input (an endless input would otherwise grow until the machine gives out). Checked by
+// counting the lines the generator produced: deterministic, and fast with a small bound.
+TEST(ConcurrencyTrace, ReadingStopsAtTheBound) {
+  for (const bool concurrency : {true, false}) {
+    endless_trace source(concurrency);
+    std::istream in(&source);
+    std::string message;
+    try {
+      if (concurrency) {
+        (void)read_requests(in, 10'000);
+      } else {
+        (void)read_trace(in, 10'000);
+      }
+    } catch (const trace_error& e) {
+      message = e.what();
+    }
+    EXPECT_EQ(message, concurrency ? "line 10001: more than 10000 requests: admit replay holds the whole trace in "
+                                     "memory and stops there; replay a part of it (split -l 10000)"
+                                   : "line 10001: more than 10000 arrivals: admit replay holds the whole trace in "
+                                     "memory and stops there; replay a part of it (split -l 10000)");
+    EXPECT_EQ(source.lines(), 10'001U);
+  }
+  EXPECT_EQ(max_trace_requests, 2'000'000U);
+  EXPECT_EQ(max_trace_arrivals, 8'000'000U);
+}

@@ -166,7 +166,8 @@ TEST(ReplayResolve, RefusesWithMessagesNamingTheValue) {
             "--mode reserve does not apply to sliding-log: it can only admit or reject (use --mode allow)");
   EXPECT_EQ(resolve_error(config_for(algorithm::fixed_window, "1/s",
                                      [](replay_config& c) { c.window = std::chrono::milliseconds(500); })),
-            "--rate 1/s with --window 500ms allows less than one request per window");
+            "--rate 1/s with --window 500ms allows less than one request per window (0.5); use --rate 2/s (1 per 500ms "
+            "window), or --window 1s (1 per window)");
   EXPECT_EQ(resolve_error(config_for(algorithm::sliding_log, "inf")),
             "--rate inf does not apply to sliding-log: a window needs a finite limit");
 }
@@ -186,14 +187,15 @@ TEST(ReplayResolve, PerWindowLimitWithinTheLimitersBounds) {
   EXPECT_EQ(resolve_error(config_for(algorithm::fixed_window, "999999999/s")),
             "--rate 999999999/s with --window 1s gives a per-window limit of 999999999, above fixed-window's maximum "
             "of 999999998 for a 1s window (the window in nanoseconds must be larger than the limit)");
-  // rate * window rounded down, forgiving only floating-point noise.
+  // rate * window exactly, forgiving only floating-point noise; a fraction is refused, never rounded.
   const auto limit_of = [](const char* r, std::chrono::nanoseconds w) {
     return settings_for(algorithm::sliding_window, r, [w](replay_config& c) { c.window = w; }).window_limit;
   };
   EXPECT_EQ(limit_of("7/3s", std::chrono::seconds(3)), 7);
   EXPECT_EQ(limit_of("10/3s", std::chrono::milliseconds(300)), 1);
-  EXPECT_EQ(limit_of("2.9999/s", std::chrono::seconds(1)), 2);
-  EXPECT_EQ(limit_of("16777214.99/s", std::chrono::seconds(1)), 16'777'214);
+  EXPECT_EQ(limit_of("100/day", std::chrono::hours(24 * 7)), 700);
+  EXPECT_THROW((void)limit_of("2.9999/s", std::chrono::seconds(1)), std::invalid_argument);
+  EXPECT_THROW((void)limit_of("16777214.99/s", std::chrono::seconds(1)), std::invalid_argument);
   EXPECT_EQ(max_window_limit(algorithm::fixed_window, std::chrono::nanoseconds(1)), 0);
   EXPECT_EQ(max_window_limit(algorithm::sliding_log, std::chrono::hours(1)), 16'777'215);
   EXPECT_EQ(max_window_limit(algorithm::token_bucket, std::chrono::seconds(1)), 0);
@@ -244,22 +246,26 @@ TEST(ReplayOptions, CheckedIntoAConfig) {
             "unknown --algorithm \"leaky\": expected one of "
             "token-bucket|gcra|pacer|fixed-window|sliding-window|sliding-log|warmup|concurrency");
   EXPECT_EQ(error(options_for("gcra", "fast")),
-            "invalid --rate \"fast\": missing '/'; expected N/s, N/ms, N/min, N/h, N/500ms (N a non-negative decimal) "
-            "or inf");
+            "invalid --rate \"fast\": missing '/'; expected N/s, N/ms, N/min, N/h, N/day, N/500ms (N a non-negative "
+            "decimal) or inf; units ns, us, ms, s, min, h, d, and second, minute, hour, day, week, month, year");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.burst = "-1"; })),
             "invalid --burst \"-1\": must be at least 1");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.burst = "0"; })),
-            "invalid --burst \"0\": must be at least 1");
+            "invalid --burst \"0\": must be a whole number from 1 to 1000000000");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.burst = "1e3"; })),
-            "invalid --burst \"1e3\": expected a whole number");
+            "invalid --burst \"1e3\": expected a whole number from 1 to 1000000000");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.burst = "99999999999999999999"; })),
-            "invalid --burst \"99999999999999999999\": out of range");
+            "invalid --burst \"99999999999999999999\": must be a whole number from 1 to 1000000000");
   EXPECT_EQ(error(options_for("pacer", "1/s", [](replay_options& o) { o.slack = "-2"; })),
             "invalid --slack \"-2\": must not be negative");
   EXPECT_EQ(error(options_for("fixed-window", "1/s", [](replay_options& o) { o.window = "0ms"; })),
             "invalid --window \"0ms\": must be positive");
   EXPECT_EQ(error(options_for("fixed-window", "1/s", [](replay_options& o) { o.window = "1 s"; })),
-            "invalid --window \"1 s\": expected a duration such as 500ms, 1s, 10s, 2min (units ns, us, ms, s, min, h)");
+            "invalid --window \"1 s\": expected a duration such as 500ms, 1s, 10s, 2min, without spaces (units ns, us, "
+            "ms, s, min, h, d)");
+  // Each problem is named as what it is (cli_values_test has the rest): a window far too long is "too large".
+  EXPECT_EQ(error(options_for("fixed-window", "1/s", [](replay_options& o) { o.window = "1000000d"; })),
+            "invalid --window \"1000000d\": too large (max 1000000000s, about 31 years)");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.mode = "sometimes"; })),
             "invalid --mode \"sometimes\": expected allow or reserve");
 }

@@ -79,12 +79,14 @@ class rate {
   }
 
   // Parses "N/unit" or "N/<k><unit>" with N a non-negative decimal (e.g. "100/s", "2.5/ms", "500/min", "10/h",
-  // "5/500ms") and unit one of ns, us, ms, s, min, h; or "inf". Throws std::invalid_argument naming the input.
+  // "100/day", "5/500ms") or "inf". The units: ns, us, ms, s or second, min or minute, h or hour, d or day, week,
+  // month (30 days) and year (365 days); the spelled-out names also in capitals as Envoy's rate limit service writes
+  // them (SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, YEAR). Throws std::invalid_argument naming the input.
   static rate parse(std::string_view text) {
     if (text == "inf") return inf();
     const auto fail = [&](const char* why) {
       return std::invalid_argument("admit::rate::parse: invalid rate \"" + printable(text) + "\": " + why +
-                                   " (expected N/s, N/ms, N/min, N/h, N/500ms or inf)");
+                                   " (expected N/s, N/ms, N/min, N/h, N/day, N/500ms or inf)");
     };
     const auto slash = text.find('/');
     if (slash == std::string_view::npos) throw fail("missing '/'");
@@ -105,21 +107,8 @@ class rate {
       if (ec != std::errc{} || multiplier == 0) throw fail("the period multiplier must be a positive integer");
       period_text.remove_prefix(digits);
     }
-    double unit_ns = 0;
-    if (period_text == "ns")
-      unit_ns = 1;
-    else if (period_text == "us")
-      unit_ns = 1e3;
-    else if (period_text == "ms")
-      unit_ns = 1e6;
-    else if (period_text == "s")
-      unit_ns = 1e9;
-    else if (period_text == "min")
-      unit_ns = 60e9;
-    else if (period_text == "h")
-      unit_ns = 3600e9;
-    else
-      throw fail("unknown time unit");
+    const double unit_ns = unit_nanoseconds(period_text);
+    if (unit_ns == 0) throw fail("unknown time unit");
 
     const double period_ns = static_cast<double>(multiplier) * unit_ns;
     if (count == 0) return rate{};
@@ -157,9 +146,9 @@ class rate {
     return static_cast<double>(d.count()) / interval_ns_;
   }
 
-  // A readable form that parse() accepts: "inf", "0/s", "100/s", "5/min", "1/1500ms"... Prefers a whole count per
-  // second, then per minute, per hour, per ms, per µs; else one token per whole number of ns; else the count per
-  // second.
+  // A readable form that parse() accepts: "inf", "0/s", "100/s", "5/min", "100/d", "1/70ms", "1/7s"... Prefers a
+  // whole count per second, then per minute, per hour, per day, per ms, per µs; else one token per a whole number of
+  // the largest unit that holds the interval (h, min, s, ms, us, ns); else the count per second.
   [[nodiscard]] std::string to_string() const {
     if (is_inf()) return "inf";
     if (is_zero()) return "0/s";
@@ -167,14 +156,21 @@ class rate {
       double ns;
       const char* name;
     };
-    constexpr unit units[] = {{1e9, "s"}, {60e9, "min"}, {3600e9, "h"}, {1e6, "ms"}, {1e3, "us"}};
+    constexpr unit units[] = {{1e9, "s"}, {60e9, "min"}, {3600e9, "h"}, {86400e9, "d"}, {1e6, "ms"}, {1e3, "us"}};
     for (const auto& u : units) {
       // A whole count only where it parses back to exactly this interval (parse() computes period / count).
       const double count = std::round(u.ns / interval_ns_);
       if (count >= 1 && u.ns / count == interval_ns_) return detail::format_double(count) + "/" + u.name;
     }
     const double whole_ns = std::round(interval_ns_);
-    if (whole_ns == interval_ns_ && whole_ns < 1e15) return "1/" + detail::format_double(whole_ns) + "ns";
+    if (whole_ns == interval_ns_ && whole_ns < 1e15) {
+      constexpr unit periods[] = {{3600e9, "h"}, {60e9, "min"}, {1e9, "s"}, {1e6, "ms"}, {1e3, "us"}};
+      for (const auto& u : periods) {
+        const double k = whole_ns / u.ns;
+        if (k >= 1 && k == std::round(k) && k * u.ns == whole_ns) return "1/" + detail::format_double(k) + u.name;
+      }
+      return "1/" + detail::format_double(whole_ns) + "ns";
+    }
     // A count per second that parses back to exactly this interval: parse() computes 1e9 / count, so the nearest
     // doubles around 1e9 / interval are tried for one whose quotient is the interval again (found by
     // fuzz/rate_parse_fuzz: the plain quotient can be one ulp off, and to_string() was then not stable).
@@ -210,6 +206,30 @@ class rate {
     rate r;
     r.interval_ns_ = ns;
     return r;
+  }
+
+  // Nanoseconds in one `unit` (see parse()), 0 for an unknown unit.
+  static constexpr double unit_nanoseconds(std::string_view unit) noexcept {
+    struct named {
+      std::string_view short_name, long_name, upper_name;
+      double ns;
+    };
+    constexpr double day = 86400e9;
+    constexpr named units[] = {{"ns", "", "", 1},
+                               {"us", "", "", 1e3},
+                               {"ms", "", "", 1e6},
+                               {"s", "second", "SECOND", 1e9},
+                               {"min", "minute", "MINUTE", 60e9},
+                               {"h", "hour", "HOUR", 3600e9},
+                               {"d", "day", "DAY", day},
+                               {"", "week", "WEEK", 7 * day},
+                               {"", "month", "MONTH", 30 * day},
+                               {"", "year", "YEAR", 365 * day}};
+    for (const auto& u : units) {
+      if (unit.empty()) break;
+      if (unit == u.short_name || unit == u.long_name || unit == u.upper_name) return u.ns;
+    }
+    return 0;
   }
 
   static bool parse_number(std::string_view s, double& out) {

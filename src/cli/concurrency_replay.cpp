@@ -22,12 +22,12 @@ constexpr std::int64_t ns_per_second = 1'000'000'000;
 std::int64_t parse_time_field(std::size_t line, std::string_view text, const char* what, const char* expected) {
   const auto t = parse_seconds(text);
   if (!t) {
-    throw trace_error(line, std::string("invalid ") + what + " " + quote_for_message(text) + ": expected " + expected +
+    throw trace_error(line, std::string("invalid ") + what + " " + quote_excerpt(text) + ": expected " + expected +
                                 ", a decimal with up to 9 fraction digits");
   }
   if (*t > max_trace_seconds * ns_per_second) {
-    throw trace_error(line, std::string(what) + " " + quote_for_message(text) +
-                                " is beyond the largest supported time, " + std::to_string(max_trace_seconds) + " s");
+    throw trace_error(line, std::string(what) + " " + quote_excerpt(text) + " is beyond the largest supported time, " +
+                                std::to_string(max_trace_seconds) + " s");
   }
   return *t;
 }
@@ -236,10 +236,10 @@ std::optional<request> request_trace_parser::feed(std::string_view line) {
   const std::size_t count = split_trace_line(line, fields);
   if (count == 0) return std::nullopt;
   constexpr const char* shape = "`<arrival seconds> <duration seconds> [n]`";
-  if (count > 3) throw trace_error(line_, "unexpected text " + quote_for_message(fields[3]) + ": expected " + shape);
+  if (count > 3) throw trace_error(line_, "unexpected text " + quote_excerpt(fields[3]) + ": expected " + shape);
   const std::int64_t t = parse_time_field(line_, fields[0], "arrival time", "seconds since start");
   if (count == 1) {
-    throw trace_error(line_, "missing duration after " + quote_for_message(fields[0]) + ": expected " + shape);
+    throw trace_error(line_, "missing duration after " + quote_excerpt(fields[0]) + ": expected " + shape);
   }
   const std::int64_t d = parse_time_field(line_, fields[1], "duration", "seconds");
   std::int64_t n = 1;
@@ -248,13 +248,12 @@ std::optional<request> request_trace_parser::feed(std::string_view line) {
     const auto parsed = f.size() <= 10 ? parse_whole_number(f) : std::nullopt;
     n = parsed.value_or(0);
     if (!parsed || n < 1 || n > max_tokens_per_arrival) {
-      throw trace_error(line_, "invalid count " + quote_for_message(f) +
-                                   ": expected a whole number of permits from 1 to " +
+      throw trace_error(line_, "invalid count " + quote_excerpt(f) + ": expected a whole number of permits from 1 to " +
                                    std::to_string(max_tokens_per_arrival));
     }
   }
   if (last_line_ != 0 && t < last_ns_) {
-    throw trace_error(line_, "arrival time " + quote_for_message(fields[0]) + " goes back in time (line " +
+    throw trace_error(line_, "arrival time " + quote_excerpt(fields[0]) + " goes back in time (line " +
                                  std::to_string(last_line_) + " is at " + format_seconds(last_ns_) + ")");
   }
   last_ns_ = t;
@@ -262,14 +261,17 @@ std::optional<request> request_trace_parser::feed(std::string_view line) {
   return request{t, d, n, line_};
 }
 
-std::vector<request> read_requests(std::istream& in) {
+std::vector<request> read_requests(std::istream& in, std::size_t max_requests) {
   request_trace_parser parser;
   std::vector<request> out;
   std::string line;
   std::size_t lines = 0;
   while (std::getline(in, line)) {
     ++lines;
-    if (auto r = parser.feed(line)) out.push_back(*r);
+    if (auto r = parser.feed(line)) {
+      if (out.size() == max_requests) throw trace_error(lines, too_many_entries(max_requests, "requests"));
+      out.push_back(*r);
+    }
   }
   if (in.bad()) throw trace_error(lines + 1, "read error");
   return out;

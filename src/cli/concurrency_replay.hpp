@@ -62,7 +62,13 @@ class request_trace_parser {
   std::size_t last_line_ = 0;
 };
 
-[[nodiscard]] std::vector<request> read_requests(std::istream& in);
+// The most requests `admit replay --algorithm concurrency` reads: the simulation keeps each request, its outcome and
+// the in-flight series in memory (about 250 bytes a request, so about 500 MB here) and refuses a longer trace.
+inline constexpr std::size_t max_trace_requests = 2'000'000;
+
+// Reads a whole trace. Throws trace_error, and on the line of request max_requests + 1 ("more than 2000000
+// requests, ..."): reading stops there.
+[[nodiscard]] std::vector<request> read_requests(std::istream& in, std::size_t max_requests = max_trace_requests);
 [[nodiscard]] std::vector<request> read_requests(std::string_view text);
 
 // The limiter replayed.

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/concurrency_replay.hpp"
 #include "cli/report.hpp"
 #include "cli/trace.hpp"
@@ -27,10 +29,6 @@ std::string pad_left(const std::string& s, std::size_t width) {
 
 std::string plural(std::int64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
-std::string json_seconds_or_null(const std::optional<std::chrono::nanoseconds>& d) {
-  return d ? format_seconds(d->count()) : "null";
 }
 
 }  // namespace
@@ -83,39 +81,39 @@ void write_concurrency_summary(std::ostream& out, const concurrency_settings& s,
 
 void write_concurrency_json(std::ostream& out, const concurrency_settings& s, const std::string& source,
                             const concurrency_result& r, bool with_events) {
-  char mean[64];
-  std::snprintf(mean, sizeof mean, "%.9f", r.wait.mean / 1e9);
-  out << "{\n";
-  out << "  \"algorithm\": " << json_string(concurrency_algorithm_name) << ",\n";
-  out << "  \"limit\": " << s.limit << ",\n";
-  out << "  \"max_waiters\": " << (s.max_waiters ? std::to_string(*s.max_waiters) : "null") << ",\n";
-  out << "  \"timeout_seconds\": " << json_seconds_or_null(s.timeout) << ",\n";
-  out << "  \"trace\": {\"source\": " << json_string(source) << ", \"requests\": " << r.requests
-      << ", \"permits\": " << r.permits << ", \"first_seconds\": " << format_seconds(r.first_ns)
-      << ", \"last_seconds\": " << format_seconds(r.last_ns) << "},\n";
-  out << "  \"admitted\": {\"requests\": " << r.admitted << ", \"at_once\": " << r.admitted_at_once
-      << ", \"after_wait\": " << r.admitted_after_wait << "},\n";
-  out << "  \"queue_full\": " << r.queue_full << ",\n";
-  out << "  \"timed_out\": " << r.timed_out << ",\n";
-  out << "  \"exceeds_capacity\": " << r.exceeds_capacity << ",\n";
-  out << "  \"wait_seconds\": {\"p50\": " << format_seconds(r.wait.p50) << ", \"p90\": " << format_seconds(r.wait.p90)
-      << ", \"p99\": " << format_seconds(r.wait.p99) << ", \"max\": " << format_seconds(r.wait.max)
-      << ", \"mean\": " << mean << "},\n";
-  out << "  \"peak\": {\"in_flight\": " << r.peak_in_flight << ", \"waiting\": " << r.peak_waiting << "},\n";
-  out << "  \"end_seconds\": " << format_seconds(r.end_ns);
+  nlohmann::ordered_json j;
+  j["algorithm"] = concurrency_algorithm_name;
+  j["limit"] = s.limit;
+  j["max_waiters"] = s.max_waiters ? nlohmann::ordered_json(*s.max_waiters) : nullptr;
+  j["timeout_seconds"] = s.timeout ? json_seconds(s.timeout->count()) : nullptr;
+  j["trace"] = {{"source", source},
+                {"requests", r.requests},
+                {"permits", r.permits},
+                {"first_seconds", json_seconds(r.first_ns)},
+                {"last_seconds", json_seconds(r.last_ns)}};
+  j["admitted"] = {{"requests", r.admitted}, {"at_once", r.admitted_at_once}, {"after_wait", r.admitted_after_wait}};
+  j["queue_full"] = r.queue_full;
+  j["timed_out"] = r.timed_out;
+  j["exceeds_capacity"] = r.exceeds_capacity;
+  j["wait_seconds"] = {{"p50", json_seconds(r.wait.p50)},
+                       {"p90", json_seconds(r.wait.p90)},
+                       {"p99", json_seconds(r.wait.p99)},
+                       {"max", json_seconds(r.wait.max)},
+                       {"mean", json_mean_seconds(r.wait.mean)}};
+  j["peak"] = {{"in_flight", r.peak_in_flight}, {"waiting", r.peak_waiting}};
+  j["end_seconds"] = json_seconds(r.end_ns);
   if (with_events) {
-    out << ",\n  \"events\": [";
-    for (std::size_t i = 0; i < r.events.size(); ++i) {
-      const auto& e = r.events[i];
-      out << (i == 0 ? "\n    " : ",\n    ") << "{\"t\": " << format_seconds(e.t_ns)
-          << ", \"duration\": " << format_seconds(e.duration_ns) << ", \"n\": " << e.n
-          << ", \"outcome\": " << json_string(to_string(e.outcome)) << ", \"wait\": " << format_seconds(e.wait_ns)
-          << "}";
+    auto events = nlohmann::ordered_json::array();
+    for (const auto& e : r.events) {
+      events.push_back({{"t", json_seconds(e.t_ns)},
+                        {"duration", json_seconds(e.duration_ns)},
+                        {"n", e.n},
+                        {"outcome", to_string(e.outcome)},
+                        {"wait", json_seconds(e.wait_ns)}});
     }
-    if (!r.events.empty()) out << "\n  ";
-    out << "]";
+    j["events"] = std::move(events);
   }
-  out << "\n}\n";
+  write_json_document(out, j);
 }
 
 void write_concurrency_events(std::ostream& out, const concurrency_result& r) {

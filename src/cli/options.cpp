@@ -11,31 +11,9 @@
 #include "cli/plot.hpp"
 #include "cli/report.hpp"
 #include "cli/trace.hpp"
+#include "cli/values.hpp"
 
 namespace admit::cli {
-
-namespace {
-
-std::int64_t parse_count(const std::string& option, const std::string& text) {
-  bool digits = !text.empty();
-  for (char c : text) digits = digits && c >= '0' && c <= '9';
-  if (!digits) throw usage_error("invalid " + option + " " + quote_for_message(text) + ": expected a whole number");
-  if (text.size() > 18) throw usage_error("invalid " + option + " " + quote_for_message(text) + ": out of range");
-  std::int64_t v = 0;
-  for (char c : text) v = v * 10 + (c - '0');
-  return v;
-}
-
-std::chrono::nanoseconds parse_duration_option(const std::string& option, const std::string& text) {
-  const auto d = parse_duration(text);
-  if (!d) {
-    throw usage_error("invalid " + option + " " + quote_for_message(text) +
-                      ": expected a duration such as 500ms, 1s, 10s, 2min (units ns, us, ms, s, min, h)");
-  }
-  return *d;
-}
-
-}  // namespace
 
 std::string all_algorithm_names() { return algorithm_names() + "|" + std::string(concurrency_algorithm_name); }
 
@@ -43,14 +21,13 @@ replay_config to_config(const replay_options& o) {
   replay_config c;
   const auto algo = parse_algorithm(o.algorithm);
   if (!algo) {
-    throw usage_error("unknown --algorithm " + quote_for_message(o.algorithm) + ": expected one of " +
-                      all_algorithm_names());
+    throw usage_error("unknown --algorithm " + quote(o.algorithm) + ": expected one of " + all_algorithm_names());
   }
   c.algo = *algo;
   const std::string name(to_string(*algo));
   const auto concurrency_only = [&](const char* option, const std::optional<std::string>& value) {
     if (value) {
-      throw usage_error(std::string(option) + " " + quote_for_message(*value) + " does not apply to " + name +
+      throw usage_error(std::string(option) + " " + quote(*value) + " does not apply to " + name +
                         " (only to concurrency)");
     }
   };
@@ -58,38 +35,13 @@ replay_config to_config(const replay_options& o) {
   concurrency_only("--max-waiters", o.max_waiters);
   concurrency_only("--timeout", o.timeout);
   if (!o.rate) throw usage_error("--rate is required for " + name);
-  try {
-    c.limit = admit::rate::parse(*o.rate);
-  } catch (const std::invalid_argument& e) {
-    // admit::rate says why ("...: unknown time unit (expected ...)"); keep its reason, word the rest as an option.
-    const std::string what = e.what();
-    const auto from = what.find("\": ");
-    const auto to = what.rfind(" (expected");
-    std::string reason;
-    if (from != std::string::npos && to != std::string::npos && to > from + 3) {
-      reason = what.substr(from + 3, to - from - 3) + "; ";
-    }
-    throw usage_error("invalid --rate " + quote_for_message(*o.rate) + ": " + reason +
-                      "expected N/s, N/ms, N/min, N/h, N/500ms (N a non-negative decimal) or inf");
-  }
-  if (o.burst) {
-    // A leading '-' is named as such: "--burst -3" is not a count.
-    if (!o.burst->empty() && o.burst->front() == '-') {
-      throw usage_error("invalid --burst " + quote_for_message(*o.burst) + ": must be at least 1");
-    }
-    c.burst = parse_count("--burst", *o.burst);
-    if (*c.burst < 1) throw usage_error("invalid --burst " + quote_for_message(*o.burst) + ": must be at least 1");
-  }
-  if (o.slack) {
-    if (!o.slack->empty() && o.slack->front() == '-') {
-      throw usage_error("invalid --slack " + quote_for_message(*o.slack) + ": must not be negative");
-    }
-    c.slack = parse_count("--slack", *o.slack);
-  }
+  c.limit = parse_rate_option("--rate", *o.rate);
+  c.rate_text = *o.rate;
+  if (o.burst) c.burst = parse_count_option("--burst", *o.burst, 1, max_tokens_per_arrival);
+  if (o.slack) c.slack = parse_count_option("--slack", *o.slack, 0, max_tokens_per_arrival);
   if (o.window) {
     c.window = parse_duration_option("--window", *o.window);
-    if (c.window->count() == 0)
-      throw usage_error("invalid --window " + quote_for_message(*o.window) + ": must be positive");
+    if (c.window->count() == 0) throw usage_error("invalid --window " + quote(*o.window) + ": must be positive");
   }
   if (o.warmup) c.warmup = parse_duration_option("--warmup", *o.warmup);
   if (o.mode) {
@@ -98,7 +50,7 @@ replay_config to_config(const replay_options& o) {
     } else if (*o.mode == "reserve") {
       c.mode = replay_mode::reserve;
     } else {
-      throw usage_error("invalid --mode " + quote_for_message(*o.mode) + ": expected allow or reserve");
+      throw usage_error("invalid --mode " + quote(*o.mode) + ": expected allow or reserve");
     }
   }
   return c;
@@ -108,7 +60,7 @@ concurrency_settings to_concurrency_settings(const replay_options& o) {
   const std::string name(concurrency_algorithm_name);
   const auto refuse_option = [&](const char* option, const std::optional<std::string>& value) {
     if (value) {
-      throw usage_error(std::string(option) + " " + quote_for_message(*value) + " does not apply to " + name +
+      throw usage_error(std::string(option) + " " + quote(*value) + " does not apply to " + name +
                         " (it takes --limit, --max-waiters and --timeout)");
     }
   };
@@ -120,49 +72,48 @@ concurrency_settings to_concurrency_settings(const replay_options& o) {
   refuse_option("--mode", o.mode);
   concurrency_settings s;
   if (!o.limit) throw usage_error("--limit is required for " + name);
-  if (!o.limit->empty() && o.limit->front() == '-') {
-    throw usage_error("invalid --limit " + quote_for_message(*o.limit) + ": must be at least 1");
-  }
-  s.limit = parse_count("--limit", *o.limit);
-  if (s.limit < 1 || s.limit > max_tokens_per_arrival) {
-    throw usage_error("invalid --limit " + quote_for_message(*o.limit) + ": must be a whole number from 1 to " +
-                      std::to_string(max_tokens_per_arrival));
-  }
-  if (o.max_waiters) {
-    if (!o.max_waiters->empty() && o.max_waiters->front() == '-') {
-      throw usage_error("invalid --max-waiters " + quote_for_message(*o.max_waiters) + ": must not be negative");
-    }
-    s.max_waiters = parse_count("--max-waiters", *o.max_waiters);
-    if (*s.max_waiters > max_tokens_per_arrival) {
-      throw usage_error("invalid --max-waiters " + quote_for_message(*o.max_waiters) +
-                        ": must be a whole number from 0 to " + std::to_string(max_tokens_per_arrival));
-    }
-  }
-  if (o.timeout) {
-    if (!o.timeout->empty() && o.timeout->front() == '-') {
-      throw usage_error("invalid --timeout " + quote_for_message(*o.timeout) + ": must not be negative");
-    }
-    s.timeout = parse_duration_option("--timeout", *o.timeout);
-  }
+  s.limit = parse_count_option("--limit", *o.limit, 1, max_tokens_per_arrival);
+  if (o.max_waiters) s.max_waiters = parse_count_option("--max-waiters", *o.max_waiters, 0, max_tokens_per_arrival);
+  if (o.timeout) s.timeout = parse_duration_option("--timeout", *o.timeout);
   return s;
 }
 
 namespace {
 
+// The --plot file must be an SVG: nothing else is written (a "chart.png" would be an SVG under the wrong name).
+std::string check_plot_name(const replay_options& o) {
+  if (!o.plot) return {};
+  const std::string& name = *o.plot;
+  std::string ext = name.size() >= 4 ? name.substr(name.size() - 4) : "";
+  for (char& c : ext) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (ext == ".svg") return {};
+  return "cannot write --plot " + quote(name) + ": only SVG is written; use a file name ending in .svg";
+}
+
+std::string empty_trace(const std::string& source, std::string_view shape) {
+  return source + ": the trace is empty: no " + std::string(shape) +
+         " line (blank lines and '#' comments do not count)";
+}
+
 // Reads the trace named by o.trace ("-": `in`) with `parse`. Returns an error message (empty on success).
 template <class Parse>
-std::string read_source(const replay_options& o, std::istream& in, const std::string& source, Parse parse) {
+std::string read_source(const replay_options& o, std::istream& in, std::ostream& err, const std::string& source,
+                        Parse parse) {
   try {
     if (o.trace == "-") {
+      if (o.stdin_is_terminal) {
+        err << "admit replay: reading the trace from standard input (end with Ctrl-D; --help for the options)\n";
+        err.flush();
+      }
       parse(in);
       return {};
     }
     std::error_code ec;
     if (std::filesystem::is_directory(o.trace, ec)) {
-      return "cannot read trace " + quote_for_message(o.trace) + ": it is a directory";
+      return "cannot read trace " + quote(o.trace) + ": it is a directory";
     }
     std::ifstream file(o.trace);
-    if (!file) return "cannot read trace " + quote_for_message(o.trace) + ": " + std::strerror(errno);
+    if (!file) return "cannot read trace " + quote(o.trace) + ": " + std::strerror(errno);
     parse(file);
   } catch (const trace_error& e) {
     return source + ": " + e.what();
@@ -181,11 +132,14 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
   } catch (const usage_error& e) {
     return fail(e.what());
   }
+  if (auto error = check_plot_name(o); !error.empty()) return fail(error);
   const std::string source = o.trace == "-" ? "stdin" : o.trace;
   std::vector<request> trace;
-  if (auto error = read_source(o, in, source, [&](std::istream& s) { trace = read_requests(s); }); !error.empty()) {
+  if (auto error = read_source(o, in, err, source, [&](std::istream& s) { trace = read_requests(s); });
+      !error.empty()) {
     return fail(error);
   }
+  if (trace.empty()) return fail(empty_trace(source, "`<arrival> <duration> [n]`"));
   concurrency_result result;
   try {
     result = replay_concurrency(settings, trace);
@@ -194,10 +148,10 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
   }
   if (o.plot) {
     std::ofstream svg(*o.plot);
-    if (!svg) return fail("cannot write --plot " + quote_for_message(*o.plot) + ": " + std::strerror(errno));
+    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
     write_concurrency_svg(svg, settings, source, result);
     svg.flush();
-    if (!svg) return fail("cannot write --plot " + quote_for_message(*o.plot) + ": write error");
+    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": write error");
   }
   if (o.json) {
     write_concurrency_json(out, settings, source, result, o.events);
@@ -231,12 +185,14 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
   } catch (const std::invalid_argument& e) {
     return fail(e.what());
   }
+  if (auto error = check_plot_name(o); !error.empty()) return fail(error);
 
   const std::string source = o.trace == "-" ? "stdin" : o.trace;
   std::vector<arrival> trace;
-  if (auto error = read_source(o, in, source, [&](std::istream& s) { trace = read_trace(s); }); !error.empty()) {
+  if (auto error = read_source(o, in, err, source, [&](std::istream& s) { trace = read_trace(s); }); !error.empty()) {
     return fail(error);
   }
+  if (trace.empty()) return fail(empty_trace(source, "`<seconds since start> [n]`"));
 
   replay_result result;
   try {
@@ -248,10 +204,10 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
 
   if (o.plot) {
     std::ofstream svg(*o.plot);
-    if (!svg) return fail("cannot write --plot " + quote_for_message(*o.plot) + ": " + std::strerror(errno));
+    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
     write_svg(svg, ctx, result);
     svg.flush();
-    if (!svg) return fail("cannot write --plot " + quote_for_message(*o.plot) + ": write error");
+    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": write error");
   }
   if (o.json) {
     write_json(out, ctx, result, o.events);

@@ -1,29 +1,19 @@
 // cli/options.hpp — the `admit replay` options as text, checked into a replay_config, and the command itself.
 //
-// The command line layer (tools/admit/main.cpp, CLI11) only collects strings; everything that can be wrong about
-// them is decided here, so that the checks and messages are testable without a process.
+// The command line layer (tools/admit/main.cpp, CLI11) collects strings; their values are checked here through
+// cli/values.hpp, and what depends on more than one option here and in resolve(), so that the checks and messages are
+// testable without a process.
 #pragma once
 
 #include <iosfwd>
 #include <optional>
-#include <stdexcept>
 #include <string>
 
 #include "cli/concurrency_replay.hpp"
+#include "cli/message.hpp"
 #include "cli/replay.hpp"
 
 namespace admit::cli {
-
-// Exit statuses of `admit`.
-inline constexpr int exit_ok = 0;
-inline constexpr int exit_failure = 1;    // an unexpected failure (out of memory, a write error)
-inline constexpr int exit_bad_input = 2;  // bad option, bad trace, unreadable file
-
-// Bad input to the command: the message names the option or file and the offending value.
-class usage_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 struct replay_options {
   std::string algorithm;
@@ -34,6 +24,7 @@ struct replay_options {
   bool json = false;
   std::optional<std::string> plot;  // SVG file to write
   std::string trace = "-";          // file name, or "-" for standard input
+  bool stdin_is_terminal = false;   // reading "-" from a terminal: say so on stderr (nothing else would)
 };
 
 // Checks the options of a rate algorithm and builds the configuration. Throws usage_error naming the option and value.
@@ -48,7 +39,9 @@ struct replay_options {
 
 // Runs `admit replay`: reads the trace (options.trace, or `in` for "-"; for --algorithm concurrency its lines are
 // `<arrival> <duration> [n]`, see cli/concurrency_replay.hpp), replays it, writes the report to `out` and the plot to
-// options.plot. Returns the exit status; error messages go to `err` ("admit replay: ...").
+// options.plot. Returns the exit status; error messages go to `err` ("admit replay: ..."). Refused with exit_bad_input:
+// a trace without a single arrival, a --plot name that does not end in .svg (the only format written). Reading
+// standard input from a terminal (stdin_is_terminal), it first says so on `err`.
 int run_replay(const replay_options& options, std::istream& in, std::ostream& out, std::ostream& err);
 
 }  // namespace admit::cli

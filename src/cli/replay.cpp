@@ -18,6 +18,7 @@
 #include "admit/token_bucket.hpp"
 #include "admit/warmup.hpp"
 #include "cli/duration.hpp"
+#include "cli/window_limit.hpp"
 
 namespace admit::cli {
 
@@ -266,7 +267,7 @@ std::int64_t max_window_limit(algorithm a, std::chrono::nanoseconds window) noex
 
 std::string replay_settings::describe() const {
   std::string out(to_string(algo));
-  out += " rate=" + limit.to_string();
+  out += " rate=" + shown_rate();
   switch (algo) {
     case algorithm::token_bucket:
     case algorithm::gcra:
@@ -298,6 +299,7 @@ replay_settings resolve(const replay_config& c) {
   replay_settings s;
   s.algo = c.algo;
   s.limit = c.limit;
+  s.rate_text = c.rate_text;
   const std::string name(to_string(c.algo));
   const bool bursty = c.algo == algorithm::token_bucket || c.algo == algorithm::gcra;
   // Options that do not apply to the algorithm are refused first.
@@ -321,23 +323,11 @@ replay_settings resolve(const replay_config& c) {
     s.window = c.window.value_or(std::chrono::seconds(1));
     if (s.window.count() <= 0) refuse("invalid --window " + format_duration(s.window) + ": must be positive");
     if (c.limit.is_inf()) refuse("--rate inf does not apply to " + name + ": a window needs a finite limit");
-    const double per_window = c.limit.tokens_for(s.window);
-    // rate * window, rounded down, forgiving the floating-point noise (a few ulps) just under a whole number: a
-    // relative 1e-12 is far above that noise and far below one request at any limit the limiters accept (<= 1e9).
-    const double whole = std::floor(per_window + 1e-12 * std::max(1.0, per_window));
-    if (!(whole >= 1)) {
-      refuse("--rate " + c.limit.to_string() + " with --window " + format_duration(s.window) +
-             " allows less than one request per window");
-    }
-    if (whole > static_cast<double>(max_tokens_per_arrival)) {
-      refuse("--rate " + c.limit.to_string() + " with --window " + format_duration(s.window) +
-             " gives a per-window limit above " + std::to_string(max_tokens_per_arrival));
-    }
-    s.window_limit = static_cast<std::int64_t>(whole);
+    s.window_limit = window_limit(c.limit, c.rate_text, s.window);
     // The bound each limiter's packed state imposes, checked here so that the message names the options.
     const std::int64_t most = max_window_limit(c.algo, s.window);
     if (s.window_limit > most) {
-      std::string why = "--rate " + c.limit.to_string() + " with --window " + format_duration(s.window) +
+      std::string why = "--rate " + s.shown_rate() + " with --window " + format_duration(s.window) +
                         " gives a per-window limit of " + std::to_string(s.window_limit) + ", above " + name +
                         "'s maximum of " + std::to_string(most);
       if (c.algo == algorithm::fixed_window) {
@@ -353,14 +343,14 @@ replay_settings resolve(const replay_config& c) {
       refuse("invalid --slack " + std::to_string(s.slack) + ": must be a whole number from 0 to " +
              std::to_string(max_tokens_per_arrival));
     }
-    if (c.limit.is_zero()) refuse("--rate " + c.limit.to_string() + " does not apply to pacer: it must be above zero");
+    if (c.limit.is_zero()) refuse("--rate " + s.shown_rate() + " does not apply to pacer: it must be above zero");
   }
   if (c.algo == algorithm::warmup) {
     s.warmup = c.warmup.value_or(std::chrono::seconds(10));
     if (s.warmup.count() < 0) refuse("invalid --warmup " + format_duration(s.warmup) + ": must not be negative");
     s.cold_factor = c.cold_factor.value_or(3.0);
     if (c.limit.is_zero() || c.limit.is_inf()) {
-      refuse("--rate " + c.limit.to_string() + " does not apply to warmup: it must be finite and above zero");
+      refuse("--rate " + s.shown_rate() + " does not apply to warmup: it must be finite and above zero");
     }
   }
   s.mode = c.mode.value_or(c.algo == algorithm::pacer ? replay_mode::reserve : replay_mode::allow);

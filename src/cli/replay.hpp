@@ -48,6 +48,7 @@ enum class replay_mode { allow, reserve };
 struct replay_config {
   algorithm algo = algorithm::token_bucket;
   admit::rate limit = admit::rate::per_second(1);
+  std::string rate_text;                           // --rate as the user wrote it (for messages); may be empty
   std::optional<std::int64_t> burst;               // token-bucket, gcra (default 1)
   std::optional<std::chrono::nanoseconds> window;  // window algorithms (default 1s)
   std::optional<std::int64_t> slack;               // pacer (default 10; 0 = without slack)
@@ -60,6 +61,7 @@ struct replay_config {
 struct replay_settings {
   algorithm algo = algorithm::token_bucket;
   admit::rate limit;
+  std::string rate_text;               // --rate as the user wrote it; empty: limit.to_string()
   std::int64_t burst = 0;              // token-bucket, gcra
   std::chrono::nanoseconds window{0};  // window algorithms
   std::int64_t window_limit = 0;       // window algorithms: requests per window = rate * window
@@ -68,13 +70,16 @@ struct replay_settings {
   double cold_factor = 3;              // warmup
   replay_mode mode = replay_mode::allow;
 
-  // "token-bucket rate=100/s burst=10 mode=allow"
+  // "token-bucket rate=100/s burst=10 mode=allow" (the rate as the user wrote it)
   [[nodiscard]] std::string describe() const;
+  // The rate as the user wrote it, else limit.to_string().
+  [[nodiscard]] std::string shown_rate() const { return rate_text.empty() ? limit.to_string() : rate_text; }
 };
 
 // Checks `config` and fills in defaults. Throws std::invalid_argument whose message names the offending option and
 // value: an option that does not apply to the algorithm, a burst or slack out of range, a zero window, a window whose
-// limit (rate * window) is below 1 or above max_window_limit, reserve mode for a window algorithm.
+// limit (rate * window) is not a whole number, below 1 or above max_window_limit (cli/window_limit.hpp: never
+// rounded), reserve mode for a window algorithm.
 [[nodiscard]] replay_settings resolve(const replay_config& config);
 
 // The answer for one arrival.

@@ -1,11 +1,12 @@
 #include "cli/report.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/duration.hpp"
 #include "cli/trace.hpp"
@@ -23,13 +24,6 @@ std::string fixed(double v, int digits) {
 std::string percent(std::int64_t part, std::int64_t whole) {
   if (whole == 0) return "-";
   return fixed(100.0 * static_cast<double>(part) / static_cast<double>(whole), 1) + "%";
-}
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc{} ? std::string(buf, ptr) : std::string("null");
 }
 
 std::string pad_left(const std::string& s, std::size_t width) {
@@ -63,50 +57,32 @@ std::string human_duration(std::int64_t ns) {
   if (ns < 1'000'000) return trim(v / 1e3, "us");
   if (ns < 1'000'000'000) return trim(v / 1e6, "ms");
   if (ns < 60'000'000'000) return trim(v / 1e9, "s");
-  const std::int64_t total_s = ns / 1'000'000'000;
-  if (total_s < 3600) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(total_s / 60),
-                  static_cast<long long>(total_s % 60));
-    return buf;
-  }
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(total_s / 3600),
-                static_cast<long long>(total_s / 60 % 60));
-  return buf;
+  if (ns < 3'600'000'000'000) return trim(v / 60e9, "min");
+  if (ns < 86'400'000'000'000) return trim(v / 3600e9, "h");
+  return trim(v / 86400e9, "d");
 }
 
 std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (u < 0x20 || u >= 0x7f) {
-          // Non-ASCII bytes are escaped one by one (as code points U+0080..U+00FF), so the output is valid JSON
-          // whatever the input's encoding.
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(u));
-          out += buf;
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out += '"';
-  return out;
+  // Invalid UTF-8 (a file name is bytes) becomes U+FFFD rather than an exception: the output is always valid JSON.
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+nlohmann::ordered_json json_number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  // A whole value prints as an integer ("5", not "5.0"), as it always did.
+  if (std::abs(v) < 9e15 && v == std::round(v)) return static_cast<std::int64_t>(v);
+  return v;
+}
+
+nlohmann::ordered_json json_seconds(std::int64_t ns) {
+  if (ns % 1'000'000'000 == 0) return ns / 1'000'000'000;
+  return static_cast<double>(ns) / 1e9;
+}
+
+nlohmann::ordered_json json_mean_seconds(double mean_ns) { return json_number(std::round(mean_ns) / 1e9); }
+
+void write_json_document(std::ostream& out, const nlohmann::ordered_json& document) {
+  out << document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 void write_summary(std::ostream& out, const report_context& ctx, const replay_result& r, bool comment) {
@@ -163,66 +139,64 @@ void write_summary(std::ostream& out, const report_context& ctx, const replay_re
 
 void write_json(std::ostream& out, const report_context& ctx, const replay_result& r, bool with_events) {
   const auto& s = ctx.settings;
-  out << "{\n";
-  out << "  \"algorithm\": " << json_string(to_string(s.algo)) << ",\n";
-  out << "  \"rate\": " << json_string(s.limit.to_string()) << ",\n";
-  out << "  \"rate_per_second\": " << json_number(s.limit.per_second()) << ",\n";
+  nlohmann::ordered_json j;
+  j["algorithm"] = to_string(s.algo);
+  j["rate"] = s.shown_rate();
+  j["rate_per_second"] = json_number(s.limit.per_second());
   switch (s.algo) {
     case algorithm::token_bucket:
     case algorithm::gcra:
-      out << "  \"burst\": " << s.burst << ",\n";
+      j["burst"] = s.burst;
       break;
     case algorithm::pacer:
-      out << "  \"slack\": " << s.slack << ",\n";
+      j["slack"] = s.slack;
       break;
     case algorithm::fixed_window:
     case algorithm::sliding_window:
     case algorithm::sliding_log:
-      out << "  \"window_seconds\": " << format_seconds(s.window.count()) << ",\n";
-      out << "  \"window_limit\": " << s.window_limit << ",\n";
+      j["window_seconds"] = json_seconds(s.window.count());
+      j["window_limit"] = s.window_limit;
       break;
     case algorithm::warmup:
-      out << "  \"warmup_seconds\": " << format_seconds(s.warmup.count()) << ",\n";
-      out << "  \"cold_factor\": " << json_number(s.cold_factor) << ",\n";
+      j["warmup_seconds"] = json_seconds(s.warmup.count());
+      j["cold_factor"] = json_number(s.cold_factor);
       break;
   }
-  out << "  \"mode\": " << json_string(to_string(s.mode)) << ",\n";
-  out << "  \"trace\": {\"source\": " << json_string(ctx.source) << ", \"arrivals\": " << r.arrivals
-      << ", \"tokens\": " << r.tokens << ", \"first_seconds\": " << format_seconds(r.first_ns)
-      << ", \"last_seconds\": " << format_seconds(r.last_ns) << "},\n";
-  out << "  \"admitted\": {\"arrivals\": " << r.admitted << ", \"tokens\": " << r.admitted_tokens << "},\n";
-  out << "  \"rejected\": {\"arrivals\": " << r.rejected << ", \"tokens\": " << r.rejected_tokens << "},\n";
-  out << "  \"delayed\": {\"arrivals\": " << r.delayed << "},\n";
-  out << "  \"delay_seconds\": {\"p50\": " << format_seconds(r.delay.p50)
-      << ", \"p90\": " << format_seconds(r.delay.p90) << ", \"p99\": " << format_seconds(r.delay.p99)
-      << ", \"max\": " << format_seconds(r.delay.max) << ", \"mean\": " << json_number(r.delay.mean / 1e9) << "},\n";
+  j["mode"] = to_string(s.mode);
+  j["trace"] = {{"source", ctx.source},
+                {"arrivals", r.arrivals},
+                {"tokens", r.tokens},
+                {"first_seconds", json_seconds(r.first_ns)},
+                {"last_seconds", json_seconds(r.last_ns)}};
+  j["admitted"] = {{"arrivals", r.admitted}, {"tokens", r.admitted_tokens}};
+  j["rejected"] = {{"arrivals", r.rejected}, {"tokens", r.rejected_tokens}};
+  j["delayed"] = {{"arrivals", r.delayed}};
+  j["delay_seconds"] = {{"p50", json_seconds(r.delay.p50)},
+                        {"p90", json_seconds(r.delay.p90)},
+                        {"p99", json_seconds(r.delay.p99)},
+                        {"max", json_seconds(r.delay.max)},
+                        {"mean", json_mean_seconds(r.delay.mean)}};
   const std::int64_t end = std::max(r.last_ns, r.last_admission_ns);
   const std::int64_t width = choose_bucket_width(end, 120);
-  out << "  \"buckets\": {\"width_seconds\": " << format_seconds(width)
-      << ", \"columns\": [\"start_seconds\", \"offered\", \"admitted\", \"rejected\"], \"rows\": [";
+  auto rows = nlohmann::ordered_json::array();
   if (r.arrivals > 0) {
-    const auto buckets = bucketize(r, width);
-    for (std::size_t i = 0; i < buckets.size(); ++i) {
-      const auto& b = buckets[i];
-      out << (i == 0 ? "\n    " : ",\n    ") << "[" << format_seconds(b.start_ns) << ", " << b.offered << ", "
-          << b.admitted << ", " << b.rejected << "]";
+    for (const auto& b : bucketize(r, width)) {
+      rows.push_back({json_seconds(b.start_ns), b.offered, b.admitted, b.rejected});
     }
-    out << "\n  ";
   }
-  out << "]}";
+  j["buckets"] = {{"width_seconds", json_seconds(width)},
+                  {"columns", {"start_seconds", "offered", "admitted", "rejected"}},
+                  {"rows", std::move(rows)}};
   if (with_events) {
-    out << ",\n  \"events\": [";
-    for (std::size_t i = 0; i < r.events.size(); ++i) {
-      const auto& e = r.events[i];
-      out << (i == 0 ? "\n    " : ",\n    ") << "{\"t\": " << format_seconds(e.t_ns) << ", \"n\": " << e.n
-          << ", \"admitted\": " << (e.admitted ? "true" : "false");
-      if (e.delay_ns > 0) out << ", \"delay\": " << format_seconds(e.delay_ns);
-      out << "}";
+    auto events = nlohmann::ordered_json::array();
+    for (const auto& e : r.events) {
+      nlohmann::ordered_json event = {{"t", json_seconds(e.t_ns)}, {"n", e.n}, {"admitted", e.admitted}};
+      if (e.delay_ns > 0) event["delay"] = json_seconds(e.delay_ns);
+      events.push_back(std::move(event));
     }
-    if (!r.events.empty()) out << "\n  ";
-    out << "]";
+    j["events"] = std::move(events);
   }
-  out << "\n}\n";
+  write_json_document(out, j);
 }
 
 void write_events(std::ostream& out, const replay_result& r) {

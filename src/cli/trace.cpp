@@ -93,60 +93,34 @@ std::string format_seconds(std::int64_t ns) {
   return out;
 }
 
-std::string quote_for_message(std::string_view text) {
-  constexpr std::size_t max_shown = 60;
-  std::string out = "\"";
-  const bool cut = text.size() > max_shown;
-  if (cut) text = text.substr(0, max_shown);
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u >= 0x7f || c == '"' || c == '\\') {
-      if (c == '"' || c == '\\') {
-        out.push_back('\\');
-        out.push_back(c);
-      } else {
-        constexpr char hex[] = "0123456789abcdef";
-        out += "\\x";
-        out.push_back(hex[u >> 4]);
-        out.push_back(hex[u & 0xf]);
-      }
-    } else {
-      out.push_back(c);
-    }
-  }
-  out += cut ? "\"..." : "\"";
-  return out;
-}
-
 std::optional<arrival> trace_parser::feed(std::string_view line) {
   ++line_;
   std::string_view fields[3];
   const std::size_t count = split_trace_line(line, fields);
   if (count == 0) return std::nullopt;
   if (count > 2) {
-    throw trace_error(line_,
-                      "unexpected text " + quote_for_message(fields[2]) + ": expected `<seconds since start> [n]`");
+    throw trace_error(line_, "unexpected text " + quote_excerpt(fields[2]) + ": expected `<seconds since start> [n]`");
   }
 
   const auto t = parse_seconds(fields[0]);
   if (!t) {
-    throw trace_error(line_, "invalid time " + quote_for_message(fields[0]) +
+    throw trace_error(line_, "invalid time " + quote_excerpt(fields[0]) +
                                  ": expected seconds since start, a decimal with up to 9 fraction digits");
   }
   if (*t > max_trace_seconds * ns_per_second) {
-    throw trace_error(line_, "time " + quote_for_message(fields[0]) + " is beyond the largest supported time, " +
+    throw trace_error(line_, "time " + quote_excerpt(fields[0]) + " is beyond the largest supported time, " +
                                  std::to_string(max_trace_seconds) + " s");
   }
   std::int64_t n = 1;
   if (count == 2) {
     if (!parse_digits(fields[1], n) || n < 1 || n > max_tokens_per_arrival) {
-      throw trace_error(line_, "invalid count " + quote_for_message(fields[1]) +
+      throw trace_error(line_, "invalid count " + quote_excerpt(fields[1]) +
                                    ": expected a whole number of tokens from 1 to " +
                                    std::to_string(max_tokens_per_arrival));
     }
   }
   if (last_line_ != 0 && *t < last_ns_) {
-    throw trace_error(line_, "time " + quote_for_message(fields[0]) + " goes back in time (line " +
+    throw trace_error(line_, "time " + quote_excerpt(fields[0]) + " goes back in time (line " +
                                  std::to_string(last_line_) + " is at " + format_seconds(last_ns_) + ")");
   }
   last_ns_ = *t;
@@ -154,12 +128,21 @@ std::optional<arrival> trace_parser::feed(std::string_view line) {
   return arrival{*t, n, line_};
 }
 
-std::vector<arrival> read_trace(std::istream& in) {
+std::string too_many_entries(std::size_t most, std::string_view what) {
+  return "more than " + std::to_string(most) + " " + std::string(what) +
+         ": admit replay holds the whole trace in memory and stops there; replay a part of it (split -l " +
+         std::to_string(most) + ")";
+}
+
+std::vector<arrival> read_trace(std::istream& in, std::size_t max_arrivals) {
   trace_parser parser;
   std::vector<arrival> out;
   std::string line;
   while (std::getline(in, line)) {
-    if (auto a = parser.feed(line)) out.push_back(*a);
+    if (auto a = parser.feed(line)) {
+      if (out.size() == max_arrivals) throw trace_error(parser.lines(), too_many_entries(max_arrivals, "arrivals"));
+      out.push_back(*a);
+    }
   }
   if (in.bad()) throw trace_error(parser.lines() + 1, "read error");
   return out;

@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/message.hpp"
+
 namespace admit::cli {
 
 // The largest `n` one trace line may ask for (keeps every limiter's arithmetic far from overflow).
@@ -67,10 +69,6 @@ class trace_error : public std::runtime_error {
 // 2000000000 -> "2", 1 -> "0.000000001". Negative values get a leading '-'.
 [[nodiscard]] std::string format_seconds(std::int64_t ns);
 
-// Quotes `text` for an error message: at most 60 characters (longer text is cut and marked with "..."), control and
-// non-ASCII bytes written as \xHH, so that any input gives a printable, bounded message.
-[[nodiscard]] std::string quote_for_message(std::string_view text);
-
 // Reads a trace line by line, checking that times never go back.
 // Thread safety: none (one parser per thread); no shared state.
 class trace_parser {
@@ -88,8 +86,16 @@ class trace_parser {
   std::size_t last_line_ = 0;
 };
 
-// Reads a whole trace. Throws trace_error (see trace_parser::feed).
-[[nodiscard]] std::vector<arrival> read_trace(std::istream& in);
+// The most arrivals `admit replay` reads: it holds the whole trace and the outcome of each arrival in memory (about
+// 64 bytes an arrival at most, so about 512 MB here), and refuses a longer trace rather than exhaust the machine.
+inline constexpr std::size_t max_trace_arrivals = 8'000'000;
+
+// Reads a whole trace. Throws trace_error (see trace_parser::feed), and on the line of arrival max_arrivals + 1:
+// "more than 8000000 arrivals, ..." — reading stops there.
+[[nodiscard]] std::vector<arrival> read_trace(std::istream& in, std::size_t max_arrivals = max_trace_arrivals);
+// "more than <most> <what>: admit replay holds the whole trace in memory and stops there; ...".
+[[nodiscard]] std::string too_many_entries(std::size_t most, std::string_view what);
+
 // Same, from a string (tests and fuzzing).
 [[nodiscard]] std::vector<arrival> read_trace(std::string_view text);
 

@@ -2,6 +2,8 @@
 #   -DADMIT=<path to the binary>  -DARGS="replay|--algorithm|gcra|..." ('|'-separated)  -DEXIT=<expected status>
 #   [-DSTDIN=<file fed to standard input>] [-DSTDERR=<regex stderr must match>] [-DSTDOUT=<regex stdout must match>]
 #   [-DOUTFILE=<file that must exist afterwards>] [-DOUTFILE_REGEX=<regex its content must match>]
+#   [-DSTDERR_CONTAINS=<text stderr must contain, literally (a path, whatever characters it holds)>]
+#   [-DSTDOUT_CONTAINS=<text stdout must contain, literally>] [-DSTDOUT_NOT=<regex stdout must not match>]
 string(REPLACE "|" ";" args "${ARGS}")
 set(input_args)
 if(DEFINED STDIN)
@@ -19,7 +21,22 @@ endif()
 if(DEFINED STDERR AND NOT err MATCHES "${STDERR}")
   string(APPEND failed "stderr does not match \"${STDERR}\"\n")
 endif()
-if(NOT DEFINED STDERR AND "${EXIT}" STREQUAL "0" AND NOT err STREQUAL "")
+if(DEFINED STDERR_CONTAINS)
+  string(FIND "${err}" "${STDERR_CONTAINS}" at)
+  if(at EQUAL -1)
+    string(APPEND failed "stderr does not contain \"${STDERR_CONTAINS}\"\n")
+  endif()
+endif()
+if(DEFINED STDOUT_NOT AND out MATCHES "${STDOUT_NOT}")
+  string(APPEND failed "stdout matches \"${STDOUT_NOT}\": \"${CMAKE_MATCH_0}\"\n")
+endif()
+if(DEFINED STDOUT_CONTAINS)
+  string(FIND "${out}" "${STDOUT_CONTAINS}" at)
+  if(at EQUAL -1)
+    string(APPEND failed "stdout does not contain \"${STDOUT_CONTAINS}\"\n")
+  endif()
+endif()
+if(NOT DEFINED STDERR AND NOT DEFINED STDERR_CONTAINS AND "${EXIT}" STREQUAL "0" AND NOT err STREQUAL "")
   string(APPEND failed "unexpected stderr\n")
 endif()
 if(DEFINED STDOUT AND NOT out MATCHES "${STDOUT}")

@@ -13,12 +13,33 @@
 #include <new>
 #include <string>
 
+#include <unistd.h>
+
 #include "cli/options.hpp"
 #include "cli/replay.hpp"
+#include "help_formatter.hpp"
 #ifdef ADMIT_CLI_WITH_REDIS
 #include "cli/redis/decide.hpp"
 #include "cli/redis/inspect.hpp"
 #endif
+
+namespace {
+
+// "  replay    Replay a trace through a limiter in virtual time and report what it would have done." for each
+// command: its name and the first sentence of its description.
+std::string command_list(const CLI::App& app) {
+  std::string out = "The commands are:\n";
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    const std::string& d = sub->get_description();
+    const auto end = d.find_first_of(".\n(");
+    std::string line = "  " + sub->get_name();
+    line.append(line.size() < 12 ? 12 - line.size() : 1, ' ');
+    out += line + admit::cli::wrap_text(d.substr(0, end), 80, line.size(), 12) + "\n";
+  }
+  return out + "Run `admit <command> --help` for its options, `admit --version` for the version.\n";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   namespace cli = admit::cli;
@@ -26,7 +47,9 @@ int main(int argc, char** argv) {
 
   CLI::App app{"admit: admission control for C++ (rate limiters and concurrency limiters), from the command line.",
                "admit"};
+  app.formatter(std::make_shared<cli::wrapping_formatter>(cli::help_width()));
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("admit ") + ADMIT_VERSION, "print the version and exit");
 
   cli::replay_options o;
   std::string rate, burst, window, slack, warmup, mode, plot, limit, max_waiters, timeout;
@@ -43,14 +66,19 @@ int main(int argc, char** argv) {
       "In both, '#' comments and blank lines are ignored and arrival times never go back.");
   replay->add_option("--algorithm,-a", o.algorithm, cli::all_algorithm_names())->required()->type_name("NAME");
   auto* rate_opt =
-      replay->add_option("--rate,-r", rate, "rate algorithms (required): N/s, N/ms, N/min, N/h, N/500ms or inf")
+      replay
+          ->add_option(
+              "--rate,-r", rate,
+              "rate algorithms (required): N/s, N/ms, N/min, N/h, N/day, N/500ms or inf; also N/second, N/minute, "
+              "N/hour, N/week, N/month (30 days), N/year (365 days)")
           ->type_name("RATE");
   auto* burst_opt = replay->add_option("--burst,-b", burst, "token-bucket, gcra: tokens the limiter holds (default 1)")
                         ->type_name("N");
   auto* window_opt = replay
                          ->add_option("--window,-w", window,
                                       "fixed-window, sliding-window, sliding-log: window length, e.g. 1s, 500ms "
-                                      "(default 1s); the per-window limit is rate * window")
+                                      "(default 1s); the per-window limit is rate * window, which must be a whole "
+                                      "number")
                          ->type_name("DURATION");
   auto* slack_opt =
       replay->add_option("--slack", slack, "pacer: requests that idle time may bank (default 10; 0 = no slack)")
@@ -100,7 +128,12 @@ int main(int argc, char** argv) {
                    "gcra (default), token-bucket, fixed-window, sliding-window, sliding-log")
       ->type_name("NAME");
   auto* decide_rate_opt =
-      decide->add_option("--rate,-r", decide_rate, "N/s, N/ms, N/min, N/h or N/500ms")->required()->type_name("RATE");
+      decide
+          ->add_option("--rate,-r", decide_rate,
+                       "N/s, N/ms, N/min, N/h, N/day or N/500ms; also N/second, N/minute, N/hour, N/week, "
+                       "N/month (30 days), N/year (365 days)")
+          ->required()
+          ->type_name("RATE");
   auto* decide_burst_opt =
       decide->add_option("--burst,-b", decide_burst, "gcra, token-bucket: tokens the limiter holds (default 1)")
           ->type_name("N");
@@ -138,7 +171,21 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (app.get_subcommands().empty()) {
+      // No command, or one that does not exist: say which, and list them.
+      if (argc < 2) {
+        std::cerr << "admit: a command is required\n";
+      } else if (argv[1][0] != '-') {
+        std::cerr << "admit: unknown command " << cli::quote(argv[1]) << "\n";
+      } else {
+        std::cerr << "admit: " << e.what() << "\n";
+      }
+      std::cerr << command_list(app);
+      return cli::exit_bad_input;
+    }
     app.exit(e);  // prints the message to stderr
     return cli::exit_bad_input;
   }
@@ -176,6 +223,7 @@ int main(int argc, char** argv) {
   if (*warmup_opt) o.warmup = warmup;
   if (*mode_opt) o.mode = mode;
   if (*plot_opt) o.plot = plot;
+  o.stdin_is_terminal = isatty(STDIN_FILENO) == 1;
 
   try {
     return cli::run_replay(o, std::cin, std::cout, std::cerr);

@@ -1,0 +1,98 @@
+// Tests of the command line's values and messages (src/cli/values.hpp, src/cli/message.hpp): each option value is
+// checked with a message naming the option, the whole value, and the real problem.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "cli/message.hpp"
+#include "cli/values.hpp"
+
+namespace {
+
+using namespace admit::cli;
+
+template <class F>
+std::string usage_message(F f) {
+  try {
+    f();
+  } catch (const usage_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Quote, ShowsTheWholeTextHoweverLong) {
+  const std::string path = "/home/someone/a checkout with spaces/" + std::string(200, 'x') + "/no-such-trace.txt";
+  EXPECT_EQ(quote(path), "\"" + path + "\"");
+}
+
+TEST(Quote, KeepsValidUtf8AndEscapesTheRest) {
+  EXPECT_EQ(quote("caf\xc3\xa9.txt"), "\"caf\xc3\xa9.txt\"");
+  EXPECT_EQ(quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(quote(std::string_view("a\0b\n", 4)), "\"a\\x00b\\x0a\"");
+  EXPECT_EQ(quote("\xff\xc3"), "\"\\xff\\xc3\"");           // not UTF-8; a cut sequence
+  EXPECT_EQ(quote("\xc0\xaf"), "\"\\xc0\\xaf\"");           // overlong '/'
+  EXPECT_EQ(quote("\xed\xa0\x80"), "\"\\xed\\xa0\\x80\"");  // a surrogate
+  EXPECT_EQ(quote("\xf0\x9f\x98\x80"), "\"\xf0\x9f\x98\x80\"");
+}
+
+TEST(Quote, ExcerptIsBoundedAtACharacterBoundary) {
+  EXPECT_EQ(quote_excerpt(std::string(100, 'a')), "\"" + std::string(60, 'a') + "\"...");
+  EXPECT_EQ(quote_excerpt("ab\xc3\xa9", 3), "\"ab\"...");
+  EXPECT_EQ(quote_excerpt("short"), "\"short\"");
+}
+
+TEST(WrapText, BreaksAtSpacesWithinTheWidth) {
+  EXPECT_EQ(wrap_text("one two three four", 9, 0, 2), "one two\n  three\n  four");
+  EXPECT_EQ(wrap_text("one two", 20, 15, 15), "one\n               two");
+  EXPECT_EQ(wrap_text("para one\npara two", 80, 0, 0), "para one\npara two");
+  EXPECT_EQ(wrap_text("a|bb|ccc|dddd", 7, 0, 0), "a|bb|\nccc|\ndddd");
+  EXPECT_EQ(wrap_text("x averyveryverylongword", 10, 0, 0), "x\naveryveryverylongword");
+  EXPECT_EQ(wrap_text("caf\xc3\xa9 caf\xc3\xa9", 9, 0, 0), "caf\xc3\xa9 caf\xc3\xa9");  // 9 characters, 11 bytes
+}
+
+TEST(CountOption, NamesTheRange) {
+  EXPECT_EQ(parse_count_option("--burst", "20", 1, 100), 20);
+  EXPECT_EQ(usage_message([] { (void)parse_count_option("--burst", "0", 1, 100); }),
+            "invalid --burst \"0\": must be a whole number from 1 to 100");
+  EXPECT_EQ(usage_message([] { (void)parse_count_option("--burst", "-3", 1, 100); }),
+            "invalid --burst \"-3\": must be at least 1");
+  EXPECT_EQ(usage_message([] { (void)parse_count_option("--slack", "-3", 0, 100); }),
+            "invalid --slack \"-3\": must not be negative");
+  EXPECT_EQ(usage_message([] { (void)parse_count_option("--limit", "many", 1, 100); }),
+            "invalid --limit \"many\": expected a whole number from 1 to 100");
+  EXPECT_EQ(usage_message([] { (void)parse_count_option("--limit", "99999999999999999999999", 1, 100); }),
+            "invalid --limit \"99999999999999999999999\": must be a whole number from 1 to 100");
+}
+
+TEST(DurationOption, NamesTheRealProblem) {
+  using namespace std::chrono_literals;
+  EXPECT_EQ(parse_duration_option("--window", "1000d"), std::chrono::hours(24 * 1000));
+  EXPECT_EQ(parse_duration_option("--window", "1.5s"), 1500ms);
+  EXPECT_EQ(usage_message([] { (void)parse_duration_option("--window", "1000000d"); }),
+            "invalid --window \"1000000d\": too large (max 1000000000s, about 31 years)");
+  EXPECT_EQ(usage_message([] { (void)parse_duration_option("--window", "99999999999999999999s"); }),
+            "invalid --window \"99999999999999999999s\": too large (max 1000000000s, about 31 years)");
+  EXPECT_EQ(usage_message([] { (void)parse_duration_option("--timeout", "-1s"); }),
+            "invalid --timeout \"-1s\": must not be negative");
+  EXPECT_EQ(usage_message([] { (void)parse_duration_option("--timeout", "1sec"); }),
+            "invalid --timeout \"1sec\": unknown unit \"sec\" (units ns, us, ms, s, min, h, d)");
+  EXPECT_EQ(usage_message([] { (void)parse_duration_option("--timeout", "soon"); }),
+            "invalid --timeout \"soon\": expected a duration such as 500ms, 1s, 10s, 2min (units ns, us, ms, s, min, "
+            "h, d)");
+  EXPECT_EQ(usage_message([] { (void)parse_duration_option("--timeout", "0.0000000001s"); }),
+            "invalid --timeout \"0.0000000001s\": not a whole number of nanoseconds (at most 9 fraction digits of a "
+            "second)");
+}
+
+TEST(RateOption, AcceptsDaysAndSpelledOutUnits) {
+  EXPECT_EQ(parse_rate_option("--rate", "100/day"), admit::rate::per(100, std::chrono::hours(24)));
+  EXPECT_EQ(parse_rate_option("--rate", "5/hour"), admit::rate::per(5, std::chrono::hours(1)));
+  EXPECT_EQ(parse_rate_option("--rate", "100/second"), admit::rate::per_second(100));
+  EXPECT_EQ(parse_rate_option("--rate", "100/minute"), admit::rate::parse("100/min"));
+  EXPECT_EQ(usage_message([] { (void)parse_rate_option("--rate", "100/fortnight"); }),
+            "invalid --rate \"100/fortnight\": unknown time unit; expected " + std::string(rate_syntax()));
+}
+
+}  // namespace
