@@ -1,7 +1,8 @@
 // libFuzzer target: the trace parser of `admit replay` on arbitrary bytes.
 //
 // Invariants: it never crashes; it fails only with trace_error, whose message starts with "line N: " for the line
-// it reports, N between 1 and the number of lines, printable and bounded; on success every arrival has n >= 1, times
+// it reports, N between 1 and the number of lines, printable (valid UTF-8 without control characters: an excerpt of
+// the line keeps its valid UTF-8 and escapes the rest) and bounded; on success every arrival has n >= 1, times
 // never go back, line numbers increase, and each time round-trips through format_seconds()/parse_seconds().
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/message.hpp"
 #include "cli/trace.hpp"
 
 namespace {
@@ -35,8 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view message = e.what();
     if (message.substr(0, prefix.size()) != prefix) fail("message does not start with the line number");
     if (message.size() > 400) fail("message is not bounded");
-    for (char c : message) {
-      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) fail("unprintable message");
+    for (std::size_t i = 0; i < message.size();) {
+      const auto c = static_cast<unsigned char>(message[i]);
+      if (c < 0x20 || c == 0x7f) fail("control character in the message");
+      const std::size_t length = c < 0x80 ? 1 : utf8_sequence_length(message.substr(i));
+      if (length == 0) fail("invalid UTF-8 in the message");
+      i += length;
     }
     return 0;
   }
