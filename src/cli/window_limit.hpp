@@ -10,7 +10,10 @@
 // enforced is always the one asked for. The message names the nearest rates (in the unit of the rate as given) and
 // the nearest window that would fit. Floating-point noise of the rate's own arithmetic (a relative 1e-9 of the
 // product) is forgiven: "10/3s" with a 300ms window is 1.
-// Both `admit replay` and `admit decide` get their window limits here (through resolve(), cli/replay.hpp).
+// Both `admit replay` and `admit decide` get their window limits here (through resolve(), cli/replay.hpp). `admit
+// decide` also refuses here what Redis, counting time in whole microseconds, would round: a window that is not a whole
+// number of them (require_whole_window) and a rate whose interval would round up by more than 0.1%
+// (require_close_rate).
 #pragma once
 
 #include <chrono>
