@@ -51,7 +51,7 @@ class error_reply_category final : public std::error_category {
 
 // 128 random bits as 32 hex digits: an identity per acquisition (and per semaphore object, for its wake list). The
 // generator is reseeded in a forked child (its copy of the parent's state would repeat the parent's next identities:
-// two holders under one identity, seed 004's defect).
+// two holders under one identity).
 std::string random_id() {
   struct generator {
     ::pid_t pid = -1;
