@@ -156,4 +156,41 @@ TEST(WindowLimit, WholeWindowsOfTheDistributedLimiters) {
   }
 }
 
+// For `admit decide`: Redis's gcra and token bucket space requests 1/rate apart rounded up to whole microseconds; a
+// rate that rounding would slow by more than 0.1% is refused, naming what it would become and the rates that fit.
+TEST(WindowLimit, RatesTheDistributedLimitersSpaceInWholeMicroseconds) {
+  using std::chrono::microseconds;
+  const auto refusal = [](const char* text) -> std::string {
+    try {
+      require_close_rate(admit::rate::parse(text), text, microseconds(1), "microseconds", "Redis");
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  // Up to 1,000/s every rate passes (an interval of at least 1000us is slowed by less than 1us in 1000).
+  for (const char* ok : {"1/s", "3/s", "7/s", "100/min", "999/s", "1000/s", "1/333us", "1000000/s", "0.5/day"}) {
+    EXPECT_EQ(refusal(ok), "accepted") << ok;
+  }
+  EXPECT_EQ(refusal("1001/s"), "accepted");  // 999.000999us -> 1000us: 0.0999% slower
+  EXPECT_EQ(refusal("inf"), "accepted");     // left to the limiter (it admits everything)
+  EXPECT_EQ(refusal("3000/s"),
+            "--rate 3000/s would be slowed to 2994.012/s: Redis spaces requests a whole number of microseconds apart "
+            "(334, not 333.333); use --rate 1/333us or 1/334us (3003.003/s or 2994.012/s)");
+  EXPECT_EQ(refusal("180000/min"),
+            "--rate 180000/min would be slowed to 179640.719/min: Redis spaces requests a whole number of "
+            "microseconds apart (334, not 333.333); use --rate 1/333us or 1/334us (180180.18/min or 179640.719/min)");
+  EXPECT_EQ(refusal("2000000/s"),
+            "--rate 2000000/s would be slowed to 1000000/s: Redis spaces requests a whole number of microseconds "
+            "apart (1, not 0.5); use --rate 1/us (1000000/s), the fastest it spaces");
+  // The boundary: slowed by exactly 0.1% passes (499.5us -> 500us), by more is refused (499.499us -> 500us).
+  EXPECT_EQ(refusal("1/499500ns"), "accepted");
+  EXPECT_EQ(refusal("1/499499ns"),
+            "--rate 1/499499ns would be slowed to 2000/s: Redis spaces requests a whole number of microseconds "
+            "apart (500, not 499.499); use --rate 1/499us or 1/500us (2004.008/s or 2000/s)");
+  // Nanosecond rounding of the local limiters has no granularity to refuse.
+  EXPECT_NO_THROW(
+      require_close_rate(admit::rate::parse("3/s"), "3/s", std::chrono::nanoseconds(1), "nanoseconds", "admit"));
+}
+
 }  // namespace

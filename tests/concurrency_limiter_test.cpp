@@ -1,6 +1,7 @@
 // Tests of admit::basic_concurrency_limiter (include/admit/concurrency_limiter.hpp): outcomes and counters exact,
 // timed waits on the manual clock (threads wait as its sleepers; the test advances it), the wait histogram within its
-// documented error, seed 000's defects impossible, the event hook once per outcome.
+// documented error, the waiter bound exact, waiters woken in arrival order, no newcomer taking a permit meant for a
+// woken waiter, the event hook once per outcome.
 #include "admit/concurrency_limiter.hpp"
 
 #include <gmock/gmock.h>
@@ -103,7 +104,8 @@ TEST_F(ConcurrencyLimiter, RejectsInvalidConfigurationNamingTheValue) {
   EXPECT_EQ(l.snapshot().unavailable, 0u);  // an invalid call is not an outcome
 }
 
-// Seed 000: `if len(waiters) > maxWait` let maxWait + 1 wait. Here max_waiters wait and the next fails at once.
+// The waiter bound is exact (a check written `waiting > max` lets max + 1 wait): max_waiters wait and the next fails
+// at once.
 TEST_F(ConcurrencyLimiter, MaxWaitersBoundIsExact) {
   limiter l{options(1, 2)};
   auto held = l.try_acquire();
@@ -136,7 +138,8 @@ TEST_F(ConcurrencyLimiter, ZeroMaxWaitersNeverWaits) {
   EXPECT_TRUE(l.acquire());  // nothing to wait for: admitted
 }
 
-// Seed 000 kept waiters in a map: release woke an arbitrary one. Here the grant order is the arrival order.
+// Release wakes the longest waiting first (waiters kept in an unordered container would be woken in any order): the
+// grant order is the arrival order.
 TEST_F(ConcurrencyLimiter, WakesWaitersInArrivalOrder) {
   constexpr int n = 6;
   limiter l{options(1)};
@@ -159,9 +162,9 @@ TEST_F(ConcurrencyLimiter, WakesWaitersInArrivalOrder) {
   EXPECT_EQ(l.snapshot().admitted, static_cast<std::uint64_t>(n) + 1);
 }
 
-// Seed 000 deleted the ticket before the woken waiter re-inserted its own: a newcomer could take the slot in between
-// and limit + 1 requests ran. Here the release hands the permit to the waiter: no newcomer can take it, however late
-// the waiter wakes.
+// No newcomer takes the permit between a release and the wake-up of the waiter it is meant for (a release that frees
+// the slot and leaves the woken waiter to take it again lets a newcomer in, and limit + 1 run): the release hands the
+// permit to the waiter, so no newcomer can take it, however late the waiter wakes.
 TEST_F(ConcurrencyLimiter, NoNewcomerTakesAPermitBetweenReleaseAndWakeUp) {
   limiter l{options(1)};
   for (int round = 0; round < 50; ++round) {

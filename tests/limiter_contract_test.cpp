@@ -302,9 +302,9 @@ TYPED_TEST(LimiterContract, EarlierNowNeverAdmitsMoreThanTheLatest) {
 }
 
 // Four threads at one instant admit exactly the capacity: never more (over-admission) and never less (a lost
-// compare-and-swap reported as a refusal, seed 001's defect). At one instant a refusal means the capacity is spent, so
-// a thread that is admitted after it was refused has seen a spurious refusal. Fresh limiters, many rounds, a large
-// capacity for long contention and small ones for many races on the last unit.
+// compare-and-swap reported as a refusal). At one instant a refusal means the capacity is spent, so a thread that is
+// admitted after it was refused has seen a spurious refusal. Fresh limiters, many rounds, a large capacity for long
+// contention and small ones for many races on the last unit.
 TYPED_TEST(LimiterContract, FourThreadsAtOneInstantAdmitExactlyTheCapacity) {
   using limiter = typename decltype(this->make())::element_type;
   constexpr int threads = 4;

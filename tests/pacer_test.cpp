@@ -321,9 +321,10 @@ TEST(Pacer, AcquireWaitsForAllItsSlots) {
   EXPECT_TRUE(done);
 }
 
-// --- seed 001's defects ---
+// --- contention, and the bound ---
 
-// Seed 001's goroutine/timer/allocation defect: tests/seed_defects_test.cpp, for every limiter.
+// That no limiter starts a thread or a timer, or allocates to decide: tests/classic_defects_test.cpp, for every
+// limiter.
 
 TEST(Pacer, LostCompareAndSwapIsNeverReportedAsARefusal) {
   // Slack large enough for every request: any refusal would be spurious.

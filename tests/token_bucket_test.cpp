@@ -427,7 +427,7 @@ TEST(TokenBucket, PropertyAdmittedNeverExceedsRateTimesWindowPlusBurst) {
   }
 }
 
-// Seed 001: a lost compare-and-swap must never be reported as "limit exceeded".
+// A lost compare-and-swap must never be reported as "limit exceeded": with tokens for every request, none is refused.
 TEST(TokenBucket, StressNoSpuriousRejectUnderContention) {
   constexpr int threads = 4;
   constexpr int per_thread = 20000;

@@ -474,7 +474,7 @@ TEST(Warmup, ExactlyOneAdmissionPerRoundUnderContention) {
 
 // One caller whose requests always fit (1ms apart) races reservers that keep committing tiny charges (<= 3ns each,
 // never enough to reach its next request): every one of its requests must be admitted. A lost race reported as a
-// refusal (seed 001's defect) fails this.
+// refusal fails this.
 TEST(Warmup, LostRaceIsNeverReportedAsARefusal) {
   constexpr int reservers = 2;
   constexpr int ops = 200'000;

@@ -134,7 +134,7 @@ class basic_token_bucket {
     return reserve_within(to_ns<Clock>(now), n, std::max<std::int64_t>(0, ns));
   }
 
-  // --- Waiting (x/time/rate WaitN; seed 002's Take/TakeMaxDuration/Wait/WaitMaxDuration) ---------------------------
+  // --- Waiting (x/time/rate WaitN) ---------------------------------------------------------------------------------
 
   // Waits until n tokens are granted. Returns false at once when n can never be granted (n > burst under the reject
   // policy, or rate zero with too few tokens) or `stop` is already requested; returns false after giving the tokens

@@ -42,9 +42,6 @@ inline constexpr std::size_t excerpt_chars = 60;
 [[nodiscard]] std::string wrap_text(std::string_view text, std::size_t width, std::size_t first_indent,
                                     std::size_t indent);
 
-// quote(), under the name the subcommands in cli/redis/ use.
-[[nodiscard]] inline std::string quote_for_message(std::string_view text) { return quote(text); }
-
 // The length of the valid UTF-8 sequence at the start of `text`, or 0 when it does not start with one (empty text,
 // a stray continuation byte, an overlong form, a surrogate, a code point above U+10FFFF, a cut sequence).
 [[nodiscard]] std::size_t utf8_sequence_length(std::string_view text) noexcept;

@@ -1,11 +1,16 @@
 #include "cli/window_limit.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
+#include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/format_double.hpp"
+#include "admit/detail/saturating.hpp"
 #include "cli/duration.hpp"
 #include "cli/trace.hpp"
 
@@ -146,6 +151,43 @@ void require_whole_window(std::chrono::nanoseconds window, std::chrono::nanoseco
   use += format_duration(std::chrono::nanoseconds{up});
   throw std::invalid_argument("--window " + format_duration(window) + " is not a whole number of " +
                               std::string(unit_name) + ", which " + std::string(where) + " counts windows in; " + use);
+}
+
+void require_close_rate(const admit::rate& r, std::string_view rate_text, std::chrono::nanoseconds granularity,
+                        std::string_view unit_name, std::string_view where) {
+  const std::int64_t g = granularity.count();
+  if (g <= 1 || r.is_inf() || r.is_zero()) return;
+  const double exact = r.interval_ns();
+  // The limiters' rounding: up to whole nanoseconds (at least 1), then up to whole granularity.
+  const std::int64_t ns = std::max<std::int64_t>(1, admit::detail::ceil_ns(exact));
+  const std::int64_t enforced = admit::detail::sat_mul(ns / g + (ns % g != 0 ? 1 : 0), g);
+  // (Forgiving a relative 1e-9 of floating-point noise: 1/499.5us is slowed by exactly 0.1%.)
+  if (1 - exact / static_cast<double>(enforced) <= max_rate_slowdown * (1 + 1e-9)) return;
+
+  // The rates are shown per the user's unit ("/min" of "180000/min"), per second for a period with a count ("1/500us").
+  std::pair<std::string, double> unit = user_period(rate_text);
+  if (unit.first.empty() || (unit.first.front() >= '0' && unit.first.front() <= '9')) unit = {"s", 1e9};
+  const auto in_user_unit = [&unit](std::int64_t interval) {
+    return show_count(unit.second / static_cast<double>(interval)) + "/" + unit.first;
+  };
+  // "1/333us", "1/us": one request per `interval`.
+  const auto one_per = [](std::int64_t interval) {
+    const std::string d = format_duration(std::chrono::nanoseconds{interval});
+    return "1/" + (d.front() == '1' && d.size() > 1 && (d[1] < '0' || d[1] > '9') ? d.substr(1) : d);
+  };
+  const std::string shown = rate_text.empty() ? r.to_string() : std::string(rate_text);
+  std::string message = "--rate " + shown + " would be slowed to " + in_user_unit(enforced) + ": " +
+                        std::string(where) + " spaces requests a whole number of " + std::string(unit_name) +
+                        " apart (" + std::to_string(enforced / g) + ", not " +
+                        show_count(exact / static_cast<double>(g)) + "); use --rate ";
+  const std::int64_t down = enforced - g;
+  if (down > 0) {
+    message +=
+        one_per(down) + " or " + one_per(enforced) + " (" + in_user_unit(down) + " or " + in_user_unit(enforced) + ")";
+  } else {
+    message += one_per(enforced) + " (" + in_user_unit(enforced) + "), the fastest it spaces";
+  }
+  throw std::invalid_argument(message);
 }
 
 }  // namespace admit::cli

@@ -51,7 +51,7 @@ class error_reply_category final : public std::error_category {
 
 // 128 random bits as 32 hex digits: an identity per acquisition (and per semaphore object, for its wake list). The
 // generator is reseeded in a forked child (its copy of the parent's state would repeat the parent's next identities:
-// two holders under one identity, seed 004's defect).
+// two holders under one identity).
 std::string random_id() {
   struct generator {
     ::pid_t pid = -1;
@@ -654,9 +654,9 @@ std::chrono::microseconds lease::expires_at() const noexcept {
 
 // ---- semaphore ----
 
-namespace {
+void check_semaphore_name(const std::string& name) { detail::check_tag_name("semaphore", name); }
 
-void check_name(const std::string& name) { detail::check_tag_name("semaphore", name); }
+namespace {
 
 constexpr std::int64_t max_capacity = std::int64_t{1} << 50;  // exact in the script's doubles, with room
 
@@ -735,7 +735,7 @@ void check_options(const semaphore_options& options) {
 }  // namespace
 
 semaphore::semaphore(connection& conn, std::string name, std::int64_t capacity, semaphore_options options) {
-  check_name(name);
+  check_semaphore_name(name);
   check_capacity(capacity);
   check_options(options);
   auto waker = std::make_unique<connection>(conn.get_executor(), conn.options());
@@ -745,7 +745,7 @@ semaphore::semaphore(connection& conn, std::string name, std::int64_t capacity, 
 }
 
 semaphore::semaphore(cluster& c, std::string name, std::int64_t capacity, semaphore_options options) {
-  check_name(name);
+  check_semaphore_name(name);
   check_capacity(capacity);
   check_options(options);
   // Its own cluster client, seeded with the node this one was given: BLMPOP routes by its key, to the semaphore's slot.
@@ -792,7 +792,7 @@ const semaphore_options& semaphore::options() const noexcept { return core_->opt
 
 std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(client& conn, const std::string& name,
                                                                  std::size_t most) {
-  check_name(name);
+  check_semaphore_name(name);
   command c{"EVALSHA", semaphore_script().sha1(), "6"};
   for (const auto& k : semaphore_keys(name)) c.arg(k);
   c.arg("inspect").arg("0").arg(std::to_string(std::max<std::size_t>(most, 1)));

@@ -128,10 +128,70 @@ TEST_F(AdmitDecide, BadInputIsExitStatus2) {
   redis_server server;
   const std::string url = server.url();
   EXPECT_EQ(admit_cli({"decide", "--redis", url, "--rate", "fast", "k"}).status, 2);
-  EXPECT_EQ(admit_cli({"decide", "--redis", url, "-a", "pacer", "--rate", "1/s", "k"}).status, 2);
   EXPECT_EQ(admit_cli({"decide", "--redis", "http://x", "--rate", "1/s", "k"}).status, 2);
-  EXPECT_EQ(admit_cli({"decide", "--redis", url, "--rate", "1/s", "--cost", "-1", "k"}).status, 2);
-  EXPECT_EQ(admit_cli({"decide", "--redis", url, "--rate", "1/s", "--timeout", "soon", "k"}).status, 2);
+  // The options' values are read as replay reads them (cli/values.hpp): the same words for the same mistakes.
+  const auto refused = [&](const args& more, const std::string& message) {
+    const run_result r = admit_cli(args{"decide", "--redis", url, "--rate", "1/s"} + more + args{"k"});
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.err, "admit decide: " + message + "\n");
+    EXPECT_EQ(r.out, "");
+  };
+  refused({"-a", "pacer"},
+          "invalid --algorithm \"pacer\": it has no distributed form; use gcra, token-bucket, fixed-window, "
+          "sliding-window or sliding-log");
+  refused({"--cost", "-1"}, "invalid --cost \"-1\": must not be negative");
+  refused({"--cost", "1.5"}, "invalid --cost \"1.5\": expected a whole number from 0 to 1000000000");
+  refused({"--timeout", "soon"},
+          "invalid --timeout \"soon\": expected a duration such as 500ms, 1s, 10s, 2min (units ns, us, ms, s, min, "
+          "h, d)");
+  refused({"--timeout", "1"},
+          "invalid --timeout \"1\": missing a unit after the number (units ns, us, ms, s, min, h, "
+          "d), e.g. 1s");
+  refused({"--timeout", "0s"}, "invalid --timeout \"0s\": must be positive");
+  refused({"--wait", "--max-wait", "5 min"},
+          "invalid --max-wait \"5 min\": expected a duration such as 500ms, 1s, 10s, 2min, without spaces (units ns, "
+          "us, ms, s, min, h, d)");
+  EXPECT_EQ(server.admin({"DBSIZE"}), "0");  // nothing was decided
+}
+
+// Redis counts time in whole microseconds. A window it would round up is refused, and so is a rate whose interval,
+// rounded up to whole microseconds, would be more than 0.1% slower: the limit enforced is the one asked for.
+TEST_F(AdmitDecide, WhatRedisWouldRoundIsRefused) {
+  redis_server server;
+  const std::string url = server.url();
+  const run_result window =
+      admit_cli({"decide", "--redis", url, "-a", "fixed-window", "--rate", "2000000/s", "--window", "1500ns", "k"});
+  EXPECT_EQ(window.status, 2) << window.err;
+  EXPECT_EQ(window.err,
+            "admit decide: --window 1500ns is not a whole number of microseconds, which Redis counts windows in; use "
+            "--window 1us or 2us\n");
+  for (const char* algorithm : {"sliding-window", "sliding-log"}) {
+    EXPECT_EQ(
+        admit_cli({"decide", "--redis", url, "-a", algorithm, "--rate", "2000000/s", "--window", "1500ns", "k"}).status,
+        2)
+        << algorithm;
+  }
+  for (const char* algorithm : {"gcra", "token-bucket"}) {
+    const run_result rate = admit_cli({"decide", "--redis", url, "-a", algorithm, "--rate", "3000/s", "k"});
+    EXPECT_EQ(rate.status, 2) << rate.err;
+    EXPECT_EQ(rate.err,
+              "admit decide: --rate 3000/s would be slowed to 2994.012/s: Redis spaces requests a whole number of "
+              "microseconds apart (334, not 333.333); use --rate 1/333us or 1/334us (3003.003/s or 2994.012/s)\n");
+  }
+  EXPECT_EQ(server.admin({"DBSIZE"}), "0");  // refused before deciding anything
+
+  // What fits is decided: a whole number of microseconds, a rate slowed by less than 0.1% (3/s: 333334us apart).
+  EXPECT_EQ(
+      admit_cli({"decide", "--redis", url, "-a", "fixed-window", "--rate", "2000000/s", "--window", "2us", "k"}).status,
+      0);
+  EXPECT_EQ(admit_cli({"decide", "--redis", url, "--rate", "1/334us", "--name", "fast", "k"}).status, 0);
+  const run_result slow = admit_cli({"decide", "--redis", url, "--rate", "3/s", "--burst", "1", "--name", "r", "k"});
+  EXPECT_EQ(slow.status, 0) << slow.err;
+  io_thread io;
+  admit::redis::connection conn(io.executor(), url);
+  admit::redis::gcra limiter(conn, "r", admit::rate::per_second(3), 1, patient());
+  EXPECT_EQ(limiter.emission_interval(), std::chrono::microseconds(333'334));
+  EXPECT_EQ(server.admin({"EXISTS", limiter.storage_key("k")}), "1");
 }
 
 // Each Redis failure: its exit status (75 may pass by waiting, 69 will not) and a message that names the cause and the
@@ -319,6 +379,26 @@ TEST_F(AdmitDecide, WaitGivesUpOnATransientFailureAtMaxWait) {
 #endif
 
 #ifdef ADMIT_CLI
+
+// inspect checks every argument before connecting: bad input is exit status 2 even when Redis is down (not 75).
+TEST_F(AdmitDecide, InspectChecksItsArgumentsBeforeConnecting) {
+  redis_server server;
+  const std::string url = "redis://127.0.0.1:" + std::to_string(server.port());
+  server.kill();
+  const run_result down = admit_cli({"inspect", "--redis", url, "db"});
+  ASSERT_EQ(down.status, 75) << down.err;  // the server is down indeed
+  const auto refused = [&](const args& a, const std::string& message) {
+    const run_result r = admit_cli(args{"inspect", "--redis", url} + a);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.err, "admit inspect: " + message + "\n");
+  };
+  refused({"a{b}"},
+          "admit::redis::semaphore: name must not contain '{' or '}' (it becomes the hash tag), got \"a{b}\"");
+  refused({"--most", "0", "db"}, "invalid --most \"0\": must be a whole number from 1 to 1000000000");
+  refused({"--timeout", "0s", "db"}, "invalid --timeout \"0s\": must be positive");
+  refused({"--timeout", "1", "db"},
+          "invalid --timeout \"1\": missing a unit after the number (units ns, us, ms, s, min, h, d), e.g. 1s");
+}
 
 TEST_F(AdmitDecide, InspectShowsASemaphoresHoldersAndQueue) {
   redis_server server;

@@ -797,4 +797,18 @@ TEST(RedisSemaphore, InvalidArgumentsNameTheValue) {
   EXPECT_THROW((void)s.try_acquire(0), std::invalid_argument);
 }
 
+// The name check on its own, without a connection (admit inspect checks its input before connecting).
+TEST(RedisSemaphore, CheckSemaphoreNameWithoutAConnection) {
+  EXPECT_NO_THROW(admit::redis::check_semaphore_name("db-queries"));
+  EXPECT_THROW(admit::redis::check_semaphore_name(""), std::invalid_argument);
+  EXPECT_THROW(admit::redis::check_semaphore_name("a}"), std::invalid_argument);
+  try {
+    admit::redis::check_semaphore_name("a{b}");
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "admit::redis::semaphore: name must not contain '{' or '}' (it becomes the hash tag), got \"a{b}\"");
+  }
+}
+
 }  // namespace

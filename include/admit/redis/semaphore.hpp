@@ -327,6 +327,11 @@ class semaphore {
   std::shared_ptr<detail::semaphore_core> core_;
 };
 
+// Throws std::invalid_argument naming the bad value when `name` cannot name a semaphore (empty, or containing '{' or
+// '}': it becomes the hash tag of its keys); the same check as the constructor's and inspect_semaphore's, for a caller
+// that checks its input before connecting.
+void check_semaphore_name(const std::string& name);
+
 // inspect() without a semaphore object (admit inspect): the state of semaphore `name` on `conn`'s server(s).
 std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(client& conn, const std::string& name,
                                                                  std::size_t most = 100);

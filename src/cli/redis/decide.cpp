@@ -10,6 +10,7 @@
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 
@@ -22,21 +23,30 @@
 #include "admit/redis/sliding_window.hpp"
 #include "admit/redis/token_bucket.hpp"
 #include "cli/duration.hpp"
+#include "cli/message.hpp"
 #include "cli/options.hpp"
 #include "cli/redis/failure.hpp"
 #include "cli/redis/io_runner.hpp"
 #include "cli/replay.hpp"
 #include "cli/report.hpp"
 #include "cli/trace.hpp"
+#include "cli/values.hpp"
+#include "cli/window_limit.hpp"
 
 namespace admit::cli {
 
 namespace {
 
-std::chrono::nanoseconds duration_option(const std::string& option, const std::string& text) {
-  const auto d = parse_duration(text);
-  if (!d) throw usage_error(option + ": " + quote_for_message(text) + " is not a duration (e.g. 500ms, 1s, 5min)");
-  return *d;
+// What Redis counts time in: the scripts work in whole microseconds (admit/redis/gcra.hpp).
+constexpr std::chrono::nanoseconds redis_granularity = std::chrono::microseconds(1);
+
+// A positive duration option.
+std::chrono::nanoseconds positive_duration_option(std::string_view option, const std::string& text) {
+  const std::chrono::nanoseconds d = parse_duration_option(option, text);
+  if (d <= std::chrono::nanoseconds::zero()) {
+    throw usage_error("invalid " + std::string(option) + " " + quote(text) + ": must be positive");
+  }
+  return d;
 }
 
 std::unique_ptr<redis::limiter> make_limiter(const decide_options& o, redis::client& c,
@@ -48,6 +58,13 @@ std::unique_ptr<redis::limiter> make_limiter(const decide_options& o, redis::cli
   ro.window = o.window;
   if (!ro.rate) throw usage_error("--rate is required (e.g. --rate 10/s)");
   const replay_settings s = resolve(to_config(ro));
+  // What Redis would round is refused, as resolve() refuses a window limit that is not whole: the limit enforced is
+  // the one asked for (a rate within max_rate_slowdown of it).
+  if (is_window(s.algo)) {
+    require_whole_window(s.window, redis_granularity, "microseconds", "Redis");
+  } else {
+    require_close_rate(s.limit, s.shown_rate(), redis_granularity, "microseconds", "Redis");
+  }
   switch (s.algo) {
     case algorithm::gcra:
       return std::make_unique<redis::gcra>(c, o.name, s.limit, s.burst, lo);
@@ -63,8 +80,9 @@ std::unique_ptr<redis::limiter> make_limiter(const decide_options& o, redis::cli
     case algorithm::warmup:
       break;
   }
-  throw usage_error("--algorithm: " + quote_for_message(o.algorithm) +
-                    " has no distributed form (gcra, token-bucket, fixed-window, sliding-window, sliding-log)");
+  throw usage_error(
+      "invalid --algorithm " + quote(o.algorithm) +
+      ": it has no distributed form; use gcra, token-bucket, fixed-window, sliding-window or sliding-log");
 }
 
 std::string_view source_name(redis::decided_by s) {
@@ -106,8 +124,8 @@ void print(std::ostream& out, const decide_options& o, const redis::limiter& l, 
         << "}\n";
     return;
   }
-  out << (d.admitted ? "admitted" : "refused") << ": " << quote_for_message(o.key) << " n=" << o.cost
-      << " limit=" << d.limit << " remaining=" << d.remaining;
+  out << (d.admitted ? "admitted" : "refused") << ": " << quote(o.key) << " n=" << o.cost << " limit=" << d.limit
+      << " remaining=" << d.remaining;
   if (!d.admitted) {
     out << " retry_after=" << (never ? std::string("never") : human_duration(ns_of(d.retry_after)));
   }
@@ -122,17 +140,15 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
   try {
     if (o.redis.empty()) throw usage_error("--redis is required (e.g. --redis redis://127.0.0.1:6379)");
     if (o.key.empty()) throw usage_error("the key must not be empty");
-    const auto n = parse_whole_number(o.cost);
-    if (!n) throw usage_error("--cost: " + quote_for_message(o.cost) + " is not a whole number >= 0");
+    const std::int64_t n = parse_count_option("--cost", o.cost, 0, max_tokens_per_arrival);
     redis::limiter_options lo;
-    lo.timeout = duration_option("--timeout", o.timeout);
-    if (lo.timeout <= std::chrono::nanoseconds::zero()) throw usage_error("--timeout: must be above 0, got 0s");
+    lo.timeout = positive_duration_option("--timeout", o.timeout);
     lo.on_failure = o.fail_open ? redis::failure_policy::fail_open : redis::failure_policy::fail_closed;
     lo.breaker.failure_threshold = 0;  // one process, a few decisions: every one asks Redis
     std::optional<std::chrono::nanoseconds> max_wait;
     if (o.max_wait) {
       if (!o.wait) throw usage_error("--max-wait: applies only with --wait");
-      max_wait = duration_option("--max-wait", *o.max_wait);
+      max_wait = parse_duration_option("--max-wait", *o.max_wait);
     }
 
     redis::connection_options co;
@@ -158,7 +174,7 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
       std::optional<redis_failure> failure = check_ready(conn, lo.timeout);
       redis::limiter_result r;
       if (!failure) {
-        r = limiter->decide(o.key, *n);
+        r = limiter->decide(o.key, n);
         if (r.error) failure = call_failure(conn, std::error_code(r.error), r.message, lo.timeout);
       }
       // Time spent waiting for admission (zero for an answer at the first asking).
@@ -193,7 +209,7 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
       }
       if (r.decision.exceeds_capacity()) {
         print(out, o, *limiter, r, waited, {});
-        err << "admit decide: --cost " << *n << " is more than the limit " << r.decision.limit
+        err << "admit decide: --cost " << n << " is more than the limit " << r.decision.limit
             << ": it can never be admitted\n";
         return exit_bad_input;
       }

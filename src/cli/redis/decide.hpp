@@ -4,8 +4,11 @@
 //   admit decide --redis redis://10.0.0.5:6379 --rate 10/s --burst 5 nightly-export && run-export
 //   admit decide --redis redis://10.0.0.5:6379 --rate 100/min --wait --max-wait 5m api-crawler && crawl
 //
-// Built only with the admit::redis target. The options are text until run_decide checks them (as cli/options.hpp
-// does for replay), so every message names the option and the value.
+// Built only with the admit::redis target. The options are text until run_decide checks them (with cli/values.hpp, as
+// cli/options.hpp does for replay), so every message names the option and the value. Redis counts time in whole
+// microseconds: a --window that is not a whole number of them is refused (cli/window_limit.hpp), as is a --rate whose
+// interval rounded up to whole microseconds (what gcra and token-bucket enforce, admit/redis/gcra.hpp) would slow it
+// by more than 0.1% (rates up to 1,000/s always pass), rather than enforce a limit other than the one asked for.
 #pragma once
 
 #include <iosfwd>
@@ -25,7 +28,9 @@ inline constexpr const char* decide_description =
     "Exit status: 0 admitted; 75 (EX_TEMPFAIL) refused, or Redis failed in a way that may pass by waiting (no answer "
     "within --timeout, connection refused or lost, LOADING, BUSY); 69 (EX_UNAVAILABLE) Redis failed in a way waiting "
     "cannot fix (authentication failed, unknown host, no such database, not a Redis server); 2 bad input (an option, "
-    "the URL, a cost above the limit); 1 anything else. The cause of a Redis failure goes to stderr. With --wait, "
+    "the URL, a cost above the limit, a --window that is not whole microseconds, a --rate that Redis, spacing requests "
+    "in whole microseconds, would slow by more than 0.1%); 1 anything else. The cause of a Redis failure goes to "
+    "stderr. With --wait, "
     "transient failures are retried until --max-wait; with --fail-open, any Redis failure admits (exit 0).";
 
 struct decide_options {

@@ -7,6 +7,7 @@
 #include "admit/redis/errc.hpp"
 #include "admit/redis/limiter_result.hpp"
 #include "cli/duration.hpp"
+#include "cli/message.hpp"
 #include "cli/trace.hpp"
 
 namespace admit::cli {
@@ -60,7 +61,7 @@ redis_failure connection_failure(const redis::connection& conn, std::error_code 
     f.transient = true;
     f.message = "cannot connect to " + where + ": connection refused (is the server running?)";
   } else if (why == errc::unknown_host) {
-    f.message = "cannot connect to " + where + ": unknown host " + quote_for_message(o.host) + with_words(words);
+    f.message = "cannot connect to " + where + ": unknown host " + quote(o.host) + with_words(words);
   } else if (why == errc::connect_timeout) {
     f.transient = true;
     f.message = "cannot connect to " + where + ": no answer within " + format_duration(o.connect_timeout);

@@ -13,15 +13,20 @@
 #include "admit/redis/options.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "cli/duration.hpp"
+#include "cli/message.hpp"
 #include "cli/options.hpp"
 #include "cli/redis/failure.hpp"
 #include "cli/redis/io_runner.hpp"
 #include "cli/report.hpp"
 #include "cli/trace.hpp"
+#include "cli/values.hpp"
 
 namespace admit::cli {
 
 namespace {
+
+// The most holders and waiters --most may ask for (the script lists them in one reply).
+constexpr std::int64_t max_listed = 1'000'000'000;
 
 std::int64_t ns(std::chrono::microseconds d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); }
 
@@ -51,7 +56,7 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
 }
 
 void print_text(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s) {
-  out << "semaphore " << quote_for_message(name) << ": capacity " << s.capacity << ", available " << s.available << ", "
+  out << "semaphore " << quote(name) << ": capacity " << s.capacity << ", available " << s.available << ", "
       << s.holder_count << " holder(s), " << s.waiter_count << " waiting; last fencing token " << s.last_fencing_token
       << "\n";
   if (!s.holders.empty()) {
@@ -83,12 +88,16 @@ void print_text(std::ostream& out, const std::string& name, const redis::semapho
 int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) {
   try {
     if (o.redis.empty()) throw usage_error("--redis is required (e.g. --redis redis://127.0.0.1:6379)");
-    if (o.name.empty()) throw usage_error("the semaphore's name must not be empty");
-    const auto most = parse_whole_number(o.most);
-    if (!most || *most < 1) throw usage_error("--most: " + quote_for_message(o.most) + " is not a whole number >= 1");
-    const auto timeout = parse_duration(o.timeout);
-    if (!timeout || *timeout <= std::chrono::nanoseconds::zero()) {
-      throw usage_error("--timeout: " + quote_for_message(o.timeout) + " is not a positive duration (e.g. 500ms, 1s)");
+    // Every argument is checked before connecting: bad input is exit status 2 whether or not Redis is there.
+    try {
+      redis::check_semaphore_name(o.name);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(e.what());
+    }
+    const std::int64_t most = parse_count_option("--most", o.most, 1, max_listed);
+    const std::chrono::nanoseconds timeout = parse_duration_option("--timeout", o.timeout);
+    if (timeout <= std::chrono::nanoseconds::zero()) {
+      throw usage_error("invalid --timeout " + quote(o.timeout) + ": must be positive");
     }
     redis::connection_options co;
     try {
@@ -96,23 +105,19 @@ int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) 
     } catch (const std::invalid_argument& e) {
       throw usage_error(std::string("--redis: ") + e.what());
     }
-    co.command_timeout = *timeout;
-    co.connect_timeout = *timeout;
+    co.command_timeout = timeout;
+    co.connect_timeout = timeout;
     io_runner io;
     redis::connection conn(io.executor(), co);
-    std::optional<redis_failure> failure = check_ready(conn, *timeout);
+    std::optional<redis_failure> failure = check_ready(conn, timeout);
     std::pair<redis::semaphore_snapshot, std::error_code> r;
     if (!failure) {
-      try {
-        r = redis::inspect_semaphore(conn, o.name, static_cast<std::size_t>(*most));
-      } catch (const std::invalid_argument& e) {
-        throw usage_error(e.what());
-      }
+      r = redis::inspect_semaphore(conn, o.name, static_cast<std::size_t>(most));
       if (r.second == std::errc::no_such_file_or_directory) {
-        err << "admit inspect: no semaphore named " << quote_for_message(o.name) << " on " << redis_address(co) << "\n";
+        err << "admit inspect: no semaphore named " << quote(o.name) << " on " << redis_address(co) << "\n";
         return exit_failure;
       }
-      if (r.second) failure = call_failure(conn, r.second, {}, *timeout);
+      if (r.second) failure = call_failure(conn, r.second, {}, timeout);
     }
     if (failure) {
       err << "admit inspect: " << failure->message << "\n";

@@ -1,5 +1,8 @@
-// The defects of seeds 000, 001 and 002 (../shared/seeds/README.md), one test each, against every limiter they
-// concern. Each test is named after the defect it would catch.
+// Defects common in rate limiters and semaphores, one test each, against every limiter they could affect: a thread or
+// timer per limiter, refill driven by a timer, a window limit that depends on the window's unit, an abandoned wait
+// that creates tokens or races with a refill, a head waiter that blocks those behind it, an off-by-one waiter bound,
+// release waking an arbitrary waiter, a newcomer taking a permit meant for a woken waiter, allocation on the fast path.
+// Each test is named after the guarantee it checks.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -59,9 +62,9 @@ std::size_t thread_count() {
   return n;
 }
 
-// Seed 001: "each limiter starts a goroutine that never stops and allocates a timer per tick". Here a limiter is
-// memory and nothing else: building a thousand of each starts no thread, deciding allocates nothing, and a limiter
-// idle for a year answers from the clock alone.
+// A limiter never starts a thread or a timer (a limiter that refills by a background thread and a timer per tick
+// costs a thread per limiter that never stops): a limiter is memory and nothing else. Building a thousand of each
+// starts no thread, deciding allocates nothing, and a limiter idle for a year answers from the clock alone.
 template <class Limiter, class Make>
 void expect_no_thread_no_allocation(Make make) {
   const std::size_t threads_before = thread_count();
@@ -78,7 +81,7 @@ void expect_no_thread_no_allocation(Make make) {
   EXPECT_EQ(thread_count(), threads_before);
 }
 
-TEST(SeedDefects, NoLimiterStartsAThreadOrTimerOrAllocatesToDecide) {
+TEST(ClassicDefects, NoLimiterStartsAThreadOrTimerOrAllocatesToDecide) {
   expect_no_thread_no_allocation<admit::token_bucket>(
       [] { return std::make_unique<admit::token_bucket>(rate::per_second(1000), 10); });
   expect_no_thread_no_allocation<admit::gcra>([] { return std::make_unique<admit::gcra>(rate::per_second(1000), 10); });
@@ -90,9 +93,9 @@ TEST(SeedDefects, NoLimiterStartsAThreadOrTimerOrAllocatesToDecide) {
       [] { return std::make_unique<admit::warmup>(rate::per_second(1000), 1s); });
 }
 
-// Seed 001: "timer-driven refill cannot reach high rates precisely". Refill here is arithmetic on the clock: at a
-// million and at a hundred million per second, 10 ms of requests every 5 ns admit exactly rate · 10 ms + burst.
-TEST(SeedDefects, HighRatesAreExactBecauseRefillIsArithmetic) {
+// High rates are exact (refill driven by a timer cannot tick fast enough for them): refill is arithmetic on the clock.
+// At a million and at a hundred million per second, 10 ms of requests every 5 ns admit exactly rate · 10 ms + burst.
+TEST(ClassicDefects, HighRatesAreExactBecauseRefillIsArithmetic) {
   for (const double per_second : {1e6, 1e8}) {
     admit::token_bucket bucket{rate::per_second(per_second), 100};
     admit::gcra gcra{rate::per_second(per_second), 100};
@@ -108,9 +111,10 @@ TEST(SeedDefects, HighRatesAreExactBecauseRefillIsArithmetic) {
   }
 }
 
-// Seed 001: the sliding window "sizes its channel with a unit error (total/slot/1000)". Here the limit is a count per
-// window whatever the window's unit: 100 per 1 s, per 1000 ms, per 1000000 µs admit the same 100.
-TEST(SeedDefects, WindowLimitsDoNotDependOnTheWindowsUnit) {
+// A window's limit does not depend on the unit the window is given in (a window sized from its length in the wrong
+// unit admits a thousand times too many or too few): the limit is a count per window, and 100 per 1 s, per 1000 ms,
+// per 1000000 µs admit the same 100.
+TEST(ClassicDefects, WindowLimitsDoNotDependOnTheWindowsUnit) {
   for (const std::chrono::nanoseconds window :
        {std::chrono::nanoseconds(1s), std::chrono::nanoseconds(1000ms), std::chrono::nanoseconds(1'000'000us)}) {
     admit::sliding_window counter{100, window};
@@ -132,13 +136,13 @@ TEST(SeedDefects, WindowLimitsDoNotDependOnTheWindowsUnit) {
   }
 }
 
-// Seed 002: "TakeMaxDuration sets abandoned without the lock ... and closes a channel the daemon may still send on".
-// Here a timed or cancelled wait leaves through the same atomic state as everything else: under ThreadSanitizer,
-// threads that acquire, time out and cancel at random never create tokens — when all have left, the bucket holds at
-// most what it started with minus what the successful callers took. (Not exactly that: as x/time/rate's CancelAt, a
-// cancelled reservation gives back only the tokens no later reservation depends on, so interleaved cancels leave
-// some tokens spent; time refills them.)
-TEST(SeedDefects, AbandonedWaitsConserveTokensUnderConcurrency) {
+// An abandoned wait (timed out or cancelled) creates no tokens and races with nothing (a wait that marks itself
+// abandoned outside the lock races with the refill that serves it): it leaves through the same atomic state as
+// everything else. Under ThreadSanitizer, threads that acquire, time out and cancel at random never create tokens —
+// when all have left, the bucket holds at most what it started with minus what the successful callers took. (Not
+// exactly that: as x/time/rate's CancelAt, a cancelled reservation gives back only the tokens no later reservation
+// depends on, so interleaved cancels leave some tokens spent; time refills them.)
+TEST(ClassicDefects, AbandonedWaitsConserveTokensUnderConcurrency) {
   using clock = admit::testing::manual_clock;
   clock::reset();
   admit::basic_token_bucket<clock> bucket{rate::per_second(1000), 20};
@@ -179,10 +183,11 @@ TEST(SeedDefects, AbandonedWaitsConserveTokensUnderConcurrency) {
   EXPECT_LE(bucket.tokens_at(clock::now()), 20.0 - static_cast<double>(taken.load()));
 }
 
-// Seed 002: "the head waiter blocks everyone behind it even when they would fit". A request that cannot be served
-// within its deadline fails at once and takes nothing, so it never stands in front of a later small request; and a
-// request larger than the burst is refused at once instead of waiting forever at the head.
-TEST(SeedDefects, AnUnservableHeadDoesNotBlockThoseBehind) {
+// A request that cannot be served does not block the requests behind it that would fit (as a queue whose head waits
+// for more than the burst blocks everyone forever). A request that cannot be served within its deadline fails at once
+// and takes nothing, so it never stands in front of a later small request; and a request larger than the burst is
+// refused at once instead of waiting forever at the head.
+TEST(ClassicDefects, AnUnservableHeadDoesNotBlockThoseBehind) {
   using clock = admit::testing::manual_clock;
   clock::reset();
   admit::basic_token_bucket<clock> bucket{rate::per_second(10), 5};
@@ -195,10 +200,10 @@ TEST(SeedDefects, AnUnservableHeadDoesNotBlockThoseBehind) {
   EXPECT_TRUE(pacer.try_acquire());
 }
 
-// Seed 000: "the maxWait check ... is off by one (`>` lets maxWait+1 wait) and returns while still holding the mutex".
-// Exactly max_waiters wait; the next is rejected at once; the rejection leaves the semaphore fully usable (a leaked
-// lock would hang the acquisitions after it).
-TEST(SeedDefects, WaiterBoundIsExactAndARejectionLeavesTheSemaphoreUsable) {
+// The waiter bound is exact (a check written `waiting > max` lets max + 1 wait) and a rejection leaves the semaphore
+// usable (a rejection that returns still holding a lock hangs every acquisition after it): exactly max_waiters wait,
+// the next is rejected at once, and the semaphore goes on serving.
+TEST(ClassicDefects, WaiterBoundIsExactAndARejectionLeavesTheSemaphoreUsable) {
   admit::semaphore sem{1, {.max_waiters = 3}};
   auto held = *sem.try_acquire();
   std::vector<std::jthread> waiters;
@@ -219,9 +224,10 @@ TEST(SeedDefects, WaiterBoundIsExactAndARejectionLeavesTheSemaphoreUsable) {
   EXPECT_TRUE(sem.try_acquire());
 }
 
-// Seed 000: "waiters sit in a map, so release wakes an arbitrary one (no FIFO, starvation)". Waiters queued one after
-// another are served in that order, each release handing the permit to the oldest.
-TEST(SeedDefects, ReleaseWakesTheLongestWaitingFirst) {
+// Release wakes the longest waiting first (waiters kept in an unordered container are woken in any order, and one
+// may starve): waiters queued one after another are served in that order, each release handing the permit to the
+// oldest.
+TEST(ClassicDefects, ReleaseWakesTheLongestWaitingFirst) {
   admit::semaphore sem{1};
   auto held = *sem.try_acquire();
   std::mutex order_mutex;
@@ -241,11 +247,12 @@ TEST(SeedDefects, ReleaseWakesTheLongestWaitingFirst) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5}));
 }
 
-// Seed 000: "release deletes the ticket before the woken waiter re-inserts its own, so a newcomer can slip in between
-// and maxTicket+1 requests run at once". Here a release hands the permit to the waiter before it returns: whether or
-// not the waiter has woken yet, a newcomer finds nothing. (This test caught a window in which a waiter was already
+// No newcomer takes the permit between a release and the wake-up of the waiter it is meant for (a release that frees
+// the permit and leaves the woken waiter to take it again lets a newcomer in between, and limit + 1 run at once): a
+// release hands the permit to the waiter before it returns, so whether or not the waiter has woken yet, a newcomer
+// finds nothing. (This test caught a window in which a waiter was already
 // counted in waiting() but not yet visible to a release: the release left the permit free for a newcomer.)
-TEST(SeedDefects, NoNewcomerSlipsInBetweenAReleaseAndTheWakeUp) {
+TEST(ClassicDefects, NoNewcomerSlipsInBetweenAReleaseAndTheWakeUp) {
   admit::semaphore sem{1};
   for (int round = 0; round < 1000; ++round) {
     auto held = *sem.try_acquire();
@@ -264,7 +271,7 @@ TEST(SeedDefects, NoNewcomerSlipsInBetweenAReleaseAndTheWakeUp) {
 }
 
 // The semaphore's fast path is memory only, like the rate limiters': try_acquire and release allocate nothing.
-TEST(SeedDefects, SemaphoreTryAcquireAndReleaseAllocateNothing) {
+TEST(ClassicDefects, SemaphoreTryAcquireAndReleaseAllocateNothing) {
   admit::semaphore sem{4};
   const std::size_t before = allocations.load();
   for (int i = 0; i < 1000; ++i) {
