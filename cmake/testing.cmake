@@ -8,8 +8,6 @@ include(GoogleTest)
 # std::async, or the Redis tests' io_thread) gets the label `threads`: the ThreadSanitizer preset builds and runs only
 # those. Every test has a timeout (default 300 s), so a hang fails in minutes. The programs reuse one precompiled header per kind
 # (admit_test_pch by default; admit_add_test_pch makes others), parsed once per build instead of once per program.
-# (The asan preset turns them off: clang 14 fails on some of them with "Cannot represent a difference across
-# sections" under AddressSanitizer.)
 function(admit_add_test source)
   cmake_parse_arguments(PARSE_ARGV 1 T "" "PCH;TIMEOUT" "LIBRARIES;LABELS")
   if(NOT T_PCH)
