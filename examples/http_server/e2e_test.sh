@@ -7,7 +7,9 @@
 #      request never runs (GET /stats shows the counts; the test polls them, it never sleeps to let time pass);
 #   5. an HTTP/1.1 request without exactly one Host field gets 400;
 #   6. on SIGTERM, queued requests get 503 closed with Connection: close, admitted ones run to the end (or, past
-#      --grace, get 503 closed), idle keep-alive connections are closed, and the server exits 0;
+#      --grace, get 503 closed), idle keep-alive connections are closed, and the server exits 0; a client that never
+#      reads its answers is dropped one second after --grace (under AddressSanitizer this also checks that no
+#      connection outlives the io_context);
 #   7. nothing hangs: every curl has --max-time, every server must exit 0 within 10 s of SIGTERM.
 # Usage: e2e_test.sh path/to/admit_http_server. Exits 77 (skipped) when curl or python3 is missing.
 set -euo pipefail
@@ -250,6 +252,33 @@ check "its Connection" close "$(connection_field holder)"
 wait "$idle_pid" || true
 check "the idle keep-alive connection" "answered closed by the server" "$(tr '\n' ' ' <"$work_dir/idle.out" | sed 's/ $//')"
 stop_server signalled
+
+echo "# SIGTERM: a client that never reads its answers is dropped one second after --grace; the server exits 0"
+start_server --rate 1000/s --burst 1000 --grace 100
+# Pipelined requests, none of whose answers is read: the server's write blocks once both socket buffers are full.
+python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(2)
+request = b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n" * 64
+try:
+    while True:
+        s.sendall(request)
+except socket.timeout:
+    print("stuck", flush=True)
+time.sleep(60)
+' "$port" >"$work_dir/stuck.out" &
+stuck_pid=$!
+for _ in $(seq 1 200); do
+  grep -q stuck "$work_dir/stuck.out" 2>/dev/null && break
+  sleep 0.1
+done
+check "the client's requests fill the connection" stuck "$(cat "$work_dir/stuck.out")"
+stop_server
+kill "$stuck_pid" 2>/dev/null || true
+wait "$stuck_pid" 2>/dev/null || true
 
 if ((failures > 0)); then
   echo "$failures check(s) failed"

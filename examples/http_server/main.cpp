@@ -205,6 +205,7 @@ struct connection {
   beast::tcp_stream stream;
   net::steady_timer abort;  // cancelled when the grace period after SIGTERM ends: the request in flight gives up
   bool idle = false;        // reading the next request (nothing admitted, nothing to answer)
+  bool listed = false;      // in server_state's list (guarded by its mutex)
   std::list<std::shared_ptr<connection>>::iterator self;
 };
 
@@ -225,20 +226,40 @@ class server_state {
     return live_.size();
   }
 
+  // What the last session to end after shutdown() calls.
+  void set_on_last(std::function<void()> on_last) {
+    std::lock_guard lock(mutex_);
+    on_last_ = std::move(on_last);
+  }
+
   void add(const std::shared_ptr<connection>& c) {
     std::lock_guard lock(mutex_);
     c->self = live_.insert(live_.end(), c);
+    c->listed = true;
   }
 
-  // Called by a session as it ends; the last one to end after shutdown() calls `on_last`.
-  void remove(connection& c, const std::function<void()>& on_last) {
-    bool last = false;
+  // Called as a session ends, however it ends (its coroutine returns, throws, or is destroyed with the io_context);
+  // the last one to end after shutdown() calls on_last. A connection already dropped by drop_all() is left alone.
+  void remove(connection& c) {
+    std::function<void()> last;
     {
       std::lock_guard lock(mutex_);
+      if (!c.listed) return;
       live_.erase(c.self);
-      last = stopping.load() && live_.empty();
+      c.listed = false;
+      if (stopping.load() && live_.empty()) last = on_last_;
     }
-    if (last) on_last();
+    if (last) last();
+  }
+
+  // After the io_context has stopped, while it still exists: lets go of every connection left (a client that never
+  // took its answer), so that none outlives the io_context its socket belongs to, and forgets on_last (it refers to
+  // the io_context's timers).
+  void drop_all() {
+    std::lock_guard lock(mutex_);
+    for (const auto& c : live_) c->listed = false;
+    live_.clear();
+    on_last_ = nullptr;
   }
 
   // Starts the shutdown: closes idle connections (each on its strand). Returns whether any connection is left.
@@ -263,6 +284,7 @@ class server_state {
  private:
   mutable std::mutex mutex_;
   std::list<std::shared_ptr<connection>> live_;
+  std::function<void()> on_last_;
 };
 
 // Why watch() ended before the request's answer was ready.
@@ -308,7 +330,16 @@ struct context {
   admit::semaphore* sem;
   work_handler handler;
   bool rate_fields;
-  std::function<void()> on_last;  // what the last session to end after shutdown calls
+};
+
+// Takes a connection off server_state's list when its session ends, however it ends.
+struct unlist_on_exit {
+  unlist_on_exit(server_state& s, connection& conn) : state(s), c(conn) {}
+  server_state& state;
+  connection& c;
+  unlist_on_exit(const unlist_on_exit&) = delete;
+  unlist_on_exit& operator=(const unlist_on_exit&) = delete;
+  ~unlist_on_exit() { state.remove(c); }
 };
 
 // One connection: read a request, answer it (through the service when there is one), until the client closes or the
@@ -317,6 +348,7 @@ template <class Service>
 net::awaitable<void> session(std::shared_ptr<connection> c, const Service* service, const context& cx) {
   using namespace net::experimental::awaitable_operators;
   server_state& st = *cx.state;
+  const unlist_on_exit unlist{st, *c};
   boost::system::error_code addr_ec;
   const auto endpoint = c->stream.socket().remote_endpoint(addr_ec);
   const std::string client = addr_ec ? std::string("unknown") : endpoint.address().to_string();
@@ -380,7 +412,6 @@ net::awaitable<void> session(std::shared_ptr<connection> c, const Service* servi
   boost::system::error_code ignored;
   c->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
   c->stream.socket().close(ignored);
-  st.remove(*c, cx.on_last);
 }
 
 template <class Service>
@@ -413,12 +444,13 @@ int serve(const options& o, const Service* service, admit::semaphore* sem, serve
 
   net::steady_timer grace(control);  // then requests in flight give up
   net::steady_timer hard(control);   // then the io_context stops, whoever is left
-  const context cx{&st, sem, handler, o.rate_fields, [&] {
-                     net::post(control, [&] {
-                       grace.cancel();
-                       hard.cancel();
-                     });
-                   }};
+  const context cx{&st, sem, handler, o.rate_fields};
+  st.set_on_last([&] {
+    net::post(control, [&] {
+      grace.cancel();
+      hard.cancel();
+    });
+  });
 
   net::signal_set signals(control, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
@@ -444,6 +476,7 @@ int serve(const options& o, const Service* service, admit::semaphore* sem, serve
   for (unsigned i = 1; i < o.threads; ++i) pool.emplace_back([&ctx] { ctx.run(); });
   ctx.run();
   pool.clear();
+  st.drop_all();  // sessions the hard stop left behind die with the io_context, never after it
   return 0;
 }
 
