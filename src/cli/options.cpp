@@ -1,10 +1,12 @@
 #include "cli/options.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <new>
 
 #include "cli/duration.hpp"
@@ -134,29 +136,63 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
   }
   if (auto error = check_plot_name(o); !error.empty()) return fail(error);
   const std::string source = o.trace == "-" ? "stdin" : o.trace;
-  std::vector<request> trace;
-  if (auto error = read_source(o, in, err, source, [&](std::istream& s) { trace = read_requests(s); });
-      !error.empty()) {
-    return fail(error);
+  // The plot file is opened first, so that a name that cannot be written fails before the (long) replay.
+  std::ofstream svg;
+  if (o.plot) {
+    svg.open(*o.plot);
+    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
   }
-  if (trace.empty()) return fail(empty_trace(source, "`<arrival> <duration> [n]`"));
+  // The replay streams: each event is written as soon as it is decided (--events), or, for --json --events, kept
+  // in a temporary file until the summary that comes first in the document is known.
+  // std::tmpfile: removed when closed, or when the program ends.
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> spool(o.events && o.json ? std::tmpfile() : nullptr,
+                                                              &std::fclose);
+  concurrency_replayer::event_sink sink;
+  bool first_event = true;
+  bool spool_failed = false;
+  if (o.events && o.json) {
+    if (!spool) return fail("cannot create a temporary file for --events: " + std::string(std::strerror(errno)));
+    sink = [&](const request_event& e) {
+      std::string text = first_event ? "" : ",\n";
+      first_event = false;
+      text += format_concurrency_event_json(e);
+      if (std::fwrite(text.data(), 1, text.size(), spool.get()) != text.size()) spool_failed = true;
+    };
+  } else if (o.events) {
+    sink = [&](const request_event& e) { out << format_concurrency_event(e); };
+  }
   concurrency_result result;
   try {
-    result = replay_concurrency(settings, trace);
+    if (auto error =
+            read_source(o, in, err, source, [&](std::istream& s) { result = replay_concurrency(settings, s, sink); });
+        !error.empty()) {
+      return fail(error);
+    }
   } catch (const std::invalid_argument& e) {
     return fail(e.what());
   }
+  if (result.requests == 0) return fail(empty_trace(source, "`<arrival> <duration> [n]`"));
   if (o.plot) {
-    std::ofstream svg(*o.plot);
-    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
     write_concurrency_svg(svg, settings, source, result);
     svg.flush();
     if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": write error");
   }
   if (o.json) {
-    write_concurrency_json(out, settings, source, result, o.events);
+    if (o.events) {
+      if (spool_failed || std::fflush(spool.get()) != 0 || std::fseek(spool.get(), 0, SEEK_SET) != 0) {
+        err << "admit replay: cannot write the temporary file of --events: " << std::strerror(errno) << "\n";
+        return exit_failure;
+      }
+      write_concurrency_json(out, settings, source, result, [&](std::ostream& to) {
+        char buffer[1 << 16];
+        while (const std::size_t got = std::fread(buffer, 1, sizeof buffer, spool.get())) {
+          to.write(buffer, static_cast<std::streamsize>(got));
+        }
+      });
+    } else {
+      write_concurrency_json(out, settings, source, result, false);
+    }
   } else if (o.events) {
-    write_concurrency_events(out, result);
     write_concurrency_summary(out, settings, source, result, /*comment=*/true);
   } else {
     write_concurrency_summary(out, settings, source, result);
