@@ -304,7 +304,8 @@ class concurrency_replayer::simulation {
   std::uint64_t ordinal_ = 0;
   std::int64_t now_ = 0;
   std::int64_t in_flight_ = 0;
-  std::vector<std::int64_t> waits_;  // the waits above zero
+  // The waits above zero: a deque grows by blocks, where a vector's doubling would briefly need twice the memory.
+  std::deque<std::int64_t> waits_;
   bool finished_ = false;
   concurrency_result result_;
 };
