@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace admit::cli {
 
@@ -65,38 +66,42 @@ void concurrency_timeline::mark_timeout(std::int64_t arrival_ns) {
   buckets_[index(arrival_ns)].timeout = true;
 }
 
-concurrency_timeline::level concurrency_timeline::peak(std::int64_t from_ns, std::int64_t to_ns) const {
-  // The pending report is the latest state: it holds from pending_t_ on.
-  level most{};
-  bool any = false;
-  const auto take = [&](level l) {
-    most = any ? max_of(most, l) : l;
-    any = true;
-  };
-  if (to_ns <= from_ns) to_ns = from_ns + 1;
-  const std::int64_t last = to_ns - 1;
-  for (std::size_t k = index(std::max<std::int64_t>(from_ns, 0)); k < buckets; ++k) {
-    const std::int64_t start = static_cast<std::int64_t>(k) * width_;
-    if (start > last) break;
-    if (start > pending_t_) break;  // past every report: the pending state, taken below
-    if (k < filled_) {
-      take(buckets_[k].peak);
-    } else if (start < pending_t_) {
-      take(current_);  // from the last committed change up to pending_t_
-    }
+concurrency_timeline::level concurrency_timeline::state_in(std::size_t k) const {
+  if (k < filled_) return buckets_[k].peak;
+  // Past the last committed change: the current state until pending_t_, the pending one from then on.
+  const std::int64_t start = static_cast<std::int64_t>(k) * width_;
+  const bool current_in = start < pending_t_;
+  const bool pending_in = k >= buckets || pending_t_ < start + width_;
+  if (current_in && pending_in) return max_of(current_, pending_);
+  return current_in ? current_ : pending_;
+}
+
+std::pair<std::size_t, std::size_t> concurrency_timeline::middles_in(std::int64_t from_ns, std::int64_t to_ns) const {
+  from_ns = std::max<std::int64_t>(from_ns, 0);
+  const std::int64_t half = width_ / 2;
+  // The first bucket whose middle, k * width + half, is at least from_ns; then on while the middle is below to_ns.
+  std::int64_t first = from_ns <= half ? 0 : (from_ns - half + width_ - 1) / width_;
+  std::int64_t last = to_ns <= half ? 0 : (to_ns - half + width_ - 1) / width_;  // one past
+  if (last <= first) {
+    first = from_ns / width_;  // a bucket wider than the range: the one holding from_ns
+    last = first + 1;
   }
-  if (pending_t_ <= last) take(pending_);
-  if (!any) take(current_);  // [from_ns, to_ns) lies between the last committed change and pending_t_
+  const auto cap = static_cast<std::int64_t>(buckets);
+  // Past the span only the pending state holds: one bucket index stands for all of it.
+  return {static_cast<std::size_t>(std::min(first, cap)), static_cast<std::size_t>(std::min(last, cap + 1))};
+}
+
+concurrency_timeline::level concurrency_timeline::peak(std::int64_t from_ns, std::int64_t to_ns) const {
+  const auto [first, last] = middles_in(from_ns, to_ns);
+  level most = state_in(first);
+  for (std::size_t k = first + 1; k < last; ++k) most = max_of(most, state_in(k));
   return most;
 }
 
 template <bool concurrency_timeline::bucket::*Flag>
 bool concurrency_timeline::marked_in(std::int64_t from_ns, std::int64_t to_ns) const {
-  if (from_ns < 0) from_ns = 0;
-  // Buckets whose start lies in [from_ns, to_ns).
-  std::size_t k = index(from_ns);
-  if (static_cast<std::int64_t>(k) * width_ < from_ns) ++k;
-  for (; k < buckets && static_cast<std::int64_t>(k) * width_ < to_ns; ++k) {
+  const auto [first, last] = middles_in(from_ns, to_ns);
+  for (std::size_t k = first; k < last && k < buckets; ++k) {
     if (buckets_[k].*Flag) return true;
   }
   return false;

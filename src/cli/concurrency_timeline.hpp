@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace admit::cli {
 
@@ -36,10 +37,11 @@ class concurrency_timeline {
   void mark_queue_full(std::int64_t arrival_ns);
   void mark_timeout(std::int64_t arrival_ns);
 
-  // The largest state over [from_ns, to_ns) (a reported instant exactly at to_ns is left out), rounded out to whole
-  // buckets: a peak may show up to one bucket width early or late. Past the last report, the last state holds.
+  // The largest state over the buckets whose middle lies in [from_ns, to_ns) (or, if the range is narrower than a
+  // bucket, over the bucket holding from_ns). Consecutive ranges share out the buckets, so every peak shows in
+  // exactly one range, moved by at most half a bucket width. Past the last report, the last state holds.
   [[nodiscard]] level peak(std::int64_t from_ns, std::int64_t to_ns) const;
-  // Whether a bucket starting in [from_ns, to_ns) holds a marked arrival (so a mark may show one bucket early).
+  // Whether one of those buckets holds a marked arrival.
   [[nodiscard]] bool queue_full_in(std::int64_t from_ns, std::int64_t to_ns) const;
   [[nodiscard]] bool timeout_in(std::int64_t from_ns, std::int64_t to_ns) const;
 
@@ -53,6 +55,9 @@ class concurrency_timeline {
   void commit();                  // folds the pending report into the buckets
   void cover(std::int64_t t_ns);  // widens the buckets until t_ns falls inside the span
   [[nodiscard]] std::size_t index(std::int64_t t_ns) const noexcept { return static_cast<std::size_t>(t_ns / width_); }
+  [[nodiscard]] level state_in(std::size_t k) const;  // bucket k's peak (k == buckets: past the span)
+  // The buckets [first, last) whose middle lies in [from_ns, to_ns), as peak() says.
+  [[nodiscard]] std::pair<std::size_t, std::size_t> middles_in(std::int64_t from_ns, std::int64_t to_ns) const;
   template <bool bucket::*Flag>
   [[nodiscard]] bool marked_in(std::int64_t from_ns, std::int64_t to_ns) const;
 
