@@ -107,8 +107,9 @@ struct concurrency_result {
 
 // The simulation, fed one request at a time in arrival order: it replays in virtual time everything that happens
 // before each arrival as the arrival comes in, and keeps state only for live requests. Memory, whatever the trace:
-//   - one node (about 100 bytes) per request waiting for permits, freed when it is granted or times out, and one
-//     timed event (40 bytes) per request holding permits or waiting with a deadline, freed when it fires;
+//   - one node (about 100 bytes) per request waiting for permits, freed when it is granted or times out;
+//   - one timed event (48 bytes) per request holding permits, and one per request that queued within the last
+//     timeout (a deadline stays queued until its time even when the request was granted before it);
 //   - with an event sink, a reorder buffer (56 bytes a request) from the oldest request whose outcome is not yet
 //     known to the newest arrival, so that events leave in arrival order as soon as they are decided;
 //   - 8 bytes per request admitted after waiting (its wait, for exact percentiles), nothing for the others;

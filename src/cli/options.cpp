@@ -136,12 +136,20 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
   }
   if (auto error = check_plot_name(o); !error.empty()) return fail(error);
   const std::string source = o.trace == "-" ? "stdin" : o.trace;
-  // The plot file is opened first, so that a name that cannot be written fails before the (long) replay.
-  std::ofstream svg;
+  // The plot file is checked before the (long) replay, without truncating it, and written after it; one that the
+  // check created is removed again if the replay fails.
+  bool plot_created = false;
   if (o.plot) {
-    svg.open(*o.plot);
-    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
+    std::error_code ec;
+    plot_created = !std::filesystem::exists(*o.plot, ec);
+    const std::ofstream probe(*o.plot, std::ios::app);
+    if (!probe) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
   }
+  const auto fail_replay = [&](const std::string& message) {
+    std::error_code ec;
+    if (plot_created) std::filesystem::remove(*o.plot, ec);
+    return fail(message);
+  };
   // The replay streams: each event is written as soon as it is decided (--events), or, for --json --events, kept
   // in a temporary file until the summary that comes first in the document is known.
   // std::tmpfile: removed when closed, or when the program ends.
@@ -166,13 +174,15 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
     if (auto error =
             read_source(o, in, err, source, [&](std::istream& s) { result = replay_concurrency(settings, s, sink); });
         !error.empty()) {
-      return fail(error);
+      return fail_replay(error);
     }
   } catch (const std::invalid_argument& e) {
-    return fail(e.what());
+    return fail_replay(e.what());
   }
-  if (result.requests == 0) return fail(empty_trace(source, "`<arrival> <duration> [n]`"));
+  if (result.requests == 0) return fail_replay(empty_trace(source, "`<arrival> <duration> [n]`"));
   if (o.plot) {
+    std::ofstream svg(*o.plot);
+    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
     write_concurrency_svg(svg, settings, source, result);
     svg.flush();
     if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": write error");
