@@ -178,7 +178,7 @@ void write_concurrency_json(std::ostream& out, const concurrency_settings& setti
 
 // The chart of --plot: permits in flight over time against the limit, and the queue length against max-waiters,
 // with the queue-full rejections and timeouts marked. Bounded size: one step per horizontal pixel, each the peak
-// over the timeline's buckets that overlap the pixel (see cli/concurrency_timeline.hpp).
+// over the timeline's buckets whose middle falls in the pixel (see cli/concurrency_timeline.hpp).
 void write_concurrency_svg(std::ostream& out, const concurrency_settings& settings, const std::string& source,
                            const concurrency_result& result);
 

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <memory>
 #include <new>
+#include <optional>
+#include <string>
 
 #include "cli/duration.hpp"
 #include "cli/plot.hpp"
@@ -123,6 +125,37 @@ std::string read_source(const replay_options& o, std::istream& in, std::ostream&
   return {};
 }
 
+// --json --events of the concurrency replay: the events, formatted as they are decided, wait in a temporary file
+// (std::tmpfile: removed when closed, or when the program ends) until the summary, which comes first in the
+// document, is known.
+class json_event_spool {
+ public:
+  json_event_spool() : file_(std::tmpfile(), &std::fclose) {}
+  [[nodiscard]] bool is_open() const noexcept { return file_ != nullptr; }
+
+  void add(const request_event& e) {
+    std::string text = empty_ ? "" : ",\n";
+    empty_ = false;
+    text += format_concurrency_event_json(e);
+    if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size()) failed_ = true;
+  }
+  // Makes the file ready to be read back; false (errno says why) if writing it failed.
+  [[nodiscard]] bool rewind() {
+    return !failed_ && std::fflush(file_.get()) == 0 && std::fseek(file_.get(), 0, SEEK_SET) == 0;
+  }
+  void copy_to(std::ostream& out) {
+    char buffer[1 << 16];
+    while (const std::size_t got = std::fread(buffer, 1, sizeof buffer, file_.get())) {
+      out.write(buffer, static_cast<std::streamsize>(got));
+    }
+  }
+
+ private:
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
+  bool empty_ = true;
+  bool failed_ = false;
+};
+
 int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out, std::ostream& err) {
   const auto fail = [&](const std::string& message) {
     err << "admit replay: " << message << "\n";
@@ -150,22 +183,16 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
     if (plot_created) std::filesystem::remove(*o.plot, ec);
     return fail(message);
   };
-  // The replay streams: each event is written as soon as it is decided (--events), or, for --json --events, kept
-  // in a temporary file until the summary that comes first in the document is known.
-  // std::tmpfile: removed when closed, or when the program ends.
-  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> spool(o.events && o.json ? std::tmpfile() : nullptr,
-                                                              &std::fclose);
+  // The replay streams: each event is written as soon as it is decided (--events), or spooled (--json --events).
+  std::optional<json_event_spool> spool;
   concurrency_replayer::event_sink sink;
-  bool first_event = true;
-  bool spool_failed = false;
   if (o.events && o.json) {
-    if (!spool) return fail("cannot create a temporary file for --events: " + std::string(std::strerror(errno)));
-    sink = [&](const request_event& e) {
-      std::string text = first_event ? "" : ",\n";
-      first_event = false;
-      text += format_concurrency_event_json(e);
-      if (std::fwrite(text.data(), 1, text.size(), spool.get()) != text.size()) spool_failed = true;
-    };
+    spool.emplace();
+    if (!spool->is_open()) {
+      err << "admit replay: cannot create a temporary file for --json --events: " << std::strerror(errno) << "\n";
+      return exit_failure;
+    }
+    sink = [&](const request_event& e) { spool->add(e); };
   } else if (o.events) {
     sink = [&](const request_event& e) { out << format_concurrency_event(e); };
   }
@@ -188,17 +215,12 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
     if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": write error");
   }
   if (o.json) {
-    if (o.events) {
-      if (spool_failed || std::fflush(spool.get()) != 0 || std::fseek(spool.get(), 0, SEEK_SET) != 0) {
-        err << "admit replay: cannot write the temporary file of --events: " << std::strerror(errno) << "\n";
+    if (spool) {
+      if (!spool->rewind()) {
+        err << "admit replay: cannot write the temporary file of --json --events: " << std::strerror(errno) << "\n";
         return exit_failure;
       }
-      write_concurrency_json(out, settings, source, result, [&](std::ostream& to) {
-        char buffer[1 << 16];
-        while (const std::size_t got = std::fread(buffer, 1, sizeof buffer, spool.get())) {
-          to.write(buffer, static_cast<std::streamsize>(got));
-        }
-      });
+      write_concurrency_json(out, settings, source, result, [&](std::ostream& to) { spool->copy_to(to); });
     } else {
       write_concurrency_json(out, settings, source, result, false);
     }
