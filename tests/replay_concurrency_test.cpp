@@ -6,8 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <istream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <streambuf>
@@ -308,6 +312,43 @@ TEST(ConcurrencyOptions, RunReplayReportsAndFailsWithStatusTwo) {
   EXPECT_EQ(err2.str(),
             "admit replay: stdin: line 2: missing duration after \"1\": expected `<arrival seconds> <duration "
             "seconds> [n]`\n");
+}
+
+// The replay streams, so --events lines before a bad line are already out when it is found; the exit status is
+// still 2. A --plot file is checked before the replay but written only after it: a bad trace leaves no new file
+// behind, and an existing one untouched.
+TEST(ConcurrencyOptions, BadLineAfterStreamedEventsLeavesNoPlot) {
+  const auto dir =
+      std::filesystem::temp_directory_path() /
+      ("admit replay plot test " + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::filesystem::create_directories(dir);
+  replay_options o;
+  o.algorithm = "concurrency";
+  o.limit = "1";
+  o.events = true;
+  o.plot = (dir / "new chart.svg").string();
+  std::istringstream bad{"0 1\n0.5 soon\n"};
+  std::ostringstream out, err;
+  EXPECT_EQ(run_replay(o, bad, out, err), exit_bad_input);
+  EXPECT_EQ(out.str(), "0 1 1 admit\n");
+  EXPECT_THAT(err.str(), HasSubstr("line 2: invalid duration \"soon\""));
+  EXPECT_FALSE(std::filesystem::exists(*o.plot));
+
+  o.plot = (dir / "old chart.svg").string();
+  std::ofstream(*o.plot) << "kept";
+  std::istringstream bad_again{"0 1\n0.5 soon\n"};
+  std::ostringstream out2, err2;
+  EXPECT_EQ(run_replay(o, bad_again, out2, err2), exit_bad_input);
+  std::ifstream kept(*o.plot);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "kept");
+
+  std::istringstream good{"0 1\n0.5 1\n"};
+  std::ostringstream out3, err3;
+  EXPECT_EQ(run_replay(o, good, out3, err3), exit_ok);
+  EXPECT_EQ(out3.str().substr(0, out3.str().find('#')), "0 1 1 admit\n0.5 1 1 admit 0.5\n");
+  std::ifstream chart(*o.plot);
+  EXPECT_THAT(std::string(std::istreambuf_iterator<char>(chart), {}), HasSubstr("permits in flight"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
