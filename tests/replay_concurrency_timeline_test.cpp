@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <utility>
 
 namespace {
@@ -65,6 +66,20 @@ TEST(ConcurrencyTimeline, MarksSurviveWidening) {
   EXPECT_FALSE(t.timeout_in(0, 1'999 / w * w));
   EXPECT_TRUE(t.timeout_in(1'999 / w * w, 1'999 / w * w + w));
   EXPECT_FALSE(t.timeout_in(8 * w, 1'000'000));
+}
+
+// Times up to the end of the int64 range (a saturated completion) widen the buckets without overflow.
+TEST(ConcurrencyTimeline, HandlesTheEndOfTheTimeRange) {
+  constexpr std::int64_t end = std::numeric_limits<std::int64_t>::max();
+  concurrency_timeline t;
+  t.record(0, {1, 0});
+  t.mark_timeout(0);
+  t.record(end - 1, {2, 0});
+  t.record(end, {0, 0});
+  EXPECT_EQ(peak(t, 0, end), pair(2, 0));
+  EXPECT_EQ(peak(t, end / 2, end / 2 + 1), pair(1, 0));
+  EXPECT_TRUE(t.timeout_in(0, end));
+  EXPECT_FALSE(t.queue_full_in(0, end));
 }
 
 }  // namespace

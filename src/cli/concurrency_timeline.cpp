@@ -68,10 +68,11 @@ void concurrency_timeline::mark_timeout(std::int64_t arrival_ns) {
 
 concurrency_timeline::level concurrency_timeline::state_in(std::size_t k) const {
   if (k < filled_) return buckets_[k].peak;
+  if (k >= buckets) return pending_;  // past the span, which holds pending_t_
   // Past the last committed change: the current state until pending_t_, the pending one from then on.
-  const std::int64_t start = static_cast<std::int64_t>(k) * width_;
+  const std::int64_t start = static_cast<std::int64_t>(k) * width_;  // below the span: no overflow
   const bool current_in = start < pending_t_;
-  const bool pending_in = k >= buckets || pending_t_ < start + width_;
+  const bool pending_in = pending_t_ - start < width_;
   if (current_in && pending_in) return max_of(current_, pending_);
   return current_in ? current_ : pending_;
 }
@@ -79,9 +80,15 @@ concurrency_timeline::level concurrency_timeline::state_in(std::size_t k) const 
 std::pair<std::size_t, std::size_t> concurrency_timeline::middles_in(std::int64_t from_ns, std::int64_t to_ns) const {
   from_ns = std::max<std::int64_t>(from_ns, 0);
   const std::int64_t half = width_ / 2;
-  // The first bucket whose middle, k * width + half, is at least from_ns; then on while the middle is below to_ns.
-  std::int64_t first = from_ns <= half ? 0 : (from_ns - half + width_ - 1) / width_;
-  std::int64_t last = to_ns <= half ? 0 : (to_ns - half + width_ - 1) / width_;  // one past
+  // The smallest k with k * width + half >= t: ceil((t - half) / width), without overflow for any t.
+  const auto first_middle_at = [&](std::int64_t t) -> std::int64_t {
+    if (t <= half) return 0;
+    const std::int64_t x = t - half;
+    return x / width_ + (x % width_ != 0 ? 1 : 0);
+  };
+  // The first bucket whose middle is at least from_ns; then on while the middle is below to_ns.
+  std::int64_t first = first_middle_at(from_ns);
+  std::int64_t last = first_middle_at(to_ns);  // one past
   if (last <= first) {
     first = from_ns / width_;  // a bucket wider than the range: the one holding from_ns
     last = first + 1;
