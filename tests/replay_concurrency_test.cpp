@@ -6,8 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <istream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <streambuf>
@@ -154,18 +158,75 @@ TEST(ConcurrencyReplay, ZeroMaxWaitersRejectsInsteadOfQueueing) {
   EXPECT_EQ(events_of(r), "0 1 1 admit\n0.5 1 1 queue-full\n1 1 1 admit\n");
 }
 
-TEST(ConcurrencyReplay, SeriesSamplesInFlightAndWaiting) {
+TEST(ConcurrencyReplay, TimelineSamplesInFlightAndWaiting) {
   const auto r = run(settings(1), "0 1\n0.5 1\n");
-  ASSERT_EQ(r.series.size(), 4u);
-  EXPECT_EQ(r.series[0].t_ns, 0);
-  EXPECT_EQ(r.series[0].in_flight, 1);  // the arrival at 0 replaces the initial sample
-  EXPECT_EQ(r.series[1].t_ns, 500 * ms);
-  EXPECT_EQ(r.series[1].waiting, 1);
-  EXPECT_EQ(r.series[2].t_ns, 1 * s);  // hand-off: still 1 in flight, none waiting
-  EXPECT_EQ(r.series[2].in_flight, 1);
-  EXPECT_EQ(r.series[2].waiting, 0);
-  EXPECT_EQ(r.series[3].t_ns, 2 * s);
-  EXPECT_EQ(r.series[3].in_flight, 0);
+  using level = concurrency_timeline::level;
+  using pair = std::pair<std::int64_t, std::int64_t>;
+  const auto peak = [&](std::int64_t from, std::int64_t to) {
+    const level l = r.timeline.peak(from, to);
+    return pair(l.in_flight, l.waiting);
+  };
+  ASSERT_LT(r.timeline.bucket_ns(), 1 * ms);  // the checks below are a bucket away from each change
+  EXPECT_EQ(peak(0, 499 * ms), pair(1, 0));
+  EXPECT_EQ(peak(501 * ms, 999 * ms), pair(1, 1));
+  EXPECT_EQ(peak(1001 * ms, 1999 * ms), pair(1, 0));  // hand-off: none waiting
+  EXPECT_EQ(peak(2001 * ms, 5 * s), pair(0, 0));
+  EXPECT_EQ(peak(0, 5 * s), pair(1, 1));
+  EXPECT_EQ(r.end_ns, 2 * s);
+}
+
+// The streaming replay hands each event out as soon as it and every earlier one are decided: a request waiting at
+// the head holds back the later ones, already decided, until its own outcome is known.
+TEST(ConcurrencyReplay, EventsLeaveInArrivalOrderAsSoonAsDecided) {
+  std::vector<std::string> seen;
+  concurrency_replayer queued(settings(1, std::nullopt, std::chrono::seconds(1)),
+                              [&](const request_event& e) { seen.push_back(format_concurrency_event(e)); });
+  queued.add({0, 2 * s, 1, 1});         // admitted
+  queued.add({100 * ms, 1 * s, 1, 2});  // waits; times out at 1.1 s
+  queued.add({200 * ms, 1 * s, 2, 3});  // exceeds capacity at once, but behind the waiter
+  EXPECT_EQ(seen, std::vector<std::string>{"0 2 1 admit\n"});
+  EXPECT_EQ(queued.memory().pending, 2u);
+  queued.add({1200 * ms, 1 * s, 1, 4});  // the deadline at 1.1 s comes first
+  EXPECT_EQ(seen, (std::vector<std::string>{"0 2 1 admit\n", "0.1 1 1 timeout 1\n", "0.2 1 2 exceeds-capacity\n"}));
+  const auto result = queued.finish();
+  EXPECT_EQ(seen.back(), "1.2 1 1 admit 0.8\n");  // granted when the first completes, at 2 s
+  EXPECT_EQ(result.requests, 4);
+  EXPECT_EQ(queued.memory().pending, 0u);
+  EXPECT_EQ(queued.memory().nodes, 2u);  // the waiters' nodes are reused: two for four requests
+}
+
+// --json --events from a spool gives the same document as from the events in memory.
+TEST(ConcurrencyReplay, JsonWithStreamedEventsMatchesTheInMemoryDocument) {
+  const auto c = settings(2, 1, std::chrono::seconds(1));
+  const auto r = run(c, "0 2\n0 3\n0.5 1\n1 1\n1.6 0.5\n3 1 3\n");
+  std::ostringstream whole;
+  write_concurrency_json(whole, c, "t.txt", r, true);
+  std::ostringstream streamed;
+  write_concurrency_json(streamed, c, "t.txt", r, [&](std::ostream& out) {
+    for (std::size_t i = 0; i < r.events.size(); ++i) {
+      if (i > 0) out << ",\n";
+      out << format_concurrency_event_json(r.events[i]);
+    }
+  });
+  EXPECT_EQ(streamed.str(), whole.str());
+  EXPECT_THAT(whole.str(), HasSubstr("\"exceeds-capacity\""));
+}
+
+// The replay from a stream gives what the replay of the parsed trace gives.
+TEST(ConcurrencyReplay, StreamedReplayMatchesTheReplayOfTheWholeTrace) {
+  const std::string text = "0 2\n0 3\n0.5 1\n1 1\n1.6 0.5\n2.5 1\n3 1 3\n3.2 1\n";
+  const auto c = settings(2, 1, std::chrono::seconds(1));
+  const auto whole = run(c, text);
+  std::istringstream in(text);
+  std::string events;
+  const auto streamed =
+      replay_concurrency(c, in, [&](const request_event& e) { events += format_concurrency_event(e); });
+  EXPECT_EQ(events, events_of(whole));
+  std::ostringstream a, b;
+  write_concurrency_summary(a, c, "t", whole);
+  write_concurrency_summary(b, c, "t", streamed);
+  EXPECT_EQ(a.str(), b.str());
+  EXPECT_THAT(a.str(), HasSubstr("wait:             p50 0s, p90 400ms, p99 400ms, max 400ms, mean 80ms"));
 }
 
 // Random traces: the engine never exceeds the limit (replay_concurrency throws if it did), every request has one
@@ -253,57 +314,84 @@ TEST(ConcurrencyOptions, RunReplayReportsAndFailsWithStatusTwo) {
             "seconds> [n]`\n");
 }
 
+// The replay streams, so --events lines before a bad line are already out when it is found; the exit status is
+// still 2. A --plot file is checked before the replay but written only after it: a bad trace leaves no new file
+// behind, and an existing one untouched.
+TEST(ConcurrencyOptions, BadLineAfterStreamedEventsLeavesNoPlot) {
+  const auto dir =
+      std::filesystem::temp_directory_path() /
+      ("admit replay plot test " + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::filesystem::create_directories(dir);
+  replay_options o;
+  o.algorithm = "concurrency";
+  o.limit = "1";
+  o.events = true;
+  o.plot = (dir / "new chart.svg").string();
+  std::istringstream bad{"0 1\n0.5 soon\n"};
+  std::ostringstream out, err;
+  EXPECT_EQ(run_replay(o, bad, out, err), exit_bad_input);
+  EXPECT_EQ(out.str(), "0 1 1 admit\n");
+  EXPECT_THAT(err.str(), HasSubstr("line 2: invalid duration \"soon\""));
+  EXPECT_FALSE(std::filesystem::exists(*o.plot));
+
+  o.plot = (dir / "old chart.svg").string();
+  std::ofstream(*o.plot) << "kept";
+  std::istringstream bad_again{"0 1\n0.5 soon\n"};
+  std::ostringstream out2, err2;
+  EXPECT_EQ(run_replay(o, bad_again, out2, err2), exit_bad_input);
+  std::ifstream kept(*o.plot);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "kept");
+
+  std::istringstream good{"0 1\n0.5 1\n"};
+  std::ostringstream out3, err3;
+  EXPECT_EQ(run_replay(o, good, out3, err3), exit_ok);
+  EXPECT_EQ(out3.str().substr(0, out3.str().find('#')), "0 1 1 admit\n0.5 1 1 admit 0.5\n");
+  std::ifstream chart(*o.plot);
+  EXPECT_THAT(std::string(std::istreambuf_iterator<char>(chart), {}), HasSubstr("permits in flight"));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 
 namespace {
 
-// An endless trace, generated line by line as it is read: "<i/1000 s> 0.01" (concurrency) or "<i/1000 s>" (rate).
+// An endless rate trace, generated line by line as it is read: "<i/1000 s>".
 // It holds one line at a time, so only the reader's own memory grows; lines() says how many were read.
 class endless_trace : public std::streambuf {
  public:
-  explicit endless_trace(bool with_duration) : with_duration_(with_duration) {}
   [[nodiscard]] std::size_t lines() const noexcept { return lines_; }
 
  protected:
   int_type underflow() override {
-    line_ = std::to_string(lines_ / 1000) + "." + std::to_string(1000 + lines_ % 1000).substr(1) +
-            (with_duration_ ? " 0.01\n" : "\n");
+    line_ = std::to_string(lines_ / 1000) + "." + std::to_string(1000 + lines_ % 1000).substr(1) + "\n";
     ++lines_;
     setg(line_.data(), line_.data(), line_.data() + line_.size());
     return traits_type::to_int_type(line_[0]);
   }
 
  private:
-  bool with_duration_;
   std::size_t lines_ = 0;
   std::string line_;
 };
 
 }  // namespace
 
-// A trace longer than the bound is refused on the line past it, and reading stops there: memory stays bounded by
-// the bound, not by the input (an endless input would otherwise grow until the machine gives out). Checked by
-// counting the lines the generator produced: deterministic, and fast with a small bound.
+// A rate trace longer than the bound is refused on the line past it, and reading stops there: memory stays bounded
+// by the bound, not by the input (an endless input would otherwise grow until the machine gives out). Checked by
+// counting the lines the generator produced: deterministic, and fast with a small bound. (A concurrency trace has
+// no bound: it streams; see replay_concurrency_stream_test.cpp.)
 TEST(ConcurrencyTrace, ReadingStopsAtTheBound) {
-  for (const bool concurrency : {true, false}) {
-    endless_trace source(concurrency);
-    std::istream in(&source);
-    std::string message;
-    try {
-      if (concurrency) {
-        (void)read_requests(in, 10'000);
-      } else {
-        (void)read_trace(in, 10'000);
-      }
-    } catch (const trace_error& e) {
-      message = e.what();
-    }
-    EXPECT_EQ(message, concurrency ? "line 10001: more than 10000 requests: admit replay holds the whole trace in "
-                                     "memory and stops there; replay a part of it (split -l 10000)"
-                                   : "line 10001: more than 10000 arrivals: admit replay holds the whole trace in "
-                                     "memory and stops there; replay a part of it (split -l 10000)");
-    EXPECT_EQ(source.lines(), 10'001U);
+  endless_trace source;
+  std::istream in(&source);
+  std::string message;
+  try {
+    (void)read_trace(in, 10'000);
+  } catch (const trace_error& e) {
+    message = e.what();
   }
-  EXPECT_EQ(max_trace_requests, 2'000'000U);
+  EXPECT_EQ(message,
+            "line 10001: more than 10000 arrivals: admit replay holds the whole trace in memory and stops there; "
+            "replay a part of it (split -l 10000)");
+  EXPECT_EQ(source.lines(), 10'001U);
   EXPECT_EQ(max_trace_arrivals, 8'000'000U);
 }

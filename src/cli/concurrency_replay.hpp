@@ -15,7 +15,8 @@
 // records it and schedules the request's completion; a completion releases the permits (handing them to the queue in
 // FIFO order); a deadline calls cancel_wait, and the engine's answer decides between timeout and the grant. With a
 // zero timeout a request never queues (as concurrency_limiter::acquire: try_acquire, else timeout). Nothing sleeps
-// and no clock is read: one thread, events in time order.
+// and no clock is read: one thread, events in time order. The replay streams (concurrency_replayer): each request
+// is replayed as it is read, and only the live ones (holding permits or waiting) are kept.
 //
 // Simultaneous events are processed as: completions (releases), then deadlines, then arrivals in trace order. So a
 // request whose deadline falls at the instant a permit is released gets it (as a real grant racing a timeout wins),
@@ -25,13 +26,16 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "cli/concurrency_timeline.hpp"
 #include "cli/replay.hpp"
 #include "cli/trace.hpp"
 
@@ -62,13 +66,9 @@ class request_trace_parser {
   std::size_t last_line_ = 0;
 };
 
-// The most requests `admit replay --algorithm concurrency` reads: the simulation keeps each request, its outcome and
-// the in-flight series in memory (about 250 bytes a request, so about 500 MB here) and refuses a longer trace.
-inline constexpr std::size_t max_trace_requests = 2'000'000;
-
-// Reads a whole trace. Throws trace_error, and on the line of request max_requests + 1 ("more than 2000000
-// requests, ..."): reading stops there.
-[[nodiscard]] std::vector<request> read_requests(std::istream& in, std::size_t max_requests = max_trace_requests);
+// Reads a whole trace into memory (tests and small inputs; the replay itself streams, see replay_concurrency).
+// Throws trace_error.
+[[nodiscard]] std::vector<request> read_requests(std::istream& in);
 [[nodiscard]] std::vector<request> read_requests(std::string_view text);
 
 // The limiter replayed.
@@ -92,17 +92,11 @@ struct request_event {
   std::int64_t wait_ns = 0;  // admitted: from arrival to grant; timeout: the time it waited (the timeout)
 };
 
-// In flight and queued just after all the events at t_ns were processed (a change point of a step function).
-struct concurrency_sample {
-  std::int64_t t_ns = 0;
-  std::int64_t in_flight = 0;  // permits held
-  std::int64_t waiting = 0;    // requests queued
-};
-
 struct concurrency_result {
-  std::vector<request_event> events;       // one per request, in trace order
-  std::vector<concurrency_sample> series;  // from t = 0 (in flight 0, none waiting), one sample per event instant
+  std::vector<request_event> events;       // only from replay_concurrency(settings, trace): one per request, in order
+  concurrency_timeline timeline;           // in flight and waiting over time, for the chart (bounded size)
   std::int64_t requests = 0, permits = 0;  // offered
+  double total_duration_ns = 0;            // the offered requests' durations, summed in trace order
   std::int64_t admitted = 0, admitted_at_once = 0, admitted_after_wait = 0;
   std::int64_t queue_full = 0, timed_out = 0, exceeds_capacity = 0;
   delay_stats wait;  // nearest-rank percentiles of the admitted requests' waits (0 for those admitted at once), exact
@@ -111,9 +105,57 @@ struct concurrency_result {
   std::int64_t end_ns = 0;                 // the last event: the last completion (or deadline, or arrival)
 };
 
+// The simulation, fed one request at a time in arrival order: it replays in virtual time everything that happens
+// before each arrival as the arrival comes in, and keeps state only for live requests. Memory, whatever the trace:
+//   - one node (about 100 bytes) per request waiting for permits, freed when it is granted or times out;
+//   - one timed event (48 bytes) per request holding permits, and one per request that queued within the last
+//     timeout (a deadline stays queued until its time even when the request was granted before it);
+//   - with an event sink, a reorder buffer (56 bytes a request) from the oldest request whose outcome is not yet
+//     known to the newest arrival, so that events leave in arrival order as soon as they are decided;
+//   - 8 bytes per request admitted after waiting (its wait, for exact percentiles), nothing for the others;
+//   - the timeline, about 100 KB.
+// Thread safety: none (one replay per thread). A sink that throws leaves the replayer unusable.
+class concurrency_replayer {
+ public:
+  using event_sink = std::function<void(const request_event&)>;
+
+  // Throws std::invalid_argument for settings out of range (limit < 1, negative max_waiters or timeout).
+  explicit concurrency_replayer(const concurrency_settings& settings, event_sink on_event = {});
+  ~concurrency_replayer();
+  concurrency_replayer(const concurrency_replayer&) = delete;
+  concurrency_replayer& operator=(const concurrency_replayer&) = delete;
+
+  // Replays everything due up to r.t_ns, then r's arrival. Throws std::invalid_argument if r arrives before the
+  // previous request (the parser already refuses that).
+  void add(const request& r);
+  // Replays the rest (every request ends: admitted requests complete, waiters are granted or time out) and returns
+  // the result; call once. Throws std::logic_error if the engine ever broke its contract (see replay_concurrency).
+  [[nodiscard]] concurrency_result finish();
+
+  // What the replay holds now and held at most, for tests of its memory bound.
+  struct footprint {
+    std::size_t nodes = 0, peak_nodes = 0;      // waiter nodes allocated (free ones are reused)
+    std::size_t timed = 0, peak_timed = 0;      // pending completions and deadlines
+    std::size_t pending = 0, peak_pending = 0;  // reorder buffer of the event sink
+    std::size_t waits = 0;                      // waits kept for the percentiles
+  };
+  [[nodiscard]] footprint memory() const noexcept;
+
+ private:
+  class simulation;
+  std::unique_ptr<simulation> sim_;
+};
+
+// Reads the trace line by line and replays it as it goes (see concurrency_replayer), handing each request's event
+// to `on_event` in trace order as soon as it is decided. Throws trace_error (events before the bad line have been
+// handed out by then) and what concurrency_replayer throws.
+[[nodiscard]] concurrency_result replay_concurrency(const concurrency_settings& settings, std::istream& trace,
+                                                    const concurrency_replayer::event_sink& on_event = {});
+
 // Runs the simulation. Throws std::invalid_argument for settings out of range (limit < 1, negative max_waiters or
 // timeout) and std::logic_error if the engine ever broke its contract (more permits in flight than the limit, a node
 // resolved twice) — a bug, never expected. Completion and deadline times saturate at the end of the int64 range.
+// The events are kept in the result (for tests and small traces).
 [[nodiscard]] concurrency_result replay_concurrency(const concurrency_settings& settings,
                                                     std::span<const request> trace);
 
@@ -125,9 +167,18 @@ void write_concurrency_summary(std::ostream& out, const concurrency_settings& se
 void write_concurrency_json(std::ostream& out, const concurrency_settings& settings, const std::string& source,
                             const concurrency_result& result, bool with_events);
 void write_concurrency_events(std::ostream& out, const concurrency_result& result);
+// One line of write_concurrency_events, with its newline.
+[[nodiscard]] std::string format_concurrency_event(const request_event& e);
+// One element of the JSON "events" array, as write_concurrency_json writes it (indented for its place, no comma).
+[[nodiscard]] std::string format_concurrency_event_json(const request_event& e);
+// write_concurrency_json with the events written by `write_events`: the result's requests, as elements made by
+// format_concurrency_event_json joined by ",\n" (so a long replay can keep them in a file, not in memory).
+void write_concurrency_json(std::ostream& out, const concurrency_settings& settings, const std::string& source,
+                            const concurrency_result& result, const std::function<void(std::ostream&)>& write_events);
 
 // The chart of --plot: permits in flight over time against the limit, and the queue length against max-waiters,
-// with the queue-full rejections and timeouts marked. Bounded size: one step per horizontal pixel.
+// with the queue-full rejections and timeouts marked. Bounded size: one step per horizontal pixel, each the peak
+// over the timeline's buckets whose middle falls in the pixel (see cli/concurrency_timeline.hpp).
 void write_concurrency_svg(std::ostream& out, const concurrency_settings& settings, const std::string& source,
                            const concurrency_result& result);
 

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <initializer_list>
 #include <ostream>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -40,10 +42,9 @@ void write_concurrency_summary(std::ostream& out, const concurrency_settings& s,
   out << p << "trace:            " << source << ": " << plural(r.requests, "request", "requests") << ", "
       << plural(r.permits, "permit", "permits");
   if (r.requests > 0) {
-    double total = 0;
-    for (const auto& e : r.events) total += static_cast<double>(e.duration_ns);
     out << ", " << format_seconds(r.first_ns) << "s to " << format_seconds(r.last_ns) << "s, mean duration "
-        << human_duration(static_cast<std::int64_t>(std::llround(total / static_cast<double>(r.requests))));
+        << human_duration(
+               static_cast<std::int64_t>(std::llround(r.total_duration_ns / static_cast<double>(r.requests))));
   }
   out << "\n";
   const std::size_t w = std::to_string(r.requests).size();
@@ -79,8 +80,10 @@ void write_concurrency_summary(std::ostream& out, const concurrency_settings& s,
   out << p << "done at:          " << format_seconds(r.end_ns) << "s (last completion)\n";
 }
 
-void write_concurrency_json(std::ostream& out, const concurrency_settings& s, const std::string& source,
-                            const concurrency_result& r, bool with_events) {
+namespace {
+
+nlohmann::ordered_json concurrency_json(const concurrency_settings& s, const std::string& source,
+                                        const concurrency_result& r) {
   nlohmann::ordered_json j;
   j["algorithm"] = concurrency_algorithm_name;
   j["limit"] = s.limit;
@@ -102,37 +105,78 @@ void write_concurrency_json(std::ostream& out, const concurrency_settings& s, co
                        {"mean", json_mean_seconds(r.wait.mean)}};
   j["peak"] = {{"in_flight", r.peak_in_flight}, {"waiting", r.peak_waiting}};
   j["end_seconds"] = json_seconds(r.end_ns);
+  return j;
+}
+
+nlohmann::ordered_json event_json(const request_event& e) {
+  return {{"t", json_seconds(e.t_ns)},
+          {"duration", json_seconds(e.duration_ns)},
+          {"n", e.n},
+          {"outcome", to_string(e.outcome)},
+          {"wait", json_seconds(e.wait_ns)}};
+}
+
+}  // namespace
+
+void write_concurrency_json(std::ostream& out, const concurrency_settings& s, const std::string& source,
+                            const concurrency_result& r, bool with_events) {
+  auto j = concurrency_json(s, source, r);
   if (with_events) {
     auto events = nlohmann::ordered_json::array();
-    for (const auto& e : r.events) {
-      events.push_back({{"t", json_seconds(e.t_ns)},
-                        {"duration", json_seconds(e.duration_ns)},
-                        {"n", e.n},
-                        {"outcome", to_string(e.outcome)},
-                        {"wait", json_seconds(e.wait_ns)}});
-    }
+    for (const auto& e : r.events) events.push_back(event_json(e));
     j["events"] = std::move(events);
   }
   write_json_document(out, j);
 }
 
-void write_concurrency_events(std::ostream& out, const concurrency_result& r) {
-  std::string line;
-  for (const auto& e : r.events) {
-    line = format_seconds(e.t_ns);
-    line += ' ';
-    line += format_seconds(e.duration_ns);
-    line += ' ';
-    line += std::to_string(e.n);
-    line += ' ';
-    line += to_string(e.outcome);
-    if (e.wait_ns > 0) {
-      line += ' ';
-      line += format_seconds(e.wait_ns);
-    }
-    line += '\n';
-    out << line;
+std::string format_concurrency_event_json(const request_event& e) {
+  // As an element of the top-level object's "events" array in write_json_document's layout: four spaces deeper.
+  const std::string alone = event_json(e).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out = "    ";
+  for (const char c : alone) {
+    out += c;
+    if (c == '\n') out += "    ";
   }
+  return out;
+}
+
+void write_concurrency_json(std::ostream& out, const concurrency_settings& s, const std::string& source,
+                            const concurrency_result& r, const std::function<void(std::ostream&)>& write_events) {
+  auto j = concurrency_json(s, source, r);
+  j["events"] = nlohmann::ordered_json::array();
+  std::ostringstream head;
+  write_json_document(head, j);
+  std::string text = head.str();
+  // The document ends with `"events": []` and the closing brace: the elements go between the brackets.
+  const auto empty = text.rfind("[]");
+  if (empty == std::string::npos) throw std::logic_error("concurrency json: no events array");
+  out.write(text.data(), static_cast<std::streamsize>(empty + 1));
+  if (r.requests > 0) {
+    out << "\n";
+    write_events(out);
+    out << "\n  ";
+  }
+  out << std::string_view(text).substr(empty + 1);
+}
+
+std::string format_concurrency_event(const request_event& e) {
+  std::string line = format_seconds(e.t_ns);
+  line += ' ';
+  line += format_seconds(e.duration_ns);
+  line += ' ';
+  line += std::to_string(e.n);
+  line += ' ';
+  line += to_string(e.outcome);
+  if (e.wait_ns > 0) {
+    line += ' ';
+    line += format_seconds(e.wait_ns);
+  }
+  line += '\n';
+  return line;
+}
+
+void write_concurrency_events(std::ostream& out, const concurrency_result& r) {
+  for (const auto& e : r.events) out << format_concurrency_event(e);
 }
 
 }  // namespace admit::cli

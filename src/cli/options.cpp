@@ -1,11 +1,15 @@
 #include "cli/options.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <new>
+#include <optional>
+#include <string>
 
 #include "cli/duration.hpp"
 #include "cli/plot.hpp"
@@ -121,6 +125,37 @@ std::string read_source(const replay_options& o, std::istream& in, std::ostream&
   return {};
 }
 
+// --json --events of the concurrency replay: the events, formatted as they are decided, wait in a temporary file
+// (std::tmpfile: removed when closed, or when the program ends) until the summary, which comes first in the
+// document, is known.
+class json_event_spool {
+ public:
+  json_event_spool() : file_(std::tmpfile(), &std::fclose) {}
+  [[nodiscard]] bool is_open() const noexcept { return file_ != nullptr; }
+
+  void add(const request_event& e) {
+    std::string text = empty_ ? "" : ",\n";
+    empty_ = false;
+    text += format_concurrency_event_json(e);
+    if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size()) failed_ = true;
+  }
+  // Makes the file ready to be read back; false (errno says why) if writing it failed.
+  [[nodiscard]] bool rewind() {
+    return !failed_ && std::fflush(file_.get()) == 0 && std::fseek(file_.get(), 0, SEEK_SET) == 0;
+  }
+  void copy_to(std::ostream& out) {
+    char buffer[1 << 16];
+    while (const std::size_t got = std::fread(buffer, 1, sizeof buffer, file_.get())) {
+      out.write(buffer, static_cast<std::streamsize>(got));
+    }
+  }
+
+ private:
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
+  bool empty_ = true;
+  bool failed_ = false;
+};
+
 int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out, std::ostream& err) {
   const auto fail = [&](const std::string& message) {
     err << "admit replay: " << message << "\n";
@@ -134,18 +169,44 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
   }
   if (auto error = check_plot_name(o); !error.empty()) return fail(error);
   const std::string source = o.trace == "-" ? "stdin" : o.trace;
-  std::vector<request> trace;
-  if (auto error = read_source(o, in, err, source, [&](std::istream& s) { trace = read_requests(s); });
-      !error.empty()) {
-    return fail(error);
+  // The plot file is checked before the (long) replay, without truncating it, and written after it; one that the
+  // check created is removed again if the replay fails.
+  bool plot_created = false;
+  if (o.plot) {
+    std::error_code ec;
+    plot_created = !std::filesystem::exists(*o.plot, ec);
+    const std::ofstream probe(*o.plot, std::ios::app);
+    if (!probe) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
   }
-  if (trace.empty()) return fail(empty_trace(source, "`<arrival> <duration> [n]`"));
+  const auto fail_replay = [&](const std::string& message) {
+    std::error_code ec;
+    if (plot_created) std::filesystem::remove(*o.plot, ec);
+    return fail(message);
+  };
+  // The replay streams: each event is written as soon as it is decided (--events), or spooled (--json --events).
+  std::optional<json_event_spool> spool;
+  concurrency_replayer::event_sink sink;
+  if (o.events && o.json) {
+    spool.emplace();
+    if (!spool->is_open()) {
+      err << "admit replay: cannot create a temporary file for --json --events: " << std::strerror(errno) << "\n";
+      return exit_failure;
+    }
+    sink = [&](const request_event& e) { spool->add(e); };
+  } else if (o.events) {
+    sink = [&](const request_event& e) { out << format_concurrency_event(e); };
+  }
   concurrency_result result;
   try {
-    result = replay_concurrency(settings, trace);
+    if (auto error =
+            read_source(o, in, err, source, [&](std::istream& s) { result = replay_concurrency(settings, s, sink); });
+        !error.empty()) {
+      return fail_replay(error);
+    }
   } catch (const std::invalid_argument& e) {
-    return fail(e.what());
+    return fail_replay(e.what());
   }
+  if (result.requests == 0) return fail_replay(empty_trace(source, "`<arrival> <duration> [n]`"));
   if (o.plot) {
     std::ofstream svg(*o.plot);
     if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
@@ -154,9 +215,16 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
     if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": write error");
   }
   if (o.json) {
-    write_concurrency_json(out, settings, source, result, o.events);
+    if (spool) {
+      if (!spool->rewind()) {
+        err << "admit replay: cannot write the temporary file of --json --events: " << std::strerror(errno) << "\n";
+        return exit_failure;
+      }
+      write_concurrency_json(out, settings, source, result, [&](std::ostream& to) { spool->copy_to(to); });
+    } else {
+      write_concurrency_json(out, settings, source, result, false);
+    }
   } else if (o.events) {
-    write_concurrency_events(out, result);
     write_concurrency_summary(out, settings, source, result, /*comment=*/true);
   } else {
     write_concurrency_summary(out, settings, source, result);

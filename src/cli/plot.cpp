@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <ostream>
 #include <vector>
 
@@ -237,23 +238,15 @@ void write_svg(std::ostream& out, const report_context& ctx, const replay_result
 
 namespace {
 
-// The step function `series` (change points) as one value per column of [0, end]: the largest value the function
-// takes inside the column, so that a short peak stays visible whatever the zoom.
-std::vector<double> column_max(const std::vector<concurrency_sample>& series, std::int64_t end, int columns,
-                               std::int64_t concurrency_sample::*field) {
+// The in-flight or waiting step function as one value per column of [0, end]: the largest value it takes inside the
+// column (to the timeline's bucket width), so that a short peak stays visible whatever the zoom.
+std::vector<double> column_max(const concurrency_timeline& timeline, std::int64_t end, int columns,
+                               std::int64_t concurrency_timeline::level::*field) {
   std::vector<double> out(static_cast<std::size_t>(columns));
-  std::size_t k = 0;
-  std::int64_t current = 0;  // the value at the column's start
   for (int i = 0; i < columns; ++i) {
     const auto from = static_cast<std::int64_t>(static_cast<double>(end) * i / columns);
     const auto to = static_cast<std::int64_t>(static_cast<double>(end) * (i + 1) / columns);
-    while (k < series.size() && series[k].t_ns <= from) current = series[k++].*field;
-    std::int64_t most = current;
-    while (k < series.size() && series[k].t_ns < to) {
-      current = series[k++].*field;
-      most = std::max(most, current);
-    }
-    out[static_cast<std::size_t>(i)] = static_cast<double>(most);
+    out[static_cast<std::size_t>(i)] = static_cast<double>(timeline.peak(from, to).*field);
   }
   return out;
 }
@@ -276,20 +269,19 @@ void dashed_level(std::ostream& out, double level, double top, double height, do
       << "\" stroke=\"" << color << "\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
 }
 
-// One tick per pixel column holding at least one request with outcome `o`, at the top of the queue panel.
+// One tick per pixel column holding at least one request with outcome `o` (queue-full or timeout) by arrival time,
+// at the top of the queue panel.
 void outcome_ticks(std::ostream& out, const concurrency_result& r, request_outcome o, std::int64_t end, double y,
                    const char* color) {
   const int columns = static_cast<int>(plot_w);
-  std::vector<bool> marked(static_cast<std::size_t>(columns));
-  for (const auto& e : r.events) {
-    if (e.outcome != o) continue;
-    const auto c = std::min<std::int64_t>(
-        columns - 1, static_cast<std::int64_t>(static_cast<double>(e.t_ns) / static_cast<double>(end) * columns));
-    marked[static_cast<std::size_t>(c)] = true;
-  }
   out << "<g stroke=\"" << color << "\" stroke-width=\"1\">\n";
   for (int c = 0; c < columns; ++c) {
-    if (!marked[static_cast<std::size_t>(c)]) continue;
+    const auto from = static_cast<std::int64_t>(static_cast<double>(end) * c / columns);
+    const auto to = c + 1 == columns ? std::numeric_limits<std::int64_t>::max()
+                                     : static_cast<std::int64_t>(static_cast<double>(end) * (c + 1) / columns);
+    const bool marked =
+        o == request_outcome::queue_full ? r.timeline.queue_full_in(from, to) : r.timeline.timeout_in(from, to);
+    if (!marked) continue;
     const double x = left + c + 0.5;
     out << "<line x1=\"" << num(x) << "\" x2=\"" << num(x) << "\" y1=\"" << num(y) << "\" y2=\"" << num(y + 8)
         << "\"/>\n";
@@ -326,7 +318,7 @@ void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, con
 
   const int columns = static_cast<int>(plot_w);
   // Panel 1: permits in flight against the limit.
-  const auto in_flight = column_max(r.series, end_ns, columns, &concurrency_sample::in_flight);
+  const auto in_flight = column_max(r.timeline, end_ns, columns, &concurrency_timeline::level::in_flight);
   const double y1_max = static_cast<double>(std::max<std::int64_t>({1, s.limit, r.peak_in_flight})) * 1.15;
   axes(out, top1, height1, end_s, y1_max, "permits in flight");
   dashed_level(out, static_cast<double>(s.limit), top1, height1, y1_max, bound_color);
@@ -336,7 +328,7 @@ void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, con
   legend_entry(out, left + 12, top1 + 36, bound_color, "limit", true);
 
   // Panel 2: requests waiting against max-waiters, with rejections and timeouts marked.
-  const auto waiting = column_max(r.series, end_ns, columns, &concurrency_sample::waiting);
+  const auto waiting = column_max(r.timeline, end_ns, columns, &concurrency_timeline::level::waiting);
   const bool show_bound = s.max_waiters && *s.max_waiters <= 2 * std::max<std::int64_t>(r.peak_waiting, 1);
   const double y2_max =
       static_cast<double>(std::max<std::int64_t>({1, r.peak_waiting, show_bound ? *s.max_waiters : 0})) * 1.25;
