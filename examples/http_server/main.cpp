@@ -205,7 +205,6 @@ struct connection {
   beast::tcp_stream stream;
   net::steady_timer abort;  // cancelled when the grace period after SIGTERM ends: the request in flight gives up
   bool idle = false;        // reading the next request (nothing admitted, nothing to answer)
-  bool listed = false;      // in server_state's list (guarded by its mutex)
   std::list<std::shared_ptr<connection>>::iterator self;
 };
 
@@ -214,8 +213,8 @@ struct connection {
 // Shutdown, on SIGINT or SIGTERM: the listener closes; the semaphore closes, so every request queued for a permit is
 // answered 503 "closed" with Connection: close; idle keep-alive connections close; requests already admitted run to
 // the end and are answered with Connection: close. Requests still running when the grace period (--grace) ends are
-// answered 503 "closed" too. The process exits 0 once every connection has closed, or one second after the grace
-// period if a client does not take its answer.
+// answered 503 "closed" too; one second later the connections still open (a client that does not take its answer)
+// are closed. The process exits 0 once every connection has closed.
 class server_state {
  public:
   std::atomic<std::uint64_t> started{0};  // requests admitted to the handler
@@ -235,31 +234,18 @@ class server_state {
   void add(const std::shared_ptr<connection>& c) {
     std::lock_guard lock(mutex_);
     c->self = live_.insert(live_.end(), c);
-    c->listed = true;
   }
 
   // Called as a session ends, however it ends (its coroutine returns, throws, or is destroyed with the io_context);
-  // the last one to end after shutdown() calls on_last. A connection already dropped by drop_all() is left alone.
+  // the last one to end after shutdown() calls on_last.
   void remove(connection& c) {
     std::function<void()> last;
     {
       std::lock_guard lock(mutex_);
-      if (!c.listed) return;
       live_.erase(c.self);
-      c.listed = false;
       if (stopping.load() && live_.empty()) last = on_last_;
     }
     if (last) last();
-  }
-
-  // After the io_context has stopped, while it still exists: lets go of every connection left (a client that never
-  // took its answer), so that none outlives the io_context its socket belongs to, and forgets on_last (it refers to
-  // the io_context's timers).
-  void drop_all() {
-    std::lock_guard lock(mutex_);
-    for (const auto& c : live_) c->listed = false;
-    live_.clear();
-    on_last_ = nullptr;
   }
 
   // Starts the shutdown: closes idle connections (each on its strand). Returns whether any connection is left.
@@ -279,6 +265,19 @@ class server_state {
   void abort_all() {
     std::lock_guard lock(mutex_);
     for (const auto& c : live_) net::post(c->stream.get_executor(), [c] { c->abort.cancel(); });
+  }
+
+  // One second after that: the sockets of the connections left are closed (each on its strand), so that a write that
+  // a client never reads fails and its session ends. Every session then ends on its own and run() returns: nothing
+  // is left for the io_context's destructor to tear down.
+  void close_all() {
+    std::lock_guard lock(mutex_);
+    for (const auto& c : live_) {
+      net::post(c->stream.get_executor(), [c] {
+        boost::system::error_code ignored;
+        c->stream.socket().close(ignored);
+      });
+    }
   }
 
  private:
@@ -443,7 +442,7 @@ int serve(const options& o, const Service* service, admit::semaphore* sem, serve
   std::cout << "listening on " << o.address << ":" << acceptor.local_endpoint().port() << std::endl;
 
   net::steady_timer grace(control);  // then requests in flight give up
-  net::steady_timer hard(control);   // then the io_context stops, whoever is left
+  net::steady_timer hard(control);   // then the connections left are closed
   const context cx{&st, sem, handler, o.rate_fields};
   st.set_on_last([&] {
     net::post(control, [&] {
@@ -466,7 +465,7 @@ int serve(const options& o, const Service* service, admit::semaphore* sem, serve
       st.abort_all();
       hard.expires_after(std::chrono::seconds(1));
       hard.async_wait([&](const boost::system::error_code& e2) {
-        if (!e2) ctx.stop();
+        if (!e2) st.close_all();
       });
     });
   });
@@ -476,7 +475,7 @@ int serve(const options& o, const Service* service, admit::semaphore* sem, serve
   for (unsigned i = 1; i < o.threads; ++i) pool.emplace_back([&ctx] { ctx.run(); });
   ctx.run();
   pool.clear();
-  st.drop_all();  // sessions the hard stop left behind die with the io_context, never after it
+  st.set_on_last(nullptr);  // it refers to this function's timers
   return 0;
 }
 

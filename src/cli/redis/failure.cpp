@@ -84,10 +84,23 @@ redis_failure connection_failure(const redis::connection& conn, std::error_code 
 }  // namespace
 
 std::string redis_address(const redis::connection_options& o) {
-  if (!o.unix_path.empty()) return "unix://" + o.unix_path + (o.db != 0 ? "?db=" + std::to_string(o.db) : "");
-  const bool ipv6 = o.host.find(':') != std::string::npos;
-  return "redis://" + (o.user.empty() ? std::string() : o.user + "@") + (ipv6 ? "[" + o.host + "]" : o.host) + ":" +
-         std::to_string(o.port) + (o.db != 0 ? "/" + std::to_string(o.db) : "");
+  // Built by appending: `"literal" + std::string` trips g++ 12's false -Wrestrict at -O3 (GCC bug 105651).
+  std::string address;
+  if (!o.unix_path.empty()) {
+    address.append("unix://").append(o.unix_path);
+    if (o.db != 0) address.append("?db=").append(std::to_string(o.db));
+    return address;
+  }
+  address.append("redis://");
+  if (!o.user.empty()) address.append(o.user).append("@");
+  if (o.host.find(':') != std::string::npos) {
+    address.append("[").append(o.host).append("]");
+  } else {
+    address.append(o.host);
+  }
+  address.append(":").append(std::to_string(o.port));
+  if (o.db != 0) address.append("/").append(std::to_string(o.db));
+  return address;
 }
 
 std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::nanoseconds timeout) {
