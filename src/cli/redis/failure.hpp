@@ -37,8 +37,10 @@ std::string redis_address(const redis::connection_options& options);
 
 // Connects (one attempt, bounded by the options' connect_timeout, or the next one while the connection waits out a
 // backoff) and checks with a PING, within `timeout`, that the server takes our commands (a server that wants a
-// password the URL lacks says NOAUTH only then). Empty when ready. Blocking; not on the connection's executor.
-std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::nanoseconds timeout);
+// password the URL lacks says NOAUTH only then). Empty when ready. Never past `deadline` when there is one (then a
+// timeout, as the PING's). Blocking; not on the connection's executor.
+std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::nanoseconds timeout,
+                                         std::optional<std::chrono::steady_clock::time_point> deadline = {});
 
 // A call on `conn` that failed with `error` (and, for an error reply, the reply's text): what happened, using the
 // connection's last failure when the call timed out with the connection down or the connection was lost.
