@@ -457,11 +457,13 @@ TEST_F(AdmitDecide, WaitNeverOverrunsMaxWait) {
 // --json prints n as the number it is, whatever the --cost text was.
 TEST_F(AdmitDecide, JsonNIsTheParsedCost) {
   redis_server server;
-  const run_result r = admit_cli({"decide", "--redis", server.url(), "--rate", "10/s", "--cost", "007", "--json", "k"});
+  const run_result r =
+      admit_cli({"decide", "--redis", server.url(), "--rate", "10/s", "--burst", "10", "--cost", "007", "--json", "k"});
   EXPECT_EQ(r.status, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);  // throws on invalid JSON ("n": 007)
   EXPECT_EQ(j.at("n"), 7);
-  const run_result text = admit_cli({"decide", "--redis", server.url(), "--rate", "10/s", "--cost", "02", "k2"});
+  const run_result text =
+      admit_cli({"decide", "--redis", server.url(), "--rate", "10/s", "--burst", "10", "--cost", "02", "k2"});
   EXPECT_NE(text.out.find(" n=2 "), std::string::npos) << text.out;
 }
 
