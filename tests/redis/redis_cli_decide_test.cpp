@@ -452,6 +452,12 @@ TEST_F(AdmitDecide, WaitNeverOverrunsMaxWait) {
   EXPECT_NE(r.err.find("no answer from " + stalled.url() + " within "), std::string::npos) << r.err;
   // 300 ms and the start of a process, with a wide margin; 5 s more with the retry's own timeout.
   EXPECT_LT(took, std::chrono::milliseconds(300) + std::chrono::milliseconds(1500));
+
+  // The first asking is not waiting: it has its whole --timeout, and --max-wait 0s still asks once.
+  redis_server server;
+  const run_result once =
+      admit_cli({"decide", "--redis", server.url(), "--rate", "1/s", "--wait", "--max-wait", "0s", "k"});
+  EXPECT_EQ(once.status, 0) << once.err;
 }
 
 // --json prints n as the number it is, whatever the --cost text was.

@@ -201,20 +201,22 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
     }
 
     const auto start = std::chrono::steady_clock::now();
-    // Every attempt of --wait (connecting, PING, deciding) ends by then: each call's timeout is cut to what is left.
+    // Every retry of --wait (connecting, PING, deciding) ends by then: each call's timeout is cut to what is left. The
+    // first asking is not waiting: it has its whole --timeout, as without --wait.
     std::optional<std::chrono::steady_clock::time_point> give_up;
     if (o.wait && max_wait) give_up = start + *max_wait;
     std::chrono::nanoseconds pause = first_pause;
     for (bool retried = false;; retried = true) {
-      std::optional<redis_failure> failure = check_ready(conn, lo.timeout, give_up);
+      const std::optional<std::chrono::steady_clock::time_point> by = retried ? give_up : std::nullopt;
+      std::optional<redis_failure> failure = check_ready(conn, lo.timeout, by);
       redis::limiter_result r;
       if (!failure) {
         const auto asked = std::chrono::steady_clock::now();
-        r = decide_by(*limiter, io.executor(), o.key, n, give_up, lo.timeout);
+        r = decide_by(*limiter, io.executor(), o.key, n, by, lo.timeout);
         if (r.error) {
           // A decision cut short by --max-wait: no answer within what was left of it.
           const std::chrono::nanoseconds given =
-              give_up && *give_up < asked + lo.timeout ? std::chrono::nanoseconds(*give_up - asked) : lo.timeout;
+              by && *by < asked + lo.timeout ? std::chrono::nanoseconds(*by - asked) : lo.timeout;
           failure = call_failure(conn, std::error_code(r.error), r.message, given);
         }
       }

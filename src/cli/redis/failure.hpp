@@ -2,10 +2,12 @@
 // can act on, and the exit status that goes with it:
 //
 //   75 (EX_TEMPFAIL)    may pass by waiting: no answer within --timeout, connection refused (the server is down or
-//                       restarting), the connection lost or reset, the server LOADING, BUSY, TRYAGAIN, MASTERDOWN or
-//                       CLUSTERDOWN. `admit decide --wait` retries these.
-//   69 (EX_UNAVAILABLE) a mistake waiting cannot fix: authentication failed (WRONGPASS, NOAUTH, NOPERM), unknown host,
-//                       a database the server does not have, a peer that does not speak RESP, any other error reply.
+//                       restarting), the connection lost or reset, a name server that cannot answer now (EAI_AGAIN),
+//                       the server LOADING, BUSY, TRYAGAIN, MASTERDOWN or CLUSTERDOWN. `admit decide --wait` retries
+//                       these.
+//   69 (EX_UNAVAILABLE) a mistake waiting cannot fix: authentication failed (WRONGPASS, NOAUTH, NOPERM), unknown host
+//                       (no such name), a database the server does not have, a peer that does not speak RESP, any
+//                       other error reply.
 //
 // Messages name the server as its URL without the password (redis_address).
 #pragma once
