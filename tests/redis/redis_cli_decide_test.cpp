@@ -453,6 +453,22 @@ TEST_F(AdmitDecide, WaitNeverOverrunsMaxWait) {
   // 300 ms and the start of a process, with a wide margin; 5 s more with the retry's own timeout.
   EXPECT_LT(took, std::chrono::milliseconds(300) + std::chrono::milliseconds(1500));
 
+  // The same when the decision itself is not answered: the first one says BUSY at once, the next one nothing.
+  scripted_redis_server silent([](const std::string& name, int index) -> std::optional<std::string> {
+    if (name == "PING") return "+PONG\r\n";
+    if (index == 0)
+      return "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.\r\n";
+    return std::nullopt;
+  });
+  const auto asked = std::chrono::steady_clock::now();
+  const run_result d = admit_cli(
+      {"decide", "--redis", silent.url(), "--rate", "1/s", "--timeout", "5s", "--wait", "--max-wait", "300ms", "k"});
+  const auto decided = std::chrono::steady_clock::now() - asked;
+  EXPECT_EQ(d.status, 75) << d.err;
+  EXPECT_NE(d.err.find("cannot answer now: BUSY"), std::string::npos) << d.err;
+  EXPECT_NE(d.err.find("no answer from " + silent.url() + " within "), std::string::npos) << d.err;
+  EXPECT_LT(decided, std::chrono::milliseconds(300) + std::chrono::milliseconds(1500));
+
   // The first asking is not waiting: it has its whole --timeout, and --max-wait 0s still asks once.
   redis_server server;
   const run_result once =
