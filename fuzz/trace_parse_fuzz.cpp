@@ -1,9 +1,10 @@
 // libFuzzer target: the trace parser of `admit replay` on arbitrary bytes.
 //
 // Invariants: it never crashes; it fails only with trace_error, whose message starts with "line N: " for the line
-// it reports, N between 1 and the number of lines, printable (valid UTF-8 without control characters: an excerpt of
-// the line keeps its valid UTF-8 and escapes the rest) and bounded; on success every arrival has n >= 1, times
-// never go back, line numbers increase, and each time round-trips through format_seconds()/parse_seconds().
+// it reports, N between 1 and the number of lines, printable (valid UTF-8 without control characters, C1 or
+// bidirectional controls: an excerpt of the line keeps its valid UTF-8 and escapes the rest) and bounded; on success
+// every arrival has n >= 1, times never go back, line numbers increase, and each time round-trips through
+// format_seconds()/parse_seconds().
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -42,6 +43,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (c < 0x20 || c == 0x7f) fail("control character in the message");
       const std::size_t length = c < 0x80 ? 1 : utf8_sequence_length(message.substr(i));
       if (length == 0) fail("invalid UTF-8 in the message");
+      if (length > 1) {
+        // C1 controls and bidirectional overrides/isolates act on a terminal: quote() escapes them.
+        std::uint32_t cp = c & (0xffu >> (length + 1));
+        for (std::size_t k = 1; k < length; ++k) cp = (cp << 6) | (static_cast<unsigned char>(message[i + k]) & 0x3fu);
+        if (cp <= 0x9f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) {
+          fail("C1 control or bidirectional control in the message");
+        }
+      }
       i += length;
     }
     return 0;

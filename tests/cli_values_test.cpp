@@ -37,6 +37,21 @@ TEST(Quote, KeepsValidUtf8AndEscapesTheRest) {
   EXPECT_EQ(quote("\xf0\x9f\x98\x80"), "\"\xf0\x9f\x98\x80\"");
 }
 
+// Valid UTF-8 that a terminal obeys instead of showing: C1 controls (U+009B CSI starts an escape sequence, "\xc2\x9b2J"
+// clears the screen) and bidirectional overrides/isolates (which make "txt.exe" read as "exe.txt").
+TEST(Quote, EscapesC1AndBidiControlsByCodePoint) {
+  EXPECT_EQ(quote("a\xc2\x9b"
+                  "2Jb"),
+            "\"a\\u{9b}2Jb\"");
+  EXPECT_EQ(quote("\xc2\x80\xc2\x9f"), "\"\\u{80}\\u{9f}\"");
+  EXPECT_EQ(quote("x\xe2\x80\xaetxt.exe"), "\"x\\u{202e}txt.exe\"");  // U+202E RIGHT-TO-LEFT OVERRIDE
+  EXPECT_EQ(quote("\xe2\x80\xaa\xe2\x81\xa6\xe2\x81\xa9"), "\"\\u{202a}\\u{2066}\\u{2069}\"");
+  // Their neighbours are ordinary text: U+00A0, U+2029 (paragraph separator), U+202F, U+2065 (unassigned), U+206A.
+  EXPECT_EQ(quote("\xc2\xa0\xe2\x80\xa9\xe2\x80\xaf\xe2\x81\xa5\xe2\x81\xaa"),
+            "\"\xc2\xa0\xe2\x80\xa9\xe2\x80\xaf\xe2\x81\xa5\xe2\x81\xaa\"");
+  EXPECT_EQ(quote_excerpt("ab\xc2\x9b", 3), "\"ab\"...");  // counted as the two bytes it is
+}
+
 TEST(Quote, ExcerptIsBoundedAtACharacterBoundary) {
   EXPECT_EQ(quote_excerpt(std::string(100, 'a')), "\"" + std::string(60, 'a') + "\"...");
   EXPECT_EQ(quote_excerpt("ab\xc3\xa9", 3), "\"ab\"...");

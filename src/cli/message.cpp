@@ -32,6 +32,21 @@ std::size_t utf8_sequence_length(std::string_view text) noexcept {
 
 namespace {
 
+// The code point of a valid UTF-8 sequence of `len` bytes.
+char32_t code_point(std::string_view seq, std::size_t len) noexcept {
+  const auto byte = [&](std::size_t i) { return static_cast<char32_t>(static_cast<unsigned char>(seq[i])); };
+  static constexpr char32_t lead_bits[] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+  char32_t c = byte(0) & lead_bits[len];
+  for (std::size_t i = 1; i < len; ++i) c = (c << 6) | (byte(i) & 0x3f);
+  return c;
+}
+
+// Valid UTF-8 a terminal would obey rather than show: C1 controls (U+009B is CSI, an escape sequence's start) and the
+// bidirectional overrides and isolates, which reorder the text after them.
+bool hidden_control(char32_t c) noexcept {
+  return (c >= 0x80 && c <= 0x9f) || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+}
+
 // Appends the quoted form of `text`, at most `max_chars` bytes of it; returns false when it stopped early.
 bool append_quoted(std::string& out, std::string_view text, std::size_t max_chars) {
   static constexpr char hex[] = "0123456789abcdef";
@@ -41,7 +56,12 @@ bool append_quoted(std::string& out, std::string_view text, std::size_t max_char
     const std::size_t utf8 = u >= 0x80 ? utf8_sequence_length(text.substr(i)) : 0;
     const std::size_t step = utf8 > 0 ? utf8 : 1;
     if (i + step > max_chars) return false;
-    if (utf8 > 0) {
+    if (utf8 > 0 && hidden_control(code_point(text.substr(i), utf8))) {
+      char32_t c = code_point(text.substr(i), utf8);
+      std::string digits;
+      for (; c != 0; c >>= 4) digits.insert(digits.begin(), hex[c & 0xf]);
+      out += "\\u{" + digits + "}";
+    } else if (utf8 > 0) {
       out.append(text.substr(i, utf8));
     } else if (text[i] == '"' || text[i] == '\\') {
       out.push_back('\\');

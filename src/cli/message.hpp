@@ -26,7 +26,10 @@ class usage_error : public std::runtime_error {
 };
 
 // `text` in double quotes, whole: '"' and '\' are escaped with a backslash, control bytes (and DEL) and bytes that
-// are not part of valid UTF-8 are written as \xHH; valid UTF-8 (an accented file name) is kept as it is.
+// are not part of valid UTF-8 are written as \xHH; valid UTF-8 (an accented file name) is kept as it is, except the
+// characters a terminal would act on instead of showing — the C1 controls U+0080..U+009F (U+009B starts an escape
+// sequence) and the bidirectional overrides and isolates U+202A..U+202E, U+2066..U+2069 — written as their code
+// point in lowercase hex, \u{9b}, \u{202e}.
 // Thread safety: a pure function.
 [[nodiscard]] std::string quote(std::string_view text);
 

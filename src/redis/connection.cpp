@@ -9,6 +9,7 @@
 #include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/error.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -407,7 +408,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                               if (gen != self->gen_) return;
                               if (ec) {
                                 self->set_last_error("resolve " + self->options_.host + ": " + ec.message());
-                                self->fail_attempt(to_error_code(errc::unknown_host));
+                                self->fail_attempt(to_error_code(resolve_failure(ec)));
                                 return;
                               }
                               std::vector<asio::generic::stream_protocol::endpoint> endpoints;
@@ -607,10 +608,18 @@ result execute_blocking(connection_impl& impl, const command& cmd, std::optional
   return result{ec, std::move(value)};
 }
 
-boost::system::error_code connect_blocking(connection_impl& impl) {
+errc resolve_failure(const boost::system::error_code& ec) noexcept {
+  if (ec == asio::error::host_not_found || ec == asio::error::no_data || ec == asio::error::service_not_found) {
+    return errc::unknown_host;
+  }
+  return errc::connection_failed;
+}
+
+boost::system::error_code connect_blocking(connection_impl& impl, std::optional<clock::time_point> deadline) {
+  if (deadline && clock::now() >= *deadline) return to_error_code(errc::timeout);
   auto req = std::make_shared<blocking_request>();
   impl.add_connect_waiter(req);
-  return req->wait(std::nullopt).first;
+  return req->wait(deadline).first;
 }
 
 void close(connection_impl& impl) { impl.close(); }

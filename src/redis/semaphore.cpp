@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "admit/redis/cluster.hpp"
+#include "admit/redis/limiter_result.hpp"
 #include "admit/redis/script.hpp"
 #include "hash_tag.hpp"
 
@@ -670,6 +671,11 @@ void check_capacity(std::int64_t capacity) {
 std::pair<semaphore_snapshot, std::error_code> parse_snapshot(const result& r) {
   semaphore_snapshot s;
   if (r.error) return {s, std::error_code(r.error)};
+  // An error reply keeps its text: LOADING, BUSY or MASTERDOWN may pass by waiting, WRONGTYPE will not.
+  if (r.value.is_error()) {
+    s.error_reply = r.value.str();
+    return {s, make_error_code(limiter_errc::error_reply)};
+  }
   const auto v = integers(r.value, 1);
   if (!v) return {s, std::error_code(1, semaphore_error_category())};
   if ((*v)[0] == 5) return {s, std::make_error_code(std::errc::no_such_file_or_directory)};

@@ -10,9 +10,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -310,6 +315,94 @@ class not_redis_server {
   std::jthread thread_;
 };
 
+// A TCP server on a free loopback port that speaks just enough RESP to play a Redis in trouble: `answer(name, i)`
+// gives the raw reply to the i-th command (from 0, over all connections) named `name` (upper case), or nothing for
+// no reply at all.
+class scripted_redis_server {
+ public:
+  using script = std::function<std::optional<std::string>(const std::string& name, int index)>;
+  explicit scripted_redis_server(script answer) : answer_(std::move(answer)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error("scripted_redis_server: cannot listen");
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::jthread([this](std::stop_token stop) { serve(stop); });
+  }
+  ~scripted_redis_server() {
+    thread_.request_stop();
+    thread_.join();
+    ::close(fd_);
+  }
+  scripted_redis_server(const scripted_redis_server&) = delete;
+  scripted_redis_server& operator=(const scripted_redis_server&) = delete;
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  // The name of the first whole command in `buffer`, taken out of it; nothing until one has fully arrived.
+  static std::optional<std::string> take_command(std::string& buffer) {
+    std::size_t pos = 0;
+    const auto line = [&]() -> std::optional<std::string> {
+      const std::size_t end = buffer.find("\r\n", pos);
+      if (end == std::string::npos) return std::nullopt;
+      std::string l = buffer.substr(pos, end - pos);
+      pos = end + 2;
+      return l;
+    };
+    const auto head = line();
+    if (!head || head->size() < 2 || (*head)[0] != '*') return std::nullopt;
+    const int count = std::stoi(head->substr(1));
+    std::string name;
+    for (int i = 0; i < count; ++i) {
+      const auto size = line();
+      if (!size || size->size() < 2) return std::nullopt;
+      const std::size_t n = std::stoul(size->substr(1));
+      if (buffer.size() < pos + n + 2) return std::nullopt;
+      if (i == 0) name = buffer.substr(pos, n);
+      pos += n + 2;
+    }
+    buffer.erase(0, pos);
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return name;
+  }
+
+  void serve(const std::stop_token& stop) {
+    std::vector<std::pair<int, std::string>> clients;  // socket, bytes not yet read as a command
+    std::map<std::string, int> seen;
+    while (!stop.stop_requested()) {
+      std::vector<pollfd> fds{{fd_, POLLIN, 0}};
+      for (const auto& c : clients) fds.push_back({c.first, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), 20) <= 0) continue;  // a bounded poll, to see the stop request
+      for (std::size_t i = 1; i < fds.size(); ++i) {
+        if ((fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+        auto& [c, buffer] = clients[i - 1];
+        char bytes[4096];
+        const ssize_t got = ::read(c, bytes, sizeof bytes);
+        if (got <= 0) continue;
+        buffer.append(bytes, static_cast<std::size_t>(got));
+        while (const auto name = take_command(buffer)) {
+          if (const auto reply = answer_(*name, seen[*name]++)) (void)!::write(c, reply->data(), reply->size());
+        }
+      }
+      if ((fds[0].revents & POLLIN) != 0) {
+        const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c >= 0) clients.emplace_back(c, std::string());
+      }
+    }
+    for (const auto& c : clients) ::close(c.first);
+  }
+
+  script answer_;
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::jthread thread_;
+};
+
 TEST_F(AdmitDecide, NotRedisIsExitStatus69) {
   not_redis_server http;
   const std::string url = "redis://127.0.0.1:" + std::to_string(http.port());
@@ -319,6 +412,81 @@ TEST_F(AdmitDecide, NotRedisIsExitStatus69) {
   const run_result i = admit_cli({"inspect", "--redis", url, "db"});
   EXPECT_EQ(i.status, 69) << i.err;
   EXPECT_NE(i.err.find("does not speak the Redis protocol"), std::string::npos) << i.err;
+}
+
+// The server becomes LOADING, BUSY or MASTERDOWN between inspect's PING and its script: may pass by waiting (75),
+// with the server's words. Any other error reply will not (69), with its words too.
+TEST_F(AdmitDecide, InspectErrorReplyAfterThePing) {
+  for (const std::string error :
+       {"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.",
+        "LOADING Redis is loading the dataset in memory",
+        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."}) {
+    scripted_redis_server troubled([&](const std::string& name, int) -> std::optional<std::string> {
+      return name == "PING" ? "+PONG\r\n" : "-" + error + "\r\n";
+    });
+    const run_result i = admit_cli({"inspect", "--redis", troubled.url(), "db"});
+    EXPECT_EQ(i.status, 75) << i.err;
+    EXPECT_EQ(i.err, "admit inspect: " + troubled.url() + " cannot answer now: " + error + "\n");
+  }
+  redis_server server;
+  server.admin({"SET", "{db}:meta", "not a hash"});
+  const run_result wrong = admit_cli({"inspect", "--redis", server.url(), "db"});
+  EXPECT_EQ(wrong.status, 69) << wrong.err;
+  EXPECT_NE(wrong.err.find(" answered with an error: "), std::string::npos) << wrong.err;
+  EXPECT_NE(wrong.err.find("WRONGTYPE"), std::string::npos) << wrong.err;
+}
+
+// --max-wait bounds every attempt of --wait, not only the pauses between them: here the first PING says LOADING at
+// once and the next one is never answered; with --timeout 5s a retry left to its own timeouts would end 5 s late.
+TEST_F(AdmitDecide, WaitNeverOverrunsMaxWait) {
+  scripted_redis_server stalled([](const std::string& name, int index) -> std::optional<std::string> {
+    if (name == "PING" && index == 0) return "-LOADING Redis is loading the dataset in memory\r\n";
+    return std::nullopt;
+  });
+  const auto before = std::chrono::steady_clock::now();
+  const run_result r = admit_cli(
+      {"decide", "--redis", stalled.url(), "--rate", "1/s", "--timeout", "5s", "--wait", "--max-wait", "300ms", "k"});
+  const auto took = std::chrono::steady_clock::now() - before;
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_NE(r.err.find("LOADING Redis is loading the dataset in memory; retrying in "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no answer from " + stalled.url() + " within "), std::string::npos) << r.err;
+  // 300 ms and the start of a process, with a wide margin; 5 s more with the retry's own timeout.
+  EXPECT_LT(took, std::chrono::milliseconds(300) + std::chrono::milliseconds(1500));
+
+  // The same when the decision itself is not answered: the first one says BUSY at once, the next one nothing.
+  scripted_redis_server silent([](const std::string& name, int index) -> std::optional<std::string> {
+    if (name == "PING") return "+PONG\r\n";
+    if (index == 0)
+      return "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.\r\n";
+    return std::nullopt;
+  });
+  const auto asked = std::chrono::steady_clock::now();
+  const run_result d = admit_cli(
+      {"decide", "--redis", silent.url(), "--rate", "1/s", "--timeout", "5s", "--wait", "--max-wait", "300ms", "k"});
+  const auto decided = std::chrono::steady_clock::now() - asked;
+  EXPECT_EQ(d.status, 75) << d.err;
+  EXPECT_NE(d.err.find("cannot answer now: BUSY"), std::string::npos) << d.err;
+  EXPECT_NE(d.err.find("no answer from " + silent.url() + " within "), std::string::npos) << d.err;
+  EXPECT_LT(decided, std::chrono::milliseconds(300) + std::chrono::milliseconds(1500));
+
+  // The first asking is not waiting: it has its whole --timeout, and --max-wait 0s still asks once.
+  redis_server server;
+  const run_result once =
+      admit_cli({"decide", "--redis", server.url(), "--rate", "1/s", "--wait", "--max-wait", "0s", "k"});
+  EXPECT_EQ(once.status, 0) << once.err;
+}
+
+// --json prints n as the number it is, whatever the --cost text was.
+TEST_F(AdmitDecide, JsonNIsTheParsedCost) {
+  redis_server server;
+  const run_result r =
+      admit_cli({"decide", "--redis", server.url(), "--rate", "10/s", "--burst", "10", "--cost", "007", "--json", "k"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);  // throws on invalid JSON ("n": 007)
+  EXPECT_EQ(j.at("n"), 7);
+  const run_result text =
+      admit_cli({"decide", "--redis", server.url(), "--rate", "10/s", "--burst", "10", "--cost", "02", "k2"});
+  EXPECT_NE(text.out.find(" n=2 "), std::string::npos) << text.out;
 }
 
 TEST_F(AdmitDecide, WaitRetriesUntilRedisIsBack) {

@@ -27,9 +27,9 @@ enum class errc {
   protocol_error = 7,      // the server sent bytes that are not RESP, or a reply nobody asked for: connection dropped
   connection_refused = 8,  // nothing accepts connections at the address (server down or restarting, wrong port or
                            // socket path)
-  unknown_host = 9,        // the host name did not resolve (no such name, or the resolver could not answer)
-  connection_failed = 10,  // any other failure to connect (network unreachable, connection reset during the
-                           // handshake, ...)
+  unknown_host = 9,        // the host name does not exist (the resolver says so: no such name, no address for it)
+  connection_failed = 10,  // any other failure to connect (the resolver could not answer now, network unreachable,
+                           // connection reset during the handshake, ...)
   connection_lost = 11,    // an established connection was closed or reset (by the server or the network)
 };
 
@@ -65,6 +65,14 @@ class errc_category final : public std::error_category {
     return "unknown admit.redis error " + std::to_string(value);
   }
 };
+}  // namespace detail
+
+namespace detail {
+// What a failed name resolution (Asio's resolver error `ec`) is: unknown_host when the name does not exist
+// (host_not_found: EAI_NONAME, EAI_NODATA; service_not_found), connection_failed for anything else — the resolver
+// could not answer now (host_not_found_try_again: EAI_AGAIN, a DNS server down or slow; no_recovery: EAI_FAIL), or a
+// local failure. Waiting may fix the second, not the first.
+errc resolve_failure(const boost::system::error_code& ec) noexcept;
 }  // namespace detail
 
 // The category of admit::redis::errc (one object for the whole program).

@@ -245,6 +245,9 @@ struct semaphore_snapshot {
   std::vector<holder> holders;  // the first `most`, by expiry
   std::vector<waiter> queue;    // the first `most`, in order
   std::int64_t holder_count = 0, waiter_count = 0;
+  // When inspecting failed because Redis answered with an error reply (LOADING, BUSY, MASTERDOWN, WRONGTYPE...): its
+  // text, the error being limiter_errc::error_reply; empty otherwise.
+  std::string error_reply;
 };
 
 class semaphore {
@@ -295,7 +298,10 @@ class semaphore {
 
   // Changes the capacity for the whole fleet; permits held beyond a lower capacity are returned as they are released.
   std::error_code set_capacity(std::int64_t capacity);
-  // The live state (at most `most` holders and waiters listed).
+  // The live state (at most `most` holders and waiters listed). Errors: the call's (admit::redis::errc),
+  // limiter_errc::error_reply for an error reply (its text in the snapshot's error_reply),
+  // std::errc::no_such_file_or_directory when the semaphore does not exist, semaphore_error_category() for a reply of
+  // another shape.
   std::pair<semaphore_snapshot, std::error_code> inspect(std::size_t most = 100);
 
   const std::string& name() const noexcept;

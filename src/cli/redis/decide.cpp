@@ -4,9 +4,16 @@
 #include "cli/redis/decide.hpp"
 
 #include <algorithm>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <string>
@@ -108,14 +115,15 @@ constexpr std::chrono::nanoseconds first_pause = std::chrono::milliseconds(50);
 constexpr std::chrono::nanoseconds last_pause = std::chrono::seconds(1);
 
 // `failure`: why Redis did not decide (the "error" of the JSON form), empty when it did.
-void print(std::ostream& out, const decide_options& o, const redis::limiter& l, const redis::limiter_result& r,
-           std::chrono::nanoseconds waited, const std::string& failure) {
+// `n`: the parsed --cost (never its text: "007" is not a JSON number).
+void print(std::ostream& out, const decide_options& o, std::int64_t n, const redis::limiter& l,
+           const redis::limiter_result& r, std::chrono::nanoseconds waited, const std::string& failure) {
   const decision& d = r.decision;
   const bool never = d.exceeds_capacity();
   if (o.json) {
     out << "{\"admitted\": " << (d.admitted ? "true" : "false") << ", \"key\": " << json_string(o.key)
         << ", \"limiter\": " << json_string(l.name()) << ", \"algorithm\": " << json_string(o.algorithm)
-        << ", \"n\": " << o.cost << ", \"limit\": " << d.limit << ", \"remaining\": " << d.remaining
+        << ", \"n\": " << n << ", \"limit\": " << d.limit << ", \"remaining\": " << d.remaining
         << ", \"retry_after_s\": " << (never ? std::string("null") : format_seconds(ns_of(d.retry_after)))
         << ", \"reset_after_s\": " << format_seconds(ns_of(d.reset_after))
         << ", \"decided_by\": " << json_string(source_name(r.source))
@@ -124,7 +132,7 @@ void print(std::ostream& out, const decide_options& o, const redis::limiter& l, 
         << "}\n";
     return;
   }
-  out << (d.admitted ? "admitted" : "refused") << ": " << quote(o.key) << " n=" << o.cost << " limit=" << d.limit
+  out << (d.admitted ? "admitted" : "refused") << ": " << quote(o.key) << " n=" << n << " limit=" << d.limit
       << " remaining=" << d.remaining;
   if (!d.admitted) {
     out << " retry_after=" << (never ? std::string("never") : human_duration(ns_of(d.retry_after)));
@@ -132,6 +140,30 @@ void print(std::ostream& out, const decide_options& o, const redis::limiter& l, 
   out << " reset_after=" << human_duration(ns_of(d.reset_after)) << " decided_by=" << source_name(r.source);
   if (waited > std::chrono::nanoseconds::zero()) out << " waited=" << human_duration(ns_of(waited));
   out << "\n";
+}
+
+// limiter.decide(key, n), given up at `deadline` (if any) when that comes before the limiter's own timeout: an
+// attempt of --wait never runs past --max-wait. Blocking; not on `executor`'s thread.
+redis::limiter_result decide_by(const redis::limiter& limiter, const boost::asio::any_io_executor& executor,
+                                const std::string& key, std::int64_t n,
+                                std::optional<std::chrono::steady_clock::time_point> deadline,
+                                std::chrono::nanoseconds timeout) {
+  if (!deadline || *deadline >= std::chrono::steady_clock::now() + timeout) return limiter.decide(key, n);
+  auto cancel = std::make_shared<boost::asio::cancellation_signal>();
+  auto done = std::make_shared<std::promise<redis::limiter_result>>();
+  std::future<redis::limiter_result> answer = done->get_future();
+  limiter.async_decide_detailed(
+      key, n,
+      boost::asio::bind_cancellation_slot(
+          cancel->slot(),
+          boost::asio::bind_executor(executor, [done](redis::limiter_result r) { done->set_value(std::move(r)); })));
+  if (answer.wait_until(*deadline) == std::future_status::timeout) {
+    // On the executor's (only) thread, as the operation's cancellation slot wants; a no-op once it has completed.
+    boost::asio::post(executor, [cancel] { cancel->emit(boost::asio::cancellation_type::terminal); });
+  }
+  redis::limiter_result r = answer.get();
+  if (r.error == boost::asio::error::operation_aborted) r.error = redis::to_error_code(redis::errc::timeout);
+  return r;
 }
 
 }  // namespace
@@ -169,13 +201,24 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
     }
 
     const auto start = std::chrono::steady_clock::now();
+    // Every retry of --wait (connecting, PING, deciding) ends by then: each call's timeout is cut to what is left. The
+    // first asking is not waiting: it has its whole --timeout, as without --wait.
+    std::optional<std::chrono::steady_clock::time_point> give_up;
+    if (o.wait && max_wait) give_up = start + *max_wait;
     std::chrono::nanoseconds pause = first_pause;
     for (bool retried = false;; retried = true) {
-      std::optional<redis_failure> failure = check_ready(conn, lo.timeout);
+      const std::optional<std::chrono::steady_clock::time_point> by = retried ? give_up : std::nullopt;
+      std::optional<redis_failure> failure = check_ready(conn, lo.timeout, by);
       redis::limiter_result r;
       if (!failure) {
-        r = limiter->decide(o.key, n);
-        if (r.error) failure = call_failure(conn, std::error_code(r.error), r.message, lo.timeout);
+        const auto asked = std::chrono::steady_clock::now();
+        r = decide_by(*limiter, io.executor(), o.key, n, by, lo.timeout);
+        if (r.error) {
+          // A decision cut short by --max-wait: no answer within what was left of it.
+          const std::chrono::nanoseconds given =
+              by && *by < asked + lo.timeout ? std::chrono::nanoseconds(*by - asked) : lo.timeout;
+          failure = call_failure(conn, std::error_code(r.error), r.message, given);
+        }
       }
       // Time spent waiting for admission (zero for an answer at the first asking).
       const std::chrono::nanoseconds waited =
@@ -199,23 +242,23 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
         policy.decision.admitted = o.fail_open;
         policy.decision.limit = limiter->limit();
         if (!o.fail_open) policy.decision.retry_after = lo.failure_retry_after;
-        print(out, o, *limiter, policy, waited, failure->message);
+        print(out, o, n, *limiter, policy, waited, failure->message);
         return o.fail_open ? exit_ok : failure->exit_status();
       }
       pause = first_pause;
       if (r.decision.admitted) {
-        print(out, o, *limiter, r, waited, {});
+        print(out, o, n, *limiter, r, waited, {});
         return exit_ok;
       }
       if (r.decision.exceeds_capacity()) {
-        print(out, o, *limiter, r, waited, {});
+        print(out, o, n, *limiter, r, waited, {});
         err << "admit decide: --cost " << n << " is more than the limit " << r.decision.limit
             << ": it can never be admitted\n";
         return exit_bad_input;
       }
       const auto so_far = std::chrono::steady_clock::now() - start;
       if (!o.wait || (max_wait && so_far + r.decision.retry_after > *max_wait)) {
-        print(out, o, *limiter, r, waited, {});
+        print(out, o, n, *limiter, r, waited, {});
         return exit_refused;
       }
       err << "admit decide: refused, retrying in " << human_duration(ns_of(r.decision.retry_after)) << " (waited "

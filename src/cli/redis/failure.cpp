@@ -1,6 +1,7 @@
 // Redis failures of `admit decide` / `admit inspect` in words (see failure.hpp).
 #include "cli/redis/failure.hpp"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -103,10 +104,25 @@ std::string redis_address(const redis::connection_options& o) {
   return address;
 }
 
-std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::nanoseconds timeout) {
-  if (const boost::system::error_code ec = conn.connect()) return connection_failure(conn, std::error_code(ec));
-  const redis::result r = conn.execute_for(timeout, "PING");
-  if (r.error) return call_failure(conn, std::error_code(r.error), {}, timeout);
+std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::nanoseconds timeout,
+                                         std::optional<std::chrono::steady_clock::time_point> deadline) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto ping_deadline = [&] {
+    const auto by_timeout = std::chrono::steady_clock::now() + timeout;
+    return deadline ? std::min(*deadline, by_timeout) : by_timeout;
+  };
+  // The time given up to `until`, for a timeout's message.
+  const auto given = [&](std::chrono::steady_clock::time_point until) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(until - start);
+  };
+  if (const boost::system::error_code ec = deadline ? conn.connect_until(*deadline) : conn.connect()) {
+    if (ec == errc::timeout) return call_failure(conn, std::error_code(ec), {}, given(*deadline));
+    return connection_failure(conn, std::error_code(ec));
+  }
+  const auto until = ping_deadline();
+  const redis::result r = conn.execute_until(until, "PING");
+  if (r.error)
+    return call_failure(conn, std::error_code(r.error), {}, deadline && until == *deadline ? given(until) : timeout);
   if (r.value.is_error()) return reply_failure(conn, r.value.str());
   return std::nullopt;
 }

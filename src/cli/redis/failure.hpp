@@ -2,10 +2,12 @@
 // can act on, and the exit status that goes with it:
 //
 //   75 (EX_TEMPFAIL)    may pass by waiting: no answer within --timeout, connection refused (the server is down or
-//                       restarting), the connection lost or reset, the server LOADING, BUSY, TRYAGAIN, MASTERDOWN or
-//                       CLUSTERDOWN. `admit decide --wait` retries these.
-//   69 (EX_UNAVAILABLE) a mistake waiting cannot fix: authentication failed (WRONGPASS, NOAUTH, NOPERM), unknown host,
-//                       a database the server does not have, a peer that does not speak RESP, any other error reply.
+//                       restarting), the connection lost or reset, a name server that cannot answer now (EAI_AGAIN),
+//                       the server LOADING, BUSY, TRYAGAIN, MASTERDOWN or CLUSTERDOWN. `admit decide --wait` retries
+//                       these.
+//   69 (EX_UNAVAILABLE) a mistake waiting cannot fix: authentication failed (WRONGPASS, NOAUTH, NOPERM), unknown host
+//                       (no such name), a database the server does not have, a peer that does not speak RESP, any
+//                       other error reply.
 //
 // Messages name the server as its URL without the password (redis_address).
 #pragma once
@@ -37,8 +39,10 @@ std::string redis_address(const redis::connection_options& options);
 
 // Connects (one attempt, bounded by the options' connect_timeout, or the next one while the connection waits out a
 // backoff) and checks with a PING, within `timeout`, that the server takes our commands (a server that wants a
-// password the URL lacks says NOAUTH only then). Empty when ready. Blocking; not on the connection's executor.
-std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::nanoseconds timeout);
+// password the URL lacks says NOAUTH only then). Empty when ready. Never past `deadline` when there is one (then a
+// timeout, as the PING's). Blocking; not on the connection's executor.
+std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::nanoseconds timeout,
+                                         std::optional<std::chrono::steady_clock::time_point> deadline = {});
 
 // A call on `conn` that failed with `error` (and, for an error reply, the reply's text): what happened, using the
 // connection's last failure when the call timed out with the connection down or the connection was lost.

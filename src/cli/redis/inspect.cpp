@@ -117,7 +117,7 @@ int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) 
         err << "admit inspect: no semaphore named " << quote(o.name) << " on " << redis_address(co) << "\n";
         return exit_failure;
       }
-      if (r.second) failure = call_failure(conn, r.second, {}, timeout);
+      if (r.second) failure = call_failure(conn, r.second, r.first.error_reply, timeout);
     }
     if (failure) {
       err << "admit inspect: " << failure->message << "\n";
