@@ -3,13 +3,15 @@
 find_package(GTest REQUIRED)
 include(GoogleTest)
 
-# admit_add_test(<source> [PCH <owner>] [TIMEOUT <seconds>] [LIBRARIES <targets>...] [LABELS <labels>...])
+# admit_add_test(<source> [PCH <owner>] [TIMEOUT <seconds>] [LABEL <label>] [LIBRARIES <targets>...])
 # One test program per source file, named after it. A test whose source starts threads (std::thread, std::jthread,
-# std::async, or the Redis tests' io_thread) gets the label `threads`: the ThreadSanitizer preset builds and runs only
-# those. Every test has a timeout (default 300 s), so a hang fails in minutes. The programs reuse one precompiled header per kind
-# (admit_test_pch by default; admit_add_test_pch makes others), parsed once per build instead of once per program.
+# std::async, or the Redis tests' io_thread) is labelled `threads` (unless it has a LABEL, as the Redis tests' `redis`),
+# the others `unit`: the ThreadSanitizer preset builds only the tests that start threads and runs the labels `threads`
+# and `redis`. Every test has a timeout (default 300 s), so a hang fails in minutes. The programs reuse one precompiled
+# header per kind (admit_test_pch by default; admit_add_test_pch makes others), parsed once per build instead of once
+# per program.
 function(admit_add_test source)
-  cmake_parse_arguments(PARSE_ARGV 1 T "" "PCH;TIMEOUT" "LIBRARIES;LABELS")
+  cmake_parse_arguments(PARSE_ARGV 1 T "" "PCH;TIMEOUT;LABEL" "LIBRARIES")
   if(NOT T_PCH)
     set(T_PCH admit_test_pch)
   endif()
@@ -18,17 +20,21 @@ function(admit_add_test source)
   endif()
   get_filename_component(name ${source} NAME_WE)
   file(STRINGS ${source} thread_lines REGEX "std::(j?thread|async)|io_thread")
-  if(thread_lines)
-    list(APPEND T_LABELS threads)
-  elseif(ADMIT_THREADED_TESTS_ONLY)
+  if(NOT thread_lines AND ADMIT_THREADED_TESTS_ONLY)
     return()
+  endif()
+  # One label a test: gtest_discover_tests cannot pass a list of labels through (the second becomes a property name).
+  if(NOT T_LABEL AND thread_lines)
+    set(T_LABEL threads)
+  elseif(NOT T_LABEL)
+    set(T_LABEL unit)
   endif()
   add_executable(${name} ${source})
   target_link_libraries(${name} PRIVATE admit::admit admit::testing admit_warnings GTest::gtest GTest::gtest_main
     ${T_LIBRARIES})
   target_compile_options(${name} PRIVATE ${admit_test_pch_options})
   target_precompile_headers(${name} REUSE_FROM ${T_PCH})
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS ${T_LABEL})
 endfunction()
 
 # -fpch-preprocess lets ccache cache GCC's compiles that use a precompiled header; it changes nothing else.
