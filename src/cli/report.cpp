@@ -85,6 +85,39 @@ void write_json_document(std::ostream& out, const nlohmann::ordered_json& docume
   out << document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
+namespace {
+
+void write_json_inline(std::ostream& out, const nlohmann::ordered_json& value) {
+  if (value.is_object()) {
+    out << '{';
+    const char* separator = "";
+    for (const auto& [key, member] : value.items()) {
+      out << separator << json_string(key) << ": ";
+      write_json_inline(out, member);
+      separator = ", ";
+    }
+    out << '}';
+  } else if (value.is_array()) {
+    out << '[';
+    const char* separator = "";
+    for (const auto& element : value) {
+      out << separator;
+      write_json_inline(out, element);
+      separator = ", ";
+    }
+    out << ']';
+  } else {
+    out << value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+}
+
+}  // namespace
+
+void write_json_line(std::ostream& out, const nlohmann::ordered_json& document) {
+  write_json_inline(out, document);
+  out << "\n";
+}
+
 void write_summary(std::ostream& out, const report_context& ctx, const replay_result& r, bool comment) {
   const std::string p = comment ? "# " : "";
   const auto& s = ctx.settings;

@@ -47,4 +47,8 @@ void write_events(std::ostream& out, const replay_result& result);
 // `document` pretty-printed (two-space indent) and a newline.
 void write_json_document(std::ostream& out, const nlohmann::ordered_json& document);
 
+// `document` on one line, members separated by ", " and keys by ": " (one record a line, for log collectors), and a
+// newline. Strings and numbers are written by nlohmann::json (invalid UTF-8 becomes U+FFFD).
+void write_json_line(std::ostream& out, const nlohmann::ordered_json& document);
+
 }  // namespace admit::cli

@@ -121,15 +121,21 @@ void print(std::ostream& out, const decide_options& o, std::int64_t n, const red
   const decision& d = r.decision;
   const bool never = d.exceeds_capacity();
   if (o.json) {
-    out << "{\"admitted\": " << (d.admitted ? "true" : "false") << ", \"key\": " << json_string(o.key)
-        << ", \"limiter\": " << json_string(l.name()) << ", \"algorithm\": " << json_string(o.algorithm)
-        << ", \"n\": " << n << ", \"limit\": " << d.limit << ", \"remaining\": " << d.remaining
-        << ", \"retry_after_s\": " << (never ? std::string("null") : format_seconds(ns_of(d.retry_after)))
-        << ", \"reset_after_s\": " << format_seconds(ns_of(d.reset_after))
-        << ", \"decided_by\": " << json_string(source_name(r.source))
-        << ", \"error\": " << (failure.empty() ? std::string("null") : json_string(failure))
-        << ", \"server_time_us\": " << r.server_time.count() << ", \"waited_s\": " << format_seconds(ns_of(waited))
-        << "}\n";
+    nlohmann::ordered_json j;
+    j["admitted"] = d.admitted;
+    j["key"] = o.key;
+    j["limiter"] = l.name();
+    j["algorithm"] = o.algorithm;
+    j["n"] = n;
+    j["limit"] = d.limit;
+    j["remaining"] = d.remaining;
+    j["retry_after_s"] = never ? nlohmann::ordered_json(nullptr) : json_seconds(ns_of(d.retry_after));
+    j["reset_after_s"] = json_seconds(ns_of(d.reset_after));
+    j["decided_by"] = source_name(r.source);
+    j["error"] = failure.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(failure);
+    j["server_time_us"] = r.server_time.count();
+    j["waited_s"] = json_seconds(ns_of(waited));
+    write_json_line(out, j);
     return;
   }
   out << (d.admitted ? "admitted" : "refused") << ": " << quote(o.key) << " n=" << n << " limit=" << d.limit

@@ -37,22 +37,26 @@ std::string left(std::chrono::microseconds d) {
 }
 
 void print_json(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s) {
-  out << "{\"name\": " << json_string(name) << ", \"capacity\": " << s.capacity << ", \"available\": " << s.available
-      << ", \"last_fencing_token\": " << s.last_fencing_token << ", \"server_time_us\": " << s.server_time.count()
-      << ", \"holder_count\": " << s.holder_count << ", \"waiter_count\": " << s.waiter_count << ", \"holders\": [";
-  for (std::size_t i = 0; i < s.holders.size(); ++i) {
-    const auto& h = s.holders[i];
-    out << (i ? ", " : "") << "{\"id\": " << json_string(h.id) << ", \"count\": " << h.count
-        << ", \"fencing_token\": " << h.fencing_token << ", \"lease_left_s\": " << format_seconds(ns(h.remaining))
-        << "}";
+  nlohmann::ordered_json j;
+  j["name"] = name;
+  j["capacity"] = s.capacity;
+  j["available"] = s.available;
+  j["last_fencing_token"] = s.last_fencing_token;
+  j["server_time_us"] = s.server_time.count();
+  j["holder_count"] = s.holder_count;
+  j["waiter_count"] = s.waiter_count;
+  j["holders"] = nlohmann::ordered_json::array();
+  for (const auto& h : s.holders) {
+    j["holders"].push_back({{"id", h.id},
+                            {"count", h.count},
+                            {"fencing_token", h.fencing_token},
+                            {"lease_left_s", json_seconds(ns(h.remaining))}});
   }
-  out << "], \"queue\": [";
-  for (std::size_t i = 0; i < s.queue.size(); ++i) {
-    const auto& w = s.queue[i];
-    out << (i ? ", " : "") << "{\"id\": " << json_string(w.id) << ", \"count\": " << w.count
-        << ", \"expires_in_s\": " << format_seconds(ns(w.remaining)) << "}";
+  j["queue"] = nlohmann::ordered_json::array();
+  for (const auto& w : s.queue) {
+    j["queue"].push_back({{"id", w.id}, {"count", w.count}, {"expires_in_s", json_seconds(ns(w.remaining))}});
   }
-  out << "]}\n";
+  write_json_line(out, j);
 }
 
 void print_text(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s) {
