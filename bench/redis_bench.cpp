@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "admit/rate.hpp"
-#include "admit/redis/connection.hpp"
+#include "admit/redis/client/connection.hpp"
 #include "admit/redis/gcra.hpp"
 #include "redis_bench_common.hpp"
 

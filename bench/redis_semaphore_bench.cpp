@@ -65,7 +65,7 @@
 #include <utility>
 #include <vector>
 
-#include "admit/redis/connection.hpp"
+#include "admit/redis/client/connection.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "redis_bench_common.hpp"
 

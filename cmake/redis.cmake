@@ -3,7 +3,7 @@
 #   include(cmake/redis.cmake)
 # Built when ADMIT_WITH_REDIS is ON (default: hiredis found by pkg-config and ADMIT_WITH_ASIO ON).
 #
-# A compiled static library (src/redis/*.cpp) rather than header-only: hiredis's C headers and macros (REDIS_OK,
+# A compiled static library (src/redis/{client,limiter,semaphore}/*.cpp) rather than header-only: hiredis's C headers and macros (REDIS_OK,
 # REDIS_REPLY_*, redisReader) stay out of users' translation units, the connection's state machine is compiled once,
 # and only the thin completion-token layer (async_execute, async_evalsha) is templated in the headers.
 find_package(PkgConfig QUIET)
@@ -55,22 +55,17 @@ if(ADMIT_WITH_REDIS)
     list(APPEND admit_redis_lua_headers ${header})
   endforeach()
 
+  # One folder per room: client/ (knows nothing of limits), limiter/ (the rate limiters' core and algorithms),
+  # semaphore/ (the distributed semaphore). hash_tag.hpp, shared by the last two, is in src/redis/.
+  file(GLOB admit_redis_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/redis/client/*.cpp
+    ${PROJECT_SOURCE_DIR}/src/redis/limiter/*.cpp ${PROJECT_SOURCE_DIR}/src/redis/semaphore/*.cpp)
   add_library(admit_redis STATIC
-    ${PROJECT_SOURCE_DIR}/src/redis/cluster.cpp
-    ${PROJECT_SOURCE_DIR}/src/redis/connection.cpp
-    ${PROJECT_SOURCE_DIR}/src/redis/fixed_window.cpp
-    ${PROJECT_SOURCE_DIR}/src/redis/gcra.cpp
-    ${PROJECT_SOURCE_DIR}/src/redis/limiter.cpp
-    ${PROJECT_SOURCE_DIR}/src/redis/options.cpp
-    ${PROJECT_SOURCE_DIR}/src/redis/parameters.cpp
-    ${PROJECT_SOURCE_DIR}/src/redis/semaphore.cpp
-    ${PROJECT_SOURCE_DIR}/src/redis/sliding_log.cpp
-    ${PROJECT_SOURCE_DIR}/src/redis/sliding_window.cpp
-    ${PROJECT_SOURCE_DIR}/src/redis/token_bucket.cpp
+    ${admit_redis_sources}
     ${admit_redis_lua_headers})
   add_library(admit::redis ALIAS admit_redis)
   set_target_properties(admit_redis PROPERTIES EXPORT_NAME redis POSITION_INDEPENDENT_CODE ON)
-  target_include_directories(admit_redis PRIVATE $<BUILD_INTERFACE:${admit_redis_lua_dir}>)
+  target_include_directories(admit_redis PRIVATE $<BUILD_INTERFACE:${admit_redis_lua_dir}>
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src/redis>)
   # admit_warnings only while building admit (it is not exported); hiredis is a private dependency of the static
   # library, recreated by admit-config.cmake for consumers of the installed package.
   target_link_libraries(admit_redis PUBLIC admit_asio PRIVATE PkgConfig::HIREDIS $<BUILD_INTERFACE:admit_warnings>)

@@ -1,6 +1,6 @@
 // Uses the installed admit::redis: builds a connection and a distributed GCRA (nothing is sent until a decision is
 // asked for) and prints the interval the limiter enforces.
-#include <admit/redis/connection.hpp>
+#include <admit/redis/client/connection.hpp>
 #include <admit/redis/gcra.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cstdio>

@@ -18,7 +18,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include "admit/redis/connection.hpp"
+#include "admit/redis/client/connection.hpp"
 #include "admit/redis/semaphore.hpp"
 
 namespace {

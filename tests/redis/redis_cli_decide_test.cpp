@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "admit/redis/connection.hpp"
+#include "admit/redis/client/connection.hpp"
 #include "admit/redis/gcra.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "child_process.hpp"

@@ -28,7 +28,7 @@
 #include <string>
 
 #include "admit/rate.hpp"
-#include "admit/redis/client.hpp"
+#include "admit/redis/client/client.hpp"
 #include "admit/redis/limiter.hpp"
 
 namespace admit::redis {

@@ -38,14 +38,14 @@
 #include "admit/detail/check_n.hpp"
 #include "admit/rate.hpp"
 #include "admit/redis/circuit_breaker.hpp"
-#include "admit/redis/client.hpp"
-#include "admit/redis/command.hpp"
-#include "admit/redis/detail/request.hpp"
-#include "admit/redis/errc.hpp"
+#include "admit/redis/client/client.hpp"
+#include "admit/redis/client/command.hpp"
+#include "admit/redis/client/detail/request.hpp"
+#include "admit/redis/client/errc.hpp"
+#include "admit/redis/client/reply.hpp"
+#include "admit/redis/client/script.hpp"
 #include "admit/redis/limiter_options.hpp"
 #include "admit/redis/limiter_result.hpp"
-#include "admit/redis/reply.hpp"
-#include "admit/redis/script.hpp"
 
 namespace admit::redis {
 

@@ -64,9 +64,9 @@
 #include <utility>
 
 #include "admit/errc.hpp"
-#include "admit/redis/client.hpp"
-#include "admit/redis/cluster.hpp"
-#include "admit/redis/connection.hpp"
+#include "admit/redis/client/client.hpp"
+#include "admit/redis/client/cluster.hpp"
+#include "admit/redis/client/connection.hpp"
 
 namespace admit::redis {
 

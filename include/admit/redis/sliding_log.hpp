@@ -36,7 +36,7 @@
 #include <cstdint>
 #include <string>
 
-#include "admit/redis/client.hpp"
+#include "admit/redis/client/client.hpp"
 #include "admit/redis/limiter.hpp"
 
 namespace admit::redis {

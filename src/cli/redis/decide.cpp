@@ -21,11 +21,11 @@
 #include <system_error>
 #include <thread>
 
-#include "admit/redis/connection.hpp"
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/client/options.hpp"
 #include "admit/redis/fixed_window.hpp"
 #include "admit/redis/gcra.hpp"
 #include "admit/redis/limiter.hpp"
-#include "admit/redis/options.hpp"
 #include "admit/redis/sliding_log.hpp"
 #include "admit/redis/sliding_window.hpp"
 #include "admit/redis/token_bucket.hpp"

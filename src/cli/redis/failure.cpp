@@ -5,7 +5,7 @@
 #include <array>
 #include <string>
 
-#include "admit/redis/errc.hpp"
+#include "admit/redis/client/errc.hpp"
 #include "admit/redis/limiter_result.hpp"
 #include "cli/duration.hpp"
 #include "cli/message.hpp"

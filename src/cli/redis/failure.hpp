@@ -18,8 +18,8 @@
 #include <string_view>
 #include <system_error>
 
-#include "admit/redis/connection.hpp"
-#include "admit/redis/options.hpp"
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/client/options.hpp"
 
 namespace admit::cli {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <system_error>
 
-#include "admit/redis/connection.hpp"
-#include "admit/redis/options.hpp"
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/client/options.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "cli/duration.hpp"
 #include "cli/message.hpp"

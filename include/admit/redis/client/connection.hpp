@@ -1,0 +1,232 @@
+// admit/redis/client/connection.hpp — one connection to a Redis server (TCP or unix socket) shared by many callers:
+// concurrent commands are pipelined (batched into one write; replies matched in order), with a blocking and an Asio
+// asynchronous interface, per-call deadlines, and reconnection with backoff.
+//
+//   admit::redis::connection conn(io.get_executor(), "redis://127.0.0.1:6379/0");
+//   auto [ec, r] = co_await conn.async_execute("INCR", "hits", boost::asio::as_tuple(boost::asio::use_awaitable));
+//
+// Guarantees.
+// - Pipelining: calls from any threads and coroutines queue in one FIFO; whenever no write is in progress, everything
+//   queued is written in one write (at most ~256 KiB per write) and the replies are matched to the calls in order.
+//   No call waits for another's reply before being sent. A write does not wait for a busy executor either: once 16
+//   calls are queued behind a drain that has not run yet (e.g. the completions of one read each issuing the next
+//   call), they are written at once, so that the server works while the client completes the rest.
+// - Completion: a call completes exactly once, with (error_code, reply). A Redis error reply (NOSCRIPT, MOVED, ...)
+//   is a value with an empty error_code. Errors: errc::timeout (deadline passed; a late reply is read and discarded),
+//   errc::outcome_unknown (connection lost after the command was possibly written: it may or may not have run — it is
+//   never retried), errc::closed, boost::asio::error::operation_aborted (cancelled through the handler's slot).
+// - Asynchronous handlers run on their associated executor (the connection's executor when they have none) through a
+//   post, never inside the initiating call. Blocking calls wake the calling thread directly.
+// - Connecting: the first call (or connect()) starts it; each attempt is bounded by connect_timeout and runs resolve,
+//   connect, AUTH and SELECT. Calls made while not connected wait (bounded by their deadlines) and are written once
+//   connected; they were never sent, so they are safe (one that times out so fails with errc::timeout, and
+//   last_connect_error() says why the connection is down). After a failure or a lost connection the connection retries
+//   forever with exponential, capped, jittered backoff until closed.
+// - Threads: the connection's I/O runs on a strand of its executor; every member is thread-safe. Blocking members
+//   must not be called from a thread running the connection's executor (they would wait for themselves).
+// - Lifetime: destroy (or close) the connection before its execution context. Handles passed to asynchronous calls
+//   (the command) are copied; nothing needs to outlive the call.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/system/error_code.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "admit/redis/client/client.hpp"
+#include "admit/redis/client/command.hpp"
+#include "admit/redis/client/detail/request.hpp"
+#include "admit/redis/client/errc.hpp"
+#include "admit/redis/client/options.hpp"
+#include "admit/redis/client/reply.hpp"
+
+namespace admit::redis {
+
+// Counters since the connection was created (relaxed reads; each is exact once the connection is quiet).
+struct connection_statistics {
+  std::uint64_t writes = 0;             // write operations (each carries one batch)
+  std::uint64_t commands_written = 0;   // commands in those batches (commands_written / writes = batching)
+  std::uint64_t replies = 0;            // replies matched to a call (including discarded ones)
+  std::uint64_t discarded_replies = 0;  // late replies of calls that had already timed out or been cancelled
+  std::uint64_t connects = 0;           // successful connections (handshake included)
+  std::uint64_t connection_losses = 0;  // established connections that were lost
+};
+
+namespace detail {
+class connection_impl;
+std::shared_ptr<connection_impl> make_connection_impl(boost::asio::any_io_executor ex, connection_options options);
+std::string format_command(const command& cmd);  // RESP through hiredis; throws std::invalid_argument if empty
+void submit(connection_impl& impl, std::shared_ptr<request_base> req);
+void add_connect_waiter(connection_impl& impl, std::shared_ptr<request_base> req);
+result execute_blocking(connection_impl& impl, const command& cmd,
+                        std::optional<std::chrono::steady_clock::time_point> deadline);
+boost::system::error_code connect_blocking(connection_impl& impl,
+                                           std::optional<std::chrono::steady_clock::time_point> deadline);
+void close(connection_impl& impl);
+connection_statistics statistics(const connection_impl& impl) noexcept;
+bool is_connected(const connection_impl& impl) noexcept;
+std::string last_error(const connection_impl& impl);
+std::error_code last_connect_error(const connection_impl& impl);
+}  // namespace detail
+
+class connection final : public client {
+ public:
+  // Does not connect yet (the first call or connect() does). Throws std::invalid_argument for invalid options or URL.
+  connection(executor_type ex, connection_options options)
+      : executor_(std::move(ex)),
+        options_(std::move(options)),
+        impl_(detail::make_connection_impl(executor_, options_)) {}
+  connection(executor_type ex, std::string_view url) : connection(std::move(ex), parse_url(url)) {}
+
+  // Closes the connection (see close()).
+  ~connection() override {
+    detach();
+    detail::close(*impl_);
+  }
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  // The executor given at construction (the connection's I/O runs on a strand of it).
+  executor_type get_executor() const noexcept override { return executor_; }
+  const connection_options& options() const noexcept { return options_; }
+
+  // now + options().command_timeout, or none when that is nanoseconds::max().
+  std::optional<clock::time_point> default_deadline() const noexcept override {
+    if (options_.command_timeout == std::chrono::nanoseconds::max()) return std::nullopt;
+    const auto now = clock::now();
+    if (options_.command_timeout > clock::time_point::max() - now) return std::nullopt;
+    return now + std::chrono::duration_cast<clock::duration>(options_.command_timeout);
+  }
+
+  // Completes when connected (handshake done) — at once if already — or with the error of the current attempt (or
+  // of the next one, while waiting out a backoff): errc::connection_refused, unknown_host, connection_failed,
+  // connect_timeout, auth_failed, select_failed or protocol_error; last_error() has the system's or server's words.
+  // Completion: void(error_code). Thread-safe.
+  template <class CompletionToken>
+  auto async_connect(CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
+        [impl = impl_, ex = executor_](auto handler) {
+          auto req =
+              std::make_shared<detail::async_request<std::decay_t<decltype(handler)>, false>>(std::move(handler), ex);
+          req->attach_cancellation();
+          detail::add_connect_waiter(*impl, std::move(req));
+        },
+        token);
+  }
+  // Blocking connect; the same results.
+  boost::system::error_code connect() { return detail::connect_blocking(*impl_, std::nullopt); }
+  // The same, giving up at `deadline` with errc::timeout (the attempt goes on without this caller).
+  boost::system::error_code connect_until(clock::time_point deadline) {
+    return detail::connect_blocking(*impl_, deadline);
+  }
+
+  // async_execute(arg, arg..., token) or async_execute(command, token): sends the command with the default deadline
+  // (options().command_timeout). Arguments are string-like or integers. Completion: void(error_code, reply).
+  // Throws std::invalid_argument (before starting) for an empty command.
+  template <class... ArgsThenToken>
+  auto async_execute(ArgsThenToken&&... args) {
+    return split_and_initiate(default_deadline(), std::forward<ArgsThenToken>(args)...);
+  }
+  // The same with a deadline of now + timeout (a zero or negative timeout completes with errc::timeout unsent).
+  template <class Rep, class Period, class... ArgsThenToken>
+  auto async_execute_for(std::chrono::duration<Rep, Period> timeout, ArgsThenToken&&... args) {
+    return split_and_initiate(deadline_after(timeout), std::forward<ArgsThenToken>(args)...);
+  }
+  // The same with an explicit deadline (std::nullopt: none). A deadline already passed completes with errc::timeout
+  // and sends nothing.
+  template <class... ArgsThenToken>
+  auto async_execute_until(std::optional<clock::time_point> deadline, ArgsThenToken&&... args) {
+    return split_and_initiate(deadline, std::forward<ArgsThenToken>(args)...);
+  }
+
+  // Blocking forms: wait on the calling thread (which must not run the connection's executor) for the reply or the
+  // deadline. execute uses the default deadline.
+  template <class... Args>
+  result execute(const Args&... args) {
+    return detail::execute_blocking(*impl_, detail::make_command(args...), default_deadline());
+  }
+  template <class Rep, class Period, class... Args>
+  result execute_for(std::chrono::duration<Rep, Period> timeout, const Args&... args) {
+    return detail::execute_blocking(*impl_, detail::make_command(args...), deadline_after(timeout));
+  }
+  template <class... Args>
+  result execute_until(std::optional<clock::time_point> deadline, const Args&... args) {
+    return detail::execute_blocking(*impl_, detail::make_command(args...), deadline);
+  }
+
+  // Stops for good: calls not yet answered complete with errc::closed (a command already written may still run),
+  // connect waiters too; later calls complete with errc::closed. Idempotent; thread-safe.
+  void close() { detail::close(*impl_); }
+
+  bool is_connected() const noexcept { return detail::is_connected(*impl_); }
+  connection_statistics statistics() const noexcept { return detail::statistics(*impl_); }
+  // The last connection-level failure in words (e.g. the server's answer to AUTH), empty if none.
+  std::string last_error() const { return detail::last_error(*impl_); }
+  // Why the connection last failed: the error of the last failed attempt (as async_connect said it) or of the last
+  // lost connection (errc::connection_lost, or protocol_error when the server sent what is not RESP); empty if it
+  // never failed. While is_connected() is false it says why the connection is down: a call that times out then
+  // fails with errc::timeout (it was never sent), and this has the cause (connection_refused, unknown_host,
+  // auth_failed, ...). Thread-safe.
+  std::error_code last_connect_error() const { return detail::last_connect_error(*impl_); }
+
+ private:
+  void do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) override {
+    req->payload = detail::format_command(cmd);
+    detail::submit(*impl_, std::move(req));
+  }
+  result do_execute(std::optional<clock::time_point> deadline, const command& cmd) override {
+    return detail::execute_blocking(*impl_, cmd, deadline);
+  }
+
+  template <class Rep, class Period>
+  static std::optional<clock::time_point> deadline_after(std::chrono::duration<Rep, Period> timeout) {
+    const auto now = clock::now();
+    if (timeout <= timeout.zero()) return now;
+    if (std::chrono::duration_cast<std::chrono::duration<double>>(timeout).count() >=
+        std::chrono::duration_cast<std::chrono::duration<double>>(clock::time_point::max() - now).count()) {
+      return std::nullopt;
+    }
+    return now + std::chrono::duration_cast<clock::duration>(timeout);
+  }
+
+  template <class... ArgsThenToken>
+  auto split_and_initiate(std::optional<clock::time_point> deadline, ArgsThenToken&&... args) {
+    constexpr std::size_t n = sizeof...(ArgsThenToken);
+    static_assert(n >= 2, "async_execute(command arguments..., completion token)");
+    auto all = std::forward_as_tuple(std::forward<ArgsThenToken>(args)...);
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return initiate(deadline, detail::make_command(std::get<I>(all)...), std::get<n - 1>(std::move(all)));
+    }
+    (std::make_index_sequence<n - 1>{});
+  }
+
+  template <class CompletionToken>
+  auto initiate(std::optional<clock::time_point> deadline, const command& cmd, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, reply)>(
+        [impl = impl_, ex = executor_](auto handler, std::optional<clock::time_point> when, std::string payload) {
+          auto req = std::make_shared<detail::async_request<std::decay_t<decltype(handler)>>>(std::move(handler), ex);
+          req->payload = std::move(payload);
+          req->deadline = when;
+          req->attach_cancellation();
+          detail::submit(*impl, std::move(req));
+        },
+        token, deadline, detail::format_command(cmd));
+  }
+
+  executor_type executor_;
+  connection_options options_;
+  std::shared_ptr<detail::connection_impl> impl_;
+};
+
+}  // namespace admit::redis

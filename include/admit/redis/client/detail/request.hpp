@@ -1,0 +1,189 @@
+// admit/redis/client/detail/request.hpp — one pending call on a connection: its formatted command, its deadline, and
+// the way it completes (an Asio handler posted to its executor, or a blocked thread woken).
+//
+// A request's payload is usually one command. It may hold more than one (the cluster's "ASKING" + command, which must
+// reach the node back to back): `skip_replies` leading replies are then read and dropped, and the last one completes
+// the request.
+//
+// Exactly one of the reply, the deadline, a cancellation, a connection loss and close() completes a request: the
+// first to flip `done_`. Whoever loses does nothing; a request completed before it was written is never written, and
+// one completed after it was written stays in the connection's FIFO until its reply comes (then discarded), so that
+// later replies still match their requests.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/system/error_code.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "admit/redis/client/errc.hpp"
+#include "admit/redis/client/reply.hpp"
+
+namespace admit::redis::detail {
+
+class request_base;
+using deadline_map = std::multimap<std::chrono::steady_clock::time_point, std::weak_ptr<request_base>>;
+
+class request_base : public std::enable_shared_from_this<request_base> {
+ public:
+  request_base() = default;
+  request_base(const request_base&) = delete;
+  request_base& operator=(const request_base&) = delete;
+  virtual ~request_base() = default;
+
+  // Completes the request unless something else did first; returns whether this call did. Thread-safe.
+  bool try_finish(boost::system::error_code ec, reply&& r) noexcept {
+    if (done_.exchange(true, std::memory_order_acq_rel)) return false;
+    deliver(ec, std::move(r));
+    return true;
+  }
+  bool done() const noexcept { return done_.load(std::memory_order_acquire); }
+
+  std::string payload;                                            // the RESP bytes; set before submission
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // enforced by the connection's deadline timer
+  // Replies to drop before the one that completes the request (payload = that many commands + the call's); set before
+  // submission, then touched only on the connection's strand.
+  std::uint8_t skip_replies = 0;
+  // Touched only on the connection's strand: the request's entry in the deadline map, if any.
+  bool has_deadline_entry = false;
+  deadline_map::iterator deadline_entry;
+
+ protected:
+  virtual void deliver(boost::system::error_code ec, reply&& r) noexcept = 0;
+
+ private:
+  std::atomic<bool> done_{false};
+};
+
+// A request whose completion is an Asio handler — void(error_code, reply), or void(error_code) when WithReply is
+// false (connect) — posted to the handler's associated executor (work counted while pending), never called from
+// inside the initiating function.
+template <class Handler, bool WithReply = true>
+class async_request final : public request_base {
+ public:
+  // `fallback` (the connection's executor) runs the handler when it has no associated executor.
+  async_request(Handler&& handler, const boost::asio::any_io_executor& fallback)
+      : handler_(std::move(handler)),
+        work_(boost::asio::prefer(boost::asio::get_associated_executor(handler_, fallback),
+                                  boost::asio::execution::outstanding_work.tracked)) {}
+
+  // Connects the handler's cancellation slot: terminal and partial cancellation complete the call with
+  // operation_aborted (a command already written may still run; its reply is discarded). Total cancellation is not
+  // supported — a written command may have side effects — and is ignored.
+  void attach_cancellation() {
+    auto slot = boost::asio::get_associated_cancellation_slot(handler_);
+    if (slot.is_connected()) slot.template emplace<cancel_handler>(weak_from_this());
+  }
+
+ private:
+  using work_executor = std::decay_t<decltype(boost::asio::prefer(
+      boost::asio::get_associated_executor(std::declval<Handler&>(), std::declval<boost::asio::any_io_executor>()),
+      boost::asio::execution::outstanding_work.tracked))>;
+
+  struct cancel_handler {
+    explicit cancel_handler(std::weak_ptr<request_base> r) noexcept : req(std::move(r)) {}
+    std::weak_ptr<request_base> req;
+    void operator()(boost::asio::cancellation_type_t type) const {
+      using boost::asio::cancellation_type;
+      if ((type & (cancellation_type::terminal | cancellation_type::partial)) == cancellation_type::none) return;
+      if (auto r = req.lock()) r->try_finish(boost::asio::error::operation_aborted, reply());
+    }
+  };
+
+  // The posted completion. Destroyed unrun (the execution context shut down), it only disconnects the slot.
+  class completion {
+   public:
+    completion(std::shared_ptr<async_request> self, boost::system::error_code ec, reply&& r) noexcept
+        : self_(std::move(self)), ec_(ec), reply_(std::move(r)) {}
+    completion(completion&&) noexcept = default;
+    completion& operator=(completion&&) = delete;
+    ~completion() {
+      if (self_) self_->clear_slot();
+    }
+    void operator()() {
+      std::shared_ptr<async_request> self = std::move(self_);
+      self->clear_slot();
+      Handler handler = std::move(self->handler_);
+      [[maybe_unused]] const work_executor work =
+          std::move(self->work_);  // keeps the work counted until the handler returns
+      self.reset();
+      if constexpr (WithReply) {
+        std::move(handler)(ec_, std::move(reply_));
+      } else {
+        std::move(handler)(ec_);
+      }
+    }
+
+   private:
+    std::shared_ptr<async_request> self_;
+    boost::system::error_code ec_;
+    reply reply_;
+  };
+
+  void clear_slot() noexcept {
+    auto slot = boost::asio::get_associated_cancellation_slot(handler_);
+    if (slot.is_connected()) slot.clear();
+  }
+
+  void deliver(boost::system::error_code ec, reply&& r) noexcept override {
+    auto self = std::static_pointer_cast<async_request>(shared_from_this());
+    const work_executor executor = work_;
+    boost::asio::post(executor, completion(std::move(self), ec, std::move(r)));
+  }
+
+  Handler handler_;
+  work_executor work_;
+};
+
+// A request made by a blocked thread: the thread waits on a condition variable and enforces its own deadline (leave
+// `deadline` empty when submitting it to a connection).
+class blocking_request final : public request_base {
+ public:
+  // Waits for the completion or until `until` (std::nullopt: no limit), when it completes the request with
+  // errc::timeout itself unless something else did first. Returns the completion's error and reply. Call once.
+  std::pair<boost::system::error_code, reply> wait(std::optional<std::chrono::steady_clock::time_point> until) {
+    std::unique_lock lock(mutex_);
+    if (until && !cv_.wait_until(lock, *until, [&] { return ready_; })) {
+      lock.unlock();
+      try_finish(to_error_code(errc::timeout), reply());  // loses if the reply came meanwhile; either way ready_
+      lock.lock();
+    }
+    cv_.wait(lock, [&] { return ready_; });
+    return {error_, std::move(value_)};
+  }
+
+ private:
+  void deliver(boost::system::error_code ec, reply&& r) noexcept override {
+    {
+      std::lock_guard lock(mutex_);
+      error_ = ec;
+      value_ = std::move(r);
+      ready_ = true;
+    }
+    cv_.notify_one();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool ready_ = false;
+  boost::system::error_code error_;
+  reply value_;
+};
+
+}  // namespace admit::redis::detail

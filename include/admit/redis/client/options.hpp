@@ -1,0 +1,53 @@
+// admit/redis/client/options.hpp — where and how a connection connects: endpoint, credentials, database, timeouts,
+// backoff; and the URL forms that set them.
+//
+//   auto opts = admit::redis::parse_url("redis://:secret@127.0.0.1:6379/2");   // password "secret", db 2
+//   opts.command_timeout = std::chrono::milliseconds(50);
+//
+// URL forms:
+//   redis://[[user]:password@]host[:port][/db]    host is a name, an IPv4 address or [IPv6]; port defaults to 6379
+//   unix:///absolute/path[?db=N][&password=P]     a unix-domain socket
+// user and password are percent-decoded ("p%40ss" is "p@ss"). parse_url throws std::invalid_argument naming the bad
+// part and quoting the URL.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace admit::redis {
+
+struct connection_options {
+  // TCP endpoint, used when unix_path is empty.
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  // Unix-domain socket path; when not empty, host and port are ignored.
+  std::string unix_path{};
+  // AUTH: sent when password is not empty; as "AUTH user password" when user is not empty (Redis 6 ACL).
+  std::string user{};
+  std::string password{};
+  // SELECT: sent when db != 0.
+  int db = 0;
+
+  // Bound on one connection attempt: resolve, connect, AUTH and SELECT. Must be > 0.
+  std::chrono::nanoseconds connect_timeout = std::chrono::seconds(1);
+  // Default per-call deadline of execute/async_execute (the _for/_until forms override it); nanoseconds::max() means
+  // none. Must be > 0.
+  std::chrono::nanoseconds command_timeout = std::chrono::seconds(1);
+  // Reconnection after a failed attempt or a lost connection: the n-th delay in a row is drawn uniformly from
+  // [d/2, d] with d = min(reconnect_max, reconnect_initial * 2^n); a successful connection resets n. 0 < initial <=
+  // max.
+  std::chrono::nanoseconds reconnect_initial = std::chrono::milliseconds(50);
+  std::chrono::nanoseconds reconnect_max = std::chrono::seconds(2);
+};
+
+// Parses a redis:// or unix:// URL (see the top of the file) into options with the default timeouts.
+// Throws std::invalid_argument naming the bad part: scheme, host, port, database, password, query parameter.
+connection_options parse_url(std::string_view url);
+
+// Throws std::invalid_argument naming the bad value if the options cannot work (empty host, non-positive timeouts,
+// reconnect_initial > reconnect_max, negative db).
+void validate(const connection_options& options);
+
+}  // namespace admit::redis

@@ -1,0 +1,189 @@
+// URL parsing and validation of admit::redis::connection_options.
+#include <algorithm>
+#include <charconv>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "admit/redis/client/options.hpp"
+
+namespace admit::redis {
+namespace {
+
+// What a message may quote of a password.
+constexpr std::string_view hidden = "***";
+
+// `url` with its password, if any, as "***" (in the userinfo of scheme://[user]:password@host..., in unix's
+// password=...): messages quote the URL, and they end up in logs.
+std::string redacted(std::string_view url) {
+  std::string out(url);
+  const auto scheme_end = url.find("://");
+  const std::size_t start = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
+  if (url.starts_with("unix://")) {
+    for (auto at = out.find("password=", start); at != std::string::npos; at = out.find("password=", at + 1)) {
+      if (out[at - 1] != '?' && out[at - 1] != '&') continue;
+      const std::size_t value = at + 9;
+      const std::size_t end = std::min(out.find('&', value), out.size());
+      out.replace(value, end - value, hidden);
+    }
+    return out;
+  }
+  const auto at = out.rfind('@');
+  if (at == std::string::npos || at < start) return out;
+  const auto colon = out.find(':', start);
+  if (colon == std::string::npos || colon > at) {
+    out.replace(start, at - start, hidden);  // no ':': it may well be a password
+  } else if (colon + 1 < at) {
+    out.replace(colon + 1, at - colon - 1, hidden);
+  }
+  return out;
+}
+
+[[noreturn]] void bad(std::string_view what, std::string_view part, std::string_view url) {
+  throw std::invalid_argument("redis URL: " + std::string(what) + " '" + std::string(part) + "' in '" + redacted(url) +
+                              "'");
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string percent_decode(std::string_view s, std::string_view what, std::string_view url) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    const int hi = i + 2 < s.size() ? hex_value(s[i + 1]) : -1;
+    const int lo = i + 2 < s.size() ? hex_value(s[i + 2]) : -1;
+    if (hi < 0 || lo < 0) bad("bad percent escape in " + std::string(what), what == "password" ? hidden : s, url);
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+template <class Int>
+bool parse_int(std::string_view s, Int& out) {
+  if (s.empty()) return false;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc{} && p == s.data() + s.size();
+}
+
+int parse_db(std::string_view s, std::string_view url) {
+  int db = 0;
+  if (!parse_int(s, db) || db < 0) bad("bad database number", s, url);
+  return db;
+}
+
+}  // namespace
+
+connection_options parse_url(std::string_view url) {
+  connection_options o;
+  constexpr std::string_view redis_scheme = "redis://";
+  constexpr std::string_view unix_scheme = "unix://";
+  if (url.starts_with(unix_scheme)) {
+    std::string_view rest = url.substr(unix_scheme.size());
+    std::string_view query;
+    if (const auto q = rest.find('?'); q != std::string_view::npos) {
+      query = rest.substr(q + 1);
+      rest = rest.substr(0, q);
+    }
+    if (rest.empty() || rest.front() != '/') bad("socket path must be absolute (unix:///path), got", rest, url);
+    o.unix_path = std::string(rest);
+    while (!query.empty()) {
+      const auto amp = query.find('&');
+      const std::string_view param = query.substr(0, amp);
+      query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+      const auto eq = param.find('=');
+      if (eq == std::string_view::npos) bad("query parameter without a value", param, url);
+      const std::string_view name = param.substr(0, eq), value = param.substr(eq + 1);
+      if (name == "db") {
+        o.db = parse_db(value, url);
+      } else if (name == "password") {
+        o.password = percent_decode(value, "password", url);
+      } else {
+        bad("unknown query parameter", name, url);
+      }
+    }
+    return o;
+  }
+  if (!url.starts_with(redis_scheme)) {
+    const auto colon = url.find("://");
+    const std::string shown = colon == std::string_view::npos ? redacted(url) : std::string(url.substr(0, colon));
+    bad("unsupported scheme (want redis:// or unix://)", shown, url);
+  }
+  std::string_view rest = url.substr(redis_scheme.size());
+  // [[user]:password@]
+  if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const auto colon = userinfo.find(':');
+    if (colon == std::string_view::npos) {
+      bad("credentials need ':' before the password ([user]:password@)", hidden, url);
+    }
+    o.user = percent_decode(userinfo.substr(0, colon), "user", url);
+    o.password = percent_decode(userinfo.substr(colon + 1), "password", url);
+    if (o.password.empty()) bad("empty password", userinfo, url);
+  }
+  // host[:port][/db]
+  std::string_view hostport = rest, db;
+  if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
+    hostport = rest.substr(0, slash);
+    db = rest.substr(slash + 1);
+    if (!db.empty()) o.db = parse_db(db, url);
+  }
+  std::string_view host = hostport, port;
+  if (hostport.starts_with('[')) {
+    const auto close = hostport.find(']');
+    if (close == std::string_view::npos) bad("unterminated IPv6 address", hostport, url);
+    host = hostport.substr(1, close - 1);
+    const std::string_view after = hostport.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') bad("unexpected text after IPv6 address", after, url);
+      port = after.substr(1);
+      if (port.empty()) bad("empty port", hostport, url);
+    }
+  } else if (const auto colon = hostport.rfind(':'); colon != std::string_view::npos) {
+    host = hostport.substr(0, colon);
+    port = hostport.substr(colon + 1);
+    if (port.empty()) bad("empty port", hostport, url);
+  }
+  if (host.empty()) bad("empty host", hostport, url);
+  if (host.find_first_of(" ?#@:") != std::string_view::npos && !hostport.starts_with('[')) {
+    bad("bad host", host, url);
+  }
+  o.host = std::string(host);
+  if (!port.empty()) {
+    unsigned value = 0;
+    if (!parse_int(port, value) || value == 0 || value > 65535) bad("bad port", port, url);
+    o.port = static_cast<std::uint16_t>(value);
+  }
+  return o;
+}
+
+void validate(const connection_options& o) {
+  if (o.unix_path.empty() && o.host.empty()) throw std::invalid_argument("redis connection_options: empty host");
+  if (o.db < 0) throw std::invalid_argument("redis connection_options: negative db " + std::to_string(o.db));
+  auto positive = [](std::chrono::nanoseconds d, const char* name) {
+    if (d <= std::chrono::nanoseconds::zero()) {
+      throw std::invalid_argument(std::string("redis connection_options: ") + name + " must be > 0, got " +
+                                  std::to_string(d.count()) + "ns");
+    }
+  };
+  positive(o.connect_timeout, "connect_timeout");
+  positive(o.command_timeout, "command_timeout");
+  positive(o.reconnect_initial, "reconnect_initial");
+  positive(o.reconnect_max, "reconnect_max");
+  if (o.reconnect_initial > o.reconnect_max) {
+    throw std::invalid_argument("redis connection_options: reconnect_initial (" +
+                                std::to_string(o.reconnect_initial.count()) + "ns) > reconnect_max (" +
+                                std::to_string(o.reconnect_max.count()) + "ns)");
+  }
+}
+
+}  // namespace admit::redis

@@ -1,0 +1,102 @@
+// Lua scripts through EVALSHA: loaded on NOSCRIPT (after SCRIPT FLUSH) and retried once; any other outcome is
+// returned as it is (INFO commandstats counts what the server ran).
+#include <gtest/gtest.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <chrono>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/client/errc.hpp"
+#include "admit/redis/client/script.hpp"
+#include "io_thread.hpp"
+#include "redis_server.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using admit::redis::connection;
+using admit::redis::errc;
+using admit::redis::reply;
+using admit::redis::script;
+using admit::redis::testing::io_thread;
+using admit::redis::testing::redis_server;
+namespace asio = boost::asio;
+
+const script incr_by("return redis.call('INCRBY', KEYS[1], ARGV[1])");
+
+TEST(RedisScript, LoadsOnNoscriptAndRetriesOnce) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  auto r = admit::redis::evalsha(conn, incr_by, {"c"}, {"5"});
+  ASSERT_TRUE(r.ok()) << r.error.message() << " " << r.value;
+  EXPECT_EQ(r.value, reply::integer(5));
+  EXPECT_EQ(server.calls("evalsha"), 2);  // NOSCRIPT, then the retry
+  EXPECT_EQ(server.calls("script|load"), 1);
+
+  EXPECT_EQ(admit::redis::evalsha(conn, incr_by, {"c"}, {"1"}).value, reply::integer(6));
+  EXPECT_EQ(server.calls("evalsha"), 3);
+  EXPECT_EQ(server.calls("script|load"), 1);
+
+  server.admin({"SCRIPT", "FLUSH"});
+  EXPECT_EQ(admit::redis::evalsha(conn, incr_by, {"c"}, {"1"}).value, reply::integer(7));
+  EXPECT_EQ(server.calls("evalsha"), 5);
+  EXPECT_EQ(server.calls("script|load"), 2);
+}
+
+TEST(RedisScript, AsyncLoadsOnNoscript) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const std::vector<std::string> keys{"a"}, args{"2"};
+  auto run = [&]() -> asio::awaitable<std::tuple<boost::system::error_code, reply>> {
+    co_return co_await admit::redis::async_evalsha(conn, incr_by, keys, args, asio::as_tuple(asio::use_awaitable));
+  };
+  auto f = asio::co_spawn(io.context(), run(), asio::use_future);
+  auto [ec, r] = f.get();
+  EXPECT_FALSE(ec);
+  EXPECT_EQ(r, reply::integer(2));
+  server.admin({"SCRIPT", "FLUSH"});
+  auto [ec2, r2] = asio::co_spawn(io.context(), run(), asio::use_future).get();
+  EXPECT_FALSE(ec2);
+  EXPECT_EQ(r2, reply::integer(4));
+  EXPECT_EQ(server.calls("script|load"), 2);
+}
+
+TEST(RedisScript, OtherErrorsAreNotRetried) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const script failing("return redis.call('INCR', KEYS[1])");
+  ASSERT_TRUE(conn.execute("SET", "s", "not a number").ok());
+  const auto first = admit::redis::evalsha(conn, failing, {"s"}, {});  // NOSCRIPT, load, retry: a runtime error
+  EXPECT_TRUE(first.value.is_error()) << first.value;
+  EXPECT_FALSE(first.value.is_error("NOSCRIPT"));
+  const auto evalsha_calls = server.calls("evalsha");
+  const auto second = admit::redis::evalsha(conn, failing, {"s"}, {});
+  EXPECT_TRUE(second.value.is_error());
+  EXPECT_EQ(server.calls("evalsha"), evalsha_calls + 1);
+  EXPECT_EQ(server.calls("script|load"), 1);
+}
+
+TEST(RedisScript, TimeoutIsNotRetried) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  ASSERT_TRUE(conn.execute("PING").ok());
+  server.pause(600ms);
+  const auto r = admit::redis::evalsha_until(conn, std::chrono::steady_clock::now() + 100ms, incr_by, {"t"}, {"1"});
+  EXPECT_EQ(r.error, errc::timeout);
+  // After the pause: the EVALSHA reached the server (NOSCRIPT, discarded) and nothing loaded or retried it.
+  EXPECT_EQ(conn.execute_for(10s, "GET", "t").value, reply());
+  EXPECT_EQ(server.calls("script|load"), 0);
+  EXPECT_EQ(server.calls("evalsha"), 1);
+}
+
+}  // namespace

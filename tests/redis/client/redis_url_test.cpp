@@ -1,0 +1,119 @@
+// URL parsing and option validation (admit/redis/client/options.hpp).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "admit/redis/client/options.hpp"
+
+namespace {
+
+using admit::redis::parse_url;
+
+// The message of the std::invalid_argument that parse_url throws, or "" if none.
+std::string error_of(const std::string& url) {
+  try {
+    (void)parse_url(url);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RedisUrl, HostAndPort) {
+  const auto o = parse_url("redis://example.com:6380");
+  EXPECT_EQ(o.host, "example.com");
+  EXPECT_EQ(o.port, 6380);
+  EXPECT_EQ(o.db, 0);
+  EXPECT_TRUE(o.password.empty());
+  EXPECT_TRUE(o.unix_path.empty());
+}
+
+TEST(RedisUrl, PortDefaultsTo6379) { EXPECT_EQ(parse_url("redis://h").port, 6379); }
+
+TEST(RedisUrl, PasswordAndDatabase) {
+  const auto o = parse_url("redis://:s3cret@127.0.0.1:7000/5");
+  EXPECT_EQ(o.host, "127.0.0.1");
+  EXPECT_EQ(o.port, 7000);
+  EXPECT_EQ(o.password, "s3cret");
+  EXPECT_TRUE(o.user.empty());
+  EXPECT_EQ(o.db, 5);
+}
+
+TEST(RedisUrl, UserPasswordPercentDecoded) {
+  const auto o = parse_url("redis://alice:p%40ss%3a@h:1/");
+  EXPECT_EQ(o.user, "alice");
+  EXPECT_EQ(o.password, "p@ss:");
+  EXPECT_EQ(o.db, 0);
+}
+
+TEST(RedisUrl, Ipv6) {
+  const auto o = parse_url("redis://[::1]:6390/2");
+  EXPECT_EQ(o.host, "::1");
+  EXPECT_EQ(o.port, 6390);
+  EXPECT_EQ(o.db, 2);
+  EXPECT_EQ(parse_url("redis://[::1]").port, 6379);
+}
+
+TEST(RedisUrl, UnixSocket) {
+  const auto o = parse_url("unix:///run/redis/redis.sock");
+  EXPECT_EQ(o.unix_path, "/run/redis/redis.sock");
+  EXPECT_EQ(o.db, 0);
+  const auto p = parse_url("unix:///tmp/r.sock?db=3&password=x%20y");
+  EXPECT_EQ(p.unix_path, "/tmp/r.sock");
+  EXPECT_EQ(p.db, 3);
+  EXPECT_EQ(p.password, "x y");
+}
+
+TEST(RedisUrl, ErrorsNameTheBadPart) {
+  EXPECT_EQ(error_of("http://h:1"), "redis URL: unsupported scheme (want redis:// or unix://) 'http' in 'http://h:1'");
+  EXPECT_EQ(error_of("redis://h:99999"), "redis URL: bad port '99999' in 'redis://h:99999'");
+  EXPECT_EQ(error_of("redis://h:0"), "redis URL: bad port '0' in 'redis://h:0'");
+  EXPECT_EQ(error_of("redis://h:x1"), "redis URL: bad port 'x1' in 'redis://h:x1'");
+  EXPECT_EQ(error_of("redis://h:"), "redis URL: empty port 'h:' in 'redis://h:'");
+  EXPECT_EQ(error_of("redis://:6379"), "redis URL: empty host ':6379' in 'redis://:6379'");
+  EXPECT_EQ(error_of("redis://h:1/abc"), "redis URL: bad database number 'abc' in 'redis://h:1/abc'");
+  EXPECT_EQ(error_of("redis://h:1/-1"), "redis URL: bad database number '-1' in 'redis://h:1/-1'");
+  EXPECT_EQ(error_of("redis://pw@h:1"),
+            "redis URL: credentials need ':' before the password ([user]:password@) '***' in 'redis://***@h:1'");
+  EXPECT_EQ(error_of("redis://:@h:1"), "redis URL: empty password ':' in 'redis://:@h:1'");
+  EXPECT_EQ(error_of("redis://:%zz@h"), "redis URL: bad percent escape in password '***' in 'redis://:***@h'");
+  EXPECT_EQ(error_of("redis://[::1:5"), "redis URL: unterminated IPv6 address '[::1:5' in 'redis://[::1:5'");
+  EXPECT_EQ(error_of("unix://relative.sock"),
+            "redis URL: socket path must be absolute (unix:///path), got 'relative.sock' in 'unix://relative.sock'");
+  EXPECT_EQ(error_of("unix:///s?db=x"), "redis URL: bad database number 'x' in 'unix:///s?db=x'");
+  EXPECT_EQ(error_of("unix:///s?timeout=1"), "redis URL: unknown query parameter 'timeout' in 'unix:///s?timeout=1'");
+  EXPECT_EQ(error_of("unix:///s?db"), "redis URL: query parameter without a value 'db' in 'unix:///s?db'");
+  EXPECT_EQ(error_of("localhost:6379"),
+            "redis URL: unsupported scheme (want redis:// or unix://) 'localhost:6379' in 'localhost:6379'");
+}
+
+TEST(RedisOptions, ErrorsNeverQuoteThePassword) {
+  EXPECT_EQ(error_of("redis://:s3cret@h:99999"), "redis URL: bad port '99999' in 'redis://:***@h:99999'");
+  EXPECT_EQ(error_of("redis://alice:s3cret@h:1/x"), "redis URL: bad database number 'x' in 'redis://alice:***@h:1/x'");
+  EXPECT_EQ(error_of("rediss://:s3cret@h"),
+            "redis URL: unsupported scheme (want redis:// or unix://) 'rediss' in 'rediss://:***@h'");
+  EXPECT_EQ(error_of("localhost:s3cret@h"),
+            "redis URL: unsupported scheme (want redis:// or unix://) 'localhost:***@h' in 'localhost:***@h'");
+  EXPECT_EQ(error_of("unix:///s?password=s3cret&db=x"),
+            "redis URL: bad database number 'x' in 'unix:///s?password=***&db=x'");
+  EXPECT_EQ(error_of("unix:///s?db=1&password=s3cret&x=1"),
+            "redis URL: unknown query parameter 'x' in 'unix:///s?db=1&password=***&x=1'");
+}
+
+TEST(RedisOptions, ValidateRejectsNonsense) {
+  admit::redis::connection_options o;
+  EXPECT_NO_THROW(admit::redis::validate(o));
+  o.connect_timeout = std::chrono::nanoseconds(0);
+  EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
+  o = {};
+  o.reconnect_initial = std::chrono::seconds(5);
+  o.reconnect_max = std::chrono::seconds(1);
+  EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
+  o = {};
+  o.host.clear();
+  EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
+}
+
+}  // namespace

@@ -1,0 +1,414 @@
+// admit::redis::gcra against a real redis-server: the same decisions as the local admit::gcra at the server's time,
+// refusals that write nothing, keys that expire when full, limits that change without losing state, a hot key under
+// 64 concurrent callers, SCRIPT FLUSH mid-run, and the failure policies when the server dies or stalls.
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/gcra.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <random>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "admit/gcra.hpp"
+#include "io_thread.hpp"
+#include "limiter_testing.hpp"
+#include "redis_server.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using admit::redis::connection;
+using admit::redis::errc;
+using admit::redis::failure_policy;
+using admit::redis::limiter_errc;
+using admit::redis::limiter_options;
+using admit::redis::limiter_result;
+using admit::redis::testing::decide_async;
+using admit::redis::testing::decide_concurrently;
+using admit::redis::testing::dirty;
+using admit::redis::testing::eventually;
+using admit::redis::testing::io_thread;
+using admit::redis::testing::patient;
+using admit::redis::testing::redis_server;
+using admit::redis::testing::traced;
+using clock_type = std::chrono::steady_clock;
+namespace asio = boost::asio;
+
+constexpr auto margin = 150ms;  // scheduling slack on a loaded machine
+
+std::int64_t us(std::chrono::nanoseconds d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); }
+
+// Replays the trace on admit's local GCRA (one limiter per key) at exactly the server times the script used, with
+// the interval the distributed limiter enforces (whole microseconds): every field must match.
+void expect_matches_local(const std::vector<traced>& trace, const admit::redis::gcra& limiter) {
+  admit::redis::testing::expect_matches_local(trace, [&] {
+    return std::make_unique<admit::gcra>(admit::rate::every(limiter.emission_interval()), limiter.burst());
+  });
+}
+
+TEST(RedisGcra, DecisionsMatchTheLocalGcraAtTheServerTime) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  // 700/s: T = 1,428,572 ns, enforced as 1,429 µs; requests arrive faster than that, so the trace mixes admissions,
+  // refusals, n == 0 and n > burst.
+  admit::redis::gcra limiter(conn, "trace", admit::rate::per_second(700), 5, patient());
+  ASSERT_EQ(limiter.emission_interval(), 1429us);
+  std::mt19937 rng(7);
+  const std::vector<std::string> keys{"a", "b", "c"};
+  const std::vector<std::int64_t> sizes{1, 1, 1, 2, 3, 0, 5, 6};
+  std::vector<traced> trace;
+  for (int i = 0; i < 600; ++i) {
+    const std::string& key = keys[rng() % keys.size()];
+    const std::int64_t n = sizes[rng() % sizes.size()];
+    trace.push_back({key, n, limiter.decide(key, n)});
+    if (i % 150 == 149) std::this_thread::sleep_for(10ms);  // let the keys refill partly (variety, not timing)
+  }
+  int admitted = 0, refused = 0, oversize = 0;
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const auto& d = trace[i].result.decision;
+    if (trace[i].n > 0 && d.admitted) ++admitted;
+    if (!d.admitted && !d.exceeds_capacity()) ++refused;
+    if (d.exceeds_capacity()) ++oversize;
+    if (i > 0) {
+      EXPECT_LE(trace[i - 1].result.server_time, trace[i].result.server_time);
+    }
+  }
+  EXPECT_GT(admitted, 0);
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(oversize, 0);
+  expect_matches_local(trace, limiter);
+}
+
+TEST(RedisGcra, AsyncDecisionsMatchTheLocalGcraToo) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admit::redis::gcra limiter(conn, "async", admit::rate::every(3ms), 3, patient());
+  std::vector<traced> trace;
+  for (int i = 0; i < 40; ++i) {
+    const std::int64_t n = i % 4;
+    auto r = limiter.async_decide_detailed("k", n, asio::use_future).get();
+    trace.push_back({"k", n, std::move(r)});
+  }
+  expect_matches_local(trace, limiter);
+  // The (error_code, decision) form.
+  auto [ec, d] = decide_async(limiter, "k2", 1).get();
+  EXPECT_FALSE(ec);
+  EXPECT_TRUE(d.admitted);
+  EXPECT_EQ(d.remaining, 2);
+  EXPECT_EQ(d.reset_after, 3ms);
+  // In a coroutine, with as_tuple so that an error does not become an exception and drop the policy's decision.
+  auto run = [&]() -> asio::awaitable<std::tuple<boost::system::error_code, admit::decision>> {
+    co_return co_await limiter.async_decide("k3", 3, asio::as_tuple(asio::use_awaitable));
+  };
+  auto [ec3, d3] = asio::co_spawn(io.context(), run(), asio::use_future).get();
+  EXPECT_FALSE(ec3);
+  EXPECT_TRUE(d3.admitted);
+  EXPECT_EQ(d3.remaining, 0);
+}
+
+TEST(RedisGcra, RefusalsAndQueriesWriteNothing) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  limiter_options o = patient();
+  o.detect_lost_state = true;  // even with the epoch, a refusal or a query writes nothing
+  admit::redis::gcra limiter(conn, "ro", admit::rate::per(1, std::chrono::hours(1)), 2, o);
+  // n == 0 and n > burst on a fresh key: answered, nothing stored.
+  const long long before = dirty(server);
+  const auto q = limiter.decide("fresh", 0);
+  ASSERT_TRUE(q.consulted);
+  EXPECT_TRUE(q.decision.admitted);
+  EXPECT_EQ(q.decision.remaining, 2);
+  EXPECT_TRUE(limiter.decide("fresh", 3).decision.exceeds_capacity());
+  EXPECT_EQ(server.admin({"EXISTS", limiter.storage_key("fresh")}), "0");
+  EXPECT_EQ(dirty(server), before);
+
+  ASSERT_TRUE(limiter.decide("k", 2).decision.admitted);
+  const long long admitted = dirty(server);  // the SET and the epoch's creation (HSET of 2 fields, PEXPIREAT)
+  EXPECT_EQ(admitted, before + 4);
+  const std::string tat = server.admin({"GET", limiter.storage_key("k")});
+  const std::string expiry = server.admin({"PEXPIRETIME", limiter.storage_key("k")});
+  for (int i = 0; i < 20; ++i) {
+    const auto r = limiter.decide("k", 1 + i % 3);
+    ASSERT_TRUE(r.consulted);
+    EXPECT_FALSE(r.decision.admitted);
+  }
+  EXPECT_EQ(dirty(server), admitted);
+  EXPECT_EQ(server.admin({"GET", limiter.storage_key("k")}), tat);
+  EXPECT_EQ(server.admin({"PEXPIRETIME", limiter.storage_key("k")}), expiry);
+}
+
+TEST(RedisGcra, ByDefaultAnAdmissionIsOneWrite) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admit::redis::gcra limiter(conn, "one", admit::rate::per(1, std::chrono::hours(1)), 2, patient());
+  const long long before = dirty(server);
+  ASSERT_TRUE(limiter.decide("k", 1).decision.admitted);
+  EXPECT_EQ(dirty(server), before + 1);  // one SET (with its expiry)
+  ASSERT_TRUE(limiter.decide("k", 1).decision.admitted);
+  EXPECT_EQ(dirty(server), before + 2);
+  EXPECT_EQ(server.admin({"EXISTS", limiter.epoch_key()}), "0");
+}
+
+TEST(RedisGcra, KeyExpiresWhenTheLimiterIsFullAgain) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admit::redis::gcra limiter(conn, "exp", admit::rate::every(100ms), 3, patient());
+  const std::string key = limiter.storage_key("k");
+  limiter_result last;
+  for (int i = 0; i < 2; ++i) {
+    last = limiter.decide("k", 1);
+    ASSERT_TRUE(last.decision.admitted);
+  }
+  // The TTL is reset_after: the key expires at the decision's server time + reset_after, rounded up to the ms.
+  const std::int64_t tat_us = last.server_time.count() + us(last.decision.reset_after);
+  EXPECT_EQ(server.admin({"GET", key}), std::to_string(tat_us));
+  EXPECT_EQ(std::stoll(server.admin({"PEXPIRETIME", key})), (tat_us + 999) / 1000);
+  const long long pttl = std::stoll(server.admin({"PTTL", key}));
+  EXPECT_GT(pttl, 0);
+  // PTTL counts from the server's current millisecond (truncated): reset_after rounded up, plus at most one.
+  EXPECT_LE(pttl, (us(last.decision.reset_after) + 999) / 1000 + 1);
+  // Observe (not wait out) the expiry: gone no earlier than TAT by the server's own clock.
+  ASSERT_TRUE(eventually([&] { return server.admin({"EXISTS", key}) == "0"; }));
+  const std::string time = server.admin({"TIME"});
+  const auto newline = time.find('\n');
+  const std::int64_t server_now_us =
+      std::stoll(time.substr(0, newline)) * 1'000'000 + std::stoll(time.substr(newline + 1));
+  EXPECT_GE(server_now_us, tat_us - 1000);  // Redis expires at millisecond precision
+  // And a full limiter again.
+  const auto again = limiter.decide("k", 1);
+  EXPECT_EQ(again.decision.remaining, 2);
+  EXPECT_EQ(again.decision.reset_after, 100ms);
+}
+
+TEST(RedisGcra, NewLimitsContinueFromTheStoredState) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admit::redis::gcra before(conn, "chg", admit::rate::every(10ms), 4, patient());
+  ASSERT_TRUE(before.decide("k", 4).decision.admitted);
+  const auto stored = [&] { return std::stoll(server.admin({"GET", before.storage_key("k")})); };
+  const std::int64_t tat = stored();
+
+  // A larger burst at a slower rate: the time already charged stays charged (a reset would give remaining 7).
+  admit::redis::gcra wider(conn, "chg", admit::rate::every(20ms), 8, patient());
+  const auto w = wider.decide("k", 1);
+  ASSERT_TRUE(w.consulted);
+  const std::int64_t now = w.server_time.count();
+  ASSERT_LT(now, tat);  // the test ran faster than 40 ms
+  ASSERT_TRUE(w.decision.admitted);
+  EXPECT_EQ(us(w.decision.reset_after), tat + 20'000 - now);
+  EXPECT_EQ(w.decision.remaining, (now + 160'000 - (tat + 20'000)) / 20'000);
+  EXPECT_EQ(stored(), tat + 20'000);
+
+  // A smaller burst: the same state now refuses, and says until when.
+  admit::redis::gcra narrow(conn, "chg", admit::rate::every(10ms), 2, patient());
+  const auto nr = narrow.decide("k", 1);
+  ASSERT_TRUE(nr.consulted);
+  if (nr.server_time.count() < tat + 20'000 - 10'000) {
+    EXPECT_FALSE(nr.decision.admitted);
+    EXPECT_EQ(us(nr.decision.retry_after), tat + 10'000 - nr.server_time.count());  // ready = TAT - tau + T
+    EXPECT_EQ(nr.decision.remaining, 0);
+  }
+  EXPECT_EQ(stored(), tat + 20'000);
+}
+
+TEST(RedisGcra, HotKeyWith64ConcurrentCallersAdmitsExactlyTheBurst) {
+  redis_server server;
+  io_thread io(2);
+  connection conn(io.executor(), server.url());
+  // One token an hour: nothing refills during the test, so exactly `burst` admissions are correct.
+  constexpr std::int64_t burst = 100;
+  admit::redis::gcra limiter(conn, "hot", admit::rate::per(1, std::chrono::hours(1)), burst, patient());
+  constexpr int callers = 64, per_caller = 12;
+  // SCRIPT FLUSH mid-run: callers in flight get NOSCRIPT, load the script and retry once; nothing counts twice.
+  const std::vector<traced> results = decide_concurrently(limiter, "k", 1, callers, per_caller, [&] {
+    server.admin({"SCRIPT", "FLUSH"});
+  });
+
+  std::int64_t admitted = 0;
+  std::set<std::int64_t> remaining;
+  std::int64_t first_time = 0;
+  for (const traced& t : results) {
+    const limiter_result& r = t.result;
+    ASSERT_TRUE(r.consulted) << r.error.message() << " " << r.message;
+    if (!r.decision.admitted) continue;
+    ++admitted;
+    remaining.insert(r.decision.remaining);
+    if (r.decision.remaining == burst - 1) first_time = r.server_time.count();
+  }
+  EXPECT_EQ(admitted, burst);
+  EXPECT_EQ(remaining.size(), static_cast<std::size_t>(burst));  // 99, 98, ..., 0: each exactly once
+  EXPECT_EQ(*remaining.begin(), 0);
+  // The stored TAT is the first admission's time plus exactly `burst` intervals.
+  EXPECT_EQ(std::stoll(server.admin({"GET", limiter.storage_key("k")})), first_time + burst * 3'600'000'000LL);
+  EXPECT_GE(server.calls("script|load"), 2);
+  const auto stats = conn.statistics();
+  EXPECT_LT(stats.writes, stats.commands_written);  // concurrent callers shared writes
+}
+
+TEST(RedisGcra, ScriptFlushBetweenDecisionsIsTransparent) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admit::redis::gcra limiter(conn, "flush", admit::rate::every(2ms), 4, patient());
+  std::vector<traced> trace;
+  for (int i = 0; i < 60; ++i) {
+    if (i % 20 == 10) server.admin({"SCRIPT", "FLUSH"});
+    trace.push_back({"k", 1, limiter.decide("k", 1)});
+  }
+  expect_matches_local(trace, limiter);
+  EXPECT_EQ(server.calls("script|load"), 4);  // the first call, then after each of the three flushes
+}
+
+TEST(RedisGcra, FailClosedWithinTheDeadlineWhenTheServerIsKilled) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  limiter_options o;
+  o.timeout = 100ms;
+  o.failure_retry_after = 2s;
+  admit::redis::gcra limiter(conn, "fc", admit::rate::per_second(10), 5, o);
+  ASSERT_TRUE(limiter.decide("k").consulted);
+  server.kill();
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = clock_type::now();
+    const auto r = limiter.decide("k");
+    const auto waited = clock_type::now() - t0;
+    EXPECT_FALSE(r.consulted);
+    EXPECT_TRUE(r.error == errc::timeout || r.error == errc::outcome_unknown) << r.error.message();
+    EXPECT_FALSE(r.decision.admitted);
+    EXPECT_EQ(r.decision.retry_after, 2s);
+    EXPECT_EQ(r.decision.limit, 5);
+    EXPECT_LT(waited, o.timeout + margin);
+  }
+  // Restarted without persistence: the state is gone and the next decisions see a full limiter.
+  server.start();
+  limiter_result back;
+  ASSERT_TRUE(eventually([&] { return (back = limiter.decide("k")).consulted; }));
+  EXPECT_TRUE(back.decision.admitted);
+  EXPECT_EQ(back.decision.remaining, 4);
+}
+
+TEST(RedisGcra, FailOpenWithinTheDeadlineWhenTheServerStalls) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  limiter_options o;
+  o.timeout = 100ms;
+  o.on_failure = failure_policy::fail_open;
+  admit::redis::gcra limiter(conn, "fo", admit::rate::per_second(10), 1, o);
+  ASSERT_TRUE(limiter.decide("k").decision.admitted);
+  ASSERT_FALSE(limiter.decide("k").decision.admitted);  // the burst of 1 is spent
+  server.pause(800ms);
+  const auto t0 = clock_type::now();
+  const auto r = limiter.decide("k");
+  const auto waited = clock_type::now() - t0;
+  EXPECT_EQ(r.error, errc::timeout);
+  EXPECT_FALSE(r.consulted);
+  EXPECT_TRUE(r.decision.admitted);
+  EXPECT_GE(waited, o.timeout);
+  EXPECT_LT(waited, o.timeout + margin);
+  // Asynchronously, with the server killed: the error and the policy's decision.
+  server.kill();
+  const auto t1 = clock_type::now();
+  auto [ec, d] = decide_async(limiter, "k", 1).get();
+  EXPECT_TRUE(ec == errc::timeout || ec == errc::outcome_unknown) << ec.message();
+  EXPECT_TRUE(d.admitted);
+  EXPECT_LT(clock_type::now() - t1, o.timeout + margin);
+}
+
+TEST(RedisGcra, ErrorRepliesGoThroughThePolicy) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admit::redis::gcra limiter(conn, "err", admit::rate::per_second(10), 5, patient());
+  server.admin({"LPUSH", limiter.storage_key("list"), "x"});
+  const auto r = limiter.decide("list");
+  EXPECT_FALSE(r.consulted);
+  EXPECT_EQ(r.error, limiter_errc::error_reply);
+  EXPECT_NE(r.message.find("WRONGTYPE"), std::string::npos) << r.message;
+  EXPECT_FALSE(r.decision.admitted);
+  server.admin({"SET", limiter.storage_key("text"), "not a time"});
+  const auto t = limiter.decide("text");
+  EXPECT_EQ(t.error, limiter_errc::error_reply);
+  EXPECT_NE(t.message.find("integer TAT"), std::string::npos) << t.message;
+}
+
+TEST(RedisGcra, InfiniteRateNeedsNoServer) {
+  io_thread io;
+  connection conn(io.executor(), "redis://127.0.0.1:1/0");  // nothing listens there
+  admit::redis::gcra limiter(conn, "inf", admit::rate::inf(), 3);
+  const auto r = limiter.decide("k", 1000);
+  EXPECT_TRUE(r.decision.admitted);
+  EXPECT_EQ(r.decision.remaining, 3);
+  EXPECT_FALSE(r.error);
+  EXPECT_FALSE(r.consulted);
+  auto [ec, d] = decide_async(limiter, "k", 5).get();
+  EXPECT_FALSE(ec);
+  EXPECT_TRUE(d.admitted);
+}
+
+TEST(RedisGcra, KeysShareTheLimitersHashTag) {
+  io_thread io;
+  connection conn(io.executor(), "redis://127.0.0.1:1/0");
+  admit::redis::gcra limiter(conn, "api:v1", admit::rate::per_second(10), 5);
+  EXPECT_EQ(limiter.storage_key("user:42"), "{api:v1}:user:42");
+  EXPECT_EQ(limiter.storage_key(""), "{api:v1}:");
+}
+
+TEST(RedisGcra, InvalidConfigurationThrows) {
+  io_thread io;
+  connection conn(io.executor(), "redis://127.0.0.1:1/0");
+  const auto r = admit::rate::per_second(10);
+  EXPECT_THROW(admit::redis::gcra(conn, "", r, 1), std::invalid_argument);
+  EXPECT_THROW(admit::redis::gcra(conn, "a{b", r, 1), std::invalid_argument);
+  EXPECT_THROW(admit::redis::gcra(conn, "a}", r, 1), std::invalid_argument);
+  EXPECT_THROW(admit::redis::gcra(conn, "z", admit::rate{}, 1), std::invalid_argument);
+  EXPECT_THROW(admit::redis::gcra(conn, "b", r, 0), std::invalid_argument);
+  EXPECT_THROW(admit::redis::gcra(conn, "b", admit::rate::per(1, std::chrono::hours(24)), 30'000),
+               std::invalid_argument);  // 30,000 days > 2^51 µs
+  limiter_options o;
+  o.timeout = 0ms;
+  EXPECT_THROW(admit::redis::gcra(conn, "t", r, 1, o), std::invalid_argument);
+  o.timeout = std::chrono::nanoseconds::max();
+  EXPECT_THROW(admit::redis::gcra(conn, "t", r, 1, o), std::invalid_argument);
+  o = {};
+  o.failure_retry_after = -1ms;
+  EXPECT_THROW(admit::redis::gcra(conn, "t", r, 1, o), std::invalid_argument);
+  try {
+    admit::redis::gcra(conn, "b", r, -3);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("-3"), std::string::npos) << e.what();
+  }
+  // Rounding of the interval to whole microseconds (up).
+  EXPECT_EQ(admit::redis::gcra(conn, "r", admit::rate::per_second(3), 1).emission_interval(), 333'334us);
+  EXPECT_EQ(admit::redis::gcra(conn, "r", admit::rate::per_second(1e7), 1).emission_interval(), 1us);
+  EXPECT_EQ(admit::redis::gcra(conn, "r", admit::rate::inf(), 1).emission_interval(), 0us);
+}
+
+}  // namespace
