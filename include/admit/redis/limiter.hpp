@@ -71,11 +71,21 @@ struct limiter_plan {
   std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
-// The state shared by a limiter and its operations in flight. Defined in src/redis/limiter.cpp.
+// What a limiter is, fixed at construction (read by any thread without a lock).
+struct limiter_identity {
+  std::string name;
+  std::string prefix;  // "{name}:": state keys are prefix + key; the epoch key is "{name}"
+  limiter_options options;
+  std::int64_t limit = 1;  // decision.limit
+};
+
+// The state shared by a limiter and its operations in flight: the batcher, the token leases, the epoch tracker and
+// the failure handler (src/redis/limiter/). Defined in src/redis/limiter/limiter.cpp.
 class limiter_core;
 // Validates (std::invalid_argument naming the bad value: "admit::redis::<algorithm>: ...") and builds.
 std::shared_ptr<limiter_core> make_limiter_core(std::string_view algorithm, std::string name, limiter_algorithm algo,
                                                 limiter_options options);
+// A decision's first step: decided without a call (rate inf, a lease, an open breaker), or the call to make.
 limiter_plan limiter_before(limiter_core& core, std::string_view key, std::int64_t n);
 // Hands the script call of a decision (plan.k, plan.deadline) to the limiter's batcher, which sends it through `conn`
 // alone or with others (see limiter_options::max_batch) and completes `req` with the decision's own reply (the shape
@@ -84,12 +94,10 @@ limiter_plan limiter_before(limiter_core& core, std::string_view key, std::int64
 // before its batch leaves is never sent.
 void limiter_submit(const std::shared_ptr<limiter_core>& core, client& conn, std::shared_ptr<request_base> req,
                     std::string_view key, std::int64_t n, const limiter_plan& plan);
+// A decision's last step: the call's outcome read as a decision (or the failure policy's).
 limiter_result limiter_after(limiter_core& core, std::string_view key, std::int64_t n, const limiter_plan& plan,
                              const boost::system::error_code& ec, const reply& r);
-const std::string& limiter_name(const limiter_core& core) noexcept;
-const std::string& limiter_prefix(const limiter_core& core) noexcept;
-const limiter_options& limiter_get_options(const limiter_core& core) noexcept;
-std::int64_t limiter_limit(const limiter_core& core) noexcept;
+const limiter_identity& limiter_identity_of(const limiter_core& core) noexcept;
 limiter_statistics limiter_get_statistics(const limiter_core& core) noexcept;
 breaker_state limiter_breaker_state(const limiter_core& core) noexcept;
 
@@ -169,21 +177,21 @@ class limiter {
 
   // The Redis key that holds the state of `key`: "{name}:key".
   [[nodiscard]] std::string storage_key(std::string_view key) const {
-    std::string k = detail::limiter_prefix(*core_);
+    std::string k = identity().prefix;
     k.append(key);
     return k;
   }
   // The Redis key of the limiter's epoch (lost-state detection): "{name}".
   [[nodiscard]] std::string epoch_key() const {
-    std::string k = detail::limiter_prefix(*core_);
+    std::string k = identity().prefix;
     k.pop_back();  // "{name}:" without the ':'
     return k;
   }
 
-  [[nodiscard]] const std::string& name() const noexcept { return detail::limiter_name(*core_); }
-  [[nodiscard]] const limiter_options& options() const noexcept { return detail::limiter_get_options(*core_); }
+  [[nodiscard]] const std::string& name() const noexcept { return identity().name; }
+  [[nodiscard]] const limiter_options& options() const noexcept { return identity().options; }
   // decision.limit: the burst, or the window's limit.
-  [[nodiscard]] std::int64_t limit() const noexcept { return detail::limiter_limit(*core_); }
+  [[nodiscard]] std::int64_t limit() const noexcept { return identity().limit; }
   [[nodiscard]] limiter_statistics statistics() const noexcept { return detail::limiter_get_statistics(*core_); }
   [[nodiscard]] breaker_state circuit_state() const noexcept { return detail::limiter_breaker_state(*core_); }
 
@@ -193,6 +201,8 @@ class limiter {
   limiter& operator=(const limiter&) = default;
 
  private:
+  const detail::limiter_identity& identity() const noexcept { return detail::limiter_identity_of(*core_); }
+
   template <bool Detailed, class Signature, class CompletionToken>
   auto initiate(std::string_view key, std::int64_t n, CompletionToken&& token) const {
     admit::detail::check_n("admit::redis::limiter", n);

@@ -7,6 +7,7 @@
 
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/saturating.hpp"
+#include "hash_tag.hpp"
 
 namespace admit::redis::detail {
 
@@ -56,6 +57,32 @@ std::chrono::microseconds checked_window(std::string_view algorithm, std::int64_
                            "us exceeds 2^51 (the script's arithmetic must stay exact in doubles)");
   }
   return std::chrono::microseconds{w};
+}
+
+void check_limiter_options(std::string_view algorithm_name, const std::string& name, const limiter_algorithm& algorithm,
+                           const limiter_options& options) {
+  const auto invalid_option = [&](const std::string& what) { invalid(algorithm_name, "options." + what); };
+  check_tag_name(algorithm_name, name);
+  if (!(options.timeout > std::chrono::nanoseconds::zero()) || options.timeout == std::chrono::nanoseconds::max()) {
+    invalid_option("timeout must be positive and finite, got " + std::to_string(options.timeout.count()) + "ns");
+  }
+  if (options.failure_retry_after < std::chrono::nanoseconds::zero()) {
+    invalid_option("failure_retry_after must not be negative, got " +
+                   std::to_string(options.failure_retry_after.count()) + "ns");
+  }
+  if (!(options.fallback_share > 0 && options.fallback_share <= 1)) {
+    invalid_option("fallback_share must be in (0, 1], got " + std::to_string(options.fallback_share));
+  }
+  if (options.fallback_max_keys < 1) invalid_option("fallback_max_keys must be at least 1, got 0");
+  if (options.lease < 0) invalid_option("lease must not be negative, got " + std::to_string(options.lease));
+  if (options.lease > 1 && options.lease > algorithm.max_n) {
+    invalid_option("lease " + std::to_string(options.lease) + " exceeds the limit " + std::to_string(algorithm.max_n));
+  }
+  if (options.lease > 1 && options.lease_ttl <= std::chrono::nanoseconds::zero()) {
+    invalid_option("lease_ttl must be positive, got " + std::to_string(options.lease_ttl.count()) + "ns");
+  }
+  if (options.lease_max_keys < 1) invalid_option("lease_max_keys must be at least 1, got 0");
+  if (options.max_batch < 1) invalid_option("max_batch must be at least 1, got 0");
 }
 
 limiter_algorithm rate_algorithm(const script& lua, rate r, std::int64_t burst, std::chrono::microseconds interval) {

@@ -1,16 +1,18 @@
-// src/redis/parameters.hpp — the parameter checks and script arguments the distributed algorithms share (private to
-// the admit_redis library): rate algorithms (gcra, token_bucket) take a rate and a burst, window algorithms
-// (fixed_window, sliding_window, sliding_log) a limit per window. Every message starts "admit::redis::<algorithm>: "
-// and names the bad value.
+// src/redis/limiter/parameters.hpp — the parameter checks and script arguments the distributed algorithms share
+// (private to the admit_redis library): rate algorithms (gcra, token_bucket) take a rate and a burst, window
+// algorithms (fixed_window, sliding_window, sliding_log) a limit per window; every limiter takes limiter_options.
+// Every message starts "admit::redis::<algorithm>: " and names the bad value.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "admit/rate.hpp"
 #include "admit/redis/client/script.hpp"
 #include "admit/redis/limiter.hpp"
+#include "admit/redis/limiter_options.hpp"
 
 namespace admit::redis::detail {
 
@@ -27,6 +29,13 @@ std::chrono::microseconds checked_interval(std::string_view algorithm, rate r, s
 // 0, and a window above max_span_us, or, with `bound_product`, limit · window above max_span_us.
 std::chrono::microseconds checked_window(std::string_view algorithm, std::int64_t limit, std::int64_t max_limit,
                                          std::chrono::nanoseconds window, bool bound_product);
+
+// Throws std::invalid_argument naming the first bad value of `options` for a limiter of `algorithm`: timeout not
+// positive and finite, failure_retry_after < 0, fallback_share outside (0, 1], fallback_max_keys, lease_max_keys or
+// max_batch 0, lease < 0 or (when > 1) above algorithm.max_n, lease_ttl <= 0 with leasing on; and `name` empty or
+// with '{' or '}'. (The breaker's options are checked by circuit_breaker.)
+void check_limiter_options(std::string_view algorithm_name, const std::string& name, const limiter_algorithm& algorithm,
+                           const limiter_options& options);
 
 // A rate algorithm's arguments (ARGV[4..] = interval µs, burst) and its local fallback (a GCRA at r, burst).
 limiter_algorithm rate_algorithm(const script& lua, rate r, std::int64_t burst, std::chrono::microseconds interval);

@@ -1,0 +1,48 @@
+// src/redis/limiter/epoch_tracker.hpp — lost-state detection (private to admit_redis): what one process has seen of a
+// limiter's epoch, and whether a new reply reveals that Redis lost state this process wrote.
+//
+//   epoch_tracker t;
+//   if (t.observe({.id = "a1", .seq = 4, .now_us = now, .granted = 1, .reset_us = 1000})) report_lost_state();
+//
+// The epoch (the hash "{name}" in Redis, see src/redis/lua/common.lua) is an id chosen when it is created and a count
+// of admissions (seq) under it; the scripts report both with every decision, with the server time. Two signs of loss:
+// - a new id while state this process saw written could still be alive (the epoch outlives every state key written
+//   under it, so an epoch that expired naturally comes back only after that state is gone: not a loss);
+// - the same id with a lower seq, in a reply of a later server time (a failover to a replica that lacked the last
+//   admissions).
+// Pure logic on the values passed in: deterministic, no clock, no I/O.
+//
+// Thread safety: observe() may be called concurrently (one mutex; a few comparisons under it).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace admit::redis::detail {
+
+// What one decision's reply says about the epoch. Times are server times in microseconds since the Unix epoch.
+struct epoch_sighting {
+  std::string_view id;        // the epoch's id; empty when detection is off (observe() then returns false)
+  std::int64_t seq = 0;       // admissions counted under the epoch, as of this reply
+  std::int64_t now_us = 0;    // the server time of the reply
+  std::int64_t granted = 0;   // tokens the decision took (> 0: it wrote state)
+  std::int64_t reset_us = 0;  // how long that state lives after now_us (the decision's reset_after)
+};
+
+class epoch_tracker {
+ public:
+  // Records `s` and returns true when it reveals lost state. Reported once: after a loss the tracker follows the new
+  // epoch (or the regressed count) and the next replies are judged against it.
+  bool observe(const epoch_sighting& s);
+
+ private:
+  std::mutex mutex_;
+  std::string id_;                // the epoch this process follows; empty before the first sighting
+  std::int64_t seq_ = 0;          // the highest seq seen under id_
+  std::int64_t seq_time_ = 0;     // the server time (µs) of the reply that carried it
+  std::int64_t state_until_ = 0;  // server time (µs) until which state this process saw written must still exist
+};
+
+}  // namespace admit::redis::detail

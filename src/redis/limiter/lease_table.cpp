@@ -1,0 +1,49 @@
+// Local token leasing (see lease_table.hpp).
+#include "lease_table.hpp"
+
+#include <algorithm>
+
+namespace admit::redis::detail {
+
+std::int64_t lease_table::take(std::int64_t n) const noexcept {
+  if (!enabled() || n <= 0 || n > max_n_) return n;
+  return std::max(n, std::min(lease_, max_n_));
+}
+
+std::optional<std::int64_t> lease_table::try_spend(std::string_view key, std::int64_t n, clock::time_point now) {
+  if (!enabled() || n <= 0 || n > max_n_) return std::nullopt;
+  std::lock_guard lock(mutex_);
+  const auto it = leases_.find(key);
+  if (it == leases_.end()) return std::nullopt;
+  if (it->second.expires <= now) {
+    leases_.erase(it);
+    return std::nullopt;
+  }
+  if (it->second.tokens < n) return std::nullopt;
+  const std::int64_t left = it->second.tokens -= n;
+  if (left == 0) leases_.erase(it);
+  return left;
+}
+
+bool lease_table::add(std::string_view key, std::int64_t surplus, clock::time_point now) {
+  const clock::time_point expires = now + ttl_;
+  std::lock_guard lock(mutex_);
+  if (const auto it = leases_.find(key); it != leases_.end()) {
+    it->second.tokens += surplus;
+    it->second.expires = expires;
+    return true;
+  }
+  if (leases_.size() >= max_keys_) {
+    std::erase_if(leases_, [&](const auto& kv) { return kv.second.expires <= now; });
+    if (leases_.size() >= max_keys_) return false;
+  }
+  leases_.emplace(std::string(key), entry{surplus, expires});
+  return true;
+}
+
+std::size_t lease_table::size() const {
+  std::lock_guard lock(mutex_);
+  return leases_.size();
+}
+
+}  // namespace admit::redis::detail

@@ -1,0 +1,83 @@
+// The token leases alone (src/redis/limiter/lease_table.hpp), with explicit times: how many tokens a call takes, a
+// surplus spent locally until it runs out or expires, a full table that drops new surpluses (never admits more).
+#include "lease_table.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+
+namespace {
+
+using namespace std::chrono_literals;
+using admit::redis::detail::lease_table;
+using tp = lease_table::clock::time_point;
+
+constexpr tp at(std::chrono::milliseconds ms) { return tp{ms}; }
+
+TEST(RedisLeaseTable, ACallTakesTheLeaseButNeverFewerThanAskedNorMoreThanTheLimit) {
+  const lease_table t(10, 25, 1s, 100);
+  EXPECT_TRUE(t.enabled());
+  EXPECT_EQ(t.take(1), 10);
+  EXPECT_EQ(t.take(10), 10);
+  EXPECT_EQ(t.take(12), 12);  // more than the lease: what was asked
+  EXPECT_EQ(t.take(25), 25);
+  EXPECT_EQ(t.take(0), 0);    // a query takes nothing
+  EXPECT_EQ(t.take(26), 26);  // refused by the script anyway: asked as is
+  const lease_table capped(10, 4, 1s, 100);
+  EXPECT_EQ(capped.take(1), 4);  // the lease is at most what can be admitted at once
+}
+
+TEST(RedisLeaseTable, LeaseOfOneOrLessIsOff) {
+  for (const std::int64_t lease : {0, 1}) {
+    lease_table t(lease, 10, 1s, 100);
+    EXPECT_FALSE(t.enabled());
+    EXPECT_EQ(t.take(1), 1);
+    t.add("k", 5, at(0ms));
+    EXPECT_EQ(t.try_spend("k", 1, at(0ms)), std::nullopt);
+  }
+}
+
+TEST(RedisLeaseTable, TheSurplusIsSpentUntilItRunsOut) {
+  lease_table t(10, 100, 1s, 100);
+  EXPECT_EQ(t.try_spend("k", 1, at(0ms)), std::nullopt);  // nothing leased yet
+  ASSERT_TRUE(t.add("k", 9, at(0ms)));
+  EXPECT_EQ(t.try_spend("k", 4, at(1ms)), 5);
+  EXPECT_EQ(t.try_spend("k", 6, at(1ms)), std::nullopt);  // holds 5: nothing spent
+  EXPECT_EQ(t.try_spend("k", 5, at(2ms)), 0);
+  EXPECT_EQ(t.size(), 0u);  // spent out: dropped
+  EXPECT_EQ(t.try_spend("k", 1, at(2ms)), std::nullopt);
+  EXPECT_EQ(t.try_spend("other", 1, at(2ms)), std::nullopt);  // keys are separate
+}
+
+TEST(RedisLeaseTable, ALeaseExpiresTtlAfterItsLastSurplus) {
+  lease_table t(10, 100, 100ms, 100);
+  ASSERT_TRUE(t.add("k", 3, at(0ms)));
+  ASSERT_TRUE(t.add("k", 4, at(50ms)));  // 7 tokens, expiring at 150 ms
+  EXPECT_EQ(t.try_spend("k", 1, at(149ms)), 6);
+  EXPECT_EQ(t.try_spend("k", 1, at(150ms)), std::nullopt);  // expired at 150 ms: dropped unspent
+  EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(RedisLeaseTable, QueriesAndOversizeRequestsNeverSpend) {
+  lease_table t(10, 5, 1s, 100);
+  ASSERT_TRUE(t.add("k", 9, at(0ms)));  // two surpluses can hold more than max_n
+  EXPECT_EQ(t.try_spend("k", 0, at(0ms)), std::nullopt);
+  EXPECT_EQ(t.try_spend("k", 6, at(0ms)), std::nullopt);  // above max_n: refused whatever is held
+  EXPECT_EQ(t.try_spend("k", 5, at(0ms)), 4);
+}
+
+TEST(RedisLeaseTable, AFullTableDropsExpiredLeasesThenNewSurpluses) {
+  lease_table t(10, 100, 100ms, 2);
+  ASSERT_TRUE(t.add("a", 1, at(0ms)));
+  ASSERT_TRUE(t.add("b", 1, at(50ms)));
+  EXPECT_FALSE(t.add("c", 1, at(99ms)));  // full, nothing expired: dropped
+  EXPECT_TRUE(t.add("b", 1, at(99ms)));   // a key already held still grows
+  EXPECT_EQ(t.try_spend("c", 1, at(99ms)), std::nullopt);
+  EXPECT_TRUE(t.add("c", 1, at(100ms)));  // "a" expired at 100 ms: room made
+  EXPECT_EQ(t.size(), 2u);
+  EXPECT_EQ(t.try_spend("b", 2, at(100ms)), 0);
+}
+
+}  // namespace
