@@ -1,7 +1,9 @@
-// admit::redis::fixed_window against a real redis-server: the same decisions as the local admit::fixed_window at the
-// server's time, at most `limit` per aligned window (and the documented 2·limit across a boundary, no more), refusals
-// and queries that write nothing, keys that expire at the end of their window, limit and window changes that keep the
-// count, and a hot key under 64 concurrent callers.
+// admit::redis::fixed_window against a real redis-server, what is the fixed window's own: the same decisions as the
+// local admit::fixed_window at the server's time (in the server's order under 64 concurrent callers too), at most
+// `limit` per aligned window (and the documented 2·limit across a boundary, no more), a clock gone back, keys that
+// expire at the end of their window, limit and window changes that keep the count, and the parameter checks. The
+// contract every limiter shares (deadline, failure policies, breaker, lost state, batching, leasing, SCRIPT FLUSH,
+// refusals that write nothing) is redis_limiter_contract_test.cpp and redis_limiter_contract_calls_test.cpp.
 #include "admit/redis/fixed_window.hpp"
 
 #include <gtest/gtest.h>
@@ -165,36 +167,6 @@ TEST(RedisFixedWindow, AClockGoneBackCountsAgainstTheNewestWindow) {
   const auto refused = limiter.decide("k", 1);
   EXPECT_FALSE(refused.decision.admitted);
   EXPECT_EQ(refused.decision.retry_after, std::chrono::microseconds(next + w - refused.server_time.count()));
-}
-
-TEST(RedisFixedWindow, RefusalsAndQueriesWriteNothing) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  // A week-long window (aligned on the epoch): no boundary passes during the test.
-  admit::redis::fixed_window limiter(conn, "ro", 3, std::chrono::hours(24 * 7), patient());
-  const long long before = dirty(server);
-  const auto q = limiter.decide("fresh", 0);
-  ASSERT_TRUE(q.consulted);
-  EXPECT_TRUE(q.decision.admitted);
-  EXPECT_EQ(q.decision.remaining, 3);
-  EXPECT_EQ(q.decision.reset_after, 0ns);
-  EXPECT_TRUE(limiter.decide("fresh", 4).decision.exceeds_capacity());
-  EXPECT_EQ(server.admin({"EXISTS", limiter.storage_key("fresh")}), "0");
-  EXPECT_EQ(dirty(server), before);
-
-  ASSERT_TRUE(limiter.decide("k", 3).decision.admitted);
-  const long long written = dirty(server);
-  const std::string state = server.admin({"GET", limiter.storage_key("k")});
-  const std::string expiry = server.admin({"PEXPIRETIME", limiter.storage_key("k")});
-  for (int i = 0; i < 20; ++i) {
-    const auto r = limiter.decide("k", i % 4);
-    ASSERT_TRUE(r.consulted);
-    EXPECT_EQ(r.decision.admitted, i % 4 == 0);
-  }
-  EXPECT_EQ(dirty(server), written);
-  EXPECT_EQ(server.admin({"GET", limiter.storage_key("k")}), state);
-  EXPECT_EQ(server.admin({"PEXPIRETIME", limiter.storage_key("k")}), expiry);
 }
 
 TEST(RedisFixedWindow, KeyExpiresAtTheEndOfItsWindow) {

@@ -1,7 +1,9 @@
-// admit::redis::sliding_window against a real redis-server: the same decisions as the local admit::sliding_window at
-// the server's time, the documented bound over every window-long interval of server times, refusals and queries that
-// write nothing, keys that expire once both counts have left the estimate, limit and window changes that keep the
-// counts, and a hot key under 64 concurrent callers.
+// admit::redis::sliding_window against a real redis-server, what is the sliding window's own: the same decisions as
+// the local admit::sliding_window at the server's time (in the server's order under 64 concurrent callers too), the
+// documented bound over every window-long interval of server times, a clock gone back, keys that expire once both
+// counts have left the estimate, limit and window changes that keep the counts, and the parameter checks. The
+// contract every limiter shares (deadline, failure policies, breaker, lost state, batching, leasing, SCRIPT FLUSH,
+// refusals that write nothing) is redis_limiter_contract_test.cpp and redis_limiter_contract_calls_test.cpp.
 #include "admit/redis/sliding_window.hpp"
 
 #include <gtest/gtest.h>
@@ -179,36 +181,6 @@ TEST(RedisSlidingWindow, AClockGoneBackCountsAgainstTheNewestWindow) {
   // As the previous window's weight decays: a quarter into the window after the newer one (limit 4, 4 counted).
   EXPECT_EQ(refused.decision.retry_after, std::chrono::microseconds(next + w + w / 4 - refused.server_time.count()));
   EXPECT_EQ(refused.decision, in_server_units(local.decide_at(at(refused), 1)));
-}
-
-TEST(RedisSlidingWindow, RefusalsAndQueriesWriteNothing) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  // A week-long window (aligned on the epoch): no boundary passes during the test.
-  admit::redis::sliding_window limiter(conn, "ro", 3, std::chrono::hours(24 * 7), patient());
-  const long long before = dirty(server);
-  const auto q = limiter.decide("fresh", 0);
-  ASSERT_TRUE(q.consulted);
-  EXPECT_TRUE(q.decision.admitted);
-  EXPECT_EQ(q.decision.remaining, 3);
-  EXPECT_EQ(q.decision.reset_after, 0ns);
-  EXPECT_TRUE(limiter.decide("fresh", 4).decision.exceeds_capacity());
-  EXPECT_EQ(server.admin({"EXISTS", limiter.storage_key("fresh")}), "0");
-  EXPECT_EQ(dirty(server), before);
-
-  ASSERT_TRUE(limiter.decide("k", 3).decision.admitted);
-  const long long written = dirty(server);
-  const std::string state = server.admin({"GET", limiter.storage_key("k")});
-  const std::string expiry = server.admin({"PEXPIRETIME", limiter.storage_key("k")});
-  for (int i = 0; i < 20; ++i) {
-    const auto r = limiter.decide("k", i % 4);
-    ASSERT_TRUE(r.consulted);
-    EXPECT_EQ(r.decision.admitted, i % 4 == 0);
-  }
-  EXPECT_EQ(dirty(server), written);
-  EXPECT_EQ(server.admin({"GET", limiter.storage_key("k")}), state);
-  EXPECT_EQ(server.admin({"PEXPIRETIME", limiter.storage_key("k")}), expiry);
 }
 
 TEST(RedisSlidingWindow, KeyExpiresWhenBothCountsHaveLeftTheEstimate) {

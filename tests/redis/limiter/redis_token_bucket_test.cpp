@@ -1,7 +1,9 @@
-// admit::redis::token_bucket against a real redis-server: the same decisions as the local admit::token_bucket at the
-// server's time, refusals and queries that write nothing, keys that expire when the bucket is full, parameters that
-// change without losing state, leasing that never takes more than the bucket holds, and a hot key under 64
-// concurrent callers.
+// admit::redis::token_bucket against a real redis-server, what is the token bucket's own: the same decisions as the
+// local admit::token_bucket at the server's time, the stored empty instant and a key that expires when the bucket is
+// full, parameters that change without losing state, leasing that never takes more than the bucket holds, and the
+// parameter checks. The contract every limiter shares (deadline, failure policies, breaker, lost state, batching,
+// leasing, SCRIPT FLUSH, refusals that write nothing, a hot key) is redis_limiter_contract_test.cpp and
+// redis_limiter_contract_calls_test.cpp, run for the token bucket too.
 #include "admit/redis/token_bucket.hpp"
 
 #include <gtest/gtest.h>
@@ -89,35 +91,6 @@ TEST(RedisTokenBucket, DecisionsMatchTheLocalBucketAtTheServerTime) {
   EXPECT_GT(oversize, 0);
 }
 
-TEST(RedisTokenBucket, RefusalsAndQueriesWriteNothing) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  admit::redis::token_bucket bucket(conn, "ro", admit::rate::per(1, std::chrono::hours(1)), 3, patient());
-  const long long before = dirty(server);
-  const auto q = bucket.decide("fresh", 0);
-  ASSERT_TRUE(q.consulted);
-  EXPECT_TRUE(q.decision.admitted);
-  EXPECT_EQ(q.decision.remaining, 3);
-  EXPECT_EQ(q.decision.reset_after, 0ns);
-  EXPECT_TRUE(bucket.decide("fresh", 4).decision.exceeds_capacity());
-  EXPECT_EQ(server.admin({"EXISTS", bucket.storage_key("fresh")}), "0");
-  EXPECT_EQ(dirty(server), before);
-
-  ASSERT_TRUE(bucket.decide("k", 3).decision.admitted);
-  const long long written = dirty(server);
-  const std::string state = server.admin({"GET", bucket.storage_key("k")});
-  const std::string expiry = server.admin({"PEXPIRETIME", bucket.storage_key("k")});
-  for (int i = 0; i < 20; ++i) {
-    const auto r = bucket.decide("k", i % 4);  // queries (n == 0) and refusals
-    ASSERT_TRUE(r.consulted);
-    EXPECT_EQ(r.decision.admitted, i % 4 == 0);
-  }
-  EXPECT_EQ(dirty(server), written);
-  EXPECT_EQ(server.admin({"GET", bucket.storage_key("k")}), state);
-  EXPECT_EQ(server.admin({"PEXPIRETIME", bucket.storage_key("k")}), expiry);
-}
-
 TEST(RedisTokenBucket, KeyExpiresWhenTheBucketIsFullAgain) {
   redis_server server;
   io_thread io;
@@ -192,28 +165,6 @@ TEST(RedisTokenBucket, LeasingTakesAtMostWhatTheBucketHolds) {
   EXPECT_FALSE(empty.decision.admitted);
   // Six tokens charged in all: the empty instant is the first decision's time (full then) − 6 intervals + 6 intervals.
   EXPECT_EQ(std::stoll(server.admin({"GET", bucket.storage_key("k")})), first.server_time.count());
-}
-
-TEST(RedisTokenBucket, HotKeyWith64ConcurrentCallersAdmitsExactlyTheBurst) {
-  redis_server server;
-  io_thread io(2);
-  connection conn(io.executor(), server.url());
-  constexpr std::int64_t burst = 100;
-  admit::redis::token_bucket bucket(conn, "hot", admit::rate::per(1, std::chrono::hours(1)), burst, patient());
-  constexpr int callers = 64, per_caller = 12;
-  const std::vector<traced> results = decide_concurrently(bucket, "k", 1, callers, per_caller);
-  std::int64_t admitted = 0;
-  std::set<std::int64_t> remaining;
-  for (const traced& t : results) {
-    const limiter_result& r = t.result;
-    ASSERT_TRUE(r.consulted) << r.error.message() << " " << r.message;
-    if (!r.decision.admitted) continue;
-    ++admitted;
-    remaining.insert(r.decision.remaining);
-  }
-  EXPECT_EQ(admitted, burst);
-  EXPECT_EQ(remaining.size(), static_cast<std::size_t>(burst));  // 99, 98, ..., 0: each exactly once
-  EXPECT_EQ(results.size(), static_cast<std::size_t>(callers * per_caller));
 }
 
 TEST(RedisTokenBucket, InvalidConfigurationThrows) {
