@@ -412,6 +412,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   void connect_to(const std::string& host, std::uint16_t port) {
+    target_host_ = host;
     state_ = state::connecting;
     const std::uint64_t gen = ++gen_;
     if (reader_ != nullptr) redisReaderFree(reader_);
@@ -436,24 +437,23 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
           ep, [self = shared_from_this(), gen](const boost::system::error_code& ec) { self->on_connected(gen, ec); });
       return;
     }
-    resolver_.async_resolve(
-        host, std::to_string(port),
-        [self = shared_from_this(), gen, host](const boost::system::error_code& ec,
-                                               const asio::ip::tcp::resolver::results_type& results) {
-          if (gen != self->gen_) return;
-          if (ec) {
-            self->set_last_error("resolve " + host + ": " + ec.message());
-            self->fail_attempt(to_error_code(resolve_failure(ec)));
-            return;
-          }
-          std::vector<asio::generic::stream_protocol::endpoint> endpoints;
-          for (const auto& entry : results) endpoints.emplace_back(entry.endpoint());
-          asio::async_connect(
-              self->socket_, endpoints,
-              [self, gen](const boost::system::error_code& e, const asio::generic::stream_protocol::endpoint&) {
-                self->on_connected(gen, e);
-              });
-        });
+    resolver_.async_resolve(host, std::to_string(port),
+                            [self = shared_from_this(), gen](const boost::system::error_code& ec,
+                                                             const asio::ip::tcp::resolver::results_type& results) {
+                              if (gen != self->gen_) return;
+                              if (ec) {
+                                self->set_last_error("resolve " + self->target_host_ + ": " + ec.message());
+                                self->fail_attempt(to_error_code(resolve_failure(ec)));
+                                return;
+                              }
+                              std::vector<asio::generic::stream_protocol::endpoint> endpoints;
+                              for (const auto& entry : results) endpoints.emplace_back(entry.endpoint());
+                              asio::async_connect(self->socket_, endpoints,
+                                                  [self, gen](const boost::system::error_code& e,
+                                                              const asio::generic::stream_protocol::endpoint&) {
+                                                    self->on_connected(gen, e);
+                                                  });
+                            });
   }
 
   void on_connected(std::uint64_t gen, const boost::system::error_code& ec) {
@@ -600,6 +600,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool writing_ = false;
   backoff backoff_;
   std::shared_ptr<sentinel_discovery> sentinel_;  // set when options_.sentinel.master_name is not empty
+  std::string target_host_;                       // the host of the current attempt (options_.host or a sentinel's)
   std::uint64_t rng_state_;
   std::vector<char> read_buffer_;
 
