@@ -190,36 +190,41 @@ sentinel_discovery::sentinel_discovery(boost::asio::any_io_executor strand, cons
 void sentinel_discovery::async_discover(std::function<void(discovered_master)> done) {
   cancel();
   const std::uint64_t run = run_;
+  auto signal = std::make_shared<asio::cancellation_signal>();
+  cancel_ = signal;
+  auto complete = [self = shared_from_this(), run, done = std::move(done), signal](std::exception_ptr e, outcome o) {
+    if (run != self->run_) return;  // cancelled
+    self->cancel_.reset();
+    if (e) {
+      o = outcome{};
+      o.master.error = make_error_code(errc::no_sentinel);
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        o.master.words = std::string("Sentinel: discovery failed: ") + x.what();
+      } catch (...) {
+        o.master.words = "Sentinel: discovery failed";
+      }
+    } else if (!o.master.error) {
+      // The sentinel that answered is asked first next time.
+      const auto winner = self->order_.begin() + static_cast<std::ptrdiff_t>(o.winner);
+      std::rotate(self->order_.begin(), winner, winner + 1);
+      self->named_ = endpoint_text(o.master.host, o.master.port) + ", named master '" + self->options_.master_name +
+                     "' by sentinel " + o.master.words;
+      o.master.words.clear();
+    }
+    done(std::move(o.master));
+  };
   asio::co_spawn(strand_, discover(order_, options_, timeout_),
-                 asio::bind_cancellation_slot(cancel_.slot(), [self = shared_from_this(), run, done = std::move(done)](
-                                                                  std::exception_ptr e, outcome o) {
-                   if (run != self->run_) return;
-                   if (e) {
-                     o = outcome{};
-                     o.master.error = make_error_code(errc::no_sentinel);
-                     try {
-                       std::rethrow_exception(e);
-                     } catch (const std::exception& x) {
-                       o.master.words = std::string("Sentinel: discovery failed: ") + x.what();
-                     } catch (...) {
-                       o.master.words = "Sentinel: discovery failed";
-                     }
-                   } else if (!o.master.error) {
-                     const sentinel_endpoint winner = self->order_[o.winner];
-                     // The sentinel that answered is asked first next time.
-                     std::rotate(self->order_.begin(), self->order_.begin() + static_cast<std::ptrdiff_t>(o.winner),
-                                 self->order_.begin() + static_cast<std::ptrdiff_t>(o.winner) + 1);
-                     self->named_ = endpoint_text(o.master.host, o.master.port) + ", named master '" +
-                                    self->options_.master_name + "' by sentinel " + o.master.words;
-                     o.master.words.clear();
-                   }
-                   done(std::move(o.master));
-                 }));
+                 asio::bind_cancellation_slot(signal->slot(), std::move(complete)));
 }
 
 void sentinel_discovery::cancel() {
   ++run_;
-  cancel_.emit(asio::cancellation_type::terminal);
+  if (cancel_) {
+    cancel_->emit(asio::cancellation_type::terminal);
+    cancel_.reset();
+  }
 }
 
 std::optional<std::string> sentinel_discovery::check_role(const reply& role) const {

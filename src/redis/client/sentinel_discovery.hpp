@@ -60,7 +60,9 @@ class sentinel_discovery : public std::enable_shared_from_this<sentinel_discover
   std::chrono::nanoseconds timeout_;
   std::vector<sentinel_endpoint> order_;  // sentinels in the order they are asked next
   std::uint64_t run_ = 0;                 // bumped by each start and by cancel(): a stale completion does nothing
-  boost::asio::cancellation_signal cancel_;
+  // The signal bound to the discovery under way (one per discovery, so that a new one never replaces the cancellation
+  // handler of an old one that is still unwinding); the discovery's completion handler shares it.
+  std::shared_ptr<boost::asio::cancellation_signal> cancel_;
   std::string named_;  // "host:port, named master 'x' by host:port" of the last discovery
 };
 
