@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "admit/redis/client/cluster.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -18,6 +20,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,6 +71,39 @@ std::uint16_t closed_port() {
 }
 
 std::string where(std::uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
+
+// A loopback port that accepts connections (the kernel completes them) but never answers: a sentinel that hangs.
+// connections() counts the connections made to it so far.
+class silent_listener {
+ public:
+  silent_listener() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 64) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error("silent_listener: bind/listen failed");
+    }
+    port_ = ntohs(addr.sin_port);
+  }
+  ~silent_listener() {
+    for (int fd : accepted_) ::close(fd);
+    ::close(fd_);
+  }
+  silent_listener(const silent_listener&) = delete;
+  silent_listener& operator=(const silent_listener&) = delete;
+  std::uint16_t port() const { return port_; }
+  std::size_t connections() {
+    for (int fd; (fd = ::accept(fd_, nullptr, nullptr)) >= 0;) accepted_.push_back(fd);
+    return accepted_.size();
+  }
+
+ private:
+  int fd_;
+  std::uint16_t port_ = 0;
+  std::vector<int> accepted_;
+};
 
 TEST(RedisSentinel, DiscoversTheMaster) {
   redis_sentinel_group g;
@@ -125,6 +161,52 @@ TEST(RedisSentinel, NoSentinelAnsweringFailsNamingEachAndWhy) {
   EXPECT_NE(words.find("no sentinel answered for master 'm'"), std::string::npos) << words;
   EXPECT_NE(words.find(where(a) + ": connection refused"), std::string::npos) << words;
   EXPECT_NE(words.find(where(b) + ": connection refused"), std::string::npos) << words;
+}
+
+TEST(RedisSentinel, SentinelThatHangsIsGivenUpAfterTheConnectTimeoutAndTheNextOneAsked) {
+  redis_sentinel_group g;
+  silent_listener hung;
+  auto o = parse_url(g.url());
+  o.connect_timeout = 300ms;
+  o.sentinel.sentinels.insert(o.sentinel.sentinels.begin(), {"127.0.0.1", hung.port()});
+  io_thread io;
+  connection conn(io.executor(), o);
+  ASSERT_FALSE(conn.connect()) << conn.last_error();
+  EXPECT_EQ(served_by(conn), g.master_port());
+  EXPECT_EQ(hung.connections(), 1u);
+  // A reconnection asks first the sentinel that answered last time: the hung one is not tried again.
+  ASSERT_NE(redis_sentinel_group::admin(g.master_port(), {"CLIENT", "KILL", "TYPE", "normal"}).rfind('-', 0), 0u);
+  ASSERT_TRUE(eventually([&] { return conn.statistics().connects == 2; }, std::chrono::seconds(30)));
+  EXPECT_EQ(served_by(conn), g.master_port());
+  EXPECT_EQ(hung.connections(), 1u);
+}
+
+TEST(RedisSentinel, OnlyAHungSentinelIsNoSentinelAndCloseDoesNotWaitForIt) {
+  silent_listener hung;
+  admit::redis::connection_options o;
+  o.sentinel.master_name = "m";
+  o.sentinel.sentinels = {{"127.0.0.1", hung.port()}};
+  o.connect_timeout = 200ms;
+  {
+    io_thread io;
+    connection conn(io.executor(), o);
+    EXPECT_EQ(conn.connect(), errc::no_sentinel);
+    EXPECT_NE(conn.last_error().find(where(hung.port()) + ": timed out"), std::string::npos) << conn.last_error();
+  }
+  // Closed in the middle of a discovery that would take a minute: the connection and its io_context end at once.
+  o.connect_timeout = 60s;
+  const auto start = clock_type::now();
+  {
+    io_thread io;
+    connection conn(io.executor(), o);
+    EXPECT_EQ(conn.connect_until(clock_type::now() + 100ms), errc::timeout);
+  }
+  EXPECT_LT(clock_type::now() - start, 30s);
+}
+
+TEST(RedisSentinel, ClusterRefusesSentinelSeeds) {
+  io_thread io;
+  EXPECT_THROW(admit::redis::cluster(io.executor(), "redis+sentinel://127.0.0.1/m"), std::invalid_argument);
 }
 
 TEST(RedisSentinel, SentinelAuthFailureIsReportedForThatSentinel) {
