@@ -167,7 +167,7 @@ TEST(RedisSentinel, SentinelThatHangsIsGivenUpAfterTheConnectTimeoutAndTheNextOn
   redis_sentinel_group g;
   silent_listener hung;
   auto o = parse_url(g.url());
-  o.connect_timeout = 300ms;
+  o.connect_timeout = 1s;  // the hung sentinel costs this once; the others answer well within it
   o.sentinel.sentinels.insert(o.sentinel.sentinels.begin(), {"127.0.0.1", hung.port()});
   io_thread io;
   connection conn(io.executor(), o);
@@ -288,9 +288,11 @@ TEST(RedisSentinelFailover, LimitersAndSemaphoreFollowTheNewMasterWithTheirFailu
   sem_options.timeout = 300ms;
   admit::redis::semaphore sem(conn, "failover-sem", 2, sem_options);
 
-  // Before: Redis decides; the replica never ran SCRIPT LOAD (scripts are not replicated).
-  ASSERT_TRUE(closed.decide("k").consulted);
-  ASSERT_TRUE(open.decide("k").consulted);
+  // Before: Redis decides (the first decisions also connect and load the scripts: they may take longer than a
+  // decision's timeout on a loaded machine); the replica never ran SCRIPT LOAD (scripts are not replicated).
+  ASSERT_FALSE(conn.connect()) << conn.last_error();
+  ASSERT_TRUE(eventually([&] { return closed.decide("k").consulted; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(eventually([&] { return open.decide("k").consulted; }, std::chrono::seconds(30)));
   {
     auto lease = sem.try_acquire_for(10s);
     ASSERT_TRUE(lease) << lease.error().message();
@@ -307,15 +309,27 @@ TEST(RedisSentinelFailover, LimitersAndSemaphoreFollowTheNewMasterWithTheirFailu
   std::mutex mutex;
   std::vector<observed> closed_seen, open_seen;
   std::atomic<bool> stop{false};
-  std::thread driver([&] {
+  std::thread driver;
+  struct stop_and_join {  // also when an assertion below ends the test early
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~stop_and_join() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+  } guard{stop, driver};
+  driver = std::thread([&] {
     while (!stop.load()) {
       limiter_result c = closed.decide("k");
       limiter_result o = open.decide("k");
       const auto now = clock_type::now();
-      std::lock_guard lock(mutex);
-      closed_seen.push_back({now, std::move(c)});
-      open_seen.push_back({now, std::move(o)});
-      if (closed_seen.size() > 100'000) return;
+      {
+        std::lock_guard lock(mutex);
+        closed_seen.push_back({now, std::move(c)});
+        open_seen.push_back({now, std::move(o)});
+      }
+      // Paced: with the breaker open, decisions return at once; a few hundred a second are plenty.
+      std::this_thread::sleep_for(2ms);
     }
   });
   const auto first_after = [&](std::vector<observed>& seen, clock_type::time_point t) -> std::optional<observed> {
