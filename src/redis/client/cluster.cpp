@@ -598,6 +598,10 @@ std::shared_ptr<cluster_impl> make_cluster_impl(asio::any_io_executor ex, std::v
   if (seeds.empty()) throw std::invalid_argument("admit::redis::cluster: no seed node");
   for (const auto& s : seeds) {
     validate(s);
+    if (!s.sentinel.master_name.empty()) {
+      throw std::invalid_argument("admit::redis::cluster: seed with sentinel master '" + s.sentinel.master_name +
+                                  "' (a cluster finds its nodes itself; Sentinel is for one master and its replicas)");
+    }
     if (!s.unix_path.empty()) {
       throw std::invalid_argument("admit::redis::cluster: seed '" + s.unix_path +
                                   "' is a unix socket (cluster nodes are host:port)");

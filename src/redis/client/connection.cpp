@@ -29,6 +29,7 @@
 
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/detail/backoff.hpp"
+#include "sentinel_discovery.hpp"
 
 namespace admit::redis::detail {
 namespace {
@@ -80,7 +81,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         deadline_timer_(strand_),
         backoff_(options_.reconnect_initial, options_.reconnect_max),
         rng_state_(std::random_device{}()),
-        read_buffer_(read_buffer_bytes) {}
+        read_buffer_(read_buffer_bytes) {
+    if (!options_.sentinel.master_name.empty()) {
+      sentinel_ = std::make_shared<sentinel_discovery>(strand_, options_);
+    }
+  }
 
   ~connection_impl() {
     if (reader_ != nullptr) redisReaderFree(reader_);
@@ -179,7 +184,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
  private:
   enum class state { idle, connecting, handshaking, ready, backoff, closed };
-  enum class handshake_step { auth, select };
+  enum class handshake_step { auth, select, role };
 
   void set_last_error(std::string what) {
     std::lock_guard lock(mutex_);
@@ -350,7 +355,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     if (state_ == state::handshaking) {
       const handshake_step step = handshake_.front();
       handshake_.pop_front();
-      if (value.is_error()) {
+      if (step == handshake_step::role) {  // Sentinel (sentinel.cpp)
+        if (auto why = sentinel_->check_role(value)) {
+          set_last_error(std::move(*why));
+          fail_attempt(to_error_code(errc::not_master));
+          return;
+        }
+      } else if (value.is_error()) {
         set_last_error((step == handshake_step::auth ? "AUTH: " : "SELECT: ") + value.str());
         fail_attempt(to_error_code(step == handshake_step::auth ? errc::auth_failed : errc::select_failed));
         return;
@@ -369,15 +380,39 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     request_ptr r = std::move(in_flight_.front());
     in_flight_.pop_front();
     replies_.fetch_add(1, std::memory_order_relaxed);
+    // Sentinel: a node that answers READONLY is a replica now; a new connection asks the sentinels again.
+    const bool demoted = sentinel_ && value.is_error("READONLY");
     if (r->done()) {
       discarded_.fetch_add(1, std::memory_order_relaxed);
       drop_deadline(*r);
-      return;
+    } else {
+      finish(r, {}, std::move(value));
     }
-    finish(r, {}, std::move(value));
+    if (demoted) lose(to_error_code(errc::connection_lost), "Sentinel: the node answered READONLY (now a replica)");
   }
 
   void start_connect() {
+    // Sentinel (sentinel.cpp): every attempt first asks the sentinels where the master is, then connects there.
+    if (sentinel_) {
+      state_ = state::connecting;
+      const std::uint64_t gen = ++gen_;
+      sentinel_->async_discover([weak = weak_from_this(), gen](discovered_master m) {
+        const auto self = weak.lock();
+        if (!self || gen != self->gen_ || self->state_ != state::connecting) return;
+        if (m.error) {
+          self->set_last_error(std::move(m.words));
+          self->fail_attempt(boost::system::error_code(m.error));
+          return;
+        }
+        self->connect_to(m.host, m.port);
+      });
+      return;
+    }
+    connect_to(options_.host, options_.port);
+  }
+
+  void connect_to(const std::string& host, std::uint16_t port) {
+    target_host_ = host;
     state_ = state::connecting;
     const std::uint64_t gen = ++gen_;
     if (reader_ != nullptr) redisReaderFree(reader_);
@@ -396,18 +431,18 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         self->fail_attempt(to_error_code(errc::connect_timeout));
       }
     });
-    if (!options_.unix_path.empty()) {
+    if (!options_.unix_path.empty() && !sentinel_) {
       const asio::generic::stream_protocol::endpoint ep{asio::local::stream_protocol::endpoint(options_.unix_path)};
       socket_.async_connect(
           ep, [self = shared_from_this(), gen](const boost::system::error_code& ec) { self->on_connected(gen, ec); });
       return;
     }
-    resolver_.async_resolve(options_.host, std::to_string(options_.port),
+    resolver_.async_resolve(host, std::to_string(port),
                             [self = shared_from_this(), gen](const boost::system::error_code& ec,
                                                              const asio::ip::tcp::resolver::results_type& results) {
                               if (gen != self->gen_) return;
                               if (ec) {
-                                self->set_last_error("resolve " + self->options_.host + ": " + ec.message());
+                                self->set_last_error("resolve " + self->target_host_ + ": " + ec.message());
                                 self->fail_attempt(to_error_code(resolve_failure(ec)));
                                 return;
                               }
@@ -430,7 +465,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     }
     {
       boost::system::error_code ignored;
-      if (options_.unix_path.empty()) socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+      if (options_.unix_path.empty() || sentinel_) socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
       socket_.non_blocking(true, ignored);  // for start_write's immediate attempt
     }
     handshake_.clear();
@@ -445,6 +480,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     if (options_.db != 0) {
       hello += format_command(command{"SELECT"}.arg(options_.db));
       handshake_.push_back(handshake_step::select);
+    }
+    if (sentinel_) {  // Sentinel: use the node only if it says it is a master
+      hello += format_command(command{"ROLE"});
+      handshake_.push_back(handshake_step::role);
     }
     start_read(gen);
     if (hello.empty()) {
@@ -520,6 +559,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   void on_close() {
     state_ = state::closed;
+    if (sentinel_) sentinel_->cancel();
     shut_socket();
     connected_.store(false, std::memory_order_release);
     connect_timer_.cancel();
@@ -559,6 +599,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   std::string write_buffer_;
   bool writing_ = false;
   backoff backoff_;
+  std::shared_ptr<sentinel_discovery> sentinel_;  // set when options_.sentinel.master_name is not empty
+  std::string target_host_;                       // the host of the current attempt (options_.host or a sentinel's)
   std::uint64_t rng_state_;
   std::vector<char> read_buffer_;
 

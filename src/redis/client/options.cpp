@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "admit/redis/client/options.hpp"
+#include "sentinel_discovery.hpp"
 
 namespace admit::redis {
 namespace {
@@ -86,6 +87,7 @@ connection_options parse_url(std::string_view url) {
   connection_options o;
   constexpr std::string_view redis_scheme = "redis://";
   constexpr std::string_view unix_scheme = "unix://";
+  if (url.starts_with("redis+sentinel://")) return detail::parse_sentinel_url(url);  // sentinel.cpp
   if (url.starts_with(unix_scheme)) {
     std::string_view rest = url.substr(unix_scheme.size());
     std::string_view query;
@@ -115,7 +117,7 @@ connection_options parse_url(std::string_view url) {
   if (!url.starts_with(redis_scheme)) {
     const auto colon = url.find("://");
     const std::string shown = colon == std::string_view::npos ? redacted(url) : std::string(url.substr(0, colon));
-    bad("unsupported scheme (want redis:// or unix://)", shown, url);
+    bad("unsupported scheme (want redis://, unix:// or redis+sentinel://)", shown, url);
   }
   std::string_view rest = url.substr(redis_scheme.size());
   // [[user]:password@]
@@ -184,6 +186,7 @@ void validate(const connection_options& o) {
                                 std::to_string(o.reconnect_initial.count()) + "ns) > reconnect_max (" +
                                 std::to_string(o.reconnect_max.count()) + "ns)");
   }
+  detail::validate_sentinel(o);  // sentinel.cpp
 }
 
 }  // namespace admit::redis

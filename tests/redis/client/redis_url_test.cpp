@@ -67,7 +67,8 @@ TEST(RedisUrl, UnixSocket) {
 }
 
 TEST(RedisUrl, ErrorsNameTheBadPart) {
-  EXPECT_EQ(error_of("http://h:1"), "redis URL: unsupported scheme (want redis:// or unix://) 'http' in 'http://h:1'");
+  EXPECT_EQ(error_of("http://h:1"),
+            "redis URL: unsupported scheme (want redis://, unix:// or redis+sentinel://) 'http' in 'http://h:1'");
   EXPECT_EQ(error_of("redis://h:99999"), "redis URL: bad port '99999' in 'redis://h:99999'");
   EXPECT_EQ(error_of("redis://h:0"), "redis URL: bad port '0' in 'redis://h:0'");
   EXPECT_EQ(error_of("redis://h:x1"), "redis URL: bad port 'x1' in 'redis://h:x1'");
@@ -86,16 +87,19 @@ TEST(RedisUrl, ErrorsNameTheBadPart) {
   EXPECT_EQ(error_of("unix:///s?timeout=1"), "redis URL: unknown query parameter 'timeout' in 'unix:///s?timeout=1'");
   EXPECT_EQ(error_of("unix:///s?db"), "redis URL: query parameter without a value 'db' in 'unix:///s?db'");
   EXPECT_EQ(error_of("localhost:6379"),
-            "redis URL: unsupported scheme (want redis:// or unix://) 'localhost:6379' in 'localhost:6379'");
+            "redis URL: unsupported scheme (want redis://, unix:// or redis+sentinel://) 'localhost:6379' in "
+            "'localhost:6379'");
 }
 
 TEST(RedisOptions, ErrorsNeverQuoteThePassword) {
   EXPECT_EQ(error_of("redis://:s3cret@h:99999"), "redis URL: bad port '99999' in 'redis://:***@h:99999'");
   EXPECT_EQ(error_of("redis://alice:s3cret@h:1/x"), "redis URL: bad database number 'x' in 'redis://alice:***@h:1/x'");
-  EXPECT_EQ(error_of("rediss://:s3cret@h"),
-            "redis URL: unsupported scheme (want redis:// or unix://) 'rediss' in 'rediss://:***@h'");
+  EXPECT_EQ(
+      error_of("rediss://:s3cret@h"),
+      "redis URL: unsupported scheme (want redis://, unix:// or redis+sentinel://) 'rediss' in 'rediss://:***@h'");
   EXPECT_EQ(error_of("localhost:s3cret@h"),
-            "redis URL: unsupported scheme (want redis:// or unix://) 'localhost:***@h' in 'localhost:***@h'");
+            "redis URL: unsupported scheme (want redis://, unix:// or redis+sentinel://) 'localhost:***@h' in "
+            "'localhost:***@h'");
   EXPECT_EQ(error_of("unix:///s?password=s3cret&db=x"),
             "redis URL: bad database number 'x' in 'unix:///s?password=***&db=x'");
   EXPECT_EQ(error_of("unix:///s?db=1&password=s3cret&x=1"),
@@ -113,6 +117,67 @@ TEST(RedisOptions, ValidateRejectsNonsense) {
   EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
   o = {};
   o.host.clear();
+  EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
+}
+
+// ---- redis+sentinel:// ----
+
+TEST(RedisSentinelUrl, SentinelsMasterNameAndDatabase) {
+  const auto o = parse_url("redis+sentinel://10.0.0.1:26380,sentinel-b,[::1]:5000/cache/3");
+  ASSERT_EQ(o.sentinel.sentinels.size(), 3u);
+  EXPECT_EQ(o.sentinel.sentinels[0], (admit::redis::sentinel_endpoint{"10.0.0.1", 26380}));
+  EXPECT_EQ(o.sentinel.sentinels[1], (admit::redis::sentinel_endpoint{"sentinel-b", 26379}));
+  EXPECT_EQ(o.sentinel.sentinels[2], (admit::redis::sentinel_endpoint{"::1", 5000}));
+  EXPECT_EQ(o.sentinel.master_name, "cache");
+  EXPECT_EQ(o.db, 3);
+  EXPECT_TRUE(o.password.empty());
+  EXPECT_TRUE(o.sentinel.password.empty());
+  EXPECT_NO_THROW(admit::redis::validate(o));
+}
+
+TEST(RedisSentinelUrl, DataNodeAndSentinelCredentialsAreSeparate) {
+  const auto o =
+      parse_url("redis+sentinel://app:data%40pw@s1,s2/mymaster?db=2&sentinel_username=watch&sentinel_password=s%26pw");
+  EXPECT_EQ(o.user, "app");
+  EXPECT_EQ(o.password, "data@pw");
+  EXPECT_EQ(o.sentinel.user, "watch");
+  EXPECT_EQ(o.sentinel.password, "s&pw");
+  EXPECT_EQ(o.db, 2);
+  EXPECT_EQ(o.sentinel.master_name, "mymaster");
+  EXPECT_EQ(o.sentinel.sentinels.size(), 2u);
+}
+
+TEST(RedisSentinelUrl, PasswordOnlyCredentials) {
+  const auto o = parse_url("redis+sentinel://:pw@s1:1/m");
+  EXPECT_TRUE(o.user.empty());
+  EXPECT_EQ(o.password, "pw");
+  EXPECT_EQ(o.sentinel.sentinels.front().port, 1);
+}
+
+TEST(RedisSentinelUrl, ErrorsNameTheBadPartAndHideSecrets) {
+  EXPECT_EQ(error_of("redis+sentinel://s1,s2"),
+            "redis URL: missing master name (want redis+sentinel://host[:port],.../master_name[/db]) '' in "
+            "'redis+sentinel://s1,s2'");
+  EXPECT_EQ(error_of("redis+sentinel://s1,,s2/m"),
+            "redis URL: empty sentinel address (want host[:port],host[:port]...) '' in 'redis+sentinel://s1,,s2/m'");
+  EXPECT_EQ(error_of("redis+sentinel://:pw@s1:0/m"), "redis URL: bad port '0' in 'redis+sentinel://:***@s1:0/m'");
+  EXPECT_EQ(error_of("redis+sentinel://s1/m/x"), "redis URL: bad database number 'x' in 'redis+sentinel://s1/m/x'");
+  EXPECT_EQ(error_of("redis+sentinel://s1/m/1?db=2"),
+            "redis URL: database given twice, differently (path and ?db=) '2' in 'redis+sentinel://s1/m/1?db=2'");
+  EXPECT_EQ(error_of("redis+sentinel://s1/m?sentinel_password=top&timeout=1"),
+            "redis URL: unknown query parameter (want db, sentinel_username or sentinel_password) 'timeout' in "
+            "'redis+sentinel://s1/m?sentinel_password=***&timeout=1'");
+}
+
+TEST(RedisSentinelOptions, ValidateNeedsSentinelsWithAddresses) {
+  admit::redis::connection_options o;
+  o.sentinel.master_name = "m";
+  EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
+  o.sentinel.sentinels.push_back({"s1", 0});
+  EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
+  o.sentinel.sentinels.back().port = 26379;
+  EXPECT_NO_THROW(admit::redis::validate(o));
+  o.sentinel.sentinels.push_back({"", 26379});
   EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
 }
 

@@ -103,7 +103,7 @@ class cluster final : public client {
   // Every node connection takes the first seed's user, password and timeouts (connect_timeout, command_timeout — the
   // default deadline —, reconnect backoff). Does not connect yet (the first call or refresh() does). Throws
   // std::invalid_argument naming the bad value: no seed, a unix-socket seed, db != 0 (a cluster has only database 0),
-  // invalid connection options, negative refresh_interval, non-positive tryagain_delay.
+  // a seed with sentinel options, invalid connection options, negative refresh_interval, non-positive tryagain_delay.
   cluster(executor_type ex, std::vector<connection_options> seeds, cluster_options options = {});
   // One seed by URL (redis://[[user]:password@]host[:port], see options.hpp).
   cluster(executor_type ex, std::string_view seed_url, cluster_options options = {})

@@ -5,9 +5,10 @@
 //
 // A Redis error *reply* (NOSCRIPT, MOVED, WRONGTYPE...) is not one of these: it is a value, admit::redis::reply with
 // type() == reply_type::error. These codes say that no reply was received. A failed connection attempt is one of
-// connection_refused, unknown_host, connection_failed, connect_timeout, auth_failed, select_failed or protocol_error,
-// a lost connection connection_lost or protocol_error (connection::last_error() has the system's or the server's
-// words); only a cancelled call carries Asio's own code (operation_aborted).
+// connection_refused, unknown_host, connection_failed, connect_timeout, auth_failed, select_failed or protocol_error
+// (through Redis Sentinel also no_sentinel, unknown_master or not_master), a lost connection connection_lost or
+// protocol_error (connection::last_error() has the system's or the server's words); only a cancelled call carries
+// Asio's own code (operation_aborted).
 #pragma once
 
 #include <boost/system/error_code.hpp>
@@ -31,6 +32,10 @@ enum class errc {
   connection_failed = 10,  // any other failure to connect (the resolver could not answer now, network unreachable,
                            // connection reset during the handshake, ...)
   connection_lost = 11,    // an established connection was closed or reset (by the server or the network)
+  // Redis Sentinel (sentinel.hpp): why a connection attempt found no master to connect to.
+  no_sentinel = 12,     // no sentinel answered (each refused, timed out, failed AUTH or answered with an error)
+  unknown_master = 13,  // no sentinel that answered knows the master name (and none gave an address)
+  not_master = 14,      // the node the sentinels named does not say it is a master (ROLE): a failover under way
 };
 
 namespace detail {
@@ -61,6 +66,12 @@ class errc_category final : public std::error_category {
         return "could not connect to redis";
       case errc::connection_lost:
         return "connection to redis lost";
+      case errc::no_sentinel:
+        return "no redis sentinel answered";
+      case errc::unknown_master:
+        return "no redis sentinel knows the master name";
+      case errc::not_master:
+        return "the node the redis sentinels named is not a master";
     }
     return "unknown admit.redis error " + std::to_string(value);
   }

@@ -7,6 +7,11 @@
 // URL forms:
 //   redis://[[user]:password@]host[:port][/db]    host is a name, an IPv4 address or [IPv6]; port defaults to 6379
 //   unix:///absolute/path[?db=N][&password=P]     a unix-domain socket
+//   redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master_name[/db]
+//       [?db=N&sentinel_username=U&sentinel_password=P]
+//                                                 through Redis Sentinel (sentinel.hpp): the sentinels (port 26379 by
+//                                                 default) and the master's name; user and password are the data
+//                                                 node's, sentinel_username and sentinel_password the sentinels'
 // user and password are percent-decoded ("p%40ss" is "p@ss"). parse_url throws std::invalid_argument naming the bad
 // part and quoting the URL.
 #pragma once
@@ -15,6 +20,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "admit/redis/client/sentinel.hpp"
 
 namespace admit::redis {
 
@@ -40,14 +47,19 @@ struct connection_options {
   // max.
   std::chrono::nanoseconds reconnect_initial = std::chrono::milliseconds(50);
   std::chrono::nanoseconds reconnect_max = std::chrono::seconds(2);
+
+  // Redis Sentinel (sentinel.hpp): when sentinel.master_name is not empty, every connection attempt asks these
+  // sentinels where the master is (host, port and unix_path are then not used) and checks it with ROLE.
+  sentinel_options sentinel{};
 };
 
-// Parses a redis:// or unix:// URL (see the top of the file) into options with the default timeouts.
+// Parses a redis://, unix:// or redis+sentinel:// URL (see the top of the file) into options with the default timeouts.
 // Throws std::invalid_argument naming the bad part: scheme, host, port, database, password, query parameter.
 connection_options parse_url(std::string_view url);
 
 // Throws std::invalid_argument naming the bad value if the options cannot work (empty host, non-positive timeouts,
-// reconnect_initial > reconnect_max, negative db).
+// reconnect_initial > reconnect_max, negative db; with sentinel.master_name: no sentinels, a sentinel with an empty
+// host or port 0).
 void validate(const connection_options& options);
 
 }  // namespace admit::redis

@@ -1,0 +1,418 @@
+// Redis Sentinel for admit::redis::connection: the discovery of the master (one coroutine on the connection's strand
+// asking each sentinel in turn, each exchange raced against a timer), the ROLE check's verdict, the redis+sentinel://
+// URL and the validation of sentinel_options. sentinel.hpp says what users see; sentinel_discovery.hpp is the
+// connection's side.
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <charconv>
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "admit/redis/client/connection.hpp"
+#include "sentinel_discovery.hpp"
+
+namespace admit::redis::detail {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+constexpr auto as_tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+std::string endpoint_text(std::string_view host, std::uint16_t port) {
+  const std::string h(host);
+  return (h.find(':') == std::string::npos ? h : "[" + h + "]") + ":" + std::to_string(port);
+}
+
+// What one sentinel said.
+struct answer {
+  enum class kind { address, unknown, failed };
+  kind what = kind::failed;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string why;  // failed: in words
+};
+
+answer failed(std::string why) { return answer{answer::kind::failed, {}, 0, std::move(why)}; }
+
+struct reply_deleter {
+  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using reply_ptr = std::unique_ptr<redisReply, reply_deleter>;
+
+std::string text_of(const redisReply* r) {
+  if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR) {
+    return std::string(r->str, r->len);
+  }
+  return "a reply of type " + std::to_string(r->type);
+}
+
+// The last reply of the exchange: SENTINEL get-master-addr-by-name's.
+answer interpret(const redisReply* r) {
+  if (r->type == REDIS_REPLY_NIL) return answer{answer::kind::unknown, {}, 0, {}};
+  if (r->type == REDIS_REPLY_ERROR) return failed("SENTINEL get-master-addr-by-name: " + text_of(r));
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
+      r->element[1]->type == REDIS_REPLY_STRING) {
+    const std::string_view port(r->element[1]->str, r->element[1]->len);
+    unsigned value = 0;
+    const auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (ec == std::errc{} && p == port.data() + port.size() && value > 0 && value <= 65535 && r->element[0]->len > 0) {
+      return answer{answer::kind::address,
+                    std::string(r->element[0]->str, r->element[0]->len),
+                    static_cast<std::uint16_t>(value),
+                    {}};
+    }
+  }
+  return failed("unexpected reply to SENTINEL get-master-addr-by-name");
+}
+
+// One exchange with one sentinel: resolve, connect, write `payload` (AUTH when `with_auth`, then the question), read
+// the replies. Never throws for I/O: a failure is an answer.
+asio::awaitable<answer> ask(sentinel_endpoint ep, std::string payload, bool with_auth) {
+  const auto ex = co_await asio::this_coro::executor;
+  tcp::resolver resolver(ex);
+  auto [rec, results] = co_await resolver.async_resolve(ep.host, std::to_string(ep.port), as_tuple_awaitable);
+  if (rec) co_return failed("resolve: " + rec.message());
+  tcp::socket socket(ex);
+  auto [cec, unused_endpoint] = co_await asio::async_connect(socket, results, as_tuple_awaitable);
+  if (cec) {
+    co_return failed(cec == asio::error::connection_refused ? std::string("connection refused")
+                                                            : "connect: " + cec.message());
+  }
+  auto [wec, unused_written] = co_await asio::async_write(socket, asio::buffer(payload), as_tuple_awaitable);
+  if (wec) co_return failed("write: " + wec.message());
+  const std::unique_ptr<redisReader, decltype(&redisReaderFree)> reader(redisReaderCreate(), &redisReaderFree);
+  if (!reader) throw std::bad_alloc();
+  const std::size_t expected = with_auth ? 2 : 1;
+  std::vector<reply_ptr> replies;
+  std::array<char, 4096> buffer{};
+  while (replies.size() < expected) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader.get(), &raw) != REDIS_OK)
+      co_return failed(std::string("protocol: ") + reader->errstr);
+    if (raw != nullptr) {
+      replies.emplace_back(static_cast<redisReply*>(raw));
+      continue;
+    }
+    auto [rerr, n] = co_await socket.async_read_some(asio::buffer(buffer), as_tuple_awaitable);
+    if (rerr) {
+      co_return failed(rerr == asio::error::eof ? std::string("closed the connection") : "read: " + rerr.message());
+    }
+    if (redisReaderFeed(reader.get(), buffer.data(), n) != REDIS_OK) {
+      co_return failed(std::string("protocol: ") + reader->errstr);
+    }
+  }
+  if (with_auth && replies.front()->type == REDIS_REPLY_ERROR)
+    co_return failed("AUTH: " + text_of(replies.front().get()));
+  co_return interpret(replies.back().get());
+}
+
+// ask() bounded by `timeout`.
+asio::awaitable<answer> ask_within(sentinel_endpoint ep, std::string payload, bool with_auth,
+                                   std::chrono::nanoseconds timeout) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  timer.expires_after(timeout);
+  auto first = co_await (ask(std::move(ep), std::move(payload), with_auth) || timer.async_wait(as_tuple_awaitable));
+  if (first.index() == 0) co_return std::get<0>(std::move(first));
+  co_return failed("timed out");
+}
+
+struct outcome {
+  discovered_master master;
+  std::size_t winner = 0;  // the index (in the order asked) of the sentinel that gave the address
+};
+
+asio::awaitable<outcome> discover(std::vector<sentinel_endpoint> order, sentinel_options options,
+                                  std::chrono::nanoseconds timeout) {
+  command question{"SENTINEL", "get-master-addr-by-name", options.master_name};
+  std::string payload;
+  const bool with_auth = !options.password.empty();
+  if (with_auth) {
+    command auth{"AUTH"};
+    if (!options.user.empty()) auth.arg(options.user);
+    auth.arg(options.password);
+    payload = format_command(auth);
+  }
+  payload += format_command(question);
+  std::string tried;
+  bool someone_answered = false;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    answer a = co_await ask_within(order[i], payload, with_auth, timeout);
+    const std::string where = endpoint_text(order[i].host, order[i].port);
+    if (a.what == answer::kind::address) {
+      outcome o;
+      o.master.host = std::move(a.host);
+      o.master.port = a.port;
+      o.master.words = where;  // the sentinel that named it
+      o.winner = i;
+      co_return o;
+    }
+    someone_answered = someone_answered || a.what == answer::kind::unknown;
+    tried += (tried.empty() ? "" : "; ") + where + ": " +
+             (a.what == answer::kind::unknown ? std::string("does not know it") : a.why);
+  }
+  outcome o;
+  o.master.error = make_error_code(someone_answered ? errc::unknown_master : errc::no_sentinel);
+  o.master.words =
+      (someone_answered ? "Sentinel: no sentinel knows master '" : "Sentinel: no sentinel answered for master '") +
+      options.master_name + "' (" + tried + ")";
+  co_return o;
+}
+
+}  // namespace
+
+sentinel_discovery::sentinel_discovery(boost::asio::any_io_executor strand, const connection_options& options)
+    : strand_(std::move(strand)),
+      options_(options.sentinel),
+      timeout_(options.connect_timeout),
+      order_(options.sentinel.sentinels) {}
+
+void sentinel_discovery::async_discover(std::function<void(discovered_master)> done) {
+  cancel();
+  const std::uint64_t run = run_;
+  auto signal = std::make_shared<asio::cancellation_signal>();
+  cancel_ = signal;
+  auto complete = [self = shared_from_this(), run, done = std::move(done), signal](std::exception_ptr e, outcome o) {
+    if (run != self->run_) return;  // cancelled
+    self->cancel_.reset();
+    if (e) {
+      o = outcome{};
+      o.master.error = make_error_code(errc::no_sentinel);
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        o.master.words = std::string("Sentinel: discovery failed: ") + x.what();
+      } catch (...) {
+        o.master.words = "Sentinel: discovery failed";
+      }
+    } else if (!o.master.error) {
+      // The sentinel that answered is asked first next time.
+      const auto winner = self->order_.begin() + static_cast<std::ptrdiff_t>(o.winner);
+      std::rotate(self->order_.begin(), winner, winner + 1);
+      self->named_ = endpoint_text(o.master.host, o.master.port) + ", named master '" + self->options_.master_name +
+                     "' by sentinel " + o.master.words;
+      o.master.words.clear();
+    }
+    done(std::move(o.master));
+  };
+  asio::co_spawn(strand_, discover(order_, options_, timeout_),
+                 asio::bind_cancellation_slot(signal->slot(), std::move(complete)));
+}
+
+void sentinel_discovery::cancel() {
+  ++run_;
+  if (cancel_) {
+    cancel_->emit(asio::cancellation_type::terminal);
+    cancel_.reset();
+  }
+}
+
+std::optional<std::string> sentinel_discovery::check_role(const reply& role) const {
+  if (role.is_array() && !role.elements().empty() && role.elements().front().str() == "master") return std::nullopt;
+  std::string said;
+  if (role.is_error()) {
+    said = "an error: " + role.str();
+  } else if (role.is_array() && !role.elements().empty()) {
+    said = "'" + role.elements().front().str() + "'";
+  } else {
+    said = "an unexpected reply";
+  }
+  return "Sentinel: " + named_ + " is not a master: ROLE answered " + said;
+}
+
+// ---- redis+sentinel:// URLs and validation ----
+namespace {
+
+constexpr std::string_view sentinel_scheme = "redis+sentinel://";
+constexpr std::string_view hidden = "***";
+
+// `url` with the password of its userinfo and any sentinel_password=... as "***".
+std::string redacted(std::string_view url) {
+  std::string out(url);
+  const std::size_t start = url.starts_with(sentinel_scheme) ? sentinel_scheme.size() : 0;
+  for (auto at = out.find("sentinel_password=", start); at != std::string::npos;
+       at = out.find("sentinel_password=", at + 1)) {
+    if (out[at - 1] != '?' && out[at - 1] != '&') continue;
+    const std::size_t value = at + 18;
+    const std::size_t end = std::min(out.find('&', value), out.size());
+    out.replace(value, end - value, hidden);
+  }
+  const auto slash = out.find('/', start);
+  const auto at = out.rfind('@', slash);
+  if (at == std::string::npos || at < start) return out;
+  const auto colon = out.find(':', start);
+  if (colon == std::string::npos || colon > at) {
+    out.replace(start, at - start, hidden);
+  } else if (colon + 1 < at) {
+    out.replace(colon + 1, at - colon - 1, hidden);
+  }
+  return out;
+}
+
+[[noreturn]] void bad(std::string_view what, std::string_view part, std::string_view url) {
+  throw std::invalid_argument("redis URL: " + std::string(what) + " '" + std::string(part) + "' in '" + redacted(url) +
+                              "'");
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string percent_decode(std::string_view s, std::string_view what, bool secret, std::string_view url) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    const int hi = i + 2 < s.size() ? hex_value(s[i + 1]) : -1;
+    const int lo = i + 2 < s.size() ? hex_value(s[i + 2]) : -1;
+    if (hi < 0 || lo < 0) bad("bad percent escape in " + std::string(what), secret ? hidden : s, url);
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+int parse_db(std::string_view s, std::string_view url) {
+  int db = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), db);
+  if (s.empty() || ec != std::errc{} || p != s.data() + s.size() || db < 0) bad("bad database number", s, url);
+  return db;
+}
+
+sentinel_endpoint parse_endpoint(std::string_view hostport, std::string_view url) {
+  if (hostport.empty()) bad("empty sentinel address (want host[:port],host[:port]...)", hostport, url);
+  sentinel_endpoint ep;
+  std::string_view host = hostport, port;
+  if (hostport.starts_with('[')) {
+    const auto close = hostport.find(']');
+    if (close == std::string_view::npos) bad("unterminated IPv6 address", hostport, url);
+    host = hostport.substr(1, close - 1);
+    const std::string_view after = hostport.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') bad("unexpected text after IPv6 address", after, url);
+      port = after.substr(1);
+      if (port.empty()) bad("empty port", hostport, url);
+    }
+  } else if (const auto colon = hostport.rfind(':'); colon != std::string_view::npos) {
+    host = hostport.substr(0, colon);
+    port = hostport.substr(colon + 1);
+    if (port.empty()) bad("empty port", hostport, url);
+  }
+  if (host.empty()) bad("empty host", hostport, url);
+  if (host.find_first_of(" ?#@:") != std::string_view::npos && !hostport.starts_with('[')) bad("bad host", host, url);
+  ep.host = std::string(host);
+  if (!port.empty()) {
+    unsigned value = 0;
+    const auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (ec != std::errc{} || p != port.data() + port.size() || value == 0 || value > 65535) bad("bad port", port, url);
+    ep.port = static_cast<std::uint16_t>(value);
+  }
+  return ep;
+}
+
+}  // namespace
+
+connection_options parse_sentinel_url(std::string_view url) {
+  connection_options o;
+  std::string_view rest = url.substr(sentinel_scheme.size());
+  std::string_view query;
+  if (const auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  const auto slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  const std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  // [[user]:password@] — the data node's credentials
+  if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+    const auto colon = userinfo.find(':');
+    if (colon == std::string_view::npos) {
+      bad("credentials need ':' before the password ([user]:password@)", hidden, url);
+    }
+    o.user = percent_decode(userinfo.substr(0, colon), "user", false, url);
+    o.password = percent_decode(userinfo.substr(colon + 1), "password", true, url);
+    if (o.password.empty()) bad("empty password", userinfo, url);
+  }
+  // host[:port],host[:port]...
+  while (true) {
+    const auto comma = authority.find(',');
+    o.sentinel.sentinels.push_back(parse_endpoint(authority.substr(0, comma), url));
+    if (comma == std::string_view::npos) break;
+    authority = authority.substr(comma + 1);
+  }
+  // /master_name[/db]
+  const auto db_slash = path.find('/');
+  const std::string_view name = path.substr(0, db_slash);
+  if (name.empty()) bad("missing master name (want redis+sentinel://host[:port],.../master_name[/db])", path, url);
+  o.sentinel.master_name = percent_decode(name, "master name", false, url);
+  std::optional<int> path_db;
+  if (db_slash != std::string_view::npos) {
+    const std::string_view db = path.substr(db_slash + 1);
+    if (!db.empty()) path_db = parse_db(db, url);
+  }
+  if (path_db) o.db = *path_db;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view param = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const auto eq = param.find('=');
+    if (eq == std::string_view::npos) bad("query parameter without a value", param, url);
+    const std::string_view key = param.substr(0, eq), value = param.substr(eq + 1);
+    if (key == "db") {
+      const int db = parse_db(value, url);
+      if (path_db && *path_db != db) bad("database given twice, differently (path and ?db=)", value, url);
+      o.db = db;
+    } else if (key == "sentinel_username") {
+      o.sentinel.user = percent_decode(value, "sentinel_username", false, url);
+    } else if (key == "sentinel_password") {
+      o.sentinel.password = percent_decode(value, "sentinel_password", true, url);
+    } else {
+      bad("unknown query parameter (want db, sentinel_username or sentinel_password)", key, url);
+    }
+  }
+  return o;
+}
+
+void validate_sentinel(const connection_options& o) {
+  const sentinel_options& s = o.sentinel;
+  if (s.master_name.empty()) return;
+  if (s.sentinels.empty()) {
+    throw std::invalid_argument("redis connection_options: sentinel.master_name '" + s.master_name +
+                                "' with no sentinels (sentinel.sentinels is empty)");
+  }
+  for (const auto& ep : s.sentinels) {
+    if (ep.host.empty()) throw std::invalid_argument("redis connection_options: a sentinel with an empty host");
+    if (ep.port == 0) {
+      throw std::invalid_argument("redis connection_options: sentinel " + ep.host + " with port 0 (want 1-65535)");
+    }
+  }
+}
+
+}  // namespace admit::redis::detail
