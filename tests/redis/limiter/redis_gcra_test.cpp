@@ -23,7 +23,6 @@
 #include <mutex>
 #include <ostream>
 #include <random>
-#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
