@@ -24,8 +24,8 @@
 namespace admit::redis::testing {
 
 // A period no test outlasts, for the window algorithms: 30 days (windows are aligned on the Unix epoch, so a boundary
-// passes during a one-second test with a probability of ~4e-7). sliding_window's limit · window must stay within 2^51
-// µs (parameters.hpp's max_span_us): 2^51 µs / 30 days = 868.7, so make() takes limits up to 868.
+// passes during a one-second test with a probability of ~4e-7). sliding_window's limit · window must stay within
+// max_span_us = 2^51 µs (parameters.hpp): 2^51 µs / 30 days = 868.7, so its make() takes limits up to 868.
 inline constexpr std::chrono::hours long_window{24 * 30};
 // The rate algorithms' equivalent: one token an hour.
 inline const rate hourly = rate::per(1, std::chrono::hours(1));
