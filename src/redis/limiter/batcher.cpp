@@ -2,7 +2,7 @@
 #include "batcher.hpp"
 
 #include <algorithm>
-#include <iterator>
+#include <cassert>
 #include <utility>
 
 namespace admit::redis::detail {
@@ -40,22 +40,10 @@ void batcher::flush(batch_sink& sink) {
     queued.swap(queued_);
     flush_scheduled_ = false;
   }
+  // submit sends a queue as soon as it reaches min(max_batch_, stream_batch), so this one is smaller: one call.
+  assert(queued.size() < std::min(max_batch_, stream_batch));
   drop_completed(queued);
-  auto first = queued.begin();
-  for (const std::size_t size : call_sizes(queued.size(), max_batch_)) {
-    const auto last = first + static_cast<std::ptrdiff_t>(size);
-    sink.send(std::vector<batch_entry>(std::make_move_iterator(first), std::make_move_iterator(last)));
-    first = last;
-  }
-}
-
-std::vector<std::size_t> batcher::call_sizes(std::size_t queued, std::size_t max_batch) {
-  std::vector<std::size_t> sizes;
-  if (queued == 0) return sizes;
-  const std::size_t calls = (queued + max_batch - 1) / max_batch;
-  const std::size_t per_call = (queued + calls - 1) / calls;
-  for (std::size_t first = 0; first < queued; first += per_call) sizes.push_back(std::min(per_call, queued - first));
-  return sizes;
+  if (!queued.empty()) sink.send(std::move(queued));
 }
 
 }  // namespace admit::redis::detail

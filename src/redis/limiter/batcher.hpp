@@ -4,15 +4,19 @@
 //
 //   batcher b(64);
 //   b.submit(std::move(entry), sink);   // queued; the first one queued asks sink.schedule_flush()
-//   b.flush(sink);                      // (run by the scheduled flush) everything queued leaves as sink.send(calls)
+//   b.flush(sink);                      // (run by the scheduled flush) everything queued leaves as one sink.send
 //
 // Grouping. The first decision queued schedules a flush (the limiter posts it to the client's executor), so every
 // decision queued before the flush runs — the other completions of the same read, other threads' calls — leaves with
 // it. A queue that reaches min(max_batch, stream_batch) leaves at once, without waiting for the flush: the server works
-// on it while this process completes (and queues) the next decisions. The flush sends what is left in calls of at
-// most max_batch decisions, as equal as possible (call_sizes). A decision completed while
-// it waited (a cancellation, a blocking caller's deadline) is dropped, never sent. Order is kept: decisions leave in
-// the order they were queued, and a call decides its decisions in that order.
+// on it while this process completes (and queues) the next decisions. The flush sends what is left as one call: the
+// queue never holds min(max_batch, stream_batch) decisions once submit returns, so a call is never larger than
+// max_batch. A decision completed while it waited (a cancellation, a blocking caller's deadline) is dropped, never
+// sent.
+//
+// Order. A call decides its decisions in the order they were queued. Between calls there is no order: a full queue
+// is sent by the thread that filled it and a flush by the executor's thread, so a later call can reach the server
+// first — even for decisions one thread asked for one after another in separate calls.
 //
 // Thread safety: submit and flush may be called concurrently from any thread (one mutex around the queue); the sink
 // is called outside it.
@@ -61,11 +65,8 @@ class batcher {
 
   // Queues `entry`; sends the queue at once when it is full, else schedules a flush unless one is pending.
   void submit(batch_entry entry, batch_sink& sink);
-  // Sends everything queued (the scheduled flush).
+  // Sends everything queued (the scheduled flush) as one call: fewer than min(max_batch, stream_batch) decisions.
   void flush(batch_sink& sink);
-
-  // The sizes of the calls a flush of `queued` decisions makes: at most max_batch each, as equal as possible.
-  [[nodiscard]] static std::vector<std::size_t> call_sizes(std::size_t queued, std::size_t max_batch);
 
  private:
   const std::size_t max_batch_;

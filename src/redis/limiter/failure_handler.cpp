@@ -62,7 +62,12 @@ limiter_result failure_handler::decide(std::string_view key, std::int64_t n, boo
       break;
     case failure_policy::local_fallback:
       r.source = decided_by::local_fallback;
-      if (n > max_n_ || !fallback_) {
+      if (!fallback_) {
+        // Rate inf has no local limiter: it admits everything, as the limiter itself does (which answers it before
+        // calling Redis, so it never fails; a handler used alone can still be asked).
+        r.decision.admitted = true;
+        r.decision.remaining = limit_;
+      } else if (n > max_n_) {
         r.decision.retry_after = std::chrono::nanoseconds::max();
       } else {
         r.decision = fallback_->decide_at(key, now, n);

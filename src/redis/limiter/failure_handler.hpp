@@ -54,8 +54,8 @@ class failure_handler {
 
   // The failure policy's decision of n for key at `now`, with ec (and an error reply's text) as the reason:
   // fail_closed refuses with failure_retry_after; fail_open admits; local_fallback asks the local GCRA of the key
-  // (fallback_share of the rate and burst, at least 1), refusing n > max_n with retry_after nanoseconds::max().
-  // limit is the limiter's in every case.
+  // (fallback_share of the rate and burst, at least 1), refusing n > max_n with retry_after nanoseconds::max(), and
+  // admits everything for rate inf (remaining = limit). limit is the limiter's in every case.
   [[nodiscard]] limiter_result decide(std::string_view key, std::int64_t n, boost::system::error_code ec,
                                       std::string message, clock::time_point now);
 

@@ -7,11 +7,13 @@
 //
 // Arithmetic. A call for n takes k = max(n, min(lease, max_n)) tokens (never fewer than asked, never more than can
 // ever be admitted at once); the script grants between n and k, as many as are available. The surplus (granted − n)
-// is added to the key's lease, whose expiry moves to now + ttl. A lease that has expired is dropped unspent: its
-// tokens were charged in Redis, so dropping them only refuses more, never admits more.
+// is added to the key's lease, whose expiry moves to now + ttl (saturated: a ttl too long for the clock never
+// expires). A lease that has expired is dropped unspent: its tokens were charged in Redis, so dropping them only
+// refuses more, never admits more.
 // Times are passed in (steady_clock by the limiter), so the table is deterministic under test.
 //
-// Thread safety: every member may be called concurrently (one mutex; a hash lookup under it).
+// Thread safety: every member may be called concurrently (one mutex). Under it, a hash lookup; and when add finds the
+// table full, one sweep of every key for expired leases (O(max_keys)), which other callers wait for.
 #pragma once
 
 #include <chrono>

@@ -148,6 +148,8 @@ limiter_plan limiter_core::before(std::string_view key, std::int64_t n) {
     plan.done = failed(key, n, make_error_code(limiter_errc::circuit_open), {});
     return plan;
   }
+  // From the `now` read at the start on purpose: limiter_options::timeout counts from the decision's start, so the
+  // time spent waiting for the lease table's mutex (a full table is swept under it) counts against it.
   plan.deadline = deadline_after(now, identity_.options.timeout);
   return plan;
 }

@@ -2,8 +2,8 @@
 -- that each EVALSHA script is one self-contained source.
 --
 -- One call decides a batch of m >= 1 requests of one limiter, in order, at one instant (the client puts the
--- decisions that callers ask for while earlier calls are in flight into one call: see limiter.cpp). The calling
--- convention of every admit limiter script:
+-- decisions that callers ask for while earlier calls are in flight into one call: see src/redis/limiter/batcher.hpp).
+-- The calling convention of every admit limiter script:
 --   KEYS[1]        the limiter's epoch key "{name}": a hash {id, seq} that tells a loss of state apart from an idle
 --                  limiter
 --   KEYS[1 + i]    the state key of request i's limited key, "{name}:key" (i = 1..m; a key may repeat)

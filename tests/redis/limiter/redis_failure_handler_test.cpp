@@ -1,6 +1,7 @@
 // The failure handler alone (src/redis/limiter/failure_handler.hpp), with explicit times: which errors feed the
 // circuit breaker, how it opens and closes through the handler, and the decision of each failure policy — fail_closed
-// with its retry_after, fail_open, the local fallback with its share of the rate and burst per key.
+// with its retry_after, fail_open, the local fallback with its share of the rate and burst per key (and rate inf's,
+// which admits everything).
 #include "failure_handler.hpp"
 
 #include <gtest/gtest.h>
@@ -126,6 +127,18 @@ TEST(RedisFailureHandler, LocalFallbackDecidesWithItsShareOfRateAndBurstPerKey) 
   EXPECT_TRUE(h.decide("other", 5, timeout, {}, at(1200ms)).decision.admitted);  // keys are separate
   EXPECT_TRUE(h.decide("k", 11, timeout, {}, at(5000ms)).decision.exceeds_capacity());
   EXPECT_TRUE(h.decide("k", 6, timeout, {}, at(5000ms)).decision.exceeds_capacity());  // above the local burst
+}
+
+TEST(RedisFailureHandler, LocalFallbackOfAnInfiniteRateAdmitsEverything) {
+  limiter_algorithm unlimited = ten_per_second();
+  unlimited.inf = true;
+  unlimited.fallback_rate = admit::rate::inf();
+  failure_handler h(with(failure_policy::local_fallback), unlimited);
+  for (int i = 0; i < 100; ++i) {
+    const limiter_result r = h.decide("k", 1000, timeout, {}, at(0ms));  // above the burst too, as the limiter
+    ASSERT_EQ(r.source, decided_by::local_fallback);
+    ASSERT_EQ(r.decision, (admit::decision{true, 10, 10, 0ns, 0ns}));
+  }
 }
 
 TEST(RedisFailureHandler, InvalidBreakerOptionsThrow) {

@@ -23,7 +23,6 @@
 #include <mutex>
 #include <ostream>
 #include <random>
-#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -181,32 +180,32 @@ TEST(RedisGcra, NewLimitsContinueFromTheStoredState) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
-  admit::redis::gcra before(conn, "chg", admit::rate::every(10ms), 4, patient());
+  admit::redis::gcra before(conn, "chg", admit::rate::every(1s), 4, patient());
   ASSERT_TRUE(before.decide("k", 4).decision.admitted);
   const auto stored = [&] { return std::stoll(server.admin({"GET", before.storage_key("k")})); };
   const std::int64_t tat = stored();
 
   // A larger burst at a slower rate: the time already charged stays charged (a reset would give remaining 7).
-  admit::redis::gcra wider(conn, "chg", admit::rate::every(20ms), 8, patient());
+  admit::redis::gcra wider(conn, "chg", admit::rate::every(2s), 8, patient());
   const auto w = wider.decide("k", 1);
   ASSERT_TRUE(w.consulted);
   const std::int64_t now = w.server_time.count();
-  ASSERT_LT(now, tat);  // the test ran faster than 40 ms
+  ASSERT_LT(now, tat);  // the test ran faster than 4 s (the TAT is 4 s ahead)
   ASSERT_TRUE(w.decision.admitted);
-  EXPECT_EQ(us(w.decision.reset_after), tat + 20'000 - now);
-  EXPECT_EQ(w.decision.remaining, (now + 160'000 - (tat + 20'000)) / 20'000);
-  EXPECT_EQ(stored(), tat + 20'000);
+  EXPECT_EQ(us(w.decision.reset_after), tat + 2'000'000 - now);
+  EXPECT_EQ(w.decision.remaining, (now + 16'000'000 - (tat + 2'000'000)) / 2'000'000);
+  EXPECT_EQ(stored(), tat + 2'000'000);
 
   // A smaller burst: the same state now refuses, and says until when.
-  admit::redis::gcra narrow(conn, "chg", admit::rate::every(10ms), 2, patient());
+  admit::redis::gcra narrow(conn, "chg", admit::rate::every(1s), 2, patient());
   const auto nr = narrow.decide("k", 1);
   ASSERT_TRUE(nr.consulted);
-  if (nr.server_time.count() < tat + 20'000 - 10'000) {
+  if (nr.server_time.count() < tat + 2'000'000 - 1'000'000) {
     EXPECT_FALSE(nr.decision.admitted);
-    EXPECT_EQ(us(nr.decision.retry_after), tat + 10'000 - nr.server_time.count());  // ready = TAT - tau + T
+    EXPECT_EQ(us(nr.decision.retry_after), tat + 1'000'000 - nr.server_time.count());  // ready = TAT - tau + T
     EXPECT_EQ(nr.decision.remaining, 0);
   }
-  EXPECT_EQ(stored(), tat + 20'000);
+  EXPECT_EQ(stored(), tat + 2'000'000);
 }
 
 TEST(RedisGcra, AHotKeysTatIsItsFirstAdmissionPlusTheBurst) {

@@ -1,5 +1,6 @@
 // The token leases alone (src/redis/limiter/lease_table.hpp), with explicit times: how many tokens a call takes, a
-// surplus spent locally until it runs out or expires, a full table that drops new surpluses (never admits more).
+// surplus spent locally until it runs out or expires (a ttl too long for the clock: never), a full table that drops
+// new surpluses (never admits more).
 #include "lease_table.hpp"
 
 #include <gtest/gtest.h>
@@ -58,6 +59,13 @@ TEST(RedisLeaseTable, ALeaseExpiresTtlAfterItsLastSurplus) {
   EXPECT_EQ(t.try_spend("k", 1, at(149ms)), 6);
   EXPECT_EQ(t.try_spend("k", 1, at(150ms)), std::nullopt);  // expired at 150 ms: dropped unspent
   EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(RedisLeaseTable, ATtlTooLongForTheClockNeverExpires) {
+  lease_table t(10, 100, std::chrono::nanoseconds::max(), 100);  // now + ttl would overflow
+  ASSERT_TRUE(t.add("k", 9, at(1000ms)));
+  EXPECT_EQ(t.try_spend("k", 1, at(1000ms)), 8);
+  EXPECT_EQ(t.try_spend("k", 1, tp::max() - 1ns), 7);
 }
 
 TEST(RedisLeaseTable, QueriesAndOversizeRequestsNeverSpend) {

@@ -40,7 +40,6 @@ using admit::redis::limiter_options;
 using admit::redis::limiter_result;
 using admit::redis::testing::at;
 using admit::redis::testing::decide_concurrently;
-using admit::redis::testing::dirty;
 using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::patient;

@@ -1,6 +1,7 @@
 // tests/redis/support/limiter_kinds.hpp — the five distributed limiters as types for the typed contract suite
-// (tests/redis/limiter/redis_limiter_contract_test.cpp): each kind builds its algorithm with a given limit (the burst,
-// or the window's limit) that does not refill within a test, or that refills every `period`.
+// (tests/redis/limiter/redis_limiter_contract_test.cpp and redis_limiter_contract_calls_test.cpp): each kind builds its
+// algorithm with a given limit (the burst, or the window's limit) that does not refill within a test, or that refills
+// every `period`.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -23,8 +24,8 @@
 namespace admit::redis::testing {
 
 // A period no test outlasts, for the window algorithms: 30 days (windows are aligned on the Unix epoch, so a boundary
-// passes during a one-second test with a probability of ~4e-7; sliding_window's limit · window must stay below 2^51 µs
-// for limits up to 3,000).
+// passes during a one-second test with a probability of ~4e-7). sliding_window's limit · window must stay within
+// max_span_us = 2^51 µs (parameters.hpp): 2^51 µs / 30 days = 868.7, so its make() takes limits up to 868.
 inline constexpr std::chrono::hours long_window{24 * 30};
 // The rate algorithms' equivalent: one token an hour.
 inline const rate hourly = rate::per(1, std::chrono::hours(1));
@@ -37,6 +38,8 @@ struct rate_kind {
   static type make(client& c, const std::string& name, std::int64_t limit, limiter_options o = {}) {
     return type(c, name, hourly, limit, std::move(o));
   }
+  // The average time make()'s limiter takes to refill one unit: an hour, whatever the burst.
+  static std::chrono::nanoseconds refill_interval(std::int64_t /*limit*/) { return std::chrono::hours(1); }
   static type make_refilling(client& c, const std::string& name, std::int64_t limit, std::chrono::nanoseconds period,
                              limiter_options o = {}) {
     return type(c, name, rate::every(period), limit, std::move(o));
@@ -50,6 +53,10 @@ struct window_kind {
   static constexpr bool has_rate = false;
   static type make(client& c, const std::string& name, std::int64_t limit, limiter_options o = {}) {
     return type(c, name, limit, long_window, std::move(o));
+  }
+  // The average time make()'s limiter takes to refill one unit: the window over the limit.
+  static std::chrono::nanoseconds refill_interval(std::int64_t limit) {
+    return std::chrono::nanoseconds(long_window) / limit;
   }
   static type make_refilling(client& c, const std::string& name, std::int64_t limit, std::chrono::nanoseconds period,
                              limiter_options o = {}) {
@@ -75,10 +82,6 @@ struct kind_names {
     return "unknown";
   }
 };
-
-}  // namespace admit::redis::testing
-
-namespace admit::redis::testing {
 
 // The five kinds, for TYPED_TEST_SUITE(..., limiter_kinds, kind_names).
 using limiter_kinds =

@@ -1,5 +1,5 @@
-// tests/redis/limiter_testing.hpp — what the distributed limiters' tests share: a patient deadline, a bounded wait for
-// a real process's state, the server's count of writes, and readable decisions in failure messages.
+// tests/redis/support/limiter_testing.hpp — what the distributed limiters' tests share: a patient deadline, a bounded
+// wait for a real process's state, the server's count of writes, and readable decisions in failure messages.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -163,6 +163,14 @@ inline std::future<std::pair<boost::system::error_code, admit::decision>> decide
   auto p = std::make_shared<std::promise<std::pair<boost::system::error_code, admit::decision>>>();
   auto f = p->get_future();
   l.async_decide(key, n, [p](boost::system::error_code ec, admit::decision d) { p->set_value({ec, d}); });
+  return f;
+}
+
+// async_decide_detailed's result as a future.
+inline std::future<limiter_result> detailed(const limiter& l, std::string_view key, std::int64_t n = 1) {
+  auto p = std::make_shared<std::promise<limiter_result>>();
+  auto f = p->get_future();
+  l.async_decide_detailed(key, n, [p](limiter_result r) { p->set_value(std::move(r)); });
   return f;
 }
 
