@@ -49,7 +49,7 @@ struct limiter_options {
   // Batching: decisions of this limiter asked for at about the same time (the completions of one read on the
   // client's executor, other threads' calls) go to Redis together, as one script call that decides them in order at
   // one instant of the server's clock. The first decision queued schedules a flush on the client's executor; a batch
-  // leaves at once when it reaches min(max_batch, 8), and the flush sends what is left in calls of at most max_batch.
+  // leaves at once when it reaches min(max_batch, 8), and the flush sends what is left as one call.
   // A call costs the server a fixed ~5 µs of dispatch and setup on top of each decision's own work, so batches raise
   // the decisions/s one Redis core can make (docs/perf/redis.md). The call's deadline is the earliest of its
   // decisions', so a decision can time out a little early (by the spread of its batch's start times), never late.
