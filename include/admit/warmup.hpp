@@ -6,7 +6,7 @@
 // `warmup_period` of idleness (plus the last request's cost) it is fully cold.
 //
 //   admit::warmup w{admit::rate::per_second(2), std::chrono::seconds(4)};   // cold: 1.5s apart; warm: 0.5s apart
-//   auto wait = w.reserve();   // Guava's acquire() sequence from cold: 0, 1.375s, 1.125s, 0.875s, 0.625s, 0.5s...
+//   auto wait = w.reserve().delay();   // Guava's acquire() from cold: 0, 1.375s, 1.125s, 0.875s, 0.625s, 0.5s...
 //
 // Semantics are Guava's, number for number (tests check Guava's own sequences): idle time banks "stored permits" at
 // one per warmup_period / max_permits, up to max_permits; a request spends stored permits first, and a stored permit
@@ -51,6 +51,7 @@
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/rate.hpp"
+#include "admit/reservation.hpp"
 
 namespace admit {
 
@@ -124,11 +125,14 @@ class basic_warmup {
     return debt_with(given_now{to_ns<Clock>(now)}, n);
   }
 
-  // Guava's reserve(n): charges `n` permits now and returns how long the caller must wait before going (the debt
-  // outstanding at `now`; 0 when none). Never refuses; cannot be undone. n == 0 charges nothing. Edge case: costs that
-  // would push the next free time past year ~2262 saturate, exhausting the limiter. Thread safety: as try_acquire_at.
-  std::chrono::nanoseconds reserve(std::int64_t n = 1) { return reserve_with(clock_now{}, n); }
-  std::chrono::nanoseconds reserve_at(time_point now, std::int64_t n = 1) {
+  // Guava's reserve(n): charges `n` permits now. The reservation (admit/reservation.hpp) is always ok(), holds n
+  // tokens, and is ready_at() the end of the debt outstanding at `now` (`now` itself when there is none), so
+  // delay_from(now) is Guava's wait. Never refuses; cannot be undone. n == 0 charges nothing and is ready at `now`.
+  // reserve() reads the clock after the state (as try_acquire()) and is ready from that reading on. Edge case: costs
+  // that would push the next free time past year ~2262 saturate, exhausting the limiter. Thread safety: as
+  // try_acquire_at.
+  basic_reservation<Clock> reserve(std::int64_t n = 1) { return reserve_with(clock_now{}, n); }
+  basic_reservation<Clock> reserve_at(time_point now, std::int64_t n = 1) {
     return reserve_with(given_now{to_ns<Clock>(now)}, n);
   }
 
@@ -284,11 +288,11 @@ class basic_warmup {
   }
 
   template <class Now>
-  std::chrono::nanoseconds reserve_with(Now now, std::int64_t n) {
+  basic_reservation<Clock> reserve_with(Now now, std::int64_t n) {
     detail::check_n("admit::warmup", n);
-    if (n == 0 || infinite()) return std::chrono::nanoseconds{0};
+    if (n == 0 || infinite()) return {n, to_time_point(now())};
     const claimed c = claim(now, n, detail::ns_max);
-    return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(c.g.at, c.t))};
+    return {n, to_time_point(std::max(c.g.at, c.t))};
   }
 
   // Rounds up, so that sleeping until the returned point never lets a caller through early.
