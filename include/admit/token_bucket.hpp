@@ -47,7 +47,6 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "admit/clock.hpp"
@@ -56,6 +55,7 @@
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/check_n.hpp"
 #include "admit/detail/saturating.hpp"
+#include "admit/detail/seqlock.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/detail/token_bucket_math.hpp"
 #include "admit/rate.hpp"
@@ -261,18 +261,18 @@ class basic_token_bucket {
   // Always inlined (as step() and read_config()): g++ 12 otherwise calls them out of line and copies the structs
   // through the stack, tripling the instructions of a decision (bench/, callgrind).
   [[gnu::always_inline]] snapshot load(std::int64_t t) const noexcept {
-    for (int spins = 0;; ++spins) {
-      const std::uint64_t seq = config_.seq.load(std::memory_order_acquire);
-      if (seq & 1U) {
+    for (unsigned spins = 0;; ++spins) {
+      const std::uint64_t seq = config_.seq.read_begin();
+      if (detail::seqlock::writing(seq)) {
         // A setter is publishing (a handful of stores under its mutex). Should it be preempted meanwhile, give the CPU
         // away rather than spin against it.
-        if (spins > 64) std::this_thread::yield();
+        detail::seqlock::pause(spins);
         continue;
       }
       snapshot s;
       s.tat = state_.tat.load(std::memory_order_acquire);
       s.cfg = read_config();
-      if (config_.seq.load(std::memory_order_relaxed) != seq) continue;
+      if (!config_.seq.read_validate(seq)) continue;
       s.t = t;
       return s;
     }
@@ -407,8 +407,7 @@ class basic_token_bucket {
     config next = make_config(next_rate, new_burst ? *new_burst : old.burst, t);
     if (!new_rate && old.zero()) next.frozen = old.frozen;  // a burst change does not restart a stopped clock
 
-    const std::uint64_t seq = config_.seq.load(std::memory_order_relaxed);
-    config_.seq.store(seq + 1, std::memory_order_relaxed);  // odd: decisions wait for the new configuration
+    const std::uint64_t seq = config_.seq.write_begin();  // odd: decisions wait for the new configuration
     // Reservations from now on set the last event afresh: after a rate increase they act earlier than those before.
     begin_event_epoch();
     std::int64_t cur = state_.tat.load(std::memory_order_acquire);
@@ -427,24 +426,23 @@ class basic_token_bucket {
       }
     }
     write_config(next, next_rate);
-    config_.seq.store(seq + 2, std::memory_order_release);
+    config_.seq.write_end(seq);
   }
 
-  // Sequence lock: release stores keep every field after the odd sequence number; acquire loads keep every read
-  // before the re-read of the sequence number. (Fences would do it too, but ThreadSanitizer does not model them.)
+  // The configuration's fields, stored and loaded as detail::seqlock prescribes (release / acquire, no fences).
   void write_config(const config& c, rate r) noexcept {
-    config_.interval.store(r.interval_ns(), std::memory_order_release);
-    config_.burst.store(c.burst, std::memory_order_release);
-    config_.cost1.store(c.cost1, std::memory_order_release);
-    config_.tol.store(c.tol, std::memory_order_release);
-    config_.frozen.store(c.frozen, std::memory_order_release);
+    detail::seqlock::store(config_.interval, r.interval_ns());
+    detail::seqlock::store(config_.burst, c.burst);
+    detail::seqlock::store(config_.cost1, c.cost1);
+    detail::seqlock::store(config_.tol, c.tol);
+    detail::seqlock::store(config_.frozen, c.frozen);
   }
   [[gnu::always_inline]] config read_config() const noexcept {
     config c;
-    c.burst = config_.burst.load(std::memory_order_acquire);
-    c.cost1 = config_.cost1.load(std::memory_order_acquire);
-    c.tol = config_.tol.load(std::memory_order_acquire);
-    c.frozen = config_.frozen.load(std::memory_order_acquire);
+    c.burst = detail::seqlock::load(config_.burst);
+    c.cost1 = detail::seqlock::load(config_.cost1);
+    c.tol = detail::seqlock::load(config_.tol);
+    c.frozen = detail::seqlock::load(config_.frozen);
     return c;
   }
 
@@ -456,7 +454,7 @@ class basic_token_bucket {
   };
   // Read-mostly: another cache line.
   struct alignas(64) config_state {
-    std::atomic<std::uint64_t> seq{0};
+    detail::seqlock seq;  // publishes the fields below together (reconfigure)
     std::atomic<double> interval{
         0};  // the configured rate's exact interval_ns(), for get_rate(); not read by decisions
     std::atomic<std::int64_t> burst{0};

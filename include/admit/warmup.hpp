@@ -41,7 +41,6 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
-#include <thread>
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
@@ -49,6 +48,7 @@
 #include "admit/detail/check_n.hpp"
 #include "admit/detail/format_double.hpp"
 #include "admit/detail/saturating.hpp"
+#include "admit/detail/seqlock.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/rate.hpp"
 #include "admit/reservation.hpp"
@@ -352,28 +352,25 @@ class basic_warmup {
     publish(s.seq + 2, s.next_free, s.stored);
   }
 
-  // Sequence lock. Even = stable, odd = a commit is storing. Readers retry until they see the same even number before
-  // and after reading both values; release stores / acquire loads order them (no fences: ThreadSanitizer does not
-  // model fences), as in token_bucket.hpp.
+  // Sequence lock (detail::seqlock): readers retry until the number is the same even value before and after reading
+  // both values; a commit is a compare-and-swap of the number (try_write_begin), then the two stores.
   snapshot load() const noexcept {
     for (unsigned spins = 0;; ++spins) {
-      const std::uint64_t seq = state_.seq.load(std::memory_order_acquire);
-      if ((seq & 1U) == 0) {
-        const std::int64_t next = state_.next_free.load(std::memory_order_acquire);
-        const double stored = state_.stored.load(std::memory_order_acquire);
-        if (state_.seq.load(std::memory_order_relaxed) == seq) return {seq, next, stored};
+      const std::uint64_t seq = state_.seq.read_begin();
+      if (!detail::seqlock::writing(seq)) {
+        const std::int64_t next = detail::seqlock::load(state_.next_free);
+        const double stored = detail::seqlock::load(state_.stored);
+        if (state_.seq.read_validate(seq)) return {seq, next, stored};
       }
-      if (spins >= 64) std::this_thread::yield();  // a committing thread was preempted mid-store
+      detail::seqlock::pause(spins);  // a committing thread was preempted mid-store
     }
   }
   // Commits (next_free, stored) if the sequence number is still `seq`; false if another commit came first.
   bool publish(std::uint64_t seq, std::int64_t next_free, double stored) noexcept {
-    if (!state_.seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) {
-      return false;
-    }
-    state_.next_free.store(next_free, std::memory_order_release);
-    state_.stored.store(stored, std::memory_order_release);
-    state_.seq.store(seq + 2, std::memory_order_release);
+    if (!state_.seq.try_write_begin(seq)) return false;
+    detail::seqlock::store(state_.next_free, next_free);
+    detail::seqlock::store(state_.stored, stored);
+    state_.seq.write_end(seq);
     return true;
   }
 
@@ -388,7 +385,7 @@ class basic_warmup {
 
   // Hot state, alone on its cache line. next_free starts "long ago", so a new limiter is cold.
   struct alignas(64) hot_state {
-    std::atomic<std::uint64_t> seq{0};
+    detail::seqlock seq;  // publishes next_free and stored together
     std::atomic<std::int64_t> next_free{detail::ns_min};
     std::atomic<double> stored{0};
   };
