@@ -333,7 +333,7 @@ TEST(Pacer, AcquireWaitsForAllItsSlots) {
 
 // --- contention, and the bound ---
 
-// That no limiter starts a thread or a timer, or allocates to decide: tests/classic_defects_test.cpp, for every
+// That no limiter starts a thread or a timer, or allocates to decide: tests/limiter_contract_test.cpp, for every
 // limiter.
 
 TEST(Pacer, LostCompareAndSwapIsNeverReportedAsARefusal) {
@@ -415,6 +415,16 @@ TEST(Pacer, PropertyAnyWindowAdmitsAtMostRateTimesWindowPlusSlackPlusOne) {
       }
     }
   }
+}
+
+// A request that cannot be served does not block the requests behind it: more slots than slack + 1 at once are
+// refused at once, claiming nothing, so the next caller is served as if it had never come.
+TEST(Pacer, AnUnservableRequestDoesNotBlockThoseBehind) {
+  using clock = admit::testing::manual_clock;
+  clock::reset();
+  admit::basic_pacer<clock> p{rate::per_second(10), admit::pacer_options{.slack = 2}};
+  EXPECT_FALSE(p.try_acquire_for(0ms, 4));  // more than slack + 1 at once: refused, nothing claimed
+  EXPECT_TRUE(p.try_acquire());
 }
 
 }  // namespace
