@@ -1,7 +1,6 @@
-// Tests of <admit/adaptive_limit.hpp>: each algorithm's arithmetic on explicit samples, the limiter's bookkeeping,
-// a simulated service in virtual time (every algorithm finds its capacity, follows it down and back up), and a
-// threaded run under contention.
-#include <gmock/gmock.h>
+// Tests of <admit/adaptive_limit.hpp>: the limiter's bookkeeping, a simulated service in virtual time (every
+// algorithm finds its capacity, follows it down and back up), and a threaded run under contention. Each algorithm's
+// own arithmetic is tested in tests/adaptive/<algorithm>_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,247 +18,18 @@
 #include <vector>
 
 #include "admit/adaptive_limit.hpp"
-#include "admit/testing/invalid_argument_message.hpp"
 #include "admit/testing/manual_clock.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using admit::limit_sample;
-using admit::testing::invalid_argument_message;
-using ::testing::AllOf;
-using ::testing::HasSubstr;
 using ns = std::chrono::nanoseconds;
 
 static_assert(admit::limit_algorithm<admit::aimd_limit>);
 static_assert(admit::limit_algorithm<admit::gradient2_limit>);
 static_assert(admit::limit_algorithm<admit::vegas_limit>);
 static_assert(!admit::limit_algorithm<int>);
-
-limit_sample ok(ns rtt, std::int64_t in_flight, ns start = 0ns) { return {start, rtt, in_flight, false}; }
-limit_sample drop(ns rtt, std::int64_t in_flight, ns start = 0ns) { return {start, rtt, in_flight, true}; }
-
-// ---------------------------------------------------------------------------------------------------------------
-// AIMD
-
-TEST(AimdLimit, GrowsByIncreasePerLimitsWorthOfUsedSamples) {
-  admit::aimd_limit a{{.initial_limit = 8, .min_limit = 1, .max_limit = 100}};
-  for (int i = 0; i < 7; ++i) EXPECT_EQ(a.update(ok(10ms, 4)), 8);  // 4 * 2 >= 8: used; +1/8 each
-  EXPECT_DOUBLE_EQ(a.estimate(), 8.875);
-  EXPECT_EQ(a.update(ok(10ms, 8)), 9);
-  EXPECT_DOUBLE_EQ(a.estimate(), 9.0);
-}
-
-TEST(AimdLimit, DoesNotGrowWhileTheLimitIsNotUsed) {
-  admit::aimd_limit a{{.initial_limit = 8}};
-  for (int i = 0; i < 100; ++i) a.update(ok(10ms, 3));  // 3 * 2 < 8
-  EXPECT_EQ(a.limit(), 8);
-  EXPECT_DOUBLE_EQ(a.estimate(), 8.0);
-}
-
-TEST(AimdLimit, BacksOffOnDropAndOnLatencyAboveTimeoutOncePerRoundTrip) {
-  admit::aimd_limit a{{.initial_limit = 20, .backoff_ratio = 0.9, .timeout = 100ms}};
-  EXPECT_EQ(a.update(drop(5ms, 20, 1000ms)), 18);  // floor(20 * 0.9); the cut is decided at 1005 ms
-  // Acquired before the cut was decided: already acted on.
-  EXPECT_EQ(a.update(drop(5ms, 20, 1004ms)), 18);
-  EXPECT_EQ(a.update(ok(200ms, 20, 900ms)), 18);  // slower than the timeout, but also from before the cut
-  // Acquired after: a new round trip, a new cut.
-  EXPECT_EQ(a.update(ok(101ms, 18, 1005ms)), 16);  // floor(18 * 0.9) = 16, decided at 1106 ms
-  EXPECT_EQ(a.update(ok(100ms, 16, 1006ms)), 16);  // exactly the timeout is not overload; 16 * 2 >= 16 grows
-  EXPECT_DOUBLE_EQ(a.estimate(), 16.0625);
-  EXPECT_EQ(a.update(drop(1ms, 1, 1106ms)), 14);  // floor(16.0625 -> 16 * 0.9) = 14
-}
-
-TEST(AimdLimit, CutsByAtLeastOneAndStaysWithinMinAndMax) {
-  admit::aimd_limit a{{.initial_limit = 10, .min_limit = 9, .max_limit = 10, .backoff_ratio = 0.99}};
-  EXPECT_EQ(a.update(drop(1ms, 10, 0ms)), 9);   // floor(9.9) = 9 = 10 - 1
-  EXPECT_EQ(a.update(drop(1ms, 10, 10ms)), 9);  // min_limit
-  for (int i = 0; i < 100; ++i) a.update(ok(1ms, 10, 20ms));
-  EXPECT_EQ(a.limit(), 10);  // max_limit
-  EXPECT_DOUBLE_EQ(a.estimate(), 10.0);
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Gradient2
-
-TEST(Gradient2Limit, FollowsTheGradientFormulaSampleBySample) {
-  admit::gradient2_limit g{{.initial_limit = 20, .long_window = 3, .warmup_samples = 1}};  // long weight 2/4
-  // Latency steady: gradient 1, grow by queue_size smoothed: 20 * 0.8 + 24 * 0.2.
-  EXPECT_EQ(g.update(ok(10ms, 20)), 20);
-  EXPECT_DOUBLE_EQ(g.estimate(), 20.8);
-  EXPECT_DOUBLE_EQ(g.long_rtt(), 10e6);
-  // Latency x4: long = 10 + (40 - 10) / 2 = 25 ms; gradient = 1.5 * 25 / 40 = 0.9375; no queue added.
-  EXPECT_EQ(g.update(ok(40ms, 20)), 20);
-  EXPECT_DOUBLE_EQ(g.long_rtt(), 25e6);
-  EXPECT_DOUBLE_EQ(g.short_rtt(), 40e6);
-  EXPECT_DOUBLE_EQ(g.estimate(), 20.8 * 0.8 + 20.8 * 0.9375 * 0.2);
-  // Latency back down: long = 25 + (5 - 25) / 2 = 15 > 2 * 5, so long *= 0.95.
-  const double before = g.estimate();
-  g.update(ok(5ms, 20));
-  EXPECT_DOUBLE_EQ(g.long_rtt(), 15e6 * 0.95);
-  EXPECT_DOUBLE_EQ(g.estimate(), before * 0.8 + (before + 4) * 0.2);  // 1.5 * 14.25 / 5 >= 1: gradient 1
-}
-
-TEST(Gradient2Limit, GradientIsFloredAtOneHalf) {
-  admit::gradient2_limit g{{.initial_limit = 100, .long_window = 1000, .warmup_samples = 1}};
-  g.update(ok(1ms, 100));
-  const double before = g.estimate();
-  g.update(ok(1000ms, 100));  // 1.5 * ~1 / 1000 -> clamped to 0.5
-  EXPECT_DOUBLE_EQ(g.estimate(), before * 0.8 + before * 0.5 * 0.2);
-}
-
-TEST(Gradient2Limit, LearnsNothingWhileTheLimitIsNotUsed) {
-  admit::gradient2_limit g{{.initial_limit = 20, .warmup_samples = 1}};
-  g.update(ok(10ms, 9));  // 9 < 20 / 2
-  EXPECT_DOUBLE_EQ(g.estimate(), 20.0);
-  EXPECT_DOUBLE_EQ(g.long_rtt(), 10e6);  // the averages still learn
-}
-
-TEST(Gradient2Limit, EachDropHalvesTheTargetWithoutTouchingTheAverages) {
-  admit::gradient2_limit g{{.initial_limit = 50, .warmup_samples = 1}};
-  g.update(ok(10ms, 50));
-  const double before = g.estimate();
-  g.update(drop(1ms, 1));  // in_flight does not matter for a drop
-  EXPECT_DOUBLE_EQ(g.estimate(), before * 0.9);
-  EXPECT_DOUBLE_EQ(g.long_rtt(), 10e6);
-  EXPECT_DOUBLE_EQ(g.short_rtt(), 10e6);
-  g.update(drop(1ms, 50));
-  EXPECT_DOUBLE_EQ(g.estimate(), before * 0.9 * 0.9);
-}
-
-TEST(Gradient2Limit, StaysWithinMinAndMax) {
-  admit::gradient2_limit g{{.initial_limit = 5, .min_limit = 5, .max_limit = 6}};
-  for (int i = 0; i < 100; ++i) g.update(ok(10ms, 6));
-  EXPECT_EQ(g.limit(), 6);
-  for (int i = 0; i < 100; ++i) g.update(drop(1ms, 6, std::chrono::seconds(i)));
-  EXPECT_EQ(g.limit(), 5);
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Vegas
-
-TEST(VegasLimit, Log10RootIsAtLeastOne) {
-  EXPECT_EQ(admit::detail::log10_root(1), 1);
-  EXPECT_EQ(admit::detail::log10_root(99.9), 1);
-  EXPECT_EQ(admit::detail::log10_root(100), 2);
-  EXPECT_EQ(admit::detail::log10_root(999), 2);
-  EXPECT_EQ(admit::detail::log10_root(1000), 3);
-}
-
-TEST(VegasLimit, MovesTheLimitByTheEstimatedQueue) {
-  admit::vegas_limit v{{.initial_limit = 10, .probe_multiplier = 1'000'000}};  // no probe in this test
-  // Each sample is acquired 1 s after the previous one, after any change it caused.
-  EXPECT_EQ(v.update(ok(10ms, 10, 0s)), 10);  // the first sample only sets rtt_noload
-  EXPECT_EQ(v.rtt_noload(), 10ms);
-  EXPECT_EQ(v.update(ok(10ms, 10, 1s)), 16);  // queue ceil(10 * 0) = 0 <= l = 1: + beta * l
-  EXPECT_EQ(v.update(ok(11ms, 16, 2s)), 17);  // queue ceil(16 * 1/11) = 2 < alpha: + l
-  EXPECT_EQ(v.update(ok(13ms, 17, 3s)), 17);  // queue ceil(17 * 3/13) = 4 in [alpha, beta]: hold
-  EXPECT_EQ(v.update(ok(20ms, 17, 4s)), 16);  // queue ceil(17 * 1/2) = 9 > beta: - l
-  EXPECT_EQ(v.update(ok(10ms, 7, 5s)), 16);   // 7 * 2 < 16: not used, no change
-  EXPECT_EQ(v.update(drop(1ms, 1, 6s)), 15);  // a drop: - l, whatever the in-flight
-  EXPECT_EQ(v.rtt_noload(), 10ms);            // the drop's 1 ms did not become the no-load latency
-  EXPECT_EQ(v.update(ok(5ms, 15, 7s)), 15);   // lower latency: new rtt_noload, no change
-  EXPECT_EQ(v.rtt_noload(), 5ms);
-}
-
-TEST(VegasLimit, ActsOncePerRoundTrip) {
-  admit::vegas_limit v{{.initial_limit = 10, .probe_multiplier = 1'000'000}};
-  v.update(ok(10ms, 10, 0s));
-  EXPECT_EQ(v.update(ok(10ms, 10, 1000ms)), 16);  // moved at 1010 ms
-  EXPECT_EQ(v.update(ok(10ms, 10, 1009ms)), 16);  // acquired before that: stale
-  EXPECT_EQ(v.update(drop(1ms, 10, 1009ms)), 16);
-  EXPECT_EQ(v.update(drop(1ms, 10, 1010ms)), 15);  // moved at 1011 ms
-  EXPECT_EQ(v.update(ok(10ms, 15, 1011ms)), 21);
-}
-
-TEST(VegasLimit, SmoothingBlendsTheTarget) {
-  admit::vegas_limit v{{.initial_limit = 10, .smoothing = 0.5, .probe_multiplier = 1'000'000}};
-  v.update(ok(10ms, 10));
-  v.update(ok(10ms, 10));  // target 16
-  EXPECT_DOUBLE_EQ(v.estimate(), 13.0);
-  v.update(ok(10ms, 13, 1s));  // target 19
-  EXPECT_DOUBLE_EQ(v.estimate(), 16.0);
-}
-
-TEST(VegasLimit, ProbesForANewNoLoadLatencyEveryFewLimitsOfSamples) {
-  admit::vegas_limit v{{.initial_limit = 10, .probe_multiplier = 1, .seed = 42}};
-  v.update(ok(10ms, 1));
-  int samples = 0;
-  while (v.rtt_noload() == 10ms && samples < 100) {
-    v.update(ok(50ms, 1));  // in_flight 1: the limit stays 10
-    ++samples;
-  }
-  EXPECT_EQ(v.rtt_noload(), 50ms);
-  // The probe comes after jitter * probe_multiplier * limit samples, jitter in [0.5, 1): 5 to 10 (counting the first).
-  EXPECT_GE(samples + 1, 5);
-  EXPECT_LE(samples + 1, 10);
-  EXPECT_EQ(v.limit(), 10);
-}
-
-TEST(VegasLimit, SameSeedSameProbes) {
-  auto run = [](std::uint64_t seed) {
-    admit::vegas_limit v{{.initial_limit = 50, .probe_multiplier = 1, .seed = seed}};
-    std::vector<std::int64_t> limits;
-    for (int i = 0; i < 500; ++i) limits.push_back(v.update(ok(ns(10'000'000 + (i % 7) * 1'000'000), 50)));
-    return limits;
-  };
-  EXPECT_EQ(run(7), run(7));
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Validation
-
-TEST(AdaptiveLimitValidation, BadLimitsAreNamedWithTheirValue) {
-  EXPECT_THAT(invalid_argument_message([] { admit::aimd_limit({.initial_limit = 5, .min_limit = 0}); }),
-              AllOf(HasSubstr("aimd_limit"), HasSubstr("min_limit"), HasSubstr("got 0")));
-  EXPECT_THAT(
-      invalid_argument_message([] { admit::vegas_limit({.initial_limit = 5, .min_limit = 10, .max_limit = 5}); }),
-      AllOf(HasSubstr("vegas_limit"), HasSubstr("max_limit"), HasSubstr("got 5")));
-  EXPECT_THAT(invalid_argument_message([] { admit::gradient2_limit({.initial_limit = 0}); }),
-              AllOf(HasSubstr("gradient2_limit"), HasSubstr("initial_limit"), HasSubstr("got 0")));
-  EXPECT_THAT(invalid_argument_message([] { admit::aimd_limit({.initial_limit = 2000}); }),
-              AllOf(HasSubstr("initial_limit"), HasSubstr("got 2000"), HasSubstr("max_limit 1000")));
-  EXPECT_THAT(invalid_argument_message([] { admit::aimd_limit({.max_limit = std::int64_t{1} << 40}); }),
-              AllOf(HasSubstr("max_limit"), HasSubstr("got 1099511627776")));
-}
-
-TEST(AdaptiveLimitValidation, BadFactorsAndNaNAreNamedWithTheirValue) {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  EXPECT_THAT(invalid_argument_message([] { admit::aimd_limit({.backoff_ratio = 1.0}); }),
-              AllOf(HasSubstr("backoff_ratio"), HasSubstr("got 1"), HasSubstr("[0.5, 1)")));
-  EXPECT_THAT(invalid_argument_message([=] { admit::aimd_limit({.backoff_ratio = nan}); }),
-              AllOf(HasSubstr("backoff_ratio"), HasSubstr("nan")));
-  EXPECT_THAT(invalid_argument_message([] { admit::aimd_limit({.increase = 0}); }),
-              AllOf(HasSubstr("increase"), HasSubstr("got 0")));
-  EXPECT_THAT(invalid_argument_message([] { admit::aimd_limit({.timeout = 0ns}); }),
-              AllOf(HasSubstr("timeout"), HasSubstr("got 0ns")));
-  EXPECT_THAT(invalid_argument_message([] { admit::aimd_limit({.timeout = -5ms}); }),
-              AllOf(HasSubstr("timeout"), HasSubstr("got -5000000ns")));
-  EXPECT_THAT(invalid_argument_message([=] { admit::gradient2_limit({.smoothing = nan}); }),
-              AllOf(HasSubstr("smoothing"), HasSubstr("nan")));
-  EXPECT_THAT(invalid_argument_message([] { admit::gradient2_limit({.smoothing = 0}); }),
-              AllOf(HasSubstr("smoothing"), HasSubstr("got 0")));
-  EXPECT_THAT(invalid_argument_message([] { admit::gradient2_limit({.rtt_tolerance = 0.9}); }),
-              AllOf(HasSubstr("rtt_tolerance"), HasSubstr("got 0.9")));
-  EXPECT_THAT(invalid_argument_message([] { admit::gradient2_limit({.long_window = 0}); }),
-              AllOf(HasSubstr("long_window"), HasSubstr("got 0")));
-  EXPECT_THAT(invalid_argument_message([] { admit::gradient2_limit({.short_window = -1}); }),
-              AllOf(HasSubstr("short_window"), HasSubstr("got -1")));
-  EXPECT_THAT(invalid_argument_message([] { admit::gradient2_limit({.warmup_samples = 0}); }),
-              AllOf(HasSubstr("warmup_samples"), HasSubstr("got 0")));
-  EXPECT_THAT(invalid_argument_message([] { admit::gradient2_limit({.queue_size = -4}); }),
-              AllOf(HasSubstr("queue_size"), HasSubstr("got -4")));
-  EXPECT_THAT(invalid_argument_message([] { admit::vegas_limit({.alpha = 0}); }),
-              AllOf(HasSubstr("alpha"), HasSubstr("got 0")));
-  EXPECT_THAT(invalid_argument_message([] { admit::vegas_limit({.alpha = 5, .beta = 4}); }),
-              AllOf(HasSubstr("beta"), HasSubstr("got 4"), HasSubstr("[5, ")));
-  EXPECT_THAT(invalid_argument_message([=] { admit::vegas_limit({.beta = nan}); }),
-              AllOf(HasSubstr("beta"), HasSubstr("nan")));
-  EXPECT_THAT(invalid_argument_message([] { admit::vegas_limit({.smoothing = 1.5}); }),
-              AllOf(HasSubstr("smoothing"), HasSubstr("got 1.5")));
-  EXPECT_THAT(invalid_argument_message([] { admit::vegas_limit({.probe_multiplier = 0}); }),
-              AllOf(HasSubstr("probe_multiplier"), HasSubstr("got 0")));
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The limiter, with a scripted algorithm that records its samples and moves the limit as told.

@@ -10,7 +10,9 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -28,6 +30,7 @@
 #include "admit/testing/manual_clock.hpp"
 #include "admit/token_bucket.hpp"
 #include "admit/warmup.hpp"
+#include "support/count_allocations.hpp"
 
 namespace {
 
@@ -366,6 +369,89 @@ TYPED_TEST(LimiterContract, OverloadsWithoutATimeReadTheClock) {
   clock::advance(wait);
   EXPECT_EQ(lim->time_until_available(), 0ns);
   EXPECT_TRUE(lim->decide().admitted);
+}
+
+// --- Properties checked on the limiters they concern, one at a time
+// ---------------------------------------------------
+
+std::size_t thread_count() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// A limiter never starts a thread or a timer (a limiter that refills by a background thread and a timer per tick
+// costs a thread per limiter that never stops): a limiter is memory and nothing else. Building a thousand of each
+// starts no thread, deciding allocates nothing, and a limiter idle for a year answers from the clock alone.
+template <class Limiter, class Make>
+void expect_no_thread_no_allocation(Make make) {
+  const std::size_t threads_before = thread_count();
+  std::vector<std::unique_ptr<Limiter>> limiters;
+  for (int i = 0; i < 1000; ++i) limiters.push_back(make());
+  const std::size_t before = admit_test::allocations();
+  for (auto& l : limiters) {
+    (void)l->try_acquire_at(start);
+    (void)l->decide_at(start + 1ms);
+    (void)l->time_until_available_at(start + 2ms);
+    (void)l->try_acquire_at(start + 24h * 365);
+  }
+  EXPECT_EQ(admit_test::allocations(), before);
+  EXPECT_EQ(thread_count(), threads_before);
+}
+
+TEST(LimiterContract, NoLimiterStartsAThreadOrTimerOrAllocatesToDecide) {
+  expect_no_thread_no_allocation<admit::token_bucket>(
+      [] { return std::make_unique<admit::token_bucket>(rate::per_second(1000), 10); });
+  expect_no_thread_no_allocation<admit::gcra>([] { return std::make_unique<admit::gcra>(rate::per_second(1000), 10); });
+  expect_no_thread_no_allocation<admit::pacer>([] { return std::make_unique<admit::pacer>(rate::per_second(1000)); });
+  expect_no_thread_no_allocation<admit::fixed_window>([] { return std::make_unique<admit::fixed_window>(10, 1s); });
+  expect_no_thread_no_allocation<admit::sliding_window>([] { return std::make_unique<admit::sliding_window>(10, 1s); });
+  expect_no_thread_no_allocation<admit::sliding_log>([] { return std::make_unique<admit::sliding_log>(10, 1s); });
+  expect_no_thread_no_allocation<admit::warmup>(
+      [] { return std::make_unique<admit::warmup>(rate::per_second(1000), 1s); });
+}
+
+// High rates are exact (refill driven by a timer cannot tick fast enough for them): refill is arithmetic on the clock.
+// At a million and at a hundred million per second, 10 ms of requests every 5 ns admit exactly rate · 10 ms + burst.
+TEST(LimiterContract, HighRatesAreExactBecauseRefillIsArithmetic) {
+  for (const double per_second : {1e6, 1e8}) {
+    admit::token_bucket bucket{rate::per_second(per_second), 100};
+    admit::gcra gcra{rate::per_second(per_second), 100};
+    std::int64_t by_bucket = 0;
+    std::int64_t by_gcra = 0;
+    for (auto now = start; now <= start + 10ms; now += 5ns) {
+      by_bucket += bucket.try_acquire_at(now) ? 1 : 0;
+      by_gcra += gcra.try_acquire_at(now) ? 1 : 0;
+    }
+    const auto expected = static_cast<std::int64_t>(per_second / 100) + 100;
+    EXPECT_EQ(by_bucket, expected) << per_second;
+    EXPECT_EQ(by_gcra, expected) << per_second;
+  }
+}
+
+// A window's limit does not depend on the unit the window is given in (a window sized from its length in the wrong
+// unit admits a thousand times too many or too few): the limit is a count per window, and 100 per 1 s, per 1000 ms,
+// per 1000000 µs admit the same 100.
+TEST(LimiterContract, WindowLimitsDoNotDependOnTheWindowsUnit) {
+  for (const std::chrono::nanoseconds window :
+       {std::chrono::nanoseconds(1s), std::chrono::nanoseconds(1000ms), std::chrono::nanoseconds(1'000'000us)}) {
+    admit::sliding_window counter{100, window};
+    admit::sliding_log log{100, window};
+    admit::fixed_window fixed{100, window};
+    int a = 0;
+    int b = 0;
+    int c = 0;
+    const tp boundary = tp{} + 1000s;  // a window boundary
+    for (int i = 0; i < 1000; ++i) {
+      const tp now = boundary + i * 1ms;  // 1000 requests spread over one window
+      a += counter.try_acquire_at(now) ? 1 : 0;
+      b += log.try_acquire_at(now) ? 1 : 0;
+      c += fixed.try_acquire_at(now) ? 1 : 0;
+    }
+    EXPECT_EQ(a, 100);
+    EXPECT_EQ(b, 100);
+    EXPECT_EQ(c, 100);
+  }
 }
 
 }  // namespace

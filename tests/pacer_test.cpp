@@ -33,6 +33,16 @@ time_point at(std::chrono::nanoseconds d) { return time_point{d}; }
 
 using admit::testing::invalid_argument_message;
 
+// When a caller at `now` reserving n slots may go (the reservation's ready_at()). Also checks the reservation's shape:
+// always ok(), holding n tokens, and its delay from `now` is the time until then.
+time_point ready_at(pacer& p, time_point now, std::int64_t n = 1) {
+  const admit::basic_reservation<clock_type> r = p.reserve_at(now, n);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.tokens(), n);
+  EXPECT_EQ(r.delay_from(now), r.ready_at() - now);
+  return r.ready_at();
+}
+
 TEST(Pacer, InvalidConfigurationThrowsNamingTheValue) {
   EXPECT_NE(invalid_argument_message([] { pacer p{rate{}}; }).find("0/s"), std::string::npos);
   EXPECT_NE(invalid_argument_message([] {
@@ -68,9 +78,9 @@ TEST(Pacer, FirstCallGoesAtOnceAndEarnsNoSlack) {
   for (const auto& options : {pacer_options{}, pacer_options::without_slack()}) {
     pacer p{rate::per_second(10), options};
     const auto t0 = at(1h);  // long after the clock's epoch: idle time before the first call banks nothing
-    EXPECT_EQ(p.reserve_at(t0), t0);
-    EXPECT_EQ(p.reserve_at(t0), t0 + 100ms);
-    EXPECT_EQ(p.reserve_at(t0), t0 + 200ms);
+    EXPECT_EQ(ready_at(p, t0), t0);
+    EXPECT_EQ(ready_at(p, t0), t0 + 100ms);
+    EXPECT_EQ(ready_at(p, t0), t0 + 200ms);
   }
 }
 
@@ -84,13 +94,13 @@ TEST(Pacer, ZeroRequestStartsThePacingClockWhicheverMemberMakesIt) {
   for (const auto later : {t0 + 50ms, t0 + 300ms, t0 + 5s}) {
     EXPECT_EQ(by_try.time_until_available_at(later, 11), by_decide.time_until_available_at(later, 11));
   }
-  EXPECT_EQ(by_try.reserve_at(t0 + 300ms, 3), by_decide.reserve_at(t0 + 300ms, 3));
+  EXPECT_EQ(ready_at(by_try, t0 + 300ms, 3), ready_at(by_decide, t0 + 300ms, 3));
 }
 
 TEST(Pacer, WithoutSlackRequestsAreEvenlySpaced) {
   pacer p{rate::per_second(100), pacer_options::without_slack()};
   // Saturated demand: slots exactly one interval apart.
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(p.reserve_at(at(0ms)), at(i * 10ms)) << i;
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(ready_at(p, at(0ms)), at(i * 10ms)) << i;
   // After idling, exactly one caller goes at once and the next waits a whole interval: idle time earns nothing.
   const auto t = at(10s);
   EXPECT_TRUE(p.try_acquire_at(t));
@@ -115,8 +125,8 @@ TEST(Pacer, SlackLetsIdleTimePayForALaterBurstOfAtMostSlack) {
     EXPECT_EQ(admitted, 11) << idle.count();
     EXPECT_EQ(p.time_until_available_at(t), 10ms);
     // ...then the pace is even again.
-    EXPECT_EQ(p.reserve_at(t), t + 10ms);
-    EXPECT_EQ(p.reserve_at(t), t + 20ms);
+    EXPECT_EQ(ready_at(p, t), t + 10ms);
+    EXPECT_EQ(ready_at(p, t), t + 20ms);
   }
 }
 
@@ -131,12 +141,12 @@ TEST(Pacer, ShortIdleBanksOnlyTheSlotsItMissed) {
 // uber's TestImmediateSlackReapply: rate 1/s, slack 1: after idling, 2 at once and then 1 per second.
 TEST(Pacer, SlackIsReappliedAfterEachIdle) {
   pacer p{rate::per_second(1), pacer_options{.slack = 1}};
-  EXPECT_EQ(p.reserve_at(at(0s)), at(0s));
+  EXPECT_EQ(ready_at(p, at(0s)), at(0s));
   const auto t = at(2s);
-  EXPECT_EQ(p.reserve_at(t), t);
-  EXPECT_EQ(p.reserve_at(t + 1ns), t + 1ns);
-  EXPECT_EQ(p.reserve_at(t + 2ns), t + 1s);
-  EXPECT_EQ(p.reserve_at(t + 3ns), t + 2s);
+  EXPECT_EQ(ready_at(p, t), t);
+  EXPECT_EQ(ready_at(p, t + 1ns), t + 1ns);
+  EXPECT_EQ(ready_at(p, t + 2ns), t + 1s);
+  EXPECT_EQ(ready_at(p, t + 3ns), t + 2s);
 }
 
 // uber's TestPer: 7 per minute.
@@ -147,7 +157,7 @@ TEST(Pacer, PerSetsThePeriodTheRateIsCountedIn) {
   int by_1min = 0;
   int by_2min = 0;
   for (int i = 0; i < 20; ++i) {
-    const auto go = p.reserve_at(at(0s));
+    const auto go = ready_at(p, at(0s));
     by_1s += go <= at(1s) ? 1 : 0;
     by_1min += go <= at(60s + 1us) ? 1 : 0;
     by_2min += go <= at(120s + 1us) ? 1 : 0;
@@ -170,7 +180,7 @@ TEST(Pacer, MultipleSlotsAtOnceFitOnlyWithinTheSlack) {
   EXPECT_TRUE(p.try_acquire_at(at(1s), 2));
   EXPECT_TRUE(p.try_acquire_at(at(1s), 0));  // n == 0 always fits
   // reserve of n slots returns the start of the last one.
-  EXPECT_EQ(p.reserve_at(at(1s), 3), at(1s) + 30ms);
+  EXPECT_EQ(ready_at(p, at(1s), 3), at(1s) + 30ms);
 }
 
 TEST(Pacer, DecisionReportsLimitRemainingRetryAndReset) {
@@ -219,7 +229,7 @@ TEST(Pacer, EarlierTimeNeverOverAdmits) {
   // Back in time: nothing is banked, the next slot is still 10ms after the last admission.
   EXPECT_FALSE(p.try_acquire_at(at(5s)));
   EXPECT_EQ(p.time_until_available_at(at(5s)), 5s + 10ms);
-  EXPECT_EQ(p.reserve_at(at(5s)), at(10s + 10ms));
+  EXPECT_EQ(ready_at(p, at(5s)), at(10s + 10ms));
   EXPECT_TRUE(p.try_acquire_at(at(10s + 20ms)));
   EXPECT_FALSE(p.try_acquire_at(at(10s + 20ms)));
 }
@@ -227,14 +237,14 @@ TEST(Pacer, EarlierTimeNeverOverAdmits) {
 TEST(Pacer, InfiniteRateLetsEveryoneThrough) {
   pacer p{rate::inf()};
   for (int i = 0; i < 1000; ++i) ASSERT_TRUE(p.try_acquire_at(at(0ms), 1'000'000));
-  EXPECT_EQ(p.reserve_at(at(5ms), 1'000'000), at(5ms));
+  EXPECT_EQ(ready_at(p, at(5ms), 1'000'000), at(5ms));
   EXPECT_EQ(p.time_until_available_at(at(0ms), 1'000'000), 0ns);
   EXPECT_TRUE(p.decide_at(at(0ms)).admitted);
 }
 
 TEST(Pacer, HugeReservationSaturatesInsteadOfOverflowing) {
   pacer p{rate::per_second(1), pacer_options::without_slack()};
-  const auto far = p.reserve_at(at(0s), std::numeric_limits<std::int64_t>::max() / 2);
+  const auto far = ready_at(p, at(0s), std::numeric_limits<std::int64_t>::max() / 2);
   EXPECT_EQ(far.time_since_epoch().count(), std::numeric_limits<std::int64_t>::max());
   EXPECT_FALSE(p.try_acquire_at(at(1000h)));
   EXPECT_EQ(p.time_until_available_at(at(0s)).count(), std::numeric_limits<std::int64_t>::max());
@@ -269,11 +279,11 @@ TEST(Pacer, CancelledTakeGivesItsSlotBackWhenNobodyCameAfter) {
   t.join();
   EXPECT_FALSE(got.has_value());
   // As if the cancelled caller had never come: the next caller gets the 100ms slot.
-  EXPECT_EQ(p.reserve_at(at(0ms)), at(100ms));
+  EXPECT_EQ(ready_at(p, at(0ms)), at(100ms));
   // Already stopped: returns at once, claims nothing.
   EXPECT_FALSE(p.take(stop.get_token()).has_value());
   EXPECT_FALSE(p.acquire(1, stop.get_token()));
-  EXPECT_EQ(p.reserve_at(at(0ms)), at(200ms));
+  EXPECT_EQ(ready_at(p, at(0ms)), at(200ms));
 }
 
 TEST(Pacer, CancelledTakeLeavesAGapWhenSomeoneCameAfter) {
@@ -289,7 +299,7 @@ TEST(Pacer, CancelledTakeLeavesAGapWhenSomeoneCameAfter) {
   stop.request_stop();
   t1.join();
   EXPECT_FALSE(first.has_value());
-  EXPECT_EQ(p.reserve_at(at(0ms)), at(300ms));  // the 100ms slot stays unused; nobody is moved
+  EXPECT_EQ(ready_at(p, at(0ms)), at(300ms));  // the 100ms slot stays unused; nobody is moved
   clock_type::advance(200ms);
   t2.join();
 }
@@ -323,7 +333,7 @@ TEST(Pacer, AcquireWaitsForAllItsSlots) {
 
 // --- contention, and the bound ---
 
-// That no limiter starts a thread or a timer, or allocates to decide: tests/classic_defects_test.cpp, for every
+// That no limiter starts a thread or a timer, or allocates to decide: tests/limiter_contract_test.cpp, for every
 // limiter.
 
 TEST(Pacer, LostCompareAndSwapIsNeverReportedAsARefusal) {
@@ -405,6 +415,16 @@ TEST(Pacer, PropertyAnyWindowAdmitsAtMostRateTimesWindowPlusSlackPlusOne) {
       }
     }
   }
+}
+
+// A request that cannot be served does not block the requests behind it: more slots than slack + 1 at once are
+// refused at once, claiming nothing, so the next caller is served as if it had never come.
+TEST(Pacer, AnUnservableRequestDoesNotBlockThoseBehind) {
+  using clock = admit::testing::manual_clock;
+  clock::reset();
+  admit::basic_pacer<clock> p{rate::per_second(10), admit::pacer_options{.slack = 2}};
+  EXPECT_FALSE(p.try_acquire_for(0ms, 4));  // more than slack + 1 at once: refused, nothing claimed
+  EXPECT_TRUE(p.try_acquire());
 }
 
 }  // namespace

@@ -7,8 +7,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <future>
+#include <mutex>
 #include <stop_token>
 #include <system_error>
 #include <thread>
@@ -16,6 +18,7 @@
 
 #include "admit/testing/invalid_argument_message.hpp"
 #include "admit/testing/manual_clock.hpp"
+#include "support/count_allocations.hpp"
 
 namespace {
 
@@ -473,6 +476,87 @@ TEST(Semaphore, ForgettingEverythingThenAddingBackWorks) {
   sem.add_permits(2);
   EXPECT_EQ(sem.available(), 2);
   EXPECT_TRUE(sem.try_acquire(2));
+}
+
+// The waiter bound is exact (a check written `waiting > max` lets max + 1 wait) and a rejection leaves the semaphore
+// usable (a rejection that returns still holding a lock hangs every acquisition after it): exactly max_waiters wait,
+// the next is rejected at once, and the semaphore goes on serving.
+TEST(Semaphore, WaiterBoundIsExactAndARejectionLeavesTheSemaphoreUsable) {
+  admit::semaphore sem{1, {.max_waiters = 3}};
+  auto held = *sem.try_acquire();
+  std::vector<std::jthread> waiters;
+  std::atomic<int> granted{0};
+  for (int i = 0; i < 3; ++i) {
+    waiters.emplace_back([&] {
+      auto r = sem.acquire();
+      EXPECT_TRUE(r);
+      granted.fetch_add(1);
+    });
+  }
+  while (sem.waiting() < 3) std::this_thread::yield();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(sem.acquire().error(), admit::errc::queue_full);
+  EXPECT_EQ(sem.waiting(), 3u);
+  held.release();
+  waiters.clear();
+  EXPECT_EQ(granted.load(), 3);
+  EXPECT_TRUE(sem.try_acquire());
+}
+
+// Release wakes the longest waiting first (waiters kept in an unordered container are woken in any order, and one
+// may starve): waiters queued one after another are served in that order, each release handing the permit to the
+// oldest.
+TEST(Semaphore, ReleaseWakesTheLongestWaitingFirst) {
+  admit::semaphore sem{1};
+  auto held = *sem.try_acquire();
+  std::mutex order_mutex;
+  std::vector<int> order;
+  std::vector<std::jthread> waiters;
+  for (int i = 0; i < 6; ++i) {
+    waiters.emplace_back([&, i] {
+      auto r = sem.acquire();
+      ASSERT_TRUE(r);
+      std::lock_guard lock(order_mutex);
+      order.push_back(i);
+    });  // the permit returns at the end of the lambda and goes to the next in line
+    while (sem.waiting() < static_cast<std::size_t>(i) + 1) std::this_thread::yield();
+  }
+  held.release();
+  waiters.clear();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+}
+
+// No newcomer takes the permit between a release and the wake-up of the waiter it is meant for (a release that frees
+// the permit and leaves the woken waiter to take it again lets a newcomer in between, and limit + 1 run at once): a
+// release hands the permit to the waiter before it returns, so whether or not the waiter has woken yet, a newcomer
+// finds nothing. (This test caught a window in which a waiter was already
+// counted in waiting() but not yet visible to a release: the release left the permit free for a newcomer.)
+TEST(Semaphore, NoNewcomerSlipsInBetweenAReleaseAndTheWakeUp) {
+  admit::semaphore sem{1};
+  for (int round = 0; round < 1000; ++round) {
+    auto held = *sem.try_acquire();
+    std::atomic<bool> done{false};
+    std::jthread waiter([&] {
+      auto r = sem.acquire();
+      EXPECT_TRUE(r);
+      while (!done.load()) std::this_thread::yield();  // hold the permit until the newcomers have tried
+    });
+    while (sem.waiting() < 1) std::this_thread::yield();
+    held.release();
+    EXPECT_FALSE(sem.try_acquire());
+    EXPECT_EQ(sem.try_acquire_for(0ms).error(), admit::errc::timeout);
+    done.store(true);
+  }
+}
+
+// The semaphore's fast path is memory only, like the rate limiters': try_acquire and release allocate nothing.
+TEST(Semaphore, TryAcquireAndReleaseAllocateNothing) {
+  admit::semaphore sem{4};
+  const std::size_t before = admit_test::allocations();
+  for (int i = 0; i < 1000; ++i) {
+    auto p = sem.try_acquire(2);
+    EXPECT_TRUE(p);
+  }
+  EXPECT_EQ(admit_test::allocations(), before);
 }
 
 }  // namespace

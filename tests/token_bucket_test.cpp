@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <limits>
 #include <mutex>
 #include <random>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -646,6 +648,67 @@ TEST(TokenBucketReview, CancellationsRacingReservationsNeverOverAdmit) {
     // Burst 1 and one token a second: kept reservations act at least 1 s apart.
     for (std::size_t j = 1; j < granted.size(); ++j) ASSERT_GE(granted[j] - granted[j - 1], 1s) << "round " << round;
   }
+}
+
+// An abandoned wait (timed out or cancelled) creates no tokens and races with nothing (a wait that marks itself
+// abandoned outside the lock races with the refill that serves it): it leaves through the same atomic state as
+// everything else. Under ThreadSanitizer, threads that acquire, time out and cancel at random never create tokens —
+// when all have left, the bucket holds at most what it started with minus what the successful callers took. (Not
+// exactly that: as x/time/rate's CancelAt, a cancelled reservation gives back only the tokens no later reservation
+// depends on, so interleaved cancels leave some tokens spent; time refills them.)
+TEST(TokenBucket, AbandonedWaitsConserveTokensUnderConcurrency) {
+  using clock = admit::testing::manual_clock;
+  clock::reset();
+  admit::basic_token_bucket<clock> bucket{rate::per_second(1000), 20};
+  std::atomic<std::int64_t> taken{0};
+  std::vector<std::stop_source> stops(6);
+  std::vector<std::jthread> threads;
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&, i] {
+      std::mt19937 rng(static_cast<unsigned>(i));
+      for (int k = 0; k < 200; ++k) {
+        const std::int64_t n = 1 + static_cast<std::int64_t>(rng() % 3);
+        bool ok = false;
+        switch (rng() % 3) {
+          case 0:
+            ok = bucket.try_acquire(n);
+            break;
+          case 1:
+            ok = bucket.try_acquire_for(0ms, n);  // a deadline that only an immediate grant meets
+            break;
+          default: {
+            std::stop_source stop;
+            stop.request_stop();  // abandoned before it starts: must take nothing
+            ok = bucket.acquire(n, stop.get_token());
+            EXPECT_FALSE(ok);
+            // Reserve and cancel: the tokens must come back.
+            auto r = bucket.reserve(n);
+            r.cancel();
+            break;
+          }
+        }
+        if (ok) taken.fetch_add(n);
+      }
+    });
+  }
+  threads.clear();  // joins
+  // Time never moved: nothing refilled, so nothing beyond the burst was ever granted or given back.
+  EXPECT_LE(taken.load(), 20);
+  EXPECT_LE(bucket.tokens_at(clock::now()), 20.0 - static_cast<double>(taken.load()));
+}
+
+// A request that cannot be served does not block the requests behind it that would fit (as a queue whose head waits
+// for more than the burst blocks everyone forever). A request that cannot be served within its deadline fails at once
+// and takes nothing, so it never stands in front of a later small request; and a request larger than the burst is
+// refused at once instead of waiting forever at the head. (The pacer's counterpart is in tests/pacer_test.cpp.)
+TEST(TokenBucket, AnUnservableHeadDoesNotBlockThoseBehind) {
+  using clock = admit::testing::manual_clock;
+  clock::reset();
+  admit::basic_token_bucket<clock> bucket{rate::per_second(10), 5};
+  ASSERT_TRUE(bucket.try_acquire(4));              // 1 token left
+  EXPECT_FALSE(bucket.try_acquire_for(100ms, 5));  // needs 400 ms: fails now, takes nothing
+  EXPECT_FALSE(bucket.acquire(6));                 // can never fit: fails now
+  EXPECT_TRUE(bucket.try_acquire(1));              // the small request behind them is served at once
 }
 
 }  // namespace

@@ -35,6 +35,17 @@ time_point at(std::chrono::nanoseconds d) { return time_point{d}; }
 
 using admit::testing::invalid_argument_message;
 
+// Guava's reserve(n) answer: how long a caller at `now` waits (delay_from(now) of the reservation). Also checks the
+// reservation's shape: always ok(), holding n tokens, ready at now + the wait.
+template <class Clock>
+std::chrono::nanoseconds wait_at(admit::basic_warmup<Clock>& w, typename Clock::time_point now, std::int64_t n = 1) {
+  const admit::basic_reservation<Clock> r = w.reserve_at(now, n);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.tokens(), n);
+  EXPECT_EQ(r.ready_at(), now + r.delay_from(now));
+  return r.delay_from(now);
+}
+
 // Replays a Guava RateLimiterTest-style script on a fake clock: "R<n>" = acquire(n), recording the wait (what
 // Guava's FakeStopwatch records as R); "U<ms>" = the user sleeps. Returns the waits in nanoseconds.
 std::vector<std::int64_t> replay(warmup& w, const std::string& script) {
@@ -45,7 +56,7 @@ std::vector<std::int64_t> replay(warmup& w, const std::string& script) {
   while (in >> op) {
     const std::int64_t v = std::stoll(op.substr(1));
     if (op[0] == 'R') {
-      const auto wait = w.reserve_at(at(std::chrono::nanoseconds{t}), v);
+      const auto wait = wait_at(w, at(std::chrono::nanoseconds{t}), v);
       waits.push_back(wait.count());
       t += wait.count();  // acquire() sleeps the wait out
     } else {
@@ -155,7 +166,7 @@ TEST(Warmup, TryAcquireIsAdmittedWhenNoDebtIsOutstanding) {
 TEST(Warmup, GoesColdAgainAfterIdling) {
   warmup w{rate::per_second(2), 4s};
   std::int64_t t = 0;
-  for (int i = 0; i < 20; ++i) t += w.reserve_at(at(std::chrono::nanoseconds{t})).count();  // warm now
+  for (int i = 0; i < 20; ++i) t += wait_at(w, at(std::chrono::nanoseconds{t})).count();  // warm now
   const auto warm_at = at(std::chrono::nanoseconds{t});
   EXPECT_EQ(w.time_until_available_at(warm_at), 500ms);  // the last request's cost
   EXPECT_DOUBLE_EQ(w.stored_permits_at(warm_at + 500ms), 0.0);
@@ -166,26 +177,26 @@ TEST(Warmup, GoesColdAgainAfterIdling) {
   EXPECT_EQ(w.decide_at(warm_at, 0).reset_after, 4500ms);
   // Fully cold after warmup_period (+ the debt): the same slow start as a new limiter.
   const auto t2 = warm_at + 4500ms;
-  EXPECT_EQ(w.reserve_at(t2), 0ns);
-  EXPECT_EQ(w.reserve_at(t2), 1375ms);
-  EXPECT_EQ(w.reserve_at(t2), 1375ms + 1125ms);
+  EXPECT_EQ(wait_at(w, t2), 0ns);
+  EXPECT_EQ(wait_at(w, t2), 1375ms);
+  EXPECT_EQ(wait_at(w, t2), 1375ms + 1125ms);
 }
 
 TEST(Warmup, ZeroWarmupPeriodIsASmoothLimiter) {
   warmup w{rate::per_second(4), 0s};
   EXPECT_DOUBLE_EQ(w.max_permits(), 0.0);
-  EXPECT_EQ(w.reserve_at(at(0s)), 0ns);
-  EXPECT_EQ(w.reserve_at(at(0s)), 250ms);
-  EXPECT_EQ(w.reserve_at(at(0s), 2), 500ms);
-  EXPECT_EQ(w.reserve_at(at(0s)), 1000ms);
-  EXPECT_EQ(w.reserve_at(at(1h)), 0ns);  // idle banks nothing
-  EXPECT_EQ(w.reserve_at(at(1h)), 250ms);
+  EXPECT_EQ(wait_at(w, at(0s)), 0ns);
+  EXPECT_EQ(wait_at(w, at(0s)), 250ms);
+  EXPECT_EQ(wait_at(w, at(0s), 2), 500ms);
+  EXPECT_EQ(wait_at(w, at(0s)), 1000ms);
+  EXPECT_EQ(wait_at(w, at(1h)), 0ns);  // idle banks nothing
+  EXPECT_EQ(wait_at(w, at(1h)), 250ms);
 }
 
 TEST(Warmup, InfiniteRateAdmitsEverything) {
   warmup w{rate::inf(), 10s};
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(w.try_acquire_at(at(0s), 1'000'000'000));
-  EXPECT_EQ(w.reserve_at(at(0s), 1'000'000), 0ns);
+  EXPECT_EQ(wait_at(w, at(0s), 1'000'000), 0ns);
   EXPECT_EQ(w.time_until_available_at(at(0s)), 0ns);
   EXPECT_TRUE(w.acquire(5));
 }
@@ -200,7 +211,7 @@ TEST(Warmup, OversizeRequestGoesIntoDebt) {
   EXPECT_EQ(d.retry_after, 4s);
   EXPECT_TRUE(w.try_acquire_at(at(5s)));
   // Costs that would run past the representable range saturate instead of overflowing.
-  EXPECT_EQ(w.reserve_at(at(6s), std::numeric_limits<std::int64_t>::max()), 0ns);
+  EXPECT_EQ(wait_at(w, at(6s), std::numeric_limits<std::int64_t>::max()), 0ns);
   EXPECT_EQ(w.time_until_available_at(at(6s)).count(), std::numeric_limits<std::int64_t>::max() - 6'000'000'000);
 }
 
@@ -227,7 +238,7 @@ TEST(Warmup, EarlierTimeNeverOverAdmits) {
   EXPECT_FALSE(w.try_acquire_at(at(50s)));
   EXPECT_EQ(w.time_until_available_at(at(50s)), 50s + 1375ms);
   // A reservation back in time waits for the debt, and pays the same (cold) cost as at the later time.
-  EXPECT_EQ(w.reserve_at(at(50s)), 50s + 1375ms);
+  EXPECT_EQ(wait_at(w, at(50s)), 50s + 1375ms);
   EXPECT_EQ(w.time_until_available_at(at(100s)), 1375ms + 1125ms);
 }
 
@@ -284,7 +295,9 @@ TEST(Warmup, ClockReadBeforeAnotherCallersCommitIsNotARefusal) {
   {
     racing w{rate::per_second(1000), 0ms};
     race(w);
-    EXPECT_EQ(w.reserve(), 0ns);  // no debt outstanding at 12ms
+    const auto r = w.reserve();
+    EXPECT_TRUE(r.ok());
+    EXPECT_EQ(r.ready_at(), rt(12ms));  // no debt outstanding at 12ms, the clock's second reading
   }
   {
     racing w{rate::per_second(1000), 0ms};
@@ -317,9 +330,9 @@ TEST(Warmup, TimeToWarmUpIsHonouredEvenWithWeights) {
           const std::int64_t n =
               std::max<std::int64_t>(1, static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(permits)));
           permits -= n;
-          t += w.reserve_at(at(std::chrono::nanoseconds{t}), n).count();
+          t += wait_at(w, at(std::chrono::nanoseconds{t}), n).count();
         }
-        t += w.reserve_at(at(std::chrono::nanoseconds{t}), 1).count();  // repay the pending debt
+        t += wait_at(w, at(std::chrono::nanoseconds{t}), 1).count();  // repay the pending debt
         EXPECT_NEAR(static_cast<double>(t), static_cast<double>(warmup_ms) * 1e6, 1e6)
             << "cold factor " << cold_factor << " qps " << qps;
       }
@@ -430,7 +443,7 @@ TEST(Warmup, ConcurrentReservationsLoseNoUpdate) {
   warmup shared{rate::per_second(1000), 3s, 3.0};
   warmup sequential{rate::per_second(1000), 3s, 3.0};
   std::vector<std::int64_t> expected;
-  for (int i = 0; i < threads * per_thread; ++i) expected.push_back(sequential.reserve_at(at(0s)).count());
+  for (int i = 0; i < threads * per_thread; ++i) expected.push_back(wait_at(sequential, at(0s)).count());
   std::vector<std::vector<std::int64_t>> got(threads);
   std::latch start(threads);
   {
@@ -439,7 +452,7 @@ TEST(Warmup, ConcurrentReservationsLoseNoUpdate) {
       workers.emplace_back([&, i] {
         start.arrive_and_wait();
         for (int k = 0; k < per_thread; ++k)
-          got[static_cast<std::size_t>(i)].push_back(shared.reserve_at(at(0s)).count());
+          got[static_cast<std::size_t>(i)].push_back(shared.reserve_at(at(0s)).delay_from(at(0s)).count());
       });
     }
   }

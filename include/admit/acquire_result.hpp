@@ -3,57 +3,17 @@
 //   if (auto r = sem.try_acquire_for(10ms)) use(r.value());
 //   else if (r.error() == admit::errc::queue_full) shed();
 //
-// Shaped like std::expected<admit::permit, admit::errc> (C++23), which C++20 lacks.
+// An admit::expected<admit::permit, admit::errc> (see admit/expected.hpp): has_value() / operator bool, value()
+// (throws std::system_error carrying the error when there is none), *r and r-> (unchecked), error() (errc{} when
+// the permits were acquired).
 #pragma once
 
-#include <cassert>
-#include <system_error>
-#include <utility>
-
 #include "admit/errc.hpp"
+#include "admit/expected.hpp"
 #include "admit/permit.hpp"
 
 namespace admit {
 
-class [[nodiscard]] acquire_result {
- public:
-  acquire_result(permit p) noexcept : permit_(std::move(p)) {}          // NOLINT(google-explicit-constructor): a result
-  acquire_result(errc e) noexcept : error_(e) { assert(e != errc{}); }  // NOLINT(google-explicit-constructor)
-
-  // True when the permits were acquired.
-  bool has_value() const noexcept { return error_ == errc{}; }
-  explicit operator bool() const noexcept { return has_value(); }
-
-  // The permit; throws std::system_error carrying error() when there is none.
-  permit& value() & {
-    check();
-    return permit_;
-  }
-  const permit& value() const& {
-    check();
-    return permit_;
-  }
-  permit&& value() && {
-    check();
-    return std::move(permit_);
-  }
-
-  // Unchecked access (precondition: has_value()).
-  permit& operator*() & noexcept { return permit_; }
-  permit&& operator*() && noexcept { return std::move(permit_); }
-  permit* operator->() noexcept { return &permit_; }
-  const permit* operator->() const noexcept { return &permit_; }
-
-  // Why the wait failed; errc{} (no error) when it succeeded.
-  errc error() const noexcept { return error_; }
-
- private:
-  void check() const {
-    if (!has_value()) throw std::system_error(make_error_code(error_));
-  }
-
-  permit permit_;
-  errc error_{};
-};
+using acquire_result = expected<permit, errc>;
 
 }  // namespace admit

@@ -25,7 +25,6 @@
 #pragma once
 
 #include <atomic>
-#include <cassert>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -33,7 +32,6 @@
 #include <mutex>
 #include <optional>
 #include <stop_token>
-#include <system_error>
 #include <utility>
 
 #include "admit/adaptive/aimd_limit.hpp"
@@ -42,6 +40,7 @@
 #include "admit/adaptive/vegas_limit.hpp"
 #include "admit/clock.hpp"
 #include "admit/errc.hpp"
+#include "admit/expected.hpp"
 #include "admit/permit.hpp"
 #include "admit/semaphore.hpp"
 
@@ -138,26 +137,9 @@ class basic_adaptive_limiter {
     std::int64_t in_flight_ = 0;
   };
 
-  // The result of a wait: the permit, or an admit::errc (queue_full, timeout, cancelled, closed). Shaped like
-  // admit::acquire_result.
-  class [[nodiscard]] acquire_result {
-   public:
-    acquire_result(permit p) noexcept : permit_(std::move(p)) {}          // NOLINT(google-explicit-constructor)
-    acquire_result(errc e) noexcept : error_(e) { assert(e != errc{}); }  // NOLINT(google-explicit-constructor)
-    bool has_value() const noexcept { return error_ == errc{}; }
-    explicit operator bool() const noexcept { return has_value(); }
-    // The permit; throws std::system_error carrying error() when there is none.
-    permit& value() & {
-      if (!has_value()) throw std::system_error(make_error_code(error_));
-      return permit_;
-    }
-    permit* operator->() noexcept { return &permit_; }
-    errc error() const noexcept { return error_; }
-
-   private:
-    permit permit_;
-    errc error_{};
-  };
+  // The result of a wait: the permit, or an admit::errc (queue_full, timeout, cancelled, closed). An admit::expected,
+  // as admit::acquire_result is.
+  using acquire_result = expected<permit, errc>;
 
   // Starts at algorithm.limit(). Throws what the semaphore throws (never, for a valid algorithm).
   explicit basic_adaptive_limiter(Algorithm algorithm = Algorithm{}, adaptive_limiter_options options = {})

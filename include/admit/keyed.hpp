@@ -59,9 +59,9 @@
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
 #include "admit/detail/check_n.hpp"
-#include "admit/detail/keyed_policy.hpp"
 #include "admit/detail/keyed_table.hpp"
 #include "admit/detail/saturating.hpp"
+#include "admit/keyed_policy.hpp"
 #include "admit/rate.hpp"
 
 namespace admit {
@@ -108,9 +108,9 @@ struct keyed_hash<std::string> {
 
 // One `Limiter` per key. `Limiter` is a limiter with a keyed policy (admit::basic_gcra<Clock> and
 // admit::basic_token_bucket<Clock>, so keyed<gcra>, keyed<token_bucket>, keyed<basic_gcra<manual_clock>>) or a keyed
-// policy itself (detail/keyed_policy.hpp); each key decides exactly as a standalone Limiter's decide_at would. Lookups
-// accept any type that Hash and Eq accept when both are transparent (std::string_view for std::string keys, by
-// default).
+// policy itself (admit/keyed_policy.hpp: write one for an algorithm of your own); each key decides exactly as a
+// standalone Limiter's decide_at would. Lookups accept any type that Hash and Eq accept when both are transparent
+// (std::string_view for std::string keys, by default).
 template <class Limiter, class Key = std::string, class Hash = keyed_hash<Key>, class Eq = std::equal_to<>>
 class keyed {
  public:

@@ -44,6 +44,7 @@
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/rate.hpp"
+#include "admit/reservation.hpp"
 
 namespace admit {
 
@@ -122,17 +123,18 @@ class basic_pacer {
         .has_value();
   }
 
-  // Claims `n` consecutive slots without sleeping and returns when the caller may go: the start of the last slot, or
-  // `now` when it has begun. The claim cannot be undone. n == 0 claims nothing and returns `now`. Edge cases: an n so
-  // large that its slots run past year ~2262 saturates and exhausts the pacer. A `now` earlier than one already seen
-  // gets no slot before the next free one and banks no idle time: it never gets more than a later `now` would.
+  // Claims `n` consecutive slots without sleeping. The reservation (admit/reservation.hpp) is always ok(), holds n
+  // tokens, and is ready_at() the start of the last slot, or `now` when it has begun; delay_from(now) is the wait. The
+  // claim cannot be undone. n == 0 claims nothing and is ready at `now`. Edge cases: an n so large that its slots run
+  // past year ~2262 saturates and exhausts the pacer. A `now` earlier than one already seen gets no slot before the
+  // next free one and banks no idle time: it never gets more than a later `now` would.
   // Thread safety: lock-free, any number of threads.
-  time_point reserve(std::int64_t n = 1) { return reserve_at(Clock::now(), n); }
-  time_point reserve_at(time_point now, std::int64_t n = 1) {
+  basic_reservation<Clock> reserve(std::int64_t n = 1) { return reserve_at(Clock::now(), n); }
+  basic_reservation<Clock> reserve_at(time_point now, std::int64_t n = 1) {
     detail::check_n("admit::pacer", n);
     const std::int64_t t = to_ns<Clock>(now);
-    if (n == 0 || interval_ == 0) return now;
-    return to_time_point(std::max(claim(t, n, max_ns).last, t));
+    if (n == 0 || interval_ == 0) return {n, now};
+    return {n, to_time_point(std::max(claim(t, n, max_ns).last, t))};
   }
 
   // True, consuming `n` slots, when all of them have begun by `now` (the caller goes now); false, consuming nothing,

@@ -47,7 +47,6 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "admit/clock.hpp"
@@ -56,9 +55,11 @@
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/check_n.hpp"
 #include "admit/detail/saturating.hpp"
+#include "admit/detail/seqlock.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/detail/token_bucket_math.hpp"
 #include "admit/rate.hpp"
+#include "admit/reservation.hpp"
 
 namespace admit {
 
@@ -260,18 +261,18 @@ class basic_token_bucket {
   // Always inlined (as step() and read_config()): g++ 12 otherwise calls them out of line and copies the structs
   // through the stack, tripling the instructions of a decision (bench/, callgrind).
   [[gnu::always_inline]] snapshot load(std::int64_t t) const noexcept {
-    for (int spins = 0;; ++spins) {
-      const std::uint64_t seq = config_.seq.load(std::memory_order_acquire);
-      if (seq & 1U) {
+    for (unsigned spins = 0;; ++spins) {
+      const std::uint64_t seq = config_.seq.read_begin();
+      if (detail::seqlock::writing(seq)) {
         // A setter is publishing (a handful of stores under its mutex). Should it be preempted meanwhile, give the CPU
         // away rather than spin against it.
-        if (spins > 64) std::this_thread::yield();
+        detail::seqlock::pause(spins);
         continue;
       }
       snapshot s;
       s.tat = state_.tat.load(std::memory_order_acquire);
       s.cfg = read_config();
-      if (config_.seq.load(std::memory_order_relaxed) != seq) continue;
+      if (!config_.seq.read_validate(seq)) continue;
       s.t = t;
       return s;
     }
@@ -406,8 +407,7 @@ class basic_token_bucket {
     config next = make_config(next_rate, new_burst ? *new_burst : old.burst, t);
     if (!new_rate && old.zero()) next.frozen = old.frozen;  // a burst change does not restart a stopped clock
 
-    const std::uint64_t seq = config_.seq.load(std::memory_order_relaxed);
-    config_.seq.store(seq + 1, std::memory_order_relaxed);  // odd: decisions wait for the new configuration
+    const std::uint64_t seq = config_.seq.write_begin();  // odd: decisions wait for the new configuration
     // Reservations from now on set the last event afresh: after a rate increase they act earlier than those before.
     begin_event_epoch();
     std::int64_t cur = state_.tat.load(std::memory_order_acquire);
@@ -426,24 +426,23 @@ class basic_token_bucket {
       }
     }
     write_config(next, next_rate);
-    config_.seq.store(seq + 2, std::memory_order_release);
+    config_.seq.write_end(seq);
   }
 
-  // Sequence lock: release stores keep every field after the odd sequence number; acquire loads keep every read
-  // before the re-read of the sequence number. (Fences would do it too, but ThreadSanitizer does not model them.)
+  // The configuration's fields, stored and loaded as detail::seqlock prescribes (release / acquire, no fences).
   void write_config(const config& c, rate r) noexcept {
-    config_.interval.store(r.interval_ns(), std::memory_order_release);
-    config_.burst.store(c.burst, std::memory_order_release);
-    config_.cost1.store(c.cost1, std::memory_order_release);
-    config_.tol.store(c.tol, std::memory_order_release);
-    config_.frozen.store(c.frozen, std::memory_order_release);
+    detail::seqlock::store(config_.interval, r.interval_ns());
+    detail::seqlock::store(config_.burst, c.burst);
+    detail::seqlock::store(config_.cost1, c.cost1);
+    detail::seqlock::store(config_.tol, c.tol);
+    detail::seqlock::store(config_.frozen, c.frozen);
   }
   [[gnu::always_inline]] config read_config() const noexcept {
     config c;
-    c.burst = config_.burst.load(std::memory_order_acquire);
-    c.cost1 = config_.cost1.load(std::memory_order_acquire);
-    c.tol = config_.tol.load(std::memory_order_acquire);
-    c.frozen = config_.frozen.load(std::memory_order_acquire);
+    c.burst = detail::seqlock::load(config_.burst);
+    c.cost1 = detail::seqlock::load(config_.cost1);
+    c.tol = detail::seqlock::load(config_.tol);
+    c.frozen = detail::seqlock::load(config_.frozen);
     return c;
   }
 
@@ -455,7 +454,7 @@ class basic_token_bucket {
   };
   // Read-mostly: another cache line.
   struct alignas(64) config_state {
-    std::atomic<std::uint64_t> seq{0};
+    detail::seqlock seq;  // publishes the fields below together (reconfigure)
     std::atomic<double> interval{
         0};  // the configured rate's exact interval_ns(), for get_rate(); not read by decisions
     std::atomic<std::int64_t> burst{0};
@@ -471,73 +470,64 @@ class basic_token_bucket {
   std::int64_t epoch_start_event_ = detail::ns_min;  // the last event when the epoch began (begin_event_epoch); setter_
 };
 
-// A claim on tokens now or in the future (x/time/rate's Reservation). Move-only: it can be cancelled or settled once.
+// A claim on tokens now or in the future (x/time/rate's Reservation): an admit::basic_reservation<Clock> (ok(),
+// tokens(), ready_at(), delay_from(t), delay(), as the pacer's and the warm-up limiter's) that can also be cancelled
+// or settled, once. It derives publicly from basic_reservation because it is one — code that waits on any limiter's
+// reservation takes it as `const basic_reservation<Clock>&` — and adds only the right to give tokens back; a copy of
+// the base part is a plain value that carries no such right (so the slicing is harmless), and neither type has a
+// virtual member (never delete one through a pointer to the base). Move-only; a moved-from reservation is not ok().
 // Not thread-safe by itself (one owner), but its operations are safe against concurrent use of the bucket.
 template <steady_clock_like Clock>
-class basic_token_bucket<Clock>::reservation {
+class basic_token_bucket<Clock>::reservation : public basic_reservation<Clock> {
+  using base = basic_reservation<Clock>;
+
  public:
   reservation() = default;
   reservation(reservation&& other) noexcept { *this = std::move(other); }
   reservation& operator=(reservation&& other) noexcept {
+    base::operator=(std::exchange(static_cast<base&>(other), base{}));
     bucket_ = std::exchange(other.bucket_, nullptr);
-    n_ = std::exchange(other.n_, 0);
     time_to_act_ = other.time_to_act_;
     interval_ = other.interval_;
     inf_ = other.inf_;
-    ok_ = std::exchange(other.ok_, false);
     return *this;
   }
 
-  // True when the tokens were granted (now or later); false when they never can be (n above the burst...).
-  [[nodiscard]] bool ok() const noexcept { return ok_; }
-  [[nodiscard]] explicit operator bool() const noexcept { return ok_; }
-  [[nodiscard]] std::int64_t tokens() const noexcept { return n_; }
-
-  // When the caller may act; time_point::max() when !ok().
-  [[nodiscard]] time_point ready_at() const noexcept { return ok_ ? from_ns<Clock>(time_to_act_) : time_point::max(); }
-  // How long from `t` until the caller may act: zero when already due, duration::max() when !ok().
-  [[nodiscard]] duration delay_from(time_point t) const noexcept {
-    if (!ok_) return duration::max();
-    const auto d = from_ns<Clock>(time_to_act_) - t;
-    return d < duration::zero() ? duration::zero() : d;
-  }
-  [[nodiscard]] duration delay() const noexcept { return delay_from(Clock::now()); }
-
   // x/time/rate CancelAt: the caller will not act; gives back the tokens that reservations made after this one do not
   // depend on, unless the reservation is already due at `t` (then nothing). Idempotent: later calls do nothing.
+  // Afterwards tokens() is 0; ok() and ready_at() are unchanged.
   void cancel_at(time_point t) {
-    if (!ok_ || inf_ || n_ == 0 || bucket_ == nullptr) return;
-    bucket_->cancel_reservation(to_ns<Clock>(t), n_, time_to_act_, interval_);
-    n_ = 0;
+    if (!this->ok() || inf_ || this->tokens() == 0 || bucket_ == nullptr) return;
+    bucket_->cancel_reservation(to_ns<Clock>(t), this->tokens(), time_to_act_, interval_);
+    this->clear_tokens();
   }
   void cancel() { cancel_at(Clock::now()); }
 
   // Settles the reservation at its actual cost once known (e.g. bytes actually sent): a smaller cost gives the
   // difference back to the bucket (capped at the burst), a larger one takes the difference (possibly into debt,
-  // which later requests wait out). Can be called once; later calls, or calls after cancel, do nothing.
+  // which later requests wait out). Can be called once; later calls, or calls after cancel, do nothing. Afterwards
+  // tokens() is 0.
   void settle_at(time_point t, std::int64_t actual) {
     detail::check_n("admit::token_bucket::reservation::settle", actual, "actual");
-    if (!ok_ || inf_ || bucket_ == nullptr || n_ == 0) return;
-    const std::int64_t delta = n_ - actual;
+    if (!this->ok() || inf_ || bucket_ == nullptr || this->tokens() == 0) return;
+    const std::int64_t delta = this->tokens() - actual;
     if (delta != 0) {
       const std::int64_t tn = bucket_->effective_now(to_ns<Clock>(t));
       bucket_->give_back(tn, static_cast<double>(delta));
     }
-    n_ = 0;
+    this->clear_tokens();
   }
   void settle(std::int64_t actual) { settle_at(Clock::now(), actual); }
 
  private:
   friend class basic_token_bucket;
   reservation(basic_token_bucket* b, std::int64_t n, std::int64_t time_to_act, double interval, bool inf) noexcept
-      : bucket_(b), n_(n), time_to_act_(time_to_act), interval_(interval), inf_(inf), ok_(true) {}
+      : base(n, from_ns<Clock>(time_to_act)), bucket_(b), time_to_act_(time_to_act), interval_(interval), inf_(inf) {}
 
   basic_token_bucket* bucket_ = nullptr;
-  std::int64_t n_ = 0;
-  std::int64_t time_to_act_ = 0;
+  std::int64_t time_to_act_ = 0;  // ready_at() in nanoseconds, exactly (the bucket's unit)
   double interval_ = 0;  // the interval in force when the tokens were reserved (CancelAt restores at that rate)
   bool inf_ = false;
-  bool ok_ = false;
 };
 
 using token_bucket = basic_token_bucket<std::chrono::steady_clock>;

@@ -6,7 +6,7 @@
 // `warmup_period` of idleness (plus the last request's cost) it is fully cold.
 //
 //   admit::warmup w{admit::rate::per_second(2), std::chrono::seconds(4)};   // cold: 1.5s apart; warm: 0.5s apart
-//   auto wait = w.reserve();   // Guava's acquire() sequence from cold: 0, 1.375s, 1.125s, 0.875s, 0.625s, 0.5s...
+//   auto wait = w.reserve().delay();   // Guava's acquire() from cold: 0, 1.375s, 1.125s, 0.875s, 0.625s, 0.5s...
 //
 // Semantics are Guava's, number for number (tests check Guava's own sequences): idle time banks "stored permits" at
 // one per warmup_period / max_permits, up to max_permits; a request spends stored permits first, and a stored permit
@@ -41,7 +41,6 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
-#include <thread>
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
@@ -49,8 +48,10 @@
 #include "admit/detail/check_n.hpp"
 #include "admit/detail/format_double.hpp"
 #include "admit/detail/saturating.hpp"
+#include "admit/detail/seqlock.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/rate.hpp"
+#include "admit/reservation.hpp"
 
 namespace admit {
 
@@ -124,11 +125,14 @@ class basic_warmup {
     return debt_with(given_now{to_ns<Clock>(now)}, n);
   }
 
-  // Guava's reserve(n): charges `n` permits now and returns how long the caller must wait before going (the debt
-  // outstanding at `now`; 0 when none). Never refuses; cannot be undone. n == 0 charges nothing. Edge case: costs that
-  // would push the next free time past year ~2262 saturate, exhausting the limiter. Thread safety: as try_acquire_at.
-  std::chrono::nanoseconds reserve(std::int64_t n = 1) { return reserve_with(clock_now{}, n); }
-  std::chrono::nanoseconds reserve_at(time_point now, std::int64_t n = 1) {
+  // Guava's reserve(n): charges `n` permits now. The reservation (admit/reservation.hpp) is always ok(), holds n
+  // tokens, and is ready_at() the end of the debt outstanding at `now` (`now` itself when there is none), so
+  // delay_from(now) is Guava's wait. Never refuses; cannot be undone. n == 0 charges nothing and is ready at `now`.
+  // reserve() reads the clock after the state (as try_acquire()) and is ready from that reading on. Edge case: costs
+  // that would push the next free time past year ~2262 saturate, exhausting the limiter. Thread safety: as
+  // try_acquire_at.
+  basic_reservation<Clock> reserve(std::int64_t n = 1) { return reserve_with(clock_now{}, n); }
+  basic_reservation<Clock> reserve_at(time_point now, std::int64_t n = 1) {
     return reserve_with(given_now{to_ns<Clock>(now)}, n);
   }
 
@@ -284,11 +288,11 @@ class basic_warmup {
   }
 
   template <class Now>
-  std::chrono::nanoseconds reserve_with(Now now, std::int64_t n) {
+  basic_reservation<Clock> reserve_with(Now now, std::int64_t n) {
     detail::check_n("admit::warmup", n);
-    if (n == 0 || infinite()) return std::chrono::nanoseconds{0};
+    if (n == 0 || infinite()) return {n, to_time_point(now())};
     const claimed c = claim(now, n, detail::ns_max);
-    return std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(c.g.at, c.t))};
+    return {n, to_time_point(std::max(c.g.at, c.t))};
   }
 
   // Rounds up, so that sleeping until the returned point never lets a caller through early.
@@ -348,28 +352,25 @@ class basic_warmup {
     publish(s.seq + 2, s.next_free, s.stored);
   }
 
-  // Sequence lock. Even = stable, odd = a commit is storing. Readers retry until they see the same even number before
-  // and after reading both values; release stores / acquire loads order them (no fences: ThreadSanitizer does not
-  // model fences), as in token_bucket.hpp.
+  // Sequence lock (detail::seqlock): readers retry until the number is the same even value before and after reading
+  // both values; a commit is a compare-and-swap of the number (try_write_begin), then the two stores.
   snapshot load() const noexcept {
     for (unsigned spins = 0;; ++spins) {
-      const std::uint64_t seq = state_.seq.load(std::memory_order_acquire);
-      if ((seq & 1U) == 0) {
-        const std::int64_t next = state_.next_free.load(std::memory_order_acquire);
-        const double stored = state_.stored.load(std::memory_order_acquire);
-        if (state_.seq.load(std::memory_order_relaxed) == seq) return {seq, next, stored};
+      const std::uint64_t seq = state_.seq.read_begin();
+      if (!detail::seqlock::writing(seq)) {
+        const std::int64_t next = detail::seqlock::load(state_.next_free);
+        const double stored = detail::seqlock::load(state_.stored);
+        if (state_.seq.read_validate(seq)) return {seq, next, stored};
       }
-      if (spins >= 64) std::this_thread::yield();  // a committing thread was preempted mid-store
+      detail::seqlock::pause(spins);  // a committing thread was preempted mid-store
     }
   }
   // Commits (next_free, stored) if the sequence number is still `seq`; false if another commit came first.
   bool publish(std::uint64_t seq, std::int64_t next_free, double stored) noexcept {
-    if (!state_.seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) {
-      return false;
-    }
-    state_.next_free.store(next_free, std::memory_order_release);
-    state_.stored.store(stored, std::memory_order_release);
-    state_.seq.store(seq + 2, std::memory_order_release);
+    if (!state_.seq.try_write_begin(seq)) return false;
+    detail::seqlock::store(state_.next_free, next_free);
+    detail::seqlock::store(state_.stored, stored);
+    state_.seq.write_end(seq);
     return true;
   }
 
@@ -384,7 +385,7 @@ class basic_warmup {
 
   // Hot state, alone on its cache line. next_free starts "long ago", so a new limiter is cold.
   struct alignas(64) hot_state {
-    std::atomic<std::uint64_t> seq{0};
+    detail::seqlock seq;  // publishes next_free and stored together
     std::atomic<std::int64_t> next_free{detail::ns_min};
     std::atomic<double> stored{0};
   };

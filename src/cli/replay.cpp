@@ -13,6 +13,7 @@
 #include "admit/fixed_window.hpp"
 #include "admit/gcra.hpp"
 #include "admit/pacer.hpp"
+#include "admit/reservation.hpp"
 #include "admit/sliding_log.hpp"
 #include "admit/sliding_window.hpp"
 #include "admit/token_bucket.hpp"
@@ -78,20 +79,13 @@ using tp = replay_clock::time_point;
 
 tp at(std::int64_t t_ns) noexcept { return tp{std::chrono::nanoseconds{t_ns}}; }
 
-// The delay a reservation stands for, relative to `now`; nullopt when it can never be served.
-template <class R>
-std::optional<std::int64_t> reservation_delay(const R& r, tp now) {
-  if constexpr (std::is_same_v<R, tp>) {  // pacer: when the caller may go
-    return std::max<std::int64_t>(0, (r - now).count());
-  } else if constexpr (std::is_same_v<R, std::chrono::nanoseconds>) {  // warmup: the wait
-    if (r == std::chrono::nanoseconds::max()) return std::nullopt;
-    return std::max<std::int64_t>(0, r.count());
-  } else {  // token bucket: a reservation
-    if (!r.ok()) return std::nullopt;
-    const auto d = std::chrono::duration_cast<std::chrono::nanoseconds>(r.delay_from(now));
-    if (d == std::chrono::nanoseconds::max()) return std::nullopt;
-    return std::max<std::int64_t>(0, d.count());
-  }
+// The delay a reservation (a token bucket's, a pacer's or a warm-up limiter's) stands for, relative to `now`; nullopt
+// when it can never be served.
+std::optional<std::int64_t> reservation_delay(const basic_reservation<replay_clock>& r, tp now) {
+  if (!r.ok()) return std::nullopt;
+  const auto d = std::chrono::duration_cast<std::chrono::nanoseconds>(r.delay_from(now));
+  if (d == std::chrono::nanoseconds::max()) return std::nullopt;
+  return std::max<std::int64_t>(0, d.count());
 }
 
 template <class L>

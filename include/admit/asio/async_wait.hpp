@@ -44,22 +44,17 @@ namespace admit::asio {
 
 namespace detail {
 
-// token_bucket: a reservation that says its delay and can be cancelled.
+// token_bucket, pacer, warmup: reserve(n) returns an admit::basic_reservation (ok(), delay()).
 template <class L>
-concept cancellable_reservation_limiter = requires(L& l, std::int64_t n) {
+concept reserving_limiter = requires(L& l, std::int64_t n) {
   { l.reserve(n).ok() } -> std::convertible_to<bool>;
-  l.reserve(n).delay();
+  { l.reserve(n).ready_at() } -> std::same_as<typename L::time_point>;
+  { l.reserve(n).delay() } -> std::same_as<typename L::duration>;
+};
+// token_bucket: its reservation can also be cancelled.
+template <class L>
+concept cancellable_reservation_limiter = reserving_limiter<L> && requires(L& l, std::int64_t n) {
   l.reserve(n).cancel();
-};
-// pacer: reserve returns the time point at which the caller may go.
-template <class L>
-concept slot_limiter = requires(L& l, std::int64_t n) {
-  { l.reserve(n) } -> std::same_as<typename L::time_point>;
-};
-// warmup: reserve returns how long the caller must wait.
-template <class L>
-concept delay_limiter = requires(L& l, std::int64_t n) {
-  { l.reserve(n) } -> std::same_as<std::chrono::nanoseconds>;
 };
 
 template <class L, bool = cancellable_reservation_limiter<L>>
@@ -84,7 +79,7 @@ class wait_operation {
   void operator()(Self& self, boost::system::error_code ec = {}) {
     switch (step_) {
       case step::start:
-        if constexpr (cancellable_reservation_limiter<Limiter> || !(slot_limiter<Limiter> || delay_limiter<Limiter>)) {
+        if constexpr (cancellable_reservation_limiter<Limiter> || !reserving_limiter<Limiter>) {
           self.reset_cancellation_state(boost::asio::enable_total_cancellation());
         }
         start(self);
@@ -99,7 +94,7 @@ class wait_operation {
           finish(self, boost::asio::error::operation_aborted);
           return;
         }
-        if constexpr (cancellable_reservation_limiter<Limiter> || slot_limiter<Limiter> || delay_limiter<Limiter>) {
+        if constexpr (reserving_limiter<Limiter>) {
           finish(self, {});  // the reservation's time has come
         } else {
           retry(self);
@@ -113,14 +108,14 @@ class wait_operation {
 
   template <class Self>
   void start(Self& self) {
-    if constexpr (cancellable_reservation_limiter<Limiter>) {
-      reservation_ = limiter_->reserve(n_);
-      if (!reservation_.ok()) return finish(self, errc::exceeds_capacity);
-      wait_for(self, reservation_.delay());
-    } else if constexpr (slot_limiter<Limiter>) {
-      wait_until(self, limiter_->reserve(n_));
-    } else if constexpr (delay_limiter<Limiter>) {
-      wait_for(self, limiter_->reserve(n_));
+    if constexpr (reserving_limiter<Limiter>) {
+      auto r = limiter_->reserve(n_);
+      if (!r.ok()) return finish(self, errc::exceeds_capacity);
+      const auto ready = r.ready_at();
+      const bool due = r.delay() == decltype(r.delay())::zero();
+      if constexpr (cancellable_reservation_limiter<Limiter>) reservation_ = std::move(r);
+      if (due) return finish(self, {});
+      wait_until(self, ready);
     } else {
       retry(self);
     }

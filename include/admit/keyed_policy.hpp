@@ -1,5 +1,8 @@
-// admit/detail/keyed_policy.hpp — what admit::keyed asks of an algorithm ("a keyed policy"), and the policies of GCRA
-// and of the token bucket.
+// admit/keyed_policy.hpp — what admit::keyed asks of an algorithm (a "keyed policy"), and the policies of GCRA and
+// of the token bucket. Write one to key an algorithm of your own: admit::keyed<my_policy> then holds its state per key.
+//
+//   static_assert(admit::keyed_policy<my_policy>);
+//   admit::keyed<my_policy> per_client{my_policy::config_type{...}};   // one state_type per key
 //
 // A keyed policy splits a limiter into the configuration every key shares (held once by the keyed object) and the
 // state each key keeps (a small value the keyed store holds per key, under its shard's lock), with pure functions:
@@ -17,10 +20,13 @@
 //     // full at every now >= at, and for an earlier now hold no more capacity than any state s with full_at(s) <= at:
 //     // this is what makes eviction lossless for later calls and conservative for calls with an earlier now.
 //     static state_type full_since(const config_type&, std::int64_t at) noexcept;
+//     // Optional: the keyed(rate, burst[, oversize_policy]) constructors call make_config(r, burst[, policy]).
 //   };
 //
-// A decision that leaves the state unchanged (a refusal, n == 0, an infinite rate) is never stored, so a new key that
-// is refused takes no memory.
+// Thread safety: keyed calls decide / full_at / full_since under the key's shard lock, so they need none of their
+// own; they must not throw (they are noexcept) and should be O(1): they run while other keys of the shard wait. A
+// decision that leaves the state unchanged (a refusal, n == 0, an infinite rate) is never stored, so a new key that is
+// refused takes no memory. docs/keyed.md shows a complete policy.
 #pragma once
 
 #include <algorithm>
