@@ -17,6 +17,7 @@
 #include <atomic>
 #include <boost/asio/steady_timer.hpp>
 #include <charconv>
+#include <future>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -358,17 +359,30 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
     return true;
   }
 
-  void close() {
-    std::vector<node> nodes;
+  // Closes every node connection as connection::close does, with one deadline for all, and sums what they could not
+  // deliver. A second call waits for the first one's outcome.
+  close_result close(deadline_type deadline, bool wait) {
+    std::vector<std::shared_future<close_result>> outcomes;
     {
       std::lock_guard lock(mutex_);
-      if (closed_) return;
-      closed_ = true;
-      nodes.swap(nodes_);
-      masters_.clear();
-      refresh_timer_.cancel();
+      if (!closed_) {
+        closed_ = true;
+        masters_.clear();
+        refresh_timer_.cancel();
+        // The connections are released after their close began (they hold calls that hold this object): a call
+        // redirected from now on completes with errc::closed.
+        for (auto& n : std::exchange(nodes_, {})) close_outcomes_.push_back(begin_close(*n.conn, deadline));
+      }
+      outcomes = close_outcomes_;
     }
-    for (auto& n : nodes) detail::close(*n.conn);
+    close_result total;
+    if (!wait) return close_result{.waited = false};
+    for (auto& o : outcomes) {
+      const close_result r = o.get();
+      total.unsent += r.unsent;
+      total.unanswered += r.unanswered;
+    }
+    return total;
   }
 
   cluster_statistics statistics() const noexcept {
@@ -422,6 +436,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
   std::size_t default_node_ = 0;                   // for unknown slots and keyless commands
   bool map_known_ = false;
   bool closed_ = false;
+  std::vector<std::shared_future<close_result>> close_outcomes_;  // one per node connection, from close() on
   bool refresh_running_ = false;
   bool refresh_again_ = false;  // a refresh was asked for while one was running
   bool refresh_timer_armed_ = false;
@@ -631,7 +646,7 @@ void execute(cluster_impl& impl, std::shared_ptr<request_base> req, deadline_typ
 }
 
 void request_refresh(cluster_impl& impl) { impl.request_refresh(); }
-void close(cluster_impl& impl) { impl.close(); }
+close_result close(cluster_impl& impl, deadline_type deadline, bool wait) { return impl.close(deadline, wait); }
 cluster_statistics statistics(const cluster_impl& impl) noexcept { return impl.statistics(); }
 
 }  // namespace detail
@@ -644,7 +659,20 @@ cluster::cluster(executor_type ex, std::vector<connection_options> seeds, cluste
 
 cluster::~cluster() {
   detach();
-  detail::close(*impl_);
+  (void)detail::close(*impl_, close_deadline(), !detail::running_in_this_thread(executor_));
+}
+
+close_result cluster::close() {
+  return detail::close(*impl_, close_deadline(), !detail::running_in_this_thread(executor_));
+}
+
+std::optional<cluster::clock::time_point> cluster::close_deadline() const noexcept {
+  const auto timeout = node_options_.close_timeout;
+  const auto now = clock::now();
+  if (timeout >= std::chrono::duration_cast<std::chrono::nanoseconds>(clock::time_point::max() - now)) {
+    return std::nullopt;
+  }
+  return now + std::chrono::duration_cast<clock::duration>(timeout);
 }
 
 void cluster::do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) {

@@ -11,13 +11,17 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
+#include <algorithm>
 #include <deque>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <new>
@@ -78,6 +82,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         resolver_(strand_),
         connect_timer_(strand_),
         deadline_timer_(strand_),
+        close_timer_(strand_),
         backoff_(options_.reconnect_initial, options_.reconnect_max),
         rng_state_(std::random_device{}()),
         read_buffer_(read_buffer_bytes) {}
@@ -143,18 +148,21 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     });
   }
 
-  // Any thread.
-  void close() {
-    std::vector<request_ptr> incoming;
+  // Any thread. Starts the graceful close (the first call does; later ones share its outcome): from now on new calls
+  // complete with errc::closed; what was queued before is still written and its replies awaited until `deadline`
+  // (std::nullopt: no limit); then whatever is left completes with errc::closed. The future is ready when that is
+  // done, with the counts of calls that could not be delivered.
+  std::shared_future<close_result> begin_close(std::optional<clock::time_point> deadline) {
+    std::shared_future<close_result> outcome;
     {
       std::lock_guard lock(mutex_);
-      if (closed_) return;
+      if (closed_) return close_outcome_;
       closed_ = true;
-      incoming.swap(incoming_);
-      incoming_bytes_ = 0;
+      close_outcome_ = close_promise_.get_future().share();
+      outcome = close_outcome_;
     }
-    for (auto& r : incoming) r->try_finish(to_error_code(errc::closed), reply());
-    asio::post(strand_, [self = shared_from_this()] { self->on_close(); });
+    asio::post(strand_, [self = shared_from_this(), deadline] { self->start_closing(deadline); });
+    return outcome;
   }
 
   connection_statistics statistics() const noexcept {
@@ -221,11 +229,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       pending_.push_back(std::move(r));
     }
     if (earliest_changed) arm_deadline_timer();
-    if (state_ == state::idle) {
+    if (state_ == state::idle && !pending_.empty()) {
       start_connect();
     } else if (state_ == state::ready) {
       flush();
     }
+    check_closing();
   }
 
   void arm_deadline_timer() {
@@ -248,6 +257,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       }
     }
     arm_deadline_timer();
+    check_closing();
   }
 
   void drop_deadline(request_base& r) {
@@ -278,7 +288,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       in_flight_.push_back(std::move(r));
       ++n;
     }
-    if (n == 0) return;
+    if (n == 0) {
+      check_closing();
+      return;
+    }
     writes_.fetch_add(1, std::memory_order_relaxed);
     commands_written_.fetch_add(n, std::memory_order_relaxed);
     start_write();
@@ -344,6 +357,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       if (gen != gen_) return;  // the reply ended this connection (handshake failure, unexpected reply)
     }
     start_read(gen);
+    check_closing();
   }
 
   void on_reply(reply&& value) {
@@ -489,6 +503,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     connect_timer_.cancel();
     for (auto& w : std::exchange(connect_waiters_, {})) w->try_finish(ec, reply());
     schedule_reconnect();
+    check_closing();
   }
 
   // The connection failed. Established: every call written (or being written) has an unknown outcome.
@@ -508,6 +523,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     losses_.fetch_add(1, std::memory_order_relaxed);
     for (auto& r : std::exchange(in_flight_, {})) finish(r, to_error_code(errc::outcome_unknown), reply());
     schedule_reconnect();
+    check_closing();
   }
 
   void schedule_reconnect() {
@@ -518,17 +534,60 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     });
   }
 
-  void on_close() {
+  // The graceful close starts (see begin_close): what is queued is drained into pending_ as usual, connect waiters
+  // complete with errc::closed, and the close deadline is armed. An idle connection with calls queued connects.
+  void start_closing(std::optional<clock::time_point> deadline) {
+    if (deadline && clock::now() >= *deadline) return finish_close();
+    closing_ = true;
+    for (auto& w : std::exchange(connect_waiters_, {})) w->try_finish(to_error_code(errc::closed), reply());
+    if (deadline) {
+      close_timer_.expires_at(*deadline);
+      close_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+        if (!ec) self->finish_close();
+      });
+    }
+    drain();  // takes what is queued (another drain may be posted: it finds nothing) and checks whether all is done
+  }
+
+  // While closing: finishes the close once no call is left unanswered (calls that completed otherwise — deadline,
+  // cancellation — are not waited for).
+  void check_closing() {
+    if (!closing_ || state_ == state::closed) return;
+    const auto live = [](const request_ptr& r) { return !r->done(); };
+    if (std::any_of(in_flight_.begin(), in_flight_.end(), live)) return;
+    if (std::any_of(pending_.begin(), pending_.end(), live)) return;
+    {
+      std::lock_guard lock(mutex_);
+      if (!incoming_.empty()) return;
+    }
+    finish_close();
+  }
+
+  // The end of the connection: the socket closed, every call not answered yet completes with errc::closed and is
+  // counted (written: unanswered; not written: unsent), and close's future becomes ready.
+  void finish_close() {
+    if (state_ == state::closed) return;
     state_ = state::closed;
+    closing_ = false;
     shut_socket();
     connected_.store(false, std::memory_order_release);
     connect_timer_.cancel();
     deadline_timer_.cancel();
+    close_timer_.cancel();
+    std::vector<request_ptr> incoming;
+    {
+      std::lock_guard lock(mutex_);
+      incoming.swap(incoming_);
+      incoming_bytes_ = 0;
+    }
     const auto closed = to_error_code(errc::closed);
-    for (auto& r : std::exchange(in_flight_, {})) r->try_finish(closed, reply());
-    for (auto& r : std::exchange(pending_, {})) r->try_finish(closed, reply());
+    close_result outcome;
+    for (auto& r : std::exchange(in_flight_, {})) outcome.unanswered += r->try_finish(closed, reply()) ? 1 : 0;
+    for (auto& r : std::exchange(pending_, {})) outcome.unsent += r->try_finish(closed, reply()) ? 1 : 0;
+    for (auto& r : incoming) outcome.unsent += r->try_finish(closed, reply()) ? 1 : 0;
     for (auto& w : std::exchange(connect_waiters_, {})) w->try_finish(closed, reply());
     deadlines_.clear();
+    close_promise_.set_value(outcome);
   }
 
   const connection_options options_;
@@ -537,18 +596,22 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   asio::ip::tcp::resolver resolver_;
   asio::steady_timer connect_timer_;   // connect deadline, then backoff delay
   asio::steady_timer deadline_timer_;  // the earliest call deadline
+  asio::steady_timer close_timer_;     // the deadline of a graceful close
 
   // Guarded by mutex_.
   mutable std::mutex mutex_;
   std::vector<request_ptr> incoming_;
   std::size_t incoming_bytes_ = 0;  // the payloads of incoming_
   bool drain_posted_ = false;
-  bool closed_ = false;
+  bool closed_ = false;  // close began: new calls are refused
+  std::promise<close_result> close_promise_;
+  std::shared_future<close_result> close_outcome_;
   std::string last_error_;
   std::error_code last_connect_error_;  // of the last failed attempt or lost connection; empty if none
 
   // Strand only.
   state state_ = state::idle;
+  bool closing_ = false;  // a graceful close is delivering what was queued before it
   std::uint64_t gen_ = 0;  // bumped whenever the socket is closed: handlers of an older socket do nothing
   redisReader* reader_ = nullptr;
   std::deque<request_ptr> pending_;    // not yet written, FIFO
@@ -622,7 +685,27 @@ boost::system::error_code connect_blocking(connection_impl& impl, std::optional<
   return req->wait(deadline).first;
 }
 
-void close(connection_impl& impl) { impl.close(); }
+std::shared_future<close_result> begin_close(connection_impl& impl, std::optional<clock::time_point> deadline) {
+  return impl.begin_close(deadline);
+}
+
+close_result close(connection_impl& impl, std::optional<clock::time_point> deadline, bool wait) {
+  auto outcome = impl.begin_close(deadline);
+  if (!wait) return close_result{.waited = false};
+  return outcome.get();
+}
+
+bool running_in_this_thread(const boost::asio::any_io_executor& ex) noexcept {
+  if (const auto* e = ex.target<asio::io_context::executor_type>()) return e->running_in_this_thread();
+  if (const auto* e = ex.target<asio::thread_pool::executor_type>()) return e->running_in_this_thread();
+  if (const auto* s = ex.target<asio::strand<asio::io_context::executor_type>>()) {
+    return s->get_inner_executor().running_in_this_thread();
+  }
+  if (const auto* s = ex.target<asio::strand<asio::any_io_executor>>()) {
+    return running_in_this_thread(s->get_inner_executor());
+  }
+  return false;
+}
 connection_statistics statistics(const connection_impl& impl) noexcept { return impl.statistics(); }
 bool is_connected(const connection_impl& impl) noexcept { return impl.is_connected(); }
 std::string last_error(const connection_impl& impl) { return impl.last_error(); }

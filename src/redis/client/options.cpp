@@ -179,6 +179,10 @@ void validate(const connection_options& o) {
   positive(o.command_timeout, "command_timeout");
   positive(o.reconnect_initial, "reconnect_initial");
   positive(o.reconnect_max, "reconnect_max");
+  if (o.close_timeout < std::chrono::nanoseconds::zero()) {
+    throw std::invalid_argument("redis connection_options: close_timeout must be >= 0, got " +
+                                std::to_string(o.close_timeout.count()) + "ns");
+  }
   if (o.reconnect_initial > o.reconnect_max) {
     throw std::invalid_argument("redis connection_options: reconnect_initial (" +
                                 std::to_string(o.reconnect_initial.count()) + "ns) > reconnect_max (" +

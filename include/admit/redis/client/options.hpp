@@ -40,6 +40,10 @@ struct connection_options {
   // max.
   std::chrono::nanoseconds reconnect_initial = std::chrono::milliseconds(50);
   std::chrono::nanoseconds reconnect_max = std::chrono::seconds(2);
+  // How long close() (and the destructor) keep delivering the calls made before it: writing what is queued and
+  // waiting for replies. 0 drops them at once (they complete with errc::closed); nanoseconds::max() waits for every
+  // reply. Must be >= 0.
+  std::chrono::nanoseconds close_timeout = std::chrono::seconds(1);
 };
 
 // Parses a redis:// or unix:// URL (see the top of the file) into options with the default timeouts.
