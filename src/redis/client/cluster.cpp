@@ -9,7 +9,7 @@
 // acq_rel countdown) reads them all.
 //
 // Lifetime. A call, its attempts and its timer hold the cluster_impl; the cluster_impl holds the node connections,
-// whose queues hold attempts. close() breaks that cycle: it releases the connections after closing them.
+// whose queues hold attempts. close() breaks that cycle: the connections release their calls when their close ends.
 #include "admit/redis/client/cluster.hpp"
 
 #include <algorithm>
@@ -17,7 +17,6 @@
 #include <atomic>
 #include <boost/asio/steady_timer.hpp>
 #include <charconv>
-#include <future>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -362,25 +361,29 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
   // Closes every node connection as connection::close does, with one deadline for all, and sums what they could not
   // deliver. A second call waits for the first one's outcome.
   close_result close(deadline_type deadline, bool wait) {
-    std::vector<std::shared_future<close_result>> outcomes;
+    std::vector<std::shared_ptr<connection_impl>> closing;
     {
       std::lock_guard lock(mutex_);
       if (!closed_) {
         closed_ = true;
         masters_.clear();
         refresh_timer_.cancel();
-        // The connections are released after their close began (they hold calls that hold this object): a call
-        // redirected from now on completes with errc::closed.
-        for (auto& n : std::exchange(nodes_, {})) close_outcomes_.push_back(begin_close(*n.conn, deadline));
+        // Out of nodes_ (they hold calls that hold this object): a call redirected from now on completes with
+        // errc::closed. Kept in closing_ for the waits of later close() calls.
+        for (auto& n : std::exchange(nodes_, {})) {
+          begin_close(*n.conn, deadline);
+          closing_.push_back(std::move(n.conn));
+        }
       }
-      outcomes = close_outcomes_;
+      closing = closing_;
     }
-    close_result total;
     if (!wait) return close_result{.waited = false};
-    for (auto& o : outcomes) {
-      const close_result r = o.get();
+    close_result total;
+    for (auto& conn : closing) {
+      const close_result r = await_close(*conn, deadline);
       total.unsent += r.unsent;
       total.unanswered += r.unanswered;
+      total.waited = total.waited && r.waited;
     }
     return total;
   }
@@ -436,7 +439,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
   std::size_t default_node_ = 0;                   // for unknown slots and keyless commands
   bool map_known_ = false;
   bool closed_ = false;
-  std::vector<std::shared_future<close_result>> close_outcomes_;  // one per node connection, from close() on
+  std::vector<std::shared_ptr<connection_impl>> closing_;  // the node connections, from close() on
   bool refresh_running_ = false;
   bool refresh_again_ = false;  // a refresh was asked for while one was running
   bool refresh_timer_armed_ = false;
@@ -662,8 +665,10 @@ cluster::~cluster() {
   (void)detail::close(*impl_, close_deadline(), !detail::running_in_this_thread(executor_));
 }
 
-close_result cluster::close() {
-  return detail::close(*impl_, close_deadline(), !detail::running_in_this_thread(executor_));
+close_result cluster::close() { return close_until(close_deadline()); }
+
+close_result cluster::close_until(std::optional<clock::time_point> deadline) {
+  return detail::close(*impl_, deadline, !detail::running_in_this_thread(executor_));
 }
 
 std::optional<cluster::clock::time_point> cluster::close_deadline() const noexcept {

@@ -6,6 +6,7 @@
 // a blocked caller's deadline, a cancellation slot and the strand never complete it twice.
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -19,7 +20,6 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
-#include <algorithm>
 #include <deque>
 #include <future>
 #include <limits>
@@ -49,6 +49,8 @@ constexpr std::size_t max_write_bytes = 256 * 1024;
 constexpr std::size_t early_flush_calls = 16;
 constexpr std::size_t early_flush_bytes = 2048;
 constexpr std::size_t read_buffer_bytes = 64 * 1024;
+// How long close() waits past its deadline for the strand to finish the close and report its counts.
+constexpr auto close_grace = std::chrono::milliseconds(100);
 
 reply convert(const redisReply* r) {
   switch (r->type) {
@@ -105,6 +107,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         req->try_finish(to_error_code(errc::closed), reply());
         return;
       }
+      req->count_in(live_);
       const std::size_t bytes_before = incoming_bytes_;
       incoming_bytes_ += req->payload.size();
       incoming_.push_back(std::move(req));
@@ -148,21 +151,31 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     });
   }
 
-  // Any thread. Starts the graceful close (the first call does; later ones share its outcome): from now on new calls
+  // Any thread. Starts the graceful close (the first call does; later ones do nothing): from now on new calls
   // complete with errc::closed; what was queued before is still written and its replies awaited until `deadline`
-  // (std::nullopt: no limit); then whatever is left completes with errc::closed. The future is ready when that is
-  // done, with the counts of calls that could not be delivered.
-  std::shared_future<close_result> begin_close(std::optional<clock::time_point> deadline) {
-    std::shared_future<close_result> outcome;
+  // (std::nullopt: no limit); then whatever is left completes with errc::closed (finish_close).
+  void begin_close(std::optional<clock::time_point> deadline) {
+    live_->watch();
     {
       std::lock_guard lock(mutex_);
-      if (closed_) return close_outcome_;
+      if (closed_) return;
       closed_ = true;
-      close_outcome_ = close_promise_.get_future().share();
-      outcome = close_outcome_;
     }
     asio::post(strand_, [self = shared_from_this(), deadline] { self->start_closing(deadline); });
-    return outcome;
+  }
+
+  // Any thread, after begin_close. Waits until no call is left to deliver or the close has finished (then its
+  // counts), or until shortly after `deadline` (the strand finishes the close at the deadline; an executor that does
+  // not run then cannot): then {.waited = false}.
+  close_result await_close(std::optional<clock::time_point> deadline) {
+    const auto ready = [&] { return live_->count() == 0 || close_finished_.load(std::memory_order_acquire); };
+    if (!deadline) {
+      live_->wait(ready);
+    } else if (!live_->wait_until(*deadline + close_grace, ready)) {
+      return close_result{.waited = false};
+    }
+    std::lock_guard lock(mutex_);
+    return close_finished_.load(std::memory_order_acquire) ? close_outcome_ : close_result{};
   }
 
   connection_statistics statistics() const noexcept {
@@ -587,7 +600,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     for (auto& r : incoming) outcome.unsent += r->try_finish(closed, reply()) ? 1 : 0;
     for (auto& w : std::exchange(connect_waiters_, {})) w->try_finish(closed, reply());
     deadlines_.clear();
-    close_promise_.set_value(outcome);
+    {
+      std::lock_guard lock(mutex_);
+      close_outcome_ = outcome;
+    }
+    close_finished_.store(true, std::memory_order_release);
+    live_->notify();
   }
 
   const connection_options options_;
@@ -603,15 +621,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   std::vector<request_ptr> incoming_;
   std::size_t incoming_bytes_ = 0;  // the payloads of incoming_
   bool drain_posted_ = false;
-  bool closed_ = false;  // close began: new calls are refused
-  std::promise<close_result> close_promise_;
-  std::shared_future<close_result> close_outcome_;
+  bool closed_ = false;         // close began: new calls are refused
+  close_result close_outcome_;  // set by finish_close
   std::string last_error_;
   std::error_code last_connect_error_;  // of the last failed attempt or lost connection; empty if none
 
   // Strand only.
   state state_ = state::idle;
-  bool closing_ = false;  // a graceful close is delivering what was queued before it
+  bool closing_ = false;   // a graceful close is delivering what was queued before it
   std::uint64_t gen_ = 0;  // bumped whenever the socket is closed: handlers of an older socket do nothing
   redisReader* reader_ = nullptr;
   std::deque<request_ptr> pending_;    // not yet written, FIFO
@@ -626,6 +643,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   std::vector<char> read_buffer_;
 
   std::atomic<bool> connected_{false};
+  std::atomic<bool> close_finished_{false};
+  const std::shared_ptr<live_calls> live_ = std::make_shared<live_calls>();  // the calls not completed yet
   std::atomic<std::uint64_t> writes_{0}, commands_written_{0}, replies_{0}, discarded_{0}, connects_{0}, losses_{0};
 };
 
@@ -685,14 +704,16 @@ boost::system::error_code connect_blocking(connection_impl& impl, std::optional<
   return req->wait(deadline).first;
 }
 
-std::shared_future<close_result> begin_close(connection_impl& impl, std::optional<clock::time_point> deadline) {
-  return impl.begin_close(deadline);
+void begin_close(connection_impl& impl, std::optional<clock::time_point> deadline) { impl.begin_close(deadline); }
+
+close_result await_close(connection_impl& impl, std::optional<clock::time_point> deadline) {
+  return impl.await_close(deadline);
 }
 
 close_result close(connection_impl& impl, std::optional<clock::time_point> deadline, bool wait) {
-  auto outcome = impl.begin_close(deadline);
+  impl.begin_close(deadline);
   if (!wait) return close_result{.waited = false};
-  return outcome.get();
+  return impl.await_close(deadline);
 }
 
 bool running_in_this_thread(const boost::asio::any_io_executor& ex) noexcept {

@@ -146,6 +146,19 @@ class cluster final : public client {
   // complete with errc::closed. Blocking, idempotent, thread-safe; on a thread that runs the cluster's executor it does
   // not wait (see connection::close()).
   close_result close();
+  // The same with a deadline of now + timeout (zero or negative: drop what is unanswered at once), or an explicit one
+  // (std::nullopt: none).
+  template <class Rep, class Period>
+  close_result close_for(std::chrono::duration<Rep, Period> timeout) {
+    const auto now = clock::now();
+    if (timeout <= timeout.zero()) return close_until(now);
+    if (std::chrono::duration_cast<std::chrono::duration<double>>(timeout).count() >=
+        std::chrono::duration_cast<std::chrono::duration<double>>(clock::time_point::max() - now).count()) {
+      return close_until(std::nullopt);
+    }
+    return close_until(now + std::chrono::duration_cast<clock::duration>(timeout));
+  }
+  close_result close_until(std::optional<clock::time_point> deadline);
 
   cluster_statistics statistics() const noexcept { return detail::statistics(*impl_); }
 

@@ -34,7 +34,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -69,11 +68,12 @@ struct connection_statistics {
 struct close_result {
   std::size_t unsent = 0;      // never written: they did not run
   std::size_t unanswered = 0;  // written, no reply by the deadline: they may have run or not
-  // False when close could not wait (it ran on a thread of the connection's executor, see close()): the flush goes on
-  // in the background and the counts above are not known (zero).
+  // False when close could not wait for the end: it ran on a thread of the connection's executor (see close()), or
+  // the executor did not run by the deadline. The flush then goes on in the background while the executor runs, and
+  // the counts above are not known (zero).
   bool waited = true;
   // True when every call made before the close was answered (or completed otherwise: deadline, cancellation).
-  bool delivered() const noexcept { return unsent == 0 && unanswered == 0; }
+  bool delivered() const noexcept { return waited && unsent == 0 && unanswered == 0; }
 };
 
 namespace detail {
@@ -86,8 +86,9 @@ result execute_blocking(connection_impl& impl, const command& cmd,
                         std::optional<std::chrono::steady_clock::time_point> deadline);
 boost::system::error_code connect_blocking(connection_impl& impl,
                                            std::optional<std::chrono::steady_clock::time_point> deadline);
-std::shared_future<close_result> begin_close(connection_impl& impl,
-                                             std::optional<std::chrono::steady_clock::time_point> deadline);
+// Starts the close (once; later calls do nothing), then waits for its outcome (any number of times).
+void begin_close(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline);
+close_result await_close(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline);
 // Starts the close; when `wait`, waits for its outcome.
 close_result close(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline, bool wait);
 // Whether the calling thread runs `ex` (known for io_context, thread_pool and strands of them; false for others).

@@ -38,6 +38,43 @@
 namespace admit::redis::detail {
 
 class request_base;
+
+// The calls a connection holds that have not completed yet, counted so that close() can tell from any thread — even
+// when the connection's executor does not run — that nothing is left to deliver. A connection counts a request in
+// (add) when it queues it; the request counts itself out when it completes, whoever completes it. Thread-safe.
+class live_calls {
+ public:
+  void add() noexcept { count_.fetch_add(1, std::memory_order_seq_cst); }
+  void remove() noexcept {
+    // seq_cst with watch(): either remove() sees the watcher and notifies, or the watcher sees the count at zero.
+    if (count_.fetch_sub(1, std::memory_order_seq_cst) == 1 && watched_.load(std::memory_order_seq_cst)) notify();
+  }
+  std::size_t count() const noexcept { return count_.load(std::memory_order_seq_cst); }
+  // From now on, the count reaching zero and notify() wake wait_until.
+  void watch() noexcept { watched_.store(true, std::memory_order_seq_cst); }
+  void notify() noexcept {
+    const std::lock_guard lock(mutex_);
+    cv_.notify_all();
+  }
+  // Waits until `done()` (checked under the lock, so call notify() after making it true) or `until`.
+  template <class Done>
+  bool wait_until(std::chrono::steady_clock::time_point until, Done done) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_until(lock, until, done);
+  }
+  template <class Done>
+  void wait(Done done) {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, done);
+  }
+
+ private:
+  std::atomic<std::size_t> count_{0};
+  std::atomic<bool> watched_{false};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
 using deadline_map = std::multimap<std::chrono::steady_clock::time_point, std::weak_ptr<request_base>>;
 
 class request_base : public std::enable_shared_from_this<request_base> {
@@ -49,11 +86,24 @@ class request_base : public std::enable_shared_from_this<request_base> {
 
   // Completes the request unless something else did first; returns whether this call did. Thread-safe.
   bool try_finish(boost::system::error_code ec, reply&& r) noexcept {
-    if (done_.exchange(true, std::memory_order_acq_rel)) return false;
+    if (done_.exchange(true, std::memory_order_seq_cst)) return false;
+    if (auto counted = live_.exchange(nullptr, std::memory_order_seq_cst)) counted->remove();
     deliver(ec, std::move(r));
     return true;
   }
   bool done() const noexcept { return done_.load(std::memory_order_acquire); }
+
+  // The connection that queues the request counts it in `counter` until it completes (whoever completes it, on any
+  // thread, even concurrently with this call). Call once, before the request is queued.
+  void count_in(const std::shared_ptr<live_calls>& counter) noexcept {
+    counter->add();
+    live_.store(counter, std::memory_order_seq_cst);
+    // Completed meanwhile: try_finish may have run before the store and missed the counter; whoever takes it out of
+    // live_ (try_finish or this) counts the request out, exactly once (seq_cst: one of the two sees the other).
+    if (done_.load(std::memory_order_seq_cst)) {
+      if (auto counted = live_.exchange(nullptr, std::memory_order_seq_cst)) counted->remove();
+    }
+  }
 
   std::string payload;                                            // the RESP bytes; set before submission
   std::optional<std::chrono::steady_clock::time_point> deadline;  // enforced by the connection's deadline timer
@@ -69,6 +119,7 @@ class request_base : public std::enable_shared_from_this<request_base> {
 
  private:
   std::atomic<bool> done_{false};
+  std::atomic<std::shared_ptr<live_calls>> live_;  // see count_in
 };
 
 // A request whose completion is an Asio handler — void(error_code, reply), or void(error_code) when WithReply is
