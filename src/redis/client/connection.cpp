@@ -16,6 +16,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -33,6 +34,7 @@
 
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/detail/backoff.hpp"
+#include "tls.hpp"
 
 namespace admit::redis::detail {
 namespace {
@@ -81,6 +83,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       : options_(std::move(options)),
         strand_(asio::make_strand(std::move(ex))),
         socket_(strand_),
+        tls_context_(options_.tls ? make_tls_context(options_) : nullptr),
         resolver_(strand_),
         connect_timer_(strand_),
         deadline_timer_(strand_),
@@ -200,7 +203,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
  private:
   enum class state { idle, connecting, handshaking, ready, backoff, closed };
-  enum class handshake_step { auth, select };
+  enum class handshake_step { auth, select, probe };  // probe: any reply (even an error: NOPERM) will do
 
   void set_last_error(std::string what) {
     std::lock_guard lock(mutex_);
@@ -211,6 +214,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // with nothing there included) is connection_refused; any other socket error connection_failed.
   static std::error_code connect_error(const boost::system::error_code& ec) {
     if (const std::error_code ours(ec); ours.category() == error_category()) return ours;
+    if (is_tls_error(ec)) return make_error_code(errc::tls_handshake_failed);
     if (ec == asio::error::connection_refused || ec == boost::system::errc::no_such_file_or_directory) {
       return make_error_code(errc::connection_refused);
     }
@@ -312,6 +316,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   void start_write() {
     writing_ = true;
+    if (tls_) {  // no immediate attempt: OpenSSL owns the record layer
+      asio::async_write(*tls_, asio::buffer(write_buffer_),
+                        [self = shared_from_this(), gen = gen_, stream = tls_](
+                            const boost::system::error_code& e, std::size_t) { self->on_written(gen, e); });
+      return;
+    }
     // Try the write at once (the socket is non-blocking): usually the kernel takes the whole batch and the write
     // completes without a trip through the reactor; whatever is left (or an error) goes the asynchronous way.
     boost::system::error_code ec;
@@ -341,6 +351,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   void start_read(std::uint64_t gen) {
+    if (tls_) {
+      tls_->async_read_some(asio::buffer(read_buffer_),
+                            [self = shared_from_this(), gen, stream = tls_](
+                                const boost::system::error_code& ec, std::size_t n) { self->on_read(gen, ec, n); });
+      return;
+    }
     socket_.async_read_some(asio::buffer(read_buffer_),
                             [self = shared_from_this(), gen](const boost::system::error_code& ec, std::size_t n) {
                               self->on_read(gen, ec, n);
@@ -349,6 +365,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   void on_read(std::uint64_t gen, const boost::system::error_code& ec, std::size_t n) {
     if (gen != gen_) return;
+    if (ec && tls_ && state_ == state::handshaking) {  // e.g. TLS 1.3: the server refused the client's certificate
+      set_last_error("TLS session with " + endpoint() + " refused by the server: " + ec.message());
+      fail_attempt(to_error_code(errc::tls_handshake_failed));
+      return;
+    }
     if (ec) {
       lose(ec, "read: " + ec.message());
       return;
@@ -377,8 +398,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     if (state_ == state::handshaking) {
       const handshake_step step = handshake_.front();
       handshake_.pop_front();
-      if (value.is_error()) {
-        set_last_error((step == handshake_step::auth ? "AUTH: " : "SELECT: ") + value.str());
+      if (value.is_error() && step != handshake_step::probe) {
+        // Never the password: the message ends up in logs.
+        const std::string who =
+            options_.user.empty() ? "AUTH (default user): " : "AUTH as user '" + options_.user + "': ";
+        set_last_error((step == handshake_step::auth ? who : "SELECT " + std::to_string(options_.db) + ": ") +
+                       value.str());
         fail_attempt(to_error_code(step == handshake_step::auth ? errc::auth_failed : errc::select_failed));
         return;
       }
@@ -460,6 +485,44 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       if (options_.unix_path.empty()) socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
       socket_.non_blocking(true, ignored);  // for start_write's immediate attempt
     }
+    if (tls_context_) {
+      start_tls_handshake(gen);
+      return;
+    }
+    start_session(gen);
+  }
+
+  // TLS: the handshake (within the connect timeout, which is still armed), then the session as over TCP.
+  void start_tls_handshake(std::uint64_t gen) {
+    tls_ = std::make_shared<tls_stream>(socket_, *tls_context_);
+    std::string why;
+    if (!prepare_tls_session(tls_->native_handle(), options_, why)) {
+      set_last_error(why);
+      fail_attempt(to_error_code(errc::tls_handshake_failed));
+      return;
+    }
+    tls_->async_handshake(asio::ssl::stream_base::client,
+                          [self = shared_from_this(), gen, stream = tls_](const boost::system::error_code& ec) {
+                            if (gen != self->gen_) return;
+                            if (ec) {
+                              std::string reason;
+                              const errc e = classify_tls_failure(stream->native_handle(), ec, reason);
+                              self->set_last_error("TLS handshake with " + self->endpoint() + ": " + reason);
+                              self->fail_attempt(to_error_code(e));
+                              return;
+                            }
+                            self->start_session(gen);
+                          });
+  }
+
+  std::string endpoint() const {
+    return options_.unix_path.empty() ? options_.host + ":" + std::to_string(options_.port) : options_.unix_path;
+  }
+
+  // The connection is up (TLS included): AUTH and SELECT, then ready. Over TLS a PING is added when nothing else is
+  // sent: a server that refuses the client's certificate says so only after the client's side of the handshake (TLS
+  // 1.3), and the attempt should fail then, not a caller's first command.
+  void start_session(std::uint64_t gen) {
     handshake_.clear();
     std::string hello;
     if (!options_.password.empty()) {
@@ -472,6 +535,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     if (options_.db != 0) {
       hello += format_command(command{"SELECT"}.arg(options_.db));
       handshake_.push_back(handshake_step::select);
+    }
+    if (tls_ && hello.empty()) {
+      hello += format_command(command{"PING"});
+      handshake_.push_back(handshake_step::probe);
     }
     start_read(gen);
     if (hello.empty()) {
@@ -497,6 +564,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     ++gen_;
     boost::system::error_code ignored;
     socket_.close(ignored);
+    tls_.reset();  // the handlers of its pending operations keep it alive until they complete (aborted)
     resolver_.cancel();
     writing_ = false;
     write_buffer_.clear();
@@ -608,9 +676,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     live_->notify();
   }
 
+  using tls_stream = asio::ssl::stream<asio::generic::stream_protocol::socket&>;
+
   const connection_options options_;
   asio::strand<asio::any_io_executor> strand_;
   asio::generic::stream_protocol::socket socket_;
+  const std::shared_ptr<asio::ssl::context> tls_context_;  // null without TLS
+  std::shared_ptr<tls_stream> tls_;                        // over socket_, one per connection attempt
   asio::ip::tcp::resolver resolver_;
   asio::steady_timer connect_timer_;   // connect deadline, then backoff delay
   asio::steady_timer deadline_timer_;  // the earliest call deadline

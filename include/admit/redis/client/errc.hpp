@@ -5,7 +5,8 @@
 //
 // A Redis error *reply* (NOSCRIPT, MOVED, WRONGTYPE...) is not one of these: it is a value, admit::redis::reply with
 // type() == reply_type::error. These codes say that no reply was received. A failed connection attempt is one of
-// connection_refused, unknown_host, connection_failed, connect_timeout, auth_failed, select_failed or protocol_error,
+// connection_refused, unknown_host, connection_failed, connect_timeout, tls_handshake_failed, tls_verify_failed,
+// auth_failed, select_failed or protocol_error,
 // a lost connection connection_lost or protocol_error (connection::last_error() has the system's or the server's
 // words); only a cancelled call carries Asio's own code (operation_aborted).
 #pragma once
@@ -31,6 +32,11 @@ enum class errc {
   connection_failed = 10,  // any other failure to connect (the resolver could not answer now, network unreachable,
                            // connection reset during the handshake, ...)
   connection_lost = 11,    // an established connection was closed or reset (by the server or the network)
+  tls_handshake_failed = 12,  // the TLS handshake failed: the server is not TLS, refused the session (e.g. it
+                              // requires a client certificate and got none or one it does not trust), no common
+                              // protocol version or cipher
+  tls_verify_failed = 13,     // the server's certificate was not accepted: not signed by a trusted CA (tls_ca_file),
+                              // expired, or not issued for the server name (host or tls_server_name)
 };
 
 namespace detail {
@@ -61,6 +67,10 @@ class errc_category final : public std::error_category {
         return "could not connect to redis";
       case errc::connection_lost:
         return "connection to redis lost";
+      case errc::tls_handshake_failed:
+        return "TLS handshake with redis failed";
+      case errc::tls_verify_failed:
+        return "redis server's TLS certificate not accepted";
     }
     return "unknown admit.redis error " + std::to_string(value);
   }

@@ -6,9 +6,12 @@
 //
 // URL forms:
 //   redis://[[user]:password@]host[:port][/db]    host is a name, an IPv4 address or [IPv6]; port defaults to 6379
-//   unix:///absolute/path[?db=N][&password=P]     a unix-domain socket
-// user and password are percent-decoded ("p%40ss" is "p@ss"). parse_url throws std::invalid_argument naming the bad
-// part and quoting the URL.
+//   rediss://[[user]:password@]host[:port][/db][?tls parameters]   the same over TLS; parameters: ca_file=PATH,
+//       cert_file=PATH, key_file=PATH, server_name=NAME, insecure_skip_verify=true|false (the tls_* options below)
+//   unix:///absolute/path[?db=N][&user=U][&password=P]   a unix-domain socket
+// user, password and parameter values are percent-decoded ("p%40ss" is "p@ss"; write '?' in a password as %3F).
+// parse_url throws std::invalid_argument naming the bad part (an unknown parameter: with the accepted ones) and
+// quoting the URL with its password hidden.
 #pragma once
 
 #include <chrono>
@@ -29,6 +32,21 @@ struct connection_options {
   std::string password{};
   // SELECT: sent when db != 0.
   int db = 0;
+
+  // ---- TLS (rediss:// URLs) ----
+  // Connect through TLS (TCP only; OpenSSL). The server's certificate is verified — signed by a CA of tls_ca_file (or
+  // of the system's trust store when empty) and issued for the server name — unless tls_insecure_skip_verify.
+  bool tls = false;
+  std::string tls_ca_file{};    // PEM file of the CA certificates to trust; empty: the system's trust store
+  std::string tls_cert_file{};  // PEM client certificate (chain), for servers that require one; with tls_key_file
+  std::string tls_key_file{};   // PEM private key of tls_cert_file
+  // The name sent as SNI (not for an IP address) and checked against the certificate; empty: host. An IP address is
+  // checked against the certificate's IP addresses.
+  std::string tls_server_name{};
+  // Accepts any certificate from the server: encryption without authentication, open to an impostor in the middle.
+  // For tests only.
+  bool tls_insecure_skip_verify = false;
+  // ---- end of TLS ----
 
   // Bound on one connection attempt: resolve, connect, AUTH and SELECT. Must be > 0.
   std::chrono::nanoseconds connect_timeout = std::chrono::seconds(1);
