@@ -444,7 +444,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     connect_timer_.expires_after(options_.connect_timeout);
     connect_timer_.async_wait([self = shared_from_this(), gen](const boost::system::error_code& ec) {
       if (!ec && gen == self->gen_ && (self->state_ == state::connecting || self->state_ == state::handshaking)) {
-        self->set_last_error("connect: timed out");
+        self->set_last_error(self->tls_handshaking_
+                                 ? "TLS handshake with " + self->endpoint() + ": timed out (is the port a TLS port?)"
+                                 : "connect: timed out");
         self->fail_attempt(to_error_code(errc::connect_timeout));
       }
     });
@@ -495,6 +497,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // TLS: the handshake (within the connect timeout, which is still armed), then the session as over TCP.
   void start_tls_handshake(std::uint64_t gen) {
     tls_ = std::make_shared<tls_stream>(socket_, *tls_context_);
+    tls_handshaking_ = true;
     std::string why;
     if (!prepare_tls_session(tls_->native_handle(), options_, why)) {
       set_last_error(why);
@@ -504,6 +507,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     tls_->async_handshake(asio::ssl::stream_base::client,
                           [self = shared_from_this(), gen, stream = tls_](const boost::system::error_code& ec) {
                             if (gen != self->gen_) return;
+                            self->tls_handshaking_ = false;
                             if (ec) {
                               std::string reason;
                               const errc e = classify_tls_failure(stream->native_handle(), ec, reason);
@@ -564,6 +568,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     ++gen_;
     boost::system::error_code ignored;
     socket_.close(ignored);
+    tls_handshaking_ = false;
     tls_.reset();  // the handlers of its pending operations keep it alive until they complete (aborted)
     resolver_.cancel();
     writing_ = false;
@@ -683,6 +688,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   asio::generic::stream_protocol::socket socket_;
   const std::shared_ptr<asio::ssl::context> tls_context_;  // null without TLS
   std::shared_ptr<tls_stream> tls_;                        // over socket_, one per connection attempt
+  bool tls_handshaking_ = false;                           // strand only
   asio::ip::tcp::resolver resolver_;
   asio::steady_timer connect_timer_;   // connect deadline, then backoff delay
   asio::steady_timer deadline_timer_;  // the earliest call deadline
