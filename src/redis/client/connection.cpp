@@ -51,8 +51,6 @@ constexpr std::size_t max_write_bytes = 256 * 1024;
 constexpr std::size_t early_flush_calls = 16;
 constexpr std::size_t early_flush_bytes = 2048;
 constexpr std::size_t read_buffer_bytes = 64 * 1024;
-// How long close() waits past its deadline for the strand to finish the close and report its counts.
-constexpr auto close_grace = std::chrono::milliseconds(100);
 
 reply convert(const redisReply* r) {
   switch (r->type) {
@@ -167,18 +165,17 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     asio::post(strand_, [self = shared_from_this(), deadline] { self->start_closing(deadline); });
   }
 
-  // Any thread, after begin_close. Waits until no call is left to deliver or the close has finished (then its
-  // counts), or until shortly after `deadline` (the strand finishes the close at the deadline; an executor that does
-  // not run then cannot): then {.waited = false}.
+  // Any thread, after begin_close. Waits until no call made before the close is left unanswered, or until `deadline`,
+  // when this thread completes what is left with errc::closed itself (the strand does the same at the deadline; this
+  // does not depend on the executor running). Returns the counts of calls completed with errc::closed.
   close_result await_close(std::optional<clock::time_point> deadline) {
-    const auto ready = [&] { return live_->count() == 0 || close_finished_.load(std::memory_order_acquire); };
     if (!deadline) {
-      live_->wait(ready);
-    } else if (!live_->wait_until(*deadline + close_grace, ready)) {
-      return close_result{.waited = false};
+      live_->wait();
+    } else if (!live_->wait_until(*deadline)) {
+      live_->close_all();
     }
-    std::lock_guard lock(mutex_);
-    return close_finished_.load(std::memory_order_acquire) ? close_outcome_ : close_result{};
+    const auto [unsent, unanswered] = live_->closed_counts();
+    return close_result{.unsent = unsent, .unanswered = unanswered};
   }
 
   connection_statistics statistics() const noexcept {
@@ -302,6 +299,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       }
       write_buffer_ += r->payload;
       std::string().swap(r->payload);
+      r->written.store(true, std::memory_order_release);
       in_flight_.push_back(std::move(r));
       ++n;
     }
@@ -649,8 +647,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     finish_close();
   }
 
-  // The end of the connection: the socket closed, every call not answered yet completes with errc::closed and is
-  // counted (written: unanswered; not written: unsent), and close's future becomes ready.
+  // The end of the connection: the socket closed, every call not answered yet completes with errc::closed.
   void finish_close() {
     if (state_ == state::closed) return;
     state_ = state::closed;
@@ -666,19 +663,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       incoming.swap(incoming_);
       incoming_bytes_ = 0;
     }
+    // Completed with errc::closed, each is counted by the registry (unanswered if written, else unsent).
     const auto closed = to_error_code(errc::closed);
-    close_result outcome;
-    for (auto& r : std::exchange(in_flight_, {})) outcome.unanswered += r->try_finish(closed, reply()) ? 1 : 0;
-    for (auto& r : std::exchange(pending_, {})) outcome.unsent += r->try_finish(closed, reply()) ? 1 : 0;
-    for (auto& r : incoming) outcome.unsent += r->try_finish(closed, reply()) ? 1 : 0;
+    for (auto& r : std::exchange(in_flight_, {})) r->try_finish(closed, reply());
+    for (auto& r : std::exchange(pending_, {})) r->try_finish(closed, reply());
+    for (auto& r : incoming) r->try_finish(closed, reply());
     for (auto& w : std::exchange(connect_waiters_, {})) w->try_finish(closed, reply());
     deadlines_.clear();
-    {
-      std::lock_guard lock(mutex_);
-      close_outcome_ = outcome;
-    }
-    close_finished_.store(true, std::memory_order_release);
-    live_->notify();
   }
 
   using tls_stream = asio::ssl::stream<asio::generic::stream_protocol::socket&>;
@@ -699,8 +690,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   std::vector<request_ptr> incoming_;
   std::size_t incoming_bytes_ = 0;  // the payloads of incoming_
   bool drain_posted_ = false;
-  bool closed_ = false;         // close began: new calls are refused
-  close_result close_outcome_;  // set by finish_close
+  bool closed_ = false;  // close began: new calls are refused
   std::string last_error_;
   std::error_code last_connect_error_;  // of the last failed attempt or lost connection; empty if none
 
@@ -721,7 +711,6 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   std::vector<char> read_buffer_;
 
   std::atomic<bool> connected_{false};
-  std::atomic<bool> close_finished_{false};
   const std::shared_ptr<live_calls> live_ = std::make_shared<live_calls>();  // the calls not completed yet
   std::atomic<std::uint64_t> writes_{0}, commands_written_{0}, replies_{0}, discarded_{0}, connects_{0}, losses_{0};
 };

@@ -68,9 +68,8 @@ struct connection_statistics {
 struct close_result {
   std::size_t unsent = 0;      // never written: they did not run
   std::size_t unanswered = 0;  // written, no reply by the deadline: they may have run or not
-  // False when close could not wait for the end: it ran on a thread of the connection's executor (see close()), or
-  // the executor did not run by the deadline. The flush then goes on in the background while the executor runs, and
-  // the counts above are not known (zero).
+  // False when close could not wait: it ran on a thread of the connection's executor (see close()). The delivery then
+  // goes on in the background while the executor runs, and the counts above are not known (zero).
   bool waited = true;
   // True when every call made before the close was answered (or completed otherwise: deadline, cancellation).
   bool delivered() const noexcept { return waited && unsent == 0 && unanswered == 0; }
@@ -193,9 +192,11 @@ class connection final : public client {
   // complete with errc::closed at once. Blocks until done; a fire-and-forget call made just before close() is thus
   // written and answered before close() returns. A call waiting on a blocking command (BLPOP 0...) holds close until
   // its own deadline or close's; close_for(0s) drops everything at once.
-  // Thread-safe and idempotent: a second close() waits for the first one's outcome and returns it. Must not be called
-  // from a thread that runs the connection's executor (the I/O could not progress): where that is detected
-  // (io_context, thread_pool and strands of them) close() does not wait and returns {.waited = false}.
+  // At the deadline close() completes what is left from the calling thread, so it returns on time even if the
+  // executor does not run. Thread-safe and idempotent: a later close() waits in the same way (with its own deadline)
+  // and counts every call closed so far. Must not be called from a thread that runs the connection's executor (the
+  // I/O could not progress): where that is detected (io_context, thread_pool and strands of them) close() does not
+  // wait and returns {.waited = false}.
   close_result close() { return close_until(deadline_after(options_.close_timeout)); }
   // The same with a deadline of now + timeout (zero or negative: drop what is unanswered at once).
   template <class Rep, class Period>
