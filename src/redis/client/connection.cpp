@@ -22,7 +22,6 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <deque>
-#include <future>
 #include <limits>
 #include <mutex>
 #include <new>

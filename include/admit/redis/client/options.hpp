@@ -1,4 +1,4 @@
-// admit/redis/client/options.hpp — where and how a connection connects: endpoint, credentials, database, timeouts,
+// admit/redis/client/options.hpp — where and how a connection connects: endpoint, credentials, database, TLS, timeouts,
 // backoff; and the URL forms that set them.
 //
 //   auto opts = admit::redis::parse_url("redis://:secret@127.0.0.1:6379/2");   // password "secret", db 2
