@@ -18,12 +18,14 @@
 // - Asynchronous handlers run on their associated executor (the connection's executor when they have none) through a
 //   post, never inside the initiating call. Blocking calls wake the calling thread directly.
 // - Connecting: the first call (or connect()) starts it; each attempt is bounded by connect_timeout and runs resolve,
-//   connect, AUTH and SELECT. Calls made while not connected wait (bounded by their deadlines) and are written once
-//   connected; they were never sent, so they are safe (one that times out so fails with errc::timeout, and
-//   last_connect_error() says why the connection is down). After a failure or a lost connection the connection retries
-//   forever with exponential, capped, jittered backoff until closed.
+//   connect, the TLS handshake (rediss://), AUTH and SELECT. Calls made while not connected wait (bounded by their
+//   deadlines) and are written once connected; they were never sent, so they are safe (one that times out so fails with
+//   errc::timeout, and last_connect_error() says why the connection is down). After a failure or a lost connection the
+//   connection retries forever with exponential, capped, jittered backoff until closed.
 // - Threads: the connection's I/O runs on a strand of its executor; every member is thread-safe. Blocking members
 //   must not be called from a thread running the connection's executor (they would wait for themselves).
+// - Closing: close() and the destructor deliver the calls made before them (written and answered, within
+//   connection_options::close_timeout) and report what they could not (close_result).
 // - Lifetime: destroy (or close) the connection before its execution context. Handles passed to asynchronous calls
 //   (the command) are copied; nothing needs to outlive the call.
 #pragma once
@@ -131,7 +133,8 @@ class connection final : public client {
 
   // Completes when connected (handshake done) — at once if already — or with the error of the current attempt (or
   // of the next one, while waiting out a backoff): errc::connection_refused, unknown_host, connection_failed,
-  // connect_timeout, auth_failed, select_failed or protocol_error; last_error() has the system's or server's words.
+  // connect_timeout, tls_handshake_failed, tls_verify_failed, auth_failed, select_failed or protocol_error;
+  // last_error() has the system's, OpenSSL's or the server's words.
   // Completion: void(error_code). Thread-safe.
   template <class CompletionToken>
   auto async_connect(CompletionToken&& token) {

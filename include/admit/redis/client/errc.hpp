@@ -6,9 +6,9 @@
 // A Redis error *reply* (NOSCRIPT, MOVED, WRONGTYPE...) is not one of these: it is a value, admit::redis::reply with
 // type() == reply_type::error. These codes say that no reply was received. A failed connection attempt is one of
 // connection_refused, unknown_host, connection_failed, connect_timeout, tls_handshake_failed, tls_verify_failed,
-// auth_failed, select_failed or protocol_error,
-// a lost connection connection_lost or protocol_error (connection::last_error() has the system's or the server's
-// words); only a cancelled call carries Asio's own code (operation_aborted).
+// auth_failed, select_failed or protocol_error, a lost connection connection_lost or protocol_error
+// (connection::last_error() has the system's, OpenSSL's or the server's words); only a cancelled call carries Asio's
+// own code (operation_aborted).
 #pragma once
 
 #include <boost/system/error_code.hpp>
@@ -22,7 +22,8 @@ enum class errc {
   timeout = 1,             // the call's deadline passed first; if the command was sent, its late reply is discarded
   outcome_unknown = 2,     // the connection was lost after the command was (possibly) written: it may have run or not
   closed = 3,              // the connection was closed by its owner (close() or its destructor) before a reply came
-  connect_timeout = 4,     // connecting (resolve, connect, AUTH, SELECT) took longer than the connect timeout
+  connect_timeout = 4,     // connecting (resolve, connect, TLS handshake, AUTH, SELECT) took longer than the connect
+                           // timeout
   auth_failed = 5,         // the server answered AUTH with an error (wrong password, unknown user)
   select_failed = 6,       // the server answered SELECT with an error (database index out of range)
   protocol_error = 7,      // the server sent bytes that are not RESP, or a reply nobody asked for: connection dropped

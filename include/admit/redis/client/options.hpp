@@ -48,7 +48,7 @@ struct connection_options {
   bool tls_insecure_skip_verify = false;
   // ---- end of TLS ----
 
-  // Bound on one connection attempt: resolve, connect, AUTH and SELECT. Must be > 0.
+  // Bound on one connection attempt: resolve, connect, TLS handshake, AUTH and SELECT. Must be > 0.
   std::chrono::nanoseconds connect_timeout = std::chrono::seconds(1);
   // Default per-call deadline of execute/async_execute (the _for/_until forms override it); nanoseconds::max() means
   // none. Must be > 0.
