@@ -235,6 +235,10 @@ void validate(const connection_options& o) {
                                   " (a client certificate needs both)");
     }
   }
+  if (!o.user.empty() && o.password.empty()) {
+    throw std::invalid_argument("redis connection_options: user '" + o.user +
+                                "' without a password (AUTH user password needs both)");
+  }
   if (o.db < 0) throw std::invalid_argument("redis connection_options: negative db " + std::to_string(o.db));
   auto positive = [](std::chrono::nanoseconds d, const char* name) {
     if (d <= std::chrono::nanoseconds::zero()) {

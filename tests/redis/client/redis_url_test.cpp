@@ -156,6 +156,9 @@ TEST(RedisOptions, ValidateRejectsTlsMisuse) {
   o.unix_path = "/s";
   EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
   o = {};
+  o.user = "limiter";  // without a password
+  EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
+  o = {};
   o.close_timeout = std::chrono::nanoseconds(-1);
   EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
 }

@@ -69,7 +69,8 @@ struct connection_options {
 connection_options parse_url(std::string_view url);
 
 // Throws std::invalid_argument naming the bad value if the options cannot work (empty host, non-positive timeouts,
-// reconnect_initial > reconnect_max, negative db).
+// reconnect_initial > reconnect_max, negative db, a user without a password, TLS settings without tls or over a unix
+// socket, a client certificate without its key).
 void validate(const connection_options& options);
 
 }  // namespace admit::redis
