@@ -1,7 +1,7 @@
 # admit::redis — the Redis client (pipelined Asio connection on hiredis's protocol code) and Lua script support.
 # Included from the top-level CMakeLists.txt after the admit::asio target is defined:
 #   include(cmake/redis.cmake)
-# Built when ADMIT_WITH_REDIS is ON (default: hiredis found by pkg-config and ADMIT_WITH_ASIO ON).
+# Built when ADMIT_WITH_REDIS is ON (default: hiredis found by pkg-config and ADMIT_WITH_ASIO ON); needs OpenSSL.
 #
 # A compiled static library (src/redis/{client,limiter,semaphore}/*.cpp) rather than header-only: hiredis's C headers and macros (REDIS_OK,
 # REDIS_REPLY_*, redisReader) stay out of users' translation units, the connection's state machine is compiled once,
@@ -15,10 +15,11 @@ if(PkgConfig_FOUND)
   endif()
 endif()
 set(admit_redis_default OFF)
-if(admit_hiredis_found AND ADMIT_WITH_ASIO)
+find_package(OpenSSL 1.1.1 QUIET)
+if(admit_hiredis_found AND OpenSSL_FOUND AND ADMIT_WITH_ASIO)
   set(admit_redis_default ON)
 endif()
-option(ADMIT_WITH_REDIS "Build the admit::redis target (needs hiredis through pkg-config and ADMIT_WITH_ASIO)"
+option(ADMIT_WITH_REDIS "Build the admit::redis target (needs hiredis through pkg-config, OpenSSL and ADMIT_WITH_ASIO)"
   ${admit_redis_default})
 
 if(ADMIT_WITH_REDIS)
@@ -27,6 +28,8 @@ if(ADMIT_WITH_REDIS)
   endif()
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+  # rediss:// connections: Asio's SSL stream on OpenSSL (Debian: libssl-dev).
+  find_package(OpenSSL 1.1.1 REQUIRED)
   # Lua scripts: each src/redis/lua/<name>.lua becomes, at build time, a generated header <admit_redis_lua/<name>_lua.hpp>
   # with `admit::redis::detail::lua::<name>` (a std::string_view of src/redis/lua/common.lua's bytes followed by the
   # file's: the calling convention and helpers every limiter script shares; the semaphore's script alone) for the
@@ -68,7 +71,8 @@ if(ADMIT_WITH_REDIS)
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src/redis>)
   # admit_warnings only while building admit (it is not exported); hiredis is a private dependency of the static
   # library, recreated by admit-config.cmake for consumers of the installed package.
-  target_link_libraries(admit_redis PUBLIC admit_asio PRIVATE PkgConfig::HIREDIS $<BUILD_INTERFACE:admit_warnings>)
+  target_link_libraries(admit_redis PUBLIC admit_asio PRIVATE PkgConfig::HIREDIS OpenSSL::SSL OpenSSL::Crypto
+    $<BUILD_INTERFACE:admit_warnings>)
   if(ADMIT_BUILD_TESTS)
     add_subdirectory(${PROJECT_SOURCE_DIR}/tests/redis ${PROJECT_BINARY_DIR}/tests/redis)
   endif()

@@ -281,7 +281,7 @@ TEST_F(AdmitDecide, BadUrlIsExitStatus2WithoutThePassword) {
   EXPECT_NE(r.err.find("--redis: redis URL: bad port 'port' in 'redis://:***@127.0.0.1:port'"), std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("s3cret"), std::string::npos) << r.err;
-  const run_result i = admit_cli({"inspect", "--redis", "rediss://:s3cret@h", "db"});
+  const run_result i = admit_cli({"inspect", "--redis", "valkey://:s3cret@h", "db"});
   EXPECT_EQ(i.status, 2) << i.err;
   EXPECT_NE(i.err.find("unsupported scheme"), std::string::npos) << i.err;
   EXPECT_EQ(i.err.find("s3cret"), std::string::npos) << i.err;

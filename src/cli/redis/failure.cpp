@@ -70,6 +70,9 @@ redis_failure connection_failure(const redis::connection& conn, std::error_code 
     f.message = "authentication failed at " + where + ": " + words + " (check the user and password in the URL)";
   } else if (why == errc::select_failed) {
     f.message = "database " + std::to_string(o.db) + " does not exist at " + where + with_words(words);
+  } else if (why == errc::tls_verify_failed || why == errc::tls_handshake_failed) {
+    // Certificates and TLS settings do not fix themselves: not transient.
+    f.message = "cannot connect to " + where + ": " + (words.empty() ? why.message() : words);
   } else if (why == errc::protocol_error) {
     f.message = where + " does not speak the Redis protocol" + with_words(words);
   } else if (why == errc::connection_lost) {
@@ -92,7 +95,7 @@ std::string redis_address(const redis::connection_options& o) {
     if (o.db != 0) address.append("?db=").append(std::to_string(o.db));
     return address;
   }
-  address.append("redis://");
+  address.append(o.tls ? "rediss://" : "redis://");
   if (!o.user.empty()) address.append(o.user).append("@");
   if (o.host.find(':') != std::string::npos) {
     address.append("[").append(o.host).append("]");

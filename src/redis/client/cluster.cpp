@@ -9,7 +9,7 @@
 // acq_rel countdown) reads them all.
 //
 // Lifetime. A call, its attempts and its timer hold the cluster_impl; the cluster_impl holds the node connections,
-// whose queues hold attempts. close() breaks that cycle: it releases the connections after closing them.
+// whose queues hold attempts. close() breaks that cycle: the connections release their calls when their close ends.
 #include "admit/redis/client/cluster.hpp"
 
 #include <algorithm>
@@ -358,17 +358,34 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
     return true;
   }
 
-  void close() {
-    std::vector<node> nodes;
+  // Closes every node connection as connection::close does, with one deadline for all, and sums what they could not
+  // deliver. A second call waits for the first one's outcome.
+  close_result close(deadline_type deadline, bool wait) {
+    std::vector<std::shared_ptr<connection_impl>> closing;
     {
       std::lock_guard lock(mutex_);
-      if (closed_) return;
-      closed_ = true;
-      nodes.swap(nodes_);
-      masters_.clear();
-      refresh_timer_.cancel();
+      if (!closed_) {
+        closed_ = true;
+        masters_.clear();
+        refresh_timer_.cancel();
+        // Out of nodes_ (they hold calls that hold this object): a call redirected from now on completes with
+        // errc::closed. Kept in closing_ for the waits of later close() calls.
+        for (auto& n : std::exchange(nodes_, {})) {
+          begin_close(*n.conn, deadline);
+          closing_.push_back(std::move(n.conn));
+        }
+      }
+      closing = closing_;
     }
-    for (auto& n : nodes) detail::close(*n.conn);
+    if (!wait) return close_result{.waited = false};
+    close_result total;
+    for (auto& conn : closing) {
+      const close_result r = await_close(*conn, deadline);
+      total.unsent += r.unsent;
+      total.unanswered += r.unanswered;
+      total.waited = total.waited && r.waited;
+    }
+    return total;
   }
 
   cluster_statistics statistics() const noexcept {
@@ -422,6 +439,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
   std::size_t default_node_ = 0;                   // for unknown slots and keyless commands
   bool map_known_ = false;
   bool closed_ = false;
+  std::vector<std::shared_ptr<connection_impl>> closing_;  // the node connections, from close() on
   bool refresh_running_ = false;
   bool refresh_again_ = false;  // a refresh was asked for while one was running
   bool refresh_timer_armed_ = false;
@@ -635,7 +653,7 @@ void execute(cluster_impl& impl, std::shared_ptr<request_base> req, deadline_typ
 }
 
 void request_refresh(cluster_impl& impl) { impl.request_refresh(); }
-void close(cluster_impl& impl) { impl.close(); }
+close_result close(cluster_impl& impl, deadline_type deadline, bool wait) { return impl.close(deadline, wait); }
 cluster_statistics statistics(const cluster_impl& impl) noexcept { return impl.statistics(); }
 
 }  // namespace detail
@@ -648,7 +666,22 @@ cluster::cluster(executor_type ex, std::vector<connection_options> seeds, cluste
 
 cluster::~cluster() {
   detach();
-  detail::close(*impl_);
+  (void)detail::close(*impl_, close_deadline(), !detail::running_in_this_thread(executor_));
+}
+
+close_result cluster::close() { return close_until(close_deadline()); }
+
+close_result cluster::close_until(std::optional<clock::time_point> deadline) {
+  return detail::close(*impl_, deadline, !detail::running_in_this_thread(executor_));
+}
+
+std::optional<cluster::clock::time_point> cluster::close_deadline() const noexcept {
+  const auto timeout = node_options_.close_timeout;
+  const auto now = clock::now();
+  if (timeout >= std::chrono::duration_cast<std::chrono::nanoseconds>(clock::time_point::max() - now)) {
+    return std::nullopt;
+  }
+  return now + std::chrono::duration_cast<clock::duration>(timeout);
 }
 
 void cluster::do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) {

@@ -6,16 +6,20 @@
 // a blocked caller's deadline, a cancellation slot and the strand never complete it twice.
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <deque>
 #include <limits>
@@ -30,6 +34,7 @@
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/detail/backoff.hpp"
 #include "sentinel_discovery.hpp"
+#include "tls.hpp"
 
 namespace admit::redis::detail {
 namespace {
@@ -76,9 +81,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       : options_(std::move(options)),
         strand_(asio::make_strand(std::move(ex))),
         socket_(strand_),
+        tls_context_(options_.tls ? make_tls_context(options_) : nullptr),
         resolver_(strand_),
         connect_timer_(strand_),
         deadline_timer_(strand_),
+        close_timer_(strand_),
         backoff_(options_.reconnect_initial, options_.reconnect_max),
         rng_state_(std::random_device{}()),
         read_buffer_(read_buffer_bytes) {
@@ -105,6 +112,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         req->try_finish(to_error_code(errc::closed), reply());
         return;
       }
+      req->count_in(live_);
       const std::size_t bytes_before = incoming_bytes_;
       incoming_bytes_ += req->payload.size();
       incoming_.push_back(std::move(req));
@@ -148,18 +156,30 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     });
   }
 
-  // Any thread.
-  void close() {
-    std::vector<request_ptr> incoming;
+  // Any thread. Starts the graceful close (the first call does; later ones do nothing): from now on new calls
+  // complete with errc::closed; what was queued before is still written and its replies awaited until `deadline`
+  // (std::nullopt: no limit); then whatever is left completes with errc::closed (finish_close).
+  void begin_close(std::optional<clock::time_point> deadline) {
+    live_->watch();
     {
       std::lock_guard lock(mutex_);
       if (closed_) return;
       closed_ = true;
-      incoming.swap(incoming_);
-      incoming_bytes_ = 0;
     }
-    for (auto& r : incoming) r->try_finish(to_error_code(errc::closed), reply());
-    asio::post(strand_, [self = shared_from_this()] { self->on_close(); });
+    asio::post(strand_, [self = shared_from_this(), deadline] { self->start_closing(deadline); });
+  }
+
+  // Any thread, after begin_close. Waits until no call made before the close is left unanswered, or until `deadline`,
+  // when this thread completes what is left with errc::closed itself (the strand does the same at the deadline; this
+  // does not depend on the executor running). Returns the counts of calls completed with errc::closed.
+  close_result await_close(std::optional<clock::time_point> deadline) {
+    if (!deadline) {
+      live_->wait();
+    } else if (!live_->wait_until(*deadline)) {
+      live_->close_all();
+    }
+    const auto [unsent, unanswered] = live_->closed_counts();
+    return close_result{.unsent = unsent, .unanswered = unanswered};
   }
 
   connection_statistics statistics() const noexcept {
@@ -184,7 +204,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
  private:
   enum class state { idle, connecting, handshaking, ready, backoff, closed };
-  enum class handshake_step { auth, select, role };
+  // role: Sentinel's check that the node is a master; probe: any reply (even an error: NOPERM) will do
+  enum class handshake_step { auth, select, role, probe };
 
   void set_last_error(std::string what) {
     std::lock_guard lock(mutex_);
@@ -195,6 +216,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // with nothing there included) is connection_refused; any other socket error connection_failed.
   static std::error_code connect_error(const boost::system::error_code& ec) {
     if (const std::error_code ours(ec); ours.category() == error_category()) return ours;
+    if (is_tls_error(ec)) return make_error_code(errc::tls_handshake_failed);
     if (ec == asio::error::connection_refused || ec == boost::system::errc::no_such_file_or_directory) {
       return make_error_code(errc::connection_refused);
     }
@@ -226,11 +248,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       pending_.push_back(std::move(r));
     }
     if (earliest_changed) arm_deadline_timer();
-    if (state_ == state::idle) {
+    if (state_ == state::idle && !pending_.empty()) {
       start_connect();
     } else if (state_ == state::ready) {
       flush();
     }
+    check_closing();
   }
 
   void arm_deadline_timer() {
@@ -253,6 +276,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       }
     }
     arm_deadline_timer();
+    check_closing();
   }
 
   void drop_deadline(request_base& r) {
@@ -280,10 +304,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       }
       write_buffer_ += r->payload;
       std::string().swap(r->payload);
+      r->written.store(true, std::memory_order_release);
       in_flight_.push_back(std::move(r));
       ++n;
     }
-    if (n == 0) return;
+    if (n == 0) {
+      check_closing();
+      return;
+    }
     writes_.fetch_add(1, std::memory_order_relaxed);
     commands_written_.fetch_add(n, std::memory_order_relaxed);
     start_write();
@@ -291,6 +319,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   void start_write() {
     writing_ = true;
+    if (tls_) {  // no immediate attempt: OpenSSL owns the record layer
+      asio::async_write(*tls_, asio::buffer(write_buffer_),
+                        [self = shared_from_this(), gen = gen_, stream = tls_](
+                            const boost::system::error_code& e, std::size_t) { self->on_written(gen, e); });
+      return;
+    }
     // Try the write at once (the socket is non-blocking): usually the kernel takes the whole batch and the write
     // completes without a trip through the reactor; whatever is left (or an error) goes the asynchronous way.
     boost::system::error_code ec;
@@ -320,6 +354,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   void start_read(std::uint64_t gen) {
+    if (tls_) {
+      tls_->async_read_some(asio::buffer(read_buffer_),
+                            [self = shared_from_this(), gen, stream = tls_](
+                                const boost::system::error_code& ec, std::size_t n) { self->on_read(gen, ec, n); });
+      return;
+    }
     socket_.async_read_some(asio::buffer(read_buffer_),
                             [self = shared_from_this(), gen](const boost::system::error_code& ec, std::size_t n) {
                               self->on_read(gen, ec, n);
@@ -328,6 +368,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   void on_read(std::uint64_t gen, const boost::system::error_code& ec, std::size_t n) {
     if (gen != gen_) return;
+    if (ec && tls_ && state_ == state::handshaking) {  // e.g. TLS 1.3: the server refused the client's certificate
+      set_last_error("TLS session with " + endpoint() + " refused by the server: " + ec.message());
+      fail_attempt(to_error_code(errc::tls_handshake_failed));
+      return;
+    }
     if (ec) {
       lose(ec, "read: " + ec.message());
       return;
@@ -349,6 +394,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       if (gen != gen_) return;  // the reply ended this connection (handshake failure, unexpected reply)
     }
     start_read(gen);
+    check_closing();
   }
 
   void on_reply(reply&& value) {
@@ -361,8 +407,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
           fail_attempt(to_error_code(errc::not_master));
           return;
         }
-      } else if (value.is_error()) {
-        set_last_error((step == handshake_step::auth ? "AUTH: " : "SELECT: ") + value.str());
+      } else if (value.is_error() && step != handshake_step::probe) {
+        // Never the password: the message ends up in logs.
+        const std::string who =
+            options_.user.empty() ? "AUTH (default user): " : "AUTH as user '" + options_.user + "': ";
+        set_last_error((step == handshake_step::auth ? who : "SELECT " + std::to_string(options_.db) + ": ") +
+                       value.str());
         fail_attempt(to_error_code(step == handshake_step::auth ? errc::auth_failed : errc::select_failed));
         return;
       }
@@ -427,7 +477,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     connect_timer_.expires_after(options_.connect_timeout);
     connect_timer_.async_wait([self = shared_from_this(), gen](const boost::system::error_code& ec) {
       if (!ec && gen == self->gen_ && (self->state_ == state::connecting || self->state_ == state::handshaking)) {
-        self->set_last_error("connect: timed out");
+        self->set_last_error(self->tls_handshaking_
+                                 ? "TLS handshake with " + self->endpoint() + ": timed out (is the port a TLS port?)"
+                                 : "connect: timed out");
         self->fail_attempt(to_error_code(errc::connect_timeout));
       }
     });
@@ -468,6 +520,46 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       if (options_.unix_path.empty() || sentinel_) socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
       socket_.non_blocking(true, ignored);  // for start_write's immediate attempt
     }
+    if (tls_context_) {
+      start_tls_handshake(gen);
+      return;
+    }
+    start_session(gen);
+  }
+
+  // TLS: the handshake (within the connect timeout, which is still armed), then the session as over TCP.
+  void start_tls_handshake(std::uint64_t gen) {
+    tls_ = std::make_shared<tls_stream>(socket_, *tls_context_);
+    tls_handshaking_ = true;
+    std::string why;
+    if (!prepare_tls_session(tls_->native_handle(), options_, why)) {
+      set_last_error(why);
+      fail_attempt(to_error_code(errc::tls_handshake_failed));
+      return;
+    }
+    tls_->async_handshake(asio::ssl::stream_base::client,
+                          [self = shared_from_this(), gen, stream = tls_](const boost::system::error_code& ec) {
+                            if (gen != self->gen_) return;
+                            self->tls_handshaking_ = false;
+                            if (ec) {
+                              std::string reason;
+                              const errc e = classify_tls_failure(stream->native_handle(), ec, reason);
+                              self->set_last_error("TLS handshake with " + self->endpoint() + ": " + reason);
+                              self->fail_attempt(to_error_code(e));
+                              return;
+                            }
+                            self->start_session(gen);
+                          });
+  }
+
+  std::string endpoint() const {
+    return options_.unix_path.empty() ? options_.host + ":" + std::to_string(options_.port) : options_.unix_path;
+  }
+
+  // The connection is up (TLS included): AUTH and SELECT, then ready. Over TLS a PING is added when nothing else is
+  // sent: a server that refuses the client's certificate says so only after the client's side of the handshake (TLS
+  // 1.3), and the attempt should fail then, not a caller's first command.
+  void start_session(std::uint64_t gen) {
     handshake_.clear();
     std::string hello;
     if (!options_.password.empty()) {
@@ -484,6 +576,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     if (sentinel_) {  // Sentinel: use the node only if it says it is a master
       hello += format_command(command{"ROLE"});
       handshake_.push_back(handshake_step::role);
+    }
+    if (tls_ && hello.empty()) {
+      hello += format_command(command{"PING"});
+      handshake_.push_back(handshake_step::probe);
     }
     start_read(gen);
     if (hello.empty()) {
@@ -509,6 +605,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     ++gen_;
     boost::system::error_code ignored;
     socket_.close(ignored);
+    tls_handshaking_ = false;
+    tls_.reset();  // the handlers of its pending operations keep it alive until they complete (aborted)
     resolver_.cancel();
     writing_ = false;
     write_buffer_.clear();
@@ -528,6 +626,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     connect_timer_.cancel();
     for (auto& w : std::exchange(connect_waiters_, {})) w->try_finish(ec, reply());
     schedule_reconnect();
+    check_closing();
   }
 
   // The connection failed. Established: every call written (or being written) has an unknown outcome.
@@ -547,6 +646,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     losses_.fetch_add(1, std::memory_order_relaxed);
     for (auto& r : std::exchange(in_flight_, {})) finish(r, to_error_code(errc::outcome_unknown), reply());
     schedule_reconnect();
+    check_closing();
   }
 
   void schedule_reconnect() {
@@ -557,38 +657,86 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     });
   }
 
-  void on_close() {
+  // The graceful close starts (see begin_close): what is queued is drained into pending_ as usual, connect waiters
+  // complete with errc::closed, and the close deadline is armed. An idle connection with calls queued connects.
+  void start_closing(std::optional<clock::time_point> deadline) {
+    if (deadline && clock::now() >= *deadline) return finish_close();
+    closing_ = true;
+    for (auto& w : std::exchange(connect_waiters_, {})) w->try_finish(to_error_code(errc::closed), reply());
+    if (deadline) {
+      close_timer_.expires_at(*deadline);
+      close_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+        if (!ec) self->finish_close();
+      });
+    }
+    drain();  // takes what is queued (another drain may be posted: it finds nothing) and checks whether all is done
+  }
+
+  // While closing: finishes the close once no call is left unanswered (calls that completed otherwise — deadline,
+  // cancellation — are not waited for).
+  void check_closing() {
+    if (!closing_ || state_ == state::closed) return;
+    const auto live = [](const request_ptr& r) { return !r->done(); };
+    if (std::any_of(in_flight_.begin(), in_flight_.end(), live)) return;
+    if (std::any_of(pending_.begin(), pending_.end(), live)) return;
+    {
+      std::lock_guard lock(mutex_);
+      if (!incoming_.empty()) return;
+    }
+    finish_close();
+  }
+
+  // The end of the connection: the socket closed, every call not answered yet completes with errc::closed.
+  void finish_close() {
+    if (state_ == state::closed) return;
     state_ = state::closed;
     if (sentinel_) sentinel_->cancel();
+    closing_ = false;
     shut_socket();
     connected_.store(false, std::memory_order_release);
     connect_timer_.cancel();
     deadline_timer_.cancel();
+    close_timer_.cancel();
+    std::vector<request_ptr> incoming;
+    {
+      std::lock_guard lock(mutex_);
+      incoming.swap(incoming_);
+      incoming_bytes_ = 0;
+    }
+    // Completed with errc::closed, each is counted by the registry (unanswered if written, else unsent).
     const auto closed = to_error_code(errc::closed);
     for (auto& r : std::exchange(in_flight_, {})) r->try_finish(closed, reply());
     for (auto& r : std::exchange(pending_, {})) r->try_finish(closed, reply());
+    for (auto& r : incoming) r->try_finish(closed, reply());
     for (auto& w : std::exchange(connect_waiters_, {})) w->try_finish(closed, reply());
     deadlines_.clear();
   }
 
+  using tls_stream = asio::ssl::stream<asio::generic::stream_protocol::socket&>;
+
   const connection_options options_;
   asio::strand<asio::any_io_executor> strand_;
   asio::generic::stream_protocol::socket socket_;
+  const std::shared_ptr<asio::ssl::context> tls_context_;  // null without TLS
+  std::shared_ptr<tls_stream> tls_;                        // over socket_, one per connection attempt
+  bool tls_handshaking_ = false;                           // strand only
   asio::ip::tcp::resolver resolver_;
   asio::steady_timer connect_timer_;   // connect deadline, then backoff delay
   asio::steady_timer deadline_timer_;  // the earliest call deadline
+  asio::steady_timer close_timer_;     // the deadline of a graceful close
 
   // Guarded by mutex_.
   mutable std::mutex mutex_;
   std::vector<request_ptr> incoming_;
   std::size_t incoming_bytes_ = 0;  // the payloads of incoming_
   bool drain_posted_ = false;
-  bool closed_ = false;
+  bool closed_ = false;  // close began: new calls are refused
   std::string last_error_;
   std::error_code last_connect_error_;  // of the last failed attempt or lost connection; empty if none
 
   // Strand only.
   state state_ = state::idle;
+  bool closing_ = false;   // a graceful close is delivering what was queued before it
   std::uint64_t gen_ = 0;  // bumped whenever the socket is closed: handlers of an older socket do nothing
   redisReader* reader_ = nullptr;
   std::deque<request_ptr> pending_;    // not yet written, FIFO
@@ -605,6 +753,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   std::vector<char> read_buffer_;
 
   std::atomic<bool> connected_{false};
+  const std::shared_ptr<live_calls> live_ = std::make_shared<live_calls>();  // the calls not completed yet
   std::atomic<std::uint64_t> writes_{0}, commands_written_{0}, replies_{0}, discarded_{0}, connects_{0}, losses_{0};
 };
 
@@ -664,7 +813,29 @@ boost::system::error_code connect_blocking(connection_impl& impl, std::optional<
   return req->wait(deadline).first;
 }
 
-void close(connection_impl& impl) { impl.close(); }
+void begin_close(connection_impl& impl, std::optional<clock::time_point> deadline) { impl.begin_close(deadline); }
+
+close_result await_close(connection_impl& impl, std::optional<clock::time_point> deadline) {
+  return impl.await_close(deadline);
+}
+
+close_result close(connection_impl& impl, std::optional<clock::time_point> deadline, bool wait) {
+  impl.begin_close(deadline);
+  if (!wait) return close_result{.waited = false};
+  return impl.await_close(deadline);
+}
+
+bool running_in_this_thread(const boost::asio::any_io_executor& ex) noexcept {
+  if (const auto* e = ex.target<asio::io_context::executor_type>()) return e->running_in_this_thread();
+  if (const auto* e = ex.target<asio::thread_pool::executor_type>()) return e->running_in_this_thread();
+  if (const auto* s = ex.target<asio::strand<asio::io_context::executor_type>>()) {
+    return s->get_inner_executor().running_in_this_thread();
+  }
+  if (const auto* s = ex.target<asio::strand<asio::any_io_executor>>()) {
+    return running_in_this_thread(s->get_inner_executor());
+  }
+  return false;
+}
 connection_statistics statistics(const connection_impl& impl) noexcept { return impl.statistics(); }
 bool is_connected(const connection_impl& impl) noexcept { return impl.is_connected(); }
 std::string last_error(const connection_impl& impl) { return impl.last_error(); }

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "admit/redis/client/options.hpp"
 #include "sentinel_discovery.hpp"
@@ -40,9 +41,9 @@ std::string redacted(std::string_view url) {
   return out;
 }
 
-[[noreturn]] void bad(std::string_view what, std::string_view part, std::string_view url) {
+[[noreturn]] void bad(std::string_view what, std::string_view part, std::string_view url, std::string_view hint = {}) {
   throw std::invalid_argument("redis URL: " + std::string(what) + " '" + std::string(part) + "' in '" + redacted(url) +
-                              "'");
+                              "'" + (hint.empty() ? "" : " (" + std::string(hint) + ")"));
 }
 
 int hex_value(char c) {
@@ -81,11 +82,55 @@ int parse_db(std::string_view s, std::string_view url) {
   return db;
 }
 
+bool parse_bool(std::string_view name, std::string_view s, std::string_view url) {
+  if (s == "true" || s == "1" || s == "yes") return true;
+  if (s == "false" || s == "0" || s == "no") return false;
+  bad("bad value for " + std::string(name), s, url, "want true, false, 1, 0, yes or no");
+}
+
+// The query parameters of each scheme, in the order messages list them.
+constexpr std::string_view unix_parameters = "db, user, password";
+constexpr std::string_view redis_parameters = "none (TLS parameters need rediss://)";
+constexpr std::string_view rediss_parameters = "ca_file, cert_file, key_file, server_name, insecure_skip_verify";
+
+// Applies "name=value&..." to `o`; `tls` and `unix_socket` say which parameters the scheme takes.
+void apply_query(connection_options& o, std::string_view query, bool unix_socket, std::string_view url) {
+  const std::string_view accepted = unix_socket ? unix_parameters : o.tls ? rediss_parameters : redis_parameters;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view param = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const auto eq = param.find('=');
+    if (eq == std::string_view::npos) bad("query parameter without a value", param, url);
+    const std::string_view name = param.substr(0, eq), value = param.substr(eq + 1);
+    if (unix_socket && name == "db") {
+      o.db = parse_db(value, url);
+    } else if (unix_socket && name == "password") {
+      o.password = percent_decode(value, "password", url);
+    } else if (unix_socket && name == "user") {
+      o.user = percent_decode(value, "user", url);
+    } else if (o.tls && name == "ca_file") {
+      o.tls_ca_file = percent_decode(value, name, url);
+    } else if (o.tls && name == "cert_file") {
+      o.tls_cert_file = percent_decode(value, name, url);
+    } else if (o.tls && name == "key_file") {
+      o.tls_key_file = percent_decode(value, name, url);
+    } else if (o.tls && name == "server_name") {
+      o.tls_server_name = percent_decode(value, name, url);
+    } else if (o.tls && name == "insecure_skip_verify") {
+      o.tls_insecure_skip_verify = parse_bool(name, value, url);
+    } else {
+      bad("unknown query parameter", name, url, "accepted: " + std::string(accepted));
+    }
+  }
+}
+
 }  // namespace
 
 connection_options parse_url(std::string_view url) {
   connection_options o;
   constexpr std::string_view redis_scheme = "redis://";
+  constexpr std::string_view rediss_scheme = "rediss://";
   constexpr std::string_view unix_scheme = "unix://";
   if (url.starts_with("redis+sentinel://")) return detail::parse_sentinel_url(url);  // sentinel.cpp
   if (url.starts_with(unix_scheme)) {
@@ -97,29 +142,26 @@ connection_options parse_url(std::string_view url) {
     }
     if (rest.empty() || rest.front() != '/') bad("socket path must be absolute (unix:///path), got", rest, url);
     o.unix_path = std::string(rest);
-    while (!query.empty()) {
-      const auto amp = query.find('&');
-      const std::string_view param = query.substr(0, amp);
-      query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-      const auto eq = param.find('=');
-      if (eq == std::string_view::npos) bad("query parameter without a value", param, url);
-      const std::string_view name = param.substr(0, eq), value = param.substr(eq + 1);
-      if (name == "db") {
-        o.db = parse_db(value, url);
-      } else if (name == "password") {
-        o.password = percent_decode(value, "password", url);
-      } else {
-        bad("unknown query parameter", name, url);
-      }
-    }
+    apply_query(o, query, true, url);
     return o;
   }
-  if (!url.starts_with(redis_scheme)) {
+  std::string_view rest;
+  if (url.starts_with(redis_scheme)) {
+    rest = url.substr(redis_scheme.size());
+  } else if (url.starts_with(rediss_scheme)) {
+    rest = url.substr(rediss_scheme.size());
+    o.tls = true;
+  } else {
     const auto colon = url.find("://");
     const std::string shown = colon == std::string_view::npos ? redacted(url) : std::string(url.substr(0, colon));
-    bad("unsupported scheme (want redis://, unix:// or redis+sentinel://)", shown, url);
+    bad("unsupported scheme (want redis://, rediss://, unix:// or redis+sentinel://)", shown, url);
   }
-  std::string_view rest = url.substr(redis_scheme.size());
+  // ?query: from the first '?' (a '?' in a password is written %3F).
+  std::string_view query;
+  if (const auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
   // [[user]:password@]
   if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
     const std::string_view userinfo = rest.substr(0, at);
@@ -165,11 +207,45 @@ connection_options parse_url(std::string_view url) {
     if (!parse_int(port, value) || value == 0 || value > 65535) bad("bad port", port, url);
     o.port = static_cast<std::uint16_t>(value);
   }
+  apply_query(o, query, false, url);
   return o;
 }
 
 void validate(const connection_options& o) {
   if (o.unix_path.empty() && o.host.empty()) throw std::invalid_argument("redis connection_options: empty host");
+  if (!o.tls) {
+    const std::pair<const char*, bool> tls_only[] = {{"tls_ca_file", !o.tls_ca_file.empty()},
+                                                     {"tls_cert_file", !o.tls_cert_file.empty()},
+                                                     {"tls_key_file", !o.tls_key_file.empty()},
+                                                     {"tls_server_name", !o.tls_server_name.empty()},
+                                                     {"tls_insecure_skip_verify", o.tls_insecure_skip_verify}};
+    for (const auto& [name, set] : tls_only) {
+      if (set) {
+        throw std::invalid_argument(std::string("redis connection_options: ") + name +
+                                    " is set but tls is false (set tls = true, or use a rediss:// URL)");
+      }
+    }
+  } else {
+    if (!o.unix_path.empty()) {
+      throw std::invalid_argument("redis connection_options: tls over the unix socket '" + o.unix_path +
+                                  "' (TLS is for host:port connections)");
+    }
+    if (!o.sentinel.master_name.empty()) {
+      throw std::invalid_argument(
+          "redis connection_options: tls with sentinel.master_name '" + o.sentinel.master_name +
+          "' (TLS is not supported through Redis Sentinel: connect to the master by host:port)");
+    }
+    if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+      throw std::invalid_argument(std::string("redis connection_options: ") +
+                                  (o.tls_cert_file.empty() ? "tls_key_file" : "tls_cert_file") + " without " +
+                                  (o.tls_cert_file.empty() ? "tls_cert_file" : "tls_key_file") +
+                                  " (a client certificate needs both)");
+    }
+  }
+  if (!o.user.empty() && o.password.empty()) {
+    throw std::invalid_argument("redis connection_options: user '" + o.user +
+                                "' without a password (AUTH user password needs both)");
+  }
   if (o.db < 0) throw std::invalid_argument("redis connection_options: negative db " + std::to_string(o.db));
   auto positive = [](std::chrono::nanoseconds d, const char* name) {
     if (d <= std::chrono::nanoseconds::zero()) {
@@ -181,6 +257,10 @@ void validate(const connection_options& o) {
   positive(o.command_timeout, "command_timeout");
   positive(o.reconnect_initial, "reconnect_initial");
   positive(o.reconnect_max, "reconnect_max");
+  if (o.close_timeout < std::chrono::nanoseconds::zero()) {
+    throw std::invalid_argument("redis connection_options: close_timeout must be >= 0, got " +
+                                std::to_string(o.close_timeout.count()) + "ns");
+  }
   if (o.reconnect_initial > o.reconnect_max) {
     throw std::invalid_argument("redis connection_options: reconnect_initial (" +
                                 std::to_string(o.reconnect_initial.count()) + "ns) > reconnect_max (" +

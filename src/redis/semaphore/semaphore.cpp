@@ -747,7 +747,8 @@ semaphore::semaphore(connection& conn, std::string name, std::int64_t capacity, 
   auto waker = std::make_unique<connection>(conn.get_executor(), conn.options());
   connection* w = waker.get();
   core_ = std::make_shared<detail::semaphore_core>(
-      conn, std::move(waker), [w] { w->close(); }, std::move(name), capacity, std::move(options));
+      conn, std::move(waker), [w] { (void)w->close_for(std::chrono::nanoseconds::zero()); }, std::move(name), capacity,
+      std::move(options));
 }
 
 semaphore::semaphore(cluster& c, std::string name, std::int64_t capacity, semaphore_options options) {
@@ -759,7 +760,8 @@ semaphore::semaphore(cluster& c, std::string name, std::int64_t capacity, semaph
       std::make_unique<cluster>(c.get_executor(), std::vector<connection_options>{c.node_options()}, c.options());
   cluster* w = waker.get();
   core_ = std::make_shared<detail::semaphore_core>(
-      c, std::move(waker), [w] { w->close(); }, std::move(name), capacity, std::move(options));
+      c, std::move(waker), [w] { (void)w->close_for(std::chrono::nanoseconds::zero()); }, std::move(name), capacity,
+      std::move(options));
 }
 
 semaphore::~semaphore() { core_->shutdown(); }

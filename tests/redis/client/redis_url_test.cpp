@@ -67,8 +67,9 @@ TEST(RedisUrl, UnixSocket) {
 }
 
 TEST(RedisUrl, ErrorsNameTheBadPart) {
-  EXPECT_EQ(error_of("http://h:1"),
-            "redis URL: unsupported scheme (want redis://, unix:// or redis+sentinel://) 'http' in 'http://h:1'");
+  EXPECT_EQ(
+      error_of("http://h:1"),
+      "redis URL: unsupported scheme (want redis://, rediss://, unix:// or redis+sentinel://) 'http' in 'http://h:1'");
   EXPECT_EQ(error_of("redis://h:99999"), "redis URL: bad port '99999' in 'redis://h:99999'");
   EXPECT_EQ(error_of("redis://h:0"), "redis URL: bad port '0' in 'redis://h:0'");
   EXPECT_EQ(error_of("redis://h:x1"), "redis URL: bad port 'x1' in 'redis://h:x1'");
@@ -84,26 +85,95 @@ TEST(RedisUrl, ErrorsNameTheBadPart) {
   EXPECT_EQ(error_of("unix://relative.sock"),
             "redis URL: socket path must be absolute (unix:///path), got 'relative.sock' in 'unix://relative.sock'");
   EXPECT_EQ(error_of("unix:///s?db=x"), "redis URL: bad database number 'x' in 'unix:///s?db=x'");
-  EXPECT_EQ(error_of("unix:///s?timeout=1"), "redis URL: unknown query parameter 'timeout' in 'unix:///s?timeout=1'");
+  EXPECT_EQ(error_of("unix:///s?timeout=1"),
+            "redis URL: unknown query parameter 'timeout' in 'unix:///s?timeout=1' (accepted: db, user, password)");
   EXPECT_EQ(error_of("unix:///s?db"), "redis URL: query parameter without a value 'db' in 'unix:///s?db'");
   EXPECT_EQ(error_of("localhost:6379"),
-            "redis URL: unsupported scheme (want redis://, unix:// or redis+sentinel://) 'localhost:6379' in "
-            "'localhost:6379'");
+            "redis URL: unsupported scheme (want redis://, rediss://, unix:// or redis+sentinel://) 'localhost:6379' "
+            "in 'localhost:6379'");
 }
 
 TEST(RedisOptions, ErrorsNeverQuoteThePassword) {
   EXPECT_EQ(error_of("redis://:s3cret@h:99999"), "redis URL: bad port '99999' in 'redis://:***@h:99999'");
   EXPECT_EQ(error_of("redis://alice:s3cret@h:1/x"), "redis URL: bad database number 'x' in 'redis://alice:***@h:1/x'");
-  EXPECT_EQ(
-      error_of("rediss://:s3cret@h"),
-      "redis URL: unsupported scheme (want redis://, unix:// or redis+sentinel://) 'rediss' in 'rediss://:***@h'");
+  EXPECT_EQ(error_of("valkey://:s3cret@h"),
+            "redis URL: unsupported scheme (want redis://, rediss://, unix:// or redis+sentinel://) 'valkey' in "
+            "'valkey://:***@h'");
+  EXPECT_EQ(error_of("rediss://alice:s3cret@h?server_name=x&bad=1"),
+            "redis URL: unknown query parameter 'bad' in 'rediss://alice:***@h?server_name=x&bad=1' (accepted: "
+            "ca_file, cert_file, key_file, server_name, insecure_skip_verify)");
   EXPECT_EQ(error_of("localhost:s3cret@h"),
-            "redis URL: unsupported scheme (want redis://, unix:// or redis+sentinel://) 'localhost:***@h' in "
-            "'localhost:***@h'");
+            "redis URL: unsupported scheme (want redis://, rediss://, unix:// or redis+sentinel://) 'localhost:***@h' "
+            "in 'localhost:***@h'");
   EXPECT_EQ(error_of("unix:///s?password=s3cret&db=x"),
             "redis URL: bad database number 'x' in 'unix:///s?password=***&db=x'");
   EXPECT_EQ(error_of("unix:///s?db=1&password=s3cret&x=1"),
-            "redis URL: unknown query parameter 'x' in 'unix:///s?db=1&password=***&x=1'");
+            "redis URL: unknown query parameter 'x' in 'unix:///s?db=1&password=***&x=1' (accepted: db, user, "
+            "password)");
+}
+
+TEST(RedisUrl, TlsSchemeAndParameters) {
+  const auto o = parse_url(
+      "rediss://limiter:pw@redis.example.com:6380/2?ca_file=%2Fetc%2Fca.pem&cert_file=/c%20d/client.pem&"
+      "key_file=/k.pem&server_name=cache.internal&insecure_skip_verify=false");
+  EXPECT_TRUE(o.tls);
+  EXPECT_EQ(o.host, "redis.example.com");
+  EXPECT_EQ(o.port, 6380);
+  EXPECT_EQ(o.db, 2);
+  EXPECT_EQ(o.user, "limiter");
+  EXPECT_EQ(o.password, "pw");
+  EXPECT_EQ(o.tls_ca_file, "/etc/ca.pem");
+  EXPECT_EQ(o.tls_cert_file, "/c d/client.pem");
+  EXPECT_EQ(o.tls_key_file, "/k.pem");
+  EXPECT_EQ(o.tls_server_name, "cache.internal");
+  EXPECT_FALSE(o.tls_insecure_skip_verify);
+  EXPECT_TRUE(parse_url("rediss://h?insecure_skip_verify=true").tls_insecure_skip_verify);
+  EXPECT_EQ(parse_url("rediss://h").port, 6379);
+  EXPECT_FALSE(parse_url("redis://h").tls);
+
+  EXPECT_EQ(error_of("redis://h?ca_file=/ca.pem"),
+            "redis URL: unknown query parameter 'ca_file' in 'redis://h?ca_file=/ca.pem' (accepted: none (TLS "
+            "parameters need rediss://))");
+  EXPECT_EQ(error_of("rediss://h?insecure_skip_verify=maybe"),
+            "redis URL: bad value for insecure_skip_verify 'maybe' in 'rediss://h?insecure_skip_verify=maybe' (want "
+            "true, false, 1, 0, yes or no)");
+}
+
+TEST(RedisUrl, UnixSocketUser) {
+  const auto o = parse_url("unix:///s?user=limiter&password=pw&db=1");
+  EXPECT_EQ(o.user, "limiter");
+  EXPECT_EQ(o.password, "pw");
+  EXPECT_EQ(o.db, 1);
+}
+
+TEST(RedisOptions, ValidateRejectsTlsMisuse) {
+  admit::redis::connection_options o;
+  o.tls_ca_file = "/ca.pem";  // without tls
+  EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
+  o = {};
+  o.tls = true;
+  o.tls_cert_file = "/c.pem";  // without its key
+  EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
+  o = {};
+  o.tls = true;
+  o.unix_path = "/s";
+  EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
+  o = {};
+  o.tls = true;  // through Sentinel: not supported, and said so
+  o.sentinel.master_name = "mymaster";
+  o.sentinel.sentinels = {{"127.0.0.1", 26379}};
+  try {
+    admit::redis::validate(o);
+    ADD_FAILURE() << "tls through Sentinel was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'mymaster'"), std::string::npos) << e.what();
+  }
+  o = {};
+  o.user = "limiter";  // without a password
+  EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
+  o = {};
+  o.close_timeout = std::chrono::nanoseconds(-1);
+  EXPECT_THROW(admit::redis::validate(o), std::invalid_argument);
 }
 
 TEST(RedisOptions, ValidateRejectsNonsense) {

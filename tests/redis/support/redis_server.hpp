@@ -1,7 +1,8 @@
 // tests/redis/redis_server.hpp — a private redis-server for one test: a free loopback port (and a unix socket in a
 // temporary directory), persistence off, started in the constructor, killed in the destructor. It can be killed,
 // restarted on the same port, and paused (CLIENT PAUSE) for fault tests; admin() runs a command on a separate
-// blocking hiredis connection.
+// blocking hiredis connection (on the plain port). With config::tls_cert_file set it also listens for TLS on
+// tls_port() (Debian's redis-server is built with TLS; tls_certificates.hpp makes the files).
 #pragma once
 
 #include <arpa/inet.h>
@@ -28,6 +29,12 @@ class redis_server {
  public:
   struct config {
     std::string requirepass;  // empty: no password
+    // TLS on a second port (tls_port()) when tls_cert_file is not empty: the server's certificate and key, the CA it
+    // trusts for client certificates, and whether it requires one (--tls-auth-clients).
+    std::string tls_cert_file{};
+    std::string tls_key_file{};
+    std::string tls_ca_file{};
+    bool tls_auth_clients = false;
   };
 
   redis_server() : redis_server(config{}) {}
@@ -37,6 +44,11 @@ class redis_server {
     dir_ = dir_template;
     for (int attempt = 0; attempt < 20; ++attempt) {
       port_ = free_port();
+      if (!config_.tls_cert_file.empty()) {
+        do {
+          tls_port_ = free_port();
+        } while (tls_port_ == port_);
+      }
       if (try_start()) return;
     }
     throw std::runtime_error("could not start redis-server");
@@ -52,6 +64,12 @@ class redis_server {
   redis_server& operator=(const redis_server&) = delete;
 
   std::uint16_t port() const { return port_; }
+  std::uint16_t tls_port() const { return tls_port_; }  // 0 without TLS
+  // rediss://127.0.0.1:<tls_port>/<db>?<query> (query: TLS parameters, see connection_options).
+  std::string tls_url(const std::string& query, int db = 0) const {
+    return "rediss://127.0.0.1:" + std::to_string(tls_port_) + "/" + std::to_string(db) +
+           (query.empty() ? "" : "?" + query);
+  }
   std::string unix_path() const { return dir_ + "/redis.sock"; }
   const std::string& password() const { return config_.requirepass; }
   std::string url(int db = 0) const {
@@ -203,6 +221,14 @@ class redis_server {
       args.push_back("--requirepass");
       args.push_back(config_.requirepass);
     }
+    if (!config_.tls_cert_file.empty()) {
+      const std::vector<std::string> tls = {"--tls-port",         std::to_string(tls_port_),
+                                            "--tls-cert-file",    config_.tls_cert_file,
+                                            "--tls-key-file",     config_.tls_key_file,
+                                            "--tls-ca-cert-file", config_.tls_ca_file,
+                                            "--tls-auth-clients", config_.tls_auth_clients ? "yes" : "no"};
+      args.insert(args.end(), tls.begin(), tls.end());
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -240,6 +266,7 @@ class redis_server {
   config config_;
   std::string dir_;
   std::uint16_t port_ = 0;
+  std::uint16_t tls_port_ = 0;
   pid_t pid_ = -1;
 };
 

@@ -47,6 +47,7 @@
 
 #include "admit/redis/client/client.hpp"
 #include "admit/redis/client/command.hpp"
+#include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/detail/request.hpp"
 #include "admit/redis/client/options.hpp"
 
@@ -93,7 +94,7 @@ std::shared_ptr<cluster_impl> make_cluster_impl(boost::asio::any_io_executor ex,
 void execute(cluster_impl& impl, std::shared_ptr<request_base> req,
              std::optional<std::chrono::steady_clock::time_point>, command cmd);
 void request_refresh(cluster_impl& impl);
-void close(cluster_impl& impl);
+close_result close(cluster_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline, bool wait);
 cluster_statistics statistics(const cluster_impl& impl) noexcept;
 }  // namespace detail
 
@@ -109,7 +110,8 @@ class cluster final : public client {
   cluster(executor_type ex, std::string_view seed_url, cluster_options options = {})
       : cluster(std::move(ex), std::vector<connection_options>{parse_url(seed_url)}, options) {}
 
-  // Closes every node connection (see close()).
+  // Closes every node connection as close() does (waiting, except on a thread that runs the cluster's executor: see
+  // connection's destructor).
   ~cluster() override;
   cluster(const cluster&) = delete;
   cluster& operator=(const cluster&) = delete;
@@ -137,15 +139,33 @@ class cluster final : public client {
   // once. Useful at start-up, so that the first calls go straight to their masters. Thread-safe.
   void refresh() { detail::request_refresh(*impl_); }
 
-  // Stops for good: every node connection is closed (calls not yet answered complete with errc::closed; a command
-  // already written may still run), later calls complete with errc::closed. Idempotent; thread-safe.
-  void close() { detail::close(*impl_); }
+  // Stops for good, delivering first what was asked before: every node connection is closed as connection::close()
+  // does, with one deadline for all (node_options().close_timeout): calls already handed to a node are written and
+  // answered, or complete with errc::closed at the deadline and are counted in the result. A redirection (MOVED, ASK,
+  // TRYAGAIN) received after the start of close() is not followed: its call completes with errc::closed. Later calls
+  // complete with errc::closed. Blocking, idempotent, thread-safe; on a thread that runs the cluster's executor it does
+  // not wait (see connection::close()).
+  close_result close();
+  // The same with a deadline of now + timeout (zero or negative: drop what is unanswered at once), or an explicit one
+  // (std::nullopt: none).
+  template <class Rep, class Period>
+  close_result close_for(std::chrono::duration<Rep, Period> timeout) {
+    const auto now = clock::now();
+    if (timeout <= timeout.zero()) return close_until(now);
+    if (std::chrono::duration_cast<std::chrono::duration<double>>(timeout).count() >=
+        std::chrono::duration_cast<std::chrono::duration<double>>(clock::time_point::max() - now).count()) {
+      return close_until(std::nullopt);
+    }
+    return close_until(now + std::chrono::duration_cast<clock::duration>(timeout));
+  }
+  close_result close_until(std::optional<clock::time_point> deadline);
 
   cluster_statistics statistics() const noexcept { return detail::statistics(*impl_); }
 
  private:
   void do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) override;
   result do_execute(std::optional<clock::time_point> deadline, const command& cmd) override;
+  std::optional<clock::time_point> close_deadline() const noexcept;
 
   executor_type executor_;
   connection_options node_options_;

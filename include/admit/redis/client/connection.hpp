@@ -18,12 +18,14 @@
 // - Asynchronous handlers run on their associated executor (the connection's executor when they have none) through a
 //   post, never inside the initiating call. Blocking calls wake the calling thread directly.
 // - Connecting: the first call (or connect()) starts it; each attempt is bounded by connect_timeout and runs resolve,
-//   connect, AUTH and SELECT. Calls made while not connected wait (bounded by their deadlines) and are written once
-//   connected; they were never sent, so they are safe (one that times out so fails with errc::timeout, and
-//   last_connect_error() says why the connection is down). After a failure or a lost connection the connection retries
-//   forever with exponential, capped, jittered backoff until closed.
+//   connect, the TLS handshake (rediss://), AUTH and SELECT. Calls made while not connected wait (bounded by their
+//   deadlines) and are written once connected; they were never sent, so they are safe (one that times out so fails with
+//   errc::timeout, and last_connect_error() says why the connection is down). After a failure or a lost connection the
+//   connection retries forever with exponential, capped, jittered backoff until closed.
 // - Threads: the connection's I/O runs on a strand of its executor; every member is thread-safe. Blocking members
 //   must not be called from a thread running the connection's executor (they would wait for themselves).
+// - Closing: close() and the destructor deliver the calls made before them (written and answered, within
+//   connection_options::close_timeout) and report what they could not (close_result).
 // - Lifetime: destroy (or close) the connection before its execution context. Handles passed to asynchronous calls
 //   (the command) are copied; nothing needs to outlive the call.
 #pragma once
@@ -63,6 +65,18 @@ struct connection_statistics {
   std::uint64_t connection_losses = 0;  // established connections that were lost
 };
 
+// What a close could not deliver. close() writes the calls queued before it and waits for their replies, up to its
+// deadline; the calls still unanswered then complete with errc::closed and are counted here.
+struct close_result {
+  std::size_t unsent = 0;      // never written: they did not run
+  std::size_t unanswered = 0;  // written, no reply by the deadline: they may have run or not
+  // False when close could not wait: it ran on a thread of the connection's executor (see close()). The delivery then
+  // goes on in the background while the executor runs, and the counts above are not known (zero).
+  bool waited = true;
+  // True when every call made before the close was answered (or completed otherwise: deadline, cancellation).
+  bool delivered() const noexcept { return waited && unsent == 0 && unanswered == 0; }
+};
+
 namespace detail {
 class connection_impl;
 std::shared_ptr<connection_impl> make_connection_impl(boost::asio::any_io_executor ex, connection_options options);
@@ -73,7 +87,13 @@ result execute_blocking(connection_impl& impl, const command& cmd,
                         std::optional<std::chrono::steady_clock::time_point> deadline);
 boost::system::error_code connect_blocking(connection_impl& impl,
                                            std::optional<std::chrono::steady_clock::time_point> deadline);
-void close(connection_impl& impl);
+// Starts the close (once; later calls do nothing), then waits for its outcome (any number of times).
+void begin_close(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline);
+close_result await_close(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline);
+// Starts the close; when `wait`, waits for its outcome.
+close_result close(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline, bool wait);
+// Whether the calling thread runs `ex` (known for io_context, thread_pool and strands of them; false for others).
+bool running_in_this_thread(const boost::asio::any_io_executor& ex) noexcept;
 connection_statistics statistics(const connection_impl& impl) noexcept;
 bool is_connected(const connection_impl& impl) noexcept;
 std::string last_error(const connection_impl& impl);
@@ -89,10 +109,12 @@ class connection final : public client {
         impl_(detail::make_connection_impl(executor_, options_)) {}
   connection(executor_type ex, std::string_view url) : connection(std::move(ex), parse_url(url)) {}
 
-  // Closes the connection (see close()).
+  // Closes the connection as close() does, waiting for the flush (up to options().close_timeout) — except on a thread
+  // that runs the connection's executor, where it cannot wait: there the flush goes on in the background while the
+  // executor runs.
   ~connection() override {
     detach();
-    detail::close(*impl_);
+    (void)detail::close(*impl_, deadline_after(options_.close_timeout), !detail::running_in_this_thread(executor_));
   }
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
@@ -111,7 +133,8 @@ class connection final : public client {
 
   // Completes when connected (handshake done) — at once if already — or with the error of the current attempt (or
   // of the next one, while waiting out a backoff): errc::connection_refused, unknown_host, connection_failed,
-  // connect_timeout, auth_failed, select_failed or protocol_error; last_error() has the system's or server's words.
+  // connect_timeout, tls_handshake_failed, tls_verify_failed, auth_failed, select_failed or protocol_error;
+  // last_error() has the system's, OpenSSL's or the server's words.
   // Completion: void(error_code). Thread-safe.
   template <class CompletionToken>
   auto async_connect(CompletionToken&& token) {
@@ -165,9 +188,28 @@ class connection final : public client {
     return detail::execute_blocking(*impl_, detail::make_command(args...), deadline);
   }
 
-  // Stops for good: calls not yet answered complete with errc::closed (a command already written may still run),
-  // connect waiters too; later calls complete with errc::closed. Idempotent; thread-safe.
-  void close() { detail::close(*impl_); }
+  // Stops for good, delivering first what was asked before: calls made before close() are still written (connecting
+  // if need be) and their replies awaited, until options().close_timeout has passed; then every call still
+  // unanswered completes with errc::closed — if written, it may still run — and is counted in the result
+  // (result.delivered() is true when none was left). Calls made from the start of close() on, and connect waiters,
+  // complete with errc::closed at once. Blocks until done; a fire-and-forget call made just before close() is thus
+  // written and answered before close() returns. A call waiting on a blocking command (BLPOP 0...) holds close until
+  // its own deadline or close's; close_for(0s) drops everything at once.
+  // At the deadline close() completes what is left from the calling thread, so it returns on time even if the
+  // executor does not run. Thread-safe and idempotent: a later close() waits in the same way (with its own deadline)
+  // and counts every call closed so far. Must not be called from a thread that runs the connection's executor (the
+  // I/O could not progress): where that is detected (io_context, thread_pool and strands of them) close() does not
+  // wait and returns {.waited = false}.
+  close_result close() { return close_until(deadline_after(options_.close_timeout)); }
+  // The same with a deadline of now + timeout (zero or negative: drop what is unanswered at once).
+  template <class Rep, class Period>
+  close_result close_for(std::chrono::duration<Rep, Period> timeout) {
+    return close_until(deadline_after(timeout));
+  }
+  // The same with an explicit deadline (std::nullopt: none — wait until every call is answered).
+  close_result close_until(std::optional<clock::time_point> deadline) {
+    return detail::close(*impl_, deadline, !detail::running_in_this_thread(executor_));
+  }
 
   bool is_connected() const noexcept { return detail::is_connected(*impl_); }
   connection_statistics statistics() const noexcept { return detail::statistics(*impl_); }

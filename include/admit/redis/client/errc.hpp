@@ -5,10 +5,10 @@
 //
 // A Redis error *reply* (NOSCRIPT, MOVED, WRONGTYPE...) is not one of these: it is a value, admit::redis::reply with
 // type() == reply_type::error. These codes say that no reply was received. A failed connection attempt is one of
-// connection_refused, unknown_host, connection_failed, connect_timeout, auth_failed, select_failed or protocol_error
-// (through Redis Sentinel also no_sentinel, unknown_master or not_master), a lost connection connection_lost or
-// protocol_error (connection::last_error() has the system's or the server's words); only a cancelled call carries
-// Asio's own code (operation_aborted).
+// connection_refused, unknown_host, connection_failed, connect_timeout, tls_handshake_failed, tls_verify_failed,
+// auth_failed, select_failed or protocol_error (through Redis Sentinel also no_sentinel, unknown_master or
+// not_master), a lost connection connection_lost or protocol_error (connection::last_error() has the system's,
+// OpenSSL's or the server's words); only a cancelled call carries Asio's own code (operation_aborted).
 #pragma once
 
 #include <boost/system/error_code.hpp>
@@ -22,7 +22,8 @@ enum class errc {
   timeout = 1,             // the call's deadline passed first; if the command was sent, its late reply is discarded
   outcome_unknown = 2,     // the connection was lost after the command was (possibly) written: it may have run or not
   closed = 3,              // the connection was closed by its owner (close() or its destructor) before a reply came
-  connect_timeout = 4,     // connecting (resolve, connect, AUTH, SELECT) took longer than the connect timeout
+  connect_timeout = 4,     // connecting (resolve, connect, TLS handshake, AUTH, SELECT) took longer than the connect
+                           // timeout
   auth_failed = 5,         // the server answered AUTH with an error (wrong password, unknown user)
   select_failed = 6,       // the server answered SELECT with an error (database index out of range)
   protocol_error = 7,      // the server sent bytes that are not RESP, or a reply nobody asked for: connection dropped
@@ -32,10 +33,15 @@ enum class errc {
   connection_failed = 10,  // any other failure to connect (the resolver could not answer now, network unreachable,
                            // connection reset during the handshake, ...)
   connection_lost = 11,    // an established connection was closed or reset (by the server or the network)
+  tls_handshake_failed = 12,  // the TLS handshake failed: the server is not TLS, refused the session (e.g. it
+                              // requires a client certificate and got none or one it does not trust), no common
+                              // protocol version or cipher
+  tls_verify_failed = 13,     // the server's certificate was not accepted: not signed by a trusted CA (tls_ca_file),
+                              // expired, or not issued for the server name (host or tls_server_name)
   // Redis Sentinel (sentinel.hpp): why a connection attempt found no master to connect to.
-  no_sentinel = 12,     // no sentinel answered (each refused, timed out, failed AUTH or answered with an error)
-  unknown_master = 13,  // no sentinel that answered knows the master name (and none gave an address)
-  not_master = 14,      // the node the sentinels named does not say it is a master (ROLE): a failover under way
+  no_sentinel = 14,     // no sentinel answered (each refused, timed out, failed AUTH or answered with an error)
+  unknown_master = 15,  // no sentinel that answered knows the master name (and none gave an address)
+  not_master = 16,      // the node the sentinels named does not say it is a master (ROLE): a failover under way
 };
 
 namespace detail {
@@ -66,6 +72,10 @@ class errc_category final : public std::error_category {
         return "could not connect to redis";
       case errc::connection_lost:
         return "connection to redis lost";
+      case errc::tls_handshake_failed:
+        return "TLS handshake with redis failed";
+      case errc::tls_verify_failed:
+        return "redis server's TLS certificate not accepted";
       case errc::no_sentinel:
         return "no redis sentinel answered";
       case errc::unknown_master:

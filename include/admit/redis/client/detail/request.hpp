@@ -31,6 +31,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "admit/redis/client/errc.hpp"
 #include "admit/redis/client/reply.hpp"
@@ -38,6 +39,46 @@
 namespace admit::redis::detail {
 
 class request_base;
+
+// The calls a connection holds that have not completed yet: a registry that close() reads from any thread — even when
+// the connection's executor does not run — to learn that nothing is left to deliver, or to complete what is left at
+// its deadline. A connection registers a request (request_base::count_in) when it queues it; the request leaves when
+// it completes, whoever completes it; one that completes with errc::closed is counted as unsent or unanswered (by
+// whether it was written). Thread-safe; the list is guarded by the mutex.
+class live_calls {
+ public:
+  void add(request_base& r) noexcept;
+  void remove(request_base& r, bool closed) noexcept;
+  std::size_t count() const noexcept { return count_.load(std::memory_order_seq_cst); }
+  // From now on, the count reaching zero wakes wait_until.
+  void watch() noexcept { watched_.store(true, std::memory_order_seq_cst); }
+  // Waits until no call is registered, or until `until` (false then).
+  bool wait_until(std::chrono::steady_clock::time_point until) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_until(lock, until, [&] { return count() == 0; });
+  }
+  void wait() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return count() == 0; });
+  }
+  // Completes every registered call with errc::closed, then waits (briefly: they are completing) for those that
+  // another thread completed meanwhile to leave.
+  void close_all();
+  // The calls that completed with errc::closed: {never written, written}.
+  std::pair<std::size_t, std::size_t> closed_counts() const {
+    const std::lock_guard lock(mutex_);
+    return {unsent_, unanswered_};
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  request_base* head_ = nullptr;  // intrusive list through request_base::live_prev_ / live_next_
+  std::atomic<std::size_t> count_{0};
+  std::atomic<bool> watched_{false};
+  std::size_t unsent_ = 0, unanswered_ = 0;
+};
+
 using deadline_map = std::multimap<std::chrono::steady_clock::time_point, std::weak_ptr<request_base>>;
 
 class request_base : public std::enable_shared_from_this<request_base> {
@@ -45,21 +86,38 @@ class request_base : public std::enable_shared_from_this<request_base> {
   request_base() = default;
   request_base(const request_base&) = delete;
   request_base& operator=(const request_base&) = delete;
-  virtual ~request_base() = default;
+  virtual ~request_base() {
+    if (auto counted = live_.exchange(nullptr, std::memory_order_seq_cst)) counted->remove(*this, false);
+  }
 
   // Completes the request unless something else did first; returns whether this call did. Thread-safe.
   bool try_finish(boost::system::error_code ec, reply&& r) noexcept {
-    if (done_.exchange(true, std::memory_order_acq_rel)) return false;
+    if (done_.exchange(true, std::memory_order_seq_cst)) return false;
+    if (auto counted = live_.exchange(nullptr, std::memory_order_seq_cst)) counted->remove(*this, ec == errc::closed);
     deliver(ec, std::move(r));
     return true;
   }
   bool done() const noexcept { return done_.load(std::memory_order_acquire); }
+
+  // The connection that queues the request registers it in `calls` until it completes (whoever completes it, on any
+  // thread, even concurrently with this call). Call once, before the request is queued.
+  void count_in(const std::shared_ptr<live_calls>& calls) noexcept {
+    calls->add(*this);
+    live_.store(calls, std::memory_order_seq_cst);
+    // Completed meanwhile: try_finish may have run before the store and missed the registry; whoever takes it out of
+    // live_ (try_finish or this) unregisters the request, exactly once (seq_cst: one of the two sees the other).
+    if (done_.load(std::memory_order_seq_cst)) {
+      if (auto counted = live_.exchange(nullptr, std::memory_order_seq_cst)) counted->remove(*this, false);
+    }
+  }
 
   std::string payload;                                            // the RESP bytes; set before submission
   std::optional<std::chrono::steady_clock::time_point> deadline;  // enforced by the connection's deadline timer
   // Replies to drop before the one that completes the request (payload = that many commands + the call's); set before
   // submission, then touched only on the connection's strand.
   std::uint8_t skip_replies = 0;
+  // Set by the connection's strand when the request is written (close() counts it as unanswered rather than unsent).
+  std::atomic<bool> written{false};
   // Touched only on the connection's strand: the request's entry in the deadline map, if any.
   bool has_deadline_entry = false;
   deadline_map::iterator deadline_entry;
@@ -69,7 +127,49 @@ class request_base : public std::enable_shared_from_this<request_base> {
 
  private:
   std::atomic<bool> done_{false};
+  std::atomic<std::shared_ptr<live_calls>> live_;  // see count_in
+  friend class live_calls;
+  request_base* live_prev_ = nullptr;  // guarded by live_calls' mutex
+  request_base* live_next_ = nullptr;
 };
+
+inline void live_calls::add(request_base& r) noexcept {
+  const std::lock_guard lock(mutex_);
+  r.live_prev_ = nullptr;
+  r.live_next_ = head_;
+  if (head_ != nullptr) head_->live_prev_ = &r;
+  head_ = &r;
+  count_.fetch_add(1, std::memory_order_seq_cst);
+}
+
+inline void live_calls::remove(request_base& r, bool closed) noexcept {
+  const std::lock_guard lock(mutex_);
+  if (r.live_prev_ != nullptr) {
+    r.live_prev_->live_next_ = r.live_next_;
+  } else {
+    head_ = r.live_next_;
+  }
+  if (r.live_next_ != nullptr) r.live_next_->live_prev_ = r.live_prev_;
+  r.live_prev_ = r.live_next_ = nullptr;
+  if (closed) ++(r.written.load(std::memory_order_acquire) ? unanswered_ : unsent_);
+  if (count_.fetch_sub(1, std::memory_order_seq_cst) == 1 && watched_.load(std::memory_order_seq_cst)) {
+    cv_.notify_all();
+  }
+}
+
+inline void live_calls::close_all() {
+  std::vector<std::shared_ptr<request_base>> calls;
+  {
+    const std::lock_guard lock(mutex_);
+    for (request_base* r = head_; r != nullptr; r = r->live_next_) {
+      if (auto alive = r->weak_from_this().lock()) calls.push_back(std::move(alive));  // not one being destroyed
+    }
+  }
+  for (auto& r : calls) r->try_finish(to_error_code(errc::closed), reply());
+  calls.clear();
+  // Those completed or destroyed on other threads meanwhile leave within their try_finish or destructor.
+  (void)wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(1));
+}
 
 // A request whose completion is an Asio handler — void(error_code, reply), or void(error_code) when WithReply is
 // false (connect) — posted to the handler's associated executor (work counted while pending), never called from
