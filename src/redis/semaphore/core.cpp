@@ -212,10 +212,11 @@ void semaphore_core::end_background(bool delivered, std::error_code ec) {
 
 void semaphore_core::release_async(const std::string& id, std::function<void()> then) {
   begin_background();
-  async_command(make("release", {id}), call_deadline({}),
+  async_command(make("release", {id, wake_key_}), call_deadline({}),
                 [self = shared_from_this(), then = std::move(then)](boost::system::error_code ec, reply r) {
                   // Delivered: Redis answered (released, or it no longer had the lease: nothing left to give back).
                   const bool delivered = !ec && integers(r, 1).has_value();
+                  if (delivered) self->deliver_grants(r, 3);
                   self->end_background(delivered, ec ? as_error(ec) : std::error_code());
                   if (then) then();
                 });
@@ -233,7 +234,7 @@ void semaphore_core::release_before_return(const std::string& id) {
 void semaphore_core::abandon(const std::string& id, std::function<void()> then) {
   unregister_waiter(id);
   begin_background();
-  async_command(make("cancel", {id}), call_deadline({}),
+  async_command(make("cancel", {id, wake_key_}), call_deadline({}),
                 [self = shared_from_this(), id, then = std::move(then)](boost::system::error_code ec, reply r) mutable {
                   const auto v = ec ? std::nullopt : integers(r, 1);
                   if (v && (*v)[0] == granted) {
@@ -241,6 +242,7 @@ void semaphore_core::abandon(const std::string& id, std::function<void()> then) 
                     self->end_background(true, {});
                     return;
                   }
+                  if (v && (*v)[0] == left) self->deliver_grants(r, 3);
                   // Not delivered: the waiter leaves by itself after waiter_ttl (a grant with its lease).
                   self->end_background(v.has_value(), ec ? as_error(ec) : std::error_code());
                   if (then) then();

@@ -130,6 +130,9 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // wake list.
   void register_waiter(const std::string& id, std::function<void(const grant_reply&)> on_wake);
   void unregister_waiter(const std::string& id);
+  // Hands the grants in `r`'s elements from index `from` on ("id:n:token:expiry:now", the script's grants to waiters
+  // of this object, returned to the call that made them instead of pushed on the wake list) to their waiters.
+  void deliver_grants(const reply& r, std::size_t from);
   void close() {
     closing_ = true;
     close_waker_();
@@ -148,6 +151,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   void begin_background();
   void end_background(bool delivered, std::error_code ec);
   void waker_loop();
+  void dispatch_locked(const reply& grants, std::size_t from);  // wake_mutex_ held
 
   std::unique_ptr<client> waker_;  // blocked in BLMPOP on wake_key_ while this process has waiters
   std::function<void()> close_waker_;

@@ -29,10 +29,11 @@ std::pair<lease::release_status, std::error_code> lease::release() {
   core_->stop_renewal();
   // A lease found lost is still asked for: Redis says whether it had it.
   (void)core_->state.exchange(lease_state::released);
-  const result r = core_->sem->call(core_->sem->call_deadline({}), "release", {core_->id});
+  const result r = core_->sem->call(core_->sem->call_deadline({}), "release", {core_->id, core_->sem->wake_key_});
   if (r.error) return {release_status::failed, detail::as_error(r.error)};
   const auto v = detail::integers(r.value, 1);
   if (!v) return {release_status::failed, detail::script_error()};
+  core_->sem->deliver_grants(r.value, 3);  // to this object's waiters: no wake-up round trip
   return {(*v)[0] == detail::granted ? release_status::released : release_status::not_held, {}};
 }
 

@@ -147,9 +147,10 @@ semaphore_result semaphore::try_acquire_until(clock::time_point deadline, std::i
 
 std::error_code semaphore::set_capacity(std::int64_t capacity) {
   check_capacity(capacity);
-  const result r = core_->call(core_->call_deadline({}), "set_capacity", {std::to_string(capacity)});
+  const result r = core_->call(core_->call_deadline({}), "set_capacity", {std::to_string(capacity), core_->wake_key_});
   if (r.error) return detail::as_error(r.error);
   if (!integers(r.value, 1)) return script_error();
+  core_->deliver_grants(r.value, 3);
   return {};
 }
 

@@ -38,6 +38,24 @@ semaphore_core::grant_reply parse_grant(const std::string& text) {
 
 }  // namespace
 
+void semaphore_core::dispatch_locked(const reply& grants, std::size_t from) {
+  if (!grants.is_array()) return;
+  const auto& e = grants.elements();
+  for (std::size_t i = from; i < e.size(); ++i) {
+    if (!e[i].is_string()) continue;
+    const std::string& text = e[i].str();
+    // A grant nobody here waits for any more (given up meanwhile) stays a lease in Redis: the waiter's leave-queue
+    // call finds it and releases it.
+    if (auto it = waiters_.find(text.substr(0, text.find(':'))); it != waiters_.end()) it->second(parse_grant(text));
+  }
+}
+
+void semaphore_core::deliver_grants(const reply& r, std::size_t from) {
+  if (!r.is_array() || r.elements().size() <= from) return;
+  const std::lock_guard lock(wake_mutex_);
+  dispatch_locked(r, from);
+}
+
 // Runs on the connection's executor, one BLMPOP at a time, until this process has no waiters.
 void semaphore_core::waker_loop() {
   {
@@ -58,12 +76,7 @@ void semaphore_core::waker_loop() {
         // {key, {"id:n:token:expiry:now", ...}} (semaphore.lua), or nil after the timeout
         if (!ec && r.is_array() && r.elements().size() == 2 && r.elements()[1].is_array()) {
           const std::lock_guard lock(self->wake_mutex_);
-          for (const reply& e : r.elements()[1].elements()) {
-            if (!e.is_string()) continue;
-            const std::string& text = e.str();
-            const std::string id = text.substr(0, text.find(':'));
-            if (auto it = self->waiters_.find(id); it != self->waiters_.end()) it->second(parse_grant(text));
-          }
+          self->dispatch_locked(r.elements()[1], 0);
         }
         if (ec && !self->closing_) {
           // Redis is away: the waiters poll meanwhile; try again after a pause instead of spinning.
