@@ -111,7 +111,9 @@ semaphore_core::semaphore_core(client& conn, std::unique_ptr<client> waker, std:
       wake_key_(key_prefix(name_) + "wake:" + random_id()),
       waker_(std::move(waker)),
       close_waker_(std::move(close_waker)),
-      waker_timer_(conn.get_executor()) {
+      waker_timer_(conn.get_executor()),
+      renewal_strand_(asio::make_strand(conn.get_executor())),
+      renewal_timer_(renewal_strand_) {
   if (options_.waiter_ttl.count() == 0) options_.waiter_ttl = 3 * options_.poll_interval + options_.timeout;
 }
 
@@ -163,8 +165,10 @@ semaphore_result semaphore_core::make_lease(const std::string& id, const std::ve
   auto core = std::make_shared<lease_core>(shared_from_this(), id, v[1], v[2], v[3], sent + left_us);
   // A grant found late (a lost wake-up, a slow poll) has less than lease_ttl left: the first renewal comes in time.
   if (options_.auto_renew) {
-    core->schedule_renewal(std::min<steady::duration>(
-        std::max<steady::duration>(options_.lease_ttl / 3, std::chrono::milliseconds(1)), left_us / 2));
+    schedule_renewal(
+        core, steady::now() +
+                  std::min<steady::duration>(
+                      std::max<steady::duration>(options_.lease_ttl / 3, std::chrono::milliseconds(1)), left_us / 2));
   }
   return semaphore_result(lease(std::move(core)));
 }

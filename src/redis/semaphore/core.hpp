@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -151,6 +152,8 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   void begin_background();
   void end_background(bool delivered, std::error_code ec);
   void waker_loop();
+  void arm_renewals();                                          // on renewal_strand_
+  void renew_due_leases();                                      // on renewal_strand_
   void dispatch_locked(const reply& grants, std::size_t from);  // wake_mutex_ held
 
   std::unique_ptr<client> waker_;  // blocked in BLMPOP on wake_key_ while this process has waiters
@@ -161,6 +164,21 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::unordered_map<std::string, std::function<void(const grant_reply&)>> waiters_;  // guarded by wake_mutex_
   bool waker_running_ = false;                                                        // guarded by wake_mutex_
 
+  // Renewals: one timer for all of this object's leases, armed for the earliest renewal due; each lease is in
+  // renewals_ (by due time) while its lease object holds it. A lease made or released costs a map insert or erase,
+  // no timer operation; due renewals are sent together (pipelined on the connection).
+  std::mutex renewal_mutex_;
+  std::multimap<steady::time_point, std::weak_ptr<lease_core>> renewals_;  // guarded by renewal_mutex_
+  steady::time_point renewal_armed_ = steady::time_point::max();           // guarded by renewal_mutex_
+  asio::strand<asio::any_io_executor> renewal_strand_;
+  asio::steady_timer renewal_timer_;  // on renewal_strand_
+
+ public:
+  // Renews `l` at `due` (and every lease_ttl / 3 after each renewal) until unscheduled. Thread-safe.
+  void schedule_renewal(const std::shared_ptr<lease_core>& l, steady::time_point due);
+  void unschedule_renewal(lease_core& l);
+
+ private:
   std::mutex background_mutex_;
   std::condition_variable background_cv_;
   std::size_t in_flight_ = 0;      // guarded by background_mutex_
@@ -169,7 +187,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::vector<std::function<void(std::size_t, std::error_code)>> drain_waiters_;  // guarded by background_mutex_
 };
 
-// One lease's shared state: what the lease object, its renewal timer and a release in flight share.
+// One lease's shared state: what the lease object, its renewal and a release in flight share.
 struct lease_core : std::enable_shared_from_this<lease_core> {
   lease_core(std::shared_ptr<semaphore_core> s, std::string i, std::int64_t count, std::int64_t fence,
              std::int64_t expiry_us, steady::time_point local);
@@ -181,16 +199,14 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   std::atomic<std::int64_t> expires_us;
   std::atomic<steady::rep> local_expiry;  // conservative local estimate of the expiry (steady clock ticks)
   std::atomic<lease_state> state{lease_state::held};
-  asio::strand<asio::any_io_executor> strand;
-  asio::steady_timer timer;  // renewal; used on `strand` only
+  // Its place in the semaphore's renewals_ (guarded by the semaphore's renewal_mutex_).
+  std::optional<std::multimap<steady::time_point, std::weak_ptr<lease_core>>::iterator> renewal;
 
   // held -> lost, calling on_lease_lost once.
   void mark_lost();
   // Called after a successful renewal sent at `sent` (local time): the lease lives at least lease_ttl from then.
   void renewed(std::int64_t expiry_us, steady::time_point sent);
-  // The next renewal in `delay` (default: lease_ttl / 3) (renewal.cpp).
-  void schedule_renewal(std::optional<steady::duration> delay = std::nullopt);
-  void stop_renewal();
+  void stop_renewal() { sem->unschedule_renewal(*this); }
 };
 
 }  // namespace admit::redis::detail

@@ -1,5 +1,7 @@
-// A lease's automatic renewal: every lease_ttl / 3 on the lease's strand while the lease object lives and holds it;
-// a renewal Redis answers "unknown" (or failures until the lease must have expired) marks the lease lost.
+// Leases' automatic renewal: one timer per semaphore object for all its leases, armed for the earliest renewal due.
+// Each lease is renewed lease_ttl / 3 after its grant or last renewal while its lease object holds it; renewals that
+// fall due together are sent together (pipelined on the connection). A renewal Redis answers "unknown" (or failures
+// until the lease must have expired) marks the lease lost.
 #include <algorithm>
 #include <boost/asio/post.hpp>
 
@@ -14,9 +16,7 @@ lease_core::lease_core(std::shared_ptr<semaphore_core> s, std::string i, std::in
       n(count),
       token(fence),
       expires_us(expiry_us),
-      local_expiry(local.time_since_epoch().count()),
-      strand(asio::make_strand(sem->link_.get_executor())),
-      timer(strand) {}
+      local_expiry(local.time_since_epoch().count()) {}
 
 void lease_core::mark_lost() {
   lease_state expected = lease_state::held;
@@ -30,33 +30,82 @@ void lease_core::renewed(std::int64_t expiry_us, steady::time_point sent) {
   local_expiry.store((sent + sem->options_.lease_ttl).time_since_epoch().count(), std::memory_order_relaxed);
 }
 
-void lease_core::schedule_renewal(std::optional<steady::duration> delay) {
-  asio::post(strand, [self = shared_from_this(), delay] {
-    self->timer.expires_after(
-        delay ? *delay : std::max<steady::duration>(self->sem->options_.lease_ttl / 3, std::chrono::milliseconds(1)));
-    self->timer.async_wait([self](boost::system::error_code ec) {
-      if (ec || self->state.load() != lease_state::held) return;
-      const auto sent = steady::now();
-      self->sem->async_command(
-          self->sem->make("renew", {self->id, std::to_string(to_us(self->sem->options_.lease_ttl))}),
-          self->sem->call_deadline({}), [self, sent](boost::system::error_code e, reply r) {
-            if (self->state.load() != lease_state::held) return;
-            const auto v = e ? std::nullopt : integers(r, 2);
-            if (v && (*v)[0] == granted) {
-              self->renewed((*v)[1], sent);
-            } else if (v && (*v)[0] == unknown) {
-              return self->mark_lost();
-            } else if (steady::now().time_since_epoch().count() >= self->local_expiry.load()) {
-              return self->mark_lost();  // renewals failed until the lease must have expired
-            }
-            self->schedule_renewal();
-          });
+void semaphore_core::schedule_renewal(const std::shared_ptr<lease_core>& l, steady::time_point due) {
+  bool rearm = false;
+  {
+    const std::lock_guard lock(renewal_mutex_);
+    if (l->state.load() != lease_state::held) return;
+    if (l->renewal) renewals_.erase(*l->renewal);
+    l->renewal = renewals_.emplace(due, l);
+    if (due < renewal_armed_) {
+      renewal_armed_ = due;
+      rearm = true;
+    }
+  }
+  if (rearm)
+    asio::post(renewal_strand_, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->arm_renewals();
     });
+}
+
+void semaphore_core::unschedule_renewal(lease_core& l) {
+  const std::lock_guard lock(renewal_mutex_);
+  if (l.renewal) renewals_.erase(*l.renewal);
+  l.renewal.reset();
+}
+
+void semaphore_core::arm_renewals() {
+  steady::time_point at;
+  {
+    const std::lock_guard lock(renewal_mutex_);
+    if (renewals_.empty()) {
+      renewal_armed_ = steady::time_point::max();
+      renewal_timer_.cancel();
+      return;
+    }
+    at = renewal_armed_ = renewals_.begin()->first;
+  }
+  renewal_timer_.expires_at(at);
+  // The timer does not keep the semaphore alive: its destruction cancels the wait.
+  renewal_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->renew_due_leases();
   });
 }
 
-void lease_core::stop_renewal() {
-  asio::post(strand, [self = shared_from_this()] { self->timer.cancel(); });
+void semaphore_core::renew_due_leases() {
+  std::vector<std::shared_ptr<lease_core>> due;
+  {
+    const std::lock_guard lock(renewal_mutex_);
+    const auto now = steady::now();
+    while (!renewals_.empty() && renewals_.begin()->first <= now) {
+      if (auto l = renewals_.begin()->second.lock()) {
+        l->renewal.reset();
+        due.push_back(std::move(l));
+      }
+      renewals_.erase(renewals_.begin());
+    }
+    renewal_armed_ = steady::time_point::max();
+  }
+  const auto every = std::max<steady::duration>(options_.lease_ttl / 3, std::chrono::milliseconds(1));
+  for (auto& l : due) {
+    if (l->state.load() != lease_state::held) continue;
+    const auto sent = steady::now();
+    async_command(make("renew", {l->id, std::to_string(to_us(options_.lease_ttl))}), call_deadline({}),
+                  [l, sent, every](boost::system::error_code e, reply r) {
+                    if (l->state.load() != lease_state::held) return;
+                    const auto v = e ? std::nullopt : integers(r, 2);
+                    if (v && (*v)[0] == granted) {
+                      l->renewed((*v)[1], sent);
+                    } else if (v && (*v)[0] == unknown) {
+                      return l->mark_lost();
+                    } else if (steady::now().time_since_epoch().count() >= l->local_expiry.load()) {
+                      return l->mark_lost();  // renewals failed until the lease must have expired
+                    }
+                    l->sem->schedule_renewal(l, steady::now() + every);
+                  });
+  }
+  arm_renewals();
 }
 
 }  // namespace admit::redis::detail

@@ -13,11 +13,13 @@ namespace admit::redis::detail {
 
 class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
  public:
+  // `timed`: the operation enforces `deadline` with a timer of its own (a blocking wait enforces it itself).
   async_acquire_op(std::shared_ptr<semaphore_core> core, std::int64_t n, std::optional<steady::time_point> deadline,
-                   std::shared_ptr<acquire_completion> completion)
+                   std::shared_ptr<acquire_completion> completion, bool timed = true)
       : core_(std::move(core)),
         n_(n),
         deadline_(deadline),
+        timed_(timed),
         completion_(std::move(completion)),
         strand_(asio::make_strand(core_->link_.get_executor())),
         poll_timer_(strand_),
@@ -28,7 +30,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   void start() {
     asio::post(strand_, [self = shared_from_this()] {
       if (self->done_) return;  // cancelled before it started
-      if (self->deadline_) {
+      if (self->deadline_ && self->timed_) {
         self->deadline_timer_.expires_at(*self->deadline_);
         self->deadline_timer_.async_wait([self](boost::system::error_code ec) {
           if (!ec) self->give_up(admit::errc::timeout);
@@ -138,12 +140,13 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   }
   void stop_timers() {
     poll_timer_.cancel();
-    deadline_timer_.cancel();
+    if (timed_) deadline_timer_.cancel();
   }
 
   std::shared_ptr<semaphore_core> core_;
   std::int64_t n_;
   std::optional<steady::time_point> deadline_;
+  bool timed_;
   std::shared_ptr<acquire_completion> completion_;
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer poll_timer_;
@@ -207,7 +210,7 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
   if (stop.stop_requested()) return semaphore_result(admit::errc::cancelled);  // nothing sent
   auto completion = std::make_shared<blocking_completion>();
   auto done = completion->get_future();
-  auto op = std::make_shared<async_acquire_op>(shared_from_this(), n, deadline, completion);
+  auto op = std::make_shared<async_acquire_op>(shared_from_this(), n, deadline, completion, false);
   op->start();
   {
     // The stop and the deadline end the wait here and now, even with a call in flight; the operation then leaves
