@@ -25,6 +25,7 @@
 #include "io_thread.hpp"
 #include "limiter_testing.hpp"
 #include "redis_server.hpp"
+#include "self_exec.hpp"
 
 namespace {
 
@@ -39,28 +40,8 @@ using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
 using steady = std::chrono::steady_clock;
 
-// This test binary (its path may be long and hold spaces: it is passed as one argument, never through a shell).
-std::string self_path() {
-  std::string path(4096, '\0');
-  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
-  if (n <= 0) throw std::runtime_error("readlink /proc/self/exe failed");
-  path.resize(static_cast<std::size_t>(n));
-  return path;
-}
-
-// The arguments after --sem-child, when this process is a child run by a test; empty otherwise.
-std::vector<std::string> child_arguments() {
-  const auto argv = ::testing::internal::GetArgvs();
-  for (std::size_t i = 0; i < argv.size(); ++i) {
-    if (argv[i] == "--sem-child") return {argv.begin() + static_cast<std::ptrdiff_t>(i) + 1, argv.end()};
-  }
-  return {};
-}
-
 child_process spawn_child(const std::vector<std::string>& role) {
-  std::vector<std::string> argv{self_path(), "--gtest_filter=RedisSemaphoreChild.Role", "--sem-child"};
-  argv.insert(argv.end(), role.begin(), role.end());
-  return child_process(std::move(argv));
+  return admit::redis::testing::spawn_role("RedisSemaphoreChild.Role", role);
 }
 
 // The child's part. Roles:
@@ -98,7 +79,7 @@ child_process spawn_child(const std::vector<std::string>& role) {
 }
 
 TEST(RedisSemaphoreChild, Role) {
-  const auto args = child_arguments();
+  const auto args = admit::redis::testing::role_arguments();
   if (args.empty()) GTEST_SKIP() << "run by the other tests as a separate process";
   run_child(args);
 }
