@@ -100,35 +100,35 @@ bool running_on(const asio::any_io_executor& ex) noexcept {
   return false;
 }
 
-semaphore_core::semaphore_core(client& conn, std::unique_ptr<client> waker, std::function<void()> close_waker,
-                               std::string name, std::int64_t capacity, semaphore_options options)
-    : conn_(conn),
-      link_(conn),
-      name_(std::move(name)),
-      capacity_(std::to_string(capacity)),
-      options_(std::move(options)),
-      keys_(semaphore_keys(name_)),
-      wake_key_(key_prefix(name_) + "wake:" + random_id()),
+semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
+                               std::string semaphore_name, std::int64_t capacity, semaphore_options o)
+    : conn(c),
+      link(c),
+      name(std::move(semaphore_name)),
+      initial_capacity(std::to_string(capacity)),
+      options(std::move(o)),
+      keys(semaphore_keys(name)),
+      wake_key(key_prefix(name) + "wake:" + random_id()),
       waker_(std::move(waker)),
       close_waker_(std::move(close_waker)),
-      waker_timer_(conn.get_executor()),
-      renewal_strand_(asio::make_strand(conn.get_executor())),
+      waker_timer_(c.get_executor()),
+      renewal_strand_(asio::make_strand(c.get_executor())),
       renewal_timer_(renewal_strand_) {
-  if (options_.waiter_ttl.count() == 0) options_.waiter_ttl = 3 * options_.poll_interval + options_.timeout;
+  if (options.waiter_ttl.count() == 0) options.waiter_ttl = 3 * options.poll_interval + options.timeout;
 }
 
 command semaphore_core::make(const char* op, std::initializer_list<std::string> args) const {
   command c{"EVALSHA", semaphore_script().sha1(), "6"};
-  for (const auto& k : keys_) c.arg(k);
-  c.arg(op).arg(capacity_);
+  for (const auto& k : keys) c.arg(k);
+  c.arg(op).arg(initial_capacity);
   for (const auto& a : args) c.arg(a);
   return c;
 }
 
 command semaphore_core::acquire_command(const std::string& id, std::int64_t n, bool wait) const {
-  const std::size_t max_waiters = std::min<std::size_t>(options_.max_waiters, std::numeric_limits<std::int64_t>::max());
-  return make("acquire", {id, std::to_string(n), std::to_string(to_us(options_.lease_ttl)), wait ? "1" : "0",
-                          std::to_string(max_waiters), std::to_string(to_us(options_.waiter_ttl)), wake_key_});
+  const std::size_t max_waiters = std::min<std::size_t>(options.max_waiters, std::numeric_limits<std::int64_t>::max());
+  return make("acquire", {id, std::to_string(n), std::to_string(to_us(options.lease_ttl)), wait ? "1" : "0",
+                          std::to_string(max_waiters), std::to_string(to_us(options.waiter_ttl)), wake_key});
 }
 
 std::optional<semaphore_result> semaphore_core::judge(const std::string& id, const boost::system::error_code& ec,
@@ -164,11 +164,11 @@ semaphore_result semaphore_core::make_lease(const std::string& id, const std::ve
   const auto left_us = std::chrono::microseconds(std::max<std::int64_t>(0, v[3] - v[4]));
   auto core = std::make_shared<lease_core>(shared_from_this(), id, v[1], v[2], v[3], sent + left_us);
   // A grant found late (a lost wake-up, a slow poll) has less than lease_ttl left: the first renewal comes in time.
-  if (options_.auto_renew) {
+  if (options.auto_renew) {
     schedule_renewal(
         core, steady::now() +
                   std::min<steady::duration>(
-                      std::max<steady::duration>(options_.lease_ttl / 3, std::chrono::milliseconds(1)), left_us / 2));
+                      std::max<steady::duration>(options.lease_ttl / 3, std::chrono::milliseconds(1)), left_us / 2));
   }
   return semaphore_result(lease(std::move(core)));
 }
@@ -176,7 +176,7 @@ semaphore_result semaphore_core::make_lease(const std::string& id, const std::ve
 semaphore_result semaphore_core::try_acquire(std::int64_t n) {
   const std::string id = random_id();
   const steady::time_point sent = steady::now();
-  const result r = evalsha_until(conn_, call_deadline({}), semaphore_script(), acquire_command(id, n, false));
+  const result r = evalsha_until(conn, call_deadline({}), semaphore_script(), acquire_command(id, n, false));
   if (auto done = judge(id, r.error, r.value, sent)) return std::move(*done);
   abandon(id);  // queued although told not to wait: a script out of step with this client
   return semaphore_result(script_error());
@@ -216,7 +216,7 @@ void semaphore_core::end_background(bool delivered, std::error_code ec) {
 
 void semaphore_core::release_async(const std::string& id, std::function<void()> then) {
   begin_background();
-  async_command(make("release", {id, wake_key_}), call_deadline({}),
+  async_command(make("release", {id, wake_key}), call_deadline({}),
                 [self = shared_from_this(), then = std::move(then)](boost::system::error_code ec, reply r) {
                   // Delivered: Redis answered (released, or it no longer had the lease: nothing left to give back).
                   const bool delivered = !ec && integers(r, 1).has_value();
@@ -227,18 +227,18 @@ void semaphore_core::release_async(const std::string& id, std::function<void()> 
 }
 
 void semaphore_core::release_before_return(const std::string& id) {
-  if (running_on(link_.get_executor())) return release_async(id);
+  if (running_on(link.get_executor())) return release_async(id);
   auto answered = std::make_shared<std::promise<void>>();
   auto f = answered->get_future();
   release_async(id, [answered] { answered->set_value(); });
   // Not answered by then: it stays counted as background work (shutdown() can still wait for it).
-  (void)f.wait_for(options_.timeout);
+  (void)f.wait_for(options.timeout);
 }
 
 void semaphore_core::abandon(const std::string& id, std::function<void()> then) {
   unregister_waiter(id);
   begin_background();
-  async_command(make("cancel", {id, wake_key_}), call_deadline({}),
+  async_command(make("cancel", {id, wake_key}), call_deadline({}),
                 [self = shared_from_this(), id, then = std::move(then)](boost::system::error_code ec, reply r) mutable {
                   const auto v = ec ? std::nullopt : integers(r, 1);
                   if (v && (*v)[0] == granted) {

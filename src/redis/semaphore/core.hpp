@@ -75,25 +75,25 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   using grant_reply = std::vector<std::int64_t>;
 
   // `waker`: a client of the same server(s) of its own, for the blocking BLMPOP; `close_waker` closes it.
-  semaphore_core(client& conn, std::unique_ptr<client> waker, std::function<void()> close_waker, std::string name,
-                 std::int64_t capacity, semaphore_options options);
+  semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
+                 std::string semaphore_name, std::int64_t capacity, semaphore_options o);
 
   // ---- script calls (core.cpp) ----
   command make(const char* op, std::initializer_list<std::string> args) const;
   // The script call `op`, blocking until `deadline`, on the connection (which must be alive).
   result call(std::optional<steady::time_point> deadline, const char* op, std::initializer_list<std::string> args) {
-    return evalsha_until(conn_, deadline, semaphore_script(), make(op, args));
+    return evalsha_until(conn, deadline, semaphore_script(), make(op, args));
   }
   // `cmd` through the link, completing `handler(error_code, reply)` through its executor (the connection's by
   // default).
   template <class Handler>
   void async_command(command cmd, std::optional<steady::time_point> deadline, Handler&& handler) {
     asio::async_compose<Handler, void(boost::system::error_code, reply)>(
-        evalsha_op{&link_, &semaphore_script(), std::move(cmd), deadline}, handler, link_.get_executor());
+        evalsha_op{&link, &semaphore_script(), std::move(cmd), deadline}, handler, link.get_executor());
   }
   // now + options().timeout, or `limit` if earlier.
   std::optional<steady::time_point> call_deadline(std::optional<steady::time_point> limit) const {
-    const auto d = steady::now() + options_.timeout;
+    const auto d = steady::now() + options.timeout;
     return limit ? std::min(d, *limit) : d;
   }
   command acquire_command(const std::string& id, std::int64_t n, bool wait) const;
@@ -135,18 +135,18 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // of this object, returned to the call that made them instead of pushed on the wake list) to their waiters.
   void deliver_grants(const reply& r, std::size_t from);
   void close() {
-    closing_ = true;
+    closing = true;
     close_waker_();
   }
 
-  client& conn_;      // for the blocking calls of the semaphore's and its leases' users
-  client_link link_;  // for asynchronous calls, whose handlers may run after the client's destruction
-  std::string name_;
-  std::string capacity_;  // the capacity to start with (ARGV[2])
-  semaphore_options options_;
-  std::vector<std::string> keys_;
-  std::string wake_key_;
-  std::atomic<bool> closing_{false};
+  client& conn;      // for the blocking calls of the semaphore's and its leases' users
+  client_link link;  // for asynchronous calls, whose handlers may run after the client's destruction
+  std::string name;
+  std::string initial_capacity;  // the capacity to start with (ARGV[2])
+  semaphore_options options;
+  std::vector<std::string> keys;
+  std::string wake_key;
+  std::atomic<bool> closing{false};
 
  private:
   void begin_background();
@@ -156,7 +156,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   void renew_due_leases();                                      // on renewal_strand_
   void dispatch_locked(const reply& grants, std::size_t from);  // wake_mutex_ held
 
-  std::unique_ptr<client> waker_;  // blocked in BLMPOP on wake_key_ while this process has waiters
+  std::unique_ptr<client> waker_;  // blocked in BLMPOP on wake_key while this process has waiters
   std::function<void()> close_waker_;
   asio::steady_timer waker_timer_;  // the pause after a failed BLMPOP
 

@@ -29,7 +29,7 @@ std::pair<lease::release_status, std::error_code> lease::release() {
   core_->stop_renewal();
   // A lease found lost is still asked for: Redis says whether it had it.
   (void)core_->state.exchange(lease_state::released);
-  const result r = core_->sem->call(core_->sem->call_deadline({}), "release", {core_->id, core_->sem->wake_key_});
+  const result r = core_->sem->call(core_->sem->call_deadline({}), "release", {core_->id, core_->sem->wake_key});
   if (r.error) return {release_status::failed, detail::as_error(r.error)};
   const auto v = detail::integers(r.value, 1);
   if (!v) return {release_status::failed, detail::script_error()};
@@ -41,7 +41,7 @@ std::pair<bool, std::error_code> lease::renew() {
   if (!core_ || core_->state.load() != lease_state::held) return {false, {}};
   const auto sent = std::chrono::steady_clock::now();
   const result r = core_->sem->call(core_->sem->call_deadline({}), "renew",
-                                    {core_->id, std::to_string(detail::to_us(core_->sem->options_.lease_ttl))});
+                                    {core_->id, std::to_string(detail::to_us(core_->sem->options.lease_ttl))});
   if (r.error) return {false, detail::as_error(r.error)};
   const auto v = detail::integers(r.value, 2);
   if (!v) return {false, detail::script_error()};

@@ -20,14 +20,14 @@ lease_core::lease_core(std::shared_ptr<semaphore_core> s, std::string i, std::in
 
 void lease_core::mark_lost() {
   lease_state expected = lease_state::held;
-  if (state.compare_exchange_strong(expected, lease_state::lost) && sem->options_.on_lease_lost) {
-    sem->options_.on_lease_lost(id, token);
+  if (state.compare_exchange_strong(expected, lease_state::lost) && sem->options.on_lease_lost) {
+    sem->options.on_lease_lost(id, token);
   }
 }
 
 void lease_core::renewed(std::int64_t expiry_us, steady::time_point sent) {
   expires_us.store(expiry_us, std::memory_order_relaxed);
-  local_expiry.store((sent + sem->options_.lease_ttl).time_since_epoch().count(), std::memory_order_relaxed);
+  local_expiry.store((sent + sem->options.lease_ttl).time_since_epoch().count(), std::memory_order_relaxed);
 }
 
 void semaphore_core::schedule_renewal(const std::shared_ptr<lease_core>& l, steady::time_point due) {
@@ -87,11 +87,11 @@ void semaphore_core::renew_due_leases() {
     }
     renewal_armed_ = steady::time_point::max();
   }
-  const auto every = std::max<steady::duration>(options_.lease_ttl / 3, std::chrono::milliseconds(1));
+  const auto every = std::max<steady::duration>(options.lease_ttl / 3, std::chrono::milliseconds(1));
   for (auto& l : due) {
     if (l->state.load() != lease_state::held) continue;
     const auto sent = steady::now();
-    async_command(make("renew", {l->id, std::to_string(to_us(options_.lease_ttl))}), call_deadline({}),
+    async_command(make("renew", {l->id, std::to_string(to_us(options.lease_ttl))}), call_deadline({}),
                   [l, sent, every](boost::system::error_code e, reply r) {
                     if (l->state.load() != lease_state::held) return;
                     const auto v = e ? std::nullopt : integers(r, 2);

@@ -147,7 +147,7 @@ semaphore_result semaphore::try_acquire_until(clock::time_point deadline, std::i
 
 std::error_code semaphore::set_capacity(std::int64_t capacity) {
   check_capacity(capacity);
-  const result r = core_->call(core_->call_deadline({}), "set_capacity", {std::to_string(capacity), core_->wake_key_});
+  const result r = core_->call(core_->call_deadline({}), "set_capacity", {std::to_string(capacity), core_->wake_key});
   if (r.error) return detail::as_error(r.error);
   if (!integers(r.value, 1)) return script_error();
   core_->deliver_grants(r.value, 3);
@@ -163,14 +163,14 @@ std::pair<std::size_t, std::error_code> semaphore::shutdown(clock::time_point de
   return core_->drain(deadline);
 }
 std::pair<std::size_t, std::error_code> semaphore::shutdown() {
-  return shutdown(clock::now() + core_->options_.timeout);
+  return shutdown(clock::now() + core_->options.timeout);
 }
 void semaphore::when_drained(std::function<void(std::size_t, std::error_code)> done) {
   core_->when_drained(std::move(done));
 }
 
-const std::string& semaphore::name() const noexcept { return core_->name_; }
-const semaphore_options& semaphore::options() const noexcept { return core_->options_; }
+const std::string& semaphore::name() const noexcept { return core_->name; }
+const semaphore_options& semaphore::options() const noexcept { return core_->options; }
 
 std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(client& conn, const std::string& name,
                                                                  std::size_t most) {

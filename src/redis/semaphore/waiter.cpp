@@ -21,11 +21,11 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
         deadline_(deadline),
         timed_(timed),
         completion_(std::move(completion)),
-        strand_(asio::make_strand(core_->link_.get_executor())),
+        strand_(asio::make_strand(core_->link.get_executor())),
         poll_timer_(strand_),
         deadline_timer_(strand_),
         id_(random_id()),
-        waiter_ttl_(std::to_string(to_us(core_->options_.waiter_ttl))) {}
+        waiter_ttl_(std::to_string(to_us(core_->options.waiter_ttl))) {}
 
   void start() {
     asio::post(strand_, [self = shared_from_this()] {
@@ -89,7 +89,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     enqueue();
   }
   void arm() {
-    poll_timer_.expires_after(core_->options_.poll_interval);
+    poll_timer_.expires_after(core_->options.poll_interval);
     poll_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (!ec) self->poll();
     });
@@ -228,7 +228,7 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
   if (!r) {
     // Not granted: before returning, the request leaves the queue (and a grant that raced with the stop or the
     // deadline goes back), within options().timeout. What is not answered by then stays background work.
-    lease raced = completion->wait_settled(steady::now() + options_.timeout);
+    lease raced = completion->wait_settled(steady::now() + options.timeout);
     if (raced) (void)raced.release();
   }
   return r;
@@ -241,6 +241,6 @@ std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semap
 }
 void start(const std::shared_ptr<async_acquire_op>& op) { op->start(); }
 void cancel(const std::shared_ptr<async_acquire_op>& op) { op->cancel(); }
-asio::any_io_executor executor_of(const semaphore_core& core) noexcept { return core.link_.get_executor(); }
+asio::any_io_executor executor_of(const semaphore_core& core) noexcept { return core.link.get_executor(); }
 
 }  // namespace admit::redis::detail

@@ -60,27 +60,27 @@ void semaphore_core::deliver_grants(const reply& r, std::size_t from) {
 void semaphore_core::waker_loop() {
   {
     const std::lock_guard lock(wake_mutex_);
-    if (waiters_.empty() || closing_) {
+    if (waiters_.empty() || closing) {
       waker_running_ = false;
       return;
     }
   }
-  const auto wait = std::max<std::chrono::milliseconds>(options_.poll_interval, std::chrono::milliseconds(1));
+  const auto wait = std::max<std::chrono::milliseconds>(options.poll_interval, std::chrono::milliseconds(1));
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.3f", std::chrono::duration<double>(wait).count());
   // BLMPOP ... RIGHT COUNT: every grant waiting on the list (up to 128), oldest first, in one reply — one wake-up per
   // round trip would fall behind the grants of a busy semaphore.
   waker_->async_execute_command(
-      steady::now() + wait + options_.timeout, command{"BLMPOP", seconds, "1", wake_key_, "RIGHT", "COUNT", "128"},
+      steady::now() + wait + options.timeout, command{"BLMPOP", seconds, "1", wake_key, "RIGHT", "COUNT", "128"},
       [self = shared_from_this()](boost::system::error_code ec, reply r) {
         // {key, {"id:n:token:expiry:now", ...}} (semaphore.lua), or nil after the timeout
         if (!ec && r.is_array() && r.elements().size() == 2 && r.elements()[1].is_array()) {
           const std::lock_guard lock(self->wake_mutex_);
           self->dispatch_locked(r.elements()[1], 0);
         }
-        if (ec && !self->closing_) {
+        if (ec && !self->closing) {
           // Redis is away: the waiters poll meanwhile; try again after a pause instead of spinning.
-          self->waker_timer_.expires_after(self->options_.poll_interval);
+          self->waker_timer_.expires_after(self->options.poll_interval);
           self->waker_timer_.async_wait([self](boost::system::error_code) { self->waker_loop(); });
           return;
         }
