@@ -115,7 +115,7 @@ class [[nodiscard]] lease {
   lease(const lease&) = delete;
   lease& operator=(const lease&) = delete;
   // Releases if still held. Off the connection's executor thread it waits for Redis's answer, at most the
-  // semaphore's options().timeout (one round trip, ~0.1 ms on loopback; a Redis that does not answer delays the
+  // semaphore's options().timeout (one round trip; a Redis that does not answer delays the
   // destructor by the timeout, and the release then goes on in the background). On the executor's thread (an
   // io_context's, a strand of one or a thread_pool's; any executor of another kind counts as that) it does not
   // wait: the release is background work that semaphore::shutdown() waits for.
