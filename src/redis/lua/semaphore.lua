@@ -43,11 +43,12 @@ local function num(x, what)
 end
 
 -- meta, read once and written once at the end (dirty fields only)
-local capacity, free, fence, next_due
+local capacity, free, fence, next_due, seq
 local dirty = {}
 do
-  local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next')
+  local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next', 'seq')
   capacity, free, fence, next_due = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
+  seq = tonumber(m[5]) or 0
   if not capacity then
     if op == 'inspect' then return { 5, 0, now } end -- no such semaphore: nothing is created by looking
     capacity = num(ARGV[2], 'capacity')
@@ -61,6 +62,7 @@ local function save()
   if dirty.free then args[#args + 1] = 'free'; args[#args + 1] = int(free) end
   if dirty.fence then args[#args + 1] = 'fence'; args[#args + 1] = int(fence) end
   if dirty.next then args[#args + 1] = 'next'; args[#args + 1] = int(next_due) end
+  if dirty.seq then args[#args + 1] = 'seq'; args[#args + 1] = int(seq) end
   if #args > 0 then redis.call('HSET', meta, unpack(args)) end
 end
 local function take(n)
@@ -97,7 +99,14 @@ local function drop_waiter(id)
   redis.call('ZREM', expiry, id)
 end
 
-local function take_lease(id)
+-- The permits of lease `id` (nil when there is no such lease), which is removed. `n`: its permits when the caller
+-- knows them (the lease's own release), else read.
+local function take_lease(id, n)
+  if n then
+    if redis.call('ZREM', holders, id) == 0 then return nil end
+    redis.call('HDEL', leases, id)
+    return n
+  end
   local v = redis.call('HGET', leases, id)
   if not v then return nil end
   redis.call('HDEL', leases, id)
@@ -131,9 +140,11 @@ end
 
 -- The head waiters are granted, in order, while their requests fit (a head that does not fit holds back everyone
 -- behind it: no overtaking, so large requests cannot starve). A grant to a waiter on wake list `mine` goes into
--- `handed` (returned to the caller) instead of its wake list. Returns whether anyone is still queued.
-local function serve(mine, handed)
+-- `handed` (returned to the caller) instead of its wake list. Stops as soon as no permit is free, unless `all` (then
+-- a head larger than the capacity is dropped even so). Returns whether anyone is still queued (nil: not looked).
+local function serve(mine, handed, all)
   while true do
+    if free <= 0 and not all then return nil end
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
     if not head then return false end
     local v = redis.call('HGET', waiters, head)
@@ -193,8 +204,10 @@ if op == 'acquire' then
     return { 0, n, token, expires, now }
   end
   if ARGV[6] ~= '1' then save(); return { 2, free, now } end
-  if redis.call('ZCARD', queue) >= num(ARGV[7], 'max waiters') then save(); return { 3, free, now } end
-  local seq = redis.call('HINCRBY', meta, 'seq', 1)
+  local most = num(ARGV[7], 'max waiters') -- negative: no limit
+  if most >= 0 and redis.call('ZCARD', queue) >= most then save(); return { 3, free, now } end
+  seq = seq + 1
+  dirty.seq = true
   redis.call('ZADD', queue, seq, id)
   redis.call('HSET', waiters, id, int(n) .. ':' .. int(ttl) .. ':' .. ARGV[9])
   local until_us = now + num(ARGV[8], 'waiter ttl')
@@ -229,8 +242,9 @@ elseif op == 'cancel' then
   save()
   return { 5, 0, now }
 elseif op == 'release' then
-  -- ARGV[3] id, [4] the caller's wake key: the lease's permits go to the head waiters, or back to the free count
-  local n = take_lease(ARGV[3])
+  -- ARGV[3] id, [4] the caller's wake key, [5] the lease's permits (optional): they go to the head waiters, or back
+  -- to the free count
+  local n = take_lease(ARGV[3], ARGV[5] and num(ARGV[5], 'n'))
   if not n then save(); return { 5, 0, now } end
   take(-n)
   local handed = {}
@@ -254,7 +268,7 @@ elseif op == 'set_capacity' then
   capacity = c
   dirty.capacity = true
   local handed = {}
-  serve(ARGV[4], handed)
+  serve(ARGV[4], handed, true)
   save()
   return with_grants(0, capacity, handed)
 elseif op == 'inspect' then

@@ -126,9 +126,13 @@ command semaphore_core::make(const char* op, std::initializer_list<std::string> 
 }
 
 command semaphore_core::acquire_command(const std::string& id, std::int64_t n, bool wait) const {
-  const std::size_t max_waiters = std::min<std::size_t>(options.max_waiters, std::numeric_limits<std::int64_t>::max());
+  // -1: no limit (the script then does not count the queue).
+  const std::string max_waiters =
+      options.max_waiters >= static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
+          ? "-1"
+          : std::to_string(options.max_waiters);
   return make("acquire", {id, std::to_string(n), std::to_string(to_us(options.lease_ttl)), wait ? "1" : "0",
-                          std::to_string(max_waiters), std::to_string(to_us(options.waiter_ttl)), wake_key});
+                          max_waiters, std::to_string(to_us(options.waiter_ttl)), wake_key});
 }
 
 std::optional<semaphore_result> semaphore_core::judge(const std::string& id, const boost::system::error_code& ec,
@@ -214,9 +218,10 @@ void semaphore_core::end_background(bool delivered, std::error_code ec) {
   for (auto& d : done) d(undelivered, failure);
 }
 
-void semaphore_core::release_async(const std::string& id, std::function<void()> then) {
+void semaphore_core::release_async(const std::string& id, std::int64_t n, std::function<void()> then) {
   begin_background();
-  async_command(make("release", {id, wake_key}), call_deadline({}),
+  async_command(n > 0 ? make("release", {id, wake_key, std::to_string(n)}) : make("release", {id, wake_key}),
+                call_deadline({}),
                 [self = shared_from_this(), then = std::move(then)](boost::system::error_code ec, reply r) {
                   // Delivered: Redis answered (released, or it no longer had the lease: nothing left to give back).
                   const bool delivered = !ec && integers(r, 1).has_value();
@@ -226,11 +231,11 @@ void semaphore_core::release_async(const std::string& id, std::function<void()> 
                 });
 }
 
-void semaphore_core::release_before_return(const std::string& id) {
-  if (running_on(link.get_executor())) return release_async(id);
+void semaphore_core::release_before_return(const std::string& id, std::int64_t n) {
+  if (running_on(link.get_executor())) return release_async(id, n);
   auto answered = std::make_shared<std::promise<void>>();
   auto f = answered->get_future();
-  release_async(id, [answered] { answered->set_value(); });
+  release_async(id, n, [answered] { answered->set_value(); });
   // Not answered by then: it stays counted as background work (shutdown() can still wait for it).
   (void)f.wait_for(options.timeout);
 }
@@ -242,7 +247,7 @@ void semaphore_core::abandon(const std::string& id, std::function<void()> then) 
                 [self = shared_from_this(), id, then = std::move(then)](boost::system::error_code ec, reply r) mutable {
                   const auto v = ec ? std::nullopt : integers(r, 1);
                   if (v && (*v)[0] == granted) {
-                    self->release_async(id, std::move(then));  // a grant came first: it goes back at once
+                    self->release_async(id, 0, std::move(then));  // a grant came first: it goes back at once
                     self->end_background(true, {});
                     return;
                   }

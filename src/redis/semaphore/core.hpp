@@ -109,11 +109,12 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   semaphore_result try_acquire(std::int64_t n);
 
   // ---- background work (core.cpp): releases and queue-leaves not waited for by their caller ----
-  // Releases lease `id` through the link; `then` runs once it is answered (or failed). Counted until then.
-  void release_async(const std::string& id, std::function<void()> then = {});
+  // Releases lease `id` of `n` permits (0: unknown, Redis looks it up) through the link; `then` runs once it is
+  // answered (or failed). Counted until then.
+  void release_async(const std::string& id, std::int64_t n, std::function<void()> then = {});
   // Releases `id` and waits for the answer until options().timeout from now — unless the calling thread runs the
   // connection's executor, where it cannot wait: then as release_async. Used by ~lease.
-  void release_before_return(const std::string& id);
+  void release_before_return(const std::string& id, std::int64_t n);
   // Leaves the queue (a grant that came first is released); `then` runs when that is done. Counted until then.
   void abandon(const std::string& id, std::function<void()> then = {});
   // Waits until no background work is in flight or `deadline`: {not delivered, error} (see semaphore::shutdown).

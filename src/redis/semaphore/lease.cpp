@@ -20,7 +20,7 @@ lease::~lease() {
   core_->stop_renewal();
   lease_state expected = lease_state::held;
   if (core_->state.compare_exchange_strong(expected, lease_state::released)) {
-    core_->sem->release_before_return(core_->id);
+    core_->sem->release_before_return(core_->id, core_->n);
   }
 }
 
@@ -29,7 +29,8 @@ std::pair<lease::release_status, std::error_code> lease::release() {
   core_->stop_renewal();
   // A lease found lost is still asked for: Redis says whether it had it.
   (void)core_->state.exchange(lease_state::released);
-  const result r = core_->sem->call(core_->sem->call_deadline({}), "release", {core_->id, core_->sem->wake_key});
+  const result r = core_->sem->call(core_->sem->call_deadline({}), "release",
+                                    {core_->id, core_->sem->wake_key, std::to_string(core_->n)});
   if (r.error) return {release_status::failed, detail::as_error(r.error)};
   const auto v = detail::integers(r.value, 1);
   if (!v) return {release_status::failed, detail::script_error()};
