@@ -20,9 +20,10 @@
 //   largest token it has seen and refuses smaller ones is safe from stale holders (examples/redis_fencing).
 // - FIFO across hosts, hand-off, no herd. Waiters queue in Redis in arrival order. A release (or an expiry, or a
 //   capacity increase) grants the head waiter(s) directly — a large request at the head holds back smaller ones
-//   behind it — and wakes exactly those, by pushing their grant on their process's wake list (one LPUSH per grant; each
-//   semaphore object has its own wake list and one connection blocked on it in BLMPOP, which takes every waiting grant
-//   at once). A lost wake-up costs at most poll_interval, never a hang: every waiter polls its state that often.
+//   behind it — and wakes exactly those: a grant to a waiter of the same semaphore object comes back in the release's
+//   reply; any other is pushed on its process's wake list (one LPUSH per grant; each semaphore object has its own wake
+//   list and one connection blocked on it in BLMPOP, which takes every waiting grant at once). A lost wake-up costs at
+//   most poll_interval, never a hang: every waiter polls its state that often.
 // - A waiter that dies leaves the queue waiter_ttl after its last poll; it cannot block the queue.
 // - Every identity is per acquisition (128 random bits), never per host; every key shares the hash tag {name}.
 // - max_waiters bounds the queue across the fleet: a request that would have to wait behind that many fails with
