@@ -7,12 +7,15 @@
 
 #include <admit_redis_lua/semaphore_lua.hpp>
 #include <algorithm>
+#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/prefer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdio>
 #include <future>
 #include <limits>
 #include <random>
+#include <type_traits>
 
 #include "hash_tag.hpp"
 
@@ -92,7 +95,10 @@ std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t co
 }
 
 bool running_on(const asio::any_io_executor& ex) noexcept {
+  using tracked = std::decay_t<decltype(asio::prefer(std::declval<asio::io_context::executor_type>(),
+                                                     asio::execution::outstanding_work.tracked))>;
   if (const auto* io = ex.target<asio::io_context::executor_type>()) return io->running_in_this_thread();
+  if (const auto* io = ex.target<tracked>()) return io->running_in_this_thread();
   if (const auto* s = ex.target<asio::strand<asio::io_context::executor_type>>()) {
     return s->get_inner_executor().running_in_this_thread();
   }

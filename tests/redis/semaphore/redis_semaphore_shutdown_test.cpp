@@ -156,11 +156,15 @@ TEST(RedisSemaphoreShutdown, ShutdownWaitsForReleasesAndLeavesSentInTheBackgroun
   semaphore observer(observer_conn, "background", 1, quiet_options());
 
   std::promise<std::error_code> got;
+  steady::duration destroying{};
   s.async_acquire(1, [&](std::error_code ec, lease l) {
+    const auto start = steady::now();
+    l = lease();  // destroyed on the executor's thread: released in the background, without waiting
+    destroying = steady::now() - start;
     got.set_value(ec);
-    l = lease();  // destroyed on the executor's thread: released in the background
   });
   ASSERT_EQ(got.get_future().get(), std::error_code());
+  EXPECT_LT(destroying, s.options().timeout / 2) << "the destructor waited on the executor's thread";
 
   auto held = observer.try_acquire_for(5s);  // after the background release
   ASSERT_TRUE(held);
