@@ -223,10 +223,18 @@ EOF
   # Same-run ratios of cycles/s: admit ÷ each reference (> 1: admit completes more cycles).
   ratio() { if [[ "${1:--}" == - || "${2:--}" == - ]]; then printf '—'; else awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f×", a / b }'; fi; }
   printf '\nSame-run ratios of cycles/s, admit ÷ the reference (medians of this run):\n\n'
-  printf '| case | ÷ redis-semaphore | ÷ Bottleneck |\n| --- | --- | --- |\n'
+  # per_round C:K REF: admit ÷ REF in each round (raw.tsv holds the rounds in order).
+  per_round() {
+    awk -v c="$1" -v ref="$2" '$3 == "cycles" && $4 ":" $5 == c { n[$1]++; v[$1, n[$1]] = $7 }
+      END { for (i = 1; i <= n["admit"]; ++i) if (v[ref, i] > 0) printf "%s%.2f", (i > 1 ? ", " : ""), v["admit", i] / v[ref, i] }' "$raw"
+  }
+  printf '| case | ÷ redis-semaphore | per round | ÷ Bottleneck | per round |\n| --- | --- | --- | --- | --- |\n'
   for c in 1/1 64/8; do
-    printf '| cycles %s | %s | %s |\n' "${c/\//:}" "$(ratio "${cps[admit:default/cycles/$c]:--}" "${cps[redis-semaphore:default/cycles/$c]:--}")" \
-      "$(ratio "${cps[admit:default/cycles/$c]:--}" "${cps[bottleneck:default/cycles/$c]:--}")"
+    printf '| cycles %s | %s | %s | %s | %s |\n' "${c/\//:}" \
+      "$(ratio "${cps[admit:default/cycles/$c]:--}" "${cps[redis-semaphore:default/cycles/$c]:--}")" \
+      "$(per_round "${c/\//:}" redis-semaphore)" \
+      "$(ratio "${cps[admit:default/cycles/$c]:--}" "${cps[bottleneck:default/cycles/$c]:--}")" \
+      "$(per_round "${c/\//:}" bottleneck)"
   done
   cat <<EOF
 

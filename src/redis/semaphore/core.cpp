@@ -103,7 +103,8 @@ bool running_on(const asio::any_io_executor& ex) noexcept {
     return s->get_inner_executor().running_in_this_thread();
   }
   if (const auto* pool = ex.target<asio::thread_pool::executor_type>()) return pool->running_in_this_thread();
-  return false;
+  if (const auto* s = ex.target<asio::strand<asio::any_io_executor>>()) return running_on(s->get_inner_executor());
+  return true;  // cannot be told: never wait for a reply this thread might have to read
 }
 
 semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,

@@ -64,8 +64,9 @@ std::vector<std::string> semaphore_keys(const std::string& name);
 std::int64_t to_us(std::chrono::milliseconds d);
 // A reply {status, ...} whose first `count` elements are integers; nullopt for any other shape.
 std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t count);
-// Whether the calling thread is running `ex` (an io_context's, a strand of one, or a thread_pool's executor): a
-// blocking wait for a reply there could not be answered. False for an executor of another kind.
+// Whether the calling thread may be running `ex` — a blocking wait for a reply there could not be answered. Exact for
+// an io_context's executor (with or without tracked work), a strand of one, and a thread_pool's; true for an executor
+// of another kind (it cannot be told).
 bool running_on(const asio::any_io_executor& ex) noexcept;
 
 class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
