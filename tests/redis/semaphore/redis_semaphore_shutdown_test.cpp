@@ -129,6 +129,7 @@ void expect_cancelled_waiter_leaves(const std::string& how) {
   EXPECT_EQ(holder.inspect().first.waiter_count, 1) << "the child's request is still queued after it exited";
 
   const auto released = steady::now();
+  const auto before_release = holder.inspect().first.server_time;  // Redis's clock
   ASSERT_EQ(held->release().first, lease::release_status::released);
   const auto snap = holder.inspect().first;
   EXPECT_EQ(snap.waiter_count, 0);
@@ -137,6 +138,9 @@ void expect_cancelled_waiter_leaves(const std::string& how) {
   auto r = second.get();
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_LT(steady::now() - released, 1s);
+  // On Redis's clock, the grant (its expiry minus lease_ttl) came within 10 ms of the moment before the release.
+  const auto granted_at = r->expires_at() - std::chrono::duration_cast<std::chrono::microseconds>(o.lease_ttl);
+  EXPECT_LT(granted_at - before_release, 10ms);
 }
 
 TEST(RedisSemaphoreShutdown, AWaiterStoppedRightBeforeExitLeavesTheQueue) { expect_cancelled_waiter_leaves("stop"); }
