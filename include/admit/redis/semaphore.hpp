@@ -74,6 +74,7 @@
 #include "admit/redis/client/client.hpp"
 #include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
+#include "admit/redis/limiter_options.hpp"
 
 namespace admit::redis {
 
@@ -105,6 +106,18 @@ struct semaphore_options {
   std::chrono::milliseconds timeout{1'000};
   // Called when a lease this process holds is found lost (on the thread that found it; must not block).
   std::function<void(const std::string& lease_id, std::int64_t fencing_token)> on_lease_lost{};
+  // What an acquisition does when Redis cannot answer it — its call failed for want of an answer (timeout, refused or
+  // lost connection), or the breaker is open. failure_policy::fail_closed (the default): it fails with that error
+  // (limiter_errc::circuit_open when the breaker kept the call from Redis). failure_policy::fail_open: it gets a
+  // local lease instead (fencing_token() 0, id() "local:...", never in Redis) while this semaphore object holds
+  // fewer than local_cap permits in local leases, and fails as fail_closed beyond that. The over-admission bound
+  // while Redis is away: local_cap permits per semaphore object, on top of the leases Redis still counts.
+  // failure_policy::local_fallback is not accepted (std::invalid_argument). A waiter already queued keeps polling
+  // until its deadline, as without a policy.
+  failure_policy on_failure = failure_policy::fail_closed;
+  std::int64_t local_cap = 1;  // >= 0
+  // Consecutive failed acquisitions that stop calling Redis for breaker.open_for; failure_threshold 0 disables it.
+  circuit_breaker_options breaker{};
 };
 
 // A granted lease: `count()` permits of the semaphore until released, destroyed, or lost. Move-only.

@@ -17,6 +17,7 @@
 #include <random>
 #include <type_traits>
 
+#include "admit/redis/limiter_result.hpp"
 #include "hash_tag.hpp"
 
 namespace admit::redis {
@@ -116,6 +117,7 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
       options(std::move(o)),
       keys(semaphore_keys(name)),
       wake_key(key_prefix(name) + "wake:" + random_id()),
+      breaker(options.breaker),
       waker_(std::move(waker)),
       close_waker_(std::move(close_waker)),
       waker_timer_(c.get_executor()),
@@ -184,10 +186,34 @@ semaphore_result semaphore_core::make_lease(const std::string& id, const std::ve
   return semaphore_result(lease(std::move(core)));
 }
 
+bool is_outage(const boost::system::error_code& ec) noexcept { return ec && ec != asio::error::operation_aborted; }
+
+semaphore_result semaphore_core::degrade(std::int64_t n, std::error_code why) {
+  if (options.on_failure == failure_policy::fail_open) {
+    std::int64_t held = local_held.load();
+    while (held + n <= options.local_cap) {
+      if (local_held.compare_exchange_weak(held, held + n)) {
+        auto core = std::make_shared<lease_core>(shared_from_this(), "local:" + random_id(), n, 0, 0, steady::now());
+        core->local = true;
+        return semaphore_result(lease(std::move(core)));
+      }
+    }
+  }
+  return semaphore_result(why);
+}
+
 semaphore_result semaphore_core::try_acquire(std::int64_t n) {
+  const breaker_pass pass = breaker.allow(steady::now());
+  if (pass == breaker_pass::refused) return degrade(n, make_error_code(limiter_errc::circuit_open));
   const std::string id = random_id();
   const steady::time_point sent = steady::now();
   const result r = evalsha_until(conn, call_deadline({}), semaphore_script(), acquire_command(id, n, false));
+  if (is_outage(r.error)) {
+    breaker.on_failure(steady::now(), pass);
+    (void)judge(id, r.error, r.value, sent);  // leaves whatever the call may have done
+    return degrade(n, as_error(r.error));
+  }
+  if (!r.error) breaker.on_success();
   if (auto done = judge(id, r.error, r.value, sent)) return std::move(*done);
   abandon(id);  // queued although told not to wait: a script out of step with this client
   return semaphore_result(script_error());

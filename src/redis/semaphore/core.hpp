@@ -64,6 +64,8 @@ std::vector<std::string> semaphore_keys(const std::string& name);
 std::int64_t to_us(std::chrono::milliseconds d);
 // A reply {status, ...} whose first `count` elements are integers; nullopt for any other shape.
 std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t count);
+// Whether `ec` says Redis did not answer (it feeds the breaker and the failure policy), as opposed to an answer.
+bool is_outage(const boost::system::error_code& ec) noexcept;
 // Whether the calling thread may be running `ex` — a blocking wait for a reply there could not be answered. Exact for
 // an io_context's executor (with or without tracked work), a strand of one, and a thread_pool's; true for an executor
 // of another kind (it cannot be told).
@@ -149,6 +151,11 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::vector<std::string> keys;
   std::string wake_key;
   std::atomic<bool> closing{false};
+  circuit_breaker breaker;
+  std::atomic<std::int64_t> local_held{0};  // permits in local leases (failure_policy::fail_open)
+
+  // The failure policy for an acquisition of `n` that Redis could not answer (`why`): a local lease, or `why`.
+  semaphore_result degrade(std::int64_t n, std::error_code why);
 
  private:
   void begin_background();
@@ -192,7 +199,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
 // One lease's shared state: what the lease object, its renewal and a release in flight share.
 struct lease_core : std::enable_shared_from_this<lease_core> {
   lease_core(std::shared_ptr<semaphore_core> s, std::string i, std::int64_t count, std::int64_t fence,
-             std::int64_t expiry_us, steady::time_point local);
+             std::int64_t expiry_us, steady::time_point local_expiry_at);
 
   std::shared_ptr<semaphore_core> sem;
   std::string id;
@@ -201,6 +208,7 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   std::atomic<std::int64_t> expires_us;
   std::atomic<steady::rep> local_expiry;  // conservative local estimate of the expiry (steady clock ticks)
   std::atomic<lease_state> state{lease_state::held};
+  bool local = false;  // granted by the failure policy, not by Redis: nothing to release or renew there
   // Its place in the semaphore's renewals_ (guarded by the semaphore's renewal_mutex_).
   std::optional<std::multimap<steady::time_point, std::weak_ptr<lease_core>>::iterator> renewal;
 

@@ -20,7 +20,11 @@ lease::~lease() {
   core_->stop_renewal();
   lease_state expected = lease_state::held;
   if (core_->state.compare_exchange_strong(expected, lease_state::released)) {
-    core_->sem->release_before_return(core_->id, core_->n);
+    if (core_->local) {
+      core_->sem->local_held -= core_->n;
+    } else {
+      core_->sem->release_before_return(core_->id, core_->n);
+    }
   }
 }
 
@@ -28,7 +32,12 @@ std::pair<lease::release_status, std::error_code> lease::release() {
   if (!core_) return {release_status::not_held, {}};
   core_->stop_renewal();
   // A lease found lost is still asked for: Redis says whether it had it.
-  (void)core_->state.exchange(lease_state::released);
+  const lease_state before = core_->state.exchange(lease_state::released);
+  if (core_->local) {
+    if (before == lease_state::released) return {release_status::not_held, {}};
+    core_->sem->local_held -= core_->n;
+    return {release_status::released, {}};
+  }
   const result r = core_->sem->call(core_->sem->call_deadline({}), "release",
                                     {core_->id, core_->sem->wake_key, std::to_string(core_->n)});
   if (r.error) return {release_status::failed, detail::as_error(r.error)};
@@ -40,6 +49,7 @@ std::pair<lease::release_status, std::error_code> lease::release() {
 
 std::pair<bool, std::error_code> lease::renew() {
   if (!core_ || core_->state.load() != lease_state::held) return {false, {}};
+  if (core_->local) return {true, {}};  // not in Redis: nothing expires
   const auto sent = std::chrono::steady_clock::now();
   const result r = core_->sem->call(core_->sem->call_deadline({}), "renew",
                                     {core_->id, std::to_string(detail::to_us(core_->sem->options.lease_ttl))});

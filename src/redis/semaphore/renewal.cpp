@@ -10,13 +10,13 @@
 namespace admit::redis::detail {
 
 lease_core::lease_core(std::shared_ptr<semaphore_core> s, std::string i, std::int64_t count, std::int64_t fence,
-                       std::int64_t expiry_us, steady::time_point local)
+                       std::int64_t expiry_us, steady::time_point local_expiry_at)
     : sem(std::move(s)),
       id(std::move(i)),
       n(count),
       token(fence),
       expires_us(expiry_us),
-      local_expiry(local.time_since_epoch().count()) {}
+      local_expiry(local_expiry_at.time_since_epoch().count()) {}
 
 void lease_core::mark_lost() {
   lease_state expected = lease_state::held;

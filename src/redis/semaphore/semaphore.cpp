@@ -95,6 +95,14 @@ void check_options(const semaphore_options& options) {
   bounded(options.poll_interval, "poll_interval");
   bounded(options.timeout, "timeout");
   bounded(options.waiter_ttl, "waiter_ttl");
+  if (options.on_failure == failure_policy::local_fallback) {
+    throw std::invalid_argument(
+        "admit::redis::semaphore: options.on_failure must be fail_closed or fail_open, got local_fallback");
+  }
+  if (options.local_cap < 0) {
+    throw std::invalid_argument("admit::redis::semaphore: options.local_cap must be at least 0, got " +
+                                std::to_string(options.local_cap));
+  }
   // A live waiter polls every poll_interval, each poll taking up to timeout: a shorter waiter_ttl would expire it.
   if (options.waiter_ttl.count() != 0 && options.waiter_ttl <= options.poll_interval + options.timeout) {
     throw std::invalid_argument("admit::redis::semaphore: options.waiter_ttl must exceed poll_interval + timeout (" +

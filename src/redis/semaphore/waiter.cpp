@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <future>
 
+#include "admit/redis/limiter_result.hpp"
 #include "core.hpp"
 
 namespace admit::redis::detail {
@@ -60,10 +61,17 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
         });
       });
     }
+    pass_ = core_->breaker.allow(steady::now());
+    if (pass_ == breaker_pass::refused) return finish(core_->degrade(n_, make_error_code(limiter_errc::circuit_open)));
     sent_ = steady::now();
     core_->async_command(
         core_->acquire_command(id_, n_, true), core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
+          if (is_outage(ec)) {
+            self->core_->breaker.on_failure(steady::now(), self->pass_);
+          } else if (!ec) {
+            self->core_->breaker.on_success();
+          }
           if (self->gave_up_) {
             // Given up meanwhile. The cancel was sent after this call, but may have run first when this call had to
             // load the script and retry: if it queued or granted after all, leave again.
@@ -74,6 +82,10 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           if (self->done_) return;  // granted by a wake-up that came before this reply ("queued")
           if (ec && self->deadline_ && steady::now() >= *self->deadline_) {
             return self->give_up(admit::errc::timeout);  // the call ran out with the wait: the wait's own error
+          }
+          if (is_outage(ec)) {
+            (void)self->core_->judge(self->id_, ec, r, self->sent_);  // leaves whatever the call may have done
+            return self->finish(self->core_->degrade(self->n_, as_error(ec)));
           }
           if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
             return self->finish(std::move(*result));
@@ -148,6 +160,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   std::optional<steady::time_point> deadline_;
   bool timed_;
   std::shared_ptr<acquire_completion> completion_;
+  breaker_pass pass_ = breaker_pass::call;  // of the acquire call in flight
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer poll_timer_;
   asio::steady_timer deadline_timer_;
