@@ -48,7 +48,7 @@ report="$repo/docs/perf/redis_semaphore.md"
 build_bench admit_redis_semaphore_bench
 # The tree just built: the commit, and whether the semaphore's sources had uncommitted changes.
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git status --porcelain -- src/redis/semaphore.cpp src/redis/lua/semaphore.lua include/admit/redis/semaphore.hpp \
+dirty=$(git status --porcelain -- src/redis/semaphore/ src/redis/lua/semaphore.lua include/admit/redis/semaphore.hpp \
   2>/dev/null | wc -l)
 tree="commit $commit"
 ((dirty == 0)) || tree="commit $commit with uncommitted changes to the semaphore's sources"
@@ -220,18 +220,37 @@ EOF
   row "$floor" "the floor: no semaphore" "wake-up by LPUSH → BLPOP (admit::redis::connection)"
   errors=$(awk '$8 != "-" && $8 > 0 { printf "%s%s (%s per round)", (n++ ? ", " : ""), $1, $8 }' "$out/results.tsv")
   if [[ -n "$errors" ]]; then printf '\nRows with errors: %s.\n' "$errors"; fi
+  # Same-run ratios of cycles/s: admit ÷ each reference (> 1: admit completes more cycles).
+  ratio() { if [[ "${1:--}" == - || "${2:--}" == - ]]; then printf '—'; else awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f×", a / b }'; fi; }
+  printf '\nSame-run ratios of cycles/s, admit ÷ the reference (medians of this run):\n\n'
+  # per_round C:K REF: admit ÷ REF in each round (raw.tsv holds the rounds in order).
+  per_round() {
+    awk -v c="$1" -v ref="$2" '$3 == "cycles" && $4 ":" $5 == c { n[$1]++; v[$1, n[$1]] = $7 }
+      END { for (i = 1; i <= n["admit"]; ++i) if (v[ref, i] > 0) printf "%s%.2f", (i > 1 ? ", " : ""), v["admit", i] / v[ref, i] }' "$raw"
+  }
+  printf '| case | ÷ redis-semaphore | per round | ÷ Bottleneck | per round |\n| --- | --- | --- | --- | --- |\n'
+  for c in 1/1 64/8; do
+    printf '| cycles %s | %s | %s | %s | %s |\n' "${c/\//:}" \
+      "$(ratio "${cps[admit:default/cycles/$c]:--}" "${cps[redis-semaphore:default/cycles/$c]:--}")" \
+      "$(per_round "${c/\//:}" redis-semaphore)" \
+      "$(ratio "${cps[admit:default/cycles/$c]:--}" "${cps[bottleneck:default/cycles/$c]:--}")" \
+      "$(per_round "${c/\//:}" bottleneck)"
+  done
   cat <<EOF
 
 Reading the table:
 
 - admit's waiters queue in Redis in arrival order and a release hands the permit to the head waiter and wakes exactly
-  it (LPUSH of the grant on its process's wake list, on which one connection per semaphore object blocks in BLMPOP,
-  taking every waiting grant at once); the wake-up carries the lease, so no further call. redis-semaphore's waiters retry every 10 ms, in no order, so its
-  wake-up costs about half that period on average (plus the timer's lateness). Bottleneck wakes the waiting client
-  by Pub/Sub and runs the job after its own scheduling steps (a \`register\` script, a timer).
+  it: a waiter of another semaphore object by an LPUSH of the grant on its process's wake list, on which one
+  connection per semaphore object blocks in BLMPOP, taking every waiting grant at once; a waiter of the releasing
+  object through the release's own reply. The wake-up carries the lease, so no further call. redis-semaphore's
+  waiters retry every 10 ms, in no order, so its wake-up costs about half that period on average (plus the timer's
+  lateness). Bottleneck wakes the waiting client by Pub/Sub and runs the job after its own scheduling steps (a
+  \`register\` script, a timer).
 - At 64:8, an admit contender that has to queue makes two script calls per cycle (acquire → queued, then granted
-  by a release and told so by the wake-up; release) and is woken through the BLMPOP connection, with 64 threads and the
-  I/O thread sharing the one client CPU. A redis-semaphore contender that has just released re-acquires at once
+  by another thread's release, whose reply carries the grant; release), with 64 threads and the I/O thread sharing
+  the one client CPU. Each hand-off waits for the previous holder's release to reach Redis and come back: at most 8
+  hand-off chains run at once, each a round trip plus two thread wake-ups per cycle. A redis-semaphore contender that has just released re-acquires at once
   (one script call, then a ZREM) while the others sleep out their 10 ms: hence its high cycles/s next to its p99
   and fairness. Bottleneck's queue is local to the limiter; each job still costs its \`submit\`, \`register\` and
   \`free\` scripts.

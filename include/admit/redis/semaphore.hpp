@@ -20,19 +20,26 @@
 //   largest token it has seen and refuses smaller ones is safe from stale holders (examples/redis_fencing).
 // - FIFO across hosts, hand-off, no herd. Waiters queue in Redis in arrival order. A release (or an expiry, or a
 //   capacity increase) grants the head waiter(s) directly — a large request at the head holds back smaller ones
-//   behind it — and wakes exactly those, by pushing their grant on their process's wake list (one LPUSH per grant; each
-//   semaphore object has its own wake list and one connection blocked on it in BLMPOP, which takes every waiting grant
-//   at once). A lost wake-up costs at most poll_interval, never a hang: every waiter polls its state that often.
+//   behind it — and wakes exactly those: a grant to a waiter of the same semaphore object comes back in the release's
+//   reply; any other is pushed on its process's wake list (one LPUSH per grant; each semaphore object has its own wake
+//   list and one connection blocked on it in BLMPOP, which takes every waiting grant at once). A lost wake-up costs at
+//   most poll_interval, never a hang: every waiter polls its state that often.
 // - A waiter that dies leaves the queue waiter_ttl after its last poll; it cannot block the queue.
 // - Every identity is per acquisition (128 random bits), never per host; every key shares the hash tag {name}.
 // - max_waiters bounds the queue across the fleet: a request that would have to wait behind that many fails with
 //   errc::queue_full.
-// - Deadlines. A wait returns at its deadline (errc::timeout) whatever Redis is doing, and at once on its stop_token
-//   or async_acquire's cancellation (errc::cancelled), even while a call is in flight: leaving the queue is sent
-//   without waiting for the answer, and a grant that raced with it is released at once. Every Redis call has
-//   options().timeout; a failed call makes the acquire fail with that error (admit::redis::errc), except while waiting,
-//   where a poll that got no answer is retried until the deadline — unless the connection was closed (or destroyed):
-//   the wait then ends with errc::closed.
+// - Deadlines. A wait ends at its deadline (errc::timeout) or on its stop_token (errc::cancelled) even while a call
+//   is in flight or Redis does not answer; before a blocking wait so ended returns, its request has left the queue
+//   in Redis (and a grant that raced with it has been released) — it waits for that answer at most options().timeout
+//   more. async_acquire's cancellation completes at once and leaves the queue in the background (see shutdown()).
+//   Every Redis call has options().timeout; a failed call makes the acquire fail with that error
+//   (admit::redis::errc), except while waiting, where a poll that got no answer is retried until the deadline —
+//   unless the connection was closed (or destroyed): the wait then ends with errc::closed.
+// - Nothing lost at exit. release() waits for Redis's answer. The lease's destructor does too (bounded by
+//   options().timeout) when it runs off the connection's executor thread — a lease released at scope end is free in
+//   Redis before the next statement, even if that is `return` from main. On the executor's thread (a completion
+//   handler), where waiting could not be answered, the release is sent in the background; so are the queue-leaves of
+//   cancelled async waits. shutdown() and async_shutdown() wait for that background work.
 //
 // Thread safety: every member may be called concurrently from any thread but the ones that run the connection's
 // executor (the waits block). The connection (or cluster) must outlive the calls made on the semaphore and its
@@ -67,6 +74,7 @@
 #include "admit/redis/client/client.hpp"
 #include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
+#include "admit/redis/limiter_options.hpp"
 
 namespace admit::redis {
 
@@ -98,6 +106,18 @@ struct semaphore_options {
   std::chrono::milliseconds timeout{1'000};
   // Called when a lease this process holds is found lost (on the thread that found it; must not block).
   std::function<void(const std::string& lease_id, std::int64_t fencing_token)> on_lease_lost{};
+  // What an acquisition does when Redis cannot answer it — its call failed for want of an answer (timeout, refused or
+  // lost connection), or the breaker is open. failure_policy::fail_closed (the default): it fails with that error
+  // (limiter_errc::circuit_open when the breaker kept the call from Redis). failure_policy::fail_open: it gets a
+  // local lease instead (fencing_token() 0, id() "local:...", never in Redis) while this semaphore object holds
+  // fewer than local_cap permits in local leases, and fails as fail_closed beyond that. The over-admission bound
+  // while Redis is away: local_cap permits per semaphore object, on top of the leases Redis still counts.
+  // failure_policy::local_fallback is not accepted (std::invalid_argument). A waiter already queued keeps polling
+  // until its deadline, as without a policy.
+  failure_policy on_failure = failure_policy::fail_closed;
+  std::int64_t local_cap = 1;  // >= 0
+  // Consecutive failed acquisitions that stop calling Redis for breaker.open_for; failure_threshold 0 disables it.
+  circuit_breaker_options breaker{};
 };
 
 // A granted lease: `count()` permits of the semaphore until released, destroyed, or lost. Move-only.
@@ -108,7 +128,11 @@ class [[nodiscard]] lease {
   lease& operator=(lease&&) noexcept;
   lease(const lease&) = delete;
   lease& operator=(const lease&) = delete;
-  // Releases (without waiting for Redis's answer) if still held.
+  // Releases if still held. Off the connection's executor thread it waits for Redis's answer, at most the
+  // semaphore's options().timeout (one round trip; a Redis that does not answer delays the
+  // destructor by the timeout, and the release then goes on in the background). On the executor's thread (an
+  // io_context's, a strand of one or a thread_pool's; any executor of another kind counts as that) it does not
+  // wait: the release is background work that semaphore::shutdown() waits for.
   ~lease();
 
   // What the result of release() says.
@@ -178,6 +202,9 @@ class acquire_completion : public std::enable_shared_from_this<acquire_completio
  public:
   virtual ~acquire_completion() = default;
   virtual void complete(std::error_code ec, lease l) = 0;
+  // Called once after complete(), when the operation has nothing more in flight for this request in Redis (it left
+  // the queue, or was granted).
+  virtual void settled() {}
 };
 
 // Posts the handler, with the outstanding work of its executor counted until it has run (never called inline).
@@ -261,6 +288,8 @@ class semaphore {
   // The same on a Redis Cluster: every key lives in the slot of {name}; the wake-ups use a cluster client of their
   // own (seeded with c's node options), whose BLMPOP goes to that slot's master.
   semaphore(cluster& c, std::string name, std::int64_t capacity, semaphore_options options = {});
+  // Stops the wake-up connection. Does not wait for background work (call shutdown() first for that): leases and
+  // the work they leave may outlive the semaphore object.
   ~semaphore();
   semaphore(const semaphore&) = delete;
   semaphore& operator=(const semaphore&) = delete;
@@ -304,10 +333,40 @@ class semaphore {
   // another shape.
   std::pair<semaphore_snapshot, std::error_code> inspect(std::size_t most = 100);
 
+  // Waits until the background work of this semaphore and its leases — releases by leases destroyed on the
+  // connection's executor thread, queue-leaves of cancelled async_acquire calls, releases of grants that raced with
+  // a cancellation — has been answered by Redis, or until `deadline` (the other form: options().timeout from now).
+  // Returns how many of them were not delivered (still unanswered at the deadline, or failed since the last
+  // shutdown: such a lease expires by itself within lease_ttl, such a waiter within waiter_ttl) and why: none and
+  // no error when all were delivered; errc::timeout when some were still in flight; else the first failure
+  // (admit::redis::errc). Blocks; must not be called on the connection's executor thread. The semaphore stays usable.
+  std::pair<std::size_t, std::error_code> shutdown(clock::time_point deadline);
+  std::pair<std::size_t, std::error_code> shutdown();
+  // The same without blocking and without a deadline (bind one with a cancel-after or a timer if needed).
+  // Completion: void(std::error_code, std::size_t undelivered), through the handler's associated executor (the
+  // connection's by default), never inside this call.
+  template <class CompletionToken>
+  auto async_shutdown(CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(std::error_code, std::size_t)>(
+        [this](auto handler) {
+          using handler_type = std::decay_t<decltype(handler)>;
+          auto work = boost::asio::prefer(boost::asio::get_associated_executor(handler, detail::executor_of(*core_)),
+                                          boost::asio::execution::outstanding_work.tracked);
+          auto h = std::make_shared<handler_type>(std::move(handler));
+          when_drained([h, work](std::size_t undelivered, std::error_code failure) {
+            boost::asio::post(work, [h, undelivered, failure]() mutable {
+              std::move (*h)(undelivered == 0 ? std::error_code() : failure, undelivered);
+            });
+          });
+        },
+        token);
+  }
+
   const std::string& name() const noexcept;
   const semaphore_options& options() const noexcept;
 
  private:
+  void when_drained(std::function<void(std::size_t, std::error_code)> done);
   template <class CompletionToken>
   auto initiate(std::int64_t n, std::optional<clock::time_point> deadline, CompletionToken&& token) {
     check_n(n);

@@ -3,18 +3,23 @@
 --
 -- KEYS (every key shares the semaphore's hash tag {name}, so a Redis Cluster keeps them in one slot):
 --   KEYS[1] meta     hash: capacity, free (capacity minus the permits held; negative after a cut), fence (the last
---                    fencing token), seq (the last arrival number)
+--                    fencing token), seq (the last arrival number), next (no lease or waiter expires before this
+--                    time, µs: the sweep runs only from then on)
 --   KEYS[2] holders  sorted set: lease id -> the lease's expiry (µs since the Unix epoch, server time)
 --   KEYS[3] leases   hash: lease id -> "n:token"
 --   KEYS[4] queue    sorted set: waiter id -> its arrival number (the queue's order)
 --   KEYS[5] waiters  hash: waiter id -> "n:lease_ttl_us:wake_key"
 --   KEYS[6] expiry   sorted set: waiter id -> the waiter's expiry (µs): a waiter that stops polling leaves the queue
 -- A waiter granted by a release becomes a lease under the same id, and the grant is pushed on its wake list (a list
--- under the same hash tag that its process waits on with BLMPOP): one LPUSH per grant, nobody else woken.
+-- under the same hash tag that its process waits on with BLMPOP): one LPUSH per grant, nobody else woken. A grant to
+-- a waiter whose wake list is the caller's own (release, cancel and set_capacity name theirs) is returned in the reply
+-- instead: the caller's process hands it over without a round trip.
 --
 -- ARGV[1] the operation, ARGV[2] the capacity to start with when the semaphore does not exist yet (meta absent),
--- then the operation's own arguments (below). Every operation first sweeps: leases past their expiry free their
--- permits, waiters past theirs leave the queue, and the head waiters are granted while their requests fit.
+-- then the operation's own arguments (below). Every operation first sweeps when something may have expired (meta's
+-- next has passed): leases past their expiry free their permits, waiters past theirs leave the queue; then the head
+-- waiters are granted while their requests fit. The work per call is O(log N) in the queue's length N, plus O(log N)
+-- per lease or waiter expired, granted or dropped.
 -- Time is TIME only, in integer microseconds (doubles are exact below 2^53; now is ~1.8e15).
 -- Replies: {status, ...}; status 0 granted / done, 1 queued, 2 unavailable (try_acquire), 3 queue full,
 -- 4 exceeds capacity, 5 unknown (no such lease or waiter: released, expired, cancelled, never existed),
@@ -37,33 +42,50 @@ local function num(x, what)
   return v
 end
 
-local capacity, free
+-- meta, read once and written once at the end (dirty fields only)
+local capacity, free, fence, next_due, seq
+local dirty = {}
 do
-  local m = redis.call('HMGET', meta, 'capacity', 'free')
-  capacity, free = tonumber(m[1]), tonumber(m[2])
+  local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next', 'seq')
+  capacity, free, fence, next_due = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
+  seq = tonumber(m[5]) or 0
   if not capacity then
     if op == 'inspect' then return { 5, 0, now } end -- no such semaphore: nothing is created by looking
     capacity = num(ARGV[2], 'capacity')
     free = capacity
-    redis.call('HSET', meta, 'capacity', int(capacity), 'free', int(free))
+    dirty.capacity, dirty.free = true, true
+  end
+end
+local function save()
+  local args = {}
+  if dirty.capacity then args[#args + 1] = 'capacity'; args[#args + 1] = int(capacity) end
+  if dirty.free then args[#args + 1] = 'free'; args[#args + 1] = int(free) end
+  if dirty.fence then args[#args + 1] = 'fence'; args[#args + 1] = int(fence) end
+  if dirty.next then args[#args + 1] = 'next'; args[#args + 1] = int(next_due) end
+  if dirty.seq then args[#args + 1] = 'seq'; args[#args + 1] = int(seq) end
+  if #args > 0 then redis.call('HSET', meta, unpack(args)) end
+end
+local function take(n)
+  free = free - n
+  dirty.free = true
+end
+local function due(at) -- something expires at `at`: the sweep must run from then on
+  if at < next_due then
+    next_due = at
+    dirty.next = true
   end
 end
 
 -- A fencing token: strictly increasing per semaphore, and at least the server's time in µs, so that tokens keep
 -- increasing even after Redis lost the semaphore's state (a restart without persistence), while its clock does.
-local function next_token()
-  local last = tonumber(redis.call('HGET', meta, 'fence')) or 0
-  local token = math.max(last + 1, now)
-  redis.call('HSET', meta, 'fence', int(token))
-  return token
-end
-
 local function grant(id, n, ttl)
-  local token = next_token()
+  fence = math.max(fence + 1, now)
+  dirty.fence = true
   local expires = now + ttl
   redis.call('ZADD', holders, int(expires), id)
-  redis.call('HSET', leases, id, int(n) .. ':' .. int(token))
-  return token, expires
+  redis.call('HSET', leases, id, int(n) .. ':' .. int(fence))
+  due(expires)
+  return fence, expires
 end
 
 local function parse_waiter(v)
@@ -77,7 +99,14 @@ local function drop_waiter(id)
   redis.call('ZREM', expiry, id)
 end
 
-local function take_lease(id)
+-- The permits of lease `id` (nil when there is no such lease), which is removed. `n`: its permits when the caller
+-- knows them (the lease's own release), else read.
+local function take_lease(id, n)
+  if n then
+    if redis.call('ZREM', holders, id) == 0 then return nil end
+    redis.call('HDEL', leases, id)
+    return n
+  end
   local v = redis.call('HGET', leases, id)
   if not v then return nil end
   redis.call('HDEL', leases, id)
@@ -85,13 +114,14 @@ local function take_lease(id)
   return tonumber(string.match(v, '^(%d+):'))
 end
 
--- Expired leases and waiters go; then the head waiters are granted, in order, while their requests fit (a head that
--- does not fit holds back everyone behind it: no overtaking, so large requests cannot starve).
-local function sweep_and_serve()
+-- Expired leases and waiters go, once `next` has passed; `next` becomes the earliest expiry left.
+local function sweep()
+  if now < next_due then return end
   while true do
     local dead = redis.call('ZRANGEBYSCORE', holders, '-inf', int(now), 'LIMIT', 0, 100)
     for _, id in ipairs(dead) do
-      free = free + (take_lease(id) or 0)
+      local n = take_lease(id)
+      if n then take(-n) end
       redis.call('ZREM', holders, id)
     end
     if #dead < 100 then break end
@@ -101,9 +131,22 @@ local function sweep_and_serve()
     for _, id in ipairs(gone) do drop_waiter(id) end
     if #gone < 100 then break end
   end
+  local h = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')
+  local w = redis.call('ZRANGE', expiry, 0, 0, 'WITHSCORES')
+  next_due = math.min(tonumber(h[2]) or math.huge, tonumber(w[2]) or math.huge)
+  if next_due == math.huge then next_due = 2 ^ 52 end
+  dirty.next = true
+end
+
+-- The head waiters are granted, in order, while their requests fit (a head that does not fit holds back everyone
+-- behind it: no overtaking, so large requests cannot starve). A grant to a waiter on wake list `mine` goes into
+-- `handed` (returned to the caller) instead of its wake list. Stops as soon as no permit is free, unless `all` (then
+-- a head larger than the capacity is dropped even so). Returns whether anyone is still queued (nil: not looked).
+local function serve(mine, handed, all)
   while true do
+    if free <= 0 and not all then return nil end
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
-    if not head then break end
+    if not head then return false end
     local v = redis.call('HGET', waiters, head)
     local n, ttl, wake
     if v then n, ttl, wake = parse_waiter(v) end
@@ -116,16 +159,27 @@ local function sweep_and_serve()
       redis.call('LPUSH', wake, head .. ':')
       redis.call('PEXPIRE', wake, 60000)
     else
-      if n > free then break end
-      free = free - n
+      if n > free then return true end
+      take(n)
       drop_waiter(head)
       local token, expires = grant(head, n, ttl)
       -- The wake-up carries the grant, "id:n:token:expiry:now", so that the waiter needs no call to learn it.
-      redis.call('LPUSH', wake, head .. ':' .. int(n) .. ':' .. int(token) .. ':' .. int(expires) .. ':' .. int(now))
-      redis.call('PEXPIRE', wake, 60000)
+      local g = head .. ':' .. int(n) .. ':' .. int(token) .. ':' .. int(expires) .. ':' .. int(now)
+      if handed and wake == mine then
+        handed[#handed + 1] = g
+      else
+        redis.call('LPUSH', wake, g)
+        redis.call('PEXPIRE', wake, 60000)
+      end
     end
   end
-  redis.call('HSET', meta, 'free', int(free))
+end
+
+-- {status, a, now, grants handed to the caller...}
+local function with_grants(status, a, handed)
+  local r = { status, a, now }
+  for _, g in ipairs(handed) do r[#r + 1] = g end
+  return r
 end
 
 local function lease_reply(id)
@@ -135,28 +189,37 @@ local function lease_reply(id)
   return { 0, tonumber(n), tonumber(token), tonumber(redis.call('ZSCORE', holders, id)), now }
 end
 
-sweep_and_serve()
+sweep()
 
 if op == 'acquire' then
   -- ARGV[3] id, [4] n, [5] lease ttl µs, [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key
   local id, n, ttl = ARGV[3], num(ARGV[4], 'n'), num(ARGV[5], 'lease ttl')
-  if n > capacity then return { 4, capacity, now } end
-  if redis.call('ZCARD', queue) == 0 and n <= free then
-    free = free - n
-    redis.call('HSET', meta, 'free', int(free))
+  -- Free permits go to the queue first; with none free, n <= free cannot hold and the queue need not be read.
+  local waiting = free > 0 and serve(nil, nil)
+  if n > capacity then save(); return { 4, capacity, now } end
+  if not waiting and n <= free then
+    take(n)
     local token, expires = grant(id, n, ttl)
+    save()
     return { 0, n, token, expires, now }
   end
-  if ARGV[6] ~= '1' then return { 2, free, now } end
-  if redis.call('ZCARD', queue) >= num(ARGV[7], 'max waiters') then return { 3, free, now } end
-  local seq = redis.call('HINCRBY', meta, 'seq', 1)
+  if ARGV[6] ~= '1' then save(); return { 2, free, now } end
+  local most = num(ARGV[7], 'max waiters') -- negative: no limit
+  if most >= 0 and redis.call('ZCARD', queue) >= most then save(); return { 3, free, now } end
+  seq = seq + 1
+  dirty.seq = true
   redis.call('ZADD', queue, seq, id)
   redis.call('HSET', waiters, id, int(n) .. ':' .. int(ttl) .. ':' .. ARGV[9])
-  redis.call('ZADD', expiry, int(now + num(ARGV[8], 'waiter ttl')), id)
+  local until_us = now + num(ARGV[8], 'waiter ttl')
+  redis.call('ZADD', expiry, int(until_us), id)
+  due(until_us)
+  save()
   return { 1, seq, now }
 elseif op == 'poll' then
   -- ARGV[3] id, [4] waiter ttl µs: granted (the lease), still queued (its expiry pushed back), or unknown
   local id = ARGV[3]
+  if free > 0 then serve(nil, nil) end
+  save()
   local l = lease_reply(id)
   if l then return l end
   if redis.call('HEXISTS', waiters, id) == 1 then
@@ -165,41 +228,54 @@ elseif op == 'poll' then
   end
   return { 5, 0, now }
 elseif op == 'cancel' then
-  -- ARGV[3] id: leaves the queue; a grant that came first stands (the lease is returned)
+  -- ARGV[3] id, [4] the caller's wake key: leaves the queue; a grant that came first stands (the lease is returned)
   local id = ARGV[3]
   local l = lease_reply(id)
-  if l then return l end
+  if l then save(); return l end
   if redis.call('HEXISTS', waiters, id) == 1 then
     drop_waiter(id)
-    sweep_and_serve() -- the head may have been the one holding the others back
-    return { 6, 0, now }
+    local handed = {}
+    serve(ARGV[4], handed) -- the head may have been the one holding the others back
+    save()
+    return with_grants(6, 0, handed)
   end
+  save()
   return { 5, 0, now }
 elseif op == 'release' then
-  -- ARGV[3] id: the lease's permits go to the head waiters, or back to the free count
-  local n = take_lease(ARGV[3])
-  if not n then return { 5, 0, now } end
-  free = free + n
-  sweep_and_serve()
-  return { 0, n, now }
+  -- ARGV[3] id, [4] the caller's wake key, [5] the lease's permits (optional): they go to the head waiters, or back
+  -- to the free count
+  local n = take_lease(ARGV[3], ARGV[5] and num(ARGV[5], 'n'))
+  if not n then save(); return { 5, 0, now } end
+  take(-n)
+  local handed = {}
+  serve(ARGV[4], handed)
+  save()
+  return with_grants(0, n, handed)
 elseif op == 'renew' then
   -- ARGV[3] id, [4] lease ttl µs: a lease still held (not past its expiry) is extended to now + ttl
   local id = ARGV[3]
+  if free > 0 then serve(nil, nil) end
+  save()
   if not redis.call('ZSCORE', holders, id) then return { 5, 0, now } end
   local expires = now + num(ARGV[4], 'lease ttl')
   redis.call('ZADD', holders, 'XX', int(expires), id)
   return { 0, expires, now }
 elseif op == 'set_capacity' then
-  -- ARGV[3] the new capacity: permits held beyond it are a debt that releases pay before anyone is granted
+  -- ARGV[3] the new capacity, [4] the caller's wake key: permits held beyond it are a debt that releases pay before
+  -- anyone is granted
   local c = num(ARGV[3], 'capacity')
-  free = free + c - capacity
+  take(capacity - c)
   capacity = c
-  redis.call('HSET', meta, 'capacity', int(capacity))
-  sweep_and_serve()
-  return { 0, capacity, now }
+  dirty.capacity = true
+  local handed = {}
+  serve(ARGV[4], handed, true)
+  save()
+  return with_grants(0, capacity, handed)
 elseif op == 'inspect' then
   -- ARGV[3] the most holders and waiters to list: {0, capacity, free, fence, now, holders, queue}, holders as
   -- {id, n, token, expiry}, the queue in order as {id, n, waiter expiry}
+  if free > 0 then serve(nil, nil) end
+  save()
   local most = num(ARGV[3], 'limit')
   local hs = {}
   local ids = redis.call('ZRANGE', holders, 0, most - 1, 'WITHSCORES')
@@ -213,7 +289,7 @@ elseif op == 'inspect' then
     local n = parse_waiter(redis.call('HGET', waiters, id) or '0:0:')
     qs[#qs + 1] = { id, n, tonumber(redis.call('ZSCORE', expiry, id)) or 0 }
   end
-  return { 0, capacity, free, tonumber(redis.call('HGET', meta, 'fence')) or 0, now, hs, qs,
-    redis.call('ZCARD', holders), redis.call('ZCARD', queue) }
+  return { 0, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('ZCARD', queue) }
 end
+save()
 return redis.error_reply('ERR admit semaphore: unknown operation ' .. tostring(op))

@@ -1,0 +1,323 @@
+// The semaphore's script calls, its one error helper, and the background work that shutdown() waits for: releases and
+// queue-leaves whose caller does not wait (a lease destroyed on the connection's executor thread, a cancelled
+// async_acquire, a grant that raced with a cancellation). See core.hpp.
+#include "core.hpp"
+
+#include <unistd.h>
+
+#include <admit_redis_lua/semaphore_lua.hpp>
+#include <algorithm>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <cstdio>
+#include <future>
+#include <limits>
+#include <random>
+#include <type_traits>
+
+#include "admit/redis/limiter_result.hpp"
+#include "hash_tag.hpp"
+
+namespace admit::redis {
+
+namespace {
+
+class error_reply_category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "admit.redis.semaphore"; }
+  std::string message(int) const override { return "error reply from the semaphore's script"; }
+};
+
+}  // namespace
+
+const std::error_category& semaphore_error_category() noexcept {
+  static const error_reply_category c;
+  return c;
+}
+
+namespace detail {
+
+const script& semaphore_script() {
+  static const script s{std::string(lua::semaphore)};
+  return s;
+}
+
+std::error_code script_error() noexcept { return {1, semaphore_error_category()}; }
+
+// The generator is reseeded in a forked child (its copy of the parent's state would repeat the parent's next
+// identities: two holders under one identity).
+std::string random_id() {
+  struct generator {
+    ::pid_t pid = -1;
+    std::mt19937_64 rng;
+  };
+  thread_local generator g;
+  if (g.pid != ::getpid()) {
+    g.pid = ::getpid();
+    std::random_device rd;
+    std::seed_seq seed{rd(),
+                       rd(),
+                       rd(),
+                       rd(),
+                       static_cast<unsigned>(g.pid),
+                       static_cast<unsigned>(steady::now().time_since_epoch().count())};
+    g.rng.seed(seed);
+  }
+  char out[33];
+  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(g.rng()),
+                static_cast<unsigned long long>(g.rng()));
+  return out;
+}
+
+std::string key_prefix(const std::string& name) { return hash_tag(name).append(":"); }
+
+std::vector<std::string> semaphore_keys(const std::string& name) {
+  std::vector<std::string> keys;
+  for (const char* k : {"meta", "holders", "leases", "queue", "waiters", "expiry"})
+    keys.push_back(key_prefix(name) + k);
+  return keys;
+}
+
+std::int64_t to_us(std::chrono::milliseconds d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
+
+std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t count) {
+  if (!r.is_array() || r.elements().size() < count) return std::nullopt;
+  std::vector<std::int64_t> v;
+  v.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!r.elements()[i].is_integer()) return std::nullopt;
+    v.push_back(r.elements()[i].integer());
+  }
+  return v;
+}
+
+bool running_on(const asio::any_io_executor& ex) noexcept {
+  using tracked = std::decay_t<decltype(asio::prefer(std::declval<asio::io_context::executor_type>(),
+                                                     asio::execution::outstanding_work.tracked))>;
+  if (const auto* io = ex.target<asio::io_context::executor_type>()) return io->running_in_this_thread();
+  if (const auto* io = ex.target<tracked>()) return io->running_in_this_thread();
+  if (const auto* s = ex.target<asio::strand<asio::io_context::executor_type>>()) {
+    return s->get_inner_executor().running_in_this_thread();
+  }
+  if (const auto* pool = ex.target<asio::thread_pool::executor_type>()) return pool->running_in_this_thread();
+  if (const auto* s = ex.target<asio::strand<asio::any_io_executor>>()) return running_on(s->get_inner_executor());
+  return true;  // cannot be told: never wait for a reply this thread might have to read
+}
+
+semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
+                               std::string semaphore_name, std::int64_t capacity, semaphore_options o)
+    : conn(c),
+      link(c),
+      name(std::move(semaphore_name)),
+      initial_capacity(std::to_string(capacity)),
+      options(std::move(o)),
+      keys(semaphore_keys(name)),
+      wake_key(key_prefix(name) + "wake:" + random_id()),
+      breaker(options.breaker),
+      waker_(std::move(waker)),
+      close_waker_(std::move(close_waker)),
+      waker_timer_(c.get_executor()),
+      renewal_strand_(asio::make_strand(c.get_executor())),
+      renewal_timer_(renewal_strand_) {
+  if (options.waiter_ttl.count() == 0) options.waiter_ttl = 3 * options.poll_interval + options.timeout;
+}
+
+command semaphore_core::make(const char* op, std::initializer_list<std::string> args) const {
+  command c{"EVALSHA", semaphore_script().sha1(), "6"};
+  for (const auto& k : keys) c.arg(k);
+  c.arg(op).arg(initial_capacity);
+  for (const auto& a : args) c.arg(a);
+  return c;
+}
+
+command semaphore_core::acquire_command(const std::string& id, std::int64_t n, bool wait) const {
+  // -1: no limit (the script then does not count the queue).
+  const std::string max_waiters =
+      options.max_waiters >= static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
+          ? "-1"
+          : std::to_string(options.max_waiters);
+  return make("acquire", {id, std::to_string(n), std::to_string(to_us(options.lease_ttl)), wait ? "1" : "0",
+                          max_waiters, std::to_string(to_us(options.waiter_ttl)), wake_key});
+}
+
+std::optional<semaphore_result> semaphore_core::judge(const std::string& id, const boost::system::error_code& ec,
+                                                      const reply& r, steady::time_point sent) {
+  if (ec) {
+    abandon(id);  // it may have been queued or granted before the call failed
+    return semaphore_result(as_error(ec));
+  }
+  const auto v = integers(r, 3);
+  if (r.is_error() || !v) return semaphore_result(script_error());
+  switch ((*v)[0]) {
+    case granted:
+      if (const auto l = integers(r, 5)) return make_lease(id, *l, sent);
+      break;
+    case queued:
+      return std::nullopt;
+    case unavailable:
+      return semaphore_result(std::make_error_code(std::errc::resource_unavailable_try_again));
+    case full:
+      return semaphore_result(admit::errc::queue_full);
+    case too_large:
+      return semaphore_result(admit::errc::exceeds_capacity);
+    default:
+      break;
+  }
+  return semaphore_result(script_error());
+}
+
+semaphore_result semaphore_core::make_lease(const std::string& id, const std::vector<std::int64_t>& v,
+                                            steady::time_point sent) {
+  // The lease lives (expiry - now) of the server's time after the reply was made, which is after `sent`: counting
+  // from `sent` is a conservative local estimate of its expiry.
+  const auto left_us = std::chrono::microseconds(std::max<std::int64_t>(0, v[3] - v[4]));
+  auto core = std::make_shared<lease_core>(shared_from_this(), id, v[1], v[2], v[3], sent + left_us);
+  // A grant found late (a lost wake-up, a slow poll) has less than lease_ttl left: the first renewal comes in time.
+  if (options.auto_renew) {
+    schedule_renewal(
+        core, steady::now() +
+                  std::min<steady::duration>(
+                      std::max<steady::duration>(options.lease_ttl / 3, std::chrono::milliseconds(1)), left_us / 2));
+  }
+  return semaphore_result(lease(std::move(core)));
+}
+
+bool is_outage(const boost::system::error_code& ec) noexcept { return ec && ec != asio::error::operation_aborted; }
+
+semaphore_result semaphore_core::degrade(std::int64_t n, std::error_code why) {
+  if (options.on_failure == failure_policy::fail_open) {
+    std::int64_t held = local_held.load();
+    while (held + n <= options.local_cap) {
+      if (local_held.compare_exchange_weak(held, held + n)) {
+        auto core = std::make_shared<lease_core>(shared_from_this(), "local:" + random_id(), n, 0, 0, steady::now());
+        core->local = true;
+        return semaphore_result(lease(std::move(core)));
+      }
+    }
+  }
+  return semaphore_result(why);
+}
+
+semaphore_result semaphore_core::try_acquire(std::int64_t n) {
+  const breaker_pass pass = breaker.allow(steady::now());
+  if (pass == breaker_pass::refused) return degrade(n, make_error_code(limiter_errc::circuit_open));
+  const std::string id = random_id();
+  const steady::time_point sent = steady::now();
+  const result r = evalsha_until(conn, call_deadline({}), semaphore_script(), acquire_command(id, n, false));
+  if (is_outage(r.error)) {
+    breaker.on_failure(steady::now(), pass);
+    (void)judge(id, r.error, r.value, sent);  // leaves whatever the call may have done
+    return degrade(n, as_error(r.error));
+  }
+  if (!r.error) breaker.on_success();
+  if (auto done = judge(id, r.error, r.value, sent)) return std::move(*done);
+  abandon(id);  // queued although told not to wait: a script out of step with this client
+  return semaphore_result(script_error());
+}
+
+// ---- background work ----
+
+void semaphore_core::begin_background() {
+  const std::lock_guard lock(background_mutex_);
+  ++in_flight_;
+}
+
+void semaphore_core::end_background(bool delivered, std::error_code ec) {
+  std::vector<std::function<void(std::size_t, std::error_code)>> done;
+  std::size_t undelivered = 0;
+  std::error_code failure;
+  {
+    const std::lock_guard lock(background_mutex_);
+    --in_flight_;
+    if (!delivered) {
+      ++undelivered_;
+      if (!first_failure_) first_failure_ = ec ? ec : script_error();
+    }
+    if (in_flight_ == 0) {
+      done.swap(drain_waiters_);
+      undelivered = undelivered_;
+      failure = first_failure_;
+      if (!done.empty()) {
+        undelivered_ = 0;
+        first_failure_ = {};
+      }
+    }
+  }
+  background_cv_.notify_all();
+  for (auto& d : done) d(undelivered, failure);
+}
+
+void semaphore_core::release_async(const std::string& id, std::int64_t n, std::function<void()> then) {
+  begin_background();
+  async_command(n > 0 ? make("release", {id, wake_key, std::to_string(n)}) : make("release", {id, wake_key}),
+                call_deadline({}),
+                [self = shared_from_this(), then = std::move(then)](boost::system::error_code ec, reply r) {
+                  // Delivered: Redis answered (released, or it no longer had the lease: nothing left to give back).
+                  const bool delivered = !ec && integers(r, 1).has_value();
+                  if (delivered) self->deliver_grants(r, 3);
+                  self->end_background(delivered, ec ? as_error(ec) : std::error_code());
+                  if (then) then();
+                });
+}
+
+void semaphore_core::release_before_return(const std::string& id, std::int64_t n) {
+  if (running_on(link.get_executor())) return release_async(id, n);
+  auto answered = std::make_shared<std::promise<void>>();
+  auto f = answered->get_future();
+  release_async(id, n, [answered] { answered->set_value(); });
+  // Not answered by then: it stays counted as background work (shutdown() can still wait for it).
+  (void)f.wait_for(options.timeout);
+}
+
+void semaphore_core::abandon(const std::string& id, std::function<void()> then) {
+  unregister_waiter(id);
+  begin_background();
+  async_command(make("cancel", {id, wake_key}), call_deadline({}),
+                [self = shared_from_this(), id, then = std::move(then)](boost::system::error_code ec, reply r) mutable {
+                  const auto v = ec ? std::nullopt : integers(r, 1);
+                  if (v && (*v)[0] == granted) {
+                    self->release_async(id, 0, std::move(then));  // a grant came first: it goes back at once
+                    self->end_background(true, {});
+                    return;
+                  }
+                  if (v && (*v)[0] == left) self->deliver_grants(r, 3);
+                  // Not delivered: the waiter leaves by itself after waiter_ttl (a grant with its lease).
+                  self->end_background(v.has_value(), ec ? as_error(ec) : std::error_code());
+                  if (then) then();
+                });
+}
+
+std::pair<std::size_t, std::error_code> semaphore_core::drain(steady::time_point deadline) {
+  std::unique_lock lock(background_mutex_);
+  background_cv_.wait_until(lock, deadline, [&] { return in_flight_ == 0; });
+  const std::size_t undelivered = undelivered_ + in_flight_;
+  std::error_code ec = first_failure_;
+  if (in_flight_ != 0) ec = admit::make_error_code(admit::errc::timeout);
+  undelivered_ = 0;
+  first_failure_ = {};
+  return {undelivered, undelivered == 0 ? std::error_code() : ec};
+}
+
+void semaphore_core::when_drained(std::function<void(std::size_t, std::error_code)> done) {
+  std::size_t undelivered = 0;
+  std::error_code failure;
+  {
+    const std::lock_guard lock(background_mutex_);
+    if (in_flight_ != 0) {
+      drain_waiters_.push_back(std::move(done));
+      return;
+    }
+    undelivered = undelivered_;
+    failure = first_failure_;
+    undelivered_ = 0;
+    first_failure_ = {};
+  }
+  done(undelivered, failure);
+}
+
+}  // namespace detail
+}  // namespace admit::redis

@@ -1,0 +1,222 @@
+// src/redis/semaphore/core.hpp — the state one admit::redis::semaphore object, its waits and its leases share
+// (semaphore_core), and one lease's state (lease_core). Private to src/redis/semaphore/:
+//   core.cpp     script calls, errors, background work (the releases and queue-leaves shutdown() waits for)
+//   lease.cpp    the lease object; releasing at scope end
+//   renewal.cpp  a lease's automatic renewal
+//   waiter.cpp   a waiting acquisition (async_acquire_op) and the blocking waits built on it
+//   wakeup.cpp   the wake-up loop: one connection blocked in BLMPOP on this object's wake list
+//   semaphore.cpp the public class: configuration checks, capacity, inspect
+#pragma once
+
+#include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/compose.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "admit/redis/client/script.hpp"
+#include "admit/redis/semaphore.hpp"
+
+namespace admit::redis::detail {
+
+namespace asio = boost::asio;
+using steady = std::chrono::steady_clock;
+
+// The script's reply statuses (semaphore.lua).
+enum sem_status : std::int64_t {
+  granted = 0,
+  queued = 1,
+  unavailable = 2,
+  full = 3,
+  too_large = 4,
+  unknown = 5,
+  left = 6,
+};
+
+const script& semaphore_script();
+
+// The one error for a reply the semaphore's script should not have made (an error reply, a reply of another shape):
+// semaphore_error_category(), value 1.
+std::error_code script_error() noexcept;
+// A client error as the std::error_code the semaphore's API speaks.
+inline std::error_code as_error(const boost::system::error_code& ec) { return std::error_code(ec); }
+
+// 128 random bits as 32 hex digits: an identity per acquisition (and per semaphore object, for its wake list).
+std::string random_id();
+// "{name}:", the prefix of every key of semaphore `name`.
+std::string key_prefix(const std::string& name);
+// The keys of semaphore.lua, in its KEYS order.
+std::vector<std::string> semaphore_keys(const std::string& name);
+std::int64_t to_us(std::chrono::milliseconds d);
+// A reply {status, ...} whose first `count` elements are integers; nullopt for any other shape.
+std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t count);
+// Whether `ec` says Redis did not answer (it feeds the breaker and the failure policy), as opposed to an answer.
+bool is_outage(const boost::system::error_code& ec) noexcept;
+// Whether the calling thread may be running `ex` — a blocking wait for a reply there could not be answered. Exact for
+// an io_context's executor (with or without tracked work), a strand of one, and a thread_pool's; true for an executor
+// of another kind (it cannot be told).
+bool running_on(const asio::any_io_executor& ex) noexcept;
+
+class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
+ public:
+  // What a wake-up says: the grant as a granted reply {0, n, token, expiry_us, now_us}, or empty when it could not be
+  // read (the waiter then asks with a poll).
+  using grant_reply = std::vector<std::int64_t>;
+
+  // `waker`: a client of the same server(s) of its own, for the blocking BLMPOP; `close_waker` closes it.
+  semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
+                 std::string semaphore_name, std::int64_t capacity, semaphore_options o);
+
+  // ---- script calls (core.cpp) ----
+  command make(const char* op, std::initializer_list<std::string> args) const;
+  // The script call `op`, blocking until `deadline`, on the connection (which must be alive).
+  result call(std::optional<steady::time_point> deadline, const char* op, std::initializer_list<std::string> args) {
+    return evalsha_until(conn, deadline, semaphore_script(), make(op, args));
+  }
+  // `cmd` through the link, completing `handler(error_code, reply)` through its executor (the connection's by
+  // default).
+  template <class Handler>
+  void async_command(command cmd, std::optional<steady::time_point> deadline, Handler&& handler) {
+    asio::async_compose<Handler, void(boost::system::error_code, reply)>(
+        evalsha_op{&link, &semaphore_script(), std::move(cmd), deadline}, handler, link.get_executor());
+  }
+  // now + options().timeout, or `limit` if earlier.
+  std::optional<steady::time_point> call_deadline(std::optional<steady::time_point> limit) const {
+    const auto d = steady::now() + options.timeout;
+    return limit ? std::min(d, *limit) : d;
+  }
+  command acquire_command(const std::string& id, std::int64_t n, bool wait) const;
+  command poll_command(const std::string& id, const std::string& waiter_ttl) const {
+    return make("poll", {id, waiter_ttl});
+  }
+  // What an acquire call's reply means: a result, or nullopt when the request is queued. A failed call leaves the
+  // request behind on the server (queued or granted): it is abandoned.
+  std::optional<semaphore_result> judge(const std::string& id, const boost::system::error_code& ec, const reply& r,
+                                        steady::time_point sent);
+  // A lease from a granted reply {0, n, token, expiry_us, now_us} to a call sent at `sent` (local time).
+  semaphore_result make_lease(const std::string& id, const std::vector<std::int64_t>& v, steady::time_point sent);
+  semaphore_result try_acquire(std::int64_t n);
+
+  // ---- background work (core.cpp): releases and queue-leaves not waited for by their caller ----
+  // Releases lease `id` of `n` permits (0: unknown, Redis looks it up) through the link; `then` runs once it is
+  // answered (or failed). Counted until then.
+  void release_async(const std::string& id, std::int64_t n, std::function<void()> then = {});
+  // Releases `id` and waits for the answer until options().timeout from now — unless the calling thread runs the
+  // connection's executor, where it cannot wait: then as release_async. Used by ~lease.
+  void release_before_return(const std::string& id, std::int64_t n);
+  // Leaves the queue (a grant that came first is released); `then` runs when that is done. Counted until then.
+  void abandon(const std::string& id, std::function<void()> then = {});
+  // Waits until no background work is in flight or `deadline`: {not delivered, error} (see semaphore::shutdown).
+  std::pair<std::size_t, std::error_code> drain(steady::time_point deadline);
+  // Calls `done(undelivered, first failure)` (on no particular thread) once no background work is in flight.
+  void when_drained(std::function<void(std::size_t, std::error_code)> done);
+
+  // ---- waits (waiter.cpp) ----
+  // Waits in the queue until granted, `deadline` or `stop`; a wait ended by `stop` or `deadline` has left the queue
+  // when this returns (within options().timeout more).
+  semaphore_result acquire(std::int64_t n, std::optional<steady::time_point> deadline, const std::stop_token& stop);
+
+  // ---- wake-ups (wakeup.cpp) ----
+  // Waiters of this process, by id: the wake-up loop calls `on_wake` (under wake_mutex_) when the id comes out of the
+  // wake list.
+  void register_waiter(const std::string& id, std::function<void(const grant_reply&)> on_wake);
+  void unregister_waiter(const std::string& id);
+  // Hands the grants in `r`'s elements from index `from` on ("id:n:token:expiry:now", the script's grants to waiters
+  // of this object, returned to the call that made them instead of pushed on the wake list) to their waiters.
+  void deliver_grants(const reply& r, std::size_t from);
+  void close() {
+    closing = true;
+    close_waker_();
+  }
+
+  client& conn;      // for the blocking calls of the semaphore's and its leases' users
+  client_link link;  // for asynchronous calls, whose handlers may run after the client's destruction
+  std::string name;
+  std::string initial_capacity;  // the capacity to start with (ARGV[2])
+  semaphore_options options;
+  std::vector<std::string> keys;
+  std::string wake_key;
+  std::atomic<bool> closing{false};
+  circuit_breaker breaker;
+  std::atomic<std::int64_t> local_held{0};  // permits in local leases (failure_policy::fail_open)
+
+  // The failure policy for an acquisition of `n` that Redis could not answer (`why`): a local lease, or `why`.
+  semaphore_result degrade(std::int64_t n, std::error_code why);
+
+ private:
+  void begin_background();
+  void end_background(bool delivered, std::error_code ec);
+  void waker_loop();
+  void arm_renewals();                                          // on renewal_strand_
+  void renew_due_leases();                                      // on renewal_strand_
+  void dispatch_locked(const reply& grants, std::size_t from);  // wake_mutex_ held
+
+  std::unique_ptr<client> waker_;  // blocked in BLMPOP on wake_key while this process has waiters
+  std::function<void()> close_waker_;
+  asio::steady_timer waker_timer_;  // the pause after a failed BLMPOP
+
+  std::mutex wake_mutex_;
+  std::unordered_map<std::string, std::function<void(const grant_reply&)>> waiters_;  // guarded by wake_mutex_
+  bool waker_running_ = false;                                                        // guarded by wake_mutex_
+
+  // Renewals: one timer for all of this object's leases, armed for the earliest renewal due; each lease is in
+  // renewals_ (by due time) while its lease object holds it. A lease made or released costs a map insert or erase,
+  // no timer operation; due renewals are sent together (pipelined on the connection).
+  std::mutex renewal_mutex_;
+  std::multimap<steady::time_point, std::weak_ptr<lease_core>> renewals_;  // guarded by renewal_mutex_
+  steady::time_point renewal_armed_ = steady::time_point::max();           // guarded by renewal_mutex_
+  asio::strand<asio::any_io_executor> renewal_strand_;
+  asio::steady_timer renewal_timer_;  // on renewal_strand_
+
+ public:
+  // Renews `l` at `due` (and every lease_ttl / 3 after each renewal) until unscheduled. Thread-safe.
+  void schedule_renewal(const std::shared_ptr<lease_core>& l, steady::time_point due);
+  void unschedule_renewal(lease_core& l);
+
+ private:
+  std::mutex background_mutex_;
+  std::condition_variable background_cv_;
+  std::size_t in_flight_ = 0;      // guarded by background_mutex_
+  std::size_t undelivered_ = 0;    // failed since the last drain; guarded by background_mutex_
+  std::error_code first_failure_;  // guarded by background_mutex_
+  std::vector<std::function<void(std::size_t, std::error_code)>> drain_waiters_;  // guarded by background_mutex_
+};
+
+// One lease's shared state: what the lease object, its renewal and a release in flight share.
+struct lease_core : std::enable_shared_from_this<lease_core> {
+  lease_core(std::shared_ptr<semaphore_core> s, std::string i, std::int64_t count, std::int64_t fence,
+             std::int64_t expiry_us, steady::time_point local_expiry_at);
+
+  std::shared_ptr<semaphore_core> sem;
+  std::string id;
+  std::int64_t n;
+  std::int64_t token;
+  std::atomic<std::int64_t> expires_us;
+  std::atomic<steady::rep> local_expiry;  // conservative local estimate of the expiry (steady clock ticks)
+  std::atomic<lease_state> state{lease_state::held};
+  bool local = false;  // granted by the failure policy, not by Redis: nothing to release or renew there
+  // Its place in the semaphore's renewals_ (guarded by the semaphore's renewal_mutex_).
+  std::optional<std::multimap<steady::time_point, std::weak_ptr<lease_core>>::iterator> renewal;
+
+  // held -> lost, calling on_lease_lost once.
+  void mark_lost();
+  // Called after a successful renewal sent at `sent` (local time): the lease lives at least lease_ttl from then.
+  void renewed(std::int64_t expiry_us, steady::time_point sent);
+  void stop_renewal() { sem->unschedule_renewal(*this); }
+};
+
+}  // namespace admit::redis::detail

@@ -1,0 +1,78 @@
+// admit::redis::lease: a granted lease, released exactly once (release(), or the destructor). See semaphore.hpp for
+// what the destructor waits for.
+#include "core.hpp"
+
+namespace admit::redis {
+
+lease::lease() noexcept = default;
+lease::lease(std::shared_ptr<detail::lease_core> core) noexcept : core_(std::move(core)) {}
+lease::lease(lease&&) noexcept = default;
+lease& lease::operator=(lease&& other) noexcept {
+  if (this != &other) {
+    lease old(std::move(*this));  // released by its destructor
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+
+lease::~lease() {
+  if (!core_) return;
+  core_->stop_renewal();
+  lease_state expected = lease_state::held;
+  if (core_->state.compare_exchange_strong(expected, lease_state::released)) {
+    if (core_->local) {
+      core_->sem->local_held -= core_->n;
+    } else {
+      core_->sem->release_before_return(core_->id, core_->n);
+    }
+  }
+}
+
+std::pair<lease::release_status, std::error_code> lease::release() {
+  if (!core_) return {release_status::not_held, {}};
+  core_->stop_renewal();
+  // A lease found lost is still asked for: Redis says whether it had it.
+  const lease_state before = core_->state.exchange(lease_state::released);
+  if (core_->local) {
+    if (before == lease_state::released) return {release_status::not_held, {}};
+    core_->sem->local_held -= core_->n;
+    return {release_status::released, {}};
+  }
+  const result r = core_->sem->call(core_->sem->call_deadline({}), "release",
+                                    {core_->id, core_->sem->wake_key, std::to_string(core_->n)});
+  if (r.error) return {release_status::failed, detail::as_error(r.error)};
+  const auto v = detail::integers(r.value, 1);
+  if (!v) return {release_status::failed, detail::script_error()};
+  core_->sem->deliver_grants(r.value, 3);  // to this object's waiters: no wake-up round trip
+  return {(*v)[0] == detail::granted ? release_status::released : release_status::not_held, {}};
+}
+
+std::pair<bool, std::error_code> lease::renew() {
+  if (!core_ || core_->state.load() != lease_state::held) return {false, {}};
+  if (core_->local) return {true, {}};  // not in Redis: nothing expires
+  const auto sent = std::chrono::steady_clock::now();
+  const result r = core_->sem->call(core_->sem->call_deadline({}), "renew",
+                                    {core_->id, std::to_string(detail::to_us(core_->sem->options.lease_ttl))});
+  if (r.error) return {false, detail::as_error(r.error)};
+  const auto v = detail::integers(r.value, 2);
+  if (!v) return {false, detail::script_error()};
+  if ((*v)[0] != detail::granted) {
+    core_->mark_lost();
+    return {false, {}};
+  }
+  core_->renewed((*v)[1], sent);
+  return {true, {}};
+}
+
+std::int64_t lease::count() const noexcept { return core_ ? core_->n : 0; }
+std::int64_t lease::fencing_token() const noexcept { return core_ ? core_->token : 0; }
+const std::string& lease::id() const noexcept {
+  static const std::string none;
+  return core_ ? core_->id : none;
+}
+lease_state lease::state() const noexcept { return core_ ? core_->state.load() : lease_state::released; }
+std::chrono::microseconds lease::expires_at() const noexcept {
+  return std::chrono::microseconds(core_ ? core_->expires_us.load() : 0);
+}
+
+}  // namespace admit::redis

@@ -1,0 +1,259 @@
+// A waiting acquisition: async_acquire_op, a state machine on a strand — the acquire call, then polls on a timer or a
+// wake-up, until granted, the deadline or a cancellation; exactly one completion. The blocking waits run it and wait
+// for its completion on the calling thread, which ends the wait itself at its deadline or stop and then waits (within
+// options().timeout) until the request has left the queue in Redis.
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
+#include <condition_variable>
+#include <future>
+
+#include "admit/redis/limiter_result.hpp"
+#include "core.hpp"
+
+namespace admit::redis::detail {
+
+class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
+ public:
+  // `timed`: the operation enforces `deadline` with a timer of its own (a blocking wait enforces it itself).
+  async_acquire_op(std::shared_ptr<semaphore_core> core, std::int64_t n, std::optional<steady::time_point> deadline,
+                   std::shared_ptr<acquire_completion> completion, bool timed = true)
+      : core_(std::move(core)),
+        n_(n),
+        deadline_(deadline),
+        timed_(timed),
+        completion_(std::move(completion)),
+        strand_(asio::make_strand(core_->link.get_executor())),
+        poll_timer_(strand_),
+        deadline_timer_(strand_),
+        id_(random_id()),
+        waiter_ttl_(std::to_string(to_us(core_->options.waiter_ttl))) {}
+
+  void start() {
+    asio::post(strand_, [self = shared_from_this()] {
+      if (self->done_) return;  // cancelled before it started
+      if (self->deadline_ && self->timed_) {
+        self->deadline_timer_.expires_at(*self->deadline_);
+        self->deadline_timer_.async_wait([self](boost::system::error_code ec) {
+          if (!ec) self->give_up(admit::errc::timeout);
+        });
+      }
+      self->enqueue();
+    });
+  }
+  // Gives up with `why` (errc::cancelled, or errc::timeout when a blocking waiter's own deadline came first).
+  void cancel(admit::errc why = admit::errc::cancelled) {
+    asio::post(strand_, [self = shared_from_this(), why] { self->give_up(why); });
+  }
+
+ private:
+  void enqueue() {
+    if (!registered_) {  // before the call: a grant's wake-up can come before the reply "queued"
+      registered_ = true;
+      core_->register_waiter(id_, [weak = weak_from_this(), id = id_](const semaphore_core::grant_reply& grant) {
+        auto op = weak.lock();
+        if (!op) return;
+        asio::post(op->strand_, [op, grant, id] {
+          if (id != op->id_) return;  // for an identity given up by a requeue meanwhile: nobody's
+          const bool fresh =
+              !grant.empty() && op->sent_ + std::chrono::microseconds(grant[3] - grant[4]) > steady::now();
+          if (!fresh || op->done_) return op->poll();  // unreadable or too late: ask
+          op->finish(op->core_->make_lease(op->id_, grant, op->sent_));
+        });
+      });
+    }
+    pass_ = core_->breaker.allow(steady::now());
+    if (pass_ == breaker_pass::refused) return finish(core_->degrade(n_, make_error_code(limiter_errc::circuit_open)));
+    sent_ = steady::now();
+    core_->async_command(
+        core_->acquire_command(id_, n_, true), core_->call_deadline(deadline_),
+        asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
+          if (is_outage(ec)) {
+            self->core_->breaker.on_failure(steady::now(), self->pass_);
+          } else if (!ec) {
+            self->core_->breaker.on_success();
+          }
+          if (self->gave_up_) {
+            // Given up meanwhile. The cancel was sent after this call, but may have run first when this call had to
+            // load the script and retry: if it queued or granted after all, leave again.
+            const auto v = ec ? std::nullopt : integers(r, 1);
+            if (v && ((*v)[0] == granted || (*v)[0] == queued)) self->core_->abandon(self->id_);
+            return;
+          }
+          if (self->done_) return;  // granted by a wake-up that came before this reply ("queued")
+          if (ec && self->deadline_ && steady::now() >= *self->deadline_) {
+            return self->give_up(admit::errc::timeout);  // the call ran out with the wait: the wait's own error
+          }
+          if (is_outage(ec)) {
+            (void)self->core_->judge(self->id_, ec, r, self->sent_);  // leaves whatever the call may have done
+            return self->finish(self->core_->degrade(self->n_, as_error(ec)));
+          }
+          if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
+            return self->finish(std::move(*result));
+          }
+          self->arm();
+        }));
+  }
+  // Queues again under a new identity (a late wake-up for the old one is then nobody's).
+  void requeue() {
+    core_->unregister_waiter(id_);
+    id_ = random_id();
+    registered_ = false;
+    enqueue();
+  }
+  void arm() {
+    poll_timer_.expires_after(core_->options.poll_interval);
+    poll_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->poll();
+    });
+  }
+  void poll() {
+    if (done_ || polling_) return;
+    polling_ = true;
+    sent_ = steady::now();
+    core_->async_command(
+        core_->poll_command(id_, waiter_ttl_), core_->call_deadline(deadline_),
+        asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
+          self->polling_ = false;
+          if (self->done_) return;
+          if (ec == errc::closed) return self->finish(semaphore_result(as_error(ec)));  // nobody will answer
+          if (ec) return self->arm();  // Redis is away: ask again later, until the deadline
+          const auto v = integers(r, 1);
+          if (v && (*v)[0] == queued) return self->arm();
+          if (v && (*v)[0] == unknown) return self->requeue();  // our place expired: queue again
+          const auto l = integers(r, 5);
+          if (v && (*v)[0] == granted && l) {
+            return self->finish(self->core_->make_lease(self->id_, *l, self->sent_));
+          }
+          self->done_ = true;
+          self->stop_timers();
+          self->completion_->complete(script_error(), lease());
+          self->core_->abandon(self->id_, [c = self->completion_] { c->settled(); });
+        }));
+  }
+  void finish(semaphore_result r) {
+    if (done_) return;
+    done_ = true;
+    stop_timers();
+    core_->unregister_waiter(id_);
+    if (r) {
+      completion_->complete({}, std::move(r.value()));
+    } else {
+      completion_->complete(r.error(), lease());
+    }
+    completion_->settled();
+  }
+  // Completes with `e` and leaves the queue; the completion is told settled() when Redis has answered.
+  void give_up(admit::errc e) {
+    if (done_) return;
+    done_ = gave_up_ = true;
+    stop_timers();
+    completion_->complete(admit::make_error_code(e), lease());
+    core_->abandon(id_, [c = completion_] { c->settled(); });
+  }
+  void stop_timers() {
+    poll_timer_.cancel();
+    if (timed_) deadline_timer_.cancel();
+  }
+
+  std::shared_ptr<semaphore_core> core_;
+  std::int64_t n_;
+  std::optional<steady::time_point> deadline_;
+  bool timed_;
+  std::shared_ptr<acquire_completion> completion_;
+  breaker_pass pass_ = breaker_pass::call;  // of the acquire call in flight
+  asio::strand<asio::any_io_executor> strand_;
+  asio::steady_timer poll_timer_;
+  asio::steady_timer deadline_timer_;
+  std::string id_;
+  std::string waiter_ttl_;
+  steady::time_point sent_;
+  // Touched on strand_ only.
+  bool done_ = false;     // completed
+  bool gave_up_ = false;  // completed by the deadline or a cancellation
+  bool polling_ = false;
+  bool registered_ = false;
+};
+
+namespace {
+
+// The completion of a blocking wait. The waiting thread ends the wait itself at its deadline or stop, whether or not
+// the executor runs; the first outcome claimed is the result. A lease that loses the claim is kept for the waiting
+// thread to release (or released by its destructor if nobody takes it).
+class blocking_completion final : public acquire_completion {
+ public:
+  std::future<semaphore_result> get_future() { return promise_.get_future(); }
+  bool claim(semaphore_result r) {
+    if (claimed_.exchange(true)) return false;
+    promise_.set_value(std::move(r));
+    return true;
+  }
+  void complete(std::error_code ec, lease l) override {
+    if (claim(ec ? semaphore_result(ec) : semaphore_result(std::move(l)))) return;
+    const std::lock_guard lock(mutex_);
+    orphan_ = std::move(l);
+  }
+  void settled() override {
+    {
+      const std::lock_guard lock(mutex_);
+      settled_ = true;
+    }
+    cv_.notify_all();
+  }
+  // Waits until the operation is settled (it left the queue, or completed) or `deadline`; then the lease that lost
+  // the claim, if any.
+  lease wait_settled(steady::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    cv_.wait_until(lock, deadline, [&] { return settled_; });
+    return std::move(orphan_);
+  }
+
+ private:
+  std::atomic<bool> claimed_{false};
+  std::promise<semaphore_result> promise_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool settled_ = false;  // guarded by mutex_
+  lease orphan_;          // guarded by mutex_
+};
+
+}  // namespace
+
+semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::time_point> deadline,
+                                         const std::stop_token& stop) {
+  if (stop.stop_requested()) return semaphore_result(admit::errc::cancelled);  // nothing sent
+  auto completion = std::make_shared<blocking_completion>();
+  auto done = completion->get_future();
+  auto op = std::make_shared<async_acquire_op>(shared_from_this(), n, deadline, completion, false);
+  op->start();
+  {
+    // The stop and the deadline end the wait here and now, even with a call in flight; the operation then leaves
+    // the queue (or releases a grant that raced) on the executor.
+    const std::stop_callback on_stop(stop, [&] {
+      if (completion->claim(semaphore_result(admit::errc::cancelled))) op->cancel(admit::errc::cancelled);
+    });
+    if (deadline && done.wait_until(*deadline) == std::future_status::timeout &&
+        completion->claim(semaphore_result(admit::errc::timeout))) {
+      op->cancel(admit::errc::timeout);
+    }
+    done.wait();
+  }
+  semaphore_result r = done.get();
+  if (!r) {
+    // Not granted: before returning, the request leaves the queue (and a grant that raced with the stop or the
+    // deadline goes back), within options().timeout. What is not answered by then stays background work.
+    lease raced = completion->wait_settled(steady::now() + options.timeout);
+    if (raced) (void)raced.release();
+  }
+  return r;
+}
+
+std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
+                                                     std::optional<steady::time_point> deadline,
+                                                     std::shared_ptr<acquire_completion> completion) {
+  return std::make_shared<async_acquire_op>(core, n, deadline, std::move(completion));
+}
+void start(const std::shared_ptr<async_acquire_op>& op) { op->start(); }
+void cancel(const std::shared_ptr<async_acquire_op>& op) { op->cancel(); }
+asio::any_io_executor executor_of(const semaphore_core& core) noexcept { return core.link.get_executor(); }
+
+}  // namespace admit::redis::detail
