@@ -71,6 +71,7 @@
 #include <utility>
 
 #include "admit/errc.hpp"
+#include "admit/expected.hpp"
 #include "admit/redis/client/client.hpp"
 #include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
@@ -168,32 +169,9 @@ class [[nodiscard]] lease {
 // The outcome of an acquisition: the lease, or why there is none — an admit::errc (queue_full, timeout, cancelled,
 // exceeds_capacity), std::errc::resource_unavailable_try_again (try_acquire: not free now), or the Redis call's
 // error (admit::redis::errc, or admit::redis::semaphore_error_reply for an error reply).
-class [[nodiscard]] semaphore_result {
- public:
-  semaphore_result(lease l) noexcept : lease_(std::move(l)) {}  // NOLINT(google-explicit-constructor)
-  semaphore_result(std::error_code e) noexcept : error_(e) {}   // NOLINT(google-explicit-constructor)
-  semaphore_result(admit::errc e) noexcept
-      : error_(admit::make_error_code(e)) {}  // NOLINT(google-explicit-constructor)
-
-  bool has_value() const noexcept { return !error_; }
-  explicit operator bool() const noexcept { return has_value(); }
-  // The lease; throws std::system_error carrying error() when there is none.
-  lease& value() & {
-    if (error_) throw std::system_error(error_);
-    return lease_;
-  }
-  lease&& value() && {
-    if (error_) throw std::system_error(error_);
-    return std::move(lease_);
-  }
-  lease* operator->() noexcept { return &lease_; }
-  lease& operator*() & noexcept { return lease_; }
-  std::error_code error() const noexcept { return error_; }
-
- private:
-  lease lease_;
-  std::error_code error_;
-};
+// admit::expected (admit/expected.hpp), as every admit result: has_value(), value() (throws std::system_error),
+// *r, r->, error().
+using semaphore_result = admit::expected<lease, std::error_code>;
 
 namespace detail {
 
