@@ -1,12 +1,14 @@
 // URL parsing and validation of admit::redis::connection_options.
 #include <algorithm>
 #include <charconv>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "admit/redis/client/options.hpp"
+#include "admit/redis/client/sentinel.hpp"
 #include "sentinel_discovery.hpp"
 
 namespace admit::redis {
@@ -14,23 +16,28 @@ namespace {
 
 // What a message may quote of a password.
 constexpr std::string_view hidden = "***";
+constexpr std::string_view redis_scheme = "redis://";
+constexpr std::string_view rediss_scheme = "rediss://";
+constexpr std::string_view unix_scheme = "unix://";
+constexpr std::string_view sentinel_scheme = "redis+sentinel://";
 
-// `url` with its password, if any, as "***" (in the userinfo of scheme://[user]:password@host..., in unix's
-// password=...): messages quote the URL, and they end up in logs.
+// `url` with every password in it as "***": the userinfo's (scheme://[user]:password@...) and the value of each query
+// parameter whose name ends in "password" (unix's password=, Sentinel's sentinel_password=). Messages quote the URL,
+// and they end up in logs.
 std::string redacted(std::string_view url) {
   std::string out(url);
   const auto scheme_end = url.find("://");
   const std::size_t start = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
-  if (url.starts_with("unix://")) {
-    for (auto at = out.find("password=", start); at != std::string::npos; at = out.find("password=", at + 1)) {
-      if (out[at - 1] != '?' && out[at - 1] != '&') continue;
-      const std::size_t value = at + 9;
-      const std::size_t end = std::min(out.find('&', value), out.size());
-      out.replace(value, end - value, hidden);
-    }
-    return out;
+  const std::size_t query = std::min(out.find('?', start), out.size());
+  for (auto at = out.find("password=", query); at != std::string::npos; at = out.find("password=", at + 1)) {
+    const std::size_t name = out.find_last_of("?&", at);
+    if (name == std::string::npos || name < query) continue;
+    const std::size_t value = at + 9;
+    const std::size_t end = std::min(out.find('&', value), out.size());
+    out.replace(value, end - value, hidden);
   }
-  const auto at = out.rfind('@');
+  if (url.starts_with(unix_scheme)) return out;
+  const auto at = out.rfind('@', query == out.size() ? std::string::npos : query);
   if (at == std::string::npos || at < start) return out;
   const auto colon = out.find(':', start);
   if (colon == std::string::npos || colon > at) {
@@ -53,6 +60,7 @@ int hex_value(char c) {
   return -1;
 }
 
+// `s` with its %XX escapes decoded; `what` names it in a message (never quoted when it is a password).
 std::string percent_decode(std::string_view s, std::string_view what, std::string_view url) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -62,7 +70,8 @@ std::string percent_decode(std::string_view s, std::string_view what, std::strin
     }
     const int hi = i + 2 < s.size() ? hex_value(s[i + 1]) : -1;
     const int lo = i + 2 < s.size() ? hex_value(s[i + 2]) : -1;
-    if (hi < 0 || lo < 0) bad("bad percent escape in " + std::string(what), what == "password" ? hidden : s, url);
+    if (hi < 0 || lo < 0)
+      bad("bad percent escape in " + std::string(what), what.ends_with("password") ? hidden : s, url);
     out.push_back(static_cast<char>(hi * 16 + lo));
     i += 2;
   }
@@ -88,99 +97,30 @@ bool parse_bool(std::string_view name, std::string_view s, std::string_view url)
   bad("bad value for " + std::string(name), s, url, "want true, false, 1, 0, yes or no");
 }
 
-// The query parameters of each scheme, in the order messages list them.
-constexpr std::string_view unix_parameters = "db, user, password";
-constexpr std::string_view redis_parameters = "none (TLS parameters need rediss://)";
-constexpr std::string_view rediss_parameters = "ca_file, cert_file, key_file, server_name, insecure_skip_verify";
-
-// Applies "name=value&..." to `o`; `tls` and `unix_socket` say which parameters the scheme takes.
-void apply_query(connection_options& o, std::string_view query, bool unix_socket, std::string_view url) {
-  const std::string_view accepted = unix_socket ? unix_parameters : o.tls ? rediss_parameters : redis_parameters;
-  while (!query.empty()) {
-    const auto amp = query.find('&');
-    const std::string_view param = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    const auto eq = param.find('=');
-    if (eq == std::string_view::npos) bad("query parameter without a value", param, url);
-    const std::string_view name = param.substr(0, eq), value = param.substr(eq + 1);
-    if (unix_socket && name == "db") {
-      o.db = parse_db(value, url);
-    } else if (unix_socket && name == "password") {
-      o.password = percent_decode(value, "password", url);
-    } else if (unix_socket && name == "user") {
-      o.user = percent_decode(value, "user", url);
-    } else if (o.tls && name == "ca_file") {
-      o.tls_ca_file = percent_decode(value, name, url);
-    } else if (o.tls && name == "cert_file") {
-      o.tls_cert_file = percent_decode(value, name, url);
-    } else if (o.tls && name == "key_file") {
-      o.tls_key_file = percent_decode(value, name, url);
-    } else if (o.tls && name == "server_name") {
-      o.tls_server_name = percent_decode(value, name, url);
-    } else if (o.tls && name == "insecure_skip_verify") {
-      o.tls_insecure_skip_verify = parse_bool(name, value, url);
-    } else {
-      bad("unknown query parameter", name, url, "accepted: " + std::string(accepted));
-    }
-  }
+// Splits "rest?query" at the first '?' (a '?' in a password is written %3F): returns the query, leaves the rest.
+std::string_view take_query(std::string_view& rest) {
+  const auto q = rest.find('?');
+  if (q == std::string_view::npos) return {};
+  const std::string_view query = rest.substr(q + 1);
+  rest = rest.substr(0, q);
+  return query;
 }
 
-}  // namespace
+// "[[user]:password@]" at the front of `authority`, if any, into o.user and o.password; removes it.
+void take_userinfo(std::string_view& authority, connection_options& o, std::string_view url) {
+  const auto at = authority.rfind('@');
+  if (at == std::string_view::npos) return;
+  const std::string_view userinfo = authority.substr(0, at);
+  authority = authority.substr(at + 1);
+  const auto colon = userinfo.find(':');
+  if (colon == std::string_view::npos) bad("credentials need ':' before the password ([user]:password@)", hidden, url);
+  o.user = percent_decode(userinfo.substr(0, colon), "user", url);
+  o.password = percent_decode(userinfo.substr(colon + 1), "password", url);
+  if (o.password.empty()) bad("empty password", userinfo, url);
+}
 
-connection_options parse_url(std::string_view url) {
-  connection_options o;
-  constexpr std::string_view redis_scheme = "redis://";
-  constexpr std::string_view rediss_scheme = "rediss://";
-  constexpr std::string_view unix_scheme = "unix://";
-  if (url.starts_with("redis+sentinel://")) return detail::parse_sentinel_url(url);  // sentinel.cpp
-  if (url.starts_with(unix_scheme)) {
-    std::string_view rest = url.substr(unix_scheme.size());
-    std::string_view query;
-    if (const auto q = rest.find('?'); q != std::string_view::npos) {
-      query = rest.substr(q + 1);
-      rest = rest.substr(0, q);
-    }
-    if (rest.empty() || rest.front() != '/') bad("socket path must be absolute (unix:///path), got", rest, url);
-    o.unix_path = std::string(rest);
-    apply_query(o, query, true, url);
-    return o;
-  }
-  std::string_view rest;
-  if (url.starts_with(redis_scheme)) {
-    rest = url.substr(redis_scheme.size());
-  } else if (url.starts_with(rediss_scheme)) {
-    rest = url.substr(rediss_scheme.size());
-    o.tls = true;
-  } else {
-    const auto colon = url.find("://");
-    const std::string shown = colon == std::string_view::npos ? redacted(url) : std::string(url.substr(0, colon));
-    bad("unsupported scheme (want redis://, rediss://, unix:// or redis+sentinel://)", shown, url);
-  }
-  // ?query: from the first '?' (a '?' in a password is written %3F).
-  std::string_view query;
-  if (const auto q = rest.find('?'); q != std::string_view::npos) {
-    query = rest.substr(q + 1);
-    rest = rest.substr(0, q);
-  }
-  // [[user]:password@]
-  if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
-    const std::string_view userinfo = rest.substr(0, at);
-    rest = rest.substr(at + 1);
-    const auto colon = userinfo.find(':');
-    if (colon == std::string_view::npos) {
-      bad("credentials need ':' before the password ([user]:password@)", hidden, url);
-    }
-    o.user = percent_decode(userinfo.substr(0, colon), "user", url);
-    o.password = percent_decode(userinfo.substr(colon + 1), "password", url);
-    if (o.password.empty()) bad("empty password", userinfo, url);
-  }
-  // host[:port][/db]
-  std::string_view hostport = rest, db;
-  if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
-    hostport = rest.substr(0, slash);
-    db = rest.substr(slash + 1);
-    if (!db.empty()) o.db = parse_db(db, url);
-  }
+// "host[:port]" with host a name, an IPv4 address or [IPv6]; the port, when given, is 1-65535.
+std::pair<std::string, std::optional<std::uint16_t>> parse_host_port(std::string_view hostport, std::string_view url) {
   std::string_view host = hostport, port;
   if (hostport.starts_with('[')) {
     const auto close = hostport.find(']');
@@ -198,15 +138,133 @@ connection_options parse_url(std::string_view url) {
     if (port.empty()) bad("empty port", hostport, url);
   }
   if (host.empty()) bad("empty host", hostport, url);
-  if (host.find_first_of(" ?#@:") != std::string_view::npos && !hostport.starts_with('[')) {
-    bad("bad host", host, url);
+  if (host.find_first_of(" ?#@:") != std::string_view::npos && !hostport.starts_with('[')) bad("bad host", host, url);
+  if (port.empty()) return {std::string(host), std::nullopt};
+  unsigned value = 0;
+  if (!parse_int(port, value) || value == 0 || value > 65535) bad("bad port", port, url);
+  return {std::string(host), static_cast<std::uint16_t>(value)};
+}
+
+// Calls f(name, value) for each "name=value" of "a=1&b=2".
+template <class F>
+void for_each_parameter(std::string_view query, std::string_view url, F f) {
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view param = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const auto eq = param.find('=');
+    if (eq == std::string_view::npos) bad("query parameter without a value", param, url);
+    f(param.substr(0, eq), param.substr(eq + 1));
   }
-  o.host = std::string(host);
-  if (!port.empty()) {
-    unsigned value = 0;
-    if (!parse_int(port, value) || value == 0 || value > 65535) bad("bad port", port, url);
-    o.port = static_cast<std::uint16_t>(value);
+}
+
+// The query parameters of each scheme, in the order messages list them.
+constexpr std::string_view unix_parameters = "db, user, password";
+constexpr std::string_view redis_parameters = "none (TLS parameters need rediss://)";
+constexpr std::string_view rediss_parameters = "ca_file, cert_file, key_file, server_name, insecure_skip_verify";
+constexpr std::string_view sentinel_parameters = "db, sentinel_username, sentinel_password";
+
+// Applies "name=value&..." to `o`; `tls` and `unix_socket` say which parameters the scheme takes.
+void apply_query(connection_options& o, std::string_view query, bool unix_socket, std::string_view url) {
+  const std::string_view accepted = unix_socket ? unix_parameters : o.tls ? rediss_parameters : redis_parameters;
+  for_each_parameter(query, url, [&](std::string_view name, std::string_view value) {
+    if (unix_socket && name == "db") {
+      o.db = parse_db(value, url);
+    } else if (unix_socket && (name == "password" || name == "user")) {
+      (name == "user" ? o.user : o.password) = percent_decode(value, name, url);
+    } else if (o.tls && name == "ca_file") {
+      o.tls_ca_file = percent_decode(value, name, url);
+    } else if (o.tls && name == "cert_file") {
+      o.tls_cert_file = percent_decode(value, name, url);
+    } else if (o.tls && name == "key_file") {
+      o.tls_key_file = percent_decode(value, name, url);
+    } else if (o.tls && name == "server_name") {
+      o.tls_server_name = percent_decode(value, name, url);
+    } else if (o.tls && name == "insecure_skip_verify") {
+      o.tls_insecure_skip_verify = parse_bool(name, value, url);
+    } else {
+      bad("unknown query parameter", name, url, "accepted: " + std::string(accepted));
+    }
+  });
+}
+
+// redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master_name[/db][?db=N&sentinel_username=U&
+// sentinel_password=P]: the userinfo is the data node's, the sentinel_ parameters the sentinels'.
+connection_options parse_sentinel_url(std::string_view url) {
+  connection_options o;
+  std::string_view rest = url.substr(sentinel_scheme.size());
+  const std::string_view query = take_query(rest);
+  const auto slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  const std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  take_userinfo(authority, o, url);
+  for (;;) {
+    const auto comma = authority.find(',');
+    const std::string_view one = authority.substr(0, comma);
+    if (one.empty()) bad("empty sentinel address (want host[:port],host[:port]...)", one, url);
+    auto [host, port] = parse_host_port(one, url);
+    o.sentinel.sentinels.push_back({std::move(host), port.value_or(default_sentinel_port)});
+    if (comma == std::string_view::npos) break;
+    authority = authority.substr(comma + 1);
   }
+  const auto db_slash = path.find('/');
+  const std::string_view name = path.substr(0, db_slash);
+  if (name.empty()) bad("missing master name (want redis+sentinel://host[:port],.../master_name[/db])", path, url);
+  o.sentinel.master_name = percent_decode(name, "master name", url);
+  std::optional<int> path_db;
+  if (db_slash != std::string_view::npos && db_slash + 1 < path.size())
+    path_db = parse_db(path.substr(db_slash + 1), url);
+  if (path_db) o.db = *path_db;
+  for_each_parameter(query, url, [&](std::string_view key, std::string_view value) {
+    if (key == "db") {
+      const int db = parse_db(value, url);
+      if (path_db && *path_db != db) bad("database given twice, differently (path and ?db=)", value, url);
+      o.db = db;
+    } else if (key == "sentinel_username" || key == "sentinel_password") {
+      (key == "sentinel_username" ? o.sentinel.user : o.sentinel.password) = percent_decode(value, key, url);
+    } else {
+      bad("unknown query parameter", key, url, "accepted: " + std::string(sentinel_parameters));
+    }
+  });
+  return o;
+}
+
+}  // namespace
+
+connection_options parse_url(std::string_view url) {
+  if (url.starts_with(sentinel_scheme)) return parse_sentinel_url(url);
+  connection_options o;
+  if (url.starts_with(unix_scheme)) {
+    std::string_view rest = url.substr(unix_scheme.size());
+    const std::string_view query = take_query(rest);
+    if (rest.empty() || rest.front() != '/') bad("socket path must be absolute (unix:///path), got", rest, url);
+    o.unix_path = std::string(rest);
+    apply_query(o, query, true, url);
+    return o;
+  }
+  std::string_view rest;
+  if (url.starts_with(redis_scheme)) {
+    rest = url.substr(redis_scheme.size());
+  } else if (url.starts_with(rediss_scheme)) {
+    rest = url.substr(rediss_scheme.size());
+    o.tls = true;
+  } else {
+    const auto colon = url.find("://");
+    const std::string shown = colon == std::string_view::npos ? redacted(url) : std::string(url.substr(0, colon));
+    bad("unsupported scheme (want redis://, rediss://, unix:// or redis+sentinel://)", shown, url);
+  }
+  const std::string_view query = take_query(rest);
+  take_userinfo(rest, o, url);
+  // host[:port][/db]
+  std::string_view hostport = rest;
+  if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
+    hostport = rest.substr(0, slash);
+    const std::string_view db = rest.substr(slash + 1);
+    if (!db.empty()) o.db = parse_db(db, url);
+  }
+  auto [host, port] = parse_host_port(hostport, url);
+  o.host = std::move(host);
+  if (port) o.port = *port;
   apply_query(o, query, false, url);
   return o;
 }

@@ -21,9 +21,6 @@
 
 namespace admit::redis::detail {
 
-// The redis+sentinel:// form of parse_url (options.hpp); throws std::invalid_argument as parse_url does.
-connection_options parse_sentinel_url(std::string_view url);
-
 // validate()'s checks of options.sentinel when options.sentinel.master_name is not empty; throws
 // std::invalid_argument naming the bad value.
 void validate_sentinel(const connection_options& options);

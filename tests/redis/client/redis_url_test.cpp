@@ -235,8 +235,8 @@ TEST(RedisSentinelUrl, ErrorsNameTheBadPartAndHideSecrets) {
   EXPECT_EQ(error_of("redis+sentinel://s1/m/1?db=2"),
             "redis URL: database given twice, differently (path and ?db=) '2' in 'redis+sentinel://s1/m/1?db=2'");
   EXPECT_EQ(error_of("redis+sentinel://s1/m?sentinel_password=top&timeout=1"),
-            "redis URL: unknown query parameter (want db, sentinel_username or sentinel_password) 'timeout' in "
-            "'redis+sentinel://s1/m?sentinel_password=***&timeout=1'");
+            "redis URL: unknown query parameter 'timeout' in 'redis+sentinel://s1/m?sentinel_password=***&timeout=1' "
+            "(accepted: db, sentinel_username, sentinel_password)");
 }
 
 TEST(RedisSentinelOptions, ValidateNeedsSentinelsWithAddresses) {
