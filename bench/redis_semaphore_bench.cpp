@@ -40,8 +40,8 @@
 // release-to-waiter-running times, samples the rounds measured. errors: acquisitions that failed (timeout, Redis
 // errors; not the cancellations at the end of a window) and releases that Redis did not take.
 // A '#' line after each cycles case gives its release() calls' latency (p50, p99, mean µs: a round trip each; at
-// C:K, each hand-off waits for one). Another counts its acquisitions that waited at least 0.9 × poll_interval: waits that ended
-// only by the waiter's own poll, i.e. wake-ups that never came.
+// C:K, each hand-off waits for one). Another counts its acquisitions that waited at least 0.9 × poll_interval: waits
+// that ended only by the waiter's own poll, i.e. wake-ups that never came.
 #include <unistd.h>
 
 #include <algorithm>
