@@ -39,8 +39,9 @@
 // contender ÷ the mean per contender (1 = evenly served); wakeup: cycles/s and fairness are "-", latencies are the
 // release-to-waiter-running times, samples the rounds measured. errors: acquisitions that failed (timeout, Redis
 // errors; not the cancellations at the end of a window) and releases that Redis did not take.
-// A '#' line after a cycles case counts its acquisitions that waited at least 0.9 × poll_interval: waits that ended
-// only by the waiter's own poll, i.e. wake-ups that never came.
+// A '#' line after each cycles case gives its release() calls' latency (p50, p99, mean µs: a round trip each; at
+// C:K, each hand-off waits for one). Another counts its acquisitions that waited at least 0.9 × poll_interval: waits
+// that ended only by the waiter's own poll, i.e. wake-ups that never came.
 #include <unistd.h>
 
 #include <algorithm>
@@ -243,14 +244,17 @@ void run_cycles(const settings& s, const cycles_case& c, int repetition) {
     if (first_error.empty()) first_error = what;
   };
   std::vector<std::vector<std::int64_t>> latencies(static_cast<std::size_t>(c.contenders));
+  std::vector<std::vector<std::int64_t>> release_latencies(static_cast<std::size_t>(c.contenders));
   std::vector<std::uint64_t> cycles(static_cast<std::size_t>(c.contenders), 0);
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(c.contenders));
   for (int i = 0; i < c.contenders; ++i) {
     threads.emplace_back([&, i] {
       auto& lat = latencies[static_cast<std::size_t>(i)];
+      auto& rel = release_latencies[static_cast<std::size_t>(i)];
       auto& done = cycles[static_cast<std::size_t>(i)];
       lat.reserve(1 << 16);
+      rel.reserve(1 << 16);
       const std::stop_token token = stop.get_token();
       while (!token.stop_requested()) {
         const auto t0 = clock_type::now();
@@ -266,7 +270,10 @@ void run_cycles(const settings& s, const cycles_case& c, int repetition) {
         const auto t2 = clock_type::now();
         const bool ok = status == admit::redis::lease::release_status::released;
         if (!ok) error("release: " + (ec ? ec.message() : std::string("not held")));
-        if (ok && t2 >= from && t2 < until) ++done;
+        if (ok && t2 >= from && t2 < until) {
+          ++done;
+          rel.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t2 - t1).count());
+        }
       }
     });
   }
@@ -293,6 +300,12 @@ void run_cycles(const settings& s, const cycles_case& c, int repetition) {
     std::printf("# admit cycles %d:%lld rep %d: first error: %s\n", c.contenders, static_cast<long long>(c.capacity),
                 repetition, first_error.c_str());
   }
+  // The release() calls' own latency (a round trip; at C:K it is also each hand-off's share of a cycle).
+  std::vector<std::int64_t> all_releases;
+  for (const auto& r : release_latencies) all_releases.insert(all_releases.end(), r.begin(), r.end());
+  const summary rs = summarize(std::move(all_releases));
+  std::printf("# admit cycles %d:%lld rep %d: release() p50 %.1f us, p99 %.1f us, mean %.1f us\n", c.contenders,
+              static_cast<long long>(c.capacity), repetition, rs.p50, rs.p99, rs.mean);
   const summary sm = summarize(std::move(all));
   const double mean_per_contender = static_cast<double>(total) / c.contenders;
   std::printf("admit\t%s\tcycles\t%d\t%lld\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%llu\t%llu\t%.3f\n", variant(s).c_str(),
