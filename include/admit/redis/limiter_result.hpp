@@ -5,7 +5,6 @@
 //   if (!r.decision) reply_429(r.decision.retry_after); if (r.error) log(r.error.message());
 #pragma once
 
-#include <boost/system/error_code.hpp>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -65,9 +64,9 @@ struct limiter_result {
   admit::decision decision;
   // Empty when Redis decided (or a lease, or rate inf). Else why Redis did not: errc::timeout (the connection's
   // last_connect_error() says why, when it was down), errc::outcome_unknown (the script may have run and charged the
-  // request), errc::closed, Asio's operation_aborted when cancelled, limiter_errc::error_reply, unexpected_reply or
-  // circuit_open.
-  boost::system::error_code error;
+  // request), errc::closed, errc::cancelled when cancelled (async_decide's error_code is then Asio's
+  // operation_aborted), limiter_errc::error_reply, unexpected_reply or circuit_open.
+  std::error_code error;
   decided_by source = decided_by::failure_policy;
   // True when the decision is Redis's (source == decided_by::redis).
   bool consulted = false;

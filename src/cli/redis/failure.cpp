@@ -118,14 +118,13 @@ std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::n
   const auto given = [&](std::chrono::steady_clock::time_point until) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(until - start);
   };
-  if (const boost::system::error_code ec = deadline ? conn.connect_until(*deadline) : conn.connect()) {
-    if (ec == errc::timeout) return call_failure(conn, std::error_code(ec), {}, given(*deadline));
-    return connection_failure(conn, std::error_code(ec));
+  if (const std::error_code ec = deadline ? conn.connect_until(*deadline) : conn.connect()) {
+    if (ec == errc::timeout) return call_failure(conn, ec, {}, given(*deadline));
+    return connection_failure(conn, ec);
   }
   const auto until = ping_deadline();
   const redis::result r = conn.execute_until(until, "PING");
-  if (r.error)
-    return call_failure(conn, std::error_code(r.error), {}, deadline && until == *deadline ? given(until) : timeout);
+  if (r.error) return call_failure(conn, r.error, {}, deadline && until == *deadline ? given(until) : timeout);
   if (r.value.is_error()) return reply_failure(conn, r.value.str());
   return std::nullopt;
 }

@@ -793,7 +793,7 @@ void add_connect_waiter(connection_impl& impl, std::shared_ptr<request_base> req
 result execute_blocking(connection_impl& impl, const command& cmd, std::optional<clock::time_point> deadline) {
   auto req = std::make_shared<blocking_request>();
   req->payload = format_command(cmd);
-  if (deadline && clock::now() >= *deadline) return result{to_error_code(errc::timeout), reply()};
+  if (deadline && clock::now() >= *deadline) return result{errc::timeout, reply()};
   impl.submit(req);  // the waiting thread enforces the deadline (req->deadline stays empty)
   auto [ec, value] = req->wait(deadline);
   return result{ec, std::move(value)};
@@ -806,8 +806,8 @@ errc resolve_failure(const boost::system::error_code& ec) noexcept {
   return errc::connection_failed;
 }
 
-boost::system::error_code connect_blocking(connection_impl& impl, std::optional<clock::time_point> deadline) {
-  if (deadline && clock::now() >= *deadline) return to_error_code(errc::timeout);
+std::error_code connect_blocking(connection_impl& impl, std::optional<clock::time_point> deadline) {
+  if (deadline && clock::now() >= *deadline) return errc::timeout;
   auto req = std::make_shared<blocking_request>();
   impl.add_connect_waiter(req);
   return req->wait(deadline).first;

@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "admit/asio/error_code.hpp"
+#include "admit/errc.hpp"
 #include "admit/redis/client/errc.hpp"
 
 namespace {
@@ -31,7 +33,7 @@ using admit::redis::detail::limiter_algorithm;
 using tp = failure_handler::clock::time_point;
 
 constexpr tp at(std::chrono::milliseconds ms) { return tp{ms}; }
-const boost::system::error_code timeout = admit::redis::make_error_code(errc::timeout);
+const std::error_code timeout = admit::redis::make_error_code(errc::timeout);
 
 // A limiter of burst 10 at 10/s (a window algorithm's fallback is a GCRA of the same shape).
 limiter_algorithm ten_per_second() {
@@ -52,9 +54,11 @@ limiter_options with(failure_policy p) {
 TEST(RedisFailureHandler, OnlyOutagesFeedTheBreaker) {
   EXPECT_TRUE(failure_handler::is_outage(timeout));
   EXPECT_TRUE(failure_handler::is_outage(admit::redis::make_error_code(errc::outcome_unknown)));
-  EXPECT_TRUE(failure_handler::is_outage(boost::asio::error::connection_refused));
+  EXPECT_TRUE(failure_handler::is_outage(admit::asio::from_error_code(boost::asio::error::connection_refused)));
   EXPECT_FALSE(failure_handler::is_outage({}));
-  EXPECT_FALSE(failure_handler::is_outage(boost::asio::error::operation_aborted));       // a cancellation
+  EXPECT_FALSE(failure_handler::is_outage(admit::errc::cancelled));  // a cancellation
+  EXPECT_FALSE(
+      failure_handler::is_outage(std::error_code(boost::system::error_code(boost::asio::error::operation_aborted))));
   EXPECT_FALSE(failure_handler::is_outage(make_error_code(limiter_errc::error_reply)));  // Redis answered
   EXPECT_FALSE(failure_handler::is_outage(make_error_code(limiter_errc::unexpected_reply)));
 }
@@ -82,7 +86,7 @@ TEST(RedisFailureHandler, ACancelledProbeLetsTheNextCallerProbe) {
   ASSERT_EQ(h.on_error(timeout, breaker_pass::call, at(0ms)), breaker_change::opened);
   ASSERT_EQ(h.allow(at(100ms)), breaker_pass::probe);
   EXPECT_EQ(h.allow(at(100ms)), breaker_pass::refused);
-  EXPECT_EQ(h.on_error(boost::asio::error::operation_aborted, breaker_pass::probe, at(101ms)), breaker_change::none);
+  EXPECT_EQ(h.on_error(admit::errc::cancelled, breaker_pass::probe, at(101ms)), breaker_change::none);
   EXPECT_EQ(h.allow(at(101ms)), breaker_pass::probe);
   EXPECT_EQ(h.on_error(timeout, breaker_pass::probe, at(102ms)), breaker_change::none);  // reopened, not "opened"
   EXPECT_EQ(h.allow(at(201ms)), breaker_pass::refused);

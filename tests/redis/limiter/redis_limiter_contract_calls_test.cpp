@@ -155,7 +155,7 @@ TYPED_TEST(RedisLimiterContract, ADecisionCancelledWhileItWaitsForItsBatchIsNeve
   });
   asked.get_future().wait();
   const limiter_result t = third_done.get_future().get();
-  EXPECT_EQ(t.error, asio::error::operation_aborted);
+  EXPECT_EQ(t.error, admit::errc::cancelled);
   EXPECT_FALSE(t.consulted);
 
   EXPECT_EQ(first.get().decision.remaining, 9);

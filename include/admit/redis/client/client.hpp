@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <shared_mutex>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 
@@ -40,7 +41,7 @@ struct client_anchor {
 
 // The outcome of a blocking call: an I/O error, or a reply (which may be a Redis error reply).
 struct [[nodiscard]] result {
-  boost::system::error_code error;
+  std::error_code error;
   reply value;
   // True when a reply came and it is not an error reply.
   bool ok() const noexcept { return !error && !value.is_error(); }

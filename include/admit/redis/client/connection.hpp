@@ -85,8 +85,7 @@ void submit(connection_impl& impl, std::shared_ptr<request_base> req);
 void add_connect_waiter(connection_impl& impl, std::shared_ptr<request_base> req);
 result execute_blocking(connection_impl& impl, const command& cmd,
                         std::optional<std::chrono::steady_clock::time_point> deadline);
-boost::system::error_code connect_blocking(connection_impl& impl,
-                                           std::optional<std::chrono::steady_clock::time_point> deadline);
+std::error_code connect_blocking(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline);
 // Starts the close (once; later calls do nothing), then waits for its outcome (any number of times).
 void begin_close(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline);
 close_result await_close(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline);
@@ -148,11 +147,9 @@ class connection final : public client {
         token);
   }
   // Blocking connect; the same results.
-  boost::system::error_code connect() { return detail::connect_blocking(*impl_, std::nullopt); }
+  std::error_code connect() { return detail::connect_blocking(*impl_, std::nullopt); }
   // The same, giving up at `deadline` with errc::timeout (the attempt goes on without this caller).
-  boost::system::error_code connect_until(clock::time_point deadline) {
-    return detail::connect_blocking(*impl_, deadline);
-  }
+  std::error_code connect_until(clock::time_point deadline) { return detail::connect_blocking(*impl_, deadline); }
 
   // async_execute(arg, arg..., token) or async_execute(command, token): sends the command with the default deadline
   // (options().command_timeout). Arguments are string-like or integers. Completion: void(error_code, reply).
