@@ -168,7 +168,7 @@ redis::limiter_result decide_by(const redis::limiter& limiter, const boost::asio
     boost::asio::post(executor, [cancel] { cancel->emit(boost::asio::cancellation_type::terminal); });
   }
   redis::limiter_result r = answer.get();
-  if (r.error == admit::errc::cancelled) r.error = redis::errc::timeout;  // the cancellation above: the deadline
+  if (r.error == admit::errc::cancelled) r.error = errc::timeout;  // the cancellation above: the deadline
   return r;
 }
 

@@ -32,7 +32,8 @@ failure_handler::failure_handler(const limiter_options& options, const limiter_a
 bool failure_handler::is_outage(const std::error_code& ec) noexcept {
   if (!ec) return false;
   if (ec == admit::errc::cancelled || ec == std::errc::operation_canceled) return false;  // a cancellation
-  return ec.category() != limiter_error_category();
+  // Redis answered (error_reply, unexpected_reply), or was not called (circuit_open): not an outage.
+  return ec != admit::errc::error_reply && ec != admit::errc::unexpected_reply && ec != admit::errc::circuit_open;
 }
 
 breaker_change failure_handler::on_error(const std::error_code& ec, breaker_pass pass, clock::time_point now) noexcept {

@@ -3,7 +3,7 @@
 // decision (limiter_options::on_failure: fail_closed, fail_open, or the local fallback limiter with its share).
 //
 //   failure_handler h(options, algorithm);
-//   if (h.allow(now) == breaker_pass::refused) return h.decide(key, n, limiter_errc::circuit_open, {}, now);
+//   if (h.allow(now) == breaker_pass::refused) return h.decide(key, n, errc::circuit_open, {}, now);
 //   ... the call fails with ec ... if (h.on_error(ec, pass, now) == breaker_change::opened) report(ec);
 //
 // Which errors count. An outage (a timeout, a lost or refused connection, outcome_unknown) feeds the breaker; an

@@ -145,7 +145,7 @@ limiter_plan limiter_core::before(std::string_view key, std::int64_t n) {
   plan.pass = failures_.allow(now);
   if (plan.pass == breaker_pass::refused) {
     bump(counters_.circuit_refused);
-    plan.done = failed(key, n, make_error_code(limiter_errc::circuit_open), {});
+    plan.done = failed(key, n, make_error_code(errc::circuit_open), {});
     return plan;
   }
   // From the `now` read at the start on purpose: limiter_options::timeout counts from the decision's start, so the
@@ -171,9 +171,9 @@ limiter_result limiter_core::after(std::string_view key, std::int64_t n, const l
   }
   // Redis answered (even an error reply proves it is there).
   if (failures_.on_answer() == breaker_change::closed) emit(limiter_event_kind::circuit_closed, {}, {});
-  if (r.is_error()) return failed(key, n, make_error_code(limiter_errc::error_reply), r.str());
+  if (r.is_error()) return failed(key, n, make_error_code(errc::error_reply), r.str());
   const std::optional<decision_reply> d = parse_decision(r, n, plan.k, algo_.limit);
-  if (!d) return failed(key, n, make_error_code(limiter_errc::unexpected_reply), {});
+  if (!d) return failed(key, n, make_error_code(errc::unexpected_reply), {});
 
   bump(counters_.decisions);
   bump(counters_.redis);

@@ -21,9 +21,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "admit/errc.hpp"
 #include "admit/redis/client/command.hpp"
 #include "admit/redis/client/detail/request.hpp"
-#include "admit/redis/client/errc.hpp"
 #include "admit/redis/client/reply.hpp"
 
 namespace admit::redis {
@@ -130,7 +130,7 @@ class client_link {
           auto req = client::make_request(std::move(handler), when, ex);
           const std::shared_lock lock(anchor->mutex);  // the client is not destroyed while its call is handed over
           if (anchor->target != nullptr) return anchor->target->do_async_execute(std::move(req), std::move(c));
-          req->try_finish(to_error_code(errc::closed), reply());
+          req->try_finish(admit::asio::to_error_code(errc::closed), reply());
         },
         token, deadline, std::move(cmd));
   }

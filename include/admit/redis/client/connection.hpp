@@ -46,10 +46,10 @@
 #include <type_traits>
 #include <utility>
 
+#include "admit/errc.hpp"
 #include "admit/redis/client/client.hpp"
 #include "admit/redis/client/command.hpp"
 #include "admit/redis/client/detail/request.hpp"
-#include "admit/redis/client/errc.hpp"
 #include "admit/redis/client/options.hpp"
 #include "admit/redis/client/reply.hpp"
 
@@ -97,6 +97,11 @@ connection_statistics statistics(const connection_impl& impl) noexcept;
 bool is_connected(const connection_impl& impl) noexcept;
 std::string last_error(const connection_impl& impl);
 std::error_code last_connect_error(const connection_impl& impl);
+// What a failed name resolution (Asio's resolver error `ec`) is: unknown_host when the name does not exist
+// (host_not_found: EAI_NONAME, EAI_NODATA; service_not_found), connection_failed for anything else — the resolver
+// could not answer now (host_not_found_try_again: EAI_AGAIN, a DNS server down or slow; no_recovery: EAI_FAIL), or a
+// local failure. Waiting may fix the second, not the first.
+errc resolve_failure(const boost::system::error_code& ec) noexcept;
 }  // namespace detail
 
 class connection final : public client {
