@@ -1,5 +1,6 @@
 // admit/errc.hpp — why an operation of admit failed, as a std::error_code: one vocabulary for the whole library
-// (local limiters and semaphores, the Redis client, the distributed limiters and semaphore).
+// (local semaphores and concurrency limiters, the Redis client, the distributed limiters, the distributed
+// semaphore's waits).
 //
 // Expected failures are values, not exceptions: each `acquire`-style call returns a result whose error is an
 // `admit::errc`, a Redis call's result carries one in a std::error_code, and `std::error_code{admit::errc::timeout}`
