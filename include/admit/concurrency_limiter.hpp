@@ -255,6 +255,8 @@ class basic_concurrency_limiter {
         return acquire_outcome::closed;
       case errc::exceeds_capacity:
         return acquire_outcome::exceeds_capacity;
+      default:  // the Redis client's and the distributed limiters' values: never the outcome of a local wait
+        break;
     }
     return acquire_outcome::admitted;
   }

@@ -34,14 +34,15 @@
 #include <utility>
 #include <vector>
 
+#include "admit/asio/error_code.hpp"
 #include "admit/decision.hpp"
 #include "admit/detail/check_n.hpp"
+#include "admit/errc.hpp"
 #include "admit/rate.hpp"
 #include "admit/redis/circuit_breaker.hpp"
 #include "admit/redis/client/client.hpp"
 #include "admit/redis/client/command.hpp"
 #include "admit/redis/client/detail/request.hpp"
-#include "admit/redis/client/errc.hpp"
 #include "admit/redis/client/reply.hpp"
 #include "admit/redis/client/script.hpp"
 #include "admit/redis/limiter_options.hpp"
@@ -141,8 +142,7 @@ struct limiter_op {
     if constexpr (Detailed) {
       self.complete(std::move(result));
     } else {
-      const boost::system::error_code ec = result.error;
-      self.complete(ec, result.decision);
+      self.complete(admit::asio::to_error_code(result.error), result.decision);
     }
   }
 };
@@ -162,8 +162,8 @@ class limiter {
   // Asynchronous: completion void(error_code, admit::decision). With an error the decision is the failure policy's
   // (with use_awaitable, wrap it in as_tuple: otherwise the error becomes an exception and the decision is lost). The
   // handler runs on its associated executor (the client's by default), never inside this call. Cancellation:
-  // terminal, through the handler's slot: completes with operation_aborted and the policy's decision (the script may
-  // still run on the server).
+  // terminal, through the handler's slot: completes with operation_aborted (async_decide_detailed: errc::cancelled in
+  // limiter_result::error) and the policy's decision (the script may still run on the server).
   template <class CompletionToken>
   auto async_decide(std::string_view key, std::int64_t n, CompletionToken&& token) const {
     return initiate<false, void(boost::system::error_code, admit::decision)>(key, n,

@@ -12,8 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string_view>
-
-#include <boost/system/error_code.hpp>
+#include <system_error>
 
 #include "admit/redis/circuit_breaker.hpp"
 
@@ -36,9 +35,9 @@ enum class limiter_event_kind {
 
 struct limiter_event {
   limiter_event_kind kind;
-  std::string_view limiter;         // the limiter's name
-  std::string_view key;             // lost_state: the key whose reply revealed it; empty otherwise
-  boost::system::error_code error;  // circuit_opened: the failure that opened it
+  std::string_view limiter;  // the limiter's name
+  std::string_view key;      // lost_state: the key whose reply revealed it; empty otherwise
+  std::error_code error;     // circuit_opened: the failure that opened it
 };
 
 struct limiter_options {

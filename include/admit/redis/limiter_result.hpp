@@ -5,49 +5,15 @@
 //   if (!r.decision) reply_429(r.decision.retry_after); if (r.error) log(r.error.message());
 #pragma once
 
-#include <boost/system/error_code.hpp>
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <system_error>
-#include <type_traits>
 
 #include "admit/decision.hpp"
+#include "admit/errc.hpp"
 
 namespace admit::redis {
-
-// Why a decision was not made by Redis although the I/O succeeded (or was not attempted).
-enum class limiter_errc {
-  error_reply = 1,       // Redis answered with an error (WRONGTYPE, OOM, READONLY, ...): see limiter_result::message
-  unexpected_reply = 2,  // the reply does not have the shape admit's scripts return
-  circuit_open = 3,      // the circuit breaker is open: Redis was not called
-};
-
-namespace detail {
-class limiter_errc_category final : public std::error_category {
- public:
-  const char* name() const noexcept override { return "admit.redis.limiter"; }
-  std::string message(int value) const override {
-    switch (static_cast<limiter_errc>(value)) {
-      case limiter_errc::error_reply:
-        return "redis answered the limiter script with an error";
-      case limiter_errc::unexpected_reply:
-        return "unexpected reply from the limiter script";
-      case limiter_errc::circuit_open:
-        return "the circuit breaker is open: redis was not called";
-    }
-    return "unknown admit.redis.limiter error " + std::to_string(value);
-  }
-};
-}  // namespace detail
-
-inline const std::error_category& limiter_error_category() noexcept {
-  static const detail::limiter_errc_category category;
-  return category;
-}
-inline std::error_code make_error_code(limiter_errc e) noexcept {
-  return {static_cast<int>(e), limiter_error_category()};
-}
 
 // Who made a decision.
 enum class decided_by {
@@ -65,9 +31,9 @@ struct limiter_result {
   admit::decision decision;
   // Empty when Redis decided (or a lease, or rate inf). Else why Redis did not: errc::timeout (the connection's
   // last_connect_error() says why, when it was down), errc::outcome_unknown (the script may have run and charged the
-  // request), errc::closed, Asio's operation_aborted when cancelled, limiter_errc::error_reply, unexpected_reply or
-  // circuit_open.
-  boost::system::error_code error;
+  // request), errc::closed, errc::cancelled when cancelled (async_decide's error_code is then Asio's
+  // operation_aborted), errc::error_reply, unexpected_reply or circuit_open.
+  std::error_code error;
   decided_by source = decided_by::failure_policy;
   // True when the decision is Redis's (source == decided_by::redis).
   bool consulted = false;
@@ -76,7 +42,7 @@ struct limiter_result {
   std::chrono::microseconds server_time{0};
   // Tokens the script took: n, or more with leasing (the surplus is leased to this process); 0 when refused.
   std::int64_t granted = 0;
-  // The text of Redis's error reply for limiter_errc::error_reply; empty otherwise.
+  // The text of Redis's error reply for errc::error_reply; empty otherwise.
   std::string message;
 };
 
@@ -92,6 +58,3 @@ struct limiter_statistics {
 };
 
 }  // namespace admit::redis
-
-template <>
-struct std::is_error_code_enum<admit::redis::limiter_errc> : std::true_type {};

@@ -168,7 +168,7 @@ redis::limiter_result decide_by(const redis::limiter& limiter, const boost::asio
     boost::asio::post(executor, [cancel] { cancel->emit(boost::asio::cancellation_type::terminal); });
   }
   redis::limiter_result r = answer.get();
-  if (r.error == boost::asio::error::operation_aborted) r.error = redis::to_error_code(redis::errc::timeout);
+  if (r.error == admit::errc::cancelled) r.error = errc::timeout;  // the cancellation above: the deadline
   return r;
 }
 
@@ -223,7 +223,7 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
           // A decision cut short by --max-wait: no answer within what was left of it.
           const std::chrono::nanoseconds given =
               by && *by < asked + lo.timeout ? std::chrono::nanoseconds(*by - asked) : lo.timeout;
-          failure = call_failure(conn, std::error_code(r.error), r.message, given);
+          failure = call_failure(conn, r.error, r.message, given);
         }
       }
       // Time spent waiting for admission (zero for an answer at the first asking).
@@ -243,7 +243,7 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
             << (o.fail_open ? "admitted by --fail-open" : "not admitted (--fail-open admits)") << "\n";
         // The failure policy's decision, as the limiter makes it.
         redis::limiter_result policy;
-        policy.error = boost::system::error_code(failure->error);
+        policy.error = failure->error;
         policy.source = redis::decided_by::failure_policy;
         policy.decision.admitted = o.fail_open;
         policy.decision.limit = limiter->limit();

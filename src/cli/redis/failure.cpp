@@ -5,7 +5,7 @@
 #include <array>
 #include <string>
 
-#include "admit/redis/client/errc.hpp"
+#include "admit/errc.hpp"
 #include "admit/redis/limiter_result.hpp"
 #include "cli/duration.hpp"
 #include "cli/message.hpp"
@@ -15,13 +15,30 @@ namespace admit::cli {
 
 namespace {
 
-using redis::errc;
-
 // The connection's words without their "connect: " / "resolve host: " / "AUTH: " lead.
 std::string words_of(const redis::connection& conn) {
   std::string w = conn.last_error();
   if (const auto colon = w.find(": "); colon != std::string::npos) w.erase(0, colon + 2);
   return w;
+}
+
+// Whether `e` is one of the Redis client's connection failures (connect() or last_connect_error() gives them).
+bool is_connection_error(std::error_code e) {
+  constexpr std::array<errc, 14> connection = {errc::closed,
+                                               errc::connect_timeout,
+                                               errc::auth_failed,
+                                               errc::select_failed,
+                                               errc::protocol_error,
+                                               errc::connection_refused,
+                                               errc::unknown_host,
+                                               errc::connection_failed,
+                                               errc::connection_lost,
+                                               errc::tls_handshake_failed,
+                                               errc::tls_verify_failed,
+                                               errc::no_sentinel,
+                                               errc::unknown_master,
+                                               errc::not_master};
+  return std::any_of(connection.begin(), connection.end(), [&](errc c) { return e == c; });
 }
 
 std::string with_words(const std::string& words) { return words.empty() ? std::string() : " (" + words + ")"; }
@@ -38,7 +55,7 @@ bool transient_reply(std::string_view prefix) {
 redis_failure reply_failure(const redis::connection& conn, std::string_view text) {
   const std::string where = redis_address(conn.options());
   const std::string_view prefix = text.substr(0, text.find(' '));
-  redis_failure f{make_error_code(redis::limiter_errc::error_reply), {}, transient_reply(prefix)};
+  redis_failure f{make_error_code(errc::error_reply), {}, transient_reply(prefix)};
   if (prefix == "NOAUTH") {
     f.message = "authentication failed at " + where + ": " + std::string(text) +
                 " (the server wants a password: redis://:PASSWORD@host:port)";
@@ -118,21 +135,20 @@ std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::n
   const auto given = [&](std::chrono::steady_clock::time_point until) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(until - start);
   };
-  if (const boost::system::error_code ec = deadline ? conn.connect_until(*deadline) : conn.connect()) {
-    if (ec == errc::timeout) return call_failure(conn, std::error_code(ec), {}, given(*deadline));
-    return connection_failure(conn, std::error_code(ec));
+  if (const std::error_code ec = deadline ? conn.connect_until(*deadline) : conn.connect()) {
+    if (ec == errc::timeout) return call_failure(conn, ec, {}, given(*deadline));
+    return connection_failure(conn, ec);
   }
   const auto until = ping_deadline();
   const redis::result r = conn.execute_until(until, "PING");
-  if (r.error)
-    return call_failure(conn, std::error_code(r.error), {}, deadline && until == *deadline ? given(until) : timeout);
+  if (r.error) return call_failure(conn, r.error, {}, deadline && until == *deadline ? given(until) : timeout);
   if (r.value.is_error()) return reply_failure(conn, r.value.str());
   return std::nullopt;
 }
 
 redis_failure call_failure(const redis::connection& conn, std::error_code error, std::string_view reply_text,
                            std::chrono::nanoseconds timeout) {
-  if (error == redis::limiter_errc::error_reply) return reply_failure(conn, reply_text);
+  if (error == errc::error_reply) return reply_failure(conn, reply_text);
   const std::string where = redis_address(conn.options());
   const std::error_code down = conn.last_connect_error();
   if (error == errc::timeout) {
@@ -144,7 +160,7 @@ redis_failure call_failure(const redis::connection& conn, std::error_code error,
     if (down == errc::protocol_error) return connection_failure(conn, down);
     return {error, "lost the connection to " + where + " during the call" + with_words(words_of(conn)), true};
   }
-  if (error.category() == redis::error_category()) return connection_failure(conn, error);
+  if (is_connection_error(error)) return connection_failure(conn, error);
   return {error, "unexpected answer from " + where + ": " + error.message(), false};
 }
 

@@ -27,7 +27,7 @@ inline constexpr int exit_unavailable = 69;  // sysexits' EX_UNAVAILABLE
 inline constexpr int exit_tempfail = 75;     // sysexits' EX_TEMPFAIL
 
 struct redis_failure {
-  std::error_code error;   // an admit::redis::errc (or limiter_errc::error_reply for an error reply)
+  std::error_code error;   // an admit::errc of the Redis client (or errc::error_reply for an error reply)
   std::string message;     // e.g. "cannot connect to redis://127.0.0.1:6380: connection refused (is ...?)"
   bool transient = false;  // may pass by waiting (exit 75); else exit 69
   int exit_status() const noexcept { return transient ? exit_tempfail : exit_unavailable; }

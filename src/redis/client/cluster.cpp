@@ -25,8 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "admit/errc.hpp"
 #include "admit/redis/client/connection.hpp"
-#include "admit/redis/client/errc.hpp"
 
 namespace admit::redis {
 namespace {
@@ -453,7 +453,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
 
 namespace {
 
-boost::system::error_code closed_error() { return to_error_code(errc::closed); }
+boost::system::error_code closed_error() { return admit::asio::to_error_code(errc::closed); }
 
 // A broadcast: one attempt per master, then one completion with the first master's reply if all succeeded, else the
 // first failure in master order.
@@ -589,7 +589,8 @@ class call final : public attempt_sink, public std::enable_shared_from_this<call
     timer_ = std::make_unique<asio::steady_timer>(cluster_->executor(), when);
     timer_->async_wait([self = shared_from_this()](const boost::system::error_code&) {
       if (self->parent_->done()) return;
-      if (self->deadline_ && clock::now() >= *self->deadline_) return self->finish(to_error_code(errc::timeout), {});
+      if (self->deadline_ && clock::now() >= *self->deadline_)
+        return self->finish(admit::asio::to_error_code(errc::timeout), {});
       const auto t = self->cluster_->node_for(self->slot_);
       if (!t.conn) return self->finish(closed_error(), reply());
       self->send(t, format_command(self->cmd_), false);
@@ -643,7 +644,7 @@ std::shared_ptr<cluster_impl> make_cluster_impl(asio::any_io_executor ex, std::v
 void execute(cluster_impl& impl, std::shared_ptr<request_base> req, deadline_type deadline, command cmd) {
   std::string payload = format_command(cmd);  // throws std::invalid_argument for an empty command
   if (deadline && clock::now() >= *deadline) {
-    req->try_finish(to_error_code(errc::timeout), reply());
+    req->try_finish(admit::asio::to_error_code(errc::timeout), reply());
     return;
   }
   const route r = route_of(cmd);

@@ -101,7 +101,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // Any thread.
   void submit(request_ptr req) {
     if (req->deadline && clock::now() >= *req->deadline) {
-      req->try_finish(to_error_code(errc::timeout), reply());
+      req->try_finish(admit::asio::to_error_code(errc::timeout), reply());
       return;
     }
     bool post_needed = false;
@@ -109,7 +109,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     {
       std::lock_guard lock(mutex_);
       if (closed_) {
-        req->try_finish(to_error_code(errc::closed), reply());
+        req->try_finish(admit::asio::to_error_code(errc::closed), reply());
         return;
       }
       req->count_in(live_);
@@ -140,13 +140,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     {
       std::lock_guard lock(mutex_);
       if (closed_) {
-        req->try_finish(to_error_code(errc::closed), reply());
+        req->try_finish(admit::asio::to_error_code(errc::closed), reply());
         return;
       }
     }
     asio::post(strand_, [self = shared_from_this(), req = std::move(req)]() mutable {
       if (self->state_ == state::closed) {
-        req->try_finish(to_error_code(errc::closed), reply());
+        req->try_finish(admit::asio::to_error_code(errc::closed), reply());
       } else if (self->state_ == state::ready) {
         req->try_finish({}, reply());
       } else {
@@ -212,7 +212,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     last_error_ = std::move(what);
   }
 
-  // A failed attempt's error in admit::redis::errc terms: ours as they are; a refused connection (a unix socket path
+  // A failed attempt's error in admit::errc terms: ours as they are; a refused connection (a unix socket path
   // with nothing there included) is connection_refused; any other socket error connection_failed.
   static std::error_code connect_error(const boost::system::error_code& ec) {
     if (const std::error_code ours(ec); ours.category() == error_category()) return ours;
@@ -234,7 +234,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       drain_posted_ = false;
     }
     if (state_ == state::closed) {
-      for (auto& r : batch) r->try_finish(to_error_code(errc::closed), reply());
+      for (auto& r : batch) r->try_finish(admit::asio::to_error_code(errc::closed), reply());
       return;
     }
     bool earliest_changed = false;
@@ -272,7 +272,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       deadlines_.erase(deadlines_.begin());
       if (r) {
         r->has_deadline_entry = false;
-        r->try_finish(to_error_code(errc::timeout), reply());
+        r->try_finish(admit::asio::to_error_code(errc::timeout), reply());
       }
     }
     arm_deadline_timer();
@@ -370,7 +370,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     if (gen != gen_) return;
     if (ec && tls_ && state_ == state::handshaking) {  // e.g. TLS 1.3: the server refused the client's certificate
       set_last_error("TLS session with " + endpoint() + " refused by the server: " + ec.message());
-      fail_attempt(to_error_code(errc::tls_handshake_failed));
+      fail_attempt(admit::asio::to_error_code(errc::tls_handshake_failed));
       return;
     }
     if (ec) {
@@ -378,13 +378,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       return;
     }
     if (redisReaderFeed(reader_, read_buffer_.data(), n) != REDIS_OK) {
-      lose(to_error_code(errc::protocol_error), std::string("protocol: ") + reader_->errstr);
+      lose(admit::asio::to_error_code(errc::protocol_error), std::string("protocol: ") + reader_->errstr);
       return;
     }
     for (;;) {
       void* raw = nullptr;
       if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
-        lose(to_error_code(errc::protocol_error), std::string("protocol: ") + reader_->errstr);
+        lose(admit::asio::to_error_code(errc::protocol_error), std::string("protocol: ") + reader_->errstr);
         return;
       }
       if (raw == nullptr) break;
@@ -404,7 +404,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       if (step == handshake_step::role) {  // Sentinel (sentinel.cpp)
         if (auto why = sentinel_->check_role(value)) {
           set_last_error(std::move(*why));
-          fail_attempt(to_error_code(errc::not_master));
+          fail_attempt(admit::asio::to_error_code(errc::not_master));
           return;
         }
       } else if (value.is_error() && step != handshake_step::probe) {
@@ -413,14 +413,15 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
             options_.user.empty() ? "AUTH (default user): " : "AUTH as user '" + options_.user + "': ";
         set_last_error((step == handshake_step::auth ? who : "SELECT " + std::to_string(options_.db) + ": ") +
                        value.str());
-        fail_attempt(to_error_code(step == handshake_step::auth ? errc::auth_failed : errc::select_failed));
+        fail_attempt(
+            admit::asio::to_error_code(step == handshake_step::auth ? errc::auth_failed : errc::select_failed));
         return;
       }
       if (handshake_.empty()) become_ready();
       return;
     }
     if (state_ != state::ready || in_flight_.empty()) {
-      lose(to_error_code(errc::protocol_error), "protocol: a reply nobody asked for");
+      lose(admit::asio::to_error_code(errc::protocol_error), "protocol: a reply nobody asked for");
       return;
     }
     if (in_flight_.front()->skip_replies != 0) {  // e.g. the OK of the cluster's ASKING before its command
@@ -438,7 +439,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     } else {
       finish(r, {}, std::move(value));
     }
-    if (demoted) lose(to_error_code(errc::connection_lost), "Sentinel: the node answered READONLY (now a replica)");
+    if (demoted)
+      lose(admit::asio::to_error_code(errc::connection_lost), "Sentinel: the node answered READONLY (now a replica)");
   }
 
   void start_connect() {
@@ -480,7 +482,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         self->set_last_error(self->tls_handshaking_
                                  ? "TLS handshake with " + self->endpoint() + ": timed out (is the port a TLS port?)"
                                  : "connect: timed out");
-        self->fail_attempt(to_error_code(errc::connect_timeout));
+        self->fail_attempt(admit::asio::to_error_code(errc::connect_timeout));
       }
     });
     if (!options_.unix_path.empty() && !sentinel_) {
@@ -495,7 +497,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                               if (gen != self->gen_) return;
                               if (ec) {
                                 self->set_last_error("resolve " + self->target_host_ + ": " + ec.message());
-                                self->fail_attempt(to_error_code(resolve_failure(ec)));
+                                self->fail_attempt(admit::asio::to_error_code(resolve_failure(ec)));
                                 return;
                               }
                               std::vector<asio::generic::stream_protocol::endpoint> endpoints;
@@ -534,7 +536,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     std::string why;
     if (!prepare_tls_session(tls_->native_handle(), options_, why)) {
       set_last_error(why);
-      fail_attempt(to_error_code(errc::tls_handshake_failed));
+      fail_attempt(admit::asio::to_error_code(errc::tls_handshake_failed));
       return;
     }
     tls_->async_handshake(asio::ssl::stream_base::client,
@@ -545,7 +547,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                               std::string reason;
                               const errc e = classify_tls_failure(stream->native_handle(), ec, reason);
                               self->set_last_error("TLS handshake with " + self->endpoint() + ": " + reason);
-                              self->fail_attempt(to_error_code(e));
+                              self->fail_attempt(admit::asio::to_error_code(e));
                               return;
                             }
                             self->start_session(gen);
@@ -644,7 +646,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     shut_socket();
     connected_.store(false, std::memory_order_release);
     losses_.fetch_add(1, std::memory_order_relaxed);
-    for (auto& r : std::exchange(in_flight_, {})) finish(r, to_error_code(errc::outcome_unknown), reply());
+    for (auto& r : std::exchange(in_flight_, {})) finish(r, admit::asio::to_error_code(errc::outcome_unknown), reply());
     schedule_reconnect();
     check_closing();
   }
@@ -662,7 +664,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void start_closing(std::optional<clock::time_point> deadline) {
     if (deadline && clock::now() >= *deadline) return finish_close();
     closing_ = true;
-    for (auto& w : std::exchange(connect_waiters_, {})) w->try_finish(to_error_code(errc::closed), reply());
+    for (auto& w : std::exchange(connect_waiters_, {}))
+      w->try_finish(admit::asio::to_error_code(errc::closed), reply());
     if (deadline) {
       close_timer_.expires_at(*deadline);
       close_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
@@ -704,7 +707,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       incoming_bytes_ = 0;
     }
     // Completed with errc::closed, each is counted by the registry (unanswered if written, else unsent).
-    const auto closed = to_error_code(errc::closed);
+    const auto closed = admit::asio::to_error_code(errc::closed);
     for (auto& r : std::exchange(in_flight_, {})) r->try_finish(closed, reply());
     for (auto& r : std::exchange(pending_, {})) r->try_finish(closed, reply());
     for (auto& r : incoming) r->try_finish(closed, reply());
@@ -793,7 +796,7 @@ void add_connect_waiter(connection_impl& impl, std::shared_ptr<request_base> req
 result execute_blocking(connection_impl& impl, const command& cmd, std::optional<clock::time_point> deadline) {
   auto req = std::make_shared<blocking_request>();
   req->payload = format_command(cmd);
-  if (deadline && clock::now() >= *deadline) return result{to_error_code(errc::timeout), reply()};
+  if (deadline && clock::now() >= *deadline) return result{errc::timeout, reply()};
   impl.submit(req);  // the waiting thread enforces the deadline (req->deadline stays empty)
   auto [ec, value] = req->wait(deadline);
   return result{ec, std::move(value)};
@@ -806,8 +809,8 @@ errc resolve_failure(const boost::system::error_code& ec) noexcept {
   return errc::connection_failed;
 }
 
-boost::system::error_code connect_blocking(connection_impl& impl, std::optional<clock::time_point> deadline) {
-  if (deadline && clock::now() >= *deadline) return to_error_code(errc::timeout);
+std::error_code connect_blocking(connection_impl& impl, std::optional<clock::time_point> deadline) {
+  if (deadline && clock::now() >= *deadline) return errc::timeout;
   auto req = std::make_shared<blocking_request>();
   impl.add_connect_waiter(req);
   return req->wait(deadline).first;

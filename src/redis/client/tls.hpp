@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "admit/redis/client/errc.hpp"
+#include "admit/errc.hpp"
 #include "admit/redis/client/options.hpp"
 
 namespace admit::redis::detail {

@@ -3,7 +3,7 @@
 // decision (limiter_options::on_failure: fail_closed, fail_open, or the local fallback limiter with its share).
 //
 //   failure_handler h(options, algorithm);
-//   if (h.allow(now) == breaker_pass::refused) return h.decide(key, n, limiter_errc::circuit_open, {}, now);
+//   if (h.allow(now) == breaker_pass::refused) return h.decide(key, n, errc::circuit_open, {}, now);
 //   ... the call fails with ec ... if (h.on_error(ec, pass, now) == breaker_change::opened) report(ec);
 //
 // Which errors count. An outage (a timeout, a lost or refused connection, outcome_unknown) feeds the breaker; an
@@ -15,12 +15,12 @@
 // admit::keyed's, thread-safe).
 #pragma once
 
-#include <boost/system/error_code.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "admit/gcra.hpp"
 #include "admit/keyed.hpp"
@@ -42,12 +42,12 @@ class failure_handler {
   failure_handler(const limiter_options& options, const limiter_algorithm& algorithm);
 
   // Whether an error is an outage (feeds the breaker) rather than an answer or a cancellation.
-  static bool is_outage(const boost::system::error_code& ec) noexcept;
+  static bool is_outage(const std::error_code& ec) noexcept;
 
   // The breaker's verdict for a call at `now` (circuit_breaker::allow).
   breaker_pass allow(clock::time_point now) noexcept { return breaker_.allow(now); }
   // A call with pass `pass` failed with ec at `now`. Returns opened when this failure opened the breaker.
-  breaker_change on_error(const boost::system::error_code& ec, breaker_pass pass, clock::time_point now) noexcept;
+  breaker_change on_error(const std::error_code& ec, breaker_pass pass, clock::time_point now) noexcept;
   // Redis answered (a decision or an error reply). Returns closed when this answer closed the breaker.
   breaker_change on_answer() noexcept { return breaker_.on_success() ? breaker_change::closed : breaker_change::none; }
   [[nodiscard]] breaker_state state(clock::time_point now) const noexcept { return breaker_.state(now); }
@@ -56,8 +56,8 @@ class failure_handler {
   // fail_closed refuses with failure_retry_after; fail_open admits; local_fallback asks the local GCRA of the key
   // (fallback_share of the rate and burst, at least 1), refusing n > max_n with retry_after nanoseconds::max(), and
   // admits everything for rate inf (remaining = limit). limit is the limiter's in every case.
-  [[nodiscard]] limiter_result decide(std::string_view key, std::int64_t n, boost::system::error_code ec,
-                                      std::string message, clock::time_point now);
+  [[nodiscard]] limiter_result decide(std::string_view key, std::int64_t n, std::error_code ec, std::string message,
+                                      clock::time_point now);
 
  private:
   failure_policy policy_;

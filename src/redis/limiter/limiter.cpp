@@ -55,9 +55,9 @@ class limiter_core {
  private:
   class client_sink;
 
-  limiter_result failed(std::string_view key, std::int64_t n, boost::system::error_code ec, std::string message);
+  limiter_result failed(std::string_view key, std::int64_t n, std::error_code ec, std::string message);
   limiter_result decided(const decision_reply& d);
-  void emit(limiter_event_kind kind, std::string_view key, boost::system::error_code ec) const;
+  void emit(limiter_event_kind kind, std::string_view key, std::error_code ec) const;
   static void bump(std::atomic<std::uint64_t>& c) noexcept { c.fetch_add(1, std::memory_order_relaxed); }
 
   limiter_identity identity_;
@@ -145,7 +145,7 @@ limiter_plan limiter_core::before(std::string_view key, std::int64_t n) {
   plan.pass = failures_.allow(now);
   if (plan.pass == breaker_pass::refused) {
     bump(counters_.circuit_refused);
-    plan.done = failed(key, n, make_error_code(limiter_errc::circuit_open), {});
+    plan.done = failed(key, n, make_error_code(errc::circuit_open), {});
     return plan;
   }
   // From the `now` read at the start on purpose: limiter_options::timeout counts from the decision's start, so the
@@ -160,8 +160,9 @@ void limiter_core::submit(const std::shared_ptr<limiter_core>& self, client& con
 }
 
 limiter_result limiter_core::after(std::string_view key, std::int64_t n, const limiter_plan& plan,
-                                   const boost::system::error_code& ec, const reply& r) {
-  if (ec) {
+                                   const boost::system::error_code& call_error, const reply& r) {
+  if (call_error) {
+    const std::error_code ec = admit::asio::from_error_code(call_error);  // a cancellation is admit::errc::cancelled
     if (failures_.on_error(ec, plan.pass, steady::now()) == breaker_change::opened) {
       bump(counters_.circuit_opened);
       emit(limiter_event_kind::circuit_opened, {}, ec);
@@ -170,9 +171,9 @@ limiter_result limiter_core::after(std::string_view key, std::int64_t n, const l
   }
   // Redis answered (even an error reply proves it is there).
   if (failures_.on_answer() == breaker_change::closed) emit(limiter_event_kind::circuit_closed, {}, {});
-  if (r.is_error()) return failed(key, n, make_error_code(limiter_errc::error_reply), r.str());
+  if (r.is_error()) return failed(key, n, make_error_code(errc::error_reply), r.str());
   const std::optional<decision_reply> d = parse_decision(r, n, plan.k, algo_.limit);
-  if (!d) return failed(key, n, make_error_code(limiter_errc::unexpected_reply), {});
+  if (!d) return failed(key, n, make_error_code(errc::unexpected_reply), {});
 
   bump(counters_.decisions);
   bump(counters_.redis);
@@ -200,14 +201,13 @@ limiter_result limiter_core::decided(const decision_reply& d) {
   return out;
 }
 
-limiter_result limiter_core::failed(std::string_view key, std::int64_t n, boost::system::error_code ec,
-                                    std::string message) {
+limiter_result limiter_core::failed(std::string_view key, std::int64_t n, std::error_code ec, std::string message) {
   bump(counters_.decisions);
   bump(counters_.failures);
   return failures_.decide(key, n, ec, std::move(message), steady::now());
 }
 
-void limiter_core::emit(limiter_event_kind kind, std::string_view key, boost::system::error_code ec) const {
+void limiter_core::emit(limiter_event_kind kind, std::string_view key, std::error_code ec) const {
   if (!identity_.options.on_event) return;
   identity_.options.on_event(limiter_event{kind, identity_.name, key, ec});
 }

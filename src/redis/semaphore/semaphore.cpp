@@ -39,7 +39,7 @@ std::pair<semaphore_snapshot, std::error_code> parse_snapshot(const result& r) {
   // An error reply keeps its text: LOADING, BUSY or MASTERDOWN may pass by waiting, WRONGTYPE will not.
   if (r.value.is_error()) {
     s.error_reply = r.value.str();
-    return {s, make_error_code(limiter_errc::error_reply)};
+    return {s, make_error_code(errc::error_reply)};
   }
   const auto v = integers(r.value, 1);
   if (!v) return {s, script_error()};

@@ -22,9 +22,9 @@
 namespace {
 
 using namespace std::chrono_literals;
+using admit::errc;
 using admit::redis::close_result;
 using admit::redis::connection;
-using admit::redis::errc;
 using admit::redis::reply;
 using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;

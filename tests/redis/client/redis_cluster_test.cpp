@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "admit/redis/client/errc.hpp"
+#include "admit/errc.hpp"
 #include "admit/redis/gcra.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "io_thread.hpp"
@@ -33,9 +33,9 @@
 namespace {
 
 using namespace std::chrono_literals;
+using admit::errc;
 using admit::redis::cluster;
 using admit::redis::command;
-using admit::redis::errc;
 using admit::redis::hash_slot;
 using admit::redis::limiter_result;
 using admit::redis::reply;

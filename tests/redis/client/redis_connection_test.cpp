@@ -15,8 +15,8 @@
 namespace {
 
 using namespace std::chrono_literals;
+using admit::errc;
 using admit::redis::connection;
-using admit::redis::errc;
 using admit::redis::reply;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;

@@ -6,11 +6,12 @@
 #include <boost/asio/error.hpp>
 #include <boost/system/error_code.hpp>
 
-#include "admit/redis/client/errc.hpp"
+#include "admit/errc.hpp"
+#include "admit/redis/client/connection.hpp"
 
 namespace {
 
-using admit::redis::errc;
+using admit::errc;
 using admit::redis::detail::resolve_failure;
 namespace error = boost::asio::error;
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "admit/errc.hpp"
 #include "admit/redis/client/connection.hpp"
-#include "admit/redis/client/errc.hpp"
 #include "admit/redis/client/script.hpp"
 #include "io_thread.hpp"
 #include "redis_server.hpp"
@@ -20,8 +20,8 @@
 namespace {
 
 using namespace std::chrono_literals;
+using admit::errc;
 using admit::redis::connection;
-using admit::redis::errc;
 using admit::redis::reply;
 using admit::redis::script;
 using admit::redis::testing::io_thread;

@@ -37,9 +37,9 @@
 namespace {
 
 using namespace std::chrono_literals;
+using admit::errc;
 using admit::redis::connection;
 using admit::redis::decided_by;
-using admit::redis::errc;
 using admit::redis::failure_policy;
 using admit::redis::limiter_options;
 using admit::redis::limiter_result;

@@ -12,17 +12,17 @@
 #include <stdexcept>
 #include <string>
 
-#include "admit/redis/client/errc.hpp"
+#include "admit/asio/error_code.hpp"
+#include "admit/errc.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
+using admit::errc;
 using admit::redis::breaker_pass;
 using admit::redis::breaker_state;
 using admit::redis::decided_by;
-using admit::redis::errc;
 using admit::redis::failure_policy;
-using admit::redis::limiter_errc;
 using admit::redis::limiter_options;
 using admit::redis::limiter_result;
 using admit::redis::detail::breaker_change;
@@ -31,7 +31,7 @@ using admit::redis::detail::limiter_algorithm;
 using tp = failure_handler::clock::time_point;
 
 constexpr tp at(std::chrono::milliseconds ms) { return tp{ms}; }
-const boost::system::error_code timeout = admit::redis::make_error_code(errc::timeout);
+const std::error_code timeout = admit::make_error_code(errc::timeout);
 
 // A limiter of burst 10 at 10/s (a window algorithm's fallback is a GCRA of the same shape).
 limiter_algorithm ten_per_second() {
@@ -51,19 +51,26 @@ limiter_options with(failure_policy p) {
 
 TEST(RedisFailureHandler, OnlyOutagesFeedTheBreaker) {
   EXPECT_TRUE(failure_handler::is_outage(timeout));
-  EXPECT_TRUE(failure_handler::is_outage(admit::redis::make_error_code(errc::outcome_unknown)));
-  EXPECT_TRUE(failure_handler::is_outage(boost::asio::error::connection_refused));
+  EXPECT_TRUE(failure_handler::is_outage(admit::make_error_code(errc::outcome_unknown)));
+  EXPECT_TRUE(failure_handler::is_outage(admit::asio::from_error_code(boost::asio::error::connection_refused)));
   EXPECT_FALSE(failure_handler::is_outage({}));
-  EXPECT_FALSE(failure_handler::is_outage(boost::asio::error::operation_aborted));       // a cancellation
-  EXPECT_FALSE(failure_handler::is_outage(make_error_code(limiter_errc::error_reply)));  // Redis answered
-  EXPECT_FALSE(failure_handler::is_outage(make_error_code(limiter_errc::unexpected_reply)));
+  EXPECT_FALSE(failure_handler::is_outage(admit::errc::cancelled));  // a cancellation
+  EXPECT_FALSE(
+      failure_handler::is_outage(std::error_code(boost::system::error_code(boost::asio::error::operation_aborted))));
+  EXPECT_FALSE(failure_handler::is_outage(make_error_code(errc::error_reply)));  // Redis answered
+  EXPECT_FALSE(failure_handler::is_outage(make_error_code(errc::unexpected_reply)));
+  EXPECT_FALSE(failure_handler::is_outage(make_error_code(errc::circuit_open)));  // Redis was not called
+  // The client's failures, now in the same category as the limiter's own: still outages.
+  EXPECT_TRUE(failure_handler::is_outage(make_error_code(errc::closed)));
+  EXPECT_TRUE(failure_handler::is_outage(make_error_code(errc::connection_refused)));
+  EXPECT_TRUE(failure_handler::is_outage(make_error_code(errc::connection_lost)));
 }
 
 TEST(RedisFailureHandler, ConsecutiveOutagesOpenTheBreakerAndAnAnswerClosesIt) {
   limiter_options o;
   o.breaker = {.failure_threshold = 2, .open_for = 100ms};
   failure_handler h(o, ten_per_second());
-  EXPECT_EQ(h.on_error(make_error_code(limiter_errc::error_reply), breaker_pass::call, at(0ms)),
+  EXPECT_EQ(h.on_error(make_error_code(errc::error_reply), breaker_pass::call, at(0ms)),
             breaker_change::none);  // not an outage: not counted
   EXPECT_EQ(h.on_error(timeout, breaker_pass::call, at(0ms)), breaker_change::none);
   EXPECT_EQ(h.on_error(timeout, breaker_pass::call, at(1ms)), breaker_change::opened);
@@ -82,7 +89,7 @@ TEST(RedisFailureHandler, ACancelledProbeLetsTheNextCallerProbe) {
   ASSERT_EQ(h.on_error(timeout, breaker_pass::call, at(0ms)), breaker_change::opened);
   ASSERT_EQ(h.allow(at(100ms)), breaker_pass::probe);
   EXPECT_EQ(h.allow(at(100ms)), breaker_pass::refused);
-  EXPECT_EQ(h.on_error(boost::asio::error::operation_aborted, breaker_pass::probe, at(101ms)), breaker_change::none);
+  EXPECT_EQ(h.on_error(admit::errc::cancelled, breaker_pass::probe, at(101ms)), breaker_change::none);
   EXPECT_EQ(h.allow(at(101ms)), breaker_pass::probe);
   EXPECT_EQ(h.on_error(timeout, breaker_pass::probe, at(102ms)), breaker_change::none);  // reopened, not "opened"
   EXPECT_EQ(h.allow(at(201ms)), breaker_pass::refused);
@@ -98,7 +105,7 @@ TEST(RedisFailureHandler, FailClosedRefusesWithItsRetryAfter) {
   EXPECT_EQ(r.error, timeout);
   EXPECT_FALSE(r.consulted);
   EXPECT_EQ(r.decision, (admit::decision{false, 10, 0, 3s, 0ns}));
-  const limiter_result e = h.decide("k", 1, make_error_code(limiter_errc::error_reply), "WRONGTYPE", at(0ms));
+  const limiter_result e = h.decide("k", 1, make_error_code(errc::error_reply), "WRONGTYPE", at(0ms));
   EXPECT_EQ(e.message, "WRONGTYPE");
 }
 

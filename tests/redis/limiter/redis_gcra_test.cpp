@@ -39,7 +39,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using admit::redis::connection;
-using admit::redis::limiter_errc;
 using admit::redis::limiter_options;
 using admit::redis::limiter_result;
 using admit::redis::testing::decide_async;
@@ -236,7 +235,7 @@ TEST(RedisGcra, AStateThatIsNotATatIsAnErrorReply) {
   server.admin({"SET", limiter.storage_key("text"), "not a time"});
   const auto t = limiter.decide("text");
   EXPECT_FALSE(t.consulted);
-  EXPECT_EQ(t.error, limiter_errc::error_reply);
+  EXPECT_EQ(t.error, admit::errc::error_reply);
   EXPECT_NE(t.message.find("does not hold an integer TAT"), std::string::npos) << t.message;
 }
 

@@ -36,7 +36,6 @@ using namespace std::chrono_literals;
 using admit::redis::cluster;
 using admit::redis::connection;
 using admit::redis::decided_by;
-using admit::redis::limiter_errc;
 using admit::redis::limiter_options;
 using admit::redis::limiter_result;
 using admit::redis::testing::decide_async;
@@ -123,11 +122,11 @@ TYPED_TEST(RedisLimiterContract, ACorruptKeyFailsItsOwnDecisionNotTheBatch) {
   EXPECT_EQ(g2.decision.remaining, 8);  // after `good` in the same call, at the same instant
   EXPECT_EQ(g2.server_time, g.server_time);
   EXPECT_FALSE(b.consulted);
-  EXPECT_EQ(b.error, admit::redis::make_error_code(limiter_errc::error_reply));
+  EXPECT_EQ(b.error, admit::make_error_code(admit::errc::error_reply));
   EXPECT_FALSE(b.message.empty());
   EXPECT_FALSE(b.decision.admitted);  // fail_closed
   EXPECT_FALSE(w.consulted);          // an error raised by Redis inside one decision is that decision's alone
-  EXPECT_EQ(w.error, admit::redis::make_error_code(limiter_errc::error_reply));
+  EXPECT_EQ(w.error, admit::make_error_code(admit::errc::error_reply));
   EXPECT_NE(w.message.find("WRONGTYPE"), std::string::npos) << w.message;
   EXPECT_FALSE(w.decision.admitted);  // fail_closed
 }
@@ -155,7 +154,7 @@ TYPED_TEST(RedisLimiterContract, ADecisionCancelledWhileItWaitsForItsBatchIsNeve
   });
   asked.get_future().wait();
   const limiter_result t = third_done.get_future().get();
-  EXPECT_EQ(t.error, asio::error::operation_aborted);
+  EXPECT_EQ(t.error, admit::errc::cancelled);
   EXPECT_FALSE(t.consulted);
 
   EXPECT_EQ(first.get().decision.remaining, 9);

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "admit/errc.hpp"
 #include "admit/redis/client/connection.hpp"
-#include "admit/redis/client/errc.hpp"
 #include "io_thread.hpp"
 #include "limiter_kinds.hpp"
 #include "limiter_testing.hpp"
@@ -28,12 +28,11 @@
 namespace {
 
 using namespace std::chrono_literals;
+using admit::errc;
 using admit::redis::breaker_state;
 using admit::redis::connection;
 using admit::redis::decided_by;
-using admit::redis::errc;
 using admit::redis::failure_policy;
-using admit::redis::limiter_errc;
 using admit::redis::limiter_event;
 using admit::redis::limiter_event_kind;
 using admit::redis::limiter_options;
@@ -191,13 +190,13 @@ TYPED_TEST(RedisLimiterContract, TheBreakerStopsCallingADeadRedisAndProbesItsWay
   const auto t0 = clock_type::now();
   for (int i = 0; i < 100; ++i) {
     const limiter_result r = limiter.decide("k");
-    ASSERT_EQ(r.error, limiter_errc::circuit_open);
+    ASSERT_EQ(r.error, errc::circuit_open);
     ASSERT_FALSE(r.decision.admitted);
   }
   EXPECT_LT(clock_type::now() - t0, o.timeout);  // 100 decisions in less than one deadline
   EXPECT_EQ(limiter.statistics().circuit_refused, 100u);
   auto [aec, ad] = decide_async(limiter, "k", 1).get();
-  EXPECT_EQ(aec, limiter_errc::circuit_open);
+  EXPECT_EQ(aec, errc::circuit_open);
 
   server.start();
   limiter_result back;

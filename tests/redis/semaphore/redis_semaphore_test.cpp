@@ -788,7 +788,7 @@ TEST(RedisSemaphore, AWaitEndsWithClosedWhenItsConnectionGoes) {
   wait_for_waiters(s, 1);
   conn.reset();
   ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready) << "the wait kept polling a closed connection";
-  EXPECT_EQ(waiting.get().first, admit::redis::errc::closed);
+  EXPECT_EQ(waiting.get().first, admit::errc::closed);
 }
 
 TEST(RedisSemaphore, InvalidArgumentsNameTheValue) {

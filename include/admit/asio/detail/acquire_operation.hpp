@@ -28,18 +28,11 @@
 #include <utility>
 
 #include "admit/asio/detail/parked_operation.hpp"
+#include "admit/asio/error_code.hpp"
 #include "admit/errc.hpp"
 #include "admit/permit.hpp"
 
 namespace admit::asio {
-
-// The error code an asynchronous acquisition completes with for `e`: success for errc{}, operation_aborted for
-// cancelled (Asio's convention), otherwise the admit::errc itself (it compares equal to admit::errc values).
-inline boost::system::error_code to_error_code(errc e) noexcept {
-  if (e == errc{}) return {};
-  if (e == errc::cancelled) return boost::asio::error::operation_aborted;
-  return boost::system::error_code(std::error_code(e));
-}
 
 namespace detail {
 

@@ -17,12 +17,13 @@
 #include <memory>
 #include <optional>
 #include <shared_mutex>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 
+#include "admit/errc.hpp"
 #include "admit/redis/client/command.hpp"
 #include "admit/redis/client/detail/request.hpp"
-#include "admit/redis/client/errc.hpp"
 #include "admit/redis/client/reply.hpp"
 
 namespace admit::redis {
@@ -40,7 +41,7 @@ struct client_anchor {
 
 // The outcome of a blocking call: an I/O error, or a reply (which may be a Redis error reply).
 struct [[nodiscard]] result {
-  boost::system::error_code error;
+  std::error_code error;
   reply value;
   // True when a reply came and it is not an error reply.
   bool ok() const noexcept { return !error && !value.is_error(); }
@@ -129,7 +130,7 @@ class client_link {
           auto req = client::make_request(std::move(handler), when, ex);
           const std::shared_lock lock(anchor->mutex);  // the client is not destroyed while its call is handed over
           if (anchor->target != nullptr) return anchor->target->do_async_execute(std::move(req), std::move(c));
-          req->try_finish(to_error_code(errc::closed), reply());
+          req->try_finish(admit::asio::to_error_code(errc::closed), reply());
         },
         token, deadline, std::move(cmd));
   }

@@ -46,10 +46,10 @@
 #include <type_traits>
 #include <utility>
 
+#include "admit/errc.hpp"
 #include "admit/redis/client/client.hpp"
 #include "admit/redis/client/command.hpp"
 #include "admit/redis/client/detail/request.hpp"
-#include "admit/redis/client/errc.hpp"
 #include "admit/redis/client/options.hpp"
 #include "admit/redis/client/reply.hpp"
 
@@ -85,8 +85,7 @@ void submit(connection_impl& impl, std::shared_ptr<request_base> req);
 void add_connect_waiter(connection_impl& impl, std::shared_ptr<request_base> req);
 result execute_blocking(connection_impl& impl, const command& cmd,
                         std::optional<std::chrono::steady_clock::time_point> deadline);
-boost::system::error_code connect_blocking(connection_impl& impl,
-                                           std::optional<std::chrono::steady_clock::time_point> deadline);
+std::error_code connect_blocking(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline);
 // Starts the close (once; later calls do nothing), then waits for its outcome (any number of times).
 void begin_close(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline);
 close_result await_close(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline);
@@ -98,6 +97,11 @@ connection_statistics statistics(const connection_impl& impl) noexcept;
 bool is_connected(const connection_impl& impl) noexcept;
 std::string last_error(const connection_impl& impl);
 std::error_code last_connect_error(const connection_impl& impl);
+// What a failed name resolution (Asio's resolver error `ec`) is: unknown_host when the name does not exist
+// (host_not_found: EAI_NONAME, EAI_NODATA; service_not_found), connection_failed for anything else — the resolver
+// could not answer now (host_not_found_try_again: EAI_AGAIN, a DNS server down or slow; no_recovery: EAI_FAIL), or a
+// local failure. Waiting may fix the second, not the first.
+errc resolve_failure(const boost::system::error_code& ec) noexcept;
 }  // namespace detail
 
 class connection final : public client {
@@ -148,11 +152,9 @@ class connection final : public client {
         token);
   }
   // Blocking connect; the same results.
-  boost::system::error_code connect() { return detail::connect_blocking(*impl_, std::nullopt); }
+  std::error_code connect() { return detail::connect_blocking(*impl_, std::nullopt); }
   // The same, giving up at `deadline` with errc::timeout (the attempt goes on without this caller).
-  boost::system::error_code connect_until(clock::time_point deadline) {
-    return detail::connect_blocking(*impl_, deadline);
-  }
+  std::error_code connect_until(clock::time_point deadline) { return detail::connect_blocking(*impl_, deadline); }
 
   // async_execute(arg, arg..., token) or async_execute(command, token): sends the command with the default deadline
   // (options().command_timeout). Arguments are string-like or integers. Completion: void(error_code, reply).

@@ -33,7 +33,8 @@
 #include <utility>
 #include <vector>
 
-#include "admit/redis/client/errc.hpp"
+#include "admit/asio/error_code.hpp"
+#include "admit/errc.hpp"
 #include "admit/redis/client/reply.hpp"
 
 namespace admit::redis::detail {
@@ -165,7 +166,7 @@ inline void live_calls::close_all() {
       if (auto alive = r->weak_from_this().lock()) calls.push_back(std::move(alive));  // not one being destroyed
     }
   }
-  for (auto& r : calls) r->try_finish(to_error_code(errc::closed), reply());
+  for (auto& r : calls) r->try_finish(admit::asio::to_error_code(errc::closed), reply());
   calls.clear();
   // Those completed or destroyed on other threads meanwhile leave within their try_finish or destructor.
   (void)wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(1));
@@ -261,7 +262,8 @@ class blocking_request final : public request_base {
     std::unique_lock lock(mutex_);
     if (until && !cv_.wait_until(lock, *until, [&] { return ready_; })) {
       lock.unlock();
-      try_finish(to_error_code(errc::timeout), reply());  // loses if the reply came meanwhile; either way ready_
+      try_finish(admit::asio::to_error_code(errc::timeout),
+                 reply());  // loses if the reply came meanwhile; either way ready_
       lock.lock();
     }
     cv_.wait(lock, [&] { return ready_; });
