@@ -54,6 +54,10 @@ enum class errc {
   error_reply = 20,       // Redis answered with an error (WRONGTYPE, OOM, READONLY, NOPERM, ...)
   unexpected_reply = 21,  // the reply does not have the shape admit's scripts return
   circuit_open = 22,      // the circuit breaker is open: Redis was not called
+
+  // The distributed semaphore.
+  would_block = 23,  // try_acquire: the permits are not free now (or others wait first); it never waits
+  not_found = 24,    // inspect: no semaphore of that name exists in Redis
 };
 
 namespace detail {
@@ -106,6 +110,10 @@ class errc_category final : public std::error_category {
         return "unexpected reply from redis";
       case errc::circuit_open:
         return "circuit breaker open: redis was not called";
+      case errc::would_block:
+        return "no permit free now";
+      case errc::not_found:
+        return "no such semaphore";
     }
     return "unknown admit error " + std::to_string(value);
   }

@@ -33,7 +33,7 @@
 //   in Redis (and a grant that raced with it has been released) — it waits for that answer at most options().timeout
 //   more. async_acquire's cancellation completes at once and leaves the queue in the background (see shutdown()).
 //   Every Redis call has options().timeout; a failed call makes the acquire fail with that error
-//   (admit::redis::errc), except while waiting, where a poll that got no answer is retried until the deadline —
+//   (admit::errc), except while waiting, where a poll that got no answer is retried until the deadline —
 //   unless the connection was closed (or destroyed): the wait then ends with errc::closed.
 // - Nothing lost at exit. release() waits for Redis's answer. The lease's destructor does too (bounded by
 //   options().timeout) when it runs off the connection's executor thread — a lease released at scope end is free in
@@ -109,7 +109,7 @@ struct semaphore_options {
   std::function<void(const std::string& lease_id, std::int64_t fencing_token)> on_lease_lost{};
   // What an acquisition does when Redis cannot answer it — its call failed for want of an answer (timeout, refused or
   // lost connection), or the breaker is open. failure_policy::fail_closed (the default): it fails with that error
-  // (limiter_errc::circuit_open when the breaker kept the call from Redis). failure_policy::fail_open: it gets a
+  // (errc::circuit_open when the breaker kept the call from Redis). failure_policy::fail_open: it gets a
   // local lease instead (fencing_token() 0, id() "local:...", never in Redis) while this semaphore object holds
   // fewer than local_cap permits in local leases, and fails as fail_closed beyond that. The over-admission bound
   // while Redis is away: local_cap permits per semaphore object, on top of the leases Redis still counts.
@@ -167,8 +167,8 @@ class [[nodiscard]] lease {
 };
 
 // The outcome of an acquisition: the lease, or why there is none — an admit::errc (queue_full, timeout, cancelled,
-// exceeds_capacity), std::errc::resource_unavailable_try_again (try_acquire: not free now), or the Redis call's
-// error (admit::redis::errc, or admit::redis::semaphore_error_reply for an error reply).
+// exceeds_capacity), errc::would_block (try_acquire: not free now), or the Redis call's error (also an admit::errc:
+// unexpected_reply for a reply the script should not have made, an error reply included).
 // admit::expected (admit/expected.hpp), as every admit result: has_value(), value() (throws std::system_error),
 // *r, r->, error().
 using semaphore_result = admit::expected<lease, std::error_code>;
@@ -226,10 +226,6 @@ boost::asio::any_io_executor executor_of(const semaphore_core& core) noexcept;
 
 }  // namespace detail
 
-// The error of an error reply from the semaphore's script (its text is in the message): a std::error_code category
-// of its own, value 1.
-const std::error_category& semaphore_error_category() noexcept;
-
 // What `inspect` returns: the semaphore's live state, as Redis has it.
 struct semaphore_snapshot {
   struct holder {
@@ -251,7 +247,7 @@ struct semaphore_snapshot {
   std::vector<waiter> queue;    // the first `most`, in order
   std::int64_t holder_count = 0, waiter_count = 0;
   // When inspecting failed because Redis answered with an error reply (LOADING, BUSY, MASTERDOWN, WRONGTYPE...): its
-  // text, the error being limiter_errc::error_reply; empty otherwise.
+  // text, the error being errc::error_reply; empty otherwise.
   std::string error_reply;
 };
 
@@ -272,7 +268,7 @@ class semaphore {
   semaphore(const semaphore&) = delete;
   semaphore& operator=(const semaphore&) = delete;
 
-  // n permits if they are free and nobody waits; never waits (std::errc::resource_unavailable_try_again).
+  // n permits if they are free and nobody waits; never waits (errc::would_block).
   semaphore_result try_acquire(std::int64_t n = 1);
   // Waits in the fleet's FIFO queue until granted or `stop` is requested.
   semaphore_result acquire(std::int64_t n = 1, std::stop_token stop = {});
@@ -305,9 +301,9 @@ class semaphore {
 
   // Changes the capacity for the whole fleet; permits held beyond a lower capacity are returned as they are released.
   std::error_code set_capacity(std::int64_t capacity);
-  // The live state (at most `most` holders and waiters listed). Errors: the call's (admit::redis::errc),
-  // limiter_errc::error_reply for an error reply (its text in the snapshot's error_reply),
-  // std::errc::no_such_file_or_directory when the semaphore does not exist, semaphore_error_category() for a reply of
+  // The live state (at most `most` holders and waiters listed). Errors: the call's (an admit::errc),
+  // errc::error_reply for an error reply (its text in the snapshot's error_reply),
+  // errc::not_found when the semaphore does not exist, errc::unexpected_reply for a reply of
   // another shape.
   std::pair<semaphore_snapshot, std::error_code> inspect(std::size_t most = 100);
 
@@ -317,7 +313,7 @@ class semaphore {
   // Returns how many of them were not delivered (still unanswered at the deadline, or failed since the last
   // shutdown: such a lease expires by itself within lease_ttl, such a waiter within waiter_ttl) and why: none and
   // no error when all were delivered; errc::timeout when some were still in flight; else the first failure
-  // (admit::redis::errc). Blocks; must not be called on the connection's executor thread. The semaphore stays usable.
+  // (an admit::errc). Blocks; must not be called on the connection's executor thread. The semaphore stays usable.
   std::pair<std::size_t, std::error_code> shutdown(clock::time_point deadline);
   std::pair<std::size_t, std::error_code> shutdown();
   // The same without blocking and without a deadline (bind one with a cancel-after or a timer if needed).

@@ -117,7 +117,7 @@ int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) 
     std::pair<redis::semaphore_snapshot, std::error_code> r;
     if (!failure) {
       r = redis::inspect_semaphore(conn, o.name, static_cast<std::size_t>(most));
-      if (r.second == std::errc::no_such_file_or_directory) {
+      if (r.second == admit::errc::not_found) {
         err << "admit inspect: no semaphore named " << quote(o.name) << " on " << redis_address(co) << "\n";
         return exit_failure;
       }

@@ -22,21 +22,6 @@
 
 namespace admit::redis {
 
-namespace {
-
-class error_reply_category final : public std::error_category {
- public:
-  const char* name() const noexcept override { return "admit.redis.semaphore"; }
-  std::string message(int) const override { return "error reply from the semaphore's script"; }
-};
-
-}  // namespace
-
-const std::error_category& semaphore_error_category() noexcept {
-  static const error_reply_category c;
-  return c;
-}
-
 namespace detail {
 
 const script& semaphore_script() {
@@ -44,7 +29,7 @@ const script& semaphore_script() {
   return s;
 }
 
-std::error_code script_error() noexcept { return {1, semaphore_error_category()}; }
+std::error_code script_error() noexcept { return make_error_code(errc::unexpected_reply); }
 
 // The generator is reseeded in a forked child (its copy of the parent's state would repeat the parent's next
 // identities: two holders under one identity).
@@ -159,7 +144,7 @@ std::optional<semaphore_result> semaphore_core::judge(const std::string& id, con
     case queued:
       return std::nullopt;
     case unavailable:
-      return semaphore_result(std::make_error_code(std::errc::resource_unavailable_try_again));
+      return semaphore_result(errc::would_block);
     case full:
       return semaphore_result(admit::errc::queue_full);
     case too_large:
@@ -204,7 +189,7 @@ semaphore_result semaphore_core::degrade(std::int64_t n, std::error_code why) {
 
 semaphore_result semaphore_core::try_acquire(std::int64_t n) {
   const breaker_pass pass = breaker.allow(steady::now());
-  if (pass == breaker_pass::refused) return degrade(n, make_error_code(limiter_errc::circuit_open));
+  if (pass == breaker_pass::refused) return degrade(n, make_error_code(errc::circuit_open));
   const std::string id = random_id();
   const steady::time_point sent = steady::now();
   const result r = evalsha_until(conn, call_deadline({}), semaphore_script(), acquire_command(id, n, false));

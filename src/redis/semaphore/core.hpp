@@ -50,7 +50,7 @@ enum sem_status : std::int64_t {
 const script& semaphore_script();
 
 // The one error for a reply the semaphore's script should not have made (an error reply, a reply of another shape):
-// semaphore_error_category(), value 1.
+// errc::unexpected_reply.
 std::error_code script_error() noexcept;
 // A client error as the std::error_code the semaphore's API speaks.
 inline std::error_code as_error(const boost::system::error_code& ec) { return std::error_code(ec); }

@@ -43,7 +43,7 @@ std::pair<semaphore_snapshot, std::error_code> parse_snapshot(const result& r) {
   }
   const auto v = integers(r.value, 1);
   if (!v) return {s, script_error()};
-  if ((*v)[0] == detail::unknown) return {s, std::make_error_code(std::errc::no_such_file_or_directory)};
+  if ((*v)[0] == detail::unknown) return {s, make_error_code(errc::not_found)};
   const auto head = integers(r.value, 5);
   const auto& e = r.value.elements();
   if (!head || e.size() < 9 || !e[5].is_array() || !e[6].is_array()) {

@@ -62,7 +62,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
       });
     }
     pass_ = core_->breaker.allow(steady::now());
-    if (pass_ == breaker_pass::refused) return finish(core_->degrade(n_, make_error_code(limiter_errc::circuit_open)));
+    if (pass_ == breaker_pass::refused) return finish(core_->degrade(n_, make_error_code(errc::circuit_open)));
     sent_ = steady::now();
     core_->async_command(
         core_->acquire_command(id_, n_, true), core_->call_deadline(deadline_),
