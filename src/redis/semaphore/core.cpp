@@ -171,12 +171,15 @@ semaphore_result semaphore_core::make_lease(const std::string& id, const std::ve
   return semaphore_result(lease(std::move(core)));
 }
 
-bool is_outage(const boost::system::error_code& ec) noexcept { return ec && ec != asio::error::operation_aborted; }
+// Redis is away: not a cancellation, and not this process's own close() (after which no local lease is handed out).
+bool is_outage(const boost::system::error_code& ec) noexcept {
+  return ec && ec != asio::error::operation_aborted && std::error_code(ec) != errc::closed;
+}
 
 semaphore_result semaphore_core::degrade(std::int64_t n, std::error_code why) {
   if (options.on_failure == failure_policy::fail_open) {
     std::int64_t held = local_held.load();
-    while (held + n <= options.local_cap) {
+    while (n <= options.local_cap - held) {  // not held + n: n may be near INT64_MAX
       if (local_held.compare_exchange_weak(held, held + n)) {
         auto core = std::make_shared<lease_core>(shared_from_this(), "local:" + random_id(), n, 0, 0, steady::now());
         core->local = true;

@@ -18,13 +18,13 @@ lease& lease::operator=(lease&& other) noexcept {
 lease::~lease() {
   if (!core_) return;
   core_->stop_renewal();
-  lease_state expected = lease_state::held;
-  if (core_->state.compare_exchange_strong(expected, lease_state::released)) {
-    if (core_->local) {
-      core_->sem->local_held -= core_->n;
-    } else {
-      core_->sem->release_before_return(core_->id, core_->n);
-    }
+  // A lease found lost is released too, as release() does: "lost" is this process's estimate (its renewals got no
+  // answer until the lease would have expired), and Redis may still hold it if only the answers were lost.
+  if (core_->state.exchange(lease_state::released) == lease_state::released) return;
+  if (core_->local) {
+    core_->sem->local_held -= core_->n;
+  } else {
+    core_->sem->release_before_return(core_->id, core_->n);
   }
 }
 

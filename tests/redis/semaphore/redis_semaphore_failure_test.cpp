@@ -2,6 +2,8 @@
 // cap per semaphore object (local leases, never in Redis), and the circuit breaker that stops calling a dead Redis.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <chrono>
 #include <string>
 #include <system_error>
@@ -69,6 +71,25 @@ TEST(RedisSemaphoreFailure, FailOpenGrantsLocalLeasesUpToTheLocalCap) {
   auto d = s.try_acquire();
   EXPECT_TRUE(d) << d.error().message();
   EXPECT_TRUE(d->renew().first);  // nothing in Redis to expire
+}
+
+// A request above what the local cap can ever hold gets no local lease, however large (n near INT64_MAX once
+// overflowed the cap check); nor does any request after this process closed its own connection: that is not an
+// outage, and the error says closed.
+TEST(RedisSemaphoreFailure, FailOpenGivesNoLocalLeaseBeyondTheCapOrAfterClose) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "open-limits", 1, quick(failure_policy::fail_open));
+  server.kill();
+  auto one = s.try_acquire();  // 1 of local_cap 2
+  ASSERT_TRUE(one) << one.error().message();
+  auto huge = s.try_acquire(std::numeric_limits<std::int64_t>::max());
+  EXPECT_FALSE(huge);
+  conn.close();
+  auto after = s.try_acquire();
+  ASSERT_FALSE(after);
+  EXPECT_EQ(after.error(), admit::errc::closed);
 }
 
 // After failure_threshold failed acquisitions the breaker opens: the next ones fail with circuit_open at once, without

@@ -26,18 +26,21 @@
 #include "limiter_testing.hpp"
 #include "redis_server.hpp"
 #include "self_exec.hpp"
+#include "tcp_proxy.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using admit::redis::connection;
 using admit::redis::lease;
+using admit::redis::lease_state;
 using admit::redis::semaphore;
 using admit::redis::semaphore_options;
 using admit::redis::testing::child_process;
 using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
+using admit::redis::testing::tcp_proxy;
 using steady = std::chrono::steady_clock;
 
 child_process spawn_child(const std::vector<std::string>& role) {
@@ -213,6 +216,29 @@ TEST(RedisSemaphoreShutdown, ShutdownReportsWhatWasNotDeliveredByItsDeadline) {
   ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
   EXPECT_EQ(f.get(), (std::pair<std::error_code, std::size_t>{}));
   EXPECT_EQ(s.inspect().first.waiter_count, 0);
+}
+
+// A lease this process gave up as lost — its renewals got no answer until it would have expired — may still be held
+// in Redis: the renewals ran, only their answers were lost. Its destructor releases it all the same.
+TEST(RedisSemaphoreShutdown, ALeaseGivenUpAsLostIsStillReleasedByItsDestructor) {
+  redis_server server;
+  tcp_proxy proxy(server.port());
+  io_thread io;
+  connection conn(io.executor(), proxy.url());
+  connection observer_conn(io.executor(), server.url());
+  semaphore_options o = quiet_options();
+  o.lease_ttl = 3s;  // renewed every second; lost 3 s after the last answered renewal
+  semaphore s(conn, "given-up", 1, o);
+  semaphore observer(observer_conn, "given-up", 1, quiet_options());
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  proxy.drop_replies(true);  // the renewals reach Redis and run; their answers never come back
+  ASSERT_TRUE(eventually([&] { return held->state() == lease_state::lost; }));
+  ASSERT_EQ(observer.inspect().first.holder_count, 1) << "Redis no longer held it: the test proves nothing";
+  proxy.drop_replies(false);
+  proxy.sever();  // the answers the client missed would be out of step: it reconnects
+  { lease gone = std::move(*held); }
+  EXPECT_EQ(observer.inspect().first.holder_count, 0);  // right after the destructor, no eventually
 }
 
 }  // namespace
