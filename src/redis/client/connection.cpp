@@ -11,11 +11,13 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -29,6 +31,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include "admit/redis/client/connection.hpp"
@@ -829,7 +832,10 @@ close_result close(connection_impl& impl, std::optional<clock::time_point> deadl
 }
 
 bool running_in_this_thread(const boost::asio::any_io_executor& ex) noexcept {
+  using tracked = std::decay_t<decltype(asio::prefer(std::declval<asio::io_context::executor_type>(),
+                                                     asio::execution::outstanding_work.tracked))>;
   if (const auto* e = ex.target<asio::io_context::executor_type>()) return e->running_in_this_thread();
+  if (const auto* e = ex.target<tracked>()) return e->running_in_this_thread();
   if (const auto* e = ex.target<asio::thread_pool::executor_type>()) return e->running_in_this_thread();
   if (const auto* s = ex.target<asio::strand<asio::io_context::executor_type>>()) {
     return s->get_inner_executor().running_in_this_thread();
@@ -837,7 +843,7 @@ bool running_in_this_thread(const boost::asio::any_io_executor& ex) noexcept {
   if (const auto* s = ex.target<asio::strand<asio::any_io_executor>>()) {
     return running_in_this_thread(s->get_inner_executor());
   }
-  return false;
+  return true;  // cannot be told: never block a thread that may have to run the I/O waited for
 }
 connection_statistics statistics(const connection_impl& impl) noexcept { return impl.statistics(); }
 bool is_connected(const connection_impl& impl) noexcept { return impl.is_connected(); }

@@ -80,19 +80,6 @@ std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t co
   return v;
 }
 
-bool running_on(const asio::any_io_executor& ex) noexcept {
-  using tracked = std::decay_t<decltype(asio::prefer(std::declval<asio::io_context::executor_type>(),
-                                                     asio::execution::outstanding_work.tracked))>;
-  if (const auto* io = ex.target<asio::io_context::executor_type>()) return io->running_in_this_thread();
-  if (const auto* io = ex.target<tracked>()) return io->running_in_this_thread();
-  if (const auto* s = ex.target<asio::strand<asio::io_context::executor_type>>()) {
-    return s->get_inner_executor().running_in_this_thread();
-  }
-  if (const auto* pool = ex.target<asio::thread_pool::executor_type>()) return pool->running_in_this_thread();
-  if (const auto* s = ex.target<asio::strand<asio::any_io_executor>>()) return running_on(s->get_inner_executor());
-  return true;  // cannot be told: never wait for a reply this thread might have to read
-}
-
 semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
                                std::string semaphore_name, std::int64_t capacity, semaphore_options o)
     : conn(c),
@@ -253,7 +240,7 @@ void semaphore_core::release_async(const std::string& id, std::int64_t n, std::f
 }
 
 void semaphore_core::release_before_return(const std::string& id, std::int64_t n) {
-  if (running_on(link.get_executor())) return release_async(id, n);
+  if (running_in_this_thread(link.get_executor())) return release_async(id, n);
   auto answered = std::make_shared<std::promise<void>>();
   auto f = answered->get_future();
   release_async(id, n, [answered] { answered->set_value(); });

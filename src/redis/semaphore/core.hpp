@@ -66,10 +66,6 @@ std::int64_t to_us(std::chrono::milliseconds d);
 std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t count);
 // Whether `ec` says Redis did not answer (it feeds the breaker and the failure policy), as opposed to an answer.
 bool is_outage(const boost::system::error_code& ec) noexcept;
-// Whether the calling thread may be running `ex` — a blocking wait for a reply there could not be answered. Exact for
-// an io_context's executor (with or without tracked work), a strand of one, and a thread_pool's; true for an executor
-// of another kind (it cannot be told).
-bool running_on(const asio::any_io_executor& ex) noexcept;
 
 class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
  public:

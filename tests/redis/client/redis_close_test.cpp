@@ -3,6 +3,10 @@
 // the same for a cluster.
 #include <gtest/gtest.h>
 
+#include <boost/asio/prefer.hpp>
+
+#include <boost/asio/execution/outstanding_work.hpp>
+
 #include <atomic>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
@@ -140,20 +144,34 @@ TEST(RedisClose, ZeroTimeoutDropsAtOnce) {
   ASSERT_TRUE(eventually([&] { return seen.closed.load() == 10; }));
 }
 
-TEST(RedisClose, OnTheExecutorsThreadCloseDoesNotWaitButStillDelivers) {
-  redis_server server;
-  io_thread io;
-  auto conn = std::make_shared<connection>(io.executor(), server.url());
+// close() on a thread that runs the connection's executor, given as `ex` (plain or with tracked work: both are that
+// thread's): it would wait for itself, so it returns at once, and the delivery goes on in the background.
+template <class Executor>
+void expect_close_on_its_own_thread_does_not_wait(io_thread& io, const Executor& ex, redis_server& server) {
+  auto conn = std::make_shared<connection>(ex, server.url());
   ASSERT_FALSE(conn->connect());
   std::promise<close_result> closed;
   boost::asio::post(io.executor(), [&] {
     for (std::size_t i = 0; i < calls; ++i) conn->async_execute("INCR", "n", boost::asio::detached);
-    closed.set_value(conn->close());  // would wait for itself: returns at once
+    closed.set_value(conn->close());
   });
-  const close_result r = closed.get_future().get();
-  EXPECT_FALSE(r.waited);
-  // The flush went on in the background.
+  auto f = closed.get_future();
+  ASSERT_EQ(f.wait_for(500ms), std::future_status::ready) << "close() waited on the executor's own thread";
+  EXPECT_FALSE(f.get().waited);
   ASSERT_TRUE(eventually([&] { return server.admin({"GET", "n"}) == std::to_string(calls); }));
+}
+
+TEST(RedisClose, OnTheExecutorsThreadCloseDoesNotWaitButStillDelivers) {
+  redis_server server;
+  io_thread io;
+  expect_close_on_its_own_thread_does_not_wait(io, io.executor(), server);
+}
+
+TEST(RedisClose, OnTheThreadOfAnExecutorWithTrackedWorkCloseDoesNotWaitEither) {
+  redis_server server;
+  io_thread io;
+  expect_close_on_its_own_thread_does_not_wait(
+      io, boost::asio::prefer(io.executor(), boost::asio::execution::outstanding_work.tracked), server);
 }
 
 TEST(RedisClose, AnExecutorThatDoesNotRunCannotHoldCloseBeyondItsDeadline) {

@@ -91,7 +91,9 @@ void begin_close(connection_impl& impl, std::optional<std::chrono::steady_clock:
 close_result await_close(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline);
 // Starts the close; when `wait`, waits for its outcome.
 close_result close(connection_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline, bool wait);
-// Whether the calling thread runs `ex` (known for io_context, thread_pool and strands of them; false for others).
+// Whether the calling thread may be running `ex`, so that blocking it for a reply could hang: exact for an
+// io_context's executor (with or without tracked work), a thread_pool's and strands of them; true for an executor of
+// another kind (it cannot be told). The connection's close() and the semaphore's blocking releases ask it.
 bool running_in_this_thread(const boost::asio::any_io_executor& ex) noexcept;
 connection_statistics statistics(const connection_impl& impl) noexcept;
 bool is_connected(const connection_impl& impl) noexcept;
