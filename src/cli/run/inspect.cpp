@@ -47,7 +47,8 @@ int inspect_local(const std::string& name, const std::string& lock_directory, co
     err << "admit inspect: " << e.what() << "\n";
     return exit_bad_input;
   }
-  const std::filesystem::path dir = lock_directory.empty() ? default_lock_directory() : lock_directory;
+  const std::filesystem::path dir =
+      lock_directory.empty() ? default_lock_directory() : std::filesystem::path(lock_directory);
   const local_inspection in = inspect_local(dir, name);
   if (!in.exists) {
     err << "admit inspect: no local limit named " << quote(name) << " in " << quote(dir.string())
