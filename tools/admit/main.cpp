@@ -165,9 +165,10 @@ int main(int argc, char** argv) {
   cli::inspect_options ins;
   std::string inspect_lock_dir;
   CLI::App* inspect = app.add_subcommand("inspect", cli::inspect_description);
-  auto* inspect_redis_opt = inspect->add_option("--redis", ins.redis,
-                                                "a distributed semaphore: redis://[:password@]host:port[/db], "
-                                                "rediss://..., unix:///path, redis+sentinel://...")
+  auto* inspect_redis_opt = inspect
+                                ->add_option("--redis", ins.redis,
+                                             "a distributed semaphore: redis://[:password@]host:port[/db], "
+                                             "rediss://..., unix:///path, redis+sentinel://...")
                                 ->type_name("URL");
   auto* inspect_lock_dir_opt =
       inspect

@@ -42,9 +42,9 @@ namespace admit::cli::run {
 
 // Who takes part: what `admit inspect` shows of each entry.
 struct entry_info {
-  std::string host;          // gethostname()
-  std::int64_t pid = 0;      // the `admit run` process
-  std::string command;       // the command line, arguments joined by spaces (for people to read)
+  std::string host;                  // gethostname()
+  std::int64_t pid = 0;              // the `admit run` process
+  std::string command;               // the command line, arguments joined by spaces (for people to read)
   std::int64_t started_unix_ms = 0;  // when it joined (waiters) or was admitted (holders), Unix time in ms
 };
 
