@@ -184,7 +184,7 @@ void local_permit::release() noexcept {
   if (fd_ < 0) return;
   // Under `lock`, so that no reader sees the entry unlocked but present. Without it (cannot open: the directory
   // was removed, no fds left), the unlocked entry is still released: readers remove it as dead.
-  int lock = ::open(lock_.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  int lock = ::open(lock_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (lock >= 0) {
     while (::flock(lock, LOCK_EX) != 0 && errno == EINTR) {
     }
