@@ -167,6 +167,39 @@ TEST_F(LocalLimit, TheHeadBlocksLaterWaitersThatWouldFit) {
   EXPECT_TRUE(local_limit(config(3, 1)).acquire(std::nullopt, true, {}));
 }
 
+TEST_F(LocalLimit, ProgressReportsThePositionAsItChanges) {
+  auto c = config(1);
+  auto held = local_limit(c).acquire(std::nullopt, true, {});
+  ASSERT_TRUE(held);
+  std::stop_source stop_first;
+  std::jthread first([&] { (void)local_limit(c).acquire(in(10s), false, stop_first.get_token()); });
+  ASSERT_TRUE(eventually([&] { return waiters() == 1; }));
+  std::mutex m;
+  std::vector<wait_progress> reports;
+  auto last = [&] {
+    std::lock_guard g(m);
+    return reports.empty() ? wait_progress{} : reports.back();
+  };
+  std::optional<admit::expected<local_permit, std::error_code>> second;
+  std::jthread waiter([&] {
+    second.emplace(local_limit(c).acquire(in(10s), false, {}, [&](const wait_progress& w) {
+      std::lock_guard g(m);
+      reports.push_back(w);
+    }));
+  });
+  ASSERT_TRUE(eventually([&] { return last().position == 2; }));
+  EXPECT_EQ(last().waiting, 2u);
+  EXPECT_EQ(last().held, 1);
+  EXPECT_EQ(last().capacity, 1);
+  EXPECT_FALSE(last().rate_wait);
+  stop_first.request_stop();
+  ASSERT_TRUE(eventually([&] { return last().position == 1; }));
+  EXPECT_EQ(last().waiting, 1u);
+  held->release();
+  waiter.join();
+  EXPECT_TRUE(second && *second);
+}
+
 TEST_F(LocalLimit, KilledHolderFreesThePermit) {
   auto c = config(1);
   c.poll_interval = 100ms;
