@@ -476,6 +476,26 @@ TEST_F(LocalLimit, BadNamesAndValuesAreRefused) {
   bad([](auto& c) { c.poll_interval = 0ns; });
 }
 
+TEST_F(LocalLimit, EntryRemovedByHandEndsTheWaitNamingIt) {
+  auto c = config(1);
+  auto held = local_limit(c).acquire(std::nullopt, true, {});
+  ASSERT_TRUE(held);
+  std::string message;
+  std::jthread waiter([&] {
+    try {
+      (void)local_limit(c).acquire(in(10s), false, {});
+    } catch (const std::system_error& e) {
+      message = e.what();
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return files("w.") == 1; }));
+  for (const auto& e : fs::directory_iterator(name_dir())) {
+    if (e.path().filename().string().starts_with("w.")) fs::remove(e.path());
+  }
+  waiter.join();
+  EXPECT_NE(message.find((name_dir() / "w.0000000000000000000").string()), std::string::npos) << message;
+}
+
 TEST_F(LocalLimit, DirectoryThatCannotBeCreatedNamesThePath) {
   std::ofstream(root_ / "a file") << "x";
   auto c = config(1);
