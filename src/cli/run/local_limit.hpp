@@ -148,8 +148,8 @@ struct local_snapshot {
   std::vector<entry> holders;  // by ticket
   std::vector<entry> waiters;  // in queue order
 };
-// Throws std::system_error naming the path when the directory cannot be read; an absent name is an empty snapshot
-// with `exists` false.
+// Throws std::invalid_argument as check_local_name for a bad name, std::system_error naming the path when the directory
+// cannot be read (or its `lock` opened); an absent name is an empty snapshot with `exists` false (nothing is created).
 struct local_inspection {
   bool exists = false;
   local_snapshot snapshot;
