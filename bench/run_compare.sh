@@ -137,7 +137,8 @@ for t in floor admit-local admit-redis flock sem; do
   done | paste -sd, - | sed 's/,/, /g')
 done
 ms() { if [[ -z "${1:-}" ]]; then printf '—'; else awk -v a="$1" 'BEGIN { printf "%.2f", a / 1e6 }'; fi; }
-added() { awk -v a="${over[$1]}" -v b="${over[true]}" 'BEGIN { printf "%+.2f", (a - b) / 1e6 }'; }
+# added TOOL [SIGN]: the tool's overhead minus the baseline's, in ms ("+" SIGN: with its sign).
+added() { awk -v a="${over[$1]}" -v b="${over[true]}" -v f="%${2:-}.2f" 'BEGIN { printf f, (a - b) / 1e6 }'; }
 target() {
   local limit=$2
   awk -v a="${p99[$1]}" -v l="$limit" 'BEGIN { exit !(a <= l * 1e6) }' && echo "≤ $limit ms: **met**" ||
@@ -155,7 +156,7 @@ name_of() {
 }
 row() {
   local t=$1 o='—' a='—' h50='—' h90='—' h99='—' hmax='—' per='—' tg=$2
-  [[ -n "${over[$t]:-}" ]] && o=$(ms "${over[$t]}") && a=$(added "$t")
+  [[ -n "${over[$t]:-}" ]] && o=$(ms "${over[$t]}") && a=$(added "$t" +)
   [[ $t == true ]] && a='—'
   if [[ -n "${p50[$t]:-}" ]]; then
     h50=$(ms "${p50[$t]}") h90=$(ms "${p90[$t]}") h99=$(ms "${p99[$t]}") hmax=$(ms "${pmax[$t]}") per=${p99s[$t]}
@@ -194,6 +195,16 @@ $(row admit-local "$(target admit-local "$target_local_ms")")
 $(row admit-redis "$(target admit-redis "$target_redis_ms")")
 $(row flock '')
 $(row sem '')
+
+What this means: \`admit run\` adds $(added admit-local) ms per invocation on this host and $(added admit-redis) ms
+with Redis on loopback to starting the command itself (flock: $(added flock) ms; sem, a Perl script: $(added sem) ms):
+nothing next to a command that runs for seconds, but the cost to count when wrapping thousands of tiny commands in a
+loop. When a permit frees, the next queued command starts $(ms "${p50[admit-local]}") ms later at the median and
+$(ms "${p99[admit-local]}") ms at p99 on this host, $(ms "${p50[admit-redis]}") / $(ms "${p99[admit-redis]}") ms through Redis on
+loopback (add the network's round trips on a real network), where flock takes $(ms "${p50[flock]}") / $(ms "${p99[flock]}") ms
+and starting a process after another at all takes $(ms "${p50[floor]}") / $(ms "${p99[floor]}") ms. GNU sem polls with
+growing random sleeps, so its hand-off ($(ms "${p50[sem]}") / $(ms "${p99[sem]}") ms here, after a wait of a few ms) grows
+with how long its waiter has waited; admit and flock wake the next waiter when the permit is released.
 
 - Raw outputs of this run: \`$out/\` (overhead.tsv: every batch, ns per run; handoff-<tool>-<round>.txt:
   every hand-off, ns).

@@ -264,8 +264,11 @@ std::int64_t one_round(const handoff_options& o, const std::string& self, const 
   if (::write(fifo_fd, "x", 1) != 1) fail("write " + fifo);
   ::close(fifo_fd);
   if (o.floor) {
-    if (const int s = wait_exit(holder, deadline, "the holder"); s != 0)
-      fail(what + ": the holder exited " + std::to_string(s));
+    // Blocking, not polling: the driver wakes when the holder exits, as a limiter's own process would.
+    int hs = 0;
+    while (::waitpid(holder, &hs, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(hs) || WEXITSTATUS(hs) != 0) fail(what + ": the holder failed");
     waiter = start_waiter();
   }
   const int sw = wait_exit(waiter, deadline, "the waiter");
