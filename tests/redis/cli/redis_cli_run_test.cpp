@@ -1,0 +1,317 @@
+// `admit run --redis` end to end against a real redis-server: real processes queued in a known order — FIFO admission
+// (the fencing tokens give the order of the grants) and never more than N at once; a SIGKILLed holder's permit free
+// again within its lease's TTL; the lease lost while the command runs (SIGTERM to the command, exit 124, a message
+// naming the lease); four workers sharing `--concurrency 3` in front of a tiny "database" that counts its
+// connections; the environment; `admit inspect --redis` of an `admit run` holder; Redis failures (75, 69) and bad
+// names (2).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "admit_run_testing.hpp"
+#include "child_process.hpp"
+#include "redis_server.hpp"
+#include "self_exec.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace admit::redis::testing::run;
+using admit::redis::testing::child_process;
+using admit::redis::testing::redis_server;
+using admit::redis::testing::run_result;
+using steady = std::chrono::steady_clock;
+
+TEST(AdmitRunChild, Role) {
+  const auto a = admit::redis::testing::role_arguments();
+  if (a.empty()) GTEST_SKIP() << "run by the other tests as a separate process";
+  run_role(a);
+}
+
+#ifdef ADMIT_CLI
+
+// A tiny "database" on a free loopback port: each connection is held `hold`, then answered "ok" and closed. It counts
+// the connections open at once (the count drops before the answer, so before the client can end and give its permit
+// back) and in all.
+class tiny_database {
+ public:
+  explicit tiny_database(std::chrono::milliseconds hold) : hold_(hold) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 64) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error("tiny_database: cannot listen");
+    }
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::jthread([this](std::stop_token stop) { accept_loop(stop); });
+  }
+  ~tiny_database() {
+    acceptor_.request_stop();
+    acceptor_.join();
+    const std::lock_guard lock(m_);
+    for (auto& t : handlers_) t.join();
+    ::close(fd_);
+  }
+  tiny_database(const tiny_database&) = delete;
+  tiny_database& operator=(const tiny_database&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  int most() const {
+    const std::lock_guard lock(m_);
+    return most_;
+  }
+  int total() const {
+    const std::lock_guard lock(m_);
+    return total_;
+  }
+
+ private:
+  void accept_loop(const std::stop_token& stop) {
+    while (!stop.stop_requested()) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      const std::lock_guard lock(m_);
+      ++now_;
+      ++total_;
+      most_ = std::max(most_, now_);
+      handlers_.emplace_back([this, c] {
+        std::this_thread::sleep_for(hold_);
+        {
+          const std::lock_guard counting(m_);
+          --now_;
+        }
+        [[maybe_unused]] const auto n = ::write(c, "ok", 2);
+        ::close(c);
+      });
+    }
+  }
+
+  std::chrono::milliseconds hold_;
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  mutable std::mutex m_;
+  int now_ = 0, most_ = 0, total_ = 0;
+  std::vector<std::thread> handlers_;
+  std::jthread acceptor_;
+};
+
+class AdmitRunRedis : public ::testing::Test {
+ protected:
+  // `admit run --redis <server> --name NAME <more...>`
+  args run(const std::string& name, const args& more) const {
+    return args{ADMIT_CLI, "run", "--redis", server_.url(), "--name", name} + more;
+  }
+  static run_result finish(child_process& c, std::chrono::milliseconds limit = 60s) {
+    run_result r;
+    r.status = c.wait(limit);
+    r.out = c.out();
+    r.err = c.err();
+    return r;
+  }
+  static run_result admit(const args& a, std::chrono::milliseconds limit = 60s) {
+    child_process c(a);
+    return finish(c, limit);
+  }
+  // A holder of the only permit of `name` (its command sleeps until the test ends), started.
+  std::unique_ptr<child_process> hold(const std::string& name, const args& more = {}) {
+    auto c = std::make_unique<child_process>(
+        run(name, args{"--concurrency", "1", "--json"} + more + args{"--", "sleep", "60"}));
+    EXPECT_TRUE(wait_for_event(*c, {"started"})) << c->err();
+    return c;
+  }
+  // `sh -c SCRIPT sh <dir>/ran`: the command records that it ran in that file.
+  args records_ran(const std::string& script = "echo ran >> \"$1\"") const { return {"sh", "-c", script, "sh", ran_}; }
+  bool ran() const { return std::filesystem::exists(ran_); }
+
+  redis_server server_;
+  temp_dir dir_;
+  std::string ran_ = dir_ / "ran";
+};
+
+// 1. Twenty queued at --concurrency 3: admitted in their order of arrival, never more than 3 at once.
+TEST_F(AdmitRunRedis, FifoAndAtMostThreeAtOnce) {
+  fifo_one_release_at_a_time(ADMIT_CLI, {"--redis", server_.url()}, dir_, 20);
+}
+
+TEST_F(AdmitRunRedis, AtMostThreeAtOnceFreeRunningGrantedInArrivalOrder) {
+  fifo_free_running(ADMIT_CLI, {"--redis", server_.url()}, dir_, 20, 20);
+}
+
+// 2. The holder SIGKILLed: nobody releases its lease, which expires by itself; the next waiter starts within the TTL
+// and a margin.
+TEST_F(AdmitRunRedis, SigkillOfTheHolderFreesThePermitWithinTheLeaseTtl) {
+  const auto holder = hold("k", {"--lease-ttl", "1s"});
+  child_process waiter(run("k", args{"--concurrency", "1", "--lease-ttl", "1s", "--json", "--"} + records_ran()));
+  ASSERT_TRUE(wait_for_event(waiter, {"waiting"})) << waiter.err();
+  const auto killed = steady::now();
+  ASSERT_EQ(::kill(holder->pid(), SIGKILL), 0);
+  ASSERT_TRUE(wait_for_event(waiter, {"started"}, 10s)) << waiter.err();
+  const auto delay = std::chrono::duration<double, std::milli>(steady::now() - killed).count();
+  std::cout << "[ measured ] the next waiter started " << delay << " ms after the holder's SIGKILL (lease TTL 1 s)\n";
+  EXPECT_LT(delay, 1000.0 + 1500.0);
+  EXPECT_EQ(finish(waiter).status, 0) << waiter.err();
+  EXPECT_TRUE(ran());
+}
+
+// 3. Exit statuses through Redis; not admitted: 75 and the command does not run.
+TEST_F(AdmitRunRedis, ExitStatusesAndNotAdmitted) {
+  for (const int status : {0, 1, 42}) {
+    const run_result r =
+        admit(run("exit", {"--concurrency", "1", "--", "sh", "-c", "exit \"$1\"", "sh", std::to_string(status)}));
+    EXPECT_EQ(r.status, status) << r.err;
+  }
+  const auto holder = hold("busy");
+  const auto before = steady::now();
+  const run_result timed_out =
+      admit(run("busy", args{"--concurrency", "1", "--timeout", "200ms", "--json", "--"} + records_ran()), 10s);
+  EXPECT_EQ(timed_out.status, 75) << timed_out.err;
+  EXPECT_GE(steady::now() - before, 200ms);
+  EXPECT_EQ(event(timed_out.err, "not_admitted").value("reason", ""), "timeout") << timed_out.err;
+  const run_result busy =
+      admit(run("busy", args{"--concurrency", "1", "--no-wait", "--json", "--"} + records_ran()), 10s);
+  EXPECT_EQ(busy.status, 75) << busy.err;
+  EXPECT_EQ(event(busy.err, "not_admitted").value("reason", ""), "busy") << busy.err;
+  EXPECT_FALSE(ran());
+}
+
+// Redis failures before the command starts: 75 when waiting may help (refused), 69 when not (auth); bad names: 2.
+TEST_F(AdmitRunRedis, RedisFailuresAndBadNames) {
+  const run_result brace = admit(
+      args{ADMIT_CLI, "run", "--redis", server_.url(), "--name", "a{b}", "--concurrency", "1", "--"} + records_ran());
+  EXPECT_EQ(brace.status, 2) << brace.err;
+
+  redis_server locked({.requirepass = "right"});
+  const std::string wrong = "redis://:wrong@127.0.0.1:" + std::to_string(locked.port());
+  const run_result auth =
+      admit(args{ADMIT_CLI, "run", "--redis", wrong, "--name", "x", "--concurrency", "1", "--"} + records_ran());
+  EXPECT_EQ(auth.status, 69) << auth.err;
+  EXPECT_EQ(auth.err.find("wrong"), std::string::npos) << "the password shown: " << auth.err;
+
+  const std::string url = "redis://127.0.0.1:" + std::to_string(server_.port());
+  server_.kill();
+  const run_result refused = admit(
+      args{ADMIT_CLI, "run", "--redis", url, "--name", "x", "--concurrency", "1", "--json", "--"} + records_ran(), 30s);
+  EXPECT_EQ(refused.status, 75) << refused.err;
+  EXPECT_EQ(event(refused.err, "not_admitted").value("reason", ""), "redis") << refused.err;
+  EXPECT_FALSE(ran());
+}
+
+// 4. The environment: ADMIT_NAME, ADMIT_LEASE_ID (the "started" event's), ADMIT_FENCING_TOKEN strictly increasing.
+TEST_F(AdmitRunRedis, Environment) {
+  std::int64_t last = -1;
+  for (int i = 0; i < 3; ++i) {
+    const run_result r = admit(run("env", {"--concurrency", "2", "--json", "--", "sh", "-c",
+                                           "printf '%s|%s|%s' \"$ADMIT_NAME\" \"$ADMIT_LEASE_ID\" "
+                                           "\"$ADMIT_FENCING_TOKEN\""}));
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto started = event(r.err, "started");
+    ASSERT_TRUE(started.is_object()) << r.err;
+    ASSERT_TRUE(started["fencing_token"].is_number_integer()) << r.err;
+    const auto token = started["fencing_token"].get<std::int64_t>();
+    EXPECT_FALSE(started.value("lease_id", "").empty()) << r.err;
+    EXPECT_EQ(r.out, "env|" + started.value("lease_id", "") + "|" + std::to_string(token));
+    EXPECT_GT(token, last);
+    last = token;
+  }
+}
+
+// 5. The lease lost while the command runs (Redis does not answer for longer than the TTL): the command gets SIGTERM,
+// admit run exits 124 and says which lease it lost.
+TEST_F(AdmitRunRedis, LeaseLostTerminatesTheCommandAndExits124) {
+  const std::string script =
+      "trap 'echo TERM >> \"$1\"; exit 0' TERM\n"
+      "echo \"ready $ADMIT_LEASE_ID\" >> \"$1\"\n"
+      "while :; do sleep 1 </dev/null >/dev/null 2>&1 & wait $!; done\n";
+  for (const bool json : {false, true}) {
+    SCOPED_TRACE(json ? "--json" : "text");
+    std::filesystem::remove(ran_);
+    child_process c(run("lost", args{"--concurrency", "1", "--lease-ttl", "1s"} + (json ? args{"--json"} : args{}) +
+                                    args{"--"} + records_ran(script)));
+    ASSERT_TRUE(eventually([&] { return read_text(ran_).find('\n') != std::string::npos; })) << c.err();
+    const std::string lease = read_text(ran_).substr(6, read_text(ran_).find('\n') - 6);
+    ASSERT_FALSE(lease.empty());
+    server_.pause(2500ms);
+    const run_result r = finish(c, 15s);
+    EXPECT_EQ(r.status, 124) << r.err;
+    EXPECT_EQ(read_text(ran_), "ready " + lease + "\nTERM\n");
+    if (!json) {
+      EXPECT_NE(r.err.find(lease), std::string::npos) << "no message naming the lease " << lease << ": " << r.err;
+      EXPECT_NE(r.err.find("lost"), std::string::npos) << r.err;
+      continue;
+    }
+    const auto lost = event(r.err, "lease_lost");
+    ASSERT_TRUE(lost.is_object()) << r.err;
+    EXPECT_EQ(lost.value("lease_id", ""), lease) << r.err;
+    EXPECT_EQ(lost.value("action", ""), "term") << r.err;
+    EXPECT_EQ(event(r.err, "exited")["admit_exit_status"], 124) << r.err;
+  }
+}
+
+// 7. Four workers, 25 queries each, through `admit run --concurrency 3` in front of a database that counts its
+// connections: it never sees more than 3 at once, and all 100 queries run.
+TEST_F(AdmitRunRedis, FourWorkersNeverOverloadTheDatabase) {
+  tiny_database db(5ms);
+  const std::string loop =
+      "admit=$1 url=$2; shift 2\n"
+      "for i in $(seq 25); do \"$admit\" run --redis \"$url\" --concurrency 3 --name db -- \"$@\" || exit 1; done\n";
+  std::vector<std::optional<child_process>> workers(4);
+  for (auto& w : workers) {
+    w.emplace(args{"/bin/sh", "-c", loop, "sh", ADMIT_CLI, server_.url()} +
+              admit::redis::testing::role_argv(role_test, {"query", std::to_string(db.port())}));
+  }
+  for (auto& w : workers) EXPECT_EQ(w->wait(), 0) << w->err();
+  std::cout << "[ measured ] the database saw at most " << db.most() << " connections at once\n";
+  EXPECT_LE(db.most(), 3);
+  EXPECT_EQ(db.total(), 100);
+}
+
+// 8. `admit inspect --redis`: a holder that is an `admit run` shows its host, pid, command and running time.
+TEST_F(AdmitRunRedis, InspectShowsTheHolder) {
+  const auto holder = hold("shown");
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const run_result r = admit({ADMIT_CLI, "inspect", "--redis", server_.url(), "--json", "shown"}, 10s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  ASSERT_TRUE(j.contains("holders") && j["holders"].is_array() && j["holders"].size() == 1) << r.out;
+  const auto& h = j["holders"][0];
+  EXPECT_EQ(h.value("host", ""), host) << r.out;
+  EXPECT_EQ(h.value("pid", std::int64_t{-1}), holder->pid()) << r.out;
+  EXPECT_EQ(h.value("command", ""), "sleep 60") << r.out;
+  EXPECT_TRUE(h.contains("running_s") && h["running_s"].is_number() && h["running_s"].get<double>() >= 0) << r.out;
+  EXPECT_EQ(h.value("id", ""), event(holder->err(), "started").value("lease_id", "-")) << r.out;
+
+  const run_result text = admit({ADMIT_CLI, "inspect", "--redis", server_.url(), "shown"}, 10s);
+  EXPECT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find(std::to_string(holder->pid())), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("sleep 60"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(host), std::string::npos) << text.out;
+}
+
+#endif
+
+}  // namespace
