@@ -4,9 +4,11 @@
 //   admit replay --algorithm concurrency --limit 8 --max-waiters 20 --timeout 500ms data/sample_concurrency_trace.txt
 //   admit decide --redis redis://127.0.0.1:6379 --rate 10/s --burst 5 nightly-export   (built with admit::redis)
 //   admit inspect --redis redis://127.0.0.1:6379 db-queries                              (built with admit::redis)
+//   admit run --concurrency 3 --name db -- ./query.sh                                    (--redis URL: across hosts)
 //
 // Exit status: 0 success (decide: admitted), 2 bad input (an option, the trace, an unreadable file), 1 anything else;
-// decide and inspect also 75 (refused, or a Redis failure that may pass) and 69 (one that will not): see their --help.
+// decide and inspect also 75 (refused, or a Redis failure that may pass) and 69 (one that will not): see their --help;
+// run passes its command's status through (cli/run/run.hpp).
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
@@ -17,10 +19,13 @@
 
 #include "cli/options.hpp"
 #include "cli/replay.hpp"
+#include "cli/run/inspect.hpp"
+#include "cli/run/run.hpp"
 #include "help_formatter.hpp"
 #ifdef ADMIT_CLI_WITH_REDIS
 #include "cli/redis/decide.hpp"
 #include "cli/redis/inspect.hpp"
+#include "cli/redis/run_source.hpp"
 #endif
 
 namespace {
@@ -154,16 +159,60 @@ int main(int argc, char** argv) {
   decide->add_flag("--json", d.json, "print the decision as JSON");
   decide->add_option("key", d.key, "the key to decide for, e.g. a job or user name")->required()->type_name("KEY");
 
+#endif
+
   cli::inspect_options ins;
+  std::string inspect_lock_dir;
   CLI::App* inspect = app.add_subcommand("inspect", cli::inspect_description);
-  inspect->add_option("--redis", ins.redis, "redis://[:password@]host:port[/db] or unix:///path")
-      ->required()
-      ->type_name("URL");
+  auto* inspect_redis_opt = inspect->add_option("--redis", ins.redis,
+                                                "a distributed semaphore: redis://[:password@]host:port[/db], "
+                                                "rediss://..., unix:///path, redis+sentinel://...")
+                                ->type_name("URL");
+  auto* inspect_lock_dir_opt =
+      inspect
+          ->add_option("--lock-dir", inspect_lock_dir,
+                       "without --redis: the directory of `admit run`'s local limits (default as admit run's)")
+          ->type_name("DIR");
   inspect->add_option("--most", ins.most, "holders and waiters listed at most (default 100)")->type_name("N");
   inspect->add_option("--timeout", ins.timeout, "deadline of the call (default 1s)")->type_name("DURATION");
   inspect->add_flag("--json", ins.json, "print the state as JSON");
-  inspect->add_option("name", ins.name, "the semaphore's name")->required()->type_name("NAME");
-#endif
+  inspect->add_option("name", ins.name, "the semaphore's (or local limit's) name")->required()->type_name("NAME");
+
+  cli::run::run_options ro;
+  CLI::App* run = app.add_subcommand("run", cli::run::description);
+  run->usage("admit run [OPTIONS] -- COMMAND [ARGS...]");
+  run->add_option("--name", ro.name, "the limit's name, shared by every admit run that uses it (required)")
+      ->type_name("NAME");
+  run->add_option("--concurrency,-c", ro.concurrency, "at most N permits held at once")->type_name("N");
+  run->add_option("--weight", ro.weight, "permits (and rate tokens) this command takes (default 1)")->type_name("K");
+  run->add_option("--rate,-r", ro.rate, "start no more often than this: N/s, N/min, N/h, N/day, N/500ms, ...")
+      ->type_name("RATE");
+  run->add_option("--burst,-b", ro.burst, "with --rate: starts that idle time may bank (default 1)")->type_name("B");
+  run->add_option("--redis", ro.redis,
+                  "share the limit across hosts through Redis: redis://[user:password@]host:port[/db], rediss://..., "
+                  "unix:///path, redis+sentinel://... (default: this host only)")
+      ->type_name("URL");
+  run->add_option("--lock-dir", ro.lock_dir,
+                  "without --redis: the directory of local limits (default $ADMIT_LOCK_DIR, else "
+                  "$XDG_RUNTIME_DIR/admit, else /tmp/admit-<uid>)")
+      ->type_name("DIR");
+  run->add_option("--timeout", ro.timeout, "give up waiting after this (exit 75; the command does not run)")
+      ->type_name("DURATION");
+  run->add_flag("--no-wait", ro.no_wait, "do not wait: exit 75 unless admitted at once");
+  run->add_option("--max-waiters", ro.max_waiters, "at most M waiting (this one included); one more exits 75 at once")
+      ->type_name("M");
+  run->add_option("--lease-ttl", ro.lease_ttl,
+                  "with --redis: the lease's lifetime, renewed every third of it while the command runs (default 10s)")
+      ->type_name("DURATION");
+  run->add_option("--on-lease-lost", ro.on_lease_lost,
+                  "with --redis, when the lease is lost: term (SIGTERM, then SIGKILL after --kill-after; the "
+                  "default), kill, ignore")
+      ->type_name("term|kill|ignore");
+  run->add_option("--kill-after", ro.kill_after, "after --on-lease-lost=term's SIGTERM, SIGKILL (default 10s)")
+      ->type_name("DURATION");
+  run->add_flag("--quiet,-q", ro.quiet, "no status line and no notices (errors are still said)");
+  run->add_flag("--json", ro.json, "one JSON object per line on stderr per event (waiting, started, exited, ...)");
+  run->add_option("command", ro.command, "the command and its arguments, after --")->type_name("COMMAND");
 
   try {
     app.parse(argc, argv);
@@ -203,15 +252,40 @@ int main(int argc, char** argv) {
       return cli::exit_failure;
     }
   }
+#endif
   if (inspect->parsed()) {
     try {
-      return cli::run_inspect(ins, std::cout, std::cerr);
+      if (*inspect_redis_opt) {
+        if (*inspect_lock_dir_opt) {
+          std::cerr << "admit inspect: --lock-dir applies only without --redis\n";
+          return cli::exit_bad_input;
+        }
+#ifdef ADMIT_CLI_WITH_REDIS
+        return cli::run_inspect(ins, std::cout, std::cerr);
+#else
+        std::cerr << "admit inspect: --redis: this admit was built without Redis support\n";
+        return cli::exit_bad_input;
+#endif
+      }
+      return cli::run::inspect_local(ins.name, *inspect_lock_dir_opt ? inspect_lock_dir : std::string(), ins.most,
+                                     ins.json, std::cout, std::cerr);
     } catch (const std::exception& e) {
       std::cerr << "admit inspect: " << e.what() << "\n";
       return cli::exit_failure;
     }
   }
+  if (run->parsed()) {
+    cli::run::redis_source_factory make_redis;
+#ifdef ADMIT_CLI_WITH_REDIS
+    make_redis = cli::make_redis_run_source;
 #endif
+    try {
+      return cli::run::run_command(ro, std::cerr, isatty(STDERR_FILENO) == 1, make_redis);
+    } catch (const std::exception& e) {
+      std::cerr << "admit run: " << e.what() << "\n";
+      return cli::exit_failure;
+    }
+  }
 
   if (*rate_opt) o.rate = rate;
   if (*limit_opt) o.limit = limit;

@@ -17,6 +17,7 @@
 #include "cli/options.hpp"
 #include "cli/redis/failure.hpp"
 #include "cli/redis/io_runner.hpp"
+#include "cli/redis/run_source.hpp"
 #include "cli/report.hpp"
 #include "cli/trace.hpp"
 #include "cli/values.hpp"
@@ -36,7 +37,35 @@ std::string left(std::chrono::microseconds d) {
   return human_duration(ns(d));
 }
 
-void print_json(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s) {
+// What `admit run` wrote of each listed holder (host, pid, command, started_unix_ms: cli/redis/run_source.hpp), in
+// the holders' order; null for a holder that is not an `admit run` (or when the call failed: the rest is shown).
+std::vector<nlohmann::json> run_holders(redis::connection& conn, const std::string& name,
+                                        const redis::semaphore_snapshot& s, std::chrono::nanoseconds timeout) {
+  std::vector<nlohmann::json> out(s.holders.size());
+  if (s.holders.empty()) return out;
+  std::vector<std::string> args{"MGET"};
+  for (const auto& h : s.holders) args.push_back(run_holder_key(name, h.id));
+  const redis::result r = conn.execute_for(timeout, redis::command(std::move(args)));
+  if (!r.ok() || r.value.elements().size() != out.size()) return out;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto& e = r.value.elements()[i];
+    if (!e.is_string()) continue;
+    nlohmann::json j = nlohmann::json::parse(e.str(), nullptr, false);
+    if (j.is_object() && j.contains("pid") && j.contains("started_unix_ms")) out[i] = std::move(j);
+  }
+  return out;
+}
+
+// The run time of an `admit run` holder: since it started, by this machine's clock (the holder's may differ).
+std::int64_t running_ns(const nlohmann::json& run) {
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  return std::max<std::int64_t>(0, now - run.value("started_unix_ms", now)) * 1'000'000;
+}
+
+void print_json(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s,
+                const std::vector<nlohmann::json>& runs) {
   nlohmann::ordered_json j;
   j["name"] = name;
   j["capacity"] = s.capacity;
@@ -46,11 +75,19 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
   j["holder_count"] = s.holder_count;
   j["waiter_count"] = s.waiter_count;
   j["holders"] = nlohmann::ordered_json::array();
-  for (const auto& h : s.holders) {
-    j["holders"].push_back({{"id", h.id},
-                            {"count", h.count},
-                            {"fencing_token", h.fencing_token},
-                            {"lease_left_s", json_seconds(ns(h.remaining))}});
+  for (std::size_t i = 0; i < s.holders.size(); ++i) {
+    const auto& h = s.holders[i];
+    nlohmann::ordered_json e = {{"id", h.id},
+                                {"count", h.count},
+                                {"fencing_token", h.fencing_token},
+                                {"lease_left_s", json_seconds(ns(h.remaining))}};
+    if (!runs[i].is_null()) {
+      e["host"] = runs[i].value("host", "");
+      e["pid"] = runs[i].value("pid", std::int64_t{0});
+      e["command"] = runs[i].value("command", "");
+      e["running_s"] = json_seconds(running_ns(runs[i]));
+    }
+    j["holders"].push_back(std::move(e));
   }
   j["queue"] = nlohmann::ordered_json::array();
   for (const auto& w : s.queue) {
@@ -59,7 +96,8 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
   write_json_line(out, j);
 }
 
-void print_text(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s) {
+void print_text(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s,
+                const std::vector<nlohmann::json>& runs) {
   out << "semaphore " << quote(name) << ": capacity " << s.capacity << ", available " << s.available << ", "
       << s.holder_count << " holder(s), " << s.waiter_count << " waiting; last fencing token " << s.last_fencing_token
       << "\n";
@@ -69,9 +107,15 @@ void print_text(std::ostream& out, const std::string& name, const redis::semapho
                 ? ", the first " + std::to_string(s.holders.size())
                 : std::string())
         << "):\n";
-    for (const auto& h : s.holders) {
+    for (std::size_t i = 0; i < s.holders.size(); ++i) {
+      const auto& h = s.holders[i];
       out << "  " << h.id << "  permits " << h.count << "  fencing token " << h.fencing_token << "  lease "
-          << left(h.remaining) << "\n";
+          << left(h.remaining);
+      if (!runs[i].is_null()) {
+        out << "  admit run on " << runs[i].value("host", "?") << " pid " << runs[i].value("pid", std::int64_t{0})
+            << " for " << human_duration(running_ns(runs[i])) << ": " << quote(runs[i].value("command", ""));
+      }
+      out << "\n";
     }
   }
   if (!s.queue.empty()) {
@@ -127,10 +171,11 @@ int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) 
       err << "admit inspect: " << failure->message << "\n";
       return failure->exit_status();
     }
+    const std::vector<nlohmann::json> runs = run_holders(conn, o.name, r.first, timeout);
     if (o.json) {
-      print_json(out, o.name, r.first);
+      print_json(out, o.name, r.first, runs);
     } else {
-      print_text(out, o.name, r.first);
+      print_text(out, o.name, r.first, runs);
     }
     return exit_ok;
   } catch (const usage_error& e) {

@@ -90,6 +90,10 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
             return self->finish(std::move(*result));
           }
+          if (!self->told_queued_ && self->core_->options.on_queued) {
+            self->told_queued_ = true;
+            self->core_->options.on_queued();
+          }
           self->arm();
         }));
   }
@@ -172,6 +176,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   bool gave_up_ = false;  // completed by the deadline or a cancellation
   bool polling_ = false;
   bool registered_ = false;
+  bool told_queued_ = false;  // options.on_queued has been called for this acquisition
 };
 
 namespace {

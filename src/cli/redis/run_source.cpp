@@ -1,0 +1,283 @@
+// `admit run --redis` (see run_source.hpp).
+#include "cli/redis/run_source.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+
+#include "admit/errc.hpp"
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/client/options.hpp"
+#include "admit/redis/gcra.hpp"
+#include "admit/redis/semaphore.hpp"
+#include "cli/message.hpp"
+#include "cli/redis/failure.hpp"
+#include "cli/redis/io_runner.hpp"
+#include "nlohmann/json.hpp"
+
+namespace admit::cli {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+// The deadline of each Redis call (connecting included).
+constexpr std::chrono::milliseconds call_timeout{1'000};
+// How often the status line asks Redis how many wait and hold (only on a terminal).
+constexpr std::chrono::milliseconds status_every{500};
+
+std::string info_json(const run::entry_info& info) {
+  nlohmann::ordered_json j;
+  j["host"] = info.host;
+  j["pid"] = info.pid;
+  j["command"] = info.command;
+  j["started_unix_ms"] = info.started_unix_ms;
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Everything the source and its permits share: the connection and its thread, the semaphore, the rate limiter, and
+// the eventfd that says the lease was lost. Destroyed last (the permit holds it).
+struct redis_run_state {
+  run::run_settings settings;
+  run::entry_info info;
+  io_runner io;
+  redis::connection conn;
+  int lost = -1;  // eventfd, written by the semaphore's on_lease_lost
+  std::unique_ptr<redis::semaphore> sem;
+  std::unique_ptr<redis::gcra> rate;
+  std::function<void()> on_queued;  // set while an acquisition waits
+  std::mutex mutex;
+
+  redis_run_state(const run::run_settings& s, const run::entry_info& i, const redis::connection_options& o)
+      : settings(s), info(i), conn(io.executor(), o), lost(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    if (lost < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+  }
+  ~redis_run_state() {
+    if (sem) sem->shutdown();
+    sem.reset();
+    rate.reset();
+    ::close(lost);
+  }
+  std::string where() const { return redis_address(conn.options()); }
+};
+
+class redis_held final : public run::held_permit {
+ public:
+  redis_held(std::shared_ptr<redis_run_state> st, redis::lease l) : st_(std::move(st)), lease_(std::move(l)) {
+    if (lease_) {
+      id_ = lease_.id();
+      token_ = lease_.fencing_token();
+    } else {
+      id_ = "rate:" + std::to_string(st_->info.pid) + ":" + std::to_string(st_->info.started_unix_ms);
+    }
+    maintain();
+  }
+  std::string lease_id() const override { return id_; }
+  std::int64_t fencing_token() const override { return token_; }
+  int lost_fd() const override { return lease_ ? st_->lost : -1; }
+  std::optional<std::chrono::nanoseconds> maintenance_interval() const override {
+    if (!lease_) return std::nullopt;
+    return st_->settings.lease_ttl;
+  }
+  void maintain() override {
+    if (!lease_) return;
+    const auto ttl_ms = std::chrono::duration_cast<std::chrono::milliseconds>(st_->settings.lease_ttl * 3).count();
+    (void)st_->conn.execute_for(call_timeout, "SET", run_holder_key(st_->settings.name, id_), info_json(st_->info),
+                                "PX", std::to_string(std::max<std::int64_t>(ttl_ms, 1)));
+  }
+  std::optional<std::string> release() override {
+    if (!lease_) return std::nullopt;
+    (void)st_->conn.execute_for(call_timeout, "DEL", run_holder_key(st_->settings.name, id_));
+    const auto [status, error] = lease_.release();
+    lease_ = redis::lease();
+    if (status == redis::lease::release_status::failed) {
+      return "could not release the lease " + id_ + " at " + st_->where() + " (" + error.message() +
+             "): it expires by itself within --lease-ttl";
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::shared_ptr<redis_run_state> st_;
+  redis::lease lease_;
+  std::string id_;
+  std::int64_t token_ = 0;
+};
+
+class redis_source final : public run::permit_source {
+ public:
+  explicit redis_source(std::shared_ptr<redis_run_state> st) : st_(std::move(st)) {}
+
+  std::unique_ptr<run::held_permit> acquire(std::optional<steady::time_point> deadline, bool no_wait,
+                                            std::stop_token stop,
+                                            const std::function<void(const run::wait_progress&)>& progress,
+                                            run::refusal& why) override {
+    const run::run_settings& s = st_->settings;
+    const auto given = deadline ? std::min<steady::duration>(call_timeout, *deadline - steady::now())
+                                : steady::duration(call_timeout);
+    if (auto f = check_ready(st_->conn, std::max<steady::duration>(given, std::chrono::milliseconds(1)), deadline)) {
+      return fail(why, *f);
+    }
+    redis::lease lease;
+    if (st_->sem) {
+      // The status line and the "waiting" event once the request is in the queue.
+      std::mutex m;
+      std::condition_variable_any cv;
+      bool queued = false;
+      {
+        std::lock_guard lock(st_->mutex);
+        st_->on_queued = [&] {
+          std::lock_guard l(m);
+          queued = true;
+          cv.notify_all();
+        };
+      }
+      std::jthread status([&](std::stop_token done) {
+        std::unique_lock l(m);
+        if (!cv.wait(l, done, [&] { return queued; })) return;
+        l.unlock();
+        for (bool first = true;; first = false) {
+          run::wait_progress p;  // position 0: Redis does not say a waiter's place without its identity
+          p.capacity = s.concurrency;
+          const auto [snap, ec] = st_->sem->inspect(0);
+          if (!ec) {
+            p.waiting = static_cast<std::size_t>(snap.waiter_count);
+            p.held = snap.capacity - snap.available;
+            p.capacity = snap.capacity;
+          }
+          if (progress && (first || !ec)) progress(p);
+          l.lock();
+          cv.wait_for(l, done, status_every, [] { return false; });
+          if (done.stop_requested()) return;
+          l.unlock();
+        }
+      });
+      redis::semaphore_result r = no_wait    ? st_->sem->try_acquire(s.weight)
+                                  : deadline ? st_->sem->try_acquire_until(*deadline, s.weight, stop)
+                                             : st_->sem->acquire(s.weight, stop);
+      status.request_stop();
+      status.join();
+      {
+        std::lock_guard lock(st_->mutex);
+        st_->on_queued = nullptr;
+      }
+      if (!r) return refuse(why, r.error());
+      lease = std::move(*r);
+    }
+    if (st_->rate) {
+      if (auto e = wait_for_rate(deadline, no_wait, stop)) {
+        if (lease) (void)lease.release();
+        return refuse(why, e);
+      }
+    }
+    return std::make_unique<redis_held>(st_, std::move(lease));
+  }
+
+ private:
+  // Takes the rate's tokens, sleeping each refusal's retry_after (on `stop` or past `deadline`: the error).
+  std::error_code wait_for_rate(std::optional<steady::time_point> deadline, bool no_wait, std::stop_token stop) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    for (;;) {
+      const redis::limiter_result r = st_->rate->decide("admit-run", st_->settings.weight);
+      if (r.error) return r.error;
+      if (r.decision.admitted) return {};
+      if (no_wait) return admit::errc::would_block;
+      const auto at = steady::now() + r.decision.retry_after;
+      if (deadline && at > *deadline) return admit::errc::timeout;
+      std::unique_lock l(m);
+      if (cv.wait_until(l, stop, at, [] { return false; }) || stop.stop_requested()) return admit::errc::cancelled;
+    }
+  }
+
+  std::unique_ptr<run::held_permit> fail(run::refusal& why, const redis_failure& f) {
+    why.error = f.error;
+    why.message = "not admitted: " + f.message;
+    why.exit_status = f.exit_status();
+    return nullptr;
+  }
+
+  std::unique_ptr<run::held_permit> refuse(run::refusal& why, std::error_code e) {
+    const std::string what = quote(st_->settings.name) + " at " + st_->where();
+    why.error = e;
+    why.exit_status = run::exit_not_admitted;
+    if (e == admit::errc::timeout) {
+      why.message = "not admitted: no permit of " + what + " within --timeout";
+    } else if (e == admit::errc::would_block) {
+      why.message = "not admitted: " + what + " is busy (--no-wait)";
+    } else if (e == admit::errc::queue_full) {
+      why.message = "not admitted: --max-waiters already wait for " + what;
+    } else if (e == admit::errc::cancelled) {
+      why.message = "not admitted: stopped while waiting for " + what;
+    } else if (e == admit::errc::exceeds_capacity) {
+      why.message = "not admitted: --weight " + std::to_string(st_->settings.weight) + " is more than the capacity of " +
+                    what + " (a semaphore that exists keeps its capacity)";
+      why.exit_status = exit_bad_input;
+    } else {
+      return fail(why, call_failure(st_->conn, e, {}, call_timeout));
+    }
+    return nullptr;
+  }
+
+  std::shared_ptr<redis_run_state> st_;
+};
+
+}  // namespace
+
+std::string run_holder_key(const std::string& name, const std::string& lease_id) {
+  return "{" + name + "}:run:" + lease_id;
+}
+
+std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_settings& s, const run::entry_info& info,
+                                                          run::reporter&) {
+  redis::connection_options co;
+  try {
+    co = redis::parse_url(*s.redis);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(std::string("--redis: ") + e.what());
+  }
+  co.connect_timeout = call_timeout;
+  auto st = std::make_shared<redis_run_state>(s, info, co);
+  if (s.concurrency > 0) {
+    redis::semaphore_options so;
+    so.lease_ttl = std::chrono::duration_cast<std::chrono::milliseconds>(s.lease_ttl);
+    if (s.max_waiters) so.max_waiters = *s.max_waiters;
+    so.timeout = call_timeout;
+    so.poll_interval = std::min<std::chrono::milliseconds>(so.poll_interval, std::max(so.lease_ttl / 4, std::chrono::milliseconds(1)));
+    so.on_lease_lost = [lost = st->lost](const std::string&, std::int64_t) {
+      const std::uint64_t one = 1;
+      [[maybe_unused]] const auto n = ::write(lost, &one, sizeof one);
+    };
+    std::weak_ptr<redis_run_state> weak = st;
+    so.on_queued = [weak] {
+      if (auto p = weak.lock()) {
+        std::lock_guard lock(p->mutex);
+        if (p->on_queued) p->on_queued();
+      }
+    };
+    try {
+      st->sem = std::make_unique<redis::semaphore>(st->conn, s.name, s.concurrency, so);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(e.what());
+    }
+  }
+  if (s.rate) {
+    redis::limiter_options lo;
+    lo.timeout = call_timeout;
+    lo.breaker.failure_threshold = 0;
+    try {
+      st->rate = std::make_unique<redis::gcra>(st->conn, s.name, *s.rate, s.burst, lo);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(std::string("--rate: ") + e.what());
+    }
+  }
+  return std::make_unique<redis_source>(std::move(st));
+}
+
+}  // namespace admit::cli

@@ -1,0 +1,89 @@
+// `admit inspect` of a local limit (see inspect.hpp).
+#include "cli/run/inspect.hpp"
+
+#include <chrono>
+#include <ostream>
+#include <stdexcept>
+
+#include "cli/message.hpp"
+#include "cli/report.hpp"
+#include "cli/run/local_limit.hpp"
+#include "cli/trace.hpp"
+#include "cli/values.hpp"
+
+namespace admit::cli::run {
+
+namespace {
+
+std::int64_t since_ns(std::int64_t unix_ms) {
+  const auto now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  return std::max<std::int64_t>(0, now - unix_ms) * 1'000'000;
+}
+
+nlohmann::ordered_json entry_json(const local_snapshot::entry& e, const char* time_key) {
+  return {{"ticket", e.ticket},  {"weight", e.weight},  {"host", e.info.host},
+          {"pid", e.info.pid},   {"command", e.info.command}, {time_key, json_seconds(since_ns(e.info.started_unix_ms))}};
+}
+
+void print_entry(std::ostream& out, const local_snapshot::entry& e, const char* verb) {
+  out << "ticket " << e.ticket << "  permits " << e.weight << "  " << e.info.host << " pid " << e.info.pid << " "
+      << verb << " " << human_duration(since_ns(e.info.started_unix_ms)) << ": " << quote(e.info.command) << "\n";
+}
+
+}  // namespace
+
+int inspect_local(const std::string& name, const std::string& lock_directory, const std::string& most_text,
+                  bool json, std::ostream& out, std::ostream& err) {
+  std::size_t most = 0;
+  try {
+    check_local_name(name);
+    most = static_cast<std::size_t>(parse_count_option("--most", most_text, 1, max_tokens_per_arrival));
+  } catch (const std::invalid_argument& e) {
+    err << "admit inspect: " << e.what() << "\n";
+    return exit_bad_input;
+  } catch (const usage_error& e) {
+    err << "admit inspect: " << e.what() << "\n";
+    return exit_bad_input;
+  }
+  const std::filesystem::path dir = lock_directory.empty() ? default_lock_directory() : lock_directory;
+  const local_inspection in = inspect_local(dir, name);
+  if (!in.exists) {
+    err << "admit inspect: no local limit named " << quote(name) << " in " << quote(dir.string())
+        << " (a limit of `admit run` without --redis; with --redis, pass it here too)\n";
+    return exit_failure;
+  }
+  const local_snapshot& s = in.snapshot;
+  std::int64_t held = 0;
+  for (const auto& h : s.holders) held += h.weight;
+  if (json) {
+    nlohmann::ordered_json j;
+    j["name"] = name;
+    j["directory"] = dir.string();
+    j["held"] = held;
+    j["holder_count"] = s.holders.size();
+    j["waiter_count"] = s.waiters.size();
+    j["holders"] = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < s.holders.size() && i < most; ++i) j["holders"].push_back(entry_json(s.holders[i], "running_s"));
+    j["queue"] = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < s.waiters.size() && i < most; ++i) j["queue"].push_back(entry_json(s.waiters[i], "waiting_s"));
+    write_json_line(out, j);
+    return exit_ok;
+  }
+  out << "local limit " << quote(name) << " in " << quote(dir.string()) << ": " << held << " permit(s) held by "
+      << s.holders.size() << " holder(s), " << s.waiters.size() << " waiting\n";
+  if (!s.holders.empty()) out << "holders:\n";
+  for (std::size_t i = 0; i < s.holders.size() && i < most; ++i) {
+    out << "  ";
+    print_entry(out, s.holders[i], "running for");
+  }
+  if (!s.waiters.empty()) out << "queue (in order):\n";
+  for (std::size_t i = 0; i < s.waiters.size() && i < most; ++i) {
+    out << "  " << i + 1 << ". ";
+    print_entry(out, s.waiters[i], "waiting for");
+  }
+  return exit_ok;
+}
+
+}  // namespace admit::cli::run

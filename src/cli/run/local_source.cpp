@@ -1,0 +1,79 @@
+// `admit run` on this host (see local_source.hpp).
+#include "cli/run/local_source.hpp"
+
+#include <chrono>
+#include <string>
+
+#include "admit/errc.hpp"
+#include "cli/duration.hpp"
+#include "cli/message.hpp"
+
+namespace admit::cli::run {
+
+namespace {
+
+class local_held final : public held_permit {
+ public:
+  explicit local_held(local_permit p) : permit_(std::move(p)) {}
+  std::string lease_id() const override { return "local:" + std::to_string(permit_.ticket()); }
+  std::int64_t fencing_token() const override { return static_cast<std::int64_t>(permit_.ticket()); }
+  int inherited_fd() const override { return permit_.inherited_fd(); }
+  std::optional<std::string> release() override {
+    permit_.release();
+    return std::nullopt;
+  }
+
+ private:
+  local_permit permit_;
+};
+
+class local_source final : public permit_source {
+ public:
+  explicit local_source(local_limit_config c) : limit_(std::move(c)) {}
+
+  std::unique_ptr<held_permit> acquire(std::optional<std::chrono::steady_clock::time_point> deadline, bool no_wait,
+                                       std::stop_token stop,
+                                       const std::function<void(const wait_progress&)>& progress,
+                                       refusal& why) override {
+    auto r = limit_.acquire(deadline, no_wait, stop, progress);
+    if (r) return std::make_unique<local_held>(std::move(*r));
+    why.error = r.error();
+    why.message = describe(r.error());
+    why.exit_status = r.error() == admit::errc::exceeds_capacity ? 2 : 75;
+    return nullptr;
+  }
+
+ private:
+  std::string describe(std::error_code e) const {
+    const auto& c = limit_.config();
+    const std::string where = quote(c.name) + " on this host";
+    if (e == admit::errc::queue_full) {
+      return "not admitted: " + std::to_string(*c.max_waiters) + " already wait for " + where + " (--max-waiters)";
+    }
+    if (e == admit::errc::would_block) return "not admitted: " + where + " is busy (--no-wait)";
+    if (e == admit::errc::timeout) return "not admitted: no permit of " + where + " within --timeout";
+    if (e == admit::errc::cancelled) return "not admitted: stopped while waiting for " + where;
+    return "not admitted: " + e.message();
+  }
+
+  local_limit limit_;
+};
+
+}  // namespace
+
+std::unique_ptr<permit_source> make_local_source(const run_settings& s, const entry_info& info) {
+  local_limit_config c;
+  c.directory = s.lock_directory;
+  c.name = s.name;
+  c.capacity = s.concurrency;
+  c.weight = s.weight;
+  if (s.rate) {
+    c.interval = std::chrono::nanoseconds(static_cast<std::int64_t>(s.rate->interval_ns()));
+    c.burst = s.burst;
+  }
+  c.max_waiters = s.max_waiters;
+  c.info = info;
+  return std::make_unique<local_source>(std::move(c));
+}
+
+}  // namespace admit::cli::run

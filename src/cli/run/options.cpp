@@ -1,0 +1,107 @@
+// `admit run`'s options (see options.hpp).
+#include "cli/run/options.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "cli/message.hpp"
+#include "cli/run/local_limit.hpp"
+#include "cli/trace.hpp"
+#include "cli/values.hpp"
+
+namespace admit::cli::run {
+
+namespace {
+
+// The longest --lease-ttl: the semaphore counts its durations in µs, at most 2^40 of them (about 12.7 days).
+constexpr std::chrono::nanoseconds max_lease_ttl = std::chrono::microseconds(std::int64_t{1} << 40);
+
+std::chrono::nanoseconds positive(std::string_view option, const std::string& text) {
+  const std::chrono::nanoseconds d = parse_duration_option(option, text);
+  if (d <= std::chrono::nanoseconds::zero()) {
+    throw usage_error("invalid " + std::string(option) + " " + quote(text) + ": must be positive, e.g. 10s");
+  }
+  return d;
+}
+
+lease_lost_action parse_action(const std::string& text) {
+  if (text == "term") return lease_lost_action::term;
+  if (text == "kill") return lease_lost_action::kill;
+  if (text == "ignore") return lease_lost_action::ignore;
+  throw usage_error("invalid --on-lease-lost " + quote(text) + ": use term, kill or ignore");
+}
+
+}  // namespace
+
+run_settings check(const run_options& o) {
+  run_settings s;
+  if (o.command.empty()) throw usage_error("a command is required: admit run [options] -- COMMAND [ARGS...]");
+  if (o.command.front().empty()) throw usage_error("the command name is empty");
+  s.command = o.command;
+  if (o.name.empty()) {
+    throw usage_error("--name is required: the limit's name, shared by every `admit run` that uses the limit");
+  }
+  s.name = o.name;
+  s.redis = o.redis;
+  if (!s.redis) {
+    try {
+      check_local_name(o.name);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(std::string("--name: ") + e.what());
+    }
+  } else if (o.name.find_first_of("{}") != std::string::npos) {
+    throw usage_error("invalid --name " + quote(o.name) +
+                      ": must not contain '{' or '}' (the name is the hash tag of the limit's Redis keys)");
+  }
+  if (!o.concurrency && !o.rate) {
+    throw usage_error("nothing to limit: give --concurrency N (at most N at once), --rate R (start at most R), or both");
+  }
+  if (o.concurrency) s.concurrency = parse_count_option("--concurrency", *o.concurrency, 1, max_tokens_per_arrival);
+  if (o.weight) s.weight = parse_count_option("--weight", *o.weight, 1, max_tokens_per_arrival);
+  if (s.concurrency > 0 && s.weight > s.concurrency) {
+    throw usage_error("--weight " + std::to_string(s.weight) + " is more than --concurrency " +
+                      std::to_string(s.concurrency) + ": the command could never run; use --weight 1 to " +
+                      std::to_string(s.concurrency));
+  }
+  if (o.rate) {
+    s.rate = parse_rate_option("--rate", *o.rate);
+    s.rate_text = *o.rate;
+    if (s.rate->is_zero()) throw usage_error("invalid --rate " + quote(*o.rate) + ": a zero rate never starts anything");
+    if (s.rate->is_inf()) s.rate.reset();  // no rate limit
+  }
+  if (o.burst) {
+    if (!o.rate) throw usage_error("--burst applies only with --rate");
+    s.burst = parse_count_option("--burst", *o.burst, 1, max_tokens_per_arrival);
+  }
+  if (s.rate && s.weight > s.burst) {
+    throw usage_error("--weight " + std::to_string(s.weight) + " is more than --burst " + std::to_string(s.burst) +
+                      ": the rate could never admit it; use --burst " + std::to_string(s.weight) + " or more");
+  }
+  if (o.lock_dir) {
+    if (s.redis) throw usage_error("--lock-dir applies only without --redis (a limit on this host)");
+    if (o.lock_dir->empty()) throw usage_error("--lock-dir must not be empty");
+    s.lock_directory = *o.lock_dir;
+  } else if (!s.redis) {
+    s.lock_directory = default_lock_directory();
+  }
+  if (o.timeout) s.timeout = parse_duration_option("--timeout", *o.timeout);
+  s.no_wait = o.no_wait;
+  if (s.no_wait && s.timeout) throw usage_error("--no-wait and --timeout: choose one (--no-wait is --timeout 0s)");
+  if (o.max_waiters) {
+    s.max_waiters = static_cast<std::size_t>(parse_count_option("--max-waiters", *o.max_waiters, 0, max_tokens_per_arrival));
+  }
+  if (o.lease_ttl) {
+    if (!s.redis) throw usage_error("--lease-ttl applies only with --redis (a local permit cannot expire)");
+    s.lease_ttl = positive("--lease-ttl", *o.lease_ttl);
+    if (s.lease_ttl < std::chrono::milliseconds(10) || s.lease_ttl > max_lease_ttl) {
+      throw usage_error("invalid --lease-ttl " + quote(*o.lease_ttl) + ": must be from 10ms to 12d");
+    }
+  }
+  s.on_lease_lost = parse_action(o.on_lease_lost);
+  if (o.kill_after) s.kill_after = positive("--kill-after", *o.kill_after);
+  s.quiet = o.quiet;
+  s.json = o.json;
+  return s;
+}
+
+}  // namespace admit::cli::run

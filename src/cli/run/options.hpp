@@ -1,0 +1,62 @@
+// cli/run/options.hpp — `admit run`'s options: the text the command line gives (run_options), checked into what the
+// command does (run_settings). Every message names the option and the value and says what would be accepted.
+//
+//   admit run --concurrency 3 --name db -- ./query.sh 42
+//   admit run --redis redis://10.0.0.5:6379 --concurrency 3 --rate 10/s --name db -- psql -f job.sql
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "admit/rate.hpp"
+
+namespace admit::cli::run {
+
+// Exit statuses of `admit run` besides the command's own (which it passes through, 128+N for a signal N).
+inline constexpr int exit_not_admitted = 75;  // sysexits' EX_TEMPFAIL: the command did not run
+inline constexpr int exit_lease_lost = 124;   // the permit was lost while the command ran (as timeout(1)'s 124)
+inline constexpr int exit_not_executable = 126;
+inline constexpr int exit_not_found = 127;
+
+// What happens to the command when its lease is lost.
+enum class lease_lost_action { term, kill, ignore };
+
+// As the command line gives them (CLI11 fills these; check() reads them).
+struct run_options {
+  std::string name;
+  std::optional<std::string> concurrency, weight, rate, burst, redis, lock_dir, timeout, max_waiters, lease_ttl,
+      kill_after;
+  std::string on_lease_lost = "term";
+  bool no_wait = false, quiet = false, json = false;
+  std::vector<std::string> command;  // COMMAND [ARGS...]
+};
+
+struct run_settings {
+  std::string name;
+  std::int64_t concurrency = 0;  // 0: no concurrency limit
+  std::int64_t weight = 1;
+  std::optional<admit::rate> rate;
+  std::string rate_text;  // --rate as written, for messages
+  std::int64_t burst = 1;
+  std::optional<std::string> redis;     // the URL
+  std::filesystem::path lock_directory;  // local only
+  std::optional<std::chrono::nanoseconds> timeout;
+  bool no_wait = false;
+  std::optional<std::size_t> max_waiters;
+  std::chrono::nanoseconds lease_ttl = std::chrono::seconds(10);
+  lease_lost_action on_lease_lost = lease_lost_action::term;
+  std::chrono::nanoseconds kill_after = std::chrono::seconds(10);
+  bool quiet = false, json = false;
+  std::vector<std::string> command;
+};
+
+// Checks the options (usage_error naming the option and value): --name and COMMAND required, at least one of
+// --concurrency and --rate, --weight at most --concurrency and --burst, --burst only with --rate, --lease-ttl and
+// --on-lease-lost only with --redis, --lock-dir only without, --no-wait not with --timeout.
+run_settings check(const run_options& options);
+
+}  // namespace admit::cli::run

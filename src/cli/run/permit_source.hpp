@@ -1,0 +1,55 @@
+// cli/run/permit_source.hpp — where `admit run`'s permit comes from: this host (local_source, cli/run/local_source.hpp)
+// or Redis (cli/redis/run_source.hpp). run.cpp waits through this interface and knows neither.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <system_error>
+
+#include "cli/run/local_limit.hpp"
+
+namespace admit::cli::run {
+
+// A permit held while the command runs. Destroying it releases it (and waits for that to be done, bounded).
+class held_permit {
+ public:
+  virtual ~held_permit() = default;
+  virtual std::string lease_id() const = 0;
+  virtual std::int64_t fencing_token() const = 0;
+  // A file descriptor the command inherits (the local permit's lock), or -1.
+  virtual int inherited_fd() const { return -1; }
+  // A file descriptor that becomes readable when the permit is lost (a Redis lease that expired), or -1 (never).
+  virtual int lost_fd() const { return -1; }
+  // Called now and then while the command runs (at most every maintenance_interval()): e.g. refreshing what
+  // `admit inspect` shows of this holder. Must not block for long.
+  virtual void maintain() {}
+  virtual std::optional<std::chrono::nanoseconds> maintenance_interval() const { return std::nullopt; }
+  // Gives the permit back now. Returns a message when it could not be confirmed (it then expires by itself).
+  virtual std::optional<std::string> release() = 0;
+};
+
+// Why there is no permit.
+struct refusal {
+  std::error_code error;  // admit::errc::timeout, would_block, queue_full, cancelled, exceeds_capacity, or Redis's
+  std::string message;    // for the user: what happened and, for Redis, the server
+  int exit_status = 75;   // exit_not_admitted, or 69 / 2 for a Redis failure waiting cannot fix / bad input
+};
+
+class permit_source {
+ public:
+  virtual ~permit_source() = default;
+  // Waits for the permit (no_wait: only now; deadline: until then; stop: until requested), calling `progress` on this
+  // thread as local_limit::acquire does (the Redis source calls it with position 0: unknown). On this thread;
+  // blocking.
+  virtual std::unique_ptr<held_permit> acquire(std::optional<std::chrono::steady_clock::time_point> deadline,
+                                               bool no_wait, std::stop_token stop,
+                                               const std::function<void(const wait_progress&)>& progress,
+                                               refusal& why) = 0;
+};
+
+}  // namespace admit::cli::run

@@ -1,0 +1,202 @@
+// What `admit run` says (see reporter.hpp).
+#include "cli/run/reporter.hpp"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <ostream>
+
+#include "cli/report.hpp"
+
+namespace admit::cli::run {
+
+namespace {
+
+std::int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string_view action_name(lease_lost_action a) {
+  switch (a) {
+    case lease_lost_action::term:
+      return "term";
+    case lease_lost_action::kill:
+      return "kill";
+    case lease_lost_action::ignore:
+      return "ignore";
+  }
+  return "term";
+}
+
+std::string ordinal(std::size_t n) {
+  const std::size_t tens = n % 100;
+  const char* suffix = (tens >= 11 && tens <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+  return std::to_string(n) + suffix;
+}
+
+}  // namespace
+
+std::string signal_name(int signal) {
+  if (const char* abbrev = ::sigabbrev_np(signal)) return std::string("SIG") + abbrev;
+  return "signal " + std::to_string(signal);
+}
+
+reporter::reporter(const run_settings& settings, std::ostream& err, bool status_line)
+    : settings_(settings), err_(err), status_line_(status_line && !settings.quiet && !settings.json) {}
+
+nlohmann::ordered_json reporter::event(std::string_view name) const {
+  nlohmann::ordered_json j;
+  j["event"] = name;
+  j["name"] = settings_.name;
+  j["time_unix_ms"] = unix_ms();
+  return j;
+}
+
+void reporter::emit(const nlohmann::ordered_json& j) {
+  std::lock_guard lock(mutex_);
+  write_json_line(err_, j);
+  err_.flush();
+}
+
+void reporter::erase_status() {
+  if (!drawn_) return;
+  err_ << "\r\x1b[K";
+  err_.flush();
+  drawn_ = false;
+}
+
+void reporter::say(const std::string& message) {
+  erase_status();
+  err_ << "admit run: " << message << "\n";
+  err_.flush();
+}
+
+void reporter::waiting(const wait_progress& p, std::chrono::nanoseconds waited) {
+  if (settings_.json && !waiting_reported_) {
+    auto j = event("waiting");
+    j["position"] = p.position == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.position);
+    j["waiting"] = p.waiting;
+    j["held"] = p.held;
+    j["capacity"] = p.capacity == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.capacity);
+    emit(j);
+  }
+  waiting_reported_ = true;
+  if (!status_line_) return;
+  std::string line = "admit run: waiting for " + settings_.name;
+  if (p.position > 0) {
+    line += " (" + ordinal(p.position) + " of " + std::to_string(p.waiting) + " waiting";
+  } else {
+    line += " (" + std::to_string(p.waiting) + " waiting";
+  }
+  if (p.capacity > 0) line += ", " + std::to_string(p.held) + " of " + std::to_string(p.capacity) + " held";
+  if (p.rate_wait) line += ", next start by the rate in " + human_duration(p.rate_wait->count());
+  line += ") " + human_duration(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count() * 1'000'000);
+  std::lock_guard lock(mutex_);
+  err_ << "\r" << line << "\x1b[K";
+  err_.flush();
+  drawn_ = true;
+}
+
+void reporter::started(pid_t pid, std::int64_t fencing_token, const std::string& lease_id,
+                       std::chrono::nanoseconds waited) {
+  {
+    std::lock_guard lock(mutex_);
+    erase_status();
+  }
+  if (!settings_.json) return;
+  auto j = event("started");
+  j["pid"] = pid;
+  j["fencing_token"] = fencing_token;
+  j["lease_id"] = lease_id;
+  j["waited_s"] = json_seconds(waited.count());
+  emit(j);
+}
+
+void reporter::not_admitted(std::string_view reason, std::chrono::nanoseconds waited, const std::string& message) {
+  if (settings_.json) {
+    auto j = event("not_admitted");
+    j["reason"] = reason;
+    j["waited_s"] = json_seconds(waited.count());
+    j["message"] = message;
+    emit(j);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  if (settings_.quiet) {
+    erase_status();
+  } else {
+    say(message);
+  }
+}
+
+void reporter::signal(int sig, bool forwarded) {
+  if (!settings_.json) return;
+  auto j = event("signal");
+  j["signal"] = signal_name(sig);
+  j["forwarded"] = forwarded;
+  emit(j);
+}
+
+void reporter::lease_lost(const std::string& lease_id, lease_lost_action action) {
+  std::string message = "the lease " + lease_id + " of " + settings_.name +
+                        " was lost (Redis did not renew it within --lease-ttl): the command may no longer be "
+                        "protected; ";
+  switch (action) {
+    case lease_lost_action::term:
+      message += "sending it SIGTERM (SIGKILL after --kill-after)";
+      break;
+    case lease_lost_action::kill:
+      message += "sending it SIGKILL";
+      break;
+    case lease_lost_action::ignore:
+      message += "letting it run (--on-lease-lost=ignore)";
+      break;
+  }
+  if (settings_.json) {
+    auto j = event("lease_lost");
+    j["lease_id"] = lease_id;
+    j["action"] = action_name(action);
+    j["message"] = message;
+    emit(j);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  say(message);
+}
+
+void reporter::exited(int wait_status, std::chrono::nanoseconds ran, int exit_status) {
+  if (!settings_.json) return;
+  auto j = event("exited");
+  j["exit_status"] = WIFEXITED(wait_status) ? nlohmann::ordered_json(WEXITSTATUS(wait_status)) : nullptr;
+  j["signal"] = WIFSIGNALED(wait_status) ? nlohmann::ordered_json(signal_name(WTERMSIG(wait_status))) : nullptr;
+  j["ran_s"] = json_seconds(ran.count());
+  j["admit_exit_status"] = exit_status;
+  emit(j);
+}
+
+void reporter::error(const std::string& message) {
+  if (settings_.json) {
+    auto j = event("error");
+    j["message"] = message;
+    emit(j);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  say(message);
+}
+
+void reporter::notice(const std::string& message) {
+  if (settings_.json) {
+    auto j = event("notice");
+    j["message"] = message;
+    emit(j);
+    return;
+  }
+  if (settings_.quiet) return;
+  std::lock_guard lock(mutex_);
+  say(message);
+}
+
+}  // namespace admit::cli::run

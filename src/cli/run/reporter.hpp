@@ -1,0 +1,58 @@
+// cli/run/reporter.hpp — what `admit run` says on stderr: messages ("admit run: ..."), the status line while it
+// waits on a terminal, and with --json one JSON object per line per event (for log collectors). Thread safety: every
+// member may be called from any thread (a mutex orders the lines).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <iosfwd>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cli/run/local_limit.hpp"
+#include "cli/run/options.hpp"
+#include "nlohmann/json.hpp"
+
+namespace admit::cli::run {
+
+// "SIGTERM" for SIGTERM; "signal 40" for one without a name.
+std::string signal_name(int signal);
+
+class reporter {
+ public:
+  // `status_line`: stderr is a terminal (the line is drawn only then, and never with --quiet or --json).
+  reporter(const run_settings& settings, std::ostream& err, bool status_line);
+
+  // While waiting: redraws the status line; the first call also writes the "waiting" event.
+  void waiting(const wait_progress& p, std::chrono::nanoseconds waited);
+  void started(pid_t pid, std::int64_t fencing_token, const std::string& lease_id, std::chrono::nanoseconds waited);
+  // `reason`: timeout, busy, queue_full, signal, redis; `message` is said unless --quiet (then only in JSON).
+  void not_admitted(std::string_view reason, std::chrono::nanoseconds waited, const std::string& message);
+  void signal(int signal, bool forwarded);
+  void lease_lost(const std::string& lease_id, lease_lost_action action);
+  // `wait_status` as waitpid() gives it.
+  void exited(int wait_status, std::chrono::nanoseconds ran, int exit_status);
+  // A message that is always said (an error), in JSON as {"event":"error"}.
+  void error(const std::string& message);
+  // A message said unless --quiet (and in JSON as {"event":"notice"}).
+  void notice(const std::string& message);
+
+ private:
+  nlohmann::ordered_json event(std::string_view name) const;
+  void emit(const nlohmann::ordered_json& j);
+  void say(const std::string& message);  // holds mutex_
+  void erase_status();                   // holds mutex_
+
+  const run_settings& settings_;
+  std::ostream& err_;
+  bool status_line_;
+  std::mutex mutex_;
+  bool drawn_ = false;
+  bool waiting_reported_ = false;
+};
+
+}  // namespace admit::cli::run
