@@ -79,13 +79,15 @@ TEST_F(AdmitRunLocal, FifoAndAtMostThreeAtOnce) {
 }
 
 TEST_F(AdmitRunLocal, AtMostThreeAtOnceFreeRunning) {
-  fifo_free_running(ADMIT_CLI, {"--lock-dir", locks_}, dir_, 20, 20);
+  fifo_free_running(ADMIT_CLI, {"--lock-dir", locks_}, dir_, 20, 150);
 }
 
 // 2. The holder SIGKILLed: its command gets SIGKILL too, and the next waiter starts at once (no lease to expire).
 TEST_F(AdmitRunLocal, SigkillOfTheHolderFreesThePermitAtOnce) {
   const auto holder = hold("k");
-  const auto command_pid = event(holder->err(), "started").value("pid", std::int64_t{-1});
+  const auto started = event(holder->err(), "started");
+  ASSERT_TRUE(started.is_object()) << holder->err();
+  const auto command_pid = started.value("pid", std::int64_t{-1});
   ASSERT_GT(command_pid, 0) << holder->err();
   child_process waiter(run("k", args{"--concurrency", "1", "--json", "--"} + records_ran()));
   ASSERT_TRUE(wait_for_event(waiter, {"waiting"})) << waiter.err();
@@ -328,6 +330,7 @@ TEST_F(AdmitRunLocal, InspectShowsHolderAndWaiter) {
   ASSERT_TRUE(j.is_object()) << r.out;
   ASSERT_TRUE(j.contains("holders") && j["holders"].is_array() && j["holders"].size() == 1) << r.out;
   const auto& h = j["holders"][0];
+  ASSERT_TRUE(h.is_object()) << r.out;
   EXPECT_EQ(h.value("host", ""), host) << r.out;
   EXPECT_EQ(h.value("pid", std::int64_t{-1}), holder->pid()) << r.out;
   EXPECT_EQ(h.value("command", ""), "sleep 60") << r.out;

@@ -157,7 +157,7 @@ TEST_F(AdmitRunRedis, FifoAndAtMostThreeAtOnce) {
 }
 
 TEST_F(AdmitRunRedis, AtMostThreeAtOnceFreeRunningGrantedInArrivalOrder) {
-  fifo_free_running(ADMIT_CLI, {"--redis", server_.url()}, dir_, 20, 20);
+  fifo_free_running(ADMIT_CLI, {"--redis", server_.url()}, dir_, 20, 150);
 }
 
 // 2. The holder SIGKILLed: nobody releases its lease, which expires by itself; the next waiter starts within the TTL
@@ -299,11 +299,14 @@ TEST_F(AdmitRunRedis, InspectShowsTheHolder) {
   ASSERT_TRUE(j.is_object()) << r.out;
   ASSERT_TRUE(j.contains("holders") && j["holders"].is_array() && j["holders"].size() == 1) << r.out;
   const auto& h = j["holders"][0];
+  ASSERT_TRUE(h.is_object()) << r.out;
   EXPECT_EQ(h.value("host", ""), host) << r.out;
   EXPECT_EQ(h.value("pid", std::int64_t{-1}), holder->pid()) << r.out;
   EXPECT_EQ(h.value("command", ""), "sleep 60") << r.out;
   EXPECT_TRUE(h.contains("running_s") && h["running_s"].is_number() && h["running_s"].get<double>() >= 0) << r.out;
-  EXPECT_EQ(h.value("id", ""), event(holder->err(), "started").value("lease_id", "-")) << r.out;
+  const auto started = event(holder->err(), "started");
+  ASSERT_TRUE(started.is_object()) << holder->err();
+  EXPECT_EQ(h.value("id", ""), started.value("lease_id", "-")) << r.out;
 
   const run_result text = admit({ADMIT_CLI, "inspect", "--redis", server_.url(), "shown"}, 10s);
   EXPECT_EQ(text.status, 0) << text.err;

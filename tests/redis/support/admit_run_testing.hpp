@@ -117,12 +117,12 @@ inline nlohmann::json event(const std::string& err, std::string_view name) {
   return nullptr;
 }
 
-// Waits until one of `names` is among the child's --json events.
+// Waits until one of `names` is among the child's --json events (complete lines).
 inline bool wait_for_event(child_process& c, std::initializer_list<std::string_view> names,
                            std::chrono::milliseconds limit = 30s) {
   return c.wait_for_stderr_until(
       [&](const std::string& err) {
-        std::istringstream lines(err);
+        std::istringstream lines(err.substr(0, err.rfind('\n') == std::string::npos ? 0 : err.rfind('\n') + 1));
         for (std::string line; std::getline(lines, line);) {
           const auto j = nlohmann::json::parse(line, nullptr, false);
           if (!j.is_object() || !j.contains("event") || !j["event"].is_string()) continue;
