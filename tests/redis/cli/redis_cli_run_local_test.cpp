@@ -23,6 +23,7 @@
 
 #include "admit_run_testing.hpp"
 #include "child_process.hpp"
+#include "pty_process.hpp"
 #include "self_exec.hpp"
 
 namespace {
@@ -30,10 +31,11 @@ namespace {
 using namespace std::chrono_literals;
 using namespace admit::redis::testing::run;
 using admit::redis::testing::child_process;
+using admit::redis::testing::pty_process;
 using admit::redis::testing::run_result;
 using steady = std::chrono::steady_clock;
 
-TEST(AdmitRunChild, Role) {
+TEST(AdmitRunLocalChild, Role) {
   const auto a = admit::redis::testing::role_arguments();
   if (a.empty()) GTEST_SKIP() << "run by the other tests as a separate process";
   run_role(a);
@@ -47,17 +49,7 @@ class AdmitRunLocal : public ::testing::Test {
   args run(const std::string& name, const args& more) const {
     return args{ADMIT_CLI, "run", "--lock-dir", locks_, "--name", name} + more;
   }
-  static run_result finish(child_process& c, std::chrono::milliseconds limit = 60s) {
-    run_result r;
-    r.status = c.wait(limit);
-    r.out = c.out();
-    r.err = c.err();
-    return r;
-  }
-  static run_result admit(const args& a, std::chrono::milliseconds limit = 60s) {
-    child_process c(a);
-    return finish(c, limit);
-  }
+  static run_result admit(const args& a, std::chrono::milliseconds limit = 60s) { return run_to_end(a, limit); }
   // A holder of the only permit of `name` (its command sleeps until the test ends), started.
   std::unique_ptr<child_process> hold(const std::string& name) {
     auto c = std::make_unique<child_process>(run(name, {"--concurrency", "1", "--json", "--", "sleep", "60"}));
@@ -213,20 +205,128 @@ TEST_F(AdmitRunLocal, NotAdmittedIs75AndTheCommandDoesNotRun) {
   EXPECT_FALSE(ran());
 }
 
-// SIGTERM while waiting: leaves the queue, exits 143, the command never runs; the one behind it is served next.
+// SIGINT, SIGTERM, SIGHUP, SIGQUIT while waiting: leaves the queue, exits 128+N, the command never runs; the one
+// behind it is served next.
 TEST_F(AdmitRunLocal, SignalWhileWaitingLeavesTheQueue) {
   const auto holder = hold("q");
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    child_process waiter(run("q", args{"--concurrency", "1", "--json", "--"} + records_ran()));
+    ASSERT_TRUE(wait_for_event(waiter, {"waiting"})) << waiter.err();
+    ASSERT_EQ(::kill(waiter.pid(), sig), 0);
+    const run_result r = finish(waiter, 10s);
+    EXPECT_EQ(r.status, 128 + sig) << r.err;
+    EXPECT_EQ(event(r.err, "not_admitted").value("reason", ""), "signal") << r.err;
+  }
   child_process first(run("q", args{"--concurrency", "1", "--json", "--"} + records_ran()));
   ASSERT_TRUE(wait_for_event(first, {"waiting"})) << first.err();
   child_process second(run("q", {"--concurrency", "1", "--json", "--", "true"}));
   ASSERT_TRUE(wait_for_event(second, {"waiting"})) << second.err();
+  EXPECT_EQ(event(second.err(), "waiting")["position"], 2) << second.err();
   ASSERT_EQ(::kill(first.pid(), SIGTERM), 0);
-  const run_result r = finish(first, 10s);
-  EXPECT_EQ(r.status, 128 + SIGTERM) << r.err;
-  EXPECT_EQ(event(r.err, "not_admitted").value("reason", ""), "signal") << r.err;
+  EXPECT_EQ(finish(first, 10s).status, 128 + SIGTERM) << first.err();
   ::kill(holder->pid(), SIGKILL);
   EXPECT_EQ(finish(second, 10s).status, 0) << second.err();
   EXPECT_FALSE(ran());
+}
+
+// --weight K takes K permits, and the queue stays FIFO: a light one behind a heavy one that does not fit waits too.
+TEST_F(AdmitRunLocal, WeightTakesItsPermitsInQueueOrder) {
+  const std::string log = dir_ / "weight.log";
+  const auto started = [&](int n) { return start_order(read_log(log)).size() >= static_cast<std::size_t>(n); };
+  child_process heavy(run("w", args{"--concurrency", "3", "--weight", "2", "--json", "--"} +
+                                   record_command(log, "heavy", dir_ / "release.heavy")));
+  ASSERT_TRUE(wait_for_event(heavy, {"started"})) << heavy.err();
+  child_process second(run("w", args{"--concurrency", "3", "--weight", "2", "--json", "--"} +
+                                    record_command(log, "second", dir_ / "release.second")));
+  ASSERT_TRUE(wait_for_event(second, {"waiting"})) << second.err();
+  EXPECT_EQ(event(second.err(), "waiting")["held"], 2) << second.err();
+  child_process light(
+      run("w", args{"--concurrency", "3", "--json", "--"} + record_command(log, "light", dir_ / "release.light")));
+  ASSERT_TRUE(wait_for_event(light, {"waiting", "started"})) << light.err();
+  EXPECT_FALSE(event(light.err(), "started").is_object()) << "jumped the queue: " << light.err();
+  ASSERT_TRUE(eventually([&] { return started(1); }));
+  touch(dir_ / "release.heavy");
+  ASSERT_TRUE(eventually([&] { return started(3); })) << read_text(log);  // 2 + 1 fit in 3
+  touch(dir_ / "release.second");
+  touch(dir_ / "release.light");
+  for (auto* c : {&heavy, &second, &light}) EXPECT_EQ(c->wait(), 0) << c->err();
+  // "second" and "light" were admitted together (2 + 1 fit in 3): no order between them, but both after "heavy" ended.
+  const auto entries = read_log(log);
+  ASSERT_EQ(entries.size(), 6U) << read_text(log);
+  EXPECT_TRUE(entries[0].start && entries[0].label == "heavy" && !entries[1].start && entries[1].label == "heavy")
+      << read_text(log);
+  EXPECT_EQ(max_overlap(entries), 2) << read_text(log);
+}
+
+// The permit is given back when the command exits, even when a process it started in the background lives on; and
+// without --lock-dir the directory is $ADMIT_LOCK_DIR's (admit inspect's too).
+TEST_F(AdmitRunLocal, ReleasedWhenTheCommandExitsAndTheDefaultDirectory) {
+  ::setenv("ADMIT_LOCK_DIR", locks_.c_str(), 1);
+  const std::string pid_file = dir_ / "background.pid";
+  const run_result r = admit({ADMIT_CLI, "run", "--name", "bg", "--concurrency", "1", "--", "sh", "-c",
+                              "sleep 30 </dev/null >/dev/null 2>&1 & echo $! > \"$1\"", "sh", pid_file});
+  ::unsetenv("ADMIT_LOCK_DIR");
+  EXPECT_EQ(r.status, 0) << r.err;
+  const run_result next = admit(run("bg", {"--concurrency", "1", "--no-wait", "--", "true"}), 10s);
+  EXPECT_EQ(next.status, 0) << "the permit is still held after the command exited: " << next.err;
+  const std::string background = read_text(pid_file);
+  if (!background.empty()) ::kill(std::stoi(background), SIGKILL);
+  EXPECT_TRUE(std::filesystem::is_directory(std::filesystem::path(locks_) / "bg"))
+      << "ADMIT_LOCK_DIR was not the default directory";
+}
+
+// A terminal: the status line while waiting, erased before the command starts; none with --quiet or --json.
+TEST_F(AdmitRunLocal, StatusLineOnATerminalOnly) {
+  const auto erased = [](const std::string& before) {
+    return before.ends_with("\r\x1b[K") || before.ends_with("\r\x1b[2K") || before.ends_with("\x1b[2K\r");
+  };
+  for (const std::string mode : {"", "--quiet", "--json"}) {
+    SCOPED_TRACE(mode);
+    const std::string name = "tty" + mode;
+    const auto holder = hold(name);
+    args a = run(name, {"--concurrency", "1"});
+    if (!mode.empty()) a.push_back(mode);
+    pty_process t(a + args{"--", "sh", "-c", "echo COMMAND-STARTED"});
+    if (mode.empty()) {
+      ASSERT_TRUE(t.wait_for_output("\x1b[K", 10s)) << "no status line: " << testing::PrintToString(t.out());
+    } else {  // waiting once `admit inspect` lists it
+      ASSERT_TRUE(eventually([&] {
+        return admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "--json", name}).out.find(std::to_string(t.pid())) !=
+               std::string::npos;
+      }));
+    }
+    ::kill(holder->pid(), SIGKILL);
+    EXPECT_EQ(t.wait(10s), 0) << testing::PrintToString(t.out());
+    const auto at = t.out().find("COMMAND-STARTED");
+    ASSERT_NE(at, std::string::npos) << testing::PrintToString(t.out());
+    const std::string before = t.out().substr(0, at);
+    if (mode.empty()) {
+      EXPECT_TRUE(erased(before)) << "the status line is not erased before the command: "
+                                  << testing::PrintToString(before);
+    } else {
+      EXPECT_EQ(before.find("\x1b["), std::string::npos) << testing::PrintToString(before);
+      EXPECT_EQ(before.find('\r'), std::string::npos) << testing::PrintToString(before);
+    }
+  }
+}
+
+// ^C on the terminal goes to the foreground process group (admit run, and the command if it shares the group): the
+// command sees one SIGINT, not two.
+TEST_F(AdmitRunLocal, TerminalInterruptReachesTheCommandOnce) {
+  const std::string script =
+      "f=$1\n"
+      "trap 'echo INT >> \"$f\"' INT\n"
+      "trap 'echo USR1 >> \"$f\"; exit 7' USR1\n"
+      "echo ready >> \"$f\"\n"
+      "while :; do sleep 1 </dev/null >/dev/null 2>&1 & wait $!; done\n";
+  pty_process t(run("ctrl-c", args{"--concurrency", "1", "--"} + records_ran(script)));
+  ASSERT_TRUE(eventually([&] { return read_text(ran_) == "ready\n"; })) << t.out();
+  t.type("\x03");
+  ASSERT_TRUE(eventually([&] { return read_text(ran_) == "ready\nINT\n"; }, 10s)) << read_text(ran_);
+  // Signals are forwarded in the order they come: a second SIGINT would be forwarded before this SIGUSR1.
+  ASSERT_EQ(::kill(t.pid(), SIGUSR1), 0);
+  EXPECT_EQ(t.wait(10s), 7) << testing::PrintToString(t.out());
+  EXPECT_EQ(read_text(ran_), "ready\nINT\nUSR1\n");
 }
 
 TEST_F(AdmitRunLocal, UsageErrorsAre2) {

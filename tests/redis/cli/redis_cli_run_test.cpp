@@ -40,7 +40,7 @@ using admit::redis::testing::redis_server;
 using admit::redis::testing::run_result;
 using steady = std::chrono::steady_clock;
 
-TEST(AdmitRunChild, Role) {
+TEST(AdmitRunRedisChild, Role) {
   const auto a = admit::redis::testing::role_arguments();
   if (a.empty()) GTEST_SKIP() << "run by the other tests as a separate process";
   run_role(a);

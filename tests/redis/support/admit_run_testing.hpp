@@ -44,6 +44,20 @@ inline args operator+(args a, const args& more) {
   return a;
 }
 
+// Reads the child's outputs to their end and reaps it (see child_process::wait).
+inline run_result finish(child_process& c, std::chrono::milliseconds limit = 60s) {
+  run_result r;
+  r.status = c.wait(limit);
+  r.out = c.out();
+  r.err = c.err();
+  return r;
+}
+
+inline run_result run_to_end(const args& a, std::chrono::milliseconds limit = 60s) {
+  child_process c(a);
+  return finish(c, limit);
+}
+
 // A fresh directory "/tmp/admit run <random>" (a space in its path on purpose), removed with its content.
 class temp_dir {
  public:
@@ -135,11 +149,12 @@ inline bool wait_for_event(child_process& c, std::initializer_list<std::string_v
       limit);
 }
 
-// --- The commands `admit run` runs: this test binary in a role (each test file has TEST(AdmitRunChild, Role)) ---
+// --- The commands `admit run` runs: this test binary in a role (each test file has TEST(AdmitRun<Kind>Child, Role))
+// ---
 //   record LOG LABEL HOLD   appends "start LABEL <CLOCK_MONOTONIC ns> <ADMIT_FENCING_TOKEN>" to LOG, holds, appends
 //                           "end LABEL <ns>"; HOLD is a number of milliseconds, or a path: hold until it exists
 //   query PORT              connects to 127.0.0.1:PORT and reads to the end: exit 0 when it read "ok"
-inline const std::string role_test = "AdmitRunChild.Role";
+inline const std::string role_test = "AdmitRun*Child.Role";  // each test file has one, of its own name
 
 inline args record_command(const std::string& log, const std::string& label, const std::string& hold) {
   return role_argv(role_test, {"record", log, label, hold});
@@ -239,6 +254,16 @@ inline void fifo_one_release_at_a_time(const std::string& admit, const args& whe
     c.emplace(args{admit, "run"} + where + args{"--concurrency", "3", "--name", "fifo", "--json", "--"} +
               record_command(log, std::to_string(i), dir / ("release." + std::to_string(i))));
     ASSERT_TRUE(wait_for_event(*c, {"waiting", "started"})) << i << ": " << c->err();
+    if (i < 3) continue;
+    // Nobody has ended yet: the i-th is the (i - 2)-th of i - 2 waiting, behind 3 holders of 3.
+    const auto waiting = event(c->err(), "waiting");
+    ASSERT_TRUE(waiting.is_object()) << i << ": " << c->err();
+    if (!waiting["position"].is_null()) {
+      EXPECT_EQ(waiting["position"], i - 2) << waiting.dump();
+    }
+    EXPECT_EQ(waiting["waiting"], i - 2) << waiting.dump();
+    EXPECT_EQ(waiting["held"], 3) << waiting.dump();
+    EXPECT_EQ(waiting["capacity"], 3) << waiting.dump();
   }
   std::vector<std::string> released;
   for (int i = 0; i < runs; ++i) {
