@@ -124,17 +124,7 @@ class AdmitRunRedis : public ::testing::Test {
   args run(const std::string& name, const args& more) const {
     return args{ADMIT_CLI, "run", "--redis", server_.url(), "--name", name} + more;
   }
-  static run_result finish(child_process& c, std::chrono::milliseconds limit = 60s) {
-    run_result r;
-    r.status = c.wait(limit);
-    r.out = c.out();
-    r.err = c.err();
-    return r;
-  }
-  static run_result admit(const args& a, std::chrono::milliseconds limit = 60s) {
-    child_process c(a);
-    return finish(c, limit);
-  }
+  static run_result admit(const args& a, std::chrono::milliseconds limit = 60s) { return run_to_end(a, limit); }
   // A holder of the only permit of `name` (its command sleeps until the test ends), started.
   std::unique_ptr<child_process> hold(const std::string& name, const args& more = {}) {
     auto c = std::make_unique<child_process>(
@@ -253,7 +243,15 @@ TEST_F(AdmitRunRedis, LeaseLostTerminatesTheCommandAndExits124) {
     ASSERT_TRUE(eventually([&] { return read_text(ran_).find('\n') != std::string::npos; })) << c.err();
     const std::string lease = read_text(ran_).substr(6, read_text(ran_).find('\n') - 6);
     ASSERT_FALSE(lease.empty());
+    const auto paused = steady::now();
     server_.pause(2500ms);
+    // The lease is lost once the TTL has passed since the last renewal Redis confirmed (at most 1 s after the pause
+    // began: from then on Redis may grant the permit to another), not when a later renewal's call times out or Redis
+    // answers again. Bound: the TTL and a margin of 600 ms.
+    EXPECT_TRUE(eventually([&] { return read_text(ran_).find("TERM") != std::string::npos; }, 10s));
+    const auto delay = std::chrono::duration<double, std::milli>(steady::now() - paused).count();
+    std::cout << "[ measured ] the command got SIGTERM " << delay << " ms after Redis stopped answering (TTL 1 s)\n";
+    EXPECT_LT(delay, 1600.0);
     const run_result r = finish(c, 15s);
     EXPECT_EQ(r.status, 124) << r.err;
     EXPECT_EQ(read_text(ran_), "ready " + lease + "\nTERM\n");
@@ -267,6 +265,56 @@ TEST_F(AdmitRunRedis, LeaseLostTerminatesTheCommandAndExits124) {
     EXPECT_EQ(lost.value("lease_id", ""), lease) << r.err;
     EXPECT_EQ(lost.value("action", ""), "term") << r.err;
     EXPECT_EQ(event(r.err, "exited")["admit_exit_status"], 124) << r.err;
+  }
+}
+
+// --on-lease-lost=kill: SIGKILL at once; term with --kill-after: SIGTERM, then SIGKILL for a command that stays.
+TEST_F(AdmitRunRedis, LeaseLostKillAndKillAfter) {
+  const std::string script =
+      "trap 'echo TERM >> \"$1\"' TERM\n"
+      "echo ready >> \"$1\"\n"
+      "while :; do sleep 1 </dev/null >/dev/null 2>&1 & wait $!; done\n";
+  for (const bool kill_at_once : {true, false}) {
+    SCOPED_TRACE(kill_at_once ? "kill" : "term, kill after 300ms");
+    std::filesystem::remove(ran_);
+    const args how = kill_at_once ? args{"--on-lease-lost=kill"} : args{"--kill-after", "300ms"};
+    child_process c(run(
+        "lost", args{"--concurrency", "1", "--lease-ttl", "1s", "--json"} + how + args{"--"} + records_ran(script)));
+    ASSERT_TRUE(eventually([&] { return read_text(ran_) == "ready\n"; })) << c.err();
+    server_.pause(2500ms);
+    const run_result r = finish(c, 15s);
+    EXPECT_EQ(r.status, 124) << r.err;
+    EXPECT_EQ(read_text(ran_), kill_at_once ? "ready\n" : "ready\nTERM\n");
+    EXPECT_EQ(event(r.err, "lease_lost").value("action", ""), kill_at_once ? "kill" : "term") << r.err;
+    const auto exited = event(r.err, "exited");
+    ASSERT_TRUE(exited.is_object()) << r.err;
+    EXPECT_EQ(exited["signal"], "SIGKILL") << r.err;
+    EXPECT_EQ(exited["admit_exit_status"], 124) << r.err;
+  }
+}
+
+// --rate through Redis: 8 queued starts at 5/s, burst 1, at least 200 ms apart from the first's.
+TEST_F(AdmitRunRedis, RateSpacesTheStarts) {
+  const std::string log = dir_ / "rate.log";
+  constexpr int runs = 8;
+  std::vector<std::optional<child_process>> children(runs);
+  for (int i = 0; i < runs; ++i) {
+    auto& c = children[static_cast<std::size_t>(i)];
+    c.emplace(run("rate",
+                  args{"--rate", "5/s", "--burst", "1", "--json", "--"} + record_command(log, std::to_string(i), "0")));
+    ASSERT_TRUE(wait_for_event(*c, {"waiting", "started"})) << i << ": " << c->err();
+  }
+  for (auto& c : children) EXPECT_EQ(c->wait(), 0) << c->err();
+  std::vector<std::int64_t> starts;
+  for (const auto& e : read_log(log)) {
+    if (e.start) starts.push_back(e.ns);
+  }
+  ASSERT_EQ(starts.size(), static_cast<std::size_t>(runs)) << read_text(log);
+  std::sort(starts.begin(), starts.end());
+  for (std::size_t k = 1; k < starts.size(); ++k) {
+    const auto since_first = static_cast<double>(starts[k] - starts[0]) / 1e6;  // ms
+    EXPECT_GE(since_first, static_cast<double>(k) * 200.0 - 20.0) << "start " << k << " came too early";
+    EXPECT_LE(since_first, static_cast<double>(k) * 200.0 + 1500.0) << "start " << k << " came late";
   }
 }
 
