@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -317,6 +318,53 @@ inline void fifo_free_running(const std::string& admit, const args& where, const
   std::vector<std::string> by_token;
   for (const auto& s : starts) by_token.push_back(s.label);
   EXPECT_EQ(by_token, labels(runs)) << read_text(log);
+}
+
+// Scenario 6 (both backends): `runs` queued starts of `admit run --rate 5/s --burst 1 --name rate <where>`, each
+// recording its start (CLOCK_MONOTONIC): the k-th is not earlier than the first + k × 200 ms (less 20 ms of the
+// commands' own start-up jitter), nor much later (1.5 s).
+inline void rate_spacing(const std::string& admit, const args& where, const temp_dir& dir, int runs) {
+  const std::string log = dir / "rate.log";
+  std::vector<std::optional<child_process>> children(static_cast<std::size_t>(runs));
+  for (int i = 0; i < runs; ++i) {
+    auto& c = children[static_cast<std::size_t>(i)];
+    c.emplace(args{admit, "run"} + where + args{"--name", "rate", "--rate", "5/s", "--burst", "1", "--json", "--"} +
+              record_command(log, std::to_string(i), "0"));
+    ASSERT_TRUE(wait_for_event(*c, {"waiting", "started"})) << i << ": " << c->err();
+  }
+  for (auto& c : children) EXPECT_EQ(c->wait(), 0) << c->err();
+  std::vector<std::int64_t> starts;
+  for (const auto& e : read_log(log)) {
+    if (e.start) starts.push_back(e.ns);
+  }
+  ASSERT_EQ(starts.size(), static_cast<std::size_t>(runs)) << read_text(log);
+  std::sort(starts.begin(), starts.end());
+  double latest = 0;
+  for (std::size_t k = 1; k < starts.size(); ++k) {
+    const auto since_first = static_cast<double>(starts[k] - starts[0]) / 1e6;  // ms
+    const double due = static_cast<double>(k) * 200.0;
+    EXPECT_GE(since_first, due - 20.0) << "start " << k << " came too early";
+    EXPECT_LE(since_first, due + 1500.0) << "start " << k << " came late";
+    latest = std::max(latest, since_first - due);
+  }
+  std::cout << "[ measured ] the latest of " << runs << " starts was " << latest
+            << " ms after its token bucket's time\n";
+}
+
+// Scenario 8 (both backends): `admit inspect ... --json`'s output lists one holder, the `admit run` of pid
+// `holder_pid` on this host running `command`.
+inline void expect_inspected_holder(const std::string& out, pid_t holder_pid, const std::string& command) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  ASSERT_TRUE(j.contains("holders") && j["holders"].is_array() && j["holders"].size() == 1) << out;
+  const auto& h = j["holders"][0];
+  ASSERT_TRUE(h.is_object()) << out;
+  EXPECT_EQ(h.value("host", ""), host) << out;
+  EXPECT_EQ(h.value("pid", std::int64_t{-1}), holder_pid) << out;
+  EXPECT_EQ(h.value("command", ""), command) << out;
+  EXPECT_TRUE(h.contains("running_s") && h["running_s"].is_number() && h["running_s"].get<double>() >= 0) << out;
 }
 
 }  // namespace admit::redis::testing::run
