@@ -14,6 +14,7 @@
 #include <iostream>
 #include <new>
 #include <string>
+#include <string_view>
 
 #include <unistd.h>
 
@@ -164,9 +165,10 @@ int main(int argc, char** argv) {
   cli::inspect_options ins;
   std::string inspect_lock_dir;
   CLI::App* inspect = app.add_subcommand("inspect", cli::inspect_description);
-  auto* inspect_redis_opt = inspect->add_option("--redis", ins.redis,
-                                                "a distributed semaphore: redis://[:password@]host:port[/db], "
-                                                "rediss://..., unix:///path, redis+sentinel://...")
+  auto* inspect_redis_opt = inspect
+                                ->add_option("--redis", ins.redis,
+                                             "a distributed semaphore: redis://[:password@]host:port[/db], "
+                                             "rediss://..., unix:///path, redis+sentinel://...")
                                 ->type_name("URL");
   auto* inspect_lock_dir_opt =
       inspect
@@ -180,7 +182,6 @@ int main(int argc, char** argv) {
 
   cli::run::run_options ro;
   CLI::App* run = app.add_subcommand("run", cli::run::description);
-  run->usage("admit run [OPTIONS] -- COMMAND [ARGS...]");
   run->add_option("--name", ro.name, "the limit's name, shared by every admit run that uses it (required)")
       ->type_name("NAME");
   run->add_option("--concurrency,-c", ro.concurrency, "at most N permits held at once")->type_name("N");
@@ -212,10 +213,24 @@ int main(int argc, char** argv) {
       ->type_name("DURATION");
   run->add_flag("--quiet,-q", ro.quiet, "no status line and no notices (errors are still said)");
   run->add_flag("--json", ro.json, "one JSON object per line on stderr per event (waiting, started, exited, ...)");
-  run->add_option("command", ro.command, "the command and its arguments, after --")->type_name("COMMAND");
+  // The first word that is not one of admit run's options starts the command: what follows is the command's own.
+  run->prefix_command();
+  run->footer("COMMAND [ARGS...] follows the options, after -- or at the first word that is not an option.\n");
 
   try {
-    app.parse(argc, argv);
+    // `admit run [options] -- COMMAND...`: what follows "--" is the command's, untouched by the option parser
+    // (CLI11's prefix_command covers the form without "--").
+    int parsed_argc = argc;
+    if (argc > 1 && std::string_view(argv[1]) == "run") {
+      for (int i = 2; i < argc; ++i) {
+        if (std::string_view(argv[i]) == "--") {
+          parsed_argc = i;
+          ro.command.assign(argv + i + 1, argv + argc);
+          break;
+        }
+      }
+    }
+    app.parse(parsed_argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -275,6 +290,7 @@ int main(int argc, char** argv) {
     }
   }
   if (run->parsed()) {
+    if (const auto rest = run->remaining(); !rest.empty()) ro.command = rest;
     cli::run::redis_source_factory make_redis;
 #ifdef ADMIT_CLI_WITH_REDIS
     make_redis = cli::make_redis_run_source;

@@ -58,9 +58,9 @@ std::vector<nlohmann::json> run_holders(redis::connection& conn, const std::stri
 
 // The run time of an `admit run` holder: since it started, by this machine's clock (the holder's may differ).
 std::int64_t running_ns(const nlohmann::json& run) {
-  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
+  const auto now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   return std::max<std::int64_t>(0, now - run.value("started_unix_ms", now)) * 1'000'000;
 }
 

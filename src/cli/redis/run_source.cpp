@@ -88,15 +88,20 @@ class redis_held final : public run::held_permit {
   void maintain() override {
     if (!lease_) return;
     const auto ttl_ms = std::chrono::duration_cast<std::chrono::milliseconds>(st_->settings.lease_ttl * 3).count();
-    (void)st_->conn.execute_for(call_timeout, "SET", run_holder_key(st_->settings.name, id_), info_json(st_->info),
-                                "PX", std::to_string(std::max<std::int64_t>(ttl_ms, 1)));
+    // Not waited for: the supervisor calls this between signals it must forward at once.
+    st_->conn.async_execute("SET", run_holder_key(st_->settings.name, id_), info_json(st_->info), "PX",
+                            std::to_string(std::max<std::int64_t>(ttl_ms, 1)),
+                            [](boost::system::error_code, redis::reply) {});
   }
   std::optional<std::string> release() override {
     if (!lease_) return std::nullopt;
-    (void)st_->conn.execute_for(call_timeout, "DEL", run_holder_key(st_->settings.name, id_));
+    // Sent before the release on the same connection; the release's answer comes after it.
+    st_->conn.async_execute("DEL", run_holder_key(st_->settings.name, id_),
+                            [](boost::system::error_code, redis::reply) {});
+    const bool lost = lease_.state() == redis::lease_state::lost;  // already said; Redis no longer has it anyway
     const auto [status, error] = lease_.release();
     lease_ = redis::lease();
-    if (status == redis::lease::release_status::failed) {
+    if (status == redis::lease::release_status::failed && !lost) {
       return "could not release the lease " + id_ + " at " + st_->where() + " (" + error.message() +
              "): it expires by itself within --lease-ttl";
     }
@@ -119,8 +124,8 @@ class redis_source final : public run::permit_source {
                                             const std::function<void(const run::wait_progress&)>& progress,
                                             run::refusal& why) override {
     const run::run_settings& s = st_->settings;
-    const auto given = deadline ? std::min<steady::duration>(call_timeout, *deadline - steady::now())
-                                : steady::duration(call_timeout);
+    const auto given =
+        deadline ? std::min<steady::duration>(call_timeout, *deadline - steady::now()) : steady::duration(call_timeout);
     if (auto f = check_ready(st_->conn, std::max<steady::duration>(given, std::chrono::milliseconds(1)), deadline)) {
       return fail(why, *f);
     }
@@ -216,8 +221,8 @@ class redis_source final : public run::permit_source {
     } else if (e == admit::errc::cancelled) {
       why.message = "not admitted: stopped while waiting for " + what;
     } else if (e == admit::errc::exceeds_capacity) {
-      why.message = "not admitted: --weight " + std::to_string(st_->settings.weight) + " is more than the capacity of " +
-                    what + " (a semaphore that exists keeps its capacity)";
+      why.message = "not admitted: --weight " + std::to_string(st_->settings.weight) +
+                    " is more than the capacity of " + what + " (a semaphore that exists keeps its capacity)";
       why.exit_status = exit_bad_input;
     } else {
       return fail(why, call_failure(st_->conn, e, {}, call_timeout));
@@ -249,7 +254,8 @@ std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_setting
     so.lease_ttl = std::chrono::duration_cast<std::chrono::milliseconds>(s.lease_ttl);
     if (s.max_waiters) so.max_waiters = *s.max_waiters;
     so.timeout = call_timeout;
-    so.poll_interval = std::min<std::chrono::milliseconds>(so.poll_interval, std::max(so.lease_ttl / 4, std::chrono::milliseconds(1)));
+    so.poll_interval =
+        std::min<std::chrono::milliseconds>(so.poll_interval, std::max(so.lease_ttl / 4, std::chrono::milliseconds(1)));
     so.on_lease_lost = [lost = st->lost](const std::string&, std::int64_t) {
       const std::uint64_t one = 1;
       [[maybe_unused]] const auto n = ::write(lost, &one, sizeof one);

@@ -23,8 +23,9 @@ std::int64_t since_ns(std::int64_t unix_ms) {
 }
 
 nlohmann::ordered_json entry_json(const local_snapshot::entry& e, const char* time_key) {
-  return {{"ticket", e.ticket},  {"weight", e.weight},  {"host", e.info.host},
-          {"pid", e.info.pid},   {"command", e.info.command}, {time_key, json_seconds(since_ns(e.info.started_unix_ms))}};
+  return {{"ticket", e.ticket},        {"weight", e.weight},
+          {"host", e.info.host},       {"pid", e.info.pid},
+          {"command", e.info.command}, {time_key, json_seconds(since_ns(e.info.started_unix_ms))}};
 }
 
 void print_entry(std::ostream& out, const local_snapshot::entry& e, const char* verb) {
@@ -34,8 +35,8 @@ void print_entry(std::ostream& out, const local_snapshot::entry& e, const char* 
 
 }  // namespace
 
-int inspect_local(const std::string& name, const std::string& lock_directory, const std::string& most_text,
-                  bool json, std::ostream& out, std::ostream& err) {
+int inspect_local(const std::string& name, const std::string& lock_directory, const std::string& most_text, bool json,
+                  std::ostream& out, std::ostream& err) {
   std::size_t most = 0;
   try {
     check_local_name(name);
@@ -47,7 +48,8 @@ int inspect_local(const std::string& name, const std::string& lock_directory, co
     err << "admit inspect: " << e.what() << "\n";
     return exit_bad_input;
   }
-  const std::filesystem::path dir = lock_directory.empty() ? default_lock_directory() : lock_directory;
+  const std::filesystem::path dir =
+      lock_directory.empty() ? default_lock_directory() : std::filesystem::path(lock_directory);
   const local_inspection in = inspect_local(dir, name);
   if (!in.exists) {
     err << "admit inspect: no local limit named " << quote(name) << " in " << quote(dir.string())
@@ -65,9 +67,11 @@ int inspect_local(const std::string& name, const std::string& lock_directory, co
     j["holder_count"] = s.holders.size();
     j["waiter_count"] = s.waiters.size();
     j["holders"] = nlohmann::ordered_json::array();
-    for (std::size_t i = 0; i < s.holders.size() && i < most; ++i) j["holders"].push_back(entry_json(s.holders[i], "running_s"));
+    for (std::size_t i = 0; i < s.holders.size() && i < most; ++i)
+      j["holders"].push_back(entry_json(s.holders[i], "running_s"));
     j["queue"] = nlohmann::ordered_json::array();
-    for (std::size_t i = 0; i < s.waiters.size() && i < most; ++i) j["queue"].push_back(entry_json(s.waiters[i], "waiting_s"));
+    for (std::size_t i = 0; i < s.waiters.size() && i < most; ++i)
+      j["queue"].push_back(entry_json(s.waiters[i], "waiting_s"));
     write_json_line(out, j);
     return exit_ok;
   }

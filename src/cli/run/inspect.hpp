@@ -1,5 +1,6 @@
-// cli/run/inspect.hpp — `admit inspect NAME` without --redis: an `admit run` limit on this host (cli/run/local_limit.hpp)
-// — its holders and waiters in order, each with host, pid, command line and how long it has held or waited.
+// cli/run/inspect.hpp — `admit inspect NAME` without --redis: an `admit run` limit on this host
+// (cli/run/local_limit.hpp) — its holders and waiters in order, each with host, pid, command line and how long it has
+// held or waited.
 #pragma once
 
 #include <iosfwd>

@@ -184,7 +184,7 @@ void local_permit::release() noexcept {
   if (fd_ < 0) return;
   // Under `lock`, so that no reader sees the entry unlocked but present. Without it (cannot open: the directory
   // was removed, no fds left), the unlocked entry is still released: readers remove it as dead.
-  int lock = ::open(lock_.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  int lock = ::open(lock_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (lock >= 0) {
     while (::flock(lock, LOCK_EX) != 0 && errno == EINTR) {
     }
@@ -243,10 +243,11 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     if (c.interval) local::write_tat(q, local::read_clock().boot_id, e.new_tat);
     self.info.started_unix_ms = now_unix_ms();
     local::rewrite_entry(q, entry->fd(), self);
+    auto entry_path = q.path() / local::entry_name(true, self.ticket), lock_path = q.path() / "lock";
     int fd = entry->promote();
     entry.reset();
     ::fcntl(fd, F_SETFD, 0);  // not close-on-exec: the command inherits it (see inherited_fd())
-    return local_permit(fd, q.path() / local::entry_name(true, self.ticket), q.path() / "lock", self.ticket);
+    return local_permit(fd, std::move(entry_path), std::move(lock_path), self.ticket);
   };
   auto leave = [&](errc why) {
     auto lock = q.lock();
@@ -291,7 +292,14 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     if (relevant || due || expired) {
       auto lock = q.lock();
       last_check = steady_clock::now();
-      evaluation e = evaluate(q, c, local::scan_live(q), self.ticket);
+      auto live = local::scan_live(q);
+      if (std::none_of(live.begin(), live.end(), [&](const auto& r) { return r.ticket == self.ticket; })) {
+        // Someone removed the file (or the directory) by hand: this wait cannot be admitted any more.
+        throw std::system_error(ENOENT, std::generic_category(),
+                                "the queue entry \"" + (q.path() / local::entry_name(false, self.ticket)).string() +
+                                    "\" was removed while waiting");
+      }
+      evaluation e = evaluate(q, c, live, self.ticket);
       if (e.admit) return admit_now(e);
       if (expired) {
         entry->leave();

@@ -6,21 +6,29 @@
 //   if (p) run(p->inherited_fd());                       // released by p's destructor or release()
 //
 // How it works (a directory `<directory>/<name>/` of small files; nothing runs in the background):
-// - `lock`: every change to the queue is made holding flock(LOCK_EX) on it (microseconds; the kernel frees it when
-//   its holder dies, so a crash mid-change blocks nobody).
+// - `lock`: every change to the queue, and every liveness test of an entry, is made holding flock(LOCK_EX) on it
+//   (microseconds; the kernel frees it when its holder dies, so a crash mid-change blocks nobody). Opened read-only.
 // - `sequence`: the last ticket given, read and incremented under `lock`; tickets order the queue (FIFO).
 // - One entry per participant, `w.<ticket>` while waiting and `h.<ticket>` once admitted (renamed under `lock`),
 //   ticket zero-padded to 20 digits so that names sort as tickets. Its content is one JSON line (entry_info below,
 //   plus weight). Its owner holds flock(LOCK_EX) on it for as long as it takes part: an entry whose lock another
-//   process can take (LOCK_NB) belongs to a process that is gone, and whoever finds it removes it. A holder's entry
+//   process can take (LOCK_NB) belongs to a process that is gone, and whoever finds it removes it. An entry is
+//   created (O_EXCL), flock'ed and written in one hold of `lock`, and liveness is tested only under `lock`: no one can
+//   see an entry that is not yet locked, so a LOCK_NB that succeeds always means the owner is gone. A holder's entry
 //   lock is on an open file description that the command inherits (inherited_fd()), so the permit is held until both
 //   `admit run` and the command have ended, even when `admit run` is SIGKILLed; release() unlocks it for both.
 // - `rate`: the rate state (GCRA's theoretical arrival time, CLOCK_MONOTONIC ns, with the boot id it belongs to:
-//   a state from an earlier boot is ignored), read and written under `lock`.
+//   a state from an earlier boot or that cannot be read is ignored; one ahead of now by more than `burst` intervals,
+//   which this boot's clock cannot have made, counts as `burst` intervals ahead), read and written under `lock`.
 // - Admission (under `lock`): a waiter is admitted when it is the first live waiter, the weights of the live
 //   holders plus its own are at most capacity, and (with a rate) GCRA allows its weight now. Waiters wait on inotify
-//   (a release, an admission, a removal wakes them) and re-check every poll_interval, so a holder or waiter that
-//   died without a trace is found within that time.
+//   (a release, an admission, a removal, a new waiter, and the last close of an entry's writable description — its
+//   owner's exit, even by SIGKILL — wake them) and re-check every poll_interval besides, so a holder or waiter that
+//   died without a trace is found within that time. Only the head may be admitted: a later waiter that would fit
+//   waits behind it (strict FIFO, no starvation of heavy weights).
+// - A process that forks without exec while one of its threads waits (or holds `lock`) gives the child a copy of that
+//   open file description: the entry stays alive (or `lock` held) until the child exits. `admit run` forks only the
+//   command, after admission, and the command is meant to inherit the permit.
 //
 // Thread safety: one local_limit or local_permit per thread; different objects (in one process or many) may be used
 // concurrently — that is the point.
@@ -42,9 +50,9 @@ namespace admit::cli::run {
 
 // Who takes part: what `admit inspect` shows of each entry.
 struct entry_info {
-  std::string host;          // gethostname()
-  std::int64_t pid = 0;      // the `admit run` process
-  std::string command;       // the command line, arguments joined by spaces (for people to read)
+  std::string host;                  // gethostname()
+  std::int64_t pid = 0;              // the `admit run` process
+  std::string command;               // the command line, arguments joined by spaces (for people to read)
   std::int64_t started_unix_ms = 0;  // when it joined (waiters) or was admitted (holders), Unix time in ms
 };
 
@@ -52,13 +60,17 @@ struct local_limit_config {
   std::filesystem::path directory;  // where the names live (created, mode 0700 when it does not exist)
   std::string name;                 // [A-Za-z0-9._-]+, at most 200 bytes (a file name; not "." or "..")
   std::int64_t capacity = 0;        // permits held at once at most; 0: no concurrency limit (a rate alone)
-  std::int64_t weight = 1;          // permits (and rate tokens) this participant takes; 1..capacity when capacity > 0
-  // The rate: one token every `interval` (nullopt: no rate), at most `burst` banked (burst >= weight).
+  // Permits (and rate tokens) this participant takes, >= 1. Above capacity (when capacity > 0) or above burst (with a
+  // rate), acquire() fails with errc::exceeds_capacity (the constructor accepts it).
+  std::int64_t weight = 1;
+  // The rate: one token every `interval` (nullopt: no rate), at most `burst` banked (burst >= 1). At least one of a
+  // capacity and a rate is required. burst * interval must be below 2^61 ns.
   std::optional<std::chrono::nanoseconds> interval;
   std::int64_t burst = 1;
-  // Waiters (this one included) that may wait at once; one more fails with errc::queue_full. nullopt: unbounded.
+  // Waiters (this one included) that may wait at once; one more fails with errc::queue_full. Counted only when this one
+  // must wait: 0 admits when free at once, else fails with queue_full. nullopt: unbounded.
   std::optional<std::size_t> max_waiters;
-  // How often a waiter re-checks without an inotify event (finds dead holders and waiters in this time).
+  // How often a waiter re-checks without an inotify event (finds dead holders and waiters in this time). > 0.
   std::chrono::nanoseconds poll_interval = std::chrono::milliseconds(10);
   entry_info info;
 };
@@ -87,7 +99,9 @@ class local_permit {
 
   // Gives the permits back at once (unlocks and removes the entry). Idempotent.
   void release() noexcept;
-  // The entry's file descriptor, not close-on-exec' d, for the command to inherit (see above); -1 once released.
+  // The entry's file descriptor, for the command to inherit (see above); -1 once released. acquire() has cleared its
+  // FD_CLOEXEC already (every other descriptor of this file is close-on-exec): any exec'd child keeps the permit held
+  // while it lives, unless release() is called.
   int inherited_fd() const noexcept { return fd_; }
   std::uint64_t ticket() const noexcept { return ticket_; }
 
@@ -101,16 +115,18 @@ class local_permit {
 
 class local_limit {
  public:
-  // Checks the configuration (std::invalid_argument naming the bad value) and creates the directory if needed
-  // (std::system_error naming the path when it cannot).
+  // Checks the configuration (std::invalid_argument naming the bad value) and creates the directories if needed
+  // (`directory` with mode 0700 and its parents, `directory/name` with 0777 less the umask; std::system_error naming
+  // the path when it cannot).
   explicit local_limit(local_limit_config config);
 
   // Joins the queue and waits until admitted (the permit), `deadline` passes (errc::timeout), `stop` is requested
   // (errc::cancelled), or at once: errc::queue_full (max_waiters already wait), errc::exceeds_capacity (weight above
   // capacity, or above burst), and with no_wait errc::would_block when it cannot be admitted now. A wait that ends
   // without a permit has left the queue before this returns. `progress` (may be empty) is called on the calling
-  // thread when the state it reports changes, and at least every `progress_every`. Errors of the file system:
-  // std::system_error naming the path.
+  // thread when the state it reports changes (rate_wait: only whether it is set), once before the first wait, and at
+  // least every `progress_every` (at least 1 ms). A deadline already past still tries once (as no_wait, but failing
+  // with errc::timeout). Errors of the file system: std::system_error naming the path (the entry is removed).
   admit::expected<local_permit, std::error_code> acquire(
       std::optional<std::chrono::steady_clock::time_point> deadline, bool no_wait, std::stop_token stop,
       const std::function<void(const wait_progress&)>& progress = {},
@@ -132,8 +148,8 @@ struct local_snapshot {
   std::vector<entry> holders;  // by ticket
   std::vector<entry> waiters;  // in queue order
 };
-// Throws std::system_error naming the path when the directory cannot be read; an absent name is an empty snapshot
-// with `exists` false.
+// Throws std::invalid_argument as check_local_name for a bad name, std::system_error naming the path when the directory
+// cannot be read (or its `lock` opened); an absent name is an empty snapshot with `exists` false (nothing is created).
 struct local_inspection {
   bool exists = false;
   local_snapshot snapshot;

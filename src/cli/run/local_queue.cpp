@@ -138,7 +138,9 @@ queue_dir::queue_dir(const std::filesystem::path& directory, const std::string& 
 }
 
 unique_fd queue_dir::lock() const {
-  unique_fd fd(::openat(dir_.get(), "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
+  // Read-only: flock needs no more, others' read-only access to the file suffices, and closing it makes no
+  // IN_CLOSE_WRITE event (waiters watch those to learn that an entry's owner has gone).
+  unique_fd fd(::openat(dir_.get(), "lock", O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
   if (!fd) fail(errno, "cannot open", path_ / "lock");
   if (int e = flock_retry(fd.get(), LOCK_EX)) fail(e, "cannot lock", path_ / "lock");
   return fd;

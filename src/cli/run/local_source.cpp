@@ -32,8 +32,7 @@ class local_source final : public permit_source {
   explicit local_source(local_limit_config c) : limit_(std::move(c)) {}
 
   std::unique_ptr<held_permit> acquire(std::optional<std::chrono::steady_clock::time_point> deadline, bool no_wait,
-                                       std::stop_token stop,
-                                       const std::function<void(const wait_progress&)>& progress,
+                                       std::stop_token stop, const std::function<void(const wait_progress&)>& progress,
                                        refusal& why) override {
     auto r = limit_.acquire(deadline, no_wait, stop, progress);
     if (r) return std::make_unique<local_held>(std::move(*r));

@@ -54,7 +54,8 @@ run_settings check(const run_options& o) {
                       ": must not contain '{' or '}' (the name is the hash tag of the limit's Redis keys)");
   }
   if (!o.concurrency && !o.rate) {
-    throw usage_error("nothing to limit: give --concurrency N (at most N at once), --rate R (start at most R), or both");
+    throw usage_error(
+        "nothing to limit: give --concurrency N (at most N at once), --rate R (start at most R), or both");
   }
   if (o.concurrency) s.concurrency = parse_count_option("--concurrency", *o.concurrency, 1, max_tokens_per_arrival);
   if (o.weight) s.weight = parse_count_option("--weight", *o.weight, 1, max_tokens_per_arrival);
@@ -66,7 +67,8 @@ run_settings check(const run_options& o) {
   if (o.rate) {
     s.rate = parse_rate_option("--rate", *o.rate);
     s.rate_text = *o.rate;
-    if (s.rate->is_zero()) throw usage_error("invalid --rate " + quote(*o.rate) + ": a zero rate never starts anything");
+    if (s.rate->is_zero())
+      throw usage_error("invalid --rate " + quote(*o.rate) + ": a zero rate never starts anything");
     if (s.rate->is_inf()) s.rate.reset();  // no rate limit
   }
   if (o.burst) {
@@ -88,7 +90,8 @@ run_settings check(const run_options& o) {
   s.no_wait = o.no_wait;
   if (s.no_wait && s.timeout) throw usage_error("--no-wait and --timeout: choose one (--no-wait is --timeout 0s)");
   if (o.max_waiters) {
-    s.max_waiters = static_cast<std::size_t>(parse_count_option("--max-waiters", *o.max_waiters, 0, max_tokens_per_arrival));
+    s.max_waiters =
+        static_cast<std::size_t>(parse_count_option("--max-waiters", *o.max_waiters, 0, max_tokens_per_arrival));
   }
   if (o.lease_ttl) {
     if (!s.redis) throw usage_error("--lease-ttl applies only with --redis (a local permit cannot expire)");

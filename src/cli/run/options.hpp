@@ -42,7 +42,7 @@ struct run_settings {
   std::optional<admit::rate> rate;
   std::string rate_text;  // --rate as written, for messages
   std::int64_t burst = 1;
-  std::optional<std::string> redis;     // the URL
+  std::optional<std::string> redis;      // the URL
   std::filesystem::path lock_directory;  // local only
   std::optional<std::chrono::nanoseconds> timeout;
   bool no_wait = false;

@@ -32,7 +32,11 @@ std::string_view action_name(lease_lost_action a) {
 
 std::string ordinal(std::size_t n) {
   const std::size_t tens = n % 100;
-  const char* suffix = (tens >= 11 && tens <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+  const char* suffix = (tens >= 11 && tens <= 13) ? "th"
+                       : n % 10 == 1              ? "st"
+                       : n % 10 == 2              ? "nd"
+                       : n % 10 == 3              ? "rd"
+                                                  : "th";
   return std::to_string(n) + suffix;
 }
 

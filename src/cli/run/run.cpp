@@ -271,7 +271,8 @@ int run_command(const run_options& options, std::ostream& err, bool stderr_is_te
     return why.exit_status;
   }
   if (stopped_by != 0) {  // a permit granted as the signal came was given back
-    report.not_admitted("signal", waited, "not admitted: " + signal_name(stopped_by) + " while waiting for " + quote(s.name));
+    report.not_admitted("signal", waited,
+                        "not admitted: " + signal_name(stopped_by) + " while waiting for " + quote(s.name));
     return 128 + stopped_by;
   }
 
