@@ -1,7 +1,8 @@
 // `admit run` end to end without Redis (the host-local limit in --lock-dir, a fresh directory whose path holds a
-// space): real processes queued in a known order — FIFO admission and never more than N at once; the permit of a
-// SIGKILLed holder free at once; signals forwarded to the command; exit statuses (the command's own, 128+N, 127, 126,
-// 75, 2); the environment the command sees; --rate's spacing; `admit inspect` of a held limit; the --json events.
+// space): real processes queued in a known order — FIFO admission and never more than N at once, weights; the permit
+// of a SIGKILLed holder free at once; signals forwarded to the command (also ^C on a terminal, once); exit statuses
+// (the command's own, 128+N, 127, 126, 75, 2); the environment and standard streams the command gets; --rate's
+// spacing; the status line on a terminal only; `admit inspect` of a held limit; the --json events.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -93,12 +94,8 @@ TEST_F(AdmitRunLocal, SigkillOfTheHolderFreesThePermitAtOnce) {
   EXPECT_TRUE(ran());
   EXPECT_EQ(holder->wait(), -1);  // ended by the signal
   // Its command (sleep 60) got SIGKILL as well: gone, or a zombie waiting to be reaped.
-  const auto gone = [&] {
-    std::ifstream stat("/proc/" + std::to_string(command_pid) + "/stat");
-    std::string pid, comm, state;
-    return !(stat >> pid >> comm >> state) || state == "Z";
-  };
-  EXPECT_TRUE(eventually(gone, 5s)) << "the command of a SIGKILLed admit run still runs: pid " << command_pid;
+  EXPECT_TRUE(eventually([&] { return process_gone(command_pid); }, 5s))
+      << "the command of a SIGKILLed admit run still runs: pid " << command_pid;
 }
 
 // 3. Signals sent to `admit run` reach the command, each once; its exit status is admit run's.
@@ -353,6 +350,22 @@ TEST_F(AdmitRunLocal, UsageErrorsAre2) {
   EXPECT_FALSE(ran());
 }
 
+// The forms of durations and rates the rest of the tool takes; --weight takes K rate tokens too.
+TEST_F(AdmitRunLocal, AcceptedFormsAndWeightedRate) {
+  for (const args& a : {args{"--rate", "100/min", "--timeout", "1.5s"}, args{"--rate", "1/500ms", "--burst", "2"},
+                        args{"--concurrency", "2", "--timeout", "2min"}, args{"--concurrency", "1", "--quiet"}}) {
+    const run_result r = admit(run("forms", a + args{"--", "true"}), 10s);
+    EXPECT_EQ(r.status, 0) << testing::PrintToString(a) << r.err;
+  }
+  const std::string log = dir_ / "weighted.log";
+  const args weighted = {"--rate", "5/s", "--burst", "2", "--weight", "2", "--"};
+  EXPECT_EQ(admit(run("weighted", weighted + record_command(log, "a", "0"))).status, 0);
+  EXPECT_EQ(admit(run("weighted", weighted + record_command(log, "b", "0"))).status, 0);
+  const auto entries = read_log(log);
+  ASSERT_EQ(start_order(entries), (std::vector<std::string>{"a", "b"})) << read_text(log);
+  EXPECT_GE(entries[2].ns - entries[0].ns, 400'000'000 - 20'000'000) << "2 tokens at 5/s take 400 ms";
+}
+
 // The command's standard streams are admit run's own, not pipes: /dev/null stays /dev/null, a terminal a terminal.
 TEST_F(AdmitRunLocal, StandardStreamsAreInherited) {
   const run_result r = admit(run("io", {"--concurrency", "1", "--", "readlink", "/proc/self/fd/0"}));
@@ -408,12 +421,18 @@ TEST_F(AdmitRunLocal, RateSpacesTheStarts) { rate_spacing(ADMIT_CLI, {"--lock-di
 // 8. `admit inspect --lock-dir D NAME`: the holder (host, pid of admit run, command, running time) and the waiter.
 TEST_F(AdmitRunLocal, InspectShowsHolderAndWaiter) {
   const auto holder = hold("shown");
-  child_process waiter(run("shown", args{"--concurrency", "1", "--json", "--"} + records_ran()));
-  ASSERT_TRUE(wait_for_event(waiter, {"waiting"})) << waiter.err();
+  child_process first(run("shown", args{"--concurrency", "1", "--json", "--"} + records_ran()));
+  ASSERT_TRUE(wait_for_event(first, {"waiting"})) << first.err();
+  child_process second(run("shown", args{"--concurrency", "1", "--json", "--"} + records_ran()));
+  ASSERT_TRUE(wait_for_event(second, {"waiting"})) << second.err();
   const run_result r = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "--json", "shown"}, 10s);
   ASSERT_EQ(r.status, 0) << r.err;
   expect_inspected_holder(r.out, holder->pid(), "sleep 60");
-  EXPECT_NE(r.out.find(std::to_string(waiter.pid())), std::string::npos) << "the waiter is not listed: " << r.out;
+  // The waiters, in queue order (their pids are in the output, the first's before the second's).
+  const auto at_first = r.out.find(std::to_string(first.pid())), at_second = r.out.find(std::to_string(second.pid()));
+  EXPECT_NE(at_first, std::string::npos) << "a waiter is not listed: " << r.out;
+  EXPECT_NE(at_second, std::string::npos) << "a waiter is not listed: " << r.out;
+  EXPECT_LT(at_first, at_second) << r.out;
 
   const run_result text = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "shown"}, 10s);
   EXPECT_EQ(text.status, 0) << text.err;

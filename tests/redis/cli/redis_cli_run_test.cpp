@@ -164,10 +164,19 @@ TEST_F(AdmitRunRedis, SigkillOfTheHolderFreesThePermitWithinTheLeaseTtl) {
   EXPECT_LT(delay, 1000.0 + 1500.0);
   EXPECT_EQ(finish(waiter).status, 0) << waiter.err();
   EXPECT_TRUE(ran());
+  // The SIGKILLed admit run's command (sleep 60) got SIGKILL as well.
+  const auto command_pid = event(holder->err(), "started").value("pid", std::int64_t{-1});
+  ASSERT_GT(command_pid, 0) << holder->err();
+  EXPECT_TRUE(eventually([&] { return process_gone(command_pid); }, 5s)) << "still runs: pid " << command_pid;
 }
 
 // 3. Exit statuses through Redis; not admitted: 75 and the command does not run.
 TEST_F(AdmitRunRedis, ExitStatusesAndNotAdmitted) {
+  // A unix socket URL too.
+  EXPECT_EQ(admit(args{ADMIT_CLI, "run", "--redis", "unix://" + server_.unix_path(), "--name", "unix", "--concurrency",
+                       "1", "--", "true"})
+                .status,
+            0);
   for (const int status : {0, 1, 42}) {
     const run_result r =
         // --no-wait: each finds the lease its predecessor held released (not left to expire).
