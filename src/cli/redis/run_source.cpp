@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "admit/errc.hpp"
+#include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/options.hpp"
 #include "admit/redis/gcra.hpp"
@@ -47,12 +48,34 @@ struct redis_run_state {
   run::run_settings settings;
   run::entry_info info;
   io_runner io;
-  redis::connection conn;
-  int lost = -1;  // eventfd, written by the semaphore's on_lease_lost
+  redis::connection conn;                 // the URL's server: checked first; the limit's when it is not a cluster
+  std::unique_ptr<redis::cluster> nodes;  // when the URL's server is a Redis Cluster node (a seed of this client)
+  int lost = -1;                          // eventfd, written by the semaphore's on_lease_lost
   std::unique_ptr<redis::semaphore> sem;
   std::unique_ptr<redis::gcra> rate;
   std::function<void()> on_queued;  // set while an acquisition waits
   std::mutex mutex;
+  redis::semaphore_options semaphore_options;
+  redis::limiter_options limiter_options;
+
+  // Once Redis answers: asks the URL's server whether it is a Redis Cluster node (then the limit goes through a
+  // cluster client seeded with it: its keys share the hash tag {name}, one slot) and makes the semaphore and the
+  // rate limiter. A server that does not answer INFO (an ACL user without it) is taken as a single server.
+  void make_limits() {
+    if (sem || rate) return;
+    const redis::result r = conn.execute_for(call_timeout, "INFO", "cluster");
+    if (r.ok() && r.value.str().find("cluster_enabled:1") != std::string::npos) {
+      nodes = std::make_unique<redis::cluster>(io.executor(), std::vector<redis::connection_options>{conn.options()});
+    }
+    if (settings.concurrency > 0) {
+      sem = nodes ? std::make_unique<redis::semaphore>(*nodes, settings.name, settings.concurrency, semaphore_options)
+                  : std::make_unique<redis::semaphore>(conn, settings.name, settings.concurrency, semaphore_options);
+    }
+    if (settings.rate) {
+      rate =
+          std::make_unique<redis::gcra>(limit_client(), settings.name, *settings.rate, settings.burst, limiter_options);
+    }
+  }
 
   redis_run_state(const run::run_settings& s, const run::entry_info& i, const redis::connection_options& o)
       : settings(s), info(i), conn(io.executor(), o), lost(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
@@ -62,8 +85,11 @@ struct redis_run_state {
     if (sem) sem->shutdown();
     sem.reset();
     rate.reset();
+    if (nodes) nodes->close();
     ::close(lost);
   }
+  // Where the limit's keys live (one hash slot: every key is "{name}:...").
+  redis::client& limit_client() { return nodes ? static_cast<redis::client&>(*nodes) : conn; }
   std::string where() const { return redis_address(conn.options()); }
 };
 
@@ -89,14 +115,17 @@ class redis_held final : public run::held_permit {
     if (!lease_) return;
     const auto ttl_ms = std::chrono::duration_cast<std::chrono::milliseconds>(st_->settings.lease_ttl * 3).count();
     // Not waited for: the supervisor calls this between signals it must forward at once.
-    st_->conn.async_execute("SET", run_holder_key(st_->settings.name, id_), info_json(st_->info), "PX",
-                            std::to_string(std::max<std::int64_t>(ttl_ms, 1)),
+    const std::string key = run_holder_key(st_->settings.name, id_),
+                      ttl = std::to_string(std::max<std::int64_t>(ttl_ms, 1));
+    redis::client& c = st_->limit_client();
+    c.async_execute_command(c.default_deadline(), redis::command{"SET", key, info_json(st_->info), "PX", ttl},
                             [](boost::system::error_code, redis::reply) {});
   }
   std::optional<std::string> release() override {
     if (!lease_) return std::nullopt;
     // Sent before the release on the same connection; the release's answer comes after it.
-    st_->conn.async_execute("DEL", run_holder_key(st_->settings.name, id_),
+    redis::client& c = st_->limit_client();
+    c.async_execute_command(c.default_deadline(), redis::command{"DEL", run_holder_key(st_->settings.name, id_)},
                             [](boost::system::error_code, redis::reply) {});
     const bool lost = lease_.state() == redis::lease_state::lost;  // already said; Redis no longer has it anyway
     const auto [status, error] = lease_.release();
@@ -129,6 +158,7 @@ class redis_source final : public run::permit_source {
     if (auto f = check_ready(st_->conn, std::max<steady::duration>(given, std::chrono::milliseconds(1)), deadline)) {
       return fail(why, *f);
     }
+    st_->make_limits();
     redis::lease lease;
     if (st_->sem) {
       // The status line and the "waiting" event once the request is in the queue.
@@ -249,39 +279,31 @@ std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_setting
   }
   co.connect_timeout = call_timeout;
   auto st = std::make_shared<redis_run_state>(s, info, co);
-  if (s.concurrency > 0) {
-    redis::semaphore_options so;
-    so.lease_ttl = std::chrono::duration_cast<std::chrono::milliseconds>(s.lease_ttl);
-    if (s.max_waiters) so.max_waiters = *s.max_waiters;
-    so.timeout = call_timeout;
-    so.poll_interval =
-        std::min<std::chrono::milliseconds>(so.poll_interval, std::max(so.lease_ttl / 4, std::chrono::milliseconds(1)));
-    so.on_lease_lost = [lost = st->lost](const std::string&, std::int64_t) {
-      const std::uint64_t one = 1;
-      [[maybe_unused]] const auto n = ::write(lost, &one, sizeof one);
-    };
-    std::weak_ptr<redis_run_state> weak = st;
-    so.on_queued = [weak] {
-      if (auto p = weak.lock()) {
-        std::lock_guard lock(p->mutex);
-        if (p->on_queued) p->on_queued();
-      }
-    };
-    try {
-      st->sem = std::make_unique<redis::semaphore>(st->conn, s.name, s.concurrency, so);
-    } catch (const std::invalid_argument& e) {
-      throw usage_error(e.what());
+  redis::semaphore_options& so = st->semaphore_options;
+  so.lease_ttl = std::chrono::duration_cast<std::chrono::milliseconds>(s.lease_ttl);
+  if (s.max_waiters) so.max_waiters = *s.max_waiters;
+  so.timeout = call_timeout;
+  so.poll_interval =
+      std::min<std::chrono::milliseconds>(so.poll_interval, std::max(so.lease_ttl / 4, std::chrono::milliseconds(1)));
+  so.on_lease_lost = [lost = st->lost](const std::string&, std::int64_t) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto n = ::write(lost, &one, sizeof one);
+  };
+  std::weak_ptr<redis_run_state> weak = st;
+  so.on_queued = [weak] {
+    if (auto p = weak.lock()) {
+      std::lock_guard lock(p->mutex);
+      if (p->on_queued) p->on_queued();
     }
-  }
-  if (s.rate) {
-    redis::limiter_options lo;
-    lo.timeout = call_timeout;
-    lo.breaker.failure_threshold = 0;
-    try {
-      st->rate = std::make_unique<redis::gcra>(st->conn, s.name, *s.rate, s.burst, lo);
-    } catch (const std::invalid_argument& e) {
-      throw usage_error(std::string("--rate: ") + e.what());
-    }
+  };
+  st->limiter_options.timeout = call_timeout;
+  st->limiter_options.breaker.failure_threshold = 0;  // one process, one decision at a time: every one asks Redis
+  // The checks the constructors make, made now: bad input is exit status 2 before any connection.
+  try {
+    redis::check_semaphore_name(s.name);
+    if (s.rate) (void)redis::gcra(st->conn, s.name, *s.rate, s.burst, st->limiter_options);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(e.what());
   }
   return std::make_unique<redis_source>(std::move(st));
 }

@@ -160,17 +160,22 @@ void check_local_name(const std::string& name) {
   }
 }
 
-local_permit::local_permit(int fd, std::filesystem::path entry, std::filesystem::path lock,
-                           std::uint64_t ticket) noexcept
-    : fd_(fd), entry_(std::move(entry)), lock_(std::move(lock)), ticket_(ticket) {}
+local_permit::local_permit(int fd, std::filesystem::path entry, std::filesystem::path lock, std::uint64_t ticket,
+                           int watch) noexcept
+    : fd_(fd), watch_(watch), entry_(std::move(entry)), lock_(std::move(lock)), ticket_(ticket) {}
 
 local_permit::local_permit(local_permit&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), entry_(std::move(o.entry_)), lock_(std::move(o.lock_)), ticket_(o.ticket_) {}
+    : fd_(std::exchange(o.fd_, -1)),
+      watch_(std::exchange(o.watch_, -1)),
+      entry_(std::move(o.entry_)),
+      lock_(std::move(o.lock_)),
+      ticket_(o.ticket_) {}
 
 local_permit& local_permit::operator=(local_permit&& o) noexcept {
   if (this != &o) {
     release();
     fd_ = std::exchange(o.fd_, -1);
+    watch_ = std::exchange(o.watch_, -1);
     entry_ = std::move(o.entry_);
     lock_ = std::move(o.lock_);
     ticket_ = o.ticket_;
@@ -194,6 +199,8 @@ void local_permit::release() noexcept {
   ::close(fd_);
   fd_ = -1;
   if (lock >= 0) ::close(lock);
+  if (watch_ >= 0) ::close(watch_);  // slow (see watch_), and the permit is free already
+  watch_ = -1;
 }
 
 local_limit::local_limit(local_limit_config config) : config_(std::move(config)) {
@@ -222,19 +229,9 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   if (stop.stop_requested()) return errc::cancelled;
 
   local::queue_dir q(c.directory, c.name, true);
-  // Watched before joining, so that no change after the first check is missed.
-  local::unique_fd inotify(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!inotify) throw std::system_error(errno, std::generic_category(), "local limit: inotify_init1");
-  if (::inotify_add_watch(inotify.get(), q.path().c_str(),
-                          IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
-    throw std::system_error(errno, std::generic_category(), "cannot watch \"" + q.path().string() + "\"");
-  }
-  local::unique_fd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!wake) throw std::system_error(errno, std::generic_category(), "local limit: eventfd");
-  std::stop_callback on_stop(stop, [fd = wake.get()] {
-    std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(fd, &one, sizeof one);
-  });
+  // The watch of the queue is made only when the first check does not admit (an admission without waiting costs no
+  // inotify descriptor, whose close is slow); the check right after it sees whatever changed before it.
+  local::unique_fd inotify;
 
   local::entry_record self{0, false, c.weight, c.info};
   std::optional<entry_guard> entry;  // declared before every `lock`, so that its destructor runs without it
@@ -247,12 +244,17 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     int fd = entry->promote();
     entry.reset();
     ::fcntl(fd, F_SETFD, 0);  // not close-on-exec: the command inherits it (see inherited_fd())
-    return local_permit(fd, std::move(entry_path), std::move(lock_path), self.ticket);
+    return local_permit(fd, std::move(entry_path), std::move(lock_path), self.ticket, inotify.release());
   };
   auto leave = [&](errc why) {
     auto lock = q.lock();
     entry->leave();
     return why;
+  };
+  // Leaves the queue, then throws the error of a failed system call.
+  auto leave_after = [&](int error, const std::string& what) -> admit::expected<local_permit, std::error_code> {
+    leave(errc::cancelled);
+    throw std::system_error(error, std::generic_category(), what);
   };
 
   wait_progress state;
@@ -274,17 +276,31 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     }
   }
 
+  inotify = local::unique_fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!inotify) return leave_after(errno, "local limit: inotify_init1");
+  if (::inotify_add_watch(inotify.get(), q.path().c_str(),
+                          IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
+    return leave_after(errno, "cannot watch \"" + q.path().string() + "\"");
+  }
+  local::unique_fd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake) return leave_after(errno, "local limit: eventfd");
+  std::stop_callback on_stop(stop, [fd = wake.get()] {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(fd, &one, sizeof one);
+  });
+
   auto last_report = steady_clock::now();
   progress_every = std::max(progress_every, nanoseconds(std::chrono::milliseconds(1)));
   if (progress) progress(state);
   wait_progress reported = state;
-  for (;;) {
+  for (bool first = true;; first = false) {
     auto now = steady_clock::now();
     nanoseconds timeout = last_check + c.poll_interval - now;
     if (state.rate_wait) timeout = std::min(timeout, last_check + *state.rate_wait - now);
     if (deadline) timeout = std::min<nanoseconds>(timeout, *deadline - now);
     if (progress) timeout = std::min(timeout, last_report + progress_every - now);
-    bool relevant = wait_for_events(inotify.get(), wake.get(), timeout);
+    // The first round checks at once: what changed between the first check and the watch left no event.
+    bool relevant = first || wait_for_events(inotify.get(), wake.get(), timeout);
     if (stop.stop_requested()) return leave(errc::cancelled);
     now = steady_clock::now();
     bool expired = deadline && now >= *deadline;

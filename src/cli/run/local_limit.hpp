@@ -107,8 +107,12 @@ class local_permit {
 
  private:
   friend class local_limit;
-  local_permit(int fd, std::filesystem::path entry, std::filesystem::path lock, std::uint64_t ticket) noexcept;
+  local_permit(int fd, std::filesystem::path entry, std::filesystem::path lock, std::uint64_t ticket,
+               int watch) noexcept;
   int fd_ = -1;
+  // The inotify descriptor a waiter watched the queue with, closed only after the release: closing one waits for
+  // the kernel's grace period (about 20 ms), which must delay neither the command's start nor the next waiter.
+  int watch_ = -1;
   std::filesystem::path entry_, lock_;
   std::uint64_t ticket_ = 0;
 };

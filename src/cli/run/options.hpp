@@ -17,8 +17,9 @@
 namespace admit::cli::run {
 
 // Exit statuses of `admit run` besides the command's own (which it passes through, 128+N for a signal N).
-inline constexpr int exit_not_admitted = 75;  // sysexits' EX_TEMPFAIL: the command did not run
-inline constexpr int exit_lease_lost = 124;   // the permit was lost while the command ran (as timeout(1)'s 124)
+inline constexpr int exit_not_admitted = 75;   // sysexits' EX_TEMPFAIL: the command did not run
+inline constexpr int exit_cannot_create = 73;  // sysexits' EX_CANTCREAT: the lock directory cannot be made or used
+inline constexpr int exit_lease_lost = 124;    // the permit was lost while the command ran (as timeout(1)'s 124)
 inline constexpr int exit_not_executable = 126;
 inline constexpr int exit_not_found = 127;
 

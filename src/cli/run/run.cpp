@@ -123,10 +123,14 @@ std::unique_ptr<held_permit> wait_for_permit(permit_source& source, const run_se
     try {
       permit = source.acquire(
           deadline, s.no_wait, stop, [&](const wait_progress& p) { report.waiting(p, steady::now() - start); }, why);
+    } catch (const std::system_error& e) {  // the lock directory's files (a Redis failure is a refusal)
+      why.error = e.code();
+      why.message = e.what();
+      why.exit_status = exit_cannot_create;
     } catch (const std::exception& e) {
       why.error = std::make_error_code(std::errc::io_error);
       why.message = e.what();
-      why.exit_status = 1;
+      why.exit_status = exit_failure;
     }
     const std::uint64_t one = 1;
     [[maybe_unused]] const auto n = ::write(done.get(), &one, sizeof one);
@@ -254,6 +258,9 @@ int run_command(const run_options& options, std::ostream& err, bool stderr_is_te
   } catch (const std::invalid_argument& e) {
     report.error(e.what());
     return exit_bad_input;
+  } catch (const std::system_error& e) {  // the lock directory cannot be made
+    report.error(e.what());
+    return exit_cannot_create;
   }
 
   const auto asked = steady::now();
@@ -267,7 +274,11 @@ int run_command(const run_options& options, std::ostream& err, bool stderr_is_te
                           "not admitted: " + signal_name(stopped_by) + " while waiting for " + quote(s.name));
       return 128 + stopped_by;
     }
-    report.not_admitted(reason_of(why.error), waited, why.message);
+    if (why.exit_status == exit_cannot_create || why.exit_status == exit_failure) {
+      report.error(why.message);
+    } else {
+      report.not_admitted(reason_of(why.error), waited, why.message);
+    }
     return why.exit_status;
   }
   if (stopped_by != 0) {  // a permit granted as the signal came was given back

@@ -34,7 +34,8 @@ inline constexpr const char* description =
     "Exit status: COMMAND's (128+N when killed by signal N); 75 (EX_TEMPFAIL) not admitted (--timeout, --no-wait, "
     "--max-waiters, or Redis failed in a way that may pass) and COMMAND did not run; 124 the lease was lost while "
     "COMMAND ran; 127 COMMAND not found; 126 COMMAND not executable; 69 (EX_UNAVAILABLE) Redis failed in a way "
-    "waiting cannot fix; 2 bad input; 128+N a signal N ended the wait.";
+    "waiting cannot fix; 73 (EX_CANTCREAT) the lock directory cannot be made or used; 2 bad input; 128+N a signal N "
+    "ended the wait.";
 
 // Makes the Redis permit source (cli/redis/run_source.hpp) when the tool is built with admit::redis; throws
 // usage_error for a bad URL.
