@@ -30,6 +30,7 @@
 #include "child_process.hpp"
 #include "redis_server.hpp"
 #include "self_exec.hpp"
+#include "tcp_proxy.hpp"
 
 namespace {
 
@@ -38,6 +39,7 @@ using namespace admit::redis::testing::run;
 using admit::redis::testing::child_process;
 using admit::redis::testing::redis_server;
 using admit::redis::testing::run_result;
+using admit::redis::testing::tcp_proxy;
 using steady = std::chrono::steady_clock;
 
 TEST(AdmitRunRedisChild, Role) {
@@ -299,6 +301,38 @@ TEST_F(AdmitRunRedis, LeaseLostTerminatesTheCommandAndExits124) {
     EXPECT_EQ(lost.value("action", ""), "term") << r.err;
     EXPECT_EQ(event(r.err, "exited")["admit_exit_status"], 124) << r.err;
   }
+}
+
+// The holder cut off from Redis (its requests and replies lost) while another queues directly: Redis lets the
+// holder's lease expire after the TTL and grants the permit to the other. By then the holder's command must have been
+// told to stop: the two commands overlap by no more than a margin (150 ms) for the signal to be handled.
+TEST_F(AdmitRunRedis, PartitionedHolderStopsBeforeItsPermitIsGrantedAgain) {
+  tcp_proxy proxy(server_.port());
+  const std::string log = dir_ / "partition.log";
+  child_process holder(args{ADMIT_CLI, "run", "--redis", proxy.url(), "--name", "part", "--concurrency", "1",
+                            "--lease-ttl", "3s", "--json", "--"} +
+                       record_command(log, "holder", "term"));
+  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
+  ASSERT_TRUE(eventually([&] { return start_order(read_log(log)).size() == 1; })) << read_text(log);
+  const long long renewals = server_.calls("evalsha");
+  ASSERT_TRUE(eventually([&] { return server_.calls("evalsha") > renewals; }, 5s));
+  proxy.drop_requests(true);
+  proxy.drop_replies(true);
+  child_process waiter(run(
+      "part", args{"--concurrency", "1", "--lease-ttl", "3s", "--json", "--"} + record_command(log, "waiter", "0")));
+  ASSERT_TRUE(wait_for_event(waiter, {"started"}, 15s)) << waiter.err();
+  EXPECT_EQ(finish(waiter, 10s).status, 0) << waiter.err();
+  EXPECT_EQ(finish(holder, 15s).status, 124) << holder.err();
+  std::int64_t holder_end = 0, waiter_start = 0;
+  for (const auto& e : read_log(log)) {
+    if (!e.start && e.label == "holder") holder_end = e.ns;
+    if (e.start && e.label == "waiter") waiter_start = e.ns;
+  }
+  ASSERT_TRUE(holder_end > 0 && waiter_start > 0) << read_text(log);
+  const double overlap_ms = static_cast<double>(holder_end - waiter_start) / 1e6;
+  std::cout << "[ measured ] the partitioned holder's command ended " << overlap_ms
+            << " ms after the next holder's started (negative: before)\n";
+  EXPECT_LT(overlap_ms, 150.0) << "two commands ran at once under --concurrency 1\n" << read_text(log);
 }
 
 // --on-lease-lost=kill: SIGKILL at once; term with --kill-after: SIGTERM, then SIGKILL for a command that stays.

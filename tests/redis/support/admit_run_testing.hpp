@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -160,7 +162,8 @@ inline bool wait_for_event(child_process& c, std::initializer_list<std::string_v
 // --- The commands `admit run` runs: this test binary in a role (each test file has TEST(AdmitRun<Kind>Child, Role))
 // ---
 //   record LOG LABEL HOLD   appends "start LABEL <CLOCK_MONOTONIC ns> <ADMIT_FENCING_TOKEN>" to LOG, holds, appends
-//                           "end LABEL <ns>"; HOLD is a number of milliseconds, or a path: hold until it exists
+//                           "end LABEL <ns>"; HOLD is a number of milliseconds, "term": until SIGTERM, or a path:
+//                           until it exists
 //   query PORT              connects to 127.0.0.1:PORT and reads to the end: exit 0 when it read "ok"
 inline const std::string role_test = "AdmitRun*Child.Role";  // each test file has one, of its own name
 
@@ -179,7 +182,13 @@ inline args record_command(const std::string& log, const std::string& label, con
     const char* token = std::getenv("ADMIT_FENCING_TOKEN");
     append("start " + a.at(2) + " " + std::to_string(monotonic_ns()) + " " + (token ? token : "-") + "\n");
     const std::string& hold = a.at(3);
-    if (!hold.empty() && hold.find_first_not_of("0123456789") == std::string::npos) {
+    if (hold == "term") {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGTERM);
+      int sig = 0;
+      if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0 || ::sigwait(&set, &sig) != 0) std::_Exit(4);
+    } else if (!hold.empty() && hold.find_first_not_of("0123456789") == std::string::npos) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::stoll(hold)));
     } else if (!eventually([&] { return std::filesystem::exists(hold); }, 60s)) {
       std::_Exit(4);
