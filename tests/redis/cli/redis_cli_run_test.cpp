@@ -232,6 +232,12 @@ TEST_F(AdmitRunRedis, RedisFailuresAndBadNames) {
   EXPECT_EQ(auth.status, 69) << auth.err;
   EXPECT_EQ(auth.err.find("wrong"), std::string::npos) << "the password shown: " << auth.err;
 
+  // Redis not answering (its calls time out): 75 too.
+  server_.pause(2000ms);
+  const run_result silent = admit(run("x", args{"--concurrency", "1", "--json", "--"} + records_ran()), 30s);
+  EXPECT_EQ(silent.status, 75) << silent.err;
+  EXPECT_EQ(event(silent.err, "not_admitted").value("reason", ""), "redis") << silent.err;
+
   const std::string url = "redis://127.0.0.1:" + std::to_string(server_.port());
   server_.kill();
   const run_result refused = admit(
