@@ -1,9 +1,9 @@
 // `admit run --redis` end to end against a real redis-server: real processes queued in a known order — FIFO admission
 // (the fencing tokens give the order of the grants) and never more than N at once; a SIGKILLed holder's permit free
-// again within its lease's TTL; the lease lost while the command runs (SIGTERM to the command, exit 124, a message
-// naming the lease); four workers sharing `--concurrency 3` in front of a tiny "database" that counts its
-// connections; the environment; `admit inspect --redis` of an `admit run` holder; Redis failures (75, 69) and bad
-// names (2).
+// again within its lease's TTL; the lease lost while the command runs (SIGTERM within the TTL, or SIGKILL; exit 124, a
+// message naming the lease), also for a holder cut off from Redis while another is granted its permit; four workers
+// sharing `--concurrency 3` in front of a tiny "database" that counts its connections; --rate's spacing; the
+// environment; `admit inspect --redis` of an `admit run` holder; Redis failures (75, 69) and bad names (2).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
