@@ -71,10 +71,17 @@ class child_process {
   // Reads the child's output until its standard error contains `text` (true), or both its outputs end or `limit`
   // passes (false).
   bool wait_for_stderr(std::string_view text, std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+    return wait_for_stderr_until([&](const std::string& err) { return err.find(text) != std::string::npos; }, limit);
+  }
+
+  // Reads the child's output until `done(standard error so far)` is true (true), or both its outputs end or `limit`
+  // passes (false).
+  template <class Predicate>
+  bool wait_for_stderr_until(Predicate done, std::chrono::milliseconds limit = std::chrono::seconds(30)) {
     const auto end = std::chrono::steady_clock::now() + limit;
-    while (err_.find(text) == std::string::npos) {
+    while (!done(err_)) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || !pump(static_cast<int>(left.count()))) return err_.find(text) != std::string::npos;
+      if (left.count() <= 0 || !pump(static_cast<int>(left.count()))) return done(err_);
     }
     return true;
   }
@@ -99,6 +106,7 @@ class child_process {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
+  pid_t pid() const noexcept { return pid_; }  // -1 once reaped
   const std::string& out() const noexcept { return out_; }
   const std::string& err() const noexcept { return err_; }
 

@@ -1,6 +1,6 @@
 // tests/redis/tcp_proxy.hpp — a loopback TCP forwarder between a client and a redis-server that can swallow the
 // server's replies: a command then reaches the server and runs, and its reply never comes back (the "reply lost after
-// the script ran" fault, without timing tricks).
+// the script ran" fault, without timing tricks), or the client's requests too (a partition).
 #pragma once
 
 #include <array>
@@ -40,6 +40,9 @@ class tcp_proxy {
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port()); }
   // While set, bytes from the server are read and dropped instead of forwarded.
   void drop_replies(bool drop) { drop_.store(drop); }
+  // While set, bytes from the client are read and dropped instead of forwarded (with drop_replies: a partition;
+  // connections are still accepted, and commands sent on them are lost too).
+  void drop_requests(bool drop) { drop_up_.store(drop); }
   // Bytes dropped so far.
   std::size_t dropped() const { return dropped_.load(); }
   // Closes every forwarded connection (both sides), as a network failure would; new connections are still accepted.
@@ -75,6 +78,10 @@ class tcp_proxy {
     void forward_up() {
       client.async_read_some(boost::asio::buffer(up), [self = shared_from_this()](auto ec, std::size_t n) {
         if (ec) return self->close();
+        if (self->proxy.drop_up_.load()) {
+          self->proxy.dropped_.fetch_add(n);
+          return self->forward_up();
+        }
         boost::asio::async_write(self->server, boost::asio::buffer(self->up, n), [self](auto wec, std::size_t) {
           if (wec) return self->close();
           self->forward_up();
@@ -115,6 +122,7 @@ class tcp_proxy {
   tcp::acceptor acceptor_;
   unsigned short server_port_;
   std::atomic<bool> drop_{false};
+  std::atomic<bool> drop_up_{false};
   std::atomic<std::size_t> dropped_{0};
   std::vector<std::weak_ptr<pipe>> pipes_;  // touched on the proxy's thread only
   std::thread thread_;
