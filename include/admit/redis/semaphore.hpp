@@ -13,8 +13,10 @@
 //   lease_ttl / 3 (opt out: auto_renew = false). A holder that dies frees its permits at most lease_ttl later, and the
 //   next waiters are granted then without anyone calling release. A holder that stops (a GC pause, SIGSTOP, a
 //   partition) for longer than lease_ttl loses its lease: state() becomes lost and on_lease_lost is called when the
-//   process notices — but the process may still believe, for a while, that it holds the permit. A lease alone cannot
-//   protect a resource from that stale holder; the fencing token can.
+//   process notices — while renewals get no answer, at the lease's local expiry (lease_ttl after the last renewal
+//   that succeeded was sent, which is no later than Redis's expiry); a process that was stopped, when it runs again.
+//   The process may still believe, for a while, that it holds the permit. A lease alone cannot protect a resource
+//   from that stale holder; the fencing token can.
 // - Fencing tokens. Each grant carries a token, strictly increasing per semaphore (and at least the server time in µs,
 //   so it keeps increasing across a Redis restart that lost the semaphore's state). A resource that remembers the
 //   largest token it has seen and refuses smaller ones is safe from stale holders (examples/redis_fencing).

@@ -202,13 +202,16 @@ class redis_source final : public run::permit_source {
         std::lock_guard lock(st_->mutex);
         st_->on_queued = nullptr;
       }
-      if (!r) return refuse(why, r.error());
+      if (!r) {
+        return refuse(why, r.error(), r.error() == admit::errc::timeout && deadline && steady::now() >= *deadline);
+      }
       lease = std::move(*r);
     }
     if (st_->rate) {
-      if (auto e = wait_for_rate(deadline, no_wait, stop)) {
+      bool out_of_time = false;
+      if (auto e = wait_for_rate(deadline, no_wait, stop, out_of_time)) {
         if (lease) (void)lease.release();
-        return refuse(why, e);
+        return refuse(why, e, out_of_time);
       }
     }
     return std::make_unique<redis_held>(st_, std::move(lease));
@@ -216,7 +219,10 @@ class redis_source final : public run::permit_source {
 
  private:
   // Takes the rate's tokens, sleeping each refusal's retry_after (on `stop` or past `deadline`: the error).
-  std::error_code wait_for_rate(std::optional<steady::time_point> deadline, bool no_wait, std::stop_token stop) {
+  // `out_of_time`: set when the error is errc::timeout because the rate cannot admit by `deadline` (not a Redis
+  // call's timeout).
+  std::error_code wait_for_rate(std::optional<steady::time_point> deadline, bool no_wait, std::stop_token stop,
+                                bool& out_of_time) {
     std::mutex m;
     std::condition_variable_any cv;
     for (;;) {
@@ -225,7 +231,10 @@ class redis_source final : public run::permit_source {
       if (r.decision.admitted) return {};
       if (no_wait) return admit::errc::would_block;
       const auto at = steady::now() + r.decision.retry_after;
-      if (deadline && at > *deadline) return admit::errc::timeout;
+      if (deadline && at > *deadline) {
+        out_of_time = true;  // the rate could not admit it in time: fail now rather than at the deadline
+        return admit::errc::timeout;
+      }
       std::unique_lock l(m);
       if (cv.wait_until(l, stop, at, [] { return false; }) || stop.stop_requested()) return admit::errc::cancelled;
     }
@@ -235,14 +244,16 @@ class redis_source final : public run::permit_source {
     why.error = f.error;
     why.message = "not admitted: " + f.message;
     why.exit_status = f.exit_status();
+    why.reason = "redis";
     return nullptr;
   }
 
-  std::unique_ptr<run::held_permit> refuse(run::refusal& why, std::error_code e) {
+  // `out_of_time`: errc::timeout is --timeout's; otherwise it is a Redis call's (no answer), not the wait's.
+  std::unique_ptr<run::held_permit> refuse(run::refusal& why, std::error_code e, bool out_of_time) {
     const std::string what = quote(st_->settings.name) + " at " + st_->where();
     why.error = e;
     why.exit_status = run::exit_not_admitted;
-    if (e == admit::errc::timeout) {
+    if (e == admit::errc::timeout && out_of_time) {
       why.message = "not admitted: no permit of " + what + " within --timeout";
     } else if (e == admit::errc::would_block) {
       why.message = "not admitted: " + what + " is busy (--no-wait)";

@@ -37,6 +37,7 @@ class held_permit {
 struct refusal {
   std::error_code error;  // admit::errc::timeout, would_block, queue_full, cancelled, exceeds_capacity, or Redis's
   std::string message;    // for the user: what happened and, for Redis, the server
+  std::string reason;     // the "reason" of the not_admitted event when the error alone does not say it ("redis")
   int exit_status = 75;   // exit_not_admitted, or 69 / 2 for a Redis failure waiting cannot fix / bad input
 };
 

@@ -103,6 +103,11 @@ void reporter::waiting(const wait_progress& p, std::chrono::nanoseconds waited) 
   drawn_ = true;
 }
 
+void reporter::clear_status() {
+  std::lock_guard lock(mutex_);
+  erase_status();
+}
+
 void reporter::started(pid_t pid, std::int64_t fencing_token, const std::string& lease_id,
                        std::chrono::nanoseconds waited) {
   {

@@ -29,6 +29,8 @@ class reporter {
 
   // While waiting: redraws the status line; the first call also writes the "waiting" event.
   void waiting(const wait_progress& p, std::chrono::nanoseconds waited);
+  // Erases the status line (before the command starts: its output must not land on the line).
+  void clear_status();
   void started(pid_t pid, std::int64_t fencing_token, const std::string& lease_id, std::chrono::nanoseconds waited);
   // `reason`: timeout, busy, queue_full, signal, redis; `message` is said unless --quiet (then only in JSON).
   void not_admitted(std::string_view reason, std::chrono::nanoseconds waited, const std::string& message);

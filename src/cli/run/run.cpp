@@ -277,7 +277,7 @@ int run_command(const run_options& options, std::ostream& err, bool stderr_is_te
     if (why.exit_status == exit_cannot_create || why.exit_status == exit_failure) {
       report.error(why.message);
     } else {
-      report.not_admitted(reason_of(why.error), waited, why.message);
+      report.not_admitted(why.reason.empty() ? reason_of(why.error) : why.reason, waited, why.message);
     }
     return why.exit_status;
   }
@@ -290,6 +290,7 @@ int run_command(const run_options& options, std::ostream& err, bool stderr_is_te
   const std::vector<std::string> environment = {"ADMIT_NAME=" + s.name,
                                                 "ADMIT_FENCING_TOKEN=" + std::to_string(permit->fencing_token()),
                                                 "ADMIT_LEASE_ID=" + permit->lease_id()};
+  report.clear_status();  // before the command can write anything
   pid_t pid = -1;
   try {
     pid = start_command(command, environment, permit->inherited_fd(), signals.original);

@@ -1,7 +1,8 @@
 // Leases' automatic renewal: one timer per semaphore object for all its leases, armed for the earliest renewal due.
 // Each lease is renewed lease_ttl / 3 after its grant or last renewal while its lease object holds it; renewals that
 // fall due together are sent together (pipelined on the connection). A renewal Redis answers "unknown" (or failures
-// until the lease must have expired) marks the lease lost.
+// until the lease must have expired) marks the lease lost; while renewals fail, the last try falls due at the lease's
+// local expiry and waits no longer, so the loss is found then.
 #include <algorithm>
 #include <boost/asio/post.hpp>
 
@@ -91,7 +92,10 @@ void semaphore_core::renew_due_leases() {
   for (auto& l : due) {
     if (l->state.load() != lease_state::held) continue;
     const auto sent = steady::now();
-    async_command(make("renew", {l->id, std::to_string(to_us(options.lease_ttl))}), call_deadline({}),
+    // Never waited for past the lease's local expiry: a renewal that has no answer by then finds the lease lost at
+    // that moment (not a call timeout later), so the holder can stop before Redis grants the permits again.
+    const steady::time_point expiry{steady::duration(l->local_expiry.load())};
+    async_command(make("renew", {l->id, std::to_string(to_us(options.lease_ttl))}), call_deadline(expiry),
                   [l, sent, every](boost::system::error_code e, reply r) {
                     if (l->state.load() != lease_state::held) return;
                     const auto v = e ? std::nullopt : integers(r, 2);
@@ -102,7 +106,9 @@ void semaphore_core::renew_due_leases() {
                     } else if (steady::now().time_since_epoch().count() >= l->local_expiry.load()) {
                       return l->mark_lost();  // renewals failed until the lease must have expired
                     }
-                    l->sem->schedule_renewal(l, steady::now() + every);
+                    // The next try, at the latest at the local expiry (where a failed one marks it lost).
+                    const steady::time_point until{steady::duration(l->local_expiry.load())};
+                    l->sem->schedule_renewal(l, std::min(steady::now() + every, until));
                   });
   }
   arm_renewals();

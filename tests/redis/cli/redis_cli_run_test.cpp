@@ -290,6 +290,7 @@ TEST_F(AdmitRunRedis, LeaseLostTerminatesTheCommandAndExits124) {
     server_.pause(json ? 2500ms : 5000ms);
     EXPECT_TRUE(eventually([&] { return read_text(ran_).find("TERM") != std::string::npos; }, 10s));
     const auto delay = std::chrono::duration<double, std::milli>(steady::now() - paused).count();
+    server_.unpause();  // the next round starts with a server that answers
     const run_result r = finish(c, 15s);
     EXPECT_EQ(r.status, 124) << r.err;
     EXPECT_EQ(read_text(ran_), "ready " + lease + "\nTERM\n");

@@ -102,6 +102,7 @@ class redis_server {
 
   // CLIENT PAUSE for `ms` milliseconds: every client's commands wait (the server keeps accepting and reading).
   void pause(std::chrono::milliseconds ms) { admin({"CLIENT", "PAUSE", std::to_string(ms.count()), "ALL"}); }
+  void unpause() { admin({"CLIENT", "UNPAUSE"}); }
 
   // Runs one command on a fresh blocking connection; the reply as text (integers in decimal, arrays joined by
   // newlines, errors prefixed with '-'). Throws on I/O errors.
