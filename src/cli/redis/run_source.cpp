@@ -280,8 +280,7 @@ std::string run_holder_key(const std::string& name, const std::string& lease_id)
   return "{" + name + "}:run:" + lease_id;
 }
 
-std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_settings& s, const run::entry_info& info,
-                                                          run::reporter&) {
+std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_settings& s, const run::entry_info& info) {
   redis::connection_options co;
   try {
     co = redis::parse_url(*s.redis);

@@ -16,7 +16,7 @@
 namespace admit::cli {
 
 std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_settings& settings,
-                                                          const run::entry_info& info, run::reporter& report);
+                                                          const run::entry_info& info);
 
 // "{name}:run:<lease id>": the key of an `admit run` holder's entry_info (same hash slot as the semaphore's keys).
 std::string run_holder_key(const std::string& name, const std::string& lease_id);

@@ -196,16 +196,4 @@ void reporter::error(const std::string& message) {
   say(message);
 }
 
-void reporter::notice(const std::string& message) {
-  if (settings_.json) {
-    auto j = event("notice");
-    j["message"] = message;
-    emit(j);
-    return;
-  }
-  if (settings_.quiet) return;
-  std::lock_guard lock(mutex_);
-  say(message);
-}
-
 }  // namespace admit::cli::run

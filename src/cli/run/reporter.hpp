@@ -40,8 +40,6 @@ class reporter {
   void exited(int wait_status, std::chrono::nanoseconds ran, int exit_status);
   // A message that is always said (an error), in JSON as {"event":"error"}.
   void error(const std::string& message);
-  // A message said unless --quiet (and in JSON as {"event":"notice"}).
-  void notice(const std::string& message);
 
  private:
   nlohmann::ordered_json event(std::string_view name) const;

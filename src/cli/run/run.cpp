@@ -248,7 +248,7 @@ int run_command(const run_options& options, std::ostream& err, bool stderr_is_te
         report.error("--redis: this admit was built without Redis support");
         return exit_bad_input;
       }
-      source = make_redis(s, info, report);
+      source = make_redis(s, info);
     } else {
       source = make_local_source(s, info);
     }

@@ -39,8 +39,7 @@ inline constexpr const char* description =
 
 // Makes the Redis permit source (cli/redis/run_source.hpp) when the tool is built with admit::redis; throws
 // usage_error for a bad URL.
-using redis_source_factory =
-    std::function<std::unique_ptr<permit_source>(const run_settings&, const entry_info&, reporter&)>;
+using redis_source_factory = std::function<std::unique_ptr<permit_source>(const run_settings&, const entry_info&)>;
 
 // Runs `admit run`; returns the exit status. Messages and events go to `err`. Must be called on the main thread
 // before any other thread is started (it blocks the signals it handles for every thread it starts).
