@@ -211,16 +211,19 @@ int main(int argc, char** argv) {
       ->type_name("term|kill|ignore");
   run->add_option("--kill-after", ro.kill_after, "after --on-lease-lost=term's SIGTERM, SIGKILL (default 10s)")
       ->type_name("DURATION");
+  run->add_flag("--set-capacity", ro.set_capacity,
+                "with --redis: if the semaphore NAME exists with another capacity, make it --concurrency for every "
+                "host (without it, that is refused: one name, one capacity)");
   run->add_flag("--quiet,-q", ro.quiet, "no status line and no notices (errors are still said)");
   run->add_flag("--json", ro.json, "one JSON object per line on stderr per event (waiting, started, exited, ...)");
   // The first word that is not one of admit run's options starts the command: what follows is the command's own.
   run->prefix_command();
   run->footer("COMMAND [ARGS...] follows the options, after -- or at the first word that is not an option.\n");
 
+  int parsed_argc = argc;  // `admit run`: the words before its "--"
   try {
     // `admit run [options] -- COMMAND...`: what follows "--" is the command's, untouched by the option parser
     // (CLI11's prefix_command covers the form without "--").
-    int parsed_argc = argc;
     if (argc > 1 && std::string_view(argv[1]) == "run") {
       for (int i = 2; i < argc; ++i) {
         if (std::string_view(argv[i]) == "--") {
@@ -290,7 +293,13 @@ int main(int argc, char** argv) {
     }
   }
   if (run->parsed()) {
-    if (const auto rest = run->remaining(); !rest.empty()) ro.command = rest;
+    // Words before the first "--" that are not admit run's options started the command: that "--" was the
+    // command's own argument, and what followed it too.
+    if (auto rest = run->remaining(); !rest.empty()) {
+      if (parsed_argc < argc) rest.push_back("--");
+      rest.insert(rest.end(), ro.command.begin(), ro.command.end());
+      ro.command = std::move(rest);
+    }
     cli::run::redis_source_factory make_redis;
 #ifdef ADMIT_CLI_WITH_REDIS
     make_redis = cli::make_redis_run_source;

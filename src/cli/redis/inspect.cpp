@@ -58,10 +58,7 @@ std::vector<nlohmann::json> run_holders(redis::connection& conn, const std::stri
 
 // The run time of an `admit run` holder: since it started, by this machine's clock (the holder's may differ).
 std::int64_t running_ns(const nlohmann::json& run) {
-  const auto now =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-  return std::max<std::int64_t>(0, now - run.value("started_unix_ms", now)) * 1'000'000;
+  return run::ns_since(run.value("started_unix_ms", run::unix_time_ms()));
 }
 
 void print_json(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s,

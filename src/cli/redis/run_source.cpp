@@ -30,7 +30,7 @@ using steady = std::chrono::steady_clock;
 
 // The deadline of each Redis call (connecting included).
 constexpr std::chrono::milliseconds call_timeout{1'000};
-// How often the status line asks Redis how many wait and hold (only on a terminal).
+// How often the status line asks Redis how many wait and hold (only when a terminal shows it).
 constexpr std::chrono::milliseconds status_every{500};
 
 std::string info_json(const run::entry_info& info) {
@@ -95,7 +95,9 @@ struct redis_run_state {
 
 class redis_held final : public run::held_permit {
  public:
-  redis_held(std::shared_ptr<redis_run_state> st, redis::lease l) : st_(std::move(st)), lease_(std::move(l)) {
+  redis_held(std::shared_ptr<redis_run_state> st, redis::lease l)
+      : st_(std::move(st)), lease_(std::move(l)), info_(st_->info) {
+    info_.started_unix_ms = run::unix_time_ms();  // what inspect shows is the run time, not the wait
     if (lease_) {
       id_ = lease_.id();
       token_ = lease_.fencing_token();
@@ -118,7 +120,7 @@ class redis_held final : public run::held_permit {
     const std::string key = run_holder_key(st_->settings.name, id_),
                       ttl = std::to_string(std::max<std::int64_t>(ttl_ms, 1));
     redis::client& c = st_->limit_client();
-    c.async_execute_command(c.default_deadline(), redis::command{"SET", key, info_json(st_->info), "PX", ttl},
+    c.async_execute_command(c.default_deadline(), redis::command{"SET", key, info_json(info_), "PX", ttl},
                             [](boost::system::error_code, redis::reply) {});
   }
   std::optional<std::string> release() override {
@@ -140,6 +142,7 @@ class redis_held final : public run::held_permit {
  private:
   std::shared_ptr<redis_run_state> st_;
   redis::lease lease_;
+  run::entry_info info_;  // what inspect shows of this holder
   std::string id_;
   std::int64_t token_ = 0;
 };
@@ -151,7 +154,7 @@ class redis_source final : public run::permit_source {
   std::unique_ptr<run::held_permit> acquire(std::optional<steady::time_point> deadline, bool no_wait,
                                             std::stop_token stop,
                                             const std::function<void(const run::wait_progress&)>& progress,
-                                            run::refusal& why) override {
+                                            bool status_line, run::refusal& why) override {
     const run::run_settings& s = st_->settings;
     const auto given =
         deadline ? std::min<steady::duration>(call_timeout, *deadline - steady::now()) : steady::duration(call_timeout);
@@ -159,6 +162,9 @@ class redis_source final : public run::permit_source {
       return fail(why, *f);
     }
     st_->make_limits();
+    if (st_->sem) {
+      if (auto problem = check_capacity()) return fail(why, *problem);
+    }
     redis::lease lease;
     if (st_->sem) {
       // The status line and the "waiting" event once the request is in the queue.
@@ -187,6 +193,7 @@ class redis_source final : public run::permit_source {
             p.capacity = snap.capacity;
           }
           if (progress && (first || !ec)) progress(p);
+          if (!status_line) return;  // the "waiting" event is said; nobody watches the rest
           l.lock();
           cv.wait_for(l, done, status_every, [] { return false; });
           if (done.stop_requested()) return;
@@ -209,9 +216,18 @@ class redis_source final : public run::permit_source {
     }
     if (st_->rate) {
       bool out_of_time = false;
-      if (auto e = wait_for_rate(deadline, no_wait, stop, out_of_time)) {
+      if (auto e = wait_for_rate(deadline, no_wait, stop, progress, out_of_time)) {
         if (lease) (void)lease.release();
         return refuse(why, e, out_of_time);
+      }
+      if (lease && lease.state() == redis::lease_state::lost) {  // lost while the rate made it wait
+        (void)lease.release();
+        redis_failure f;
+        f.error = admit::errc::timeout;
+        f.transient = true;
+        f.message = "the permit of " + quote(s.name) + " at " + st_->where() +
+                    " was lost while the rate made it wait (Redis did not renew it within --lease-ttl)";
+        return fail(why, f);
       }
     }
     return std::make_unique<redis_held>(st_, std::move(lease));
@@ -221,11 +237,12 @@ class redis_source final : public run::permit_source {
   // Takes the rate's tokens, sleeping each refusal's retry_after (on `stop` or past `deadline`: the error).
   // `out_of_time`: set when the error is errc::timeout because the rate cannot admit by `deadline` (not a Redis
   // call's timeout).
+  // `progress` is told once, when the rate first makes it wait (the "waiting" event).
   std::error_code wait_for_rate(std::optional<steady::time_point> deadline, bool no_wait, std::stop_token stop,
-                                bool& out_of_time) {
+                                const std::function<void(const run::wait_progress&)>& progress, bool& out_of_time) {
     std::mutex m;
     std::condition_variable_any cv;
-    for (;;) {
+    for (bool told = !progress;; told = true) {
       const redis::limiter_result r = st_->rate->decide("admit-run", st_->settings.weight);
       if (r.error) return r.error;
       if (r.decision.admitted) return {};
@@ -235,16 +252,43 @@ class redis_source final : public run::permit_source {
         out_of_time = true;  // the rate could not admit it in time: fail now rather than at the deadline
         return admit::errc::timeout;
       }
+      if (!told) {
+        run::wait_progress p;
+        p.capacity = st_->settings.concurrency;
+        p.rate_wait = r.decision.retry_after;
+        progress(p);
+      }
       std::unique_lock l(m);
       if (cv.wait_until(l, stop, at, [] { return false; }) || stop.stop_requested()) return admit::errc::cancelled;
     }
   }
 
+  // The semaphore's capacity in Redis is --concurrency's, or made so with --set-capacity: a semaphore that exists keeps
+  // the capacity it was made with, and a run that asked for fewer would otherwise share more.
+  std::optional<redis_failure> check_capacity() {
+    const run::run_settings& s = st_->settings;
+    const auto [snap, ec] = st_->sem->inspect(0);
+    if (ec == admit::errc::not_found) return std::nullopt;  // the first acquisition makes it with --concurrency
+    if (ec) return call_failure(st_->conn, ec, snap.error_reply, call_timeout);
+    if (snap.capacity == s.concurrency) return std::nullopt;
+    if (s.set_capacity) {
+      if (const auto e = st_->sem->set_capacity(s.concurrency)) return call_failure(st_->conn, e, {}, call_timeout);
+      return std::nullopt;
+    }
+    redis_failure f;
+    f.error = admit::errc::exceeds_capacity;
+    f.message = "the semaphore " + quote(s.name) + " at " + st_->where() + " has capacity " +
+                std::to_string(snap.capacity) + ", not --concurrency " + std::to_string(s.concurrency) +
+                ": every admit run of one name must give the same; add --set-capacity to make it " +
+                std::to_string(s.concurrency) + " for every host";
+    return f;
+  }
+
   std::unique_ptr<run::held_permit> fail(run::refusal& why, const redis_failure& f) {
     why.error = f.error;
     why.message = "not admitted: " + f.message;
-    why.exit_status = f.exit_status();
-    why.reason = "redis";
+    why.exit_status = f.error == admit::errc::exceeds_capacity ? exit_bad_input : f.exit_status();
+    why.reason = f.error == admit::errc::exceeds_capacity ? "capacity" : "redis";
     return nullptr;
   }
 

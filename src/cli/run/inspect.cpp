@@ -15,22 +15,16 @@ namespace admit::cli::run {
 
 namespace {
 
-std::int64_t since_ns(std::int64_t unix_ms) {
-  const auto now =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-  return std::max<std::int64_t>(0, now - unix_ms) * 1'000'000;
-}
 
 nlohmann::ordered_json entry_json(const local_snapshot::entry& e, const char* time_key) {
   return {{"ticket", e.ticket},        {"weight", e.weight},
           {"host", e.info.host},       {"pid", e.info.pid},
-          {"command", e.info.command}, {time_key, json_seconds(since_ns(e.info.started_unix_ms))}};
+          {"command", e.info.command}, {time_key, json_seconds(ns_since(e.info.started_unix_ms))}};
 }
 
 void print_entry(std::ostream& out, const local_snapshot::entry& e, const char* verb) {
   out << "ticket " << e.ticket << "  permits " << e.weight << "  " << e.info.host << " pid " << e.info.pid << " "
-      << verb << " " << human_duration(since_ns(e.info.started_unix_ms)) << ": " << quote(e.info.command) << "\n";
+      << verb << " " << human_duration(ns_since(e.info.started_unix_ms)) << ": " << quote(e.info.command) << "\n";
 }
 
 }  // namespace

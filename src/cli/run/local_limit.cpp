@@ -32,10 +32,6 @@ namespace {
 using std::chrono::nanoseconds;
 using std::chrono::steady_clock;
 
-std::int64_t now_unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 [[noreturn]] void invalid(const std::string& message) { throw std::invalid_argument("local limit: " + message); }
 
@@ -121,7 +117,8 @@ class entry_guard {
   bool holder_ = false;
 };
 
-// Waits for an event on `fds` or `timeout`. Returns whether an inotify event names an entry (or the queue overflowed).
+// Waits for an event on `fds` or `timeout` (`inotify_fd` -1: no watch, poll() skips it). Returns whether an inotify
+// event names an entry (or the queue overflowed).
 bool wait_for_events(int inotify_fd, int event_fd, nanoseconds timeout) {
   pollfd fds[2] = {{inotify_fd, POLLIN, 0}, {event_fd, POLLIN, 0}};
   timeout = std::max(timeout, nanoseconds(0));
@@ -131,7 +128,7 @@ bool wait_for_events(int inotify_fd, int event_fd, nanoseconds timeout) {
   }
   bool relevant = false;
   alignas(inotify_event) char buf[4096];
-  for (;;) {
+  while (inotify_fd >= 0) {
     ssize_t n = ::read(inotify_fd, buf, sizeof buf);
     if (n <= 0) break;
     for (ssize_t off = 0; off < n;) {
@@ -238,7 +235,7 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   // Under lock: admits this participant (evaluate said so).
   auto admit_now = [&](const evaluation& e) {
     if (c.interval) local::write_tat(q, local::read_clock().boot_id, e.new_tat);
-    self.info.started_unix_ms = now_unix_ms();
+    self.info.started_unix_ms = unix_time_ms();
     local::rewrite_entry(q, entry->fd(), self);
     auto entry_path = q.path() / local::entry_name(true, self.ticket), lock_path = q.path() / "lock";
     int fd = entry->promote();
@@ -264,7 +261,7 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     auto live = local::scan_live(q);
     last_check = steady_clock::now();
     self.ticket = local::next_ticket(q, live);
-    self.info.started_unix_ms = now_unix_ms();
+    self.info.started_unix_ms = unix_time_ms();
     entry.emplace(q, local::create_entry(q, self), self.ticket);
     live.push_back(self);
     evaluation e = evaluate(q, c, live, self.ticket);
@@ -276,11 +273,12 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     }
   }
 
+  // Without a watch (the user's inotify instances or watches are used up: fs.inotify.max_user_instances, 128 by
+  // default, and many waiters), the wait still works: it checks every poll_interval instead of at each change.
   inotify = local::unique_fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!inotify) return leave_after(errno, "local limit: inotify_init1");
-  if (::inotify_add_watch(inotify.get(), q.path().c_str(),
-                          IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
-    return leave_after(errno, "cannot watch \"" + q.path().string() + "\"");
+  if (inotify && ::inotify_add_watch(inotify.get(), q.path().c_str(),
+                                     IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
+    inotify.reset();
   }
   local::unique_fd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake) return leave_after(errno, "local limit: eventfd");
@@ -347,6 +345,15 @@ local_inspection inspect_local(const std::filesystem::path& directory, const std
     to.push_back({r.ticket, r.weight, std::move(r.info)});
   }
   return result;
+}
+
+std::int64_t unix_time_ms() noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t ns_since(std::int64_t unix_ms) noexcept {
+  return std::max<std::int64_t>(0, unix_time_ms() - unix_ms) * 1'000'000;
 }
 
 std::filesystem::path default_lock_directory() {

@@ -56,6 +56,11 @@ struct entry_info {
   std::int64_t started_unix_ms = 0;  // when it joined (waiters) or was admitted (holders), Unix time in ms
 };
 
+// Now, in ms since the Unix epoch by the system clock (as entry_info::started_unix_ms counts).
+std::int64_t unix_time_ms() noexcept;
+// How long ago `unix_ms` was, in ns; 0 when it is ahead (another host's clock may be).
+std::int64_t ns_since(std::int64_t unix_ms) noexcept;
+
 struct local_limit_config {
   std::filesystem::path directory;  // where the names live (created, mode 0700 when it does not exist)
   std::string name;                 // [A-Za-z0-9._-]+, at most 200 bytes (a file name; not "." or "..")

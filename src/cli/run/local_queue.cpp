@@ -103,19 +103,6 @@ void parse_entry(const std::string& text, entry_record& r) {
 
 }  // namespace
 
-unique_fd& unique_fd::operator=(unique_fd&& o) noexcept {
-  if (this != &o) {
-    reset();
-    fd_ = o.release();
-  }
-  return *this;
-}
-
-void unique_fd::reset() noexcept {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 std::string entry_name(bool holder, std::uint64_t ticket) {
   std::string digits = std::to_string(ticket);
   return std::string(holder ? "h." : "w.") + std::string(20 - digits.size(), '0') + digits;

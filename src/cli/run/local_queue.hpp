@@ -14,31 +14,11 @@
 #include <vector>
 
 #include "cli/run/local_limit.hpp"
+#include "cli/run/unique_fd.hpp"
 
 namespace admit::cli::run::local {
 
-// An owned file descriptor (closed by the destructor). Move-only.
-class unique_fd {
- public:
-  unique_fd() noexcept = default;
-  explicit unique_fd(int fd) noexcept : fd_(fd) {}
-  unique_fd(unique_fd&& o) noexcept : fd_(o.release()) {}
-  unique_fd& operator=(unique_fd&& o) noexcept;
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() { reset(); }
-  int get() const noexcept { return fd_; }
-  explicit operator bool() const noexcept { return fd_ >= 0; }
-  int release() noexcept {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void reset() noexcept;
-
- private:
-  int fd_ = -1;
-};
+using run::unique_fd;
 
 // One entry as read from its file (live entries only).
 struct entry_record {

@@ -33,12 +33,12 @@ class local_source final : public permit_source {
 
   std::unique_ptr<held_permit> acquire(std::optional<std::chrono::steady_clock::time_point> deadline, bool no_wait,
                                        std::stop_token stop, const std::function<void(const wait_progress&)>& progress,
-                                       refusal& why) override {
+                                       bool /*status_line: reporting costs nothing here*/, refusal& why) override {
     auto r = limit_.acquire(deadline, no_wait, stop, progress);
     if (r) return std::make_unique<local_held>(std::move(*r));
     why.error = r.error();
     why.message = describe(r.error());
-    why.exit_status = r.error() == admit::errc::exceeds_capacity ? 2 : 75;
+    why.exit_status = r.error() == admit::errc::exceeds_capacity ? exit_bad_input : exit_not_admitted;
     return nullptr;
   }
 

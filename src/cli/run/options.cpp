@@ -66,10 +66,12 @@ run_settings check(const run_options& o) {
   }
   if (o.rate) {
     s.rate = parse_rate_option("--rate", *o.rate);
-    s.rate_text = *o.rate;
     if (s.rate->is_zero())
       throw usage_error("invalid --rate " + quote(*o.rate) + ": a zero rate never starts anything");
     if (s.rate->is_inf()) s.rate.reset();  // no rate limit
+    if (!s.rate && s.concurrency == 0) {
+      throw usage_error("--rate " + quote(*o.rate) + " limits nothing: give a finite rate, or --concurrency N");
+    }
   }
   if (o.burst) {
     if (!o.rate) throw usage_error("--burst applies only with --rate");
@@ -101,7 +103,17 @@ run_settings check(const run_options& o) {
     }
   }
   s.on_lease_lost = parse_action(o.on_lease_lost);
-  if (o.kill_after) s.kill_after = positive("--kill-after", *o.kill_after);
+  if (o.on_lease_lost != "term" && !s.redis) {
+    throw usage_error("--on-lease-lost applies only with --redis (a local permit cannot be lost)");
+  }
+  if (o.kill_after) {
+    if (!s.redis) throw usage_error("--kill-after applies only with --redis (after --on-lease-lost=term's SIGTERM)");
+    s.kill_after = positive("--kill-after", *o.kill_after);
+  }
+  if (o.set_capacity && (!s.redis || s.concurrency == 0)) {
+    throw usage_error("--set-capacity applies only with --redis and --concurrency N (the capacity it sets)");
+  }
+  s.set_capacity = o.set_capacity;
   s.quiet = o.quiet;
   s.json = o.json;
   return s;

@@ -33,6 +33,7 @@ struct run_options {
       kill_after;
   std::string on_lease_lost = "term";
   bool no_wait = false, quiet = false, json = false;
+  bool set_capacity = false;         // --redis: make --concurrency the semaphore's capacity
   std::vector<std::string> command;  // COMMAND [ARGS...]
 };
 
@@ -41,7 +42,6 @@ struct run_settings {
   std::int64_t concurrency = 0;  // 0: no concurrency limit
   std::int64_t weight = 1;
   std::optional<admit::rate> rate;
-  std::string rate_text;  // --rate as written, for messages
   std::int64_t burst = 1;
   std::optional<std::string> redis;      // the URL
   std::filesystem::path lock_directory;  // local only
@@ -52,12 +52,16 @@ struct run_settings {
   lease_lost_action on_lease_lost = lease_lost_action::term;
   std::chrono::nanoseconds kill_after = std::chrono::seconds(10);
   bool quiet = false, json = false;
+  // With --redis: a semaphore that exists with another capacity gets --concurrency as its capacity, for the whole
+  // fleet (without it, such a semaphore is refused: two capacities for one name would each hold for nobody).
+  bool set_capacity = false;
   std::vector<std::string> command;
 };
 
 // Checks the options (usage_error naming the option and value): --name and COMMAND required, at least one of
-// --concurrency and --rate, --weight at most --concurrency and --burst, --burst only with --rate, --lease-ttl and
-// --on-lease-lost only with --redis, --lock-dir only without, --no-wait not with --timeout.
+// --concurrency and --rate (a rate of inf limits nothing), --weight at most --concurrency and --burst, --burst only
+// with --rate, --lease-ttl, --on-lease-lost, --kill-after and --set-capacity only with --redis (--set-capacity also
+// needs --concurrency), --lock-dir only without, --no-wait not with --timeout.
 run_settings check(const run_options& options);
 
 }  // namespace admit::cli::run

@@ -44,13 +44,14 @@ struct refusal {
 class permit_source {
  public:
   virtual ~permit_source() = default;
-  // Waits for the permit (no_wait: only now; deadline: until then; stop: until requested), calling `progress` on this
-  // thread as local_limit::acquire does (the Redis source calls it with position 0: unknown). On this thread;
-  // blocking.
+  // Waits for the permit (no_wait: only now; deadline: until then; stop: until requested), blocking. `progress` is
+  // called once the request waits in the queue, and then, when `status_line` (a terminal shows the waiting), as the
+  // state changes or at least twice a second: from this thread as local_limit::acquire does, or from another (the
+  // Redis source, with position 0: unknown).
   virtual std::unique_ptr<held_permit> acquire(std::optional<std::chrono::steady_clock::time_point> deadline,
                                                bool no_wait, std::stop_token stop,
                                                const std::function<void(const wait_progress&)>& progress,
-                                               refusal& why) = 0;
+                                               bool status_line, refusal& why) = 0;
 };
 
 }  // namespace admit::cli::run

@@ -13,10 +13,6 @@ namespace admit::cli::run {
 
 namespace {
 
-std::int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string_view action_name(lease_lost_action a) {
   switch (a) {
@@ -54,7 +50,7 @@ nlohmann::ordered_json reporter::event(std::string_view name) const {
   nlohmann::ordered_json j;
   j["event"] = name;
   j["name"] = settings_.name;
-  j["time_unix_ms"] = unix_ms();
+  j["time_unix_ms"] = unix_time_ms();
   return j;
 }
 

@@ -27,6 +27,8 @@ class reporter {
   // `status_line`: stderr is a terminal (the line is drawn only then, and never with --quiet or --json).
   reporter(const run_settings& settings, std::ostream& err, bool status_line);
 
+  // Whether a status line is drawn while waiting (a terminal, and neither --quiet nor --json).
+  bool shows_status() const noexcept { return status_line_; }
   // While waiting: redraws the status line; the first call also writes the "waiting" event.
   void waiting(const wait_progress& p, std::chrono::nanoseconds waited);
   // Erases the status line (before the command starts: its output must not land on the line).

@@ -18,11 +18,13 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include "admit/errc.hpp"
 #include "cli/message.hpp"
 #include "cli/run/command.hpp"
 #include "cli/run/local_source.hpp"
+#include "cli/run/unique_fd.hpp"
 
 namespace admit::cli::run {
 
@@ -34,32 +36,35 @@ constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, 
 
 bool ends_the_wait(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
 
-// A file descriptor closed at scope end.
-class fd_guard {
- public:
-  explicit fd_guard(int fd) : fd_(fd) {
-    if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "admit run");
-  }
-  ~fd_guard() { ::close(fd_); }
-  fd_guard(const fd_guard&) = delete;
-  fd_guard& operator=(const fd_guard&) = delete;
-  int get() const noexcept { return fd_; }
-
- private:
-  int fd_;
-};
+// `fd`, owned; throws the errno of the call that failed to make it.
+unique_fd checked(int fd, const char* what) {
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), what);
+  return unique_fd(fd);
+}
 
 // The signals admit run handles, blocked in every thread from now on and read from a signalfd; the mask before, for
-// the command.
+// the command. A signal this process was started with ignored (nohup's SIGHUP, a background job's SIGINT) stays
+// ignored — by admit run and, inherited, by the command. SIGCHLD is set to its default: ignored, the kernel would reap
+// the command itself and say nothing. SIGPIPE is blocked: a closed stderr makes admit run's messages fail, not kill it
+// (and, through PR_SET_PDEATHSIG, the command).
 struct signal_watch {
   sigset_t handled{}, original{};
-  std::optional<fd_guard> fd;
+  unique_fd fd;
   signal_watch() {
     ::sigemptyset(&handled);
-    for (int s : forwarded_signals) ::sigaddset(&handled, s);
+    for (int s : forwarded_signals) {
+      struct sigaction now {};
+      if (::sigaction(s, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) continue;
+      ::sigaddset(&handled, s);
+    }
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(SIGCHLD, &dfl, nullptr);
     ::sigaddset(&handled, SIGCHLD);
-    ::pthread_sigmask(SIG_BLOCK, &handled, &original);
-    fd.emplace(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+    sigset_t blocked = handled;
+    ::sigaddset(&blocked, SIGPIPE);
+    ::pthread_sigmask(SIG_BLOCK, &blocked, &original);
+    fd = checked(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK), "signalfd");
   }
   ~signal_watch() {
     fd.reset();
@@ -68,7 +73,7 @@ struct signal_watch {
   // The next signal, if one is pending.
   std::optional<signalfd_siginfo> next() const {
     signalfd_siginfo info{};
-    if (::read(fd->get(), &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return std::nullopt;
+    if (::read(fd.get(), &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return std::nullopt;
     return info;
   }
 };
@@ -88,9 +93,7 @@ entry_info who(const run_settings& s) {
   if (::gethostname(host, sizeof host - 1) == 0) info.host = host;
   info.pid = ::getpid();
   info.command = joined(s.command);
-  info.started_unix_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  info.started_unix_ms = unix_time_ms();
   return info;
 }
 
@@ -117,12 +120,13 @@ std::unique_ptr<held_permit> wait_for_permit(permit_source& source, const run_se
   const auto start = steady::now();
   std::optional<steady::time_point> deadline;
   if (s.timeout) deadline = start + *s.timeout;
-  fd_guard done(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  const unique_fd done = checked(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "eventfd");
   std::unique_ptr<held_permit> permit;
   std::jthread worker([&](std::stop_token stop) {
     try {
       permit = source.acquire(
-          deadline, s.no_wait, stop, [&](const wait_progress& p) { report.waiting(p, steady::now() - start); }, why);
+          deadline, s.no_wait, stop, [&](const wait_progress& p) { report.waiting(p, steady::now() - start); },
+          report.shows_status(), why);
     } catch (const std::system_error& e) {  // the lock directory's files (a Redis failure is a refusal)
       why.error = e.code();
       why.message = e.what();
@@ -136,7 +140,7 @@ std::unique_ptr<held_permit> wait_for_permit(permit_source& source, const run_se
     [[maybe_unused]] const auto n = ::write(done.get(), &one, sizeof one);
   });
   for (;;) {
-    pollfd fds[2] = {{signals.fd->get(), POLLIN, 0}, {done.get(), POLLIN, 0}};
+    pollfd fds[2] = {{signals.fd.get(), POLLIN, 0}, {done.get(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0 && errno != EINTR) throw std::system_error(errno, std::generic_category(), "poll");
     while (auto info = signals.next()) {
       const int sig = static_cast<int>(info->ssi_signo);
@@ -163,8 +167,16 @@ struct outcome {
 
 // Supervises the running command until it exits: forwards signals, acts on a lost permit, maintains the permit.
 outcome supervise(pid_t pid, held_permit& permit, const run_settings& s, const signal_watch& signals,
-                  reporter& report) {
+                  reporter& report, const std::vector<signalfd_siginfo>& early) {
   outcome out;
+  // A signal the terminal sent went to the whole foreground process group, the command included: not twice.
+  const auto pass_on = [&](const signalfd_siginfo& info) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    const bool from_terminal = info.ssi_code == SI_KERNEL;
+    if (!from_terminal) ::kill(pid, sig);
+    report.signal(sig, !from_terminal);
+  };
+  for (const auto& info : early) pass_on(info);
   std::optional<steady::time_point> kill_at;
   const auto every = permit.maintenance_interval();
   std::optional<steady::time_point> maintain_at;
@@ -174,6 +186,10 @@ outcome supervise(pid_t pid, held_permit& permit, const run_settings& s, const s
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) {
       out.wait_status = status;
+      return out;
+    }
+    if (r < 0 && errno == ECHILD) {  // reaped by someone else: gone, its status unknown
+      out.wait_status = W_EXITCODE(exit_failure, 0);
       return out;
     }
     if (r < 0 && errno != EINTR) throw std::system_error(errno, std::generic_category(), "waitpid");
@@ -193,7 +209,7 @@ outcome supervise(pid_t pid, held_permit& permit, const run_settings& s, const s
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(*wake - steady::now()).count();
       timeout_ms = static_cast<int>(std::clamp<std::int64_t>(left, 0, 60'000));
     }
-    pollfd fds[2] = {{signals.fd->get(), POLLIN, 0}, {permit.lost_fd(), POLLIN, 0}};
+    pollfd fds[2] = {{signals.fd.get(), POLLIN, 0}, {permit.lost_fd(), POLLIN, 0}};
     const nfds_t n = permit.lost_fd() >= 0 && !out.lost ? 2 : 1;
     if (::poll(fds, n, timeout_ms) < 0 && errno != EINTR) {
       throw std::system_error(errno, std::generic_category(), "poll");
@@ -201,10 +217,7 @@ outcome supervise(pid_t pid, held_permit& permit, const run_settings& s, const s
     while (auto info = signals.next()) {
       const int sig = static_cast<int>(info->ssi_signo);
       if (sig == SIGCHLD) continue;  // reaped at the top of the loop
-      // A signal the terminal sent went to the whole foreground process group, the command included: not twice.
-      const bool from_terminal = info->ssi_code == SI_KERNEL;
-      if (!from_terminal) ::kill(pid, sig);
-      report.signal(sig, !from_terminal);
+      pass_on(*info);
     }
     if (n == 2 && (fds[1].revents & POLLIN)) {
       out.lost = true;
@@ -281,6 +294,19 @@ int run_command(const run_options& options, std::ostream& err, bool stderr_is_te
     }
     return why.exit_status;
   }
+  // A signal that came after the wait's last look and before the command exists: one that ends the wait still does
+  // (the permit is given back); another is passed to the command once it runs.
+  std::vector<signalfd_siginfo> early;
+  while (auto info = signals.next()) {
+    const int sig = static_cast<int>(info->ssi_signo);
+    if (ends_the_wait(sig) && stopped_by == 0) {
+      stopped_by = sig;
+      report.signal(sig, false);
+      permit->release();
+    } else if (sig != SIGCHLD) {
+      early.push_back(*info);
+    }
+  }
   if (stopped_by != 0) {  // a permit granted as the signal came was given back
     report.not_admitted("signal", waited,
                         "not admitted: " + signal_name(stopped_by) + " while waiting for " + quote(s.name));
@@ -301,7 +327,7 @@ int run_command(const run_options& options, std::ostream& err, bool stderr_is_te
   }
   const auto started = steady::now();
   report.started(pid, permit->fencing_token(), permit->lease_id(), waited);
-  const outcome o = supervise(pid, *permit, s, signals, report);
+  const outcome o = supervise(pid, *permit, s, signals, report, early);
   const auto ran = steady::now() - started;
   if (auto problem = permit->release()) report.error(*problem);
   permit.reset();

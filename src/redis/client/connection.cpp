@@ -4,6 +4,7 @@
 // Threads. submit(), close() and add_connect_waiter() run on any thread; they touch only `incoming_` (under `mutex_`)
 // and post to the strand. Everything else runs on the strand. A request completes through its atomic `done` flag, so
 // a blocked caller's deadline, a cancellation slot and the strand never complete it twice.
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -524,6 +525,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       boost::system::error_code ignored;
       if (options_.unix_path.empty() || sentinel_) socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
       socket_.non_blocking(true, ignored);  // for start_write's immediate attempt
+      // Not inherited by a program this process starts (fork and exec): its copy would keep the connection, and the
+      // server's state of it (a blocked BLMPOP, an authenticated session), alive, and could write into it. (Asio opens
+      // sockets without SOCK_CLOEXEC; a fork between the open and this line is the one window left.)
+      ::fcntl(socket_.native_handle(), F_SETFD, FD_CLOEXEC);
     }
     if (tls_context_) {
       start_tls_handshake(gen);
