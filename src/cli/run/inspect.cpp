@@ -15,7 +15,6 @@ namespace admit::cli::run {
 
 namespace {
 
-
 nlohmann::ordered_json entry_json(const local_snapshot::entry& e, const char* time_key) {
   return {{"ticket", e.ticket},        {"weight", e.weight},
           {"host", e.info.host},       {"pid", e.info.pid},

@@ -32,7 +32,6 @@ namespace {
 using std::chrono::nanoseconds;
 using std::chrono::steady_clock;
 
-
 [[noreturn]] void invalid(const std::string& message) { throw std::invalid_argument("local limit: " + message); }
 
 // The outcome of one admission check (under `lock`).

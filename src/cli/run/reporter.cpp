@@ -13,7 +13,6 @@ namespace admit::cli::run {
 
 namespace {
 
-
 std::string_view action_name(lease_lost_action a) {
   switch (a) {
     case lease_lost_action::term:

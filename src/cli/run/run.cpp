@@ -166,8 +166,8 @@ struct outcome {
 };
 
 // Supervises the running command until it exits: forwards signals, acts on a lost permit, maintains the permit.
-outcome supervise(pid_t pid, held_permit& permit, const run_settings& s, const signal_watch& signals,
-                  reporter& report, const std::vector<signalfd_siginfo>& early) {
+outcome supervise(pid_t pid, held_permit& permit, const run_settings& s, const signal_watch& signals, reporter& report,
+                  const std::vector<signalfd_siginfo>& early) {
   outcome out;
   // A signal the terminal sent went to the whole foreground process group, the command included: not twice.
   const auto pass_on = [&](const signalfd_siginfo& info) {

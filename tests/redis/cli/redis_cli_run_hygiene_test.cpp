@@ -1,0 +1,109 @@
+// `admit run` as a process among others: what its caller leaves it (an ignored SIGCHLD, nohup's ignored SIGHUP, a
+// closed stderr), what the command gets of it (its own "--", no Redis connection), and a Redis semaphore whose
+// capacity another run set. Each test failed before the fix it names.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>  // (std::thread: built in the ThreadSanitizer preset, whose admit binary these tests run)
+
+#include "admit_run_testing.hpp"
+#include "child_process.hpp"
+#include "redis_server.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace admit::redis::testing::run;
+using admit::redis::testing::redis_server;
+using admit::redis::testing::run_result;
+
+#ifdef ADMIT_CLI
+
+class AdmitRunHygiene : public ::testing::Test {
+ protected:
+  args local(const std::string& name, const args& more) const {
+    return args{ADMIT_CLI, "run", "--lock-dir", dir_ / "locks", "--name", name} + more;
+  }
+  // `sh -c 'SETUP; exec admit run ARGS...'`: admit run started the way SETUP leaves a process (its arguments passed
+  // as the shell's positional parameters, never through the shell's parser).
+  static args under_shell(const std::string& setup, const args& admit_args) {
+    return args{"/bin/sh", "-c", setup + "; exec \"$@\"", "sh"} + admit_args;
+  }
+
+  temp_dir dir_;
+};
+
+// A caller that ignores SIGCHLD (the disposition survives exec): the kernel reaped the command by itself and admit run
+// waited for it forever, holding the permit.
+TEST_F(AdmitRunHygiene, IgnoredSigchldDoesNotHangIt) {
+  const run_result r =
+      run_to_end(under_shell("trap '' CHLD", local("chld", {"--concurrency", "1", "--", "sh", "-c", "exit 3"})), 20s);
+  EXPECT_EQ(r.status, 3) << r.err;
+}
+
+// nohup: SIGHUP ignored. A SIGHUP then neither ends the wait nor reaches the command (it exited 129 while waiting).
+TEST_F(AdmitRunHygiene, SignalsIgnoredAtStartStayIgnored) {
+  const run_result r = run_to_end(
+      under_shell("trap '' HUP",
+                  local("hup", {"--concurrency", "1", "--", "sh", "-c", "kill -HUP \"$PPID\"; sleep 0.2; echo alive"})),
+      20s);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "alive\n");
+}
+
+// stderr a pipe nobody reads any more: an event written then made admit run die of SIGPIPE, and the command with it
+// (PR_SET_PDEATHSIG). The command makes an event come once the pipe's reader is gone: it sends admit run a SIGUSR1,
+// whose forwarding --json reports (the command ignores the signal itself).
+TEST_F(AdmitRunHygiene, ClosedStderrDoesNotKillIt) {
+  const std::string marker = dir_ / "done";
+  const std::string command = "trap '' USR1; sleep 0.3; kill -USR1 \"$PPID\"; sleep 0.3; echo ok > \"$1\"";
+  const run_result r =
+      run_to_end(args{"/bin/sh", "-c", "\"$@\" 2>&1 | true; exit 0", "sh"} +
+                     local("pipe", {"--concurrency", "1", "--json", "--", "sh", "-c", command, "sh", marker}),
+                 20s);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(read_text(marker), "ok\n") << "the command did not run to its end once stderr's reader was gone";
+}
+
+// Without admit's own "--", a "--" further on is the command's argument (it was taken as admit's and dropped).
+TEST_F(AdmitRunHygiene, TheCommandsOwnDoubleDashIsKept) {
+  const run_result r = run_to_end(local("dash", {"--concurrency", "1", "printf", "[%s]", "a", "--", "b"}), 20s);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "[a][--][b]");
+}
+
+class AdmitRunHygieneRedis : public AdmitRunHygiene {
+ protected:
+  args remote(const std::string& name, const args& more) const {
+    return args{ADMIT_CLI, "run", "--redis", server_.url(), "--name", name} + more;
+  }
+  redis_server server_;
+};
+
+// The command inherited admit's Redis connections (the semaphore's and its wake-up BLMPOP).
+TEST_F(AdmitRunHygieneRedis, TheCommandGetsNoRedisConnection) {
+  const run_result r = run_to_end(
+      remote("fds", {"--concurrency", "1", "--", "sh", "-c", "ls -l /proc/$$/fd | grep -c socket: || true"}), 20s);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "0\n");
+}
+
+// A semaphore made with capacity 5 kept it for a run that asked for 1: three such runs held it together.
+TEST_F(AdmitRunHygieneRedis, AnotherCapacityIsRefusedUnlessSet) {
+  ASSERT_EQ(run_to_end(remote("cap", {"--concurrency", "5", "--", "true"}), 20s).status, 0);
+  const run_result refused = run_to_end(remote("cap", {"--concurrency", "1", "--", "echo", "ran"}), 20s);
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_EQ(refused.out, "");
+  EXPECT_NE(refused.err.find("has capacity 5, not --concurrency 1"), std::string::npos) << refused.err;
+  const run_result set = run_to_end(remote("cap", {"--concurrency", "1", "--set-capacity", "--", "echo", "ran"}), 20s);
+  EXPECT_EQ(set.status, 0) << set.err;
+  const run_result inspected = run_to_end(args{ADMIT_CLI, "inspect", "--redis", server_.url(), "--json", "cap"}, 20s);
+  EXPECT_NE(inspected.out.find("\"capacity\": 1,"), std::string::npos) << inspected.out;
+}
+
+#endif  // ADMIT_CLI
+
+}  // namespace
