@@ -17,25 +17,32 @@
 //
 // The share rule. Class c has a share s_c (shares sum to at most 1). Its guarantee is
 // - g_c permits: the shares of max_in_flight apportioned by largest remainder (floor(s_c·M) or ceil(s_c·M); the g_c
-//   sum to floor(Σs·M); ties to the lower index), and
-// - its own assured token bucket: rate s_c·rate, burst max(1, ceil(s_c·burst)) (none for s_c == 0), starting full.
-// A head request of class c is *within its guarantee* when the class holds at most g_c − n permits and its assured
-// bucket holds n tokens. Each time something changes (an arrival, a release, a cancel, time reaching a head's token
-// time), heads are served in this order, repeatedly, until nothing more can be admitted:
-//   1. every head within its guarantee for which the global permits and global tokens suffice (class order; a head
-//      that does not fit does not hold back another class's head within its guarantee); it spends n tokens of both
-//      the global and its assured bucket;
-//   2. only if no head within its guarantee is left waiting: borrowing — the first head in class order (index 0
-//      first) that is not within its guarantee, if the global permits and tokens suffice; it spends global tokens only.
-//      A borrowing head that does not fit holds back the borrowing heads after it (the free capacity is kept for it).
-// Hence a class never waits behind another class while its own guarantee is unused: nothing is lent out while a
-// head within its guarantee waits, and permits or tokens that free up go to such heads first. Under saturation
-// (every class always has waiters), each class holds at least g_c permits whenever it wants them and is admitted at
-// least at s_c·rate over time (its assured bucket fills at s_c·rate and the global bucket fills at rate ≥ Σ s_c·rate,
-// so the requests within their guarantee are never starved of global tokens). What the shares leave unreserved
-// (1 − Σs) and what a class does not use is borrowed by the others. A class whose g_c rounds to zero, or whose n is
-// above g_c or its assured burst, only ever borrows. Within a class, requests are served strictly FIFO (a large head
-// holds back the smaller requests behind it).
+//   sum to floor(Σs·M); ties go to the lower index), and
+// - an assured token bucket of its own: rate s_c·rate, burst max(1, ceil(s_c·burst)), starting full (none when
+//   s_c == 0).
+// Each resource is judged on its own. The head request of class c (n permits, n tokens) is
+// - *entitled to permits* while the class holds fewer than g_c permits (always, without a concurrency limit), and
+// - *entitled to tokens* while its assured bucket holds at least one whole token (always, with the infinite rate).
+// Admitting it takes n global tokens and n permits; if it was entitled to tokens it also charges n to its assured
+// bucket (into debt when n exceeds what is there, which the class then waits out before it is entitled again), so a
+// class's entitled admissions never exceed s_c·rate (plus its assured burst). Whenever something changes (an arrival,
+// a release, a cancel or timeout, time reaching a head's token time), the heads are served, one admission at a time,
+// until none can be:
+//   - on each resource, the heads entitled to it rank first, among themselves by arrival; then the heads that would
+//     borrow it;
+//   - a head is admissible when, on each resource, its n is free beyond the n of every head ranking before it that
+//     could use it now (whose n of the other resource is free), so that a borrower takes only the surplus over what
+//     the entitled heads can use, and an entitled head is never made to wait by one that arrived after it (a head
+//     short of both resources claims neither: what it cannot use yet is not kept idle for it);
+//   - the earliest-arrived admissible head is admitted.
+// So a class never waits behind another class for a resource while its own share of it is unused: a head entitled to
+// a resource is only ever behind entitled heads that arrived before it, whose guarantees fit together with its own (Σ
+// g_c ≤ M; the assured rates add up to at most the rate). Under saturation (every class always has requests waiting)
+// each class holds about g_c permits or more when permits are scarce, and is admitted at s_c·rate or more over time
+// when tokens are scarce. What the shares leave unreserved (1 − Σs) and what a class does not use is borrowed by the
+// others, in arrival order (among borrowers a head that does not fit does not hold back another). A class of share 0,
+// or whose g_c rounds to 0, has no guarantee of that resource: it only borrows it. Within a class, requests are served
+// strictly FIFO (a large head holds back the smaller requests behind it).
 //
 // Deadlines fail fast: a timed request whose tokens, together with those of the requests ahead of it in its class,
 // the global bucket cannot accrue by its deadline fails at once with errc::timeout (as the rate limiters' timed waits,
@@ -129,6 +136,7 @@ class basic_admission {
       (void)rearm(*k);  // takes the engine's one initial permit (not a request's)
       classes_.push_back(std::move(k));
     }
+    standings_.resize(classes_.size());
   }
   basic_admission(const basic_admission&) = delete;
   basic_admission& operator=(const basic_admission&) = delete;
@@ -276,23 +284,65 @@ class basic_admission {
     const auto r = detail::token_bucket_step(c, oversize_policy::reject, tat, t, n);
     return !r.never && r.wait == 0;
   }
-  bool within_guarantee(const class_state& k, std::int64_t n, std::int64_t t) const noexcept {
-    if (limited() && k.held + n > k.plan.permits) return false;
-    if (global_.inf()) return true;
-    return tokens_now(k.plan.assured, k.assured_tat, t, n);
+
+  // The assured bucket's state once n more are charged to it (into debt if need be).
+  static std::int64_t assured_charge(const detail::token_bucket_config& c, std::int64_t tat, std::int64_t t,
+                                     std::int64_t n) noexcept {
+    const std::int64_t at = c.zero() ? c.frozen : t;
+    return detail::sat_add(std::max(tat, detail::sat_sub(at, c.tol)), detail::token_bucket_cost(c, n));
   }
-  bool fits(std::int64_t n, std::int64_t t) const noexcept {
-    if (limited() && held_ + n > plan_.max_in_flight) return false;
-    return tokens_now(global_, tat_, t, n);
+  // How long from t until the assured bucket holds a whole token: 0 now, ns_max never (share 0, or the zero rate).
+  static std::int64_t assured_wait(const detail::token_bucket_config& c, std::int64_t tat, std::int64_t t) noexcept {
+    if (c.burst < 1) return detail::ns_max;
+    const std::int64_t at = c.zero() ? c.frozen : t;
+    const std::int64_t ready = detail::sat_add(std::max(tat, detail::sat_sub(at, c.tol)), c.cost1);
+    if (ready <= at) return 0;
+    return c.zero() ? detail::ns_max : detail::sat_sub(ready, at);
   }
 
-  void admit(class_state& k, waiter& w, std::int64_t t, bool guaranteed) noexcept {
+  // A head's entitlements at effective time t (see the share rule at the top of the file).
+  struct standing {
+    bool permit_entitled = true;  // no concurrency limit, or the class holds fewer than g_c permits
+    bool token_entitled = true;   // infinite rate, or the class's assured bucket holds a whole token
+    bool permits_free = true;     // n permits are free (claims aside)
+    bool tokens_free = true;      // the global bucket holds n tokens (claims aside)
+  };
+  standing stand(const class_state& k, std::int64_t n, std::int64_t t) const noexcept {
+    standing st;
+    if (limited()) {
+      st.permit_entitled = k.held < k.plan.permits;
+      st.permits_free = held_ + n <= plan_.max_in_flight;
+    }
+    if (!global_.inf()) {
+      st.token_entitled = assured_wait(k.plan.assured, k.assured_tat, t) == 0;
+      st.tokens_free = tokens_now(global_, tat_, t, n);
+    }
+    return st;
+  }
+
+  // Under dispatch: whether head o's claim on permits (else tokens) counts against head c, i.e. c must leave o's n of
+  // it free. It does when o is entitled to the resource and could use it now (its other resource is free for it), and
+  // o arrived before c or c would borrow the resource — except in a conflict, where c arrived earlier and is itself
+  // entitled to the other resource, could use it, and o would leave c short of it: the earlier arrival prevails.
+  bool claims(std::size_t o, std::size_t c, bool on_permits) const noexcept {
+    const standing& so = standings_[o];
+    const standing& sc = standings_[c];
+    const std::int64_t no = classes_[o]->head->n;
+    const std::int64_t nc = classes_[c]->head->n;
+    if (on_permits ? !so.permit_entitled || !so.tokens_free : !so.token_entitled || !so.permits_free) return false;
+    if (classes_[o]->head->event.arrival < classes_[c]->head->event.arrival) return true;
+    if (on_permits ? sc.permit_entitled : sc.token_entitled) return false;
+    const bool conflict =
+        on_permits ? sc.token_entitled && sc.permits_free && !tokens_now(global_, tat_, t_, detail::sat_add(no, nc))
+                   : sc.permit_entitled && sc.tokens_free && limited() &&
+                         held_ + detail::sat_add(no, nc) > plan_.max_in_flight;
+    return !conflict;
+  }
+
+  void admit(class_state& k, waiter& w, std::int64_t t, const standing& st) noexcept {
     if (!global_.inf()) {
       tat_ = detail::token_bucket_step(global_, oversize_policy::reject, tat_, t, w.n).new_tat;
-      if (guaranteed) {
-        k.assured_tat =
-            detail::token_bucket_step(k.plan.assured, oversize_policy::reject, k.assured_tat, t, w.n).new_tat;
-      }
+      if (st.token_entitled) k.assured_tat = assured_charge(k.plan.assured, k.assured_tat, t, w.n);
     }
     last_now_ = std::max(last_now_, t);
     k.held += w.n;
@@ -303,49 +353,51 @@ class basic_admission {
     w.event.n = w.n;
     w.event.at = std::chrono::nanoseconds{t};
     w.event.order = ++admitted_;
-    w.event.within_guarantee = guaranteed;
+    w.event.within_guarantee = st.permit_entitled && st.token_entitled;
     if (w.interrupt != nullptr) w.interrupt->request_stop();
   }
 
   // Under the mutex: serves the heads by the share rule (top of the file) at effective time t, then gives each head
   // its token time so that it wakes when time alone could change the decision.
   void dispatch(std::int64_t t) noexcept {
+    std::vector<standing>& st = standings_;
+    t_ = t;
     for (;;) {
-      bool admitted = false;
-      bool guaranteed_waits = false;
-      for (auto& k : classes_) {
-        waiter* h = k->head;
-        if (h == nullptr || !within_guarantee(*k, h->n, t)) continue;
-        if (fits(h->n, t)) {
-          admit(*k, *h, t, true);
-          admitted = true;
-          break;
-        }
-        guaranteed_waits = true;
+      for (std::size_t c = 0; c < classes_.size(); ++c) {
+        if (classes_[c]->head != nullptr) st[c] = stand(*classes_[c], classes_[c]->head->n, t);
       }
-      if (admitted) continue;
-      if (!guaranteed_waits) {
-        for (auto& k : classes_) {
-          waiter* h = k->head;
-          if (h == nullptr) continue;
-          if (fits(h->n, t)) {
-            admit(*k, *h, t, false);
-            admitted = true;
-          }
-          break;
+      // The earliest-arrived admissible head: it needs its n free beyond what the heads ranking before it on each
+      // resource claim (the heads entitled to it that arrived earlier; for a borrower, every head entitled to it),
+      // counting a head's claim on one resource only while the other one is free for it.
+      std::size_t next = classes_.size();
+      for (std::size_t c = 0; c < classes_.size(); ++c) {
+        const waiter* h = classes_[c]->head;
+        if (h == nullptr || (next != classes_.size() && classes_[next]->head->event.arrival < h->event.arrival)) {
+          continue;
         }
+        std::int64_t permits = h->n;
+        std::int64_t tokens = h->n;
+        for (std::size_t o = 0; o < classes_.size(); ++o) {
+          if (o == c || classes_[o]->head == nullptr) continue;
+          if (claims(o, c, true)) permits = detail::sat_add(permits, classes_[o]->head->n);
+          if (claims(o, c, false)) tokens = detail::sat_add(tokens, classes_[o]->head->n);
+        }
+        if (limited() && held_ + permits > plan_.max_in_flight) continue;
+        if (!tokens_now(global_, tat_, t, tokens)) continue;
+        next = c;
       }
-      if (!admitted) break;
+      if (next == classes_.size()) break;
+      admit(*classes_[next], *classes_[next]->head, t, st[next]);
     }
     for (auto& k : classes_) {
       waiter* h = k->head;
       if (h == nullptr) continue;
       std::int64_t wait = detail::ns_max;
       if (!global_.inf()) {
-        for (const auto& [c, tat] : {std::pair{global_, tat_}, std::pair{k->plan.assured, k->assured_tat}}) {
-          const auto r = detail::token_bucket_step(c, oversize_policy::reject, tat, t, h->n);
-          if (!r.never && r.wait > 0) wait = std::min(wait, r.wait);
-        }
+        const auto g = detail::token_bucket_step(global_, oversize_policy::reject, tat_, t, h->n);
+        if (!g.never && g.wait > 0) wait = g.wait;
+        const std::int64_t a = assured_wait(k->plan.assured, k->assured_tat, t);
+        if (a > 0) wait = std::min(wait, a);
       }
       const time_point wake =
           wait == detail::ns_max ? time_point::max() : detail::ceil_time_point<time_point>(detail::sat_add(t, wait));
@@ -482,6 +534,8 @@ class basic_admission {
   detail::admission_plan plan_;
   detail::token_bucket_config global_;
   std::vector<std::unique_ptr<class_state>> classes_;
+  std::vector<standing> standings_;  // dispatch's scratch space, one per class (guarded by mutex_)
+  std::int64_t t_ = 0;               // dispatch's effective time (guarded by mutex_)
   mutable std::mutex mutex_;
   // Guarded by mutex_.
   std::int64_t tat_ = detail::ns_min;       // the global bucket (token_bucket.hpp's representation)
