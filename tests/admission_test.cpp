@@ -213,6 +213,22 @@ TEST_F(Admission, ABorrowerDoesNotTakeTokensAClassWithinItsRateShareWaitsFor) {
   }
 }
 
+TEST_F(Admission, ABorrowerTakesOnlyWhatTheEntitledHeadsDoNotNeed) {
+  manual_admission adm{{.rate = admit::rate::every(10ms), .burst = 4, .classes = {{"a", 0.5}, {"b", 0.5}}}};
+  // Assured buckets: 50/s, burst 2 each. a spends its two assured tokens and borrows one more.
+  ASSERT_TRUE(adm.try_acquire(0, 2));
+  ASSERT_TRUE(adm.try_acquire(0, 1));
+  // One global token left. b's head asks for 2 (entitled: its assured bucket is full) and waits for the second.
+  auto b = std::async(std::launch::async, [&] { return adm.acquire({}, 1, 2); });
+  wait_for_waiters(adm, 1);
+  EXPECT_EQ(adm.try_acquire(0).error(), errc::would_block);  // a would borrow the token b is entitled to
+  clock_type::advance(10ms);
+  auto rb = b.get();
+  ASSERT_TRUE(rb);
+  EXPECT_EQ(rb->count(), 2);
+  EXPECT_EQ(adm.in_flight(1), 2);
+}
+
 TEST_F(Admission, MaxWaitersFailsTheNextWaiterAtOnceWithQueueFull) {
   manual_admission adm{{.max_in_flight = 1, .max_waiters = 1}};
   auto held = adm.try_acquire(0);

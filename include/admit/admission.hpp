@@ -33,8 +33,10 @@
 //   - a head is admissible when, on each resource, its n is free beyond the n of every head ranking before it that
 //     could use it now (whose n of the other resource is free), so that a borrower takes only the surplus over what
 //     the entitled heads can use, and an entitled head is never made to wait by one that arrived after it (a head
-//     short of both resources claims neither: what it cannot use yet is not kept idle for it);
-//   - the earliest-arrived admissible head is admitted.
+//     short of both resources claims neither: what it cannot use yet is not kept idle for it). One conflict is
+//     settled by arrival: of two heads that each would borrow what the other is entitled to, where either would
+//     leave the other short, the earlier one goes first;
+//   - the earliest-arrived admissible head is admitted (detail/admission_rule.hpp computes it).
 // So a class never waits behind another class for a resource while its own share of it is unused: a head entitled to
 // a resource is only ever behind entitled heads that arrived before it, whose guarantees fit together with its own (Σ
 // g_c ≤ M; the assured rates add up to at most the rate). Under saturation (every class always has requests waiting)
@@ -76,6 +78,7 @@
 #include "admit/acquire_result.hpp"
 #include "admit/clock.hpp"
 #include "admit/detail/admission_classes.hpp"
+#include "admit/detail/admission_rule.hpp"
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/deadline.hpp"
 #include "admit/detail/saturating.hpp"
@@ -136,7 +139,7 @@ class basic_admission {
       (void)rearm(*k);  // takes the engine's one initial permit (not a request's)
       classes_.push_back(std::move(k));
     }
-    standings_.resize(classes_.size());
+    heads_.resize(classes_.size());
   }
   basic_admission(const basic_admission&) = delete;
   basic_admission& operator=(const basic_admission&) = delete;
@@ -278,71 +281,28 @@ class basic_admission {
     return global_.zero() || ready > deadline_ns;
   }
 
-  bool tokens_now(const detail::token_bucket_config& c, std::int64_t tat, std::int64_t t,
-                  std::int64_t n) const noexcept {
-    if (c.inf()) return true;
-    const auto r = detail::token_bucket_step(c, oversize_policy::reject, tat, t, n);
-    return !r.never && r.wait == 0;
+  // The standing of class k's head (n) at effective time t.
+  detail::admission_head stand(const class_state& k, std::int64_t t) const noexcept {
+    detail::admission_head h;
+    h.present = k.head != nullptr;
+    if (!h.present) return h;
+    h.n = k.head->n;
+    h.arrival = k.head->event.arrival;
+    const detail::admission_free free = free_at(t);
+    if (limited()) h.permit_entitled = k.held < k.plan.permits;
+    if (!global_.inf()) h.token_entitled = detail::assured_wait(k.plan.assured, k.assured_tat, t) == 0;
+    h.permits_free = free.has_permits(h.n);
+    h.tokens_free = free.has_tokens(h.n);
+    return h;
+  }
+  detail::admission_free free_at(std::int64_t t) const noexcept {
+    return {limited(), plan_.max_in_flight - held_, &global_, tat_, t};
   }
 
-  // The assured bucket's state once n more are charged to it (into debt if need be).
-  static std::int64_t assured_charge(const detail::token_bucket_config& c, std::int64_t tat, std::int64_t t,
-                                     std::int64_t n) noexcept {
-    const std::int64_t at = c.zero() ? c.frozen : t;
-    return detail::sat_add(std::max(tat, detail::sat_sub(at, c.tol)), detail::token_bucket_cost(c, n));
-  }
-  // How long from t until the assured bucket holds a whole token: 0 now, ns_max never (share 0, or the zero rate).
-  static std::int64_t assured_wait(const detail::token_bucket_config& c, std::int64_t tat, std::int64_t t) noexcept {
-    if (c.burst < 1) return detail::ns_max;
-    const std::int64_t at = c.zero() ? c.frozen : t;
-    const std::int64_t ready = detail::sat_add(std::max(tat, detail::sat_sub(at, c.tol)), c.cost1);
-    if (ready <= at) return 0;
-    return c.zero() ? detail::ns_max : detail::sat_sub(ready, at);
-  }
-
-  // A head's entitlements at effective time t (see the share rule at the top of the file).
-  struct standing {
-    bool permit_entitled = true;  // no concurrency limit, or the class holds fewer than g_c permits
-    bool token_entitled = true;   // infinite rate, or the class's assured bucket holds a whole token
-    bool permits_free = true;     // n permits are free (claims aside)
-    bool tokens_free = true;      // the global bucket holds n tokens (claims aside)
-  };
-  standing stand(const class_state& k, std::int64_t n, std::int64_t t) const noexcept {
-    standing st;
-    if (limited()) {
-      st.permit_entitled = k.held < k.plan.permits;
-      st.permits_free = held_ + n <= plan_.max_in_flight;
-    }
-    if (!global_.inf()) {
-      st.token_entitled = assured_wait(k.plan.assured, k.assured_tat, t) == 0;
-      st.tokens_free = tokens_now(global_, tat_, t, n);
-    }
-    return st;
-  }
-
-  // Under dispatch: whether head o's claim on permits (else tokens) counts against head c, i.e. c must leave o's n of
-  // it free. It does when o is entitled to the resource and could use it now (its other resource is free for it), and
-  // o arrived before c or c would borrow the resource — except in a conflict, where c arrived earlier and is itself
-  // entitled to the other resource, could use it, and o would leave c short of it: the earlier arrival prevails.
-  bool claims(std::size_t o, std::size_t c, bool on_permits) const noexcept {
-    const standing& so = standings_[o];
-    const standing& sc = standings_[c];
-    const std::int64_t no = classes_[o]->head->n;
-    const std::int64_t nc = classes_[c]->head->n;
-    if (on_permits ? !so.permit_entitled || !so.tokens_free : !so.token_entitled || !so.permits_free) return false;
-    if (classes_[o]->head->event.arrival < classes_[c]->head->event.arrival) return true;
-    if (on_permits ? sc.permit_entitled : sc.token_entitled) return false;
-    const bool conflict =
-        on_permits ? sc.token_entitled && sc.permits_free && !tokens_now(global_, tat_, t_, detail::sat_add(no, nc))
-                   : sc.permit_entitled && sc.tokens_free && limited() &&
-                         held_ + detail::sat_add(no, nc) > plan_.max_in_flight;
-    return !conflict;
-  }
-
-  void admit(class_state& k, waiter& w, std::int64_t t, const standing& st) noexcept {
+  void admit(class_state& k, waiter& w, std::int64_t t, const detail::admission_head& st) noexcept {
     if (!global_.inf()) {
       tat_ = detail::token_bucket_step(global_, oversize_policy::reject, tat_, t, w.n).new_tat;
-      if (st.token_entitled) k.assured_tat = assured_charge(k.plan.assured, k.assured_tat, t, w.n);
+      if (st.token_entitled) k.assured_tat = detail::assured_charge(k.plan.assured, k.assured_tat, t, w.n);
     }
     last_now_ = std::max(last_now_, t);
     k.held += w.n;
@@ -360,34 +320,12 @@ class basic_admission {
   // Under the mutex: serves the heads by the share rule (top of the file) at effective time t, then gives each head
   // its token time so that it wakes when time alone could change the decision.
   void dispatch(std::int64_t t) noexcept {
-    std::vector<standing>& st = standings_;
-    t_ = t;
+    std::vector<detail::admission_head>& heads = heads_;
     for (;;) {
-      for (std::size_t c = 0; c < classes_.size(); ++c) {
-        if (classes_[c]->head != nullptr) st[c] = stand(*classes_[c], classes_[c]->head->n, t);
-      }
-      // The earliest-arrived admissible head: it needs its n free beyond what the heads ranking before it on each
-      // resource claim (the heads entitled to it that arrived earlier; for a borrower, every head entitled to it),
-      // counting a head's claim on one resource only while the other one is free for it.
-      std::size_t next = classes_.size();
-      for (std::size_t c = 0; c < classes_.size(); ++c) {
-        const waiter* h = classes_[c]->head;
-        if (h == nullptr || (next != classes_.size() && classes_[next]->head->event.arrival < h->event.arrival)) {
-          continue;
-        }
-        std::int64_t permits = h->n;
-        std::int64_t tokens = h->n;
-        for (std::size_t o = 0; o < classes_.size(); ++o) {
-          if (o == c || classes_[o]->head == nullptr) continue;
-          if (claims(o, c, true)) permits = detail::sat_add(permits, classes_[o]->head->n);
-          if (claims(o, c, false)) tokens = detail::sat_add(tokens, classes_[o]->head->n);
-        }
-        if (limited() && held_ + permits > plan_.max_in_flight) continue;
-        if (!tokens_now(global_, tat_, t, tokens)) continue;
-        next = c;
-      }
+      for (std::size_t c = 0; c < classes_.size(); ++c) heads[c] = stand(*classes_[c], t);
+      const std::size_t next = detail::admission_pick(heads, free_at(t));
       if (next == classes_.size()) break;
-      admit(*classes_[next], *classes_[next]->head, t, st[next]);
+      admit(*classes_[next], *classes_[next]->head, t, heads[next]);
     }
     for (auto& k : classes_) {
       waiter* h = k->head;
@@ -396,7 +334,7 @@ class basic_admission {
       if (!global_.inf()) {
         const auto g = detail::token_bucket_step(global_, oversize_policy::reject, tat_, t, h->n);
         if (!g.never && g.wait > 0) wait = g.wait;
-        const std::int64_t a = assured_wait(k->plan.assured, k->assured_tat, t);
+        const std::int64_t a = detail::assured_wait(k->plan.assured, k->assured_tat, t);
         if (a > 0) wait = std::min(wait, a);
       }
       const time_point wake =
@@ -534,8 +472,7 @@ class basic_admission {
   detail::admission_plan plan_;
   detail::token_bucket_config global_;
   std::vector<std::unique_ptr<class_state>> classes_;
-  std::vector<standing> standings_;  // dispatch's scratch space, one per class (guarded by mutex_)
-  std::int64_t t_ = 0;               // dispatch's effective time (guarded by mutex_)
+  std::vector<detail::admission_head> heads_;  // dispatch's scratch space, one per class (guarded by mutex_)
   mutable std::mutex mutex_;
   // Guarded by mutex_.
   std::int64_t tat_ = detail::ns_min;       // the global bucket (token_bucket.hpp's representation)
