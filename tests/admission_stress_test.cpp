@@ -65,6 +65,8 @@ struct scenario {
   std::int64_t max_n;
   std::chrono::microseconds max_hold;
   std::chrono::milliseconds max_timeout;
+  std::size_t max_waiters = 64;
+  bool check_shares = true;  // every class keeps requests waiting (no queue bound sheds them)
 };
 
 // A worker's current stop_source, which the canceller may trigger at any time.
@@ -89,7 +91,7 @@ void run_scenario(const scenario& s) {
   admit::admission_options options{.rate = s.rate,
                                    .burst = s.burst,
                                    .max_in_flight = s.max_in_flight,
-                                   .max_waiters = 64,
+                                   .max_waiters = s.max_waiters,
                                    .classes = {},
                                    .on_admitted = [&](const admit::admission_event& e) {
                                      std::lock_guard lock(events_mutex);
@@ -144,6 +146,7 @@ void run_scenario(const scenario& s) {
             const int e = static_cast<int>(r.error());
             ASSERT_TRUE(e >= 1 && e <= 5) << "unexpected error " << e;
             t.outcomes[e].fetch_add(1, std::memory_order_relaxed);
+            if (r.error() == errc::queue_full) std::this_thread::sleep_for(200us);  // shed: back off, as a client would
           }
         }
       });
@@ -174,6 +177,9 @@ void run_scenario(const scenario& s) {
   EXPECT_EQ(t.outcomes[static_cast<int>(errc::exceeds_capacity)].load(), 0);
   EXPECT_GT(t.outcomes[0].load(), 100);
   EXPECT_GT(t.outcomes[static_cast<int>(errc::cancelled)].load(), 0);
+  if (s.max_waiters < workers) {
+    EXPECT_GT(t.outcomes[static_cast<int>(errc::queue_full)].load(), 0);
+  }
 
   std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   ASSERT_EQ(static_cast<std::int64_t>(events.size()), t.outcomes[0].load());
@@ -203,7 +209,7 @@ void run_scenario(const scenario& s) {
     all += e.n;
   }
   // Each class got at least its share (every class kept requests waiting throughout), within a tolerance.
-  for (std::size_t c = 0; c < s.shares.size(); ++c) {
+  for (std::size_t c = 0; c < s.shares.size() && s.check_shares; ++c) {
     const double share = static_cast<double>(per_class[c]) / static_cast<double>(all);
     EXPECT_GE(share, 0.7 * s.shares[c]) << "class " << c << " got " << per_class[c] << " of " << all;
   }
@@ -250,6 +256,19 @@ TEST(AdmissionStress, BothLimitsWithUnreservedCapacity) {
                 .max_n = 2,
                 .max_hold = 1000us,
                 .max_timeout = 50ms});
+}
+
+TEST(AdmissionStress, ABoundedQueueShedsTheExcess) {
+  run_scenario({.rate = admit::rate::per_second(5000),
+                .burst = 5,
+                .max_in_flight = 4,
+                .shares = {0.5, 0.5},
+                .threads_per_class = 4,
+                .max_n = 2,
+                .max_hold = 400us,
+                .max_timeout = 10ms,
+                .max_waiters = 3,
+                .check_shares = false});
 }
 
 }  // namespace

@@ -110,7 +110,7 @@ struct admission_options {
   std::int64_t max_in_flight = 0;
   // Requests that may wait at once (all classes together); the next one that would wait fails with queue_full.
   std::size_t max_waiters = std::numeric_limits<std::size_t>::max();
-  // The priority classes, in order (index 0 first when borrowing). Empty: one class, index 0, with share 1.
+  // The priority classes; a request's `priority` is an index into them. Empty: one class, index 0, with share 1.
   std::vector<priority_class> classes = {};
   // Called once per admission, on the admitted request's thread, after the admission's mutex is released (it may
   // call into the admission). Must be safe to call from many threads at once. May be empty.
