@@ -56,7 +56,8 @@
 // Cost and thread safety. Every member may be called concurrently. Each decision takes the mutex (no lock-free path);
 // a release takes the class's permit engine (detail/semaphore_state.hpp) and then the mutex to hand the permits on.
 // Waiting threads sleep on Clock (so the manual clock drives them in tests), woken by a grant, by their head's token
-// time, their deadline or their stop_token. The admission must outlive its permits and waiters.
+// time, their deadline or their stop_token. The admission must outlive its permits and waiters. Permits of different
+// classes come from different engines: permit::merge refuses to join them.
 #pragma once
 
 #include <algorithm>
@@ -99,7 +100,7 @@ struct admission_event {
   std::chrono::nanoseconds at{0};  // when it was decided, on the admission's clock (since its epoch)
   std::uint64_t arrival = 0;       // arrival order of the request (1, 2, ..., over all classes)
   std::uint64_t order = 0;         // admission order (1, 2, ...): `at` never decreases along it
-  bool within_guarantee = false;   // admitted within its class's guarantee (false: borrowed)
+  bool within_guarantee = false;   // entitled to both permits and tokens when admitted (false: it borrowed some)
 };
 
 struct admission_options {
