@@ -132,6 +132,32 @@ TEST_F(Admission, FifoWithinAClass) {
   EXPECT_THAT(arrivals_in_admission_order, testing::ElementsAre(1, 2, 3, 4));
 }
 
+TEST_F(Admission, ALargeHeadHoldsBackSmallerRequestsOfItsClassButNotOtherClasses) {
+  manual_admission adm{{.max_in_flight = 4, .classes = {{"a", 0.5}, {"b", 0.5}}}};
+  auto held = adm.try_acquire(0, 2);
+  ASSERT_TRUE(held);
+  auto large = std::async(std::launch::async, [&] { return adm.acquire({}, 0, 3); });
+  wait_for_waiters(adm, 1);
+  EXPECT_EQ(adm.try_acquire(0, 1).error(), errc::would_block);  // FIFO: behind the large head of its class
+  auto other = adm.try_acquire(1, 2);                           // b's own share is free
+  ASSERT_TRUE(other);
+  other->release();
+  held->release();
+  auto r = large.get();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->count(), 3);
+}
+
+TEST_F(Admission, ADeadlineAlreadyPassedOnlyAdmitsAtOnce) {
+  manual_admission adm{{.max_in_flight = 1}};
+  clock_type::advance(1s);
+  auto first = adm.try_acquire_until(clock_type::now() - 1ms, 0);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(adm.try_acquire_until(clock_type::now(), 0).error(), errc::timeout);
+  EXPECT_EQ(adm.try_acquire_for(-5s, 0).error(), errc::timeout);
+  EXPECT_EQ(adm.waiting(), 0u);
+}
+
 TEST_F(Admission, GuaranteedPermitsAreTheSharesApportionedByLargestRemainder) {
   manual_admission adm{{.max_in_flight = 10, .classes = {{"a", 0.55}, {"b", 0.25}, {"c", 0.2}}}};
   EXPECT_EQ(adm.guaranteed_permits(0), 6);  // 5.5 and 2.5: the tie goes to the lower index
