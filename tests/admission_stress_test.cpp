@@ -25,6 +25,7 @@
 
 #include "admit/admission.hpp"
 #include "admit/token_bucket.hpp"
+#include "support/watchdog.hpp"
 
 namespace {
 
@@ -37,24 +38,7 @@ std::chrono::milliseconds run_time() {
   return std::chrono::milliseconds{env != nullptr ? std::max<long long>(1, std::atoll(env)) : 1500};
 }
 
-// Fails the process if the test does not finish in time: a waiter that is never woken hangs instead of failing.
-class watchdog {
- public:
-  explicit watchdog(std::chrono::seconds limit)
-      : thread_([limit](std::stop_token stop) {
-          std::mutex m;
-          std::condition_variable_any cv;
-          std::unique_lock lock(m);
-          if (!cv.wait_for(lock, stop, limit, [] { return false; }) && !stop.stop_requested()) {
-            std::fprintf(stderr, "watchdog: the stress test did not finish in %llds (a lost wake-up?)\n",
-                         static_cast<long long>(limit.count()));
-            std::abort();
-          }
-        }) {}
-
- private:
-  std::jthread thread_;
-};
+using admit::testing_support::watchdog;
 
 struct scenario {
   admit::rate rate;

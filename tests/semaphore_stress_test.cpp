@@ -25,6 +25,7 @@
 
 #include "admit/detail/futex.hpp"
 #include "admit/semaphore.hpp"
+#include "support/watchdog.hpp"
 
 namespace {
 
@@ -36,24 +37,7 @@ std::int64_t total_ops() {
   return env != nullptr ? std::max<std::int64_t>(1, std::atoll(env)) : 300'000;
 }
 
-// Fails the process if the test does not finish in time: a waiter that is never woken hangs instead of failing.
-class watchdog {
- public:
-  explicit watchdog(std::chrono::seconds limit)
-      : thread_([limit](std::stop_token stop) {
-          std::mutex m;
-          std::condition_variable_any cv;
-          std::unique_lock lock(m);
-          if (!cv.wait_for(lock, stop, limit, [] { return false; }) && !stop.stop_requested()) {
-            std::fprintf(stderr, "watchdog: the stress test did not finish in %llds (a lost wake-up?)\n",
-                         static_cast<long long>(limit.count()));
-            std::abort();
-          }
-        }) {}
-
- private:
-  std::jthread thread_;
-};
+using admit::testing_support::watchdog;
 
 // A waiter queued on the engine as an asynchronous operation would be: notify flags it, the owner waits on the flag.
 struct async_waiter : admit::detail::semaphore_waiter {
