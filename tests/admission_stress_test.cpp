@@ -81,7 +81,12 @@ void run_scenario(const scenario& s) {
                                      std::lock_guard lock(events_mutex);
                                      events.push_back(e);
                                    }};
-  for (std::size_t c = 0; c < s.shares.size(); ++c) options.classes.push_back({"c" + std::to_string(c), s.shares[c]});
+  // (Names built with snprintf: GCC 12 -O3 warns falsely, -Wstringop-overflow, on "c" + std::to_string(c) here.)
+  for (std::size_t c = 0; c < s.shares.size(); ++c) {
+    char name[32];
+    std::snprintf(name, sizeof name, "c%zu", c);
+    options.classes.push_back({name, s.shares[c]});
+  }
   admit::admission adm{options};
   totals t;
   const std::size_t workers = s.shares.size() * static_cast<std::size_t>(s.threads_per_class);
@@ -101,21 +106,19 @@ void run_scenario(const scenario& s) {
           const std::int64_t n = count(rng);
           const int op = pick(rng);
           t.started.fetch_add(1, std::memory_order_relaxed);
-          admit::acquire_result r = errc::closed;
-          if (op < 10) {
-            r = adm.try_acquire(priority, n);
-          } else if (op < 70) {
-            r = adm.try_acquire_for(std::chrono::milliseconds(timeout(rng)), priority, n);
-          } else {
+          // Made in one expression (GCC 12 -O3 warns falsely, -Wmaybe-uninitialized, on a result assigned later).
+          admit::acquire_result r = [&]() -> admit::acquire_result {
+            if (op < 10) return adm.try_acquire(priority, n);
+            if (op < 70) return adm.try_acquire_for(std::chrono::milliseconds(timeout(rng)), priority, n);
             std::stop_token token;
             {
               std::lock_guard lock(slots[i].mutex);
               slots[i].source = std::stop_source{};
               token = slots[i].source.get_token();
             }
-            r = op < 85 ? adm.acquire(token, priority, n)
-                        : adm.try_acquire_for(std::chrono::milliseconds(timeout(rng)), priority, n, token);
-          }
+            return op < 85 ? adm.acquire(token, priority, n)
+                           : adm.try_acquire_for(std::chrono::milliseconds(timeout(rng)), priority, n, token);
+          }();
           t.ended.fetch_add(1, std::memory_order_relaxed);
           if (r) {
             const std::int64_t now_held = t.held.fetch_add(n, std::memory_order_acq_rel) + n;
