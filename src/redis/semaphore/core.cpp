@@ -228,13 +228,25 @@ void semaphore_core::end_background(bool delivered, std::error_code ec) {
 
 void semaphore_core::release_async(const std::string& id, std::int64_t n, std::function<void()> then) {
   begin_background();
-  async_command(n > 0 ? make("release", {id, wake_key, std::to_string(n)}) : make("release", {id, wake_key}),
-                call_deadline({}),
-                [self = shared_from_this(), then = std::move(then)](boost::system::error_code ec, reply r) {
+  send_release(id, n, call_deadline({}), true, std::move(then));
+}
+
+// A connection lost under the call (it reconnects) is asked once more within the same deadline: releasing is
+// idempotent (a release that did run makes the second answer "not held"), and a release lost here would hold the
+// permits until the lease expires.
+void semaphore_core::send_release(const std::string& id, std::int64_t n, std::optional<steady::time_point> deadline,
+                                  bool may_retry, std::function<void()> then) {
+  async_command(n > 0 ? make("release", {id, wake_key, std::to_string(n)}) : make("release", {id, wake_key}), deadline,
+                [self = shared_from_this(), id, n, deadline, may_retry, then = std::move(then)](
+                    boost::system::error_code ec, reply r) mutable {
+                  const std::error_code e = ec ? as_error(ec) : std::error_code();
+                  if (may_retry && (e == errc::connection_lost || e == errc::outcome_unknown)) {
+                    return self->send_release(id, n, deadline, false, std::move(then));
+                  }
                   // Delivered: Redis answered (released, or it no longer had the lease: nothing left to give back).
                   const bool delivered = !ec && integers(r, 1).has_value();
                   if (delivered) self->deliver_grants(r, 3);
-                  self->end_background(delivered, ec ? as_error(ec) : std::error_code());
+                  self->end_background(delivered, e);
                   if (then) then();
                 });
 }

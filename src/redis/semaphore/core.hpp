@@ -111,6 +111,8 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // Releases lease `id` of `n` permits (0: unknown, Redis looks it up) through the link; `then` runs once it is
   // answered (or failed). Counted until then.
   void release_async(const std::string& id, std::int64_t n, std::function<void()> then = {});
+  void send_release(const std::string& id, std::int64_t n, std::optional<steady::time_point> deadline, bool may_retry,
+                    std::function<void()> then);
   // Releases `id` and waits for the answer until options().timeout from now — unless the calling thread runs the
   // connection's executor, where it cannot wait: then as release_async. Used by ~lease.
   void release_before_return(const std::string& id, std::int64_t n);

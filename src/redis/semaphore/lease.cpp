@@ -38,8 +38,17 @@ std::pair<lease::release_status, std::error_code> lease::release() {
     core_->sem->local_held -= core_->n;
     return {release_status::released, {}};
   }
-  const result r = core_->sem->call(core_->sem->call_deadline({}), "release",
-                                    {core_->id, core_->sem->wake_key, std::to_string(core_->n)});
+  const auto deadline = core_->sem->call_deadline({});
+  const auto ask = [&] {
+    return core_->sem->call(deadline, "release", {core_->id, core_->sem->wake_key, std::to_string(core_->n)});
+  };
+  result r = ask();
+  // A connection lost under the call (it reconnects): asked once more within the same deadline. Releasing is
+  // idempotent — a release that did run makes the second answer "not held" — and a release lost here would hold the
+  // permits until the lease expires.
+  if (r.error == errc::connection_lost || r.error == errc::outcome_unknown) {
+    r = ask();
+  }
   if (r.error) return {release_status::failed, detail::as_error(r.error)};
   const auto v = detail::integers(r.value, 1);
   if (!v) return {release_status::failed, detail::script_error()};
