@@ -11,6 +11,7 @@
 //   semaphore/uncontended/<impl>[_64] — one thread: try_acquire, then release, per iteration (the `_64` variants use a
 //       semaphore of 64 permits, so the count never drops to 0: libstdc++'s counting_semaphore makes a futex-wake
 //       system call on every release from 0, whether anyone waits or not). Every try_acquire must succeed.
+//   semaphore/uncontended/admit_metrics[_64] — admit's, with enable_metrics(): the cost of counting each decision.
 //   semaphore/uncontended/floor — the same two atomic read-modify-writes with nothing around them (a compare-and-swap
 //       that takes one, a fetch_add that gives it back): what any lock-free try_acquire + release costs at least.
 //   semaphore/contended/<impl>/threads:2 — two threads loop acquire (blocking) + release on one semaphore of 1 permit,
@@ -68,6 +69,12 @@ struct admit_impl {
   }
   void give(int who) { held[who].reset(); }
   long queued() const { return static_cast<long>(sem.waiting()); }
+};
+
+// admit's semaphore with its metrics on (enable_metrics): every decision is counted.
+struct admit_metrics_impl : admit_impl {
+  static constexpr const char* name = "admit_metrics";
+  explicit admit_metrics_impl(std::int64_t permits) : admit_impl(permits) { sem.enable_metrics(); }
 };
 
 struct std_impl {
@@ -279,6 +286,10 @@ int main(int argc, char** argv) {
   register_handoff<std_impl>();
   benchmark::RegisterBenchmark("semaphore/uncontended/floor", &bench_floor)->UseRealTime();
   register_impl<admit_impl>();
+  benchmark::RegisterBenchmark("semaphore/uncontended/admit_metrics", &bench_uncontended<admit_metrics_impl, 1>)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("semaphore/uncontended/admit_metrics_64", &bench_uncontended<admit_metrics_impl, 64>)
+      ->UseRealTime();
   register_impl<std_impl>();
 
   benchmark::Initialize(&argc, argv);
