@@ -83,8 +83,8 @@
 #include <vector>
 
 #include "admit/acquire_result.hpp"
-#include "admit/clock.hpp"
 #include "admit/admission_options.hpp"
+#include "admit/clock.hpp"
 #include "admit/detail/admission_classes.hpp"
 #include "admit/detail/admission_permits.hpp"
 #include "admit/detail/admission_queue.hpp"
@@ -160,24 +160,20 @@ class basic_admission {
   // --- Observers (snapshots, each exact at some instant during the call) ----------------------------------------
 
   std::size_t classes() const noexcept { return classes_.size(); }
+  // Requests waiting (all classes, or one), and permits held (released ones count until their engine hands them back).
   std::size_t waiting() const {
-    std::lock_guard lock(mutex_);
-    return waiting_;
+    return read([&] { return waiting_; });
   }
   std::size_t waiting(std::size_t priority) const {
     check_priority(priority);
-    std::lock_guard lock(mutex_);
-    return classes_[priority]->queue.waiting;
+    return read([&] { return classes_[priority]->queue.waiting; });
   }
-  // Permits held (all classes, or one). Released permits count until their class's engine has handed them back.
   std::int64_t in_flight() const {
-    std::lock_guard lock(mutex_);
-    return held_;
+    return read([&] { return held_; });
   }
   std::int64_t in_flight(std::size_t priority) const {
     check_priority(priority);
-    std::lock_guard lock(mutex_);
-    return classes_[priority]->held;
+    return read([&] { return classes_[priority]->held; });
   }
   // The class's guaranteed permits g_c (0 without a concurrency limit).
   std::int64_t guaranteed_permits(std::size_t priority) const {
@@ -289,14 +285,9 @@ class basic_admission {
     }
     void lock() { lock_.lock(); }
     void unlock() noexcept {
-      waiter* ready = std::exchange(a_.ready_head_, nullptr);
-      a_.ready_tail_ = nullptr;
+      detail::admission_waiter* ready = a_.ready_.take();
       lock_.unlock();
-      while (ready != nullptr) {
-        waiter* next = std::exchange(ready->ready_next, nullptr);
-        ready->notify(*ready);  // the node may be gone once this returns
-        ready = next;
-      }
+      detail::admission_ready_list::notify_all(ready);
     }
 
    private:
@@ -312,6 +303,11 @@ class basic_admission {
     }
   }
 
+  template <class F>
+  auto read(F f) const {
+    std::lock_guard lock(mutex_);
+    return f();
+  }
   bool limited() const noexcept { return plan_.max_in_flight > 0; }
   std::int64_t effective(std::int64_t now_ns) const noexcept { return std::max(now_ns, last_now_); }
 
@@ -347,8 +343,7 @@ class basic_admission {
     w.order = ++admitted_;
     w.within_guarantee = st.permit_entitled && st.token_entitled;
     if (w.notify != nullptr) {
-      (ready_tail_ != nullptr ? ready_tail_->ready_next : ready_head_) = &w;
-      ready_tail_ = &w;
+      ready_.push_back(w);
     } else if (w.interrupt != nullptr) {
       w.interrupt->request_stop();
     }
@@ -515,8 +510,7 @@ class basic_admission {
   std::size_t waiting_ = 0;
   std::uint64_t arrivals_ = 0;
   std::uint64_t admitted_ = 0;
-  waiter* ready_head_ = nullptr;  // granted asynchronous waiters to notify once the mutex is released
-  waiter* ready_tail_ = nullptr;
+  detail::admission_ready_list ready_;  // granted asynchronous waiters to notify once the mutex is released
 };
 
 using admission = basic_admission<std::chrono::steady_clock>;

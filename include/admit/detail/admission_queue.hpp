@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <stop_token>
+#include <utility>
 
 #include "admit/detail/saturating.hpp"
 
@@ -25,15 +26,15 @@ struct admission_waiter {
   // Set by the owner before it queues the node.
   std::size_t cls = 0;
   std::int64_t n = 0;
-  std::stop_source* interrupt = nullptr;                       // blocking: the current sleep's; may be null
-  void (*rearm)(admission_waiter&) noexcept = nullptr;         // asynchronous: wake_ns changed (under the mutex)
-  void (*notify)(admission_waiter&) noexcept = nullptr;        // asynchronous: granted (after the mutex is released)
+  std::stop_source* interrupt = nullptr;                 // blocking: the current sleep's; may be null
+  void (*rearm)(admission_waiter&) noexcept = nullptr;   // asynchronous: wake_ns changed (under the mutex)
+  void (*notify)(admission_waiter&) noexcept = nullptr;  // asynchronous: granted (after the mutex is released)
 
   // Written under the admission's mutex.
   bool queued = false;
   bool granted = false;
-  bool cancelled = false;                // a blocking waiter's stop_token was requested
-  std::int64_t wake_ns = ns_max;         // when its head position's tokens will be there (ns_max: not a time event)
+  bool cancelled = false;         // a blocking waiter's stop_token was requested
+  std::int64_t wake_ns = ns_max;  // when its head position's tokens will be there (ns_max: not a time event)
   admission_waiter* prev = nullptr;
   admission_waiter* next = nullptr;
   admission_waiter* ready_next = nullptr;  // in the list of granted asynchronous waiters still to notify
@@ -70,6 +71,31 @@ struct admission_queue {
     w.queued = false;
     queued_n -= w.n;
     --waiting;
+  }
+};
+
+// Granted asynchronous waiters still to notify, in grant order: filled under the admission's mutex, notified once it
+// is released.
+struct admission_ready_list {
+  admission_waiter* head = nullptr;
+  admission_waiter* tail = nullptr;
+
+  void push_back(admission_waiter& w) noexcept {
+    (tail != nullptr ? tail->ready_next : head) = &w;
+    tail = &w;
+  }
+  // Empties the list, returning its first node (the rest follow through ready_next).
+  admission_waiter* take() noexcept {
+    tail = nullptr;
+    return std::exchange(head, nullptr);
+  }
+  // Calls notify on `first` and those linked after it. Without the mutex held.
+  static void notify_all(admission_waiter* first) noexcept {
+    while (first != nullptr) {
+      admission_waiter* next = std::exchange(first->ready_next, nullptr);
+      first->notify(*first);  // the node may be gone once this returns
+      first = next;
+    }
   }
 };
 

@@ -40,7 +40,8 @@ namespace admit::detail {
 
 // The global bucket (state tat) cannot accrue `need` tokens by deadline_ns, from effective time t.
 [[nodiscard]] inline bool admission_impossible_by(const token_bucket_config& global, std::int64_t tat,
-                                                  std::int64_t need, std::int64_t t, std::int64_t deadline_ns) noexcept {
+                                                  std::int64_t need, std::int64_t t,
+                                                  std::int64_t deadline_ns) noexcept {
   if (global.inf()) return false;
   const std::int64_t at = global.zero() ? global.frozen : t;
   const std::int64_t ready = sat_add(std::max(tat, sat_sub(at, global.tol)), token_bucket_cost(global, need));
