@@ -31,11 +31,12 @@
 //   - on each resource, the heads entitled to it rank first, among themselves by arrival; then the heads that would
 //     borrow it;
 //   - a head is admissible when, on each resource, its n is free beyond the n of every head ranking before it that
-//     could use it now (whose n of the other resource is free), so that a borrower takes only the surplus over what
-//     the entitled heads can use, and an entitled head is never made to wait by one that arrived after it (a head
-//     short of both resources claims neither: what it cannot use yet is not kept idle for it). One conflict is
-//     settled by arrival: of two heads that each would borrow what the other is entitled to, where either would
-//     leave the other short, the earlier one goes first;
+//     could use it now (whose n of the other resource is free) — against a borrower of permits, a class entitled to
+//     them claims all its waiters may take within g_c, not only its head's n — so that a borrower takes only the
+//     surplus over what the entitled classes can use, and an entitled head is never made to wait by one that arrived
+//     after it (a head short of both resources claims neither: what it cannot use yet is not kept idle for it). One
+//     conflict is settled by arrival: of two heads that each would borrow what the other is entitled to, where either
+//     would leave the other short, the earlier one goes first;
 //   - the earliest-arrived admissible head is admitted (detail/admission_rule.hpp computes it).
 // So a class never waits behind another class for a resource while its own share of it is unused: a head entitled to
 // a resource is only ever behind entitled heads that arrived before it, whose guarantees fit together with its own (Σ
@@ -320,6 +321,7 @@ class basic_admission {
     h.arrival = k.queue.head->arrival;
     const detail::admission_free free = free_at(t);
     if (limited()) h.permit_entitled = k.held < k.plan.permits;
+    if (h.permit_entitled) h.permit_claim = std::min(k.queued_n, k.plan.permits - k.held);
     if (!global_.inf()) h.token_entitled = detail::assured_wait(k.plan.assured, k.assured_tat, t) == 0;
     h.permits_free = free.has_permits(h.n);
     h.tokens_free = free.has_tokens(h.n);

@@ -48,6 +48,7 @@
 #include "admit/clock.hpp"
 #include "admit/detail/deadline.hpp"
 #include "admit/errc.hpp"
+#include "admit/limiter_metrics.hpp"
 #include "admit/permit.hpp"
 #include "admit/semaphore.hpp"
 #include "admit/wait_histogram.hpp"
@@ -62,17 +63,6 @@ struct concurrency_limiter_options {
   // How long acquire() waits at most (timeout). Zero: never wait (fail with timeout when no permit is free);
   // nanoseconds::max(): no deadline. Must not be negative.
   std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max();
-};
-
-// How one acquisition ended.
-enum class acquire_outcome : std::uint8_t {
-  admitted,          // the permits were granted (at once or after a wait)
-  unavailable,       // try_acquire: not enough free permits, or someone was queued ahead; did not wait
-  queue_full,        // max_waiters were already waiting: rejected at once
-  timeout,           // the deadline passed before the grant
-  cancelled,         // the stop_token was triggered before the grant
-  closed,            // the limiter was closed
-  exceeds_capacity,  // n is larger than the limit
 };
 
 // What the event hook receives: one per acquisition.
@@ -283,6 +273,8 @@ class basic_concurrency_limiter {
         break;
       case acquire_outcome::exceeds_capacity:
         bump(exceeds_capacity_);
+        break;
+      case acquire_outcome::failed:  // not an outcome of a local wait
         break;
     }
     if (on_event_) on_event_(concurrency_event{o, n, std::chrono::duration_cast<std::chrono::nanoseconds>(wait)});

@@ -44,6 +44,18 @@ TEST(AdmissionRule, ABorrowerLeavesWhatEntitledHeadsClaim) {
   EXPECT_EQ(admission_pick(heads, permits_only(0, inf)), 2u);  // none: nobody
 }
 
+TEST(AdmissionRule, AgainstABorrowerAnEntitledClassClaimsWhatAllItsWaitersMayTake) {
+  const auto inf = admit::detail::make_token_bucket_config(admit::rate::inf(), 0, 0);
+  // Class 1 is entitled to 2 more permits and has 2 waiting: the borrower (class 0, first to arrive) gets none of 2.
+  std::vector<admission_head> heads{head(1, 1, false, true), head(1, 2, true, true)};
+  heads[1].permit_claim = 2;
+  EXPECT_EQ(admission_pick(heads, permits_only(2, inf)), 1u);
+  EXPECT_EQ(admission_pick(heads, permits_only(3, inf)), 0u);  // a surplus over the claim: arrival order
+  // Against an entitled head that arrived earlier, only the later head's own n counts.
+  heads[0].permit_entitled = true;
+  EXPECT_EQ(admission_pick(heads, permits_only(1, inf)), 0u);
+}
+
 TEST(AdmissionRule, AnEntitledHeadShortOfItsResourceHoldsBackBorrowersButNotEarlierEntitledHeads) {
   const auto inf = admit::detail::make_token_bucket_config(admit::rate::inf(), 0, 0);
   std::vector<admission_head> heads{head(1, 1, false, true), head(3, 2, true, true), head(1, 3, true, true)};

@@ -89,6 +89,9 @@ struct admission_head {
   bool token_entitled = true;   // infinite rate, or the class's assured bucket holds a whole token
   bool permits_free = true;     // n permits are free (claims aside)
   bool tokens_free = true;      // the global bucket holds n tokens (claims aside)
+  // The permits the class's waiters can take within its guarantee (n counts when larger): what it keeps from a
+  // borrower, so that a borrower never takes a permit the class's second waiter is entitled to.
+  std::int64_t permit_claim = 0;
 };
 
 // Whether head o's claim on permits (else tokens) counts against head c: c must leave o's n of it free. It does when
@@ -107,7 +110,8 @@ struct admission_head {
 }
 
 // The head to admit next: the earliest-arrived one whose n is free, on each resource, beyond the n of every head
-// whose claim counts against it. heads.size() when none can be admitted.
+// whose claim counts against it (against a borrower of permits, a class's whole permit_claim counts: the borrower
+// takes only what the entitled classes' waiters cannot use). heads.size() when none can be admitted.
 [[nodiscard]] inline std::size_t admission_pick(const std::vector<admission_head>& heads,
                                                 const admission_free& free) noexcept {
   std::size_t next = heads.size();
@@ -118,7 +122,9 @@ struct admission_head {
     std::int64_t tokens = h.n;
     for (std::size_t o = 0; o < heads.size(); ++o) {
       if (o == c || !heads[o].present) continue;
-      if (admission_claims(heads[o], h, true, free)) permits = sat_add(permits, heads[o].n);
+      if (admission_claims(heads[o], h, true, free)) {
+        permits = sat_add(permits, h.permit_entitled ? heads[o].n : std::max(heads[o].n, heads[o].permit_claim));
+      }
       if (admission_claims(heads[o], h, false, free)) tokens = sat_add(tokens, heads[o].n);
     }
     if (free.has_permits(permits) && free.has_tokens(tokens)) next = c;
