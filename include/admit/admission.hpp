@@ -321,7 +321,7 @@ class basic_admission {
     h.arrival = k.queue.head->arrival;
     const detail::admission_free free = free_at(t);
     if (limited()) h.permit_entitled = k.held < k.plan.permits;
-    if (h.permit_entitled) h.permit_claim = std::min(k.queued_n, k.plan.permits - k.held);
+    if (h.permit_entitled) h.permit_claim = std::min(k.queue.queued_n, k.plan.permits - k.held);
     if (!global_.inf()) h.token_entitled = detail::assured_wait(k.plan.assured, k.assured_tat, t) == 0;
     h.permits_free = free.has_permits(h.n);
     h.tokens_free = free.has_tokens(h.n);
