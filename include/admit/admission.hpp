@@ -222,13 +222,13 @@ class basic_admission {
   // Admits w (w.cls, w.n set) now, refuses it now, or queues it; once queued, w.rearm is called once before this
   // returns and whenever w's token time changes (under the mutex). Records nothing (complete() does).
   begin_result begin_wait(waiter& w, std::optional<time_point> deadline, bool may_wait) {
-    locked lock(*this);
+    locked lock(mutex_, ready_);
     return begin(w, Clock::now(), deadline, may_wait, false);
   }
   // True: w was still queued and has left the queue (its place goes to the others). False: it was granted first
   // (the grant stands: w.notify has been or will be called) or had already left.
   bool cancel_wait(waiter& w) {
-    locked lock(*this);
+    locked lock(mutex_, ready_);
     if (!w.queued) return false;
     give_up(*classes_[w.cls], w, effective(to_ns<Clock>(Clock::now())));
     return true;
@@ -236,7 +236,7 @@ class basic_admission {
   // w's timer went off: serves the heads now. True: w's deadline has passed and it left the queue (timeout). False:
   // it was granted (w.notify), had left, or still waits (w.rearm was called with its next time).
   bool timer_fired(waiter& w, std::optional<time_point> deadline) {
-    locked lock(*this);
+    locked lock(mutex_, ready_);
     if (!w.queued) return false;
     const time_point now = Clock::now();
     const std::int64_t t = effective(to_ns<Clock>(now));
@@ -264,6 +264,8 @@ class basic_admission {
   void discard(const waiter& w) noexcept { permit(classes_[w.cls]->permits.engine(), w.n).release(); }
 
  private:
+  using locked = detail::admission_lock;  // the mutex; unlocking it notifies the asynchronous waiters it granted
+
   struct class_state {
     class_state(basic_admission* owner, std::size_t c, const detail::admission_class_plan& p) noexcept
         : permits(owner, c, &basic_admission::released), plan(p) {}
@@ -272,28 +274,6 @@ class basic_admission {
     std::int64_t assured_tat = detail::ns_min;
     std::int64_t held = 0;
     detail::admission_queue queue;
-  };
-
-  // The mutex, held. Releasing it (unlock() or the destructor) then notifies the asynchronous waiters granted
-  // meanwhile, in grant order: their handlers are posted without the mutex held.
-  class locked {
-   public:
-    explicit locked(basic_admission& a) : a_(a), lock_(a.mutex_) {}
-    locked(const locked&) = delete;
-    locked& operator=(const locked&) = delete;
-    ~locked() {
-      if (lock_.owns_lock()) unlock();
-    }
-    void lock() { lock_.lock(); }
-    void unlock() noexcept {
-      detail::admission_waiter* ready = a_.ready_.take();
-      lock_.unlock();
-      detail::admission_ready_list::notify_all(ready);
-    }
-
-   private:
-    basic_admission& a_;
-    std::unique_lock<std::mutex> lock_;
   };
 
   void check_priority(std::size_t priority) const {
@@ -448,7 +428,7 @@ class basic_admission {
     errc result{};
     std::chrono::nanoseconds waited{0};
     {
-      locked lock(*this);
+      locked lock(mutex_, ready_);
       const time_point start = at ? *at : Clock::now();
       const begin_result begun = begin(w, start, deadline, may_wait, stop.stop_requested());
       result = begun.error;
@@ -490,7 +470,7 @@ class basic_admission {
   // A permit of class `cls` was released (its engine calls this without its lock).
   static void released(void* owner, std::size_t cls) noexcept {
     auto& self = *static_cast<basic_admission*>(owner);
-    locked lock(self);
+    locked lock(self.mutex_, self.ready_);
     class_state& k = *self.classes_[cls];
     const std::int64_t back = 1 + k.permits.take_back();
     k.held -= back;
