@@ -372,12 +372,12 @@ TEST(AsioAdmissionStress, GrantsRacingCancelsOnTwoThreadsLoseNothing) {
   // at a random moment while the handlers of the others release their permits (which grants the next ones).
   const std::int64_t capacity = 3;
   admit::admission adm{{.max_in_flight = capacity, .classes = {{"a", 0.5}, {"b", 0.25}}}};
+  std::vector<std::unique_ptr<net::cancellation_signal>> signals;  // outlive the context
   net::io_context ctx;
   std::atomic<std::int64_t> held{0};
   std::atomic<int> violations{0}, granted{0}, aborted{0}, completions{0};
   const int operations = 5000;
   std::mt19937_64 rng(11);
-  std::vector<std::unique_ptr<net::cancellation_signal>> signals;
   for (int i = 0; i < operations; ++i) {
     auto strand = net::make_strand(ctx);
     auto& signal = *signals.emplace_back(std::make_unique<net::cancellation_signal>());
@@ -407,6 +407,55 @@ TEST(AsioAdmissionStress, GrantsRacingCancelsOnTwoThreadsLoseNothing) {
   EXPECT_EQ(adm.waiting(), 0u);
   EXPECT_EQ(adm.in_flight(), 0);
   EXPECT_TRUE(adm.try_acquire(0, capacity));
+}
+
+TEST(AsioAdmissionStress, TimersRearmedFromManyThreadsAdmitEveryWaiterAtTheRate) {
+  // A rate that keeps heads waiting for tokens: their timers are re-armed by whichever thread serves the heads (the
+  // context's two runners, the releasing handlers), while some waiters are cancelled and some time out.
+  const std::int64_t capacity = 4;
+  admit::admission adm{{.rate = admit::rate::per_second(20000),
+                        .burst = 4,
+                        .max_in_flight = capacity,
+                        .classes = {{"a", 0.5}, {"b", 0.3}, {"c", 0.0}}}};
+  std::vector<std::unique_ptr<net::cancellation_signal>> signals;  // outlive the context
+  net::io_context ctx;
+  std::atomic<std::int64_t> held{0};
+  std::atomic<int> violations{0}, granted{0}, refused{0}, completions{0};
+  const int operations = 2000;
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < operations; ++i) {
+    auto strand = net::make_strand(ctx);
+    auto& signal = *signals.emplace_back(std::make_unique<net::cancellation_signal>());
+    auto handler = net::bind_cancellation_slot(
+        signal.slot(), net::bind_executor(strand, [&](error_code ec, admit::permit p) {
+          if (!ec) {
+            const std::int64_t n = p.count();
+            if (held.fetch_add(n) + n > capacity) violations.fetch_add(1);
+            held.fetch_sub(n);
+            granted.fetch_add(1);
+          } else {
+            EXPECT_TRUE(ec == net::error::operation_aborted || ec == admit::errc::timeout) << ec.message();
+            refused.fetch_add(1);
+          }
+          completions.fetch_add(1);
+        }));
+    const auto priority = static_cast<std::size_t>(rng() % 3);
+    if (rng() % 4 == 0) {
+      admit::asio::async_acquire_for(adm, 2ms, priority, 1, std::move(handler));
+    } else {
+      admit::asio::async_acquire(adm, priority, 1, std::move(handler));
+    }
+    if (rng() % 8 == 0) net::post(strand, [&signal] { signal.emit(net::cancellation_type::terminal); });
+  }
+  std::vector<std::jthread> runners;
+  for (int t = 0; t < 2; ++t) runners.emplace_back([&] { ctx.run(); });
+  runners.clear();
+  EXPECT_EQ(completions.load(), operations);
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_GT(granted.load(), 0);
+  EXPECT_GT(refused.load(), 0);
+  EXPECT_EQ(adm.waiting(), 0u);
+  EXPECT_EQ(adm.in_flight(), 0);
 }
 
 }  // namespace
