@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <future>
 #include <mutex>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -417,6 +418,33 @@ TEST_F(Admission, MetricsCountOneOutcomePerDecisionAndReportTheGauges) {
   EXPECT_EQ(adm.wait_times().summarize().count, 3u);
   const std::vector<std::string> admitted_at_once{"event 0", "on_admitted"};
   EXPECT_EQ(std::vector<std::string>(calls.begin(), calls.begin() + 2), admitted_at_once);  // the event hook first
+}
+
+TEST_F(Admission, EachClassHasItsOwnCountersAndGauges) {
+  int events = 0;
+  manual_admission adm{{.max_in_flight = 4, .classes = {{"a", 0.5}, {"b", 0.25}}}};
+  EXPECT_EQ(adm.metrics(1).admitted, 0u);  // not enabled
+  EXPECT_EQ(adm.metrics(1).limit, 1);      // its guaranteed permits
+  adm.enable_metrics([&](const admit::limiter_event&) { ++events; });
+  auto a = adm.try_acquire(0, 3);  // class a borrows one beyond its 2
+  ASSERT_TRUE(a);
+  auto b = adm.try_acquire(1);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(adm.try_acquire(1).error(), errc::would_block);
+  EXPECT_EQ(adm.try_acquire(0, 5).error(), errc::exceeds_capacity);
+  const admit::limiter_snapshot sa = adm.metrics(0);
+  const admit::limiter_snapshot sb = adm.metrics(1);
+  EXPECT_EQ(sa.admitted, 1u);
+  EXPECT_EQ(sa.exceeds_capacity, 1u);
+  EXPECT_EQ(sa.unavailable, 0u);
+  EXPECT_EQ(sa.limit, 2);
+  EXPECT_EQ(sa.in_flight, 3);
+  EXPECT_EQ(sb.admitted, 1u);
+  EXPECT_EQ(sb.unavailable, 1u);
+  EXPECT_EQ(sb.in_flight, 1);
+  EXPECT_THROW((void)adm.metrics(2), std::invalid_argument);  // the unreserved share is not a class
+  EXPECT_EQ(adm.metrics().admitted, 2u);
+  EXPECT_EQ(events, 4);  // once per decision, not once per counter set
 }
 
 TEST_F(Admission, InvalidOptionsAndRequestsAreRefusedNamingTheValue) {

@@ -65,9 +65,9 @@
 // Metrics. enable_metrics() counts one acquire_outcome per decision (blocking, try_*, asynchronous) in a
 // limiter_metrics (<admit/limiter_metrics.hpp>): admitted with its wait, unavailable (would_block), queue_full,
 // timeout, cancelled, exceeds_capacity; metrics() adds the gauges limit (max_in_flight, 0 without a concurrency
-// limit), in_flight and waiting. The counters are for all classes together; the on_admitted hook is the per-class
-// view of admissions (class, n, arrival and admission order, within its guarantee or borrowing). Both run once per
-// admission, without the mutex held: the metrics' event hook first, then on_admitted.
+// limit), in_flight and waiting, for all classes; metrics(priority) is one class's (limit: its g_c). The on_admitted
+// hook is the detailed view of each admission (class, n, arrival and admission order, within its guarantee or
+// borrowing). Both run once per admission, without the mutex held: the metrics' event hook first, then on_admitted.
 #pragma once
 
 #include <algorithm>
@@ -80,6 +80,7 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -87,6 +88,7 @@
 #include "admit/admission_options.hpp"
 #include "admit/clock.hpp"
 #include "admit/detail/admission_classes.hpp"
+#include "admit/detail/admission_metrics.hpp"
 #include "admit/detail/admission_permits.hpp"
 #include "admit/detail/admission_queue.hpp"
 #include "admit/detail/admission_rule.hpp"
@@ -187,22 +189,26 @@ class basic_admission {
   // Starts counting outcomes; `on_event` (may be empty) runs once per decision, see limiter_metrics. Call before the
   // admission is shared: not thread-safe against decisions. Calling it again starts from zero.
   void enable_metrics(limiter_metrics::event_handler on_event = {}) {
-    metrics_ = std::make_unique<limiter_metrics>(std::move(on_event));
+    metrics_.enable(classes_.size(), std::move(on_event));
   }
   // The counters (all 0 when not enabled) and the gauges: limit = max_in_flight, in_flight, waiting (all classes).
   limiter_snapshot metrics() const {
-    limiter_snapshot s = metrics_ ? metrics_->snapshot() : limiter_snapshot{};
-    std::lock_guard lock(mutex_);
-    s.limit = plan_.max_in_flight;
-    s.in_flight = held_;
-    s.waiting = waiting_;
+    limiter_snapshot s = metrics_.snapshot();
+    std::tie(s.limit, s.in_flight, s.waiting) = read([&] { return std::tuple(plan_.max_in_flight, held_, waiting_); });
+    return s;
+  }
+  // One class's counters (its decisions only; the event hook is not called for them) and gauges: limit = its
+  // guaranteed permits g_c (in_flight above it: the class borrows), in_flight(priority), waiting(priority).
+  limiter_snapshot metrics(std::size_t priority) const {
+    check_priority(priority);
+    limiter_snapshot s = metrics_.snapshot(priority);
+    s.limit = classes_[priority]->plan.permits;
+    std::tie(s.in_flight, s.waiting) =
+        read([&] { return std::tuple(classes_[priority]->held, classes_[priority]->queue.waiting); });
     return s;
   }
   // The waits of the admissions (empty when metrics are not enabled).
-  const wait_histogram& wait_times() const noexcept {
-    static const wait_histogram none;
-    return metrics_ ? metrics_->wait_times() : none;
-  }
+  const wait_histogram& wait_times() const noexcept { return metrics_.wait_times(); }
 
   // --- For asynchronous waiters (<admit/asio/admission_acquire.hpp>, the middleware's admission layer) -----------
   // A decision made through these members: check_request, begin_wait, then (if queued) cancel_wait / timer_fired
@@ -254,7 +260,7 @@ class basic_admission {
   // released).
   acquire_result complete(const waiter& w, errc outcome, std::chrono::nanoseconds waited) {
     acquire_result r = outcome == errc{} ? acquire_result(permit(classes_[w.cls]->permits.engine(), w.n)) : outcome;
-    if (metrics_) metrics_->record(outcome, w.n, waited);
+    metrics_.record(w.cls, outcome, w.n, waited);
     if (outcome == errc{} && options_.on_admitted) {
       options_.on_admitted({w.cls, w.n, std::chrono::nanoseconds{w.at_ns}, w.arrival, w.order, w.within_guarantee});
     }
@@ -483,7 +489,7 @@ class basic_admission {
   detail::token_bucket_config global_;
   std::vector<std::unique_ptr<class_state>> classes_;
   std::vector<detail::admission_head> heads_;  // dispatch's scratch space, one per class (guarded by mutex_)
-  std::unique_ptr<limiter_metrics> metrics_;   // null: metrics not enabled
+  detail::admission_metrics metrics_;
   mutable std::mutex mutex_;
   // Guarded by mutex_.
   std::int64_t tat_ = detail::ns_min;       // the global bucket (token_bucket.hpp's representation)
