@@ -57,67 +57,52 @@
 // Cost and thread safety. Every member may be called concurrently. Each decision takes the mutex (no lock-free path);
 // a release takes the class's permit engine (detail/semaphore_state.hpp) and then the mutex to hand the permits on.
 // Waiting threads sleep on Clock (so the manual clock drives them in tests), woken by a grant, by their head's token
-// time, their deadline or their stop_token. The admission must outlive its permits and waiters. Permits of different
-// classes come from different engines: permit::merge refuses to join them.
+// time, their deadline or their stop_token. Asynchronous waiters (<admit/asio/admission_acquire.hpp>) wait in the
+// same queues, in the same arrival order: a grant posts their handler, and a timer of Clock on the handler's executor
+// wakes them at their head's token time (and at their deadline) to serve the heads. The admission must outlive its
+// permits and waiters. Permits of different classes come from different engines: permit::merge refuses to join them.
+//
+// Metrics. enable_metrics() counts one acquire_outcome per decision (blocking, try_*, asynchronous) in a
+// limiter_metrics (<admit/limiter_metrics.hpp>): admitted with its wait, unavailable (would_block), queue_full,
+// timeout, cancelled, exceeds_capacity; metrics() adds the gauges limit (max_in_flight, 0 without a concurrency
+// limit), in_flight and waiting, for all classes; metrics(priority) is one class's (limit: its g_c). The on_admitted
+// hook is the detailed view of each admission (class, n, arrival and admission order, within its guarantee or
+// borrowing). Both run once per admission, without the mutex held: the metrics' event hook first, then on_admitted.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "admit/acquire_result.hpp"
+#include "admit/admission_options.hpp"
 #include "admit/clock.hpp"
 #include "admit/detail/admission_classes.hpp"
+#include "admit/detail/admission_metrics.hpp"
+#include "admit/detail/admission_permits.hpp"
+#include "admit/detail/admission_queue.hpp"
 #include "admit/detail/admission_rule.hpp"
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/deadline.hpp"
 #include "admit/detail/saturating.hpp"
-#include "admit/detail/semaphore_state.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/detail/token_bucket_math.hpp"
 #include "admit/errc.hpp"
+#include "admit/limiter_metrics.hpp"
 #include "admit/permit.hpp"
-#include "admit/priority_class.hpp"
-#include "admit/rate.hpp"
+#include "admit/wait_histogram.hpp"
 
 namespace admit {
-
-// One admission, as the on_admitted hook sees it.
-struct admission_event {
-  std::size_t priority = 0;        // the class index
-  std::int64_t n = 1;              // tokens and permits taken
-  std::chrono::nanoseconds at{0};  // when it was decided, on the admission's clock (since its epoch)
-  std::uint64_t arrival = 0;       // arrival order of the request (1, 2, ..., over all classes)
-  std::uint64_t order = 0;         // admission order (1, 2, ...): `at` never decreases along it
-  bool within_guarantee = false;   // entitled to both permits and tokens when admitted (false: it borrowed some)
-};
-
-struct admission_options {
-  // The rate, and the burst of its token bucket (>= 1 unless the rate is inf; see token_bucket.hpp).
-  admit::rate rate = admit::rate::inf();
-  std::int64_t burst = 1;
-  // Permits in flight at most, in [0, 2^59]; 0: no concurrency limit (permits are still handed out and counted).
-  std::int64_t max_in_flight = 0;
-  // Requests that may wait at once (all classes together); the next one that would wait fails with queue_full.
-  std::size_t max_waiters = std::numeric_limits<std::size_t>::max();
-  // The priority classes; a request's `priority` is an index into them. Empty: one class, index 0, with share 1.
-  std::vector<priority_class> classes = {};
-  // Called once per admission, on the admitted request's thread, after the admission's mutex is released (it may
-  // call into the admission). Must be safe to call from many threads at once. May be empty.
-  std::function<void(const admission_event&)> on_admitted = {};
-};
 
 template <steady_clock_like Clock = std::chrono::steady_clock>
 class basic_admission {
@@ -133,21 +118,12 @@ class basic_admission {
     global_ = plan_.global;
     classes_.reserve(plan_.classes.size());
     for (std::size_t c = 0; c < plan_.classes.size(); ++c) {
-      auto k = std::make_unique<class_state>();
-      k->plan = plan_.classes[c];
-      k->watch.owner = this;
-      k->watch.cls = c;
-      k->watch.notify = &release_watch::on_release;
-      (void)rearm(*k);  // takes the engine's one initial permit (not a request's)
-      classes_.push_back(std::move(k));
+      classes_.push_back(std::make_unique<class_state>(this, c, plan_.classes[c]));
     }
     heads_.resize(classes_.size());
   }
   basic_admission(const basic_admission&) = delete;
   basic_admission& operator=(const basic_admission&) = delete;
-  ~basic_admission() {
-    for (auto& k : classes_) (void)k->permits.cancel_wait(k->watch);
-  }
 
   // --- Never waits -------------------------------------------------------------------------------------------------
 
@@ -187,24 +163,20 @@ class basic_admission {
   // --- Observers (snapshots, each exact at some instant during the call) ----------------------------------------
 
   std::size_t classes() const noexcept { return classes_.size(); }
+  // Requests waiting (all classes, or one), and permits held (released ones count until their engine hands them back).
   std::size_t waiting() const {
-    std::lock_guard lock(mutex_);
-    return waiting_;
+    return read([&] { return waiting_; });
   }
   std::size_t waiting(std::size_t priority) const {
     check_priority(priority);
-    std::lock_guard lock(mutex_);
-    return classes_[priority]->waiting;
+    return read([&] { return classes_[priority]->queue.waiting; });
   }
-  // Permits held (all classes, or one). Released permits count until their class's engine has handed them back.
   std::int64_t in_flight() const {
-    std::lock_guard lock(mutex_);
-    return held_;
+    return read([&] { return held_; });
   }
   std::int64_t in_flight(std::size_t priority) const {
     check_priority(priority);
-    std::lock_guard lock(mutex_);
-    return classes_[priority]->held;
+    return read([&] { return classes_[priority]->held; });
   }
   // The class's guaranteed permits g_c (0 without a concurrency limit).
   std::int64_t guaranteed_permits(std::size_t priority) const {
@@ -212,42 +184,102 @@ class basic_admission {
     return classes_[priority]->plan.permits;
   }
 
- private:
-  struct waiter {
-    std::size_t cls = 0;
-    std::int64_t n = 0;
-    waiter* prev = nullptr;
-    waiter* next = nullptr;
-    bool granted = false;
-    bool cancelled = false;
-    time_point wake = time_point::max();    // when its head position's tokens will be there (max: not a time event)
-    std::stop_source* interrupt = nullptr;  // the current sleep's; requested to end it (grant, new wake time)
-    admission_event event;
+  // --- Metrics (see the top of the file) ---------------------------------------------------------------------------
+
+  // Starts counting outcomes; `on_event` (may be empty) runs once per decision, see limiter_metrics. Call before the
+  // admission is shared: not thread-safe against decisions. Calling it again starts from zero.
+  void enable_metrics(limiter_metrics::event_handler on_event = {}) {
+    metrics_.enable(classes_.size(), std::move(on_event));
+  }
+  // The counters (all 0 when not enabled) and the gauges: limit = max_in_flight, in_flight, waiting (all classes).
+  limiter_snapshot metrics() const {
+    limiter_snapshot s = metrics_.snapshot();
+    std::tie(s.limit, s.in_flight, s.waiting) = read([&] { return std::tuple(plan_.max_in_flight, held_, waiting_); });
+    return s;
+  }
+  // One class's counters (its decisions only; the event hook is not called for them) and gauges: limit = its
+  // guaranteed permits g_c (in_flight above it: the class borrows), in_flight(priority), waiting(priority).
+  limiter_snapshot metrics(std::size_t priority) const {
+    check_priority(priority);
+    limiter_snapshot s = metrics_.snapshot(priority);
+    s.limit = classes_[priority]->plan.permits;
+    std::tie(s.in_flight, s.waiting) =
+        read([&] { return std::tuple(classes_[priority]->held, classes_[priority]->queue.waiting); });
+    return s;
+  }
+  // The waits of the admissions (empty when metrics are not enabled).
+  const wait_histogram& wait_times() const noexcept { return metrics_.wait_times(); }
+
+  // --- For asynchronous waiters (<admit/asio/admission_acquire.hpp>, the middleware's admission layer) -----------
+  // A decision made through these members: check_request, begin_wait, then (if queued) cancel_wait / timer_fired
+  // until it is resolved, then complete exactly once (or discard, for a grant that is never delivered).
+
+  using waiter = detail::admission_waiter;
+  struct begin_result {
+    bool queued = false;  // w waits: a grant calls w.notify (after the mutex is released)
+    errc error{};         // when not queued: errc{} admitted now, or the refusal (would_block when !may_wait)
   };
 
-  // Queued on a class's permit engine so that every release of that class's permits reaches on_release.
-  struct release_watch : detail::semaphore_waiter {
-    basic_admission* owner = nullptr;
-    std::size_t cls = 0;
-    static void on_release(detail::semaphore_waiter* w) noexcept {
-      auto* self = static_cast<release_watch*>(w);
-      self->owner->released(self->cls);
+  // Throws std::invalid_argument for n < 1 or a priority out of range (as every acquiring member does).
+  void check_request(std::size_t priority, std::int64_t n) const {
+    check_priority(priority);
+    if (n < 1) throw std::invalid_argument("admit::admission: n must be >= 1, got " + std::to_string(n));
+  }
+  // Admits w (w.cls, w.n set) now, refuses it now, or queues it; once queued, w.rearm is called once before this
+  // returns and whenever w's token time changes (under the mutex). Records nothing (complete() does).
+  begin_result begin_wait(waiter& w, std::optional<time_point> deadline, bool may_wait) {
+    locked lock(mutex_, ready_);
+    return begin(w, Clock::now(), deadline, may_wait, false);
+  }
+  // True: w was still queued and has left the queue (its place goes to the others). False: it was granted first
+  // (the grant stands: w.notify has been or will be called) or had already left.
+  bool cancel_wait(waiter& w) {
+    locked lock(mutex_, ready_);
+    if (!w.queued) return false;
+    give_up(*classes_[w.cls], w, effective(to_ns<Clock>(Clock::now())));
+    return true;
+  }
+  // w's timer went off: serves the heads now. True: w's deadline has passed and it left the queue (timeout). False:
+  // it was granted (w.notify), had left, or still waits (w.rearm was called with its next time).
+  bool timer_fired(waiter& w, std::optional<time_point> deadline) {
+    locked lock(mutex_, ready_);
+    if (!w.queued) return false;
+    const time_point now = Clock::now();
+    const std::int64_t t = effective(to_ns<Clock>(now));
+    dispatch(t);
+    if (!w.queued) return false;
+    if (deadline && now >= *deadline) {
+      give_up(*classes_[w.cls], w, t);
+      return true;
     }
-  };
+    w.rearm(w);
+    return false;
+  }
+  // Ends the decision on w: records `outcome` (errc{}: admitted after `waited`) and, for an admission, calls
+  // on_admitted and returns the permit. Call without the mutex held; throws what the hooks throw (the permit is then
+  // released).
+  acquire_result complete(const waiter& w, errc outcome, std::chrono::nanoseconds waited) {
+    acquire_result r = outcome == errc{} ? acquire_result(permit(classes_[w.cls]->permits.engine(), w.n)) : outcome;
+    metrics_.record(w.cls, outcome, w.n, waited);
+    if (outcome == errc{} && options_.on_admitted) {
+      options_.on_admitted({w.cls, w.n, std::chrono::nanoseconds{w.at_ns}, w.arrival, w.order, w.within_guarantee});
+    }
+    return r;
+  }
+  // A grant that will never be delivered (its handler was destroyed unrun): its permits go back. Records nothing.
+  void discard(const waiter& w) noexcept { permit(classes_[w.cls]->permits.engine(), w.n).release(); }
+
+ private:
+  using locked = detail::admission_lock;  // the mutex; unlocking it notifies the asynchronous waiters it granted
 
   struct class_state {
-    // The permits of this class's requests come from here (admit::permit releases into it). Its count is not the
-    // limit: the admission counts permits itself (held); the engine only reports releases through `watch`, which is
-    // always queued on it, so that every release takes its slow path.
-    detail::semaphore_state permits{1, std::numeric_limits<std::size_t>::max()};
-    release_watch watch;
+    class_state(basic_admission* owner, std::size_t c, const detail::admission_class_plan& p) noexcept
+        : permits(owner, c, &basic_admission::released), plan(p) {}
+    detail::admission_permits permits;  // its requests' permits come from and go back to its engine
     detail::admission_class_plan plan;
     std::int64_t assured_tat = detail::ns_min;
     std::int64_t held = 0;
-    std::int64_t queued_n = 0;
-    std::size_t waiting = 0;
-    waiter* head = nullptr;
-    waiter* tail = nullptr;
+    detail::admission_queue queue;
   };
 
   void check_priority(std::size_t priority) const {
@@ -257,42 +289,25 @@ class basic_admission {
                                   std::to_string(classes_.size() - 1));
     }
   }
-  void check_request(std::size_t priority, std::int64_t n) const {
-    check_priority(priority);
-    if (n < 1) throw std::invalid_argument("admit::admission: n must be >= 1, got " + std::to_string(n));
-  }
 
+  template <class F>
+  auto read(F f) const {
+    std::lock_guard lock(mutex_);
+    return f();
+  }
   bool limited() const noexcept { return plan_.max_in_flight > 0; }
   std::int64_t effective(std::int64_t now_ns) const noexcept { return std::max(now_ns, last_now_); }
-
-  // Why n can never be admitted (errc{} if it can).
-  errc never(std::int64_t n, std::int64_t t) const noexcept {
-    if (limited() && n > plan_.max_in_flight) return errc::exceeds_capacity;
-    if (global_.inf()) return errc{};
-    if (detail::token_bucket_step(global_, oversize_policy::reject, tat_, t, n).never) return errc::exceeds_capacity;
-    return errc{};
-  }
-
-  // Under the mutex: the global bucket cannot accrue `need` tokens by `deadline_ns` (from effective time t).
-  bool impossible_by(std::int64_t need, std::int64_t t, std::int64_t deadline_ns) const noexcept {
-    if (global_.inf()) return false;
-    const std::int64_t at = global_.zero() ? global_.frozen : t;
-    const std::int64_t base = std::max(tat_, detail::sat_sub(at, global_.tol));
-    const std::int64_t ready = detail::sat_add(base, detail::token_bucket_cost(global_, need));
-    if (ready <= at) return false;
-    return global_.zero() || ready > deadline_ns;
-  }
 
   // The standing of class k's head (n) at effective time t.
   detail::admission_head stand(const class_state& k, std::int64_t t) const noexcept {
     detail::admission_head h;
-    h.present = k.head != nullptr;
+    h.present = k.queue.head != nullptr;
     if (!h.present) return h;
-    h.n = k.head->n;
-    h.arrival = k.head->event.arrival;
+    h.n = k.queue.head->n;
+    h.arrival = k.queue.head->arrival;
     const detail::admission_free free = free_at(t);
     if (limited()) h.permit_entitled = k.held < k.plan.permits;
-    if (h.permit_entitled) h.permit_claim = std::min(k.queued_n, k.plan.permits - k.held);
+    if (h.permit_entitled) h.permit_claim = std::min(k.queue.queued_n, k.plan.permits - k.held);
     if (!global_.inf()) h.token_entitled = detail::assured_wait(k.plan.assured, k.assured_tat, t) == 0;
     h.permits_free = free.has_permits(h.n);
     h.tokens_free = free.has_tokens(h.n);
@@ -312,12 +327,14 @@ class basic_admission {
     held_ += w.n;
     unlink(k, w);
     w.granted = true;
-    w.event.priority = w.cls;
-    w.event.n = w.n;
-    w.event.at = std::chrono::nanoseconds{t};
-    w.event.order = ++admitted_;
-    w.event.within_guarantee = st.permit_entitled && st.token_entitled;
-    if (w.interrupt != nullptr) w.interrupt->request_stop();
+    w.at_ns = t;
+    w.order = ++admitted_;
+    w.within_guarantee = st.permit_entitled && st.token_entitled;
+    if (w.notify != nullptr) {
+      ready_.push_back(w);
+    } else if (w.interrupt != nullptr) {
+      w.interrupt->request_stop();
+    }
   }
 
   // Under the mutex: serves the heads by the share rule (top of the file) at effective time t, then gives each head
@@ -328,57 +345,80 @@ class basic_admission {
       for (std::size_t c = 0; c < classes_.size(); ++c) heads[c] = stand(*classes_[c], t);
       const std::size_t next = detail::admission_pick(heads, free_at(t));
       if (next == classes_.size()) break;
-      admit(*classes_[next], *classes_[next]->head, t, heads[next]);
+      admit(*classes_[next], *classes_[next]->queue.head, t, heads[next]);
     }
     for (auto& k : classes_) {
-      waiter* h = k->head;
+      waiter* h = k->queue.head;
       if (h == nullptr) continue;
-      std::int64_t wait = detail::ns_max;
-      if (!global_.inf()) {
-        const auto g = detail::token_bucket_step(global_, oversize_policy::reject, tat_, t, h->n);
-        if (!g.never && g.wait > 0) wait = g.wait;
-        const std::int64_t a = detail::assured_wait(k->plan.assured, k->assured_tat, t);
-        if (a > 0) wait = std::min(wait, a);
-      }
-      const time_point wake =
-          wait == detail::ns_max ? time_point::max() : detail::ceil_time_point<time_point>(detail::sat_add(t, wait));
-      if (wake != h->wake) {
-        h->wake = wake;
-        if (h->interrupt != nullptr) h->interrupt->request_stop();
+      const std::int64_t wait = detail::admission_head_wait(global_, tat_, k->plan.assured, k->assured_tat, t, h->n);
+      const std::int64_t wake = wait == detail::ns_max ? detail::ns_max : detail::sat_add(t, wait);
+      if (wake != h->wake_ns) {
+        h->wake_ns = wake;
+        if (h->rearm != nullptr) {
+          h->rearm(*h);
+        } else if (h->interrupt != nullptr) {
+          h->interrupt->request_stop();
+        }
       }
     }
   }
 
   void enqueue(class_state& k, waiter& w) noexcept {
-    w.event.arrival = ++arrivals_;
-    w.prev = k.tail;
-    w.next = nullptr;
-    (k.tail != nullptr ? k.tail->next : k.head) = &w;
-    k.tail = &w;
-    k.queued_n += w.n;
-    ++k.waiting;
+    k.queue.push_back(w, ++arrivals_);
     ++waiting_;
   }
   void unlink(class_state& k, waiter& w) noexcept {
-    (w.prev != nullptr ? w.prev->next : k.head) = w.next;
-    (w.next != nullptr ? w.next->prev : k.tail) = w.prev;
-    w.prev = w.next = nullptr;
-    k.queued_n -= w.n;
-    --k.waiting;
+    k.queue.erase(w);
     --waiting_;
   }
   // Takes `w` out of its queue without admitting it, and lets the others have what it held back.
-  errc give_up(class_state& k, waiter& w, std::int64_t t, errc why) noexcept {
+  void give_up(class_state& k, waiter& w, std::int64_t t) noexcept {
     unlink(k, w);
     dispatch(t);
-    return why;
+  }
+
+  // Under the mutex: serves the requests due at `now`, then admits w at once, refuses it at once, or leaves it queued
+  // (see begin_wait). `stopped`: a blocking caller's stop_token was already requested.
+  begin_result begin(waiter& w, time_point now, std::optional<time_point> deadline, bool may_wait, bool stopped) {
+    class_state& k = *classes_[w.cls];
+    const std::int64_t t = effective(to_ns<Clock>(now));
+    if (limited() && w.n > plan_.max_in_flight) return {false, errc::exceeds_capacity};
+    if (detail::admission_never(global_, tat_, t, w.n)) return {false, errc::exceeds_capacity};
+    // An asynchronous waiter admitted within this call is not notified: begin's result reports it.
+    auto* const rearm_w = std::exchange(w.rearm, nullptr);
+    auto* const notify_w = std::exchange(w.notify, nullptr);
+    dispatch(t);  // requests already due at t go first
+    const std::int64_t ahead = k.queue.queued_n;
+    enqueue(k, w);
+    dispatch(t);
+    if (w.granted) return {false, errc{}};
+    errc why{};
+    if (!may_wait) {
+      why = errc::would_block;
+    } else if (stopped || w.cancelled) {
+      why = errc::cancelled;
+    } else if (deadline && now >= *deadline) {
+      why = errc::timeout;
+    } else if (waiting_ - 1 >= options_.max_waiters) {
+      why = errc::queue_full;
+    } else if (deadline && detail::admission_impossible_by(global_, tat_, detail::sat_add(ahead, w.n), t,
+                                                           to_ns<Clock>(*deadline))) {
+      why = errc::timeout;
+    }
+    if (why != errc{}) {
+      give_up(k, w, t);
+      return {false, why};
+    }
+    w.rearm = rearm_w;
+    w.notify = notify_w;
+    if (w.rearm != nullptr) w.rearm(w);
+    return {true, {}};
   }
 
   // The blocking and non-blocking members in one: see their comments.
   acquire_result run(std::size_t priority, std::int64_t n, std::optional<time_point> deadline, std::stop_token stop,
                      bool may_wait, std::optional<time_point> at) {
     check_request(priority, n);
-    class_state& k = *classes_[priority];
     waiter w;
     w.cls = priority;
     w.n = n;
@@ -391,36 +431,32 @@ class basic_admission {
     std::optional<std::stop_callback<decltype(on_stop)>> stop_callback;
     if (may_wait && stop.stop_possible()) stop_callback.emplace(stop, on_stop);
 
-    std::unique_lock lock(mutex_);
-    const time_point now = at ? *at : Clock::now();
-    std::int64_t t = effective(to_ns<Clock>(now));
-    if (const errc e = never(n, t); e != errc{}) return e;
-    dispatch(t);  // requests already due at t go first
-    const std::int64_t ahead = k.queued_n;
-    enqueue(k, w);
-    dispatch(t);
-    if (!w.granted) {
-      if (!may_wait) return give_up(k, w, t, errc::would_block);
-      if (w.cancelled || stop.stop_requested()) return give_up(k, w, t, errc::cancelled);
-      if (deadline && now >= *deadline) return give_up(k, w, t, errc::timeout);
-      if (waiting_ - 1 >= options_.max_waiters) return give_up(k, w, t, errc::queue_full);
-      if (deadline && impossible_by(detail::sat_add(ahead, n), t, to_ns<Clock>(*deadline))) {
-        return give_up(k, w, t, errc::timeout);
+    errc result{};
+    std::chrono::nanoseconds waited{0};
+    {
+      locked lock(mutex_, ready_);
+      const time_point start = at ? *at : Clock::now();
+      const begin_result begun = begin(w, start, deadline, may_wait, stop.stop_requested());
+      result = begun.error;
+      if (begun.queued) {
+        wait(w, deadline, lock);
+        result = w.granted ? errc{} : w.cancelled ? errc::cancelled : errc::timeout;
+        waited = std::max(std::chrono::nanoseconds{0},
+                          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start));
       }
-      wait(k, w, deadline, lock);
-      if (!w.granted) return w.cancelled ? errc::cancelled : errc::timeout;
     }
-    lock.unlock();
-    return finish(k, w);
+    return complete(w, result, waited);
   }
 
   // Sleeps (the mutex released) until `w` is granted, cancelled or past its deadline, serving the heads each time it
   // wakes. On return (mutex held) `w` is granted, or out of its queue (cancelled if w.cancelled, else timed out).
-  void wait(class_state& k, waiter& w, std::optional<time_point> deadline, std::unique_lock<std::mutex>& lock) {
+  void wait(waiter& w, std::optional<time_point> deadline, locked& lock) {
     for (;;) {
       std::stop_source interrupt;
       w.interrupt = &interrupt;
-      const time_point until = deadline ? std::min(*deadline, w.wake) : w.wake;
+      const time_point wake =
+          w.wake_ns == detail::ns_max ? time_point::max() : detail::ceil_time_point<time_point>(w.wake_ns);
+      const time_point until = deadline ? std::min(*deadline, wake) : wake;
       lock.unlock();
       (void)detail::sleep_until<Clock>(until, interrupt.get_token());
       lock.lock();
@@ -431,44 +467,21 @@ class basic_admission {
       dispatch(t);
       if (w.granted) return;
       if (w.cancelled || (deadline && woke >= *deadline)) {
-        (void)give_up(k, w, t, errc{});
+        give_up(*classes_[w.cls], w, t);
         return;
       }
     }
   }
 
-  acquire_result finish(class_state& k, waiter& w) {
-    acquire_result r(permit(k.permits, w.n));
-    if (options_.on_admitted) options_.on_admitted(w.event);
-    return r;
-  }
-
-  // A permit of class `cls` was released (the engine handed one unit to the watch and calls this without its lock).
-  void released(std::size_t cls) noexcept {
-    std::lock_guard lock(mutex_);
-    class_state& k = *classes_[cls];
-    const std::int64_t back = 1 + rearm(k);
+  // A permit of class `cls` was released (its engine calls this without its lock).
+  static void released(void* owner, std::size_t cls) noexcept {
+    auto& self = *static_cast<basic_admission*>(owner);
+    locked lock(self.mutex_, self.ready_);
+    class_state& k = *self.classes_[cls];
+    const std::int64_t back = 1 + k.permits.take_back();
     k.held -= back;
-    held_ -= back;
-    if (limited()) dispatch(effective(to_ns<Clock>(Clock::now())));
-  }
-
-  // Takes back every permit released into the class's engine and queues the watch again; returns how many it took.
-  // Releases that race with it either add to what it takes or find the watch queued (and call released()).
-  static std::int64_t rearm(class_state& k) noexcept {
-    std::int64_t got = 0;
-    for (;;) {
-      const std::int64_t free = k.permits.available();
-      if (free > 0 && k.permits.try_acquire(free)) {
-        got += free;
-        continue;
-      }
-      k.watch.needed = 1;
-      const auto begun = k.permits.begin_wait(k.watch);
-      if (begun.queued) return got;
-      if (begun.error != errc{}) return got;  // cannot happen: never closed, capacity 1, no waiter bound
-      got += 1;
-    }
+    self.held_ -= back;
+    if (self.limited()) self.dispatch(self.effective(to_ns<Clock>(Clock::now())));
   }
 
   admission_options options_;
@@ -476,6 +489,7 @@ class basic_admission {
   detail::token_bucket_config global_;
   std::vector<std::unique_ptr<class_state>> classes_;
   std::vector<detail::admission_head> heads_;  // dispatch's scratch space, one per class (guarded by mutex_)
+  detail::admission_metrics metrics_;
   mutable std::mutex mutex_;
   // Guarded by mutex_.
   std::int64_t tat_ = detail::ns_min;       // the global bucket (token_bucket.hpp's representation)
@@ -484,6 +498,7 @@ class basic_admission {
   std::size_t waiting_ = 0;
   std::uint64_t arrivals_ = 0;
   std::uint64_t admitted_ = 0;
+  detail::admission_ready_list ready_;  // granted asynchronous waiters to notify once the mutex is released
 };
 
 using admission = basic_admission<std::chrono::steady_clock>;

@@ -55,6 +55,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "admit/asio/admission_layer.hpp"
 #include "admit/asio/middleware_layers.hpp"
 #include "admit/asio/middleware_outcome.hpp"
 #include "admit/asio/rejection.hpp"
@@ -88,6 +89,14 @@ class middleware {
   template <steady_clock_like Clock>
   auto concurrency_limit(basic_semaphore<Clock>& sem, std::int64_t n = 1) const {
     return add(detail::concurrency_layer<Clock>(sem, n));
+  }
+
+  // Admission control (<admit/asio/admission_layer.hpp>): n >= 1 of `adm`'s tokens and permits per request, in the
+  // priority class `priority_of(const Request&)` returns (std::size_t), permits held until the outcome is released.
+  // load_shed() and deadline() before it apply to it as to concurrency_limit(). Throws std::invalid_argument for n < 1.
+  template <steady_clock_like Clock, class PriorityOf>
+  auto admission(basic_admission<Clock>& adm, PriorityOf priority_of, std::int64_t n = 1) const {
+    return add(detail::admission_layer<Clock, PriorityOf>(adm, std::move(priority_of), n));
   }
 
   // Every request spends n >= 0 of `limiter` (anything with `decision decide(std::int64_t)`, read on its own clock).

@@ -24,6 +24,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/error_code.hpp>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -76,6 +77,7 @@ struct request_context {
   // The request's key, kept by a layer that waits (its wait function has no request) until its wait is done; one
   // layer waits at a time, so one slot serves every layer.
   std::string key;
+  std::size_t priority = 0;  // likewise, the priority class of a waiting admission layer (admission_layer.hpp)
 
   void note(const decision& d) noexcept {
     if (!rate || d.remaining < rate->remaining) rate = d;

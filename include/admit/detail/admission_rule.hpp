@@ -31,6 +31,39 @@ namespace admit::detail {
   return c.zero() ? ns_max : sat_sub(ready, at);
 }
 
+// The global bucket (state tat) can never hold n tokens, from effective time t on (n above the burst, or the zero
+// rate and fewer tokens left than n).
+[[nodiscard]] inline bool admission_never(const token_bucket_config& global, std::int64_t tat, std::int64_t t,
+                                          std::int64_t n) noexcept {
+  return !global.inf() && token_bucket_step(global, oversize_policy::reject, tat, t, n).never;
+}
+
+// The global bucket (state tat) cannot accrue `need` tokens by deadline_ns, from effective time t.
+[[nodiscard]] inline bool admission_impossible_by(const token_bucket_config& global, std::int64_t tat,
+                                                  std::int64_t need, std::int64_t t,
+                                                  std::int64_t deadline_ns) noexcept {
+  if (global.inf()) return false;
+  const std::int64_t at = global.zero() ? global.frozen : t;
+  const std::int64_t ready = sat_add(std::max(tat, sat_sub(at, global.tol)), token_bucket_cost(global, need));
+  if (ready <= at) return false;
+  return global.zero() || ready > deadline_ns;
+}
+
+// How long from effective time t until time alone could change the decision for a head of n: its tokens in the
+// global bucket (state tat), or a whole token in its class's assured bucket (state assured_tat). ns_max: never
+// (time alone cannot help: the infinite rate, or the tokens are there now and something else holds it back).
+[[nodiscard]] inline std::int64_t admission_head_wait(const token_bucket_config& global, std::int64_t tat,
+                                                      const token_bucket_config& assured, std::int64_t assured_tat,
+                                                      std::int64_t t, std::int64_t n) noexcept {
+  if (global.inf()) return ns_max;
+  std::int64_t wait = ns_max;
+  const auto g = token_bucket_step(global, oversize_policy::reject, tat, t, n);
+  if (!g.never && g.wait > 0) wait = g.wait;
+  const std::int64_t a = assured_wait(assured, assured_tat, t);
+  if (a > 0) wait = std::min(wait, a);
+  return wait;
+}
+
 // What is free now: permits (unless unlimited) and the global bucket at effective time t.
 struct admission_free {
   bool limited = false;
