@@ -317,7 +317,9 @@ class basic_admission {
     return {limited(), plan_.max_in_flight - held_, &global_, tat_, t};
   }
 
+  // Admits w, queued or (when nobody waits) not yet: takes its tokens and permits and records its admission.
   void admit(class_state& k, waiter& w, std::int64_t t, const detail::admission_head& st) noexcept {
+    if (w.queued) unlink(k, w);
     if (!global_.inf()) {
       tat_ = detail::token_bucket_step(global_, oversize_policy::reject, tat_, t, w.n).new_tat;
       if (st.token_entitled) k.assured_tat = detail::assured_charge(k.plan.assured, k.assured_tat, t, w.n);
@@ -325,7 +327,6 @@ class basic_admission {
     last_now_ = std::max(last_now_, t);
     k.held += w.n;
     held_ += w.n;
-    unlink(k, w);
     w.granted = true;
     w.at_ns = t;
     w.order = ++admitted_;
@@ -387,6 +388,18 @@ class basic_admission {
     // An asynchronous waiter admitted within this call is not notified: begin's result reports it.
     auto* const rearm_w = std::exchange(w.rearm, nullptr);
     auto* const notify_w = std::exchange(w.notify, nullptr);
+    if (waiting_ == 0) {
+      // Nobody waits: w would be the only head, admitted by the share rule exactly when both resources are free.
+      const detail::admission_free free = free_at(t);
+      if (free.has_permits(w.n) && free.has_tokens(w.n)) {
+        w.arrival = ++arrivals_;
+        detail::admission_head st;
+        if (limited()) st.permit_entitled = k.held < k.plan.permits;
+        if (!global_.inf()) st.token_entitled = detail::assured_wait(k.plan.assured, k.assured_tat, t) == 0;
+        admit(k, w, t, st);
+        return {false, errc{}};
+      }
+    }
     dispatch(t);  // requests already due at t go first
     const std::int64_t ahead = k.queue.queued_n;
     enqueue(k, w);
@@ -481,7 +494,8 @@ class basic_admission {
     const std::int64_t back = 1 + k.permits.take_back();
     k.held -= back;
     self.held_ -= back;
-    if (self.limited()) self.dispatch(self.effective(to_ns<Clock>(Clock::now())));
+    // Nobody waits: nobody to serve, and no clock to read.
+    if (self.limited() && self.waiting_ != 0) self.dispatch(self.effective(to_ns<Clock>(Clock::now())));
   }
 
   admission_options options_;
