@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ clang clang-tidy clang-format libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libboost1.81-dev curl
-  pkg-config libhiredis-dev libssl-dev openssl redis-server ccache
+  pkg-config libhiredis-dev libssl-dev openssl redis-server ccache python3-prometheus-client
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(golang-go golang-golang-x-time-dev golang-github-juju-ratelimit-dev golang-golang-x-sync-dev libguava-java

@@ -26,9 +26,9 @@ using namespace std::chrono_literals;
 using clock_type = admit::testing::manual_clock;
 using limiter = admit::basic_concurrency_limiter<clock_type>;
 using admit::acquire_outcome;
-using admit::concurrency_event;
 using admit::concurrency_limiter_options;
 using admit::errc;
+using admit::limiter_event;
 using ::testing::HasSubstr;
 
 concurrency_limiter_options options(std::int64_t limit, std::size_t max_waiters = SIZE_MAX,
@@ -49,14 +49,14 @@ void wait_for_waiting(const L& l, std::size_t n) {
 // Collects events; the hook may be called from several threads.
 struct event_log {
   std::mutex mutex;
-  std::vector<concurrency_event> events;
+  std::vector<limiter_event> events;
   limiter::event_handler handler() {
-    return [this](const concurrency_event& e) {
+    return [this](const limiter_event& e) {
       std::lock_guard lock(mutex);
       events.push_back(e);
     };
   }
-  std::vector<concurrency_event> take() {
+  std::vector<limiter_event> take() {
     std::lock_guard lock(mutex);
     return events;
   }
@@ -76,7 +76,7 @@ TEST_F(ConcurrencyLimiter, ImmediateAdmissionsAndRefusalsAreCountedExactly) {
   EXPECT_FALSE(l.try_acquire());
   EXPECT_EQ(l.try_acquire_for(0ms).error(), errc::timeout);  // nothing free, no wait
   EXPECT_EQ(l.try_acquire_until(clock_type::now()).error(), errc::timeout);
-  const auto s = l.snapshot();
+  const auto s = l.metrics();
   EXPECT_EQ(s.limit, 2);
   EXPECT_EQ(s.in_flight, 2);
   EXPECT_EQ(s.waiting, 0u);
@@ -101,7 +101,7 @@ TEST_F(ConcurrencyLimiter, RejectsInvalidConfigurationNamingTheValue) {
   limiter l{options(1)};
   EXPECT_THAT(admit::testing::invalid_argument_message([&] { (void)l.try_acquire(0); }), HasSubstr("got 0"));
   EXPECT_THAT(admit::testing::invalid_argument_message([&] { l.set_limit(0); }), HasSubstr("got 0"));
-  EXPECT_EQ(l.snapshot().unavailable, 0u);  // an invalid call is not an outcome
+  EXPECT_EQ(l.metrics().unavailable, 0u);  // an invalid call is not an outcome
 }
 
 // The waiter bound is exact (a check written `waiting > max` lets max + 1 wait): max_waiters wait and the next fails
@@ -118,12 +118,12 @@ TEST_F(ConcurrencyLimiter, MaxWaitersBoundIsExact) {
   const auto third = l.acquire();  // would be the third waiter: rejected without waiting
   EXPECT_EQ(third.error(), errc::queue_full);
   EXPECT_EQ(l.try_acquire_for(1h).error(), errc::queue_full);
-  auto s = l.snapshot();
+  auto s = l.metrics();
   EXPECT_EQ(s.waiting, 2u);
   EXPECT_EQ(s.rejected, 2u);
   held->release();  // to the first waiter, which releases on return: then the second
   for (auto& w : waiters) EXPECT_EQ(w.get(), errc{});
-  s = l.snapshot();
+  s = l.metrics();
   EXPECT_EQ(s.admitted, 3u);
   EXPECT_EQ(s.rejected, 2u);
   EXPECT_EQ(s.in_flight, 0);
@@ -133,7 +133,7 @@ TEST_F(ConcurrencyLimiter, ZeroMaxWaitersNeverWaits) {
   limiter l{options(1, 0)};
   auto held = l.try_acquire();
   EXPECT_EQ(l.acquire().error(), errc::queue_full);
-  EXPECT_EQ(l.snapshot().rejected, 1u);
+  EXPECT_EQ(l.metrics().rejected, 1u);
   held->release();
   EXPECT_TRUE(l.acquire());  // nothing to wait for: admitted
 }
@@ -159,7 +159,7 @@ TEST_F(ConcurrencyLimiter, WakesWaitersInArrivalOrder) {
   held->release();
   for (auto& t : threads) t.join();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5}));
-  EXPECT_EQ(l.snapshot().admitted, static_cast<std::uint64_t>(n) + 1);
+  EXPECT_EQ(l.metrics().admitted, static_cast<std::uint64_t>(n) + 1);
 }
 
 // No newcomer takes the permit between a release and the wake-up of the waiter it is meant for (a release that frees
@@ -187,7 +187,7 @@ TEST_F(ConcurrencyLimiter, NoNewcomerTakesAPermitBetweenReleaseAndWakeUp) {
     EXPECT_TRUE(waiter.get());
     EXPECT_EQ(l.in_flight(), 0);
   }
-  const auto s = l.snapshot();
+  const auto s = l.metrics();
   EXPECT_EQ(s.admitted, 100u);
   EXPECT_EQ(s.unavailable, 50u);
   EXPECT_EQ(s.timed_out, 50u);
@@ -203,7 +203,7 @@ TEST_F(ConcurrencyLimiter, DefaultTimeoutOnTheManualClock) {
   EXPECT_EQ(l.waiting(), 1u);
   EXPECT_EQ(clock_type::advance(1ms), 1u);
   EXPECT_EQ(waiter.get(), errc::timeout);
-  const auto s = l.snapshot();
+  const auto s = l.metrics();
   EXPECT_EQ(s.timed_out, 1u);
   EXPECT_EQ(s.waiting, 0u);
   EXPECT_EQ(s.wait.count, 1u);  // only the admission of `held`: timeouts are not admitted waits
@@ -224,7 +224,7 @@ TEST_F(ConcurrencyLimiter, RecordsTheWaitOfAGrantedRequest) {
   EXPECT_EQ(clock_type::advance(30ms), 0u);
   held->release();
   EXPECT_TRUE(waiter.get());
-  const auto s = l.snapshot();
+  const auto s = l.metrics();
   EXPECT_EQ(s.admitted, 2u);
   EXPECT_EQ(s.wait.count, 2u);
   EXPECT_EQ(s.wait.max, 30ms);
@@ -249,7 +249,7 @@ TEST_F(ConcurrencyLimiter, WaitPercentilesWithinTheDocumentedError) {
     held->release();
     ASSERT_TRUE(waiter.get());
   }
-  const auto s = l.snapshot();
+  const auto s = l.metrics();
   EXPECT_EQ(s.admitted, 20u);
   EXPECT_EQ(s.wait.count, 20u);  // ten immediate (0) and ten waits
   // Nearest rank over 20 values: p50 is the 10th (0), p90 the 18th (80ms), p99 the 20th (100ms, the exact maximum).
@@ -297,11 +297,11 @@ TEST_F(ConcurrencyLimiter, StopTokenCancelsAWait) {
   stop.request_stop();
   EXPECT_EQ(waiter.get(), errc::cancelled);
   EXPECT_EQ(l.acquire(1, stop.get_token()).error(), errc::cancelled);  // already stopped, nothing free
-  const auto s = l.snapshot();
+  const auto s = l.metrics();
   EXPECT_EQ(s.cancelled, 2u);
   EXPECT_EQ(s.waiting, 0u);
   held->release();
-  EXPECT_EQ(l.snapshot().in_flight, 0);
+  EXPECT_EQ(l.metrics().in_flight, 0);
 }
 
 TEST_F(ConcurrencyLimiter, CloseFailsWaitersAndLaterRequests) {
@@ -314,7 +314,7 @@ TEST_F(ConcurrencyLimiter, CloseFailsWaitersAndLaterRequests) {
   EXPECT_EQ(waiter.get(), errc::closed);
   EXPECT_EQ(l.acquire().error(), errc::closed);
   EXPECT_FALSE(l.try_acquire());
-  const auto s = l.snapshot();
+  const auto s = l.metrics();
   EXPECT_EQ(s.closed, 3u);
   EXPECT_EQ(s.unavailable, 0u);
   EXPECT_EQ(s.in_flight, 1);
@@ -327,7 +327,7 @@ TEST_F(ConcurrencyLimiter, ExceedsCapacityAtOnce) {
   EXPECT_EQ(l.acquire(3).error(), errc::exceeds_capacity);
   EXPECT_FALSE(l.try_acquire(3));
   EXPECT_TRUE(l.acquire(2));
-  EXPECT_EQ(l.snapshot().exceeds_capacity, 2u);
+  EXPECT_EQ(l.metrics().exceeds_capacity, 2u);
   EXPECT_EQ(clock_type::sleepers(), 0u);
 }
 
@@ -348,7 +348,7 @@ TEST_F(ConcurrencyLimiter, SetLimitServesOrFailsWaiters) {
   EXPECT_FALSE(l.try_acquire());
   held->release();
   EXPECT_TRUE(l.try_acquire());
-  const auto s = l.snapshot();
+  const auto s = l.metrics();
   EXPECT_EQ(s.admitted, 3u);
   EXPECT_EQ(s.exceeds_capacity, 1u);
   EXPECT_EQ(s.unavailable, 1u);
@@ -372,12 +372,12 @@ TEST_F(ConcurrencyLimiter, ShrinkingBelowHeldPermitsIsPaidByReleases) {
 
 // Every acquisition produces exactly one event, after its counter, with the outcome the caller saw.
 TEST_F(ConcurrencyLimiter, EventHookCalledOncePerOutcome) {
-  std::vector<concurrency_event> seen;
+  std::vector<limiter_event> seen;
   std::vector<std::uint64_t> counted;  // the counter total the hook observed, to check it runs after counting
   limiter* self = nullptr;
-  limiter l{options(1, 1, 10ms), [&](const concurrency_event& e) {
+  limiter l{options(1, 1, 10ms), [&](const limiter_event& e) {
               seen.push_back(e);
-              const auto s = self->snapshot();
+              const auto s = self->metrics();
               counted.push_back(s.admitted + s.unavailable + s.rejected + s.timed_out + s.cancelled + s.closed +
                                 s.exceeds_capacity);
             }};
@@ -405,7 +405,7 @@ TEST_F(ConcurrencyLimiter, EventHookCalledOncePerOutcome) {
   // queue_full, from a separate limiter (one waiter allowed, one queued).
   std::vector<acquire_outcome> outcomes;
   std::mutex mutex;
-  limiter q{options(1, 1), [&](const concurrency_event& e) {
+  limiter q{options(1, 1), [&](const limiter_event& e) {
               std::lock_guard lock(mutex);
               outcomes.push_back(e.outcome);
             }};
@@ -422,12 +422,12 @@ TEST_F(ConcurrencyLimiter, EventHookCalledOncePerOutcome) {
 
 // A hook that throws: the caller sees the exception and the permit acquired by the call is released.
 TEST_F(ConcurrencyLimiter, ThrowingHookReleasesThePermit) {
-  limiter l{options(1), [](const concurrency_event&) { throw std::runtime_error("metrics down"); }};
+  limiter l{options(1), [](const limiter_event&) { throw std::runtime_error("metrics down"); }};
   EXPECT_THROW((void)l.acquire(), std::runtime_error);
   EXPECT_EQ(l.in_flight(), 0);
   EXPECT_THROW((void)l.try_acquire(), std::runtime_error);
   EXPECT_EQ(l.in_flight(), 0);
-  EXPECT_EQ(l.snapshot().admitted, 2u);
+  EXPECT_EQ(l.metrics().admitted, 2u);
 }
 
 // Threads hammer a limiter on the real clock: at no time do more than `limit` hold permits, and the counters add up
@@ -469,7 +469,7 @@ TEST(ConcurrencyLimiterStress, CountersAddUpAndLimitHolds) {
     });
   }
   for (auto& t : pool) t.join();
-  const auto s = l.snapshot();
+  const auto s = l.metrics();
   EXPECT_LE(peak.load(), limit);
   EXPECT_EQ(s.in_flight, 0);
   EXPECT_EQ(s.waiting, 0u);

@@ -150,7 +150,7 @@ TEST(CountCheck, ConcurrencyLimiterRefusesCountsBelowOne) {
     EXPECT_THROW((void)lim.acquire(n), std::invalid_argument) << n;
     EXPECT_THROW((void)lim.try_acquire_for(1s, n), std::invalid_argument) << n;
   }
-  const admit::concurrency_snapshot s = lim.snapshot();
+  const admit::limiter_snapshot s = lim.metrics();
   EXPECT_EQ(s.in_flight, 0);
   EXPECT_EQ(s.limit, 2);
   EXPECT_TRUE(lim.try_acquire(2));

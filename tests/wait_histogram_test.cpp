@@ -100,6 +100,55 @@ TEST(WaitHistogram, PercentilesWithinTheRelativeErrorOfTheExactOnes) {
   EXPECT_EQ(static_cast<std::uint64_t>(s.mean.count()), sum / values.size());
 }
 
+// cumulative_counts never counts a value above its bound, and counts every value up to within 1/32 below it.
+TEST(WaitHistogram, CumulativeCountsHonourTheirBoundsWithinTheRelativeError) {
+  std::mt19937_64 rng(11);
+  std::lognormal_distribution<double> dist(std::log(1e6), 2.5);  // spans ns to seconds
+  wait_histogram h;
+  std::vector<std::int64_t> values;
+  for (int i = 0; i < 20000; ++i) {
+    const auto v = static_cast<std::int64_t>(dist(rng));
+    values.push_back(v);
+    h.record(std::chrono::nanoseconds(v));
+  }
+  std::vector<std::chrono::nanoseconds> bounds = {0ns, 63ns, 64ns, 1us, 2500ns, 1ms, 2500us, 1s, 10s};
+  bounds.push_back(std::chrono::nanoseconds(wait_histogram::bucket_upper(wait_histogram::bucket_of(777'777))));
+  std::sort(bounds.begin(), bounds.end());
+  std::vector<std::uint64_t> out(bounds.size());
+  EXPECT_EQ(h.cumulative_counts(bounds, out), values.size());
+  const auto at_most = [&](double b) {
+    return static_cast<std::uint64_t>(
+        std::count_if(values.begin(), values.end(), [&](std::int64_t v) { return static_cast<double>(v) <= b; }));
+  };
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    const auto b = static_cast<double>(bounds[i].count());
+    EXPECT_LE(out[i], at_most(b)) << b;
+    EXPECT_GE(out[i], at_most(b * (1 - wait_histogram::relative_error))) << b;
+    if (i > 0) {
+      EXPECT_GE(out[i], out[i - 1]);
+    }
+    const auto top = wait_histogram::bucket_upper(wait_histogram::bucket_of(bounds[i].count()));
+    if (bounds[i].count() < wait_histogram::exact_below || top == bounds[i].count()) {
+      EXPECT_EQ(out[i], at_most(b)) << b;  // a bound at the top of its bucket is exact
+    }
+  }
+  std::uint64_t sum = 0;
+  for (auto v : values) sum += static_cast<std::uint64_t>(v);
+  EXPECT_EQ(static_cast<std::uint64_t>(h.sum().count()), sum);
+}
+
+TEST(WaitHistogram, CumulativeCountsRejectUnsortedBoundsAndAShortOutput) {
+  wait_histogram h;
+  const std::vector<std::chrono::nanoseconds> unsorted = {2us, 1us};
+  std::vector<std::uint64_t> out(2);
+  EXPECT_THAT(admit::testing::invalid_argument_message([&] { (void)h.cumulative_counts(unsorted, out); }),
+              ::testing::HasSubstr("bounds must be ascending, got 1000ns after 2000ns"));
+  std::vector<std::uint64_t> short_out(1);
+  const std::vector<std::chrono::nanoseconds> sorted = {1us, 2us};
+  EXPECT_THAT(admit::testing::invalid_argument_message([&] { (void)h.cumulative_counts(sorted, short_out); }),
+              ::testing::HasSubstr("out has 1 elements, must have as many as bounds (2)"));
+}
+
 TEST(WaitHistogram, HugeDurationsDoNotOverflow) {
   wait_histogram h;
   h.record(std::chrono::nanoseconds::max());

@@ -10,8 +10,11 @@
 #      --grace, get 503 closed), idle keep-alive connections are closed, and the server exits 0; a client that never
 #      reads its answers is dropped one second after --grace (under AddressSanitizer this also checks that no
 #      connection outlives the io_context);
-#   7. nothing hangs: every curl has --max-time, every server must exit 0 within 10 s of SIGTERM.
-# Usage: e2e_test.sh path/to/admit_http_server. Exits 77 (skipped) when curl or python3 is missing.
+#   7. nothing hangs: every curl has --max-time, every server must exit 0 within 10 s of SIGTERM;
+#   8. GET /metrics, scraped with curl after a known burst, parses with python3-prometheus-client's text parser
+#      (prometheus_client.parser, not admit's code): every family, and the counts equal the requests made.
+# Usage: e2e_test.sh path/to/admit_http_server. Exits 77 (skipped) when curl or python3 is missing, or, after every
+# other check passed, when python3-prometheus-client is not installed (never when it is: then an import failure fails).
 set -euo pipefail
 
 server_bin=${1:?usage: e2e_test.sh path/to/admit_http_server}
@@ -150,10 +153,79 @@ check "429 RateLimit-Remaining" 0 "$(header RateLimit-Remaining)"
 check "429 RateLimit-Reset" 180 "$(header RateLimit-Reset)"
 stop_server
 
-echo "# concurrency 2 + queue 2, each request works 1.5 s: a burst of 8"
+echo "# concurrency 2 + queue 2, each request works 1.5 s: a burst of 8; then GET /metrics"
 start_server --rate 1000/s --burst 1000 --concurrency 2 --queue 2 --deadline 10000 --work 1500
-check "burst of 8: 4 served, 4 refused" "200:ok 200:ok 200:ok 200:ok 503:queue_full 503:queue_full 503:queue_full 503:queue_full" "$(burst 8)"
+burst_result=$(burst 8)
+check "burst of 8: 4 served, 4 refused" "200:ok 200:ok 200:ok 200:ok 503:queue_full 503:queue_full 503:queue_full 503:queue_full" "$burst_result"
 check "served again once the burst is over" 200 "$(get)"
+# The requests made, as the clients saw them: every 200 was admitted (the last one at once), every 503 refused.
+served=$(($(grep -o '200:ok' <<<"$burst_result" | wc -l) + 1))
+refused=$(grep -o '503:queue_full' <<<"$burst_result" | wc -l)
+curl -s --max-time 10 -D "$work_dir/metrics.headers" -o "$work_dir/metrics.txt" "http://127.0.0.1:$port/metrics"
+check "/metrics Content-Type" "text/plain; version=0.0.4; charset=utf-8" \
+  "$(tr -d '\r' <"$work_dir/metrics.headers" | awk -F': ' 'tolower($1) == "content-type" { print $2 }')"
+metrics_skipped=""
+# The python3 that has Debian's package: the one on PATH, or the system's (PATH may lead to another install first).
+prom_python=""
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c 'import prometheus_client.parser' 2>/dev/null; then
+    prom_python=$candidate
+    break
+  fi
+done
+if [[ -n "$prom_python" ]]; then
+  # Every family parses; prints "family type" lines and then the checks' values, one "name value" a line.
+  "$prom_python" - "$work_dir/metrics.txt" >"$work_dir/metrics.parsed" 2>&1 <<'PY' || true
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+text = open(sys.argv[1]).read()
+families = {f.name: f for f in text_string_to_metric_families(text)}
+for name in sorted(families):
+    print("family", name, families[name].type)
+def value(family, suffix="", **labels):
+    want = {"limiter": "concurrency", "route": "/", **labels}
+    return [s.value for s in families[family].samples if s.name == family + suffix and s.labels == want]
+print("admitted", int(value("admit_admitted", "_total")[0]))
+print("waited", int(value("admit_waited", "_total")[0]))
+for reason in ["unavailable", "queue_full", "timeout", "cancelled", "closed", "exceeds_capacity", "failed"]:
+    print("rejected_" + reason, int(value("admit_rejected", "_total", reason=reason)[0]))
+for gauge in ["admit_limit", "admit_in_flight", "admit_waiting"]:
+    print(gauge, int(value(gauge)[0]))
+buckets = [(s.labels["le"], s.value) for s in families["admit_wait_seconds"].samples if s.name.endswith("_bucket")]
+counts = [v for _, v in buckets]
+print("buckets", len(buckets), "last_le", buckets[-1][0], "monotonic", counts == sorted(counts))
+print("le_1us", int(buckets[0][1]), "le_inf", int(buckets[-1][1]))
+print("count", int(value("admit_wait_seconds", "_count")[0]))
+print("sum_positive", value("admit_wait_seconds", "_sum")[0] > 0)
+PY
+  parsed() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' "$work_dir/metrics.parsed"; }
+  check "every family parses, with its type" \
+    "admit_admitted counter|admit_in_flight gauge|admit_limit gauge|admit_rejected counter|admit_wait_seconds histogram|admit_waited counter|admit_waiting gauge" \
+    "$(parsed family | tr '\n' '|' | sed 's/|$//')"
+  check "admitted = the requests served" "$served" "$(parsed admitted)"
+  check "rejected{queue_full} = the requests refused" "$refused" "$(parsed rejected_queue_full)"
+  check "waited = the requests that queued (the 3rd and 4th served)" 2 "$(parsed waited)"
+  for reason in unavailable timeout cancelled closed exceeds_capacity failed; do
+    check "rejected{$reason}" 0 "$(parsed "rejected_$reason")"
+  done
+  check "limit gauge" 2 "$(parsed admit_limit)"
+  check "in_flight gauge (all answered)" 0 "$(parsed admit_in_flight)"
+  check "waiting gauge" 0 "$(parsed admit_waiting)"
+  check "histogram buckets: 22 bounds + +Inf, cumulative" "23 last_le +Inf monotonic True" "$(parsed buckets)"
+  check "le=1e-06 holds the immediate admissions, +Inf all" "le_1us $((served - 2)) le_inf $served" \
+    "$(echo "le_1us $(parsed le_1us)")"
+  check "histogram count = admitted" "$served" "$(parsed count)"
+  check "histogram sum > 0 (two requests waited)" True "$(parsed sum_positive)"
+  if grep -q Traceback "$work_dir/metrics.parsed"; then
+    echo "FAIL - the parser: $(cat "$work_dir/metrics.parsed")"
+    failures=$((failures + 1))
+  fi
+elif dpkg-query -W -f='${Status}' python3-prometheus-client 2>/dev/null | grep -q "install ok installed"; then
+  check "python3-prometheus-client is installed but prometheus_client.parser does not import" "imports" "fails"
+else
+  metrics_skipped="python3-prometheus-client is not installed (scripts/install-deps.sh installs it)"
+  echo "SKIP - parsing /metrics: $metrics_skipped"
+fi
 stop_server
 
 echo "# concurrency 1, wait deadline 300 ms, each request works 2 s: a burst of 3"
@@ -283,5 +355,9 @@ wait "$stuck_pid" 2>/dev/null || true
 if ((failures > 0)); then
   echo "$failures check(s) failed"
   exit 1
+fi
+if [[ -n "$metrics_skipped" ]]; then
+  echo "every other check passed; skipped: parsing /metrics ($metrics_skipped)"
+  exit 77
 fi
 echo "all checks passed"

@@ -9,6 +9,8 @@
 // It prints "listening on <address>:<port>" once it accepts connections.
 // - GET /stats answers, outside every limit, the permit counts: lines "capacity N", "available N", "in_use N",
 //   "waiting N" (requests queued for a permit), "started N" (requests the handler has started) and "connections N".
+// - GET /metrics answers, outside every limit, the concurrency limit's metrics in the Prometheus text format
+//   (admit::metrics::registry: the limiter "concurrency" with the label route="/"); empty with --no-admit.
 // - A client that closes its connection while its request waits for a permit leaves the queue at once; one that
 //   closes while its request runs cancels it. Either way the permit is not held for a client that is gone.
 // - An HTTP/1.1 request without exactly one Host field is answered 400 and the connection closed (RFC 9112, 3.2).
@@ -55,6 +57,7 @@
 #include "admit/asio/middleware.hpp"
 #include "admit/gcra.hpp"
 #include "admit/keyed.hpp"
+#include "admit/metrics/prometheus.hpp"
 #include "admit/rate.hpp"
 #include "admit/semaphore.hpp"
 
@@ -324,9 +327,17 @@ http_response stats(const server_state& st, const admit::semaphore* sem, unsigne
 // RFC 9112 section 3.2: an HTTP/1.1 request must carry exactly one Host field (it may be empty).
 bool host_ok(const http::request<http::string_body>& m) { return m.version() < 11 || m.count(http::field::host) == 1; }
 
+// GET /metrics: the registry's Prometheus text exposition, answered outside every limit.
+http_response metrics(const admit::metrics::registry* reg, unsigned version) {
+  auto res = plain(http::status::ok, version, reg != nullptr ? reg->text() : std::string());
+  res.set(http::field::content_type, admit::metrics::registry::content_type);
+  return res;
+}
+
 struct context {
   server_state* state;
   admit::semaphore* sem;
+  const admit::metrics::registry* metrics;
   work_handler handler;
   bool rate_fields;
 };
@@ -376,6 +387,9 @@ net::awaitable<void> session(std::shared_ptr<connection> c, const Service* servi
       co_await write(res);
     } else if (req.message.method() == http::verb::get && req.message.target() == "/stats") {
       auto res = stats(st, cx.sem, version);
+      co_await write(res);
+    } else if (req.message.method() == http::verb::get && req.message.target() == "/metrics") {
+      auto res = metrics(cx.metrics, version);
       co_await write(res);
     } else {
       auto call = [&]() {
@@ -429,7 +443,8 @@ net::awaitable<void> listen(tcp::acceptor& acceptor, const Service* service, con
 }
 
 template <class Service>
-int serve(const options& o, const Service* service, admit::semaphore* sem, server_state& st, work_handler handler) {
+int serve(const options& o, const Service* service, admit::semaphore* sem, const admit::metrics::registry* reg,
+          server_state& st, work_handler handler) {
   net::io_context ctx{static_cast<int>(o.threads)};
   // The listener, the signals and the shutdown timers share one strand.
   const auto control = net::make_strand(ctx);
@@ -443,7 +458,7 @@ int serve(const options& o, const Service* service, admit::semaphore* sem, serve
 
   net::steady_timer grace(control);  // then requests in flight give up
   net::steady_timer hard(control);   // then the connections left are closed
-  const context cx{&st, sem, handler, o.rate_fields};
+  const context cx{&st, sem, reg, handler, o.rate_fields};
   st.set_on_last([&] {
     net::post(control, [&] {
       grace.cancel();
@@ -488,19 +503,22 @@ int main(int argc, char** argv) {
     const work_handler handler{o.work, &state.started};
     if (!o.admit) {
       const no_service none;
-      return serve(o, &none, nullptr, state, handler);
+      return serve(o, &none, nullptr, nullptr, state, handler);
     }
     // The limiters outlive the io_context inside serve(), and so every request that uses them.
     admit::keyed<admit::gcra> per_client{o.rate, o.burst, {.max_keys = o.max_keys}};
     admit::semaphore sem{o.concurrency, {.max_waiters = o.queue}};
+    sem.enable_metrics();          // before any request uses it
+    admit::metrics::registry reg;  // declared after `sem`: destroyed before it
+    reg.add("concurrency", {{"route", "/"}}, sem);
     const auto client_of = [](const http_request& r) { return r.client; };
     const auto base = admit::asio::middleware<http_request, http_response>{}.keyed_rate_limit(per_client, client_of);
     if (o.shed) {
       const auto svc = base.load_shed().concurrency_limit(sem).bind(handler);
-      return serve(o, &svc, &sem, state, handler);
+      return serve(o, &svc, &sem, &reg, state, handler);
     }
     const auto svc = base.deadline(o.deadline).concurrency_limit(sem).bind(handler);
-    return serve(o, &svc, &sem, state, handler);
+    return serve(o, &svc, &sem, &reg, state, handler);
   } catch (const std::exception& e) {
     std::cerr << "admit_http_server: " << e.what() << "\n";
     return 1;

@@ -14,11 +14,11 @@
 // Counters. Every acquisition ends in exactly one outcome, counted in a relaxed atomic: admitted, unavailable
 // (try_acquire found no free permit, or someone queued ahead), rejected (queue full), timed_out, cancelled, closed,
 // exceeds_capacity. The wait of every admitted request (0 when admitted at once) goes into a wait_histogram (p50,
-// p90, p99 within 1/32 above the exact values, exact max). snapshot() reads them all, with the permits in flight and
+// p90, p99 within 1/32 above the exact values, exact max). metrics() reads them all, with the permits in flight and
 // the waiters queued, at any time.
 //
 // Event hook. An optional `event_handler` is called once per acquisition, after its outcome is counted, on the
-// acquiring thread and never while admit holds a lock, so it may take its own locks, read snapshot() or export to a
+// acquiring thread and never while admit holds a lock, so it may take its own locks, read metrics() or export to a
 // metrics system. It must be safe to call from many threads at once. If it throws, the exception reaches the caller
 // of the acquiring member; a permit acquired by that call is released first (it is already owned by the result).
 //
@@ -31,11 +31,9 @@
 // Thread safety: every member may be called concurrently. The limiter must outlive its permits and waiters.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -48,6 +46,7 @@
 #include "admit/clock.hpp"
 #include "admit/detail/deadline.hpp"
 #include "admit/errc.hpp"
+#include "admit/limiter_metrics.hpp"
 #include "admit/permit.hpp"
 #include "admit/semaphore.hpp"
 #include "admit/wait_histogram.hpp"
@@ -64,39 +63,9 @@ struct concurrency_limiter_options {
   std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max();
 };
 
-// How one acquisition ended.
-enum class acquire_outcome : std::uint8_t {
-  admitted,          // the permits were granted (at once or after a wait)
-  unavailable,       // try_acquire: not enough free permits, or someone was queued ahead; did not wait
-  queue_full,        // max_waiters were already waiting: rejected at once
-  timeout,           // the deadline passed before the grant
-  cancelled,         // the stop_token was triggered before the grant
-  closed,            // the limiter was closed
-  exceeds_capacity,  // n is larger than the limit
-};
-
-// What the event hook receives: one per acquisition.
-struct concurrency_event {
-  acquire_outcome outcome = acquire_outcome::admitted;
-  std::int64_t n = 1;                // permits asked for
-  std::chrono::nanoseconds wait{0};  // from the call to the outcome on the limiter's clock; 0 when it did not wait
-};
-
-// All counters at one moment (each read at some instant during snapshot(); together they are exact once the limiter
-// is quiet). The outcome counters only grow; they add up to the acquisitions that have completed.
-struct concurrency_snapshot {
-  std::int64_t limit = 0;         // the limit now
-  std::int64_t in_flight = 0;     // permits held now
-  std::size_t waiting = 0;        // requests queued now
-  std::uint64_t admitted = 0;     // acquisitions granted
-  std::uint64_t unavailable = 0;  // try_acquire refusals (no wait)
-  std::uint64_t rejected = 0;     // queue full: rejected at once
-  std::uint64_t timed_out = 0;
-  std::uint64_t cancelled = 0;
-  std::uint64_t closed = 0;
-  std::uint64_t exceeds_capacity = 0;
-  wait_histogram::summary wait;  // waits of the admitted acquisitions (0 for immediate ones)
-};
+// The limiter's event and snapshot are the shared ones of <admit/limiter_metrics.hpp> (every limiter reports alike).
+using concurrency_event = limiter_event;
+using concurrency_snapshot = limiter_snapshot;
 
 template <steady_clock_like Clock = std::chrono::steady_clock>
 class basic_concurrency_limiter {
@@ -105,13 +74,13 @@ class basic_concurrency_limiter {
   using duration = typename Clock::duration;
   using time_point = typename Clock::time_point;
   // Called once per acquisition (see the top of this file). May be empty.
-  using event_handler = std::function<void(const concurrency_event&)>;
+  using event_handler = limiter_metrics::event_handler;
 
   // Throws std::invalid_argument naming the value for a limit outside [1, 2^59] or a negative timeout.
   explicit basic_concurrency_limiter(concurrency_limiter_options options, event_handler on_event = {})
       : semaphore_(check(options).limit, semaphore_options{options.max_waiters}),
         timeout_(options.timeout),
-        on_event_(std::move(on_event)) {}
+        metrics_(std::move(on_event)) {}
   basic_concurrency_limiter(const basic_concurrency_limiter&) = delete;
   basic_concurrency_limiter& operator=(const basic_concurrency_limiter&) = delete;
 
@@ -122,8 +91,7 @@ class basic_concurrency_limiter {
     if (p) {
       finish(acquire_outcome::admitted, n, duration::zero());
     } else {
-      const errc e = semaphore_.native_state().refusal(n, errc{});
-      finish(e == errc{} ? acquire_outcome::unavailable : to_outcome(e), n, duration::zero());
+      finish(to_outcome(semaphore_.native_state().refusal(n, errc::would_block)), n, duration::zero());
     }
     return p;
   }
@@ -181,26 +149,19 @@ class basic_concurrency_limiter {
   std::size_t waiting() const noexcept { return semaphore_.waiting(); }
   std::chrono::nanoseconds default_timeout() const noexcept { return timeout_; }
 
-  // Every counter and the wait percentiles; see concurrency_snapshot. Lock-free; reads ~1900 atomics (the
-  // histogram), about a microsecond: for a metrics scrape, not for every request.
-  concurrency_snapshot snapshot() const noexcept {
-    concurrency_snapshot s;
+  // Every counter and the wait percentiles (see limiter_snapshot), with the limit, the permits in flight and the
+  // requests waiting. Lock-free; reads ~1900 atomics (the histogram), about a microsecond: for a metrics scrape, not
+  // for every request. (The counters are always kept: the limiter has no enable_metrics.)
+  limiter_snapshot metrics() const noexcept {
+    limiter_snapshot s = metrics_.snapshot();
     s.limit = semaphore_.capacity();
     s.in_flight = semaphore_.in_use();
     s.waiting = semaphore_.waiting();
-    s.unavailable = load(unavailable_);
-    s.rejected = load(rejected_);
-    s.timed_out = load(timed_out_);
-    s.cancelled = load(cancelled_);
-    s.closed = load(closed_);
-    s.exceeds_capacity = load(exceeds_capacity_);
-    s.wait = waits_.summarize();
-    s.admitted = s.wait.count;
     return s;
   }
 
-  // The waits of admitted acquisitions, for percentiles other than p50/p90/p99.
-  const wait_histogram& wait_times() const noexcept { return waits_; }
+  // The waits of admitted acquisitions, for percentiles other than p50/p90/p99 and for histogram buckets.
+  const wait_histogram& wait_times() const noexcept { return metrics_.wait_times(); }
 
   // Counts one outcome of an acquisition made through semaphore() by an integration whose waits end elsewhere (the
   // Asio layer), and calls the event hook, exactly as the members above do for their own. errc{} is `admitted`;
@@ -243,67 +204,14 @@ class basic_concurrency_limiter {
     return r;
   }
 
-  static acquire_outcome to_outcome(errc e) noexcept {
-    switch (e) {
-      case errc::queue_full:
-        return acquire_outcome::queue_full;
-      case errc::timeout:
-        return acquire_outcome::timeout;
-      case errc::cancelled:
-        return acquire_outcome::cancelled;
-      case errc::closed:
-        return acquire_outcome::closed;
-      case errc::exceeds_capacity:
-        return acquire_outcome::exceeds_capacity;
-      default:  // the Redis client's and the distributed limiters' values: never the outcome of a local wait
-        break;
-    }
-    return acquire_outcome::admitted;
-  }
-
   void finish(acquire_outcome o, std::int64_t n, duration wait) {
-    switch (o) {
-      case acquire_outcome::admitted:
-        waits_.record(wait);  // counts the admission too: admitted == waits_.count()
-        break;
-      case acquire_outcome::unavailable:
-        bump(unavailable_);
-        break;
-      case acquire_outcome::queue_full:
-        bump(rejected_);
-        break;
-      case acquire_outcome::timeout:
-        bump(timed_out_);
-        break;
-      case acquire_outcome::cancelled:
-        bump(cancelled_);
-        break;
-      case acquire_outcome::closed:
-        bump(closed_);
-        break;
-      case acquire_outcome::exceeds_capacity:
-        bump(exceeds_capacity_);
-        break;
-    }
-    if (on_event_) on_event_(concurrency_event{o, n, std::chrono::duration_cast<std::chrono::nanoseconds>(wait)});
+    metrics_.record(o, n, std::chrono::duration_cast<std::chrono::nanoseconds>(wait));
   }
-
-  static void bump(std::atomic<std::uint64_t>& c) noexcept { c.fetch_add(1, std::memory_order_relaxed); }
-  static std::uint64_t load(const std::atomic<std::uint64_t>& c) noexcept { return c.load(std::memory_order_relaxed); }
 
   basic_semaphore<Clock> semaphore_;
   std::chrono::nanoseconds timeout_;
-  event_handler on_event_;
-  std::mutex limit_mutex_;  // serialises set_limit
-  // Outcome counters, on their own cache line (away from the semaphore's word).
-  // (Admissions are counted by the histogram, one record each.)
-  alignas(64) std::atomic<std::uint64_t> unavailable_{0};
-  std::atomic<std::uint64_t> rejected_{0};
-  std::atomic<std::uint64_t> timed_out_{0};
-  std::atomic<std::uint64_t> cancelled_{0};
-  std::atomic<std::uint64_t> closed_{0};
-  std::atomic<std::uint64_t> exceeds_capacity_{0};
-  wait_histogram waits_;
+  std::mutex limit_mutex_;   // serialises set_limit
+  limiter_metrics metrics_;  // the outcome counters, the wait histogram and the hook (on their own cache line)
 };
 
 using concurrency_limiter = basic_concurrency_limiter<>;

@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -89,6 +90,43 @@ class wait_histogram {
     counts c;
     load(c);
     return std::chrono::nanoseconds{at_percentile(c, q)};
+  }
+
+  // The sum of the durations recorded (exact; wraps after 2^64 ns, 584 years).
+  std::chrono::nanoseconds sum() const noexcept {
+    return std::chrono::nanoseconds{static_cast<std::int64_t>(sum_.load(std::memory_order_relaxed))};
+  }
+
+  // Cumulative counts at fixed bounds, for a histogram exposition (Prometheus' `le`): out[i] is the number of
+  // durations recorded in buckets whose largest value is <= bounds[i]. Returns the count of all durations, read in
+  // the same single pass over the buckets (so out[] never exceeds it and never decreases along ascending bounds).
+  // How a bound is honoured: no duration above bounds[i] is ever counted in out[i]; every duration <= bounds[i] is,
+  // except those that share a bucket with values above it — then bounds[i] lies inside a bucket, and the durations
+  // of that bucket below it count from the next bound up. So out[i] is the exact count of durations <= b', where b'
+  // is bounds[i] itself when it is the top of its bucket, else the bottom of its bucket minus 1 ns: within 1/32
+  // below bounds[i] (b' >= bounds[i] * (1 - 1/32)), and exact below 64 ns. Bounds must be ascending and out as long
+  // as bounds; throws std::invalid_argument otherwise. Reads the ~1900 counters once: for a scrape.
+  std::uint64_t cumulative_counts(std::span<const std::chrono::nanoseconds> bounds,
+                                  std::span<std::uint64_t> out) const {
+    if (out.size() != bounds.size()) {
+      throw std::invalid_argument("admit::wait_histogram::cumulative_counts: out has " + std::to_string(out.size()) +
+                                  " elements, must have as many as bounds (" + std::to_string(bounds.size()) + ")");
+    }
+    for (std::size_t j = 1; j < bounds.size(); ++j) {
+      if (bounds[j] < bounds[j - 1]) {
+        throw std::invalid_argument("admit::wait_histogram::cumulative_counts: bounds must be ascending, got " +
+                                    std::to_string(bounds[j].count()) + "ns after " +
+                                    std::to_string(bounds[j - 1].count()) + "ns");
+      }
+    }
+    std::uint64_t seen = 0;
+    std::size_t j = 0;
+    for (std::size_t i = 0; i < bucket_count; ++i) {
+      for (; j < bounds.size() && bucket_upper(i) > bounds[j].count(); ++j) out[j] = seen;
+      seen += buckets_[i].load(std::memory_order_relaxed);
+    }
+    for (; j < bounds.size(); ++j) out[j] = seen;
+    return seen;
   }
 
   // count, p50, p90, p99, max and mean from one copy of the buckets.

@@ -384,7 +384,7 @@ TEST(AsioConcurrencyLimiter, CountsAsyncOutcomesAndHonoursTheDefaultTimeout) {
   std::vector<admit::acquire_outcome> events;
   admit::basic_concurrency_limiter<manual_clock> limiter{
       {.limit = 1, .max_waiters = 1, .timeout = 100ms},
-      [&](const admit::concurrency_event& e) { events.push_back(e.outcome); }};
+      [&](const admit::limiter_event& e) { events.push_back(e.outcome); }};
   auto held = *limiter.try_acquire();
   completion_record waited, rejected, timed_out;
   admit::asio::async_acquire(limiter, recorder(ctx, waited));
@@ -400,7 +400,7 @@ TEST(AsioConcurrencyLimiter, CountsAsyncOutcomesAndHonoursTheDefaultTimeout) {
   manual_clock::advance(100ms);
   ctx.poll();
   EXPECT_TRUE(timed_out.ec == admit::errc::timeout);
-  const auto snap = limiter.snapshot();
+  const auto snap = limiter.metrics();
   EXPECT_EQ(snap.admitted, 2u);  // the try_acquire and the async wait
   EXPECT_EQ(snap.rejected, 1u);
   EXPECT_EQ(snap.timed_out, 1u);

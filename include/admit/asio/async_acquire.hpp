@@ -67,6 +67,15 @@ auto initiate(admit::detail::semaphore_state& state, std::int64_t n, std::option
       initiate_acquire<Clock, Recorder>{std::move(recorder)}, token, &state, n, deadline);
 }
 
+// Counts the outcome in a semaphore's metrics (nothing when they are off), as its blocking members do.
+template <class Clock>
+struct semaphore_recorder {
+  basic_semaphore<Clock>* sem;
+  void operator()(errc outcome, std::int64_t n, std::chrono::nanoseconds waited) const {
+    sem->record_outcome(outcome, n, waited);
+  }
+};
+
 // Counts the outcome in a concurrency limiter, as its blocking members do.
 template <class Clock>
 struct limiter_recorder {
@@ -79,10 +88,13 @@ struct limiter_recorder {
 }  // namespace detail
 
 // Waits for n permits (n >= 1; throws std::invalid_argument otherwise, before starting) of `sem`. See the top of the
-// file for guarantees. Thread safety: may be called concurrently with every member of the semaphore.
+// file for guarantees. With the semaphore's metrics enabled, the outcome (admitted with its wait, queue_full,
+// timeout, cancelled, closed, exceeds_capacity) is counted once, on the handler's executor just before the handler
+// runs; a grant made without queueing waited 0. Thread safety: may be called concurrently with every member of the
+// semaphore.
 template <steady_clock_like Clock, class CompletionToken>
 auto async_acquire(basic_semaphore<Clock>& sem, std::int64_t n, CompletionToken&& token) {
-  return detail::initiate<Clock>(sem.native_state(), n, std::nullopt, detail::no_recorder{},
+  return detail::initiate<Clock>(sem.native_state(), n, std::nullopt, detail::semaphore_recorder<Clock>{&sem},
                                  std::forward<CompletionToken>(token));
 }
 
@@ -98,7 +110,7 @@ auto async_acquire(basic_semaphore<Clock>& sem, CompletionToken&& token) {
 template <steady_clock_like Clock, class CompletionToken>
 auto async_acquire_until(basic_semaphore<Clock>& sem, typename Clock::time_point deadline, std::int64_t n,
                          CompletionToken&& token) {
-  return detail::initiate<Clock>(sem.native_state(), n, deadline, detail::no_recorder{},
+  return detail::initiate<Clock>(sem.native_state(), n, deadline, detail::semaphore_recorder<Clock>{&sem},
                                  std::forward<CompletionToken>(token));
 }
 

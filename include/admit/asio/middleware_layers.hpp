@@ -108,6 +108,23 @@ inline rejection_reason reason_of(const boost::system::error_code& ec) noexcept 
   return rejection_reason::cancelled;  // operation_aborted: the request's own cancellation
 }
 
+// The outcome an asynchronous acquisition's error stands for in the semaphore's metrics.
+inline errc outcome_of(const boost::system::error_code& ec) noexcept {
+  if (!ec) return errc{};
+  switch (reason_of(ec)) {
+    case rejection_reason::queue_full:
+      return errc::queue_full;
+    case rejection_reason::closed:
+      return errc::closed;
+    case rejection_reason::exceeds_capacity:
+      return errc::exceeds_capacity;
+    case rejection_reason::deadline:
+      return errc::timeout;
+    default:
+      return errc::cancelled;
+  }
+}
+
 // At most `n` permits of `sem` at once per request; see middleware::concurrency_limit.
 template <steady_clock_like Clock>
 class concurrency_layer {
@@ -120,38 +137,56 @@ class concurrency_layer {
                                   std::to_string(n));
   }
 
+  // Each request's acquisition is one outcome in the semaphore's metrics (when enabled), recorded here: the
+  // semaphore's own try_acquire and async_acquire would count a request that first tries and then waits twice.
   template <class Request>
-  step enter(request_context& ctx, const Request&) const noexcept {
-    if (auto p = sem_->try_acquire(n_)) {  // the fast path: one compare-and-swap, no coroutine, no allocation
-      ctx.permits.add(std::move(*p));
+  step enter(request_context& ctx, const Request&) const {
+    auto& state = sem_->native_state();
+    if (state.try_acquire(n_)) {  // the fast path: one compare-and-swap, no coroutine, no allocation
+      ctx.permits.add(permit(state, n_));
+      sem_->record_outcome(errc{}, n_, std::chrono::nanoseconds::zero());
       return step::pass();
     }
-    if (sem_->is_closed()) return step::reject(rejection_reason::closed);
-    if (n_ > sem_->capacity()) return step::reject(rejection_reason::exceeds_capacity);
-    if (ctx.shed) return step::reject(rejection_reason::shed);
-    if (ctx.deadline && ctx.deadline.passed()) return step::reject(rejection_reason::deadline);
+    if (sem_->is_closed()) return refuse(errc::closed, rejection_reason::closed);
+    if (n_ > sem_->capacity()) return refuse(errc::exceeds_capacity, rejection_reason::exceeds_capacity);
+    if (ctx.shed) return refuse(errc::would_block, rejection_reason::shed);
+    if (ctx.deadline && ctx.deadline.passed()) return refuse(errc::timeout, rejection_reason::deadline);
     return {step_kind::wait, {}, &wait, this};
   }
 
  private:
+  step refuse(errc outcome, rejection_reason why) const {
+    sem_->record_outcome(outcome, n_, std::chrono::nanoseconds::zero());
+    return step::reject(why);
+  }
+
   // Queues for the permits (FIFO with every other waiter of the semaphore), bounded by the deadline if there is one.
   static boost::asio::awaitable<std::optional<rejection>> wait(const void* self_ptr, request_context& ctx) {
     const auto& self = *static_cast<const concurrency_layer*>(self_ptr);
     using result = std::tuple<boost::system::error_code, permit>;
     const auto token = boost::asio::as_tuple(boost::asio::use_awaitable);
+    // Not counted by the operation (detail::no_recorder): the outcome is recorded below, a deadline as a timeout.
+    auto acquire = [&] {
+      return detail::initiate<Clock>(self.sem_->native_state(), self.n_, std::nullopt, detail::no_recorder{}, token);
+    };
+    const auto start = Clock::now();
+    const auto waited = [&] { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start); };
     result got;
     if (ctx.deadline) {
       using namespace boost::asio::experimental::awaitable_operators;
       // The deadline is cancellation: whichever completes first wins and the other is cancelled. A grant that comes
       // in after the timer has won is dropped with its result, and its permit goes back to the semaphore.
-      std::variant<result, std::monostate> raced =
-          co_await (async_acquire(*self.sem_, self.n_, token) || ctx.deadline.wait(ctx.deadline.at_ns));
-      if (raced.index() == 1) co_return rejection{rejection_reason::deadline, {}};
+      std::variant<result, std::monostate> raced = co_await (acquire() || ctx.deadline.wait(ctx.deadline.at_ns));
+      if (raced.index() == 1) {
+        self.sem_->record_outcome(errc::timeout, self.n_, waited());
+        co_return rejection{rejection_reason::deadline, {}};
+      }
       got = std::move(std::get<0>(raced));
     } else {
-      got = co_await async_acquire(*self.sem_, self.n_, token);
+      got = co_await acquire();
     }
     auto& [ec, p] = got;
+    self.sem_->record_outcome(outcome_of(ec), self.n_, waited());  // a permit in `p` is released if the hook throws
     if (ec) co_return rejection{reason_of(ec), {}};
     ctx.permits.add(std::move(p));
     co_return std::nullopt;

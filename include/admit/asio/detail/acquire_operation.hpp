@@ -42,7 +42,8 @@ struct no_recorder {
 };
 
 // Handler: void(error_code, permit). Recorder: void(errc outcome, int64 n, nanoseconds waited), called on the
-// handler's executor just before the handler.
+// handler's executor just before the handler; `waited` is 0 when the operation was resolved without queueing, else
+// the time from its start to its completion running.
 template <class Handler, class Clock, class Recorder>
 class acquire_operation final : public parked_operation {
  public:
@@ -68,8 +69,10 @@ class acquire_operation final : public parked_operation {
       op->timer_.emplace(op->executor_, *deadline);
       op->timer_->async_wait(deadline_handler(op));
     }
+    op->queued_ = true;                      // before a grant can read it (begin_wait's mutex orders it)
     const auto begun = sem.begin_wait(*op);  // from here on a grant may post the completion at any moment
     if (!begun.queued) {
+      op->queued_ = false;  // nobody else resolves a node that was not queued: the completion below reads this
       op->outcome = begun.error;
       op->post_completion();
     } else if (op->expired_.load()) {
@@ -189,7 +192,9 @@ class acquire_operation final : public parked_operation {
     clear_slot();
     stop_timer();
     const errc result = outcome;
-    recorder_(result, needed, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_));
+    recorder_(result, needed,
+              queued_ ? std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_)
+                      : std::chrono::nanoseconds::zero());
     permit granted = result == errc{} ? permit(*state, needed) : permit();
     Handler handler = std::move(handler_);
     const work_executor work = std::move(executor_);  // keeps the work counted until the handler returns
@@ -211,6 +216,7 @@ class acquire_operation final : public parked_operation {
   Recorder recorder_;
   time_point start_;
   std::optional<timer_type> timer_;
+  bool queued_ = false;               // it waited in the queue (else resolved at once: waited 0)
   std::atomic<bool> expired_{false};  // the deadline passed (possibly before the node was queued)
   std::atomic<int> refs_{1};          // the completion (or the queue, until resolved) + the deadline handler if armed
 };
