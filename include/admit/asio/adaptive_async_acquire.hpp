@@ -5,9 +5,9 @@
 //   if (!ec) { auto r = co_await call(); r ? p.record_success() : p.record_dropped(); }
 //
 // Completion signature: void(boost::system::error_code, Limiter::permit) — the limiter's own permit, on which the
-// caller reports the request's outcome (record_success / record_dropped / record_ignored; destroyed without one: ignored).
-// Errors: operation_aborted (cancelled through the handler's cancellation slot), and as an admit::errc: queue_full
-// (max_waiters already wait), closed, timeout (async_acquire_for / _until).
+// caller reports the request's outcome (record_success / record_dropped / record_ignored; destroyed without one:
+// ignored). Errors: operation_aborted (cancelled through the handler's cancellation slot), and as an admit::errc:
+// queue_full (max_waiters already wait), closed, timeout (async_acquire_for / _until).
 //
 // It is <admit/asio/async_acquire.hpp>'s operation on the limiter's semaphore, with every guarantee stated there (one
 // FIFO queue with the blocking waiters, the handler called exactly once through a post on its executor, cancellation
