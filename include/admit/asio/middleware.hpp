@@ -27,6 +27,11 @@
 //   async_acquire; 503 queue_full when max_waiters already wait, closed when the semaphore is closed. The permits are
 //   held until the response is done: they travel in the outcome (<admit/asio/middleware_outcome.hpp>), so a server
 //   releases them after writing the response (outcome::release() or its destruction).
+// - adaptive_limit(limiter[, classify]): a slot of an admit::basic_adaptive_limiter per request, taken as
+//   concurrency_limit takes permits, released when the handler ends, reporting the handler's latency and outcome
+//   (<admit/asio/adaptive_layer.hpp>).
+// - handler_timeout<Clock>(d[, status]): the handler runs at most d, then is cancelled; the request gets 504 (or 503)
+//   handler_timeout, its permits released at once (<admit/asio/handler_timeout_layer.hpp>).
 //
 // Cancellation. A request whose coroutine is cancelled (terminal, partial or total cancellation of the awaiting
 // operation, e.g. its connection closed) while it waits for a permit leaves the queue and completes with rejection
