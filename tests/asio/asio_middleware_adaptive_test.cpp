@@ -288,6 +288,7 @@ TEST(AsioMiddlewareAdaptive, ARequestRefusedInsideFreesItsSlotWithoutASample) {
 TEST(AsioMiddlewareAdaptive, AtTheLimitRequestsQueueOrAreShedOrMeetTheDeadline) {
   manual_clock::reset();
   fixture f;  // limit 1
+  f.lim.enable_metrics();
   const auto queued = admit::asio::middleware<request, response>{}.adaptive_limit(f.lim);
   const auto shed = admit::asio::middleware<request, response>{}.load_shed().adaptive_limit(f.lim);
   const auto bounded = admit::asio::middleware<request, response>{}.deadline<manual_clock>(5ms).adaptive_limit(f.lim);
@@ -314,6 +315,13 @@ TEST(AsioMiddlewareAdaptive, AtTheLimitRequestsQueueOrAreShedOrMeetTheDeadline) 
   ASSERT_TRUE(second && *second);
   ASSERT_EQ(f.s->samples.size(), 2u);
   EXPECT_EQ(f.s->samples[1].rtt, 10ms);  // measured from its own handler's start, not from its arrival
+  const auto m = f.lim.metrics();        // one outcome per request, though the waiting ones tried first
+  EXPECT_EQ(m.admitted, 2u);
+  EXPECT_EQ(m.waited, 1u);
+  EXPECT_EQ(m.wait.max, 10ms);
+  EXPECT_EQ(m.unavailable, 1u);  // shed
+  EXPECT_EQ(m.timed_out, 1u);    // the deadline
+  EXPECT_EQ(m.rejected + m.cancelled + m.closed, 0u);
 }
 
 TEST(AsioMiddlewareAdaptive, AClosedLimiterAnswers503Closed) {

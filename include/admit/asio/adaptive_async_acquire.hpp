@@ -52,22 +52,24 @@ struct adaptive_recorder {
   }
 };
 
-template <class Limiter>
+template <class Limiter, class Recorder>
 struct initiate_adaptive_acquire {
+  Recorder recorder;
   template <class Handler>
   void operator()(Handler&& handler, Limiter* limiter, std::optional<typename Limiter::time_point> deadline) const {
     using wrapped = converting_handler<std::decay_t<Handler>, adaptive_convert<Limiter>>;
-    acquire_operation<wrapped, typename Limiter::clock_type, adaptive_recorder<Limiter>>::start(
+    acquire_operation<wrapped, typename Limiter::clock_type, Recorder>::start(
         wrapped(std::forward<Handler>(handler), adaptive_convert<Limiter>{limiter}), limiter->native_state(), 1,
-        deadline, adaptive_recorder<Limiter>{limiter});
+        deadline, Recorder(recorder));
   }
 };
 
-template <class Limiter, class CompletionToken>
-auto initiate_adaptive(Limiter& limiter, std::optional<typename Limiter::time_point> deadline,
+// Recorder: adaptive_recorder (the limiter's metrics) or no_recorder (the middleware layer records its own).
+template <class Limiter, class Recorder, class CompletionToken>
+auto initiate_adaptive(Limiter& limiter, std::optional<typename Limiter::time_point> deadline, Recorder recorder,
                        CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, typename Limiter::permit)>(
-      initiate_adaptive_acquire<Limiter>{}, token, &limiter, deadline);
+      initiate_adaptive_acquire<Limiter, Recorder>{std::move(recorder)}, token, &limiter, deadline);
 }
 
 }  // namespace detail
@@ -76,7 +78,9 @@ auto initiate_adaptive(Limiter& limiter, std::optional<typename Limiter::time_po
 // every member of the limiter.
 template <limit_algorithm Algorithm, steady_clock_like Clock, class CompletionToken>
 auto async_acquire(basic_adaptive_limiter<Algorithm, Clock>& limiter, CompletionToken&& token) {
-  return detail::initiate_adaptive(limiter, std::nullopt, std::forward<CompletionToken>(token));
+  return detail::initiate_adaptive(limiter, std::nullopt,
+                                   detail::adaptive_recorder<basic_adaptive_limiter<Algorithm, Clock>>{&limiter},
+                                   std::forward<CompletionToken>(token));
 }
 
 // As async_acquire, at most until `deadline` on Clock (errc::timeout). A deadline already passed does not wait.
@@ -84,6 +88,7 @@ template <limit_algorithm Algorithm, steady_clock_like Clock, class CompletionTo
 auto async_acquire_until(basic_adaptive_limiter<Algorithm, Clock>& limiter, typename Clock::time_point deadline,
                          CompletionToken&& token) {
   return detail::initiate_adaptive(limiter, std::optional<typename Clock::time_point>(deadline),
+                                   detail::adaptive_recorder<basic_adaptive_limiter<Algorithm, Clock>>{&limiter},
                                    std::forward<CompletionToken>(token));
 }
 

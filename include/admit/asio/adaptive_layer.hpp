@@ -39,6 +39,8 @@
 #include "admit/asio/adaptive_async_acquire.hpp"
 #include "admit/asio/middleware_layers.hpp"
 #include "admit/asio/rejection.hpp"
+#include "admit/errc.hpp"
+#include "admit/permit.hpp"
 
 namespace admit::asio {
 
@@ -85,16 +87,20 @@ class adaptive_layer {
 
   adaptive_layer(Limiter& limiter, Classify classify) : limiter_(&limiter), classify_(std::move(classify)) {}
 
+  // Each request's acquisition is one outcome in the limiter's metrics (when enabled), recorded here: the limiter's
+  // try_acquire and async_acquire would count a request that first tries and then waits twice.
   template <class Request>
   step enter(request_context& ctx, const Request&) const {
     auto& state = *static_cast<state_type*>(ctx.state);
-    if (auto p = limiter_->try_acquire()) {
-      state.slot.emplace(std::move(*p));
+    admit::detail::semaphore_state& sem = limiter_->native_state();
+    if (sem.try_acquire(1)) {  // the fast path: one compare-and-swap, no coroutine, no allocation
+      state.slot.emplace(limiter_->adopt(admit::permit(sem, 1), clock_type::now()));
+      limiter_->record_outcome(errc{}, std::chrono::nanoseconds::zero());
       return step::pass();
     }
-    if (limiter_->native_state().is_closed()) return step::reject(rejection_reason::closed);
-    if (ctx.shed) return step::reject(rejection_reason::shed);
-    if (ctx.deadline && ctx.deadline.passed()) return step::reject(rejection_reason::deadline);
+    if (sem.is_closed()) return refuse(errc::closed, rejection_reason::closed);
+    if (ctx.shed) return refuse(errc::would_block, rejection_reason::shed);
+    if (ctx.deadline && ctx.deadline.passed()) return refuse(errc::timeout, rejection_reason::deadline);
     return {step_kind::wait, {}, &wait, this};
   }
 
@@ -124,22 +130,34 @@ class adaptive_layer {
   }
 
  private:
+  step refuse(errc outcome, rejection_reason why) const {
+    limiter_->record_outcome(outcome, std::chrono::nanoseconds::zero());
+    return step::reject(why);
+  }
+
   static boost::asio::awaitable<std::optional<rejection>> wait(const void* self_ptr, request_context& ctx) {
     const auto& self = *static_cast<const adaptive_layer*>(self_ptr);
     auto& state = *static_cast<state_type*>(ctx.state);
     using result = std::tuple<boost::system::error_code, typename Limiter::permit>;
     const auto token = boost::asio::as_tuple(boost::asio::use_awaitable);
+    // Not counted by the operation (no_recorder): the outcome is recorded below, a deadline as a timeout.
+    auto acquire = [&] { return initiate_adaptive(*self.limiter_, std::nullopt, no_recorder{}, token); };
+    const auto start = clock_type::now();
+    const auto waited = [&] { return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - start); };
     result got;
     if (ctx.deadline) {
       using namespace boost::asio::experimental::awaitable_operators;
-      std::variant<result, std::monostate> raced =
-          co_await (async_acquire(*self.limiter_, token) || ctx.deadline.wait(ctx.deadline.at_ns));
-      if (raced.index() == 1) co_return rejection{rejection_reason::deadline, {}};
+      std::variant<result, std::monostate> raced = co_await (acquire() || ctx.deadline.wait(ctx.deadline.at_ns));
+      if (raced.index() == 1) {
+        self.limiter_->record_outcome(errc::timeout, waited());
+        co_return rejection{rejection_reason::deadline, {}};
+      }
       got = std::move(std::get<0>(raced));
     } else {
-      got = co_await async_acquire(*self.limiter_, token);
+      got = co_await acquire();
     }
     auto& [ec, p] = got;
+    self.limiter_->record_outcome(outcome_of(ec), waited());
     if (ec) co_return rejection{reason_of(ec), {}};
     state.slot.emplace(std::move(p));
     co_return std::nullopt;
