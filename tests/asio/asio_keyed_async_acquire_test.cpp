@@ -158,6 +158,22 @@ TEST(AsioKeyedAsyncAcquire, AnOperationDestroyedUnrunDropsItsReference) {
   EXPECT_FALSE(l.contains("a"));
 }
 
+TEST(AsioKeyedAsyncAcquire, AGrantDestroyedUnrunReturnsItsPermitAndFreesTheEntry) {
+  limiter l{{.limit = 1}};
+  auto held = l.try_acquire("a");
+  {
+    net::io_context ctx;
+    std::optional<result> out;
+    start(ctx, l, "a", out);
+    ctx.poll();
+    held.reset();  // granted: the completion is posted, never run
+    EXPECT_EQ(l.in_flight("a"), 1);
+    EXPECT_FALSE(out);
+  }
+  EXPECT_FALSE(l.contains("a"));
+  EXPECT_TRUE(l.try_acquire("a"));
+}
+
 TEST(AsioKeyedAsyncAcquire, WorksWithAwaitables) {
   net::io_context ctx;
   limiter l{{.limit = 2}};

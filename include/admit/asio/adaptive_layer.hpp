@@ -12,7 +12,8 @@
 //
 // Feedback. The latency is the handler's alone, from its start to its end on the limiter's clock (not the time spent
 // waiting in this or other layers), and the outcome is:
-// - the handler returned a response: classify(response) — by default status_verdict, which reads a Beast-style
+// - the handler returned a response: classify(response) (called concurrently, must not throw) — by default
+// status_verdict, which reads a Beast-style
 //   `result_int()`: 503 and 504 are dropped (an overload signal: the algorithm backs off), other 5xx ignored (an error
 //   says nothing about capacity, and its latency is not a service time), everything else (1xx-4xx) a success;
 // - a handler_timeout layer stopped the handler: dropped;

@@ -133,7 +133,8 @@ class middleware {
   // load_shed and deadline), and released when the handler ends, reporting the handler's latency on the limiter's
   // clock and its outcome: classify(response) says success, dropped or ignored (the default reads a Beast-style
   // result_int(): 503 and 504 are dropped, other 5xx ignored, the rest success); a handler timeout is dropped, a
-  // handler that throws ignored. See <admit/asio/adaptive_layer.hpp>.
+  // handler that throws ignored. classify is called concurrently and must not throw. See
+  // <admit/asio/adaptive_layer.hpp>.
   template <class Limiter, class Classify = status_verdict>
   auto adaptive_limit(Limiter& limiter, Classify classify = {}) const {
     return add(detail::adaptive_layer<Limiter, Response, Classify>(limiter, std::move(classify)));
