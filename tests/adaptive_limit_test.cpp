@@ -191,6 +191,43 @@ TEST(AdaptiveLimiter, TimedWaitTimesOutOnTheClockAndMaxWaitersRejects) {
   EXPECT_EQ(limiter.acquire().error(), admit::errc::closed);
 }
 
+TEST(AdaptiveLimiter, MetricsCountEachAcquisitionOnceWithTheGauges) {
+  auto s = std::make_shared<script>();
+  s->next = 1;
+  scripted_limiter limiter{scripted_limit{s}, {.max_waiters = 1}};
+  clock::reset();
+  EXPECT_EQ(limiter.metrics().admitted, 0u);  // not enabled: the counters stay 0, the gauges are there
+  EXPECT_EQ(limiter.metrics().limit, 1);
+  std::size_t events = 0;
+  limiter.enable_metrics([&](const admit::limiter_event&) { ++events; });
+  auto held = limiter.try_acquire();  // admitted at once
+  ASSERT_TRUE(held);
+  EXPECT_FALSE(limiter.try_acquire());  // unavailable
+  std::optional<scripted_limiter::acquire_result> waited;
+  std::jthread t([&] { waited.emplace(limiter.try_acquire_for(100ms)); });
+  clock::wait_for_sleepers(1);
+  EXPECT_EQ(limiter.acquire().error(), admit::errc::queue_full);
+  auto m = limiter.metrics();
+  EXPECT_EQ(m.in_flight, 1);
+  EXPECT_EQ(m.waiting, 1u);
+  clock::advance(40ms);
+  held->record_ignored();  // the waiter gets the slot after 40 ms
+  t.join();
+  ASSERT_TRUE(waited && *waited);
+  EXPECT_EQ(limiter.try_acquire_for(0ms).error(), admit::errc::timeout);
+  m = limiter.metrics();
+  EXPECT_EQ(m.admitted, 2u);
+  EXPECT_EQ(m.waited, 1u);
+  EXPECT_EQ(m.wait.max, 40ms);
+  EXPECT_EQ(m.unavailable, 1u);
+  EXPECT_EQ(m.rejected, 1u);
+  EXPECT_EQ(m.timed_out, 1u);
+  EXPECT_EQ(m.in_flight, 1);
+  EXPECT_EQ(m.limit, 1);
+  EXPECT_EQ(events, 5u);
+  EXPECT_EQ(limiter.wait_times().count(), 2u);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // A simulated service in virtual time: a discrete-event simulation, single-threaded, no sleeping.
 //

@@ -22,6 +22,10 @@
 //   (none of them on a refusal); no lock, no allocation. record_ignored: one fetch_sub and the semaphore's release.
 //   record_success / record_dropped add the algorithm's update under a mutex (O(1), no allocation) and, when the
 //   limit changes, the semaphore's add_permits / forget_permits under its mutex.
+// - Metrics (opt-in): enable_metrics() counts every acquisition once in an admit::limiter_metrics (admitted with its
+//   wait, unavailable, queue_full, timeout, cancelled, closed); metrics() adds the gauges limit, in_flight, waiting.
+// - Asynchronous waits: admit::asio::async_acquire(limiter, token) in <admit/asio/adaptive_async_acquire.hpp>, and the
+//   middleware layer that measures handlers, <admit/asio/adaptive_layer.hpp>.
 #pragma once
 
 #include <atomic>
@@ -29,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -41,6 +46,7 @@
 #include "admit/clock.hpp"
 #include "admit/errc.hpp"
 #include "admit/expected.hpp"
+#include "admit/limiter_metrics.hpp"
 #include "admit/permit.hpp"
 #include "admit/semaphore.hpp"
 
@@ -153,23 +159,25 @@ class basic_adaptive_limiter {
   // Admits one request if in-flight < limit and nobody waits; never waits. Lock-free. Latency is measured from
   // Clock::now(), read only on success, or from `now`.
   std::optional<permit> try_acquire() {
-    return admit_one(semaphore_.try_acquire(), [] { return Clock::now(); });
+    return counted(admit_one(semaphore_.try_acquire(), [] { return Clock::now(); }));
   }
   std::optional<permit> try_acquire(time_point now) {
-    return admit_one(semaphore_.try_acquire(), [now] { return now; });
+    return counted(admit_one(semaphore_.try_acquire(), [now] { return now; }));
   }
 
   // Waits, FIFO, for in-flight to fall below the limit, until `stop` is requested (cancelled) or close()
   // (closed); fails at once with queue_full past max_waiters. See admit::basic_semaphore::acquire.
-  acquire_result acquire(std::stop_token stop = {}) { return wrap(semaphore_.acquire(1, std::move(stop))); }
+  acquire_result acquire(std::stop_token stop = {}) {
+    return timed([&] { return semaphore_.acquire(1, std::move(stop)); });
+  }
   // As acquire, at most until `deadline` on Clock (timeout). A deadline already passed does not wait.
   acquire_result try_acquire_until(time_point deadline, std::stop_token stop = {}) {
-    return wrap(semaphore_.try_acquire_until(deadline, 1, std::move(stop)));
+    return timed([&] { return semaphore_.try_acquire_until(deadline, 1, std::move(stop)); });
   }
   // try_acquire_until(now + timeout); a zero or negative timeout does not wait.
   template <class Rep, class Period>
   acquire_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::stop_token stop = {}) {
-    return wrap(semaphore_.try_acquire_for(timeout, 1, std::move(stop)));
+    return timed([&] { return semaphore_.try_acquire_for(timeout, 1, std::move(stop)); });
   }
 
   // Every waiter fails with closed, and so do later acquisitions; held permits may still record outcomes.
@@ -187,6 +195,36 @@ class basic_adaptive_limiter {
     return algorithm_;
   }
 
+  // Metrics: opt-in; call before the limiter is shared (not thread-safe against acquisitions). Each acquisition is
+  // then recorded once (one null-pointer test when disabled). metrics(): the counters (all 0 when not enabled) and
+  // the gauges limit(), in_flight(), waiting(). wait_times(): the waits of the admitted acquisitions (empty when not
+  // enabled).
+  void enable_metrics(limiter_metrics::event_handler on_event = {}) {
+    metrics_ = std::make_unique<limiter_metrics>(std::move(on_event));
+  }
+  limiter_snapshot metrics() const {
+    limiter_snapshot s = metrics_ ? metrics_->snapshot() : limiter_snapshot{};
+    s.limit = limit();
+    s.in_flight = in_flight();
+    s.waiting = waiting();
+    return s;
+  }
+  const wait_histogram& wait_times() const noexcept {
+    static const wait_histogram none;
+    return metrics_ ? metrics_->wait_times() : none;
+  }
+
+  // For integrations that queue their own waiters (the Asio layer), not for general use: the semaphore's engine, a
+  // permit made of one permit taken from it (its latency counted from `granted`), and the recording of an outcome
+  // (as the members above record theirs; errc{} is admitted).
+  detail::semaphore_state& native_state() noexcept { return semaphore_.native_state(); }
+  permit adopt(admit::permit held, time_point granted) {
+    return *admit_one(std::optional<admit::permit>(std::move(held)), [granted] { return granted; });
+  }
+  void record_outcome(errc e, std::chrono::nanoseconds waited) {
+    if (metrics_) metrics_->record(e, 1, waited);
+  }
+
  private:
   template <class Now>
   std::optional<permit> admit_one(std::optional<admit::permit> held, Now now) {
@@ -198,6 +236,28 @@ class basic_adaptive_limiter {
   acquire_result wrap(admit::acquire_result r) {
     if (!r) return r.error();
     return *admit_one(std::optional<admit::permit>(std::move(*r)), [] { return Clock::now(); });
+  }
+
+  std::optional<permit> counted(std::optional<permit> p) {
+    if (metrics_) {
+      metrics_->record(p ? errc{} : semaphore_.native_state().refusal(1, errc::would_block), 1);
+    }
+    return p;
+  }
+
+  // A wait, timed on Clock for the metrics only when they are enabled (no clock read otherwise).
+  template <class Wait>
+  acquire_result timed(Wait wait) {
+    if (!metrics_) return wrap(wait());
+    if (auto p = semaphore_.try_acquire()) {  // admitted at once: waited 0, no clock read
+      metrics_->record(errc{}, 1);
+      return wrap(admit::acquire_result(std::move(*p)));
+    }
+    const time_point start = Clock::now();
+    acquire_result r = wrap(wait());
+    metrics_->record(r ? errc{} : r.error(), 1,
+                     std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start));
+    return r;
   }
 
   void release(admit::permit& held) noexcept {
@@ -228,6 +288,7 @@ class basic_adaptive_limiter {
   basic_semaphore<Clock> semaphore_;
   std::atomic<std::int64_t> limit_;
   std::atomic<std::int64_t> in_flight_{0};
+  std::unique_ptr<limiter_metrics> metrics_;  // null: metrics disabled
 };
 
 template <limit_algorithm Algorithm>

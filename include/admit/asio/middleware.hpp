@@ -27,6 +27,11 @@
 //   async_acquire; 503 queue_full when max_waiters already wait, closed when the semaphore is closed. The permits are
 //   held until the response is done: they travel in the outcome (<admit/asio/middleware_outcome.hpp>), so a server
 //   releases them after writing the response (outcome::release() or its destruction).
+// - adaptive_limit(limiter[, classify]): a slot of an admit::basic_adaptive_limiter per request, taken as
+//   concurrency_limit takes permits, released when the handler ends, reporting the handler's latency and outcome
+//   (<admit/asio/adaptive_layer.hpp>).
+// - handler_timeout<Clock>(d[, status]): the handler runs at most d, then is cancelled; the request gets 504 (or 503)
+//   handler_timeout, its permits released at once (<admit/asio/handler_timeout_layer.hpp>).
 //
 // Cancellation. A request whose coroutine is cancelled (terminal, partial or total cancellation of the awaiting
 // operation, e.g. its connection closed) while it waits for a permit leaves the queue and completes with rejection
@@ -56,6 +61,8 @@
 #include <utility>
 
 #include "admit/asio/admission_layer.hpp"
+#include "admit/asio/adaptive_layer.hpp"
+#include "admit/asio/handler_timeout_layer.hpp"
 #include "admit/asio/middleware_layers.hpp"
 #include "admit/asio/middleware_outcome.hpp"
 #include "admit/asio/rejection.hpp"
@@ -80,6 +87,8 @@ class middleware {
   static constexpr std::size_t concurrency_layers = (std::size_t{0} + ... + (Layers::holds_permits ? 1 : 0));
   static_assert(concurrency_layers <= held_permits::max_size,
                 "admit::asio::middleware: at most held_permits::max_size concurrency limits in one stack");
+  static constexpr std::size_t handler_runners = (std::size_t{0} + ... + (detail::runs_handler<Layers> ? 1 : 0));
+  static_assert(handler_runners <= 1, "admit::asio::middleware: at most one handler_timeout in one stack");
 
   middleware() = default;
   explicit middleware(std::tuple<Layers...> layers) : layers_(std::move(layers)) {}
@@ -128,9 +137,31 @@ class middleware {
     return add(detail::deadline_layer<Clock>(ns));
   }
 
+  // A concurrency limit found by `limiter` (an admit::basic_adaptive_limiter): one slot per request, taken as
+  // concurrency_limit takes its permits (at once when free, else waited for in the limiter's FIFO queue, honouring
+  // load_shed and deadline), and released when the handler ends, reporting the handler's latency on the limiter's
+  // clock and its outcome: classify(response) says success, dropped or ignored (the default reads a Beast-style
+  // result_int(): 503 and 504 are dropped, other 5xx ignored, the rest success); a handler timeout is dropped, a
+  // handler that throws ignored. classify is called concurrently and must not throw. See
+  // <admit/asio/adaptive_layer.hpp>.
+  template <class Limiter, class Classify = status_verdict>
+  auto adaptive_limit(Limiter& limiter, Classify classify = {}) const {
+    return add(detail::adaptive_layer<Limiter, Response, Classify>(limiter, std::move(classify)));
+  }
+
+  // The handler runs at most `timeout` (> 0) on Clock: then it is cancelled (terminal cancellation of its coroutine,
+  // which the layer waits for) and the request is refused with reason handler_timeout, status 504 (or 503), its
+  // permits released. Throws std::invalid_argument for a timeout <= 0 or a status other than 503 or 504. See
+  // <admit/asio/handler_timeout_layer.hpp>.
+  template <steady_clock_like Clock = std::chrono::steady_clock, class Rep, class Period>
+  auto handler_timeout(std::chrono::duration<Rep, Period> timeout, unsigned status = 504) const {
+    return add(detail::handler_timeout_layer<Clock>(detail::saturating_ns(timeout), status));
+  }
+
   // Adds a layer defined outside this header (the extension point for other targets: admit::redis's distributed
   // rate limit, <admit/redis/middleware.hpp>). `layer` follows the protocol of middleware_layers.hpp: a const
-  // enter(request_context&, const Request&) returning a step, and a static constexpr bool holds_permits.
+  // enter(request_context&, const Request&) returning a step, and a static constexpr bool holds_permits; optionally
+  // the handler hooks described there (state_type, observes_handler, runs_handler).
   template <class Layer>
   auto with(Layer layer) const {
     return add(std::move(layer));
@@ -143,17 +174,43 @@ class middleware {
   template <class Handler>
   boost::asio::awaitable<outcome_type> call(Request& req, Handler&& handler) const {
     detail::request_context ctx;
-    std::size_t at = 0;  // the layer that did not pass
+    layer_states states;  // the layers' per-request states (empty for layers without one)
+    std::size_t at = 0;   // the layer that did not pass
     // The layers run synchronously, one after the other, until one does not pass; only a layer that has to wait
     // (a concurrency limit without a free permit) suspends this coroutine, and the layers after it run once it is done.
-    for (detail::step s = enter_from<0>(0, ctx, req, at); s.kind != detail::step_kind::pass;
-         s = enter_from<0>(at + 1, ctx, req, at)) {
+    for (detail::step s = enter_from<0>(0, ctx, req, at, states); s.kind != detail::step_kind::pass;
+         s = enter_from<0>(at + 1, ctx, req, at, states)) {
       if (s.kind == detail::step_kind::reject) co_return outcome_type(s.why);
       if (std::optional<rejection> r = co_await s.wait(s.self, ctx)) co_return outcome_type(*r);
     }
-    Response response = co_await std::invoke(handler, req);
-    // The outcome is built in this coroutine's promise: the response is moved once, straight into it.
-    co_return detail::admitted<Response>{response, ctx.permits, ctx.rate};
+    if constexpr (!hooked) {
+      Response response = co_await std::invoke(handler, req);
+      // The outcome is built in this coroutine's promise: the response is moved once, straight into it.
+      co_return detail::admitted<Response>{response, ctx.permits, ctx.rate};
+    } else {
+      started<0>(states);
+      std::optional<Response> response;
+      try {
+        if constexpr (handler_runners > 0) {
+          response = co_await std::get<runner_index<0>()>(layers_).template run<Response>(
+              [&handler, &req] { return std::invoke(handler, req); });
+        } else {
+          response.emplace(co_await std::invoke(handler, req));
+        }
+      } catch (...) {
+        ended<sizeof...(Layers)>(states, detail::handler_end::threw, nullptr);
+        throw;
+      }
+      ended<sizeof...(Layers)>(states, response ? detail::handler_end::returned : detail::handler_end::timed_out,
+                               response ? &*response : nullptr);
+      if constexpr (handler_runners > 0) {
+        if (!response) {
+          ctx.permits.release();  // the answer is produced now: nothing stays held for it
+          co_return outcome_type(std::get<runner_index<0>()>(layers_).refusal());
+        }
+      }
+      co_return detail::admitted<Response>{*response, ctx.permits, ctx.rate};
+    }
   }
 
   // A service: this stack bound to a handler, called as `co_await svc(req)`. It holds copies of both.
@@ -165,6 +222,42 @@ class middleware {
   static constexpr std::size_t size() noexcept { return sizeof...(Layers); }
 
  private:
+  using layer_states = std::tuple<detail::layer_state_t<Layers>...>;
+  static constexpr bool hooked = handler_runners > 0 || (false || ... || detail::observes_handler<Layers>);
+
+  // The index of the layer that runs the handler (handler_timeout), searched from I.
+  template <std::size_t I>
+  static constexpr std::size_t runner_index() noexcept {
+    if constexpr (I == sizeof...(Layers)) {
+      return I;
+    } else if constexpr (detail::runs_handler<std::tuple_element_t<I, std::tuple<Layers...>>>) {
+      return I;
+    } else {
+      return runner_index<I + 1>();
+    }
+  }
+
+  // The handler hooks: started outermost first, ended innermost first (I counts down from the stack's size).
+  template <std::size_t I>
+  void started([[maybe_unused]] layer_states& states) const noexcept {
+    if constexpr (I < sizeof...(Layers)) {
+      if constexpr (detail::observes_handler<std::tuple_element_t<I, std::tuple<Layers...>>>) {
+        std::get<I>(layers_).handler_started(std::get<I>(states));
+      }
+      started<I + 1>(states);
+    }
+  }
+  template <std::size_t I>
+  void ended([[maybe_unused]] layer_states& states, [[maybe_unused]] detail::handler_end how,
+             [[maybe_unused]] const Response* response) const noexcept {
+    if constexpr (I > 0) {
+      if constexpr (detail::observes_handler<std::tuple_element_t<I - 1, std::tuple<Layers...>>>) {
+        std::get<I - 1>(layers_).handler_ended(std::get<I - 1>(states), how, response);
+      }
+      ended<I - 1>(states, how, response);
+    }
+  }
+
   template <class Layer>
   middleware<Request, Response, Layers..., Layer> add(Layer layer) const {
     return middleware<Request, Response, Layers..., Layer>(std::tuple_cat(layers_, std::make_tuple(std::move(layer))));
@@ -174,18 +267,22 @@ class middleware {
   // index; returns pass when every layer passed. Unrolled at compile time (from == 0 on the fast path).
   template <std::size_t I>
   detail::step enter_from([[maybe_unused]] std::size_t from, [[maybe_unused]] detail::request_context& ctx,
-                          [[maybe_unused]] const Request& req, [[maybe_unused]] std::size_t& at) const {
+                          [[maybe_unused]] const Request& req, [[maybe_unused]] std::size_t& at,
+                          [[maybe_unused]] layer_states& states) const {
     if constexpr (I == sizeof...(Layers)) {
       return detail::step::pass();
     } else {
       if (I >= from) {
+        if constexpr (detail::has_layer_state<std::tuple_element_t<I, std::tuple<Layers...>>>) {
+          ctx.state = &std::get<I>(states);
+        }
         detail::step s = std::get<I>(layers_).enter(ctx, req);
         if (s.kind != detail::step_kind::pass) {
           at = I;
           return s;
         }
       }
-      return enter_from<I + 1>(from, ctx, req, at);
+      return enter_from<I + 1>(from, ctx, req, at, states);
     }
   }
 

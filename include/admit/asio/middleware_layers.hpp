@@ -78,6 +78,10 @@ struct request_context {
   // layer waits at a time, so one slot serves every layer.
   std::string key;
   std::size_t priority = 0;  // likewise, the priority class of a waiting admission layer (admission_layer.hpp)
+  // The per-request state of the layer being entered, for a layer that declares a state_type (see handler hooks
+  // below): the driver points it at that layer's state before calling its enter(), and it stays there during the wait
+  // that enter() may answer.
+  void* state = nullptr;
 
   void note(const decision& d) noexcept {
     if (!rate || d.remaining < rate->remaining) rate = d;
@@ -85,6 +89,50 @@ struct request_context {
 };
 
 enum class step_kind : std::uint8_t { pass, reject, wait };
+
+// Handler hooks, optional members of a layer (every other layer is unaffected and costs nothing):
+// - `using state_type = T;` (default-constructible): one T per request on the driver's frame, reached in enter() and
+//   its wait through ctx.state; destroyed when the request's call() completes (after the outcome is built).
+// - `static constexpr bool observes_handler = true;` with `void handler_started(state_type&) const noexcept` (just
+//   before the handler starts) and `void handler_ended(state_type&, handler_end, const Response*) const noexcept`
+//   (after it ended; the response when it returned one). Called only when every layer admitted the request,
+//   innermost layer first for handler_ended.
+// - `static constexpr bool runs_handler = true;` (at most one per stack) with
+//   `template <class Response, class Invoke> awaitable<std::optional<Response>> run(Invoke invoke) const`, which
+//   co_awaits invoke() (the handler's awaitable) in its own way and returns nothing when the request must be refused
+//   instead, and `rejection refusal() const noexcept`, the rejection the request then gets (after handler_ended with
+//   handler_end::timed_out; the permits it holds are released first).
+enum class handler_end : std::uint8_t {
+  returned,   // the handler returned a response
+  threw,      // the handler threw (the exception propagates out of call())
+  timed_out,  // a runs_handler layer stopped the handler (a handler timeout)
+};
+
+template <class Layer>
+struct layer_state {
+  struct none {};
+  using type = none;
+};
+template <class Layer>
+requires requires { typename Layer::state_type; }
+struct layer_state<Layer> {
+  using type = typename Layer::state_type;
+};
+template <class Layer>
+using layer_state_t = typename layer_state<Layer>::type;
+
+template <class Layer>
+inline constexpr bool has_layer_state = requires {
+  typename Layer::state_type;
+};
+template <class Layer>
+inline constexpr bool observes_handler = requires {
+  requires Layer::observes_handler;
+};
+template <class Layer>
+inline constexpr bool runs_handler = requires {
+  requires Layer::runs_handler;
+};
 
 // What a layer's enter() answers. For wait: the driver co_awaits wait(self, ctx), which adds the permits to ctx and
 // returns nothing, or returns the rejection.

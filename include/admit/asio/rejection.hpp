@@ -40,6 +40,7 @@ enum class rejection_reason : std::uint8_t {
   closed,            // the concurrency limit's semaphore is closed (the server is shutting down): 503
   exceeds_capacity,  // the request needs more concurrency permits than the limit has in total: 503
   cancelled,         // the request's own cancellation (e.g. its connection closed) ended the wait: 503, if anyone asks
+  handler_timeout,   // the handler ran past a handler_timeout layer's limit and was cancelled: 504 (or 503, as set)
 };
 
 // The name of a reason ("rate_limited", "shed", ...), for logs and metrics.
@@ -61,6 +62,8 @@ constexpr std::string_view to_string(rejection_reason r) noexcept {
       return "exceeds_capacity";
     case rejection_reason::cancelled:
       return "cancelled";
+    case rejection_reason::handler_timeout:
+      return "handler_timeout";
   }
   return "unknown";
 }
@@ -132,9 +135,16 @@ struct rejection {
   rejection_reason reason = rejection_reason::shed;
   // The refusing limiter's decision, for rate_limited and key_limit; a default decision otherwise.
   decision rate{};
+  // For handler_timeout: the status the layer was told to answer (503 or 504); 0 means 504.
+  std::uint16_t timeout_status = 0;
 
-  // 429 Too Many Requests for rate_limited, 503 Service Unavailable for every other reason.
-  constexpr unsigned status() const noexcept { return reason == rejection_reason::rate_limited ? 429U : 503U; }
+  // 429 Too Many Requests for rate_limited, 504 Gateway Timeout for handler_timeout (or its timeout_status), 503
+  // Service Unavailable for every other reason.
+  constexpr unsigned status() const noexcept {
+    if (reason == rejection_reason::rate_limited) return 429U;
+    if (reason == rejection_reason::handler_timeout) return timeout_status != 0 ? timeout_status : 504U;
+    return 503U;
+  }
 
   // How long the client should wait, rounded up to whole seconds, for rate_limited and key_limit (at least 1 s: a
   // refusal means "not now"). Empty for the other reasons (a 503 from a concurrency limit says nothing about when a

@@ -60,6 +60,19 @@ class keyed_table {
     }
   }
 
+  // The slot on h's probe path whose slot satisfies pred(const slot&), or npos (for a table whose states identify
+  // their slot, as pointers do: finds an entry without its key).
+  template <class Pred>
+  [[nodiscard]] std::size_t find_if(std::uint64_t h, const Pred& pred) const noexcept {
+    if (size_ == 0) return npos;
+    const std::uint8_t tag = tag_of(h);
+    for (std::size_t i = home(h);; i = next(i)) {
+      const std::uint8_t t = tags_[i];
+      if (t == 0) return npos;
+      if (t == tag && pred(slots_[i])) return i;
+    }
+  }
+
   // Whether one more key fits without growing beyond the capacity limit (load factor 3/4).
   [[nodiscard]] bool can_insert() const noexcept { return fits(size_ + 1, cap_) || cap_ < limit_; }
 
