@@ -18,6 +18,10 @@
 // divided by the operations of all threads — the inverse of the throughput, as Go's b.RunParallel reports it. The
 // threaded cases also measure the process CPU time, so a spinning retry loop shows up in the CPU column.
 //
+// Metrics: <algorithm>/<path>/at/metrics:off and .../metrics:on (token bucket and GCRA, 1 and 2 threads) time
+// try_acquire_at with the opt-in metrics (enable_metrics) off — one null-pointer test per decision — and on — one
+// relaxed increment of a shared counter per decision.
+//
 // Every call's answer is checked against the path's expectation; a case that times the wrong path (a misconfigured
 // limiter) stops with an error instead of reporting a number.
 #include <benchmark/benchmark.h>
@@ -216,6 +220,32 @@ void register_one(const std::string& algorithm, std::initializer_list<int> threa
   }
 }
 
+// try_acquire_at with the metrics off and on: the same limiter, metrics enabled before timing for "on".
+template <class Case, path P, bool Metrics>
+void setup_metrics(const benchmark::State& state) {
+  setup<Case, std::chrono::steady_clock, P>(state);
+  if constexpr (Metrics) shared<Case, std::chrono::steady_clock>::limiter->enable_metrics();
+}
+template <class Case>
+void register_metrics(const std::string& algorithm) {
+  using steady = std::chrono::steady_clock;
+  auto one = [&](const std::string& name, auto* fn, auto* setup_fn) {
+    for (int n : {1, 2}) {
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), fn);
+      b->Setup(setup_fn)->UseRealTime()->Threads(n);
+      if (n > 1) b->MeasureProcessCPUTime();
+    }
+  };
+  one(algorithm + "/admit/at/metrics:off", &bench_try_acquire<Case, steady, path::admit, timing::at>,
+      &setup_metrics<Case, path::admit, false>);
+  one(algorithm + "/admit/at/metrics:on", &bench_try_acquire<Case, steady, path::admit, timing::at>,
+      &setup_metrics<Case, path::admit, true>);
+  one(algorithm + "/reject/at/metrics:off", &bench_try_acquire<Case, steady, path::reject, timing::at>,
+      &setup_metrics<Case, path::reject, false>);
+  one(algorithm + "/reject/at/metrics:on", &bench_try_acquire<Case, steady, path::reject, timing::at>,
+      &setup_metrics<Case, path::reject, true>);
+}
+
 // Registers the at/now cases (1, 2, 8 threads) and the coarse-clock cases (1, 2 threads) of one algorithm.
 template <class Case>
 void register_algorithm(const std::string& algorithm) {
@@ -269,6 +299,8 @@ int main(int argc, char** argv) {
   register_algorithm<sliding_window_case>("sliding_window");
   register_algorithm<sliding_log_case>("sliding_log");
   register_algorithm<warmup_case>("warmup");
+  register_metrics<token_bucket_case>("token_bucket");
+  register_metrics<gcra_case>("gcra");
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

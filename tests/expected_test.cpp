@@ -101,4 +101,28 @@ TEST(Expected, AssignmentReplacesValueWithErrorAndBack) {
   EXPECT_EQ(copy->get(), counter.get());
 }
 
+// expected<void, E>: success by default, a failure from an E; value() throws the error; copies and assigns.
+TEST(Expected, VoidIsSuccessOrAnError) {
+  admit::expected<void, admit::errc> ok;
+  EXPECT_TRUE(ok);
+  EXPECT_TRUE(ok.has_value());
+  EXPECT_EQ(ok.error(), admit::errc{});
+  EXPECT_NO_THROW(ok.value());
+
+  admit::expected<void, admit::errc> full = admit::errc::queue_full;
+  EXPECT_FALSE(full);
+  EXPECT_EQ(full.error(), admit::errc::queue_full);
+  try {
+    full.value();
+    ADD_FAILURE() << "value() of an error did not throw";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::error_code(admit::errc::queue_full));
+  }
+  ok = full;
+  EXPECT_EQ(ok.error(), admit::errc::queue_full);
+
+  const admit::expected<void, std::error_code> code = admit::errc::timeout;  // any error code enum converts
+  EXPECT_EQ(code.error(), std::error_code(admit::errc::timeout));
+}
+
 }  // namespace

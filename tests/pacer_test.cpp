@@ -258,7 +258,7 @@ TEST(Pacer, TakeSleepsUntilEachCallersSlot) {
   pacer p{rate::per_second(10)};
   std::vector<time_point> got(3);
   std::vector<std::jthread> threads;
-  for (auto& g : got) threads.emplace_back([&p, &g] { g = p.take(); });
+  for (auto& g : got) threads.emplace_back([&p, &g] { g = p.take().value(); });
   clock_type::wait_for_sleepers(2);  // one went at once, two sleep towards +100ms and +200ms
   EXPECT_EQ(clock_type::advance(100ms), 1U);
   clock_type::advance(100ms);
@@ -270,35 +270,35 @@ TEST(Pacer, TakeSleepsUntilEachCallersSlot) {
 TEST(Pacer, CancelledTakeGivesItsSlotBackWhenNobodyCameAfter) {
   clock_type::reset();
   pacer p{rate::per_second(10), pacer_options::without_slack()};
-  EXPECT_EQ(p.take(), at(0ms));
+  EXPECT_EQ(p.take().value(), at(0ms));
   std::stop_source stop;
-  std::optional<time_point> got = at(-1s);
+  admit::expected<time_point, admit::errc> got = at(-1s);
   std::jthread t([&] { got = p.take(stop.get_token()); });
   clock_type::wait_for_sleepers(1);
   stop.request_stop();
   t.join();
-  EXPECT_FALSE(got.has_value());
+  EXPECT_EQ(got.error(), admit::errc::cancelled);
   // As if the cancelled caller had never come: the next caller gets the 100ms slot.
   EXPECT_EQ(ready_at(p, at(0ms)), at(100ms));
   // Already stopped: returns at once, claims nothing.
-  EXPECT_FALSE(p.take(stop.get_token()).has_value());
-  EXPECT_FALSE(p.acquire(1, stop.get_token()));
+  EXPECT_EQ(p.take(stop.get_token()).error(), admit::errc::cancelled);
+  EXPECT_EQ(p.acquire(1, stop.get_token()).error(), admit::errc::cancelled);
   EXPECT_EQ(ready_at(p, at(0ms)), at(200ms));
 }
 
 TEST(Pacer, CancelledTakeLeavesAGapWhenSomeoneCameAfter) {
   clock_type::reset();
   pacer p{rate::per_second(10), pacer_options::without_slack()};
-  EXPECT_EQ(p.take(), at(0ms));
+  EXPECT_EQ(p.take().value(), at(0ms));
   std::stop_source stop;
-  std::optional<time_point> first;
+  admit::expected<time_point, admit::errc> first = at(-1s);
   std::jthread t1([&] { first = p.take(stop.get_token()); });  // slot 100ms
   clock_type::wait_for_sleepers(1);
-  std::jthread t2([&] { EXPECT_EQ(p.take(), at(200ms)); });  // slot 200ms
+  std::jthread t2([&] { EXPECT_EQ(p.take().value(), at(200ms)); });  // slot 200ms
   clock_type::wait_for_sleepers(2);
   stop.request_stop();
   t1.join();
-  EXPECT_FALSE(first.has_value());
+  EXPECT_EQ(first.error(), admit::errc::cancelled);
   EXPECT_EQ(ready_at(p, at(0ms)), at(300ms));  // the 100ms slot stays unused; nobody is moved
   clock_type::advance(200ms);
   t2.join();
@@ -308,9 +308,10 @@ TEST(Pacer, TimedAcquireFailsAtOnceWhenItsSlotIsPastTheDeadline) {
   clock_type::reset();
   pacer p{rate::per_second(10), pacer_options::without_slack()};
   EXPECT_TRUE(p.try_acquire_for(0s));
-  EXPECT_FALSE(p.try_acquire_for(99ms));       // slot at 100ms: fails without sleeping or claiming
-  EXPECT_FALSE(p.try_acquire_until(at(-1s)));  // a past deadline is try_acquire()
-  EXPECT_FALSE(p.try_acquire_for(-5s));
+  EXPECT_EQ(p.try_acquire_for(99ms).error(),
+            admit::errc::timeout);  // slot at 100ms: fails without sleeping or claiming
+  EXPECT_EQ(p.try_acquire_until(at(-1s)).error(), admit::errc::timeout);  // a past deadline is try_acquire()
+  EXPECT_EQ(p.try_acquire_for(-5s).error(), admit::errc::timeout);
   EXPECT_EQ(p.time_until_available_at(at(0ms)), 100ms);  // nothing claimed by the failures
   std::jthread t([&] { EXPECT_TRUE(p.try_acquire_for(100ms)); });
   clock_type::wait_for_sleepers(1);
@@ -323,7 +324,7 @@ TEST(Pacer, AcquireWaitsForAllItsSlots) {
   pacer p{rate::per_second(10), pacer_options{.slack = 2}};
   EXPECT_TRUE(p.acquire());  // starts pacing at 0
   bool done = false;
-  std::jthread t([&] { done = p.acquire(3); });  // slots 100, 200, 300ms
+  std::jthread t([&] { done = p.acquire(3).has_value(); });  // slots 100, 200, 300ms
   clock_type::wait_for_sleepers(1);
   EXPECT_EQ(clock_type::advance(200ms), 0U);
   EXPECT_EQ(clock_type::advance(100ms), 1U);

@@ -497,10 +497,10 @@ TEST_F(TokenBucketWait, AcquireSleepsUntilTokensArrive) {
 
 TEST_F(TokenBucketWait, AcquireFailsAtOnceAboveBurstOrWhenAlreadyStopped) {
   manual_bucket lim{rate::per_second(10), 3};
-  EXPECT_FALSE(lim.acquire(4));
+  EXPECT_EQ(lim.acquire(4).error(), admit::errc::exceeds_capacity);
   std::stop_source stopped;
   stopped.request_stop();
-  EXPECT_FALSE(lim.acquire(1, stopped.get_token()));
+  EXPECT_EQ(lim.acquire(1, stopped.get_token()).error(), admit::errc::cancelled);
   EXPECT_EQ(lim.tokens_at(manual::now()), 3);
   manual_bucket unlimited{rate::inf(), 0};
   EXPECT_TRUE(unlimited.acquire(3));
@@ -510,7 +510,7 @@ TEST_F(TokenBucketWait, CancelledWaitGivesItsTokensBack) {
   manual_bucket lim{rate::per_second(10), 3};
   ASSERT_TRUE(lim.acquire(2));  // 1 token left
   std::stop_source stop;
-  std::thread waiter([&] { EXPECT_FALSE(lim.acquire(3, stop.get_token())); });
+  std::thread waiter([&] { EXPECT_EQ(lim.acquire(3, stop.get_token()).error(), admit::errc::cancelled); });
   manual::wait_for_sleepers(1);
   manual::advance(100ms);  // 2 tokens now, the waiter still needs 1 more
   stop.request_stop();
@@ -524,12 +524,13 @@ TEST_F(TokenBucketWait, TimedAcquireFailsAtOnceWhenTheDeadlineCannotBeMet) {
   manual_bucket lim{rate::per_second(10), 3};
   ASSERT_TRUE(lim.acquire(2));
   const auto start = manual::now();
-  EXPECT_FALSE(lim.try_acquire_for(100ms, 3));  // needs 200 ms
-  EXPECT_EQ(manual::now(), start);              // did not sleep in vain
-  EXPECT_EQ(lim.tokens_at(start), 1);           // took nothing
-  EXPECT_FALSE(lim.try_acquire_for(-5s, 2));    // negative timeout: only an immediate grant
+  EXPECT_EQ(lim.try_acquire_for(100ms, 3).error(), admit::errc::timeout);  // needs 200 ms
+  EXPECT_EQ(manual::now(), start);                                         // did not sleep in vain
+  EXPECT_EQ(lim.tokens_at(start), 1);                                      // took nothing
+  EXPECT_FALSE(lim.try_acquire_for(-5s, 2));                               // negative timeout: only an immediate grant
   EXPECT_TRUE(lim.try_acquire_for(0s, 1));
-  EXPECT_FALSE(lim.try_acquire_for(std::chrono::hours::max(), 4));  // above the burst: no overflow, fails at once
+  EXPECT_EQ(lim.try_acquire_for(std::chrono::hours::max(), 4).error(),
+            admit::errc::exceeds_capacity);  // above the burst: no overflow, fails at once
   std::thread waiter([&] { EXPECT_TRUE(lim.try_acquire_until(start + 1s, 1)); });
   manual::wait_for_sleepers(1);
   manual::advance(100ms);
@@ -674,13 +675,13 @@ TEST(TokenBucket, AbandonedWaitsConserveTokensUnderConcurrency) {
             ok = bucket.try_acquire(n);
             break;
           case 1:
-            ok = bucket.try_acquire_for(0ms, n);  // a deadline that only an immediate grant meets
+            ok = bucket.try_acquire_for(0ms, n).has_value();  // a deadline that only an immediate grant meets
             break;
           default: {
             std::stop_source stop;
             stop.request_stop();  // abandoned before it starts: must take nothing
-            ok = bucket.acquire(n, stop.get_token());
-            EXPECT_FALSE(ok);
+            const admit::wait_result r0 = bucket.acquire(n, stop.get_token());
+            EXPECT_EQ(r0.error(), admit::errc::cancelled);
             // Reserve and cancel: the tokens must come back.
             auto r = bucket.reserve(n);
             r.cancel();
@@ -705,10 +706,10 @@ TEST(TokenBucket, AnUnservableHeadDoesNotBlockThoseBehind) {
   using clock = admit::testing::manual_clock;
   clock::reset();
   admit::basic_token_bucket<clock> bucket{rate::per_second(10), 5};
-  ASSERT_TRUE(bucket.try_acquire(4));              // 1 token left
-  EXPECT_FALSE(bucket.try_acquire_for(100ms, 5));  // needs 400 ms: fails now, takes nothing
-  EXPECT_FALSE(bucket.acquire(6));                 // can never fit: fails now
-  EXPECT_TRUE(bucket.try_acquire(1));              // the small request behind them is served at once
+  ASSERT_TRUE(bucket.try_acquire(4));                                         // 1 token left
+  EXPECT_EQ(bucket.try_acquire_for(100ms, 5).error(), admit::errc::timeout);  // needs 400 ms: fails now, takes nothing
+  EXPECT_EQ(bucket.acquire(6).error(), admit::errc::exceeds_capacity);        // can never fit: fails now
+  EXPECT_TRUE(bucket.try_acquire(1));  // the small request behind them is served at once
 }
 
 }  // namespace

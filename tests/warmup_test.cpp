@@ -376,7 +376,7 @@ TEST(Warmup, AcquireSleepsOutTheDebt) {
   warmup w{rate::per_second(2), 4s};
   EXPECT_TRUE(w.acquire());  // cold: goes at once, owes 1.375s
   bool done = false;
-  std::jthread t([&] { done = w.acquire(); });
+  std::jthread t([&] { done = w.acquire().has_value(); });
   clock_type::wait_for_sleepers(1);
   EXPECT_EQ(clock_type::advance(1374ms), 0U);
   EXPECT_EQ(clock_type::advance(1ms), 1U);
@@ -390,15 +390,15 @@ TEST(Warmup, CancelledAcquireGivesItsChargeBackWhenNobodyCameAfter) {
   warmup w{rate::per_second(2), 4s};
   EXPECT_TRUE(w.acquire());
   std::stop_source stop;
-  bool got = true;
+  admit::wait_result got;
   std::jthread t([&] { got = w.acquire(1, stop.get_token()); });
   clock_type::wait_for_sleepers(1);
   stop.request_stop();
   t.join();
-  EXPECT_FALSE(got);
-  EXPECT_EQ(w.time_until_available(), 1375ms);         // as if it had never come
-  EXPECT_DOUBLE_EQ(w.stored_permits_at(at(0s)), 7.0);  // its stored permit is back too
-  EXPECT_FALSE(w.acquire(1, stop.get_token()));        // already stopped: charges nothing
+  EXPECT_EQ(got.error(), admit::errc::cancelled);
+  EXPECT_EQ(w.time_until_available(), 1375ms);                                // as if it had never come
+  EXPECT_DOUBLE_EQ(w.stored_permits_at(at(0s)), 7.0);                         // its stored permit is back too
+  EXPECT_EQ(w.acquire(1, stop.get_token()).error(), admit::errc::cancelled);  // already stopped: charges nothing
   EXPECT_EQ(w.time_until_available(), 1375ms);
 }
 
@@ -422,7 +422,7 @@ TEST(Warmup, TimedAcquireFailsAtOnceWhenTheDebtOutlastsTheDeadline) {
   clock_type::reset();
   warmup w{rate::per_second(2), 4s};
   EXPECT_TRUE(w.try_acquire_for(0s));
-  EXPECT_FALSE(w.try_acquire_for(1374ms));
+  EXPECT_EQ(w.try_acquire_for(1374ms).error(), admit::errc::timeout);
   EXPECT_FALSE(w.try_acquire_until(at(-1s)));
   EXPECT_FALSE(w.try_acquire_for(-1s));
   EXPECT_EQ(w.time_until_available(), 1375ms);  // the failures charged nothing

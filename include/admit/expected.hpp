@@ -12,7 +12,9 @@
 // E is an error code: std::error_code or an enum registered with std::is_error_code_enum (admit::errc). value() on an
 // error throws std::system_error carrying it (std::expected throws bad_expected_access<E>). When E is
 // std::error_code, any registered error code enum converts to it too (an admit::errc becomes a std::error_code).
-// Not provided: expected<void, E>, emplace, swap, value_or, and_then/transform, comparison operators.
+// expected<void, E> is the result of a wait that yields nothing but success (a rate limiter's acquire): default-
+// constructed it is a success; from an E, a failure.
+// Not provided: emplace, swap, value_or, and_then/transform, comparison operators.
 //
 // Thread safety: a value type; like any object, one writer or many readers. Copyable when T is, movable when T is
 // (moves must not throw). Holds either a T or an E, never both: a T is constructed only for a success.
@@ -153,6 +155,50 @@ class [[nodiscard]] expected {
     E error_;
   };
   bool has_value_;
+};
+
+// The result of an operation that yields no value: success, or the error that says why not. `if (r)` tests success;
+// value() throws std::system_error carrying the error when there is one; error() is E{} on success.
+template <detail::error_code_like E>
+class [[nodiscard]] expected<void, E> {
+ public:
+  using value_type = void;
+  using error_type = E;
+
+  // A success.
+  expected() noexcept = default;
+  // A failure carrying `e`, which must be an error (not E{}): checked by assert.
+  expected(E e) noexcept : error_(e) {  // NOLINT(google-explicit-constructor)
+    assert(is_error(e) && "admit::expected: an error must not be E{} (no error)");
+  }
+  // A failure from another error code enum when E is std::error_code.
+  template <class G>
+  requires(std::is_same_v<E, std::error_code>&& std::is_error_code_enum_v<G>) expected(G e)
+  noexcept : expected(E(e)) {}  // NOLINT(google-explicit-constructor)
+
+  bool has_value() const noexcept { return !is_error(error_); }
+  explicit operator bool() const noexcept { return has_value(); }
+  // Throws std::system_error carrying error() when there is one.
+  void value() const {
+    if (has_value()) return;
+    if constexpr (std::is_same_v<E, std::error_code>) {
+      throw std::system_error(error_);
+    } else {
+      throw std::system_error(make_error_code(error_));
+    }
+  }
+  E error() const noexcept { return error_; }
+
+ private:
+  static constexpr bool is_error(E e) noexcept {
+    if constexpr (std::is_same_v<E, std::error_code>) {
+      return static_cast<bool>(e);
+    } else {
+      return e != E{};
+    }
+  }
+
+  E error_{};
 };
 
 }  // namespace admit

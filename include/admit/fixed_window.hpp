@@ -20,6 +20,10 @@
 // (at most one request per nanosecond on average; a 1 s window allows a limit up to 999,999,998), but rounding makes
 // the exact bound stricter for tiny windows (a 3 ns window allows a limit of 1). The constructor checks the exact
 // rule and throws otherwise.
+//
+// Waiter bound and metrics (detail/rate_limiter_base.hpp): this limiter never blocks a thread; set_max_waiters(k)
+// bounds the callers waiting in admit::asio::async_wait on it (the next fails with errc::queue_full), and
+// enable_metrics() counts every decision (try_acquire, decide, async_wait's completion).
 #pragma once
 
 #include <atomic>
@@ -33,6 +37,7 @@
 #include "admit/decision.hpp"
 #include "admit/detail/check_n.hpp"
 #include "admit/detail/floor_div.hpp"
+#include "admit/detail/rate_limiter_base.hpp"
 #include "admit/detail/saturating.hpp"
 
 namespace admit {
@@ -52,7 +57,7 @@ namespace admit {
 //   over-admits; its retry_after runs to the end of that newest window, measured from the `now` passed in.
 // - Time points before the clock's epoch work (windows are aligned with floor division).
 template <steady_clock_like Clock = std::chrono::steady_clock>
-class basic_fixed_window {
+class basic_fixed_window : public detail::rate_limiter_base {
  public:
   using clock_type = Clock;
   using time_point = typename Clock::time_point;
@@ -84,11 +89,7 @@ class basic_fixed_window {
 
   // Admits n at `now` if the current window has room for them (and counts them), else changes nothing and returns
   // false.
-  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
-    detail::check_n("admit::fixed_window", n);
-    if (n == 0) return true;
-    return step(to_ns<Clock>(now), n, true).ok;
-  }
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) { return record_try(admit_at(now, n), n); }
   [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
 
   // Like try_acquire_at, with the whole decision:
@@ -98,14 +99,8 @@ class basic_fixed_window {
   //   resets); nanoseconds::max() when n > limit;
   // - reset_after: the time from `now` to the start of the next window, or zero when the current window is unused.
   [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
-    detail::check_n("admit::fixed_window", n);
-    const outcome o = step(to_ns<Clock>(now), n, n != 0);
-    decision d;
-    d.admitted = o.ok;
-    d.limit = limit_;
-    d.remaining = limit_ - o.count;
-    d.retry_after = std::chrono::nanoseconds{o.ok ? 0 : n > limit_ ? detail::ns_max : o.to_next};
-    d.reset_after = std::chrono::nanoseconds{o.count > 0 ? o.to_next : 0};
+    const decision d = decide_quiet_at(now, n);
+    record_try(d.admitted, n);
     return d;
   }
   [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
@@ -126,6 +121,26 @@ class basic_fixed_window {
   [[nodiscard]] std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
  private:
+  friend struct detail::limiter_access;
+  bool try_acquire_quiet(std::int64_t n) { return admit_at(Clock::now(), n); }
+  // try_acquire_at and decide_at without the metrics.
+  bool admit_at(time_point now, std::int64_t n) {
+    detail::check_n("admit::fixed_window", n);
+    if (n == 0) return true;
+    return step(to_ns<Clock>(now), n, true).ok;
+  }
+  decision decide_quiet_at(time_point now, std::int64_t n) {
+    detail::check_n("admit::fixed_window", n);
+    const outcome o = step(to_ns<Clock>(now), n, n != 0);
+    decision d;
+    d.admitted = o.ok;
+    d.limit = limit_;
+    d.remaining = limit_ - o.count;
+    d.retry_after = std::chrono::nanoseconds{o.ok ? 0 : n > limit_ ? detail::ns_max : o.to_next};
+    d.reset_after = std::chrono::nanoseconds{o.count > 0 ? o.to_next : 0};
+    return d;
+  }
+
   struct outcome {
     bool ok = false;
     std::int64_t count = 0;    // the count of the window the request was counted against, after the decision

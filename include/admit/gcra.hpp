@@ -27,6 +27,10 @@
 // Not provided: set_rate / set_burst. Changing T or τ must convert the state in the same atomic step as the
 // configuration a concurrent decision reads; without a double-width CAS that needs either a lock (or a sequence lock
 // that decisions spin on) or fewer bits of time in the state word. A GCRA is cheap to build: construct a new one.
+//
+// Waiter bound and metrics (detail/rate_limiter_base.hpp): this limiter never blocks a thread; set_max_waiters(k)
+// bounds the callers waiting in admit::asio::async_wait on it (the next fails with errc::queue_full), and
+// enable_metrics() counts every decision (try_acquire, decide, async_wait's completion).
 #pragma once
 
 #include <atomic>
@@ -38,6 +42,7 @@
 #include "admit/decision.hpp"
 #include "admit/detail/check_n.hpp"
 #include "admit/detail/gcra_math.hpp"
+#include "admit/detail/rate_limiter_base.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/rate.hpp"
 
@@ -60,7 +65,7 @@ namespace admit {
 //   more capacity than the latest `now` did — fewer, in fact: it never adds tokens and never over-admits; retry_after
 //   is measured from the `now` passed in.
 template <steady_clock_like Clock = std::chrono::steady_clock>
-class basic_gcra {
+class basic_gcra : public detail::rate_limiter_base {
  public:
   using clock_type = Clock;
   using time_point = typename Clock::time_point;
@@ -76,11 +81,7 @@ class basic_gcra {
   basic_gcra& operator=(const basic_gcra&) = delete;
 
   // Admits n at `now` if they fit (and consumes them), else changes nothing and returns false.
-  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
-    detail::check_n("admit::gcra", n);
-    if (cfg_.inf || n == 0) return true;
-    return step(to_ns<Clock>(now), n, true).ok;
-  }
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) { return record_try(admit_at(now, n), n); }
   [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
 
   // Like try_acquire_at, with the whole decision (redis-cell's CL.THROTTLE reply):
@@ -90,21 +91,8 @@ class basic_gcra {
   //   happened; nanoseconds::max() when it never can (n > burst under the reject policy, or the rate is zero);
   // - reset_after: how long from `now` until the limiter is full again (TAT − now); zero when it is full.
   [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
-    detail::check_n("admit::gcra", n);
-    decision d;
-    d.limit = cfg_.burst;
-    if (cfg_.inf) {
-      d.admitted = true;
-      d.remaining = cfg_.burst;
-      return d;
-    }
-    const std::int64_t t = to_ns<Clock>(now);
-    const outcome o =
-        n == 0 ? outcome{true, state_.value.load(std::memory_order_acquire), detail::gcra_effective(cfg_, t), 0}
-               : step(t, n, true);
-    d.admitted = o.ok;
-    d.retry_after = std::chrono::nanoseconds{o.wait};
-    detail::gcra_describe(cfg_, o.state, o.t, d);
+    const decision d = decide_quiet_at(now, n);
+    record_try(d.admitted, n);
     return d;
   }
   [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
@@ -141,6 +129,33 @@ class basic_gcra {
   }
 
  private:
+  friend struct detail::limiter_access;
+  bool try_acquire_quiet(std::int64_t n) { return admit_at(Clock::now(), n); }
+  // try_acquire_at and decide_at without the metrics.
+  bool admit_at(time_point now, std::int64_t n) {
+    detail::check_n("admit::gcra", n);
+    if (cfg_.inf || n == 0) return true;
+    return step(to_ns<Clock>(now), n, true).ok;
+  }
+  decision decide_quiet_at(time_point now, std::int64_t n) {
+    detail::check_n("admit::gcra", n);
+    decision d;
+    d.limit = cfg_.burst;
+    if (cfg_.inf) {
+      d.admitted = true;
+      d.remaining = cfg_.burst;
+      return d;
+    }
+    const std::int64_t t = to_ns<Clock>(now);
+    const outcome o =
+        n == 0 ? outcome{true, state_.value.load(std::memory_order_acquire), detail::gcra_effective(cfg_, t), 0}
+               : step(t, n, true);
+    d.admitted = o.ok;
+    d.retry_after = std::chrono::nanoseconds{o.wait};
+    detail::gcra_describe(cfg_, o.state, o.t, d);
+    return d;
+  }
+
   struct outcome {
     bool ok = false;
     std::int64_t state = 0;  // TAT − τ after the decision

@@ -40,6 +40,10 @@
 //   until then. No key is ever admitted more than rate·w + burst in a window w; the price is that under key pressure
 //   new keys may start with less than a full burst.
 //
+// Metrics (detail/rate_limiter_base.hpp): enable_metrics() keeps one admit::limiter_metrics for the whole keyed
+// limiter, not one per key: every decide / try_acquire counts one outcome (admitted or unavailable; a new key refused
+// for the cap is unavailable too). The waiter bound (set_max_waiters) applies to admit::asio::async_wait on a key.
+//
 // Thread safety: every member may be called concurrently. Decisions on keys of different shards do not contend.
 #pragma once
 
@@ -60,6 +64,7 @@
 #include "admit/decision.hpp"
 #include "admit/detail/check_n.hpp"
 #include "admit/detail/keyed_table.hpp"
+#include "admit/detail/rate_limiter_base.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/keyed_policy.hpp"
 #include "admit/rate.hpp"
@@ -112,7 +117,7 @@ struct keyed_hash<std::string> {
 // standalone Limiter's decide_at would. Lookups accept any type that Hash and Eq accept when both are transparent
 // (std::string_view for std::string keys, by default).
 template <class Limiter, class Key = std::string, class Hash = keyed_hash<Key>, class Eq = std::equal_to<>>
-class keyed {
+class keyed : public detail::rate_limiter_base {
  public:
   using policy_type = typename keyed_policy_for<Limiter>::type;
   static_assert(keyed_policy<policy_type>, "admit::keyed: Limiter has no keyed policy");
@@ -172,6 +177,29 @@ class keyed {
              typename Eq::is_transparent;
            } && std::is_constructible_v<Key, const K&>)) [[nodiscard]] decision
       decide_at(const K& key, time_point now, std::int64_t n = 1) {
+    const decision d = decide_quiet_at(key, now, n);
+    record_try(d.admitted, n);
+    return d;
+  }
+  template <class K>
+  [[nodiscard]] decision decide(const K& key, std::int64_t n = 1) {
+    return decide_at(key, clock_type::now(), n);
+  }
+
+  // decide_at(key, now, n).admitted.
+  template <class K>
+  [[nodiscard]] bool try_acquire_at(const K& key, time_point now, std::int64_t n = 1) {
+    return decide_at(key, now, n).admitted;
+  }
+  template <class K>
+  [[nodiscard]] bool try_acquire(const K& key, std::int64_t n = 1) {
+    return decide_at(key, clock_type::now(), n).admitted;
+  }
+
+  // decide_at without the metrics, for an integration that records the outcome of its own wait once
+  // (admit::asio::async_wait on a key).
+  template <class K>
+  [[nodiscard]] decision decide_quiet_at(const K& key, time_point now, std::int64_t n = 1) {
     detail::check_n("admit::keyed", n);
     const std::int64_t t = to_ns<clock_type>(now);
     const std::uint64_t h = hash_of(key);
@@ -194,20 +222,6 @@ class keyed {
     sh.next_idle_at = std::min(sh.next_idle_at, policy_type::full_at(cfg_, s));
     ++sh.stats.inserted;
     return d;
-  }
-  template <class K>
-  [[nodiscard]] decision decide(const K& key, std::int64_t n = 1) {
-    return decide_at(key, clock_type::now(), n);
-  }
-
-  // decide_at(key, now, n).admitted.
-  template <class K>
-  [[nodiscard]] bool try_acquire_at(const K& key, time_point now, std::int64_t n = 1) {
-    return decide_at(key, now, n).admitted;
-  }
-  template <class K>
-  [[nodiscard]] bool try_acquire(const K& key, std::int64_t n = 1) {
-    return decide_at(key, clock_type::now(), n).admitted;
   }
 
   // Drops every key that is idle (full) at `now`, in every shard (what insertions do a few slots at a time). Returns

@@ -7,7 +7,7 @@
 // Unlike a token bucket, which is usually asked "may I, now?", a pacer is usually asked "when may I?" and waited on.
 //
 //   admit::pacer p{admit::rate::per_second(100)};           // 10ms apart, slack 10
-//   for (auto& job : jobs) { p.take(); run(job); }          // at most 100 jobs/s on average, 11 at once after idling
+//   for (auto& job : jobs) if (p.take()) run(job);          // at most 100 jobs/s on average, 11 at once after idling
 //
 // Semantics follow uber-go/ratelimit's atomic int64 limiter: the first call goes at once and earns no slack (pacing
 // starts at the first call, not at construction); `per` sets the period the rate is counted in (New(7, Per(minute))).
@@ -19,6 +19,10 @@
 // updated by compare-and-swap. No lock, no allocation, no thread, no timer: the state changes only inside calls. A
 // lost compare-and-swap retries; it is never reported as a refusal. Bound: over any window of length w, at most
 // w / interval + slack + 1 callers pass (tests check it).
+//
+// Waiter bound and metrics (detail/rate_limiter_base.hpp): set_max_waiters(k) lets at most k callers sleep towards
+// their slot at once (the next that would have to sleep fails with errc::queue_full, claiming nothing);
+// enable_metrics() counts every decision.
 //
 // Counts: a negative n throws std::invalid_argument, in every build, before anything is read or changed (so every
 // member taking n may throw).
@@ -41,10 +45,13 @@
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/check_n.hpp"
 #include "admit/detail/format_double.hpp"
+#include "admit/detail/rate_limiter_base.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/sleep.hpp"
+#include "admit/expected.hpp"
 #include "admit/rate.hpp"
 #include "admit/reservation.hpp"
+#include "admit/wait_result.hpp"
 
 namespace admit {
 
@@ -65,7 +72,7 @@ struct pacer_options {
 };
 
 template <steady_clock_like Clock = std::chrono::steady_clock>
-class basic_pacer {
+class basic_pacer : public detail::rate_limiter_base {
  public:
   using clock_type = Clock;
   using time_point = typename Clock::time_point;
@@ -97,30 +104,35 @@ class basic_pacer {
   basic_pacer& operator=(const basic_pacer&) = delete;
 
   // Claims the next slot and sleeps (detail::sleep_until on Clock) until it starts; returns the time the caller was
-  // let through: the slot's start, or Clock::now() when the slot had already begun (uber's Take). Never fails.
-  // Thread safety: any number of threads may take at once; each gets its own slot, in the order their
-  // compare-and-swap succeeded (not necessarily call order).
-  time_point take() { return *pass(1, max_ns, std::stop_token{}); }
+  // let through: the slot's start, or Clock::now() when the slot had already begun (uber's Take). Fails only with
+  // queue_full (max_waiters() callers already sleeping towards their slots: rejected at once, claiming nothing; a
+  // caller whose slot has begun never sleeps and is never refused for the bound). Thread safety: any number of
+  // threads may take at once; each gets its own slot, in the order their compare-and-swap succeeded (not
+  // necessarily call order).
+  expected<time_point, errc> take() { return pass(1, max_ns, std::stop_token{}); }
 
-  // take(), cancellable. std::nullopt when `stop` is requested before the slot starts (at once, claiming nothing,
-  // when it is already requested). A cancelled caller gives its slot back when nobody claimed a later slot meanwhile
-  // (the state is exactly as if it had never come); otherwise its slot stays unused — the callers after it keep their
-  // slots (they are already sleeping towards them), the pace just has a one-slot gap. Thread safety: as take().
-  std::optional<time_point> take(std::stop_token stop) { return pass(1, max_ns, std::move(stop)); }
+  // take(), cancellable: fails with cancelled when `stop` is requested before the slot starts (at once, claiming
+  // nothing, when it is already requested). A cancelled caller gives its slot back when nobody claimed a later slot
+  // meanwhile (the state is exactly as if it had never come); otherwise its slot stays unused — the callers after it
+  // keep their slots (they are already sleeping towards them), the pace just has a one-slot gap. Thread safety: as
+  // take().
+  expected<time_point, errc> take(std::stop_token stop) { return pass(1, max_ns, std::move(stop)); }
 
-  // The verb family of the other limiters. acquire: take() of `n` consecutive slots, returning when the last starts;
-  // false only when `stop` is requested (the slots are given back as in take(stop)). try_acquire_until: the same, but
-  // fails at once — claiming nothing, not sleeping in vain — when the last slot would start after `deadline`; a
-  // deadline in the past behaves as try_acquire(). try_acquire_for: relative to Clock::now(); zero or negative is
-  // try_acquire(). n == 0 succeeds at once. Thread safety: as take().
-  bool acquire(std::int64_t n = 1, std::stop_token stop = {}) { return pass(n, max_ns, std::move(stop)).has_value(); }
-  bool try_acquire_until(time_point deadline, std::int64_t n = 1) {
-    return pass(n, to_ns<Clock>(deadline), std::stop_token{}).has_value();
+  // The verb family of the other limiters, with their result (admit/wait_result.hpp). acquire: take() of `n`
+  // consecutive slots, returning when the last starts; fails with cancelled (the slots are given back as in
+  // take(stop)) or queue_full. try_acquire_until: the same, but fails at once with timeout — claiming nothing, not
+  // sleeping in vain — when the last slot would start after `deadline`; a deadline in the past behaves as
+  // try_acquire(). try_acquire_for: relative to Clock::now(); zero or negative is try_acquire(). n == 0 succeeds at
+  // once. Thread safety: as take().
+  wait_result acquire(std::int64_t n = 1, std::stop_token stop = {}) {
+    return as_wait_result(pass(n, max_ns, std::move(stop)));
+  }
+  wait_result try_acquire_until(time_point deadline, std::int64_t n = 1) {
+    return as_wait_result(pass(n, to_ns<Clock>(deadline), std::stop_token{}));
   }
   template <class Rep, class Period>
-  bool try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
-    return pass(n, detail::sat_add(to_ns<Clock>(Clock::now()), detail::ceil_ns(timeout)), std::stop_token{})
-        .has_value();
+  wait_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
+    return try_acquire_until(to_time_point(detail::sat_add(to_ns<Clock>(Clock::now()), detail::ceil_ns(timeout))), n);
   }
 
   // Claims `n` consecutive slots without sleeping. The reservation (admit/reservation.hpp) is always ok(), holds n
@@ -142,14 +154,7 @@ class basic_pacer {
   // a lost compare-and-swap retries, so a request that fits is never refused because of contention.
   [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
   [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
-    detail::check_n("admit::pacer", n);
-    if (interval_ == 0) return true;
-    const std::int64_t t = to_ns<Clock>(now);
-    if (n == 0) {
-      (void)started(t);  // like every call, starts the pacing clock, so that decide_at(t, 0) leaves the same state
-      return true;
-    }
-    return claim(t, n, t).ok;
+    return record_try(try_acquire_quiet_at(to_ns<Clock>(now), n), n);
   }
 
   // try_acquire_at with the details: limit = slack + 1 (the largest burst); remaining = callers that could pass right
@@ -162,18 +167,21 @@ class basic_pacer {
     decision d;
     d.limit = slack_ + 1;
     if (interval_ == 0) {
+      record_try(true, n);
       d.admitted = true;
       d.remaining = std::numeric_limits<std::int64_t>::max();
       return d;
     }
     if (n == 0) {
       const std::int64_t next = started(t);
+      record_try(true, n);
       d.admitted = true;
       d.remaining = remaining(next, t);
       d.reset_after = reset_after(next, t);
       return d;
     }
     const claim_result c = claim(t, n, t);
+    record_try(c.ok, n);
     d.admitted = c.ok;
     d.remaining = remaining(c.after, t);
     d.reset_after = reset_after(c.after, t);
@@ -251,25 +259,53 @@ class basic_pacer {
     }
   }
 
-  // The blocking forms: claim (if the last slot starts by `latest`), sleep, give back on stop. Returns the go time.
-  std::optional<time_point> pass(std::int64_t n, std::int64_t latest, std::stop_token stop) {
+  friend struct detail::limiter_access;
+  bool try_acquire_quiet(std::int64_t n) { return try_acquire_quiet_at(to_ns<Clock>(Clock::now()), n); }
+  bool try_acquire_quiet_at(std::int64_t t, std::int64_t n) {
     detail::check_n("admit::pacer", n);
-    if (stop.stop_requested()) return std::nullopt;
+    if (interval_ == 0) return true;
+    if (n == 0) {
+      (void)started(t);  // like every call, starts the pacing clock, so that decide_at(t, 0) leaves the same state
+      return true;
+    }
+    return claim(t, n, t).ok;
+  }
+
+  static wait_result as_wait_result(const expected<time_point, errc>& r) noexcept {
+    return r ? wait_result{} : wait_result{r.error()};
+  }
+
+  // The blocking forms: through at once (no place taken), or refused at once (timeout when the last slot starts
+  // after `latest`, queue_full), or a place under the bound, a claim and a sleep; gives the slots back on stop.
+  // Returns the go time.
+  expected<time_point, errc> pass(std::int64_t n, std::int64_t latest, std::stop_token stop) {
+    detail::check_n("admit::pacer", n);
+    if (stop.stop_requested()) return end_at_once(errc::cancelled, n).error();
     const time_point now = Clock::now();
-    if (n == 0 || interval_ == 0) return now;
     const std::int64_t t = to_ns<Clock>(now);
+    if (n == 0 || interval_ == 0 || claim(t, n, t).ok) {
+      (void)end_at_once(errc{}, n);
+      return now;
+    }
+    if (last_slot_start(t, n) > std::max(latest, t)) return end_at_once(errc::timeout, n).error();
+    const detail::waiter_gate::slot place = gate().enter();
+    if (!place) return end_at_once(errc::queue_full, n).error();
     const claim_result c = claim(t, n, std::max(latest, t));
-    if (!c.ok) return std::nullopt;
-    if (c.last <= t) return now;
-    const time_point go = to_time_point(c.last);
-    if (!detail::sleep_until<Clock>(go, std::move(stop))) {
+    if (!c.ok) return end_after<Clock>(errc::timeout, n, now).error();  // others claimed the slots in between
+    const time_point go = c.last <= t ? now : to_time_point(c.last);
+    if (c.last > t && !detail::sleep_until<Clock>(go, std::move(stop))) {
       // Give the slots back only if the state is still ours: every later claim moved it further (claims only ever
       // increase it), so equality means nobody claimed after us, and restoring `prior` undoes our call exactly.
       std::int64_t expected = c.after;
       next_.compare_exchange_strong(expected, c.prior, std::memory_order_acq_rel);
-      return std::nullopt;
+      return end_after<Clock>(errc::cancelled, n, now).error();
     }
+    (void)end_after<Clock>(errc{}, n, now);
     return go;
+  }
+  // When the last of n slots claimed at t would start (nothing claimed).
+  std::int64_t last_slot_start(std::int64_t t, std::int64_t n) noexcept {
+    return detail::sat_add(first_slot(started(t), t), detail::sat_mul(n - 1, interval_));
   }
 
   rate rate_;

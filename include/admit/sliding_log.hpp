@@ -21,6 +21,10 @@
 // then waits for the write (spinning, then yielding). That happens only when the decision depends on one of the last
 // few admissions still being written, i.e. when admissions in flight together exceed what the ring has expired; a
 // writer descheduled in that window delays those decisions until it runs again.
+//
+// Waiter bound and metrics (detail/rate_limiter_base.hpp): this limiter never blocks a thread; set_max_waiters(k)
+// bounds the callers waiting in admit::asio::async_wait on it (the next fails with errc::queue_full), and
+// enable_metrics() counts every decision (try_acquire, decide, async_wait's completion).
 #pragma once
 
 #include <algorithm>
@@ -37,6 +41,7 @@
 #include "admit/decision.hpp"
 #include "admit/detail/atomic_max.hpp"
 #include "admit/detail/check_n.hpp"
+#include "admit/detail/rate_limiter_base.hpp"
 #include "admit/detail/saturating.hpp"
 
 namespace admit {
@@ -56,7 +61,7 @@ namespace admit {
 //   the newest recorded time: it never over-admits, in any interval of the times passed in; retry_after is measured
 //   from the `now` passed in.
 template <steady_clock_like Clock = std::chrono::steady_clock>
-class basic_sliding_log {
+class basic_sliding_log : public detail::rate_limiter_base {
  public:
   using clock_type = Clock;
   using time_point = typename Clock::time_point;
@@ -84,11 +89,7 @@ class basic_sliding_log {
 
   // Admits n at `now` if at most limit − n requests were admitted in (now − window, now] (and records them), else
   // changes nothing and returns false.
-  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
-    detail::check_n("admit::sliding_log", n);
-    if (n == 0) return true;
-    return step(to_ns<Clock>(now), n, true).ok;
-  }
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) { return record_try(admit_at(now, n), n); }
   [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
 
   // Like try_acquire_at, with the whole decision:
@@ -100,17 +101,8 @@ class basic_sliding_log {
   // - reset_after: the time from `now` until the newest entry has left the window (the log is empty), zero when it
   //   is empty.
   [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
-    detail::check_n("admit::sliding_log", n);
-    const std::int64_t t = to_ns<Clock>(now);
-    const outcome o = n == 0 ? outcome{true, 0} : step(t, n, true);
-    decision d;
-    d.admitted = o.ok;
-    d.limit = limit_;
-    d.retry_after = std::chrono::nanoseconds{o.wait};
-    d.remaining = expired_units(t);
-    const std::int64_t newest = hot_.newest.load(std::memory_order_acquire);
-    const std::int64_t empty_at = detail::sat_add(newest, window_);
-    d.reset_after = std::chrono::nanoseconds{empty_at > t ? detail::sat_sub(empty_at, t) : 0};
+    const decision d = decide_quiet_at(now, n);
+    record_try(d.admitted, n);
     return d;
   }
   [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
@@ -130,6 +122,29 @@ class basic_sliding_log {
   [[nodiscard]] std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
  private:
+  friend struct detail::limiter_access;
+  bool try_acquire_quiet(std::int64_t n) { return admit_at(Clock::now(), n); }
+  // try_acquire_at and decide_at without the metrics.
+  bool admit_at(time_point now, std::int64_t n) {
+    detail::check_n("admit::sliding_log", n);
+    if (n == 0) return true;
+    return step(to_ns<Clock>(now), n, true).ok;
+  }
+  decision decide_quiet_at(time_point now, std::int64_t n) {
+    detail::check_n("admit::sliding_log", n);
+    const std::int64_t t = to_ns<Clock>(now);
+    const outcome o = n == 0 ? outcome{true, 0} : step(t, n, true);
+    decision d;
+    d.admitted = o.ok;
+    d.limit = limit_;
+    d.retry_after = std::chrono::nanoseconds{o.wait};
+    d.remaining = expired_units(t);
+    const std::int64_t newest = hot_.newest.load(std::memory_order_acquire);
+    const std::int64_t empty_at = detail::sat_add(newest, window_);
+    d.reset_after = std::chrono::nanoseconds{empty_at > t ? detail::sat_sub(empty_at, t) : 0};
+    return d;
+  }
+
   struct outcome {
     bool ok = false;
     std::int64_t wait = 0;  // ns until the request fits (ns_max: never)

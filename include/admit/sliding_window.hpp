@@ -26,6 +26,10 @@
 // by a multiple of 2^(64 − 2·bit_width(limit)) windows (65,536 at the largest limit) — which only a writer that raised
 // the newest window and then lost its CAS to an older window's writer can leave behind. Even then a misreading only
 // counts old requests as recent: it refuses more, never admits more.
+//
+// Waiter bound and metrics (detail/rate_limiter_base.hpp): this limiter never blocks a thread; set_max_waiters(k)
+// bounds the callers waiting in admit::asio::async_wait on it (the next fails with errc::queue_full), and
+// enable_metrics() counts every decision (try_acquire, decide, async_wait's completion).
 #pragma once
 
 #include <atomic>
@@ -41,6 +45,7 @@
 #include "admit/detail/atomic_max.hpp"
 #include "admit/detail/check_n.hpp"
 #include "admit/detail/floor_div.hpp"
+#include "admit/detail/rate_limiter_base.hpp"
 #include "admit/detail/saturating.hpp"
 
 namespace admit {
@@ -60,7 +65,7 @@ namespace admit {
 //   window and never over-admits; its retry_after is measured from the `now` passed in. A `now` earlier within the
 //   current window sees a larger weight on the previous window, so it is refused sooner, never admitted more.
 template <steady_clock_like Clock = std::chrono::steady_clock>
-class basic_sliding_window {
+class basic_sliding_window : public detail::rate_limiter_base {
  public:
   using clock_type = Clock;
   using time_point = typename Clock::time_point;
@@ -82,11 +87,7 @@ class basic_sliding_window {
   basic_sliding_window& operator=(const basic_sliding_window&) = delete;
 
   // Admits n at `now` if the estimate leaves room for them (and counts them), else changes nothing and returns false.
-  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
-    detail::check_n("admit::sliding_window", n);
-    if (n == 0) return true;
-    return step(to_ns<Clock>(now), n, true).ok;
-  }
+  [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) { return record_try(admit_at(now, n), n); }
   [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
 
   // Like try_acquire_at, with the whole decision:
@@ -98,22 +99,8 @@ class basic_sliding_window {
   // - reset_after: the time from `now` until the estimate is back to zero (the end of the next window when the
   //   current one has counts, the end of the current one when only the previous one has), zero when it is zero.
   [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
-    detail::check_n("admit::sliding_window", n);
-    const std::int64_t t = to_ns<Clock>(now);
-    const view v = step(t, n, n != 0);
-    decision d;
-    d.admitted = v.ok;
-    d.limit = limit_;
-    const std::int64_t weighted = ceil_weighted(v.prev, v.elapsed);
-    d.remaining = std::max<std::int64_t>(0, limit_ - v.cur - weighted);
-    d.retry_after = std::chrono::nanoseconds{v.ok ? 0 : retry_ns(v, n, t)};
-    std::int64_t zero_at = t;
-    if (v.cur > 0) {
-      zero_at = detail::sat_add(detail::sat_add(v.start, window_), window_);
-    } else if (v.prev > 0) {
-      zero_at = detail::sat_add(v.start, window_);
-    }
-    d.reset_after = std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(zero_at, t))};
+    const decision d = decide_quiet_at(now, n);
+    record_try(d.admitted, n);
     return d;
   }
   [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
@@ -134,6 +121,34 @@ class basic_sliding_window {
   [[nodiscard]] std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
  private:
+  friend struct detail::limiter_access;
+  bool try_acquire_quiet(std::int64_t n) { return admit_at(Clock::now(), n); }
+  // try_acquire_at and decide_at without the metrics.
+  bool admit_at(time_point now, std::int64_t n) {
+    detail::check_n("admit::sliding_window", n);
+    if (n == 0) return true;
+    return step(to_ns<Clock>(now), n, true).ok;
+  }
+  decision decide_quiet_at(time_point now, std::int64_t n) {
+    detail::check_n("admit::sliding_window", n);
+    const std::int64_t t = to_ns<Clock>(now);
+    const view v = step(t, n, n != 0);
+    decision d;
+    d.admitted = v.ok;
+    d.limit = limit_;
+    const std::int64_t weighted = ceil_weighted(v.prev, v.elapsed);
+    d.remaining = std::max<std::int64_t>(0, limit_ - v.cur - weighted);
+    d.retry_after = std::chrono::nanoseconds{v.ok ? 0 : retry_ns(v, n, t)};
+    std::int64_t zero_at = t;
+    if (v.cur > 0) {
+      zero_at = detail::sat_add(detail::sat_add(v.start, window_), window_);
+    } else if (v.prev > 0) {
+      zero_at = detail::sat_add(v.start, window_);
+    }
+    d.reset_after = std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(zero_at, t))};
+    return d;
+  }
+
   __extension__ typedef unsigned __int128 u128;
 
   // The counters as a decision saw them.

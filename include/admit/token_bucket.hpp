@@ -32,6 +32,9 @@
 //   nanoseconds (see above); x/time/rate computes in float64 seconds.
 // See docs/algorithms.md for the whole list.
 //
+// Waiter bound and metrics (detail/rate_limiter_base.hpp): set_max_waiters(k) lets at most k callers wait at once
+// (the next that would have to wait fails with errc::queue_full); enable_metrics() counts every decision.
+//
 // Counts: a negative n throws std::invalid_argument, in every build, before anything is read or changed (so every
 // member taking n may throw).
 #pragma once
@@ -54,17 +57,19 @@
 #include "admit/detail/atomic_max.hpp"
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/check_n.hpp"
+#include "admit/detail/rate_limiter_base.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/seqlock.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/detail/token_bucket_math.hpp"
 #include "admit/rate.hpp"
 #include "admit/reservation.hpp"
+#include "admit/wait_result.hpp"
 
 namespace admit {
 
 template <steady_clock_like Clock = std::chrono::steady_clock>
-class basic_token_bucket {
+class basic_token_bucket : public detail::rate_limiter_base {
  public:
   using clock_type = Clock;
   using time_point = typename Clock::time_point;
@@ -93,7 +98,7 @@ class basic_token_bucket {
   // nothing and, as AllowN(t, 0), is false while the bucket is in debt (in_debt_at).
   // Lock-free, allocation-free; O(1) expected (a CAS retry loop under contention).
   [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
-    return step(to_ns<Clock>(now), n, mode::allow, 0).ok;
+    return record_try(step(to_ns<Clock>(now), n, mode::allow, 0).ok, n);
   }
   [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return try_acquire_at(Clock::now(), n); }
 
@@ -101,6 +106,7 @@ class basic_token_bucket {
   // (nanoseconds::max() when n can never fit), reset_after (time until the bucket is full).
   [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
     const outcome o = step(to_ns<Clock>(now), n, mode::allow, 0);
+    record_try(o.ok, n);
     return detail::token_bucket_describe(o.cfg, o.ok, o.wait, o.tat, o.t);
   }
   [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_at(Clock::now(), n); }
@@ -137,32 +143,25 @@ class basic_token_bucket {
 
   // --- Waiting (x/time/rate WaitN) ---------------------------------------------------------------------------------
 
-  // Waits until n tokens are granted. Returns false at once when n can never be granted (n > burst under the reject
-  // policy, or rate zero with too few tokens) or `stop` is already requested; returns false after giving the tokens
-  // back when `stop` is requested during the wait. Waiters are granted in the order they called (each reserves its
-  // place on the bucket's timeline), and a small request is not held back by a large one ahead of it beyond that
-  // order. Sleeps on the clock, never polls.
-  bool acquire(std::int64_t n = 1, std::stop_token stop = {}) {
-    if (stop.stop_requested()) return false;
-    reservation r = reserve(n);
-    if (!r.ok()) return false;
-    if (detail::sleep_until<Clock>(r.ready_at(), stop)) return true;
-    r.cancel();
-    return false;
+  // Waits until n tokens are granted. Waiters are granted in the order they called (each reserves its place on the
+  // bucket's timeline), and a small request is not held back by a large one ahead of it beyond that order. Sleeps on
+  // the clock, never polls. The result (admit/wait_result.hpp) is true when granted; otherwise error() says why, and
+  // nothing is taken: exceeds_capacity at once (n > burst under the reject policy, or rate zero with too few
+  // tokens), queue_full at once (max_waiters() callers already waiting; a request granted at once never waits and is
+  // never refused for the bound), cancelled when `stop` is requested before the call or during the wait (the tokens
+  // are then given back as reservation::cancel does).
+  wait_result acquire(std::int64_t n = 1, std::stop_token stop = {}) {
+    return wait(n, detail::ns_max, std::move(stop));
   }
 
   // Waits until n tokens are granted, but only if that happens by `deadline`: a request that cannot be served by
-  // then fails at once instead of sleeping in vain (and takes nothing). A deadline in the past only admits at once.
-  bool try_acquire_until(time_point deadline, std::int64_t n = 1) {
-    const time_point now = Clock::now();
-    const std::int64_t max_wait = std::max<std::int64_t>(0, detail::sat_sub(to_ns<Clock>(deadline), to_ns<Clock>(now)));
-    reservation r = reserve_within(to_ns<Clock>(now), n, max_wait);
-    if (!r.ok()) return false;
-    detail::sleep_until<Clock>(r.ready_at(), {});
-    return true;
+  // then fails at once with timeout instead of sleeping in vain (and takes nothing). A deadline in the past only
+  // admits at once. Other errors as acquire.
+  wait_result try_acquire_until(time_point deadline, std::int64_t n = 1) {
+    return wait(n, to_ns<Clock>(deadline), std::stop_token{});
   }
   template <class Rep, class Period>
-  bool try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
+  wait_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
     const auto now = Clock::now();
     // Whole nanoseconds, rounded down (never wait longer than asked) and saturating (hours::max() waits "forever").
     const long double ns = std::chrono::duration<long double, std::nano>(timeout).count();
@@ -220,6 +219,7 @@ class basic_token_bucket {
     std::int64_t tat = 0;          // the state after the decision
     std::int64_t t = 0;
     config cfg;
+    bool never = false;  // the tokens never will be there (see token_bucket_step_result)
   };
 
   // The rate as configured (its exact interval, before rounding), from the value write_config() stored.
@@ -306,6 +306,7 @@ class basic_token_bucket {
       }
       const detail::token_bucket_step_result r = detail::token_bucket_step(s.cfg, policy_, s.tat, t, n);
       o.wait = r.wait;
+      o.never = r.never;
       if (r.never) return o;  // n above the burst, or the rate is zero and the bucket is short
       const std::int64_t new_tat = r.new_tat;
       if (m == mode::query) return o;
@@ -324,6 +325,34 @@ class basic_token_bucket {
       o.time_to_act = time_to_act;
       return o;
     }
+  }
+
+  friend struct detail::limiter_access;
+  bool try_acquire_quiet(std::int64_t n) { return step(to_ns<Clock>(Clock::now()), n, mode::allow, 0).ok; }
+
+  // The waits: granted at once (no place taken), or refused at once (exceeds_capacity, timeout when the tokens come
+  // after `deadline_ns`, queue_full), or a place under the bound, a reservation and a sleep until it is due.
+  wait_result wait(std::int64_t n, std::int64_t deadline_ns, std::stop_token stop) {
+    detail::check_n("admit::token_bucket", n);
+    if (stop.stop_requested()) return end_at_once(errc::cancelled, n);
+    const time_point start = Clock::now();
+    const std::int64_t t = to_ns<Clock>(start);
+    const outcome now = step(t, n, mode::reserve, 0);  // a reservation due at once is a grant
+    if (now.ok) return end_at_once(errc{}, n);
+    if (now.never) return end_at_once(errc::exceeds_capacity, n);
+    const std::int64_t max_wait =
+        deadline_ns == detail::ns_max ? detail::ns_max : std::max<std::int64_t>(0, detail::sat_sub(deadline_ns, t));
+    if (now.wait > max_wait) return end_at_once(errc::timeout, n);
+    const detail::waiter_gate::slot place = gate().enter();
+    if (!place) return end_at_once(errc::queue_full, n);
+    reservation r = reserve_within(t, n, max_wait);
+    if (!r.ok()) {  // others reserved (or the configuration changed) in between
+      const bool never = step(t, n, mode::query, 0).never;
+      return end_after<Clock>(never ? errc::exceeds_capacity : errc::timeout, n, start);
+    }
+    if (detail::sleep_until<Clock>(r.ready_at(), std::move(stop))) return end_after<Clock>(errc{}, n, start);
+    r.cancel();
+    return end_after<Clock>(errc::cancelled, n, start);
   }
 
   reservation reserve_within(std::int64_t now_ns, std::int64_t n, std::int64_t max_wait) {
@@ -470,66 +499,8 @@ class basic_token_bucket {
   std::int64_t epoch_start_event_ = detail::ns_min;  // the last event when the epoch began (begin_event_epoch); setter_
 };
 
-// A claim on tokens now or in the future (x/time/rate's Reservation): an admit::basic_reservation<Clock> (ok(),
-// tokens(), ready_at(), delay_from(t), delay(), as the pacer's and the warm-up limiter's) that can also be cancelled
-// or settled, once. It derives publicly from basic_reservation because it is one — code that waits on any limiter's
-// reservation takes it as `const basic_reservation<Clock>&` — and adds only the right to give tokens back; a copy of
-// the base part is a plain value that carries no such right (so the slicing is harmless), and neither type has a
-// virtual member (never delete one through a pointer to the base). Move-only; a moved-from reservation is not ok().
-// Not thread-safe by itself (one owner), but its operations are safe against concurrent use of the bucket.
-template <steady_clock_like Clock>
-class basic_token_bucket<Clock>::reservation : public basic_reservation<Clock> {
-  using base = basic_reservation<Clock>;
-
- public:
-  reservation() = default;
-  reservation(reservation&& other) noexcept { *this = std::move(other); }
-  reservation& operator=(reservation&& other) noexcept {
-    base::operator=(std::exchange(static_cast<base&>(other), base{}));
-    bucket_ = std::exchange(other.bucket_, nullptr);
-    time_to_act_ = other.time_to_act_;
-    interval_ = other.interval_;
-    inf_ = other.inf_;
-    return *this;
-  }
-
-  // x/time/rate CancelAt: the caller will not act; gives back the tokens that reservations made after this one do not
-  // depend on, unless the reservation is already due at `t` (then nothing). Idempotent: later calls do nothing.
-  // Afterwards tokens() is 0; ok() and ready_at() are unchanged.
-  void cancel_at(time_point t) {
-    if (!this->ok() || inf_ || this->tokens() == 0 || bucket_ == nullptr) return;
-    bucket_->cancel_reservation(to_ns<Clock>(t), this->tokens(), time_to_act_, interval_);
-    this->clear_tokens();
-  }
-  void cancel() { cancel_at(Clock::now()); }
-
-  // Settles the reservation at its actual cost once known (e.g. bytes actually sent): a smaller cost gives the
-  // difference back to the bucket (capped at the burst), a larger one takes the difference (possibly into debt,
-  // which later requests wait out). Can be called once; later calls, or calls after cancel, do nothing. Afterwards
-  // tokens() is 0.
-  void settle_at(time_point t, std::int64_t actual) {
-    detail::check_n("admit::token_bucket::reservation::settle", actual, "actual");
-    if (!this->ok() || inf_ || bucket_ == nullptr || this->tokens() == 0) return;
-    const std::int64_t delta = this->tokens() - actual;
-    if (delta != 0) {
-      const std::int64_t tn = bucket_->effective_now(to_ns<Clock>(t));
-      bucket_->give_back(tn, static_cast<double>(delta));
-    }
-    this->clear_tokens();
-  }
-  void settle(std::int64_t actual) { settle_at(Clock::now(), actual); }
-
- private:
-  friend class basic_token_bucket;
-  reservation(basic_token_bucket* b, std::int64_t n, std::int64_t time_to_act, double interval, bool inf) noexcept
-      : base(n, from_ns<Clock>(time_to_act)), bucket_(b), time_to_act_(time_to_act), interval_(interval), inf_(inf) {}
-
-  basic_token_bucket* bucket_ = nullptr;
-  std::int64_t time_to_act_ = 0;  // ready_at() in nanoseconds, exactly (the bucket's unit)
-  double interval_ = 0;  // the interval in force when the tokens were reserved (CancelAt restores at that rate)
-  bool inf_ = false;
-};
-
 using token_bucket = basic_token_bucket<std::chrono::steady_clock>;
 
 }  // namespace admit
+
+#include "admit/detail/token_bucket_reservation.hpp"  // defines basic_token_bucket<Clock>::reservation

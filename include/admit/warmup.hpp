@@ -27,6 +27,10 @@
 // need both values spin (then yield) until it runs again; refusals and time_until_available never wait. Nothing runs in
 // the background: idle time is credited lazily from `now`.
 //
+// Waiter bound and metrics (detail/rate_limiter_base.hpp): set_max_waiters(k) lets at most k callers sleep out their
+// debt at once (the next that would have to sleep fails with errc::queue_full, charging nothing); enable_metrics()
+// counts every decision.
+//
 // Counts: a negative n throws std::invalid_argument, in every build, before anything is read or changed (so every
 // member taking n may throw).
 #pragma once
@@ -47,16 +51,18 @@
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/check_n.hpp"
 #include "admit/detail/format_double.hpp"
+#include "admit/detail/rate_limiter_base.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/seqlock.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/rate.hpp"
 #include "admit/reservation.hpp"
+#include "admit/wait_result.hpp"
 
 namespace admit {
 
 template <steady_clock_like Clock = std::chrono::steady_clock>
-class basic_warmup {
+class basic_warmup : public detail::rate_limiter_base {
  public:
   using clock_type = Clock;
   using time_point = typename Clock::time_point;
@@ -101,9 +107,9 @@ class basic_warmup {
   // clock after the state it compares it with (as Guava reads its clock under its lock): a clock reading older than
   // another caller's admission is read again, never turned into a refusal. Thread safety: safe from any number of
   // threads; a refusal is one atomic load (and the clock read); a lost race retries instead of refusing.
-  [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return admit_one(clock_now{}, n); }
+  [[nodiscard]] bool try_acquire(std::int64_t n = 1) { return record_try(admit_one(clock_now{}, n), n); }
   [[nodiscard]] bool try_acquire_at(time_point now, std::int64_t n = 1) {
-    return admit_one(given_now{to_ns<Clock>(now)}, n);
+    return record_try(admit_one(given_now{to_ns<Clock>(now)}, n), n);
   }
 
   // try_acquire_at with the details: limit = 1 (one request, of any size, is admitted whenever no debt is
@@ -111,9 +117,9 @@ class basic_warmup {
   // retry_after = the outstanding debt (never nanoseconds::max(): every size fits eventually); reset_after = time
   // until the limiter is fully cold again if left idle. decide() reads the clock after the state, as try_acquire().
   // Thread safety: as try_acquire_at.
-  [[nodiscard]] decision decide(std::int64_t n = 1) { return decide_with(clock_now{}, n); }
+  [[nodiscard]] decision decide(std::int64_t n = 1) { return recorded(decide_with(clock_now{}, n), n); }
   [[nodiscard]] decision decide_at(time_point now, std::int64_t n = 1) {
-    return decide_with(given_now{to_ns<Clock>(now)}, n);
+    return recorded(decide_with(given_now{to_ns<Clock>(now)}, n), n);
   }
 
   // How long from `now` until a request of `n` permits would be admitted — the outstanding debt, whatever n (0 =
@@ -138,33 +144,25 @@ class basic_warmup {
 
   // --- Waits (detail::sleep_until on Clock) --------------------------------------------------------------------------
 
-  // Guava's acquire(n): charges `n` permits and sleeps out the debt before them. True when through; false when `stop`
-  // is requested first (at once, charging nothing, when already requested). A stopped caller's charge is given back
-  // when nobody was charged after it (the state is then exactly as if it had never come); otherwise it stays — the
-  // callers behind keep their times. Thread safety: any number of threads; they go in the order they were charged.
-  bool acquire(std::int64_t n = 1, std::stop_token stop = {}) {
-    detail::check_n("admit::warmup", n);
-    if (stop.stop_requested()) return false;
-    if (n == 0 || infinite()) return true;
-    const claimed c = claim(clock_now{}, n, detail::ns_max);
-    if (c.g.at <= c.t || detail::sleep_until<Clock>(to_time_point(c.g.at), std::move(stop))) return true;
-    give_back(c);
-    return false;
+  // Guava's acquire(n): charges `n` permits and sleeps out the debt before them. The result (admit/wait_result.hpp) is
+  // true when through; otherwise error() says why: cancelled when `stop` is requested first (at once, charging
+  // nothing, when already requested; a stopped caller's charge is given back when nobody was charged after it — the
+  // state is then exactly as if it had never come — otherwise it stays, the callers behind keep their times), or
+  // queue_full (max_waiters() callers already sleeping: rejected at once, charging nothing; a request admitted at once
+  // never sleeps and is never refused for the bound). Thread safety: any number of threads; they go in the order
+  // they were charged.
+  wait_result acquire(std::int64_t n = 1, std::stop_token stop = {}) {
+    return wait(n, detail::ns_max, std::move(stop));
   }
 
-  // Guava's tryAcquire(n, timeout): fails at once, charging nothing, when the debt outstanding would outlast
-  // `deadline`; otherwise charges `n` permits, sleeps out the debt and returns true. A deadline in the past (or a zero
-  // or negative timeout) is try_acquire(). Thread safety: as acquire.
-  bool try_acquire_until(time_point deadline, std::int64_t n = 1) {
-    detail::check_n("admit::warmup", n);
-    if (n == 0 || infinite()) return true;
-    const claimed c = claim(clock_now{}, n, to_ns<Clock>(deadline));
-    if (!c.ok) return false;
-    if (c.g.at > c.t) detail::sleep_until<Clock>(to_time_point(c.g.at), std::stop_token{});
-    return true;
+  // Guava's tryAcquire(n, timeout): fails at once with timeout, charging nothing, when the debt outstanding would
+  // outlast `deadline`; otherwise charges `n` permits, sleeps out the debt and succeeds. A deadline in the past (or a
+  // zero or negative timeout) is try_acquire(). queue_full as acquire. Thread safety: as acquire.
+  wait_result try_acquire_until(time_point deadline, std::int64_t n = 1) {
+    return wait(n, to_ns<Clock>(deadline), std::stop_token{});
   }
   template <class Rep, class Period>
-  bool try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
+  wait_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
     return try_acquire_until(to_time_point(detail::sat_add(to_ns<Clock>(Clock::now()), detail::ceil_ns(timeout))), n);
   }
 
@@ -202,6 +200,34 @@ class basic_warmup {
   };
 
   [[nodiscard]] bool infinite() const noexcept { return stable_ == 0; }
+
+  friend struct detail::limiter_access;
+  bool try_acquire_quiet(std::int64_t n) { return admit_one(clock_now{}, n); }
+  decision recorded(const decision& d, std::int64_t n) const {
+    record_try(d.admitted, n);
+    return d;
+  }
+
+  // The waits: through at once (no place taken), or refused at once (timeout when the debt outlasts `latest`,
+  // queue_full), or a place under the bound, a charge and a sleep; gives the charge back on stop.
+  wait_result wait(std::int64_t n, std::int64_t latest, std::stop_token stop) {
+    detail::check_n("admit::warmup", n);
+    if (stop.stop_requested()) return end_at_once(errc::cancelled, n);
+    if (n == 0 || infinite() || admit_one(clock_now{}, n)) return end_at_once(errc{}, n);
+    const time_point start = Clock::now();
+    if (state_.next_free.load(std::memory_order_acquire) > std::max(latest, to_ns<Clock>(start))) {
+      return end_at_once(errc::timeout, n);
+    }
+    const detail::waiter_gate::slot place = gate().enter();
+    if (!place) return end_at_once(errc::queue_full, n);
+    const claimed c = claim(clock_now{}, n, latest);
+    if (!c.ok) return end_after<Clock>(errc::timeout, n, start);  // others were charged in between
+    if (c.g.at <= c.t || detail::sleep_until<Clock>(to_time_point(c.g.at), std::move(stop))) {
+      return end_after<Clock>(errc{}, n, start);
+    }
+    give_back(c);
+    return end_after<Clock>(errc::cancelled, n, start);
+  }
 
   // Where a decision's `now` comes from: the caller (the *_at forms), or the clock (read after the state it is
   // compared with; see admit_one).
