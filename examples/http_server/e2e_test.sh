@@ -182,8 +182,8 @@ text = open(sys.argv[1]).read()
 families = {f.name: f for f in text_string_to_metric_families(text)}
 for name in sorted(families):
     print("family", name, families[name].type)
-def value(family, suffix="", **labels):
-    want = {"limiter": "concurrency", "route": "/", **labels}
+def value(family, suffix="", limiter="concurrency", **labels):
+    want = {"limiter": limiter, "route": "/", **labels}
     return [s.value for s in families[family].samples if s.name == family + suffix and s.labels == want]
 print("admitted", int(value("admit_admitted", "_total")[0]))
 print("waited", int(value("admit_waited", "_total")[0]))
@@ -191,12 +191,15 @@ for reason in ["unavailable", "queue_full", "timeout", "cancelled", "closed", "e
     print("rejected_" + reason, int(value("admit_rejected", "_total", reason=reason)[0]))
 for gauge in ["admit_limit", "admit_in_flight", "admit_waiting"]:
     print(gauge, int(value(gauge)[0]))
-buckets = [(s.labels["le"], s.value) for s in families["admit_wait_seconds"].samples if s.name.endswith("_bucket")]
+buckets = [(s.labels["le"], s.value) for s in families["admit_wait_seconds"].samples
+           if s.name.endswith("_bucket") and s.labels["limiter"] == "concurrency"]
 counts = [v for _, v in buckets]
 print("buckets", len(buckets), "last_le", buckets[-1][0], "monotonic", counts == sorted(counts))
 print("le_1us", int(buckets[0][1]), "le_inf", int(buckets[-1][1]))
 print("count", int(value("admit_wait_seconds", "_count")[0]))
 print("sum_positive", value("admit_wait_seconds", "_sum")[0] > 0)
+print("per_client_admitted", int(value("admit_admitted", "_total", limiter="per_client")[0]))
+print("per_client_unavailable", int(value("admit_rejected", "_total", limiter="per_client", reason="unavailable")[0]))
 PY
   parsed() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' "$work_dir/metrics.parsed"; }
   check "every family parses, with its type" \
@@ -216,6 +219,8 @@ PY
     "$(echo "le_1us $(parsed le_1us)")"
   check "histogram count = admitted" "$served" "$(parsed count)"
   check "histogram sum > 0 (two requests waited)" True "$(parsed sum_positive)"
+  check "per_client admitted = every request (all within the rate)" "$((served + refused))" "$(parsed per_client_admitted)"
+  check "per_client rejected{unavailable}" 0 "$(parsed per_client_unavailable)"
   if grep -q Traceback "$work_dir/metrics.parsed"; then
     echo "FAIL - the parser: $(cat "$work_dir/metrics.parsed")"
     failures=$((failures + 1))

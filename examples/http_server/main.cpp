@@ -9,8 +9,9 @@
 // It prints "listening on <address>:<port>" once it accepts connections.
 // - GET /stats answers, outside every limit, the permit counts: lines "capacity N", "available N", "in_use N",
 //   "waiting N" (requests queued for a permit), "started N" (requests the handler has started) and "connections N".
-// - GET /metrics answers, outside every limit, the concurrency limit's metrics in the Prometheus text format
-//   (admit::metrics::registry: the limiter "concurrency" with the label route="/"); empty with --no-admit.
+// - GET /metrics answers, outside every limit, the limits' metrics in the Prometheus text format
+//   (admit::metrics::registry: the limiters "per_client" and "concurrency", with the label route="/"); empty with
+//   --no-admit.
 // - A client that closes its connection while its request waits for a permit leaves the queue at once; one that
 //   closes while its request runs cancels it. Either way the permit is not held for a client that is gone.
 // - An HTTP/1.1 request without exactly one Host field is answered 400 and the connection closed (RFC 9112, 3.2).
@@ -508,8 +509,10 @@ int main(int argc, char** argv) {
     // The limiters outlive the io_context inside serve(), and so every request that uses them.
     admit::keyed<admit::gcra> per_client{o.rate, o.burst, {.max_keys = o.max_keys}};
     admit::semaphore sem{o.concurrency, {.max_waiters = o.queue}};
-    sem.enable_metrics();          // before any request uses it
-    admit::metrics::registry reg;  // declared after `sem`: destroyed before it
+    per_client.enable_metrics();   // before any request uses them
+    sem.enable_metrics();
+    admit::metrics::registry reg;  // declared after the limiters: destroyed before them
+    reg.add("per_client", {{"route", "/"}}, per_client);
     reg.add("concurrency", {{"route", "/"}}, sem);
     const auto client_of = [](const http_request& r) { return r.client; };
     const auto base = admit::asio::middleware<http_request, http_response>{}.keyed_rate_limit(per_client, client_of);
