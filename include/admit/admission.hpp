@@ -15,37 +15,13 @@
 // it waits for tokens, and tokens are never taken for a request that then cannot get a permit: a waiting request
 // holds nothing.
 //
-// The share rule. Class c has a share s_c (shares sum to at most 1). Its guarantee is
-// - g_c permits: the shares of max_in_flight apportioned by largest remainder (floor(s_c·M) or ceil(s_c·M); the g_c
-//   sum to floor(Σs·M); ties go to the lower index), and
-// - an assured token bucket of its own: rate s_c·rate, burst max(1, ceil(s_c·burst)), starting full (none when
-//   s_c == 0).
-// Each resource is judged on its own. The head request of class c (n permits, n tokens) is
-// - *entitled to permits* while the class holds fewer than g_c permits (always, without a concurrency limit), and
-// - *entitled to tokens* while its assured bucket holds at least one whole token (always, with the infinite rate).
-// Admitting it takes n global tokens and n permits; if it was entitled to tokens it also charges n to its assured
-// bucket (into debt when n exceeds what is there, which the class then waits out before it is entitled again), so a
-// class's entitled admissions never exceed s_c·rate (plus its assured burst). Whenever something changes (an arrival,
-// a release, a cancel or timeout, time reaching a head's token time), the heads are served, one admission at a time,
-// until none can be:
-//   - on each resource, the heads entitled to it rank first, among themselves by arrival; then the heads that would
-//     borrow it;
-//   - a head is admissible when, on each resource, its n is free beyond the n of every head ranking before it that
-//     could use it now (whose n of the other resource is free) — against a borrower of permits, a class entitled to
-//     them claims all its waiters may take within g_c, not only its head's n — so that a borrower takes only the
-//     surplus over what the entitled classes can use, and an entitled head is never made to wait by one that arrived
-//     after it (a head short of both resources claims neither: what it cannot use yet is not kept idle for it). One
-//     conflict is settled by arrival: of two heads that each would borrow what the other is entitled to, where either
-//     would leave the other short, the earlier one goes first;
-//   - the earliest-arrived admissible head is admitted (detail/admission_rule.hpp computes it).
-// So a class never waits behind another class for a resource while its own share of it is unused: a head entitled to
-// a resource is only ever behind entitled heads that arrived before it, whose guarantees fit together with its own (Σ
-// g_c ≤ M; the assured rates add up to at most the rate). Under saturation (every class always has requests waiting)
-// each class holds about g_c permits or more when permits are scarce, and is admitted at s_c·rate or more over time
-// when tokens are scarce. What the shares leave unreserved (1 − Σs) and what a class does not use is borrowed by the
-// others, in arrival order (among borrowers a head that does not fit does not hold back another). A class of share 0,
-// or whose g_c rounds to 0, has no guarantee of that resource: it only borrows it. Within a class, requests are served
-// strictly FIFO (a large head holds back the smaller requests behind it).
+// The share rule (stated in full in detail/admission_rule.hpp, which computes it). Class c has a share s_c (shares
+// sum to at most 1); its guarantee is g_c permits (the shares of max_in_flight apportioned by largest remainder) and an
+// assured token bucket at s_c·rate. On each resource, heads of class queues entitled to it (their class uses less than
+// its guarantee) rank first, by arrival, then those that would borrow it; a borrower takes only what the entitled
+// classes' waiters cannot use; the earliest-arrived admissible head goes first. So a class never waits behind another
+// for a resource while its own share of it is unused; what a class does not use, the others borrow. Within a class,
+// requests are served strictly FIFO (a large head holds back the smaller requests behind it).
 //
 // Deadlines fail fast: a timed request whose tokens, together with those of the requests ahead of it in its class,
 // the global bucket cannot accrue by its deadline fails at once with errc::timeout (as the rate limiters' timed waits,
@@ -54,8 +30,9 @@
 // max_in_flight or, with a finite rate, above the burst; or the zero rate and fewer tokens left than n: it can never be
 // admitted). A grant that races with a deadline or a cancel wins.
 //
-// Cost and thread safety. Every member may be called concurrently. Each decision takes the mutex (no lock-free path);
-// a release takes the class's permit engine (detail/semaphore_state.hpp) and then the mutex to hand the permits on.
+// Cost and thread safety. Every member may be called concurrently. Each decision takes the mutex (no lock-free path).
+// While nobody waits, a release is one lock-free add on its class's permit engine, collected at the next decision;
+// while requests wait, it takes the engine and then the mutex to hand the permits on (detail/admission_permits.hpp).
 // Waiting threads sleep on Clock (so the manual clock drives them in tests), woken by a grant, by their head's token
 // time, their deadline or their stop_token. Asynchronous waiters (<admit/asio/admission_acquire.hpp>) wait in the
 // same queues, in the same arrival order: a grant posts their handler, and a timer of Clock on the handler's executor
@@ -163,7 +140,8 @@ class basic_admission {
   // --- Observers (snapshots, each exact at some instant during the call) ----------------------------------------
 
   std::size_t classes() const noexcept { return classes_.size(); }
-  // Requests waiting (all classes, or one), and permits held (released ones count until their engine hands them back).
+  // Requests waiting (all classes, or one), and permits held (while requests wait, released ones count until their
+  // engine calls back).
   std::size_t waiting() const {
     return read([&] { return waiting_; });
   }
@@ -172,11 +150,11 @@ class basic_admission {
     return read([&] { return classes_[priority]->queue.waiting; });
   }
   std::int64_t in_flight() const {
-    return read([&] { return held_; });
+    return read([&] { return held_now(); });
   }
   std::int64_t in_flight(std::size_t priority) const {
     check_priority(priority);
-    return read([&] { return classes_[priority]->held; });
+    return read([&] { return held_now(*classes_[priority]); });
   }
   // The class's guaranteed permits g_c (0 without a concurrency limit).
   std::int64_t guaranteed_permits(std::size_t priority) const {
@@ -194,7 +172,8 @@ class basic_admission {
   // The counters (all 0 when not enabled) and the gauges: limit = max_in_flight, in_flight, waiting (all classes).
   limiter_snapshot metrics() const {
     limiter_snapshot s = metrics_.snapshot();
-    std::tie(s.limit, s.in_flight, s.waiting) = read([&] { return std::tuple(plan_.max_in_flight, held_, waiting_); });
+    std::tie(s.limit, s.in_flight, s.waiting) =
+        read([&] { return std::tuple(plan_.max_in_flight, held_now(), waiting_); });
     return s;
   }
   // One class's counters (its decisions only; the event hook is not called for them) and gauges: limit = its
@@ -204,7 +183,7 @@ class basic_admission {
     limiter_snapshot s = metrics_.snapshot(priority);
     s.limit = classes_[priority]->plan.permits;
     std::tie(s.in_flight, s.waiting) =
-        read([&] { return std::tuple(classes_[priority]->held, classes_[priority]->queue.waiting); });
+        read([&] { return std::tuple(held_now(*classes_[priority]), classes_[priority]->queue.waiting); });
     return s;
   }
   // The waits of the admissions (empty when metrics are not enabled).
@@ -388,6 +367,12 @@ class basic_admission {
     // An asynchronous waiter admitted within this call is not notified: begin's result reports it.
     auto* const rearm_w = std::exchange(w.rearm, nullptr);
     auto* const notify_w = std::exchange(w.notify, nullptr);
+    // Releases reach the admission at once while requests wait (armed), and at its next decision otherwise.
+    if (!armed_) {
+      collect();
+    } else if (waiting_ == 0) {
+      switch_releases(false);
+    }
     if (waiting_ == 0) {
       // Nobody waits: w would be the only head, admitted by the share rule exactly when both resources are free.
       const detail::admission_free free = free_at(t);
@@ -400,7 +385,8 @@ class basic_admission {
         return {false, errc{}};
       }
     }
-    dispatch(t);  // requests already due at t go first
+    if (!armed_) switch_releases(true);  // w may wait: every release must serve the heads from now on
+    dispatch(t);                         // requests already due at t go first
     const std::int64_t ahead = k.queue.queued_n;
     enqueue(k, w);
     dispatch(t);
@@ -486,15 +472,39 @@ class basic_admission {
     }
   }
 
-  // A permit of class `cls` was released (its engine calls this without its lock).
+  // Under the mutex: n permits of class k came back.
+  void give_back(class_state& k, std::int64_t n) noexcept {
+    k.held -= n;
+    held_ -= n;
+  }
+  // Disarmed: collects the permits released since the last decision.
+  void collect() noexcept {
+    for (auto& k : classes_) give_back(*k, k->permits.reclaim());
+  }
+  // Arms (every release calls back: requests may wait) or disarms (releases are collected: nobody waits) the classes'
+  // engines, collecting what was released before.
+  void switch_releases(bool arm) noexcept {
+    armed_ = arm;
+    for (auto& k : classes_) give_back(*k, arm ? k->permits.arm() : k->permits.disarm());
+  }
+  // Permits held now, without those released and not yet collected.
+  std::int64_t held_now(const class_state& k) const noexcept {
+    return k.held - (armed_ ? 0 : k.permits.engine().available());
+  }
+  std::int64_t held_now() const noexcept {
+    std::int64_t h = held_;
+    if (!armed_) {
+      for (const auto& k : classes_) h -= k->permits.engine().available();
+    }
+    return h;
+  }
+
+  // A permit of class `cls` was released while armed (its engine calls this without its lock).
   static void released(void* owner, std::size_t cls) noexcept {
     auto& self = *static_cast<basic_admission*>(owner);
     locked lock(self.mutex_, self.ready_);
     class_state& k = *self.classes_[cls];
-    const std::int64_t back = 1 + k.permits.take_back();
-    k.held -= back;
-    self.held_ -= back;
-    // Nobody waits: nobody to serve, and no clock to read.
+    self.give_back(k, 1 + k.permits.called_back());
     if (self.limited() && self.waiting_ != 0) self.dispatch(self.effective(to_ns<Clock>(Clock::now())));
   }
 
@@ -509,6 +519,7 @@ class basic_admission {
   std::int64_t tat_ = detail::ns_min;       // the global bucket (token_bucket.hpp's representation)
   std::int64_t last_now_ = detail::ns_min;  // the latest effective time of an admission: time never goes back
   std::int64_t held_ = 0;
+  bool armed_ = false;  // the engines call back on release (see detail/admission_permits.hpp)
   std::size_t waiting_ = 0;
   std::uint64_t arrivals_ = 0;
   std::uint64_t admitted_ = 0;

@@ -1,6 +1,39 @@
 // admit/detail/admission_rule.hpp — the share rule of admit::admission on plain values: which class head to admit
-// next, and the arithmetic of the classes' assured token buckets. admission.hpp states the rule; this file computes
-// it. Pure functions: no state, no clock, no lock (the caller holds the admission's mutex).
+// next, and the arithmetic of the classes' assured token buckets. admission.hpp applies the rule stated here. Pure
+// functions: no state, no clock, no lock (the caller holds the admission's mutex).
+//
+// The share rule. Class c has a share s_c (shares sum to at most 1). Its guarantee is
+// - g_c permits: the shares of max_in_flight apportioned by largest remainder (floor(s_c·M) or ceil(s_c·M); the g_c
+//   sum to floor(Σs·M); ties go to the lower index), and
+// - an assured token bucket of its own: rate s_c·rate, burst max(1, ceil(s_c·burst)), starting full (none when
+//   s_c == 0).
+// Each resource is judged on its own. The head request of class c (n permits, n tokens) is
+// - *entitled to permits* while the class holds fewer than g_c permits (always, without a concurrency limit), and
+// - *entitled to tokens* while its assured bucket holds at least one whole token (always, with the infinite rate).
+// Admitting it takes n global tokens and n permits; if it was entitled to tokens it also charges n to its assured
+// bucket (into debt when n exceeds what is there, which the class then waits out before it is entitled again), so a
+// class's entitled admissions never exceed s_c·rate (plus its assured burst). Whenever something changes (an arrival,
+// a release, a cancel or timeout, time reaching a head's token time), the heads are served, one admission at a time,
+// until none can be:
+//   - on each resource, the heads entitled to it rank first, among themselves by arrival; then the heads that would
+//     borrow it;
+//   - a head is admissible when, on each resource, its n is free beyond the n of every head ranking before it that
+//     could use it now (whose n of the other resource is free) — against a borrower of permits, a class entitled to
+//     them claims all its waiters may take within g_c, not only its head's n — so that a borrower takes only the
+//     surplus over what the entitled classes can use, and an entitled head is never made to wait by one that arrived
+//     after it (a head short of both resources claims neither: what it cannot use yet is not kept idle for it). One
+//     conflict is settled by arrival: of two heads that each would borrow what the other is entitled to, where either
+//     would leave the other short, the earlier one goes first;
+//   - the earliest-arrived admissible head is admitted (admission_pick).
+// So a class never waits behind another class for a resource while its own share of it is unused: a head entitled to
+// a resource is only ever behind entitled heads that arrived before it, whose guarantees fit together with its own (Σ
+// g_c ≤ M; the assured rates add up to at most the rate). Under saturation (every class always has requests waiting)
+// each class holds about g_c permits or more when permits are scarce, and is admitted at s_c·rate or more over time
+// when tokens are scarce. What the shares leave unreserved (1 − Σs) and what a class does not use is borrowed by the
+// others, in arrival order (among borrowers a head that does not fit does not hold back another). A class of share 0,
+// or whose g_c rounds to 0, has no guarantee of that resource: it only borrows it. Within a class, requests are served
+// strictly FIFO (a large head holds back the smaller requests behind it).
+//
 #pragma once
 
 #include <algorithm>
