@@ -65,10 +65,12 @@
 #include "admit/admission_options.hpp"
 #include "admit/clock.hpp"
 #include "admit/detail/admission_classes.hpp"
+#include "admit/detail/admission_ledger.hpp"
 #include "admit/detail/admission_metrics.hpp"
 #include "admit/detail/admission_permits.hpp"
 #include "admit/detail/admission_queue.hpp"
 #include "admit/detail/admission_rule.hpp"
+#include "admit/detail/blocking_wait.hpp"
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/deadline.hpp"
 #include "admit/detail/saturating.hpp"
@@ -93,11 +95,11 @@ class basic_admission {
   explicit basic_admission(admission_options options)
       : options_(std::move(options)), plan_(detail::plan_admission_classes(options_, to_ns<Clock>(Clock::now()))) {
     global_ = plan_.global;
-    classes_.reserve(plan_.classes.size());
+    ledger_.classes.reserve(plan_.classes.size());
     for (std::size_t c = 0; c < plan_.classes.size(); ++c) {
-      classes_.push_back(std::make_unique<class_state>(this, c, plan_.classes[c]));
+      ledger_.classes.push_back(std::make_unique<class_state>(this, c, plan_.classes[c], &basic_admission::released));
     }
-    heads_.resize(classes_.size());
+    heads_.resize(ledger_.classes.size());
   }
   basic_admission(const basic_admission&) = delete;
   basic_admission& operator=(const basic_admission&) = delete;
@@ -139,7 +141,7 @@ class basic_admission {
 
   // --- Observers (snapshots, each exact at some instant during the call) ----------------------------------------
 
-  std::size_t classes() const noexcept { return classes_.size(); }
+  std::size_t classes() const noexcept { return ledger_.classes.size(); }
   // Requests waiting (all classes, or one), and permits held (while requests wait, released ones count until their
   // engine calls back).
   std::size_t waiting() const {
@@ -147,19 +149,19 @@ class basic_admission {
   }
   std::size_t waiting(std::size_t priority) const {
     check_priority(priority);
-    return read([&] { return classes_[priority]->queue.waiting; });
+    return read([&] { return ledger_.classes[priority]->queue.waiting; });
   }
   std::int64_t in_flight() const {
-    return read([&] { return held_now(); });
+    return read([&] { return ledger_.held_now(); });
   }
   std::int64_t in_flight(std::size_t priority) const {
     check_priority(priority);
-    return read([&] { return held_now(*classes_[priority]); });
+    return read([&] { return ledger_.held_now(*ledger_.classes[priority]); });
   }
   // The class's guaranteed permits g_c (0 without a concurrency limit).
   std::int64_t guaranteed_permits(std::size_t priority) const {
     check_priority(priority);
-    return classes_[priority]->plan.permits;
+    return ledger_.classes[priority]->plan.permits;
   }
 
   // --- Metrics (see the top of the file) ---------------------------------------------------------------------------
@@ -167,13 +169,13 @@ class basic_admission {
   // Starts counting outcomes; `on_event` (may be empty) runs once per decision, see limiter_metrics. Call before the
   // admission is shared: not thread-safe against decisions. Calling it again starts from zero.
   void enable_metrics(limiter_metrics::event_handler on_event = {}) {
-    metrics_.enable(classes_.size(), std::move(on_event));
+    metrics_.enable(ledger_.classes.size(), std::move(on_event));
   }
   // The counters (all 0 when not enabled) and the gauges: limit = max_in_flight, in_flight, waiting (all classes).
   limiter_snapshot metrics() const {
     limiter_snapshot s = metrics_.snapshot();
     std::tie(s.limit, s.in_flight, s.waiting) =
-        read([&] { return std::tuple(plan_.max_in_flight, held_now(), waiting_); });
+        read([&] { return std::tuple(plan_.max_in_flight, ledger_.held_now(), waiting_); });
     return s;
   }
   // One class's counters (its decisions only; the event hook is not called for them) and gauges: limit = its
@@ -181,9 +183,10 @@ class basic_admission {
   limiter_snapshot metrics(std::size_t priority) const {
     check_priority(priority);
     limiter_snapshot s = metrics_.snapshot(priority);
-    s.limit = classes_[priority]->plan.permits;
-    std::tie(s.in_flight, s.waiting) =
-        read([&] { return std::tuple(held_now(*classes_[priority]), classes_[priority]->queue.waiting); });
+    s.limit = ledger_.classes[priority]->plan.permits;
+    std::tie(s.in_flight, s.waiting) = read([&] {
+      return std::tuple(ledger_.held_now(*ledger_.classes[priority]), ledger_.classes[priority]->queue.waiting);
+    });
     return s;
   }
   // The waits of the admissions (empty when metrics are not enabled).
@@ -215,7 +218,7 @@ class basic_admission {
   bool cancel_wait(waiter& w) {
     locked lock(mutex_, ready_);
     if (!w.queued) return false;
-    give_up(*classes_[w.cls], w, effective(to_ns<Clock>(Clock::now())));
+    give_up(*ledger_.classes[w.cls], w, effective(to_ns<Clock>(Clock::now())));
     return true;
   }
   // w's timer went off: serves the heads now. True: w's deadline has passed and it left the queue (timeout). False:
@@ -228,7 +231,7 @@ class basic_admission {
     dispatch(t);
     if (!w.queued) return false;
     if (deadline && now >= *deadline) {
-      give_up(*classes_[w.cls], w, t);
+      give_up(*ledger_.classes[w.cls], w, t);
       return true;
     }
     w.rearm(w);
@@ -238,7 +241,8 @@ class basic_admission {
   // on_admitted and returns the permit. Call without the mutex held; throws what the hooks throw (the permit is then
   // released).
   acquire_result complete(const waiter& w, errc outcome, std::chrono::nanoseconds waited) {
-    acquire_result r = outcome == errc{} ? acquire_result(permit(classes_[w.cls]->permits.engine(), w.n)) : outcome;
+    acquire_result r =
+        outcome == errc{} ? acquire_result(permit(ledger_.classes[w.cls]->permits.engine(), w.n)) : outcome;
     metrics_.record(w.cls, outcome, w.n, waited);
     if (outcome == errc{} && options_.on_admitted) {
       options_.on_admitted({w.cls, w.n, std::chrono::nanoseconds{w.at_ns}, w.arrival, w.order, w.within_guarantee});
@@ -246,26 +250,18 @@ class basic_admission {
     return r;
   }
   // A grant that will never be delivered (its handler was destroyed unrun): its permits go back. Records nothing.
-  void discard(const waiter& w) noexcept { permit(classes_[w.cls]->permits.engine(), w.n).release(); }
+  void discard(const waiter& w) noexcept { permit(ledger_.classes[w.cls]->permits.engine(), w.n).release(); }
 
  private:
   using locked = detail::admission_lock;  // the mutex; unlocking it notifies the asynchronous waiters it granted
 
-  struct class_state {
-    class_state(basic_admission* owner, std::size_t c, const detail::admission_class_plan& p) noexcept
-        : permits(owner, c, &basic_admission::released), plan(p) {}
-    detail::admission_permits permits;  // its requests' permits come from and go back to its engine
-    detail::admission_class_plan plan;
-    std::int64_t assured_tat = detail::ns_min;
-    std::int64_t held = 0;
-    detail::admission_queue queue;
-  };
+  using class_state = detail::admission_class;
 
   void check_priority(std::size_t priority) const {
-    if (priority >= classes_.size()) {
+    if (priority >= ledger_.classes.size()) {
       throw std::invalid_argument("admit::admission: priority " + std::to_string(priority) +
-                                  " is out of range: " + std::to_string(classes_.size()) + " class(es), 0 to " +
-                                  std::to_string(classes_.size() - 1));
+                                  " is out of range: " + std::to_string(ledger_.classes.size()) + " class(es), 0 to " +
+                                  std::to_string(ledger_.classes.size() - 1));
     }
   }
 
@@ -293,7 +289,7 @@ class basic_admission {
     return h;
   }
   detail::admission_free free_at(std::int64_t t) const noexcept {
-    return {limited(), plan_.max_in_flight - held_, &global_, tat_, t};
+    return {limited(), plan_.max_in_flight - ledger_.held, &global_, tat_, t};
   }
 
   // Admits w, queued or (when nobody waits) not yet: takes its tokens and permits and records its admission.
@@ -304,16 +300,15 @@ class basic_admission {
       if (st.token_entitled) k.assured_tat = detail::assured_charge(k.plan.assured, k.assured_tat, t, w.n);
     }
     last_now_ = std::max(last_now_, t);
-    k.held += w.n;
-    held_ += w.n;
+    ledger_.take(k, w.n);
     w.granted = true;
     w.at_ns = t;
     w.order = ++admitted_;
     w.within_guarantee = st.permit_entitled && st.token_entitled;
     if (w.notify != nullptr) {
       ready_.push_back(w);
-    } else if (w.interrupt != nullptr) {
-      w.interrupt->request_stop();
+    } else {
+      detail::wake_blocking(w, true);  // last: w may be gone once it returns
     }
   }
 
@@ -322,12 +317,12 @@ class basic_admission {
   void dispatch(std::int64_t t) noexcept {
     std::vector<detail::admission_head>& heads = heads_;
     for (;;) {
-      for (std::size_t c = 0; c < classes_.size(); ++c) heads[c] = stand(*classes_[c], t);
+      for (std::size_t c = 0; c < ledger_.classes.size(); ++c) heads[c] = stand(*ledger_.classes[c], t);
       const std::size_t next = detail::admission_pick(heads, free_at(t));
-      if (next == classes_.size()) break;
-      admit(*classes_[next], *classes_[next]->queue.head, t, heads[next]);
+      if (next == ledger_.classes.size()) break;
+      admit(*ledger_.classes[next], *ledger_.classes[next]->queue.head, t, heads[next]);
     }
-    for (auto& k : classes_) {
+    for (auto& k : ledger_.classes) {
       waiter* h = k->queue.head;
       if (h == nullptr) continue;
       const std::int64_t wait = detail::admission_head_wait(global_, tat_, k->plan.assured, k->assured_tat, t, h->n);
@@ -336,8 +331,8 @@ class basic_admission {
         h->wake_ns = wake;
         if (h->rearm != nullptr) {
           h->rearm(*h);
-        } else if (h->interrupt != nullptr) {
-          h->interrupt->request_stop();
+        } else {
+          detail::wake_blocking(*h, false);
         }
       }
     }
@@ -360,7 +355,7 @@ class basic_admission {
   // Under the mutex: serves the requests due at `now`, then admits w at once, refuses it at once, or leaves it queued
   // (see begin_wait). `stopped`: a blocking caller's stop_token was already requested.
   begin_result begin(waiter& w, time_point now, std::optional<time_point> deadline, bool may_wait, bool stopped) {
-    class_state& k = *classes_[w.cls];
+    class_state& k = *ledger_.classes[w.cls];
     const std::int64_t t = effective(to_ns<Clock>(now));
     if (limited() && w.n > plan_.max_in_flight) return {false, errc::exceeds_capacity};
     if (detail::admission_never(global_, tat_, t, w.n)) return {false, errc::exceeds_capacity};
@@ -368,10 +363,10 @@ class basic_admission {
     auto* const rearm_w = std::exchange(w.rearm, nullptr);
     auto* const notify_w = std::exchange(w.notify, nullptr);
     // Releases reach the admission at once while requests wait (armed), and at its next decision otherwise.
-    if (!armed_) {
-      collect();
+    if (!ledger_.armed) {
+      ledger_.collect();
     } else if (waiting_ == 0) {
-      switch_releases(false);
+      ledger_.switch_releases(false);
     }
     if (waiting_ == 0) {
       // Nobody waits: w would be the only head, admitted by the share rule exactly when both resources are free.
@@ -385,8 +380,8 @@ class basic_admission {
         return {false, errc{}};
       }
     }
-    if (!armed_) switch_releases(true);  // w may wait: every release must serve the heads from now on
-    dispatch(t);                         // requests already due at t go first
+    if (!ledger_.armed) ledger_.switch_releases(true);  // w may wait: every release must serve the heads from now on
+    dispatch(t);                                        // requests already due at t go first
     const std::int64_t ahead = k.queue.queued_n;
     enqueue(k, w);
     dispatch(t);
@@ -425,7 +420,7 @@ class basic_admission {
     auto on_stop = [this, &w]() noexcept {
       std::lock_guard lock(mutex_);
       w.cancelled = true;
-      if (w.interrupt != nullptr) w.interrupt->request_stop();
+      if (w.queued) detail::wake_blocking(w, false);
     };
     std::optional<std::stop_callback<decltype(on_stop)>> stop_callback;
     if (may_wait && stop.stop_possible()) stop_callback.emplace(stop, on_stop);
@@ -448,78 +443,60 @@ class basic_admission {
   }
 
   // Sleeps (the mutex released) until `w` is granted, cancelled or past its deadline, serving the heads each time it
-  // wakes. On return (mutex held) `w` is granted, or out of its queue (cancelled if w.cancelled, else timed out).
+  // wakes. On return `w` is granted (the mutex held or not: a grant seen on the futex returns without it, so that a
+  // woken waiter does not queue for the mutex again), or out of its queue, the mutex held (cancelled if w.cancelled,
+  // else timed out).
   void wait(waiter& w, std::optional<time_point> deadline, locked& lock) {
     for (;;) {
-      std::stop_source interrupt;
-      w.interrupt = &interrupt;
       const time_point wake =
           w.wake_ns == detail::ns_max ? time_point::max() : detail::ceil_time_point<time_point>(w.wake_ns);
       const time_point until = deadline ? std::min(*deadline, wake) : wake;
-      lock.unlock();
-      (void)detail::sleep_until<Clock>(until, interrupt.get_token());
-      lock.lock();
-      w.interrupt = nullptr;
+      if constexpr (detail::clock_with_sleep<Clock>) {
+        std::stop_source interrupt;
+        w.interrupt = &interrupt;
+        lock.unlock();
+        (void)detail::sleep_until<Clock>(until, interrupt.get_token());
+        lock.lock();
+        w.interrupt = nullptr;
+      } else {
+        w.futex_sleeper = true;
+        const std::uint32_t seen = w.signal.load(std::memory_order_relaxed);
+        lock.unlock();
+        detail::futex_wait(w.signal, seen, detail::steady_deadline<Clock>(until));
+        if ((w.signal.load(std::memory_order_acquire) & waiter::granted_signal) != 0) return;
+        lock.lock();
+      }
       if (w.granted) return;
       const time_point woke = Clock::now();
       const std::int64_t t = effective(to_ns<Clock>(woke));
       dispatch(t);
       if (w.granted) return;
       if (w.cancelled || (deadline && woke >= *deadline)) {
-        give_up(*classes_[w.cls], w, t);
+        give_up(*ledger_.classes[w.cls], w, t);
         return;
       }
     }
-  }
-
-  // Under the mutex: n permits of class k came back.
-  void give_back(class_state& k, std::int64_t n) noexcept {
-    k.held -= n;
-    held_ -= n;
-  }
-  // Disarmed: collects the permits released since the last decision.
-  void collect() noexcept {
-    for (auto& k : classes_) give_back(*k, k->permits.reclaim());
-  }
-  // Arms (every release calls back: requests may wait) or disarms (releases are collected: nobody waits) the classes'
-  // engines, collecting what was released before.
-  void switch_releases(bool arm) noexcept {
-    armed_ = arm;
-    for (auto& k : classes_) give_back(*k, arm ? k->permits.arm() : k->permits.disarm());
-  }
-  // Permits held now, without those released and not yet collected.
-  std::int64_t held_now(const class_state& k) const noexcept {
-    return k.held - (armed_ ? 0 : k.permits.engine().available());
-  }
-  std::int64_t held_now() const noexcept {
-    std::int64_t h = held_;
-    if (!armed_) {
-      for (const auto& k : classes_) h -= k->permits.engine().available();
-    }
-    return h;
   }
 
   // A permit of class `cls` was released while armed (its engine calls this without its lock).
   static void released(void* owner, std::size_t cls) noexcept {
     auto& self = *static_cast<basic_admission*>(owner);
     locked lock(self.mutex_, self.ready_);
-    class_state& k = *self.classes_[cls];
-    self.give_back(k, 1 + k.permits.called_back());
+    class_state& k = *self.ledger_.classes[cls];
+    self.ledger_.give_back(k, 1 + k.permits.called_back());
     if (self.limited() && self.waiting_ != 0) self.dispatch(self.effective(to_ns<Clock>(Clock::now())));
   }
 
   admission_options options_;
   detail::admission_plan plan_;
   detail::token_bucket_config global_;
-  std::vector<std::unique_ptr<class_state>> classes_;
+  detail::admission_ledger ledger_;            // the classes and their permits (guarded by mutex_)
   std::vector<detail::admission_head> heads_;  // dispatch's scratch space, one per class (guarded by mutex_)
   detail::admission_metrics metrics_;
   mutable std::mutex mutex_;
   // Guarded by mutex_.
   std::int64_t tat_ = detail::ns_min;       // the global bucket (token_bucket.hpp's representation)
   std::int64_t last_now_ = detail::ns_min;  // the latest effective time of an admission: time never goes back
-  std::int64_t held_ = 0;
-  bool armed_ = false;  // the engines call back on release (see detail/admission_permits.hpp)
   std::size_t waiting_ = 0;
   std::uint64_t arrivals_ = 0;
   std::uint64_t admitted_ = 0;

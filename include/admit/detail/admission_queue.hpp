@@ -8,18 +8,22 @@
 // told (a blocking waiter: under the mutex; an asynchronous one: through `notify`) or has taken it out itself.
 //
 // How a waiter is woken (the admission calls these under its mutex unless said otherwise):
-// - a blocking waiter sets `interrupt` to its current sleep's stop_source: a grant or a new `wake_ns` requests it;
+// - a blocking waiter on a real clock sets `futex_sleeper` and sleeps on `signal`: a grant sets its granted bit (and
+//   the waiter, seeing it, returns without taking the mutex again), a new `wake_ns` or a cancel bumps it; on a clock
+//   with its own sleep (the manual clock) it sets `interrupt` to its current sleep's stop_source, which those request;
 // - an asynchronous waiter sets `rearm` (its wake time changed: re-arm its timer) and `notify` (it was granted: called
 //   once, after the admission's mutex is released, never inside it — it posts the handler; the node may be gone once
 //   it returns).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <stop_token>
 #include <utility>
 
+#include "admit/detail/futex.hpp"
 #include "admit/detail/saturating.hpp"
 
 namespace admit::detail {
@@ -28,7 +32,16 @@ struct admission_waiter {
   // Set by the owner before it queues the node.
   std::size_t cls = 0;
   std::int64_t n = 0;
-  std::stop_source* interrupt = nullptr;                 // blocking: the current sleep's; may be null
+  std::stop_source* interrupt = nullptr;              // blocking: the current sleep's; may be null
+  bool futex_sleeper = false;                         // blocking on a real clock: sleeps on `signal`
+  static constexpr std::uint32_t granted_signal = 1;  // signal's bit set by a grant (release: after the fields)
+  // The futex word; a copy of the node (a record of its fields, as an asynchronous operation keeps) starts at 0.
+  struct signal_word : std::atomic<std::uint32_t> {
+    signal_word() noexcept : std::atomic<std::uint32_t>(0) {}
+    signal_word(const signal_word&) noexcept : std::atomic<std::uint32_t>(0) {}
+    signal_word& operator=(const signal_word&) = delete;
+  };
+  signal_word signal;
   void (*rearm)(admission_waiter&) noexcept = nullptr;   // asynchronous: wake_ns changed (under the mutex)
   void (*notify)(admission_waiter&) noexcept = nullptr;  // asynchronous: granted (after the mutex is released)
 
@@ -46,6 +59,22 @@ struct admission_waiter {
   std::int64_t at_ns = 0;     // when it was admitted (effective time, ns since the clock's epoch)
   bool within_guarantee = false;
 };
+
+// Wakes a blocking waiter (granted, or to look again: a new wake time, a cancel). Under the admission's mutex. After a
+// grant the owner may return as soon as `signal` has its bit: only the word's address is used from then on.
+inline void wake_blocking(admission_waiter& w, bool granted) noexcept {
+  if (w.futex_sleeper) {
+    std::atomic<std::uint32_t>* const word = &w.signal;
+    if (granted) {
+      word->fetch_or(admission_waiter::granted_signal, std::memory_order_release);
+    } else {
+      word->fetch_add(2, std::memory_order_release);
+    }
+    futex_wake_one(word);
+  } else if (w.interrupt != nullptr) {
+    w.interrupt->request_stop();
+  }
+}
 
 // One class's waiters in arrival order. Guarded by the admission's mutex.
 struct admission_queue {
