@@ -183,17 +183,20 @@ TEST(RedisSemaphoreMetrics, AnAdmissionsWaitRunsFromTheCallToTheGrant) {
   io_thread io;
   connection conn(io.executor(), server.url());
   semaphore s(conn, "waits", 1);
-  s.enable_metrics();
+  event_log log;
+  s.enable_metrics(log.hook());
   auto held = s.try_acquire();
   ASSERT_TRUE(held);
   const auto start = steady::now();
   auto blocked = std::async(std::launch::async, [&] { return s.try_acquire_for(20s); });
   wait_for_waiters(s, 1);
+  const auto first_queued = steady::now();  // after the blocking waiter's call, before the async one's
   auto queued = acquire_async(s, 1, 20s);
   wait_for_waiters(s, 2);
+  const auto second_queued = steady::now();
   EXPECT_EQ(s.metrics().waiting, 2u);
-  const auto released_at = steady::now();
   ASSERT_EQ(held->release().first, lease::release_status::released);
+  const auto released = steady::now();
   auto first = blocked.get();  // queued first
   ASSERT_TRUE(first) << first.error().message();
   ASSERT_EQ(first->release().first, lease::release_status::released);
@@ -205,10 +208,14 @@ TEST(RedisSemaphoreMetrics, AnAdmissionsWaitRunsFromTheCallToTheGrant) {
   EXPECT_EQ(m.waited, 3u);
   EXPECT_EQ(m.waiting, 0u);
   EXPECT_EQ(m.in_flight, 1);
-  // The two waiters waited from before released_at until before `end`.
-  EXPECT_GE(m.wait.max, released_at - start);
-  EXPECT_LE(m.wait.max, end - start);
   EXPECT_EQ(s.wait_times().count(), 3u);
+  ASSERT_EQ(log.size(), 3u);
+  const std::lock_guard lock(log.m);
+  // Each waiter's wait spans its time in the queue: from its call (between the bounds known here) to its grant.
+  EXPECT_GE(log.events[1].wait, released - first_queued);
+  EXPECT_LE(log.events[1].wait, end - start);
+  EXPECT_GE(log.events[2].wait, released - second_queued);
+  EXPECT_LE(log.events[2].wait, end - first_queued);
 }
 
 TEST(RedisSemaphoreMetrics, RedisFailuresAreFailedOrTimeoutAndFailOpenLocalLeasesAreFailedToo) {
