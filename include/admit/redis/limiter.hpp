@@ -224,8 +224,10 @@ class limiter {
   [[nodiscard]] breaker_state circuit_state() const noexcept { return detail::limiter_breaker_state(*core_); }
 
   // Starts counting decisions (see "Metrics" above) in the state this limiter shares with its copies, calling
-  // `on_event` (if not empty) once per decision. Once per limiter and its copies: a second call throws
-  // std::logic_error. Thread-safe: may be called while decisions run (those that finish before it are not counted).
+  // `on_event` (if not empty) once per decision. Calling it again (on this limiter or a copy) starts the counters
+  // from zero with the new hook; the previous counters (about 16 KB) stay in memory until the limiter and its copies
+  // are gone, and a decision already under way may still count there. Thread-safe: may be called while decisions
+  // run (those that finish before it are not counted).
   void enable_metrics(limiter_metrics::event_handler on_event = {}) {
     detail::limiter_enable_metrics(*core_, std::move(on_event));
   }

@@ -359,9 +359,11 @@ class semaphore {
   const std::string& name() const noexcept;
   const semaphore_options& options() const noexcept;
 
-  // Starts counting acquisitions (see "Metrics" above), calling `on_event` (if not empty) once per acquisition. Once
-  // per semaphore object: a second call throws std::logic_error. Thread-safe: may be called while acquisitions run
-  // (those that complete before it are not counted; one under way may be counted with a wait of 0 from the call).
+  // Starts counting acquisitions (see "Metrics" above), calling `on_event` (if not empty) once per acquisition.
+  // Calling it again starts the counters from zero with the new hook; the previous counters (about 16 KB) stay in
+  // memory until the semaphore's leases and work are gone, and an acquisition already under way may still count
+  // there. Thread-safe: may be called while acquisitions run (those that complete before it are not counted; one
+  // under way when it is first called counts with a wait of 0).
   void enable_metrics(limiter_metrics::event_handler on_event = {});
   // The counters (all 0 before enable_metrics) and this object's gauges. Lock-free, no Redis call.
   [[nodiscard]] limiter_snapshot metrics() const noexcept;

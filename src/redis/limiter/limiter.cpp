@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -47,7 +48,6 @@ class limiter_core {
 
   limiter_core(const limiter_core&) = delete;
   limiter_core& operator=(const limiter_core&) = delete;
-  ~limiter_core() { delete metrics_.load(std::memory_order_acquire); }
 
   // plan() and settle(), each counting the decision it ends in the metrics (when enabled).
   limiter_plan before(std::string_view key, std::int64_t n);
@@ -86,8 +86,12 @@ class limiter_core {
     std::atomic<std::uint64_t> decisions{0}, redis{0}, leased{0}, failures{0}, circuit_refused{0}, lost_state{0},
         circuit_opened{0};
   } counters_;
-  // Null until enable_metrics; then set once, and deleted with the core (operations in flight keep the core alive).
+  // The metrics decisions count in: null until enable_metrics, then the last one it installed. Every one installed
+  // is kept until the core dies (operations in flight keep the core alive): a decision that loaded an earlier one
+  // can still count in it.
   std::atomic<limiter_metrics*> metrics_{nullptr};
+  std::mutex metrics_mutex_;
+  std::vector<std::unique_ptr<limiter_metrics>> metrics_kept_;  // guarded by metrics_mutex_
 };
 
 // The batcher's sink for a real client: a call is one EVALSHA (with its NOSCRIPT retry) whose deadline is the
@@ -166,12 +170,10 @@ limiter_result limiter_core::after(std::string_view key, std::int64_t n, const l
 
 void limiter_core::enable_metrics(limiter_metrics::event_handler on_event) {
   auto m = std::make_unique<limiter_metrics>(std::move(on_event));
-  limiter_metrics* none = nullptr;
-  if (!metrics_.compare_exchange_strong(none, m.get(), std::memory_order_acq_rel)) {
-    throw std::logic_error("admit::redis::limiter \"" + identity_.name +
-                           "\": enable_metrics was already called (once per limiter and its copies)");
-  }
-  (void)m.release();  // owned by the core from here on (deleted by its destructor)
+  const std::lock_guard lock(metrics_mutex_);
+  metrics_kept_.reserve(metrics_kept_.size() + 1);  // may throw: before anything changes
+  metrics_.store(m.get(), std::memory_order_release);
+  metrics_kept_.push_back(std::move(m));
 }
 
 limiter_snapshot limiter_core::metrics() const noexcept {

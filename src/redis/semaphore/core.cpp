@@ -200,6 +200,14 @@ void semaphore_core::record(std::error_code ec, std::int64_t n, steady::duration
   if (limiter_metrics* m = metrics.load(std::memory_order_acquire)) m->record(outcome_of(ec), n, wait);
 }
 
+void semaphore_core::install_metrics(limiter_metrics::event_handler on_event) {
+  auto m = std::make_unique<limiter_metrics>(std::move(on_event));
+  const std::lock_guard lock(metrics_mutex_);
+  metrics_kept_.reserve(metrics_kept_.size() + 1);  // may throw: before anything changes
+  metrics.store(m.get(), std::memory_order_release);
+  metrics_kept_.push_back(std::move(m));
+}
+
 semaphore_result semaphore_core::try_acquire(std::int64_t n) {
   const steady::time_point start = record_start();
   semaphore_result r = try_acquire_once(n);

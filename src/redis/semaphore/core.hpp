@@ -79,7 +79,6 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
                  std::string semaphore_name, std::int64_t capacity, semaphore_options o);
   semaphore_core(const semaphore_core&) = delete;
   semaphore_core& operator=(const semaphore_core&) = delete;
-  ~semaphore_core() { delete metrics.load(std::memory_order_acquire); }
 
   // ---- script calls (core.cpp) ----
   command make(const char* op, std::initializer_list<std::string> args) const;
@@ -173,8 +172,10 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::atomic<bool> closing{false};
   circuit_breaker breaker;
   std::atomic<std::int64_t> local_held{0};  // permits in local leases (failure_policy::fail_open)
-  // Null until enable_metrics; then set once, and deleted with the core.
+  // The metrics acquisitions count in: null until enable_metrics, then the last one installed (each is kept until
+  // the core dies: an acquisition that loaded an earlier one can still count in it).
   std::atomic<limiter_metrics*> metrics{nullptr};
+  void install_metrics(limiter_metrics::event_handler on_event);
   // The gauges and the lost leases, kept whether or not metrics are enabled (relaxed: each changes with a Redis call).
   std::atomic<std::int64_t> held_permits{0};   // permits in this object's leases still held (Redis's and local ones)
   std::atomic<std::size_t> acquiring{0};       // acquisitions (not try_acquire) that have not completed
@@ -215,6 +216,9 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   void unschedule_renewal(lease_core& l);
 
  private:
+  std::mutex metrics_mutex_;
+  std::vector<std::unique_ptr<limiter_metrics>> metrics_kept_;  // guarded by metrics_mutex_
+
   std::mutex background_mutex_;
   std::condition_variable background_cv_;
   std::size_t in_flight_ = 0;      // guarded by background_mutex_

@@ -173,14 +173,7 @@ std::pair<semaphore_snapshot, std::error_code> semaphore::inspect(std::size_t mo
   return out;
 }
 
-void semaphore::enable_metrics(limiter_metrics::event_handler on_event) {
-  auto m = std::make_unique<limiter_metrics>(std::move(on_event));
-  limiter_metrics* none = nullptr;
-  if (!core_->metrics.compare_exchange_strong(none, m.get(), std::memory_order_acq_rel)) {
-    throw std::logic_error("admit::redis::semaphore \"" + core_->name + "\": enable_metrics was already called");
-  }
-  (void)m.release();  // owned by the core from here on (deleted by its destructor)
-}
+void semaphore::enable_metrics(limiter_metrics::event_handler on_event) { core_->install_metrics(std::move(on_event)); }
 
 limiter_snapshot semaphore::metrics() const noexcept {
   const limiter_metrics* m = core_->metrics.load(std::memory_order_acquire);

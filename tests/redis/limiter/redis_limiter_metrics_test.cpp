@@ -4,6 +4,7 @@
 // GCRA (the machinery is the same for every algorithm; the typed contract suite has one metrics case for each).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_type.hpp>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "admit/errc.hpp"
@@ -138,21 +140,17 @@ TEST(RedisLimiterMetrics, EachDecisionCountsOneOutcomeAndItsLatency) {
   }
 }
 
-TEST(RedisLimiterMetrics, NothingIsCountedBeforeEnableMetricsWhichIsOncePerLimiterAndItsCopies) {
+TEST(RedisLimiterMetrics, NothingIsCountedBeforeEnableMetricsAndCopiesCountTogether) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
-  gcra limiter(conn, "once", hourly, 10, patient());
+  gcra limiter(conn, "copies", hourly, 10, patient());
   ASSERT_TRUE(limiter.decide("k").decision.admitted);
   EXPECT_EQ(total(limiter.metrics()), 0u);
   EXPECT_EQ(limiter.wait_times().count(), 0u);
 
   gcra copy = limiter;
-  copy.enable_metrics();
-  EXPECT_THROW(limiter.enable_metrics(), std::logic_error);  // the copy shares its state: already enabled
-  EXPECT_THROW(copy.enable_metrics(), std::logic_error);
-
-  // Copies, and slices to limiter&, count together.
+  copy.enable_metrics();  // for the original too: they share their state
   ASSERT_TRUE(limiter.decide("k").decision.admitted);
   ASSERT_TRUE(copy.decide("k").decision.admitted);
   const admit::redis::limiter& slice = copy;
@@ -160,6 +158,39 @@ TEST(RedisLimiterMetrics, NothingIsCountedBeforeEnableMetricsWhichIsOncePerLimit
   EXPECT_EQ(limiter.metrics().admitted, 3u);
   EXPECT_EQ(copy.metrics().admitted, 3u);
   EXPECT_EQ(slice.metrics().admitted, 3u);
+  EXPECT_EQ(limiter.wait_times().count(), 3u);
+
+  // Enabled again: from zero, with the new hook (the old one is called no more).
+  event_log first, second;
+  limiter.enable_metrics(first.hook());
+  ASSERT_TRUE(copy.decide("k").decision.admitted);
+  limiter.enable_metrics(second.hook());
+  ASSERT_TRUE(copy.decide("k").decision.admitted);
+  EXPECT_EQ(copy.metrics().admitted, 1u);
+  EXPECT_EQ(first.size(), 1u);
+  EXPECT_EQ(second.size(), 1u);
+}
+
+TEST(RedisLimiterMetrics, EnableMetricsWhileDecisionsRunLosesNothingAfterIt) {
+  redis_server server;
+  io_thread io(2);
+  connection conn(io.executor(), server.url());
+  gcra limiter(conn, "racing", hourly, 1000, patient());
+  limiter.enable_metrics();
+  std::atomic<bool> stop{false};
+  std::thread enabler([&] {  // at most 200 times (each keeps ~16 KB until the limiter is gone)
+    for (int i = 0; i < 200 && !stop.load(); ++i) {
+      limiter.enable_metrics();
+      std::this_thread::yield();
+    }
+  });
+  const auto results = decide_concurrently(limiter, "k", 1, 8, 50);
+  stop = true;
+  enabler.join();
+  for (const auto& t : results) ASSERT_TRUE(t.result.decision.admitted);
+  limiter.enable_metrics();
+  ASSERT_TRUE(limiter.decide("k").decision.admitted);
+  EXPECT_EQ(limiter.metrics().admitted, 1u);
 }
 
 TEST(RedisLimiterMetrics, ConcurrentDecisionsAreEachCountedOnce) {

@@ -305,13 +305,23 @@ TEST(RedisSemaphoreMetrics, ALostLeaseIsCountedAndLeavesInFlight) {
   EXPECT_EQ(total(s.metrics()), 0u);    // metrics not enabled: no counters
 }
 
-TEST(RedisSemaphoreMetrics, EnableMetricsIsOncePerObject) {
+TEST(RedisSemaphoreMetrics, EnablingAgainStartsFromZeroWithTheNewHook) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
-  semaphore s(conn, "once", 1);
-  s.enable_metrics();
-  EXPECT_THROW(s.enable_metrics(), std::logic_error);
+  semaphore s(conn, "again", 2);
+  event_log first, second;
+  s.enable_metrics(first.hook());
+  auto a = s.try_acquire();
+  ASSERT_TRUE(a);
+  s.enable_metrics(second.hook());
+  EXPECT_EQ(s.metrics().admitted, 0u);
+  EXPECT_EQ(s.metrics().in_flight, 1);  // the gauges are not counters
+  auto b = s.try_acquire();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(s.metrics().admitted, 1u);
+  EXPECT_EQ(first.size(), 1u);
+  EXPECT_EQ(second.size(), 1u);
 }
 
 TEST(RedisSemaphoreMetrics, WhatTheHookThrowsReachesTheCallerAfterTheAcquisitionIsCounted) {
