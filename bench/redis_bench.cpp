@@ -3,6 +3,7 @@
 // next to redis-benchmark, rate-limiter-flexible and Python `limits` on the same redis-server.
 //
 //   admit_redis_bench --url redis://127.0.0.1:6379 --callers 1,64,512 --keys hot,many --duration 3
+//   admit_redis_bench --metrics on    # the same with limiter metrics enabled (variant "-m"): their cost
 //
 // It never starts Redis: give it the URL of a running server (--url, else $ADMIT_REDIS_URL, else
 // redis://127.0.0.1:6379). It writes limiter keys "{<name>}:..." on that server (they expire by themselves).
@@ -23,7 +24,7 @@
 //   admit <variant> <hot|many> <callers> <repetition> <decisions/s> <p50 µs> <p99 µs> <admitted share> <errors>
 //   <commands per write> <client CPU µs per decision>
 // (impl "admit-lease" with --lease; variant: the caller style, "-lsd" appended with --lost-state-detection on, "-bN"
-// with a --max-batch N other than the default, then --tag's text)
+// with a --max-batch N other than the default, "-m" with --metrics on, then --tag's text)
 // "errors" are decisions Redis did not make (timeouts, connection errors): they are not counted as decisions.
 #include <sys/resource.h>
 
@@ -72,6 +73,7 @@ struct settings {
   bool lost_state_detection = false;  // limiter_options::detect_lost_state (off by default)
   std::int64_t lease = 0;             // limiter_options::lease (0: off, the default)
   std::size_t max_batch = admit::redis::limiter_options{}.max_batch;  // limiter_options::max_batch
+  bool metrics = false;                                               // limiter::enable_metrics (off by default)
 };
 
 constexpr admit::bench::command_line command(
@@ -80,6 +82,7 @@ constexpr admit::bench::command_line command(
     "                         [--duration S] [--warmup S] [--repetitions N] [--style callback|coroutine]\n"
     "                         [--rate PER_SECOND] [--burst N] [--name NAME] [--timeout-ms MS]\n"
     "                         [--lost-state-detection on|off] [--tag TEXT] [--lease K] [--max-batch N]\n"
+    "                         [--metrics on|off]\n"
     "--timeout-ms is the connection's command timeout; each decision has the limiter's default deadline.\n"
     "--lease K > 1 turns on local token leasing (reported as impl admit-lease).\n"
     "--tag TEXT is appended to the reported variant.\n");
@@ -119,6 +122,9 @@ settings parse_arguments(int argc, char** argv) {
     } else if (flag == "--lost-state-detection") {
       if (value != "on" && value != "off") command.usage("--lost-state-detection takes on or off, got '" + value + "'");
       s.lost_state_detection = value == "on";
+    } else if (flag == "--metrics") {
+      if (value != "on" && value != "off") command.usage("--metrics takes on or off, got '" + value + "'");
+      s.metrics = value == "on";
     } else if (flag == "--tag") {
       s.tag = value;
     } else if (flag == "--lease") {
@@ -301,11 +307,13 @@ int main(int argc, char** argv) {
   lopts.detect_lost_state = s.lost_state_detection;
   lopts.lease = s.lease;
   lopts.max_batch = s.max_batch;
-  const admit::redis::gcra limiter(conn, s.name, admit::rate::per_second(s.rate_per_second), s.burst, lopts);
+  admit::redis::gcra limiter(conn, s.name, admit::rate::per_second(s.rate_per_second), s.burst, lopts);
+  if (s.metrics) limiter.enable_metrics();
   const std::string impl = s.lease > 1 ? "admit-lease" : "admit";
   const std::string variant =
       s.style + (s.lost_state_detection ? "-lsd" : "") +
-      (s.max_batch == admit::redis::limiter_options{}.max_batch ? "" : "-b" + std::to_string(s.max_batch)) + s.tag;
+      (s.max_batch == admit::redis::limiter_options{}.max_batch ? "" : "-b" + std::to_string(s.max_batch)) +
+      (s.metrics ? "-m" : "") + s.tag;
   std::printf(
       "# admit::redis::gcra \"%s\" rate %s burst %lld (emission interval %lld us), %s callers, lost-state detection "
       "%s, lease %lld, max_batch %zu, url %s\n",

@@ -14,6 +14,28 @@
 // options().timeout. A timeout or a lost connection leaves it unknown whether the script ran (and charged the
 // request); it is never retried.
 //
+// Metrics (opt-in, enable_metrics): every decide, async_decide and async_decide_detailed counts exactly one
+// admit::acquire_outcome in an admit::limiter_metrics kept in the state the limiter shares with its copies (copies,
+// and slices to limiter&, count together):
+//   admitted          admitted without an error: by Redis, from a lease, or for rate inf
+//   unavailable       refused by Redis: not enough tokens now
+//   exceeds_capacity  refused by Redis because n is above the limit (retry_after == nanoseconds::max())
+//   timeout           limiter_result::error is errc::timeout (options().timeout passed)
+//   cancelled         errc::cancelled (an Asio cancellation)
+//   closed            errc::closed (the client was closed)
+//   failed            any other error: a lost connection, outcome_unknown, an error or unexpected reply, an open
+//                     circuit breaker.
+// An outcome other than admitted, unavailable and exceeds_capacity means Redis did not decide, whatever the failure
+// policy then answered: a fail_open admission during an outage counts as failed (or timeout, ...), not as admitted,
+// so that an outage shows in the metrics under every policy; the policy's answer is in limiter_result (and
+// statistics().failures counts these decisions too). The wait of a decision is its latency, from the call until its
+// outcome is known (for the async forms, just before the completion handler is dispatched): the wait histogram is
+// the latency of the admissions; decisions made without a Redis call (rate inf, a lease, an open breaker) count a
+// wait of 0, so `waited` counts the admissions Redis made. The event hook (limiter_metrics.hpp) runs once per
+// decision: for a blocking decide and for a decision made without a call, on the calling thread (what it throws
+// reaches the caller); for an asynchronous decision that called Redis, on the client's executor before the
+// completion — there it must not throw (the exception would leave the executor's run() and the completion be lost).
+//
 // Thread safety: every member may be called concurrently from any thread (the blocking ones not from a thread that
 // runs the client's executor). The client must outlive the limiter and its operations in flight (operations in flight
 // keep the limiter's shared state alive themselves).
@@ -38,6 +60,7 @@
 #include "admit/decision.hpp"
 #include "admit/detail/check_n.hpp"
 #include "admit/errc.hpp"
+#include "admit/limiter_metrics.hpp"
 #include "admit/rate.hpp"
 #include "admit/redis/circuit_breaker.hpp"
 #include "admit/redis/client/client.hpp"
@@ -70,6 +93,7 @@ struct limiter_plan {
   std::int64_t k = 0;  // ARGV[2]: the most the script may take
   breaker_pass pass = breaker_pass::call;
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::chrono::steady_clock::time_point start{};  // when the decision started (set when a call is to be made)
 };
 
 // What a limiter is, fixed at construction (read by any thread without a lock).
@@ -100,6 +124,10 @@ limiter_result limiter_after(limiter_core& core, std::string_view key, std::int6
                              const boost::system::error_code& ec, const reply& r);
 const limiter_identity& limiter_identity_of(const limiter_core& core) noexcept;
 limiter_statistics limiter_get_statistics(const limiter_core& core) noexcept;
+// Metrics (see limiter::enable_metrics): installs them once; the snapshot (zero when not enabled); the waits.
+void limiter_enable_metrics(limiter_core& core, limiter_metrics::event_handler on_event);
+limiter_snapshot limiter_get_metrics(const limiter_core& core) noexcept;
+const wait_histogram& limiter_wait_times(const limiter_core& core) noexcept;
 breaker_state limiter_breaker_state(const limiter_core& core) noexcept;
 
 // The asynchronous decision. Detailed completes with (limiter_result), otherwise with (error_code, decision).
@@ -194,6 +222,20 @@ class limiter {
   [[nodiscard]] std::int64_t limit() const noexcept { return identity().limit; }
   [[nodiscard]] limiter_statistics statistics() const noexcept { return detail::limiter_get_statistics(*core_); }
   [[nodiscard]] breaker_state circuit_state() const noexcept { return detail::limiter_breaker_state(*core_); }
+
+  // Starts counting decisions (see "Metrics" above) in the state this limiter shares with its copies, calling
+  // `on_event` (if not empty) once per decision. Calling it again (on this limiter or a copy) starts the counters
+  // from zero with the new hook; the previous counters (about 16 KB) stay in memory until the limiter and its copies
+  // are gone, and a decision already under way may still count there. Thread-safe: may be called while decisions
+  // run (those that finish before it are not counted).
+  void enable_metrics(limiter_metrics::event_handler on_event = {}) {
+    detail::limiter_enable_metrics(*core_, std::move(on_event));
+  }
+  // The counters (all 0 before enable_metrics) of this limiter and its copies. The gauges are 0: a rate limiter has
+  // no concurrency limit, holds no permits and queues nobody. Lock-free, no Redis call (about a microsecond).
+  [[nodiscard]] limiter_snapshot metrics() const noexcept { return detail::limiter_get_metrics(*core_); }
+  // The latencies of the admissions (empty before enable_metrics), for histogram buckets and other percentiles.
+  [[nodiscard]] const wait_histogram& wait_times() const noexcept { return detail::limiter_wait_times(*core_); }
 
  protected:
   limiter(client& c, std::shared_ptr<detail::limiter_core> core) noexcept : client_(&c), core_(std::move(core)) {}

@@ -43,6 +43,20 @@
 //   handler), where waiting could not be answered, the release is sent in the background; so are the queue-leaves of
 //   cancelled async waits. shutdown() and async_shutdown() wait for that background work.
 //
+// Metrics (opt-in, enable_metrics): try_acquire, acquire, try_acquire_until/for and the async forms each count
+// exactly one admit::acquire_outcome in an admit::limiter_metrics (limiter_metrics.hpp): admitted (a lease from
+// Redis), unavailable (errc::would_block), queue_full, timeout, cancelled, closed, exceeds_capacity, failed (any other
+// error: a call Redis did not answer, an open breaker, an unexpected reply). A local lease of failure_policy::fail_open
+// counts as failed, not admitted: Redis could not answer (the lease is in in_flight all the same). The wait of an
+// admission is its time from the call to the grant (one round trip at least: a try_acquire's too), so `waited` counts
+// every admission from Redis. metrics() reads no Redis: its gauges are this object's — limit the capacity it last
+// learned (set_capacity, inspect; 0 before), in_flight the permits its leases hold now (neither released nor found
+// lost), waiting its acquisitions under way (from the call to the outcome; not try_acquire) — and are kept whether or
+// not metrics are enabled. Leases found lost are counted by leases_lost() (not an outcome: the acquisition was
+// admitted). The event hook runs once per acquisition: a blocking one on the calling thread (what it throws reaches
+// the caller, after the acquisition is counted and has left the queue); an async one on the connection's executor
+// before the completion is posted — there it must not throw.
+//
 // Thread safety: every member may be called concurrently from any thread but the ones that run the connection's
 // executor (the waits block). The connection (or cluster) must outlive the calls made on the semaphore and its
 // leases; leases may outlive the semaphore object. Work they leave behind (renewals, leaving the queue, releasing a
@@ -74,6 +88,7 @@
 
 #include "admit/errc.hpp"
 #include "admit/expected.hpp"
+#include "admit/limiter_metrics.hpp"
 #include "admit/redis/client/client.hpp"
 #include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
@@ -343,6 +358,19 @@ class semaphore {
 
   const std::string& name() const noexcept;
   const semaphore_options& options() const noexcept;
+
+  // Starts counting acquisitions (see "Metrics" above), calling `on_event` (if not empty) once per acquisition.
+  // Calling it again starts the counters from zero with the new hook; the previous counters (about 16 KB) stay in
+  // memory until the semaphore's leases and work are gone, and an acquisition already under way may still count
+  // there. Thread-safe: may be called while acquisitions run (those that complete before it are not counted; one
+  // under way when it is first called counts with a wait of 0).
+  void enable_metrics(limiter_metrics::event_handler on_event = {});
+  // The counters (all 0 before enable_metrics) and this object's gauges. Lock-free, no Redis call.
+  [[nodiscard]] limiter_snapshot metrics() const noexcept;
+  // The waits of the admissions (empty before enable_metrics), for histogram buckets and other percentiles.
+  [[nodiscard]] const wait_histogram& wait_times() const noexcept;
+  // Leases of this object found lost (on_lease_lost calls), since it was made; counted whether or not metrics are.
+  [[nodiscard]] std::uint64_t leases_lost() const noexcept;
 
  private:
   void when_drained(std::function<void(std::size_t, std::error_code)> done);

@@ -8,8 +8,11 @@
 #include <cassert>
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -43,6 +46,10 @@ class limiter_core {
     identity_.options = std::move(options);
   }
 
+  limiter_core(const limiter_core&) = delete;
+  limiter_core& operator=(const limiter_core&) = delete;
+
+  // plan() and settle(), each counting the decision it ends in the metrics (when enabled).
   limiter_plan before(std::string_view key, std::int64_t n);
   void submit(const std::shared_ptr<limiter_core>& self, client& conn, batch_entry entry);
   limiter_result after(std::string_view key, std::int64_t n, const limiter_plan& plan,
@@ -52,8 +59,16 @@ class limiter_core {
   [[nodiscard]] limiter_statistics statistics() const noexcept;
   [[nodiscard]] breaker_state circuit_state() const noexcept { return failures_.state(steady::now()); }
 
+  void enable_metrics(limiter_metrics::event_handler on_event);
+  [[nodiscard]] limiter_snapshot metrics() const noexcept;
+  [[nodiscard]] const wait_histogram& wait_times() const noexcept;
+
  private:
   class client_sink;
+
+  limiter_plan plan(std::string_view key, std::int64_t n);
+  limiter_result settle(std::string_view key, std::int64_t n, const limiter_plan& plan,
+                        const boost::system::error_code& ec, const reply& r);
 
   limiter_result failed(std::string_view key, std::int64_t n, std::error_code ec, std::string message);
   limiter_result decided(const decision_reply& d);
@@ -71,6 +86,12 @@ class limiter_core {
     std::atomic<std::uint64_t> decisions{0}, redis{0}, leased{0}, failures{0}, circuit_refused{0}, lost_state{0},
         circuit_opened{0};
   } counters_;
+  // The metrics decisions count in: null until enable_metrics, then the last one it installed. Every one installed
+  // is kept until the core dies (operations in flight keep the core alive): a decision that loaded an earlier one
+  // can still count in it.
+  std::atomic<limiter_metrics*> metrics_{nullptr};
+  std::mutex metrics_mutex_;
+  std::vector<std::unique_ptr<limiter_metrics>> metrics_kept_;  // guarded by metrics_mutex_
 };
 
 // The batcher's sink for a real client: a call is one EVALSHA (with its NOSCRIPT retry) whose deadline is the
@@ -115,7 +136,58 @@ std::optional<steady::time_point> deadline_after(steady::time_point now, std::ch
 
 }  // namespace
 
+namespace {
+
+// The one outcome a decision counts as (see "Metrics" in limiter.hpp).
+acquire_outcome outcome_of(const limiter_result& r) noexcept {
+  if (r.error) {
+    if (r.error.category() == admit::error_category()) return to_outcome(static_cast<admit::errc>(r.error.value()));
+    return r.error == std::errc::operation_canceled ? acquire_outcome::cancelled : acquire_outcome::failed;
+  }
+  if (r.decision.admitted) return acquire_outcome::admitted;
+  return r.decision.retry_after == std::chrono::nanoseconds::max() ? acquire_outcome::exceeds_capacity
+                                                                   : acquire_outcome::unavailable;
+}
+
+}  // namespace
+
 limiter_plan limiter_core::before(std::string_view key, std::int64_t n) {
+  limiter_plan p = plan(key, n);
+  if (p.done) {
+    // Decided without a call (rate inf, a lease, an open breaker): it did not wait.
+    if (limiter_metrics* m = metrics_.load(std::memory_order_acquire)) m->record(outcome_of(*p.done), n);
+  }
+  return p;
+}
+
+limiter_result limiter_core::after(std::string_view key, std::int64_t n, const limiter_plan& p,
+                                   const boost::system::error_code& call_error, const reply& r) {
+  limiter_result out = settle(key, n, p, call_error, r);
+  if (limiter_metrics* m = metrics_.load(std::memory_order_acquire))
+    m->record(outcome_of(out), n, steady::now() - p.start);
+  return out;
+}
+
+void limiter_core::enable_metrics(limiter_metrics::event_handler on_event) {
+  auto m = std::make_unique<limiter_metrics>(std::move(on_event));
+  const std::lock_guard lock(metrics_mutex_);
+  metrics_kept_.reserve(metrics_kept_.size() + 1);  // may throw: before anything changes
+  metrics_.store(m.get(), std::memory_order_release);
+  metrics_kept_.push_back(std::move(m));
+}
+
+limiter_snapshot limiter_core::metrics() const noexcept {
+  const limiter_metrics* m = metrics_.load(std::memory_order_acquire);
+  return m ? m->snapshot() : limiter_snapshot{};
+}
+
+const wait_histogram& limiter_core::wait_times() const noexcept {
+  static const wait_histogram none;
+  const limiter_metrics* m = metrics_.load(std::memory_order_acquire);
+  return m ? m->wait_times() : none;
+}
+
+limiter_plan limiter_core::plan(std::string_view key, std::int64_t n) {
   limiter_plan plan;
   if (algo_.inf) {
     bump(counters_.decisions);
@@ -151,6 +223,7 @@ limiter_plan limiter_core::before(std::string_view key, std::int64_t n) {
   // From the `now` read at the start on purpose: limiter_options::timeout counts from the decision's start, so the
   // time spent waiting for the lease table's mutex (a full table is swept under it) counts against it.
   plan.deadline = deadline_after(now, identity_.options.timeout);
+  plan.start = now;
   return plan;
 }
 
@@ -159,8 +232,8 @@ void limiter_core::submit(const std::shared_ptr<limiter_core>& self, client& con
   batcher_.submit(std::move(entry), sink);
 }
 
-limiter_result limiter_core::after(std::string_view key, std::int64_t n, const limiter_plan& plan,
-                                   const boost::system::error_code& call_error, const reply& r) {
+limiter_result limiter_core::settle(std::string_view key, std::int64_t n, const limiter_plan& plan,
+                                    const boost::system::error_code& call_error, const reply& r) {
   if (call_error) {
     const std::error_code ec = admit::asio::from_error_code(call_error);  // a cancellation is admit::errc::cancelled
     if (failures_.on_error(ec, plan.pass, steady::now()) == breaker_change::opened) {
@@ -247,6 +320,11 @@ limiter_result limiter_after(limiter_core& core, std::string_view key, std::int6
 const limiter_identity& limiter_identity_of(const limiter_core& core) noexcept { return core.identity(); }
 limiter_statistics limiter_get_statistics(const limiter_core& core) noexcept { return core.statistics(); }
 breaker_state limiter_breaker_state(const limiter_core& core) noexcept { return core.circuit_state(); }
+void limiter_enable_metrics(limiter_core& core, limiter_metrics::event_handler on_event) {
+  core.enable_metrics(std::move(on_event));
+}
+limiter_snapshot limiter_get_metrics(const limiter_core& core) noexcept { return core.metrics(); }
+const wait_histogram& limiter_wait_times(const limiter_core& core) noexcept { return core.wait_times(); }
 
 }  // namespace admit::redis::detail
 

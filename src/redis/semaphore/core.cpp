@@ -177,7 +177,45 @@ semaphore_result semaphore_core::degrade(std::int64_t n, std::error_code why) {
   return semaphore_result(why);
 }
 
+namespace {
+
+// The outcome an acquisition's error means: an admit::errc's (to_outcome), an Asio cancellation cancelled, anything
+// else failed.
+acquire_outcome outcome_of(const std::error_code& ec) noexcept {
+  if (ec.category() == admit::error_category()) return to_outcome(static_cast<admit::errc>(ec.value()));
+  return ec == std::errc::operation_canceled ? acquire_outcome::cancelled : acquire_outcome::failed;
+}
+
+}  // namespace
+
+void semaphore_core::record(const semaphore_result& r, std::int64_t n, steady::duration wait) {
+  limiter_metrics* m = metrics.load(std::memory_order_acquire);
+  if (!m) return;
+  if (!r) return m->record(outcome_of(r.error()), n, wait);
+  // A local lease: Redis could not answer and the failure policy admitted (see "Metrics" in semaphore.hpp).
+  m->record(r->core_ && r->core_->local ? acquire_outcome::failed : acquire_outcome::admitted, n, wait);
+}
+
+void semaphore_core::record(std::error_code ec, std::int64_t n, steady::duration wait) {
+  if (limiter_metrics* m = metrics.load(std::memory_order_acquire)) m->record(outcome_of(ec), n, wait);
+}
+
+void semaphore_core::install_metrics(limiter_metrics::event_handler on_event) {
+  auto m = std::make_unique<limiter_metrics>(std::move(on_event));
+  const std::lock_guard lock(metrics_mutex_);
+  metrics_kept_.reserve(metrics_kept_.size() + 1);  // may throw: before anything changes
+  metrics.store(m.get(), std::memory_order_release);
+  metrics_kept_.push_back(std::move(m));
+}
+
 semaphore_result semaphore_core::try_acquire(std::int64_t n) {
+  const steady::time_point start = record_start();
+  semaphore_result r = try_acquire_once(n);
+  record(r, n, since(start));
+  return r;
+}
+
+semaphore_result semaphore_core::try_acquire_once(std::int64_t n) {
   const breaker_pass pass = breaker.allow(steady::now());
   if (pass == breaker_pass::refused) return degrade(n, make_error_code(errc::circuit_open));
   const std::string id = random_id();

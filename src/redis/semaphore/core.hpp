@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "admit/limiter_metrics.hpp"
 #include "admit/redis/client/script.hpp"
 #include "admit/redis/semaphore.hpp"
 
@@ -76,6 +77,8 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // `waker`: a client of the same server(s) of its own, for the blocking BLMPOP; `close_waker` closes it.
   semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
                  std::string semaphore_name, std::int64_t capacity, semaphore_options o);
+  semaphore_core(const semaphore_core&) = delete;
+  semaphore_core& operator=(const semaphore_core&) = delete;
 
   // ---- script calls (core.cpp) ----
   command make(const char* op, std::initializer_list<std::string> args) const;
@@ -105,7 +108,10 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
                                         steady::time_point sent);
   // A lease from a granted reply {0, n, token, expiry_us, now_us} to a call sent at `sent` (local time).
   semaphore_result make_lease(const std::string& id, const std::vector<std::int64_t>& v, steady::time_point sent);
+  // try_acquire, counted in the metrics.
   semaphore_result try_acquire(std::int64_t n);
+
+  semaphore_result try_acquire_once(std::int64_t n);
 
   // ---- background work (core.cpp): releases and queue-leaves not waited for by their caller ----
   // Releases lease `id` of `n` permits (0: unknown, Redis looks it up) through the link; `then` runs once it is
@@ -123,9 +129,24 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // Calls `done(undelivered, first failure)` (on no particular thread) once no background work is in flight.
   void when_drained(std::function<void(std::size_t, std::error_code)> done);
 
+  // ---- metrics (core.cpp; see "Metrics" in semaphore.hpp) ----
+  // Counts the outcome of an acquisition of n that took `wait` from its call to its outcome (when metrics are
+  // enabled): a lease is admitted (a local lease of the failure policy: failed), an error to_outcome's.
+  void record(const semaphore_result& r, std::int64_t n, steady::duration wait);
+  void record(std::error_code ec, std::int64_t n, steady::duration wait);
+  // The start of an acquisition and the time since, for record(): no clock read when metrics are not enabled (a start
+  // read before they were is zero, and so is its wait).
+  steady::time_point record_start() const noexcept {
+    return metrics.load(std::memory_order_acquire) ? steady::now() : steady::time_point{};
+  }
+  steady::duration since(steady::time_point start) const noexcept {
+    if (start == steady::time_point{} || !metrics.load(std::memory_order_acquire)) return steady::duration::zero();
+    return steady::now() - start;
+  }
+
   // ---- waits (waiter.cpp) ----
   // Waits in the queue until granted, `deadline` or `stop`; a wait ended by `stop` or `deadline` has left the queue
-  // when this returns (within options().timeout more).
+  // when this returns (within options().timeout more). Counted in the metrics.
   semaphore_result acquire(std::int64_t n, std::optional<steady::time_point> deadline, const std::stop_token& stop);
 
   // ---- wake-ups (wakeup.cpp) ----
@@ -151,6 +172,15 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::atomic<bool> closing{false};
   circuit_breaker breaker;
   std::atomic<std::int64_t> local_held{0};  // permits in local leases (failure_policy::fail_open)
+  // The metrics acquisitions count in: null until enable_metrics, then the last one installed (each is kept until
+  // the core dies: an acquisition that loaded an earlier one can still count in it).
+  std::atomic<limiter_metrics*> metrics{nullptr};
+  void install_metrics(limiter_metrics::event_handler on_event);
+  // The gauges and the lost leases, kept whether or not metrics are enabled (relaxed: each changes with a Redis call).
+  std::atomic<std::int64_t> held_permits{0};   // permits in this object's leases still held (Redis's and local ones)
+  std::atomic<std::size_t> acquiring{0};       // acquisitions (not try_acquire) that have not completed
+  std::atomic<std::int64_t> capacity_seen{0};  // the capacity last learned (set_capacity, inspect); 0 before
+  std::atomic<std::uint64_t> lost{0};          // leases found lost
 
   // The failure policy for an acquisition of `n` that Redis could not answer (`why`): a local lease, or `why`.
   semaphore_result degrade(std::int64_t n, std::error_code why);
@@ -186,6 +216,9 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   void unschedule_renewal(lease_core& l);
 
  private:
+  std::mutex metrics_mutex_;
+  std::vector<std::unique_ptr<limiter_metrics>> metrics_kept_;  // guarded by metrics_mutex_
+
   std::mutex background_mutex_;
   std::condition_variable background_cv_;
   std::size_t in_flight_ = 0;      // guarded by background_mutex_
@@ -210,8 +243,11 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   // Its place in the semaphore's renewals_ (guarded by the semaphore's renewal_mutex_).
   std::optional<std::multimap<steady::time_point, std::weak_ptr<lease_core>>::iterator> renewal;
 
-  // held -> lost, calling on_lease_lost once.
+  // held -> lost, calling on_lease_lost once (and counting it in the semaphore's `lost`).
   void mark_lost();
+  // Sets the state to released; returns the state before. Leaving `held` takes n from the semaphore's `held_permits`
+  // gauge.
+  lease_state mark_released() noexcept;
   // Called after a successful renewal sent at `sent` (local time): the lease lives at least lease_ttl from then.
   void renewed(std::int64_t expiry_us, steady::time_point sent);
   void stop_renewal() { sem->unschedule_renewal(*this); }

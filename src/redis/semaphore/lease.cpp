@@ -20,7 +20,7 @@ lease::~lease() {
   core_->stop_renewal();
   // A lease found lost is released too, as release() does: "lost" is this process's estimate (its renewals got no
   // answer until the lease would have expired), and Redis may still hold it if only the answers were lost.
-  if (core_->state.exchange(lease_state::released) == lease_state::released) return;
+  if (core_->mark_released() == lease_state::released) return;
   if (core_->local) {
     core_->sem->local_held -= core_->n;
   } else {
@@ -32,7 +32,7 @@ std::pair<lease::release_status, std::error_code> lease::release() {
   if (!core_) return {release_status::not_held, {}};
   core_->stop_renewal();
   // A lease found lost is still asked for: Redis says whether it had it.
-  const lease_state before = core_->state.exchange(lease_state::released);
+  const lease_state before = core_->mark_released();
   if (core_->local) {
     if (before == lease_state::released) return {release_status::not_held, {}};
     core_->sem->local_held -= core_->n;

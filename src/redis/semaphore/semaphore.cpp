@@ -3,6 +3,7 @@
 #include "admit/redis/semaphore.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -160,14 +161,36 @@ std::error_code semaphore::set_capacity(std::int64_t capacity) {
   const result r = core_->call(core_->call_deadline({}), "set_capacity", {std::to_string(capacity), core_->wake_key});
   if (r.error) return detail::as_error(r.error);
   if (!integers(r.value, 1)) return script_error();
+  core_->capacity_seen.store(capacity, std::memory_order_relaxed);
   core_->deliver_grants(r.value, 3);
   return {};
 }
 
 std::pair<semaphore_snapshot, std::error_code> semaphore::inspect(std::size_t most) {
-  return parse_snapshot(
+  auto out = parse_snapshot(
       core_->call(core_->call_deadline({}), "inspect", {std::to_string(std::max<std::size_t>(most, 1))}));
+  if (!out.second) core_->capacity_seen.store(out.first.capacity, std::memory_order_relaxed);
+  return out;
 }
+
+void semaphore::enable_metrics(limiter_metrics::event_handler on_event) { core_->install_metrics(std::move(on_event)); }
+
+limiter_snapshot semaphore::metrics() const noexcept {
+  const limiter_metrics* m = core_->metrics.load(std::memory_order_acquire);
+  limiter_snapshot s = m ? m->snapshot() : limiter_snapshot{};
+  s.limit = core_->capacity_seen.load(std::memory_order_relaxed);
+  s.in_flight = core_->held_permits.load(std::memory_order_relaxed);
+  s.waiting = core_->acquiring.load(std::memory_order_relaxed);
+  return s;
+}
+
+const wait_histogram& semaphore::wait_times() const noexcept {
+  static const wait_histogram none;
+  const limiter_metrics* m = core_->metrics.load(std::memory_order_acquire);
+  return m ? m->wait_times() : none;
+}
+
+std::uint64_t semaphore::leases_lost() const noexcept { return core_->lost.load(std::memory_order_relaxed); }
 
 std::pair<std::size_t, std::error_code> semaphore::shutdown(clock::time_point deadline) {
   return core_->drain(deadline);

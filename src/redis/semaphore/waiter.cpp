@@ -14,7 +14,8 @@ namespace admit::redis::detail {
 
 class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
  public:
-  // `timed`: the operation enforces `deadline` with a timer of its own (a blocking wait enforces it itself).
+  // `timed`: the operation enforces `deadline` with a timer of its own and counts its outcome in the metrics (a
+  // blocking wait does both itself). Counted in the semaphore's `acquiring` gauge until it completes.
   async_acquire_op(std::shared_ptr<semaphore_core> core, std::int64_t n, std::optional<steady::time_point> deadline,
                    std::shared_ptr<acquire_completion> completion, bool timed = true)
       : core_(std::move(core)),
@@ -26,7 +27,13 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
         poll_timer_(strand_),
         deadline_timer_(strand_),
         id_(random_id()),
-        waiter_ttl_(std::to_string(to_us(core_->options.waiter_ttl))) {}
+        waiter_ttl_(std::to_string(to_us(core_->options.waiter_ttl))),
+        start_(core_->record_start()) {
+    core_->acquiring.fetch_add(1, std::memory_order_relaxed);
+  }
+  async_acquire_op(const async_acquire_op&) = delete;
+  async_acquire_op& operator=(const async_acquire_op&) = delete;
+  ~async_acquire_op() { stop_acquiring(); }  // never completed: its executor was destroyed first
 
   void start() {
     asio::post(strand_, [self = shared_from_this()] {
@@ -130,6 +137,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           }
           self->done_ = true;
           self->stop_timers();
+          self->completed(script_error());
           self->completion_->complete(script_error(), lease());
           self->core_->abandon(self->id_, [c = self->completion_] { c->settled(); });
         }));
@@ -139,6 +147,8 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     done_ = true;
     stop_timers();
     core_->unregister_waiter(id_);
+    stop_acquiring();
+    if (timed_) core_->record(r, n_, core_->since(start_));
     if (r) {
       completion_->complete({}, std::move(r.value()));
     } else {
@@ -151,8 +161,19 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     if (done_) return;
     done_ = gave_up_ = true;
     stop_timers();
+    completed(admit::make_error_code(e));
     completion_->complete(admit::make_error_code(e), lease());
     core_->abandon(id_, [c = completion_] { c->settled(); });
+  }
+  // Completing without a lease: leaves the gauge and counts the error (before the completion: the caller sees it
+  // counted).
+  void completed(std::error_code ec) {
+    stop_acquiring();
+    if (timed_) core_->record(ec, n_, core_->since(start_));
+  }
+  void stop_acquiring() noexcept {
+    if (acquiring_) core_->acquiring.fetch_sub(1, std::memory_order_relaxed);
+    acquiring_ = false;
   }
   void stop_timers() {
     poll_timer_.cancel();
@@ -177,6 +198,8 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   bool polling_ = false;
   bool registered_ = false;
   bool told_queued_ = false;  // options.on_queued has been called for this acquisition
+  bool acquiring_ = true;     // still counted in the semaphore's `acquiring` gauge
+  steady::time_point start_;  // for the metrics: the call (zero when they are not enabled)
 };
 
 namespace {
@@ -225,7 +248,11 @@ class blocking_completion final : public acquire_completion {
 
 semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::time_point> deadline,
                                          const std::stop_token& stop) {
-  if (stop.stop_requested()) return semaphore_result(admit::errc::cancelled);  // nothing sent
+  const steady::time_point start = record_start();
+  if (stop.stop_requested()) {  // nothing sent
+    record(make_error_code(admit::errc::cancelled), n, since(start));
+    return semaphore_result(admit::errc::cancelled);
+  }
   auto completion = std::make_shared<blocking_completion>();
   auto done = completion->get_future();
   auto op = std::make_shared<async_acquire_op>(shared_from_this(), n, deadline, completion, false);
@@ -243,12 +270,14 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
     done.wait();
   }
   semaphore_result r = done.get();
+  const steady::duration waited = since(start);
   if (!r) {
     // Not granted: before returning, the request leaves the queue (and a grant that raced with the stop or the
     // deadline goes back), within options().timeout. What is not answered by then stays background work.
     lease raced = completion->wait_settled(steady::now() + options.timeout);
     if (raced) (void)raced.release();
   }
+  record(r, n, waited);  // after the clean-up: what the hook throws reaches the caller with nothing left behind
   return r;
 }
 

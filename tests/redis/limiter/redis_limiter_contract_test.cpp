@@ -7,6 +7,7 @@
 // its bounds, its stored state) is in that algorithm's own test.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "admit/errc.hpp"
+#include "admit/limiter_metrics.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "io_thread.hpp"
 #include "limiter_kinds.hpp"
@@ -303,6 +305,30 @@ TYPED_TEST(RedisLimiterContract, StateThatExpiredIsNotLostState) {
     ASSERT_TRUE(eventually([&] { return server.admin({"EXISTS", limiter.epoch_key()}) == "0"; }));
   }
   EXPECT_EQ(log.count(limiter_event_kind::lost_state), 0);
+}
+
+// ---- metrics (the outcomes of every kind of decision: redis_limiter_metrics_test.cpp) ----
+
+TYPED_TEST(RedisLimiterContract, MetricsCountOneOutcomePerDecisionForEveryCopy) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  auto limiter = TypeParam::make(conn, "metrics", 2, patient());
+  std::atomic<int> events{0};
+  limiter.enable_metrics([&](const admit::limiter_event&) { ++events; });
+  const auto copy = limiter;  // shares the counters
+  ASSERT_TRUE(limiter.decide("k").decision.admitted);
+  ASSERT_TRUE(decide_async(copy, "k", 1).get().second.admitted);
+  ASSERT_FALSE(copy.decide("k").decision.admitted);
+  ASSERT_TRUE(limiter.decide("k", 3).decision.exceeds_capacity());
+  const admit::limiter_snapshot s = limiter.metrics();
+  EXPECT_EQ(s.admitted, 2u);
+  EXPECT_EQ(s.waited, 2u);  // Redis decided both: their latency
+  EXPECT_EQ(s.unavailable, 1u);
+  EXPECT_EQ(s.exceeds_capacity, 1u);
+  EXPECT_EQ(s.failed + s.timed_out + s.cancelled + s.closed + s.rejected, 0u);
+  EXPECT_EQ(copy.metrics().admitted, 2u);
+  EXPECT_EQ(events.load(), 4);
 }
 
 }  // namespace
