@@ -425,7 +425,7 @@ TEST_F(Admission, EachClassHasItsOwnCountersAndGauges) {
   manual_admission adm{{.max_in_flight = 4, .classes = {{"a", 0.5}, {"b", 0.25}}}};
   EXPECT_EQ(adm.metrics(1).admitted, 0u);  // not enabled
   EXPECT_EQ(adm.metrics(1).limit, 1);      // its guaranteed permits
-  adm.enable_metrics([&](const admit::limiter_event&) { ++events; });
+  adm.enable_metrics([&](const admit::limiter_event&) { ++events; }, /*per_class=*/true);
   auto a = adm.try_acquire(0, 3);  // class a borrows one beyond its 2
   ASSERT_TRUE(a);
   auto b = adm.try_acquire(1);
@@ -445,6 +445,16 @@ TEST_F(Admission, EachClassHasItsOwnCountersAndGauges) {
   EXPECT_THROW((void)adm.metrics(2), std::invalid_argument);  // the unreserved share is not a class
   EXPECT_EQ(adm.metrics().admitted, 2u);
   EXPECT_EQ(events, 4);  // once per decision, not once per counter set
+}
+
+TEST_F(Admission, WithoutPerClassCountersAClassReportsOnlyItsGauges) {
+  manual_admission adm{{.max_in_flight = 4, .classes = {{"a", 0.5}, {"b", 0.25}}}};
+  adm.enable_metrics();
+  auto a = adm.try_acquire(0);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(adm.metrics().admitted, 1u);
+  EXPECT_EQ(adm.metrics(0).admitted, 0u);
+  EXPECT_EQ(adm.metrics(0).in_flight, 1);
 }
 
 TEST_F(Admission, InvalidOptionsAndRequestsAreRefusedNamingTheValue) {

@@ -42,7 +42,8 @@
 // Metrics. enable_metrics() counts one acquire_outcome per decision (blocking, try_*, asynchronous) in a
 // limiter_metrics (<admit/limiter_metrics.hpp>): admitted with its wait, unavailable (would_block), queue_full,
 // timeout, cancelled, exceeds_capacity; metrics() adds the gauges limit (max_in_flight, 0 without a concurrency
-// limit), in_flight and waiting, for all classes; metrics(priority) is one class's (limit: its g_c). The on_admitted
+// limit), in_flight and waiting, for all classes; metrics(priority) is one class's (limit: its g_c; its counters when
+// enabled per class). The on_admitted
 // hook is the detailed view of each admission (class, n, arrival and admission order, within its guarantee or
 // borrowing). Both run once per admission, without the mutex held: the metrics' event hook first, then on_admitted.
 #pragma once
@@ -166,10 +167,11 @@ class basic_admission {
 
   // --- Metrics (see the top of the file) ---------------------------------------------------------------------------
 
-  // Starts counting outcomes; `on_event` (may be empty) runs once per decision, see limiter_metrics. Call before the
+  // Starts counting outcomes; `on_event` (may be empty) runs once per decision, see limiter_metrics. With `per_class`,
+  // each class also gets its own counters (metrics(priority)), at one more relaxed add per decision. Call before the
   // admission is shared: not thread-safe against decisions. Calling it again starts from zero.
-  void enable_metrics(limiter_metrics::event_handler on_event = {}) {
-    metrics_.enable(ledger_.classes.size(), std::move(on_event));
+  void enable_metrics(limiter_metrics::event_handler on_event = {}, bool per_class = false) {
+    metrics_.enable(ledger_.classes.size(), std::move(on_event), per_class);
   }
   // The counters (all 0 when not enabled) and the gauges: limit = max_in_flight, in_flight, waiting (all classes).
   limiter_snapshot metrics() const {
@@ -178,7 +180,8 @@ class basic_admission {
         read([&] { return std::tuple(plan_.max_in_flight, ledger_.held_now(), waiting_); });
     return s;
   }
-  // One class's counters (its decisions only; the event hook is not called for them) and gauges: limit = its
+  // One class's counters (its decisions only, when enabled per class; the event hook is not called for them) and
+  // gauges: limit = its
   // guaranteed permits g_c (in_flight above it: the class borrows), in_flight(priority), waiting(priority).
   limiter_snapshot metrics(std::size_t priority) const {
     check_priority(priority);
