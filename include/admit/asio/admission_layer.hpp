@@ -17,8 +17,9 @@
 // Metrics: one outcome per request in the admission's metrics (if enabled): admitted (with its wait), unavailable
 // (shed), timeout (deadline), queue_full, exceeds_capacity, cancelled.
 //
-// Cost: a request admitted at once takes the admission's mutex to decide and again when its permit is released (no
-// allocation, no coroutine); one that waits adds the wait's coroutine frame and its operation (one allocation).
+// Cost: a request admitted at once takes the admission's mutex to decide (no allocation, no coroutine; its release
+// takes the mutex only while requests wait); one that waits adds the wait's coroutine frame and its operation (one
+// allocation).
 //
 // Errors: a priority_of that returns an index out of range makes the layer throw std::invalid_argument (naming it),
 // which propagates out of middleware::call(); priority_of is called concurrently and must be safe for that.
