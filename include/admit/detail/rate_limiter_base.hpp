@@ -67,6 +67,11 @@ class rate_limiter_base {
     s.waiting = waiting();
     return s;
   }
+  // The admitted requests' waits (the Prometheus registry's histogram buckets); empty when metrics are not enabled.
+  [[nodiscard]] const wait_histogram& wait_times() const noexcept {
+    static const wait_histogram none;
+    return metrics_ ? metrics_->wait_times() : none;
+  }
 
   // For integrations that wait on their own (the Asio layer): the bound's counter and the metrics (null when off).
   waiter_gate& native_waiters() noexcept { return gate_; }
