@@ -100,7 +100,7 @@ struct keyed_wait_target {
   Keyed* limiter;
   typename Keyed::key_type key;
   std::chrono::nanoseconds attempt(std::int64_t n) {
-    const decision d = limiter->decide_quiet_at(key, Keyed::clock_type::now(), n);
+    const decision d = admit::detail::limiter_access::decide_quiet_at(*limiter, key, Keyed::clock_type::now(), n);
     if (d.admitted) return std::chrono::nanoseconds::zero();
     return wait_target<Keyed>::after(d.retry_after);
   }

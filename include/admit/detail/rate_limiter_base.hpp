@@ -43,6 +43,11 @@ struct limiter_access {
   static bool try_acquire_quiet(Limiter& l, std::int64_t n) {
     return l.try_acquire_quiet(n);
   }
+  // A keyed limiter's decide_at(key, now, n) without the metrics (its private decide_quiet_at).
+  template <class Keyed, class K>
+  static auto decide_quiet_at(Keyed& l, const K& key, typename Keyed::time_point now, std::int64_t n) {
+    return l.decide_quiet_at(key, now, n);
+  }
 };
 
 class rate_limiter_base {
