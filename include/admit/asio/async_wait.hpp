@@ -128,8 +128,11 @@ class wait_operation {
         self.complete(result_);
         return;
       case step::waiting:
+        // A reservation that cannot be given back (pacer, warmup) is consumed once its timer has fired: a
+        // cancellation requested after that completes with success, not operation_aborted.
         if (ec == boost::asio::error::operation_aborted ||
-            (!ec && self.cancelled() != boost::asio::cancellation_type::none)) {
+            (!ec && self.cancelled() != boost::asio::cancellation_type::none &&
+             (cancellable_reservation_limiter<Limiter> || !reserving_limiter<Limiter>))) {
           if constexpr (cancellable_reservation_limiter<Limiter>) reservation_.cancel();
           finish(self, errc::cancelled, boost::asio::error::operation_aborted);
           return;
