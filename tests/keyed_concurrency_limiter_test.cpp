@@ -275,4 +275,38 @@ TEST(KeyedConcurrencyLimiter, IntegerKeys) {
   EXPECT_TRUE(l.try_acquire(8));
 }
 
+// The metrics event hook may throw: the grant's permits and the entry's reference belong to the keyed permit before
+// the hook runs, so the exception leaves nothing held and the entry is freed.
+TEST(KeyedConcurrencyLimiter, AThrowingEventHookLeaksNoPermitNorEntry) {
+  limiter l{{.limit = 1}};
+  std::atomic<bool> armed{true};
+  l.enable_metrics([&armed](const admit::limiter_event& e) {
+    if (armed && e.outcome == admit::acquire_outcome::admitted) throw std::runtime_error("hook");
+  });
+  EXPECT_THROW((void)l.try_acquire("k"), std::runtime_error);
+  EXPECT_EQ(l.in_flight("k"), 0);
+  EXPECT_EQ(l.size(), 0u);
+  EXPECT_THROW((void)l.acquire("k"), std::runtime_error);  // granted at once
+  EXPECT_EQ(l.in_flight("k"), 0);
+  EXPECT_EQ(l.size(), 0u);
+
+  armed = false;
+  auto held = l.try_acquire("k");
+  armed = true;
+  bool threw = false;
+  std::jthread waiter([&] {
+    try {
+      (void)l.acquire("k");
+    } catch (const std::runtime_error&) {
+      threw = true;
+    }
+  });
+  wait_for_waiters(l, "k", 1);
+  held.reset();  // granted to the waiter, whose hook throws
+  waiter.join();
+  EXPECT_TRUE(threw);
+  EXPECT_EQ(l.in_flight("k"), 0);
+  EXPECT_EQ(l.size(), 0u);
+}
+
 }  // namespace

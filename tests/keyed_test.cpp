@@ -32,6 +32,18 @@ using admit::decision;
 using admit::gcra;
 using admit::keyed;
 using admit::keyed_options;
+
+// The decision that records no metrics is not public: only the Asio integration reaches it (detail::limiter_access).
+template <class K>
+concept has_public_decide_quiet_at = requires(K& k, typename K::time_point now) {
+  k.decide_quiet_at(std::string("k"), now, 1);
+};
+template <class K>
+concept has_public_decide_at = requires(K& k, typename K::time_point now) {
+  k.decide_at(std::string("k"), now, 1);
+};
+static_assert(!has_public_decide_quiet_at<keyed<gcra>>);
+static_assert(has_public_decide_at<keyed<gcra>>);
 using admit::keyed_when_full;
 using admit::oversize_policy;
 using admit::rate;

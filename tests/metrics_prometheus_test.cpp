@@ -16,6 +16,7 @@
 #include "admit/concurrency_limiter.hpp"
 #include "admit/semaphore.hpp"
 #include "admit/testing/invalid_argument_message.hpp"
+#include "admit/token_bucket.hpp"
 
 namespace {
 
@@ -155,6 +156,21 @@ TEST(PrometheusRegistry, ReadsAConcurrencyLimiterAndASemaphoreByReference) {
   EXPECT_THAT(text, HasSubstr("admit_rejected_total{limiter=\"sem\",kind=\"global\",reason=\"unavailable\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("admit_in_flight{limiter=\"sem\",kind=\"global\"} 3\n"));
   EXPECT_THAT(text, HasSubstr("admit_wait_seconds_count{limiter=\"sem\",kind=\"global\"} 1\n"));
+}
+
+// A rate limiter with metrics has its waits' histogram: the registry writes its real buckets, not only +Inf.
+TEST(PrometheusRegistry, WritesARateLimitersWaitBuckets) {
+  admit::token_bucket bucket{admit::rate::per_second(1), 2};
+  bucket.enable_metrics();
+  registry reg;
+  reg.add("api", {}, bucket);
+  EXPECT_TRUE(bucket.try_acquire());
+  EXPECT_TRUE(bucket.try_acquire());
+  EXPECT_FALSE(bucket.try_acquire());
+  const std::string text = reg.text();
+  EXPECT_THAT(text, HasSubstr("admit_admitted_total{limiter=\"api\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("admit_wait_seconds_bucket{limiter=\"api\",le=\"1e-06\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("admit_wait_seconds_bucket{limiter=\"api\",le=\"+Inf\"} 2\n"));
 }
 
 TEST(PrometheusRegistry, RejectsBadNamesNamingThemAndThePattern) {

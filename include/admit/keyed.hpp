@@ -196,34 +196,6 @@ class keyed : public detail::rate_limiter_base {
     return decide_at(key, clock_type::now(), n).admitted;
   }
 
-  // decide_at without the metrics, for an integration that records the outcome of its own wait once
-  // (admit::asio::async_wait on a key).
-  template <class K>
-  [[nodiscard]] decision decide_quiet_at(const K& key, time_point now, std::int64_t n = 1) {
-    detail::check_n("admit::keyed", n);
-    const std::int64_t t = to_ns<clock_type>(now);
-    const std::uint64_t h = hash_of(key);
-    shard& sh = shard_of(h);
-    std::lock_guard lock(sh.mutex);
-    const std::size_t i = sh.table.find(key, h, eq_);
-    if (i != table_type::npos) return policy_type::decide(cfg_, sh.table.at(i).state, t, n);
-
-    state_type s = policy_type::full_since(cfg_, sh.floor);
-    decision d = decide_new(s, t, n);
-    if (!d.admitted || s == policy_type::full_since(cfg_, sh.floor)) return d;  // nothing to remember
-    const std::int64_t floor = sh.floor;
-    if (!make_room(sh, t)) return refuse(sh, t);
-    if (sh.floor != floor) {  // an eviction raised the floor: the new key starts from there
-      s = policy_type::full_since(cfg_, sh.floor);
-      d = decide_new(s, t, n);
-      if (!d.admitted || s == policy_type::full_since(cfg_, sh.floor)) return d;
-    }
-    sh.table.insert(key, h, s, rehash{this});
-    sh.next_idle_at = std::min(sh.next_idle_at, policy_type::full_at(cfg_, s));
-    ++sh.stats.inserted;
-    return d;
-  }
-
   // Drops every key that is idle (full) at `now`, in every shard (what insertions do a few slots at a time). Returns
   // how many. O(capacity), locking one shard at a time.
   std::size_t evict_idle_at(time_point now) {
@@ -275,6 +247,41 @@ class keyed : public detail::rate_limiter_base {
   [[nodiscard]] const config_type& config() const noexcept { return cfg_; }
 
  private:
+  // decide_at without the metrics, for an integration that records the outcome of its own wait once
+  // (admit::asio::async_wait on a key, through
+  // detail::limiter_access).
+  friend struct detail::limiter_access;
+
+  template <class K>
+  requires(std::same_as<K, Key> || (requires {
+             typename Hash::is_transparent;
+             typename Eq::is_transparent;
+           } && std::is_constructible_v<Key, const K&>)) [[nodiscard]] decision
+      decide_quiet_at(const K& key, time_point now, std::int64_t n = 1) {
+    detail::check_n("admit::keyed", n);
+    const std::int64_t t = to_ns<clock_type>(now);
+    const std::uint64_t h = hash_of(key);
+    shard& sh = shard_of(h);
+    std::lock_guard lock(sh.mutex);
+    const std::size_t i = sh.table.find(key, h, eq_);
+    if (i != table_type::npos) return policy_type::decide(cfg_, sh.table.at(i).state, t, n);
+
+    state_type s = policy_type::full_since(cfg_, sh.floor);
+    decision d = decide_new(s, t, n);
+    if (!d.admitted || s == policy_type::full_since(cfg_, sh.floor)) return d;  // nothing to remember
+    const std::int64_t floor = sh.floor;
+    if (!make_room(sh, t)) return refuse(sh, t);
+    if (sh.floor != floor) {  // an eviction raised the floor: the new key starts from there
+      s = policy_type::full_since(cfg_, sh.floor);
+      d = decide_new(s, t, n);
+      if (!d.admitted || s == policy_type::full_since(cfg_, sh.floor)) return d;
+    }
+    sh.table.insert(key, h, s, rehash{this});
+    sh.next_idle_at = std::min(sh.next_idle_at, policy_type::full_at(cfg_, s));
+    ++sh.stats.inserted;
+    return d;
+  }
+
   using table_type = detail::keyed_table<Key, state_type>;
 
   struct alignas(64) shard {

@@ -202,8 +202,10 @@ class basic_keyed_concurrency_limiter {
       record(refused, n, {});
       return std::nullopt;
     }
+    // The keyed permit owns the permits and the entry's reference before the (possibly throwing) event hook runs.
+    std::optional<permit> granted = permit(*this, *e, admit::permit(e->sem, n));
     record(errc{}, n, {});
-    return permit(*this, *e, admit::permit(e->sem, n));
+    return granted;
   }
 
   // Waits for n permits of `key` at most the default timeout (options.timeout), FIFO behind the key's waiters.
@@ -447,8 +449,9 @@ class basic_keyed_concurrency_limiter {
     entry* e = ref(key, why);
     if (e == nullptr) return refuse(why, n, {});
     if (e->sem.try_acquire(n)) {
+      acquire_result granted = permit(*this, *e, admit::permit(e->sem, n));  // owns them before record can throw
       record(errc{}, n, {});
-      return permit(*this, *e, admit::permit(e->sem, n));
+      return granted;
     }
     const time_point start = Clock::now();
     admit::acquire_result r = detail::blocking_acquire<Clock>(e->sem, n, deadline, stop);
@@ -457,8 +460,9 @@ class basic_keyed_concurrency_limiter {
       unref(e);
       return refuse(r.error(), n, waited);
     }
+    acquire_result granted = permit(*this, *e, std::move(*r));  // owns them before record can throw
     record(errc{}, n, waited);
-    return permit(*this, *e, std::move(*r));
+    return granted;
   }
 
   acquire_result refuse(errc e, std::int64_t n, std::chrono::nanoseconds waited) {

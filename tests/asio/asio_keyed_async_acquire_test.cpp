@@ -15,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -189,6 +190,37 @@ TEST(AsioKeyedAsyncAcquire, WorksWithAwaitables) {
       });
   ctx.run();
   EXPECT_EQ(got, 2);
+  EXPECT_EQ(l.size(), 0u);
+}
+
+// The metrics event hook may throw: the exception leaves io_context::run() with the key's permit given back and the
+// entry's reference dropped (the entry is freed), whether granted at once or after waiting.
+TEST(AsioKeyedAsyncAcquire, AThrowingEventHookLeaksNoPermitNorEntry) {
+  net::io_context ctx;
+  limiter l{{.limit = 1}};
+  bool armed = false;
+  l.enable_metrics([&armed](const admit::limiter_event& e) {
+    if (armed && e.outcome == admit::acquire_outcome::admitted) throw std::runtime_error("hook");
+  });
+  std::optional<result> out;
+  armed = true;
+  start(ctx, l, "a", out);
+  EXPECT_THROW(ctx.poll(), std::runtime_error);
+  EXPECT_FALSE(out);
+  EXPECT_EQ(l.in_flight("a"), 0);
+  EXPECT_EQ(l.size(), 0u);
+
+  armed = false;
+  auto held = l.try_acquire("a");
+  armed = true;
+  ctx.restart();
+  start(ctx, l, "a", out);
+  ctx.poll();
+  EXPECT_EQ(l.waiting("a"), 1u);
+  held.reset();  // granted to the waiter: its completion records
+  EXPECT_THROW(ctx.poll(), std::runtime_error);
+  EXPECT_FALSE(out);
+  EXPECT_EQ(l.in_flight("a"), 0);
   EXPECT_EQ(l.size(), 0u);
 }
 

@@ -15,6 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,21 @@ TEST(AsioSemaphoreMetrics, TheMiddlewareCountsOneOutcomePerRequest) {
   ctx.poll();
   ASSERT_TRUE(o5 && !*o5);
   EXPECT_EQ(sem.metrics().unavailable, 1u);  // shed: found no free permit and did not wait
+}
+
+// The metrics event hook may throw: the exception leaves io_context::run() with the granted permit given back and
+// the operation (and its handler) freed.
+TEST(AsioSemaphoreMetrics, AThrowingEventHookLeaksNoPermit) {
+  net::io_context ctx;
+  admit::semaphore sem{1};
+  sem.enable_metrics([](const admit::limiter_event& e) {
+    if (e.outcome == acquire_outcome::admitted) throw std::runtime_error("hook");
+  });
+  int calls = 0;
+  admit::asio::async_acquire(sem, net::bind_executor(ctx, [&calls](error_code, admit::permit) { ++calls; }));
+  EXPECT_THROW(ctx.run(), std::runtime_error);
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(sem.available(), 1);
 }
 
 }  // namespace

@@ -100,7 +100,7 @@ struct keyed_wait_target {
   Keyed* limiter;
   typename Keyed::key_type key;
   std::chrono::nanoseconds attempt(std::int64_t n) {
-    const decision d = limiter->decide_quiet_at(key, Keyed::clock_type::now(), n);
+    const decision d = admit::detail::limiter_access::decide_quiet_at(*limiter, key, Keyed::clock_type::now(), n);
     if (d.admitted) return std::chrono::nanoseconds::zero();
     return wait_target<Keyed>::after(d.retry_after);
   }
@@ -128,8 +128,11 @@ class wait_operation {
         self.complete(result_);
         return;
       case step::waiting:
+        // A reservation that cannot be given back (pacer, warmup) is consumed once its timer has fired: a
+        // cancellation requested after that completes with success, not operation_aborted.
         if (ec == boost::asio::error::operation_aborted ||
-            (!ec && self.cancelled() != boost::asio::cancellation_type::none)) {
+            (!ec && self.cancelled() != boost::asio::cancellation_type::none &&
+             (cancellable_reservation_limiter<Limiter> || !reserving_limiter<Limiter>))) {
           if constexpr (cancellable_reservation_limiter<Limiter>) reservation_.cancel();
           finish(self, errc::cancelled, boost::asio::error::operation_aborted);
           return;

@@ -43,6 +43,11 @@ struct limiter_access {
   static bool try_acquire_quiet(Limiter& l, std::int64_t n) {
     return l.try_acquire_quiet(n);
   }
+  // A keyed limiter's decide_at(key, now, n) without the metrics (its private decide_quiet_at).
+  template <class Keyed, class K>
+  static auto decide_quiet_at(Keyed& l, const K& key, typename Keyed::time_point now, std::int64_t n) {
+    return l.decide_quiet_at(key, now, n);
+  }
 };
 
 class rate_limiter_base {
@@ -66,6 +71,11 @@ class rate_limiter_base {
     limiter_snapshot s = metrics_ ? metrics_->snapshot() : limiter_snapshot{};
     s.waiting = waiting();
     return s;
+  }
+  // The admitted requests' waits (the Prometheus registry's histogram buckets); empty when metrics are not enabled.
+  [[nodiscard]] const wait_histogram& wait_times() const noexcept {
+    static const wait_histogram none;
+    return metrics_ ? metrics_->wait_times() : none;
   }
 
   // For integrations that wait on their own (the Asio layer): the bound's counter and the metrics (null when off).

@@ -186,19 +186,23 @@ class acquire_operation final : public parked_operation {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
-  // On the handler's executor: record, release the operation, then call the handler.
+  // On the handler's executor: take the permit, the handler and the recorder out, release the operation, then
+  // record and call the handler. The recorder (the metrics event hook) may throw: by then the permit is owned by a
+  // local (released as the exception unwinds) and the operation is gone, so nothing leaks.
   void finish() {
     service_->remove(*this);
     clear_slot();
     stop_timer();
     const errc result = outcome;
-    recorder_(result, needed,
-              queued_ ? std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_)
-                      : std::chrono::nanoseconds::zero());
+    const auto n = needed;
+    const auto waited = queued_ ? std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_)
+                                : std::chrono::nanoseconds::zero();
+    Handler handler = std::move(handler_);  // before the permit: the permit goes back first if record throws
     permit granted = result == errc{} ? permit(*state, needed) : permit();
-    Handler handler = std::move(handler_);
+    Recorder record = std::move(recorder_);
     const work_executor work = std::move(executor_);  // keeps the work counted until the handler returns
     unref();
+    record(result, n, waited);
     std::move(handler)(to_error_code(result), std::move(granted));
   }
 
