@@ -509,7 +509,7 @@ int main(int argc, char** argv) {
     // The limiters outlive the io_context inside serve(), and so every request that uses them.
     admit::keyed<admit::gcra> per_client{o.rate, o.burst, {.max_keys = o.max_keys}};
     admit::semaphore sem{o.concurrency, {.max_waiters = o.queue}};
-    per_client.enable_metrics();   // before any request uses them
+    per_client.enable_metrics();  // before any request uses them
     sem.enable_metrics();
     admit::metrics::registry reg;  // declared after the limiters: destroyed before them
     reg.add("per_client", {{"route", "/"}}, per_client);

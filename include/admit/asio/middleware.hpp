@@ -60,8 +60,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "admit/asio/admission_layer.hpp"
 #include "admit/asio/adaptive_layer.hpp"
+#include "admit/asio/admission_layer.hpp"
 #include "admit/asio/handler_timeout_layer.hpp"
 #include "admit/asio/middleware_layers.hpp"
 #include "admit/asio/middleware_outcome.hpp"
