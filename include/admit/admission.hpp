@@ -277,6 +277,11 @@ class basic_admission {
   std::int64_t effective(std::int64_t now_ns) const noexcept { return std::max(now_ns, last_now_); }
 
   // The standing of class k's head (n) at effective time t.
+  // Whether class k is entitled to permits and to tokens at effective time t (uses less than its guarantee).
+  void entitle(const class_state& k, std::int64_t t, detail::admission_head& h) const noexcept {
+    if (limited()) h.permit_entitled = k.held < k.plan.permits;
+    if (!global_.inf()) h.token_entitled = detail::assured_wait(k.plan.assured, k.assured_tat, t) == 0;
+  }
   detail::admission_head stand(const class_state& k, std::int64_t t) const noexcept {
     detail::admission_head h;
     h.present = k.queue.head != nullptr;
@@ -284,9 +289,8 @@ class basic_admission {
     h.n = k.queue.head->n;
     h.arrival = k.queue.head->arrival;
     const detail::admission_free free = free_at(t);
-    if (limited()) h.permit_entitled = k.held < k.plan.permits;
+    entitle(k, t, h);
     if (h.permit_entitled) h.permit_claim = std::min(k.queue.queued_n, k.plan.permits - k.held);
-    if (!global_.inf()) h.token_entitled = detail::assured_wait(k.plan.assured, k.assured_tat, t) == 0;
     h.permits_free = free.has_permits(h.n);
     h.tokens_free = free.has_tokens(h.n);
     return h;
@@ -377,8 +381,7 @@ class basic_admission {
       if (free.has_permits(w.n) && free.has_tokens(w.n)) {
         w.arrival = ++arrivals_;
         detail::admission_head st;
-        if (limited()) st.permit_entitled = k.held < k.plan.permits;
-        if (!global_.inf()) st.token_entitled = detail::assured_wait(k.plan.assured, k.assured_tat, t) == 0;
+        entitle(k, t, st);
         admit(k, w, t, st);
         return {false, errc{}};
       }
