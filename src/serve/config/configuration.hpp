@@ -1,0 +1,92 @@
+// serve/config/configuration.hpp — `admit serve`'s loaded configuration: envoyproxy/ratelimit's YAML files (one domain
+// per file, nested descriptors) with its validation and its matching rules, plus admit's extensions (rule.hpp).
+//
+// A configuration is immutable once loaded; the server holds it by std::shared_ptr<const configuration> and a reload
+// swaps the pointer, so a decision in flight finishes on the configuration it started with.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "serve/config/rule.hpp"
+
+namespace admit::serve {
+
+// Why a file was refused (thrown by configuration::load*, as admit throws std::invalid_argument for every invalid
+// configuration): the file (as given), the 1-based line where there is one (0 otherwise), and the problem in words.
+// what() is "file:line: message" (or "file: message" when line is 0), e.g.
+// `config.yaml:7: invalid rate limit unit "fortnight"; use second, minute, hour, day, week, month or year`.
+class config_error : public std::invalid_argument {
+ public:
+  config_error(std::string file, int line, std::string message);
+  [[nodiscard]] const std::string& file() const noexcept { return file_; }
+  [[nodiscard]] int line() const noexcept { return line_; }
+  [[nodiscard]] const std::string& message() const noexcept { return message_; }
+
+ private:
+  std::string file_;
+  int line_;
+  std::string message_;
+};
+
+// One entry of a request's descriptor: `{key, value}`.
+struct descriptor_entry {
+  std::string key;
+  std::string value;
+};
+
+// The rule a descriptor matched, and the key its counter lives under.
+struct rule_match {
+  const rate_limit_rule* rule = nullptr;  // owned by the configuration; never null in a returned match
+  // The counter's key, unique across the configuration's domains: domain, then key_value per entry, as
+  // envoyproxy/ratelimit builds its cache key (without the window). Where share_threshold applies, the entry's value
+  // is the rule's wildcard pattern, so every matching value shares one counter.
+  std::string counter_key;
+};
+
+class configuration {
+ public:
+  // Loads every `*.yaml` file directly in `dir` (as envoyproxy/ratelimit loads RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/
+  // config; other files and subdirectories are ignored), in name order. Refuses, with the first problem found:
+  // unreadable directory or file, YAML syntax error, unknown key, empty domain, duplicate domain (across files),
+  // empty key, duplicate descriptor (same key and value at one level), bad or missing unit, `unlimited` with a unit,
+  // empty or self-naming `replaces`, non-string keys, non-map list items, and admit's own checks of the extensions.
+  // Throws config_error.
+  [[nodiscard]] static std::shared_ptr<const configuration> load_directory(const std::filesystem::path& dir);
+  // Loads from YAML texts: {file name, text} (tests, and the unit of load_directory). Throws config_error.
+  [[nodiscard]] static std::shared_ptr<const configuration> load(
+      std::span<const std::pair<std::string, std::string>> files);
+
+  // The rule for `entries` in `domain` under envoyproxy/ratelimit's matching: walk the descriptor tree entry by entry,
+  // at each level preferring an exact key+value, then the longest(?) wildcard value prefix (see the implementation's
+  // comment for the exact order), then the key alone; the rule is the one at the node reached by the last entry, when
+  // that node has one. Returns an empty optional when the domain is unknown, the path leaves the tree, or the node
+  // has no rate_limit (the descriptor is then not limited: "whitelisted").
+  [[nodiscard]] std::optional<rule_match> find(std::string_view domain,
+                                               std::span<const descriptor_entry> entries) const;
+
+  [[nodiscard]] bool has_domain(std::string_view domain) const;
+  // Every rule, indexed by rate_limit_rule::index.
+  [[nodiscard]] const std::vector<rate_limit_rule>& rules() const noexcept;
+  // The loaded configuration as JSON text (domains, their descriptor trees, each rule with its file and line), for
+  // GET /rules.
+  [[nodiscard]] std::string to_json() const;
+
+  // Implementation detail (public so the loader can build it): the descriptor tree.
+  struct node;
+  struct domain_tree;
+  explicit configuration(std::vector<domain_tree> domains, std::vector<rate_limit_rule> rules);
+  ~configuration();
+
+ private:
+  std::vector<domain_tree> domains_;
+  std::vector<rate_limit_rule> rules_;
+};
+
+}  // namespace admit::serve
