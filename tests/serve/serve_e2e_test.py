@@ -64,10 +64,12 @@ def generate_stubs(out):
 class server:
     """`admit serve --grpc-port 0 --http-port 0` and its log, read line by line on a thread."""
 
-    def __init__(self, config_dir, *extra):
-        self.proc = subprocess.Popen([ADMIT, "serve", "--config", config_dir, "--grpc-port", "0", "--http-port", "0",
-                                      "--log-level", "debug", *extra], stderr=subprocess.PIPE, text=True,
-                                     errors="replace")
+    def __init__(self, config_dir, *extra, env=None):
+        # With `env`, only `extra` is given on the command line: the rest comes from the environment.
+        args = list(extra) if env else ["--config", config_dir, "--grpc-port", "0", "--http-port", "0",
+                                        "--log-level", "debug", *extra]
+        self.proc = subprocess.Popen([ADMIT, "serve", *args], stderr=subprocess.PIPE, text=True, errors="replace",
+                                     env=env)
         started.append(self.proc)
         self.lines = queue.Queue()
         self.log = []
@@ -297,9 +299,35 @@ def main():
                            for sample in family.samples if sample.name == RELOAD_FAILURES]
         check(failures_metric and failures_metric[0] >= 1, f"/metrics counts the refused reload ({failures_metric})")
 
-        # SIGTERM: drains and exits 0.
+        # SIGTERM: drains and exits 0, without waiting for idle connections (an idle HTTP keep-alive connection and
+        # an idle gRPC channel are open): well before its 60 s --drain-timeout, which the wait below is shorter than.
         check(s.stop() == 0, "SIGTERM: exit status 0")
         s.wait_for("stopped")
+        d = server(config, "--drain-timeout", "60s")
+        rls_pb2_grpc.RateLimitServiceStub(d.channel).ShouldRateLimit(
+            rls_pb2.RateLimitRequest(domain="rl", descriptors=[descriptor(("k", "v"))]), timeout=WAIT)
+        idle = http.client.HTTPConnection("127.0.0.1", d.http_port, timeout=WAIT)
+        idle.request("GET", "/healthcheck")
+        check(idle.getresponse().read() == b"OK", "a keep-alive connection is answered")
+        d.proc.send_signal(signal.SIGTERM)
+        try:
+            check(d.proc.wait(timeout=WAIT) == 0, "SIGTERM with idle connections: exit status 0")
+        except subprocess.TimeoutExpired:
+            check(False, f"SIGTERM with idle connections: exits before {WAIT}s")
+        idle.close()
+        d.channel.close()
+
+        # The environment, where the command line says nothing: envoyproxy/ratelimit's names.
+        env = dict(os.environ, GRPC_PORT="0", PORT="0", ADMIT_SERVE_CONFIG=config, LOG_LEVEL="info")
+        e = server(None, env=env)
+        r = rls_pb2_grpc.RateLimitServiceStub(e.channel).ShouldRateLimit(
+            rls_pb2.RateLimitRequest(domain="added", descriptors=[descriptor(("k", "v"))]), timeout=WAIT)
+        check(r.statuses[0].current_limit.requests_per_unit == 7, "started from the environment: serves its config")
+        check(e.stop() == 0, "started from the environment, and stopped by SIGTERM")
+        p = subprocess.run([ADMIT, "serve"], env=dict(env, GRPC_PORT="eighty"), capture_output=True, text=True,
+                           timeout=WAIT)
+        check(p.returncode == 2 and 'GRPC_PORT "eighty"' in p.stderr,
+              f"a bad GRPC_PORT: exit 2 naming it ({p.returncode}: {p.stderr!r})")
 
         # A configuration refused at start: exit 2, naming file and line.
         bad = os.path.join(tmp, "bad config")

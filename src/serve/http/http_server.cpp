@@ -180,6 +180,9 @@ net::awaitable<response> http_server::impl::answer(http::request<http::string_bo
 net::awaitable<void> http_server::impl::session(std::shared_ptr<connection> c) {
   beast::flat_buffer buffer;
   for (;;) {
+    // A shutdown sets `stopping` before it cancels idle connections' reads: a connection that comes back here after
+    // the cancel ran leaves instead of reading again.
+    if (stopping.load()) break;
     http::request_parser<http::string_body> parser;
     parser.body_limit(opts.max_body_bytes);
     c->stream.expires_after(idle_timeout);
@@ -292,9 +295,16 @@ void http_server::shutdown(std::chrono::system_clock::time_point deadline) {
     });
   }
   impl_->all_closed.wait_until(lock, deadline, [this] { return impl_->connections.empty(); });
+  // At the deadline every connection left is closed: what it reads or writes next fails at once. A session still
+  // waiting for its decision ends when the decision comes (the backend bounds how long that takes), and the threads
+  // keep running until then, so that the decision's completion has somewhere to go.
   for (const auto& c : impl_->connections) {
-    net::post(c->stream.get_executor(), [c] { c->stream.socket().cancel(); });
+    net::post(c->stream.get_executor(), [c] {
+      beast::error_code ignored;
+      c->stream.socket().close(ignored);
+    });
   }
+  impl_->all_closed.wait(lock, [this] { return impl_->connections.empty(); });
   lock.unlock();
   impl_->ctx.stop();
   for (std::thread& t : impl_->threads) t.join();
