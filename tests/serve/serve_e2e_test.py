@@ -261,6 +261,12 @@ def main():
         r = call("mongo_cps", descriptor(("database", "users")))
         check(r.overall_code == Code.OK, "after the malformed calls, the server still decides")
 
+        # POST /release: a lease nobody holds is 404; a body without a lease is 400.
+        status, body = s.http("POST", "/release", '{"lease": "no-such-lease"}')
+        check(status == 404 and json.loads(body)["released"] is False, f"/release of an unknown lease: 404 ({status})")
+        status, body = s.http("POST", "/release", '{"leese": "x"}')
+        check(status == 400, f"/release without a lease: 400 ({status} {body!r})")
+
         # /rules and /metrics.
         status, body = s.http("GET", "/rules")
         check(status == 200 and "destination_cluster" in body.decode(), "GET /rules lists the loaded rules")
@@ -292,6 +298,36 @@ def main():
         check(r.statuses[0].current_limit.requests_per_unit == 7, "after a bad reload the old configuration stays")
         os.remove(os.path.join(config, "broken.yaml"))
         s.wait_for("configuration reloaded")
+
+        # Reloads while 8 clients call: no call fails, and each answer is from one configuration or the other (the
+        # limit of domain "added" is 7 or 8, never a mix or a missing rule).
+        stop_calling = threading.Event()
+        seen, errors = set(), []
+
+        def client():
+            stub = rls_pb2_grpc.RateLimitServiceStub(s.channel)
+            while not stop_calling.is_set():
+                try:
+                    r = stub.ShouldRateLimit(rls_pb2.RateLimitRequest(
+                        domain="added", descriptors=[descriptor(("k", "x"))]), timeout=WAIT)
+                    seen.add(r.statuses[0].current_limit.requests_per_unit)
+                except grpc.RpcError as err:
+                    errors.append(err)
+
+        clients = [threading.Thread(target=client) for _ in range(8)]
+        for t in clients:
+            t.start()
+        for n in (8, 7, 8, 7):
+            with open(os.path.join(tmp, "added.yaml"), "w") as f:
+                f.write(f"domain: added\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: hour\n"
+                        f"      requests_per_unit: {n}\n")
+            os.rename(os.path.join(tmp, "added.yaml"), os.path.join(config, "added.yaml"))  # atomic
+            s.wait_for("configuration reloaded")
+        stop_calling.set()
+        for t in clients:
+            t.join()
+        check(not errors, f"no call fails during reloads ({errors[:1]})")
+        check(seen <= {7, 8} and seen, f"every answer during reloads is from a whole configuration ({seen})")
         s.proc.send_signal(signal.SIGHUP)
         s.wait_for("configuration reloaded")
         status, body = s.http("GET", "/metrics")
