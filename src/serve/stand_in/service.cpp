@@ -73,10 +73,10 @@ void service::should_rate_limit(rls_request request, completion done) {
   const auto cfg = current();
   if (request.domain.empty()) return done({rls_failure{"rate limit domain must not be empty"}, {}});
   if (request.descriptors.empty()) return done({rls_failure{"rate limit descriptor list must not be empty"}, {}});
-  rls_response res;
-  res.statuses.resize(request.descriptors.size());
-  std::vector<hit> hits;
-  std::vector<std::size_t> at;
+  auto res = std::make_shared<rls_response>();
+  res->statuses.resize(request.descriptors.size());
+  auto hits = std::make_shared<std::vector<hit>>();
+  auto at = std::make_shared<std::vector<std::size_t>>();
   for (std::size_t i = 0; i < request.descriptors.size(); ++i) {
     const auto& d = request.descriptors[i];
     auto m = cfg->find(request.domain, d.entries);
@@ -85,25 +85,27 @@ void service::should_rate_limit(rls_request request, completion done) {
     h.rule = m->rule;
     h.counter_key = m->counter_key;
     h.n = d.hits_addend.value_or(request.hits_addend == 0 ? 1 : request.hits_addend);
-    hits.push_back(h);
-    at.push_back(i);
+    hits->push_back(h);
+    at->push_back(i);
   }
-  st.store->decide(hits, std::chrono::system_clock::now(), [&](std::vector<hit_outcome> outs) {
-    for (std::size_t k = 0; k < outs.size(); ++k) {
-      auto& s = res.statuses[at[k]];
-      const rate_limit_rule& r = *hits[k].rule;
-      s.code = outs[k].result == hit_outcome::state::over_limit ? rls_code::over_limit : rls_code::ok;
-      s.current_limit = rls_current_limit{r.name, r.requests_per_unit, r.per};
-      s.limit_remaining = outs[k].remaining;
-      s.duration_until_reset = outs[k].reset_after;
-      if (s.code == rls_code::over_limit) res.overall_code = rls_code::over_limit;
-      const std::lock_guard lock(st.mutex);
-      auto& c = st.counts[{request.domain, r.full_key}];
-      c.first += hits[k].n;
-      if (s.code == rls_code::over_limit) c.second += hits[k].n;
-    }
-  });
-  done({std::nullopt, std::move(res)});
+  // The backend may answer later, on another thread: the completion owns what it needs (and the configuration).
+  st.store->decide(*hits, std::chrono::system_clock::now(),
+                   [&st, cfg, res, hits, at, domain = request.domain, done](std::vector<hit_outcome> outs) {
+                     for (std::size_t k = 0; k < outs.size(); ++k) {
+                       auto& s = res->statuses[(*at)[k]];
+                       const rate_limit_rule& r = *(*hits)[k].rule;
+                       s.code = outs[k].result == hit_outcome::state::over_limit ? rls_code::over_limit : rls_code::ok;
+                       s.current_limit = rls_current_limit{r.name, r.requests_per_unit, r.per};
+                       s.limit_remaining = outs[k].remaining;
+                       s.duration_until_reset = outs[k].reset_after;
+                       if (s.code == rls_code::over_limit) res->overall_code = rls_code::over_limit;
+                       const std::lock_guard lock(st.mutex);
+                       auto& c = st.counts[{domain, r.full_key}];
+                       c.first += (*hits)[k].n;
+                       if (s.code == rls_code::over_limit) c.second += (*hits)[k].n;
+                     }
+                     done({std::nullopt, std::move(*res)});
+                   });
 }
 
 void service::release(std::string lease, std::function<void(bool)> done) {
