@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,10 +44,17 @@ struct descriptor_entry {
 // The rule a descriptor matched, and the key its counter lives under.
 struct rule_match {
   const rate_limit_rule* rule = nullptr;  // owned by the configuration; never null in a returned match
-  // The counter's key, unique across the configuration's domains: domain, then key_value per entry, as
+  // The counter's key, unique across the configuration's domains: domain, then key and value per entry, as
   // envoyproxy/ratelimit builds its cache key (without the window). Where share_threshold applies, the entry's value
-  // is the rule's wildcard pattern, so every matching value shares one counter.
+  // is the rule's wildcard pattern, so every matching value shares one counter. Unambiguous whatever the strings
+  // hold: each part is written as its length in decimal, ':', then its bytes ("11:test-domain3:key6:value1"), so no
+  // two different (domain, entries) give the same key. It names the descriptor path only, not the rule's unit or
+  // algorithm: a backend that keeps state across reloads adds those.
   std::string counter_key;
+  // envoyproxy/ratelimit's statistics key for this match (its Stats.Key): "domain.key_value.key" with the rule's
+  // wildcard where one matched, the request's values where detailed_metric or value_to_metric ask for them, the
+  // share_threshold wildcard where it applies. Equal to rule->full_key when none of these apply.
+  std::string metric_key;
 };
 
 class configuration {
@@ -64,10 +71,12 @@ class configuration {
       std::span<const std::pair<std::string, std::string>> files);
 
   // The rule for `entries` in `domain` under envoyproxy/ratelimit's matching: walk the descriptor tree entry by entry,
-  // at each level preferring an exact key+value, then the longest(?) wildcard value prefix (see the implementation's
-  // comment for the exact order), then the key alone; the rule is the one at the node reached by the last entry, when
-  // that node has one. Returns an empty optional when the domain is unknown, the path leaves the tree, or the node
-  // has no rate_limit (the descriptor is then not limited: "whitelisted").
+  // at each level taking the descriptor whose key and value equal the entry's, else the first descriptor in file order
+  // whose wildcard value matches (`*` anywhere in the value, each matching any run of characters), else the
+  // descriptor with the entry's key and no value; the rule is the one at the node reached by the last entry, when
+  // that node has one. Returns an empty optional when the domain is unknown, `entries` is empty, the path leaves the
+  // tree, or the node has no rate_limit (the descriptor is then not limited: "whitelisted"). Thread-safe (const);
+  // O(entries x (log width + wildcards at each level)).
   [[nodiscard]] std::optional<rule_match> find(std::string_view domain,
                                                std::span<const descriptor_entry> entries) const;
 
