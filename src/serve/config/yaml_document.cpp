@@ -100,7 +100,7 @@ std::vector<pair_of> pairs(const Node& map) {
 
 class reader {
  public:
-  explicit reader(const std::string& file) : file_(file) {}
+  reader(const std::string& file, const std::string& text) : file_(file), text_(text) {}
 
   [[noreturn]] void fail(int line, const std::string& message) const { throw config_error(file_, line, message); }
 
@@ -108,6 +108,8 @@ class reader {
   // list items are maps, values are not floating-point numbers. `metadata` is not looked into.
   void check_keys(const Node& map, level at) const {
     for (const pair_of& p : pairs(map)) {
+      check_closed(p.key);
+      check_closed(p.value);
       if (!p.key.IsScalar() || kind_of(p.key) != scalar_kind::string) {
         fail(line_of(p.key), "key " + (p.key.IsScalar() ? p.key.Scalar() : describe(p.key)) +
                                  " is not a string; keys are names such as " + std::string(keys_of(at)));
@@ -115,10 +117,10 @@ class reader {
       const std::string& name = p.key.Scalar();
       if (one_of(extension_keys, name)) {
         if (at != level::rate_limit)
-          fail(line_of(p.key), "key '" + name + "' belongs inside rate_limit (an extension of admit's); here use " +
+          fail(line_of(p.key), "key \"" + name + "\" belongs inside rate_limit (an extension of admit's); here use " +
                                    std::string(keys_of(at)));
       } else if (!one_of(format_keys, name)) {
-        fail(line_of(p.key), "unknown key '" + name + "'; use " + std::string(keys_of(at)));
+        fail(line_of(p.key), "unknown key \"" + name + "\"; use " + std::string(keys_of(at)));
       }
       if (name == "metadata") continue;
       const level inner = name == "descriptors"  ? level::descriptor
@@ -127,8 +129,9 @@ class reader {
                                                  : level::other;
       if (p.value.IsSequence()) {
         for (const Node& item : p.value) {
+          check_closed(item);
           if (!item.IsMap())
-            fail(line_of(item), "'" + name + "' lists " + describe(item) + "; each item of a list is a map, e.g. " +
+            fail(line_of(item), "\"" + name + "\" lists " + describe(item) + "; each item of a list is a map, e.g. " +
                                     (name == "replaces" ? "- name: NAME" : "- key: NAME"));
           check_keys(item, inner);
         }
@@ -138,7 +141,7 @@ class reader {
         const scalar_kind k = kind_of(p.value);
         const auto i = integer_of(p.value);
         if (k == scalar_kind::floating || (i && !i->negative && i->magnitude > std::uint64_t{INT64_MAX}))
-          fail(line_of(p.value), "'" + name + "' is " + describe(p.value) +
+          fail(line_of(p.value), "\"" + name + "\" is " + describe(p.value) +
                                      ", which the format does not take; use a whole number, true/false, or a string "
                                      "(quote it: \"" +
                                      p.value.Scalar() + "\")");
@@ -149,26 +152,27 @@ class reader {
   // The typed reads. A null value (`key:` with nothing after it) reads as the type's zero, as in go-yaml v2.
   std::string string_of(const pair_of& p) const {
     if (p.value.IsMap() || p.value.IsSequence())
-      fail(where(p), "'" + p.key.Scalar() + "' must be a string, not " + describe(p.value));
+      fail(where(p), "\"" + p.key.Scalar() + "\" must be a string, not " + describe(p.value));
     return p.value.IsNull() || kind_of(p.value) == scalar_kind::null ? std::string() : p.value.Scalar();
   }
   bool bool_of(const pair_of& p) const {
     if (p.value.IsNull()) return false;
     const auto b = p.value.IsScalar() ? boolean_of(p.value) : std::nullopt;
-    if (!b) fail(where(p), "'" + p.key.Scalar() + "' must be true or false, not " + describe(p.value));
+    if (!b) fail(where(p), "\"" + p.key.Scalar() + "\" must be true or false, not " + describe(p.value));
     return *b;
   }
   std::uint32_t uint32_of(const pair_of& p) const {
     if (p.value.IsNull() || (p.value.IsScalar() && kind_of(p.value) == scalar_kind::null)) return 0;
     const auto i = p.value.IsScalar() ? integer_of(p.value) : std::nullopt;
     if (!i || (i->negative && i->magnitude != 0) || i->magnitude > UINT32_MAX)
-      fail(where(p), "'" + p.key.Scalar() + "' must be a whole number from 0 to 4294967295, not " + describe(p.value));
+      fail(where(p),
+           "\"" + p.key.Scalar() + "\" must be a whole number from 0 to 4294967295, not " + describe(p.value));
     return static_cast<std::uint32_t>(i->magnitude);
   }
   std::vector<Node> list_of(const pair_of& p) const {
     if (p.value.IsNull()) return {};
     if (!p.value.IsSequence())
-      fail(where(p), "'" + p.key.Scalar() + "' must be a list of maps, not " + describe(p.value));
+      fail(where(p), "\"" + p.key.Scalar() + "\" must be a list of maps, not " + describe(p.value));
     return {p.value.begin(), p.value.end()};
   }
 
@@ -229,7 +233,7 @@ class reader {
         if (p.value.IsNull()) {
           d.rate_limit.reset();
         } else if (!p.value.IsMap()) {
-          fail(where(p), "'rate_limit' must be a map (unit, requests_per_unit...), not " + describe(p.value));
+          fail(where(p), "\"rate_limit\" must be a map (unit, requests_per_unit...), not " + describe(p.value));
         } else {
           d.rate_limit = rate_limit(p);
         }
@@ -255,6 +259,7 @@ class reader {
   file_doc file(const Node& root) const {
     file_doc f;
     if (root.IsNull()) return f;
+    check_closed(root);
     if (!root.IsMap()) fail(line_of(root), "the file must be a map with domain and descriptors, not " + describe(root));
     f.first_line = line_of(root);
     check_keys(root, level::root);
@@ -282,16 +287,43 @@ class reader {
     const std::string& k = p.key.Scalar();
     if (k == "quota_mode") (void)bool_of(p);
     if (k == "metadata" && !p.value.IsNull() && !p.value.IsMap())
-      fail(where(p), "'metadata' must be a map, not " + describe(p.value));
+      fail(where(p), "\"metadata\" must be a map, not " + describe(p.value));
+  }
+
+  // yaml-cpp 0.7 takes a quoted scalar left open at the end of the file as closed there; go-yaml v2 (and YAML) refuse
+  // it. So each quoted scalar read is looked for its closing quote in the text, from the opening one its mark points
+  // at: '' is a quote inside '...', and \\x an escape inside "...".
+  void check_closed(const Node& n) const {
+    if (!n.IsScalar() || n.Tag() != "!") return;
+    const YAML::Mark m = n.Mark();
+    if (m.is_null() || m.pos < 0 || static_cast<std::size_t>(m.pos) >= text_.size()) return;
+    const auto open = static_cast<std::size_t>(m.pos);
+    const char quote = text_[open];
+    if (quote != '\'' && quote != '"') return;
+    for (std::size_t i = open + 1; i < text_.size(); ++i) {
+      if (quote == '"' && text_[i] == '\\') {
+        ++i;
+      } else if (text_[i] == quote) {
+        if (quote == '\'' && i + 1 < text_.size() && text_[i + 1] == '\'') {
+          ++i;
+        } else {
+          return;
+        }
+      }
+    }
+    fail(line_of(n),
+         std::string("the file is not valid YAML: the quoted scalar that starts here is never closed (add ") + quote +
+             ")");
   }
 
   const std::string& file_;
+  const std::string& text_;
 };
 
 }  // namespace
 
 file_doc read_file(const std::string& file, const std::string& text) {
-  const reader r(file);
+  const reader r(file, text);
   Node root;
   try {
     root = YAML::Load(text);

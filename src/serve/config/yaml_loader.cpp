@@ -63,7 +63,7 @@ class builder {
       const std::string composite = d.value.empty() ? d.key : d.key + "_" + d.value;
       const std::string full_key = prefix + composite;
       if (const configuration::node* other = parent.child(composite)) {
-        fail(d.line, "duplicate descriptor '" + full_key + "' (also at line " + std::to_string(other->line) +
+        fail(d.line, "duplicate descriptor \"" + full_key + "\" (also at line " + std::to_string(other->line) +
                          "); a key and value may appear once in a list of descriptors");
       }
       configuration::node n;
@@ -75,9 +75,9 @@ class builder {
       n.value_to_metric = d.value_to_metric;
       if (d.rate_limit) n.rule = add_rule(d, *d.rate_limit, full_key);
       if (d.share_threshold && composite.find('*') == std::string::npos) {
-        fail(d.share_threshold_line, "share_threshold applies to wildcard values only (with '*'), and '" + composite +
-                                         "' has none; use a value such as '" + d.value +
-                                         "*' or remove share_threshold");
+        fail(d.share_threshold_line, "share_threshold applies to wildcard values only (with '*'), and \"" + composite +
+                                         "\" has none; use a value such as \"" + d.value +
+                                         "*\" or remove share_threshold");
       }
       add(n, d.descriptors, full_key + ".");
       const std::size_t position = parent.children.size();
@@ -106,12 +106,12 @@ class builder {
       const unit u = parse_unit(r.unit);
       if (r.unlimited) {
         if (u != unit::unknown)
-          fail(r.unit_line, "unlimited: true takes no unit; remove unit '" + r.unit + "' or unlimited");
+          fail(r.unit_line, "unlimited: true takes no unit; remove unit \"" + r.unit + "\" or unlimited");
       } else if (u == unit::unknown) {
         if (r.unit_line == 0 || r.unit.empty())
           fail(r.unit_line != 0 ? r.unit_line : r.line,
                "rate_limit has no unit; " + std::string(units_in_words) + " (or unlimited: true)");
-        fail(r.unit_line, "invalid rate limit unit '" + r.unit + "'; " + std::string(units_in_words));
+        fail(r.unit_line, "invalid rate limit unit \"" + r.unit + "\"; " + std::string(units_in_words));
       }
       rule.per = r.unlimited ? unit::unknown : u;
       rule.requests_per_unit = r.requests_per_unit;
@@ -121,7 +121,7 @@ class builder {
       if (name.empty())
         fail(line, "replaces has an entry with an empty name; give the name of the rate_limit it replaces (- name: X)");
       if (name == r.name)
-        fail(line, "rate_limit '" + name + "' replaces itself; replaces names the other rules it overrides");
+        fail(line, "rate_limit \"" + name + "\" replaces itself; replaces names the other rules it overrides");
       rule.replaces.push_back(name);
     }
     rules_.push_back(std::move(rule));
@@ -134,8 +134,8 @@ class builder {
     if (r.algorithm) {
       const auto a = parse_algorithm(*r.algorithm);
       if (!a)
-        fail(r.algorithm_line, "invalid algorithm '" + *r.algorithm +
-                                   "'; use fixed_window, sliding_window, gcra or token_bucket (for a concurrency "
+        fail(r.algorithm_line, "invalid algorithm \"" + *r.algorithm +
+                                   "\"; use fixed_window, sliding_window, gcra or token_bucket (for a concurrency "
                                    "limit, concurrency: N instead of unit and requests_per_unit)");
       if (r.unlimited) fail(r.algorithm_line, "an unlimited rate_limit counts nothing; remove algorithm or unlimited");
       rule.algorithm = *a;
@@ -184,7 +184,7 @@ void load_yaml_file(const std::string& file, const std::string& text, std::vecto
   for (const configuration::domain_tree& d : domains) {
     if (d.name == doc.domain)
       throw config_error(file, doc.domain_line,
-                         "duplicate domain '" + doc.domain + "': " + d.file + " (line " + std::to_string(d.line) +
+                         "duplicate domain \"" + doc.domain + "\": " + d.file + " (line " + std::to_string(d.line) +
                              ") has it already; a domain is defined by one file");
   }
   configuration::domain_tree tree;
