@@ -613,9 +613,33 @@ TEST_F(ConfigurationDirectory, ARefusedFileIsNamedWithItsPathAndLine) {
 }
 
 #ifdef ADMIT_SERVE_EXAMPLE_CONFIG
-TEST(ConfigurationExample, TheBundledExampleLoads) {
+// The bundled example (examples/serve/config/) loads, and says the truth in its comments.
+TEST(ConfigurationExample, TheBundledExampleLoadsAndMatchesAsItsCommentsSay) {
   const auto c = configuration::load_directory(ADMIT_SERVE_EXAMPLE_CONFIG);
-  EXPECT_FALSE(c->rules().empty());
+  auto find = [&c](const std::string& domain, std::vector<admit::serve::descriptor_entry> entries) {
+    return c->find(domain, entries);
+  };
+  EXPECT_EQ(find("database_qps", {{"database", "orders"}})->rule->requests_per_unit, 300U);
+  EXPECT_FALSE(find("database_qps", {{"database", "users"}}));
+  EXPECT_EQ(find("notifications", {{"kind", "promotion"}, {"phone", "555"}})->rule->requests_per_unit, 3U);
+  EXPECT_EQ(find("notifications", {{"phone", "555"}})->rule->requests_per_unit, 50U);
+  EXPECT_FALSE(find("notifications", {{"kind", "promotion"}}));
+  EXPECT_EQ(find("edge", {{"client_ip", "198.51.100.4"}})->rule->requests_per_unit, 20U);
+  EXPECT_EQ(find("edge", {{"client_ip", "203.0.113.9"}})->rule->requests_per_unit, 0U);
+  EXPECT_FALSE(find("edge", {{"client_ip", "192.0.2.1"}}));
+  EXPECT_EQ(find("edge", {{"route", "/login"}, {"client_ip", "198.51.100.4"}})->rule->per, unit::minute);
+  EXPECT_FALSE(find("edge", {{"route", "/login"}}));
+  EXPECT_EQ(find("edge", {{"path", "/static/a.css"}})->counter_key,
+            find("edge", {{"path", "/static/b.js"}})->counter_key);
+  EXPECT_TRUE(find("accounts", {{"caller", "health-checker"}})->rule->unlimited);
+  EXPECT_TRUE(find("accounts", {{"service", "billing"}, {"plan", "trial"}})->rule->shadow_mode);
+  const auto paid = find("accounts", {{"service", "billing"}, {"plan", "paid"}});
+  EXPECT_EQ(paid->rule->algorithm, algorithm::gcra);
+  EXPECT_EQ(paid->rule->burst, 20U);
+  const auto acme = find("accounts", {{"customer", "acme"}});
+  EXPECT_EQ(acme->rule->replaces, std::vector<std::string>{paid->rule->name});
+  EXPECT_EQ(acme->rule->algorithm, algorithm::sliding_window);
+  EXPECT_EQ(find("accounts", {{"export", "report-7"}})->rule->concurrency, 4U);
 }
 #endif
 
