@@ -59,12 +59,18 @@ struct rule_match {
 
 class configuration {
  public:
-  // Loads every `*.yaml` file directly in `dir` (as envoyproxy/ratelimit loads RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/
-  // config; other files and subdirectories are ignored), in name order. Refuses, with the first problem found:
-  // unreadable directory or file, YAML syntax error, unknown key, empty domain, duplicate domain (across files),
-  // empty key, duplicate descriptor (same key and value at one level), bad or missing unit, `unlimited` with a unit,
-  // empty or self-naming `replaces`, non-string keys, non-map list items, and admit's own checks of the extensions.
-  // Throws config_error.
+  // Loads every `*.yaml` file directly in `dir` (as envoyproxy/ratelimit documents for RUNTIME_ROOT/
+  // RUNTIME_SUBDIRECTORY/config; `.yml` and other files, and subdirectories, are ignored; a link to a file is read),
+  // in name order; file names in rules and errors are `dir / name`. A directory without such files is an empty
+  // configuration (no domain: every request is for an unknown domain), as envoyproxy/ratelimit loads it. Refuses,
+  // with the first problem found: unreadable directory or file (line 0, the system's reason), YAML syntax error,
+  // unknown key, empty domain, duplicate domain (across files), empty key, duplicate descriptor (same key and value at
+  // one level), bad or missing unit, `unlimited` with a unit, empty or self-naming `replaces`, non-string keys,
+  // non-map list items, values of the wrong type (a negative or fractional requests_per_unit, a boolean that is not
+  // one), `share_threshold` without a wildcard, and admit's own checks of the extensions. As envoyproxy/ratelimit,
+  // it accepts and ignores a key of the format written where it means nothing (e.g. `unit` beside `rate_limit`) and
+  // takes the last of a key given twice in one map; `quota_mode` and `metadata` are read and ignored. Throws
+  // config_error.
   [[nodiscard]] static std::shared_ptr<const configuration> load_directory(const std::filesystem::path& dir);
   // Loads from YAML texts: {file name, text} (tests, and the unit of load_directory). Throws config_error.
   [[nodiscard]] static std::shared_ptr<const configuration> load(
@@ -83,8 +89,11 @@ class configuration {
   [[nodiscard]] bool has_domain(std::string_view domain) const;
   // Every rule, indexed by rate_limit_rule::index.
   [[nodiscard]] const std::vector<rate_limit_rule>& rules() const noexcept;
-  // The loaded configuration as JSON text (domains, their descriptor trees, each rule with its file and line), for
-  // GET /rules.
+  // The loaded configuration as JSON text, for GET /rules: {"domains": [{"domain", "file", "line", "descriptors":
+  // [{"key", "value"?, "line", "share_threshold"?, "value_to_metric"?, "rate_limit"?: {"index", "full_key",
+  // "algorithm", "file", "line", "shadow_mode", "detailed_metric", "name"?, "replaces"?, then "unit" +
+  // "requests_per_unit" (+ "burst"), or "unlimited", or "concurrency"}, "descriptors"?: [...]}]}], "rules": count}.
+  // Domains by name, descriptors in file order.
   [[nodiscard]] std::string to_json() const;
 
   // Implementation detail (public so the loader can build it): the descriptor tree.
