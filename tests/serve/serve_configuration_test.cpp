@@ -158,6 +158,8 @@ descriptors:
      6, R"("requests_per_unit" must be a whole number from 0 to 4294967295, not the string "5")"},
     {"too_many_requests", "domain: s\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 4294967296\n",
      6, "must be a whole number from 0 to 4294967295"},
+    {"huge_value", "domain: s\ndescriptors:\n  - key: id\n    value: 18446744073709551615\n", 4,
+     R"("value" is the number 18446744073709551615, larger than the format takes)"},
     {"float_value", "domain: s\ndescriptors:\n  - key: version\n    value: 1.5\n", 4, R"("value" is the number 1.5)"},
     {"not_a_boolean", "domain: s\ndescriptors:\n  - key: a\n    shadow_mode: maybe\n", 4,
      R"("shadow_mode" must be true or false, not the string "maybe")"},

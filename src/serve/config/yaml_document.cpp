@@ -140,11 +140,15 @@ class reader {
       } else if (!p.value.IsNull()) {
         const scalar_kind k = kind_of(p.value);
         const auto i = integer_of(p.value);
-        if (k == scalar_kind::floating || (i && !i->negative && i->magnitude > std::uint64_t{INT64_MAX}))
+        if (k == scalar_kind::floating)
           fail(line_of(p.value), "\"" + name + "\" is " + describe(p.value) +
                                      ", which the format does not take; use a whole number, true/false, or a string "
                                      "(quote it: \"" +
                                      p.value.Scalar() + "\")");
+        if (i && !i->negative && i->magnitude > std::uint64_t{INT64_MAX})
+          fail(line_of(p.value), "\"" + name + "\" is " + describe(p.value) +
+                                     ", larger than the format takes (at most 9223372036854775807; quote it if it is "
+                                     "a string)");
       }
     }
   }
