@@ -131,8 +131,9 @@ class reader {
         for (const Node& item : p.value) {
           check_closed(item);
           if (!item.IsMap())
-            fail(line_of(item), "\"" + name + "\" lists " + describe(item) + "; each item of a list is a map, e.g. " +
-                                    (name == "replaces" ? "- name: NAME" : "- key: NAME"));
+            fail(item.IsNull() ? line_before(item) : line_of(item),
+                 "\"" + name + "\" lists " + describe(item) + "; each item of a list is a map, e.g. " +
+                     (name == "replaces" ? "- name: NAME" : "- key: NAME"));
           check_keys(item, inner);
         }
       } else if (p.value.IsMap()) {
@@ -318,6 +319,18 @@ class reader {
     fail(line_of(n),
          std::string("the file is not valid YAML: the quoted scalar that starts here is never closed (add ") + quote +
              ")");
+  }
+
+  // The line of a null list item (`-` and nothing after it): yaml-cpp marks it at the token after it, so the line is
+  // that of the last character written before that mark.
+  int line_before(const Node& n) const {
+    const YAML::Mark m = n.Mark();
+    if (m.is_null() || m.pos < 0) return line_of(n);
+    std::size_t end = std::min(static_cast<std::size_t>(m.pos), text_.size());
+    while (end > 0 &&
+           (text_[end - 1] == ' ' || text_[end - 1] == '\t' || text_[end - 1] == '\n' || text_[end - 1] == '\r'))
+      --end;
+    return 1 + static_cast<int>(std::count(text_.begin(), text_.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
   }
 
   const std::string& file_;
