@@ -17,9 +17,9 @@ using namespace std::chrono_literals;
 using sys = std::chrono::system_clock;
 using state = hit_outcome::state;
 
-// A whole hour of Unix time (so also a whole minute and second): windows of those units start here.
-constexpr std::int64_t base_s = 1'699'999'200;
-static_assert(base_s % 3600 == 0);
+// A whole day of Unix time (so a whole hour, minute and second): windows of those units start here.
+constexpr std::int64_t base_s = 1'699'920'000;
+static_assert(base_s % 86400 == 0);
 
 sys::time_point at(std::chrono::nanoseconds since_base) {
   return sys::time_point{std::chrono::duration_cast<sys::duration>(std::chrono::seconds{base_s} + since_base)};

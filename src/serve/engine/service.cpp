@@ -35,6 +35,16 @@ std::string detailed_path(std::string_view domain, const rls_descriptor& d) {
   return s;
 }
 
+// envoyproxy/ratelimit's statistics key of a match (rule_match::metric_key, where the configuration gives one);
+// else the detailed path for a rule with detailed_metric; empty for the rule's own full key.
+template <class Match>
+std::string metric_series(const Match& m, std::string_view domain, const rls_descriptor& d) {
+  if constexpr (requires { m.metric_key; }) {
+    if (!m.metric_key.empty()) return m.metric_key == m.rule->full_key ? std::string() : m.metric_key;
+  }
+  return m.rule->detailed_metric ? detailed_path(domain, d) : std::string();
+}
+
 // The counter key of an override that matched no rule: the entries, length-prefixed so no two requests collide.
 std::string override_counter_key(std::string_view domain, const rls_descriptor& d) {
   std::string s = std::to_string(domain.size()) + ':' + std::string(domain);
@@ -173,10 +183,10 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
     }
     if (!m) continue;  // whitelisted
     p.rule = m->rule;
+    p.series = metric_series(*m, req.domain, d);
     p.counter_key = std::move(m->counter_key);
     for (const std::string& name : p.rule->replaces) replaced.insert(name);
     p.what = p.rule->unlimited ? plan::kind::unlimited : plan::kind::limited;
-    if (p.rule->detailed_metric) p.series = detailed_path(req.domain, d);
   }
   std::vector<hit> hits;
   for (plan& p : st->plans) {
