@@ -13,6 +13,7 @@
 #include "admit/keyed_policy.hpp"
 #include "admit/rate.hpp"
 #include "serve/engine/lease_table.hpp"
+#include "serve/engine/snapshot_ptr.hpp"
 #include "serve/engine/window_policies.hpp"
 
 namespace admit::serve {
@@ -81,7 +82,7 @@ class fixed_counters {
   std::size_t keys() const {
     std::size_t n = 0;
     for (const auto& s : stores_) {
-      if (const store* p = s.load(std::memory_order_acquire)) n += p->size();
+      if (const store* p = s.load()) n += p->size();
     }
     return n;
   }
@@ -89,12 +90,12 @@ class fixed_counters {
  private:
   store& get(unit u) {
     const auto i = static_cast<std::size_t>(u);
-    if (store* p = stores_[i].load(std::memory_order_acquire)) return *p;
+    if (store* p = stores_[i].load()) return *p;
     std::lock_guard lock(mutex_);
     if (!owned_[i]) {
       owned_[i] = std::make_unique<store>(upstream_fixed_window::config_type{unit_seconds(u) * ns_per_second},
                                           keyed_options{.max_keys = max_keys_});
-      stores_[i].store(owned_[i].get(), std::memory_order_release);
+      stores_[i].store(owned_[i].get());
     }
     return *owned_[i];
   }
@@ -267,7 +268,7 @@ struct in_process_backend::impl {
   fixed_counters overrides;
   std::atomic<std::uint64_t> next_owner{1};
   std::mutex configure_mutex;
-  std::atomic<std::shared_ptr<const table>> current;
+  snapshot_ptr<const table> current;
 };
 
 in_process_backend::in_process_backend(in_process_options opts) : impl_(std::make_unique<impl>(opts)) {}
@@ -276,7 +277,7 @@ in_process_backend::~in_process_backend() = default;
 std::vector<hit_outcome> in_process_backend::decide_at(std::span<const hit> hits,
                                                        std::chrono::system_clock::time_point now) {
   const std::int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
-  const std::shared_ptr<const impl::table> t = impl_->current.load(std::memory_order_acquire);
+  const std::shared_ptr<const impl::table> t = impl_->current.load();
   std::vector<hit_outcome> out;
   out.reserve(hits.size());
   for (const hit& h : hits) out.push_back(impl_->decide_one(*t, h, now_ns));
@@ -300,7 +301,7 @@ void in_process_backend::configure(const configuration& next) { configure_rules(
 
 void in_process_backend::configure_rules(std::span<const rate_limit_rule> rules) {
   std::lock_guard lock(impl_->configure_mutex);
-  const std::shared_ptr<const impl::table> old = impl_->current.load(std::memory_order_acquire);
+  const std::shared_ptr<const impl::table> old = impl_->current.load();
   auto t = std::make_shared<impl::table>();
   t->by_index.resize(rules.size());
   for (const rate_limit_rule& r : rules) {
@@ -320,11 +321,11 @@ void in_process_backend::configure_rules(std::span<const rate_limit_rule> rules)
     t->by_index[r.index] = {&r, s};
     t->by_identity.emplace(std::move(id), std::move(s));
   }
-  impl_->current.store(std::move(t), std::memory_order_release);
+  impl_->current.store(std::move(t));
 }
 
 std::size_t in_process_backend::keys() const {
-  const std::shared_ptr<const impl::table> t = impl_->current.load(std::memory_order_acquire);
+  const std::shared_ptr<const impl::table> t = impl_->current.load();
   std::size_t n = impl_->overrides.keys();
   for (const auto& [id, s] : t->by_identity) n += s->keys();
   return n;

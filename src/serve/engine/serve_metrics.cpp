@@ -10,6 +10,7 @@
 
 #include "admit/metrics/prometheus.hpp"
 #include "serve/engine/backend.hpp"
+#include "serve/engine/snapshot_ptr.hpp"
 
 namespace admit::serve {
 
@@ -82,19 +83,19 @@ struct serve_metrics::impl {
   }
 
   slot* rule_series(const rate_limit_rule& rule, std::string_view domain) {
-    const std::shared_ptr<const fast_table> t = fast.load(std::memory_order_acquire);
+    const std::shared_ptr<const fast_table> t = fast.load();
     if (rule.index < t->size && t->entries[rule.index].rule == &rule) {
       fast_entry& e = t->entries[rule.index];
-      if (slot* s = e.series.load(std::memory_order_acquire)) return s;
+      if (slot* s = e.series.load()) return s;
       slot* s = find_or_add(domain, rule.full_key, false);
-      e.series.store(s, std::memory_order_release);
+      e.series.store(s);
       return s;
     }
     return find_or_add(domain, rule.full_key, false);  // a rule of a configuration replaced meanwhile
   }
 
   const std::size_t max_extra_series;
-  std::atomic<std::shared_ptr<const fast_table>> fast;
+  snapshot_ptr<const fast_table> fast;
   mutable std::mutex mutex;
   std::map<std::string, std::unique_ptr<slot>> slots;  // by domain '\0' series name; never removed
   std::size_t extra_series = 0;
@@ -115,7 +116,7 @@ void serve_metrics::configure(std::span<const rate_limit_rule> rules) {
   for (const rate_limit_rule& r : rules) {
     if (r.index < rules.size()) t->entries[r.index].rule = &r;
   }
-  impl_->fast.store(std::move(t), std::memory_order_release);
+  impl_->fast.store(std::move(t));
 }
 
 void serve_metrics::record_descriptor(const rate_limit_rule& rule, std::string_view domain, std::string_view series,

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "serve/engine/serve_metrics.hpp"
+#include "serve/engine/snapshot_ptr.hpp"
 
 namespace admit::serve {
 
@@ -78,7 +79,7 @@ struct service::impl {
     std::lock_guard lock(reload_mutex);
     store->configure(*c);
     metrics.configure(c->rules());
-    config.store(std::move(c), std::memory_order_release);
+    config.store(std::move(c));
     metrics.record_reload(true);
   }
 
@@ -86,7 +87,7 @@ struct service::impl {
   const service_options opts;
   serve_metrics metrics;
   std::mutex reload_mutex;
-  std::atomic<std::shared_ptr<const configuration>> config;
+  snapshot_ptr<const configuration> config;
 };
 
 namespace {
@@ -142,7 +143,7 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
                     " is unknown; use SECOND (1), MINUTE, HOUR, DAY, MONTH, YEAR or WEEK (7)");
     }
   }
-  st->config = impl_->config.load(std::memory_order_acquire);
+  st->config = impl_->config.load();
   st->request = std::move(request);
   const configuration& cfg = *st->config;
   const rls_request& req = st->request;
@@ -291,7 +292,7 @@ void service::reload(std::shared_ptr<const configuration> next) {
   impl_->install(std::move(next));
 }
 
-std::shared_ptr<const configuration> service::current() const { return impl_->config.load(std::memory_order_acquire); }
+std::shared_ptr<const configuration> service::current() const { return impl_->config.load(); }
 
 std::string service::metrics_text() const { return impl_->metrics.text(); }
 
