@@ -342,6 +342,30 @@ descriptors:
   EXPECT_FALSE(h.ok(req("example9", {desc({{"path", "/api/123/other"}})})).statuses[0].current_limit);
 }
 
+TEST(ServiceReadmeExamples, Example10ValueToMetricNamesTheRuntimeValues) {
+  harness h{R"(domain: example10
+descriptors:
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: http_method
+        value_to_metric: true
+        descriptors:
+          - key: subject_id
+            rate_limit:
+              unit: minute
+              requests_per_unit: 60
+)"};
+  const auto call = [](const std::string& route, const std::string& method, const std::string& subject) {
+    return req("example10", {desc({{"route", route}, {"http_method", method}, {"subject_id", subject}})});
+  };
+  EXPECT_EQ(h.ok(call("api", "GET", "123")).statuses[0].limit_remaining, 59u);
+  EXPECT_EQ(h.ok(call("web", "POST", "456")).statuses[0].limit_remaining, 59u);
+  const std::string m = h.svc.metrics_text();
+  EXPECT_NE(m.find("rule=\"example10.route_api.http_method_GET.subject_id\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("rule=\"example10.route_web.http_method_POST.subject_id\"} 1\n"), std::string::npos);
+}
+
 TEST(ServiceReadmeExamples, Example11ShareThresholdSharesOneCounterAcrossWildcardMatches) {
   harness h{R"(domain: example11
 descriptors:
