@@ -47,13 +47,14 @@ TEST(InProcessBackendThreads, EightThreadsOnOneHotKeyAdmitExactlyTheLimitPerWind
         for (int i = 0; i < tries; ++i) {
           const std::vector<hit> hits{{&rules[0], "hot", 1, std::nullopt}};
           const auto when = std::chrono::seconds{w} + std::chrono::microseconds{(t * tries + i) % 1'000'000};
-          if (b.decide_at(hits, at(when))[0].result == hit_outcome::state::ok) ++admitted[w];
+          if (b.decide_at(hits, at(when))[0].result == hit_outcome::state::ok) ++admitted[static_cast<std::size_t>(w)];
         }
       }
     });
   }
   for (auto& th : pool) th.join();
-  for (int w = 0; w < windows; ++w) EXPECT_EQ(admitted[w].load(), static_cast<int>(limit)) << "window " << w;
+  for (int w = 0; w < windows; ++w)
+    EXPECT_EQ(admitted[static_cast<std::size_t>(w)].load(), static_cast<int>(limit)) << "window " << w;
 }
 
 TEST(InProcessBackendThreads, LeasesNeverHoldMoreThanTheLimit) {

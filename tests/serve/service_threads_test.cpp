@@ -51,7 +51,7 @@ TEST(ServiceThreads, EightCallersAndReloadsAdmitExactlyTheLimitPerWindow) {
           svc.should_rate_limit_at(std::move(r), now, [&, w](rls_result x) {
             ++answered;
             if (x.failure) ++failures;
-            if (!x.failure && x.response.overall_code == rls_code::ok) ++admitted[w];
+            if (!x.failure && x.response.overall_code == rls_code::ok) ++admitted[static_cast<std::size_t>(w)];
           });
         }
       }
@@ -62,7 +62,7 @@ TEST(ServiceThreads, EightCallersAndReloadsAdmitExactlyTheLimitPerWindow) {
   reloader.join();
   EXPECT_EQ(answered.load(), callers * windows * tries);
   EXPECT_EQ(failures.load(), 0);
-  for (int w = 0; w < windows; ++w) EXPECT_EQ(admitted[w].load(), limit) << "window " << w;
+  for (int w = 0; w < windows; ++w) EXPECT_EQ(admitted[static_cast<std::size_t>(w)].load(), limit) << "window " << w;
   const std::string m = svc.metrics_text();
   EXPECT_NE(m.find("admit_serve_hits_total{domain=\"hot\",rule=\"hot.k\"} " +
                    std::to_string(callers * windows * tries) + "\n"),

@@ -1,6 +1,5 @@
 #include "serve/engine/lease_table.hpp"
 
-#include <array>
 #include <limits>
 #include <random>
 #include <stdexcept>

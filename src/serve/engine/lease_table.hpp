@@ -59,7 +59,6 @@ class lease_table {
   [[nodiscard]] std::uint64_t in_flight(std::uint64_t owner, std::string_view key) const;
 
  private:
-  struct lease;
   using expiry_map = std::multimap<std::int64_t, std::string>;
   struct lease {
     std::string held_key;  // key of held_
