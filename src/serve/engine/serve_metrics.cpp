@@ -48,6 +48,34 @@ struct slot {
 
 constexpr std::memory_order relaxed = std::memory_order_relaxed;
 
+// The text format is UTF-8: a request's value that is not (a detailed metric's series carries it) has each byte of
+// an invalid sequence replaced by U+FFFD, so that /metrics always parses.
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len != 0 && i + len <= s.size();
+    for (std::size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
+    if (ok && len > 1) {  // no overlong forms, surrogates or code points above U+10FFFF
+      std::uint32_t cp = c & (0x7Fu >> len);
+      for (std::size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3Fu);
+      static constexpr std::uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= least[len] && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+    }
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 struct serve_metrics::impl {
@@ -75,8 +103,8 @@ struct serve_metrics::impl {
     if (extra && extra_series >= max_extra_series) return nullptr;
     if (extra) ++extra_series;
     auto s = std::make_unique<slot>();
-    s->domain = std::string(domain);
-    s->rule = std::string(name);
+    s->domain = valid_utf8(domain);
+    s->rule = valid_utf8(name);
     slot* p = s.get();
     slots.emplace(std::move(key), std::move(s));
     return p;
