@@ -31,6 +31,8 @@
 // Series exist from a rule's first decision on (its domain is known then). Per-rule counters keep their totals across
 // reloads (a rule is known by its full key); series of detailed metrics and of overrides without a rule are bounded
 // by max_extra_series: beyond it, a detailed metric counts in its rule's series and an override in rule="_other".
+// Label values are escaped as the format requires, and a byte of an invalid UTF-8 sequence (a request's value in a
+// detailed series) is written as U+FFFD, so the exposition always parses.
 //
 // Thread safety: every member may be called concurrently. A decision's recording is a few relaxed atomic additions
 // (and, for a rule's first decision or a detailed metric, one mutex).
