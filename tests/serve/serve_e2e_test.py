@@ -30,11 +30,11 @@ except ImportError as e:  # pragma: no cover
 ADMIT, PROTO_DIR, CONFIG_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:6]
 WAIT = 30  # seconds: the longest any expected event (a log line, an exit) may take on a loaded machine
 
-# The service's metric names (engine/): the hits decided and those over the limit, by domain and rule key, and the
-# refused reloads.
+# The service's metric names (engine/serve_metrics.hpp): the hits decided and those over the limit, by domain and
+# rule, and the reloads by result.
 HITS = "admit_serve_hits_total"
 OVER = "admit_serve_over_limit_total"
-RELOAD_FAILURES = "admit_serve_config_reload_failures_total"
+RELOADS = "admit_serve_config_reloads_total"
 
 failures = []
 started = []  # every server started, killed at the end whatever happened
@@ -277,8 +277,8 @@ def main():
             for sample in family.samples:
                 samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
         key = "rl.source_cluster_proxy.destination_cluster_mock"
-        hits = [v for (n, labels), v in samples.items() if n == HITS and ("key", key) in labels]
-        over = [v for (n, labels), v in samples.items() if n == OVER and ("key", key) in labels]
+        hits = [v for (n, labels), v in samples.items() if n == HITS and ("rule", key) in labels]
+        over = [v for (n, labels), v in samples.items() if n == OVER and ("rule", key) in labels]
         check(hits == [mock_calls], f"/metrics: {HITS} for {key} is {mock_calls} ({hits})")
         check(over and 1 <= over[0] < mock_calls, f"/metrics: {OVER} for {key} counts the refusals ({over})")
 
@@ -332,7 +332,8 @@ def main():
         s.wait_for("configuration reloaded")
         status, body = s.http("GET", "/metrics")
         failures_metric = [sample.value for family in text_string_to_metric_families(body.decode())
-                           for sample in family.samples if sample.name == RELOAD_FAILURES]
+                           for sample in family.samples
+                           if sample.name == RELOADS and sample.labels.get("result") == "failure"]
         check(failures_metric and failures_metric[0] >= 1, f"/metrics counts the refused reload ({failures_metric})")
 
         # SIGTERM: drains and exits 0, without waiting for idle connections (an idle HTTP keep-alive connection and
@@ -347,7 +348,8 @@ def main():
         check(idle.getresponse().read() == b"OK", "a keep-alive connection is answered")
         d.proc.send_signal(signal.SIGTERM)
         try:
-            check(d.proc.wait(timeout=WAIT) == 0, "SIGTERM with idle connections: exit status 0")
+            status = d.proc.wait(timeout=WAIT)
+            check(status == 0, f"SIGTERM with idle connections: exit status 0 ({status}; log: {d.log})")
         except subprocess.TimeoutExpired:
             check(False, f"SIGTERM with idle connections: exits before {WAIT}s")
         idle.close()

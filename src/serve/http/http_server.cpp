@@ -85,11 +85,12 @@ net::awaitable<bool> release(service& svc, std::string lease) {
 }  // namespace
 
 struct http_server::impl {
-  impl(service& s, const http_server_options& o) : svc(s), opts(o), acceptor(ctx) {}
+  impl(service& s, const http_server_options& o) : svc(s), opts(o), control(net::make_strand(ctx)), acceptor(control) {}
 
   service& svc;
   http_server_options opts;
   net::io_context ctx;
+  net::strand<net::io_context::executor_type> control;  // the acceptor's: accepting and closing it never overlap
   tcp::acceptor acceptor;
   std::vector<std::thread> threads;
   std::atomic<bool> serving{false};
@@ -263,7 +264,7 @@ http_server::http_server(service& svc, const http_server_options& opts) : impl_(
   if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) throw std::runtime_error("cannot listen for HTTP on " + where + ": " + ec.message());
   impl_->port = impl_->acceptor.local_endpoint().port();
-  net::co_spawn(impl_->ctx, impl_->listen(), net::detached);
+  net::co_spawn(impl_->control, impl_->listen(), net::detached);
   for (int i = 0; i < std::max(1, opts.threads); ++i) impl_->threads.emplace_back([this] { impl_->ctx.run(); });
 }
 
@@ -283,7 +284,7 @@ void http_server::shutdown(std::chrono::system_clock::time_point deadline) {
   }
   impl_->serving.store(false);
   impl_->stopping.store(true);
-  net::post(impl_->ctx, [this] {
+  net::post(impl_->control, [this] {
     beast::error_code ignored;
     impl_->acceptor.close(ignored);
   });
