@@ -204,6 +204,11 @@ TEST_F(RedisServeBackend, EachAlgorithmDecides) {
   const hit h = make_hit(burst, "bursty");
   EXPECT_EQ(decide(backend, {h, h, h})[2].result, state::ok);
   EXPECT_EQ(decide_one(backend, h).result, state::over_limit);
+  // A rule admit::redis cannot hold is a failed decision naming the rule (check() refuses it at load).
+  const rate_limit_rule huge = rule(16'000'000, unit::year, algorithm::sliding_window);
+  const hit_outcome failed = decide_one(backend, make_hit(huge, "x"));
+  EXPECT_EQ(failed.result, state::failed);
+  EXPECT_NE(failed.error.find("domain.key_value"), std::string::npos) << failed.error;
   // A limit of 0 refuses without Redis.
   const rate_limit_rule none = rule(0, unit::second, algorithm::gcra);
   EXPECT_EQ(decide_one(backend, make_hit(none, "x")).result, state::over_limit);
@@ -228,6 +233,17 @@ TEST_F(RedisServeBackend, ConcurrencyLeasesAreReleasedFromAnyProcess) {
   EXPECT_EQ(decide_one(backend, h).result, state::ok);
   EXPECT_FALSE(release(backend, "not a lease"));
   EXPECT_FALSE(release(backend, "cc1.zz.00"));
+
+  // Leases expire in Redis after lease_ttl (60 s by default) unless released: the keys live as long as the longest.
+  const std::string zset = "admit:serve:cc:{db_queries_}";
+  const int pttl = std::stoi(server.admin({"PTTL", zset}));
+  EXPECT_GT(pttl, 50'000);
+  EXPECT_LE(pttl, 60'000);
+  // A lease whose expiry has passed (set back in Redis: the script reads Redis's clock) frees its permit for the
+  // next acquisition.
+  (void)server.admin({"ZADD", zset, "XX", "1", b.lease});
+  EXPECT_EQ(decide_one(backend, h).result, state::ok);
+  EXPECT_FALSE(release(backend, b.lease));
 }
 
 TEST_F(RedisServeBackend, OneScriptCallPerBatch) {
@@ -305,6 +321,30 @@ TEST_F(RedisServeBackend, RedisKilledFailsDecisionsAndTheyRecoverByThemselves) {
   } while (std::chrono::steady_clock::now() < give_up);
   for (const auto& o : last) EXPECT_EQ(o.result, state::ok) << o.error;
   EXPECT_EQ(backend.ping(1s), std::nullopt);
+}
+
+TEST_F(RedisServeBackend, TheBreakerFailsDecisionsAtOnceWhileRedisIsDown) {
+  redis_backend_options o = options_for(server.url());
+  o.timeout = 200ms;
+  o.breaker = {.failure_threshold = 2, .open_for = std::chrono::hours(1)};  // stays open for the whole test
+  redis_backend b(io.executor(), o);
+  const rate_limit_rule fixed = rule(100, unit::minute);
+  const rate_limit_rule conc = rule(100, unit::unknown, algorithm::concurrency);
+  EXPECT_EQ(decide_one(b, make_hit(fixed, "f")).result, state::ok);
+  server.kill();
+  for (int i = 0; i < 2; ++i) {
+    const hit_outcome o1 = decide_one(b, make_hit(fixed, "f"));
+    EXPECT_EQ(o1.result, state::failed);
+    EXPECT_EQ(o1.error.find("circuit"), std::string::npos) << o1.error;  // a timeout
+  }
+  server.start();
+  // Open: Redis is not called although it is back.
+  for (const hit& h : {make_hit(fixed, "f"), make_hit(conc, "c")}) {
+    const hit_outcome out = decide_one(b, h);
+    EXPECT_EQ(out.result, state::failed);
+    EXPECT_NE(out.error.find("circuit"), std::string::npos) << out.error;
+  }
+  EXPECT_EQ(server.calls("evalsha"), 0);
 }
 
 TEST(RedisServeBackendUnreachable, PingNamesTheServerAndDecisionsFail) {

@@ -75,7 +75,7 @@ std::string address_of(const redis::connection_options& o) {
 }  // namespace detail
 
 redis_backend::state::state(boost::asio::any_io_executor executor, redis_backend_options o)
-    : ex(std::move(executor)), opts(std::move(o)), node_options(redis::parse_url(opts.url)) {
+    : ex(std::move(executor)), opts(std::move(o)), node_options(redis::parse_url(opts.url)), breaker(opts.breaker) {
   if (opts.key_prefix.find_first_of("{}") != std::string::npos) {
     throw std::invalid_argument("admit serve --redis: the key prefix must not contain '{' or '}', got \"" +
                                 opts.key_prefix + "\"");

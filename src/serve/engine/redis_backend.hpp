@@ -33,8 +33,9 @@
 // Failures. A hit Redis did not decide (a timeout after options.timeout, a lost or refused connection, an error
 // reply) gets hit_outcome::state::failed with the reason in `error`: the service answers it by its fail-open or
 // fail-closed policy. Nothing is retried (a timeout leaves it unknown whether the hit was counted). The connection
-// reconnects by itself with backoff; decisions succeed again as soon as Redis answers. The algorithms on
-// admit::redis limiters also have their circuit breaker (5 failures in a row: 1 s without calling Redis).
+// reconnects by itself with backoff; decisions succeed again as soon as Redis answers. A circuit breaker
+// (options.breaker: by default 5 failed calls in a row open it for 1 s) makes decisions fail at once, without
+// waiting for their timeout, while Redis does not answer.
 //
 // Threads. The client's I/O runs on the executor given at construction, which some thread must run for as long as
 // the backend lives (and which must outlive it). decide(), release() and configure() are thread-safe; completions run
@@ -48,6 +49,7 @@
 #include <optional>
 #include <string>
 
+#include "admit/redis/circuit_breaker.hpp"
 #include "serve/engine/backend.hpp"
 
 namespace admit::serve {
@@ -67,6 +69,9 @@ struct redis_backend_options {
   std::size_t max_batch = 64;
   // How long a concurrency lease lives in Redis unless released. > 0.
   std::chrono::milliseconds lease_ttl{60'000};
+  // Consecutive failed calls (timeouts, lost or refused connections) after which decisions fail at once, without
+  // calling Redis, for open_for; then one call probes. failure_threshold 0: never. Also the limiters' breaker.
+  redis::circuit_breaker_options breaker{};
   // The most admit::redis limiters kept at once (one per distinct algorithm, rate and burst, including the limits
   // callers send as overrides); a hit that would need one more fails. >= 1.
   std::size_t max_limiters = 1'024;

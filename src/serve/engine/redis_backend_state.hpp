@@ -6,6 +6,7 @@
 #include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/compose.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/system/error_code.hpp>
 #include <chrono>
 #include <cstddef>
@@ -20,6 +21,9 @@
 #include <utility>
 #include <vector>
 
+#include "admit/asio/error_code.hpp"
+#include "admit/errc.hpp"
+#include "admit/redis/circuit_breaker.hpp"
 #include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/options.hpp"
@@ -116,6 +120,8 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   std::mutex limiters_mutex;
   std::unordered_map<std::string, std::shared_ptr<redis::limiter>> limiters;
 
+  redis::circuit_breaker breaker;  // of the script calls (the limiters have their own)
+
   std::mutex queue_mutex;
   std::vector<detail::window_hit> queue;
   bool flush_scheduled = false;
@@ -159,12 +165,31 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   void acquire(redis::client& c, const std::shared_ptr<detail::pending_request>& req, std::size_t i, const hit& h);
 
   // EVALSHA (and on NOSCRIPT: SCRIPT LOAD, EVALSHA again), all by `until`; `handler(error_code, reply)` runs on
-  // the client's executor.
+  // the client's executor. Through the breaker: while it is open, the handler gets errc::circuit_open at once (on the
+  // executor too) and Redis is not called; an I/O failure counts against it, any reply closes it.
   template <class Handler>
   void call_script(redis::client& c, const redis::script& s, redis::command cmd, detail::steady::time_point until,
                    Handler handler) {
-    boost::asio::async_compose<Handler, void(boost::system::error_code, redis::reply)>(
-        redis::detail::evalsha_op{&c, &s, std::move(cmd), std::optional<detail::steady::time_point>(until)}, handler,
+    const redis::breaker_pass pass = breaker.allow(detail::steady::now());
+    if (pass == redis::breaker_pass::refused) {
+      boost::asio::post(ex, [handler = std::move(handler)]() mutable {
+        handler(admit::asio::to_error_code(errc::circuit_open), redis::reply());
+      });
+      return;
+    }
+    auto reported = [self = shared_from_this(), pass, handler = std::move(handler)](boost::system::error_code ec,
+                                                                                    redis::reply r) mutable {
+      if (!ec) {
+        self->breaker.on_success();
+      } else if (ec == admit::asio::to_error_code(errc::closed)) {
+        if (pass == redis::breaker_pass::probe) self->breaker.cancel_probe();
+      } else {
+        self->breaker.on_failure(detail::steady::now(), pass);
+      }
+      handler(ec, std::move(r));
+    };
+    boost::asio::async_compose<decltype(reported), void(boost::system::error_code, redis::reply)>(
+        redis::detail::evalsha_op{&c, &s, std::move(cmd), std::optional<detail::steady::time_point>(until)}, reported,
         c.get_executor());
   }
 };

@@ -179,6 +179,7 @@ std::shared_ptr<redis::limiter> redis_backend::state::limiter_for(redis::client&
   lo.timeout = opts.timeout;
   lo.max_batch = opts.max_batch;
   lo.on_failure = redis::failure_policy::fail_closed;  // the error is reported; the service applies its policy
+  lo.breaker = opts.breaker;
   const seconds window(unit_seconds(l.per));
   const std::int64_t b = burst.value_or(l.requests);
   std::shared_ptr<redis::limiter> made;
