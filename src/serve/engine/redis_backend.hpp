@@ -8,10 +8,11 @@
 // - fixed_window (the default) decides exactly as envoyproxy/ratelimit's Redis cache: one counter per descriptor and
 //   window, the window aligned to Unix time and computed from the `now` decide() is given (the clock of this process,
 //   as envoyproxy/ratelimit uses its own), every hit added to the counter even when it is over the limit (INCRBY),
-//   the counter's expiry set to the unit (EXPIRE) at each hit; over the limit iff the count after the hit exceeds the
-//   limit, remaining = limit - count after. Where envoyproxy/ratelimit sends INCRBY and EXPIRE per descriptor, the
-//   hits of all the requests decided at about the same time go to Redis as one script call (one per hash slot on a
-//   cluster): see "Batching".
+//   over the limit iff the count after the hit exceeds the limit, remaining = limit - count after, reset = the time to
+//   the window's end in whole seconds. Where envoyproxy/ratelimit sends INCRBY and EXPIRE per descriptor, the hits of
+//   all the requests decided at about the same time go to Redis as one script call (one per hash slot on a cluster):
+//   see "Batching". The counter expires a unit after its first hit (envoyproxy/ratelimit: after its last), always
+//   past its window's end.
 // - sliding_window, gcra, token_bucket: admit::redis's limiters of that algorithm (one per distinct rate and burst),
 //   keyed by the counter key: their decisions use Redis's clock, not `now`.
 // - concurrency: a lease per admitted hit, held in Redis until released (release(), from any process of the fleet:

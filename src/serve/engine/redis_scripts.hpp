@@ -10,15 +10,20 @@ namespace admit::serve::detail {
 // envoyproxy/ratelimit's fixed window, for m >= 1 counters in one call (its INCRBY + EXPIRE per descriptor, at once):
 //   KEYS[i]          the counter of hit i (a key may repeat: each hit counts after the previous ones)
 //   ARGV[2i - 1]     the hits to add (integer >= 0; every hit is added, even over the limit)
-//   ARGV[2i]         the expiry in seconds, set again at each call (EXPIRE), as envoyproxy/ratelimit does
+//   ARGV[2i]         the counter's lifetime in seconds: the unit
 // Returns {count_1, ..., count_m}: each counter after its hits, or an error reply for that counter alone (a key
 // holding something else).
+// The expiry is set when the counter is created (its count is then the hits just added), not again at every hit as
+// envoyproxy/ratelimit does: the counter then lives a unit after its window's first hit instead of its last, which
+// is still past the window's end (the key names the window: no decision can tell), and the server does half the
+// work per hit.
 inline const redis::script& fixed_window_script() {
-  static const redis::script s(R"lua(-- admit serve: envoyproxy/ratelimit's fixed window (INCRBY + EXPIRE per counter)
+  static const redis::script s(R"lua(-- admit serve: envoyproxy/ratelimit's fixed window (INCRBY, EXPIRE when created)
 local out = {}
 for i = 1, #KEYS do
-  local count = redis.pcall('INCRBY', KEYS[i], ARGV[2 * i - 1])
-  if type(count) == 'number' then
+  local n = ARGV[2 * i - 1]
+  local count = redis.pcall('INCRBY', KEYS[i], n)
+  if type(count) == 'number' and count == tonumber(n) then
     redis.call('EXPIRE', KEYS[i], ARGV[2 * i])
   end
   out[i] = count
