@@ -8,10 +8,12 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "admit/redis/client/cluster.hpp"
 #include "io_thread.hpp"
 #include "redis_cluster.hpp"
 #include "redis_server.hpp"
@@ -395,6 +397,21 @@ TEST(RedisServeBackendCluster, DecidesOnThreeMasters) {
     ++per_node[owner];
   }
   for (const int n : per_node) EXPECT_GT(n, 0);
+
+  // One script call per hash slot: 30 hits on 30 counters (loaded on every master above) are as many calls as they
+  // have distinct slots, spread over the masters.
+  for (std::size_t i = 0; i < redis_cluster::size; ++i) (void)cluster.admin(i, {"CONFIG", "RESETSTAT"});
+  std::set<std::uint16_t> slots;
+  for (int i = 0; i < 30; ++i) {
+    slots.insert(admit::redis::hash_slot("admit:serve:fw:{user_" + std::to_string(i) +
+                                         "}:3600:" + std::to_string(minute_start)));
+  }
+  const auto again = decide(backend, std::vector<hit>(hits.begin(), hits.begin() + 30), now);
+  EXPECT_EQ(again[0].result, state::over_limit);  // user_0's fourth hit
+  for (std::size_t i = 1; i < 30; ++i) EXPECT_EQ(again[i].result, state::ok) << again[i].error;
+  long long calls = 0;
+  for (std::size_t i = 0; i < redis_cluster::size; ++i) calls += cluster.calls(i, "evalsha");
+  EXPECT_EQ(calls, static_cast<long long>(slots.size()));
 
   const rate_limit_rule g = rule(1, unit::hour, algorithm::token_bucket);
   EXPECT_EQ(decide_one(backend, make_hit(g, "tb")).result, state::ok);
