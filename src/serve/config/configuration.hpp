@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,38 +44,56 @@ struct descriptor_entry {
 // The rule a descriptor matched, and the key its counter lives under.
 struct rule_match {
   const rate_limit_rule* rule = nullptr;  // owned by the configuration; never null in a returned match
-  // The counter's key, unique across the configuration's domains: domain, then key_value per entry, as
+  // The counter's key, unique across the configuration's domains: domain, then key and value per entry, as
   // envoyproxy/ratelimit builds its cache key (without the window). Where share_threshold applies, the entry's value
-  // is the rule's wildcard pattern, so every matching value shares one counter.
+  // is the rule's wildcard pattern, so every matching value shares one counter. Unambiguous whatever the strings
+  // hold: each part is written as its length in decimal, ':', then its bytes ("11:test-domain3:key6:value1"), so no
+  // two different (domain, entries) give the same key. It names the descriptor path only, not the rule's unit or
+  // algorithm: a backend that keeps state across reloads adds those.
   std::string counter_key;
+  // envoyproxy/ratelimit's statistics key for this match (its Stats.Key): "domain.key_value.key" with the rule's
+  // wildcard where one matched, the request's values where detailed_metric or value_to_metric ask for them, the
+  // share_threshold wildcard where it applies. Equal to rule->full_key when none of these apply.
+  std::string metric_key;
 };
 
 class configuration {
  public:
-  // Loads every `*.yaml` file directly in `dir` (as envoyproxy/ratelimit loads RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/
-  // config; other files and subdirectories are ignored), in name order. Refuses, with the first problem found:
-  // unreadable directory or file, YAML syntax error, unknown key, empty domain, duplicate domain (across files),
-  // empty key, duplicate descriptor (same key and value at one level), bad or missing unit, `unlimited` with a unit,
-  // empty or self-naming `replaces`, non-string keys, non-map list items, and admit's own checks of the extensions.
-  // Throws config_error.
+  // Loads every `*.yaml` file directly in `dir` (as envoyproxy/ratelimit documents for RUNTIME_ROOT/
+  // RUNTIME_SUBDIRECTORY/config; `.yml` and other files, and subdirectories, are ignored; a link to a file is read),
+  // in name order; file names in rules and errors are `dir / name`. A directory without such files is an empty
+  // configuration (no domain: every request is for an unknown domain), as envoyproxy/ratelimit loads it. Refuses,
+  // with the first problem found: unreadable directory or file (line 0, the system's reason), YAML syntax error,
+  // unknown key, empty domain, duplicate domain (across files), empty key, duplicate descriptor (same key and value at
+  // one level), bad or missing unit, `unlimited` with a unit, empty or self-naming `replaces`, non-string keys,
+  // non-map list items, values of the wrong type (a negative or fractional requests_per_unit, a boolean that is not
+  // one), `share_threshold` without a wildcard, and admit's own checks of the extensions. As envoyproxy/ratelimit,
+  // it accepts and ignores a key of the format written where it means nothing (e.g. `unit` beside `rate_limit`) and
+  // takes the last of a key given twice in one map; `quota_mode` and `metadata` are read and ignored. Throws
+  // config_error.
   [[nodiscard]] static std::shared_ptr<const configuration> load_directory(const std::filesystem::path& dir);
   // Loads from YAML texts: {file name, text} (tests, and the unit of load_directory). Throws config_error.
   [[nodiscard]] static std::shared_ptr<const configuration> load(
       std::span<const std::pair<std::string, std::string>> files);
 
   // The rule for `entries` in `domain` under envoyproxy/ratelimit's matching: walk the descriptor tree entry by entry,
-  // at each level preferring an exact key+value, then the longest(?) wildcard value prefix (see the implementation's
-  // comment for the exact order), then the key alone; the rule is the one at the node reached by the last entry, when
-  // that node has one. Returns an empty optional when the domain is unknown, the path leaves the tree, or the node
-  // has no rate_limit (the descriptor is then not limited: "whitelisted").
+  // at each level taking the descriptor whose key and value equal the entry's, else the first descriptor in file order
+  // whose wildcard value matches (`*` anywhere in the value, each matching any run of characters), else the
+  // descriptor with the entry's key and no value; the rule is the one at the node reached by the last entry, when
+  // that node has one. Returns an empty optional when the domain is unknown, `entries` is empty, the path leaves the
+  // tree, or the node has no rate_limit (the descriptor is then not limited: "whitelisted"). Thread-safe (const);
+  // O(entries x (log width + wildcards at each level)).
   [[nodiscard]] std::optional<rule_match> find(std::string_view domain,
                                                std::span<const descriptor_entry> entries) const;
 
   [[nodiscard]] bool has_domain(std::string_view domain) const;
   // Every rule, indexed by rate_limit_rule::index.
   [[nodiscard]] const std::vector<rate_limit_rule>& rules() const noexcept;
-  // The loaded configuration as JSON text (domains, their descriptor trees, each rule with its file and line), for
-  // GET /rules.
+  // The loaded configuration as JSON text, for GET /rules: {"domains": [{"domain", "file", "line", "descriptors":
+  // [{"key", "value"?, "line", "share_threshold"?, "value_to_metric"?, "rate_limit"?: {"index", "full_key",
+  // "algorithm", "file", "line", "shadow_mode", "detailed_metric", "name"?, "replaces"?, then "unit" +
+  // "requests_per_unit" (+ "burst"), or "unlimited", or "concurrency"}, "descriptors"?: [...]}]}], "rules": count}.
+  // Domains by name, descriptors in file order.
   [[nodiscard]] std::string to_json() const;
 
   // Implementation detail (public so the loader can build it): the descriptor tree.

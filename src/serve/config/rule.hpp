@@ -14,7 +14,16 @@ namespace admit::serve {
 
 // The units envoyproxy/ratelimit accepts, with the numbers of Envoy's RateLimitResponse.RateLimit.Unit (so a value
 // converts to the wire enum by a cast). `unknown` is never held by a loaded rule.
-enum class unit : std::uint8_t { unknown = 0, second = 1, minute = 2, hour = 3, day = 4, month = 5, year = 6, week = 7 };
+enum class unit : std::uint8_t {
+  unknown = 0,
+  second = 1,
+  minute = 2,
+  hour = 3,
+  day = 4,
+  month = 5,
+  year = 6,
+  week = 7
+};
 
 // The unit's length in seconds as envoyproxy/ratelimit counts it (a month is 30 days, a year 365 days).
 [[nodiscard]] std::int64_t unit_seconds(unit u) noexcept;

@@ -1,0 +1,245 @@
+#include "serve/config/configuration.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include "serve/config/tree.hpp"
+#include "serve/config/yaml_loader.hpp"
+
+namespace admit::serve {
+
+namespace {
+
+std::string what_of(const std::string& file, int line, const std::string& message) {
+  return line > 0 ? file + ":" + std::to_string(line) + ": " + message : file + ": " + message;
+}
+
+// Appends `s` as its length in decimal, ':', then its bytes: a prefix-free encoding, so a sequence of parts written
+// this way reads back one way only (counter keys of different descriptors never collide, whatever '.', '_' or ':'
+// their keys and values hold).
+void append_part(std::string& out, std::string_view s) {
+  out += std::to_string(s.size());
+  out += ':';
+  out += s;
+}
+
+std::string_view trim_prefix(std::string_view s, std::string_view key) {
+  if (s.size() > key.size() && s.substr(0, key.size()) == key && s[key.size()] == '_') s.remove_prefix(key.size() + 1);
+  return s;
+}
+
+// The domains are sorted by name (the constructor sorts them).
+const configuration::domain_tree* find_domain(const std::vector<configuration::domain_tree>& domains,
+                                              std::string_view name) {
+  const auto d = std::lower_bound(domains.begin(), domains.end(), name,
+                                  [](const configuration::domain_tree& t, std::string_view n) { return t.name < n; });
+  return d == domains.end() || d->name != name ? nullptr : &*d;
+}
+
+nlohmann::json rule_json(const rate_limit_rule& r) {
+  nlohmann::json j{
+      {"index", r.index}, {"full_key", r.full_key},       {"algorithm", to_string(r.algorithm)}, {"file", r.file},
+      {"line", r.line},   {"shadow_mode", r.shadow_mode}, {"detailed_metric", r.detailed_metric}};
+  if (!r.name.empty()) j["name"] = r.name;
+  if (!r.replaces.empty()) j["replaces"] = r.replaces;
+  if (r.algorithm == algorithm::concurrency) {
+    j["concurrency"] = r.concurrency;
+  } else if (r.unlimited) {
+    j["unlimited"] = true;
+  } else {
+    j["unit"] = to_string(r.per);
+    j["requests_per_unit"] = r.requests_per_unit;
+    if (r.burst) j["burst"] = *r.burst;
+  }
+  return j;
+}
+
+nlohmann::json node_json(const configuration::node& n, const std::vector<rate_limit_rule>& rules) {
+  nlohmann::json j{{"key", n.key}, {"line", n.line}};
+  if (!n.value.empty()) j["value"] = n.value;
+  if (n.share_threshold) j["share_threshold"] = true;
+  if (n.value_to_metric) j["value_to_metric"] = true;
+  if (n.rule) j["rate_limit"] = rule_json(rules[*n.rule]);
+  if (!n.children.empty()) {
+    j["descriptors"] = nlohmann::json::array();
+    for (const configuration::node& c : n.children) j["descriptors"].push_back(node_json(c, rules));
+  }
+  return j;
+}
+
+}  // namespace
+
+config_error::config_error(std::string file, int line, std::string message)
+    : std::invalid_argument(what_of(file, line, message)),
+      file_(std::move(file)),
+      line_(line),
+      message_(std::move(message)) {}
+
+bool wildcard_match(const std::vector<std::string>& parts, std::string_view text) noexcept {
+  if (parts.size() == 1) return parts.front() == text;
+  const std::string& first = parts.front();
+  const std::string& last = parts.back();
+  if (text.size() < first.size() + last.size()) return false;
+  if (text.substr(0, first.size()) != first || text.substr(text.size() - last.size()) != last) return false;
+  // The middle parts, in order, in what lies between the first and the last.
+  std::string_view rest = text.substr(first.size(), text.size() - first.size() - last.size());
+  for (std::size_t i = 1; i + 1 < parts.size(); ++i) {
+    const auto at = rest.find(parts[i]);
+    if (at == std::string_view::npos) return false;
+    rest.remove_prefix(at + parts[i].size());
+  }
+  return true;
+}
+
+configuration::configuration(std::vector<domain_tree> domains, std::vector<rate_limit_rule> rules)
+    : domains_(std::move(domains)), rules_(std::move(rules)) {
+  std::sort(domains_.begin(), domains_.end(),
+            [](const domain_tree& a, const domain_tree& b) { return a.name < b.name; });
+}
+
+configuration::~configuration() = default;
+
+std::shared_ptr<const configuration> configuration::load(std::span<const std::pair<std::string, std::string>> files) {
+  std::vector<domain_tree> domains;
+  std::vector<rate_limit_rule> rules;
+  for (const auto& [name, text] : files) detail::load_yaml_file(name, text, domains, rules);
+  return std::make_shared<const configuration>(std::move(domains), std::move(rules));
+}
+
+std::shared_ptr<const configuration> configuration::load_directory(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  const std::string dir_name = dir.string();
+  std::vector<fs::path> paths;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) throw config_error(dir_name, 0, "cannot read the configuration directory: " + ec.message());
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const fs::path& p = it->path();
+    const std::string name = p.filename().string();
+    // `*.yaml` directly in the directory, as envoyproxy/ratelimit documents (a `.yml` file or a subdirectory is not
+    // read). A directory named x.yaml is skipped; anything that is a file or a link to one is read.
+    if (name.size() <= 5 || name.compare(name.size() - 5, 5, ".yaml") != 0) continue;
+    std::error_code type_ec;
+    if (fs::is_directory(it->status(type_ec))) continue;
+    paths.push_back(p);
+  }
+  if (ec) throw config_error(dir_name, 0, "cannot read the configuration directory: " + ec.message());
+  std::sort(paths.begin(), paths.end());
+  std::vector<std::pair<std::string, std::string>> files;
+  files.reserve(paths.size());
+  for (const fs::path& p : paths) {
+    std::ifstream in(p, std::ios::binary);
+    const int open_errno = errno;
+    std::ostringstream text;
+    if (in) text << in.rdbuf();
+    if (!in || in.bad()) {
+      throw config_error(p.string(), 0,
+                         std::string("cannot read the file: ") + std::strerror(in.is_open() ? EIO : open_errno));
+    }
+    files.emplace_back(p.string(), std::move(text).str());
+  }
+  return load(files);
+}
+
+std::optional<rule_match> configuration::find(std::string_view domain,
+                                              std::span<const descriptor_entry> entries) const {
+  const domain_tree* d = find_domain(domains_, domain);
+  if (d == nullptr || entries.empty()) return std::nullopt;
+
+  // One pass over the entries, as envoyproxy/ratelimit's GetLimit: at each level the exact `key_value`, else the
+  // first wildcard composite (file order) matching `key_value`, else `key` alone. For each entry we keep what the
+  // counter key and the metric keys need: the share_threshold pattern (when the entry matched a wildcard whose
+  // descriptor has share_threshold), and the entry's part of the value_to_metric key.
+  std::string composite;
+  std::string value_to_metric_key(domain);
+  std::vector<std::string_view> shared(entries.size());
+  bool any_shared = false;
+  const node* level = &d->root;
+  const node* reached = nullptr;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const descriptor_entry& e = entries[i];
+    composite.assign(e.key).append("_").append(e.value);
+    const node* next = level->child(composite);
+    const node::wildcard* matched_wildcard = nullptr;
+    if (next == nullptr) {
+      for (const node::wildcard& w : level->wildcards) {
+        if (wildcard_match(w.parts, composite)) {
+          next = &level->children[w.child];
+          matched_wildcard = &w;
+          break;
+        }
+      }
+    }
+    const bool matched_by_value = next != nullptr;
+    if (next == nullptr) next = level->child(e.key);
+    if (next == nullptr) return std::nullopt;
+
+    std::string_view metric_value;
+    if (matched_wildcard != nullptr) {
+      const std::string_view pattern = trim_prefix(next->composite, e.key);
+      if (next->share_threshold) {
+        shared[i] = pattern;
+        any_shared = true;
+        metric_value = pattern;
+      } else {
+        metric_value = next->value_to_metric ? std::string_view(e.value) : pattern;
+      }
+    } else if (matched_by_value || next->value_to_metric) {
+      metric_value = e.value;
+    }
+    value_to_metric_key.append(".").append(e.key);
+    if (!metric_value.empty()) value_to_metric_key.append("_").append(metric_value);
+
+    if (i + 1 == entries.size()) {
+      reached = next;
+    } else if (next->children.empty()) {
+      return std::nullopt;  // the request is deeper than the tree
+    }
+    level = next;
+  }
+  if (reached == nullptr || !reached->rule) return std::nullopt;
+
+  rule_match m;
+  m.rule = &rules_[*reached->rule];
+  append_part(m.counter_key, domain);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    append_part(m.counter_key, entries[i].key);
+    append_part(m.counter_key, shared[i].empty() ? std::string_view(entries[i].value) : shared[i]);
+  }
+  if (m.rule->detailed_metric) {
+    // detailed_metric: every entry's own value ("key_" even when empty), except share_threshold patterns.
+    m.metric_key = domain;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      m.metric_key.append(".").append(entries[i].key);
+      const std::string_view v = shared[i].empty() ? std::string_view(entries[i].value) : shared[i];
+      if (!any_shared || !v.empty()) m.metric_key.append("_").append(v);
+    }
+  } else {
+    m.metric_key = std::move(value_to_metric_key);
+  }
+  return m;
+}
+
+bool configuration::has_domain(std::string_view domain) const { return find_domain(domains_, domain) != nullptr; }
+
+const std::vector<rate_limit_rule>& configuration::rules() const noexcept { return rules_; }
+
+std::string configuration::to_json() const {
+  nlohmann::json domains = nlohmann::json::array();
+  for (const domain_tree& d : domains_) {
+    nlohmann::json j{{"domain", d.name}, {"file", d.file}, {"line", d.line}, {"descriptors", nlohmann::json::array()}};
+    for (const node& n : d.root.children) j["descriptors"].push_back(node_json(n, rules_));
+    domains.push_back(std::move(j));
+  }
+  return nlohmann::json{{"domains", std::move(domains)}, {"rules", rules_.size()}}.dump();
+}
+
+}  // namespace admit::serve

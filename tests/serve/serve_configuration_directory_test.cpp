@@ -1,0 +1,147 @@
+// Loading `admit serve`'s configuration from a directory (configuration::load_directory): which files are read and
+// in what order, an empty directory, what cannot be read (named with the system's reason), and the bundled example.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "serve/config/configuration.hpp"
+
+namespace {
+
+using admit::serve::algorithm;
+using admit::serve::config_error;
+using admit::serve::configuration;
+using admit::serve::unit;
+
+class ConfigurationDirectory : public testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = std::filesystem::temp_directory_path() /
+           ("admit serve config test " + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream out(dir_ / name, std::ios::binary);
+    out << text;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ConfigurationDirectory, LoadsEveryYamlFileDirectlyInItInNameOrder) {
+  write("b.yaml", "domain: second\ndescriptors:\n  - {key: b, rate_limit: {unit: second, requests_per_unit: 1}}\n");
+  write("a.yaml", "domain: first\ndescriptors:\n  - {key: a, rate_limit: {unit: second, requests_per_unit: 1}}\n");
+  write("README.md", "not yaml: [\n");
+  write("c.yml", "not read: [\n");
+  write("a.yaml~", "not read: [\n");
+  std::filesystem::create_directories(dir_ / "nested");
+  write("nested/d.yaml", "not read: [\n");
+  std::filesystem::create_directories(dir_ / "dir.yaml");
+  const auto c = configuration::load_directory(dir_);
+  ASSERT_EQ(c->rules().size(), 2U);
+  EXPECT_EQ(c->rules()[0].full_key, "first.a");
+  EXPECT_EQ(c->rules()[0].file, (dir_ / "a.yaml").string());
+  EXPECT_EQ(c->rules()[1].full_key, "second.b");
+  EXPECT_TRUE(c->has_domain("first"));
+  EXPECT_TRUE(c->has_domain("second"));
+}
+
+TEST_F(ConfigurationDirectory, ADuplicateDomainNamesTheLaterFile) {
+  write("10-a.yaml", "domain: same\n");
+  write("20-b.yaml", "domain: same\n");
+  try {
+    (void)configuration::load_directory(dir_);
+    FAIL();
+  } catch (const config_error& e) {
+    EXPECT_EQ(e.file(), (dir_ / "20-b.yaml").string());
+    EXPECT_EQ(e.line(), 1);
+    EXPECT_NE(e.message().find((dir_ / "10-a.yaml").string()), std::string::npos) << e.message();
+  }
+}
+
+TEST_F(ConfigurationDirectory, AnEmptyDirectoryIsAnEmptyConfiguration) {
+  const auto c = configuration::load_directory(dir_);
+  EXPECT_TRUE(c->rules().empty());
+  EXPECT_FALSE(c->has_domain(""));
+  EXPECT_EQ(nlohmann::json::parse(c->to_json()).at("domains").size(), 0U);
+}
+
+TEST_F(ConfigurationDirectory, AMissingDirectoryNamesThePathAndTheSystemsReason) {
+  const auto missing = dir_ / "no such dir";
+  try {
+    (void)configuration::load_directory(missing);
+    FAIL();
+  } catch (const config_error& e) {
+    EXPECT_EQ(e.file(), missing.string());
+    EXPECT_EQ(e.line(), 0);
+    EXPECT_NE(e.message().find("No such file or directory"), std::string::npos) << e.message();
+  }
+}
+
+TEST_F(ConfigurationDirectory, AnUnreadableFileNamesThePathAndTheSystemsReason) {
+  // A link to nowhere cannot be opened whoever runs the test (a mode of 000 would not stop root).
+  std::filesystem::create_symlink(dir_ / "gone", dir_ / "dangling.yaml");
+  try {
+    (void)configuration::load_directory(dir_);
+    FAIL();
+  } catch (const config_error& e) {
+    EXPECT_EQ(e.file(), (dir_ / "dangling.yaml").string());
+    EXPECT_NE(e.message().find("No such file or directory"), std::string::npos) << e.message();
+  }
+}
+
+TEST_F(ConfigurationDirectory, ARefusedFileIsNamedWithItsPathAndLine) {
+  write("good.yaml", "domain: good\n");
+  write("bad.yaml", "domain: bad\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: fortnight\n");
+  try {
+    (void)configuration::load_directory(dir_);
+    FAIL();
+  } catch (const config_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              (dir_ / "bad.yaml").string() +
+                  R"(:5: invalid rate limit unit "fortnight"; use second, minute, hour, day, week, month or year)");
+  }
+}
+
+#ifdef ADMIT_SERVE_EXAMPLE_CONFIG
+// The bundled example (examples/serve/config/) loads, and says the truth in its comments.
+TEST(ConfigurationExample, TheBundledExampleLoadsAndMatchesAsItsCommentsSay) {
+  const auto c = configuration::load_directory(ADMIT_SERVE_EXAMPLE_CONFIG);
+  auto find = [&c](const std::string& domain, std::vector<admit::serve::descriptor_entry> entries) {
+    return c->find(domain, entries);
+  };
+  EXPECT_EQ(find("database_qps", {{"database", "orders"}})->rule->requests_per_unit, 300U);
+  EXPECT_FALSE(find("database_qps", {{"database", "users"}}));
+  EXPECT_EQ(find("notifications", {{"kind", "promotion"}, {"phone", "555"}})->rule->requests_per_unit, 3U);
+  EXPECT_EQ(find("notifications", {{"phone", "555"}})->rule->requests_per_unit, 50U);
+  EXPECT_FALSE(find("notifications", {{"kind", "promotion"}}));
+  EXPECT_EQ(find("edge", {{"client_ip", "198.51.100.4"}})->rule->requests_per_unit, 20U);
+  EXPECT_EQ(find("edge", {{"client_ip", "203.0.113.9"}})->rule->requests_per_unit, 0U);
+  EXPECT_FALSE(find("edge", {{"client_ip", "192.0.2.1"}}));
+  EXPECT_EQ(find("edge", {{"route", "/login"}, {"client_ip", "198.51.100.4"}})->rule->per, unit::minute);
+  EXPECT_FALSE(find("edge", {{"route", "/login"}}));
+  EXPECT_EQ(find("edge", {{"path", "/static/a.css"}})->counter_key,
+            find("edge", {{"path", "/static/b.js"}})->counter_key);
+  EXPECT_TRUE(find("accounts", {{"caller", "health-checker"}})->rule->unlimited);
+  EXPECT_TRUE(find("accounts", {{"service", "billing"}, {"plan", "trial"}})->rule->shadow_mode);
+  const auto paid = find("accounts", {{"service", "billing"}, {"plan", "paid"}});
+  EXPECT_EQ(paid->rule->algorithm, algorithm::gcra);
+  EXPECT_EQ(paid->rule->burst, 20U);
+  const auto acme = find("accounts", {{"customer", "acme"}});
+  EXPECT_EQ(acme->rule->replaces, std::vector<std::string>{paid->rule->name});
+  EXPECT_EQ(acme->rule->algorithm, algorithm::sliding_window);
+  EXPECT_EQ(find("accounts", {{"export", "report-7"}})->rule->concurrency, 4U);
+}
+#endif
+
+}  // namespace
