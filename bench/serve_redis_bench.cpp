@@ -303,8 +303,3 @@ int main(int argc, char** argv) {
   admin_thread.join();
   return 0;
 }
-
-namespace admit::serve {
-// Until src/serve/config/configuration.cpp is built into admit_serve_core (redis_backend::configure reads the rules).
-[[gnu::weak]] const std::vector<rate_limit_rule>& configuration::rules() const noexcept { return rules_; }
-}  // namespace admit::serve

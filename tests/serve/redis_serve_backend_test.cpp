@@ -17,12 +17,7 @@
 #include "io_thread.hpp"
 #include "redis_cluster.hpp"
 #include "redis_server.hpp"
-
-namespace admit::serve {
-// Until src/serve/config/configuration.cpp is built into admit_serve_core: the backend's configure() and check()
-// read configuration::rules(). Weak, so that the real definition wins once it is linked.
-[[gnu::weak]] const std::vector<rate_limit_rule>& configuration::rules() const noexcept { return rules_; }
-}  // namespace admit::serve
+#include "serve/config/configuration.hpp"
 
 namespace {
 
@@ -347,6 +342,77 @@ TEST_F(RedisServeBackend, TheBreakerFailsDecisionsAtOnceWhileRedisIsDown) {
     EXPECT_NE(out.error.find("circuit"), std::string::npos) << out.error;
   }
   EXPECT_EQ(server.calls("evalsha"), 0);
+}
+
+// The hits as the service makes them: rules and counter keys from a loaded configuration.
+TEST_F(RedisServeBackend, DecidesOnALoadedConfigurationAndKeepsCountsAcrossReloads) {
+  const std::string yaml = R"(domain: shop
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 2
+  - key: api
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+      algorithm: gcra
+  - key: db
+    rate_limit:
+      concurrency: 1
+)";
+  const std::vector<std::pair<std::string, std::string>> files{{"shop.yaml", yaml}};
+  const auto config = admit::serve::configuration::load(files);
+  EXPECT_NO_THROW(redis_backend::check(*config));
+  backend.configure(*config);
+  const auto hit_for = [](const admit::serve::configuration& c, const std::string& key, const std::string& value) {
+    const std::vector<admit::serve::descriptor_entry> entries{{key, value}};
+    const auto m = c.find("shop", entries);
+    EXPECT_TRUE(m.has_value());
+    hit h;
+    h.rule = m->rule;
+    h.counter_key = m->counter_key;
+    return h;
+  };
+  const auto now = at(minute_start + 30);
+  const auto first = decide(
+      backend, {hit_for(*config, "user", "alice"), hit_for(*config, "api", "x"), hit_for(*config, "db", "main")}, now);
+  for (const auto& o : first) EXPECT_EQ(o.result, state::ok) << o.error;
+  EXPECT_EQ(first[0].remaining, 1u);
+  EXPECT_EQ(first[1].remaining, 2u);
+  EXPECT_FALSE(first[2].lease.empty());
+
+  // A reload with the same rules: the counts are Redis's, so they carry over.
+  const auto reloaded = admit::serve::configuration::load(files);
+  backend.configure(*reloaded);
+  const auto second = decide(
+      backend, {hit_for(*reloaded, "user", "alice"), hit_for(*reloaded, "api", "x"), hit_for(*reloaded, "db", "main")},
+      now);
+  EXPECT_EQ(second[0].result, state::ok);
+  EXPECT_EQ(second[0].remaining, 0u);
+  EXPECT_EQ(second[1].remaining, 1u);
+  EXPECT_EQ(second[2].result, state::over_limit);  // the lease of the first decision is still held
+  EXPECT_TRUE(release(backend, first[2].lease));
+}
+
+TEST(RedisServeBackendCheck, RefusesARuleRedisCannotHoldNamingItsFileAndLine) {
+  const std::string yaml = R"(domain: big
+descriptors:
+  - key: everyone
+    rate_limit:
+      unit: year
+      requests_per_unit: 16000000
+      algorithm: sliding_window
+)";
+  const std::vector<std::pair<std::string, std::string>> files{{"big.yaml", yaml}};
+  const auto config = admit::serve::configuration::load(files);
+  try {
+    redis_backend::check(*config);
+    ADD_FAILURE() << "check() accepted a sliding window beyond admit::redis's range";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("big.yaml:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sliding window"), std::string::npos) << e.what();
+  }
 }
 
 TEST(RedisServeBackendUnreachable, PingNamesTheServerAndDecisionsFail) {
