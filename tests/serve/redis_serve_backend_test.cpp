@@ -243,6 +243,18 @@ TEST_F(RedisServeBackend, ConcurrencyLeasesAreReleasedFromAnyProcess) {
   EXPECT_FALSE(release(backend, b.lease));
 }
 
+TEST_F(RedisServeBackend, RunsOnAThreadOfItsOwn) {
+  redis_backend own(options_for(server.url()));
+  EXPECT_EQ(own.ping(2s), std::nullopt);
+  const rate_limit_rule r = rule(1, unit::minute);
+  const rate_limit_rule c = rule(1, unit::unknown, algorithm::concurrency);
+  const auto o = decide(own, {make_hit(r, "own"), make_hit(r, "own"), make_hit(c, "own")}, at(minute_start));
+  EXPECT_EQ(o[0].result, state::ok);
+  EXPECT_EQ(o[1].result, state::over_limit);
+  ASSERT_EQ(o[2].result, state::ok) << o[2].error;
+  EXPECT_TRUE(release(own, o[2].lease));
+}
+
 TEST_F(RedisServeBackend, OneScriptCallPerBatch) {
   const rate_limit_rule r = rule(1000, unit::minute);
   (void)decide_one(backend, make_hit(r, "warm-up"));  // loads the script (NOSCRIPT, SCRIPT LOAD, EVALSHA)
@@ -434,6 +446,7 @@ TEST(RedisServeBackendUnreachable, PingNamesTheServerAndDecisionsFail) {
   EXPECT_EQ(out.result, state::failed);
   EXPECT_FALSE(out.error.empty());
   EXPECT_THROW(redis_backend(io.executor(), options_for("http://x")), std::invalid_argument);
+  EXPECT_THROW(redis_backend(options_for("http://x")), std::invalid_argument);  // its own thread stopped again
   redis_backend_options braces = options_for(url);
   braces.key_prefix = "{x}";
   EXPECT_THROW(redis_backend(io.executor(), braces), std::invalid_argument);

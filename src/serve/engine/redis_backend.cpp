@@ -2,9 +2,12 @@
 // The counting itself (fixed windows, limiters, leases) is in redis_counting.cpp.
 #include "serve/engine/redis_backend.hpp"
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <future>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <unordered_set>
 
 #include "serve/engine/redis_backend_state.hpp"
@@ -149,8 +152,29 @@ std::string redis_backend::state::failure_text(const std::error_code& ec) const 
   return s;
 }
 
+// An io_context run by a thread of its own. Stopping lets it run out of work first (bounded): the clients' closing
+// handlers, and the last completions that let the backend's state go, run before the thread ends.
+struct redis_backend::own_io {
+  boost::asio::io_context io{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard{io.get_executor()};
+  std::promise<void> ran_out;
+  std::future<void> done = ran_out.get_future();
+  std::thread thread{[this] {
+    io.run();
+    ran_out.set_value();
+  }};
+  ~own_io() {
+    guard.reset();
+    if (done.wait_for(std::chrono::seconds(2)) != std::future_status::ready) io.stop();
+    thread.join();
+  }
+};
+
 redis_backend::redis_backend(boost::asio::any_io_executor executor, redis_backend_options options)
     : state_(std::make_shared<state>(std::move(executor), std::move(options))) {}
+
+redis_backend::redis_backend(redis_backend_options options)
+    : io_(std::make_unique<own_io>()), state_(std::make_shared<state>(io_->io.get_executor(), std::move(options))) {}
 
 redis_backend::~redis_backend() {
   state_->flush();  // what is queued leaves now (and completes: a reply, or closed)
@@ -158,8 +182,14 @@ redis_backend::~redis_backend() {
     const std::lock_guard lock(state_->limiters_mutex);
     state_->limiters.clear();
   }
-  if (state_->nodes) (void)state_->nodes->close();
+  redis::cluster* nodes = nullptr;
+  {
+    const std::lock_guard lock(state_->topology_mutex);
+    nodes = state_->nodes.get();
+  }
+  if (nodes != nullptr) (void)nodes->close();
   if (state_->conn) (void)state_->conn->close();
+  state_.reset();  // before io_ stops: the last references may be in handlers it runs
 }
 
 std::optional<std::string> redis_backend::ping(std::chrono::milliseconds timeout) {

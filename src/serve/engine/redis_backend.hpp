@@ -39,8 +39,9 @@
 // waiting for their timeout, while Redis does not answer.
 //
 // Threads. The client's I/O runs on the executor given at construction, which some thread must run for as long as
-// the backend lives (and which must outlive it). decide(), release() and configure() are thread-safe; completions run
-// on the executor's threads. ping() blocks: never call it from a thread that runs the executor.
+// the backend lives (and which must outlive it), or on a thread of the backend's own (the other constructor). decide(),
+// release() and configure() are thread-safe; completions run on the executor's threads. ping() blocks: never call it
+// from a thread that runs the executor.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -83,6 +84,9 @@ class redis_backend final : public backend {
   // Does not connect (the first decision or ping() does). Throws std::invalid_argument naming the bad value (the URL,
   // with its password hidden, or an option).
   redis_backend(boost::asio::any_io_executor executor, redis_backend_options options);
+  // The same on an io_context of its own, run by one thread of its own until the backend is destroyed: decisions'
+  // completions run on that thread.
+  explicit redis_backend(redis_backend_options options);
   // Closes the connections, completing the calls in flight first (up to a second); decisions still queued complete
   // as failed.
   ~redis_backend() override;
@@ -112,6 +116,8 @@ class redis_backend final : public backend {
   struct state;  // implementation (redis_backend.cpp)
 
  private:
+  struct own_io;
+  std::unique_ptr<own_io> io_;  // the io_context of its own, if any: destroyed after the state is let go
   std::shared_ptr<state> state_;
 };
 
