@@ -427,24 +427,34 @@ descriptors:
   }
 }
 
-TEST(RedisServeBackendUnreachable, PingNamesTheServerAndDecisionsFail) {
+TEST(RedisServeBackendUnreachable, PingNamesTheServerDecisionsFailThenWorkOnceItStarts) {
+  redis_server server;
+  server.kill();  // down from the start (`admit serve` without --redis-required)
   io_thread io;
-  std::uint16_t port = 0;
-  {
-    redis_server gone;  // a port nothing listens on once it is killed
-    port = gone.port();
-  }
-  const std::string url = "redis://127.0.0.1:" + std::to_string(port);
+  const std::string url = server.url();
   redis_backend_options o = options_for(url);
   o.timeout = 200ms;
   redis_backend backend(io.executor(), o);
   const auto why = backend.ping(300ms);
   ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("127.0.0.1:" + std::to_string(port)), std::string::npos) << *why;
+  EXPECT_NE(why->find("127.0.0.1:" + std::to_string(server.port())), std::string::npos) << *why;
   const rate_limit_rule r = rule(1, unit::second);
-  const hit_outcome out = decide_one(backend, make_hit(r, "k"));
-  EXPECT_EQ(out.result, state::failed);
-  EXPECT_FALSE(out.error.empty());
+  const rate_limit_rule g = rule(5, unit::second, algorithm::gcra);
+  const std::vector<hit> hits{make_hit(r, "k"), make_hit(g, "k")};
+  for (const auto& out : decide(backend, hits)) {
+    EXPECT_EQ(out.result, state::failed);
+    EXPECT_FALSE(out.error.empty());
+  }
+  // It comes up: the backend learns the topology and decides, with no call from the test.
+  server.start();
+  const auto give_up = std::chrono::steady_clock::now() + 20s;
+  std::vector<hit_outcome> last;
+  do {
+    last = decide(backend, hits);
+  } while (last[1].result != state::ok && std::chrono::steady_clock::now() < give_up);
+  EXPECT_EQ(last[1].result, state::ok) << last[1].error;
+  EXPECT_NE(last[0].result, state::failed) << last[0].error;
+
   EXPECT_THROW(redis_backend(io.executor(), options_for("http://x")), std::invalid_argument);
   EXPECT_THROW(redis_backend(options_for("http://x")), std::invalid_argument);  // its own thread stopped again
   redis_backend_options braces = options_for(url);
