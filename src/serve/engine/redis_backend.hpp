@@ -28,8 +28,9 @@
 // share the slot of its name (the other algorithms: one slot per distinct rate and burst).
 //
 // Batching. decide() queues its fixed-window hits; the queue leaves as one script call when it reaches
-// options.max_batch hits, or when the flush that the first hit queued runs on the executor (so that every hit asked
-// for meanwhile, by any thread, goes with it). On a cluster the queue leaves as one call per hash slot.
+// min(8, options.max_batch) hits (so that Redis works on it while more are queued), or when the flush that the first
+// hit queued runs on the executor (so that every hit asked for meanwhile, by any thread, goes with it); a call carries
+// at most options.max_batch hits. On a cluster the queue leaves as one call per hash slot.
 //
 // Failures. A hit Redis did not decide (a timeout after options.timeout, a lost or refused connection, an error
 // reply) gets hit_outcome::state::failed with the reason in `error`: the service answers it by its fail-open or

@@ -60,13 +60,18 @@ std::optional<std::string> limiter_problem(algorithm a, std::uint32_t requests, 
 
 // ---- fixed windows ----
 
+// A queue this large leaves at once, without waiting for the flush: Redis works on it while this process completes
+// (and queues) the next decisions. As admit::redis's limiters (src/redis/limiter/batcher.hpp): 8 measured best there,
+// and here too (bench/serve_redis_bench.cpp: at 16 callers, waiting for the flush keeps one call in flight at a time).
+constexpr std::size_t stream_batch = 8;
+
 void redis_backend::state::submit(std::vector<window_hit> hits) {
   std::vector<window_hit> full;
   bool schedule = false;
   {
     const std::lock_guard lock(queue_mutex);
     for (auto& h : hits) queue.push_back(std::move(h));
-    if (queue.size() >= opts.max_batch) {
+    if (queue.size() >= std::min(opts.max_batch, stream_batch)) {
       full.swap(queue);
     } else if (!flush_scheduled) {
       flush_scheduled = schedule = true;
