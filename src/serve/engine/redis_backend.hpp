@@ -12,7 +12,9 @@
 //   the window's end in whole seconds. Where envoyproxy/ratelimit sends INCRBY and EXPIRE per descriptor, the hits of
 //   all the requests decided at about the same time go to Redis as one script call (one per hash slot on a cluster):
 //   see "Batching". The counter expires a unit after its first hit (envoyproxy/ratelimit: after its last), always
-//   past its window's end.
+//   past its window's end. envoyproxy/ratelimit's optional variations are not offered: what it does by default is
+//   what this does (no expiry jitter, no second Redis for per-second limits, no local cache of keys over their limit,
+//   hits counted even over the limit).
 // - sliding_window, gcra, token_bucket: admit::redis's limiters of that algorithm (one per distinct rate and burst),
 //   keyed by the counter key: their decisions use Redis's clock, not `now`.
 // - concurrency: a lease per admitted hit, held in Redis until released (release(), from any process of the fleet:
@@ -23,7 +25,7 @@
 // ("<prefix><domain>_<key>_<value>_..._<window start>") in the same Redis are never touched:
 //   fixed_window   <prefix>fw:{<counter key>}:<unit seconds>:<window start, Unix seconds>   a counter (string)
 //   concurrency    <prefix>cc:{<counter key>}  and  <prefix>cc:{<counter key>}:n               leases (zset, hash)
-//   other          {<prefix><algorithm>:<rate>:<burst>}:<counter key>                          admit::redis's state
+//   other          {<prefix><algorithm>:<requests>/<unit>:<burst>}:<counter key>               admit::redis's state
 // On a cluster, each counter's keys are in the slot of its counter key (fixed_window, concurrency); a limiter's keys
 // share the slot of its name (the other algorithms: one slot per distinct rate and burst).
 //
