@@ -40,7 +40,12 @@ failures = []
 started = []  # every server started, killed at the end whatever happened
 
 
+checks = 0
+
+
 def check(cond, what):
+    global checks
+    checks += 1
     if not cond:
         failures.append(what)
         print(f"FAIL: {what}", flush=True)
@@ -367,6 +372,46 @@ def main():
         check(p.returncode == 2 and 'GRPC_PORT "eighty"' in p.stderr,
               f"a bad GRPC_PORT: exit 2 naming it ({p.returncode}: {p.stderr!r})")
 
+        # --redis: the same answers from a real redis-server; when Redis is gone, the failure policy answers.
+        redis_server = shutil.which("redis-server")
+        if redis_server:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                redis_port = probe.getsockname()[1]
+            redis = subprocess.Popen([redis_server, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no"], stdout=subprocess.DEVNULL)
+            started.append(redis)
+            url = f"redis://127.0.0.1:{redis_port}"
+            deadline = time.monotonic() + WAIT
+            while time.monotonic() < deadline:  # until redis-server accepts connections
+                try:
+                    socket.create_connection(("127.0.0.1", redis_port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.01)
+            r_s = server(config, "--redis", url, "--redis-required")
+            stub = rls_pb2_grpc.RateLimitServiceStub(r_s.channel)
+            req = rls_pb2.RateLimitRequest(domain="rl", descriptors=[descriptor(("source_cluster", "proxy"),
+                                                                                ("destination_cluster", "mock"))])
+            for _ in range(2):  # retried once when the minute turned between the two calls
+                first, second = stub.ShouldRateLimit(req, timeout=WAIT), stub.ShouldRateLimit(req, timeout=WAIT)
+                if second.statuses[0].duration_until_reset.seconds <= first.statuses[0].duration_until_reset.seconds:
+                    break
+            check(second.overall_code == Code.OVER_LIMIT, f"--redis: the second call in a minute is OVER_LIMIT")
+            redis.kill()
+            redis.wait()
+            r = stub.ShouldRateLimit(req, timeout=WAIT)
+            check(r.overall_code == Code.OK, "--redis, Redis gone: fail open answers OK")
+            check(r_s.stop() == 0, "--redis: SIGTERM exits 0")
+            closed = server(config, "--redis", url, "--fail-closed")
+            r = rls_pb2_grpc.RateLimitServiceStub(closed.channel).ShouldRateLimit(req, timeout=WAIT)
+            check(r.overall_code == Code.OVER_LIMIT, "--redis --fail-closed, Redis unreachable: OVER_LIMIT")
+            check(closed.stop() == 0, "--fail-closed: SIGTERM exits 0")
+            p = subprocess.run([ADMIT, "serve", "--config", config, "--redis", url, "--redis-required"],
+                               capture_output=True, text=True, timeout=WAIT)
+            check(p.returncode == 69 and str(redis_port) in p.stderr,
+                  f"--redis-required, Redis unreachable: exit 69 naming it ({p.returncode}: {p.stderr!r})")
+
         # A configuration refused at start: exit 2, naming file and line.
         bad = os.path.join(tmp, "bad config")
         os.mkdir(bad)
@@ -396,7 +441,7 @@ def main():
     if failures:
         print(f"{len(failures)} check(s) failed", flush=True)
         return 1
-    print("all checks passed", flush=True)
+    print(f"all {checks} checks passed", flush=True)
     return 0
 
 

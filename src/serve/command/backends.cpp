@@ -5,10 +5,7 @@
 #include "cli/message.hpp"
 #include "serve/command/log.hpp"
 #include "serve/engine/in_process_backend.hpp"
-#if __has_include("serve/engine/redis_backend.hpp")
 #include "serve/engine/redis_backend.hpp"
-#define ADMIT_SERVE_HAS_REDIS_BACKEND 1
-#endif
 
 namespace admit::serve {
 
@@ -19,7 +16,6 @@ backend_choice make_backend(const std::optional<std::string>& redis_url, bool re
     c.store->configure(initial);
     return c;
   }
-#ifdef ADMIT_SERVE_HAS_REDIS_BACKEND
   redis_backend_options opts;
   opts.url = *redis_url;
   std::unique_ptr<redis_backend> store;
@@ -35,10 +31,6 @@ backend_choice make_backend(const std::optional<std::string>& redis_url, bool re
   }
   store->configure(initial);
   return {std::move(store), "redis", [](const configuration& next) { redis_backend::check(next); }};
-#else
-  static_cast<void>(redis_required);
-  throw cli::usage_error("--redis " + cli::quote(*redis_url) + ": this admit was built without the Redis backend");
-#endif
 }
 
 }  // namespace admit::serve
