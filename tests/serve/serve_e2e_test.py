@@ -35,6 +35,7 @@ WAIT = 30  # seconds: the longest any expected event (a log line, an exit) may t
 HITS = "admit_serve_hits_total"
 OVER = "admit_serve_over_limit_total"
 RELOADS = "admit_serve_config_reloads_total"
+REQUESTS = "admit_serve_requests_total"
 
 failures = []
 started = []  # every server started, killed at the end whatever happened
@@ -265,6 +266,12 @@ def main():
         check(status == 404, f"an unknown path: 404 ({status})")
         r = call("mongo_cps", descriptor(("database", "users")))
         check(r.overall_code == Code.OK, "after the malformed calls, the server still decides")
+        status, body = s.http("GET", "/metrics")
+        invalid = [sample.value for family in text_string_to_metric_families(body.decode())
+                   for sample in family.samples if sample.name == REQUESTS and sample.labels.get("code") == "invalid"]
+        # gRPC: 10,000 descriptors, 1 MB value, invalid UTF-8, truncated, no descriptors (the 5 MB message never
+        # reaches the server's code); HTTP: bad JSON, invalid UTF-8.
+        check(invalid == [7], f"/metrics counts the 7 refused requests as invalid ({invalid})")
 
         # POST /release: a lease nobody holds is 404; a body without a lease is 400.
         status, body = s.http("POST", "/release", '{"lease": "no-such-lease"}')

@@ -298,4 +298,8 @@ std::string service::metrics_text() const { return impl_->metrics.text(); }
 
 void service::record_reload_failure() { impl_->metrics.record_reload(false); }
 
+void service::record_invalid_request(std::chrono::nanoseconds latency) {
+  impl_->metrics.record_request(rls_code::unknown, true, latency);
+}
+
 }  // namespace admit::serve

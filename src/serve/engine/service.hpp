@@ -86,6 +86,9 @@ class service {
   [[nodiscard]] std::string metrics_text() const;
   // Counts a refused reload (the file kept out), for the metrics.
   void record_reload_failure();
+  // Counts a request a transport refused before it reached the service (unparseable, beyond its bounds), `latency`
+  // after it arrived, as admit_serve_requests_total{code="invalid"} counts the service's own refusals.
+  void record_invalid_request(std::chrono::nanoseconds latency);
 
  private:
   struct impl;

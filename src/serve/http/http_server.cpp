@@ -110,15 +110,20 @@ struct http_server::impl {
 };
 
 net::awaitable<response> http_server::impl::answer_json(const std::string& body) {
+  const auto arrived = std::chrono::steady_clock::now();
   rls_pb::RateLimitRequest message;
   google::protobuf::util::JsonParseOptions parse;
   parse.ignore_unknown_fields = false;
   if (const auto parsed = google::protobuf::util::JsonStringToMessage(body, &message, parse); !parsed.ok()) {
+    svc.record_invalid_request(std::chrono::steady_clock::now() - arrived);
     co_return text(http::status::bad_request,
                    "the body is not a RateLimitRequest in JSON: " + std::string(parsed.message()) + "\n");
   }
   rls_request req;
-  if (auto refused = from_proto(message, opts.limits, req)) co_return text(http::status::bad_request, *refused + "\n");
+  if (auto refused = from_proto(message, opts.limits, req)) {
+    svc.record_invalid_request(std::chrono::steady_clock::now() - arrived);
+    co_return text(http::status::bad_request, *refused + "\n");
+  }
   rls_result result = co_await decide(svc, std::move(req));
   if (result.failure) co_return text(http::status::bad_request, result.failure->message + "\n");
   rls_pb::RateLimitResponse out;
