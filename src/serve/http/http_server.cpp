@@ -297,7 +297,8 @@ void http_server::shutdown(std::chrono::system_clock::time_point deadline) {
   std::unique_lock lock(impl_->mutex);
   for (const auto& c : impl_->connections) {
     net::post(c->stream.get_executor(), [c] {
-      if (!c->busy) c->stream.socket().cancel();
+      beast::error_code ignored;  // the session may have closed its socket already
+      if (!c->busy) c->stream.socket().cancel(ignored);
     });
   }
   impl_->all_closed.wait_until(lock, deadline, [this] { return impl_->connections.empty(); });
