@@ -273,6 +273,21 @@ def main():
         # reaches the server's code); HTTP: bad JSON, invalid UTF-8.
         check(invalid == [7], f"/metrics counts the 7 refused requests as invalid ({invalid})")
 
+        # A concurrency rule: the gRPC answer carries the lease (x-admit-lease), POST /release ends it.
+        export = descriptor(("export", "nightly"))
+        r = call("jobs", export)
+        leases = [h.value for h in r.response_headers_to_add if h.key == "x-admit-lease"]
+        check(r.overall_code == Code.OK and len(leases) == 1, f"a concurrency rule admits with a lease ({r})")
+        check(call("jobs", export).overall_code == Code.OVER_LIMIT, "a second export while the lease is held: "
+                                                                    "OVER_LIMIT")
+        if leases:
+            status, body = s.http("POST", "/release", json.dumps({"lease": leases[0]}))
+            check(status == 200 and json.loads(body)["released"] is True, f"/release of the lease: 200 ({body!r})")
+            status, body = s.http("POST", "/release", json.dumps({"lease": leases[0]}))
+            check(status == 404, f"/release of the same lease again: 404 ({status})")
+        r = call("jobs", export)
+        check(r.overall_code == Code.OK, "after the release, the next export is admitted")
+
         # POST /release: a lease nobody holds is 404; a body without a lease is 400.
         status, body = s.http("POST", "/release", '{"lease": "no-such-lease"}')
         check(status == 404 and json.loads(body)["released"] is False, f"/release of an unknown lease: 404 ({status})")
@@ -352,9 +367,12 @@ def main():
         # an idle gRPC channel are open): well before its 60 s --drain-timeout, which the wait below is shorter than.
         check(s.stop() == 0, "SIGTERM: exit status 0")
         s.wait_for("stopped")
-        d = server(config, "--drain-timeout", "60s")
-        rls_pb2_grpc.RateLimitServiceStub(d.channel).ShouldRateLimit(
-            rls_pb2.RateLimitRequest(domain="rl", descriptors=[descriptor(("k", "v"))]), timeout=WAIT)
+        d = server(config, "--drain-timeout", "60s", "--response-headers", "ietf")
+        r = rls_pb2_grpc.RateLimitServiceStub(d.channel).ShouldRateLimit(
+            rls_pb2.RateLimitRequest(domain="mongo_cps", descriptors=[descriptor(("database", "users"))]), timeout=WAIT)
+        headers = {h.key: h.value for h in r.response_headers_to_add}
+        check(headers.get("RateLimit-Limit", "").startswith("500") and headers.get("RateLimit-Remaining") == "499",
+              f"--response-headers ietf: RateLimit-* headers in the answer ({headers})")
         idle = http.client.HTTPConnection("127.0.0.1", d.http_port, timeout=WAIT)
         idle.request("GET", "/healthcheck")
         check(idle.getresponse().read() == b"OK", "a keep-alive connection is answered")
