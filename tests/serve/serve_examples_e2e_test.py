@@ -270,6 +270,14 @@ def readme_examples(c):
                  f"the series name the values ({sorted(k[1] for k in m if 'example10' in (k[1] or ''))})")]
     in_one_window(60, f"{w} example 10", example10)
 
+    def example10_wildcard(tag):
+        r = c.call("example10_wildcard", d(("user", "alice"), ("action", "readfile"), ("resource", f"{tag}")))
+        m = metrics(c.s)
+        return [(c.limited(r.statuses[0], 100, "minute", "OK", 99), f"read*: 100 a minute ({r})"),
+                (m.get((HITS, "example10_wildcard.user_alice.action_readfile.resource"), 0) >= 1,
+                 f"the series names the whole value ({sorted(k[1] for k in m if 'example10_' in (k[1] or ''))})")]
+    in_one_window(60, f"{w} example 10 with a wildcard", example10_wildcard)
+
     # Example 11: files/* share one counter of 10 an hour: 5 for a.pdf and 5 for b.csv leave none for c.txt; each
     # files_no_share/* value has its own 10.
     if 3600 - time.time() % 3600 < 10:  # the shared counter is fixed: keep its calls away from the hour's end
@@ -286,6 +294,20 @@ def readme_examples(c):
                 ([r.overall_code for r in apart] == [Code.OK] * 10 + [Code.OVER_LIMIT], "files_no_share/a.pdf: 10"),
                 (c.limited(b_csv.statuses[0], 10, "hour", "OK", 9), f"files_no_share/b.csv: its own 10 ({b_csv})")]
     in_one_window(3600, f"{w} example 11", example11, fixed_values=True)
+
+    # Example 11 with value_to_metric: api/v1 and api/v2 share one counter, and one series named by the wildcard. The
+    # README writes that series "route_api.method_GET"; envoyproxy/ratelimit's code (its config tests) names it
+    # "route_api/*.method", as admit does.
+    def example11_metrics(_):
+        rs = [c.call("example11_metrics", d(("route", route), ("method", "GET"))) for route in ("api/v1", "api/v2")]
+        m = metrics(c.s)
+        return [([r.statuses[0].limit_remaining for r in rs] == [59, 58]
+                 and all(c.limited(r.statuses[0], 60, "minute", "OK") for r in rs), f"api/*: one counter ({rs})"),
+                (m.get((HITS, "example11_metrics.route_api/*.method")) == 2,
+                 f"one series for api/* ({sorted(k[1] for k in m if 'example11_' in (k[1] or ''))})")]
+    if 60 - time.time() % 60 < 5:  # a fixed counter again: keep its calls away from the minute's end
+        sleep_until_next_window(60)
+    in_one_window(60, f"{w} example 11 with value_to_metric", example11_metrics, fixed_values=True)
 
 
 def window_boundary(c):
