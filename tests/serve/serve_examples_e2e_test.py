@@ -7,7 +7,8 @@ service runs: the failure policy answers while it is down, and decisions are cou
 
 The only waits are for a window of the wall clock (which the service's fixed windows follow, as envoyproxy/ratelimit's
 do): the window-boundary case sleeps for the duration_until_reset the service returned, and a check that needs all
-its calls in one window is retried when the window turned in the middle (with fresh values, or in the next second).
+its calls in one window is retried when the window turned in the middle or a Redis call missed its deadline (with
+fresh values, in the next second, or with Redis emptied).
 
 usage: serve_examples_e2e_test.py ADMIT PROTO_DIR CONFIG_DIR PROTOC GRPC_PYTHON_PLUGIN
 Exit status: 0 passed, 1 failed, 77 skipped (a Python module or redis-server/redis-cli is missing).
@@ -440,8 +441,8 @@ def main():
 
         redis_binary, cli_binary = shutil.which("redis-server"), shutil.which("redis-cli")
         if not (redis_binary and cli_binary):
-            print("skipped: the Redis cases need redis-server and redis-cli", flush=True)
-            return 77
+            print("the Redis cases skipped: they need redis-server and redis-cli", flush=True)
+            return finish() or 77
 
         # One redis-server: the examples, then killed and restarted on its port under a fail-open and a fail-closed
         # service.
