@@ -412,6 +412,9 @@ def redis_down_and_back(open_c, closed_c, kill, restart, what):
     check(r.overall_code == Code.OK, f"{what} down, fail open: OK ({r.overall_code})")
     r = closed_c.call("window", *many(next(tags)))
     check(r.overall_code == Code.OVER_LIMIT, f"{what} down, fail closed: OVER_LIMIT ({r.overall_code})")
+    r = closed_c.call("internal", descriptor(("ldap", "x")))
+    check(r.overall_code == Code.OK and r.statuses[0].limit_remaining == MAX_U32,
+          f"{what} down, fail closed: an unlimited descriptor (README example 5) never asks Redis: OK ({r})")
     errors_after = [metrics(c.s).get((BACKEND_ERRORS, None), 0) for c in (open_c, closed_c)]
     check(all(a > b for a, b in zip(errors_after, errors_before)),
           f"{what} down: {BACKEND_ERRORS} counts the failures ({errors_before} then {errors_after})")
