@@ -521,6 +521,42 @@ TEST(ServiceFailures, ABackendFailureAnswersPerTheFailurePolicy) {
   }
 }
 
+// A backend that keeps its decisions and completes them as failed when destroyed (as the Redis backend completes
+// the hits still queued).
+class completes_when_destroyed final : public backend {
+ public:
+  ~completes_when_destroyed() override {
+    for (auto& [n, done] : held_) {
+      std::vector<hit_outcome> out(n);
+      for (auto& o : out) o.result = hit_outcome::state::failed;
+      done(std::move(out));
+    }
+  }
+  void decide(std::vector<hit> hits, sys::time_point, completion done) override {
+    held_.emplace_back(hits.size(), std::move(done));
+  }
+  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void configure(const configuration&) override {}
+
+ private:
+  std::vector<std::pair<std::size_t, completion>> held_;
+};
+
+// The service outlives its backend: a decision the backend completes as it is destroyed is answered (and recorded
+// in metrics that still exist; under AddressSanitizer, a use after free otherwise).
+TEST(ServiceFailures, ADecisionCompletedAsTheBackendIsDestroyedIsAnswered) {
+  std::optional<rls_result> out;
+  {
+    service svc{std::make_unique<completes_when_destroyed>(), yaml(example5), {.fail_open = false}};
+    svc.should_rate_limit_at(req("internal", {desc({{"azure", "a"}})}), at(0s),
+                             [&](rls_result x) { out = std::move(x); });
+    EXPECT_FALSE(out);
+  }
+  ASSERT_TRUE(out);
+  ASSERT_FALSE(out->failure);
+  EXPECT_EQ(out->response.overall_code, rls_code::over_limit);
+}
+
 TEST(ServiceConcurrency, AnAdmittedLeaseIsAHeaderAndAnOverLimitRequestHoldsNone) {
   // release() reads the system clock: leases granted at the test's explicit times must not expire by then
   const in_process_options long_leases{.lease_ttl = std::chrono::hours(24 * 365 * 200)};

@@ -69,7 +69,7 @@ header_names names_of(service_options::header_style h) {
 
 struct service::impl {
   impl(std::unique_ptr<backend> b, std::shared_ptr<const configuration> c, service_options o)
-      : store(std::move(b)), opts(o) {
+      : opts(o), store(std::move(b)) {
     if (!store) throw std::invalid_argument("admit serve: the service needs a backend, got none");
     if (!c) throw std::invalid_argument("admit serve: the service needs a configuration, got none");
     install(std::move(c));
@@ -83,11 +83,13 @@ struct service::impl {
     metrics.record_reload(true);
   }
 
-  std::unique_ptr<backend> store;
   const service_options opts;
   serve_metrics metrics;
   std::mutex reload_mutex;
   snapshot_ptr<const configuration> config;
+  // Last, so destroyed first: a backend may complete the decisions it still holds as it is destroyed (the Redis
+  // backend completes its queued hits as failed), and those completions record into the metrics above.
+  std::unique_ptr<backend> store;
 };
 
 namespace {
