@@ -443,6 +443,30 @@ TEST(ServiceRequests, ALimitOverrideReplacesTheRuleAndAppliesWithoutOneInAKnownD
   EXPECT_NE(h.svc.metrics_text().find("rule=\"example6.unknown_x\"} 2\n"), std::string::npos);
 }
 
+// envoyproxy/ratelimit keys an override's counter by the request's own values: a share_threshold rule's pattern is
+// the rule's, and the override replaces the rule, so each value matching the wildcard counts on its own.
+TEST(ServiceRequests, AnOverrideOfAShareThresholdRuleCountsPerValue) {
+  harness h{R"(domain: shared
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit:
+      unit: hour
+      requests_per_unit: 10
+)"};
+  rls_descriptor a = desc({{"files", "files/a.pdf"}});
+  rls_descriptor b = desc({{"files", "files/b.csv"}});
+  a.limit = b.limit = limit_override{1, unit::hour};
+  EXPECT_EQ(h.ok(req("shared", {a})).overall_code, rls_code::ok);
+  rls_response r = h.ok(req("shared", {b}));
+  EXPECT_EQ(r.overall_code, rls_code::ok);  // its own counter, not the wildcard's
+  EXPECT_EQ(r.statuses[0].limit_remaining, 0u);
+  EXPECT_EQ(h.ok(req("shared", {a})).overall_code, rls_code::over_limit);
+  // the rule's shared counter saw none of the overrides' hits
+  EXPECT_EQ(h.ok(req("shared", {desc({{"files", "files/c.txt"}})})).statuses[0].limit_remaining, 9u);
+}
+
 TEST(ServiceHeaders, NameTheDescriptorClosestToItsLimit) {
   const std::string cfg = R"(domain: h
 descriptors:
