@@ -250,6 +250,11 @@ net::awaitable<void> http_server::impl::listen() {
     {
       const std::lock_guard lock(mutex);
       if (stopping.load()) continue;  // closes the socket
+      if (connections.size() >= opts.max_connections) {
+        log::debug("http connection refused",
+                   {{"reason", "max_connections reached"}, {"max_connections", opts.max_connections}});
+        continue;  // closes the socket
+      }
       connections.push_back(c);
     }
     auto ex = c->stream.get_executor();
@@ -262,6 +267,9 @@ http_server::http_server(service& svc, const http_server_options& opts) : impl_(
   const auto address = net::ip::make_address(opts.host, ec);
   const std::string where = opts.host + ":" + std::to_string(opts.port);
   if (ec) throw std::runtime_error("cannot listen for HTTP on " + where + ": not an IP address");
+  if (opts.max_connections == 0) {
+    throw std::invalid_argument("http_server: max_connections must be at least 1, got 0");
+  }
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(opts.port));
   impl_->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);

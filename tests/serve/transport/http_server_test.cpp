@@ -65,7 +65,7 @@ struct fixture {
   std::unique_ptr<service> svc;
   std::unique_ptr<http_server> server;
 
-  fixture() {
+  explicit fixture(std::size_t max_connections = http_server_options{}.max_connections) {
     auto b = std::make_unique<held_backend>();
     store = b.get();
     const std::vector<std::pair<std::string, std::string>> files = {
@@ -77,6 +77,7 @@ struct fixture {
     opts.host = "127.0.0.1";
     opts.port = 0;
     opts.threads = 1;
+    opts.max_connections = max_connections;
     server = std::make_unique<http_server>(*svc, opts);
     server->set_serving(true);
   }
@@ -134,6 +135,19 @@ TEST(HttpServer, AnswersJsonAndHealth) {
   auto [ec3, draining] = c.ask(http::verb::get, "/healthcheck");
   ASSERT_FALSE(ec3);
   EXPECT_EQ(draining.result(), http::status::internal_server_error);
+}
+
+TEST(HttpServer, AConnectionBeyondMaxConnectionsIsClosed) {
+  fixture f(1);
+  client a(f.server->port());
+  auto [ec, health] = a.ask(http::verb::get, "/healthcheck");  // a is held open by the server now
+  ASSERT_FALSE(ec) << ec.message();
+  client b(f.server->port());
+  auto [refused, unanswered] = b.ask(http::verb::get, "/healthcheck");  // closed at once: no answer
+  EXPECT_TRUE(refused) << unanswered.result_int();
+  auto [ec2, again] = a.ask(http::verb::get, "/healthcheck");  // the one within the bound is still served
+  ASSERT_FALSE(ec2) << ec2.message();
+  EXPECT_EQ(again.result(), http::status::ok);
 }
 
 TEST(HttpServer, DrainClosesIdleConnectionsAndAnswersTheRequestInFlight) {
