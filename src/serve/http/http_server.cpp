@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -16,6 +17,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
+#include <exception>
 #include <list>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -57,15 +59,24 @@ response json(http::status status, const nlohmann::json& body) {
   return text(status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
-// Calls service::should_rate_limit from a coroutine: the completion may come inline or on another thread.
+// Calls service::should_rate_limit from a coroutine: the completion may come inline or on another thread. What the
+// service throws is rethrown in the coroutine (the session answers 500), not out of the I/O thread (which would end
+// the process); the coroutine resumes once, so a completion the backend kept before it threw is dropped.
 net::awaitable<rls_result> decide(service& svc, rls_request req) {
-  co_return co_await net::async_initiate<decltype(net::use_awaitable), void(rls_result)>(
+  co_return co_await net::async_initiate<decltype(net::use_awaitable), void(std::exception_ptr, rls_result)>(
       [&svc](auto handler, rls_request r) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        svc.should_rate_limit(std::move(r), [h](rls_result result) {
+        auto answered = std::make_shared<std::atomic<bool>>(false);
+        const auto deliver = [h, answered](std::exception_ptr e, rls_result result) {
+          if (answered->exchange(true)) return;
           auto ex = net::get_associated_executor(*h);
-          net::dispatch(ex, [h, result = std::move(result)]() mutable { (*h)(std::move(result)); });
-        });
+          net::dispatch(ex, [h, e, result = std::move(result)]() mutable { (*h)(e, std::move(result)); });
+        };
+        try {
+          svc.should_rate_limit(std::move(r), [deliver](rls_result result) { deliver(nullptr, std::move(result)); });
+        } catch (...) {
+          deliver(std::current_exception(), rls_result{});
+        }
       },
       net::use_awaitable, std::move(req));
 }
