@@ -199,6 +199,7 @@ TEST(InProcessConcurrency, LeasesExpireAfterTheirTtl) {
   b.configure_rules(rules);
   const hit_outcome a = one(b, rules[0], "c", 1, 0s);
   ASSERT_EQ(a.result, state::ok);
+  EXPECT_EQ(a.reset_after, 10s);  // the lease's ttl, as the Redis backend reports it
   EXPECT_EQ(one(b, rules[0], "c", 1, 10s - 1ns).result, state::over_limit);
   const hit_outcome later = one(b, rules[0], "c", 1, 10s);  // the first lease expired
   EXPECT_EQ(later.result, state::ok);

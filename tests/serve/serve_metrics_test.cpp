@@ -60,6 +60,22 @@ TEST(ServeMetrics, ExtraSeriesAreBounded) {
   EXPECT_TRUE(has(t, "admit_serve_hits_total{domain=\"d\",rule=\"_other\"} 1"));
 }
 
+// The names of extra series come from requests: their bytes are bounded too, whatever their number.
+TEST(ServeMetrics, ExtraSeriesBytesAreBounded) {
+  serve_metrics m{1000, 100};
+  std::vector<rate_limit_rule> rules{rule("d.k", 0)};
+  m.configure(rules);
+  const std::string a = "d.k_" + std::string(60, 'a'), b = "d.k_" + std::string(60, 'b');
+  m.record_descriptor(rules[0], "d", a, {.hits = 1});        // 2 + 64 bytes: within 100
+  m.record_descriptor(rules[0], "d", b, {.hits = 1});        // 66 more: beyond
+  m.record_descriptor(rules[0], "d", "d.k_c", {.hits = 1});  // 7 more: within
+  const std::string t = m.text();
+  EXPECT_TRUE(has(t, "admit_serve_hits_total{domain=\"d\",rule=\"" + a + "\"} 1")) << t;
+  EXPECT_EQ(t.find(b), std::string::npos);
+  EXPECT_TRUE(has(t, "admit_serve_hits_total{domain=\"d\",rule=\"d.k_c\"} 1"));
+  EXPECT_TRUE(has(t, "admit_serve_hits_total{domain=\"d\",rule=\"d.k\"} 1"));
+}
+
 TEST(ServeMetrics, LabelValuesAreEscapedAndValidUtf8) {
   serve_metrics m;
   std::vector<rate_limit_rule> rules{rule("d.k", 0)};

@@ -443,6 +443,30 @@ TEST(ServiceRequests, ALimitOverrideReplacesTheRuleAndAppliesWithoutOneInAKnownD
   EXPECT_NE(h.svc.metrics_text().find("rule=\"example6.unknown_x\"} 2\n"), std::string::npos);
 }
 
+// envoyproxy/ratelimit keys an override's counter by the request's own values: a share_threshold rule's pattern is
+// the rule's, and the override replaces the rule, so each value matching the wildcard counts on its own.
+TEST(ServiceRequests, AnOverrideOfAShareThresholdRuleCountsPerValue) {
+  harness h{R"(domain: shared
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit:
+      unit: hour
+      requests_per_unit: 10
+)"};
+  rls_descriptor a = desc({{"files", "files/a.pdf"}});
+  rls_descriptor b = desc({{"files", "files/b.csv"}});
+  a.limit = b.limit = limit_override{1, unit::hour};
+  EXPECT_EQ(h.ok(req("shared", {a})).overall_code, rls_code::ok);
+  rls_response r = h.ok(req("shared", {b}));
+  EXPECT_EQ(r.overall_code, rls_code::ok);  // its own counter, not the wildcard's
+  EXPECT_EQ(r.statuses[0].limit_remaining, 0u);
+  EXPECT_EQ(h.ok(req("shared", {a})).overall_code, rls_code::over_limit);
+  // the rule's shared counter saw none of the overrides' hits
+  EXPECT_EQ(h.ok(req("shared", {desc({{"files", "files/c.txt"}})})).statuses[0].limit_remaining, 9u);
+}
+
 TEST(ServiceHeaders, NameTheDescriptorClosestToItsLimit) {
   const std::string cfg = R"(domain: h
 descriptors:
@@ -519,6 +543,42 @@ TEST(ServiceFailures, ABackendFailureAnswersPerTheFailurePolicy) {
     EXPECT_EQ(out->response.statuses[1].code, rls_code::ok);  // unlimited: the backend is not asked
     EXPECT_NE(svc.metrics_text().find("admit_serve_backend_errors_total 1\n"), std::string::npos);
   }
+}
+
+// A backend that keeps its decisions and completes them as failed when destroyed (as the Redis backend completes
+// the hits still queued).
+class completes_when_destroyed final : public backend {
+ public:
+  ~completes_when_destroyed() override {
+    for (auto& [n, done] : held_) {
+      std::vector<hit_outcome> out(n);
+      for (auto& o : out) o.result = hit_outcome::state::failed;
+      done(std::move(out));
+    }
+  }
+  void decide(std::vector<hit> hits, sys::time_point, completion done) override {
+    held_.emplace_back(hits.size(), std::move(done));
+  }
+  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void configure(const configuration&) override {}
+
+ private:
+  std::vector<std::pair<std::size_t, completion>> held_;
+};
+
+// The service outlives its backend: a decision the backend completes as it is destroyed is answered (and recorded
+// in metrics that still exist; under AddressSanitizer, a use after free otherwise).
+TEST(ServiceFailures, ADecisionCompletedAsTheBackendIsDestroyedIsAnswered) {
+  std::optional<rls_result> out;
+  {
+    service svc{std::make_unique<completes_when_destroyed>(), yaml(example5), {.fail_open = false}};
+    svc.should_rate_limit_at(req("internal", {desc({{"azure", "a"}})}), at(0s),
+                             [&](rls_result x) { out = std::move(x); });
+    EXPECT_FALSE(out);
+  }
+  ASSERT_TRUE(out);
+  ASSERT_FALSE(out->failure);
+  EXPECT_EQ(out->response.overall_code, rls_code::over_limit);
 }
 
 TEST(ServiceConcurrency, AnAdmittedLeaseIsAHeaderAndAnOverLimitRequestHoldsNone) {

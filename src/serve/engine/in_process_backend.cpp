@@ -166,8 +166,8 @@ struct deny_state final : rule_state {
 };
 
 struct concurrency_state final : rule_state {
-  concurrency_state(std::uint32_t limit_, lease_table& leases_, std::uint64_t owner_)
-      : limit(limit_), leases(leases_), owner(owner_) {}
+  concurrency_state(std::uint32_t limit_, lease_table& leases_, std::uint64_t owner_, std::chrono::nanoseconds ttl_)
+      : limit(limit_), leases(leases_), owner(owner_), ttl(ttl_) {}
   ~concurrency_state() override { leases.drop_owner(owner); }
   hit_outcome decide(const hit& h, std::int64_t now_ns) override {
     lease_table::acquired a = leases.try_acquire(owner, h.counter_key, limit, h.n, now_ns);
@@ -178,6 +178,7 @@ struct concurrency_state final : rule_state {
       o.count_after = a.in_flight;
       o.remaining = static_cast<std::uint32_t>(limit - a.in_flight);
       o.lease = std::move(a.lease);
+      o.reset_after = ceil_seconds(ttl);  // as the Redis backend: the longest the permits can stay held
     } else {
       o.result = hit_outcome::state::over_limit;
       o.count_after = a.in_flight + h.n;
@@ -188,6 +189,7 @@ struct concurrency_state final : rule_state {
   std::uint32_t limit;
   lease_table& leases;
   std::uint64_t owner;
+  std::chrono::nanoseconds ttl;
 };
 
 }  // namespace
@@ -215,7 +217,7 @@ struct in_process_backend::impl {
       case algorithm::fixed_window:
         return std::make_shared<fixed_state>(r, k);
       case algorithm::concurrency:
-        return std::make_shared<concurrency_state>(r.concurrency, leases, next_owner++);
+        return std::make_shared<concurrency_state>(r.concurrency, leases, next_owner++, opts.lease_ttl);
       case algorithm::sliding_window:
       case algorithm::gcra:
       case algorithm::token_bucket:

@@ -89,19 +89,23 @@ struct serve_metrics::impl {
     std::unique_ptr<fast_entry[]> entries;
   };
 
-  explicit impl(std::size_t max_extra) : max_extra_series(max_extra) {
+  impl(std::size_t max_extra, std::size_t max_bytes) : max_extra_series(max_extra), max_extra_bytes(max_bytes) {
     fast.store(std::make_shared<const fast_table>());
   }
 
-  // The series (domain, name), created when new; extra: bounded by max_extra_series (null beyond it).
+  // The series (domain, name), created when new; extra: bounded by max_extra_series and max_extra_bytes (null beyond
+  // either).
   slot* find_or_add(std::string_view domain, std::string_view name, bool extra) {
     std::string key(domain);
     key += '\0';
     key += name;
     std::lock_guard lock(mutex);
     if (const auto it = slots.find(key); it != slots.end()) return it->second.get();
-    if (extra && extra_series >= max_extra_series) return nullptr;
-    if (extra) ++extra_series;
+    if (extra && (extra_series >= max_extra_series || key.size() > max_extra_bytes - extra_bytes)) return nullptr;
+    if (extra) {
+      ++extra_series;
+      extra_bytes += key.size();
+    }
     auto s = std::make_unique<slot>();
     s->domain = valid_utf8(domain);
     s->rule = valid_utf8(name);
@@ -123,10 +127,12 @@ struct serve_metrics::impl {
   }
 
   const std::size_t max_extra_series;
+  const std::size_t max_extra_bytes;
   snapshot_ptr<const fast_table> fast;
   mutable std::mutex mutex;
   std::map<std::string, std::unique_ptr<slot>> slots;  // by domain '\0' series name; never removed
   std::size_t extra_series = 0;
+  std::size_t extra_bytes = 0;  // of the extra series' keys (domain, name): at most max_extra_bytes
 
   std::array<std::atomic<std::uint64_t>, registry::bucket_bound_count + 1> latency_buckets{};  // not cumulative
   std::atomic<std::uint64_t> latency_sum_ns{0};
@@ -134,7 +140,8 @@ struct serve_metrics::impl {
   std::atomic<std::uint64_t> global_shadow{0}, backend_errors{0}, reloads_ok{0}, reloads_failed{0};
 };
 
-serve_metrics::serve_metrics(std::size_t max_extra_series) : impl_(std::make_unique<impl>(max_extra_series)) {}
+serve_metrics::serve_metrics(std::size_t max_extra_series, std::size_t max_extra_bytes)
+    : impl_(std::make_unique<impl>(max_extra_series, max_extra_bytes)) {}
 serve_metrics::~serve_metrics() = default;
 
 void serve_metrics::configure(std::span<const rate_limit_rule> rules) {

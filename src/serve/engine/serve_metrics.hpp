@@ -30,7 +30,9 @@
 //
 // Series exist from a rule's first decision on (its domain is known then). Per-rule counters keep their totals across
 // reloads (a rule is known by its full key); series of detailed metrics and of overrides without a rule are bounded
-// by max_extra_series: beyond it, a detailed metric counts in its rule's series and an override in rule="_other".
+// by max_extra_series and by the bytes of their names, max_extra_bytes (a request's values make these names: 10,000
+// series of 4 KiB values would otherwise hold, and print six times per /metrics, hundreds of megabytes): beyond
+// either, a detailed metric counts in its rule's series and an override in rule="_other".
 // Label values are escaped as the format requires, and a byte of an invalid UTF-8 sequence (a request's value in a
 // detailed series) is written as U+FFFD, so the exposition always parses.
 //
@@ -67,7 +69,9 @@ struct descriptor_counts {
 class serve_metrics {
  public:
   static constexpr std::size_t default_max_extra_series = 10'000;
-  explicit serve_metrics(std::size_t max_extra_series = default_max_extra_series);
+  static constexpr std::size_t default_max_extra_bytes = std::size_t{4} << 20;  // 4 MiB of extra series' names
+  explicit serve_metrics(std::size_t max_extra_series = default_max_extra_series,
+                         std::size_t max_extra_bytes = default_max_extra_bytes);
   ~serve_metrics();
   serve_metrics(const serve_metrics&) = delete;
   serve_metrics& operator=(const serve_metrics&) = delete;

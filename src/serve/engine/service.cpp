@@ -46,7 +46,8 @@ std::string metric_series(const Match& m, std::string_view domain, const rls_des
   return m.rule->detailed_metric ? detailed_path(domain, d) : std::string();
 }
 
-// The counter key of an override that matched no rule: the entries, length-prefixed so no two requests collide.
+// The counter key of an override: the request's entries, length-prefixed so no two requests collide (the format of
+// rule_match::counter_key, so that an override shares a fixed-window rule's counter where envoyproxy/ratelimit does).
 std::string override_counter_key(std::string_view domain, const rls_descriptor& d) {
   std::string s = std::to_string(domain.size()) + ':' + std::string(domain);
   for (const descriptor_entry& e : d.entries) {
@@ -69,7 +70,7 @@ header_names names_of(service_options::header_style h) {
 
 struct service::impl {
   impl(std::unique_ptr<backend> b, std::shared_ptr<const configuration> c, service_options o)
-      : store(std::move(b)), opts(o) {
+      : opts(o), store(std::move(b)) {
     if (!store) throw std::invalid_argument("admit serve: the service needs a backend, got none");
     if (!c) throw std::invalid_argument("admit serve: the service needs a configuration, got none");
     install(std::move(c));
@@ -83,11 +84,13 @@ struct service::impl {
     metrics.record_reload(true);
   }
 
-  std::unique_ptr<backend> store;
   const service_options opts;
   serve_metrics metrics;
   std::mutex reload_mutex;
   snapshot_ptr<const configuration> config;
+  // Last, so destroyed first: a backend may complete the decisions it still holds as it is destroyed (the Redis
+  // backend completes its queued hits as failed), and those completions record into the metrics above.
+  std::unique_ptr<backend> store;
 };
 
 namespace {
@@ -163,11 +166,14 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
       p.what = plan::kind::limited;
       p.override_limit = d.limit;
       p.series = descriptor_path(req.domain, d);
+      // The request's own entries, as envoyproxy/ratelimit keys an override: its cache key holds the request's
+      // values (a rule's share_threshold pattern is not applied: the override replaces that rule).
+      p.counter_key = override_counter_key(req.domain, d);
       if (r != nullptr && !r->unlimited &&
           (r->algorithm == algorithm::fixed_window || r->algorithm == algorithm::concurrency)) {
         p.rule = r;  // a fixed window shares the rule's counter (as the Redis key is shared there)
-        p.counter_key = m->counter_key;
         if (r->algorithm == algorithm::concurrency) {
+          p.counter_key = m->counter_key;
           p.override_limit.reset();
           p.series.clear();
         }
@@ -178,7 +184,6 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
         p.made->per = d.limit->per;
         p.made->index = no_rule_index;
         p.rule = p.made.get();
-        p.counter_key = m ? m->counter_key : override_counter_key(req.domain, d);
       }
       continue;
     }

@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 
+#include <atomic>
 #include <exception>
 #include <mutex>
 #include <stdexcept>
@@ -76,8 +77,12 @@ class rls_handler final
     if (!parsed) return refuse(parse_failure(problem));
     rls_request req;
     if (auto refused = from_proto(message, limits_, req)) return refuse(*refused);
+    // Finish is called once: by the decision's completion, or by the catch below when the service threw (a backend
+    // may throw after it kept the completion, which then comes later and must not answer a second time).
+    auto answered = std::make_shared<std::atomic<bool>>(false);
     try {
-      svc_.should_rate_limit(std::move(req), [reactor, response](rls_result result) {
+      svc_.should_rate_limit(std::move(req), [reactor, response, answered](rls_result result) {
+        if (answered->exchange(true)) return;
         if (result.failure) {
           reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, result.failure->message));
           return;
@@ -91,6 +96,7 @@ class rls_handler final
       });
     } catch (const std::exception& e) {
       log::error("decision failed", {{"error", e.what()}});
+      if (answered->exchange(true)) return reactor;
       reactor->Finish(grpc::Status(grpc::StatusCode::INTERNAL, std::string("the decision failed: ") + e.what()));
     }
     return reactor;

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -16,6 +17,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
+#include <exception>
 #include <list>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -57,15 +59,24 @@ response json(http::status status, const nlohmann::json& body) {
   return text(status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
-// Calls service::should_rate_limit from a coroutine: the completion may come inline or on another thread.
+// Calls service::should_rate_limit from a coroutine: the completion may come inline or on another thread. What the
+// service throws is rethrown in the coroutine (the session answers 500), not out of the I/O thread (which would end
+// the process); the coroutine resumes once, so a completion the backend kept before it threw is dropped.
 net::awaitable<rls_result> decide(service& svc, rls_request req) {
-  co_return co_await net::async_initiate<decltype(net::use_awaitable), void(rls_result)>(
+  co_return co_await net::async_initiate<decltype(net::use_awaitable), void(std::exception_ptr, rls_result)>(
       [&svc](auto handler, rls_request r) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        svc.should_rate_limit(std::move(r), [h](rls_result result) {
+        auto answered = std::make_shared<std::atomic<bool>>(false);
+        const auto deliver = [h, answered](std::exception_ptr e, rls_result result) {
+          if (answered->exchange(true)) return;
           auto ex = net::get_associated_executor(*h);
-          net::dispatch(ex, [h, result = std::move(result)]() mutable { (*h)(std::move(result)); });
-        });
+          net::dispatch(ex, [h, e, result = std::move(result)]() mutable { (*h)(e, std::move(result)); });
+        };
+        try {
+          svc.should_rate_limit(std::move(r), [deliver](rls_result result) { deliver(nullptr, std::move(result)); });
+        } catch (...) {
+          deliver(std::current_exception(), rls_result{});
+        }
       },
       net::use_awaitable, std::move(req));
 }
@@ -250,6 +261,11 @@ net::awaitable<void> http_server::impl::listen() {
     {
       const std::lock_guard lock(mutex);
       if (stopping.load()) continue;  // closes the socket
+      if (connections.size() >= opts.max_connections) {
+        log::debug("http connection refused",
+                   {{"reason", "max_connections reached"}, {"max_connections", opts.max_connections}});
+        continue;  // closes the socket
+      }
       connections.push_back(c);
     }
     auto ex = c->stream.get_executor();
@@ -262,6 +278,9 @@ http_server::http_server(service& svc, const http_server_options& opts) : impl_(
   const auto address = net::ip::make_address(opts.host, ec);
   const std::string where = opts.host + ":" + std::to_string(opts.port);
   if (ec) throw std::runtime_error("cannot listen for HTTP on " + where + ": not an IP address");
+  if (opts.max_connections == 0) {
+    throw std::invalid_argument("http_server: max_connections must be at least 1, got 0");
+  }
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(opts.port));
   impl_->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);

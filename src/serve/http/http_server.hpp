@@ -31,6 +31,9 @@ struct http_server_options {
   std::size_t max_body_bytes = 1 << 20;  // request bodies above this are answered 413
   request_limits limits;
   int threads = 2;  // threads running the server's I/O
+  // Connections open at once (>= 1); one accepted beyond it is closed at once, so that idle or slow clients cannot
+  // take every file descriptor of the process (the gRPC port's included).
+  std::size_t max_connections = 1000;
 };
 
 class http_server {

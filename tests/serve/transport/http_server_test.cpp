@@ -12,6 +12,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <future>
+#include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -34,14 +36,17 @@ struct fixture {
   std::unique_ptr<service> svc;
   std::unique_ptr<http_server> server;
 
-  fixture() {
-    auto b = std::make_unique<held_backend>();
-    store = b.get();
+  explicit fixture(std::size_t max_connections = http_server_options{}.max_connections,
+                   std::unique_ptr<backend> other = nullptr) {
+    std::unique_ptr<backend> b = std::make_unique<held_backend>();
+    if (other) b = std::move(other);
+    store = dynamic_cast<held_backend*>(b.get());
     svc = std::make_unique<service>(std::move(b), one_rule(), service_options{});
     http_server_options opts;
     opts.host = "127.0.0.1";
     opts.port = 0;
     opts.threads = 1;
+    opts.max_connections = max_connections;
     server = std::make_unique<http_server>(*svc, opts);
     server->set_serving(true);
   }
@@ -99,6 +104,60 @@ TEST(HttpServer, AnswersJsonAndHealth) {
   auto [ec3, draining] = c.ask(http::verb::get, "/healthcheck");
   ASSERT_FALSE(ec3);
   EXPECT_EQ(draining.result(), http::status::internal_server_error);
+}
+
+TEST(HttpServer, AConnectionBeyondMaxConnectionsIsClosed) {
+  fixture f(1);
+  client a(f.server->port());
+  auto [ec, health] = a.ask(http::verb::get, "/healthcheck");  // a is held open by the server now
+  ASSERT_FALSE(ec) << ec.message();
+  client b(f.server->port());
+  auto [refused, unanswered] = b.ask(http::verb::get, "/healthcheck");  // closed at once: no answer
+  EXPECT_TRUE(refused) << unanswered.result_int();
+  auto [ec2, again] = a.ask(http::verb::get, "/healthcheck");  // the one within the bound is still served
+  ASSERT_FALSE(ec2) << ec2.message();
+  EXPECT_EQ(again.result(), http::status::ok);
+}
+
+// Keeps the decision's completion, then throws (as a backend that fails after it queued part of a request).
+class throws_after_keeping final : public backend {
+ public:
+  void decide(std::vector<hit> hits, std::chrono::system_clock::time_point, completion done) override {
+    const std::lock_guard lock(mutex_);
+    held_.emplace_back(hits.size(), std::move(done));
+    throw std::runtime_error("backend broke");
+  }
+  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void configure(const configuration&) override {}
+  void complete_all() {
+    std::vector<std::pair<std::size_t, completion>> taken;
+    {
+      const std::lock_guard lock(mutex_);
+      taken.swap(held_);
+    }
+    for (auto& [n, done] : taken) done(std::vector<hit_outcome>(n));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<std::size_t, completion>> held_;
+};
+
+// What the service throws is a 500 on that request (it ended the process), and the completion the backend kept
+// before throwing, coming later, answers nothing twice: the connection goes on serving.
+TEST(HttpServer, ABackendThatThrowsIsAnswered500) {
+  auto b = std::make_unique<throws_after_keeping>();
+  throws_after_keeping* store = b.get();
+  fixture f(10, std::move(b));
+  client c(f.server->port());
+  auto [ec, res] = c.ask(http::verb::post, "/json", json_request);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result(), http::status::internal_server_error) << res.body();
+  EXPECT_NE(res.body().find("backend broke"), std::string::npos) << res.body();
+  store->complete_all();
+  auto [ec2, health] = c.ask(http::verb::get, "/healthcheck");
+  ASSERT_FALSE(ec2) << ec2.message();
+  EXPECT_EQ(health.result(), http::status::ok);
 }
 
 TEST(HttpServer, DrainClosesIdleConnectionsAndAnswersTheRequestInFlight) {

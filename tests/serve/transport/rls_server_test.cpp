@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -23,15 +24,33 @@ using namespace std::chrono_literals;
 using testing::held_backend;
 using testing::one_rule;
 
+// Keeps the decision's completion, then throws (as a backend that fails after it queued part of a request).
+class throws_after_keeping final : public backend {
+ public:
+  void decide(std::vector<hit> hits, std::chrono::system_clock::time_point, completion done) override {
+    held_.emplace_back(hits.size(), std::move(done));
+    throw std::runtime_error("the backend broke after keeping the decision");
+  }
+  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void configure(const configuration&) override {}
+  void complete_all() {
+    for (auto& [n, done] : held_) done(std::vector<hit_outcome>(n));
+    held_.clear();
+  }
+
+ private:
+  std::vector<std::pair<std::size_t, completion>> held_;
+};
+
 struct fixture {
   held_backend* store = nullptr;
   std::unique_ptr<service> svc;
   std::unique_ptr<rls_server> server;
   std::shared_ptr<grpc::Channel> channel;
 
-  fixture() {
-    auto b = std::make_unique<held_backend>();
-    store = b.get();
+  fixture() : fixture(std::make_unique<held_backend>()) {}
+  explicit fixture(std::unique_ptr<backend> b) {
+    store = dynamic_cast<held_backend*>(b.get());
     svc = std::make_unique<service>(std::move(b), one_rule(), service_options{});
     rls_server_options opts;
     opts.host = "127.0.0.1";
@@ -69,6 +88,21 @@ TEST(RlsServer, AnswersWhileServing) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(c->resp.overall_code(), rls_pb::RateLimitResponse::OK);
   EXPECT_EQ(c->resp.statuses(0).limit_remaining(), 4U);
+}
+
+// A decision that throws is answered INTERNAL once; its completion, coming later, does not answer again.
+TEST(RlsServer, ABackendThatThrowsAfterKeepingTheDecisionIsAnsweredOnce) {
+  auto b = std::make_unique<throws_after_keeping>();
+  throws_after_keeping* store = b.get();
+  fixture f(std::move(b));
+  auto c = f.start_call();
+  const grpc::Status s = c->status.get_future().get();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL) << s.error_message();
+  store->complete_all();  // the late completion: no second Finish
+  auto again = f.start_call();
+  EXPECT_EQ(again->status.get_future().get().error_code(), grpc::StatusCode::INTERNAL);
+  store->complete_all();
+  f.server->shutdown(std::chrono::system_clock::now() + 5s);
 }
 
 TEST(RlsServer, DrainAnswersTheCallInFlight) {
