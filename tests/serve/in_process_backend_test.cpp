@@ -239,6 +239,23 @@ TEST(InProcessReload, KeepsTheStateOfUnchangedRulesAndDropsTheOthers) {
   EXPECT_EQ(one(b, first[0], "k", 1, 1s).count_after, 4u);
 }
 
+// A decision under way on a configuration that a reload replaced, for a concurrency rule the reload changed, was
+// answered with a lease id while its permit was dropped at the end of the call (no permit held): it fails instead.
+TEST(InProcessReload, AConcurrencyRuleChangedUnderADecisionFailsInsteadOfGrantingALeaseItDrops) {
+  std::vector<rate_limit_rule> first{make_rule("d.c", 0, unit::unknown, algorithm::concurrency)};
+  first[0].concurrency = 1;
+  std::vector<rate_limit_rule> second = first;
+  second[0].concurrency = 2;
+  in_process_backend b;
+  b.configure_rules(first);
+  b.configure_rules(second);
+  const hit_outcome o = one(b, first[0], "c", 1, 0s);
+  EXPECT_EQ(o.result, state::failed);
+  EXPECT_TRUE(o.lease.empty());
+  EXPECT_NE(o.error.find("reload"), std::string::npos) << o.error;
+  EXPECT_EQ(b.leases(), 0u);
+}
+
 TEST(InProcessKeyCap, ANewKeyBeyondTheCapFailsUntilAWindowPasses) {
   std::vector<rate_limit_rule> rules{make_rule("d.k", 5, unit::second)};
   in_process_backend b{{.max_keys = 16}};

@@ -43,7 +43,7 @@ def main():
 
         config = os.path.join(tmp, "config dir")
         shutil.copytree(CONFIG_DIR, config)
-        s = server(ADMIT, config)
+        s = server(ADMIT, config, "--lease-ttl", "7s")
         rls = rls_pb2_grpc.RateLimitServiceStub(s.channel)
         health = health_pb2_grpc.HealthStub(s.channel)
 
@@ -179,6 +179,8 @@ def main():
         r = call("jobs", export)
         leases = [h.value for h in r.response_headers_to_add if h.key == "x-admit-lease"]
         check(r.overall_code == Code.OK and len(leases) == 1, f"a concurrency rule admits with a lease ({r})")
+        check(r.statuses[0].duration_until_reset.seconds == 7,
+              f"the lease lives --lease-ttl (7s) unless released ({r.statuses[0].duration_until_reset})")
         check(call("jobs", export).overall_code == Code.OVER_LIMIT, "a second export while the lease is held: "
                                                                     "OVER_LIMIT")
         if leases:

@@ -250,6 +250,14 @@ int main(int argc, char** argv) {
   fail_open_opt->excludes(fail_closed_opt);
   serve->add_option("--drain-timeout", so.drain_timeout, "on SIGTERM, how long calls in flight may take (default 10s)")
       ->type_name("DURATION");
+  serve
+      ->add_option("--redis-timeout", so.redis_timeout,
+                   "how long a decision waits for Redis before the failure policy answers (default 100ms)")
+      ->type_name("DURATION");
+  serve
+      ->add_option("--lease-ttl", so.lease_ttl,
+                   "how long a concurrency lease that is never released holds its permit (default 60s)")
+      ->type_name("DURATION");
 #endif
 
   int parsed_argc = argc;  // `admit run`: the words before its "--"

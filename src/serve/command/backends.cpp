@@ -10,14 +10,19 @@
 namespace admit::serve {
 
 backend_choice make_backend(const std::optional<std::string>& redis_url, bool redis_required,
-                            const configuration& initial) {
+                            const configuration& initial, std::chrono::milliseconds redis_timeout,
+                            std::chrono::milliseconds lease_ttl) {
   if (!redis_url) {
-    backend_choice c{std::make_unique<in_process_backend>(), "in-process", {}};
+    in_process_options local;
+    local.lease_ttl = lease_ttl;
+    backend_choice c{std::make_unique<in_process_backend>(local), "in-process", {}};
     c.store->configure(initial);
     return c;
   }
   redis_backend_options opts;
   opts.url = *redis_url;
+  opts.timeout = redis_timeout;
+  opts.lease_ttl = lease_ttl;
   std::unique_ptr<redis_backend> store;
   try {
     redis_backend::check(initial);

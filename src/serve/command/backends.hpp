@@ -1,6 +1,7 @@
 // serve/command/backends.hpp — which backend `admit serve` counts in: in this process (no --redis) or Redis.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -27,7 +28,10 @@ struct backend_choice {
 
 // No URL: in this process. A URL: Redis, pinged at once (2 s at most); unreachable is fatal with redis_required
 // (backend_unavailable), else logged. Throws cli::usage_error for a bad URL or a rule Redis cannot decide.
+// redis_timeout: how long a decision waits for Redis (Redis only); lease_ttl: how long an unreleased concurrency
+// lease lives (both backends).
 [[nodiscard]] backend_choice make_backend(const std::optional<std::string>& redis_url, bool redis_required,
-                                          const configuration& initial);
+                                          const configuration& initial, std::chrono::milliseconds redis_timeout,
+                                          std::chrono::milliseconds lease_ttl);
 
 }  // namespace admit::serve

@@ -43,7 +43,8 @@ std::optional<from_env> env(std::initializer_list<const char*> names) {
 // messages ("--grpc-port" or "GRPC_PORT").
 struct sources {
   std::string config = "--config", grpc_port = "--grpc-port", http_port = "--http-port", log_level = "--log-level",
-              headers = "--response-headers", drain = "--drain-timeout", shadow = "SHADOW_MODE";
+              headers = "--response-headers", drain = "--drain-timeout", shadow = "SHADOW_MODE",
+              redis_timeout = "--redis-timeout", lease_ttl = "--lease-ttl";
 };
 
 std::optional<std::string> parse_bool(std::string_view text, bool& out) {
@@ -92,6 +93,8 @@ void apply_environment(serve_options& o, sources& src) {
     }
   }
   take(o.drain_timeout, src.drain, {"ADMIT_SERVE_DRAIN_TIMEOUT"});
+  take(o.redis_timeout, src.redis_timeout, {"ADMIT_SERVE_REDIS_TIMEOUT"});
+  take(o.lease_ttl, src.lease_ttl, {"ADMIT_SERVE_LEASE_TTL"});
   if (!o.shadow_mode) {
     if (auto e = env({"ADMIT_SERVE_SHADOW_MODE", "SHADOW_MODE"})) {
       if (auto bad = parse_bool(e->value, o.shadow_mode)) {
@@ -99,6 +102,18 @@ void apply_environment(serve_options& o, sources& src) {
       }
     }
   }
+}
+
+// A whole number of milliseconds, at least 1 ms: what the backends count in.
+std::chrono::milliseconds parse_millis(const std::optional<std::string>& text, std::chrono::milliseconds fallback,
+                                       const std::string& from, const char* example) {
+  if (!text) return fallback;
+  const auto d = cli::parse_duration(*text);
+  if (!d || *d < std::chrono::milliseconds(1) || *d % std::chrono::milliseconds(1) != std::chrono::nanoseconds(0)) {
+    throw cli::usage_error("invalid " + from + " " + cli::quote(*text) +
+                           ": expected a whole number of milliseconds, at least 1ms, such as " + example);
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*d);
 }
 
 int parse_port(const std::optional<std::string>& text, int fallback, const std::string& from) {
@@ -156,6 +171,8 @@ int run_serve(serve_options o, std::ostream& err) {
   int grpc_port = 0, http_port = 0;
   service_options sopts;
   std::chrono::nanoseconds drain{std::chrono::seconds(10)};
+  std::chrono::milliseconds redis_timeout{100};
+  std::chrono::milliseconds lease_ttl{60'000};
   try {
     apply_environment(o, src);
     if (!o.config_dir) throw cli::usage_error("--config DIR is required (or ADMIT_SERVE_CONFIG)");
@@ -168,6 +185,8 @@ int run_serve(serve_options o, std::ostream& err) {
     }
     log::configure(*level);
     sopts.headers = parse_headers(o.response_headers, src.headers);
+    redis_timeout = parse_millis(o.redis_timeout, redis_timeout, src.redis_timeout, "100ms or 1s");
+    lease_ttl = parse_millis(o.lease_ttl, lease_ttl, src.lease_ttl, "60s or 5min");
     sopts.shadow_mode = o.shadow_mode;
     sopts.fail_open = o.fail_open.value_or(true);
     if (o.drain_timeout) {
@@ -206,7 +225,7 @@ int run_serve(serve_options o, std::ostream& err) {
 
   backend_choice chosen;
   try {
-    chosen = make_backend(o.redis, o.redis_required, *initial);
+    chosen = make_backend(o.redis, o.redis_required, *initial, redis_timeout, lease_ttl);
   } catch (const backend_unavailable& e) {
     err << "admit serve: " << e.what() << "\n";
     return exit_unavailable;

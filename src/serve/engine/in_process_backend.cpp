@@ -253,6 +253,10 @@ struct in_process_backend::impl {
         s = t.by_index[r.index].second.get();
       } else if (const auto it = t.by_identity.find(identity(r)); it != t.by_identity.end()) {
         s = it->second.get();
+      } else if (r.algorithm == algorithm::concurrency) {
+        // A lease of a state made for this one decision would be dropped with it at the end of the call, while the
+        // answer carried its id: the decision is answered by the failure policy instead.
+        return failed("the concurrency rule " + r.full_key + " was changed by a reload while this request was decided");
       } else {
         made = make_state(r);
         s = made.get();

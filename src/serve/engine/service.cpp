@@ -143,7 +143,7 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
     if (l && unit_seconds(l->per) <= 0) {
       return refuse("descriptor " + std::to_string(i) + ": the limit override's unit " +
                     std::to_string(static_cast<int>(l->per)) +
-                    " is unknown; use SECOND (1), MINUTE, HOUR, DAY, MONTH, YEAR or WEEK (7)");
+                    " is unknown; use SECOND (1), MINUTE, HOUR, DAY, MONTH or YEAR (6)");
     }
   }
   st->config = impl_->config.load();

@@ -3,6 +3,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 
 #include <atomic>
@@ -126,6 +127,10 @@ rls_server::rls_server(service& svc, const rls_server_options& opts) : impl_(std
   const std::string address = listen_address(opts.host, opts.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl_->port);
   builder.SetMaxReceiveMessageSize(opts.max_receive_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, opts.max_concurrent_streams);
+  grpc::ResourceQuota quota("admit-serve");
+  quota.Resize(opts.max_memory_bytes);
+  builder.SetResourceQuota(quota);
   builder.RegisterService(&impl_->handler);
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || impl_->port == 0) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,11 @@ struct rls_server_options {
   int port = 8081;               // 0: the system picks a free port
   // Largest request message accepted, in bytes (gRPC's default is also 4 MiB).
   int max_receive_bytes = 4 * 1024 * 1024;
+  // Calls one connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; a client queues the rest).
+  int max_concurrent_streams = 1024;
+  // Memory gRPC may use for connections and calls, in bytes: beyond it, gRPC refuses new calls with
+  // RESOURCE_EXHAUSTED and stops reading from connections until memory is freed.
+  std::size_t max_memory_bytes = std::size_t{1} << 30;
   request_limits limits;
 };
 
