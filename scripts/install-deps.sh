@@ -10,6 +10,7 @@ packages=(
   cmake ninja-build g++ clang clang-tidy clang-format libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libboost1.81-dev curl
   pkg-config libhiredis-dev libssl-dev openssl redis-server ccache python3-prometheus-client
+  libyaml-cpp-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(golang-go golang-golang-x-time-dev golang-github-juju-ratelimit-dev golang-golang-x-sync-dev libguava-java

@@ -5,6 +5,7 @@
 //   admit decide --redis redis://127.0.0.1:6379 --rate 10/s --burst 5 nightly-export   (built with admit::redis)
 //   admit inspect --redis redis://127.0.0.1:6379 db-queries                              (built with admit::redis)
 //   admit run --concurrency 3 --name db -- ./query.sh                                    (--redis URL: across hosts)
+//   admit serve --config examples/serve/config                                           (built with ADMIT_SERVE)
 //
 // Exit status: 0 success (decide: admitted), 2 bad input (an option, the trace, an unreadable file), 1 anything else;
 // decide and inspect also 75 (refused, or a Redis failure that may pass) and 69 (one that will not): see their --help;
@@ -27,6 +28,9 @@
 #include "cli/redis/decide.hpp"
 #include "cli/redis/inspect.hpp"
 #include "cli/redis/run_source.hpp"
+#endif
+#ifdef ADMIT_CLI_WITH_SERVE
+#include "serve/command/serve_command.hpp"
 #endif
 
 namespace {
@@ -220,6 +224,34 @@ int main(int argc, char** argv) {
   run->prefix_command();
   run->footer("COMMAND [ARGS...] follows the options, after -- or at the first word that is not an option.\n");
 
+#ifdef ADMIT_CLI_WITH_SERVE
+  admit::serve::serve_options so;
+  CLI::App* serve = app.add_subcommand("serve", admit::serve::serve_description);
+  serve->add_option("--config", so.config_dir, "the directory of YAML configuration files (*.yaml)")->type_name("DIR");
+  serve->add_option("--grpc-port", so.grpc_port, "gRPC port (default 8081; 0: any free port)")->type_name("N");
+  serve->add_option("--http-port", so.http_port, "HTTP port (default 8080; 0: any free port)")->type_name("M");
+  serve->add_option("--host", so.host, "the address both ports listen on (default 0.0.0.0)")->type_name("ADDR");
+  serve
+      ->add_option("--redis", so.redis, "count in Redis: redis://..., rediss://..., unix:///path (default: in process)")
+      ->type_name("URL");
+  serve->add_flag("--redis-required", so.redis_required, "exit 69 when Redis cannot be reached at start");
+  serve->add_option("--log-level", so.log_level, "debug, info (default), warn or error")->type_name("LEVEL");
+  serve
+      ->add_option("--response-headers", so.response_headers,
+                   "rate-limit headers in the answer: none (default), ietf (RateLimit-Limit/-Remaining/-Reset) or "
+                   "envoy (x-ratelimit-limit/-remaining/-reset)")
+      ->type_name("none|ietf|envoy");
+  serve->add_flag("--shadow-mode", so.shadow_mode, "decide and count, but answer OK to every request");
+  bool serve_fail_open = false, serve_fail_closed = false;
+  auto* fail_open_opt =
+      serve->add_flag("--fail-open", serve_fail_open, "when the backend fails, answer OK (the default)");
+  auto* fail_closed_opt =
+      serve->add_flag("--fail-closed", serve_fail_closed, "when the backend fails, answer OVER_LIMIT");
+  fail_open_opt->excludes(fail_closed_opt);
+  serve->add_option("--drain-timeout", so.drain_timeout, "on SIGTERM, how long calls in flight may take (default 10s)")
+      ->type_name("DURATION");
+#endif
+
   int parsed_argc = argc;  // `admit run`: the words before its "--"
   try {
     // `admit run [options] -- COMMAND...`: what follows "--" is the command's, untouched by the option parser
@@ -257,6 +289,18 @@ int main(int argc, char** argv) {
     return cli::exit_bad_input;
   }
 
+#ifdef ADMIT_CLI_WITH_SERVE
+  if (serve->parsed()) {
+    if (serve_fail_open) so.fail_open = true;
+    if (serve_fail_closed) so.fail_open = false;
+    try {
+      return admit::serve::run_serve(std::move(so), std::cerr);
+    } catch (const std::exception& e) {
+      std::cerr << "admit serve: " << e.what() << "\n";
+      return cli::exit_failure;
+    }
+  }
+#endif
 #ifdef ADMIT_CLI_WITH_REDIS
   if (decide->parsed()) {
     if (*decide_rate_opt) d.rate = decide_rate;

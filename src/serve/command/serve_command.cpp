@@ -1,0 +1,278 @@
+#include "serve/command/serve_command.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "cli/duration.hpp"
+#include "cli/message.hpp"
+#include "serve/command/backends.hpp"
+#include "serve/command/config_watch.hpp"
+#include "serve/command/log.hpp"
+#include "serve/engine/service.hpp"
+#include "serve/grpc/rls_server.hpp"
+#include "serve/http/http_server.hpp"
+
+namespace admit::serve {
+namespace {
+
+constexpr int exit_unavailable = 69;
+
+// The first of the environment variables `names` that is set (and not empty), with the name it came from.
+struct from_env {
+  std::string value;
+  std::string name;
+};
+std::optional<from_env> env(std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (const char* v = std::getenv(n); v != nullptr && *v != '\0') return from_env{v, n};
+  }
+  return std::nullopt;
+}
+
+// Fills what the command line left out from the environment; `source` records where each value came from, for
+// messages ("--grpc-port" or "GRPC_PORT").
+struct sources {
+  std::string config = "--config", grpc_port = "--grpc-port", http_port = "--http-port", log_level = "--log-level",
+              headers = "--response-headers", drain = "--drain-timeout", shadow = "SHADOW_MODE";
+};
+
+std::optional<std::string> parse_bool(std::string_view text, bool& out) {
+  if (text == "true" || text == "1" || text == "yes" || text == "on") {
+    out = true;
+  } else if (text == "false" || text == "0" || text == "no" || text == "off") {
+    out = false;
+  } else {
+    return "expected true or false";
+  }
+  return std::nullopt;
+}
+
+void apply_environment(serve_options& o, sources& src) {
+  auto take = [](std::optional<std::string>& field, std::string& from, std::initializer_list<const char*> names) {
+    if (field) return;
+    if (auto e = env(names)) {
+      field = e->value;
+      from = e->name;
+    }
+  };
+  take(o.config_dir, src.config, {"ADMIT_SERVE_CONFIG"});
+  if (!o.config_dir) {
+    if (auto root = env({"RUNTIME_ROOT"})) {
+      std::filesystem::path p(root->value);
+      if (auto sub = env({"RUNTIME_SUBDIRECTORY"})) p /= sub->value;
+      p /= env({"RUNTIME_APPDIRECTORY"}).value_or(from_env{"config", ""}).value;
+      o.config_dir = p.string();
+      src.config = "RUNTIME_ROOT";
+    }
+  }
+  take(o.grpc_port, src.grpc_port, {"ADMIT_SERVE_GRPC_PORT", "GRPC_PORT"});
+  take(o.http_port, src.http_port, {"ADMIT_SERVE_HTTP_PORT", "PORT"});
+  std::string ignored;
+  take(o.host, ignored, {"ADMIT_SERVE_HOST", "HOST"});
+  take(o.redis, ignored, {"ADMIT_SERVE_REDIS"});
+  take(o.log_level, src.log_level, {"ADMIT_SERVE_LOG_LEVEL", "LOG_LEVEL"});
+  take(o.response_headers, src.headers, {"ADMIT_SERVE_RESPONSE_HEADERS"});
+  if (!o.response_headers) {
+    if (auto e = env({"LIMIT_RESPONSE_HEADERS_ENABLED"})) {
+      bool on = false;
+      if (auto bad = parse_bool(e->value, on)) {
+        throw cli::usage_error("invalid LIMIT_RESPONSE_HEADERS_ENABLED " + cli::quote(e->value) + ": " + *bad);
+      }
+      if (on) o.response_headers = "ietf";
+    }
+  }
+  take(o.drain_timeout, src.drain, {"ADMIT_SERVE_DRAIN_TIMEOUT"});
+  if (!o.shadow_mode) {
+    if (auto e = env({"ADMIT_SERVE_SHADOW_MODE", "SHADOW_MODE"})) {
+      if (auto bad = parse_bool(e->value, o.shadow_mode)) {
+        throw cli::usage_error("invalid " + e->name + " " + cli::quote(e->value) + ": " + *bad);
+      }
+    }
+  }
+}
+
+int parse_port(const std::optional<std::string>& text, int fallback, const std::string& from) {
+  if (!text) return fallback;
+  int port = -1;
+  const auto* end = text->data() + text->size();
+  const auto [ptr, ec] = std::from_chars(text->data(), end, port);
+  if (ec != std::errc{} || ptr != end || port < 0 || port > 65535) {
+    throw cli::usage_error("invalid " + from + " " + cli::quote(*text) +
+                           ": expected a port number from 0 to 65535 (0: any free port)");
+  }
+  return port;
+}
+
+service_options::header_style parse_headers(const std::optional<std::string>& text, const std::string& from) {
+  if (!text || *text == "none") return service_options::header_style::none;
+  if (*text == "ietf") return service_options::header_style::ietf;
+  if (*text == "envoy") return service_options::header_style::envoy;
+  throw cli::usage_error("invalid " + from + " " + cli::quote(*text) + ": use none, ietf or envoy");
+}
+
+// Blocks the signals admit serve handles, in this thread and every thread started after, and returns a signalfd
+// that reads them.
+int signal_fd() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+void reload(service& svc, const std::filesystem::path& dir, std::string_view why) {
+  try {
+    auto next = configuration::load_directory(dir);
+    const std::size_t rules = next->rules().size();
+    svc.reload(std::move(next));
+    log::info("configuration reloaded", {{"trigger", why}, {"rules", rules}});
+  } catch (const config_error& e) {
+    svc.record_reload_failure();
+    log::error("configuration refused; the previous one stays",
+               {{"trigger", why}, {"file", e.file()}, {"line", e.line()}, {"error", e.message()}});
+  } catch (const std::exception& e) {
+    svc.record_reload_failure();
+    log::error("configuration refused; the previous one stays", {{"trigger", why}, {"error", e.what()}});
+  }
+}
+
+}  // namespace
+
+int run_serve(serve_options o, std::ostream& err) {
+  sources src;
+  int grpc_port = 0, http_port = 0;
+  service_options sopts;
+  std::chrono::nanoseconds drain{std::chrono::seconds(10)};
+  try {
+    apply_environment(o, src);
+    if (!o.config_dir) throw cli::usage_error("--config DIR is required (or ADMIT_SERVE_CONFIG)");
+    grpc_port = parse_port(o.grpc_port, 8081, src.grpc_port);
+    http_port = parse_port(o.http_port, 8080, src.http_port);
+    const auto level = log::parse_level(o.log_level.value_or("info"));
+    if (!level) {
+      throw cli::usage_error("invalid " + src.log_level + " " + cli::quote(*o.log_level) +
+                             ": use debug, info, warn or error");
+    }
+    log::configure(*level);
+    sopts.headers = parse_headers(o.response_headers, src.headers);
+    sopts.shadow_mode = o.shadow_mode;
+    sopts.fail_open = o.fail_open.value_or(true);
+    if (o.drain_timeout) {
+      const auto d = cli::parse_duration(*o.drain_timeout);
+      if (!d) {
+        throw cli::usage_error("invalid " + src.drain + " " + cli::quote(*o.drain_timeout) +
+                               ": expected a duration such as 10s or 500ms");
+      }
+      drain = *d;
+    }
+  } catch (const cli::usage_error& e) {
+    err << "admit serve: " << e.what() << "\n";
+    return cli::exit_bad_input;
+  }
+
+  const std::filesystem::path dir(*o.config_dir);
+  std::shared_ptr<const configuration> initial;
+  try {
+    initial = configuration::load_directory(dir);
+  } catch (const config_error& e) {
+    err << "admit serve: " << e.what() << "\n";
+    return cli::exit_bad_input;
+  }
+
+  const int signals = signal_fd();  // before any thread starts
+  if (signals < 0) {
+    err << "admit serve: cannot handle signals (signalfd failed)\n";
+    return cli::exit_failure;
+  }
+  std::unique_ptr<config_watch> watch;
+  try {
+    watch = std::make_unique<config_watch>(dir);
+  } catch (const std::exception& e) {
+    log::warn("the configuration directory is not watched; reload with SIGHUP", {{"error", e.what()}});
+  }
+
+  backend_choice chosen;
+  try {
+    chosen = make_backend(o.redis, o.redis_required, *initial);
+  } catch (const backend_unavailable& e) {
+    err << "admit serve: " << e.what() << "\n";
+    return exit_unavailable;
+  } catch (const cli::usage_error& e) {
+    err << "admit serve: " << e.what() << "\n";
+    return cli::exit_bad_input;
+  }
+  const std::size_t rules = initial->rules().size();
+  service svc(std::move(chosen.store), std::move(initial), sopts);
+
+  std::unique_ptr<rls_server> grpc;
+  std::unique_ptr<http_server> http;
+  try {
+    rls_server_options g;
+    g.host = o.host.value_or("0.0.0.0");
+    g.port = grpc_port;
+    grpc = std::make_unique<rls_server>(svc, g);
+    http_server_options h;
+    h.host = g.host;
+    h.port = http_port;
+    http = std::make_unique<http_server>(svc, h);
+  } catch (const std::exception& e) {
+    log::error("cannot start", {{"error", e.what()}});
+    err << "admit serve: " << e.what() << "\n";
+    return cli::exit_failure;
+  }
+  http->set_serving(true);
+  log::info("listening", {{"grpc_port", grpc->port()},
+                          {"http_port", http->port()},
+                          {"host", o.host.value_or("0.0.0.0")},
+                          {"config", dir.string()},
+                          {"rules", rules},
+                          {"backend", chosen.description},
+                          {"max_receive_bytes", rls_server_options{}.max_receive_bytes}});
+
+  // The main thread waits for signals and for changes in the directory.
+  for (;;) {
+    pollfd fds[2] = {{signals, POLLIN, 0}, {watch ? watch->fd() : -1, POLLIN, 0}};
+    const int ready = ::poll(fds, 2, -1);
+    if (ready < 0) continue;  // EINTR
+    if ((fds[1].revents & POLLIN) != 0) {
+      // Let an editor's or a deployment's burst of changes settle, then load once.
+      while (watch->drain()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      reload(svc, dir, "directory changed");
+    }
+    if ((fds[0].revents & POLLIN) != 0) {
+      signalfd_siginfo info{};
+      if (::read(signals, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
+      if (info.ssi_signo == SIGHUP) {
+        reload(svc, dir, "SIGHUP");
+        continue;
+      }
+      break;
+    }
+  }
+
+  const auto deadline =
+      std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(drain);
+  log::info("draining", {{"drain_timeout_ms", std::chrono::duration_cast<std::chrono::milliseconds>(drain).count()}});
+  grpc->set_serving(false);
+  http->set_serving(false);
+  std::thread http_drain([&] { http->shutdown(deadline); });
+  grpc->shutdown(deadline);
+  http_drain.join();
+  ::close(signals);
+  log::info("stopped");
+  return cli::exit_ok;
+}
+
+}  // namespace admit::serve

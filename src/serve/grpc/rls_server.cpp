@@ -1,0 +1,157 @@
+#include "serve/grpc/rls_server.hpp"
+
+#include <google/protobuf/stubs/logging.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "serve/command/log.hpp"
+
+namespace admit::serve {
+namespace {
+
+// protobuf reports a proto3 `string` field that is not UTF-8 through its log, not through the parse's result: the
+// handler below keeps that line for the call parsing on this thread (the call's answer then names the field), and
+// sends every other protobuf log line to admit serve's log.
+thread_local std::string* parse_problem = nullptr;
+
+void protobuf_log(google::protobuf::LogLevel level, const char* file, int line, const std::string& message) {
+  if (parse_problem != nullptr) {
+    if (parse_problem->empty()) *parse_problem = message;
+    return;
+  }
+  log::write(level >= google::protobuf::LOGLEVEL_ERROR ? log::level::error : log::level::warn, "protobuf",
+             {{"detail", message}, {"source", std::string(file) + ":" + std::to_string(line)}});
+}
+
+// "String field 'a.b.Entry.key' contains invalid UTF-8 data when parsing..." → "field a.b.Entry.key is not valid
+// UTF-8"; anything else as protobuf said it.
+std::string parse_failure(const std::string& problem) {
+  if (problem.empty()) return "the request is not a valid RateLimitRequest (a truncated or malformed message)";
+  const auto open = problem.find('\'');
+  const auto close = open == std::string::npos ? open : problem.find('\'', open + 1);
+  if (problem.find("invalid UTF-8") != std::string::npos && close != std::string::npos) {
+    return "the request's field " + problem.substr(open + 1, close - open - 1) +
+           " is not valid UTF-8 (proto3 string fields must be)";
+  }
+  return "the request is not a valid RateLimitRequest: " + problem;
+}
+
+std::string listen_address(const std::string& host, int port) {
+  const bool ipv6 = host.find(':') != std::string::npos && host.front() != '[';
+  return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+class rls_handler final
+    : public rls_pb::RateLimitService::WithRawCallbackMethod_ShouldRateLimit<rls_pb::RateLimitService::Service> {
+ public:
+  rls_handler(service& svc, request_limits limits) : svc_(svc), limits_(limits) {}
+
+  grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    rls_pb::RateLimitRequest message;
+    bool parsed = false;
+    std::string problem;
+    {
+      grpc::ByteBuffer copy(*request);  // ProtoBufferReader takes a mutable buffer; copying shares the slices
+      grpc::ProtoBufferReader reader(&copy);
+      parse_problem = &problem;
+      parsed = reader.status().ok() && message.ParseFromZeroCopyStream(&reader);
+      parse_problem = nullptr;
+    }
+    if (!parsed) {
+      const std::string why = parse_failure(problem);
+      log::debug("grpc request refused", {{"reason", why}});
+      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why));
+      return reactor;
+    }
+    rls_request req;
+    if (auto refused = from_proto(message, limits_, req)) {
+      log::debug("grpc request refused", {{"reason", *refused}});
+      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, *refused));
+      return reactor;
+    }
+    try {
+      svc_.should_rate_limit(std::move(req), [reactor, response](rls_result result) {
+        if (result.failure) {
+          reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, result.failure->message));
+          return;
+        }
+        rls_pb::RateLimitResponse out;
+        to_proto(result.response, out);
+        bool own = false;
+        const grpc::Status serialized =
+            grpc::SerializationTraits<rls_pb::RateLimitResponse>::Serialize(out, response, &own);
+        reactor->Finish(serialized);
+      });
+    } catch (const std::exception& e) {
+      log::error("decision failed", {{"error", e.what()}});
+      reactor->Finish(grpc::Status(grpc::StatusCode::INTERNAL, std::string("the decision failed: ") + e.what()));
+    }
+    return reactor;
+  }
+
+ private:
+  service& svc_;
+  request_limits limits_;
+};
+
+}  // namespace
+
+struct rls_server::impl {
+  explicit impl(service& svc, const request_limits& limits) : handler(svc, limits) {}
+  rls_handler handler;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::mutex shutdown_mutex;
+  bool stopped = false;
+};
+
+rls_server::rls_server(service& svc, const rls_server_options& opts) : impl_(std::make_unique<impl>(svc, opts.limits)) {
+  static std::once_flag log_handler_once;
+  std::call_once(log_handler_once, [] { google::protobuf::SetLogHandler(&protobuf_log); });
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  const std::string address = listen_address(opts.host, opts.port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl_->port);
+  builder.SetMaxReceiveMessageSize(opts.max_receive_bytes);
+  builder.RegisterService(&impl_->handler);
+  impl_->server = builder.BuildAndStart();
+  if (!impl_->server || impl_->port == 0) {
+    throw std::runtime_error("cannot listen for gRPC on " + address +
+                             " (address in use, or not an address of this host)");
+  }
+  set_serving(true);
+}
+
+rls_server::~rls_server() {
+  if (impl_) shutdown(std::chrono::system_clock::now());
+}
+
+int rls_server::port() const noexcept { return impl_->port; }
+
+void rls_server::set_serving(bool serving) {
+  grpc::HealthCheckServiceInterface* health = impl_->server->GetHealthCheckService();
+  if (health == nullptr) return;
+  health->SetServingStatus(serving);
+  health->SetServingStatus("ratelimit", serving);
+  health->SetServingStatus(rls_pb::RateLimitService::service_full_name(), serving);
+}
+
+void rls_server::shutdown(std::chrono::system_clock::time_point deadline) {
+  const std::lock_guard lock(impl_->shutdown_mutex);
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  set_serving(false);
+  impl_->server->Shutdown(deadline);
+  impl_->server->Wait();
+}
+
+}  // namespace admit::serve

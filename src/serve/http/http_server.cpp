@@ -1,0 +1,303 @@
+#include "serve/http/http_server.hpp"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "serve/command/log.hpp"
+
+namespace admit::serve {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using response = http::response<http::string_body>;
+
+constexpr auto idle_timeout = std::chrono::seconds(60);  // a connection with no request for this long is closed
+
+// One accepted connection; `busy` (on the connection's strand) says whether it is between reading a request and
+// writing its answer, which a shutdown lets finish.
+struct connection {
+  explicit connection(tcp::socket s) : stream(std::move(s)) {}
+  beast::tcp_stream stream;
+  bool busy = false;
+};
+
+response text(http::status status, std::string body, const char* type = "text/plain; charset=utf-8") {
+  response res{status, 11};
+  res.set(http::field::content_type, type);
+  res.body() = std::move(body);
+  return res;
+}
+
+response json(http::status status, const nlohmann::json& body) {
+  return text(status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+}
+
+// Calls service::should_rate_limit from a coroutine: the completion may come inline or on another thread.
+net::awaitable<rls_result> decide(service& svc, rls_request req) {
+  co_return co_await net::async_initiate<decltype(net::use_awaitable), void(rls_result)>(
+      [&svc](auto handler, rls_request r) {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        svc.should_rate_limit(std::move(r), [h](rls_result result) {
+          auto ex = net::get_associated_executor(*h);
+          net::dispatch(ex, [h, result = std::move(result)]() mutable { (*h)(std::move(result)); });
+        });
+      },
+      net::use_awaitable, std::move(req));
+}
+
+net::awaitable<bool> release(service& svc, std::string lease) {
+  co_return co_await net::async_initiate<decltype(net::use_awaitable), void(bool)>(
+      [&svc](auto handler, std::string l) {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        svc.release(std::move(l), [h](bool released) {
+          auto ex = net::get_associated_executor(*h);
+          net::dispatch(ex, [h, released] { (*h)(released); });
+        });
+      },
+      net::use_awaitable, std::move(lease));
+}
+
+}  // namespace
+
+struct http_server::impl {
+  impl(service& s, const http_server_options& o) : svc(s), opts(o), acceptor(ctx) {}
+
+  service& svc;
+  http_server_options opts;
+  net::io_context ctx;
+  tcp::acceptor acceptor;
+  std::vector<std::thread> threads;
+  std::atomic<bool> serving{false};
+  std::atomic<bool> stopping{false};
+  int port = 0;
+
+  std::mutex mutex;  // guards the fields below
+  std::condition_variable all_closed;
+  std::list<std::shared_ptr<connection>> connections;
+  bool stopped = false;
+
+  net::awaitable<response> answer(http::request<http::string_body>& req);
+  net::awaitable<response> answer_json(const std::string& body);
+  net::awaitable<response> answer_release(const std::string& body);
+  net::awaitable<void> session(std::shared_ptr<connection> c);
+  net::awaitable<void> listen();
+};
+
+net::awaitable<response> http_server::impl::answer_json(const std::string& body) {
+  rls_pb::RateLimitRequest message;
+  google::protobuf::util::JsonParseOptions parse;
+  parse.ignore_unknown_fields = false;
+  if (const auto parsed = google::protobuf::util::JsonStringToMessage(body, &message, parse); !parsed.ok()) {
+    co_return text(http::status::bad_request,
+                   "the body is not a RateLimitRequest in JSON: " + std::string(parsed.message()) + "\n");
+  }
+  rls_request req;
+  if (auto refused = from_proto(message, opts.limits, req)) co_return text(http::status::bad_request, *refused + "\n");
+  rls_result result = co_await decide(svc, std::move(req));
+  if (result.failure) co_return text(http::status::bad_request, result.failure->message + "\n");
+  rls_pb::RateLimitResponse out;
+  to_proto(result.response, out);
+  std::string body_out;
+  if (const auto printed = google::protobuf::util::MessageToJsonString(out, &body_out); !printed.ok()) {
+    co_return text(http::status::internal_server_error, std::string(printed.message()) + "\n");
+  }
+  const http::status status = result.response.overall_code == rls_code::over_limit ? http::status::too_many_requests
+                              : result.response.overall_code == rls_code::ok       ? http::status::ok
+                                                                             : http::status::internal_server_error;
+  co_return text(status, std::move(body_out), "application/json");
+}
+
+net::awaitable<response> http_server::impl::answer_release(const std::string& body) {
+  const nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("lease") || !doc["lease"].is_string() ||
+      doc["lease"].get_ref<const std::string&>().empty()) {
+    co_return json(http::status::bad_request, {{"error", "expected a JSON object {\"lease\": \"<lease id>\"}"}});
+  }
+  const bool released = co_await release(svc, doc["lease"].get<std::string>());
+  if (released) co_return json(http::status::ok, {{"released", true}});
+  co_return json(http::status::not_found,
+                 {{"released", false}, {"error", "no such lease is held (unknown, already released, or expired)"}});
+}
+
+net::awaitable<response> http_server::impl::answer(http::request<http::string_body>& req) {
+  const std::string_view target(req.target().data(), req.target().size());
+  const std::string_view path = target.substr(0, target.find('?'));
+  auto only = [&](http::verb v) -> std::optional<response> {
+    if (req.method() == v) return std::nullopt;
+    response res = text(http::status::method_not_allowed, "use " + std::string(http::to_string(v)) + "\n");
+    res.set(http::field::allow, http::to_string(v));
+    return res;
+  };
+  if (path == "/json") {
+    if (auto refused = only(http::verb::post)) co_return std::move(*refused);
+    co_return co_await answer_json(req.body());
+  }
+  if (path == "/release") {
+    if (auto refused = only(http::verb::post)) co_return std::move(*refused);
+    co_return co_await answer_release(req.body());
+  }
+  if (path == "/healthcheck") {
+    if (auto refused = only(http::verb::get)) co_return std::move(*refused);
+    if (serving.load()) co_return text(http::status::ok, "OK");
+    co_return text(http::status::internal_server_error, "not serving\n");
+  }
+  if (path == "/metrics") {
+    if (auto refused = only(http::verb::get)) co_return std::move(*refused);
+    co_return text(http::status::ok, svc.metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+  }
+  if (path == "/rules") {
+    if (auto refused = only(http::verb::get)) co_return std::move(*refused);
+    co_return text(http::status::ok, svc.current()->to_json(), "application/json");
+  }
+  co_return text(http::status::not_found, "no such path; try /json, /release, /healthcheck, /metrics or /rules\n");
+}
+
+net::awaitable<void> http_server::impl::session(std::shared_ptr<connection> c) {
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(opts.max_body_bytes);
+    c->stream.expires_after(idle_timeout);
+    auto [read_ec, n] = co_await http::async_read(c->stream, buffer, parser, net::as_tuple(net::use_awaitable));
+    std::ignore = n;
+    if (read_ec == http::error::body_limit) {
+      response res = text(http::status::payload_too_large,
+                          "the body is larger than " + std::to_string(opts.max_body_bytes) + " bytes\n");
+      res.keep_alive(false);
+      res.prepare_payload();
+      co_await http::async_write(c->stream, res, net::as_tuple(net::use_awaitable));
+      break;
+    }
+    if (read_ec) {
+      if (read_ec != http::error::end_of_stream && read_ec != net::error::operation_aborted &&
+          read_ec != beast::error::timeout && read_ec != net::error::connection_reset) {
+        response res = text(http::status::bad_request, "malformed HTTP request: " + read_ec.message() + "\n");
+        res.keep_alive(false);
+        res.prepare_payload();
+        co_await http::async_write(c->stream, res, net::as_tuple(net::use_awaitable));
+      }
+      break;
+    }
+    c->busy = true;
+    http::request<http::string_body> req = parser.release();
+    response res;
+    try {
+      res = co_await answer(req);
+    } catch (const std::exception& e) {
+      log::error("http request failed", {{"error", e.what()}});
+      res = text(http::status::internal_server_error, std::string("the request failed: ") + e.what() + "\n");
+    }
+    const bool keep = req.keep_alive() && !stopping.load();
+    res.keep_alive(keep);
+    res.prepare_payload();
+    c->stream.expires_after(idle_timeout);
+    auto [write_ec, w] = co_await http::async_write(c->stream, res, net::as_tuple(net::use_awaitable));
+    std::ignore = w;
+    c->busy = false;
+    if (write_ec || !keep) break;
+  }
+  beast::error_code ignored;
+  c->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  c->stream.close();
+  const std::lock_guard lock(mutex);
+  connections.remove(c);
+  if (connections.empty()) all_closed.notify_all();
+}
+
+net::awaitable<void> http_server::impl::listen() {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor.async_accept(net::make_strand(ctx), net::as_tuple(net::use_awaitable));
+    if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) {
+      log::warn("http accept failed", {{"error", ec.message()}});
+      continue;
+    }
+    auto c = std::make_shared<connection>(std::move(socket));
+    {
+      const std::lock_guard lock(mutex);
+      if (stopping.load()) continue;  // closes the socket
+      connections.push_back(c);
+    }
+    auto ex = c->stream.get_executor();
+    net::co_spawn(ex, session(std::move(c)), net::detached);
+  }
+}
+
+http_server::http_server(service& svc, const http_server_options& opts) : impl_(std::make_unique<impl>(svc, opts)) {
+  boost::system::error_code ec;
+  const auto address = net::ip::make_address(opts.host, ec);
+  const std::string where = opts.host + ":" + std::to_string(opts.port);
+  if (ec) throw std::runtime_error("cannot listen for HTTP on " + where + ": not an IP address");
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(opts.port));
+  impl_->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor.bind(endpoint, ec);
+  if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) throw std::runtime_error("cannot listen for HTTP on " + where + ": " + ec.message());
+  impl_->port = impl_->acceptor.local_endpoint().port();
+  net::co_spawn(impl_->ctx, impl_->listen(), net::detached);
+  for (int i = 0; i < std::max(1, opts.threads); ++i) impl_->threads.emplace_back([this] { impl_->ctx.run(); });
+}
+
+http_server::~http_server() {
+  if (impl_) shutdown(std::chrono::system_clock::now());
+}
+
+int http_server::port() const noexcept { return impl_->port; }
+
+void http_server::set_serving(bool serving) noexcept { impl_->serving.store(serving); }
+
+void http_server::shutdown(std::chrono::system_clock::time_point deadline) {
+  {
+    const std::lock_guard lock(impl_->mutex);
+    if (impl_->stopped) return;
+    impl_->stopped = true;
+  }
+  impl_->serving.store(false);
+  impl_->stopping.store(true);
+  net::post(impl_->ctx, [this] {
+    beast::error_code ignored;
+    impl_->acceptor.close(ignored);
+  });
+  // Idle connections (waiting for a request) close now; busy ones after their answer.
+  std::unique_lock lock(impl_->mutex);
+  for (const auto& c : impl_->connections) {
+    net::post(c->stream.get_executor(), [c] {
+      if (!c->busy) c->stream.socket().cancel();
+    });
+  }
+  impl_->all_closed.wait_until(lock, deadline, [this] { return impl_->connections.empty(); });
+  for (const auto& c : impl_->connections) {
+    net::post(c->stream.get_executor(), [c] { c->stream.socket().cancel(); });
+  }
+  lock.unlock();
+  impl_->ctx.stop();
+  for (std::thread& t : impl_->threads) t.join();
+}
+
+}  // namespace admit::serve

@@ -1,0 +1,57 @@
+// serve/http/http_server.hpp — `admit serve`'s HTTP/1.1 port (Boost.Beast): the JSON form of Envoy's rate-limit call
+// (as envoyproxy/ratelimit's /json), lease release, health, metrics and the loaded rules.
+//
+//   POST /json         body: a RateLimitRequest in protobuf's JSON mapping, e.g.
+//                      {"domain":"rl","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}
+//                      → 200 (OK) or 429 (OVER_LIMIT) with the RateLimitResponse in protobuf's JSON mapping;
+//                      400 with the problem in words for a body that is not such a request, or is beyond
+//                      request_limits, or that the service refuses.
+//   POST /release      body: {"lease":"<id>"} (the lease id a concurrency rule's answer carries in its response
+//                      headers) → 200 {"released":true}, or 404 {"released":false} when no such lease is held.
+//   GET /healthcheck   200 "OK" while serving; 500 while starting or draining (as envoyproxy/ratelimit).
+//   GET /metrics       the service's metrics, Prometheus text format 0.0.4.
+//   GET /rules         the loaded configuration as JSON.
+// A body above max_body_bytes is answered 413; other paths 404, other methods 405.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "serve/engine/service.hpp"
+#include "serve/grpc/rls_convert.hpp"
+
+namespace admit::serve {
+
+struct http_server_options {
+  std::string host = "0.0.0.0";
+  int port = 8080;                       // 0: the system picks a free port
+  std::size_t max_body_bytes = 1 << 20;  // request bodies above this are answered 413
+  request_limits limits;
+  int threads = 2;  // threads running the server's I/O
+};
+
+class http_server {
+ public:
+  // Starts listening and serving (health not serving until set_serving(true)). Throws std::runtime_error naming the
+  // address when it cannot listen. `svc` must outlive the server.
+  http_server(service& svc, const http_server_options& opts);
+  ~http_server();  // shutdown(now) when still running
+  http_server(const http_server&) = delete;
+  http_server& operator=(const http_server&) = delete;
+
+  [[nodiscard]] int port() const noexcept;
+  // What GET /healthcheck answers. Thread-safe.
+  void set_serving(bool serving) noexcept;
+  // Health 500, stops accepting connections, closes idle ones, lets requests in flight be answered until `deadline`,
+  // then closes every connection left and stops its threads. Idempotent; returns when the threads are joined.
+  void shutdown(std::chrono::system_clock::time_point deadline);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace admit::serve

@@ -1,0 +1,338 @@
+#!/usr/bin/python3
+"""End-to-end test of `admit serve` with clients admit did not write: Python's grpcio (stubs generated here, at test
+time, by protoc and grpc_python_plugin from proto/), http.client and prometheus_client.
+
+usage: serve_e2e_test.py ADMIT PROTO_DIR CONFIG_DIR PROTOC GRPC_PYTHON_PLUGIN
+Exit status: 0 passed, 1 failed, 77 skipped (a Python module this test needs is missing).
+"""
+import http.client
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+try:
+    import grpc
+    from google.protobuf import json_format
+    from prometheus_client.parser import text_string_to_metric_families
+except ImportError as e:  # pragma: no cover
+    print(f"skipped: {e}")
+    sys.exit(77)
+
+ADMIT, PROTO_DIR, CONFIG_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:6]
+WAIT = 30  # seconds: the longest any expected event (a log line, an exit) may take on a loaded machine
+
+# The service's metric names (engine/): the hits decided and those over the limit, by domain and rule key, and the
+# refused reloads.
+HITS = "admit_serve_hits_total"
+OVER = "admit_serve_over_limit_total"
+RELOAD_FAILURES = "admit_serve_config_reload_failures_total"
+
+failures = []
+started = []  # every server started, killed at the end whatever happened
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"FAIL: {what}", flush=True)
+    return cond
+
+
+def generate_stubs(out):
+    protos = []
+    for root, _, files in os.walk(PROTO_DIR):
+        for f in files:
+            if f.endswith(".proto"):
+                protos.append(os.path.relpath(os.path.join(root, f), PROTO_DIR))
+    os.makedirs(out)
+    subprocess.run([PROTOC, "-I", PROTO_DIR, f"--python_out={out}", f"--grpc_python_out={out}",
+                    f"--plugin=protoc-gen-grpc_python={GRPC_PYTHON_PLUGIN}"] + sorted(protos), check=True)
+    sys.path.insert(0, out)
+    # grpc.health.v1 lives under the package `grpc`, which grpcio already is: its stubs join that package's path.
+    grpc.__path__.append(os.path.join(out, "grpc"))
+
+
+class server:
+    """`admit serve --grpc-port 0 --http-port 0` and its log, read line by line on a thread."""
+
+    def __init__(self, config_dir, *extra):
+        self.proc = subprocess.Popen([ADMIT, "serve", "--config", config_dir, "--grpc-port", "0", "--http-port", "0",
+                                      "--log-level", "debug", *extra], stderr=subprocess.PIPE, text=True,
+                                     errors="replace")
+        started.append(self.proc)
+        self.lines = queue.Queue()
+        self.log = []
+        threading.Thread(target=self._read, daemon=True).start()
+        listening = self.wait_for("listening")
+        self.grpc_port = listening["grpc_port"]
+        self.http_port = listening["http_port"]
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.lines.put(line)
+
+    def wait_for(self, msg):
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            self.log.append(line)
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                raise AssertionError(f"a log line that is not JSON: {line!r}")
+            if entry.get("msg") == msg:
+                return entry
+        raise AssertionError(f"no log line {msg!r} within {WAIT}s; log so far: {''.join(self.log)}")
+
+    def http(self, method, path, body=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=WAIT)
+        conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
+        res = conn.getresponse()
+        data = res.read()
+        conn.close()
+        return res.status, data
+
+    def stop(self):
+        self.channel.close()
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=WAIT)
+
+
+def descriptor(*pairs, hits=None):
+    from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2
+    d = ratelimit_pb2.RateLimitDescriptor()
+    for k, v in pairs:
+        e = d.entries.add()
+        e.key = k
+        e.value = v
+    if hits is not None:
+        d.hits_addend.value = hits
+    return d
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="admit serve e2e ")  # a space in the path, on purpose
+    try:
+        generate_stubs(os.path.join(tmp, "stubs"))
+        from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+        from grpc.health.v1 import health_pb2, health_pb2_grpc
+        Code = rls_pb2.RateLimitResponse.Code
+        Unit = rls_pb2.RateLimitResponse.RateLimit.Unit
+
+        config = os.path.join(tmp, "config dir")
+        shutil.copytree(CONFIG_DIR, config)
+        s = server(config)
+        rls = rls_pb2_grpc.RateLimitServiceStub(s.channel)
+        health = health_pb2_grpc.HealthStub(s.channel)
+
+        def call(domain, *descriptors, hits_addend=0):
+            return rls.ShouldRateLimit(rls_pb2.RateLimitRequest(domain=domain, descriptors=list(descriptors),
+                                                                hits_addend=hits_addend), timeout=WAIT)
+
+        # Health: the standard service, for the whole server and for the rate-limit service by name.
+        for name in ("", "envoy.service.ratelimit.v3.RateLimitService"):
+            r = health.Check(health_pb2.HealthCheckRequest(service=name), timeout=WAIT)
+            check(r.status == health_pb2.HealthCheckResponse.SERVING, f"health of {name!r} is SERVING")
+        check(s.http("GET", "/healthcheck") == (200, b"OK"), "GET /healthcheck answers 200 OK")
+
+        # README example 1: 500 per second for database=users.
+        r = call("mongo_cps", descriptor(("database", "users")))
+        st = r.statuses[0]
+        check(r.overall_code == Code.OK and st.code == Code.OK, "example 1: OK")
+        check(st.current_limit.requests_per_unit == 500 and st.current_limit.unit == Unit.SECOND,
+              "example 1: the current limit is 500 per second")
+        check(st.HasField("duration_until_reset") and 0 < st.duration_until_reset.seconds <= 1,
+              f"example 1: resets within the second ({st.duration_until_reset})")
+
+        # hits_addend: the request's, and a descriptor's own (which wins). Within one second window: retried once if
+        # the window turned between the calls (the remaining count then starts over).
+        for _ in range(2):
+            a = call("mongo_cps", descriptor(("database", "default")), hits_addend=5).statuses[0]
+            b = call("mongo_cps", descriptor(("database", "default"), hits=7), hits_addend=5).statuses[0]
+            if a.limit_remaining >= b.limit_remaining:
+                break
+        check(a.limit_remaining - b.limit_remaining == 7,
+              f"hits_addend: a descriptor's own hits_addend counts ({a.limit_remaining} then {b.limit_remaining})")
+
+        # README example 2, nested descriptors: 1 per minute for proxy → mock; the second call is over the limit
+        # (retried once when the minute turned between them, which the reset duration shows).
+        mock = descriptor(("source_cluster", "proxy"), ("destination_cluster", "mock"))
+        mock_calls = 0
+        for _ in range(2):
+            first = call("rl", mock)
+            second = call("rl", mock)
+            mock_calls += 2
+            if second.statuses[0].duration_until_reset.seconds <= first.statuses[0].duration_until_reset.seconds:
+                break
+        check(first.overall_code in (Code.OK, Code.OVER_LIMIT), "example 2: the first call is decided")
+        check(second.overall_code == Code.OVER_LIMIT and second.statuses[0].code == Code.OVER_LIMIT
+              and second.statuses[0].limit_remaining == 0, "example 2: the second call in a minute is OVER_LIMIT")
+        check(second.statuses[0].current_limit.unit == Unit.MINUTE, "example 2: the limit is per minute")
+
+        # A request of two descriptors: over the limit if either is.
+        both = call("rl", descriptor(("source_cluster", "proxy"), ("destination_cluster", "bar")), mock)
+        mock_calls += 1
+        check(both.overall_code == Code.OVER_LIMIT and both.statuses[0].code == Code.OK
+              and both.statuses[1].code == Code.OVER_LIMIT, "two descriptors: OVER_LIMIT overall, OK for the other")
+
+        # Unknown domain, a descriptor with no rule, a whitelisted key: OK with no limit.
+        for domain, d, what in (("no_such_domain", descriptor(("k", "v")), "unknown domain"),
+                                ("rl", descriptor(("source_cluster", "other")), "a descriptor with no rule"),
+                                ("rl", descriptor(("whitelisted", "x")), "a key without a rate limit")):
+            r = call(domain, d)
+            check(r.overall_code == Code.OK and r.statuses[0].code == Code.OK
+                  and not r.statuses[0].HasField("current_limit"), f"{what}: OK with no current limit")
+
+        # /json gives the same answers as gRPC (protobuf's JSON mapping, as envoyproxy/ratelimit).
+        for req in (rls_pb2.RateLimitRequest(domain="rl", descriptors=[mock]),
+                    rls_pb2.RateLimitRequest(domain="no_such_domain", descriptors=[descriptor(("k", "v"))])):
+            g = json_format.MessageToDict(rls.ShouldRateLimit(req, timeout=WAIT))
+            status, body = s.http("POST", "/json", json_format.MessageToJson(req))
+            j = json.loads(body)
+            for st in g.get("statuses", []) + j.get("statuses", []):
+                st.pop("durationUntilReset", None)
+            check(g == j, f"/json answers as gRPC does: {g} vs {j}")
+            check(status == (429 if g["overallCode"] == "OVER_LIMIT" else 200), f"/json status {status} for {g}")
+            if req.domain == "rl":
+                mock_calls += 2
+
+        # The example from envoyproxy/ratelimit's /json comment, as written (original field names).
+        status, body = s.http("POST", "/json", '{"domain": "rl", "descriptors": [{"entries": [{"key": "perday"}]}]}')
+        check(status == 200 and json.loads(body)["statuses"][0]["currentLimit"]["unit"] == "DAY",
+              f"/json with the README's request: {status} {body!r}")
+
+        # Malformed input: a clear status, and the server keeps serving.
+        def refused(req_or_bytes, code, words, what):
+            try:
+                if isinstance(req_or_bytes, bytes):
+                    raw = s.channel.unary_unary("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+                                                request_serializer=lambda b: b, response_deserializer=lambda b: b)
+                    raw(req_or_bytes, timeout=WAIT)
+                else:
+                    rls.ShouldRateLimit(req_or_bytes, timeout=WAIT)
+                check(False, f"{what}: refused")
+            except grpc.RpcError as e:
+                check(e.code() == code and re.search(words, e.details() or ""),
+                      f"{what}: {code} naming the problem ({e.code()}: {e.details()})")
+
+        refused(rls_pb2.RateLimitRequest(domain="rl", descriptors=[descriptor(("k", str(i))) for i in range(10000)]),
+                grpc.StatusCode.INVALID_ARGUMENT, r"10000 descriptors; at most \d+", "10,000 descriptors")
+        refused(rls_pb2.RateLimitRequest(domain="rl", descriptors=[descriptor(("k", "v" * (1 << 20)))]),
+                grpc.StatusCode.INVALID_ARGUMENT, r"value is 1048576 bytes long; at most \d+", "a 1 MB value")
+        refused(rls_pb2.RateLimitRequest(domain="rl", descriptors=[descriptor(("k", "v" * (5 << 20)))]),
+                grpc.StatusCode.RESOURCE_EXHAUSTED, r".", "a 5 MB message")
+        # Hand-encoded RateLimitRequest{domain: "rl", descriptors: [{entries: [{key: "\xff\xfe", value: "v"}]}]}.
+        entry = b"\x0a\x02\xff\xfe\x12\x01v"
+        desc = b"\x0a" + bytes([len(entry)]) + entry
+        bad_utf8 = b"\x0a\x02rl\x12" + bytes([len(desc)]) + desc
+        refused(bad_utf8, grpc.StatusCode.INVALID_ARGUMENT, r"Entry\.key is not valid UTF-8", "an invalid UTF-8 key")
+        good = rls_pb2.RateLimitRequest(domain="rl", descriptors=[descriptor(("database", "users"))]).SerializeToString()
+        refused(good[:-3], grpc.StatusCode.INVALID_ARGUMENT, r"not a valid RateLimitRequest", "a truncated message")
+        refused(rls_pb2.RateLimitRequest(domain="rl"), grpc.StatusCode.INVALID_ARGUMENT, r"descriptor",
+                "no descriptors")
+        status, body = s.http("POST", "/json", "{not json")
+        check(status == 400 and b"not a RateLimitRequest" in body, f"/json with bad JSON: 400 ({status} {body!r})")
+        status, body = s.http("POST", "/json", b'{"domain": "rl", "descriptors": [{"entries": [{"key": "\xff"}]}]}')
+        check(status == 400, f"/json with invalid UTF-8: 400 ({status} {body!r})")
+        # A body announced larger than the limit is answered at once, before it is sent.
+        with socket.create_connection(("127.0.0.1", s.http_port), timeout=WAIT) as sock:
+            sock.sendall(b"POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: 2097152\r\n\r\n{")
+            answer = sock.recv(4096)
+        check(answer.startswith(b"HTTP/1.1 413"), f"/json with a 2 MB body: 413 ({answer[:40]!r})")
+        status, body = s.http("GET", "/json")
+        check(status == 405, f"GET /json: 405 ({status})")
+        status, body = s.http("GET", "/nothing-here")
+        check(status == 404, f"an unknown path: 404 ({status})")
+        r = call("mongo_cps", descriptor(("database", "users")))
+        check(r.overall_code == Code.OK, "after the malformed calls, the server still decides")
+
+        # /rules and /metrics.
+        status, body = s.http("GET", "/rules")
+        check(status == 200 and "destination_cluster" in body.decode(), "GET /rules lists the loaded rules")
+        status, body = s.http("GET", "/metrics")
+        check(status == 200, "GET /metrics answers 200")
+        samples = {}
+        for family in text_string_to_metric_families(body.decode()):
+            for sample in family.samples:
+                samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+        key = "rl.source_cluster_proxy.destination_cluster_mock"
+        hits = [v for (n, labels), v in samples.items() if n == HITS and ("key", key) in labels]
+        over = [v for (n, labels), v in samples.items() if n == OVER and ("key", key) in labels]
+        check(hits == [mock_calls], f"/metrics: {HITS} for {key} is {mock_calls} ({hits})")
+        check(over and 1 <= over[0] < mock_calls, f"/metrics: {OVER} for {key} counts the refusals ({over})")
+
+        # Hot reload: a new file takes effect; a bad one is refused, logged, and the old configuration stays.
+        with open(os.path.join(config, "added.yaml"), "w") as f:
+            f.write("domain: added\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: hour\n"
+                    "      requests_per_unit: 7\n")
+        s.wait_for("configuration reloaded")
+        r = call("added", descriptor(("k", "x")))
+        check(r.statuses[0].current_limit.requests_per_unit == 7, "a file added to the directory takes effect")
+        with open(os.path.join(config, "broken.yaml"), "w") as f:
+            f.write("domain: broken\ndescriptors:\n  - key: k\n    frobnicate: 1\n")
+        refused_line = s.wait_for("configuration refused; the previous one stays")
+        check(refused_line.get("file", "").endswith("broken.yaml") and refused_line.get("line") == 4,
+              f"the refused reload names the file and line: {refused_line}")
+        r = call("added", descriptor(("k", "x")))
+        check(r.statuses[0].current_limit.requests_per_unit == 7, "after a bad reload the old configuration stays")
+        os.remove(os.path.join(config, "broken.yaml"))
+        s.wait_for("configuration reloaded")
+        s.proc.send_signal(signal.SIGHUP)
+        s.wait_for("configuration reloaded")
+        status, body = s.http("GET", "/metrics")
+        failures_metric = [sample.value for family in text_string_to_metric_families(body.decode())
+                           for sample in family.samples if sample.name == RELOAD_FAILURES]
+        check(failures_metric and failures_metric[0] >= 1, f"/metrics counts the refused reload ({failures_metric})")
+
+        # SIGTERM: drains and exits 0.
+        check(s.stop() == 0, "SIGTERM: exit status 0")
+        s.wait_for("stopped")
+
+        # A configuration refused at start: exit 2, naming file and line.
+        bad = os.path.join(tmp, "bad config")
+        os.mkdir(bad)
+        with open(os.path.join(bad, "bad.yaml"), "w") as f:
+            f.write("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n"
+                    "      requests_per_unit: 1\n")
+        p = subprocess.run([ADMIT, "serve", "--config", bad, "--grpc-port", "0", "--http-port", "0"],
+                           capture_output=True, text=True, timeout=WAIT)
+        check(p.returncode == 2 and re.search(r"bad\.yaml:5: .*fortnight", p.stderr),
+              f"a bad configuration at start: exit 2 naming file:line ({p.returncode}: {p.stderr!r})")
+        # Bad flags: exit 2 naming the flag.
+        for args, words in ((["--grpc-port", "eighty"], r"--grpc-port \"eighty\""),
+                            (["--response-headers", "loud"], r"--response-headers \"loud\""),
+                            (["--log-level", "chatty"], r"--log-level \"chatty\""),
+                            (["--drain-timeout", "soon"], r"--drain-timeout \"soon\""),
+                            (["--frobnicate"], r"frobnicate")):
+            p = subprocess.run([ADMIT, "serve", "--config", config, *args], capture_output=True, text=True,
+                               timeout=WAIT)
+            check(p.returncode == 2 and re.search(words, p.stderr), f"{args}: exit 2 naming it ({p.returncode}: "
+                                                                    f"{p.stderr!r})")
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        print(f"{len(failures)} check(s) failed", flush=True)
+        return 1
+    print("all checks passed", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
