@@ -30,6 +30,7 @@
 #   5. writes docs/perf/serve.md: the targets (met / not met), the side-by-side table, the machine load.
 # Raw outputs are kept in <build dir>/bench/serve/ (raw.tsv: every case of every round; results.tsv: the medians).
 set -euo pipefail
+# shellcheck disable=SC2034  # load_before, the medians and the case globals are read by bench/serve_report.sh
 
 # shellcheck source=bench/redis_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/redis_common.sh"
@@ -204,6 +205,7 @@ while read -r key a b c d e f g h i j k l; do
 done <"$out/results.tsv"
 
 step 7/7 "report: $report"
+# shellcheck source=bench/serve_report.sh
 source "$(dirname "${BASH_SOURCE[0]}")/serve_report.sh"
 write_report
 show_report '### Targets: admit serve'

@@ -14,8 +14,11 @@ ratio() {
   [[ -n "${1:-}" && "$1" != - && -n "${2:-}" && "$2" != - ]] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b }'
 }
 ge() { [[ -n "${1:-}" && "$1" != - ]] && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
-# clean KEY: whether a case ran without a failed call or a wrong answer (median errors 0).
-clean() { [[ "${errs[$1]:--}" == 0 ]]; }
+# errors KEY: failed calls, wrong answers and OVER_LIMIT answers (the configuration's limit is never reached, so every
+# OVER_LIMIT is a backend failure answered fail-closed), medians.
+errors() { awk -v a="${errs[$1]:-0}" -v b="${over[$1]:-0}" 'BEGIN { print (a == "-" ? 0 : a) + (b == "-" ? 0 : b) }'; }
+# clean KEY: whether a case ran without any of those.
+clean() { [[ "$(errors "$1")" == 0 ]]; }
 
 check_inprocess() {
   local k=admit-serve:grpc/many/16
@@ -50,7 +53,7 @@ row() {
   [[ "${dps[$k]:--}" == - ]] && return
   printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "$4" \
     "$(fmt_int "${dps[$k]}")" "$(us "${p50[$k]}")" "$(us "${p90[$k]}")" "$(us "${p99[$k]}")" "$(us "${pmax[$k]}")" \
-    "$(fmt_int "${errs[$k]}")" "$(one "${ccpu[$k]}")" "$(one "${scpu[$k]}")" "$(two "${cmds[$k]}")" \
+    "$(fmt_int "$(errors "$k")")" "$(one "${ccpu[$k]}")" "$(one "${scpu[$k]}")" "$(two "${cmds[$k]}")" \
     "$(one "${rusec[$k]}")" "$(one "${rcpu[$k]}")"
 }
 
@@ -94,8 +97,9 @@ response).
 
 ### Side by side (medians)
 
-*streams*: calls outstanding. Latency per call in µs, from issuing it to its completion. *errors*: failed calls and
-wrong answers in the window (none unless the column says so). *client CPU*: the load generator's CPU µs per decision;
+*streams*: calls outstanding. Latency per call in µs, from issuing it to its completion. *errors*: failed calls, wrong
+answers and OVER_LIMIT answers in the window (the limit is never reached: an OVER_LIMIT is a backend failure answered
+fail-closed). *client CPU*: the load generator's CPU µs per decision;
 *serve CPU*: \`admit serve\`'s CPU µs per decision (all its threads; gRPC rows). *cmds*: Redis commands per decision
 (INFO commandstats, every command but the script's INFO/CONFIG); *Redis µs*: the server's time inside commands per
 decision (commandstats usec); *Redis CPU*: redis-server's CPU per decision (INFO cpu: commands, network, event loop).
@@ -105,7 +109,8 @@ decision (commandstats usec); *Redis CPU*: redis-server's CPU per decision (INFO
 EOF
     local keys s
     for keys in many hot; do
-      local label="*$(fmt_int "$key_count") keys*"
+      local label
+      label="*$(fmt_int "$key_count") keys*"
       [[ $keys == hot ]] && label="*one hot key*"
       printf '| %s | | | | | | | | | | | | | |\n' "$label"
       for s in 1 16 256; do row "admit-serve:grpc/$keys/$s" "**admit serve**, in process" "gRPC" "$s"; done
