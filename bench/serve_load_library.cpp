@@ -33,11 +33,10 @@ struct finished_queue {
   std::condition_variable ready;
   std::vector<library_slot*> slots;
 
+  // Notifies under the lock: once the thread has taken the last slot it may return and destroy this queue.
   void push(library_slot* s) {
-    {
-      const std::lock_guard lock(mutex);
-      slots.push_back(s);
-    }
+    const std::lock_guard lock(mutex);
+    slots.push_back(s);
     ready.notify_one();
   }
   void take(std::vector<library_slot*>& out) {
