@@ -3,7 +3,7 @@
 # (bench/serve_load.cpp), next to the Redis work envoyproxy/ratelimit does per decision, in one run; writes
 # docs/perf/serve.md (which bench/compare.sh appends to docs/PERFORMANCE.md; compare.sh does not run this script).
 #
-#   bench/serve_compare.sh                  the full run: 3 rounds of 4 s per case (~6 minutes on 2 cores)
+#   bench/serve_compare.sh                  the full run: 3 rounds of 4 s per case (~8 minutes on 2 cores)
 #   bench/serve_compare.sh --quick          1 round of 1.5 s per case (~1 minute); still writes the report
 #   bench/serve_compare.sh --build-dir DIR  use an already configured build directory (Release, with
 #                                           ADMIT_BUILD_BENCHMARKS=ON) instead of the `release` preset's build/release
@@ -21,12 +21,13 @@
 #      b. the library call the service makes for each of those calls (admit_serve_load --mode library:
 #         admit::serve::service::should_rate_limit in process, no gRPC) at 1 and 16 streams;
 #      c. `admit serve --redis` (fail-closed, so that a Redis failure shows as OVER_LIMIT rather than as throughput):
-#         gRPC at 1, 16 and 256 streams, many keys and the hot key; GCRA at 16; the library call on Redis at 1;
+#         gRPC at 1, 16 and 256 streams, many keys and the hot key; GCRA at 16; the library call on Redis (the same
+#         backend, no gRPC) at 1, 16 and 256 streams;
 #      d. envoyproxy/ratelimit's Redis work per decision: INCRBY + EXPIRE of the descriptor's key, pipelined
 #         (admit_serve_load --mode redis-incr-expire), at 1, 16 and 256 decisions outstanding, many keys and hot key.
-#      Around each Redis case: CONFIG RESETSTAT, then INFO commandstats (commands and the server's µs inside them per
-#      decision) and INFO cpu (redis-server's CPU per decision); around each gRPC case, admit serve's own CPU
-#      (/proc/PID/stat) per decision.
+#      Around each Redis case: CONFIG RESETSTAT, then INFO commandstats (script calls, commands — those scripts call
+#      included — and the server's µs inside them, per decision) and INFO cpu (redis-server's CPU per decision);
+#      around each gRPC case, admit serve's own CPU (/proc/PID/stat) per decision.
 #   5. writes docs/perf/serve.md: the targets (met / not met), the side-by-side table, the machine load.
 # Raw outputs are kept in <build dir>/bench/serve/ (raw.tsv: every case of every round; results.tsv: the medians).
 set -euo pipefail
@@ -34,7 +35,7 @@ set -euo pipefail
 
 # shellcheck source=bench/redis_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/redis_common.sh"
-parse_arguments 30 "$@"
+parse_arguments 32 "$@"
 
 if ((quick)); then rounds=1 duration=1.5 warmup=0.5; else rounds=3 duration=4 warmup=1; fi
 out="$build_dir/bench/serve"  # relative to the repository (the script runs there)
@@ -98,13 +99,18 @@ proc_cpu() { awk -v t="$clk_tck" '{ print ($14 + $15) / t }' "/proc/$1/stat"; }
 redis_cpu() {
   "${cli[@]}" info cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { printf "%.6f", s }'
 }
-# redis_commands: "<calls> <usec>" since the last RESETSTAT, every command but INFO and CONFIG (the script's own).
+# redis_commands: "<calls> <usec> <script calls>" since the last RESETSTAT: every command but INFO and CONFIG (the
+# script's own), those that scripts call included (commandstats counts them too), and the script calls alone (EVAL,
+# EVALSHA and their _RO forms, FCALL).
 redis_commands() {
   "${cli[@]}" info commandstats | tr -d '\r' | awk -F'[:,=]' '
     /^cmdstat_/ && !/^cmdstat_(info|config):/ {
       for (i = 2; i < NF; i += 2) { if ($i == "calls") calls += $(i + 1); if ($i == "usec") usec += $(i + 1) }
     }
-    END { printf "%d %d", calls, usec }'
+    /^cmdstat_(eval|evalsha|eval_ro|evalsha_ro|fcall|fcall_ro):/ {
+      for (i = 2; i < NF; i += 2) if ($i == "calls") scripts += $(i + 1)
+    }
+    END { printf "%d %d %d", calls, usec, scripts }'
 }
 
 # keys_args KEYS: the load's descriptor for many keys, the hot key or GCRA on many keys.
@@ -122,7 +128,7 @@ loads=()
 failures=()
 # measure IMPL VARIANT KEYS STREAMS ROUND REDIS(0|1) LOAD_ARG...: one case; appends to raw.tsv
 #   impl variant keys streams round dps p50 p90 p99 max over_limit errors client_cpu_us cmds/decision
-#   redis_usec/decision redis_cpu_us/decision serve_cpu_us/decision
+#   redis_usec/decision redis_cpu_us/decision serve_cpu_us/decision script_calls/decision
 # ("-" where not measured). A run with failed calls or wrong answers is kept, with its errors, and listed.
 measure() {
   local impl=$1 variant=$2 keys=$3 streams=$4 r=$5 redis=$6
@@ -139,11 +145,12 @@ measure() {
   [[ -n "$line" ]] || { echo "$script: no result from admit_serve_load $* (see $out/load.log)" >&2; exit 1; }
   ((status == 0)) || failures+=("$impl $variant $keys $streams (round $r)")
   # label mode streams dps p50 p90 p99 max ok over errors unlimited bad answered cpu_us
-  local answered cmds="-" rusec="-" rcpu="-" scpu="-"
+  local answered cmds="-" rusec="-" rcpu="-" scpu="-" scalls="-"
   answered=$(cut -f14 <<<"$line")
   if ((redis)) && ((answered > 0)); then
-    read -r calls usec <<<"$(redis_commands)"
+    read -r calls usec scripts <<<"$(redis_commands)"
     cmds=$(awk -v c="$calls" -v n="$answered" 'BEGIN { printf "%.3f", c / n }')
+    scalls=$(awk -v c="$scripts" -v n="$answered" 'BEGIN { printf "%.3f", c / n }')
     rusec=$(awk -v u="$usec" -v n="$answered" 'BEGIN { printf "%.2f", u / n }')
     rcpu=$(awk -v a="$rcpu0" -v b="$(redis_cpu)" -v n="$answered" 'BEGIN { printf "%.2f", (b - a) * 1e6 / n }')
   fi
@@ -151,9 +158,9 @@ measure() {
     scpu=$(awk -v a="$scpu0" -v b="$(proc_cpu "$serve_pid")" -v n="$answered" 'BEGIN { printf "%.2f", (b - a) * 1e6 / n }')
   fi
   awk -F'\t' -v OFS='\t' -v impl="$impl" -v variant="$variant" -v keys="$keys" -v r="$r" -v cmds="$cmds" \
-    -v rusec="$rusec" -v rcpu="$rcpu" -v scpu="$scpu" '{
+    -v rusec="$rusec" -v rcpu="$rcpu" -v scpu="$scpu" -v scalls="$scalls" '{
       errors = $11 + $12 + $13
-      print impl, variant, keys, $3, r, $4, $5, $6, $7, $8, $10, errors, $15, cmds, rusec, rcpu, scpu
+      print impl, variant, keys, $3, r, $4, $5, $6, $7, $8, $10, errors, $15, cmds, rusec, rcpu, scpu, scalls
     }' <<<"$line" | tee -a "$raw" >&2
 }
 
@@ -184,7 +191,11 @@ for ((round = 1; round <= rounds; ++round)); do
   done
   measure admit-serve-redis grpc gcra 16 "$round" 1 --target "$grpc_target"
   stop_serve
-  measure admit-library redis many 1 "$round" 1 --mode library --config "$config_dir" --redis "$url"
+  for keys in many hot; do
+    for streams in 1 16 256; do
+      measure admit-library redis "$keys" "$streams" "$round" 1 --mode library --config "$config_dir" --redis "$url"
+    done
+  done
   # d. envoyproxy/ratelimit's Redis work
   "${cli[@]}" flushall >/dev/null
   for keys in many hot; do
@@ -196,12 +207,12 @@ done
 end_rounds
 
 step 6/7 "medians over the rounds: $out/results.tsv"
-# <impl>:<variant>/<keys>/<streams> then the medians of columns 6..17.
-medians 4 17 <"$raw" >"$out/results.tsv"
-declare -A dps=() p50=() p90=() p99=() pmax=() over=() errs=() ccpu=() cmds=() rusec=() rcpu=() scpu=()
-while read -r key a b c d e f g h i j k l; do
+# <impl>:<variant>/<keys>/<streams> then the medians of columns 6..18.
+medians 4 18 <"$raw" >"$out/results.tsv"
+declare -A dps=() p50=() p90=() p99=() pmax=() over=() errs=() ccpu=() cmds=() rusec=() rcpu=() scpu=() scalls=()
+while read -r key a b c d e f g h i j k l m; do
   dps[$key]=$a p50[$key]=$b p90[$key]=$c p99[$key]=$d pmax[$key]=$e over[$key]=$f errs[$key]=$g ccpu[$key]=$h
-  cmds[$key]=$i rusec[$key]=$j rcpu[$key]=$k scpu[$key]=$l
+  cmds[$key]=$i rusec[$key]=$j rcpu[$key]=$k scpu[$key]=$l scalls[$key]=$m
 done <"$out/results.tsv"
 
 step 7/7 "report: $report"

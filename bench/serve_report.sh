@@ -25,10 +25,12 @@ check_inprocess() {
   [[ "${dps[$k]:--}" == - ]] && { echo none; return; }
   if clean "$k" && ge "${dps[$k]}" 100000 && le "${p99[$k]}" 2000; then echo 1; else echo 0; fi
 }
+# check_redis IMPL:VARIANT: admit on Redis (the service over gRPC, or the library call) at 16 and 256 streams, many
+# keys, against envoyproxy/ratelimit's Redis work at the same concurrency.
 check_redis() {
   local ok=1 s k e
   for s in 16 256; do
-    k=admit-serve-redis:grpc/many/$s e=envoy-redis:incr-expire/many/$s
+    k=$1/many/$s e=envoy-redis:incr-expire/many/$s
     [[ "${dps[$k]:--}" == - || "${dps[$e]:--}" == - ]] && { echo none; return; }
     { clean "$k" && ge "$(ratio "${dps[$k]}" "${dps[$e]}")" 1; } || ok=0
   done
@@ -51,10 +53,10 @@ check_added() {
 row() {
   local k=$1
   [[ "${dps[$k]:--}" == - ]] && return
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "$4" \
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "$4" \
     "$(fmt_int "${dps[$k]}")" "$(us "${p50[$k]}")" "$(us "${p90[$k]}")" "$(us "${p99[$k]}")" "$(us "${pmax[$k]}")" \
-    "$(fmt_int "$(errors "$k")")" "$(one "${ccpu[$k]}")" "$(one "${scpu[$k]}")" "$(two "${cmds[$k]}")" \
-    "$(one "${rusec[$k]}")" "$(one "${rcpu[$k]}")"
+    "$(fmt_int "$(errors "$k")")" "$(one "${ccpu[$k]}")" "$(one "${scpu[$k]}")" "$(two "${scalls[$k]}")" \
+    "$(two "${cmds[$k]}")" "$(one "${rusec[$k]}")" "$(one "${rcpu[$k]}")"
 }
 
 write_report() {
@@ -83,15 +85,17 @@ one status per descriptor with its limit); failed calls and wrong answers are co
 | target | measured | verdict |
 | --- | --- | --- |
 | in process ≥ 100,000 decisions/s at 16 streams, p99 ≤ 2 ms | many keys: $(fmt_int "${dps[admit-serve:grpc/many/16]:-}")/s, p99 $(us_to_ms "${p99[admit-serve:grpc/many/16]:-}") ms (hot key: $(fmt_int "${dps[admit-serve:grpc/hot/16]:-}")/s, p99 $(us_to_ms "${p99[admit-serve:grpc/hot/16]:-}") ms) | $(verdict "$(check_inprocess)") |
-| on Redis ≥ the decisions/s of envoyproxy/ratelimit's INCRBY + EXPIRE per decision on the same server, same concurrency | 16 streams: $(fmt_int "${dps[admit-serve-redis:grpc/many/16]:-}") vs $(fmt_int "${dps[envoy-redis:incr-expire/many/16]:-}") ($(ratio "${dps[admit-serve-redis:grpc/many/16]:--}" "${dps[envoy-redis:incr-expire/many/16]:--}")×); 256 streams: $(fmt_int "${dps[admit-serve-redis:grpc/many/256]:-}") vs $(fmt_int "${dps[envoy-redis:incr-expire/many/256]:-}") ($(ratio "${dps[admit-serve-redis:grpc/many/256]:--}" "${dps[envoy-redis:incr-expire/many/256]:--}")×) | $(verdict "$(check_redis)") |
+| on Redis ≥ the decisions/s of envoyproxy/ratelimit's INCRBY + EXPIRE per decision on the same server, same concurrency: \`admit serve --redis\` over gRPC | 16 streams: $(fmt_int "${dps[admit-serve-redis:grpc/many/16]:-}") vs $(fmt_int "${dps[envoy-redis:incr-expire/many/16]:-}") ($(ratio "${dps[admit-serve-redis:grpc/many/16]:--}" "${dps[envoy-redis:incr-expire/many/16]:--}")×); 256 streams: $(fmt_int "${dps[admit-serve-redis:grpc/many/256]:-}") vs $(fmt_int "${dps[envoy-redis:incr-expire/many/256]:-}") ($(ratio "${dps[admit-serve-redis:grpc/many/256]:--}" "${dps[envoy-redis:incr-expire/many/256]:--}")×) | $(verdict "$(check_redis admit-serve-redis:grpc)") |
+| the same, the decision alone (\`service::should_rate_limit\` on the Redis backend, no gRPC) | 16 streams: $(fmt_int "${dps[admit-library:redis/many/16]:-}") vs $(fmt_int "${dps[envoy-redis:incr-expire/many/16]:-}") ($(ratio "${dps[admit-library:redis/many/16]:--}" "${dps[envoy-redis:incr-expire/many/16]:--}")×); 256 streams: $(fmt_int "${dps[admit-library:redis/many/256]:-}") vs $(fmt_int "${dps[envoy-redis:incr-expire/many/256]:-}") ($(ratio "${dps[admit-library:redis/many/256]:--}" "${dps[envoy-redis:incr-expire/many/256]:--}")×) | $(verdict "$(check_redis admit-library:redis)") |
+| Redis work per decision (many keys, 256 streams) | admit: $(two "${scalls[admit-serve-redis:grpc/many/256]:-}") script calls, $(two "${cmds[admit-serve-redis:grpc/many/256]:-}") commands (those inside the script included), $(one "${rusec[admit-serve-redis:grpc/many/256]:-}") µs in commands, $(one "${rcpu[admit-serve-redis:grpc/many/256]:-}") µs of Redis CPU; envoyproxy/ratelimit's: $(two "${cmds[envoy-redis:incr-expire/many/256]:-}") commands, $(one "${rusec[envoy-redis:incr-expire/many/256]:-}") µs, $(one "${rcpu[envoy-redis:incr-expire/many/256]:-}") µs | (for information) |
 | the service adds ≤ 30 µs at p50 over the library call it makes | gRPC p50 at 1 stream $(one "${p50[admit-serve:grpc/many/1]:-}") µs − \`service::should_rate_limit\` p50 $(one "${p50[admit-library:in-process/many/1]:-}") µs = $(added_us) µs | $(verdict "$(check_added)") |
 
-The Redis target compares \`admit serve --redis\` — the whole service: gRPC, the decision, one batched script call
-per batch — with envoyproxy/ratelimit's Redis commands alone, driven by a C++ client with no gRPC or decision work in
-front (admit_serve_load --mode redis-incr-expire: per decision an \`INCRBY\` and an \`EXPIRE\` of
-\`bench_user_<value>_<window>\`, written together; all outstanding decisions' commands pipelined on one connection):
-the most envoyproxy/ratelimit's Redis layout can give on this server at that concurrency, not envoyproxy/ratelimit
-itself. The service's added latency is the gRPC round trip on loopback (client and server), the conversions to and
+The Redis rows compare admit — the whole service over gRPC, and the decision alone — with envoyproxy/ratelimit's
+Redis commands alone, driven by a C++ client with no gRPC or decision work in front (admit_serve_load --mode
+redis-incr-expire: per decision an \`INCRBY\` and an \`EXPIRE\` of \`bench_user_<value>_<window>\`, written
+together; all outstanding decisions' commands pipelined on one connection): the most envoyproxy/ratelimit's Redis
+layout can give on this server at that concurrency, not envoyproxy/ratelimit itself, which has gRPC and its own work
+in front too. The service's added latency is the gRPC round trip on loopback (client and server), the conversions to and
 from protobuf and the server's threads; the library call is the decision alone (matching the rule, the backend, the
 response).
 
@@ -100,26 +104,28 @@ response).
 *streams*: calls outstanding. Latency per call in µs, from issuing it to its completion. *errors*: failed calls, wrong
 answers and OVER_LIMIT answers in the window (the limit is never reached: an OVER_LIMIT is a backend failure answered
 fail-closed). *client CPU*: the load generator's CPU µs per decision;
-*serve CPU*: \`admit serve\`'s CPU µs per decision (all its threads; gRPC rows). *cmds*: Redis commands per decision
-(INFO commandstats, every command but the script's INFO/CONFIG); *Redis µs*: the server's time inside commands per
-decision (commandstats usec); *Redis CPU*: redis-server's CPU per decision (INFO cpu: commands, network, event loop).
+*serve CPU*: \`admit serve\`'s CPU µs per decision (all its threads; gRPC rows). Redis, per decision (all calls of
+the case, warm-up included, ÷ its answers): *scripts*: script calls (EVALSHA: admit's round trips); *cmds*: commands
+(INFO commandstats: every command but the script's INFO/CONFIG, those a script calls included); *Redis µs*: the
+server's time inside commands (commandstats usec, a script's commands counted in it and again on their own); *Redis
+CPU*: redis-server's CPU (INFO cpu: commands, network, event loop).
 
-| implementation | how | streams | decisions/s | p50 | p90 | p99 | max | errors | client CPU | serve CPU | cmds | Redis µs | Redis CPU |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| implementation | how | streams | decisions/s | p50 | p90 | p99 | max | errors | client CPU | serve CPU | scripts | cmds | Redis µs | Redis CPU |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 EOF
     local keys s
     for keys in many hot; do
       local label
       label="*$(fmt_int "$key_count") keys*"
       [[ $keys == hot ]] && label="*one hot key*"
-      printf '| %s | | | | | | | | | | | | | |\n' "$label"
+      printf '| %s | | | | | | | | | | | | | | |\n' "$label"
       for s in 1 16 256; do row "admit-serve:grpc/$keys/$s" "**admit serve**, in process" "gRPC" "$s"; done
       for s in 1 16; do row "admit-library:in-process/$keys/$s" "admit's library call, in process" "\`service::should_rate_limit\`" "$s"; done
       for s in 1 16 256; do row "admit-serve-redis:grpc/$keys/$s" "**admit serve --redis**" "gRPC, fail-closed" "$s"; done
-      row "admit-library:redis/$keys/1" "admit's library call, on Redis" "\`service::should_rate_limit\`" 1
+      for s in 1 16 256; do row "admit-library:redis/$keys/$s" "admit's library call, on Redis" "\`service::should_rate_limit\`" "$s"; done
       for s in 1 16 256; do row "envoy-redis:incr-expire/$keys/$s" "envoyproxy/ratelimit's Redis work" "INCRBY + EXPIRE, pipelined" "$s"; done
     done
-    printf '| %s | | | | | | | | | | | | | |\n' "*GCRA (admit's extension), $(fmt_int "$key_count") keys*"
+    printf '| %s | | | | | | | | | | | | | | |\n' "*GCRA (admit's extension), $(fmt_int "$key_count") keys*"
     row "admit-serve:grpc/gcra/16" "**admit serve**, in process" "gRPC, \`algorithm: gcra\`" 16
     row "admit-serve-redis:grpc/gcra/16" "**admit serve --redis**" "gRPC, \`algorithm: gcra\`" 16
     if ((${#failures[@]})); then
