@@ -131,9 +131,22 @@ EOF
     if ((${#failures[@]})); then
       printf '\nRuns with failed calls or wrong answers (see %s/load.log): %s.\n' "$out" "$(printf '%s; ' "${failures[@]}" | sed 's/; $//')"
     fi
+    local k16=admit-serve:grpc/many/16 r256=admit-serve-redis:grpc/many/256 l256=admit-library:redis/many/256
     cat <<EOF
 
-Raw outputs of this run: \`$out/\` (raw.tsv: every case of every round; results.tsv: the medians; the servers' logs).
+Reading the table:
+
+- On this machine the load generator and the server share the same $(nproc) cores. At 16 streams in process a call cost
+  $(one "${scpu[$k16]:-}") µs of \`admit serve\`'s CPU and $(one "${ccpu[$k16]:-}") µs of the client's: together about
+  $(fmt_int "$(awk -v a="${scpu[$k16]:-0}" -v b="${ccpu[$k16]:-0}" -v n="$(nproc)" 'BEGIN { if (a + b > 0) print n * 1e6 / (a + b) }')") calls/s on $(nproc) idle cores at best, whatever the decision costs — and the decision itself,
+  the library call, takes $(one "${p50[admit-library:in-process/many/1]:-}") µs (p50, many keys). Most of a call's CPU is gRPC's
+  (HTTP/2 framing, hand-offs between its threads, protobuf), on both sides.
+- On Redis, admit sends one script call for a batch of decisions: $(two "${scalls[$r256]:-}") script calls per decision
+  over gRPC at 256 streams, $(two "${scalls[$l256]:-}") for the library call at 256 (batches grow with the decisions
+  waiting). envoyproxy/ratelimit's layout sends two commands per descriptor (pipelined: one write for both, but two
+  commands for the server to read, run and answer).
+- Raw outputs of this run: \`$out/\` (raw.tsv: every case of every round; results.tsv: the medians; the servers'
+  logs).
 EOF
   } >"$report"
 }
