@@ -30,17 +30,23 @@ except ImportError as e:  # pragma: no cover
 ADMIT, PROTO_DIR, CONFIG_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:6]
 WAIT = 30  # seconds: the longest any expected event (a log line, an exit) may take on a loaded machine
 
-# The service's metric names (engine/): the hits decided and those over the limit, by domain and rule key, and the
-# refused reloads.
+# The service's metric names (engine/serve_metrics.hpp): the hits decided and those over the limit, by domain and
+# rule, and the reloads by result.
 HITS = "admit_serve_hits_total"
 OVER = "admit_serve_over_limit_total"
-RELOAD_FAILURES = "admit_serve_config_reload_failures_total"
+RELOADS = "admit_serve_config_reloads_total"
+REQUESTS = "admit_serve_requests_total"
 
 failures = []
 started = []  # every server started, killed at the end whatever happened
 
 
+checks = 0
+
+
 def check(cond, what):
+    global checks
+    checks += 1
     if not cond:
         failures.append(what)
         print(f"FAIL: {what}", flush=True)
@@ -64,10 +70,12 @@ def generate_stubs(out):
 class server:
     """`admit serve --grpc-port 0 --http-port 0` and its log, read line by line on a thread."""
 
-    def __init__(self, config_dir, *extra):
-        self.proc = subprocess.Popen([ADMIT, "serve", "--config", config_dir, "--grpc-port", "0", "--http-port", "0",
-                                      "--log-level", "debug", *extra], stderr=subprocess.PIPE, text=True,
-                                     errors="replace")
+    def __init__(self, config_dir, *extra, env=None):
+        # With `env`, only `extra` is given on the command line: the rest comes from the environment.
+        args = list(extra) if env else ["--config", config_dir, "--grpc-port", "0", "--http-port", "0",
+                                        "--log-level", "debug", *extra]
+        self.proc = subprocess.Popen([ADMIT, "serve", *args], stderr=subprocess.PIPE, text=True, errors="replace",
+                                     env=env)
         started.append(self.proc)
         self.lines = queue.Queue()
         self.log = []
@@ -258,6 +266,33 @@ def main():
         check(status == 404, f"an unknown path: 404 ({status})")
         r = call("mongo_cps", descriptor(("database", "users")))
         check(r.overall_code == Code.OK, "after the malformed calls, the server still decides")
+        status, body = s.http("GET", "/metrics")
+        invalid = [sample.value for family in text_string_to_metric_families(body.decode())
+                   for sample in family.samples if sample.name == REQUESTS and sample.labels.get("code") == "invalid"]
+        # gRPC: 10,000 descriptors, 1 MB value, invalid UTF-8, truncated, no descriptors (the 5 MB message never
+        # reaches the server's code); HTTP: bad JSON, invalid UTF-8.
+        check(invalid == [7], f"/metrics counts the 7 refused requests as invalid ({invalid})")
+
+        # A concurrency rule: the gRPC answer carries the lease (x-admit-lease), POST /release ends it.
+        export = descriptor(("export", "nightly"))
+        r = call("jobs", export)
+        leases = [h.value for h in r.response_headers_to_add if h.key == "x-admit-lease"]
+        check(r.overall_code == Code.OK and len(leases) == 1, f"a concurrency rule admits with a lease ({r})")
+        check(call("jobs", export).overall_code == Code.OVER_LIMIT, "a second export while the lease is held: "
+                                                                    "OVER_LIMIT")
+        if leases:
+            status, body = s.http("POST", "/release", json.dumps({"lease": leases[0]}))
+            check(status == 200 and json.loads(body)["released"] is True, f"/release of the lease: 200 ({body!r})")
+            status, body = s.http("POST", "/release", json.dumps({"lease": leases[0]}))
+            check(status == 404, f"/release of the same lease again: 404 ({status})")
+        r = call("jobs", export)
+        check(r.overall_code == Code.OK, "after the release, the next export is admitted")
+
+        # POST /release: a lease nobody holds is 404; a body without a lease is 400.
+        status, body = s.http("POST", "/release", '{"lease": "no-such-lease"}')
+        check(status == 404 and json.loads(body)["released"] is False, f"/release of an unknown lease: 404 ({status})")
+        status, body = s.http("POST", "/release", '{"leese": "x"}')
+        check(status == 400, f"/release without a lease: 400 ({status} {body!r})")
 
         # /rules and /metrics.
         status, body = s.http("GET", "/rules")
@@ -269,8 +304,8 @@ def main():
             for sample in family.samples:
                 samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
         key = "rl.source_cluster_proxy.destination_cluster_mock"
-        hits = [v for (n, labels), v in samples.items() if n == HITS and ("key", key) in labels]
-        over = [v for (n, labels), v in samples.items() if n == OVER and ("key", key) in labels]
+        hits = [v for (n, labels), v in samples.items() if n == HITS and ("rule", key) in labels]
+        over = [v for (n, labels), v in samples.items() if n == OVER and ("rule", key) in labels]
         check(hits == [mock_calls], f"/metrics: {HITS} for {key} is {mock_calls} ({hits})")
         check(over and 1 <= over[0] < mock_calls, f"/metrics: {OVER} for {key} counts the refusals ({over})")
 
@@ -290,16 +325,117 @@ def main():
         check(r.statuses[0].current_limit.requests_per_unit == 7, "after a bad reload the old configuration stays")
         os.remove(os.path.join(config, "broken.yaml"))
         s.wait_for("configuration reloaded")
+
+        # Reloads while 8 clients call: no call fails, and each answer is from one configuration or the other (the
+        # limit of domain "added" is 7 or 8, never a mix or a missing rule).
+        stop_calling = threading.Event()
+        seen, errors = set(), []
+
+        def client():
+            stub = rls_pb2_grpc.RateLimitServiceStub(s.channel)
+            while not stop_calling.is_set():
+                try:
+                    r = stub.ShouldRateLimit(rls_pb2.RateLimitRequest(
+                        domain="added", descriptors=[descriptor(("k", "x"))]), timeout=WAIT)
+                    seen.add(r.statuses[0].current_limit.requests_per_unit)
+                except grpc.RpcError as err:
+                    errors.append(err)
+
+        clients = [threading.Thread(target=client) for _ in range(8)]
+        for t in clients:
+            t.start()
+        for n in (8, 7, 8, 7):
+            with open(os.path.join(tmp, "added.yaml"), "w") as f:
+                f.write(f"domain: added\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: hour\n"
+                        f"      requests_per_unit: {n}\n")
+            os.rename(os.path.join(tmp, "added.yaml"), os.path.join(config, "added.yaml"))  # atomic
+            s.wait_for("configuration reloaded")
+        stop_calling.set()
+        for t in clients:
+            t.join()
+        check(not errors, f"no call fails during reloads ({errors[:1]})")
+        check(seen <= {7, 8} and seen, f"every answer during reloads is from a whole configuration ({seen})")
         s.proc.send_signal(signal.SIGHUP)
         s.wait_for("configuration reloaded")
         status, body = s.http("GET", "/metrics")
         failures_metric = [sample.value for family in text_string_to_metric_families(body.decode())
-                           for sample in family.samples if sample.name == RELOAD_FAILURES]
+                           for sample in family.samples
+                           if sample.name == RELOADS and sample.labels.get("result") == "failure"]
         check(failures_metric and failures_metric[0] >= 1, f"/metrics counts the refused reload ({failures_metric})")
 
-        # SIGTERM: drains and exits 0.
+        # SIGTERM: drains and exits 0, without waiting for idle connections (an idle HTTP keep-alive connection and
+        # an idle gRPC channel are open): well before its 60 s --drain-timeout, which the wait below is shorter than.
         check(s.stop() == 0, "SIGTERM: exit status 0")
         s.wait_for("stopped")
+        d = server(config, "--drain-timeout", "60s", "--response-headers", "ietf")
+        r = rls_pb2_grpc.RateLimitServiceStub(d.channel).ShouldRateLimit(
+            rls_pb2.RateLimitRequest(domain="mongo_cps", descriptors=[descriptor(("database", "users"))]), timeout=WAIT)
+        headers = {h.key: h.value for h in r.response_headers_to_add}
+        check(headers.get("RateLimit-Limit", "").startswith("500") and headers.get("RateLimit-Remaining") == "499",
+              f"--response-headers ietf: RateLimit-* headers in the answer ({headers})")
+        idle = http.client.HTTPConnection("127.0.0.1", d.http_port, timeout=WAIT)
+        idle.request("GET", "/healthcheck")
+        check(idle.getresponse().read() == b"OK", "a keep-alive connection is answered")
+        d.proc.send_signal(signal.SIGTERM)
+        try:
+            status = d.proc.wait(timeout=WAIT)
+            check(status == 0, f"SIGTERM with idle connections: exit status 0 ({status}; log: {d.log})")
+        except subprocess.TimeoutExpired:
+            check(False, f"SIGTERM with idle connections: exits before {WAIT}s")
+        idle.close()
+        d.channel.close()
+
+        # The environment, where the command line says nothing: envoyproxy/ratelimit's names.
+        env = dict(os.environ, GRPC_PORT="0", PORT="0", ADMIT_SERVE_CONFIG=config, LOG_LEVEL="info")
+        e = server(None, env=env)
+        r = rls_pb2_grpc.RateLimitServiceStub(e.channel).ShouldRateLimit(
+            rls_pb2.RateLimitRequest(domain="added", descriptors=[descriptor(("k", "v"))]), timeout=WAIT)
+        check(r.statuses[0].current_limit.requests_per_unit == 7, "started from the environment: serves its config")
+        check(e.stop() == 0, "started from the environment, and stopped by SIGTERM")
+        p = subprocess.run([ADMIT, "serve"], env=dict(env, GRPC_PORT="eighty"), capture_output=True, text=True,
+                           timeout=WAIT)
+        check(p.returncode == 2 and 'GRPC_PORT "eighty"' in p.stderr,
+              f"a bad GRPC_PORT: exit 2 naming it ({p.returncode}: {p.stderr!r})")
+
+        # --redis: the same answers from a real redis-server; when Redis is gone, the failure policy answers.
+        redis_server = shutil.which("redis-server")
+        if redis_server:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                redis_port = probe.getsockname()[1]
+            redis = subprocess.Popen([redis_server, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no"], stdout=subprocess.DEVNULL)
+            started.append(redis)
+            url = f"redis://127.0.0.1:{redis_port}"
+            deadline = time.monotonic() + WAIT
+            while time.monotonic() < deadline:  # until redis-server accepts connections
+                try:
+                    socket.create_connection(("127.0.0.1", redis_port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.01)
+            r_s = server(config, "--redis", url, "--redis-required")
+            stub = rls_pb2_grpc.RateLimitServiceStub(r_s.channel)
+            req = rls_pb2.RateLimitRequest(domain="rl", descriptors=[descriptor(("source_cluster", "proxy"),
+                                                                                ("destination_cluster", "mock"))])
+            for _ in range(2):  # retried once when the minute turned between the two calls
+                first, second = stub.ShouldRateLimit(req, timeout=WAIT), stub.ShouldRateLimit(req, timeout=WAIT)
+                if second.statuses[0].duration_until_reset.seconds <= first.statuses[0].duration_until_reset.seconds:
+                    break
+            check(second.overall_code == Code.OVER_LIMIT, f"--redis: the second call in a minute is OVER_LIMIT")
+            redis.kill()
+            redis.wait()
+            r = stub.ShouldRateLimit(req, timeout=WAIT)
+            check(r.overall_code == Code.OK, "--redis, Redis gone: fail open answers OK")
+            check(r_s.stop() == 0, "--redis: SIGTERM exits 0")
+            closed = server(config, "--redis", url, "--fail-closed")
+            r = rls_pb2_grpc.RateLimitServiceStub(closed.channel).ShouldRateLimit(req, timeout=WAIT)
+            check(r.overall_code == Code.OVER_LIMIT, "--redis --fail-closed, Redis unreachable: OVER_LIMIT")
+            check(closed.stop() == 0, "--fail-closed: SIGTERM exits 0")
+            p = subprocess.run([ADMIT, "serve", "--config", config, "--redis", url, "--redis-required"],
+                               capture_output=True, text=True, timeout=WAIT)
+            check(p.returncode == 69 and str(redis_port) in p.stderr,
+                  f"--redis-required, Redis unreachable: exit 69 naming it ({p.returncode}: {p.stderr!r})")
 
         # A configuration refused at start: exit 2, naming file and line.
         bad = os.path.join(tmp, "bad config")
@@ -330,7 +466,7 @@ def main():
     if failures:
         print(f"{len(failures)} check(s) failed", flush=True)
         return 1
-    print("all checks passed", flush=True)
+    print(f"all {checks} checks passed", flush=True)
     return 0
 
 

@@ -86,6 +86,21 @@ class registry {
     return b;
   }
 
+  // The `le` label values of those bounds (seconds, as written in the exposition).
+  static constexpr std::array<std::string_view, bucket_bound_count> bucket_bound_labels() noexcept {
+    return {"1e-06", "2.5e-06", "5e-06", "1e-05", "2.5e-05", "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025",
+            "0.005", "0.01",    "0.025", "0.05",  "0.1",     "0.25",  "0.5",    "1",       "2.5",    "5",     "10"};
+  }
+
+  // A label value escaped as the text format requires (backslash, double quote and newline), for exporters that
+  // write their own families next to the registry's.
+  static std::string escape_label_value(std::string_view v) { return escape(v); }
+  // A number as the exposition writes it: integers in decimal, doubles in their shortest round-trip form (no locale).
+  template <class T>
+  static std::string format_number(T v) {
+    return number(v);
+  }
+
   registry() = default;
   registry(const registry&) = delete;
   registry& operator=(const registry&) = delete;
@@ -240,10 +255,7 @@ class registry {
            [&](const reading& r) { line("admit_waiting", r.labels, number(r.s.waiting)); });
     family("admit_wait_seconds", "histogram", "How long admitted acquisitions waited (0 for immediate ones).",
            [&](const reading& r) {
-             static constexpr std::string_view le[bucket_bound_count] = {
-                 "1e-06",  "2.5e-06", "5e-06",  "1e-05", "2.5e-05", "5e-05", "0.0001", "0.00025",
-                 "0.0005", "0.001",   "0.0025", "0.005", "0.01",    "0.025", "0.05",   "0.1",
-                 "0.25",   "0.5",     "1",      "2.5",   "5",       "10"};
+             static constexpr auto le = bucket_bound_labels();
              if (r.has_buckets) {
                for (std::size_t i = 0; i < bucket_bound_count; ++i) {
                  line("admit_wait_seconds_bucket", r.labels + ",le=\"" + std::string(le[i]) + "\"",

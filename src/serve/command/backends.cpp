@@ -1,20 +1,36 @@
 #include "serve/command/backends.hpp"
 
+#include <chrono>
+
 #include "cli/message.hpp"
-#include "serve/stand_in/backend.hpp"
+#include "serve/command/log.hpp"
+#include "serve/engine/in_process_backend.hpp"
+#include "serve/engine/redis_backend.hpp"
 
 namespace admit::serve {
 
-// The in-process and Redis backends (engine/in_process_backend.hpp, engine/redis_backend.hpp) plug in here.
 backend_choice make_backend(const std::optional<std::string>& redis_url, bool redis_required,
                             const configuration& initial) {
-  static_cast<void>(redis_required);
-  if (redis_url) {
-    throw cli::usage_error("--redis " + cli::quote(*redis_url) + ": this admit serve has no Redis backend yet");
+  if (!redis_url) {
+    backend_choice c{std::make_unique<in_process_backend>(), "in-process", {}};
+    c.store->configure(initial);
+    return c;
   }
-  backend_choice c{stand_in::make_fixed_window_backend(), "in-process"};
-  c.store->configure(initial);
-  return c;
+  redis_backend_options opts;
+  opts.url = *redis_url;
+  std::unique_ptr<redis_backend> store;
+  try {
+    redis_backend::check(initial);
+    store = std::make_unique<redis_backend>(opts);
+  } catch (const std::invalid_argument& e) {
+    throw cli::usage_error(std::string("--redis: ") + e.what());
+  }
+  if (auto why = store->ping(std::chrono::seconds(2))) {
+    if (redis_required) throw backend_unavailable(*why + " (--redis-required)");
+    log::warn("Redis is not reachable yet; decisions answer by the failure policy until it is", {{"error", *why}});
+  }
+  store->configure(initial);
+  return {std::move(store), "redis", [](const configuration& next) { redis_backend::check(next); }};
 }
 
 }  // namespace admit::serve

@@ -1,6 +1,7 @@
 // serve/command/backends.hpp — which backend `admit serve` counts in: in this process (no --redis) or Redis.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -20,9 +21,12 @@ class backend_unavailable : public std::runtime_error {
 struct backend_choice {
   std::unique_ptr<backend> store;
   std::string description;  // for the "listening" log line, e.g. "in-process"
+  // Refuses (std::invalid_argument naming the rule) a configuration this backend cannot decide; empty: every one.
+  std::function<void(const configuration&)> check;
 };
 
-// Throws backend_unavailable (redis_required and Redis unreachable), cli::usage_error (a bad URL).
+// No URL: in this process. A URL: Redis, pinged at once (2 s at most); unreachable is fatal with redis_required
+// (backend_unavailable), else logged. Throws cli::usage_error for a bad URL or a rule Redis cannot decide.
 [[nodiscard]] backend_choice make_backend(const std::optional<std::string>& redis_url, bool redis_required,
                                           const configuration& initial);
 

@@ -132,9 +132,10 @@ int signal_fd() {
   return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-void reload(service& svc, const std::filesystem::path& dir, std::string_view why) {
+void reload(service& svc, const backend_choice& chosen, const std::filesystem::path& dir, std::string_view why) {
   try {
     auto next = configuration::load_directory(dir);
+    if (chosen.check) chosen.check(*next);
     const std::size_t rules = next->rules().size();
     svc.reload(std::move(next));
     log::info("configuration reloaded", {{"trigger", why}, {"rules", rules}});
@@ -214,7 +215,7 @@ int run_serve(serve_options o, std::ostream& err) {
     return cli::exit_bad_input;
   }
   const std::size_t rules = initial->rules().size();
-  service svc(std::move(chosen.store), std::move(initial), sopts);
+  service svc(std::move(chosen.store), std::move(initial), sopts);  // chosen.check stays for reloads
 
   std::unique_ptr<rls_server> grpc;
   std::unique_ptr<http_server> http;
@@ -249,13 +250,13 @@ int run_serve(serve_options o, std::ostream& err) {
     if ((fds[1].revents & POLLIN) != 0) {
       // Let an editor's or a deployment's burst of changes settle, then load once.
       while (watch->drain()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      reload(svc, dir, "directory changed");
+      reload(svc, chosen, dir, "directory changed");
     }
     if ((fds[0].revents & POLLIN) != 0) {
       signalfd_siginfo info{};
       if (::read(signals, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
       if (info.ssi_signo == SIGHUP) {
-        reload(svc, dir, "SIGHUP");
+        reload(svc, chosen, dir, "SIGHUP");
         continue;
       }
       break;

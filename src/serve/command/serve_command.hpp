@@ -38,8 +38,9 @@ inline constexpr const char* serve_description =
     "logged and the old configuration stays). HTTP: POST /json, POST /release, GET /healthcheck, GET /metrics, "
     "GET /rules. SIGTERM or SIGINT drains: health turns NOT_SERVING, no new connection is accepted, calls in flight "
     "finish (up to --drain-timeout) and admit serve exits 0.\n"
-    "Environment (used when the option is not given): ADMIT_SERVE_CONFIG (else RUNTIME_ROOT/"
-    "RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY, as envoyproxy/ratelimit), ADMIT_SERVE_GRPC_PORT or GRPC_PORT, "
+    "Environment (used when the option is not given): ADMIT_SERVE_CONFIG (else RUNTIME_ROOT, "
+    "RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY joined as envoyproxy/ratelimit does), ADMIT_SERVE_GRPC_PORT or "
+    "GRPC_PORT, "
     "ADMIT_SERVE_HTTP_PORT or PORT, ADMIT_SERVE_HOST or HOST, ADMIT_SERVE_REDIS, ADMIT_SERVE_LOG_LEVEL or LOG_LEVEL, "
     "ADMIT_SERVE_RESPONSE_HEADERS (or LIMIT_RESPONSE_HEADERS_ENABLED=true for ietf), ADMIT_SERVE_SHADOW_MODE or "
     "SHADOW_MODE, ADMIT_SERVE_DRAIN_TIMEOUT.";

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,8 +18,14 @@
 
 namespace admit::serve {
 
+// The index of a rule the service made for one request: the descriptor matched no rule of the configuration but the
+// caller sent an override of the limit, which envoyproxy/ratelimit then applies alone (a fixed window of the
+// override's limit and unit, not in shadow mode). Such a rule lives as long as the request's decision.
+inline constexpr std::size_t no_rule_index = static_cast<std::size_t>(-1);
+
 // One descriptor to count: the rule it matched (owned by the configuration the request is decided on, which outlives
-// the call), the counter's key, the hits, and the caller's override of the limit if it sent one.
+// the call; or a rule made for the request, index no_rule_index, see above), the counter's key, the hits (0: check
+// without counting, as a descriptor's hits_addend of 0 asks), and the caller's override of the limit if it sent one.
 struct hit {
   const rate_limit_rule* rule = nullptr;
   std::string counter_key;
@@ -29,12 +36,12 @@ struct hit {
 struct hit_outcome {
   enum class state : std::uint8_t { ok, over_limit, failed };
   state result = state::ok;
-  std::uint32_t limit = 0;      // requests_per_unit (or concurrency) decided against
-  std::uint32_t remaining = 0;  // what is left after this hit (0 when over the limit)
+  std::uint32_t limit = 0;        // requests_per_unit (or concurrency) decided against
+  std::uint32_t remaining = 0;    // what is left after this hit (0 when over the limit)
   std::uint64_t count_after = 0;  // the counter after this hit, for near-limit metrics (fixed_window: hits in window)
   std::chrono::nanoseconds reset_after{0};  // until the window ends / the limiter is back to full
-  std::string lease;  // concurrency rules: the lease id to release, when admitted
-  std::string error;  // failed: why (a Redis error), for logs and metrics
+  std::string lease;                        // concurrency rules: the lease id to release, when admitted
+  std::string error;                        // failed: why (a Redis error), for logs and metrics
 };
 
 class backend {

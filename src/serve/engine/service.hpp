@@ -38,15 +38,42 @@ struct rls_result {
   rls_response response;
 };
 
+// The answer, descriptor by descriptor, as envoyproxy/ratelimit's service assembles it (src/service/ratelimit.go):
+// - Refused as a whole (rls_failure) when the domain is empty ("rate limit domain must not be empty"), the descriptor
+//   list is empty ("rate limit descriptor list must not be empty"), or a descriptor's limit override has no known unit.
+// - Each descriptor's hits: its own hits_addend when it has one (0 then checks without counting), else the request's,
+//   0 meaning 1.
+// - A descriptor of an unknown domain, or that matches no rule ("whitelisted"): OK, no current_limit, nothing counted.
+// - A descriptor with a limit override (RateLimitDescriptor.limit), in a known domain, whether or not a rule matches:
+//   decided on the override alone, a fixed window of its limit and unit, with no name, no replaces, no shadow mode
+//   (as envoyproxy/ratelimit makes a new limit of it); concurrency rules ignore overrides.
+// - `unlimited`: OK with limit_remaining 4294967295 and no current_limit, nothing counted.
+// - `replaces`: a rule whose name a matched rule (of any descriptor of the request) replaces is not applied: that
+//   descriptor is OK with no current_limit.
+// - A rule in shadow mode answers OK where it is over the limit (counted, and counted as a shadow-mode override).
+// - overall_code is OVER_LIMIT when any descriptor's code is; with the global shadow mode (service_options) the overall
+//   code is then OK (the descriptors keep their codes, as there), counted apart.
+// - A backend failure for a descriptor (a Redis error, a full key store): its code is OK under fail_open, OVER_LIMIT
+//   otherwise, with its current_limit and no duration_until_reset; counted as a backend error.
+// - duration_until_reset: whole seconds (for a fixed window, unit − now mod unit, as there).
+// - Response headers (service_options::headers): the limit, remaining and reset (whole seconds) of the descriptor
+//   closest to its limit — the last one over the limit if any is, else the one with the least limit_remaining among
+//   those with a current_limit (the first of equals) — when one has a current_limit.
+// - A concurrency rule that admits holds its permits under a lease: the response carries one header
+//   `x-admit-lease: <id>` per lease (release them with release()). When the overall code is OVER_LIMIT the request
+//   will not proceed, so its leases are released at once and no lease header is sent.
 class service {
  public:
   using completion = std::function<void(rls_result)>;
+  // Throws std::invalid_argument when `store` or `initial` is null.
   service(std::unique_ptr<backend> store, std::shared_ptr<const configuration> initial, service_options opts);
   ~service();
 
   // Decides `request` on the configuration current at the call, and calls `done` exactly once (inline for the
   // in-process backend). Thread safety: called concurrently from many threads.
   void should_rate_limit(rls_request request, completion done);
+  // The same at an explicit Unix time (fixed windows and the reset header follow it): tests and replays.
+  void should_rate_limit_at(rls_request request, std::chrono::system_clock::time_point now, completion done);
   // Ends a concurrency lease (see backend::release).
   void release(std::string lease, std::function<void(bool)> done);
 
@@ -59,6 +86,13 @@ class service {
   [[nodiscard]] std::string metrics_text() const;
   // Counts a refused reload (the file kept out), for the metrics.
   void record_reload_failure();
+  // Counts a request a transport refused before it reached the service (unparseable, beyond its bounds), `latency`
+  // after it arrived, as admit_serve_requests_total{code="invalid"} counts the service's own refusals.
+  void record_invalid_request(std::chrono::nanoseconds latency);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
 };
 
 }  // namespace admit::serve

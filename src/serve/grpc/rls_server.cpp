@@ -55,7 +55,14 @@ class rls_handler final
 
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) override {
+    const auto arrived = std::chrono::steady_clock::now();
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    const auto refuse = [&](const std::string& why) {
+      svc_.record_invalid_request(std::chrono::steady_clock::now() - arrived);
+      log::debug("grpc request refused", {{"reason", why}});
+      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why));
+      return reactor;
+    };
     rls_pb::RateLimitRequest message;
     bool parsed = false;
     std::string problem;
@@ -66,18 +73,9 @@ class rls_handler final
       parsed = reader.status().ok() && message.ParseFromZeroCopyStream(&reader);
       parse_problem = nullptr;
     }
-    if (!parsed) {
-      const std::string why = parse_failure(problem);
-      log::debug("grpc request refused", {{"reason", why}});
-      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why));
-      return reactor;
-    }
+    if (!parsed) return refuse(parse_failure(problem));
     rls_request req;
-    if (auto refused = from_proto(message, limits_, req)) {
-      log::debug("grpc request refused", {{"reason", *refused}});
-      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, *refused));
-      return reactor;
-    }
+    if (auto refused = from_proto(message, limits_, req)) return refuse(*refused);
     try {
       svc_.should_rate_limit(std::move(req), [reactor, response](rls_result result) {
         if (result.failure) {

@@ -85,11 +85,12 @@ net::awaitable<bool> release(service& svc, std::string lease) {
 }  // namespace
 
 struct http_server::impl {
-  impl(service& s, const http_server_options& o) : svc(s), opts(o), acceptor(ctx) {}
+  impl(service& s, const http_server_options& o) : svc(s), opts(o), control(net::make_strand(ctx)), acceptor(control) {}
 
   service& svc;
   http_server_options opts;
   net::io_context ctx;
+  net::strand<net::io_context::executor_type> control;  // the acceptor's: accepting and closing it never overlap
   tcp::acceptor acceptor;
   std::vector<std::thread> threads;
   std::atomic<bool> serving{false};
@@ -109,15 +110,20 @@ struct http_server::impl {
 };
 
 net::awaitable<response> http_server::impl::answer_json(const std::string& body) {
+  const auto arrived = std::chrono::steady_clock::now();
   rls_pb::RateLimitRequest message;
   google::protobuf::util::JsonParseOptions parse;
   parse.ignore_unknown_fields = false;
   if (const auto parsed = google::protobuf::util::JsonStringToMessage(body, &message, parse); !parsed.ok()) {
+    svc.record_invalid_request(std::chrono::steady_clock::now() - arrived);
     co_return text(http::status::bad_request,
                    "the body is not a RateLimitRequest in JSON: " + std::string(parsed.message()) + "\n");
   }
   rls_request req;
-  if (auto refused = from_proto(message, opts.limits, req)) co_return text(http::status::bad_request, *refused + "\n");
+  if (auto refused = from_proto(message, opts.limits, req)) {
+    svc.record_invalid_request(std::chrono::steady_clock::now() - arrived);
+    co_return text(http::status::bad_request, *refused + "\n");
+  }
   rls_result result = co_await decide(svc, std::move(req));
   if (result.failure) co_return text(http::status::bad_request, result.failure->message + "\n");
   rls_pb::RateLimitResponse out;
@@ -180,6 +186,9 @@ net::awaitable<response> http_server::impl::answer(http::request<http::string_bo
 net::awaitable<void> http_server::impl::session(std::shared_ptr<connection> c) {
   beast::flat_buffer buffer;
   for (;;) {
+    // A shutdown sets `stopping` before it cancels idle connections' reads: a connection that comes back here after
+    // the cancel ran leaves instead of reading again.
+    if (stopping.load()) break;
     http::request_parser<http::string_body> parser;
     parser.body_limit(opts.max_body_bytes);
     c->stream.expires_after(idle_timeout);
@@ -260,7 +269,7 @@ http_server::http_server(service& svc, const http_server_options& opts) : impl_(
   if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) throw std::runtime_error("cannot listen for HTTP on " + where + ": " + ec.message());
   impl_->port = impl_->acceptor.local_endpoint().port();
-  net::co_spawn(impl_->ctx, impl_->listen(), net::detached);
+  net::co_spawn(impl_->control, impl_->listen(), net::detached);
   for (int i = 0; i < std::max(1, opts.threads); ++i) impl_->threads.emplace_back([this] { impl_->ctx.run(); });
 }
 
@@ -280,7 +289,7 @@ void http_server::shutdown(std::chrono::system_clock::time_point deadline) {
   }
   impl_->serving.store(false);
   impl_->stopping.store(true);
-  net::post(impl_->ctx, [this] {
+  net::post(impl_->control, [this] {
     beast::error_code ignored;
     impl_->acceptor.close(ignored);
   });
@@ -288,13 +297,21 @@ void http_server::shutdown(std::chrono::system_clock::time_point deadline) {
   std::unique_lock lock(impl_->mutex);
   for (const auto& c : impl_->connections) {
     net::post(c->stream.get_executor(), [c] {
-      if (!c->busy) c->stream.socket().cancel();
+      beast::error_code ignored;  // the session may have closed its socket already
+      if (!c->busy) c->stream.socket().cancel(ignored);
     });
   }
   impl_->all_closed.wait_until(lock, deadline, [this] { return impl_->connections.empty(); });
+  // At the deadline every connection left is closed: what it reads or writes next fails at once. A session still
+  // waiting for its decision ends when the decision comes (the backend bounds how long that takes), and the threads
+  // keep running until then, so that the decision's completion has somewhere to go.
   for (const auto& c : impl_->connections) {
-    net::post(c->stream.get_executor(), [c] { c->stream.socket().cancel(); });
+    net::post(c->stream.get_executor(), [c] {
+      beast::error_code ignored;
+      c->stream.socket().close(ignored);
+    });
   }
+  impl_->all_closed.wait(lock, [this] { return impl_->connections.empty(); });
   lock.unlock();
   impl_->ctx.stop();
   for (std::thread& t : impl_->threads) t.join();

@@ -46,7 +46,8 @@ class http_server {
   // What GET /healthcheck answers. Thread-safe.
   void set_serving(bool serving) noexcept;
   // Health 500, stops accepting connections, closes idle ones, lets requests in flight be answered until `deadline`,
-  // then closes every connection left and stops its threads. Idempotent; returns when the threads are joined.
+  // then closes every connection left; returns once no request is still waiting for its decision (which the
+  // backend's own timeout bounds) and the threads are joined. Idempotent.
   void shutdown(std::chrono::system_clock::time_point deadline);
 
  private:

@@ -1,0 +1,322 @@
+// `admit serve`'s Redis backend (see redis_backend.hpp): the client and its topology, and the backend's members.
+// The counting itself (fixed windows, limiters, leases) is in redis_counting.cpp.
+#include "serve/engine/redis_backend.hpp"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <future>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <unordered_set>
+
+#include "serve/engine/redis_backend_state.hpp"
+#include "serve/engine/redis_scripts.hpp"
+
+namespace admit::serve {
+
+using detail::effective_limit;
+using detail::lease_format;
+using detail::limit_of;
+using detail::limiter_problem;
+using detail::pending_request;
+using detail::steady;
+using detail::unhex;
+using detail::window_hit;
+using std::chrono::seconds;
+
+namespace detail {
+
+std::string hex(std::string_view bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (const char c : bytes) {
+    const auto u = static_cast<unsigned char>(c);
+    out.push_back(digits[u >> 4]);
+    out.push_back(digits[u & 15]);
+  }
+  return out;
+}
+
+std::optional<std::string> unhex(std::string_view text) {
+  if (text.size() % 2 != 0) return std::nullopt;
+  const auto value = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(text.size() / 2);
+  for (std::size_t i = 0; i < text.size(); i += 2) {
+    const int hi = value(text[i]), lo = value(text[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return out;
+}
+
+// 128 random bits in hex: a lease's identity.
+std::string random_id() {
+  thread_local std::mt19937_64 engine{std::random_device{}()};
+  const std::uint64_t a = engine(), b = engine();
+  std::string bytes(16, '\0');
+  for (int i = 0; i < 8; ++i) {
+    bytes[static_cast<std::size_t>(i)] = static_cast<char>((a >> (8 * i)) & 0xff);
+    bytes[static_cast<std::size_t>(8 + i)] = static_cast<char>((b >> (8 * i)) & 0xff);
+  }
+  return hex(bytes);
+}
+
+std::string address_of(const redis::connection_options& o) {
+  if (!o.sentinel.master_name.empty()) return "master \"" + o.sentinel.master_name + "\" (Sentinel)";
+  if (!o.unix_path.empty()) return o.unix_path;
+  if (o.host.find(':') != std::string::npos) return "[" + o.host + "]:" + std::to_string(o.port);
+  return o.host + ":" + std::to_string(o.port);
+}
+
+}  // namespace detail
+
+redis_backend::state::state(boost::asio::any_io_executor executor, redis_backend_options o)
+    : ex(std::move(executor)), opts(std::move(o)), node_options(redis::parse_url(opts.url)), breaker(opts.breaker) {
+  if (opts.key_prefix.find_first_of("{}") != std::string::npos) {
+    throw std::invalid_argument("admit serve --redis: the key prefix must not contain '{' or '}', got \"" +
+                                opts.key_prefix + "\"");
+  }
+  if (opts.timeout <= opts.timeout.zero()) throw std::invalid_argument("admit serve --redis: timeout must be > 0");
+  if (opts.max_batch < 1) throw std::invalid_argument("admit serve --redis: max_batch must be >= 1");
+  if (opts.lease_ttl <= opts.lease_ttl.zero()) {
+    throw std::invalid_argument("admit serve --redis: lease_ttl must be > 0");
+  }
+  if (opts.max_limiters < 1) throw std::invalid_argument("admit serve --redis: max_limiters must be >= 1");
+  address = detail::address_of(node_options);
+  const bool single = !node_options.unix_path.empty() || !node_options.sentinel.master_name.empty();
+  if (opts.mode == redis_backend_options::topology::cluster && !single) {
+    nodes = std::make_unique<redis::cluster>(ex, std::vector<redis::connection_options>{node_options});
+    clustered.store(true);
+    target.store(nodes.get());
+  } else {
+    conn = std::make_unique<redis::connection>(ex, node_options);
+    if (opts.mode != redis_backend_options::topology::automatic || single) target.store(conn.get());
+  }
+}
+void redis_backend::state::with_client(steady::time_point deadline, resolved then) {
+  redis::client* known = target.load(std::memory_order_acquire);
+  if (known == nullptr) {
+    const std::lock_guard lock(topology_mutex);
+    known = target.load(std::memory_order_acquire);
+    if (known == nullptr) {
+      waiting.push_back(std::move(then));
+      if (probing) return;
+      probing = true;
+    }
+  }
+  if (known != nullptr) return then(known, {});
+  conn->async_execute_until(
+      deadline, "INFO", "cluster",
+      [self = shared_from_this()](boost::system::error_code ec, redis::reply r) { self->learned_topology(ec, r); });
+}
+
+void redis_backend::state::learned_topology(boost::system::error_code ec, const redis::reply& r) {
+  std::vector<resolved> ready;
+  std::string error;
+  redis::client* c = nullptr;
+  {
+    const std::lock_guard lock(topology_mutex);
+    probing = false;
+    ready.swap(waiting);
+    if (ec) {
+      error = failure_text(std::error_code(ec));
+    } else if (r.is_error() && !r.is_error("NOPERM")) {
+      error = reply_text(r);  // LOADING, BUSY...: ask again at the next decision
+    } else {
+      // A server that does not let this user run INFO (NOPERM) is taken as a single server.
+      if (!r.is_error() && r.str().find("cluster_enabled:1") != std::string::npos) {
+        nodes = std::make_unique<redis::cluster>(ex, std::vector<redis::connection_options>{node_options});
+        clustered.store(true, std::memory_order_release);
+        target.store(nodes.get(), std::memory_order_release);
+      } else {
+        target.store(conn.get(), std::memory_order_release);
+      }
+      c = target.load();
+    }
+  }
+  for (auto& then : ready) then(c, error);
+}
+
+std::string redis_backend::state::failure_text(const std::error_code& ec) const {
+  std::string s = "Redis at " + address + ": " + ec.message();
+  if (!clustered.load(std::memory_order_acquire)) {  // a single server: say why it is not connected
+    if (const std::error_code why = conn->last_connect_error(); why && why != ec) s += " (" + why.message() + ")";
+  }
+  return s;
+}
+
+// An io_context run by a thread of its own. Stopping lets it run out of work first (bounded): the clients' closing
+// handlers, and the last completions that let the backend's state go, run before the thread ends.
+struct redis_backend::own_io {
+  boost::asio::io_context io{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard{io.get_executor()};
+  std::promise<void> ran_out;
+  std::future<void> done = ran_out.get_future();
+  std::thread thread{[this] {
+    io.run();
+    ran_out.set_value();
+  }};
+  ~own_io() {
+    guard.reset();
+    if (done.wait_for(std::chrono::seconds(2)) != std::future_status::ready) io.stop();
+    thread.join();
+  }
+};
+
+redis_backend::redis_backend(boost::asio::any_io_executor executor, redis_backend_options options)
+    : state_(std::make_shared<state>(std::move(executor), std::move(options))) {}
+
+redis_backend::redis_backend(redis_backend_options options)
+    : io_(std::make_unique<own_io>()), state_(std::make_shared<state>(io_->io.get_executor(), std::move(options))) {}
+
+redis_backend::~redis_backend() {
+  state_->flush();  // what is queued leaves now (and completes: a reply, or closed)
+  {
+    const std::lock_guard lock(state_->limiters_mutex);
+    state_->limiters.clear();
+  }
+  redis::cluster* nodes = nullptr;
+  {
+    const std::lock_guard lock(state_->topology_mutex);
+    nodes = state_->nodes.get();
+  }
+  if (nodes != nullptr) (void)nodes->close();
+  if (state_->conn) (void)state_->conn->close();
+  state_.reset();  // before io_ stops: the last references may be in handlers it runs
+}
+
+std::optional<std::string> redis_backend::ping(std::chrono::milliseconds timeout) {
+  const auto until = steady::now() + timeout;
+  const std::string within = " within " + std::to_string(timeout.count()) + " ms";
+  if (state_->conn) {
+    if (const std::error_code ec = state_->conn->connect_until(until)) {
+      return "Redis at " + state_->address + " did not answer" + within + ": " + ec.message() +
+             (ec == make_error_code(errc::timeout) && state_->conn->last_connect_error()
+                  ? " (" + state_->conn->last_connect_error().message() + ")"
+                  : "");
+    }
+  }
+  // The topology, if not known yet (the same INFO the decisions would ask).
+  if (state_->target.load() == nullptr) {
+    std::promise<std::string> learned;
+    state_->with_client(until, [&learned](redis::client*, const std::string& error) { learned.set_value(error); });
+    if (std::string error = learned.get_future().get(); !error.empty()) return error;
+  }
+  redis::client& c = *state_->target.load();
+  const redis::result r = c.execute_command(until, redis::command{"PING"});
+  if (r.error) return "Redis at " + state_->address + " did not answer PING" + within + ": " + r.error.message();
+  if (r.value.is_error()) return state_->reply_text(r.value);
+  return std::nullopt;
+}
+
+void redis_backend::decide(std::vector<hit> hits, std::chrono::system_clock::time_point now, completion done) {
+  if (hits.empty()) return done({});
+  auto req = std::make_shared<pending_request>(hits.size(), std::move(done));
+  const steady::time_point until = state_->deadline();
+  const std::int64_t unix_now = std::chrono::floor<seconds>(now.time_since_epoch()).count();
+  std::vector<window_hit> windows;
+  std::vector<std::size_t> others;  // indexes of hits decided by a limiter or a lease
+  for (std::size_t i = 0; i < hits.size(); ++i) {
+    const hit& h = hits[i];
+    if (h.rule == nullptr) {
+      req->fail(i, "no rule");
+      continue;
+    }
+    if (h.rule->unlimited) {
+      req->finish(i, hit_outcome{});
+      continue;
+    }
+    const effective_limit l = limit_of(h);
+    if (h.rule->algorithm == algorithm::fixed_window) {
+      const std::int64_t divider = unit_seconds(l.per);
+      if (divider <= 0) {
+        req->fail(i, h.rule->full_key + ": no unit");
+        continue;
+      }
+      // envoyproxy/ratelimit's window: aligned to Unix time, from this process's clock; its reset: to the window's
+      // end, in whole seconds.
+      const std::int64_t start = (unix_now / divider) * divider;
+      window_hit w;
+      w.req = req;
+      w.index = i;
+      w.key = state_->opts.key_prefix + "fw:{" + h.counter_key + "}:" + std::to_string(divider) + ":" +
+              std::to_string(start);
+      w.n = h.n;
+      w.expire_seconds = divider;
+      w.limit = l.requests;
+      w.reset_after = seconds(divider - unix_now % divider);
+      w.deadline = until;
+      windows.push_back(std::move(w));
+      continue;
+    }
+    if (h.rule->algorithm != algorithm::concurrency && l.requests == 0) {
+      hit_outcome o;  // a limit of 0 refuses every hit, and answers a query (n = 0)
+      o.result = h.n == 0 ? hit_outcome::state::ok : hit_outcome::state::over_limit;
+      o.count_after = h.n;
+      req->finish(i, std::move(o));
+      continue;
+    }
+    others.push_back(i);
+  }
+  if (!windows.empty()) state_->submit(std::move(windows));
+  if (others.empty()) return;
+  state_->with_client(until, [s = state_, req, hits = std::move(hits), others = std::move(others)](
+                                 redis::client* c, const std::string& error) {
+    for (const std::size_t i : others) {
+      if (c == nullptr) {
+        req->fail(i, error);
+      } else if (hits[i].rule->algorithm == algorithm::concurrency) {
+        s->acquire(*c, req, i, hits[i]);
+      } else {
+        s->decide_on_limiter(*c, req, i, hits[i]);
+      }
+    }
+  });
+}
+
+void redis_backend::release(std::string lease, std::function<void(bool)> done) {
+  // "cc1.<hex of the counter key>.<random id>"
+  std::optional<std::string> counter;
+  if (lease.starts_with(lease_format)) {
+    const std::string_view rest = std::string_view(lease).substr(lease_format.size());
+    if (const auto dot = rest.rfind('.'); dot != std::string_view::npos) counter = unhex(rest.substr(0, dot));
+  }
+  if (!counter) return done(false);
+  auto [zset, counts] = state_->lease_keys(*counter);
+  redis::command cmd{"EVALSHA", detail::concurrency_script().sha1(), "2", zset, counts, "release", lease};
+  state_->with_client(state_->deadline(), [s = state_, cmd = std::move(cmd), done = std::move(done)](
+                                              redis::client* c, const std::string&) mutable {
+    if (c == nullptr) return done(false);
+    s->call_script(*c, detail::concurrency_script(), std::move(cmd), s->deadline(),
+                   [done = std::move(done)](boost::system::error_code ec, const redis::reply& r) {
+                     done(!ec && r.is_integer() && r.integer() == 1);
+                   });
+  });
+}
+
+void redis_backend::configure(const configuration& next) {
+  std::unordered_set<std::string> used;
+  for (const rate_limit_rule& r : next.rules()) {
+    used.insert(state_->signature(r.algorithm, r.requests_per_unit, r.per, r.burst));
+  }
+  const std::lock_guard lock(state_->limiters_mutex);
+  std::erase_if(state_->limiters, [&](const auto& entry) { return !used.contains(entry.first); });
+}
+
+void redis_backend::check(const configuration& config) {
+  for (const rate_limit_rule& r : config.rules()) {
+    if (r.unlimited || r.algorithm == algorithm::fixed_window || r.algorithm == algorithm::concurrency) continue;
+    if (auto problem = limiter_problem(r.algorithm, r.requests_per_unit, r.per, r.burst)) {
+      throw std::invalid_argument(r.file + ":" + std::to_string(r.line) + ": " + r.full_key + ": " + *problem);
+    }
+  }
+}
+
+}  // namespace admit::serve

@@ -1,0 +1,197 @@
+// serve/engine/redis_backend_state.hpp — what redis_backend (redis_backend.hpp) is made of: the client (a connection or
+// a cluster client, chosen once the server says which it is), the fixed-window queue, the admit::redis limiters and
+// the concurrency leases. Private to src/serve/engine/redis_backend*.cpp.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/compose.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/system/error_code.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "admit/asio/error_code.hpp"
+#include "admit/errc.hpp"
+#include "admit/redis/circuit_breaker.hpp"
+#include "admit/redis/client/cluster.hpp"
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/client/options.hpp"
+#include "admit/redis/client/script.hpp"
+#include "admit/redis/limiter.hpp"
+#include "serve/engine/redis_backend.hpp"
+
+namespace admit::serve {
+
+namespace detail {
+
+using steady = std::chrono::steady_clock;
+
+// The outcomes of one decide() call, filled in by its hits' calls (each writes its own slot) and delivered when the
+// last one is in.
+struct pending_request {
+  pending_request(std::size_t n, backend::completion d) : outcomes(n), left(n), done(std::move(d)) {}
+  std::vector<hit_outcome> outcomes;
+  std::atomic<std::size_t> left;
+  backend::completion done;
+
+  void finish(std::size_t i, hit_outcome o) {
+    outcomes[i] = std::move(o);
+    if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) done(std::move(outcomes));
+  }
+  void fail(std::size_t i, std::string why) {
+    hit_outcome o;
+    o.result = hit_outcome::state::failed;
+    o.error = std::move(why);
+    finish(i, std::move(o));
+  }
+};
+
+// One fixed-window hit waiting for, or riding in, a script call.
+struct window_hit {
+  std::shared_ptr<pending_request> req;
+  std::size_t index = 0;
+  std::string key;
+  std::uint32_t n = 0;
+  std::int64_t expire_seconds = 0;
+  std::uint32_t limit = 0;
+  std::chrono::nanoseconds reset_after{0};
+  steady::time_point deadline;
+};
+
+// The limit a hit is decided against: the caller's override, else the rule's.
+struct effective_limit {
+  std::uint32_t requests = 0;
+  unit per = unit::unknown;
+};
+inline effective_limit limit_of(const hit& h) {
+  if (h.override_limit && h.rule->algorithm != algorithm::concurrency) {
+    return {h.override_limit->requests_per_unit, h.override_limit->per};
+  }
+  return {h.rule->requests_per_unit, h.rule->per};
+}
+
+// Lowercase hex of bytes, and back (std::nullopt for anything else).
+std::string hex(std::string_view bytes);
+std::optional<std::string> unhex(std::string_view text);
+// 128 random bits in hex.
+std::string random_id();
+// Leases: "cc1.<hex of the counter key>.<random id>", so that any process can find the counter a lease is of.
+inline constexpr std::string_view lease_format = "cc1.";
+
+// The server of `o`, for messages: host:port, the socket path, or the Sentinel master's name; never the password.
+std::string address_of(const redis::connection_options& o);
+// What keeps a rule from being decided by an admit::redis limiter (their constructors' ranges), if anything.
+std::optional<std::string> limiter_problem(algorithm a, std::uint32_t requests, unit per,
+                                           std::optional<std::uint32_t> burst);
+
+}  // namespace detail
+
+struct redis_backend::state : std::enable_shared_from_this<state> {
+  using resolved = std::function<void(redis::client*, const std::string& error)>;
+
+  // Validates the options (std::invalid_argument) and makes the client: a cluster client, or a connection to the
+  // URL's server (with topology::automatic, the client until INFO says the server is a cluster node).
+  state(boost::asio::any_io_executor executor, redis_backend_options o);
+
+  boost::asio::any_io_executor ex;
+  redis_backend_options opts;
+  redis::connection_options node_options;
+  std::string address;
+  std::unique_ptr<redis::connection> conn;      // the URL's server (the client, unless it is a cluster node)
+  std::unique_ptr<redis::cluster> nodes;        // when the URL's server is a cluster node
+  std::atomic<redis::client*> target{nullptr};  // null until the topology is known
+  std::atomic<bool> clustered{false};           // set (before target) when `nodes` is the client
+
+  std::mutex topology_mutex;
+  bool probing = false;
+  std::vector<resolved> waiting;  // decisions waiting for the topology
+
+  std::mutex limiters_mutex;
+  std::unordered_map<std::string, std::shared_ptr<redis::limiter>> limiters;
+
+  redis::circuit_breaker breaker;  // of the script calls (the limiters have their own)
+
+  std::mutex queue_mutex;
+  std::vector<detail::window_hit> queue;
+  bool flush_scheduled = false;
+
+  // ---- the client, once the topology is known ----
+
+  // Calls `then` with the client (at once when known), or with why it is not known (INFO cluster failed).
+  void with_client(detail::steady::time_point deadline, resolved then);
+  void learned_topology(boost::system::error_code ec, const redis::reply& r);
+
+  // "Redis at host:port: timeout (connection refused)".
+  std::string failure_text(const std::error_code& ec) const;
+  std::string reply_text(const redis::reply& r) const { return "Redis at " + address + " answered " + r.str(); }
+
+  detail::steady::time_point deadline() const { return detail::steady::now() + opts.timeout; }
+
+  // ---- fixed windows ----
+
+  void submit(std::vector<detail::window_hit> hits);
+  void flush();
+  void send_all(std::vector<detail::window_hit> batch);
+  void send_chunks(redis::client& c, std::vector<detail::window_hit> hits);
+  void send(redis::client& c, std::vector<detail::window_hit> hits);
+  void counted(std::vector<detail::window_hit>& hits, boost::system::error_code ec, const redis::reply& r);
+
+  // ---- the other algorithms ----
+
+  // The limiter of `h`'s algorithm, rate and burst (made on first use), or why there is none.
+  std::shared_ptr<redis::limiter> limiter_for(redis::client& c, const hit& h, std::string& error);
+
+  // The limiter's name (the hash tag of its keys): "<prefix><algorithm>:<requests>/<unit>:<burst>".
+  std::string signature(algorithm a, std::uint32_t requests, unit per, std::optional<std::uint32_t> burst) const;
+
+  void decide_on_limiter(redis::client& c, const std::shared_ptr<detail::pending_request>& req, std::size_t i,
+                         const hit& h);
+
+  // ---- concurrency ----
+
+  std::pair<std::string, std::string> lease_keys(std::string_view counter_key) const;
+
+  void acquire(redis::client& c, const std::shared_ptr<detail::pending_request>& req, std::size_t i, const hit& h);
+
+  // EVALSHA (and on NOSCRIPT: SCRIPT LOAD, EVALSHA again), all by `until`; `handler(error_code, reply)` runs on
+  // the client's executor. Through the breaker: while it is open, the handler gets errc::circuit_open at once (on the
+  // executor too) and Redis is not called; an I/O failure counts against it, any reply closes it.
+  template <class Handler>
+  void call_script(redis::client& c, const redis::script& s, redis::command cmd, detail::steady::time_point until,
+                   Handler handler) {
+    const redis::breaker_pass pass = breaker.allow(detail::steady::now());
+    if (pass == redis::breaker_pass::refused) {
+      boost::asio::post(ex, [handler = std::move(handler)]() mutable {
+        handler(admit::asio::to_error_code(errc::circuit_open), redis::reply());
+      });
+      return;
+    }
+    auto reported = [self = shared_from_this(), pass, handler = std::move(handler)](boost::system::error_code ec,
+                                                                                    redis::reply r) mutable {
+      if (!ec) {
+        self->breaker.on_success();
+      } else if (ec == admit::asio::to_error_code(errc::closed)) {
+        if (pass == redis::breaker_pass::probe) self->breaker.cancel_probe();
+      } else {
+        self->breaker.on_failure(detail::steady::now(), pass);
+      }
+      handler(ec, std::move(r));
+    };
+    boost::asio::async_compose<decltype(reported), void(boost::system::error_code, redis::reply)>(
+        redis::detail::evalsha_op{&c, &s, std::move(cmd), std::optional<detail::steady::time_point>(until)}, reported,
+        c.get_executor());
+  }
+};
+
+}  // namespace admit::serve

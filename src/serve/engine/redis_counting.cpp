@@ -1,0 +1,293 @@
+// `admit serve`'s Redis backend (see redis_backend.hpp): the counting — envoyproxy/ratelimit's fixed window as batched
+// script calls, admit::redis limiters for the other algorithms, concurrency leases.
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include "admit/rate.hpp"
+#include "admit/redis/gcra.hpp"
+#include "admit/redis/sliding_window.hpp"
+#include "admit/redis/token_bucket.hpp"
+#include "serve/engine/redis_backend_state.hpp"
+#include "serve/engine/redis_scripts.hpp"
+
+namespace admit::serve {
+
+using detail::effective_limit;
+using detail::hex;
+using detail::lease_format;
+using detail::limit_of;
+using detail::limiter_problem;
+using detail::pending_request;
+using detail::random_id;
+using detail::steady;
+using detail::window_hit;
+using std::chrono::seconds;
+
+namespace detail {
+
+// What keeps a rule from being decided by an admit::redis limiter (their constructors' ranges), if anything.
+std::optional<std::string> limiter_problem(algorithm a, std::uint32_t requests, unit per,
+                                           std::optional<std::uint32_t> burst) {
+  constexpr double max_us = static_cast<double>(std::int64_t{1} << 51);
+  const double window_us = static_cast<double>(unit_seconds(per)) * 1e6;
+  if (unit_seconds(per) <= 0) return "no unit";
+  if (requests == 0) return std::nullopt;  // refuses everything without Redis
+  if (a == algorithm::sliding_window) {
+    if (requests > redis::sliding_window::max_limit) {
+      return "requests_per_unit " + std::to_string(requests) + " is above the sliding window's largest limit " +
+             std::to_string(redis::sliding_window::max_limit);
+    }
+    if (static_cast<double>(requests) * window_us > max_us) {
+      return "requests_per_unit " + std::to_string(requests) + " per " + std::string(to_string(per)) +
+             " is beyond the sliding window's range on Redis (limit x window in microseconds must be at most 2^51)";
+    }
+  } else if (a == algorithm::gcra || a == algorithm::token_bucket) {
+    const double b = static_cast<double>(burst.value_or(requests));
+    if (b < 1) return "burst must be at least 1";
+    if (b * std::ceil(window_us / static_cast<double>(requests)) > max_us) {
+      return "burst " + std::to_string(burst.value_or(requests)) + " at " + std::to_string(requests) + " per " +
+             std::string(to_string(per)) + " is beyond " + std::string(to_string(a)) +
+             "'s range on Redis (burst x interval in microseconds must be at most 2^51)";
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace detail
+
+// ---- fixed windows ----
+
+// A queue this large leaves at once, without waiting for the flush: Redis works on it while this process completes
+// (and queues) the next decisions. As admit::redis's limiters (src/redis/limiter/batcher.hpp): 8 measured best there,
+// and here too (bench/serve_redis_bench.cpp: at 16 callers, waiting for the flush keeps one call in flight at a time).
+constexpr std::size_t stream_batch = 8;
+
+void redis_backend::state::submit(std::vector<window_hit> hits) {
+  std::vector<window_hit> full;
+  bool schedule = false;
+  {
+    const std::lock_guard lock(queue_mutex);
+    for (auto& h : hits) queue.push_back(std::move(h));
+    if (queue.size() >= std::min(opts.max_batch, stream_batch)) {
+      full.swap(queue);
+    } else if (!flush_scheduled) {
+      flush_scheduled = schedule = true;
+    }
+  }
+  if (!full.empty()) send_all(std::move(full));
+  if (schedule) boost::asio::post(ex, [self = shared_from_this()] { self->flush(); });
+}
+
+void redis_backend::state::flush() {
+  std::vector<window_hit> batch;
+  {
+    const std::lock_guard lock(queue_mutex);
+    flush_scheduled = false;
+    batch.swap(queue);
+  }
+  if (!batch.empty()) send_all(std::move(batch));
+}
+
+void redis_backend::state::send_all(std::vector<window_hit> batch) {
+  steady::time_point earliest = batch.front().deadline;
+  for (const auto& h : batch) earliest = std::min(earliest, h.deadline);
+  with_client(earliest, [self = shared_from_this(), batch = std::move(batch)](redis::client* c,
+                                                                              const std::string& error) mutable {
+    if (c == nullptr) {
+      for (auto& h : batch) h.req->fail(h.index, error);
+      return;
+    }
+    if (!self->clustered.load(std::memory_order_acquire)) return self->send_chunks(*c, std::move(batch));
+    // A cluster: one call per hash slot (a script's keys must share one).
+    std::map<std::uint16_t, std::vector<window_hit>> by_slot;
+    for (auto& h : batch) by_slot[redis::hash_slot(h.key)].push_back(std::move(h));
+    for (auto& [slot, hits] : by_slot) self->send_chunks(*c, std::move(hits));
+  });
+}
+
+void redis_backend::state::send_chunks(redis::client& c, std::vector<window_hit> hits) {
+  for (std::size_t from = 0; from < hits.size(); from += opts.max_batch) {
+    const std::size_t to = std::min(hits.size(), from + opts.max_batch);
+    send(c, std::vector<window_hit>(std::make_move_iterator(hits.begin() + static_cast<std::ptrdiff_t>(from)),
+                                    std::make_move_iterator(hits.begin() + static_cast<std::ptrdiff_t>(to))));
+  }
+}
+
+void redis_backend::state::send(redis::client& c, std::vector<window_hit> hits) {
+  const redis::script& s = detail::fixed_window_script();
+  redis::command cmd{"EVALSHA", s.sha1()};
+  cmd.arg(hits.size());
+  steady::time_point earliest = hits.front().deadline;
+  for (const auto& h : hits) {
+    cmd.arg(h.key);
+    earliest = std::min(earliest, h.deadline);
+  }
+  for (const auto& h : hits) cmd.arg(h.n).arg(h.expire_seconds);
+  call_script(c, s, std::move(cmd), earliest,
+              [self = shared_from_this(), hits = std::make_shared<std::vector<window_hit>>(std::move(hits))](
+                  boost::system::error_code ec, const redis::reply& r) { self->counted(*hits, ec, r); });
+}
+
+void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system::error_code ec, const redis::reply& r) {
+  std::string whole;  // why the whole call failed
+  if (ec) {
+    whole = failure_text(std::error_code(ec));
+  } else if (r.is_error()) {
+    whole = reply_text(r);
+  } else if (!r.is_array() || r.elements().size() != hits.size()) {
+    whole = "Redis at " + address + ": unexpected reply to the fixed-window script";
+  }
+  for (std::size_t i = 0; i < hits.size(); ++i) {
+    window_hit& h = hits[i];
+    if (!whole.empty()) {
+      h.req->fail(h.index, whole);
+      continue;
+    }
+    const redis::reply& e = r.elements()[i];
+    if (!e.is_integer() || e.integer() < 0) {
+      h.req->fail(h.index, e.is_error() ? reply_text(e)
+                                        : "Redis at " + address + ": counter " + h.key + " does not hold a count");
+      continue;
+    }
+    // envoyproxy/ratelimit's decision: over iff the count after the hit exceeds the limit.
+    hit_outcome o;
+    o.limit = h.limit;
+    o.count_after = static_cast<std::uint64_t>(e.integer());
+    const bool over = o.count_after > h.limit;
+    o.result = over ? hit_outcome::state::over_limit : hit_outcome::state::ok;
+    o.remaining = over ? 0 : static_cast<std::uint32_t>(h.limit - o.count_after);
+    o.reset_after = h.reset_after;
+    h.req->finish(h.index, std::move(o));
+  }
+}
+
+// ---- the other algorithms ----
+
+std::shared_ptr<redis::limiter> redis_backend::state::limiter_for(redis::client& c, const hit& h, std::string& error) {
+  const effective_limit l = limit_of(h);
+  const std::optional<std::uint32_t> burst = h.override_limit ? std::nullopt : h.rule->burst;
+  std::string name = signature(h.rule->algorithm, l.requests, l.per, burst);
+  const std::lock_guard lock(limiters_mutex);
+  if (auto it = limiters.find(name); it != limiters.end()) return it->second;
+  if (limiters.size() >= opts.max_limiters) {
+    error = "too many distinct limits on Redis (max_limiters " + std::to_string(opts.max_limiters) + ")";
+    return nullptr;
+  }
+  if (auto problem = limiter_problem(h.rule->algorithm, l.requests, l.per, burst)) {
+    error = h.rule->full_key + ": " + *problem;
+    return nullptr;
+  }
+  redis::limiter_options lo;
+  lo.timeout = opts.timeout;
+  lo.max_batch = opts.max_batch;
+  lo.on_failure = redis::failure_policy::fail_closed;  // the error is reported; the service applies its policy
+  lo.breaker = opts.breaker;
+  const seconds window(unit_seconds(l.per));
+  const std::int64_t b = burst.value_or(l.requests);
+  std::shared_ptr<redis::limiter> made;
+  try {
+    switch (h.rule->algorithm) {
+      case algorithm::sliding_window:
+        made = std::make_shared<redis::sliding_window>(c, name, l.requests, window, lo);
+        break;
+      case algorithm::gcra:
+        made = std::make_shared<redis::gcra>(c, name, rate::per(l.requests, window), b, lo);
+        break;
+      case algorithm::token_bucket:
+        made = std::make_shared<redis::token_bucket>(c, name, rate::per(l.requests, window), b, lo);
+        break;
+      default:
+        error = "no admit::redis limiter for " + std::string(to_string(h.rule->algorithm));
+        return nullptr;
+    }
+  } catch (const std::invalid_argument& e) {
+    error = h.rule->full_key + ": " + e.what();
+    return nullptr;
+  }
+  limiters.emplace(std::move(name), made);
+  return made;
+}
+
+std::string redis_backend::state::signature(algorithm a, std::uint32_t requests, unit per,
+                                            std::optional<std::uint32_t> burst) const {
+  return opts.key_prefix + std::string(to_string(a)) + ":" + std::to_string(requests) + "/" +
+         std::string(to_string(per)) + ":" + std::to_string(burst.value_or(requests));
+}
+
+void redis_backend::state::decide_on_limiter(redis::client& c, const std::shared_ptr<pending_request>& req,
+                                             std::size_t i, const hit& h) {
+  const effective_limit l = limit_of(h);
+  std::string error;
+  auto lim = limiter_for(c, h, error);
+  if (!lim) return req->fail(i, error);
+  lim->async_decide_detailed(
+      h.counter_key, h.n,
+      [self = shared_from_this(), req, i, lim, n = h.n, limit = l.requests](const redis::limiter_result& r) {
+        if (r.error) {
+          return req->fail(i, r.message.empty() ? self->failure_text(r.error)
+                                                : "Redis at " + self->address + " answered " + r.message);
+        }
+        hit_outcome o;
+        o.limit = limit;
+        const auto used =
+            static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.decision.limit - r.decision.remaining));
+        o.reset_after = r.decision.reset_after;
+        if (r.decision.admitted) {
+          o.result = hit_outcome::state::ok;
+          o.remaining = static_cast<std::uint32_t>(std::clamp<std::int64_t>(r.decision.remaining, 0, limit));
+          o.count_after = used;
+        } else {
+          o.result = hit_outcome::state::over_limit;
+          o.count_after = used + n;
+        }
+        req->finish(i, std::move(o));
+      });
+}
+
+// ---- concurrency ----
+
+std::pair<std::string, std::string> redis_backend::state::lease_keys(std::string_view counter_key) const {
+  std::string zset = opts.key_prefix + "cc:{";
+  zset.append(counter_key);
+  zset.push_back('}');
+  std::string counts = zset + ":n";
+  return {std::move(zset), std::move(counts)};
+}
+
+void redis_backend::state::acquire(redis::client& c, const std::shared_ptr<pending_request>& req, std::size_t i,
+                                   const hit& h) {
+  const std::uint32_t limit = h.rule->concurrency;
+  const std::string id = std::string(lease_format) + hex(h.counter_key) + "." + random_id();
+  auto [zset, counts] = lease_keys(h.counter_key);
+  const redis::script& s = detail::concurrency_script();
+  redis::command cmd{"EVALSHA", s.sha1(), "2", zset, counts, "acquire", id};
+  cmd.arg(h.n).arg(limit).arg(opts.lease_ttl.count());
+  auto on_reply = [self = shared_from_this(), req, i, id, limit, n = h.n](boost::system::error_code ec,
+                                                                          const redis::reply& r) {
+    if (ec) return req->fail(i, self->failure_text(std::error_code(ec)));
+    if (r.is_error()) return req->fail(i, self->reply_text(r));
+    if (!r.is_array() || r.elements().size() != 2 || !r.elements()[0].is_integer() || !r.elements()[1].is_integer()) {
+      return req->fail(i, "Redis at " + self->address + ": unexpected reply to the concurrency script");
+    }
+    const auto held = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.elements()[1].integer()));
+    hit_outcome o;
+    o.limit = limit;
+    if (r.elements()[0].integer() == 1) {
+      o.result = hit_outcome::state::ok;
+      o.count_after = held;
+      o.remaining = held >= limit ? 0 : static_cast<std::uint32_t>(limit - held);
+      o.reset_after = self->opts.lease_ttl;
+      if (n > 0) o.lease = id;
+    } else {
+      o.result = hit_outcome::state::over_limit;
+      o.count_after = held + n;
+    }
+    req->finish(i, std::move(o));
+  };
+  call_script(c, s, std::move(cmd), deadline(), std::move(on_reply));
+}
+
+}  // namespace admit::serve

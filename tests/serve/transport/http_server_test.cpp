@@ -1,0 +1,169 @@
+// The HTTP server's drain (serve/http/http_server.hpp): idle keep-alive connections close at once, a request in flight
+// is answered (with Connection: close), one still waiting for its decision at the deadline loses its connection, and
+// shutdown returns once its decision has come. The backend holds each decision until the test lets it go, so nothing
+// here depends on timing.
+#include "serve/http/http_server.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace admit::serve {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using namespace std::chrono_literals;
+
+// Keeps every decision until release_all(); wait_held(n) waits until `n` are kept.
+class held_backend final : public backend {
+ public:
+  void decide(std::vector<hit> hits, std::chrono::system_clock::time_point, completion done) override {
+    const std::lock_guard lock(mutex_);
+    pending_.emplace_back(hits.size(), std::move(done));
+    changed_.notify_all();
+  }
+  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void configure(const configuration&) override {}
+  void wait_held(std::size_t n) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return pending_.size() >= n; });
+  }
+  void release_all() {
+    std::vector<std::pair<std::size_t, completion>> taken;
+    {
+      const std::lock_guard lock(mutex_);
+      taken.swap(pending_);
+    }
+    for (auto& [n, done] : taken) {
+      hit_outcome ok;
+      ok.limit = 5;
+      ok.remaining = 4;
+      done(std::vector<hit_outcome>(n, ok));
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::pair<std::size_t, completion>> pending_;
+};
+
+struct fixture {
+  held_backend* store = nullptr;
+  std::unique_ptr<service> svc;
+  std::unique_ptr<http_server> server;
+
+  fixture() {
+    auto b = std::make_unique<held_backend>();
+    store = b.get();
+    const std::vector<std::pair<std::string, std::string>> files = {
+        {"t.yaml",
+         "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
+         "      requests_per_unit: 5\n"}};
+    svc = std::make_unique<service>(std::move(b), configuration::load(files), service_options{});
+    http_server_options opts;
+    opts.host = "127.0.0.1";
+    opts.port = 0;
+    opts.threads = 1;
+    server = std::make_unique<http_server>(*svc, opts);
+    server->set_serving(true);
+  }
+};
+
+// A blocking HTTP/1.1 client on one connection.
+struct client {
+  net::io_context io;
+  beast::tcp_stream stream{io};
+  beast::flat_buffer buffer;
+
+  explicit client(int port) {
+    stream.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  }
+  // The answer, or an error code when the connection ended first.
+  std::pair<beast::error_code, http::response<http::string_body>> ask(http::verb verb, const std::string& target,
+                                                                      const std::string& body = {}) {
+    http::request<http::string_body> req{verb, target, 11};
+    req.set(http::field::host, "test");
+    req.body() = body;
+    req.prepare_payload();
+    http::response<http::string_body> res;
+    beast::error_code ec;
+    http::write(stream, req, ec);
+    if (!ec) http::read(stream, buffer, res, ec);
+    return {ec, std::move(res)};
+  }
+  // Whether the server closed the connection (a read ends without data).
+  bool closed_by_server() {
+    http::response<http::string_body> res;
+    beast::error_code ec;
+    http::read(stream, buffer, res, ec);
+    return ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset;
+  }
+};
+
+const std::string json_request = R"({"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}]})";
+
+TEST(HttpServer, AnswersJsonAndHealth) {
+  fixture f;
+  client c(f.server->port());
+  auto answer = std::async(std::launch::async, [&] { return c.ask(http::verb::post, "/json", json_request); });
+  f.store->wait_held(1);
+  f.store->release_all();
+  auto [ec, res] = answer.get();
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result(), http::status::ok);
+  EXPECT_NE(res.body().find(R"("overallCode":"OK")"), std::string::npos) << res.body();
+  EXPECT_NE(res.body().find(R"("limitRemaining":4)"), std::string::npos) << res.body();
+  auto [ec2, health] = c.ask(http::verb::get, "/healthcheck");
+  ASSERT_FALSE(ec2);
+  EXPECT_EQ(health.result(), http::status::ok);
+  EXPECT_EQ(health.body(), "OK");
+  f.server->set_serving(false);
+  auto [ec3, draining] = c.ask(http::verb::get, "/healthcheck");
+  ASSERT_FALSE(ec3);
+  EXPECT_EQ(draining.result(), http::status::internal_server_error);
+}
+
+TEST(HttpServer, DrainClosesIdleConnectionsAndAnswersTheRequestInFlight) {
+  fixture f;
+  client idle(f.server->port());
+  ASSERT_FALSE(idle.ask(http::verb::get, "/healthcheck").first);  // accepted, now idle between requests
+  client busy(f.server->port());
+  auto answer = std::async(std::launch::async, [&] { return busy.ask(http::verb::post, "/json", json_request); });
+  f.store->wait_held(1);
+  std::thread drain([&] { f.server->shutdown(std::chrono::system_clock::now() + 1h); });
+  EXPECT_TRUE(idle.closed_by_server());  // the drain has begun; the busy request still waits for its decision
+  f.store->release_all();
+  auto [ec, res] = answer.get();
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result(), http::status::ok);
+  EXPECT_FALSE(res.keep_alive());
+  drain.join();
+}
+
+TEST(HttpServer, DrainDeadlineClosesTheConnectionStillWaiting) {
+  fixture f;
+  client busy(f.server->port());
+  auto answer = std::async(std::launch::async, [&] { return busy.ask(http::verb::post, "/json", json_request); });
+  f.store->wait_held(1);
+  std::thread drain([&] { f.server->shutdown(std::chrono::system_clock::now()); });  // a deadline already past
+  auto [ec, res] = answer.get();
+  EXPECT_TRUE(ec) << "answered " << res.result_int();
+  f.store->release_all();  // the decision comes after all: shutdown returns once it has
+  drain.join();
+}
+
+}  // namespace
+}  // namespace admit::serve

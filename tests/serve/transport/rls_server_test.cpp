@@ -1,0 +1,156 @@
+// The gRPC server's drain (serve/grpc/rls_server.hpp): a call in flight when the drain starts is answered; one still
+// waiting for its decision at the drain's deadline is cancelled, and shutdown returns once its decision has come.
+// The backend holds each decision until the test lets it go, so nothing here depends on timing.
+#include "serve/grpc/rls_server.hpp"
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+
+namespace admit::serve {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Keeps every decision until release_all(); held() waits until `n` are kept.
+class held_backend final : public backend {
+ public:
+  void decide(std::vector<hit> hits, std::chrono::system_clock::time_point, completion done) override {
+    const std::lock_guard lock(mutex_);
+    pending_.emplace_back(hits.size(), std::move(done));
+    changed_.notify_all();
+  }
+  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void configure(const configuration&) override {}
+
+  void wait_held(std::size_t n) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return pending_.size() >= n; });
+  }
+  void release_all() {
+    std::vector<std::pair<std::size_t, completion>> taken;
+    {
+      const std::lock_guard lock(mutex_);
+      taken.swap(pending_);
+    }
+    for (auto& [n, done] : taken) {
+      hit_outcome ok;
+      ok.limit = 5;
+      ok.remaining = 4;
+      done(std::vector<hit_outcome>(n, ok));
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::pair<std::size_t, completion>> pending_;
+};
+
+std::shared_ptr<const configuration> one_rule() {
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"t.yaml",
+       "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
+       "      requests_per_unit: 5\n"}};
+  return configuration::load(files);
+}
+
+struct fixture {
+  held_backend* store = nullptr;
+  std::unique_ptr<service> svc;
+  std::unique_ptr<rls_server> server;
+  std::shared_ptr<grpc::Channel> channel;
+
+  fixture() {
+    auto b = std::make_unique<held_backend>();
+    store = b.get();
+    svc = std::make_unique<service>(std::move(b), one_rule(), service_options{});
+    rls_server_options opts;
+    opts.host = "127.0.0.1";
+    opts.port = 0;
+    server = std::make_unique<rls_server>(*svc, opts);
+    channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials());
+  }
+
+  // Starts one call; the future gets its status and response.
+  struct call {
+    grpc::ClientContext ctx;
+    rls_pb::RateLimitRequest req;
+    rls_pb::RateLimitResponse resp;
+    std::promise<grpc::Status> status;
+  };
+  std::unique_ptr<call> start_call() {
+    auto c = std::make_unique<call>();
+    c->req.set_domain("d");
+    auto* e = c->req.add_descriptors()->add_entries();
+    e->set_key("k");
+    e->set_value("v");
+    auto stub = rls_pb::RateLimitService::NewStub(channel);
+    stub->async()->ShouldRateLimit(&c->ctx, &c->req, &c->resp,
+                                   [p = &c->status](grpc::Status s) { p->set_value(std::move(s)); });
+    return c;
+  }
+};
+
+TEST(RlsServer, AnswersWhileServing) {
+  fixture f;
+  auto c = f.start_call();
+  f.store->wait_held(1);
+  f.store->release_all();
+  const grpc::Status s = c->status.get_future().get();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(c->resp.overall_code(), rls_pb::RateLimitResponse::OK);
+  EXPECT_EQ(c->resp.statuses(0).limit_remaining(), 4U);
+}
+
+TEST(RlsServer, DrainAnswersTheCallInFlight) {
+  fixture f;
+  auto c = f.start_call();
+  f.store->wait_held(1);
+  std::thread drain([&] { f.server->shutdown(std::chrono::system_clock::now() + 1h); });
+  // The drain has begun once nobody answers SERVING any more; the held call is still waiting for its decision.
+  for (;;) {
+    grpc::ClientContext ctx;
+    grpc::Slice empty;
+    grpc::ByteBuffer request(&empty, 1), response;  // HealthCheckRequest{}: no bytes
+    grpc::GenericStub generic(f.channel);
+    std::promise<grpc::Status> p;
+    generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                      [&p](grpc::Status s) { p.set_value(std::move(s)); });
+    const grpc::Status s = p.get_future().get();
+    // SERVING is field 1 = 1: the bytes 08 01.
+    std::vector<grpc::Slice> slices;
+    const bool serving =
+        s.ok() && response.Dump(&slices).ok() && !slices.empty() && slices[0].size() == 2 && slices[0].begin()[1] == 1;
+    if (!serving) break;
+    std::this_thread::yield();
+  }
+  f.store->release_all();
+  const grpc::Status s = c->status.get_future().get();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(c->resp.overall_code(), rls_pb::RateLimitResponse::OK);
+  drain.join();
+}
+
+TEST(RlsServer, DrainDeadlineCancelsTheCallStillWaiting) {
+  fixture f;
+  auto c = f.start_call();
+  f.store->wait_held(1);
+  std::thread drain([&] { f.server->shutdown(std::chrono::system_clock::now()); });  // a deadline already past
+  const grpc::Status s = c->status.get_future().get();
+  EXPECT_FALSE(s.ok());
+  f.store->release_all();  // the decision comes after all: shutdown returns once it has
+  drain.join();
+}
+
+}  // namespace
+}  // namespace admit::serve
