@@ -67,12 +67,14 @@ serve_pid=""
 trap 'stop_serve; kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
 
 # start_serve NAME [ARG...]: `admit serve` on bench/serve_config, gRPC and HTTP on free loopback ports, with ARGs;
-# sets serve_pid and grpc_target once it logs "listening".
+# sets serve_pid and grpc_target once it logs "listening" (in a log of its own: serve-<start>-NAME.log).
+serve_starts=0
 start_serve() {
-  local log="$out/serve-$1.log" i
+  serve_starts=$((serve_starts + 1))
+  local log="$out/serve-$serve_starts-$1.log" i
   shift
   "$admit_bin" serve --config "$config_dir" --host 127.0.0.1 --grpc-port 0 --http-port 0 --log-level info "$@" \
-    2>>"$log" &
+    2>"$log" &
   serve_pid=$!
   for ((i = 0; i < 200; ++i)); do
     grep -q '"msg":"listening"' "$log" 2>/dev/null && break
