@@ -26,15 +26,22 @@ check_inprocess() {
   if clean "$k" && ge "${dps[$k]}" 100000 && le "${p99[$k]}" 2000; then echo 1; else echo 0; fi
 }
 # check_redis IMPL:VARIANT: admit on Redis (the service over gRPC, or the library call) at 16 and 256 streams, many
-# keys, against envoyproxy/ratelimit's Redis work at the same concurrency.
+# keys and the hot key, against envoyproxy/ratelimit's Redis work at the same concurrency: met when all four are.
 check_redis() {
-  local ok=1 s k e
-  for s in 16 256; do
-    k=$1/many/$s e=envoy-redis:incr-expire/many/$s
-    [[ "${dps[$k]:--}" == - || "${dps[$e]:--}" == - ]] && { echo none; return; }
-    { clean "$k" && ge "$(ratio "${dps[$k]}" "${dps[$e]}")" 1; } || ok=0
+  local ok=1 s k e keys
+  for keys in many hot; do
+    for s in 16 256; do
+      k=$1/$keys/$s e=envoy-redis:incr-expire/$keys/$s
+      [[ "${dps[$k]:--}" == - || "${dps[$e]:--}" == - ]] && { echo none; return; }
+      { clean "$k" && ge "$(ratio "${dps[$k]}" "${dps[$e]}")" 1; } || ok=0
+    done
   done
   echo $ok
+}
+# vs IMPL:VARIANT KEYS STREAMS: "admit's decisions/s vs envoyproxy/ratelimit's (ratio×)".
+vs() {
+  local k=$1/$2/$3 e=envoy-redis:incr-expire/$2/$3
+  printf '%s vs %s (%s×)' "$(fmt_int "${dps[$k]:-}")" "$(fmt_int "${dps[$e]:-}")" "$(ratio "${dps[$k]:--}" "${dps[$e]:--}")"
 }
 # added_us: gRPC p50 at 1 stream minus the library call's p50 at 1 stream (in process, many keys).
 added_us() {
@@ -59,6 +66,15 @@ row() {
     "$(two "${cmds[$k]}")" "$(one "${rusec[$k]}")" "$(one "${rcpu[$k]}")"
 }
 
+# loaded_note: a warning when other work loaded the machine during the rounds (1-minute load above the cores).
+loaded_note() {
+  if awk -v l="$load_max" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
+    printf '\n**The machine was busy with other work during this run** (1-minute load up to %s on %s cores): every\n' \
+      "$load_max" "$(nproc)"
+    printf 'process here got a share of the cores, so rates are lower and tail latencies higher than on an idle machine.\n'
+  fi
+}
+
 write_report() {
   describe_machine
   local grpc_version
@@ -72,6 +88,7 @@ Run on $(date +%F) by \`$command_line\`, medians over $rounds round(s) of ${dura
 warm-up), every case one after the other in each round. Machine: $(nproc) × $cpu; $pinning; \`admit serve\` not
 pinned. Load average before $load_before, after $load_after (1-minute value at the rounds: ${loads[*]}; max
 $load_max). gRPC $grpc_version (Debian), redis-server $redis_version (127.0.0.1, persistence off).
+$(loaded_note)
 
 The load: admit_serve_load (bench/serve_load.cpp) keeps N \`ShouldRateLimit\` calls outstanding on gRPC's asynchronous
 client API (one thread, one HTTP/2 connection), each call one descriptor \`{user: <value>}\` of domain \`bench\`
@@ -85,10 +102,12 @@ one status per descriptor with its limit); failed calls and wrong answers are co
 | target | measured | verdict |
 | --- | --- | --- |
 | in process ≥ 100,000 decisions/s at 16 streams, p99 ≤ 2 ms | many keys: $(fmt_int "${dps[admit-serve:grpc/many/16]:-}")/s, p99 $(us_to_ms "${p99[admit-serve:grpc/many/16]:-}") ms (hot key: $(fmt_int "${dps[admit-serve:grpc/hot/16]:-}")/s, p99 $(us_to_ms "${p99[admit-serve:grpc/hot/16]:-}") ms) | $(verdict "$(check_inprocess)") |
-| on Redis ≥ the decisions/s of envoyproxy/ratelimit's INCRBY + EXPIRE per decision on the same server, same concurrency: \`admit serve --redis\` over gRPC | 16 streams: $(fmt_int "${dps[admit-serve-redis:grpc/many/16]:-}") vs $(fmt_int "${dps[envoy-redis:incr-expire/many/16]:-}") ($(ratio "${dps[admit-serve-redis:grpc/many/16]:--}" "${dps[envoy-redis:incr-expire/many/16]:--}")×); 256 streams: $(fmt_int "${dps[admit-serve-redis:grpc/many/256]:-}") vs $(fmt_int "${dps[envoy-redis:incr-expire/many/256]:-}") ($(ratio "${dps[admit-serve-redis:grpc/many/256]:--}" "${dps[envoy-redis:incr-expire/many/256]:--}")×) | $(verdict "$(check_redis admit-serve-redis:grpc)") |
-| the same, the decision alone (\`service::should_rate_limit\` on the Redis backend, no gRPC) | 16 streams: $(fmt_int "${dps[admit-library:redis/many/16]:-}") vs $(fmt_int "${dps[envoy-redis:incr-expire/many/16]:-}") ($(ratio "${dps[admit-library:redis/many/16]:--}" "${dps[envoy-redis:incr-expire/many/16]:--}")×); 256 streams: $(fmt_int "${dps[admit-library:redis/many/256]:-}") vs $(fmt_int "${dps[envoy-redis:incr-expire/many/256]:-}") ($(ratio "${dps[admit-library:redis/many/256]:--}" "${dps[envoy-redis:incr-expire/many/256]:--}")×) | $(verdict "$(check_redis admit-library:redis)") |
+| on Redis ≥ the decisions/s of envoyproxy/ratelimit's INCRBY + EXPIRE per decision on the same server, same concurrency: \`admit serve --redis\` over gRPC | many keys, 16 streams: $(vs admit-serve-redis:grpc many 16); 256: $(vs admit-serve-redis:grpc many 256); hot key, 16: $(vs admit-serve-redis:grpc hot 16); 256: $(vs admit-serve-redis:grpc hot 256) | $(verdict "$(check_redis admit-serve-redis:grpc)") |
+| the same, the decision alone (\`service::should_rate_limit\` on the Redis backend, no gRPC) | many keys, 16 streams: $(vs admit-library:redis many 16); 256: $(vs admit-library:redis many 256); hot key, 16: $(vs admit-library:redis hot 16); 256: $(vs admit-library:redis hot 256) | $(verdict "$(check_redis admit-library:redis)") |
 | Redis work per decision (many keys, 256 streams) | admit: $(two "${scalls[admit-serve-redis:grpc/many/256]:-}") script calls, $(two "${cmds[admit-serve-redis:grpc/many/256]:-}") commands (those inside the script included), $(one "${rusec[admit-serve-redis:grpc/many/256]:-}") µs in commands, $(one "${rcpu[admit-serve-redis:grpc/many/256]:-}") µs of Redis CPU; envoyproxy/ratelimit's: $(two "${cmds[envoy-redis:incr-expire/many/256]:-}") commands, $(one "${rusec[envoy-redis:incr-expire/many/256]:-}") µs, $(one "${rcpu[envoy-redis:incr-expire/many/256]:-}") µs | (for information) |
 | the service adds ≤ 30 µs at p50 over the library call it makes | gRPC p50 at 1 stream $(one "${p50[admit-serve:grpc/many/1]:-}") µs − \`service::should_rate_limit\` p50 $(one "${p50[admit-library:in-process/many/1]:-}") µs = $(added_us) µs | $(verdict "$(check_added)") |
+
+Each Redis verdict needs many keys and the hot key, at 16 and at 256 streams.
 
 The Redis rows compare admit — the whole service over gRPC, and the decision alone — with envoyproxy/ratelimit's
 Redis commands alone, driven by a C++ client with no gRPC or decision work in front (admit_serve_load --mode
