@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
     if (s.mode == "library" && s.config_dir.empty()) throw CLI::RequiredError("--config (with --mode library)");
     if (s.streams < s.threads) throw CLI::ValidationError("--threads", "cannot exceed --streams");
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;  // --help; else a usage error (exit 2, as the admit tool)
   }
   s.require_limit = !allow_unlimited;
   if (s.label.empty()) s.label = s.mode;
