@@ -8,7 +8,6 @@ Exit status: 0 passed, 1 failed, 77 skipped (a Python module this test needs is 
 import http.client
 import json
 import os
-import queue
 import re
 import shutil
 import signal
@@ -17,7 +16,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_e2e_support import (HITS, OVER, RELOADS, REQUESTS, WAIT, check, descriptor, finish, generate_stubs,  # noqa
+                               kill_started, redis_server, server)
 
 try:
     import grpc
@@ -28,113 +30,12 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 ADMIT, PROTO_DIR, CONFIG_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:6]
-WAIT = 30  # seconds: the longest any expected event (a log line, an exit) may take on a loaded machine
-
-# The service's metric names (engine/serve_metrics.hpp): the hits decided and those over the limit, by domain and
-# rule, and the reloads by result.
-HITS = "admit_serve_hits_total"
-OVER = "admit_serve_over_limit_total"
-RELOADS = "admit_serve_config_reloads_total"
-REQUESTS = "admit_serve_requests_total"
-
-failures = []
-started = []  # every server started, killed at the end whatever happened
-
-
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-        print(f"FAIL: {what}", flush=True)
-    return cond
-
-
-def generate_stubs(out):
-    protos = []
-    for root, _, files in os.walk(PROTO_DIR):
-        for f in files:
-            if f.endswith(".proto"):
-                protos.append(os.path.relpath(os.path.join(root, f), PROTO_DIR))
-    os.makedirs(out)
-    subprocess.run([PROTOC, "-I", PROTO_DIR, f"--python_out={out}", f"--grpc_python_out={out}",
-                    f"--plugin=protoc-gen-grpc_python={GRPC_PYTHON_PLUGIN}"] + sorted(protos), check=True)
-    sys.path.insert(0, out)
-    # grpc.health.v1 lives under the package `grpc`, which grpcio already is: its stubs join that package's path.
-    grpc.__path__.append(os.path.join(out, "grpc"))
-
-
-class server:
-    """`admit serve --grpc-port 0 --http-port 0` and its log, read line by line on a thread."""
-
-    def __init__(self, config_dir, *extra, env=None):
-        # With `env`, only `extra` is given on the command line: the rest comes from the environment.
-        args = list(extra) if env else ["--config", config_dir, "--grpc-port", "0", "--http-port", "0",
-                                        "--log-level", "debug", *extra]
-        self.proc = subprocess.Popen([ADMIT, "serve", *args], stderr=subprocess.PIPE, text=True, errors="replace",
-                                     env=env)
-        started.append(self.proc)
-        self.lines = queue.Queue()
-        self.log = []
-        threading.Thread(target=self._read, daemon=True).start()
-        listening = self.wait_for("listening")
-        self.grpc_port = listening["grpc_port"]
-        self.http_port = listening["http_port"]
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
-
-    def _read(self):
-        for line in self.proc.stderr:
-            self.lines.put(line)
-
-    def wait_for(self, msg):
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            self.log.append(line)
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                raise AssertionError(f"a log line that is not JSON: {line!r}")
-            if entry.get("msg") == msg:
-                return entry
-        raise AssertionError(f"no log line {msg!r} within {WAIT}s; log so far: {''.join(self.log)}")
-
-    def http(self, method, path, body=None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=WAIT)
-        conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
-        res = conn.getresponse()
-        data = res.read()
-        conn.close()
-        return res.status, data
-
-    def stop(self):
-        self.channel.close()
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=WAIT)
-
-
-def descriptor(*pairs, hits=None):
-    from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2
-    d = ratelimit_pb2.RateLimitDescriptor()
-    for k, v in pairs:
-        e = d.entries.add()
-        e.key = k
-        e.value = v
-    if hits is not None:
-        d.hits_addend.value = hits
-    return d
 
 
 def main():
     tmp = tempfile.mkdtemp(prefix="admit serve e2e ")  # a space in the path, on purpose
     try:
-        generate_stubs(os.path.join(tmp, "stubs"))
+        generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
         from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
         from grpc.health.v1 import health_pb2, health_pb2_grpc
         Code = rls_pb2.RateLimitResponse.Code
@@ -142,7 +43,7 @@ def main():
 
         config = os.path.join(tmp, "config dir")
         shutil.copytree(CONFIG_DIR, config)
-        s = server(config)
+        s = server(ADMIT, config)
         rls = rls_pb2_grpc.RateLimitServiceStub(s.channel)
         health = health_pb2_grpc.HealthStub(s.channel)
 
@@ -367,7 +268,7 @@ def main():
         # an idle gRPC channel are open): well before its 60 s --drain-timeout, which the wait below is shorter than.
         check(s.stop() == 0, "SIGTERM: exit status 0")
         s.wait_for("stopped")
-        d = server(config, "--drain-timeout", "60s", "--response-headers", "ietf")
+        d = server(ADMIT, config, "--drain-timeout", "60s", "--response-headers", "ietf")
         r = rls_pb2_grpc.RateLimitServiceStub(d.channel).ShouldRateLimit(
             rls_pb2.RateLimitRequest(domain="mongo_cps", descriptors=[descriptor(("database", "users"))]), timeout=WAIT)
         headers = {h.key: h.value for h in r.response_headers_to_add}
@@ -387,7 +288,7 @@ def main():
 
         # The environment, where the command line says nothing: envoyproxy/ratelimit's names.
         env = dict(os.environ, GRPC_PORT="0", PORT="0", ADMIT_SERVE_CONFIG=config, LOG_LEVEL="info")
-        e = server(None, env=env)
+        e = server(ADMIT, None, env=env)
         r = rls_pb2_grpc.RateLimitServiceStub(e.channel).ShouldRateLimit(
             rls_pb2.RateLimitRequest(domain="added", descriptors=[descriptor(("k", "v"))]), timeout=WAIT)
         check(r.statuses[0].current_limit.requests_per_unit == 7, "started from the environment: serves its config")
@@ -398,23 +299,11 @@ def main():
               f"a bad GRPC_PORT: exit 2 naming it ({p.returncode}: {p.stderr!r})")
 
         # --redis: the same answers from a real redis-server; when Redis is gone, the failure policy answers.
-        redis_server = shutil.which("redis-server")
-        if redis_server:
-            with socket.socket() as probe:
-                probe.bind(("127.0.0.1", 0))
-                redis_port = probe.getsockname()[1]
-            redis = subprocess.Popen([redis_server, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no"], stdout=subprocess.DEVNULL)
-            started.append(redis)
-            url = f"redis://127.0.0.1:{redis_port}"
-            deadline = time.monotonic() + WAIT
-            while time.monotonic() < deadline:  # until redis-server accepts connections
-                try:
-                    socket.create_connection(("127.0.0.1", redis_port), timeout=1).close()
-                    break
-                except OSError:
-                    time.sleep(0.01)
-            r_s = server(config, "--redis", url, "--redis-required")
+        redis_binary = shutil.which("redis-server")
+        if redis_binary:
+            redis = redis_server(redis_binary)
+            url, redis_port = redis.url, redis.port
+            r_s = server(ADMIT, config, "--redis", url, "--redis-required")
             stub = rls_pb2_grpc.RateLimitServiceStub(r_s.channel)
             req = rls_pb2.RateLimitRequest(domain="rl", descriptors=[descriptor(("source_cluster", "proxy"),
                                                                                 ("destination_cluster", "mock"))])
@@ -424,11 +313,10 @@ def main():
                     break
             check(second.overall_code == Code.OVER_LIMIT, f"--redis: the second call in a minute is OVER_LIMIT")
             redis.kill()
-            redis.wait()
             r = stub.ShouldRateLimit(req, timeout=WAIT)
             check(r.overall_code == Code.OK, "--redis, Redis gone: fail open answers OK")
             check(r_s.stop() == 0, "--redis: SIGTERM exits 0")
-            closed = server(config, "--redis", url, "--fail-closed")
+            closed = server(ADMIT, config, "--redis", url, "--fail-closed")
             r = rls_pb2_grpc.RateLimitServiceStub(closed.channel).ShouldRateLimit(req, timeout=WAIT)
             check(r.overall_code == Code.OVER_LIMIT, "--redis --fail-closed, Redis unreachable: OVER_LIMIT")
             check(closed.stop() == 0, "--fail-closed: SIGTERM exits 0")
@@ -458,16 +346,9 @@ def main():
             check(p.returncode == 2 and re.search(words, p.stderr), f"{args}: exit 2 naming it ({p.returncode}: "
                                                                     f"{p.stderr!r})")
     finally:
-        for proc in started:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        kill_started()
         shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        print(f"{len(failures)} check(s) failed", flush=True)
-        return 1
-    print(f"all {checks} checks passed", flush=True)
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -11,12 +11,12 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <condition_variable>
 #include <future>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "held_backend.hpp"
 
 namespace admit::serve {
 namespace {
@@ -26,39 +26,8 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using namespace std::chrono_literals;
 
-// Keeps every decision until release_all(); wait_held(n) waits until `n` are kept.
-class held_backend final : public backend {
- public:
-  void decide(std::vector<hit> hits, std::chrono::system_clock::time_point, completion done) override {
-    const std::lock_guard lock(mutex_);
-    pending_.emplace_back(hits.size(), std::move(done));
-    changed_.notify_all();
-  }
-  void release(std::string, std::function<void(bool)> done) override { done(false); }
-  void configure(const configuration&) override {}
-  void wait_held(std::size_t n) {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return pending_.size() >= n; });
-  }
-  void release_all() {
-    std::vector<std::pair<std::size_t, completion>> taken;
-    {
-      const std::lock_guard lock(mutex_);
-      taken.swap(pending_);
-    }
-    for (auto& [n, done] : taken) {
-      hit_outcome ok;
-      ok.limit = 5;
-      ok.remaining = 4;
-      done(std::vector<hit_outcome>(n, ok));
-    }
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::pair<std::size_t, completion>> pending_;
-};
+using testing::held_backend;
+using testing::one_rule;
 
 struct fixture {
   held_backend* store = nullptr;
@@ -68,11 +37,7 @@ struct fixture {
   fixture() {
     auto b = std::make_unique<held_backend>();
     store = b.get();
-    const std::vector<std::pair<std::string, std::string>> files = {
-        {"t.yaml",
-         "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
-         "      requests_per_unit: 5\n"}};
-    svc = std::make_unique<service>(std::move(b), configuration::load(files), service_options{});
+    svc = std::make_unique<service>(std::move(b), one_rule(), service_options{});
     http_server_options opts;
     opts.host = "127.0.0.1";
     opts.port = 0;

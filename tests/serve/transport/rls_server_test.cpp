@@ -7,62 +7,21 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <future>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "held_backend.hpp"
 
 namespace admit::serve {
 namespace {
 
 using namespace std::chrono_literals;
 
-// Keeps every decision until release_all(); held() waits until `n` are kept.
-class held_backend final : public backend {
- public:
-  void decide(std::vector<hit> hits, std::chrono::system_clock::time_point, completion done) override {
-    const std::lock_guard lock(mutex_);
-    pending_.emplace_back(hits.size(), std::move(done));
-    changed_.notify_all();
-  }
-  void release(std::string, std::function<void(bool)> done) override { done(false); }
-  void configure(const configuration&) override {}
-
-  void wait_held(std::size_t n) {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return pending_.size() >= n; });
-  }
-  void release_all() {
-    std::vector<std::pair<std::size_t, completion>> taken;
-    {
-      const std::lock_guard lock(mutex_);
-      taken.swap(pending_);
-    }
-    for (auto& [n, done] : taken) {
-      hit_outcome ok;
-      ok.limit = 5;
-      ok.remaining = 4;
-      done(std::vector<hit_outcome>(n, ok));
-    }
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::pair<std::size_t, completion>> pending_;
-};
-
-std::shared_ptr<const configuration> one_rule() {
-  const std::vector<std::pair<std::string, std::string>> files = {
-      {"t.yaml",
-       "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n"
-       "      requests_per_unit: 5\n"}};
-  return configuration::load(files);
-}
+using testing::held_backend;
+using testing::one_rule;
 
 struct fixture {
   held_backend* store = nullptr;
