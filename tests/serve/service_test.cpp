@@ -402,6 +402,17 @@ TEST(ServiceRequests, AnUnknownDomainIsNotLimited) {
   EXPECT_FALSE(r.statuses[0].current_limit);
 }
 
+// As envoyproxy/ratelimit: a descriptor with no entries, or with an empty key, matches nothing and is OK.
+TEST(ServiceRequests, ADescriptorWithNoEntriesOrAnEmptyKeyIsNotLimited) {
+  harness h{example1};
+  const rls_response r = h.ok(req("mongo_cps", {desc({}), desc({{"", "users"}}), desc({{"database", "users"}})}));
+  EXPECT_EQ(r.overall_code, rls_code::ok);
+  ASSERT_EQ(r.statuses.size(), 3u);
+  EXPECT_FALSE(r.statuses[0].current_limit);
+  EXPECT_FALSE(r.statuses[1].current_limit);
+  EXPECT_TRUE(r.statuses[2].current_limit);
+}
+
 TEST(ServiceRequests, HitsAddendOfTheRequestAndOfTheDescriptor) {
   harness h{example5};
   // the request's hits_addend: 30 hits each

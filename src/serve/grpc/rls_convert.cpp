@@ -34,7 +34,8 @@ std::optional<std::string> from_proto(const rls_pb::RateLimitRequest& in, const 
   out.descriptors.reserve(static_cast<std::size_t>(in.descriptors_size()));
   for (int d = 0; d < in.descriptors_size(); ++d) {
     const auto& pd = in.descriptors(d);
-    if (pd.entries().empty()) return "descriptor " + std::to_string(d) + " has no entries";
+    // A descriptor with no entries, or an entry with an empty key, matches no rule and is answered OK without a
+    // limit, as envoyproxy/ratelimit answers it.
     if (static_cast<std::size_t>(pd.entries_size()) > limits.max_entries) {
       return "descriptor " + std::to_string(d) + " has " + std::to_string(pd.entries_size()) + " entries; at most " +
              std::to_string(limits.max_entries) + " are accepted in one descriptor";
@@ -43,7 +44,6 @@ std::optional<std::string> from_proto(const rls_pb::RateLimitRequest& in, const 
     rd.entries.reserve(static_cast<std::size_t>(pd.entries_size()));
     for (int e = 0; e < pd.entries_size(); ++e) {
       const auto& pe = pd.entries(e);
-      if (pe.key().empty()) return where(d, e) + " has an empty key";
       if (pe.key().size() > limits.max_string_bytes) {
         return too_long(where(d, e) + ": the key", pe.key().size(), limits.max_string_bytes);
       }

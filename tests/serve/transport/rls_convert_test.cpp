@@ -85,10 +85,12 @@ TEST(RlsConvert, RefusesWhatIsNotARequest) {
   no_domain.clear_domain();
   EXPECT_EQ(convert(no_domain, out), "the request has no domain");
   EXPECT_EQ(convert(request(0), out), "the request has no descriptors");
-  EXPECT_EQ(convert(request(1, 0), out), "descriptor 0 has no entries");
+  // A descriptor with no entries and an entry with an empty key are requests (envoyproxy/ratelimit answers them OK).
+  EXPECT_EQ(convert(request(1, 0), out), std::nullopt);
+  EXPECT_TRUE(out.descriptors.at(0).entries.empty());
   rls_pb::RateLimitRequest empty_key = request(1);
   empty_key.mutable_descriptors(0)->mutable_entries(0)->clear_key();
-  EXPECT_EQ(convert(empty_key, out), "descriptor 0 entry 0 has an empty key");
+  EXPECT_EQ(convert(empty_key, out), std::nullopt);
   rls_pb::RateLimitRequest big_hits = request(1);
   big_hits.mutable_descriptors(0)->mutable_hits_addend()->set_value(std::uint64_t{1} << 32);
   EXPECT_EQ(convert(big_hits, out), "descriptor 0: hits_addend 4294967296 is above the most accepted, 4294967295");
