@@ -84,7 +84,8 @@ recorder run_library(const settings& s) {
   auto config = serve::configuration::load_directory(s.config_dir);
   std::optional<std::string> redis;
   if (!s.redis_url.empty()) redis = s.redis_url;
-  serve::backend_choice chosen = serve::make_backend(redis, true, *config);
+  serve::backend_choice chosen =
+      serve::make_backend(redis, true, *config, std::chrono::milliseconds(100), std::chrono::seconds(60));
   serve::service svc(std::move(chosen.store), std::move(config), serve::service_options{});
 
   std::vector<recorder> tallies(static_cast<std::size_t>(s.threads));

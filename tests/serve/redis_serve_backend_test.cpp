@@ -273,7 +273,8 @@ TEST_F(RedisServeBackend, OneScriptCallPerBatch) {
   for (int t = 0; t < threads; ++t) {
     callers.emplace_back([&, t] {
       for (int i = 0; i < per_thread; ++i) {
-        const auto o = decide(backend, {make_hit(r, "t" + std::to_string(t)), make_hit(r, "shared")});
+        const auto o =
+            decide(backend, {make_hit(r, std::string("t").append(std::to_string(t))), make_hit(r, "shared")});
         if (o[0].result == state::ok && o[1].result == state::ok) ++ok;
       }
     });
@@ -291,7 +292,7 @@ TEST_F(RedisServeBackend, BatchesAreCappedByMaxBatch) {
   (void)decide_one(small, make_hit(r, "warm-up"));
   (void)server.admin({"CONFIG", "RESETSTAT"});
   std::vector<hit> hits;
-  for (int i = 0; i < 10; ++i) hits.push_back(make_hit(r, "d" + std::to_string(i)));
+  for (int i = 0; i < 10; ++i) hits.push_back(make_hit(r, std::string("d").append(std::to_string(i))));
   for (const auto& out : decide(small, hits)) EXPECT_EQ(out.result, state::ok) << out.error;
   EXPECT_EQ(server.calls("evalsha"), 3);  // 4 + 4 + 2
 }

@@ -37,7 +37,7 @@ TEST(UpstreamFixedWindow, EvictionNeverChangesACountWhenTimesDoNotGoBack) {
   std::int64_t now = base;
   for (int i = 0; i < 20'000; ++i) {
     now += static_cast<std::int64_t>(rng() % (second / 2));
-    const std::string key = "k" + std::to_string(rng() % 16);
+    const std::string key = std::string("k").append(std::to_string(rng() % 16));
     const std::int64_t n = static_cast<std::int64_t>(rng() % 4);
     const decision d = store.decide_at(key, tp{std::chrono::nanoseconds{now}}, n);
     counter& c = model[key];
@@ -78,7 +78,7 @@ TEST(KeyedSlidingWindow, DecidesAsOneSlidingWindowPerKey) {
       newest += static_cast<std::int64_t>(rng() % (window / 8));
       // mostly the newest time, sometimes a stale one (a thread late by up to a window)
       const std::int64_t now = rng() % 8 == 0 ? newest - static_cast<std::int64_t>(rng() % window) : newest;
-      const std::string key = "k" + std::to_string(rng() % 6);
+      const std::string key = std::string("k").append(std::to_string(rng() % 6));
       const std::int64_t n = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(limit + 2));
       auto& ref = alone[key];
       if (!ref) ref = std::make_unique<basic_sliding_window<unix_clock>>(limit, std::chrono::nanoseconds{window});

@@ -17,7 +17,7 @@ rls_pb::RateLimitRequest request(int descriptors, int entries = 1, std::size_t v
     auto* desc = r.add_descriptors();
     for (int e = 0; e < entries; ++e) {
       auto* entry = desc->add_entries();
-      entry->set_key("k" + std::to_string(e));
+      entry->set_key(std::string("k").append(std::to_string(e)));
       entry->set_value(std::string(value_bytes, 'v'));
     }
   }
