@@ -29,7 +29,9 @@ struct backend_choice {
 // No URL: in this process. A URL: Redis, pinged at once (2 s at most); unreachable is fatal with redis_required
 // (backend_unavailable), else logged. Throws cli::usage_error for a bad URL or a rule Redis cannot decide.
 // redis_timeout: how long a decision waits for Redis (Redis only); lease_ttl: how long an unreleased concurrency
-// lease lives (both backends).
+// lease lives (both backends). The defaults of --redis-timeout and --lease-ttl:
+inline constexpr std::chrono::milliseconds default_redis_timeout{100};
+inline constexpr std::chrono::milliseconds default_lease_ttl{60'000};
 [[nodiscard]] backend_choice make_backend(const std::optional<std::string>& redis_url, bool redis_required,
                                           const configuration& initial, std::chrono::milliseconds redis_timeout,
                                           std::chrono::milliseconds lease_ttl);

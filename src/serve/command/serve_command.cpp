@@ -171,8 +171,8 @@ int run_serve(serve_options o, std::ostream& err) {
   int grpc_port = 0, http_port = 0;
   service_options sopts;
   std::chrono::nanoseconds drain{std::chrono::seconds(10)};
-  std::chrono::milliseconds redis_timeout{100};
-  std::chrono::milliseconds lease_ttl{60'000};
+  std::chrono::milliseconds redis_timeout = default_redis_timeout;
+  std::chrono::milliseconds lease_ttl = default_lease_ttl;
   try {
     apply_environment(o, src);
     if (!o.config_dir) throw cli::usage_error("--config DIR is required (or ADMIT_SERVE_CONFIG)");
