@@ -365,7 +365,7 @@ inline void rate_spacing(const std::string& admit, const args& where, const temp
     const double due = static_cast<double>(k) * 200.0;
     // A start is its command's first instant, some time after the admission (fork and exec; tens of ms on a loaded
     // machine): the first start's lateness shortens the spacing seen. 100 ms absorbs it and still catches a second
-    // start admitted with the first (0 ms) or a rate twice too fast (100 ms short at the second start).
+    // start admitted with the first (0 ms) or a rate twice too fast (200 ms short by the third start).
     EXPECT_GE(since_first, due - 100.0) << "start " << k << " came too early";
     EXPECT_LE(since_first, due + 1500.0) << "start " << k << " came late";
     latest = std::max(latest, since_first - due);
