@@ -19,7 +19,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_e2e_support import (HITS, OVER, RELOADS, REQUESTS, WAIT, check, descriptor, finish, generate_stubs,  # noqa
-                               kill_started, redis_server, server)
+                               kill_started, redis_server, server, started)
 
 try:
     import grpc
@@ -30,6 +30,16 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 ADMIT, PROTO_DIR, CONFIG_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:6]
+
+
+def port_free(port):
+    """Whether a loopback TCP port can be bound now."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("0.0.0.0", port))
+            return True
+        except OSError:
+            return False
 
 
 def main():
@@ -299,6 +309,51 @@ def main():
                            timeout=WAIT)
         check(p.returncode == 2 and 'GRPC_PORT "eighty"' in p.stderr,
               f"a bad GRPC_PORT: exit 2 naming it ({p.returncode}: {p.stderr!r})")
+        # envoyproxy/ratelimit's RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config layout, and its
+        # LIMIT_RESPONSE_HEADERS_ENABLED: the RateLimit-* headers in the answer.
+        root = os.path.join(tmp, "runtime root")
+        shutil.copytree(config, os.path.join(root, "ratelimit", "config"))
+        runtime_env = dict(os.environ, GRPC_PORT="0", PORT="0", RUNTIME_ROOT=root, RUNTIME_SUBDIRECTORY="ratelimit",
+                           LIMIT_RESPONSE_HEADERS_ENABLED="true")
+        rt = server(ADMIT, None, env=runtime_env)
+        r = rls_pb2_grpc.RateLimitServiceStub(rt.channel).ShouldRateLimit(
+            rls_pb2.RateLimitRequest(domain="added", descriptors=[descriptor(("k", "v"))]), timeout=WAIT)
+        check(r.statuses[0].current_limit.requests_per_unit == 7,
+              "RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config: serves the files there")
+        headers = {h.key.lower(): h.value for h in r.response_headers_to_add}
+        check(headers.get("ratelimit-limit", "").startswith("7") and "ratelimit-remaining" in headers,
+              f"LIMIT_RESPONSE_HEADERS_ENABLED=true: RateLimit-* headers in the answer ({headers})")
+        check(rt.stop() == 0, "started from RUNTIME_ROOT, and stopped by SIGTERM")
+        p = subprocess.run([ADMIT, "serve"], env=dict(runtime_env, LIMIT_RESPONSE_HEADERS_ENABLED="maybe"),
+                           capture_output=True, text=True, timeout=WAIT)
+        check(p.returncode == 2 and 'LIMIT_RESPONSE_HEADERS_ENABLED "maybe"' in p.stderr,
+              f"a bad LIMIT_RESPONSE_HEADERS_ENABLED: exit 2 naming it ({p.returncode}: {p.stderr!r})")
+        no_config = {k: v for k, v in os.environ.items() if k not in ("ADMIT_SERVE_CONFIG", "RUNTIME_ROOT")}
+        p = subprocess.run([ADMIT, "serve", "--grpc-port", "0", "--http-port", "0"], env=no_config,
+                           capture_output=True, text=True, timeout=WAIT)
+        check(p.returncode == 2 and "--config" in p.stderr,
+              f"no configuration directory given: exit 2 naming --config ({p.returncode}: {p.stderr!r})")
+
+        # Without port flags: envoyproxy/ratelimit's ports, gRPC 8081 and HTTP 8080 (when this machine has them free).
+        if all(port_free(port) for port in (8080, 8081)):
+            dflt = subprocess.Popen([ADMIT, "serve", "--config", config], stderr=subprocess.PIPE, text=True,
+                                    errors="replace")
+            started.append(dflt)
+            line = dflt.stderr.readline()
+            entry = json.loads(line) if line.startswith("{") else {}
+            while entry.get("msg") not in ("listening", None):
+                line = dflt.stderr.readline()
+                entry = json.loads(line) if line.startswith("{") else {}
+            check((entry.get("grpc_port"), entry.get("http_port")) == (8081, 8080),
+                  f"the default ports are gRPC 8081 and HTTP 8080 ({line!r})")
+            conn = http.client.HTTPConnection("127.0.0.1", 8080, timeout=WAIT)
+            conn.request("GET", "/healthcheck")
+            check(conn.getresponse().read() == b"OK", "the default HTTP port answers /healthcheck")
+            conn.close()
+            dflt.send_signal(signal.SIGTERM)
+            check(dflt.wait(timeout=WAIT) == 0, "started on the default ports, and stopped by SIGTERM")
+        else:
+            print("note: port 8080 or 8081 is in use on this machine: the default ports were not tried")
 
         # --redis: the same answers from a real redis-server; when Redis is gone, the failure policy answers.
         redis_binary = shutil.which("redis-server")
@@ -326,6 +381,11 @@ def main():
                                capture_output=True, text=True, timeout=WAIT)
             check(p.returncode == 69 and str(redis_port) in p.stderr,
                   f"--redis-required, Redis unreachable: exit 69 naming it ({p.returncode}: {p.stderr!r})")
+            p = subprocess.run([ADMIT, "serve", "--config", config, "--redis-required"],
+                               env=dict(os.environ, ADMIT_SERVE_REDIS=url), capture_output=True, text=True,
+                               timeout=WAIT)
+            check(p.returncode == 69 and str(redis_port) in p.stderr,
+                  f"ADMIT_SERVE_REDIS is --redis: exit 69 naming it ({p.returncode}: {p.stderr!r})")
 
         # A configuration refused at start: exit 2, naming file and line.
         bad = os.path.join(tmp, "bad config")
