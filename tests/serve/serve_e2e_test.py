@@ -175,8 +175,15 @@ def main():
         check(status == 405, f"GET /json: 405 ({status})")
         status, body = s.http("GET", "/nothing-here")
         check(status == 404, f"an unknown path: 404 ({status})")
+        # Truncated frames, the peer then gone: an HTTP/2 frame on the gRPC port that announces 4 KiB and brings 2
+        # bytes; an HTTP body that announces 100 bytes and brings 10.
+        with socket.create_connection(("127.0.0.1", s.grpc_port), timeout=WAIT) as sock:
+            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x10\x00\x01\x04\x00\x00\x00\x01" + b"\x82\x86")
+        with socket.create_connection(("127.0.0.1", s.http_port), timeout=WAIT) as sock:
+            sock.sendall(b"POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"domain\":")
         r = call("mongo_cps", descriptor(("database", "users")))
         check(r.overall_code == Code.OK, "after the malformed calls, the server still decides")
+        check(s.http("GET", "/healthcheck") == (200, b"OK"), "after the truncated frames, HTTP still answers")
         status, body = s.http("GET", "/metrics")
         invalid = [sample.value for family in text_string_to_metric_families(body.decode())
                    for sample in family.samples if sample.name == REQUESTS and sample.labels.get("code") == "invalid"]
