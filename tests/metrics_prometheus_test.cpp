@@ -121,6 +121,23 @@ admit_wait_seconds_count{limiter="db",note="a \"quoted\" \\ path\nline"} 2
   EXPECT_EQ(out.str(), want);
 }
 
+// A distributed semaphore's lost leases are a family of their own, with a series for each limiter that has leases;
+// without any such limiter the family is not written at all.
+TEST(PrometheusRegistry, WritesLostLeasesOnlyForLimitersWithLeases) {
+  limiter_snapshot leased;
+  leased.leases_lost = 3;
+  limiter_snapshot plain;
+  registry reg;
+  reg.add("plain", {}, [&] { return plain; });
+  EXPECT_THAT(reg.text(), ::testing::Not(HasSubstr("admit_leases_lost_total")));
+  reg.add("db", {{"fleet", "batch"}}, [&] { return leased; });
+  const std::string text = reg.text();
+  EXPECT_THAT(text, HasSubstr("# TYPE admit_leases_lost_total counter\n"
+                              "admit_leases_lost_total{limiter=\"db\",fleet=\"batch\"} 3\n"
+                              "# HELP admit_wait_seconds"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("admit_leases_lost_total{limiter=\"plain\"")));
+}
+
 TEST(PrometheusRegistry, TheBucketBoundsMatchTheirLeTexts) {
   constexpr auto b = registry::bucket_bounds();
   EXPECT_EQ(b.front(), 1us);

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include "admit/errc.hpp"
@@ -70,6 +71,9 @@ struct limiter_snapshot {
   std::uint64_t exceeds_capacity = 0;
   std::uint64_t failed = 0;
   wait_histogram::summary wait;  // waits of the admitted decisions (0 for immediate ones)
+  // Leases a distributed semaphore granted and then found lost (Redis let them expire before a renewal reached it):
+  // each one's holder may have overlapped the next. Empty for a limiter without leases.
+  std::optional<std::uint64_t> leases_lost;
 };
 
 // The outcome an error means: errc{} is admitted, would_block (a try_* call: not now) unavailable, the errors of a

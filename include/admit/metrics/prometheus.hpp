@@ -253,6 +253,12 @@ class registry {
            [&](const reading& r) { line("admit_in_flight", r.labels, number(r.s.in_flight)); });
     family("admit_waiting", "gauge", "Requests waiting now.",
            [&](const reading& r) { line("admit_waiting", r.labels, number(r.s.waiting)); });
+    if (std::any_of(rs.begin(), rs.end(), [](const reading& r) { return r.s.leases_lost.has_value(); })) {
+      family("admit_leases_lost_total", "counter", "Leases granted and then found lost (expired before renewal).",
+             [&](const reading& r) {
+               if (r.s.leases_lost) line("admit_leases_lost_total", r.labels, number(*r.s.leases_lost));
+             });
+    }
     family("admit_wait_seconds", "histogram", "How long admitted acquisitions waited (0 for immediate ones).",
            [&](const reading& r) {
              static constexpr auto le = bucket_bound_labels();

@@ -181,6 +181,7 @@ limiter_snapshot semaphore::metrics() const noexcept {
   s.limit = core_->capacity_seen.load(std::memory_order_relaxed);
   s.in_flight = core_->held_permits.load(std::memory_order_relaxed);
   s.waiting = core_->acquiring.load(std::memory_order_relaxed);
+  s.leases_lost = core_->lost.load(std::memory_order_relaxed);
   return s;
 }
 

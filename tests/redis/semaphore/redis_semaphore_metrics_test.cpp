@@ -296,9 +296,11 @@ TEST(RedisSemaphoreMetrics, ALostLeaseIsCountedAndLeavesInFlight) {
   ASSERT_TRUE(next) << next.error().message();
   EXPECT_EQ(s.metrics().in_flight, 2);  // this process does not know yet
   EXPECT_EQ(s.leases_lost(), 0u);
+  EXPECT_EQ(s.metrics().leases_lost, std::optional<std::uint64_t>(0));
   EXPECT_FALSE(stale->renew().first);  // finds it lost
   EXPECT_EQ(stale->state(), lease_state::lost);
   EXPECT_EQ(s.leases_lost(), 1u);
+  EXPECT_EQ(s.metrics().leases_lost, std::optional<std::uint64_t>(1));  // what the Prometheus registry writes
   EXPECT_EQ(s.metrics().in_flight, 1);
   EXPECT_EQ(stale->release().first, lease::release_status::not_held);
   EXPECT_EQ(s.metrics().in_flight, 1);  // not taken twice
