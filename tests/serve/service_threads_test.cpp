@@ -1,17 +1,22 @@
 // A stress test of serve/engine/service.hpp under std::thread (run under ThreadSanitizer): eight callers on one hot
 // descriptor while another thread reloads the configuration over and over; every call is answered, exactly the limit
-// is admitted per fixed window (reloads of an unchanged rule keep its counter), and the metrics count every hit.
+// is admitted per fixed window (reloads of an unchanged rule keep its counter), and the metrics count every hit. And,
+// with a backend that holds its decisions: a decision in flight at a reload finishes on the configuration it began
+// with.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "serve/engine/in_process_backend.hpp"
 #include "serve/engine/service.hpp"
+#include "transport/held_backend.hpp"
 
 namespace admit::serve {
 namespace {
@@ -68,6 +73,35 @@ TEST(ServiceThreads, EightCallersAndReloadsAdmitExactlyTheLimitPerWindow) {
                    std::to_string(callers * windows * tries) + "\n"),
             std::string::npos)
       << m;
+}
+
+TEST(ServiceReload, ADecisionInFlightFinishesOnTheConfigurationItBeganWith) {
+  auto held = std::make_unique<testing::held_backend>();
+  testing::held_backend& backend = *held;
+  service svc(std::move(held), testing::one_rule(), {});  // d/k: 5 a second
+  rls_request request;
+  request.domain = "d";
+  request.descriptors.emplace_back().entries.push_back({"k", "v"});
+  std::promise<rls_result> before, after;
+  svc.should_rate_limit(request, [&](rls_result r) { before.set_value(std::move(r)); });
+  backend.wait_held(1);
+  std::vector<std::pair<std::string, std::string>> files{
+      {"t.yaml",
+       "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n"
+       "      requests_per_unit: 9\n"}};
+  svc.reload(configuration::load(files));
+  svc.should_rate_limit(request, [&](rls_result r) { after.set_value(std::move(r)); });
+  backend.wait_held(2);
+  backend.release_all();
+  const rls_result old_one = before.get_future().get(), new_one = after.get_future().get();
+  ASSERT_FALSE(old_one.failure);
+  ASSERT_FALSE(new_one.failure);
+  ASSERT_TRUE(old_one.response.statuses.at(0).current_limit);
+  ASSERT_TRUE(new_one.response.statuses.at(0).current_limit);
+  EXPECT_EQ(old_one.response.statuses[0].current_limit->requests_per_unit, 5u);
+  EXPECT_EQ(old_one.response.statuses[0].current_limit->per, unit::second);
+  EXPECT_EQ(new_one.response.statuses[0].current_limit->requests_per_unit, 9u);
+  EXPECT_EQ(new_one.response.statuses[0].current_limit->per, unit::minute);
 }
 
 }  // namespace
