@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "admin_command.hpp"
+
 namespace admit::redis::testing {
 
 class redis_cluster {
@@ -65,7 +67,7 @@ class redis_cluster {
     if (c == nullptr) throw std::runtime_error("admin: cannot connect to node " + std::to_string(i));
     std::string out;
     try {
-      out = run(c, args);
+      out = admin_command(c, args);
     } catch (...) {
       redisFree(c);
       throw;
@@ -148,38 +150,6 @@ class redis_cluster {
     return c;
   }
 
-  static std::string text(const redisReply* r) {
-    switch (r->type) {
-      case REDIS_REPLY_INTEGER:
-        return std::to_string(r->integer);
-      case REDIS_REPLY_NIL:
-        return "(nil)";
-      case REDIS_REPLY_ERROR:
-        return "-" + std::string(r->str, r->len);
-      case REDIS_REPLY_ARRAY: {
-        std::string s;
-        for (std::size_t i = 0; i < r->elements; ++i) s += (i == 0 ? "" : "\n") + text(r->element[i]);
-        return s;
-      }
-      default:
-        return std::string(r->str, r->len);
-    }
-  }
-
-  static std::string run(redisContext* c, const std::vector<std::string>& args) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.c_str());
-      lens.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lens.data()));
-    if (r == nullptr) throw std::runtime_error("admin: I/O error");
-    std::string s = text(r);
-    freeReplyObject(r);
-    return s;
-  }
-
   static pid_t spawn(std::vector<std::string> args, const std::string& output) {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -237,7 +207,7 @@ class redis_cluster {
           break;
         }
         if (redisContext* c = connect_once(n.port)) {
-          up = run(c, {"PING"}) == "PONG";
+          up = admin_command(c, {"PING"}) == "PONG";
           redisFree(c);
         }
         if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "admin_command.hpp"
 #include "tcp_proxy.hpp"
 
 namespace admit::redis::testing {
@@ -88,7 +89,7 @@ class redis_sentinel_group {
     if (c == nullptr) throw std::runtime_error("admin: cannot connect to port " + std::to_string(port));
     std::string out;
     try {
-      out = run(c, args);
+      out = admin_command(c, args);
     } catch (...) {
       redisFree(c);
       throw;
@@ -216,38 +217,6 @@ class redis_sentinel_group {
     return c;
   }
 
-  static std::string text(const redisReply* r) {
-    switch (r->type) {
-      case REDIS_REPLY_INTEGER:
-        return std::to_string(r->integer);
-      case REDIS_REPLY_NIL:
-        return "(nil)";
-      case REDIS_REPLY_ERROR:
-        return "-" + std::string(r->str, r->len);
-      case REDIS_REPLY_ARRAY: {
-        std::string s;
-        for (std::size_t i = 0; i < r->elements; ++i) s += (i == 0 ? "" : "\n") + text(r->element[i]);
-        return s;
-      }
-      default:
-        return std::string(r->str, r->len);
-    }
-  }
-
-  static std::string run(redisContext* c, const std::vector<std::string>& args) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.c_str());
-      lens.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lens.data()));
-    if (r == nullptr) throw std::runtime_error("admin: I/O error");
-    std::string s = text(r);
-    freeReplyObject(r);
-    return s;
-  }
-
   static pid_t spawn(std::vector<std::string> args, const std::string& output) {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -285,7 +254,7 @@ class redis_sentinel_group {
         }
         if (redisContext* c = connect_once(p.port)) {
           try {
-            up = run(c, {"PING"}) == "PONG";
+            up = admin_command(c, {"PING"}) == "PONG";
           } catch (const std::runtime_error&) {
           }
           redisFree(c);

@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "admin_command.hpp"
+
 namespace admit::redis::testing {
 
 class redis_server {
@@ -110,8 +112,8 @@ class redis_server {
     redisContext* c = connect_once();
     if (c == nullptr) throw std::runtime_error("admin: cannot connect to redis");
     std::string out;
-    if (db != 0) run(c, {"SELECT", std::to_string(db)});
-    out = run(c, args);
+    if (db != 0) admin_command(c, {"SELECT", std::to_string(db)});
+    out = admin_command(c, args);
     redisFree(c);
     return out;
   }
@@ -159,43 +161,11 @@ class redis_server {
       redisFree(c);
       return nullptr;
     }
-    if (!config_.requirepass.empty() && run(c, {"AUTH", config_.requirepass}) != "OK") {
+    if (!config_.requirepass.empty() && admin_command(c, {"AUTH", config_.requirepass}) != "OK") {
       redisFree(c);
       return nullptr;
     }
     return c;
-  }
-
-  static std::string text(const redisReply* r) {
-    switch (r->type) {
-      case REDIS_REPLY_INTEGER:
-        return std::to_string(r->integer);
-      case REDIS_REPLY_NIL:
-        return "(nil)";
-      case REDIS_REPLY_ERROR:
-        return "-" + std::string(r->str, r->len);
-      case REDIS_REPLY_ARRAY: {
-        std::string s;
-        for (std::size_t i = 0; i < r->elements; ++i) s += (i == 0 ? "" : "\n") + text(r->element[i]);
-        return s;
-      }
-      default:
-        return std::string(r->str, r->len);
-    }
-  }
-
-  static std::string run(redisContext* c, const std::vector<std::string>& args) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.c_str());
-      lens.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lens.data()));
-    if (r == nullptr) throw std::runtime_error("admin: I/O error");
-    std::string s = text(r);
-    freeReplyObject(r);
-    return s;
   }
 
   bool try_start() {
@@ -254,7 +224,7 @@ class redis_server {
         return false;
       }
       if (redisContext* c = connect_once()) {
-        const bool pong = run(c, {"PING"}) == "PONG";
+        const bool pong = admin_command(c, {"PING"}) == "PONG";
         redisFree(c);
         if (pong) return true;
       }
