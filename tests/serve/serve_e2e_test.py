@@ -33,13 +33,19 @@ ADMIT, PROTO_DIR, CONFIG_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:6]
 
 
 def port_free(port):
-    """Whether a loopback TCP port can be bound now."""
+    """Whether a TCP port can be bound on every address now."""
     with socket.socket() as probe:
         try:
             probe.bind(("0.0.0.0", port))
             return True
         except OSError:
             return False
+
+
+def no_config_env():
+    """The environment without the variables that name a configuration directory or ports."""
+    names = ("ADMIT_SERVE_CONFIG", "RUNTIME_ROOT", "GRPC_PORT", "PORT", "ADMIT_SERVE_GRPC_PORT", "ADMIT_SERVE_HTTP_PORT")
+    return {k: v for k, v in os.environ.items() if k not in names}
 
 
 def main():
@@ -178,7 +184,7 @@ def main():
         # Truncated frames, the peer then gone: an HTTP/2 frame on the gRPC port that announces 4 KiB and brings 2
         # bytes; an HTTP body that announces 100 bytes and brings 10.
         with socket.create_connection(("127.0.0.1", s.grpc_port), timeout=WAIT) as sock:
-            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x10\x00\x01\x04\x00\x00\x00\x01" + b"\x82\x86")
+            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" + b"\x00\x10\x00\x01\x04\x00\x00\x00\x01" + b"\x82\x86")
         with socket.create_connection(("127.0.0.1", s.http_port), timeout=WAIT) as sock:
             sock.sendall(b"POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"domain\":")
         r = call("mongo_cps", descriptor(("database", "users")))
@@ -320,7 +326,7 @@ def main():
         # LIMIT_RESPONSE_HEADERS_ENABLED: the RateLimit-* headers in the answer.
         root = os.path.join(tmp, "runtime root")
         shutil.copytree(config, os.path.join(root, "ratelimit", "config"))
-        runtime_env = dict(os.environ, GRPC_PORT="0", PORT="0", RUNTIME_ROOT=root, RUNTIME_SUBDIRECTORY="ratelimit",
+        runtime_env = dict(no_config_env(), GRPC_PORT="0", PORT="0", RUNTIME_ROOT=root, RUNTIME_SUBDIRECTORY="ratelimit",
                            LIMIT_RESPONSE_HEADERS_ENABLED="true")
         rt = server(ADMIT, None, env=runtime_env)
         r = rls_pb2_grpc.RateLimitServiceStub(rt.channel).ShouldRateLimit(
@@ -335,7 +341,7 @@ def main():
                            capture_output=True, text=True, timeout=WAIT)
         check(p.returncode == 2 and 'LIMIT_RESPONSE_HEADERS_ENABLED "maybe"' in p.stderr,
               f"a bad LIMIT_RESPONSE_HEADERS_ENABLED: exit 2 naming it ({p.returncode}: {p.stderr!r})")
-        no_config = {k: v for k, v in os.environ.items() if k not in ("ADMIT_SERVE_CONFIG", "RUNTIME_ROOT")}
+        no_config = no_config_env()
         p = subprocess.run([ADMIT, "serve", "--grpc-port", "0", "--http-port", "0"], env=no_config,
                            capture_output=True, text=True, timeout=WAIT)
         check(p.returncode == 2 and "--config" in p.stderr,
@@ -343,22 +349,14 @@ def main():
 
         # Without port flags: envoyproxy/ratelimit's ports, gRPC 8081 and HTTP 8080 (when this machine has them free).
         if all(port_free(port) for port in (8080, 8081)):
-            dflt = subprocess.Popen([ADMIT, "serve", "--config", config], stderr=subprocess.PIPE, text=True,
-                                    errors="replace")
-            started.append(dflt)
-            line = dflt.stderr.readline()
-            entry = json.loads(line) if line.startswith("{") else {}
-            while entry.get("msg") not in ("listening", None):
-                line = dflt.stderr.readline()
-                entry = json.loads(line) if line.startswith("{") else {}
-            check((entry.get("grpc_port"), entry.get("http_port")) == (8081, 8080),
-                  f"the default ports are gRPC 8081 and HTTP 8080 ({line!r})")
+            dflt = server(ADMIT, None, "--config", config, env=no_config_env())
+            check((dflt.grpc_port, dflt.http_port) == (8081, 8080),
+                  f"the default ports are gRPC 8081 and HTTP 8080 ({dflt.grpc_port}, {dflt.http_port})")
             conn = http.client.HTTPConnection("127.0.0.1", 8080, timeout=WAIT)
             conn.request("GET", "/healthcheck")
             check(conn.getresponse().read() == b"OK", "the default HTTP port answers /healthcheck")
             conn.close()
-            dflt.send_signal(signal.SIGTERM)
-            check(dflt.wait(timeout=WAIT) == 0, "started on the default ports, and stopped by SIGTERM")
+            check(dflt.stop() == 0, "started on the default ports, and stopped by SIGTERM")
         else:
             print("note: port 8080 or 8081 is in use on this machine: the default ports were not tried")
 

@@ -352,6 +352,7 @@ void connection_impl::on_reply(reply&& value) {
   if (demoted)
     lose(admit::asio::to_error_code(errc::connection_lost), "Sentinel: the node answered READONLY (now a replica)");
 }
+
 std::shared_ptr<connection_impl> make_connection_impl(boost::asio::any_io_executor ex, connection_options options) {
   validate(options);
   return std::make_shared<connection_impl>(std::move(ex), std::move(options));

@@ -1,6 +1,6 @@
 // The connection's side of Redis Sentinel (sentinel.hpp says what users see): asking the sentinels where the master
 // is, checking the node's ROLE, the redis+sentinel:// URL and the validation of sentinel_options. Private to the
-// library: connection.cpp and options.cpp call it.
+// library: connection_impl.hpp, connection_lifecycle.cpp and options.cpp use it.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>

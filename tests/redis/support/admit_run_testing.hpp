@@ -341,7 +341,7 @@ inline void fifo_free_running(const std::string& admit, const args& where, const
 }
 
 // Scenario 6 (both backends): `runs` queued starts of `admit run --rate 5/s --burst 1 --name rate <where>`, each
-// recording its start (CLOCK_MONOTONIC): the k-th is not earlier than the first + k × 200 ms (less 20 ms of the
+// recording its start (CLOCK_MONOTONIC): the k-th is not earlier than the first + k × 200 ms (less 100 ms of the
 // commands' own start-up jitter), nor much later (1.5 s).
 inline void rate_spacing(const std::string& admit, const args& where, const temp_dir& dir, int runs) {
   const std::string log = dir / "rate.log";
