@@ -44,7 +44,8 @@ def port_free(port):
 
 def no_config_env():
     """The environment without the variables that name a configuration directory or ports."""
-    names = ("ADMIT_SERVE_CONFIG", "RUNTIME_ROOT", "GRPC_PORT", "PORT", "ADMIT_SERVE_GRPC_PORT", "ADMIT_SERVE_HTTP_PORT")
+    names = ("ADMIT_SERVE_CONFIG", "RUNTIME_ROOT", "GRPC_PORT", "PORT", "ADMIT_SERVE_GRPC_PORT",
+             "ADMIT_SERVE_HTTP_PORT")
     return {k: v for k, v in os.environ.items() if k not in names}
 
 
@@ -184,7 +185,9 @@ def main():
         # Truncated frames, the peer then gone: an HTTP/2 frame on the gRPC port that announces 4 KiB and brings 2
         # bytes; an HTTP body that announces 100 bytes and brings 10.
         with socket.create_connection(("127.0.0.1", s.grpc_port), timeout=WAIT) as sock:
-            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" + b"\x00\x10\x00\x01\x04\x00\x00\x00\x01" + b"\x82\x86")
+            settings = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # an empty SETTINGS frame, as a client begins
+            headers_4k = b"\x00\x10\x00\x01\x04\x00\x00\x00\x01"  # HEADERS, 4096 bytes announced, stream 1
+            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + settings + headers_4k + b"\x82\x86")
         with socket.create_connection(("127.0.0.1", s.http_port), timeout=WAIT) as sock:
             sock.sendall(b"POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"domain\":")
         r = call("mongo_cps", descriptor(("database", "users")))
@@ -326,8 +329,8 @@ def main():
         # LIMIT_RESPONSE_HEADERS_ENABLED: the RateLimit-* headers in the answer.
         root = os.path.join(tmp, "runtime root")
         shutil.copytree(config, os.path.join(root, "ratelimit", "config"))
-        runtime_env = dict(no_config_env(), GRPC_PORT="0", PORT="0", RUNTIME_ROOT=root, RUNTIME_SUBDIRECTORY="ratelimit",
-                           LIMIT_RESPONSE_HEADERS_ENABLED="true")
+        runtime_env = dict(no_config_env(), GRPC_PORT="0", PORT="0", RUNTIME_ROOT=root,
+                           RUNTIME_SUBDIRECTORY="ratelimit", LIMIT_RESPONSE_HEADERS_ENABLED="true")
         rt = server(ADMIT, None, env=runtime_env)
         r = rls_pb2_grpc.RateLimitServiceStub(rt.channel).ShouldRateLimit(
             rls_pb2.RateLimitRequest(domain="added", descriptors=[descriptor(("k", "v"))]), timeout=WAIT)
