@@ -19,7 +19,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_e2e_support import (HITS, OVER, RELOADS, REQUESTS, WAIT, check, descriptor, finish, generate_stubs,  # noqa
-                               kill_started, redis_server, server, started)
+                               kill_started, redis_server, server)
 
 try:
     import grpc
@@ -344,8 +344,7 @@ def main():
                            capture_output=True, text=True, timeout=WAIT)
         check(p.returncode == 2 and 'LIMIT_RESPONSE_HEADERS_ENABLED "maybe"' in p.stderr,
               f"a bad LIMIT_RESPONSE_HEADERS_ENABLED: exit 2 naming it ({p.returncode}: {p.stderr!r})")
-        no_config = no_config_env()
-        p = subprocess.run([ADMIT, "serve", "--grpc-port", "0", "--http-port", "0"], env=no_config,
+        p = subprocess.run([ADMIT, "serve", "--grpc-port", "0", "--http-port", "0"], env=no_config_env(),
                            capture_output=True, text=True, timeout=WAIT)
         check(p.returncode == 2 and "--config" in p.stderr,
               f"no configuration directory given: exit 2 naming --config ({p.returncode}: {p.stderr!r})")

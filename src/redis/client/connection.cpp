@@ -353,6 +353,20 @@ void connection_impl::on_reply(reply&& value) {
     lose(admit::asio::to_error_code(errc::connection_lost), "Sentinel: the node answered READONLY (now a replica)");
 }
 
+// Defined here rather than with the rest of the close (connection_lifecycle.cpp): the I/O path calls it after every
+// drain, write and read, and here the compiler can inline its first test.
+void connection_impl::check_closing() {
+  if (!closing_ || state_ == state::closed) return;
+  const auto live = [](const request_ptr& r) { return !r->done(); };
+  if (std::any_of(in_flight_.begin(), in_flight_.end(), live)) return;
+  if (std::any_of(pending_.begin(), pending_.end(), live)) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (!incoming_.empty()) return;
+  }
+  finish_close();
+}
+
 std::shared_ptr<connection_impl> make_connection_impl(boost::asio::any_io_executor ex, connection_options options) {
   validate(options);
   return std::make_shared<connection_impl>(std::move(ex), std::move(options));

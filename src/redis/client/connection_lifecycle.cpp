@@ -241,18 +241,6 @@ void connection_impl::start_closing(std::optional<clock::time_point> deadline) {
   drain();  // takes what is queued (another drain may be posted: it finds nothing) and checks whether all is done
 }
 
-void connection_impl::check_closing() {
-  if (!closing_ || state_ == state::closed) return;
-  const auto live = [](const request_ptr& r) { return !r->done(); };
-  if (std::any_of(in_flight_.begin(), in_flight_.end(), live)) return;
-  if (std::any_of(pending_.begin(), pending_.end(), live)) return;
-  {
-    std::lock_guard lock(mutex_);
-    if (!incoming_.empty()) return;
-  }
-  finish_close();
-}
-
 void connection_impl::finish_close() {
   if (state_ == state::closed) return;
   state_ = state::closed;
