@@ -190,6 +190,30 @@ TEST_F(Admission, AClassBorrowsTheShareOthersLeaveUnused) {
   EXPECT_FALSE(events[1].within_guarantee);
 }
 
+// While nobody waits, released permits are collected only when a decision needs them; until then the class's
+// standing (within its guarantee or borrowing) and the gauges still count them as free.
+TEST_F(Admission, PermitsReleasedWhileNobodyWaitsAreFreeAtOnceForTheShareRuleAndTheGauges) {
+  event_log log;
+  manual_admission adm{{.max_in_flight = 4, .classes = {{"a", 0.5}, {"b", 0.5}}, .on_admitted = log.hook()}};
+  for (int i = 0; i < 10; ++i) {
+    auto p = adm.try_acquire(0);
+    ASSERT_TRUE(p) << "round " << i;
+    EXPECT_EQ(adm.in_flight(), 1);
+    EXPECT_EQ(adm.in_flight(0), 1);
+    p->release();
+    EXPECT_EQ(adm.in_flight(), 0);
+    EXPECT_EQ(adm.in_flight(0), 0);
+  }
+  auto held = {adm.try_acquire(0), adm.try_acquire(0), adm.try_acquire(0), adm.try_acquire(0)};  // 2 borrowed
+  for (const auto& r : held) EXPECT_TRUE(r);
+  EXPECT_FALSE(adm.try_acquire(1)) << "all 4 permits are held";
+  const auto events = log.snapshot();
+  ASSERT_EQ(events.size(), 14u);
+  for (std::size_t i = 0; i < 12; ++i) EXPECT_TRUE(events[i].within_guarantee) << "admission " << i;
+  EXPECT_FALSE(events[12].within_guarantee);
+  EXPECT_FALSE(events[13].within_guarantee);
+}
+
 TEST_F(Admission, AClassBelowItsShareIsServedBeforeABorrowingClass) {
   manual_admission adm{{.max_in_flight = 2, .classes = {{"a", 0.5}, {"b", 0.5}}}};
   auto a1 = adm.try_acquire(0);

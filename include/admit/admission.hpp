@@ -31,8 +31,8 @@
 // admitted). A grant that races with a deadline or a cancel wins.
 //
 // Cost and thread safety. Every member may be called concurrently. Each decision takes the mutex (no lock-free path).
-// While nobody waits, a release is one lock-free add on its class's permit engine, collected at the next decision;
-// while requests wait, it takes the engine and then the mutex to hand the permits on (detail/admission_permits.hpp).
+// While nobody waits, a release is one lock-free add on its class's permit engine, collected only when a decision
+// finds the permits it counts as held all taken; while requests wait, it takes the engine and then the mutex to hand the permits on (detail/admission_permits.hpp).
 // Waiting threads sleep on Clock (so the manual clock drives them in tests), woken by a grant, by their head's token
 // time, their deadline or their stop_token. Asynchronous waiters (<admit/asio/admission_acquire.hpp>) wait in the
 // same queues, in the same arrival order: a grant posts their handler, and a timer of Clock on the handler's executor
@@ -274,12 +274,15 @@ class basic_admission {
     return f();
   }
   bool limited() const noexcept { return plan_.max_in_flight > 0; }
+  // Without a concurrency limit, the most permits that may be released and not yet collected (an engine counts up to
+  // 2^59).
+  static constexpr std::int64_t collect_bound = std::int64_t{1} << 40;
   std::int64_t effective(std::int64_t now_ns) const noexcept { return std::max(now_ns, last_now_); }
 
   // The standing of class k's head (n) at effective time t.
   // Whether class k is entitled to permits and to tokens at effective time t (uses less than its guarantee).
   void entitle(const class_state& k, std::int64_t t, detail::admission_head& h) const noexcept {
-    if (limited()) h.permit_entitled = k.held < k.plan.permits;
+    if (limited()) h.permit_entitled = ledger_.held_now(k) < k.plan.permits;
     if (!global_.inf()) h.token_entitled = detail::assured_wait(k.plan.assured, k.assured_tat, t) == 0;
   }
   detail::admission_head stand(const class_state& k, std::int64_t t) const noexcept {
@@ -290,7 +293,7 @@ class basic_admission {
     h.arrival = k.queue.head->arrival;
     const detail::admission_free free = free_at(t);
     entitle(k, t, h);
-    if (h.permit_entitled) h.permit_claim = std::min(k.queue.queued_n, k.plan.permits - k.held);
+    if (h.permit_entitled) h.permit_claim = std::min(k.queue.queued_n, k.plan.permits - ledger_.held_now(k));
     h.permits_free = free.has_permits(h.n);
     h.tokens_free = free.has_tokens(h.n);
     return h;
@@ -369,9 +372,11 @@ class basic_admission {
     // An asynchronous waiter admitted within this call is not notified: begin's result reports it.
     auto* const rearm_w = std::exchange(w.rearm, nullptr);
     auto* const notify_w = std::exchange(w.notify, nullptr);
-    // Releases reach the admission at once while requests wait (armed), and at its next decision otherwise.
+    // Releases reach the admission at once while requests wait (armed). Otherwise they are collected only when the
+    // count that still includes them says w does not fit: one compare-and-swap per engine then, none per decision
+    // (at most max_in_flight, or collect_bound without a concurrency limit, released permits wait uncollected).
     if (!ledger_.armed) {
-      ledger_.collect();
+      if (detail::sat_add(ledger_.held, w.n) > (limited() ? plan_.max_in_flight : collect_bound)) ledger_.collect();
     } else if (waiting_ == 0) {
       ledger_.switch_releases(false);
     }
