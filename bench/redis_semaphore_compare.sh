@@ -151,6 +151,13 @@ name_of() {
   esac
 }
 
+# Whether other work competed for the CPUs: a 1-minute load above the bench's own (about 1: Redis plus the client).
+if awk -v l="$load_max" 'BEGIN { exit !(l > 1.5) }'; then
+  shared="Other work shared the machine (the load went above the bench's own, about 1): latencies' tails reflect it."
+else
+  shared="No other work ran on the machine (the load stayed at about the bench's own, 1 or less)."
+fi
+
 mkdir -p "$(dirname "$report")"
 {
   cat <<EOF
@@ -162,7 +169,7 @@ mkdir -p "$(dirname "$report")"
   before each implementation's run.
 - Machine: $(nproc) × $cpu; $pinning.
 - Load average before $load_before, after $load_after (1-minute value at the rounds: ${loads[*]}; max $load_max).
-  Other work (builds) shared the machine: latencies' tails reflect it (see the floor below).
+  $shared
 - admit: $tree, Release build of \`admit_redis_semaphore_bench\`.
 - References: redis-semaphore $rs_version and bottleneck $bn_version on ioredis $ioredis_version, Node $node_version.
 
