@@ -283,7 +283,7 @@ class basic_admission {
   // Whether class k is entitled to permits and to tokens at effective time t (uses less than its guarantee).
   void entitle(const class_state& k, std::int64_t t, detail::admission_head& h) const noexcept {
     if (limited()) h.permit_entitled = ledger_.held_now(k) < k.plan.permits;
-    if (!global_.inf()) h.token_entitled = detail::assured_wait(k.plan.assured, k.assured_tat, t) == 0;
+    if (!global_.inf() && !sole_) h.token_entitled = detail::assured_wait(k.plan.assured, k.assured_tat, t) == 0;
   }
   detail::admission_head stand(const class_state& k, std::int64_t t) const noexcept {
     detail::admission_head h;
@@ -304,10 +304,16 @@ class basic_admission {
 
   // Admits w, queued or (when nobody waits) not yet: takes its tokens and permits and records its admission.
   void admit(class_state& k, waiter& w, std::int64_t t, const detail::admission_head& st) noexcept {
+    commit(k, w, t, st,
+           global_.inf() ? tat_ : detail::token_bucket_step(global_, oversize_policy::reject, tat_, t, w.n).new_tat);
+  }
+  // admit, the global bucket's state after w's tokens already computed (new_tat).
+  void commit(class_state& k, waiter& w, std::int64_t t, const detail::admission_head& st,
+              std::int64_t new_tat) noexcept {
     if (w.queued) unlink(k, w);
     if (!global_.inf()) {
-      tat_ = detail::token_bucket_step(global_, oversize_policy::reject, tat_, t, w.n).new_tat;
-      if (st.token_entitled) k.assured_tat = detail::assured_charge(k.plan.assured, k.assured_tat, t, w.n);
+      tat_ = new_tat;
+      if (st.token_entitled && !sole_) k.assured_tat = detail::assured_charge(k.plan.assured, k.assured_tat, t, w.n);
     }
     last_now_ = std::max(last_now_, t);
     ledger_.take(k, w.n);
@@ -368,7 +374,11 @@ class basic_admission {
     class_state& k = *ledger_.classes[w.cls];
     const std::int64_t t = effective(to_ns<Clock>(now));
     if (limited() && w.n > plan_.max_in_flight) return {false, errc::exceeds_capacity};
-    if (detail::admission_never(global_, tat_, t, w.n)) return {false, errc::exceeds_capacity};
+    // The global bucket's answer for w, computed once: never (exceeds_capacity), or its tokens now and the state after.
+    const detail::token_bucket_step_result step =
+        global_.inf() ? detail::token_bucket_step_result{}
+                      : detail::token_bucket_step(global_, oversize_policy::reject, tat_, t, w.n);
+    if (step.never) return {false, errc::exceeds_capacity};
     // An asynchronous waiter admitted within this call is not notified: begin's result reports it.
     auto* const rearm_w = std::exchange(w.rearm, nullptr);
     auto* const notify_w = std::exchange(w.notify, nullptr);
@@ -382,12 +392,11 @@ class basic_admission {
     }
     if (waiting_ == 0) {
       // Nobody waits: w would be the only head, admitted by the share rule exactly when both resources are free.
-      const detail::admission_free free = free_at(t);
-      if (free.has_permits(w.n) && free.has_tokens(w.n)) {
+      if (free_at(t).has_permits(w.n) && step.wait == 0) {
         w.arrival = ++arrivals_;
         detail::admission_head st;
         entitle(k, t, st);
-        admit(k, w, t, st);
+        commit(k, w, t, st, step.new_tat);
         return {false, errc{}};
       }
     }
@@ -504,6 +513,9 @@ class basic_admission {
   detail::admission_ledger ledger_;            // the classes and their permits (guarded by mutex_)
   std::vector<detail::admission_head> heads_;  // dispatch's scratch space, one per class (guarded by mutex_)
   detail::admission_metrics metrics_;
+  // One class with the whole share: its assured bucket is the global bucket, so it is entitled to every token the
+  // global bucket has, and its assured state is not kept (its requests admitted, served and woken as with it).
+  const bool sole_ = plan_.classes.size() == 1 && plan_.classes[0].share >= 1;
   mutable std::mutex mutex_;
   // Guarded by mutex_.
   std::int64_t tat_ = detail::ns_min;       // the global bucket (token_bucket.hpp's representation)

@@ -64,13 +64,6 @@ namespace admit::detail {
   return c.zero() ? ns_max : sat_sub(ready, at);
 }
 
-// The global bucket (state tat) can never hold n tokens, from effective time t on (n above the burst, or the zero
-// rate and fewer tokens left than n).
-[[nodiscard]] inline bool admission_never(const token_bucket_config& global, std::int64_t tat, std::int64_t t,
-                                          std::int64_t n) noexcept {
-  return !global.inf() && token_bucket_step(global, oversize_policy::reject, tat, t, n).never;
-}
-
 // The global bucket (state tat) cannot accrue `need` tokens by deadline_ns, from effective time t.
 [[nodiscard]] inline bool admission_impossible_by(const token_bucket_config& global, std::int64_t tat,
                                                   std::int64_t need, std::int64_t t,
