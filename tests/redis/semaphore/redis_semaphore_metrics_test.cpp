@@ -33,6 +33,7 @@
 #include "io_thread.hpp"
 #include "limiter_testing.hpp"
 #include "redis_server.hpp"
+#include "semaphore_testing.hpp"
 
 namespace {
 
@@ -45,9 +46,11 @@ using admit::redis::lease;
 using admit::redis::lease_state;
 using admit::redis::semaphore;
 using admit::redis::semaphore_options;
+using admit::redis::testing::acquire_async;
 using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
+using admit::redis::testing::wait_for_waiters;
 using steady = std::chrono::steady_clock;
 
 // What the event hook saw.
@@ -78,25 +81,6 @@ struct event_log {
 
 std::uint64_t total(const limiter_snapshot& s) {
   return s.admitted + s.unavailable + s.rejected + s.timed_out + s.cancelled + s.closed + s.exceeds_capacity + s.failed;
-}
-
-void wait_for_waiters(semaphore& s, std::int64_t n) {
-  ASSERT_TRUE(eventually([&] { return s.inspect().first.waiter_count == n; }))
-      << "waiters: " << s.inspect().first.waiter_count;
-}
-
-// async_acquire's (error_code, lease) as a future.
-std::future<std::pair<std::error_code, lease>> acquire_async(semaphore& s, std::int64_t n,
-                                                             std::optional<steady::duration> timeout = {}) {
-  auto p = std::make_shared<std::promise<std::pair<std::error_code, lease>>>();
-  auto f = p->get_future();
-  auto done = [p](std::error_code ec, lease l) { p->set_value({ec, std::move(l)}); };
-  if (timeout) {
-    s.async_acquire_for(*timeout, n, std::move(done));
-  } else {
-    s.async_acquire(n, std::move(done));
-  }
-  return f;
 }
 
 TEST(RedisSemaphoreMetrics, EachAcquisitionCountsOneOutcome) {

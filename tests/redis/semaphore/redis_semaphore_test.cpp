@@ -1,8 +1,9 @@
 // admit::redis::semaphore against a real redis-server: counting and fencing tokens, FIFO hand-off with a large head
 // request served first, max_waiters and exceeds_capacity, deadlines and stop tokens (also while Redis is paused),
 // wake-ups without polling, leases that expire and are renewed, releasing what is not held, a release that costs the
-// same with 1,000 waiters as with 10, holders in other processes that are SIGKILLed or SIGSTOPped, 8 processes
-// hammering it, SCRIPT FLUSH and a restart that lost the state.
+// same with 1,000 waiters as with 10, SCRIPT FLUSH and a restart that lost the state, arguments refused by name.
+// Asynchronous waiters and connections destroyed under them: redis_semaphore_async_test.cpp; holders in other
+// processes: redis_semaphore_processes_test.cpp.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -37,6 +38,7 @@
 #include "io_thread.hpp"
 #include "limiter_testing.hpp"
 #include "redis_server.hpp"
+#include "semaphore_testing.hpp"
 
 namespace {
 
@@ -47,16 +49,13 @@ using admit::redis::lease_state;
 using admit::redis::semaphore;
 using admit::redis::semaphore_options;
 using admit::redis::semaphore_result;
+using admit::redis::testing::acquire_async;
 using admit::redis::testing::eventually;
+using admit::redis::testing::fenced_resource;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
+using admit::redis::testing::wait_for_waiters;
 using steady = std::chrono::steady_clock;
-
-// Waits until the semaphore's queue in Redis holds `n` waiters (a real process's state: bounded polling).
-void wait_for_waiters(semaphore& s, std::int64_t n) {
-  ASSERT_TRUE(eventually([&] { return s.inspect().first.waiter_count == n; }))
-      << "waiters: " << s.inspect().first.waiter_count;
-}
 
 // Sums the server's command calls (INFO commandstats), the INFO calls excluded.
 long long command_calls(const redis_server& server) {
@@ -69,22 +68,6 @@ long long command_calls(const redis_server& server) {
   }
   return total;
 }
-
-// A resource that accepts a write only with a fencing token at least as large as any it has seen (what a database
-// does with a conditional update): the protection a lease alone cannot give.
-class fenced_resource {
- public:
-  bool write(std::int64_t token) {
-    std::lock_guard lock(m_);
-    if (token < highest_) return false;
-    highest_ = token;
-    return true;
-  }
-
- private:
-  std::mutex m_;
-  std::int64_t highest_ = 0;
-};
 
 TEST(RedisSemaphore, CountsPermitsAndFencingTokensIncrease) {
   redis_server server;
@@ -473,172 +456,6 @@ TEST(RedisSemaphore, OneReleaseCostsTheSameWithAThousandWaiters) {
   EXPECT_LT(many.second, 20);
 }
 
-// A child process that holds one permit of `name` until it is killed; it writes its fencing token on `fd` once it
-// holds it, and "lost" when it notices its lease is gone. Forked while the parent runs no other thread. (Run after
-// another test, this caught forked children drawing the parent's next lease identities.)
-[[noreturn]] void hold_in_child(const std::string& url, const std::string& name, semaphore_options o, int fd) {
-  io_thread io;
-  connection conn(io.executor(), url);
-  semaphore s(conn, name, 1, o);
-  auto r = s.try_acquire_for(10s);
-  if (!r) _exit(2);
-  const std::string token = std::to_string(r->fencing_token()) + "\n";
-  if (::write(fd, token.data(), token.size()) < 0) _exit(3);
-  while (r->state() == lease_state::held) std::this_thread::sleep_for(10ms);
-  if (::write(fd, "lost\n", 5) < 0) _exit(3);
-  for (;;) ::pause();
-}
-
-std::string read_line(int fd) {
-  std::string line;
-  char c;
-  while (::read(fd, &c, 1) == 1 && c != '\n') line.push_back(c);
-  return line;
-}
-
-// A holder in another process (hold_in_child), killed when this goes out of scope.
-struct child_holder {
-  child_holder(const redis_server& server, const std::string& name, const semaphore_options& o) {
-    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    pid = ::fork();
-    if (pid == 0) hold_in_child(server.url(), name, o, fds[1]);
-    token = std::stoll(read_line(fds[0]));
-  }
-  ~child_holder() {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    ::close(fds[0]);
-    ::close(fds[1]);
-  }
-  child_holder(const child_holder&) = delete;
-  child_holder& operator=(const child_holder&) = delete;
-  std::string next_line() const { return read_line(fds[0]); }
-
-  int fds[2] = {-1, -1};
-  pid_t pid = -1;
-  std::int64_t token = 0;  // the child's lease's fencing token
-};
-
-semaphore_options short_leases() {
-  semaphore_options o;
-  o.lease_ttl = 500ms;
-  o.poll_interval = 100ms;
-  return o;
-}
-
-TEST(RedisSemaphore, ASigkilledHoldersPermitsReturnWithinItsTtl) {
-  redis_server server;
-  const semaphore_options o = short_leases();
-  child_holder child(server, "killed", o);
-
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  semaphore s(conn, "killed", 1, o);
-  auto pending = std::async(std::launch::async, [&] { return s.try_acquire_for(10s); });
-  wait_for_waiters(s, 1);
-  ::kill(child.pid, SIGKILL);
-  const auto killed = steady::now();
-  auto r = pending.get();
-  ASSERT_TRUE(r) << r.error().message();
-  EXPECT_LT(steady::now() - killed, o.lease_ttl + o.poll_interval + 500ms);
-  EXPECT_GT(r->fencing_token(), child.token);
-}
-
-TEST(RedisSemaphore, ASigstoppedHolderLosesItsLeaseAndItsStaleTokenIsRefused) {
-  redis_server server;
-  const semaphore_options o = short_leases();
-  child_holder child(server, "stopped", o);
-
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  semaphore s(conn, "stopped", 1, o);
-  ::kill(child.pid, SIGSTOP);  // no renewals from here on
-  auto r = s.try_acquire_for(10s);
-  ASSERT_TRUE(r) << r.error().message();
-  fenced_resource resource;
-  ASSERT_TRUE(resource.write(r->fencing_token()));
-  ::kill(child.pid, SIGCONT);
-  EXPECT_EQ(child.next_line(), "lost");  // the child noticed at its next renewal
-  EXPECT_FALSE(resource.write(child.token));
-}
-
-// One of the stress test's processes: for `seconds`, acquires (try, timed, or waited and cancelled by a stop token
-// after a random time), holds briefly and releases; while holding, it counts itself in the independent counter
-// {stress}:holding (INCR/DECR on its own connection) and exits 1 if it ever sees more than `capacity` there.
-[[noreturn]] void hammer(const std::string& url, std::int64_t capacity, double seconds, unsigned seed) {
-  io_thread io;
-  connection conn(io.executor(), url);
-  connection counter(io.executor(), url);
-  semaphore_options o;
-  o.poll_interval = 50ms;
-  o.lease_ttl = 1s;  // a grant that raced with a cancellation and was still being released at exit expires soon
-  semaphore s(conn, "stress", capacity, o);
-  std::mt19937 rng(seed);
-  const auto end = steady::now() + std::chrono::duration<double>(seconds);
-  int violations = 0;
-  while (steady::now() < end) {
-    semaphore_result r = admit::errc::would_block;
-    const std::int64_t n = 1 + static_cast<std::int64_t>(rng() % 2);
-    switch (rng() % 3) {
-      case 0:
-        r = s.try_acquire(n);
-        break;
-      case 1:
-        r = s.try_acquire_for(std::chrono::milliseconds(rng() % 30), n);
-        break;
-      default: {
-        std::stop_source stop;
-        std::jthread canceller([&stop, wait = std::chrono::milliseconds(rng() % 30)](std::stop_token done) {
-          std::mutex m;
-          std::condition_variable_any cv;
-          std::unique_lock lock(m);
-          if (!cv.wait_for(lock, done, wait, [] { return false; })) stop.request_stop();
-        });
-        r = s.acquire(n, stop.get_token());
-        break;
-      }
-    }
-    if (!r) continue;
-    const auto held = counter.execute("INCRBY", "{stress}:holding", std::to_string(n));
-    if (held.value.integer() > capacity) ++violations;
-    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));  // holding: long next to a grant
-    (void)counter.execute("DECRBY", "{stress}:holding", std::to_string(n));
-    if (r->release().first != lease::release_status::released) ++violations;
-  }
-  _exit(violations == 0 ? 0 : 1);
-}
-
-TEST(RedisSemaphore, NeverMoreThanTheCapacityHeldAcrossEightProcesses) {
-  redis_server server;
-  const char* env = std::getenv("ADMIT_STRESS_SECONDS");
-  const double seconds = env ? std::atof(env) : 3.0;
-  constexpr std::int64_t capacity = 3;
-  std::vector<pid_t> children;
-  for (unsigned i = 0; i < 8; ++i) {
-    const pid_t child = ::fork();
-    if (child == 0) hammer(server.url(), capacity, seconds, 1000 + i);
-    children.push_back(child);
-  }
-  for (const pid_t child : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a process saw more than the capacity held";
-  }
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  semaphore_options o;
-  o.poll_interval = 50ms;
-  o.lease_ttl = 1s;
-  semaphore s(conn, "stress", capacity, o);
-  // Everything went back: no permit leaked, and the queue emptied (the last cancellations are sent asynchronously,
-  // and a waiter whose process exited first leaves after its waiter_ttl).
-  ASSERT_TRUE(eventually([&] {
-    const auto snap = s.inspect().first;
-    return snap.holder_count == 0 && snap.waiter_count == 0 && snap.available == capacity;
-  }));
-  EXPECT_EQ(server.admin({"GET", "{stress}:holding"}), "0");
-}
-
 TEST(RedisSemaphore, ScriptFlushIsTransparentAndARestartThatLostTheStateIsReported) {
   redis_server server;
   io_thread io;
@@ -665,130 +482,6 @@ TEST(RedisSemaphore, ScriptFlushIsTransparentAndARestartThatLostTheStateIsReport
   // state() turns lost before on_lease_lost runs (on the renewing thread), so wait for the callback as well.
   ASSERT_TRUE(eventually([&] { return lost.load() == 1; }));
   EXPECT_EQ(held->state(), lease_state::lost);
-}
-
-// async_acquire's (error_code, lease) as a future.
-std::future<std::pair<std::error_code, lease>> acquire_async(semaphore& s, std::int64_t n,
-                                                             std::optional<steady::duration> timeout = {}) {
-  auto p = std::make_shared<std::promise<std::pair<std::error_code, lease>>>();
-  auto f = p->get_future();
-  auto done = [p](std::error_code ec, lease l) { p->set_value({ec, std::move(l)}); };
-  if (timeout) {
-    s.async_acquire_for(*timeout, n, std::move(done));
-  } else {
-    s.async_acquire(n, std::move(done));
-  }
-  return f;
-}
-
-TEST(RedisSemaphore, AsyncWaitersShareTheFifoQueueWithBlockingOnes) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  semaphore s(conn, "async", 1);
-  auto held = s.try_acquire();
-  ASSERT_TRUE(held);
-  auto first = acquire_async(s, 1);  // queued first, without a thread
-  wait_for_waiters(s, 1);
-  auto second = std::async(std::launch::async, [&] { return s.try_acquire_for(20s); });
-  wait_for_waiters(s, 2);
-
-  ASSERT_EQ(held->release().first, lease::release_status::released);
-  ASSERT_EQ(first.wait_for(5s), std::future_status::ready);  // woken: not after the 1 s poll
-  auto [ec, got] = first.get();
-  ASSERT_FALSE(ec) << ec.message();
-  EXPECT_GT(got.fencing_token(), held->fencing_token());
-  const auto between = s.inspect().first;  // the blocking waiter is still behind
-  EXPECT_EQ(between.waiter_count, 1);
-  EXPECT_EQ(between.holder_count, 1);
-  ASSERT_EQ(got.release().first, lease::release_status::released);
-  auto r = second.get();
-  ASSERT_TRUE(r) << r.error().message();
-  EXPECT_GT(r->fencing_token(), got.fencing_token());
-}
-
-TEST(RedisSemaphore, AsyncDeadlineAndCancellationLeaveTheQueue) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  semaphore s(conn, "async-cancel", 1);
-  auto held = s.try_acquire();
-  ASSERT_TRUE(held);
-
-  const auto start = steady::now();
-  auto timed = acquire_async(s, 1, 200ms);
-  ASSERT_EQ(timed.wait_for(5s), std::future_status::ready);
-  EXPECT_EQ(timed.get().first, admit::errc::timeout);
-  EXPECT_GE(steady::now() - start, 200ms);
-  wait_for_waiters(s, 0);
-
-  boost::asio::cancellation_signal signal;
-  std::promise<std::error_code> cancelled;
-  s.async_acquire(1, boost::asio::bind_cancellation_slot(signal.slot(),
-                                                         [&](std::error_code ec, lease) { cancelled.set_value(ec); }));
-  wait_for_waiters(s, 1);
-  boost::asio::post(conn.get_executor(), [&] { signal.emit(boost::asio::cancellation_type::terminal); });
-  auto f = cancelled.get_future();
-  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
-  EXPECT_EQ(f.get(), admit::errc::cancelled);
-  wait_for_waiters(s, 0);
-  EXPECT_EQ(s.inspect().first.available, 0);  // nothing leaked, nothing granted twice
-  ASSERT_EQ(held->release().first, lease::release_status::released);
-  EXPECT_EQ(s.inspect().first.available, 1);
-}
-
-// The semaphore's background calls (leaving the queue, releasing a grant that raced with a cancellation) are made by
-// handlers that may run after the semaphore and its connection are gone. Destroying both at every step of that work
-// never reaches the destroyed connection (it did: a test's end crashed with "pure virtual method called"), and a grant
-// that could not be released any more expires by itself. The connection runs on an io_context this test steps one
-// handler at a time.
-TEST(RedisSemaphore, DestroyingTheConnectionAtAnyStepOfBackgroundWorkIsSafe) {
-  redis_server server;
-  io_thread io;
-  connection observer_conn(io.executor(), server.url());
-  semaphore_options o;
-  o.lease_ttl = 100ms;  // a grant nobody could release is free again soon
-  o.poll_interval = 30ms;
-  semaphore observer(observer_conn, "teardown", 1, o);
-  for (int steps = 0; steps < 30; ++steps) {
-    auto held = observer.try_acquire_for(5s);
-    ASSERT_TRUE(held) << "before step " << steps << ": " << held.error().message();
-    boost::asio::io_context ctx;
-    auto conn = std::make_unique<connection>(ctx.get_executor(), server.url());
-    auto s = std::make_unique<semaphore>(*conn, "teardown", 1, o);
-    boost::asio::cancellation_signal signal;
-    s->async_acquire(1, boost::asio::bind_cancellation_slot(signal.slot(), [](std::error_code, lease) {}));
-    for (int i = 0; i < 5000 && observer.inspect().first.waiter_count != 1; ++i) ctx.run_for(1ms);
-    ASSERT_EQ(observer.inspect().first.waiter_count, 1);
-    ASSERT_EQ(held->release().first, lease::release_status::released);  // grants the waiter in Redis...
-    signal.emit(boost::asio::cancellation_type::terminal);              // ...which gives up: its cancel finds the grant
-    for (int i = 0; i < steps; ++i) ctx.run_one_for(20ms);
-    s.reset();
-    conn.reset();
-    ctx.run_for(50ms);  // what was left: it must not touch the connection
-  }
-  ASSERT_TRUE(eventually([&] {
-    const auto snap = observer.inspect().first;
-    return snap.available == 1 && snap.waiter_count == 0;
-  }));
-}
-
-// A wait whose connection is closed (here: destroyed) ends with errc::closed instead of polling a closed connection
-// until its deadline, or for ever without one.
-TEST(RedisSemaphore, AWaitEndsWithClosedWhenItsConnectionGoes) {
-  redis_server server;
-  io_thread io;
-  auto conn = std::make_unique<connection>(io.executor(), server.url());
-  semaphore_options o;
-  o.poll_interval = 50ms;
-  semaphore s(*conn, "closed", 1, o);
-  auto held = s.try_acquire();
-  ASSERT_TRUE(held);
-  auto waiting = acquire_async(s, 1);
-  wait_for_waiters(s, 1);
-  conn.reset();
-  ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready) << "the wait kept polling a closed connection";
-  EXPECT_EQ(waiting.get().first, admit::errc::closed);
 }
 
 TEST(RedisSemaphore, InvalidArgumentsNameTheValue) {

@@ -1,0 +1,222 @@
+// admit::redis::semaphore with holders in other processes, against a real redis-server: a holder SIGKILLed gives its
+// permits back within its lease's TTL; a holder SIGSTOPped loses its lease and its stale fencing token is refused; 8
+// processes hammering it never hold more than the capacity (checked by an independent counter in Redis).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/semaphore.hpp"
+#include "io_thread.hpp"
+#include "limiter_testing.hpp"
+#include "redis_server.hpp"
+#include "semaphore_testing.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using admit::redis::connection;
+using admit::redis::lease;
+using admit::redis::lease_state;
+using admit::redis::semaphore;
+using admit::redis::semaphore_options;
+using admit::redis::semaphore_result;
+using admit::redis::testing::eventually;
+using admit::redis::testing::fenced_resource;
+using admit::redis::testing::io_thread;
+using admit::redis::testing::redis_server;
+using admit::redis::testing::wait_for_waiters;
+using steady = std::chrono::steady_clock;
+
+// A child process that holds one permit of `name` until it is killed; it writes its fencing token on `fd` once it
+// holds it, and "lost" when it notices its lease is gone. Forked while the parent runs no other thread. (Run after
+// another test, this caught forked children drawing the parent's next lease identities.)
+[[noreturn]] void hold_in_child(const std::string& url, const std::string& name, semaphore_options o, int fd) {
+  io_thread io;
+  connection conn(io.executor(), url);
+  semaphore s(conn, name, 1, o);
+  auto r = s.try_acquire_for(10s);
+  if (!r) _exit(2);
+  const std::string token = std::to_string(r->fencing_token()) + "\n";
+  if (::write(fd, token.data(), token.size()) < 0) _exit(3);
+  while (r->state() == lease_state::held) std::this_thread::sleep_for(10ms);
+  if (::write(fd, "lost\n", 5) < 0) _exit(3);
+  for (;;) ::pause();
+}
+
+std::string read_line(int fd) {
+  std::string line;
+  char c;
+  while (::read(fd, &c, 1) == 1 && c != '\n') line.push_back(c);
+  return line;
+}
+
+// A holder in another process (hold_in_child), killed when this goes out of scope.
+struct child_holder {
+  child_holder(const redis_server& server, const std::string& name, const semaphore_options& o) {
+    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid = ::fork();
+    if (pid == 0) hold_in_child(server.url(), name, o, fds[1]);
+    token = std::stoll(read_line(fds[0]));
+  }
+  ~child_holder() {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+  child_holder(const child_holder&) = delete;
+  child_holder& operator=(const child_holder&) = delete;
+  std::string next_line() const { return read_line(fds[0]); }
+
+  int fds[2] = {-1, -1};
+  pid_t pid = -1;
+  std::int64_t token = 0;  // the child's lease's fencing token
+};
+
+semaphore_options short_leases() {
+  semaphore_options o;
+  o.lease_ttl = 500ms;
+  o.poll_interval = 100ms;
+  return o;
+}
+
+TEST(RedisSemaphore, ASigkilledHoldersPermitsReturnWithinItsTtl) {
+  redis_server server;
+  const semaphore_options o = short_leases();
+  child_holder child(server, "killed", o);
+
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "killed", 1, o);
+  auto pending = std::async(std::launch::async, [&] { return s.try_acquire_for(10s); });
+  wait_for_waiters(s, 1);
+  ::kill(child.pid, SIGKILL);
+  const auto killed = steady::now();
+  auto r = pending.get();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_LT(steady::now() - killed, o.lease_ttl + o.poll_interval + 500ms);
+  EXPECT_GT(r->fencing_token(), child.token);
+}
+
+TEST(RedisSemaphore, ASigstoppedHolderLosesItsLeaseAndItsStaleTokenIsRefused) {
+  redis_server server;
+  const semaphore_options o = short_leases();
+  child_holder child(server, "stopped", o);
+
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "stopped", 1, o);
+  ::kill(child.pid, SIGSTOP);  // no renewals from here on
+  auto r = s.try_acquire_for(10s);
+  ASSERT_TRUE(r) << r.error().message();
+  fenced_resource resource;
+  ASSERT_TRUE(resource.write(r->fencing_token()));
+  ::kill(child.pid, SIGCONT);
+  EXPECT_EQ(child.next_line(), "lost");  // the child noticed at its next renewal
+  EXPECT_FALSE(resource.write(child.token));
+}
+
+// One of the stress test's processes: for `seconds`, acquires (try, timed, or waited and cancelled by a stop token
+// after a random time), holds briefly and releases; while holding, it counts itself in the independent counter
+// {stress}:holding (INCR/DECR on its own connection) and exits 1 if it ever sees more than `capacity` there.
+[[noreturn]] void hammer(const std::string& url, std::int64_t capacity, double seconds, unsigned seed) {
+  io_thread io;
+  connection conn(io.executor(), url);
+  connection counter(io.executor(), url);
+  semaphore_options o;
+  o.poll_interval = 50ms;
+  o.lease_ttl = 1s;  // a grant that raced with a cancellation and was still being released at exit expires soon
+  semaphore s(conn, "stress", capacity, o);
+  std::mt19937 rng(seed);
+  const auto end = steady::now() + std::chrono::duration<double>(seconds);
+  int violations = 0;
+  while (steady::now() < end) {
+    semaphore_result r = admit::errc::would_block;
+    const std::int64_t n = 1 + static_cast<std::int64_t>(rng() % 2);
+    switch (rng() % 3) {
+      case 0:
+        r = s.try_acquire(n);
+        break;
+      case 1:
+        r = s.try_acquire_for(std::chrono::milliseconds(rng() % 30), n);
+        break;
+      default: {
+        std::stop_source stop;
+        std::jthread canceller([&stop, wait = std::chrono::milliseconds(rng() % 30)](std::stop_token done) {
+          std::mutex m;
+          std::condition_variable_any cv;
+          std::unique_lock lock(m);
+          if (!cv.wait_for(lock, done, wait, [] { return false; })) stop.request_stop();
+        });
+        r = s.acquire(n, stop.get_token());
+        break;
+      }
+    }
+    if (!r) continue;
+    const auto held = counter.execute("INCRBY", "{stress}:holding", std::to_string(n));
+    if (held.value.integer() > capacity) ++violations;
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));  // holding: long next to a grant
+    (void)counter.execute("DECRBY", "{stress}:holding", std::to_string(n));
+    if (r->release().first != lease::release_status::released) ++violations;
+  }
+  _exit(violations == 0 ? 0 : 1);
+}
+
+TEST(RedisSemaphore, NeverMoreThanTheCapacityHeldAcrossEightProcesses) {
+  redis_server server;
+  const char* env = std::getenv("ADMIT_STRESS_SECONDS");
+  const double seconds = env ? std::atof(env) : 3.0;
+  constexpr std::int64_t capacity = 3;
+  std::vector<pid_t> children;
+  for (unsigned i = 0; i < 8; ++i) {
+    const pid_t child = ::fork();
+    if (child == 0) hammer(server.url(), capacity, seconds, 1000 + i);
+    children.push_back(child);
+  }
+  for (const pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a process saw more than the capacity held";
+  }
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore_options o;
+  o.poll_interval = 50ms;
+  o.lease_ttl = 1s;
+  semaphore s(conn, "stress", capacity, o);
+  // Everything went back: no permit leaked, and the queue emptied (the last cancellations are sent asynchronously,
+  // and a waiter whose process exited first leaves after its waiter_ttl).
+  ASSERT_TRUE(eventually([&] {
+    const auto snap = s.inspect().first;
+    return snap.holder_count == 0 && snap.waiter_count == 0 && snap.available == capacity;
+  }));
+  EXPECT_EQ(server.admin({"GET", "{stress}:holding"}), "0");
+}
+
+}  // namespace
