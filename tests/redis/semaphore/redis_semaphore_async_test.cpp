@@ -3,28 +3,10 @@
 // grants that raced with a cancel) is safe when the semaphore and its connection are destroyed at any step; a wait
 // whose connection goes ends with errc::closed.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <cstdlib>
-#include <fstream>
 #include <future>
-#include <memory>
-#include <mutex>
-#include <optional>
-#include <random>
-#include <sstream>
-#include <stdexcept>
-#include <stop_token>
-#include <string>
-#include <thread>
-#include <utility>
-#include <vector>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -43,13 +25,10 @@ namespace {
 using namespace std::chrono_literals;
 using admit::redis::connection;
 using admit::redis::lease;
-using admit::redis::lease_state;
 using admit::redis::semaphore;
 using admit::redis::semaphore_options;
-using admit::redis::semaphore_result;
 using admit::redis::testing::acquire_async;
 using admit::redis::testing::eventually;
-using admit::redis::testing::fenced_resource;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
 using admit::redis::testing::wait_for_waiters;

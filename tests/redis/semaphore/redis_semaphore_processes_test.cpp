@@ -6,29 +6,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
 #include <future>
-#include <memory>
 #include <mutex>
-#include <optional>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
-
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/semaphore.hpp"

@@ -5,21 +5,14 @@
 // Asynchronous waiters and connections destroyed under them: redis_semaphore_async_test.cpp; holders in other
 // processes: redis_semaphore_processes_test.cpp.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <cstdlib>
 #include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <stop_token>
@@ -28,10 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/semaphore.hpp"
@@ -48,8 +38,6 @@ using admit::redis::lease;
 using admit::redis::lease_state;
 using admit::redis::semaphore;
 using admit::redis::semaphore_options;
-using admit::redis::semaphore_result;
-using admit::redis::testing::acquire_async;
 using admit::redis::testing::eventually;
 using admit::redis::testing::fenced_resource;
 using admit::redis::testing::io_thread;
