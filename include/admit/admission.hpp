@@ -32,7 +32,8 @@
 //
 // Cost and thread safety. Every member may be called concurrently. Each decision takes the mutex (no lock-free path).
 // While nobody waits, a release is one lock-free add on its class's permit engine, collected only when a decision
-// finds the permits it counts as held all taken; while requests wait, it takes the engine and then the mutex to hand the permits on (detail/admission_permits.hpp).
+// finds the permits it counts as held all taken; while requests wait, it takes the engine and then the mutex to hand
+// the permits on (detail/admission_permits.hpp).
 // Waiting threads sleep on Clock (so the manual clock drives them in tests), woken by a grant, by their head's token
 // time, their deadline or their stop_token. Asynchronous waiters (<admit/asio/admission_acquire.hpp>) wait in the
 // same queues, in the same arrival order: a grant posts their handler, and a timer of Clock on the handler's executor
