@@ -121,23 +121,29 @@ void expect_matches_local(const std::vector<traced>& trace, MakeLocal make_local
 
 // `callers` concurrent chains of l.async_decide_detailed(key, n), each issuing its next call from its previous call's
 // completion, `per_caller` calls each. `midway`, if set, runs on the calling thread once a quarter of the results are
-// in (e.g. a SCRIPT FLUSH under load). Returns every result, in completion order, once all are in (the test fails
-// after 60 s without them).
+// in (e.g. a SCRIPT FLUSH under load), at a defined point: from then on a chain whose call completes waits for
+// `midway` to return before it issues its next call, so when `midway` runs at most a quarter of the results plus one
+// call per chain are in, and the calls still in flight then overlap it. Returns every result, in completion order,
+// once all are in (the test fails after 60 s without them).
 inline std::vector<traced> decide_concurrently(const limiter& l, const std::string& key, std::int64_t n, int callers,
                                                int per_caller, const std::function<void()>& midway = {}) {
   const auto total = static_cast<std::size_t>(callers * per_caller);
   std::mutex m;
   std::vector<traced> results;
+  bool gate_open = !midway;
+  std::vector<int> held;  // the calls left to the chains that wait for `midway`
   std::promise<void> done;
   std::function<void(int)> issue = [&](int left) {
     l.async_decide_detailed(key, n, [&, left](limiter_result r) {
-      bool last = false;
+      bool last = false, hold = false;
       {
         std::lock_guard lock(m);
         results.push_back({key, n, std::move(r)});
         last = results.size() == total;
+        hold = !gate_open && left > 1 && results.size() > total / 4;
+        if (hold) held.push_back(left - 1);
       }
-      if (left > 1) issue(left - 1);
+      if (left > 1 && !hold) issue(left - 1);
       if (last) done.set_value();
     });
   };
@@ -148,6 +154,13 @@ inline std::vector<traced> decide_concurrently(const limiter& l, const std::stri
       return results.size() >= total / 4;
     });
     midway();
+    std::vector<int> resume;
+    {
+      std::lock_guard lock(m);
+      gate_open = true;
+      resume.swap(held);
+    }
+    for (const int left : resume) issue(left);
   }
   if (done.get_future().wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
     ADD_FAILURE() << "decide_concurrently: not every call completed within 60 s";
