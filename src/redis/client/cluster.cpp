@@ -46,6 +46,14 @@ std::shared_ptr<cluster_impl> make_cluster_impl(asio::any_io_executor ex, std::v
 void request_refresh(cluster_impl& impl) { impl.request_refresh(); }
 close_result close(cluster_impl& impl, deadline_type deadline, bool wait) { return impl.close(deadline, wait); }
 cluster_statistics statistics(const cluster_impl& impl) noexcept { return impl.statistics(); }
+std::error_code last_connect_error(const cluster_impl& impl) {
+  const auto node = impl.first_failed_node();
+  return node ? last_connect_error(*node) : std::error_code();
+}
+std::string last_error(const cluster_impl& impl) {
+  const auto node = impl.first_failed_node();
+  return node ? last_error(*node) : std::string();
+}
 
 }  // namespace detail
 

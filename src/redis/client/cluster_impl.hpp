@@ -132,6 +132,19 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
     return index < nodes_.size() ? nodes_[index].host : std::string();
   }
 
+  // The first node (seeds first, then as the slot map named them) that is down after a failure, or null.
+  std::shared_ptr<connection_impl> first_failed_node() const {
+    std::vector<std::shared_ptr<connection_impl>> conns;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& n : nodes_) conns.push_back(n.conn);
+    }
+    for (auto& c : conns) {
+      if (!is_connected(*c) && last_connect_error(*c)) return c;
+    }
+    return nullptr;
+  }
+
   bool is_node_connected(std::size_t index) {
     std::shared_ptr<connection_impl> conn;
     {

@@ -2,6 +2,9 @@
 // --cluster-enabled yes on free loopback ports (client and bus ports both chosen free), persistence off, joined by
 // `redis-cli --cluster create ... --cluster-replicas 0`, ready once every node reports cluster_state:ok. Killed in
 // the destructor. admin(i, ...) runs a command on node i over a separate blocking hiredis connection.
+// With TLS files, each node also listens for TLS on a second port (tls_port(i)) and its cluster bus is TLS
+// (--tls-cluster yes, the nodes authenticated by the client certificate), as managed Redis Clusters run: CLUSTER SLOTS
+// then names the TLS ports to TLS clients. The plain ports stay for admin() and redis-cli.
 #pragma once
 
 #include <arpa/inet.h>
@@ -22,6 +25,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "admin_command.hpp"
@@ -32,7 +36,14 @@ class redis_cluster {
  public:
   static constexpr std::size_t size = 3;
 
-  redis_cluster() {
+  // The certificates of a TLS cluster (all files PEM): the nodes' certificate and key, a client certificate and key
+  // (for the cluster bus, where each node is the other's client) and the CA that signed both.
+  struct tls_files {
+    std::string cert, key, client_cert, client_key, ca;
+  };
+
+  redis_cluster() : redis_cluster(tls_files{}) {}
+  explicit redis_cluster(tls_files tls) : tls_(std::move(tls)) {
     char dir_template[] = "/tmp/admit-cluster-XXXXXX";
     if (::mkdtemp(dir_template) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir_ = dir_template;
@@ -56,6 +67,11 @@ class redis_cluster {
   redis_cluster& operator=(const redis_cluster&) = delete;
 
   std::uint16_t port(std::size_t i) const { return nodes_.at(i).port; }
+  std::uint16_t tls_port(std::size_t i) const { return nodes_.at(i).tls_port; }
+  // rediss://127.0.0.1:<tls port of node i>, `query` (e.g. "ca_file=...") appended after '?' when not empty.
+  std::string tls_url(std::size_t i, const std::string& query = {}) const {
+    return "rediss://127.0.0.1:" + std::to_string(tls_port(i)) + (query.empty() ? "" : "?" + query);
+  }
   std::string url(std::size_t i = 0) const { return "redis://127.0.0.1:" + std::to_string(port(i)); }
   std::string address(std::size_t i) const { return "127.0.0.1:" + std::to_string(port(i)); }
   std::string id(std::size_t i) const { return admin(i, {"CLUSTER", "MYID"}); }
@@ -97,6 +113,7 @@ class redis_cluster {
   struct node {
     std::uint16_t port = 0;
     std::uint16_t bus_port = 0;
+    std::uint16_t tls_port = 0;  // 0: no TLS
     pid_t pid = -1;
   };
 
@@ -174,30 +191,51 @@ class redis_cluster {
       n.port = free_port(taken_);
       n.bus_port = free_port(taken_);
       const std::string p = std::to_string(n.port);
-      n.pid = spawn({server_binary(),
-                     "--port",
-                     p,
-                     "--cluster-port",
-                     std::to_string(n.bus_port),
-                     "--bind",
-                     "127.0.0.1",
-                     "--cluster-enabled",
-                     "yes",
-                     "--cluster-config-file",
-                     dir_ + "/nodes-" + p + ".conf",
-                     "--cluster-node-timeout",
-                     "5000",
-                     "--save",
-                     "",
-                     "--appendonly",
-                     "no",
-                     "--daemonize",
-                     "no",
-                     "--dir",
-                     dir_,
-                     "--logfile",
-                     dir_ + "/" + p + ".log"},
-                    dir_ + "/" + p + ".out");
+      std::vector<std::string> tls;
+      if (!tls_.cert.empty()) {
+        n.tls_port = free_port(taken_);
+        tls = {"--tls-port",
+               std::to_string(n.tls_port),
+               "--tls-cluster",
+               "yes",
+               "--tls-cert-file",
+               tls_.cert,
+               "--tls-key-file",
+               tls_.key,
+               "--tls-client-cert-file",
+               tls_.client_cert,
+               "--tls-client-key-file",
+               tls_.client_key,
+               "--tls-ca-cert-file",
+               tls_.ca,
+               "--tls-auth-clients",
+               "no"};
+      }
+      std::vector<std::string> args{server_binary(),
+                                    "--port",
+                                    p,
+                                    "--cluster-port",
+                                    std::to_string(n.bus_port),
+                                    "--bind",
+                                    "127.0.0.1",
+                                    "--cluster-enabled",
+                                    "yes",
+                                    "--cluster-config-file",
+                                    dir_ + "/nodes-" + p + ".conf",
+                                    "--cluster-node-timeout",
+                                    "5000",
+                                    "--save",
+                                    "",
+                                    "--appendonly",
+                                    "no",
+                                    "--daemonize",
+                                    "no",
+                                    "--dir",
+                                    dir_,
+                                    "--logfile",
+                                    dir_ + "/" + p + ".log"};
+      args.insert(args.end(), tls.begin(), tls.end());
+      n.pid = spawn(args, dir_ + "/" + p + ".out");
       // Wait until it answers PING (or exits: a port taken).
       bool up = false;
       for (int k = 0; k < 1000 && !up; ++k) {
@@ -269,6 +307,7 @@ class redis_cluster {
     }
   }
 
+  tls_files tls_;
   std::string dir_;
   std::set<std::uint16_t> taken_;
   std::vector<node> nodes_;

@@ -41,7 +41,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -96,6 +98,8 @@ void execute(cluster_impl& impl, std::shared_ptr<request_base> req,
 void request_refresh(cluster_impl& impl);
 close_result close(cluster_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline, bool wait);
 cluster_statistics statistics(const cluster_impl& impl) noexcept;
+std::error_code last_connect_error(const cluster_impl& impl);
+std::string last_error(const cluster_impl& impl);
 }  // namespace detail
 
 class cluster final : public client {
@@ -161,6 +165,14 @@ class cluster final : public client {
   close_result close_until(std::optional<clock::time_point> deadline);
 
   cluster_statistics statistics() const noexcept { return detail::statistics(*impl_); }
+  // Why a node is unreachable, as connection::last_connect_error() says it for one connection: the error of the first
+  // node (seeds first, then in the order the slot map named them) that is down after a failed attempt or a lost
+  // connection; empty when none is. A call that timed out because its node could not be reached (it was never sent)
+  // has its cause here: tls_verify_failed, auth_failed, connection_refused, ... Thread-safe.
+  std::error_code last_connect_error() const { return detail::last_connect_error(*impl_); }
+  // That node's connection::last_error(): the system's, OpenSSL's or the server's words (empty when
+  // last_connect_error() is).
+  std::string last_error() const { return detail::last_error(*impl_); }
 
  private:
   void do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) override;
