@@ -1,5 +1,6 @@
 // `admit serve`'s Redis backend on Redis as it is deployed, reached by the URL `--redis` takes: TLS (rediss://, the CA
-// from the URL, a CA that signed nothing the server has), a client certificate the server requires, and a Sentinel
+// from the URL, a CA that signed nothing the server has), a client certificate the server requires, a Redis Cluster
+// that runs TLS (its topology learned over TLS, the reason a node is unreachable in the failure), and a Sentinel
 // deployment (redis+sentinel://, the master found by name). Real redis-server processes; the certificates are made by
 // the openssl program at run time.
 #include <gtest/gtest.h>
@@ -9,9 +10,12 @@
 #include <future>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
+#include "admit/errc.hpp"
 #include "io_thread.hpp"
+#include "redis_cluster.hpp"
 #include "redis_sentinel.hpp"
 #include "redis_server.hpp"
 #include "serve/config/configuration.hpp"
@@ -22,6 +26,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using admit::redis::testing::io_thread;
+using admit::redis::testing::redis_cluster;
 using admit::redis::testing::redis_sentinel_group;
 using admit::redis::testing::redis_server;
 using admit::redis::testing::tls_certificates;
@@ -114,6 +119,27 @@ TEST(RedisServeBackendDeployments, AServerCertificateFromAnotherCaIsRefusedAndNo
   const hit_outcome o = decide_one(backend, three_per_minute());
   EXPECT_EQ(o.result, state::failed) << "a decision passed without Redis: the failure policy decides it, as failed";
   EXPECT_EQ(server.admin({"EXISTS", window_key}), "0");
+}
+
+TEST(RedisServeBackendDeployments, DecidesOnATlsClusterAndSaysWhyANodeIsUnreachable) {
+  tls_certificates certs;
+  redis_cluster cluster(redis_cluster::tls_files{certs.server_cert(), certs.server_key(), certs.client_cert(),
+                                                 certs.client_key(), certs.ca()});
+  io_thread io;
+  {
+    // Learned over TLS (INFO cluster on the seed), then decided on the counter's master.
+    redis_backend backend(io.executor(), options_for(cluster.tls_url(0, "ca_file=" + certs.ca())));
+    EXPECT_EQ(backend.ping(5s), std::nullopt);
+    expect_decided_in_redis(backend, [&] { return cluster.admin(cluster.owner_of(window_key), {"GET", window_key}); });
+  }
+  // Told it is a cluster, with a CA that signed nothing there: failed, and the failure says why.
+  redis_backend_options o = options_for(cluster.tls_url(0, "ca_file=" + certs.other_ca()));
+  o.mode = redis_backend_options::topology::cluster;
+  redis_backend backend(io.executor(), o);
+  const hit_outcome failed = decide_one(backend, three_per_minute());
+  EXPECT_EQ(failed.result, state::failed);
+  const std::string verify_failed = std::error_code(admit::errc::tls_verify_failed).message();
+  EXPECT_NE(failed.error.find(verify_failed), std::string::npos) << failed.error;
 }
 
 TEST(RedisServeBackendDeployments, FindsTheMasterThroughSentinelAndDecidesThere) {

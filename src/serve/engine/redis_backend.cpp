@@ -146,9 +146,10 @@ void redis_backend::state::learned_topology(boost::system::error_code ec, const 
 
 std::string redis_backend::state::failure_text(const std::error_code& ec) const {
   std::string s = "Redis at " + address + ": " + ec.message();
-  if (!clustered.load(std::memory_order_acquire)) {  // a single server: say why it is not connected
-    if (const std::error_code why = conn->last_connect_error(); why && why != ec) s += " (" + why.message() + ")";
-  }
+  // Why the server, or a node of the cluster, is not connected (nodes is set before clustered, and stays).
+  const std::error_code why =
+      clustered.load(std::memory_order_acquire) ? nodes->last_connect_error() : conn->last_connect_error();
+  if (why && why != ec) s += " (" + why.message() + ")";
   return s;
 }
 
