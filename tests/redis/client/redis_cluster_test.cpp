@@ -29,6 +29,7 @@
 #include "io_thread.hpp"
 #include "limiter_testing.hpp"
 #include "redis_cluster.hpp"
+#include "semaphore_testing.hpp"
 
 namespace {
 
@@ -40,6 +41,7 @@ using admit::redis::hash_slot;
 using admit::redis::limiter_result;
 using admit::redis::reply;
 using admit::redis::testing::eventually;
+using admit::redis::testing::expect_the_release_wakes_the_waiter;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::patient;
 using admit::redis::testing::redis_cluster;
@@ -287,19 +289,11 @@ TEST(RedisCluster, SemaphoreKeysLiveInOneSlotAndWakeUpsReachTheWaiter) {
   redis_cluster rc;
   io_thread io;
   cluster c(io.executor(), rc.url(1));
-  admit::redis::semaphore_options o;
-  o.poll_interval = 30s;  // only the wake-up (BLPOP on the slot's master, through a cluster client) can be in time
-  admit::redis::semaphore s(c, "jobs", 1, o);
-  auto held = s.try_acquire();
+  // The wake-up: BLMPOP on the slot's master, through the cluster client.
+  expect_the_release_wakes_the_waiter(c, "jobs");
+  admit::redis::semaphore s(c, "jobs", 1);
+  const auto held = s.try_acquire();
   ASSERT_TRUE(held) << held.error().message();
-  auto pending = std::async(std::launch::async, [&] { return s.try_acquire_for(20s); });
-  ASSERT_TRUE(eventually([&] { return s.inspect().first.waiter_count == 1; }));
-  const auto released = std::chrono::steady_clock::now();
-  ASSERT_EQ(held->release().first, admit::redis::lease::release_status::released);
-  auto r = pending.get();
-  ASSERT_TRUE(r) << r.error().message();
-  EXPECT_LT(std::chrono::steady_clock::now() - released, 5s);
-  EXPECT_GT(r->fencing_token(), held->fencing_token());
   // Every key of the semaphore is on the master of {jobs}'s slot.
   const std::size_t owner = rc.owner_of("{jobs}:meta");
   for (const char* k : {"{jobs}:meta", "{jobs}:holders", "{jobs}:leases"}) {

@@ -22,6 +22,7 @@
 #include "io_thread.hpp"
 #include "limiter_testing.hpp"
 #include "redis_cluster.hpp"
+#include "semaphore_testing.hpp"
 #include "tls_certificates.hpp"
 
 namespace {
@@ -30,7 +31,7 @@ using namespace std::chrono_literals;
 using admit::errc;
 using admit::redis::cluster;
 using admit::redis::reply;
-using admit::redis::testing::eventually;
+using admit::redis::testing::expect_the_release_wakes_the_waiter;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::patient;
 using admit::redis::testing::redis_cluster;
@@ -119,18 +120,7 @@ TEST_F(RedisClusterTls, GcraOnEveryMasterAdmitsExactlyTheBurst) {
 TEST_F(RedisClusterTls, TheSemaphoresWakeUpReachesItsWaiter) {
   io_thread io;
   cluster c(io.executor(), seed(2, certs_->ca()));
-  admit::redis::semaphore_options o;
-  o.poll_interval = 30s;  // only the wake-up (BLMPOP on the slot's master, over TLS) can be in time
-  admit::redis::semaphore s(c, "tls-jobs", 1, o);
-  auto held = s.try_acquire();
-  ASSERT_TRUE(held) << held.error().message();
-  auto pending = std::async(std::launch::async, [&] { return s.try_acquire_for(20s); });
-  ASSERT_TRUE(eventually([&] { return s.inspect().first.waiter_count == 1; }));
-  const auto released = std::chrono::steady_clock::now();
-  ASSERT_EQ(held->release().first, admit::redis::lease::release_status::released);
-  auto r = pending.get();
-  ASSERT_TRUE(r) << r.error().message();
-  EXPECT_LT(std::chrono::steady_clock::now() - released, 10s);  // the wake-up, not the 30 s poll
+  expect_the_release_wakes_the_waiter(c, "tls-jobs");  // BLMPOP on the slot's master, over TLS
 }
 
 TEST_F(RedisClusterTls, ACaThatDidNotSignTheNodesIsRefused) {

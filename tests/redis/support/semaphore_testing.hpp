@@ -1,5 +1,6 @@
 // tests/redis/support/semaphore_testing.hpp — what the distributed semaphore's tests share: a bounded wait for the
-// queue in Redis, async_acquire as a future, and a resource that checks fencing tokens.
+// queue in Redis, async_acquire as a future, a release's wake-up reaching its waiter, and a resource that checks
+// fencing tokens.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -22,6 +24,26 @@ namespace admit::redis::testing {
 inline void wait_for_waiters(semaphore& s, std::int64_t n) {
   ASSERT_TRUE(eventually([&] { return s.inspect().first.waiter_count == n; }))
       << "waiters: " << s.inspect().first.waiter_count;
+}
+
+// On `c` (a connection or a cluster), semaphore `name` of one permit: with it held and a second caller waiting (its
+// poll interval 30 s, so that only the release's wake-up can reach it in time), the release hands the permit over
+// within 5 s, with a larger fencing token.
+template <class Client>  // connection or cluster
+void expect_the_release_wakes_the_waiter(Client& c, const std::string& name) {
+  semaphore_options o;
+  o.poll_interval = std::chrono::seconds(30);
+  semaphore s(c, name, 1, o);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held) << held.error().message();
+  auto pending = std::async(std::launch::async, [&] { return s.try_acquire_for(std::chrono::seconds(20)); });
+  wait_for_waiters(s, 1);
+  const auto released = std::chrono::steady_clock::now();
+  ASSERT_EQ(held->release().first, lease::release_status::released);
+  auto r = pending.get();
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - released, std::chrono::seconds(5));
+  EXPECT_GT(r->fencing_token(), held->fencing_token());
 }
 
 // async_acquire's (error_code, lease) as a future; with a timeout, async_acquire_for.
