@@ -1,23 +1,21 @@
-// Tests of admit/token_bucket.hpp. The first part ports the scenarios of golang.org/x/time/rate's rate_test.go
-// (Debian's golang-golang-x-time-dev 0.3.0); deliberate deviations are marked "admit:" with the reason.
+// Tests of admit/token_bucket.hpp's decisions at explicit times. The first part ports the scenarios of
+// golang.org/x/time/rate's rate_test.go (Debian's golang-golang-x-time-dev 0.3.0); deliberate deviations are marked
+// "admit:" with the reason. Then admit's own: rounding, the edges of the state's range. Waiting is in
+// token_bucket_wait_test.cpp, threads in token_bucket_concurrency_test.cpp.
 #include "admit/token_bucket.hpp"
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <limits>
-#include <mutex>
 #include <random>
-#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "admit/testing/invalid_argument_message.hpp"
-#include "admit/testing/manual_clock.hpp"
 
 namespace {
 
@@ -429,148 +427,9 @@ TEST(TokenBucket, PropertyAdmittedNeverExceedsRateTimesWindowPlusBurst) {
   }
 }
 
-// A lost compare-and-swap must never be reported as "limit exceeded": with tokens for every request, none is refused.
-TEST(TokenBucket, StressNoSpuriousRejectUnderContention) {
-  constexpr int threads = 4;
-  constexpr int per_thread = 20000;
-  token_bucket lim{rate::per_second(1), threads * per_thread};  // enough for every request
-  std::atomic<int> rejected{0};
-  std::vector<std::thread> pool;
-  for (int i = 0; i < threads; ++i) {
-    pool.emplace_back([&] {
-      for (int k = 0; k < per_thread; ++k) {
-        if (!lim.try_acquire_at(t0)) rejected.fetch_add(1);
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  EXPECT_EQ(rejected.load(), 0);
-  EXPECT_EQ(lim.tokens_at(t0), 0);
-}
-
-TEST(TokenBucket, StressTotalAdmittedWithinBoundWhileTimeAdvances) {
-  constexpr int threads = 4;
-  token_bucket lim{rate::per_second(1000), 50};
-  std::atomic<std::int64_t> clock_ns{0};
-  std::atomic<std::int64_t> admitted{0};
-  std::vector<std::thread> pool;
-  for (int i = 0; i < threads; ++i) {
-    pool.emplace_back([&] {
-      for (int k = 0; k < 20000; ++k) {
-        const auto now = t0 + std::chrono::nanoseconds(clock_ns.fetch_add(10000));  // 10 µs per call
-        if (lim.try_acquire_at(now)) admitted.fetch_add(1);
-        if (k % 1000 == 0) lim.set_burst_at(now, 50);  // reconfiguration racing decisions
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  const double elapsed = static_cast<double>(clock_ns.load()) / 1e9;
-  EXPECT_LE(static_cast<double>(admitted.load()), 1000 * elapsed + 50);
-  EXPECT_GE(static_cast<double>(admitted.load()), 1000 * elapsed * 0.9);
-}
-
-// --- Waiting, on the manual clock --------------------------------------------------------------------------------
-
-using manual = admit::testing::manual_clock;
-using manual_bucket = admit::basic_token_bucket<manual>;
-
-class TokenBucketWait : public ::testing::Test {
- protected:
-  void SetUp() override { manual::reset(); }
-};
-
-TEST_F(TokenBucketWait, AcquireSleepsUntilTokensArrive) {
-  manual_bucket lim{rate::per_second(10), 3};
-  ASSERT_TRUE(lim.acquire(2));  // act now
-  std::atomic<bool> done{false};
-  std::thread waiter([&] {
-    EXPECT_TRUE(lim.acquire(3));  // needs 2 more: 200 ms
-    done = true;
-  });
-  manual::wait_for_sleepers(1);
-  EXPECT_EQ(manual::advance(100ms), 0U);
-  EXPECT_FALSE(done.load());
-  EXPECT_EQ(manual::advance(100ms), 1U);
-  waiter.join();
-  EXPECT_TRUE(done.load());
-}
-
-TEST_F(TokenBucketWait, AcquireFailsAtOnceAboveBurstOrWhenAlreadyStopped) {
-  manual_bucket lim{rate::per_second(10), 3};
-  EXPECT_EQ(lim.acquire(4).error(), admit::errc::exceeds_capacity);
-  std::stop_source stopped;
-  stopped.request_stop();
-  EXPECT_EQ(lim.acquire(1, stopped.get_token()).error(), admit::errc::cancelled);
-  EXPECT_EQ(lim.tokens_at(manual::now()), 3);
-  manual_bucket unlimited{rate::inf(), 0};
-  EXPECT_TRUE(unlimited.acquire(3));
-}
-
-TEST_F(TokenBucketWait, CancelledWaitGivesItsTokensBack) {
-  manual_bucket lim{rate::per_second(10), 3};
-  ASSERT_TRUE(lim.acquire(2));  // 1 token left
-  std::stop_source stop;
-  std::thread waiter([&] { EXPECT_EQ(lim.acquire(3, stop.get_token()).error(), admit::errc::cancelled); });
-  manual::wait_for_sleepers(1);
-  manual::advance(100ms);  // 2 tokens now, the waiter still needs 1 more
-  stop.request_stop();
-  waiter.join();
-  // The 3 reserved tokens come back: 2 tokens at +100 ms, as if the wait never happened.
-  EXPECT_EQ(lim.tokens_at(manual::now()), 2);
-  EXPECT_TRUE(lim.try_acquire(2));
-}
-
-TEST_F(TokenBucketWait, TimedAcquireFailsAtOnceWhenTheDeadlineCannotBeMet) {
-  manual_bucket lim{rate::per_second(10), 3};
-  ASSERT_TRUE(lim.acquire(2));
-  const auto start = manual::now();
-  EXPECT_EQ(lim.try_acquire_for(100ms, 3).error(), admit::errc::timeout);  // needs 200 ms
-  EXPECT_EQ(manual::now(), start);                                         // did not sleep in vain
-  EXPECT_EQ(lim.tokens_at(start), 1);                                      // took nothing
-  EXPECT_FALSE(lim.try_acquire_for(-5s, 2));                               // negative timeout: only an immediate grant
-  EXPECT_TRUE(lim.try_acquire_for(0s, 1));
-  EXPECT_EQ(lim.try_acquire_for(std::chrono::hours::max(), 4).error(),
-            admit::errc::exceeds_capacity);  // above the burst: no overflow, fails at once
-  std::thread waiter([&] { EXPECT_TRUE(lim.try_acquire_until(start + 1s, 1)); });
-  manual::wait_for_sleepers(1);
-  manual::advance(100ms);
-  waiter.join();
-}
-
-TEST_F(TokenBucketWait, WaitersAreServedInArrivalOrder) {
-  manual_bucket lim{rate::per_second(10), 1};
-  ASSERT_TRUE(lim.try_acquire());
-  std::vector<int> order;
-  std::mutex m;
-  std::vector<std::thread> waiters;
-  for (int i = 0; i < 5; ++i) {
-    waiters.emplace_back([&, i] {
-      ASSERT_TRUE(lim.acquire());
-      std::lock_guard lock(m);
-      order.push_back(i);
-    });
-    manual::wait_for_sleepers(static_cast<std::size_t>(i) + 1);  // i-th waiter queued before the next starts
-  }
-  for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(manual::advance(100ms), 1U);  // exactly one waiter per token
-    for (;;) {
-      std::lock_guard lock(m);
-      if (order.size() == static_cast<std::size_t>(i) + 1) break;
-    }
-  }
-  for (auto& th : waiters) th.join();
-  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
-}
-
-}  // namespace
-
-// --- Found in review ---------------------------------------------------------------------------------------------
-
-namespace {
-
 // last_event was raised only by reservations that waited, so cancelling an immediate one computed INT64_MIN - t
 // (undefined) and restored nothing; x/time/rate restores all of it.
-TEST(TokenBucketReview, CancellingAnImmediateReservationRestoresItsTokens) {
+TEST(TokenBucket, CancellingAnImmediateReservationRestoresItsTokens) {
   token_bucket lim{rate::per_second(1), 5};
   auto r = lim.reserve_at(t0, 3);
   ASSERT_TRUE(r.ok());
@@ -581,7 +440,7 @@ TEST(TokenBucketReview, CancellingAnImmediateReservationRestoresItsTokens) {
 
 // The initial state was "long ago" at ns_min / 4, so a bucket whose burst takes longer than that to refill did not
 // start full: a zero-rate quota of 1e10 started with 2.3e9.
-TEST(TokenBucketReview, LargeBurstsStartFull) {
+TEST(TokenBucket, LargeBurstsStartFull) {
   token_bucket quota{rate{}, 10'000'000'000};
   EXPECT_EQ(quota.tokens_at(t0), 1e10);
   EXPECT_TRUE(quota.try_acquire_at(t0, 5'000'000'000));
@@ -592,7 +451,7 @@ TEST(TokenBucketReview, LargeBurstsStartFull) {
   EXPECT_TRUE(big.try_acquire_at(t0, 4'000'000'000'000));
 }
 
-TEST(TokenBucketReview, BurstBeyondTheStatesRangeThrowsNamingIt) {
+TEST(TokenBucket, BurstBeyondTheStatesRangeThrowsNamingIt) {
   const std::string message = invalid_argument_message([] {
     token_bucket lim{rate::per_second(1000), 5'000'000'000'000};
   });
@@ -602,7 +461,7 @@ TEST(TokenBucketReview, BurstBeyondTheStatesRangeThrowsNamingIt) {
 
 // Converting a full bucket from an infinite rate cast burst · interval to int64 without a range check (undefined;
 // on x86 the bucket became empty for 292 years).
-TEST(TokenBucketReview, LeavingAnInfiniteRateKeepsALargeBucketFull) {
+TEST(TokenBucket, LeavingAnInfiniteRateKeepsALargeBucketFull) {
   token_bucket lim{rate::inf(), 1'000'000'000};
   lim.set_rate_at(t0, rate::per_second(1));
   EXPECT_EQ(lim.tokens_at(t0), 1e9);
@@ -613,103 +472,12 @@ TEST(TokenBucketReview, LeavingAnInfiniteRateKeepsALargeBucketFull) {
   EXPECT_TRUE(huge.try_acquire_at(t0, 20'000'000'000));
 }
 
-TEST(TokenBucketReview, SettlingAtAnEnormousCostSaturates) {
+TEST(TokenBucket, SettlingAtAnEnormousCostSaturates) {
   token_bucket lim{rate::per_second(10), 5};
   auto r = lim.reserve_at(t0, 1);
   r.settle_at(t0, std::numeric_limits<std::int64_t>::max());
   EXPECT_LT(lim.tokens_at(t0), -1e9);
   EXPECT_FALSE(lim.try_acquire_at(t0 + 1000h));
-}
-
-// A cancellation and a reservation racing: the cancellation must never give back tokens a reservation committed in
-// between depends on. Over any window, what was granted stays within rate·w + burst.
-TEST(TokenBucketReview, CancellationsRacingReservationsNeverOverAdmit) {
-  for (int round = 0; round < 50; ++round) {
-    token_bucket lim{rate::per_second(1), 1};
-    ASSERT_TRUE(lim.try_acquire_at(t0));
-    std::vector<tp> granted;  // times at which kept reservations act
-    std::mutex m;
-    std::vector<std::thread> pool;
-    for (int i = 0; i < 4; ++i) {
-      pool.emplace_back([&, i] {
-        for (int k = 0; k < 50; ++k) {
-          auto r = lim.reserve_at(t0, 1);
-          if (!r.ok()) continue;
-          if ((k + i) % 2 == 0) {
-            r.cancel_at(t0);
-          } else {
-            std::lock_guard lock(m);
-            granted.push_back(r.ready_at());
-          }
-        }
-      });
-    }
-    for (auto& th : pool) th.join();
-    std::sort(granted.begin(), granted.end());
-    // Burst 1 and one token a second: kept reservations act at least 1 s apart.
-    for (std::size_t j = 1; j < granted.size(); ++j) ASSERT_GE(granted[j] - granted[j - 1], 1s) << "round " << round;
-  }
-}
-
-// An abandoned wait (timed out or cancelled) creates no tokens and races with nothing (a wait that marks itself
-// abandoned outside the lock races with the refill that serves it): it leaves through the same atomic state as
-// everything else. Under ThreadSanitizer, threads that acquire, time out and cancel at random never create tokens —
-// when all have left, the bucket holds at most what it started with minus what the successful callers took. (Not
-// exactly that: as x/time/rate's CancelAt, a cancelled reservation gives back only the tokens no later reservation
-// depends on, so interleaved cancels leave some tokens spent; time refills them.)
-TEST(TokenBucket, AbandonedWaitsConserveTokensUnderConcurrency) {
-  using clock = admit::testing::manual_clock;
-  clock::reset();
-  admit::basic_token_bucket<clock> bucket{rate::per_second(1000), 20};
-  std::atomic<std::int64_t> taken{0};
-  std::vector<std::stop_source> stops(6);
-  std::vector<std::jthread> threads;
-  for (int i = 0; i < 6; ++i) {
-    threads.emplace_back([&, i] {
-      std::mt19937 rng(static_cast<unsigned>(i));
-      for (int k = 0; k < 200; ++k) {
-        const std::int64_t n = 1 + static_cast<std::int64_t>(rng() % 3);
-        bool ok = false;
-        switch (rng() % 3) {
-          case 0:
-            ok = bucket.try_acquire(n);
-            break;
-          case 1:
-            ok = bucket.try_acquire_for(0ms, n).has_value();  // a deadline that only an immediate grant meets
-            break;
-          default: {
-            std::stop_source stop;
-            stop.request_stop();  // abandoned before it starts: must take nothing
-            const admit::wait_result r0 = bucket.acquire(n, stop.get_token());
-            EXPECT_EQ(r0.error(), admit::errc::cancelled);
-            // Reserve and cancel: the tokens must come back.
-            auto r = bucket.reserve(n);
-            r.cancel();
-            break;
-          }
-        }
-        if (ok) taken.fetch_add(n);
-      }
-    });
-  }
-  threads.clear();  // joins
-  // Time never moved: nothing refilled, so nothing beyond the burst was ever granted or given back.
-  EXPECT_LE(taken.load(), 20);
-  EXPECT_LE(bucket.tokens_at(clock::now()), 20.0 - static_cast<double>(taken.load()));
-}
-
-// A request that cannot be served does not block the requests behind it that would fit (as a queue whose head waits
-// for more than the burst blocks everyone forever). A request that cannot be served within its deadline fails at once
-// and takes nothing, so it never stands in front of a later small request; and a request larger than the burst is
-// refused at once instead of waiting forever at the head. (The pacer's counterpart is in tests/pacer_test.cpp.)
-TEST(TokenBucket, AnUnservableHeadDoesNotBlockThoseBehind) {
-  using clock = admit::testing::manual_clock;
-  clock::reset();
-  admit::basic_token_bucket<clock> bucket{rate::per_second(10), 5};
-  ASSERT_TRUE(bucket.try_acquire(4));                                         // 1 token left
-  EXPECT_EQ(bucket.try_acquire_for(100ms, 5).error(), admit::errc::timeout);  // needs 400 ms: fails now, takes nothing
-  EXPECT_EQ(bucket.acquire(6).error(), admit::errc::exceeds_capacity);        // can never fit: fails now
-  EXPECT_TRUE(bucket.try_acquire(1));  // the small request behind them is served at once
 }
 
 }  // namespace
