@@ -277,9 +277,9 @@ TEST(Gcra, StressTotalWithinBoundWhileTimeAdvances) {
 
 namespace {
 
-// Found in review: the interval was rounded up only beyond 1e-6 ns above a whole number, so 1000.0000000001 ns became
+// A bug once: the interval was rounded up only beyond 1e-6 ns above a whole number, so 1000.0000000001 ns became
 // 1000 — slightly faster than asked. Now strictly up, as the token bucket.
-TEST(GcraReview, IntervalIsRoundedStrictlyUp) {
+TEST(Gcra, IntervalIsRoundedStrictlyUp) {
   admit::gcra limiter{admit::rate::every(std::chrono::duration<double, std::nano>(1000.0000000001)), 1};
   EXPECT_EQ(limiter.emission_interval(), std::chrono::nanoseconds(1001));
   admit::gcra exact{admit::rate::per_second(1e6), 1};

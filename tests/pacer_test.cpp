@@ -84,7 +84,7 @@ TEST(Pacer, FirstCallGoesAtOnceAndEarnsNoSlack) {
   }
 }
 
-// Found in review: try_acquire_at(t, 0) did not start the pacing clock while decide_at(t, 0) did.
+// A bug once: try_acquire_at(t, 0) did not start the pacing clock while decide_at(t, 0) did.
 TEST(Pacer, ZeroRequestStartsThePacingClockWhicheverMemberMakesIt) {
   pacer by_try{rate::per_second(10)};
   pacer by_decide{rate::per_second(10)};

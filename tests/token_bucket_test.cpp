@@ -119,7 +119,7 @@ TEST(TokenBucket, NoTruncationErrors) {
   EXPECT_TRUE(lim.try_acquire());
 }
 
-// Found in review: the burst was rounded up as a whole but each token on its own, so 3 tokens at 3/s did not fit.
+// A bug once: the burst was rounded up as a whole but each token on its own, so 3 tokens at 3/s did not fit.
 TEST(TokenBucket, FullBurstFitsAtOnceWithAFractionalInterval) {
   for (const double per_second : {3.0, 7.0, 0.7692307692307693, 1e9 / 3}) {
     token_bucket lim{rate::per_second(per_second), 3};

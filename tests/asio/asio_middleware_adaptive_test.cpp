@@ -31,10 +31,12 @@
 #include "admit/asio/middleware.hpp"
 #include "admit/semaphore.hpp"
 #include "admit/testing/manual_clock.hpp"
+#include "middleware_testing.hpp"
 
 namespace {
 
 namespace net = boost::asio;
+using admit::asio::testing::start;
 using namespace std::chrono_literals;
 using admit::limit_sample;
 using admit::asio::rejection_reason;
@@ -78,17 +80,6 @@ auto taking(manual_clock::duration d, unsigned status = 200) {
     co_await t.async_wait(net::use_awaitable);
     co_return response{status};
   };
-}
-
-template <class Middleware, class Handler>
-void start(net::io_context& ctx, const Middleware& mw, request& req, Handler handler, std::optional<outcome>& out,
-           std::exception_ptr* error = nullptr) {
-  ctx.restart();  // a context that ran out of work earlier in the test stopped
-  net::co_spawn(
-      ctx, [&mw, &req, handler, &out]() -> net::awaitable<void> { out.emplace(co_await mw.call(req, handler)); },
-      [error](std::exception_ptr e) {
-        if (error != nullptr) *error = e;
-      });
 }
 
 // ---------------------------------------------------------------------------------------------------------------

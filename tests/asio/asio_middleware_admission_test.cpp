@@ -22,10 +22,12 @@
 #include "admit/admission.hpp"
 #include "admit/asio/middleware.hpp"
 #include "admit/testing/manual_clock.hpp"
+#include "middleware_testing.hpp"
 
 namespace {
 
 namespace net = boost::asio;
+using admit::asio::testing::start;
 using namespace std::chrono_literals;
 using admit::asio::rejection_reason;
 using manual_clock = admit::testing::manual_clock;
@@ -41,16 +43,6 @@ using outcome = admit::asio::outcome<response>;
 auto priority_of = [](const request& r) -> std::size_t { return r.priority; };
 
 net::awaitable<response> ok(request& r) { co_return "ok " + r.path; }
-
-template <class Middleware, class Handler>
-void start(net::io_context& ctx, const Middleware& mw, request& req, Handler handler, std::optional<outcome>& out,
-           std::exception_ptr* error = nullptr) {
-  net::co_spawn(
-      ctx, [&mw, &req, handler, &out]() -> net::awaitable<void> { out.emplace(co_await mw.call(req, handler)); },
-      [error](std::exception_ptr e) {
-        if (error != nullptr) *error = e;
-      });
-}
 
 class AsioMiddlewareAdmission : public ::testing::Test {
  protected:

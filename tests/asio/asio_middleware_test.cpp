@@ -32,10 +32,12 @@
 #include "admit/gcra.hpp"
 #include "admit/keyed.hpp"
 #include "admit/testing/manual_clock.hpp"
+#include "middleware_testing.hpp"
 
 namespace {
 
 namespace net = boost::asio;
+using admit::asio::testing::start;
 using namespace std::chrono_literals;
 using admit::asio::rejection_reason;
 using manual_clock = admit::testing::manual_clock;
@@ -50,17 +52,6 @@ auto client_of = [](const request& r) -> std::string_view { return r.client; };
 
 // The handler: answers "ok" at once.
 net::awaitable<response> ok(request&) { co_return "ok"; }
-
-// Starts mw.call(req, handler) on ctx; the outcome lands in `out` (or the exception in `error`).
-template <class Middleware, class Handler>
-void start(net::io_context& ctx, const Middleware& mw, request& req, Handler handler, std::optional<outcome>& out,
-           std::exception_ptr* error = nullptr) {
-  net::co_spawn(
-      ctx, [&mw, &req, handler, &out]() -> net::awaitable<void> { out.emplace(co_await mw.call(req, handler)); },
-      [error](std::exception_ptr e) {
-        if (error != nullptr) *error = e;
-      });
-}
 
 // The fields of a rejection as (name, value) pairs, in order.
 std::vector<std::pair<std::string, std::string>> fields_of(const admit::asio::rejection& r) {

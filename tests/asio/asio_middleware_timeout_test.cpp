@@ -21,10 +21,12 @@
 #include "admit/asio/middleware.hpp"
 #include "admit/semaphore.hpp"
 #include "admit/testing/manual_clock.hpp"
+#include "middleware_testing.hpp"
 
 namespace {
 
 namespace net = boost::asio;
+using admit::asio::testing::start;
 using namespace std::chrono_literals;
 using admit::asio::rejection_reason;
 using manual_clock = admit::testing::manual_clock;
@@ -58,16 +60,6 @@ auto sleeper(handler_log& log, manual_clock::duration d) {
     log.ended = true;
     co_return "done";
   };
-}
-
-template <class Middleware, class Handler>
-void start(net::io_context& ctx, const Middleware& mw, request& req, Handler handler, std::optional<outcome>& out,
-           std::exception_ptr* error = nullptr) {
-  net::co_spawn(
-      ctx, [&mw, &req, handler, &out]() -> net::awaitable<void> { out.emplace(co_await mw.call(req, handler)); },
-      [error](std::exception_ptr e) {
-        if (error != nullptr) *error = e;
-      });
 }
 
 TEST(AsioMiddlewareTimeout, ASlowHandlerIsCancelledAndAnswered504WithItsPermitsBack) {

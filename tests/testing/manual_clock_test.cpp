@@ -67,7 +67,7 @@ TEST(SteadySleep, RealClockSleepEndsOnStop) {
   EXPECT_TRUE(admit::detail::sleep_until<std::chrono::steady_clock>(std::chrono::steady_clock::now() - 1s, {}));
 }
 
-// Found in review: a deadline near time_point::max() overflowed steady_clock::now() + remaining (undefined; in
+// A bug once: a deadline near time_point::max() overflowed steady_clock::now() + remaining (undefined; in
 // practice wait_until returned at once and the "sleep" spun at 100% CPU). Now it sleeps a day at a time until stopped.
 TEST(SteadySleep, SleepUntilTheEndOfTimeSleepsUntilStopped) {
   std::stop_source stop;
