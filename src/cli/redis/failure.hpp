@@ -18,6 +18,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/options.hpp"
 
@@ -49,5 +50,10 @@ std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::n
 // `timeout` is the call's, for the message.
 redis_failure call_failure(const redis::connection& conn, std::error_code error, std::string_view reply_text,
                            std::chrono::nanoseconds timeout);
+// The same for a call made through `nodes`, a cluster client seeded with `seed`'s server: a call that timed out while
+// the seed answers but a node of the cluster cannot be reached (its slots' calls are never sent) names that node and
+// why (nodes.last_error(), e.g. "connect to 10.0.0.7:6379: Connection refused"), instead of "no answer from the seed".
+redis_failure call_failure(const redis::connection& seed, const redis::cluster& nodes, std::error_code error,
+                           std::string_view reply_text, std::chrono::nanoseconds timeout);
 
 }  // namespace admit::cli

@@ -91,6 +91,11 @@ struct redis_run_state {
   // Where the limit's keys live (one hash slot: every key is "{name}:...").
   redis::client& limit_client() { return nodes ? static_cast<redis::client&>(*nodes) : conn; }
   std::string where() const { return redis_address(conn.options()); }
+  // Why a call on the limit failed (through the cluster's nodes when there are any).
+  redis_failure failure(std::error_code error, std::string_view reply_text = {}) const {
+    return nodes ? call_failure(conn, *nodes, error, reply_text, call_timeout)
+                 : call_failure(conn, error, reply_text, call_timeout);
+  }
 };
 
 class redis_held final : public run::held_permit {
@@ -269,10 +274,10 @@ class redis_source final : public run::permit_source {
     const run::run_settings& s = st_->settings;
     const auto [snap, ec] = st_->sem->inspect(0);
     if (ec == admit::errc::not_found) return std::nullopt;  // the first acquisition makes it with --concurrency
-    if (ec) return call_failure(st_->conn, ec, snap.error_reply, call_timeout);
+    if (ec) return st_->failure(ec, snap.error_reply);
     if (snap.capacity == s.concurrency) return std::nullopt;
     if (s.set_capacity) {
-      if (const auto e = st_->sem->set_capacity(s.concurrency)) return call_failure(st_->conn, e, {}, call_timeout);
+      if (const auto e = st_->sem->set_capacity(s.concurrency)) return st_->failure(e);
       return std::nullopt;
     }
     redis_failure f;
@@ -310,7 +315,7 @@ class redis_source final : public run::permit_source {
                     " is more than the capacity of " + what + " (a semaphore that exists keeps its capacity)";
       why.exit_status = exit_bad_input;
     } else {
-      return fail(why, call_failure(st_->conn, e, {}, call_timeout));
+      return fail(why, st_->failure(e));
     }
     return nullptr;
   }

@@ -132,17 +132,18 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
     return index < nodes_.size() ? nodes_[index].host : std::string();
   }
 
-  // The first node (seeds first, then as the slot map named them) that is down after a failure, or null.
-  std::shared_ptr<connection_impl> first_failed_node() const {
-    std::vector<std::shared_ptr<connection_impl>> conns;
+  // The first node (seeds first, then as the slot map named them) that is down after a failure: its connection (null
+  // if none is) and its address, "host:port".
+  std::pair<std::shared_ptr<connection_impl>, std::string> first_failed_node() const {
+    std::vector<node> nodes;
     {
       std::lock_guard lock(mutex_);
-      for (const auto& n : nodes_) conns.push_back(n.conn);
+      nodes = nodes_;
     }
-    for (auto& c : conns) {
-      if (!is_connected(*c) && last_connect_error(*c)) return c;
+    for (const auto& n : nodes) {
+      if (!is_connected(*n.conn) && last_connect_error(*n.conn)) return {n.conn, n.host + ":" + std::to_string(n.port)};
     }
-    return nullptr;
+    return {};
   }
 
   bool is_node_connected(std::size_t index) {

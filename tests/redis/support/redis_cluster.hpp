@@ -92,6 +92,16 @@ class redis_cluster {
     return out;
   }
 
+  // SIGKILLs node i: its slots cannot be reached (connection refused) until the others mark it failed, after the
+  // node timeout (5 s), and the cluster answers CLUSTERDOWN (no replica takes over).
+  void kill(std::size_t i) {
+    node& n = nodes_.at(i);
+    if (n.pid <= 0) return;
+    ::kill(n.pid, SIGKILL);
+    ::waitpid(n.pid, nullptr, 0);
+    n.pid = -1;
+  }
+
   // The node that serves `key` (the one that answers a GET without -MOVED), or size if none does.
   std::size_t owner_of(const std::string& key) const {
     for (std::size_t i = 0; i < size; ++i) {

@@ -170,8 +170,8 @@ class cluster final : public client {
   // connection; empty when none is. A call that timed out because its node could not be reached (it was never sent)
   // has its cause here: tls_verify_failed, auth_failed, connection_refused, ... Thread-safe.
   std::error_code last_connect_error() const { return detail::last_connect_error(*impl_); }
-  // That node's connection::last_error(): the system's, OpenSSL's or the server's words (empty when
-  // last_connect_error() is).
+  // That node's connection::last_error() — the system's, OpenSSL's or the server's words — after its address when they
+  // do not name it ("10.0.0.7:6379: connect: Connection refused"); empty when last_connect_error() is.
   std::string last_error() const { return detail::last_error(*impl_); }
 
  private:
