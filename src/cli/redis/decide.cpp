@@ -34,6 +34,7 @@
 #include "cli/options.hpp"
 #include "cli/redis/failure.hpp"
 #include "cli/redis/io_runner.hpp"
+#include "cli/redis/topology.hpp"
 #include "cli/replay.hpp"
 #include "cli/report.hpp"
 #include "cli/trace.hpp"
@@ -199,6 +200,9 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
     co.reconnect_max = last_pause;  // the connection's own backoff between attempts keeps pace with --wait's retries
     io_runner io;
     redis::connection conn(io.executor(), co);
+    std::unique_ptr<redis::cluster>
+        nodes;  // when the server is a Redis Cluster node: the limit's slot may be elsewhere
+    bool topology_known = false;
     std::unique_ptr<redis::limiter> limiter;
     try {
       limiter = make_limiter(o, conn, lo);
@@ -216,6 +220,11 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
       const std::optional<std::chrono::steady_clock::time_point> by = retried ? give_up : std::nullopt;
       std::optional<redis_failure> failure = check_ready(conn, lo.timeout, by);
       redis::limiter_result r;
+      if (!failure && !topology_known) {
+        topology_known = true;
+        nodes = cluster_if_clustered(conn, lo.timeout);
+        if (nodes) limiter = make_limiter(o, *nodes, lo);  // its arguments were checked by the first one
+      }
       if (!failure) {
         const auto asked = std::chrono::steady_clock::now();
         r = decide_by(*limiter, io.executor(), o.key, n, by, lo.timeout);
@@ -223,7 +232,8 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
           // A decision cut short by --max-wait: no answer within what was left of it.
           const std::chrono::nanoseconds given =
               by && *by < asked + lo.timeout ? std::chrono::nanoseconds(*by - asked) : lo.timeout;
-          failure = call_failure(conn, r.error, r.message, given);
+          failure = nodes ? call_failure(conn, *nodes, r.error, r.message, given)
+                          : call_failure(conn, r.error, r.message, given);
         }
       }
       // Time spent waiting for admission (zero for an answer at the first asking).

@@ -18,6 +18,7 @@
 #include "cli/redis/failure.hpp"
 #include "cli/redis/io_runner.hpp"
 #include "cli/redis/run_source.hpp"
+#include "cli/redis/topology.hpp"
 #include "cli/report.hpp"
 #include "cli/trace.hpp"
 #include "cli/values.hpp"
@@ -39,13 +40,14 @@ std::string left(std::chrono::microseconds d) {
 
 // What `admit run` wrote of each listed holder (host, pid, command, started_unix_ms: cli/redis/run_source.hpp), in
 // the holders' order; null for a holder that is not an `admit run` (or when the call failed: the rest is shown).
-std::vector<nlohmann::json> run_holders(redis::connection& conn, const std::string& name,
+std::vector<nlohmann::json> run_holders(redis::client& conn, const std::string& name,
                                         const redis::semaphore_snapshot& s, std::chrono::nanoseconds timeout) {
   std::vector<nlohmann::json> out(s.holders.size());
   if (s.holders.empty()) return out;
   std::vector<std::string> args{"MGET"};
   for (const auto& h : s.holders) args.push_back(run_holder_key(name, h.id));
-  const redis::result r = conn.execute_for(timeout, redis::command(std::move(args)));
+  const redis::result r =
+      conn.execute_command(std::chrono::steady_clock::now() + timeout, redis::command(std::move(args)));
   if (!r.ok() || r.value.elements().size() != out.size()) return out;
   for (std::size_t i = 0; i < out.size(); ++i) {
     const auto& e = r.value.elements()[i];
@@ -155,20 +157,27 @@ int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) 
     io_runner io;
     redis::connection conn(io.executor(), co);
     std::optional<redis_failure> failure = check_ready(conn, timeout);
+    std::unique_ptr<redis::cluster> nodes;  // the semaphore's slot may be on another node of a Redis Cluster
     std::pair<redis::semaphore_snapshot, std::error_code> r;
     if (!failure) {
-      r = redis::inspect_semaphore(conn, o.name, static_cast<std::size_t>(most));
+      nodes = cluster_if_clustered(conn, timeout);
+      redis::client& where = nodes ? static_cast<redis::client&>(*nodes) : conn;
+      r = redis::inspect_semaphore(where, o.name, static_cast<std::size_t>(most));
       if (r.second == admit::errc::not_found) {
         err << "admit inspect: no semaphore named " << quote(o.name) << " on " << redis_address(co) << "\n";
         return exit_failure;
       }
-      if (r.second) failure = call_failure(conn, r.second, r.first.error_reply, timeout);
+      if (r.second) {
+        failure = nodes ? call_failure(conn, *nodes, r.second, r.first.error_reply, timeout)
+                        : call_failure(conn, r.second, r.first.error_reply, timeout);
+      }
     }
     if (failure) {
       err << "admit inspect: " << failure->message << "\n";
       return failure->exit_status();
     }
-    const std::vector<nlohmann::json> runs = run_holders(conn, o.name, r.first, timeout);
+    const std::vector<nlohmann::json> runs =
+        run_holders(nodes ? static_cast<redis::client&>(*nodes) : conn, o.name, r.first, timeout);
     if (o.json) {
       print_json(out, o.name, r.first, runs);
     } else {

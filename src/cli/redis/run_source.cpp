@@ -20,6 +20,7 @@
 #include "cli/message.hpp"
 #include "cli/redis/failure.hpp"
 #include "cli/redis/io_runner.hpp"
+#include "cli/redis/topology.hpp"
 #include "nlohmann/json.hpp"
 
 namespace admit::cli {
@@ -63,10 +64,7 @@ struct redis_run_state {
   // rate limiter. A server that does not answer INFO (an ACL user without it) is taken as a single server.
   void make_limits() {
     if (sem || rate) return;
-    const redis::result r = conn.execute_for(call_timeout, "INFO", "cluster");
-    if (r.ok() && r.value.str().find("cluster_enabled:1") != std::string::npos) {
-      nodes = std::make_unique<redis::cluster>(io.executor(), std::vector<redis::connection_options>{conn.options()});
-    }
+    nodes = cluster_if_clustered(conn, call_timeout);
     if (settings.concurrency > 0) {
       sem = nodes ? std::make_unique<redis::semaphore>(*nodes, settings.name, settings.concurrency, semaphore_options)
                   : std::make_unique<redis::semaphore>(conn, settings.name, settings.concurrency, semaphore_options);

@@ -1,13 +1,17 @@
-// `admit run --redis` on a real 3-master Redis Cluster: the URL of any node seeds a cluster client, the permit is held
-// on the master of the limit's slot and a second run finds it taken; with that master killed, a run is refused with
-// exit 75 and a message that names the node it cannot reach and why (not "no answer" from the node in the URL).
+// `admit run`, `admit decide` and `admit inspect` with --redis on a real 3-master Redis Cluster: the URL of any node
+// seeds a cluster client, so a limit whose slot another master serves is decided there (no MOVED error); the run's
+// permit is held on the master of its slot, a second run finds it taken and `admit inspect` through another node
+// shows its holder; with that master killed, a run is refused with exit 75 and a message that names the node it
+// cannot reach and why (not "no answer" from the node in the URL).
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "admit_run_testing.hpp"
 #include "child_process.hpp"
@@ -32,6 +36,11 @@ TEST(AdmitRunRedisCluster, ThePermitIsHeldOnTheSlotsMasterAndASecondRunFindsItTa
   ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
   // The lease is in the master of {jobs}'s slot, reached through the seed's cluster client.
   EXPECT_EQ(rc.admin(rc.owner_of("{jobs}"), {"ZCARD", "{jobs}:holders"}), "1");
+  // Seen from yet another node.
+  const std::string third = rc.url((rc.owner_of("{jobs}") + 2) % rc.size);
+  const run_result inspected = run_to_end(args{ADMIT_CLI, "inspect", "--redis", third, "--json", "jobs"}, 10s);
+  EXPECT_EQ(inspected.status, 0) << inspected.err;
+  expect_inspected_holder(inspected.out, holder.pid(), "sleep 60");
 
   const run_result busy = run_to_end(
       args{ADMIT_CLI, "run", "--redis", seed, "--name", "jobs", "--concurrency", "1", "--no-wait", "--", "true"});
@@ -44,6 +53,25 @@ TEST(AdmitRunRedisCluster, ThePermitIsHeldOnTheSlotsMasterAndASecondRunFindsItTa
   const run_result next = run_to_end(
       args{ADMIT_CLI, "run", "--redis", seed, "--name", "jobs", "--concurrency", "1", "--no-wait", "--", "true"});
   EXPECT_EQ(next.status, 0) << next.err;
+}
+
+TEST(AdmitDecideRedisCluster, EachLimitIsDecidedOnItsSlotsMaster) {
+  redis_cluster rc;
+  // A limit name on each master, decided through node 0: two of them are served elsewhere.
+  std::vector<std::string> names(rc.size);
+  for (int i = 0; std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.empty(); }); ++i) {
+    const std::string name = "api" + std::to_string(i);
+    if (names[rc.owner_of("{" + name + "}")].empty()) names[rc.owner_of("{" + name + "}")] = name;
+  }
+  for (std::size_t node = 0; node < rc.size; ++node) {
+    const args decide{ADMIT_CLI, "decide", "--redis", rc.url(0), "--name", names[node], "--rate", "1/h", "--json", "k"};
+    const run_result first = run_to_end(decide, 10s);
+    EXPECT_EQ(first.status, 0) << names[node] << ": " << first.err;
+    EXPECT_NE(first.out.find("\"decided_by\": \"redis\""), std::string::npos) << first.out;
+    const run_result second = run_to_end(decide, 10s);
+    EXPECT_EQ(second.status, 75) << names[node] << ": " << second.err;  // refused: the burst of 1 is spent
+    EXPECT_EQ(rc.admin(node, {"EXISTS", "{" + names[node] + "}:k"}), "1") << names[node];
+  }
 }
 
 TEST(AdmitRunRedisCluster, AMasterThatCannotBeReachedIsNamed) {
