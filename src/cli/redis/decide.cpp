@@ -221,9 +221,17 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
       std::optional<redis_failure> failure = check_ready(conn, lo.timeout, by);
       redis::limiter_result r;
       if (!failure && !topology_known) {
-        topology_known = true;
-        nodes = cluster_if_clustered(conn, lo.timeout);
-        if (nodes) limiter = make_limiter(o, *nodes, lo);  // its arguments were checked by the first one
+        // Asked again at the next retry when it got no answer; never past --max-wait.
+        const auto now = std::chrono::steady_clock::now();
+        const std::chrono::nanoseconds left = by && *by < now + lo.timeout ? *by - now : lo.timeout;
+        const std::chrono::nanoseconds given = std::max(left, std::chrono::nanoseconds(1));
+        topology t = learn_topology(conn, given);
+        topology_known = !t.error;
+        if (t.error) failure = call_failure(conn, t.error, {}, given);  // not known: deciding could meet MOVED
+        if (t.nodes) {
+          nodes = std::move(t.nodes);
+          limiter = make_limiter(o, *nodes, lo);  // its arguments were checked by the first one
+        }
       }
       if (!failure) {
         const auto asked = std::chrono::steady_clock::now();

@@ -166,13 +166,11 @@ redis_failure call_failure(const redis::connection& conn, std::error_code error,
 
 redis_failure call_failure(const redis::connection& seed, const redis::cluster& nodes, std::error_code error,
                            std::string_view reply_text, std::chrono::nanoseconds timeout) {
-  const std::error_code down = nodes.last_connect_error();
+  const auto [down, words] = nodes.last_failure();
   if (error != errc::timeout || !seed.is_connected() || !down) return call_failure(seed, error, reply_text, timeout);
   // As connection_failure: what waiting cannot fix is not transient.
   const bool lasting = down == errc::auth_failed || down == errc::unknown_host || down == errc::tls_verify_failed ||
                        down == errc::tls_handshake_failed || down == errc::protocol_error;
-  std::string words = nodes.last_error();
-  if (words.empty()) words = down.message();
   return {down,
           "cannot reach a node of the Redis Cluster that " + redis_address(seed.options()) + " belongs to: " + words,
           !lasting};

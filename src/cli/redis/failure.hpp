@@ -52,7 +52,7 @@ redis_failure call_failure(const redis::connection& conn, std::error_code error,
                            std::chrono::nanoseconds timeout);
 // The same for a call made through `nodes`, a cluster client seeded with `seed`'s server: a call that timed out while
 // the seed answers but a node of the cluster cannot be reached (its slots' calls are never sent) names that node and
-// why (nodes.last_error(), e.g. "connect to 10.0.0.7:6379: Connection refused"), instead of "no answer from the seed".
+// why (nodes.last_error(), e.g. "10.0.0.7:6379: connect: Connection refused"), instead of "no answer from the seed".
 redis_failure call_failure(const redis::connection& seed, const redis::cluster& nodes, std::error_code error,
                            std::string_view reply_text, std::chrono::nanoseconds timeout);
 

@@ -160,7 +160,7 @@ int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) 
     std::unique_ptr<redis::cluster> nodes;  // the semaphore's slot may be on another node of a Redis Cluster
     std::pair<redis::semaphore_snapshot, std::error_code> r;
     if (!failure) {
-      nodes = cluster_if_clustered(conn, timeout);
+      nodes = learn_topology(conn, timeout).nodes;
       redis::client& where = nodes ? static_cast<redis::client&>(*nodes) : conn;
       r = redis::inspect_semaphore(where, o.name, static_cast<std::size_t>(most));
       if (r.second == admit::errc::not_found) {

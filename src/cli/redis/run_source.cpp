@@ -64,7 +64,7 @@ struct redis_run_state {
   // rate limiter. A server that does not answer INFO (an ACL user without it) is taken as a single server.
   void make_limits() {
     if (sem || rate) return;
-    nodes = cluster_if_clustered(conn, call_timeout);
+    nodes = learn_topology(conn, call_timeout).nodes;
     if (settings.concurrency > 0) {
       sem = nodes ? std::make_unique<redis::semaphore>(*nodes, settings.name, settings.concurrency, semaphore_options)
                   : std::make_unique<redis::semaphore>(conn, settings.name, settings.concurrency, semaphore_options);

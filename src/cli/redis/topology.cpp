@@ -6,10 +6,15 @@
 
 namespace admit::cli {
 
-std::unique_ptr<redis::cluster> cluster_if_clustered(redis::connection& conn, std::chrono::nanoseconds timeout) {
+topology learn_topology(redis::connection& conn, std::chrono::nanoseconds timeout) {
   const redis::result r = conn.execute_for(timeout, "INFO", "cluster");
-  if (!r.ok() || r.value.str().find("cluster_enabled:1") == std::string::npos) return nullptr;
-  return std::make_unique<redis::cluster>(conn.get_executor(), std::vector<redis::connection_options>{conn.options()});
+  topology t;
+  t.error = r.error;  // an error reply is an answer (NOPERM: a single server as far as this user can tell)
+  if (r.ok() && r.value.str().find("cluster_enabled:1") != std::string::npos) {
+    t.nodes =
+        std::make_unique<redis::cluster>(conn.get_executor(), std::vector<redis::connection_options>{conn.options()});
+  }
+  return t;
 }
 
 }  // namespace admit::cli

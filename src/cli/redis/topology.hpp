@@ -5,16 +5,22 @@
 
 #include <chrono>
 #include <memory>
+#include <system_error>
 
 #include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
 
 namespace admit::cli {
 
-// A cluster client seeded with conn's server (its options: user, password, TLS, timeouts) when INFO cluster says
-// cluster_enabled:1, on conn's executor; null for a single server, and for a server that does not answer INFO within
-// `timeout` or refuses it to this user (an ACL user without INFO is taken as a single server). Blocking; not on the
-// connection's executor.
-std::unique_ptr<redis::cluster> cluster_if_clustered(redis::connection& conn, std::chrono::nanoseconds timeout);
+struct topology {
+  std::error_code error;                  // INFO got no answer (timeout, connection lost...): not known, ask again
+  std::unique_ptr<redis::cluster> nodes;  // a cluster node's: a cluster client seeded with it; else null
+};
+
+// Asks conn's server `INFO cluster` within `timeout`. A cluster node (cluster_enabled:1) gets a cluster client seeded
+// with it (conn's options: user, password, TLS, timeouts; conn's executor). A server that refuses INFO to this user
+// (an ACL user without it) is taken as a single server; one that does not answer leaves the topology unknown (ask
+// again). Blocking; not on the connection's executor.
+topology learn_topology(redis::connection& conn, std::chrono::nanoseconds timeout);
 
 }  // namespace admit::cli

@@ -46,16 +46,13 @@ std::shared_ptr<cluster_impl> make_cluster_impl(asio::any_io_executor ex, std::v
 void request_refresh(cluster_impl& impl) { impl.request_refresh(); }
 close_result close(cluster_impl& impl, deadline_type deadline, bool wait) { return impl.close(deadline, wait); }
 cluster_statistics statistics(const cluster_impl& impl) noexcept { return impl.statistics(); }
-std::error_code last_connect_error(const cluster_impl& impl) {
-  const auto node = impl.first_failed_node().first;
-  return node ? last_connect_error(*node) : std::error_code();
-}
-std::string last_error(const cluster_impl& impl) {
+std::pair<std::error_code, std::string> last_failure(const cluster_impl& impl) {
   const auto [node, address] = impl.first_failed_node();
   if (!node) return {};
   std::string words = last_error(*node);
   // The node's address first, unless its words name it (a TLS handshake's do).
-  return words.find(address) == std::string::npos ? address + ": " + words : words;
+  if (words.find(address) == std::string::npos) words = address + ": " + words;
+  return {last_connect_error(*node), std::move(words)};
 }
 
 }  // namespace detail

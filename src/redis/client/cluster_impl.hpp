@@ -83,6 +83,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
     owner_.fill(no_node);
     std::lock_guard lock(mutex_);
     for (const auto& s : seeds) add_node_locked(s.host, s.port);
+    seed_count_ = nodes_.size();
   }
 
   const asio::any_io_executor& executor() const noexcept { return executor_; }
@@ -132,13 +133,17 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
     return index < nodes_.size() ? nodes_[index].host : std::string();
   }
 
-  // The first node (seeds first, then as the slot map named them) that is down after a failure: its connection (null
-  // if none is) and its address, "host:port".
+  // The first node that is down after a failure, among the seeds and the masters of the current map (a node that
+  // left the map, after a failover or a redirection, is no longer asked): its connection (null if none is) and its
+  // address, "host:port". Seeds first, then the masters in the order they became known.
   std::pair<std::shared_ptr<connection_impl>, std::string> first_failed_node() const {
     std::vector<node> nodes;
     {
       std::lock_guard lock(mutex_);
-      nodes = nodes_;
+      for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        const bool master = std::find(masters_.begin(), masters_.end(), i) != masters_.end();
+        if (i < seed_count_ || master) nodes.push_back(nodes_[i]);
+      }
     }
     for (const auto& n : nodes) {
       if (!is_connected(*n.conn) && last_connect_error(*n.conn)) return {n.conn, n.host + ":" + std::to_string(n.port)};
@@ -336,6 +341,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
 
   const asio::any_io_executor executor_;
   const connection_options node_options_;
+  std::size_t seed_count_ = 0;  // nodes_[0, seed_count_) are the seeds (set in the constructor)
   const cluster_options options_;
 
   mutable std::mutex mutex_;

@@ -1,8 +1,8 @@
 // `admit run`, `admit decide` and `admit inspect` with --redis on a real 3-master Redis Cluster: the URL of any node
 // seeds a cluster client, so a limit whose slot another master serves is decided there (no MOVED error); the run's
 // permit is held on the master of its slot, a second run finds it taken and `admit inspect` through another node
-// shows its holder; with that master killed, a run is refused with exit 75 and a message that names the node it
-// cannot reach and why (not "no answer" from the node in the URL).
+// shows its holder; with that master killed, run, decide and inspect fail with exit 75 and a message that names the
+// node they cannot reach and why (not "no answer" from the node in the URL).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -15,6 +15,7 @@
 
 #include "admit_run_testing.hpp"
 #include "child_process.hpp"
+#include "cli_testing.hpp"
 #include "redis_cluster.hpp"
 
 namespace {
@@ -25,10 +26,14 @@ using admit::redis::testing::child_process;
 using admit::redis::testing::redis_cluster;
 using admit::redis::testing::run_result;
 
+class AdmitRedisCluster : public admit::redis::testing::cli::cli_test {};
+
+#ifdef ADMIT_CLI
+
 // A node other than the one that serves `key`: the seed then has to route.
 std::size_t other_than(const redis_cluster& rc, const std::string& key) { return (rc.owner_of(key) + 1) % rc.size; }
 
-TEST(AdmitRunRedisCluster, ThePermitIsHeldOnTheSlotsMasterAndASecondRunFindsItTaken) {
+TEST_F(AdmitRedisCluster, ThePermitIsHeldOnTheSlotsMasterAndASecondRunFindsItTaken) {
   redis_cluster rc;
   const std::string seed = rc.url(other_than(rc, "{jobs}"));
   child_process holder(
@@ -55,7 +60,7 @@ TEST(AdmitRunRedisCluster, ThePermitIsHeldOnTheSlotsMasterAndASecondRunFindsItTa
   EXPECT_EQ(next.status, 0) << next.err;
 }
 
-TEST(AdmitDecideRedisCluster, EachLimitIsDecidedOnItsSlotsMaster) {
+TEST_F(AdmitRedisCluster, EachLimitIsDecidedOnItsSlotsMaster) {
   redis_cluster rc;
   // A limit name on each master, decided through node 0: two of them are served elsewhere.
   std::vector<std::string> names(rc.size);
@@ -74,11 +79,16 @@ TEST(AdmitDecideRedisCluster, EachLimitIsDecidedOnItsSlotsMaster) {
   }
 }
 
-TEST(AdmitRunRedisCluster, AMasterThatCannotBeReachedIsNamed) {
+TEST_F(AdmitRedisCluster, AMasterThatCannotBeReachedIsNamed) {
   redis_cluster rc;
   const std::size_t owner = rc.owner_of("{jobs}");
   const std::size_t seed = other_than(rc, "{jobs}");
-  rc.kill(owner);  // the others mark it failed only after the node timeout (5 s): until then its slots are its own
+  // The others would mark it failed after the node timeout, and then answer CLUSTERDOWN: not within this test.
+  for (std::size_t i = 0; i < rc.size; ++i) {
+    if (i == owner) continue;
+    ASSERT_EQ(rc.admin(i, {"CONFIG", "SET", "cluster-node-timeout", "600000"}), "OK");
+  }
+  rc.kill(owner);
   const run_result r = run_to_end(
       args{ADMIT_CLI, "run", "--redis", rc.url(seed), "--name", "jobs", "--concurrency", "1", "--json", "--", "true"},
       30s);
@@ -86,8 +96,21 @@ TEST(AdmitRunRedisCluster, AMasterThatCannotBeReachedIsNamed) {
   EXPECT_EQ(event(r.err, "not_admitted").value("reason", ""), "redis") << r.err;
   const std::string message = event(r.err, "not_admitted").value("message", "");
   EXPECT_NE(message.find("cannot reach a node of the Redis Cluster"), std::string::npos) << message;
-  EXPECT_NE(message.find("127.0.0.1:" + std::to_string(rc.port(owner)) + ": "), std::string::npos) << message;
+  const std::string node = "127.0.0.1:" + std::to_string(rc.port(owner)) + ": ";
+  EXPECT_NE(message.find(node), std::string::npos) << message;
   std::cout << "[ message  ] " << message << "\n";
+
+  // admit decide and admit inspect name it too.
+  const run_result decided =
+      run_to_end(args{ADMIT_CLI, "decide", "--redis", rc.url(seed), "--name", "jobs", "--rate", "1/h", "k"}, 30s);
+  EXPECT_EQ(decided.status, 75) << decided.err;
+  EXPECT_NE(decided.err.find("cannot reach a node of the Redis Cluster"), std::string::npos) << decided.err;
+  EXPECT_NE(decided.err.find(node), std::string::npos) << decided.err;
+  const run_result inspected = run_to_end(args{ADMIT_CLI, "inspect", "--redis", rc.url(seed), "jobs"}, 30s);
+  EXPECT_EQ(inspected.status, 75) << inspected.err;
+  EXPECT_NE(inspected.err.find(node), std::string::npos) << inspected.err;
 }
+
+#endif
 
 }  // namespace

@@ -258,9 +258,9 @@ TYPED_TEST(RedisLimiterContract, ScriptFlushUnderConcurrentCallersChargesEachAdm
   io_thread io(2);
   connection conn(io.executor(), server.url());
   // Callers in flight get NOSCRIPT, load the script and retry once. The flush comes when a quarter of the 768
-  // decisions are in, and decide_concurrently holds the chains back until it is done: at most 192 + 64 admissions
-  // before it, so the limit of 500 is not spent, admissions are retried too, and one retried after it had been charged
-  // would leave fewer than 500 admitted. (sliding_window takes limits up to 868 with
+  // decisions are in, right after the chains held back until then issue their next calls: at most 192 + 64 + 64
+  // admissions before it, so the limit of 500 is not spent, admissions are retried too, and one retried after it had
+  // been charged would leave fewer than 500 admitted. (sliding_window takes limits up to 868 with
   // its 30-day window: limiter_kinds.hpp.)
   constexpr std::int64_t limit = 500;
   const auto limiter = TypeParam::make(conn, "flush", limit, patient());

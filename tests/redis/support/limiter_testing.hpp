@@ -121,10 +121,11 @@ void expect_matches_local(const std::vector<traced>& trace, MakeLocal make_local
 
 // `callers` concurrent chains of l.async_decide_detailed(key, n), each issuing its next call from its previous call's
 // completion, `per_caller` calls each. `midway`, if set, runs on the calling thread once a quarter of the results are
-// in (e.g. a SCRIPT FLUSH under load), at a defined point: from then on a chain whose call completes waits for
-// `midway` to return before it issues its next call, so when `midway` runs at most a quarter of the results plus one
-// call per chain are in, and the calls still in flight then overlap it. Returns every result, in completion order,
-// once all are in (the test fails after 60 s without them).
+// in (e.g. a SCRIPT FLUSH under load), at a defined point whatever the machine's speed: from then on a chain whose
+// call completes is held; once the quarter is in, the held chains issue one more call each (held again when it
+// completes) and `midway` runs at once, while those calls are in flight. So before `midway` returns at most a quarter
+// of the results plus two calls per chain are in.
+// Returns every result, in completion order, once all are in (the test fails after 60 s without them).
 inline std::vector<traced> decide_concurrently(const limiter& l, const std::string& key, std::int64_t n, int callers,
                                                int per_caller, const std::function<void()>& midway = {}) {
   const auto total = static_cast<std::size_t>(callers * per_caller);
@@ -153,14 +154,20 @@ inline std::vector<traced> decide_concurrently(const limiter& l, const std::stri
       std::lock_guard lock(m);
       return results.size() >= total / 4;
     });
+    // The held chains issue one call each (held again when it completes), `midway` runs while those are in flight,
+    // then every chain runs free.
+    const auto resume_held = [&](bool open) {
+      std::vector<int> resume;
+      {
+        std::lock_guard lock(m);
+        gate_open = open;
+        resume.swap(held);
+      }
+      for (const int left : resume) issue(left);
+    };
+    resume_held(false);
     midway();
-    std::vector<int> resume;
-    {
-      std::lock_guard lock(m);
-      gate_open = true;
-      resume.swap(held);
-    }
-    for (const int left : resume) issue(left);
+    resume_held(true);
   }
   if (done.get_future().wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
     ADD_FAILURE() << "decide_concurrently: not every call completed within 60 s";

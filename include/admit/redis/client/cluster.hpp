@@ -98,8 +98,7 @@ void execute(cluster_impl& impl, std::shared_ptr<request_base> req,
 void request_refresh(cluster_impl& impl);
 close_result close(cluster_impl& impl, std::optional<std::chrono::steady_clock::time_point> deadline, bool wait);
 cluster_statistics statistics(const cluster_impl& impl) noexcept;
-std::error_code last_connect_error(const cluster_impl& impl);
-std::string last_error(const cluster_impl& impl);
+std::pair<std::error_code, std::string> last_failure(const cluster_impl& impl);
 }  // namespace detail
 
 class cluster final : public client {
@@ -166,13 +165,15 @@ class cluster final : public client {
 
   cluster_statistics statistics() const noexcept { return detail::statistics(*impl_); }
   // Why a node is unreachable, as connection::last_connect_error() says it for one connection: the error of the first
-  // node (seeds first, then in the order the slot map named them) that is down after a failed attempt or a lost
-  // connection; empty when none is. A call that timed out because its node could not be reached (it was never sent)
-  // has its cause here: tls_verify_failed, auth_failed, connection_refused, ... Thread-safe.
-  std::error_code last_connect_error() const { return detail::last_connect_error(*impl_); }
+  // node that is down after a failed attempt or a lost connection, among the seeds and the masters of the current slot
+  // map (seeds first); empty when none is. A call that timed out because its node could not be reached (it was never
+  // sent) has its cause here: tls_verify_failed, auth_failed, connection_refused, ... Thread-safe.
+  std::error_code last_connect_error() const { return last_failure().first; }
   // That node's connection::last_error() — the system's, OpenSSL's or the server's words — after its address when they
   // do not name it ("10.0.0.7:6379: connect: Connection refused"); empty when last_connect_error() is.
-  std::string last_error() const { return detail::last_error(*impl_); }
+  std::string last_error() const { return last_failure().second; }
+  // Both at once, of the same node.
+  std::pair<std::error_code, std::string> last_failure() const { return detail::last_failure(*impl_); }
 
  private:
   void do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) override;
