@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <functional>
-#include <future>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -15,6 +14,7 @@
 
 #include "admit/errc.hpp"
 #include "io_thread.hpp"
+#include "redis_backend_testing.hpp"
 #include "redis_cluster.hpp"
 #include "redis_sentinel.hpp"
 #include "redis_server.hpp"
@@ -52,16 +52,9 @@ rate_limit_rule three_per_minute() {
   return r;
 }
 
+// One hit of rule `r` on the counter of domain.key_value, in the minute of window_key.
 hit_outcome decide_one(redis_backend& b, const rate_limit_rule& r) {
-  hit h;
-  h.rule = &r;
-  h.counter_key = "domain_key_value_";
-  h.n = 1;
-  std::promise<std::vector<hit_outcome>> p;
-  b.decide({h}, in_the_minute, [&p](std::vector<hit_outcome> o) { p.set_value(std::move(o)); });
-  auto outcomes = p.get_future().get();
-  EXPECT_EQ(outcomes.size(), 1u);
-  return outcomes.at(0);
+  return admit::serve::testing::decide_one(b, admit::serve::testing::make_hit(r, "domain_key_value_"), in_the_minute);
 }
 
 // Five hits on a limit of three: ok, ok, ok, over, over — decided in Redis (the window's counter holds 5).

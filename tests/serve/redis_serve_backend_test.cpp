@@ -15,6 +15,7 @@
 
 #include "admit/redis/client/cluster.hpp"
 #include "io_thread.hpp"
+#include "redis_backend_testing.hpp"
 #include "redis_cluster.hpp"
 #include "redis_server.hpp"
 #include "serve/config/configuration.hpp"
@@ -33,6 +34,9 @@ using admit::serve::redis_backend;
 using admit::serve::redis_backend_options;
 using admit::serve::unit;
 using state = hit_outcome::state;
+using admit::serve::testing::decide;
+using admit::serve::testing::decide_one;
+using admit::serve::testing::make_hit;
 using sys = std::chrono::system_clock;
 
 // A Unix time at the start of a minute (and of an hour): 1'700'002'800 = 28'333'380 minutes.
@@ -51,26 +55,6 @@ rate_limit_rule rule(std::uint32_t requests, unit per, algorithm a = algorithm::
     r.requests_per_unit = 0;
   }
   return r;
-}
-
-hit make_hit(const rate_limit_rule& r, std::string key, std::uint32_t n = 1) {
-  hit h;
-  h.rule = &r;
-  h.counter_key = std::move(key);
-  h.n = n;
-  return h;
-}
-
-std::vector<hit_outcome> decide(redis_backend& b, std::vector<hit> hits, sys::time_point now = sys::now()) {
-  std::promise<std::vector<hit_outcome>> p;
-  b.decide(std::move(hits), now, [&p](std::vector<hit_outcome> o) { p.set_value(std::move(o)); });
-  return p.get_future().get();
-}
-
-hit_outcome decide_one(redis_backend& b, const hit& h, sys::time_point now = sys::now()) {
-  auto o = decide(b, {h}, now);
-  EXPECT_EQ(o.size(), 1u);
-  return o.at(0);
 }
 
 bool release(redis_backend& b, std::string lease) {
