@@ -10,7 +10,7 @@
 #
 # What it runs:
 #   1. scripts/install-deps.sh --bench (redis-server, redis-tools);
-#   2. builds the admit tool (admit_cli) and admit_serve_load in Release;
+#   2. builds the admit tool (admit_cli), admit_serve_load and admit_serve_grpc_floor in Release;
 #   3. starts redis-server on a free loopback port (--save "" --appendonly no), pinned to CPU 0 when there are 2+
 #      CPUs; every load generator runs on CPU 1; `admit serve` is not pinned;
 #   4. rounds (3; 1 with --quick), each running every case one after the other; the report gives the median over the
@@ -18,6 +18,8 @@
 #      1,000,000,000 a second per value: every decision is counted and answered OK). Keys: 100,000 values drawn at
 #      random per call ("many"), or one value ("hot").
 #      a. `admit serve` in process: gRPC at 1, 16 and 256 concurrent streams, many keys and the hot key; GCRA at 16;
+#         then the floor of a call over gRPC (admit_serve_grpc_floor, bench/serve_grpc_floor.cpp: a server built as
+#         admit serve's whose handler answers every call with the same bytes, deciding nothing) at 1, 16 and 256;
 #      b. the library call the service makes for each of those calls (admit_serve_load --mode library:
 #         admit::serve::service::should_rate_limit in process, no gRPC) at 1 and 16 streams;
 #      c. `admit serve --redis` (fail-closed, so that a Redis failure shows as OVER_LIMIT rather than as throughput):
@@ -47,16 +49,17 @@ load_before=$(cut -d" " -f1-3 /proc/loadavg)
 step 1/7 "dependencies: scripts/install-deps.sh --bench"
 scripts/install-deps.sh --bench
 if [[ "$build_dir" == build/release ]]; then
-  step 2/7 "build: cmake --preset release && cmake --build --preset release --target admit_cli admit_serve_load"
+  step 2/7 "build: cmake --preset release && cmake --build --preset release --target admit_cli admit_serve_load admit_serve_grpc_floor"
   cmake --preset release >/dev/null
-  cmake --build --preset release --target admit_cli admit_serve_load -j 2
+  cmake --build --preset release --target admit_cli admit_serve_load admit_serve_grpc_floor -j 2
 else
-  step 2/7 "build: cmake --build $build_dir --target admit_cli admit_serve_load"
-  cmake --build "$build_dir" --target admit_cli admit_serve_load -j 2
+  step 2/7 "build: cmake --build $build_dir --target admit_cli admit_serve_load admit_serve_grpc_floor"
+  cmake --build "$build_dir" --target admit_cli admit_serve_load admit_serve_grpc_floor -j 2
 fi
 load_bin="$repo/$build_dir/bench/admit_serve_load"
+floor_bin="$repo/$build_dir/bench/admit_serve_grpc_floor"
 admit_bin="$repo/$build_dir/tools/admit/admit"
-for b in "$load_bin" "$admit_bin"; do
+for b in "$load_bin" "$floor_bin" "$admit_bin"; do
   [[ -x "$b" ]] || { echo "$script: $b was not built (is ADMIT_SERVE on: gRPC, yaml-cpp?)" >&2; exit 1; }
 done
 mkdir -p "$out"
@@ -66,25 +69,31 @@ start_redis_server  # step 4/7 in its words: sets port, cli, url, server_cpu, cl
 serve_pid=""
 trap 'stop_serve; kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
 
-# start_serve NAME [ARG...]: `admit serve` on bench/serve_config, gRPC and HTTP on free loopback ports, with ARGs;
-# sets serve_pid and grpc_target once it logs "listening" (in a log of its own: serve-<start>-NAME.log).
+# start_server NAME COMMAND...: starts a gRPC server that logs a "listening" line with its grpc_port (admit serve, or
+# the floor); sets serve_pid and grpc_target once it has (in a log of its own: serve-<start>-NAME.log).
 serve_starts=0
-start_serve() {
+start_server() {
   serve_starts=$((serve_starts + 1))
   local log="$out/serve-$serve_starts-$1.log" i
   shift
-  "$admit_bin" serve --config "$config_dir" --host 127.0.0.1 --grpc-port 0 --http-port 0 --log-level info "$@" \
-    2>"$log" &
+  "$@" 2>"$log" &
   serve_pid=$!
   for ((i = 0; i < 200; ++i)); do
     grep -q '"msg":"listening"' "$log" 2>/dev/null && break
-    kill -0 "$serve_pid" 2>/dev/null || { echo "$script: admit serve exited: $(tail -3 "$log")" >&2; exit 1; }
+    kill -0 "$serve_pid" 2>/dev/null || { echo "$script: the server exited: $(tail -3 "$log")" >&2; exit 1; }
     sleep 0.05  # a real process starting: a bounded poll
   done
   local grpc_port
   grpc_port=$(sed -n 's/.*"msg":"listening".*"grpc_port":\([0-9]*\).*/\1/p' "$log" | tail -1)
-  [[ -n "$grpc_port" ]] || { echo "$script: admit serve did not start ($log)" >&2; exit 1; }
+  [[ -n "$grpc_port" ]] || { echo "$script: the server did not start ($log)" >&2; exit 1; }
   grpc_target="127.0.0.1:$grpc_port"
+}
+# start_serve NAME [ARG...]: `admit serve` on bench/serve_config, gRPC and HTTP on free loopback ports, with ARGs.
+start_serve() {
+  local name=$1
+  shift
+  start_server "$name" "$admit_bin" serve --config "$config_dir" --host 127.0.0.1 --grpc-port 0 --http-port 0 \
+    --log-level info "$@"
 }
 stop_serve() {
   if [[ -n "$serve_pid" ]]; then
@@ -177,6 +186,11 @@ for ((round = 1; round <= rounds; ++round)); do
     done
   done
   measure admit-serve grpc gcra 16 "$round" 0 --target "$grpc_target"
+  stop_serve
+  start_server grpc-floor "$floor_bin" --host 127.0.0.1 --port 0
+  for streams in 1 16 256; do
+    measure grpc-floor empty many "$streams" "$round" 0 --target "$grpc_target"
+  done
   stop_serve
   for keys in many hot; do
     for streams in 1 16; do
