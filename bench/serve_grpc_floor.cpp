@@ -83,8 +83,8 @@ int main(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound = 0;
-  const std::string address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-                              std::to_string(port);
+  const std::string address =
+      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound);
   builder.RegisterService(&handler);
   const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

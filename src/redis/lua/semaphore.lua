@@ -16,9 +16,10 @@
 -- instead: the caller's process hands it over without a round trip.
 --
 -- ARGV[1] the operation, ARGV[2] the capacity to start with when the semaphore does not exist yet (meta absent),
--- then the operation's own arguments (below). Every operation first sweeps when something may have expired (meta's
--- next has passed): leases past their expiry free their permits, waiters past theirs leave the queue; then the head
--- waiters are granted while their requests fit. The work per call is O(log N) in the queue's length N, plus O(log N)
+-- then the operation's own arguments (below); or ARGV[1] 'batch': several operations of one process, one after the
+-- other (see the end of the script). Every call first sweeps when something may have expired (meta's next has
+-- passed): leases past their expiry free their permits, waiters past theirs leave the queue; then the head waiters
+-- are granted while their requests fit. The work per operation is O(log N) in the queue's length N, plus O(log N)
 -- per lease or waiter expired, granted or dropped.
 -- Time is TIME only, in integer microseconds (doubles are exact below 2^53; now is ~1.8e15).
 -- Replies: {status, ...}; status 0 granted / done, 1 queued, 2 unavailable (try_acquire), 3 queue full,
@@ -192,94 +193,100 @@ local function lease_reply(id)
   return { 0, tonumber(n), tonumber(token), tonumber(redis.call('ZSCORE', holders, id)), now }
 end
 
-sweep()
+-- The operations. Each takes A, its arguments laid out as ARGV is for a call of that one operation (A[1] its name,
+-- A[2] the initial capacity, then its own), and returns its reply; the meta fields are saved once, after the call's
+-- last operation.
+local run = {}
 
-if op == 'acquire' then
-  -- ARGV[3] id, [4] n, [5] lease ttl µs, [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key
-  local id, n, ttl = ARGV[3], num(ARGV[4], 'n'), num(ARGV[5], 'lease ttl')
+function run.acquire(A)
+  -- A[3] id, [4] n, [5] lease ttl µs, [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key
+  local id, n, ttl = A[3], num(A[4], 'n'), num(A[5], 'lease ttl')
   -- Free permits go to the queue first; with none free, n <= free cannot hold and the queue need not be read.
   local waiting = free > 0 and serve(nil, nil)
-  if n > capacity then save(); return { 4, capacity, now } end
+  if n > capacity then return { 4, capacity, now } end
   if not waiting and n <= free then
     take(n)
     local token, expires = grant(id, n, ttl)
-    save()
     return { 0, n, token, expires, now }
   end
-  if ARGV[6] ~= '1' then save(); return { 2, free, now } end
-  local most = num(ARGV[7], 'max waiters') -- negative: no limit
-  if most >= 0 and redis.call('ZCARD', queue) >= most then save(); return { 3, free, now } end
+  if A[6] ~= '1' then return { 2, free, now } end
+  local most = num(A[7], 'max waiters') -- negative: no limit
+  if most >= 0 and redis.call('ZCARD', queue) >= most then return { 3, free, now } end
   seq = seq + 1
   dirty.seq = true
   redis.call('ZADD', queue, seq, id)
-  redis.call('HSET', waiters, id, int(n) .. ':' .. int(ttl) .. ':' .. ARGV[9])
-  local until_us = now + num(ARGV[8], 'waiter ttl')
+  redis.call('HSET', waiters, id, int(n) .. ':' .. int(ttl) .. ':' .. A[9])
+  local until_us = now + num(A[8], 'waiter ttl')
   redis.call('ZADD', expiry, int(until_us), id)
   due(until_us)
-  save()
   return { 1, seq, now }
-elseif op == 'poll' then
-  -- ARGV[3] id, [4] waiter ttl µs: granted (the lease), still queued (its expiry pushed back), or unknown
-  local id = ARGV[3]
+end
+
+function run.poll(A)
+  -- A[3] id, [4] waiter ttl µs: granted (the lease), still queued (its expiry pushed back), or unknown
+  local id = A[3]
   if free > 0 then serve(nil, nil) end
-  save()
   local l = lease_reply(id)
   if l then return l end
   if redis.call('HEXISTS', waiters, id) == 1 then
-    redis.call('ZADD', expiry, int(now + num(ARGV[4], 'waiter ttl')), id)
+    redis.call('ZADD', expiry, int(now + num(A[4], 'waiter ttl')), id)
     return { 1, redis.call('ZRANK', queue, id), now }
   end
   return { 5, 0, now }
-elseif op == 'cancel' then
-  -- ARGV[3] id, [4] the caller's wake key: leaves the queue; a grant that came first stands (the lease is returned)
-  local id = ARGV[3]
+end
+
+function run.cancel(A)
+  -- A[3] id, [4] the caller's wake key: leaves the queue; a grant that came first stands (the lease is returned)
+  local id = A[3]
   local l = lease_reply(id)
-  if l then save(); return l end
+  if l then return l end
   if redis.call('HEXISTS', waiters, id) == 1 then
     drop_waiter(id)
     local handed = {}
-    serve(ARGV[4], handed) -- the head may have been the one holding the others back
-    save()
+    serve(A[4], handed) -- the head may have been the one holding the others back
     return with_grants(6, 0, handed)
   end
-  save()
   return { 5, 0, now }
-elseif op == 'release' then
-  -- ARGV[3] id, [4] the caller's wake key, [5] the lease's permits (optional): they go to the head waiters, or back
-  -- to the free count
-  local n = take_lease(ARGV[3], ARGV[5] and num(ARGV[5], 'n'))
-  if not n then save(); return { 5, 0, now } end
+end
+
+function run.release(A)
+  -- A[3] id, [4] the caller's wake key, [5] the lease's permits (optional): they go to the head waiters, or back to
+  -- the free count
+  local n = take_lease(A[3], A[5] and num(A[5], 'n'))
+  if not n then return { 5, 0, now } end
   take(-n)
   local handed = {}
-  serve(ARGV[4], handed)
-  save()
+  serve(A[4], handed)
   return with_grants(0, n, handed)
-elseif op == 'renew' then
-  -- ARGV[3] id, [4] lease ttl µs: a lease still held (not past its expiry) is extended to now + ttl
-  local id = ARGV[3]
+end
+
+function run.renew(A)
+  -- A[3] id, [4] lease ttl µs: a lease still held (not past its expiry) is extended to now + ttl
+  local id = A[3]
   if free > 0 then serve(nil, nil) end
-  save()
   if not redis.call('ZSCORE', holders, id) then return { 5, 0, now } end
-  local expires = now + num(ARGV[4], 'lease ttl')
+  local expires = now + num(A[4], 'lease ttl')
   redis.call('ZADD', holders, 'XX', int(expires), id)
   return { 0, expires, now }
-elseif op == 'set_capacity' then
-  -- ARGV[3] the new capacity, [4] the caller's wake key: permits held beyond it are a debt that releases pay before
+end
+
+function run.set_capacity(A)
+  -- A[3] the new capacity, [4] the caller's wake key: permits held beyond it are a debt that releases pay before
   -- anyone is granted
-  local c = num(ARGV[3], 'capacity')
+  local c = num(A[3], 'capacity')
   take(capacity - c)
   capacity = c
   dirty.capacity = true
   local handed = {}
-  serve(ARGV[4], handed, true)
-  save()
+  serve(A[4], handed, true)
   return with_grants(0, capacity, handed)
-elseif op == 'inspect' then
-  -- ARGV[3] the most holders and waiters to list: {0, capacity, free, fence, now, holders, queue}, holders as
+end
+
+function run.inspect(A)
+  -- A[3] the most holders and waiters to list: {0, capacity, free, fence, now, holders, queue}, holders as
   -- {id, n, token, expiry}, the queue in order as {id, n, waiter expiry}
   if free > 0 then serve(nil, nil) end
-  save()
-  local most = num(ARGV[3], 'limit')
+  local most = num(A[3], 'limit')
   local hs = {}
   local ids = redis.call('ZRANGE', holders, 0, most - 1, 'WITHSCORES')
   for i = 1, #ids, 2 do
@@ -294,5 +301,31 @@ elseif op == 'inspect' then
   end
   return { 0, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('ZCARD', queue) }
 end
+
+local function perform(A)
+  local f = run[A[1]]
+  if not f then return redis.error_reply('ERR admit semaphore: unknown operation ' .. tostring(A[1])) end
+  return f(A)
+end
+
+sweep()
+
+local reply
+if op == 'batch' then
+  -- Several operations of one process in one call, in order, as if each were a call of its own made one after the
+  -- other at the same time: ARGV[3] how many, then each as its argument count c followed by c arguments (its name,
+  -- then its own arguments: A[3] onwards). The reply is the array of their replies.
+  reply = {}
+  local at = 4
+  for k = 1, num(ARGV[3], 'batch size') do
+    local c = num(ARGV[at], 'argument count')
+    local A = { ARGV[at + 1], ARGV[2] }
+    for j = 2, c do A[j + 1] = ARGV[at + j] end
+    reply[k] = perform(A)
+    at = at + c + 1
+  end
+else
+  reply = perform(ARGV)
+end
 save()
-return redis.error_reply('ERR admit semaphore: unknown operation ' .. tostring(op))
+return reply

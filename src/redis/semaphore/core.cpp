@@ -89,6 +89,11 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
       options(std::move(o)),
       keys(semaphore_keys(name)),
       wake_key(key_prefix(name) + "wake:" + random_id()),
+      batcher([this](const std::vector<op_batcher::op>& ops, std::optional<steady::time_point> deadline,
+                     op_batcher::completion answered) {
+        asio::async_compose<op_batcher::completion, void(boost::system::error_code, reply)>(
+            evalsha_op{&link, &semaphore_script(), make(ops), deadline}, answered, link.get_executor());
+      }),
       breaker(options.breaker),
       waker_(std::move(waker)),
       close_waker_(std::move(close_waker)),
@@ -98,22 +103,56 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
   if (options.waiter_ttl.count() == 0) options.waiter_ttl = 3 * options.poll_interval + options.timeout;
 }
 
-command semaphore_core::make(const char* op, std::initializer_list<std::string> args) const {
+command semaphore_core::make(const op_args& op) const {
   command c{"EVALSHA", semaphore_script().sha1(), "6"};
   for (const auto& k : keys) c.arg(k);
-  c.arg(op).arg(initial_capacity);
-  for (const auto& a : args) c.arg(a);
+  c.arg(op.front()).arg(initial_capacity);
+  for (std::size_t i = 1; i < op.size(); ++i) c.arg(op[i]);
   return c;
 }
 
-command semaphore_core::acquire_command(const std::string& id, std::int64_t n, bool wait) const {
+command semaphore_core::make(const std::vector<op_batcher::op>& ops) const {
+  if (ops.size() == 1) return make(ops.front().args);
+  command c{"EVALSHA", semaphore_script().sha1(), "6"};
+  for (const auto& k : keys) c.arg(k);
+  c.arg("batch").arg(initial_capacity).arg(std::to_string(ops.size()));
+  for (const auto& o : ops) {
+    c.arg(std::to_string(o.args.size()));
+    for (const auto& a : o.args) c.arg(a);
+  }
+  return c;
+}
+
+result semaphore_core::call(std::optional<steady::time_point> deadline, op_args op) {
+  if (op.front() == "inspect") return evalsha_until(conn, deadline, semaphore_script(), make(op));
+  auto answer = std::make_shared<std::promise<result>>();
+  auto answered = answer->get_future();
+  batcher.submit({std::move(op), deadline,
+                  [answer](boost::system::error_code ec, reply r) {
+                    answer->set_value(result{std::error_code(ec), std::move(r)});
+                  }},
+                 shared_from_this());
+  // The call itself ends at `deadline` too; this covers an operation still queued behind unanswered calls.
+  if (deadline && answered.wait_until(*deadline) == std::future_status::timeout) {
+    return result{make_error_code(errc::timeout), reply()};
+  }
+  return answered.get();
+}
+
+semaphore_core::op_args semaphore_core::acquire_op(const std::string& id, std::int64_t n, bool wait) const {
   // -1: no limit (the script then does not count the queue).
   const std::string max_waiters =
       options.max_waiters >= static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
           ? "-1"
           : std::to_string(options.max_waiters);
-  return make("acquire", {id, std::to_string(n), std::to_string(to_us(options.lease_ttl)), wait ? "1" : "0",
-                          max_waiters, std::to_string(to_us(options.waiter_ttl)), wake_key});
+  return {"acquire",
+          id,
+          std::to_string(n),
+          std::to_string(to_us(options.lease_ttl)),
+          wait ? "1" : "0",
+          max_waiters,
+          std::to_string(to_us(options.waiter_ttl)),
+          wake_key};
 }
 
 std::optional<semaphore_result> semaphore_core::judge(const std::string& id, const boost::system::error_code& ec,
@@ -220,7 +259,7 @@ semaphore_result semaphore_core::try_acquire_once(std::int64_t n) {
   if (pass == breaker_pass::refused) return degrade(n, make_error_code(errc::circuit_open));
   const std::string id = random_id();
   const steady::time_point sent = steady::now();
-  const result r = evalsha_until(conn, call_deadline({}), semaphore_script(), acquire_command(id, n, false));
+  const result r = call(call_deadline({}), acquire_op(id, n, false));
   if (is_outage(r.error)) {
     breaker.on_failure(steady::now(), pass);
     (void)judge(id, r.error, r.value, sent);  // leaves whatever the call may have done
@@ -274,7 +313,8 @@ void semaphore_core::release_async(const std::string& id, std::int64_t n, std::f
 // permits until the lease expires.
 void semaphore_core::send_release(const std::string& id, std::int64_t n, std::optional<steady::time_point> deadline,
                                   bool may_retry, std::function<void()> then) {
-  async_command(n > 0 ? make("release", {id, wake_key, std::to_string(n)}) : make("release", {id, wake_key}), deadline,
+  async_command(n > 0 ? op_args{"release", id, wake_key, std::to_string(n)} : op_args{"release", id, wake_key},
+                deadline,
                 [self = shared_from_this(), id, n, deadline, may_retry, then = std::move(then)](
                     boost::system::error_code ec, reply r) mutable {
                   const std::error_code e = ec ? as_error(ec) : std::error_code();
@@ -301,7 +341,7 @@ void semaphore_core::release_before_return(const std::string& id, std::int64_t n
 void semaphore_core::abandon(const std::string& id, std::function<void()> then) {
   unregister_waiter(id);
   begin_background();
-  async_command(make("cancel", {id, wake_key}), call_deadline({}),
+  async_command({"cancel", id, wake_key}, call_deadline({}),
                 [self = shared_from_this(), id, then = std::move(then)](boost::system::error_code ec, reply r) mutable {
                   const auto v = ec ? std::nullopt : integers(r, 1);
                   if (v && (*v)[0] == granted) {

@@ -1,6 +1,7 @@
 // src/redis/semaphore/core.hpp — the state one admit::redis::semaphore object, its waits and its leases share
 // (semaphore_core), and one lease's state (lease_core). Private to src/redis/semaphore/:
 //   core.cpp     script calls, errors, background work (the releases and queue-leaves shutdown() waits for)
+//   op_batcher.cpp several operations to a script call
 //   lease.cpp    the lease object; releasing at scope end
 //   renewal.cpp  a lease's automatic renewal
 //   waiter.cpp   a waiting acquisition (async_acquire_op) and the blocking waits built on it
@@ -10,7 +11,9 @@
 
 #include <atomic>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/compose.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <chrono>
@@ -31,6 +34,7 @@
 #include "admit/limiter_metrics.hpp"
 #include "admit/redis/client/script.hpp"
 #include "admit/redis/semaphore.hpp"
+#include "op_batcher.hpp"
 
 namespace admit::redis::detail {
 
@@ -81,27 +85,32 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   semaphore_core& operator=(const semaphore_core&) = delete;
 
   // ---- script calls (core.cpp) ----
-  command make(const char* op, std::initializer_list<std::string> args) const;
-  // The script call `op`, blocking until `deadline`, on the connection (which must be alive).
-  result call(std::optional<steady::time_point> deadline, const char* op, std::initializer_list<std::string> args) {
-    return evalsha_until(conn, deadline, semaphore_script(), make(op, args));
-  }
-  // `cmd` through the link, completing `handler(error_code, reply)` through its executor (the connection's by
-  // default).
+  // An operation of semaphore.lua: its name, then its own arguments. Every call below goes through `batcher`.
+  using op_args = std::vector<std::string>;
+  // The script call of `op` alone; the one running `ops` (one: its own call; more: a `batch` call).
+  command make(const op_args& op) const;
+  command make(const std::vector<op_batcher::op>& ops) const;
+  // The operation `op`, blocking until `deadline` (not on the connection's executor thread). inspect is sent alone
+  // (it must not create the semaphore, which a batch would).
+  result call(std::optional<steady::time_point> deadline, op_args op);
+  // The operation `op`, completing `handler(error_code, reply)` through its associated executor (the connection's by
+  // default), never from within this call.
   template <class Handler>
-  void async_command(command cmd, std::optional<steady::time_point> deadline, Handler&& handler) {
-    asio::async_compose<Handler, void(boost::system::error_code, reply)>(
-        evalsha_op{&link, &semaphore_script(), std::move(cmd), deadline}, handler, link.get_executor());
+  void async_command(op_args op, std::optional<steady::time_point> deadline, Handler&& handler) {
+    auto h = std::make_shared<std::decay_t<Handler>>(std::forward<Handler>(handler));
+    batcher.submit({std::move(op), deadline,
+                    [h, ex = link.get_executor()](boost::system::error_code ec, reply r) {
+                      const auto target = asio::get_associated_executor(*h, ex);
+                      asio::post(target, [h, ec, r = std::move(r)]() mutable { (*h)(ec, std::move(r)); });
+                    }},
+                   shared_from_this());
   }
   // now + options().timeout, or `limit` if earlier.
   std::optional<steady::time_point> call_deadline(std::optional<steady::time_point> limit) const {
     const auto d = steady::now() + options.timeout;
     return limit ? std::min(d, *limit) : d;
   }
-  command acquire_command(const std::string& id, std::int64_t n, bool wait) const;
-  command poll_command(const std::string& id, const std::string& waiter_ttl) const {
-    return make("poll", {id, waiter_ttl});
-  }
+  op_args acquire_op(const std::string& id, std::int64_t n, bool wait) const;
   // What an acquire call's reply means: a result, or nullopt when the request is queued. A failed call leaves the
   // request behind on the server (queued or granted): it is abandoned.
   std::optional<semaphore_result> judge(const std::string& id, const boost::system::error_code& ec, const reply& r,
@@ -162,14 +171,15 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
     close_waker_();
   }
 
-  client& conn;      // for the blocking calls of the semaphore's and its leases' users
-  client_link link;  // for asynchronous calls, whose handlers may run after the client's destruction
+  client& conn;      // for inspect's blocking call
+  client_link link;  // for the calls of `batcher`, whose handlers may run after the client's destruction
   std::string name;
   std::string initial_capacity;  // the capacity to start with (ARGV[2])
   semaphore_options options;
   std::vector<std::string> keys;
   std::string wake_key;
   std::atomic<bool> closing{false};
+  op_batcher batcher;  // every operation but inspect
   circuit_breaker breaker;
   std::atomic<std::int64_t> local_held{0};  // permits in local leases (failure_policy::fail_open)
   // The metrics acquisitions count in: null until enable_metrics, then the last one installed (each is kept until

@@ -40,7 +40,7 @@ std::pair<lease::release_status, std::error_code> lease::release() {
   }
   const auto deadline = core_->sem->call_deadline({});
   const auto ask = [&] {
-    return core_->sem->call(deadline, "release", {core_->id, core_->sem->wake_key, std::to_string(core_->n)});
+    return core_->sem->call(deadline, {"release", core_->id, core_->sem->wake_key, std::to_string(core_->n)});
   };
   result r = ask();
   // A connection lost under the call (it reconnects): asked once more within the same deadline. Releasing is
@@ -60,8 +60,8 @@ std::pair<bool, std::error_code> lease::renew() {
   if (!core_ || core_->state.load() != lease_state::held) return {false, {}};
   if (core_->local) return {true, {}};  // not in Redis: nothing expires
   const auto sent = std::chrono::steady_clock::now();
-  const result r = core_->sem->call(core_->sem->call_deadline({}), "renew",
-                                    {core_->id, std::to_string(detail::to_us(core_->sem->options.lease_ttl))});
+  const result r = core_->sem->call(core_->sem->call_deadline({}),
+                                    {"renew", core_->id, std::to_string(detail::to_us(core_->sem->options.lease_ttl))});
   if (r.error) return {false, detail::as_error(r.error)};
   const auto v = detail::integers(r.value, 2);
   if (!v) return {false, detail::script_error()};

@@ -104,7 +104,7 @@ void semaphore_core::renew_due_leases() {
     // Never waited for past the lease's local expiry: a renewal that has no answer by then finds the lease lost at
     // that moment (not a call timeout later), so the holder can stop before Redis grants the permits again.
     const steady::time_point expiry{steady::duration(l->local_expiry.load())};
-    async_command(make("renew", {l->id, std::to_string(to_us(options.lease_ttl))}), call_deadline(expiry),
+    async_command({"renew", l->id, std::to_string(to_us(options.lease_ttl))}, call_deadline(expiry),
                   [l, sent, every](boost::system::error_code e, reply r) {
                     if (l->state.load() != lease_state::held) return;
                     const auto v = e ? std::nullopt : integers(r, 2);

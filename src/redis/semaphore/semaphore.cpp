@@ -158,7 +158,7 @@ semaphore_result semaphore::try_acquire_until(clock::time_point deadline, std::i
 
 std::error_code semaphore::set_capacity(std::int64_t capacity) {
   check_capacity(capacity);
-  const result r = core_->call(core_->call_deadline({}), "set_capacity", {std::to_string(capacity), core_->wake_key});
+  const result r = core_->call(core_->call_deadline({}), {"set_capacity", std::to_string(capacity), core_->wake_key});
   if (r.error) return detail::as_error(r.error);
   if (!integers(r.value, 1)) return script_error();
   core_->capacity_seen.store(capacity, std::memory_order_relaxed);
@@ -168,7 +168,7 @@ std::error_code semaphore::set_capacity(std::int64_t capacity) {
 
 std::pair<semaphore_snapshot, std::error_code> semaphore::inspect(std::size_t most) {
   auto out = parse_snapshot(
-      core_->call(core_->call_deadline({}), "inspect", {std::to_string(std::max<std::size_t>(most, 1))}));
+      core_->call(core_->call_deadline({}), {"inspect", std::to_string(std::max<std::size_t>(most, 1))}));
   if (!out.second) core_->capacity_seen.store(out.first.capacity, std::memory_order_relaxed);
   return out;
 }

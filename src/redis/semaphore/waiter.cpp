@@ -72,7 +72,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     if (pass_ == breaker_pass::refused) return finish(core_->degrade(n_, make_error_code(errc::circuit_open)));
     sent_ = steady::now();
     core_->async_command(
-        core_->acquire_command(id_, n_, true), core_->call_deadline(deadline_),
+        core_->acquire_op(id_, n_, true), core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
           if (is_outage(ec)) {
             self->core_->breaker.on_failure(steady::now(), self->pass_);
@@ -122,7 +122,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     polling_ = true;
     sent_ = steady::now();
     core_->async_command(
-        core_->poll_command(id_, waiter_ttl_), core_->call_deadline(deadline_),
+        {"poll", id_, waiter_ttl_}, core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
           self->polling_ = false;
           if (self->done_) return;

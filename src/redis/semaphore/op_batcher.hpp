@@ -1,0 +1,77 @@
+// src/redis/semaphore/op_batcher.hpp — one semaphore object's script calls, several operations to a call (private to
+// src/redis/semaphore/). An operation asked for while fewer than max_in_flight calls are unanswered leaves at once,
+// alone; one asked for while they all are waits, and leaves with the others that waited — in order, at most
+// max_batch to a call — as soon as one of those calls is answered. So a lone caller pays no wait, and under load
+// semaphore.lua's fixed work (the call, the clock, the semaphore's own fields, the expiry check) is shared by the
+// operations of a call instead of being done for each.
+//
+//   op_batcher b(sender);
+//   b.submit({{"release", id, wake_key, "1"}, deadline, done}, owner);  // done(error_code, reply): its own reply
+//
+// Order: the operations of a call run in the order they were submitted, and a call is on the connection's queue when
+// send returns, so one thread's operations reach Redis in the order it submitted them (as separate calls would).
+// Between threads there is no order, as between separate calls. An operation whose deadline passed while it waited
+// completes
+// with errc::timeout, never sent. A call's failure (no answer, connection lost, an error reply to the whole call)
+// is each of its operations' outcome. Thread safety: submit may be called from any thread; completions run on the
+// thread that answers the call (the connection's executor), or on the submitting thread for an expired operation.
+#pragma once
+
+#include <boost/system/error_code.hpp>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "admit/redis/client/reply.hpp"
+
+namespace admit::redis::detail {
+
+class op_batcher {
+ public:
+  using steady = std::chrono::steady_clock;
+  using completion = std::function<void(boost::system::error_code, reply)>;
+
+  struct op {
+    std::vector<std::string> args;  // the operation's name, then its own arguments (semaphore.lua's A[3] onwards)
+    std::optional<steady::time_point> deadline;  // std::nullopt: none
+    completion done;                             // called exactly once
+  };
+
+  // Sends one script call running `ops` in order (one: that operation's own call; more: a `batch` call) until
+  // `deadline`, and calls `answered` once with the call's outcome.
+  using sender =
+      std::function<void(const std::vector<op>& ops, std::optional<steady::time_point> deadline, completion answered)>;
+
+  // Two calls in flight: Redis runs one while the other's reply travels and the next one forms.
+  static constexpr std::size_t max_in_flight = 2;
+  // At most this many operations to a call: a call blocks the server for its whole run.
+  static constexpr std::size_t max_batch = 32;
+
+  explicit op_batcher(sender send) : send_(std::move(send)) {}
+
+  // Sends `o` now, or queues it behind the calls in flight. `owner` is kept alive until the call carrying `o` is
+  // answered (the object the sender belongs to).
+  void submit(op o, std::shared_ptr<void> owner);
+
+  // The calls sent so far and the operations they carried (for tests and statistics).
+  [[nodiscard]] std::pair<std::size_t, std::size_t> sent() const;
+
+ private:
+  void send(std::vector<op> ops, std::shared_ptr<void> owner);
+  void answered(std::vector<op>& ops, boost::system::error_code ec, reply r, const std::shared_ptr<void>& owner);
+  std::vector<op> take_queued();  // mutex_ held
+
+  sender send_;
+  mutable std::mutex mutex_;
+  std::vector<op> queued_;     // guarded by mutex_
+  std::size_t in_flight_ = 0;  // calls sent and not yet answered; guarded by mutex_
+  std::size_t calls_ = 0;      // guarded by mutex_
+  std::size_t ops_ = 0;        // guarded by mutex_
+};
+
+}  // namespace admit::redis::detail

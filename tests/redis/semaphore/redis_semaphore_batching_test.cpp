@@ -1,0 +1,165 @@
+// admit::redis::semaphore's operations sharing script calls, against a real redis-server: 32 threads of one process
+// acquire and release on one semaphore object of capacity 4. Every acquisition is granted and every release answered
+// "released"; never more than 4 permits are held at once (every holder is in this process: counted here); Redis ends
+// with no holder and no waiter and all 4 permits free; and the operations took fewer script calls than there were
+// operations (they shared calls: a `batch` call runs several, each as its own call would).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/semaphore.hpp"
+#include "io_thread.hpp"
+#include "redis_server.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using admit::redis::connection;
+using admit::redis::lease;
+using admit::redis::reply;
+using admit::redis::semaphore;
+using admit::redis::testing::io_thread;
+using admit::redis::testing::redis_server;
+
+// semaphore.lua's KEYS for semaphore `name`, then ARGV.
+std::vector<std::string> eval_args(const std::string& source, const std::string& name,
+                                   const std::vector<std::string>& argv) {
+  std::string tag = "{";  // built piecewise: GCC 12 -O3 warns (-Wrestrict, a false positive) on "{" + name + "}:"
+  tag.append(name).append("}:");
+  std::vector<std::string> a{"EVAL", source, "6"};
+  for (const char* k : {"meta", "holders", "leases", "queue", "waiters", "expiry"}) a.push_back(tag + k);
+  a.insert(a.end(), argv.begin(), argv.end());
+  return a;
+}
+
+// `r` with what depends on the clock masked: integers of 10^12 or more (times in µs, fencing tokens, which are at
+// least the server's time) become "T"; a grant handed back ("id:n:token:expiry:now") keeps its id and n.
+std::string shape(const reply& r) {
+  if (r.is_integer()) return r.integer() >= 1'000'000'000'000 ? "T" : std::to_string(r.integer());
+  if (r.is_array()) {
+    std::string s = "[";
+    for (const auto& e : r.elements()) s += shape(e) + " ";
+    return s + "]";
+  }
+  if (r.is_string()) {
+    const auto second = r.str().find(':', r.str().find(':') + 1);
+    return r.str().substr(0, second);
+  }
+  return r.is_error() ? "-" + r.str() : r.str();
+}
+
+TEST(RedisSemaphoreBatching, ManyThreadsShareScriptCallsAndNeverHoldMoreThanTheCapacity) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  constexpr std::int64_t capacity = 4;
+  constexpr int threads = 32;
+  constexpr int cycles = 60;
+  semaphore s(conn, "shared", capacity);
+  ASSERT_EQ(server.admin({"CONFIG", "RESETSTAT"}), "OK");
+
+  std::atomic<std::int64_t> held{0};
+  std::atomic<std::int64_t> most_held{0};
+  std::atomic<int> failures{0};
+  {
+    std::vector<std::jthread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&] {
+        for (int i = 0; i < cycles; ++i) {
+          auto r = s.try_acquire_for(30s);
+          if (!r) {
+            ++failures;
+            ADD_FAILURE() << r.error().message();
+            return;
+          }
+          const std::int64_t now_held = held.fetch_add(1) + 1;
+          for (auto m = most_held.load(); now_held > m && !most_held.compare_exchange_weak(m, now_held);) {
+          }
+          std::this_thread::yield();  // holding: others queue meanwhile
+          held.fetch_sub(1);
+          const auto [status, error] = r->release();
+          if (status != lease::release_status::released) {
+            ++failures;
+            ADD_FAILURE() << "release: " << error.message();
+          }
+        }
+      });
+    }
+  }
+  ASSERT_EQ(failures.load(), 0);
+  EXPECT_LE(most_held.load(), capacity);
+  EXPECT_GE(most_held.load(), 1);
+
+  const auto [snapshot, error] = s.inspect();
+  ASSERT_FALSE(error) << error.message();
+  EXPECT_TRUE(snapshot.holders.empty());
+  EXPECT_TRUE(snapshot.queue.empty());
+  EXPECT_EQ(snapshot.available, capacity);
+
+  // Each cycle is at least two operations (an acquire, a release); the script calls were fewer.
+  const long long operations = 2LL * threads * cycles;
+  const long long script_calls = server.calls("evalsha");
+  std::cout << "[ calls    ] " << script_calls << " script calls for at least " << operations << " operations\n";
+  EXPECT_LT(script_calls, operations);
+}
+
+// The script's `batch` operation, called directly: the same operations give the same replies, in one call, as they do
+// one call each (on another semaphore of the same capacity): a grant, a request queued behind it, the release that
+// hands the permit to that request (returned to the caller, whose wake list it named), the poll that finds the
+// request granted, an unknown operation's error in its place, and the release of the last lease.
+TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  std::ifstream in(ADMIT_SEMAPHORE_LUA);
+  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(source.empty());
+  const std::string wake = "{one}:wake:mine";
+  const std::vector<std::vector<std::string>> ops = {
+      {"acquire", "a", "1", "60000000", "1", "-1", "60000000", wake},
+      {"acquire", "b", "1", "60000000", "1", "-1", "60000000", wake},
+      {"release", "a", wake, "1"},
+      {"poll", "b", "60000000"},
+      {"no_such_operation"},
+      {"release", "b", wake},
+  };
+
+  std::vector<std::string> separate;
+  for (const auto& op : ops) {
+    std::vector<std::string> argv{op.front(), "1"};
+    argv.insert(argv.end(), op.begin() + 1, op.end());
+    const auto r = conn.execute_command(std::nullopt, admit::redis::command(eval_args(source, "one", argv)));
+    ASSERT_FALSE(r.error) << r.error.message();
+    separate.push_back(shape(r.value));
+  }
+
+  std::vector<std::string> argv{"batch", "1", std::to_string(ops.size())};
+  for (const auto& op : ops) {
+    argv.push_back(std::to_string(op.size()));
+    argv.insert(argv.end(), op.begin(), op.end());
+  }
+  const auto r = conn.execute_command(std::nullopt, admit::redis::command(eval_args(source, "two", argv)));
+  ASSERT_FALSE(r.error) << r.error.message();
+  ASSERT_TRUE(r.value.is_array()) << r.value;
+  ASSERT_EQ(r.value.elements().size(), ops.size()) << r.value;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    EXPECT_EQ(shape(r.value.elements()[i]), separate[i]) << "operation " << i << " (" << ops[i].front() << ")";
+  }
+  EXPECT_EQ(separate[0], "[0 1 T T T ]");  // granted
+  EXPECT_EQ(separate[1], "[1 1 T ]");      // queued, first
+  EXPECT_EQ(separate[2], "[0 1 T b:1 ]");  // released, handed to b
+  EXPECT_EQ(separate[3], "[0 1 T T T ]");  // b holds it
+  EXPECT_EQ(separate[5], "[0 1 T ]");      // released
+  EXPECT_EQ(separate[4].rfind("-ERR admit semaphore: unknown operation no_such_operation", 0), 0u) << separate[4];
+}
+
+}  // namespace
