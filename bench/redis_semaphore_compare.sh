@@ -254,10 +254,13 @@ Reading the table:
   waiters retry every 10 ms, in no order, so its wake-up costs about half that period on average (plus the timer's
   lateness). Bottleneck wakes the waiting client by Pub/Sub and runs the job after its own scheduling steps (a
   \`register\` script, a timer).
-- At 64:8, an admit contender that has to queue makes two script calls per cycle (acquire → queued, then granted
+- At 64:8, an admit contender that has to queue asks for two operations per cycle (acquire → queued, then granted
   by another thread's release, whose reply carries the grant; release), with 64 threads and the I/O thread sharing
-  the one client CPU. Each hand-off waits for the previous holder's release to reach Redis and come back: at most 8
-  hand-off chains run at once, each a round trip plus two thread wake-ups per cycle. A redis-semaphore contender that has just released re-acquires at once
+  the one client CPU. Operations that come while two of the semaphore object's calls are unanswered leave together
+  in one script call (up to 32), so the 64 threads' operations take far fewer calls than operations, but each still
+  runs its own commands inside Redis, which is busy most of the window. Each hand-off waits for the previous
+  holder's release to reach Redis and come back: at most 8 hand-off chains run at once, each a round trip plus two
+  thread wake-ups per cycle. A redis-semaphore contender that has just released re-acquires at once
   (one script call, then a ZREM) while the others sleep out their 10 ms: hence its high cycles/s next to its p99
   and fairness. Bottleneck's queue is local to the limiter; each job still costs its \`submit\`, \`register\` and
   \`free\` scripts.
