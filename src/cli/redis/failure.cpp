@@ -52,8 +52,8 @@ bool transient_reply(std::string_view prefix) {
   return false;
 }
 
-redis_failure reply_failure(const redis::connection& conn, std::string_view text) {
-  const std::string where = redis_address(conn.options());
+// An error reply from `where` (a server's address, or the words for a node of a cluster).
+redis_failure reply_failure(const std::string& where, std::string_view text) {
   const std::string_view prefix = text.substr(0, text.find(' '));
   redis_failure f{make_error_code(errc::error_reply), {}, transient_reply(prefix)};
   if (prefix == "NOAUTH") {
@@ -142,13 +142,13 @@ std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::n
   const auto until = ping_deadline();
   const redis::result r = conn.execute_until(until, "PING");
   if (r.error) return call_failure(conn, r.error, {}, deadline && until == *deadline ? given(until) : timeout);
-  if (r.value.is_error()) return reply_failure(conn, r.value.str());
+  if (r.value.is_error()) return reply_failure(redis_address(conn.options()), r.value.str());
   return std::nullopt;
 }
 
 redis_failure call_failure(const redis::connection& conn, std::error_code error, std::string_view reply_text,
                            std::chrono::nanoseconds timeout) {
-  if (error == errc::error_reply) return reply_failure(conn, reply_text);
+  if (error == errc::error_reply) return reply_failure(redis_address(conn.options()), reply_text);
   const std::string where = redis_address(conn.options());
   const std::error_code down = conn.last_connect_error();
   if (error == errc::timeout) {
@@ -166,14 +166,24 @@ redis_failure call_failure(const redis::connection& conn, std::error_code error,
 
 redis_failure call_failure(const redis::connection& seed, const redis::cluster& nodes, std::error_code error,
                            std::string_view reply_text, std::chrono::nanoseconds timeout) {
+  // The call went to the master of the limit's slot, which need not be the seed: the words name the cluster, and the
+  // node where one is known. The seed's own failure (it is down) is told as for one server.
+  if (!seed.is_connected() && seed.last_connect_error()) return call_failure(seed, error, reply_text, timeout);
+  const std::string cluster = "a node of the Redis Cluster that " + redis_address(seed.options()) + " belongs to";
+  if (error == errc::error_reply) return reply_failure(cluster, reply_text);
   const auto [down, words] = nodes.last_failure();
-  if (error != errc::timeout || !seed.is_connected() || !down) return call_failure(seed, error, reply_text, timeout);
-  // As connection_failure: what waiting cannot fix is not transient.
-  const bool lasting = down == errc::auth_failed || down == errc::unknown_host || down == errc::tls_verify_failed ||
-                       down == errc::tls_handshake_failed || down == errc::protocol_error;
-  return {down,
-          "cannot reach a node of the Redis Cluster that " + redis_address(seed.options()) + " belongs to: " + words,
-          !lasting};
+  if (error == errc::timeout && down) {
+    // As connection_failure: what waiting cannot fix is not transient.
+    const bool lasting = down == errc::auth_failed || down == errc::unknown_host || down == errc::tls_verify_failed ||
+                         down == errc::tls_handshake_failed || down == errc::protocol_error;
+    return {down, "cannot reach " + cluster + ": " + words, !lasting};
+  }
+  if (error == errc::timeout) return {error, "no answer from " + cluster + " within " + format_duration(timeout), true};
+  if (error == errc::outcome_unknown) {
+    return {error, "lost the connection to " + cluster + " during the call" + (down ? ": " + words : std::string()),
+            true};
+  }
+  return call_failure(seed, error, reply_text, timeout);
 }
 
 }  // namespace admit::cli

@@ -50,9 +50,11 @@ std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::n
 // `timeout` is the call's, for the message.
 redis_failure call_failure(const redis::connection& conn, std::error_code error, std::string_view reply_text,
                            std::chrono::nanoseconds timeout);
-// The same for a call made through `nodes`, a cluster client seeded with `seed`'s server: a call that timed out while
-// the seed answers but a node of the cluster cannot be reached (its slots' calls are never sent) names that node and
-// why (nodes.last_error(), e.g. "10.0.0.7:6379: connect: Connection refused"), instead of "no answer from the seed".
+// The same for a call made through `nodes`, a cluster client seeded with `seed`'s server. The call went to the master
+// of its slot, so the words name "a node of the Redis Cluster that <seed> belongs to", not the seed: its error reply,
+// no answer, a connection lost during the call; a call that timed out while a node cannot be reached (its slots'
+// calls are never sent) names that node and why (nodes.last_failure(), e.g. "10.0.0.7:6379: connect: Connection
+// refused"). The seed's own failure, when it is down, is told as for one server.
 redis_failure call_failure(const redis::connection& seed, const redis::cluster& nodes, std::error_code error,
                            std::string_view reply_text, std::chrono::nanoseconds timeout);
 

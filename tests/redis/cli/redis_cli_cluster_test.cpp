@@ -1,8 +1,9 @@
 // `admit run`, `admit decide` and `admit inspect` with --redis on a real 3-master Redis Cluster: the URL of any node
 // seeds a cluster client, so a limit whose slot another master serves is decided there (no MOVED error); the run's
 // permit is held on the master of its slot, a second run finds it taken and `admit inspect` through another node
-// shows its holder; with that master killed, run, decide and inspect fail with exit 75 and a message that names the
-// node they cannot reach and why (not "no answer" from the node in the URL).
+// shows its holder; the slot's master's error reply is told as that node's; with that master killed, run, decide and
+// inspect fail with exit 75 and a message that names the node they cannot reach and why (not "no answer" from the
+// node in the URL).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -77,6 +78,25 @@ TEST_F(AdmitRedisCluster, EachLimitIsDecidedOnItsSlotsMaster) {
     EXPECT_EQ(second.status, 75) << names[node] << ": " << second.err;  // refused: the burst of 1 is spent
     EXPECT_EQ(rc.admin(node, {"EXISTS", "{" + names[node] + "}:k"}), "1") << names[node];
   }
+}
+
+// An error reply comes from the master of the limit's slot, not from the seed: the message says so (it named the seed
+// as the server that answered).
+TEST_F(AdmitRedisCluster, AnErrorReplyIsTheSlotsMastersNotTheSeeds) {
+  redis_cluster rc;
+  const std::size_t owner = rc.owner_of("{jobs}");
+  const std::size_t seed = other_than(rc, "{jobs}");
+  // Over its memory limit, the master refuses the script's writes.
+  ASSERT_EQ(rc.admin(owner, {"CONFIG", "SET", "maxmemory-policy", "noeviction"}), "OK");
+  ASSERT_EQ(rc.admin(owner, {"CONFIG", "SET", "maxmemory", "1"}), "OK");
+  const run_result decided =
+      run_to_end(args{ADMIT_CLI, "decide", "--redis", rc.url(seed), "--name", "jobs", "--rate", "1/h", "k"}, 30s);
+  EXPECT_NE(decided.status, 0) << decided.err;
+  const std::string cluster = "a node of the Redis Cluster that " + rc.url(seed) + " belongs to";
+  EXPECT_NE(decided.err.find(cluster + " answered with an error: "), std::string::npos) << decided.err;
+  EXPECT_NE(decided.err.find("OOM"), std::string::npos) << decided.err;
+  EXPECT_EQ(decided.err.find(rc.url(seed) + " answered"), std::string::npos) << decided.err;
+  std::cout << "[ message  ] exit " << decided.status << ": " << decided.err;
 }
 
 TEST_F(AdmitRedisCluster, AMasterThatCannotBeReachedIsNamed) {
