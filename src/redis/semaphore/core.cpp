@@ -125,6 +125,14 @@ command semaphore_core::make(const std::vector<op_batcher::op>& ops) const {
 
 result semaphore_core::call(std::optional<steady::time_point> deadline, op_args op) {
   if (op.front() == "inspect") return evalsha_until(conn, deadline, semaphore_script(), make(op));
+  if (batcher.begin_alone()) {
+    // Nothing else in the way: the call of its own, waited for on this thread (no hand-off through the executor).
+    struct slot {
+      semaphore_core& core;
+      ~slot() { core.batcher.end_alone(core.shared_from_this()); }
+    } const taken{*this};
+    return evalsha_until(conn, deadline, semaphore_script(), make(op));
+  }
   auto answer = std::make_shared<std::promise<result>>();
   auto answered = answer->get_future();
   batcher.submit({std::move(op), deadline,

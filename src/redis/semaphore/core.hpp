@@ -13,6 +13,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/compose.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -90,18 +91,19 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // The script call of `op` alone; the one running `ops` (one: its own call; more: a `batch` call).
   command make(const op_args& op) const;
   command make(const std::vector<op_batcher::op>& ops) const;
-  // The operation `op`, blocking until `deadline` (not on the connection's executor thread). inspect is sent alone
-  // (it must not create the semaphore, which a batch would).
+  // The operation `op`, blocking until `deadline` (not on the connection's executor thread): a call of its own when
+  // `batcher` has a slot free and nothing waits, else through it. inspect is always sent alone (it must not create
+  // the semaphore, which a batch would).
   result call(std::optional<steady::time_point> deadline, op_args op);
   // The operation `op`, completing `handler(error_code, reply)` through its associated executor (the connection's by
-  // default), never from within this call.
+  // default; dispatched: inline when the answering thread may run it), never from within this call.
   template <class Handler>
   void async_command(op_args op, std::optional<steady::time_point> deadline, Handler&& handler) {
     auto h = std::make_shared<std::decay_t<Handler>>(std::forward<Handler>(handler));
     batcher.submit({std::move(op), deadline,
                     [h, ex = link.get_executor()](boost::system::error_code ec, reply r) {
                       const auto target = asio::get_associated_executor(*h, ex);
-                      asio::post(target, [h, ec, r = std::move(r)]() mutable { (*h)(ec, std::move(r)); });
+                      asio::dispatch(target, [h, ec, r = std::move(r)]() mutable { (*h)(ec, std::move(r)); });
                     }},
                    shared_from_this());
   }

@@ -20,7 +20,29 @@ void op_batcher::submit(op o, std::shared_ptr<void> owner) {
     now = take_queued();  // empty but for a moment after an answer: what waited goes first
     now.push_back(std::move(o));
   }
-  send(std::move(now), std::move(owner));
+  send(std::move(now), std::move(owner), false);
+}
+
+bool op_batcher::begin_alone() {
+  const std::lock_guard lock(mutex_);
+  if (in_flight_ >= max_in_flight || !queued_.empty()) return false;
+  ++in_flight_;
+  ++calls_;
+  ++ops_;
+  return true;
+}
+
+void op_batcher::end_alone(std::shared_ptr<void> owner) {
+  std::vector<op> next;
+  {
+    const std::lock_guard lock(mutex_);
+    next = take_queued();
+    if (next.empty()) {
+      --in_flight_;
+      return;
+    }
+  }
+  send(std::move(next), std::move(owner), true);  // the slot goes on to what waited
 }
 
 std::pair<std::size_t, std::size_t> op_batcher::sent() const {
@@ -41,9 +63,10 @@ std::vector<op_batcher::op> op_batcher::take_queued() {
 }
 
 // Holds one call's slot (counted in in_flight_).
-void op_batcher::send(std::vector<op> ops, std::shared_ptr<void> owner) {
-  for (;;) {
-    // What can no longer be answered in time is not sent.
+void op_batcher::send(std::vector<op> ops, std::shared_ptr<void> owner, bool waited) {
+  while (waited) {
+    // What can no longer be answered in time is not sent. (What did not wait is sent: completing it here would
+    // complete it from within submit; the connection completes a call already past its deadline unsent.)
     const auto now = steady::now();
     const auto expired =
         std::stable_partition(ops.begin(), ops.end(), [&](const op& o) { return !o.deadline || *o.deadline > now; });
@@ -86,7 +109,7 @@ void op_batcher::answered(std::vector<op>& ops, boost::system::error_code ec, re
     if (next.empty()) --in_flight_;  // else the slot goes on to the next call
   }
   // The next call first: the server works on it while these completions run.
-  if (!next.empty()) send(std::move(next), owner);
+  if (!next.empty()) send(std::move(next), owner, true);
   if (ops.size() == 1) return ops.front().done(ec, std::move(r));
   const bool split = !ec && r.is_array() && r.elements().size() == ops.size();
   for (std::size_t i = 0; i < ops.size(); ++i) {

@@ -12,9 +12,12 @@
 // send returns, so one thread's operations reach Redis in the order it submitted them (as separate calls would).
 // Between threads there is no order, as between separate calls. An operation whose deadline passed while it waited
 // completes
-// with errc::timeout, never sent. A call's failure (no answer, connection lost, an error reply to the whole call)
-// is each of its operations' outcome. Thread safety: submit may be called from any thread; completions run on the
-// thread that answers the call (the connection's executor), or on the submitting thread for an expired operation.
+// with errc::timeout, never sent (one that did not wait is sent: the connection completes it unsent if its
+// deadline has passed). A call's failure (no answer, connection lost, an error reply to the whole call)
+// is each of its operations' outcome. Thread safety: submit may be called from any thread. Completions never run
+// within submit: they run on the thread that answers the call (the connection's executor), or, for an operation
+// that waited past its deadline, on the thread whose call's answer let it leave (that executor, or a blocking
+// caller's thread in end_alone).
 #pragma once
 
 #include <boost/system/error_code.hpp>
@@ -58,11 +61,18 @@ class op_batcher {
   // answered (the object the sender belongs to).
   void submit(op o, std::shared_ptr<void> owner);
 
+  // Takes a slot for a call of one operation that the caller sends itself (a blocking call, which waits on its own
+  // thread: the fastest way for a lone caller), when a slot is free and nothing waits; then true, and the caller
+  // calls end_alone once the call is answered or given up (whatever waited for the slot meanwhile leaves then).
+  [[nodiscard]] bool begin_alone();
+  void end_alone(std::shared_ptr<void> owner);
+
   // The calls sent so far and the operations they carried (for tests and statistics).
   [[nodiscard]] std::pair<std::size_t, std::size_t> sent() const;
 
  private:
-  void send(std::vector<op> ops, std::shared_ptr<void> owner);
+  // `waited`: the operations come from the queue (those past their deadline are then completed, not sent).
+  void send(std::vector<op> ops, std::shared_ptr<void> owner, bool waited);
   void answered(std::vector<op>& ops, boost::system::error_code ec, reply r, const std::shared_ptr<void>& owner);
   std::vector<op> take_queued();  // mutex_ held
 
