@@ -86,7 +86,8 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   semaphore_core& operator=(const semaphore_core&) = delete;
 
   // ---- script calls (core.cpp) ----
-  // An operation of semaphore.lua: its name, then its own arguments. Every call below goes through `batcher`.
+  // An operation of semaphore.lua: its name, then its own arguments. The calls below go through `batcher`, but for
+  // async_command_alone.
   using op_args = std::vector<std::string>;
   // The script call of `op` alone; the one running `ops` (one: its own call; more: a `batch` call).
   command make(const op_args& op) const;
@@ -106,6 +107,12 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
                       asio::dispatch(target, [h, ec, r = std::move(r)]() mutable { (*h)(ec, std::move(r)); });
                     }},
                    shared_from_this());
+  }
+  // The operation `op` in a call of its own, never batched, completing `handler` as async_command does.
+  template <class Handler>
+  void async_command_alone(const op_args& op, std::optional<steady::time_point> deadline, Handler&& handler) {
+    asio::async_compose<Handler, void(boost::system::error_code, reply)>(
+        evalsha_op{&link, &semaphore_script(), make(op), deadline}, handler, link.get_executor());
   }
   // now + options().timeout, or `limit` if earlier.
   std::optional<steady::time_point> call_deadline(std::optional<steady::time_point> limit) const {

@@ -1,6 +1,8 @@
 #include "op_batcher.hpp"
 
 #include <algorithm>
+#include <boost/system/errc.hpp>
+#include <exception>
 #include <utility>
 
 #include "admit/asio/error_code.hpp"
@@ -8,11 +10,40 @@
 
 namespace admit::redis::detail {
 
+// Held by the completion of a call in flight (every copy of it): when the last copy goes without having been called —
+// its executor was destroyed with the call pending — what waited for the slot can never leave either. Those
+// operations are dropped as the executor dropped the call: their handlers destroyed, not called (they may hold the
+// semaphore, which holds this batcher: a cycle otherwise). `owner` keeps the batcher alive meanwhile.
+struct op_batcher::call_guard {
+  op_batcher* batcher;
+  std::shared_ptr<void> owner;
+  bool answered = false;
+  call_guard(op_batcher* b, std::shared_ptr<void> o) : batcher(b), owner(std::move(o)) {}
+  call_guard(const call_guard&) = delete;
+  call_guard& operator=(const call_guard&) = delete;
+  ~call_guard() {
+    if (answered) return;
+    std::vector<op> dropped;
+    const std::lock_guard lock(batcher->mutex_);
+    dropped.swap(batcher->queued_);
+    --batcher->in_flight_;
+  }
+};
+
 void op_batcher::submit(op o, std::shared_ptr<void> owner) {
+  {
+    // Queueing needs no more: only what sends takes the send lock (a submit never waits for another's sending).
+    const std::lock_guard lock(mutex_);
+    if (in_flight_ >= max_in_flight) {
+      queued_.push_back(std::move(o));
+      return;
+    }
+  }
+  std::unique_lock sending(send_mutex_);  // before taking from the queue: calls leave in the order they form
   std::vector<op> now;
   {
     const std::lock_guard lock(mutex_);
-    if (in_flight_ >= max_in_flight) {
+    if (in_flight_ >= max_in_flight) {  // taken meanwhile
       queued_.push_back(std::move(o));
       return;
     }
@@ -20,7 +51,7 @@ void op_batcher::submit(op o, std::shared_ptr<void> owner) {
     now = take_queued();  // empty but for a moment after an answer: what waited goes first
     now.push_back(std::move(o));
   }
-  send(std::move(now), std::move(owner), false);
+  send(std::move(now), std::move(owner), false, sending);
 }
 
 bool op_batcher::begin_alone() {
@@ -33,6 +64,7 @@ bool op_batcher::begin_alone() {
 }
 
 void op_batcher::end_alone(std::shared_ptr<void> owner) {
+  std::unique_lock sending(send_mutex_);
   std::vector<op> next;
   {
     const std::lock_guard lock(mutex_);
@@ -42,7 +74,7 @@ void op_batcher::end_alone(std::shared_ptr<void> owner) {
       return;
     }
   }
-  send(std::move(next), std::move(owner), true);  // the slot goes on to what waited
+  send(std::move(next), std::move(owner), true, sending);  // the slot goes on to what waited
 }
 
 std::pair<std::size_t, std::size_t> op_batcher::sent() const {
@@ -62,54 +94,75 @@ std::vector<op_batcher::op> op_batcher::take_queued() {
   return taken;
 }
 
-// Holds one call's slot (counted in in_flight_).
-void op_batcher::send(std::vector<op> ops, std::shared_ptr<void> owner, bool waited) {
+// Holds one call's slot (counted in in_flight_), and `sending`, which it releases once the call is on the connection.
+void op_batcher::send(std::vector<op> ops, std::shared_ptr<void> owner, bool waited,
+                      std::unique_lock<std::recursive_mutex>& sending) {
+  // What waited past its deadline is not sent (what did not wait is: completing it here would complete it from
+  // within submit; the connection completes a call already past its deadline unsent). Completed after the call
+  // leaves, the send lock released.
+  std::vector<op> late;
   while (waited) {
-    // What can no longer be answered in time is not sent. (What did not wait is sent: completing it here would
-    // complete it from within submit; the connection completes a call already past its deadline unsent.)
     const auto now = steady::now();
     const auto expired =
         std::stable_partition(ops.begin(), ops.end(), [&](const op& o) { return !o.deadline || *o.deadline > now; });
-    std::vector<op> late(std::make_move_iterator(expired), std::make_move_iterator(ops.end()));
+    late.insert(late.end(), std::make_move_iterator(expired), std::make_move_iterator(ops.end()));
     ops.erase(expired, ops.end());
-    for (auto& o : late) o.done(admit::asio::to_error_code(errc::timeout), reply());
     if (!ops.empty()) break;
     const std::lock_guard lock(mutex_);
     ops = take_queued();
     if (ops.empty()) {
       --in_flight_;
-      return;
-    }
-  }
-  std::optional<steady::time_point> deadline = ops.front().deadline;  // the latest: each op keeps its own besides
-  for (const auto& o : ops) {
-    if (!deadline || !o.deadline) {
-      deadline.reset();
       break;
     }
-    deadline = std::max(*deadline, *o.deadline);
   }
-  {
-    const std::lock_guard lock(mutex_);
-    ++calls_;
-    ops_ += ops.size();
+  if (!ops.empty()) {
+    // The call's deadline is the latest of its operations': an operation whose own deadline matters more than
+    // waiting a little longer enforces it itself (a blocking caller, a waiter's timer) or is not batched (renewals).
+    std::optional<steady::time_point> deadline = ops.front().deadline;
+    for (const auto& o : ops) {
+      if (!deadline || !o.deadline) {
+        deadline.reset();
+        break;
+      }
+      deadline = std::max(*deadline, *o.deadline);
+    }
+    {
+      const std::lock_guard lock(mutex_);
+      ++calls_;
+      ops_ += ops.size();
+    }
+    auto carried = std::make_shared<std::vector<op>>(std::move(ops));
+    auto guard = std::make_shared<call_guard>(this, owner);
+    try {
+      send_(*carried, deadline, [this, carried, guard](boost::system::error_code ec, reply r) {
+        guard->answered = true;
+        answered(*carried, ec, std::move(r), guard->owner);
+      });
+    } catch (const std::exception&) {
+      // Not sent (memory ran out building it): each operation fails as a call that could not be made, and the slot
+      // goes on.
+      guard->answered = true;
+      sending.unlock();
+      answered(*carried, boost::system::errc::make_error_code(boost::system::errc::not_enough_memory), reply(), owner);
+    }
   }
-  auto carried = std::make_shared<std::vector<op>>(std::move(ops));
-  send_(*carried, deadline, [this, carried, owner](boost::system::error_code ec, reply r) mutable {
-    answered(*carried, ec, std::move(r), owner);
-  });
+  if (sending.owns_lock()) sending.unlock();
+  for (auto& o : late) o.done(admit::asio::to_error_code(errc::timeout), reply());
 }
 
 void op_batcher::answered(std::vector<op>& ops, boost::system::error_code ec, reply r,
                           const std::shared_ptr<void>& owner) {
-  std::vector<op> next;
   {
-    const std::lock_guard lock(mutex_);
-    next = take_queued();
-    if (next.empty()) --in_flight_;  // else the slot goes on to the next call
+    // The next call first, in the order calls form: the server works on it while these completions run.
+    std::unique_lock sending(send_mutex_);
+    std::vector<op> next;
+    {
+      const std::lock_guard lock(mutex_);
+      next = take_queued();
+      if (next.empty()) --in_flight_;  // else the slot goes on to the next call
+    }
+    if (!next.empty()) send(std::move(next), owner, true, sending);
   }
-  // The next call first: the server works on it while these completions run.
-  if (!next.empty()) send(std::move(next), owner, true);
   if (ops.size() == 1) return ops.front().done(ec, std::move(r));
   const bool split = !ec && r.is_array() && r.elements().size() == ops.size();
   for (std::size_t i = 0; i < ops.size(); ++i) {

@@ -71,12 +71,19 @@ class op_batcher {
   [[nodiscard]] std::pair<std::size_t, std::size_t> sent() const;
 
  private:
+  struct call_guard;
   // `waited`: the operations come from the queue (those past their deadline are then completed, not sent).
-  void send(std::vector<op> ops, std::shared_ptr<void> owner, bool waited);
+  // `sending` holds send_mutex_ and is released once the call is on the connection.
+  void send(std::vector<op> ops, std::shared_ptr<void> owner, bool waited,
+            std::unique_lock<std::recursive_mutex>& sending);
   void answered(std::vector<op>& ops, boost::system::error_code ec, reply r, const std::shared_ptr<void>& owner);
   std::vector<op> take_queued();  // mutex_ held
 
   sender send_;
+  // Held from taking operations out of the queue (or a submit's own) until their call is on the connection, so that
+  // calls reach the connection in the order they formed. Recursive: a sender that completes at once re-enters.
+  // Taken before mutex_.
+  std::recursive_mutex send_mutex_;
   mutable std::mutex mutex_;
   std::vector<op> queued_;     // guarded by mutex_
   std::size_t in_flight_ = 0;  // calls sent and not yet answered; guarded by mutex_

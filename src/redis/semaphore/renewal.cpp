@@ -102,23 +102,24 @@ void semaphore_core::renew_due_leases() {
     if (l->state.load() != lease_state::held) continue;
     const auto sent = steady::now();
     // Never waited for past the lease's local expiry: a renewal that has no answer by then finds the lease lost at
-    // that moment (not a call timeout later), so the holder can stop before Redis grants the permits again.
+    // that moment (not a call timeout later), so the holder can stop before Redis grants the permits again. So it is
+    // a call of its own: batched, it could wait behind other calls and share their later deadline.
     const steady::time_point expiry{steady::duration(l->local_expiry.load())};
-    async_command({"renew", l->id, std::to_string(to_us(options.lease_ttl))}, call_deadline(expiry),
-                  [l, sent, every](boost::system::error_code e, reply r) {
-                    if (l->state.load() != lease_state::held) return;
-                    const auto v = e ? std::nullopt : integers(r, 2);
-                    if (v && (*v)[0] == granted) {
-                      l->renewed((*v)[1], sent);
-                    } else if (v && (*v)[0] == unknown) {
-                      return l->mark_lost();
-                    } else if (steady::now().time_since_epoch().count() >= l->local_expiry.load()) {
-                      return l->mark_lost();  // renewals failed until the lease must have expired
-                    }
-                    // The next try, at the latest at the local expiry (where a failed one marks it lost).
-                    const steady::time_point until{steady::duration(l->local_expiry.load())};
-                    l->sem->schedule_renewal(l, std::min(steady::now() + every, until));
-                  });
+    async_command_alone({"renew", l->id, std::to_string(to_us(options.lease_ttl))}, call_deadline(expiry),
+                        [l, sent, every](boost::system::error_code e, reply r) {
+                          if (l->state.load() != lease_state::held) return;
+                          const auto v = e ? std::nullopt : integers(r, 2);
+                          if (v && (*v)[0] == granted) {
+                            l->renewed((*v)[1], sent);
+                          } else if (v && (*v)[0] == unknown) {
+                            return l->mark_lost();
+                          } else if (steady::now().time_since_epoch().count() >= l->local_expiry.load()) {
+                            return l->mark_lost();  // renewals failed until the lease must have expired
+                          }
+                          // The next try, at the latest at the local expiry (where a failed one marks it lost).
+                          const steady::time_point until{steady::duration(l->local_expiry.load())};
+                          l->sem->schedule_renewal(l, std::min(steady::now() + every, until));
+                        });
   }
   arm_renewals();
 }

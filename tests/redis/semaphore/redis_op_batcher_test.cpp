@@ -2,16 +2,21 @@
 // answers it when the test says: an operation leaves at once, alone, while fewer than two calls are unanswered; later
 // ones wait and leave together, in order, at most max_batch to a call, when a call is answered; an operation whose
 // deadline passed while it waited completes with errc::timeout, never sent; a batch's array reply is cut into each
-// operation's own, and a failed call or an error reply is every operation's outcome.
+// operation's own, and a failed call or an error reply is every operation's outcome; calls reach the sender in the
+// order they formed, even when two threads answer calls at once.
 #include "op_batcher.hpp"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstddef>
+#include <future>
+#include <latch>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "admit/asio/error_code.hpp"
@@ -186,6 +191,56 @@ TEST_F(OpBatcher, ACallsFailureIsEveryOperationsOutcome) {
   ASSERT_TRUE(outcomes[7]->done && outcomes[8]->done);
   EXPECT_EQ(outcomes[7]->r.elements().size(), 1u);
   EXPECT_TRUE(outcomes[7]->r.elements().at(0).is_array());
+}
+
+// One thread's release, then its cancel (queued behind two calls), must reach the connection in that order, even
+// when the answer that takes the release is slower to send it than another answer that takes the cancel. Here the
+// release's sending is held up in the sender until the other answer has had every chance to send the cancel.
+TEST(OpBatcherOrder, CallsLeaveInTheOrderTheyFormedWhenTwoAnswersRace) {
+  std::mutex m;
+  std::vector<std::string> order;               // guarded by m
+  std::vector<op_batcher::completion> answers;  // guarded by m
+  std::promise<void> release_in_sender;
+  std::latch go_on{1};
+  op_batcher batcher{
+      [&](const std::vector<op_batcher::op>& ops, std::optional<steady::time_point>, op_batcher::completion answered) {
+        const std::string first = ops.at(0).args.at(0);
+        if (first == "release") {
+          release_in_sender.set_value();
+          go_on.wait();  // taken from the queue, not on the connection yet
+        }
+        const std::lock_guard lock(m);
+        for (const auto& o : ops) order.push_back(o.args.at(0));
+        answers.push_back(std::move(answered));
+      }};
+  const auto owner = std::make_shared<int>(0);
+  const auto noop = [](boost::system::error_code, reply) {};
+  const auto later = steady::now() + std::chrono::hours(1);
+  batcher.submit({{"acquire", "x"}, later, noop}, owner);
+  batcher.submit({{"acquire", "y"}, later, noop}, owner);
+  batcher.submit({{"release", "a"}, later, noop}, owner);  // queued: two in flight
+  op_batcher::completion first, second;
+  {
+    const std::lock_guard lock(m);
+    ASSERT_EQ(answers.size(), 2u);
+    first = answers[0];
+    second = answers[1];
+  }
+  // Thread 1 answers the first call: it takes the release and is held in the sender.
+  std::jthread one([&] { first({}, reply::array({})); });
+  release_in_sender.get_future().wait();
+  batcher.submit({{"cancel", "a"}, later, noop}, owner);  // the same caller's next operation: queued
+  // Thread 2 answers the second call: it must not send the cancel before the release is sent.
+  auto two = std::async(std::launch::async, [&] { second({}, reply::array({})); });
+  // Without the order kept, it sends the cancel at once and returns; with it, it waits for thread 1.
+  (void)two.wait_for(std::chrono::milliseconds(200));
+  go_on.count_down();
+  two.get();
+  one.join();
+  const std::lock_guard lock(m);
+  ASSERT_EQ(order.size(), 4u);
+  EXPECT_EQ(order[2], "release");
+  EXPECT_EQ(order[3], "cancel");
 }
 
 }  // namespace
