@@ -99,7 +99,8 @@ void connection_impl::on_connected(std::uint64_t gen, const boost::system::error
     socket_.non_blocking(true, ignored);  // for start_write's immediate attempt
     // Not inherited by a program this process starts (fork and exec): its copy would keep the connection, and the
     // server's state of it (a blocked BLMPOP, an authenticated session), alive, and could write into it. (Asio opens
-    // sockets without SOCK_CLOEXEC; a fork between the open and this line is the one window left.)
+    // sockets without SOCK_CLOEXEC; a fork between the open and this line is the one window left, which `admit run`
+    // closes in its child before exec.)
     ::fcntl(socket_.native_handle(), F_SETFD, FD_CLOEXEC);
   }
   if (tls_context_) {
