@@ -9,7 +9,7 @@
 // Once listening it writes one line to stderr, in `admit serve`'s log format (bench/serve_compare.sh waits for it):
 //   {"msg":"listening","grpc_port":PORT}
 // and serves until SIGTERM or SIGINT. bench/serve_compare.sh runs it next to `admit serve` in the same rounds: what
-// `admit serve` adds over these numbers is its decision, the protobuf conversions and its logging of the call.
+// `admit serve` adds over these numbers is its decision, the protobuf conversions both ways and the request's checks.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>

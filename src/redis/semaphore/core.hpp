@@ -14,14 +14,12 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/compose.hpp>
 #include <boost/asio/dispatch.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -180,7 +178,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
     close_waker_();
   }
 
-  client& conn;      // for inspect's blocking call
+  client& conn;      // for blocking calls of their own (inspect, and call()'s when nothing else is in flight)
   client_link link;  // for the calls of `batcher`, whose handlers may run after the client's destruction
   std::string name;
   std::string initial_capacity;  // the capacity to start with (ARGV[2])
@@ -188,7 +186,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::vector<std::string> keys;
   std::string wake_key;
   std::atomic<bool> closing{false};
-  op_batcher batcher;  // every operation but inspect
+  op_batcher batcher;  // every operation but inspect and renewals
   circuit_breaker breaker;
   std::atomic<std::int64_t> local_held{0};  // permits in local leases (failure_policy::fail_open)
   // The metrics acquisitions count in: null until enable_metrics, then the last one installed (each is kept until

@@ -63,8 +63,10 @@ bool op_batcher::begin_alone() {
   return true;
 }
 
-void op_batcher::end_alone(std::shared_ptr<void> owner) {
-  std::unique_lock sending(send_mutex_);
+void op_batcher::end_alone(std::shared_ptr<void> owner) { pass_slot_on(owner); }
+
+void op_batcher::pass_slot_on(const std::shared_ptr<void>& owner) {
+  std::unique_lock sending(send_mutex_);  // in the order calls form
   std::vector<op> next;
   {
     const std::lock_guard lock(mutex_);
@@ -74,7 +76,7 @@ void op_batcher::end_alone(std::shared_ptr<void> owner) {
       return;
     }
   }
-  send(std::move(next), std::move(owner), true, sending);  // the slot goes on to what waited
+  send(std::move(next), owner, true, sending);
 }
 
 std::pair<std::size_t, std::size_t> op_batcher::sent() const {
@@ -152,17 +154,7 @@ void op_batcher::send(std::vector<op> ops, std::shared_ptr<void> owner, bool wai
 
 void op_batcher::answered(std::vector<op>& ops, boost::system::error_code ec, reply r,
                           const std::shared_ptr<void>& owner) {
-  {
-    // The next call first, in the order calls form: the server works on it while these completions run.
-    std::unique_lock sending(send_mutex_);
-    std::vector<op> next;
-    {
-      const std::lock_guard lock(mutex_);
-      next = take_queued();
-      if (next.empty()) --in_flight_;  // else the slot goes on to the next call
-    }
-    if (!next.empty()) send(std::move(next), owner, true, sending);
-  }
+  pass_slot_on(owner);  // the next call first: the server works on it while these completions run
   if (ops.size() == 1) return ops.front().done(ec, std::move(r));
   const bool split = !ec && r.is_array() && r.elements().size() == ops.size();
   for (std::size_t i = 0; i < ops.size(); ++i) {

@@ -78,6 +78,8 @@ class op_batcher {
             std::unique_lock<std::recursive_mutex>& sending);
   void answered(std::vector<op>& ops, boost::system::error_code ec, reply r, const std::shared_ptr<void>& owner);
   std::vector<op> take_queued();  // mutex_ held
+  // A call's slot is free: what waited leaves in it, else it is given back.
+  void pass_slot_on(const std::shared_ptr<void>& owner);
 
   sender send_;
   // Held from taking operations out of the queue (or a submit's own) until their call is on the connection, so that
