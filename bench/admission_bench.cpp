@@ -19,16 +19,19 @@
 
 #include <admit/admission.hpp>
 #include <admit/semaphore.hpp>
+#include <admit/detail/futex.hpp>
 #include <admit/token_bucket.hpp>
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -95,7 +98,11 @@ thread_local std::vector<std::int64_t> thread_handoffs;
 // work on the CPU would make the scheduler, not the admission, decide who runs next).
 constexpr auto hold_time = 20us;
 
-void saturated(benchmark::State& state) {
+// The saturated loop over a limiter made by `make()` (a pointer): each thread calls `try_acquire(limiter, class)` and,
+// refused, `acquire(limiter, class)` (the call is then marked as queued), each returning an RAII permit (false: none).
+// `shares`: report each class's share of the admissions.
+template <class Make, class TryAcquire, class Acquire>
+void run_saturated(benchmark::State& state, Make make, TryAcquire try_acquire, Acquire acquire, bool shares) {
   std::array<std::atomic<std::int64_t>, class_count> admitted{};
   std::atomic<std::int64_t> total{0};
   std::mutex latencies_mutex;
@@ -107,14 +114,7 @@ void saturated(benchmark::State& state) {
     for (auto& a : admitted) a.store(0);
     total.store(0);
     handoffs.clear();
-    admit::admission adm{{.max_in_flight = saturated_cap,
-                          .classes = {{"a", 0.5}, {"b", 0.3}, {"c", 0.2}},
-                          .on_admitted = [](const admit::admission_event& e) {
-                            // Only a request that queued is handed its permit by another thread.
-                            if (!queued_call) return;
-                            const auto now = std::chrono::steady_clock::now().time_since_epoch();
-                            thread_handoffs.push_back((now - e.at).count());
-                          }}};
+    auto limiter = make();
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::jthread> threads;
     threads.reserve(saturated_threads);
@@ -124,10 +124,10 @@ void saturated(benchmark::State& state) {
         thread_handoffs.clear();
         while (total.load(std::memory_order_relaxed) < admissions_per_run) {
           queued_call = false;
-          auto r = adm.try_acquire(c);
+          auto r = try_acquire(*limiter, c);
           if (!r) {
             queued_call = true;
-            r = adm.acquire({}, c);
+            r = acquire(*limiter, c);
           }
           if (!r) {
             failed.store(true);
@@ -150,7 +150,7 @@ void saturated(benchmark::State& state) {
     return;
   }
   const double sum = static_cast<double>(total.load());
-  for (std::size_t c = 0; c < class_count; ++c) {
+  for (std::size_t c = 0; shares && c < class_count; ++c) {
     state.counters["share_" + std::to_string(c)] = static_cast<double>(admitted[c].load()) / sum;
   }
   std::sort(handoffs.begin(), handoffs.end());
@@ -163,11 +163,118 @@ void saturated(benchmark::State& state) {
   state.counters["handoffs"] = static_cast<double>(handoffs.size());
 }
 
+// Records a hand-off decided at `decided` (since the steady clock's epoch) in the thread it was handed to.
+void record_handoff(std::chrono::nanoseconds decided) {
+  if (!queued_call) return;  // only a request that queued is handed its permit by another thread
+  thread_handoffs.push_back((std::chrono::steady_clock::now().time_since_epoch() - decided).count());
+}
+
+void saturated(benchmark::State& state) {
+  run_saturated(
+      state,
+      [] {
+        return std::make_unique<admit::admission>(admit::admission_options{
+            .max_in_flight = saturated_cap,
+            .classes = {{"a", 0.5}, {"b", 0.3}, {"c", 0.2}},
+            .on_admitted = [](const admit::admission_event& e) { record_handoff(e.at); }});
+      },
+      [](admit::admission& adm, std::size_t c) { return adm.try_acquire(c); },
+      [](admit::admission& adm, std::size_t c) { return adm.acquire({}, c); }, true);
+}
+
+// The floor of a blocking FIFO hand-off: the least a permit handed from a releasing thread to a sleeping one costs
+// on this machine under this load — a count, one FIFO queue of sleeping threads under a mutex, each asleep on its own
+// futex word, the word set and woken by the release under the mutex (as admission's grant does). No classes, no
+// rate, no deadlines, no cancellation: not a limiter anyone should use, the yardstick for the hand-off alone.
+class fifo_floor {
+ public:
+  class permit {
+   public:
+    permit() = default;
+    explicit permit(fifo_floor* owner) noexcept : owner_(owner) {}
+    permit(permit&& other) noexcept : owner_(std::exchange(other.owner_, nullptr)) {}
+    permit& operator=(permit&& other) noexcept {
+      std::swap(owner_, other.owner_);
+      return *this;
+    }
+    ~permit() {
+      if (owner_ != nullptr) owner_->release();
+    }
+    explicit operator bool() const noexcept { return owner_ != nullptr; }
+
+   private:
+    fifo_floor* owner_ = nullptr;
+  };
+
+  explicit fifo_floor(std::int64_t permits) : free_(permits) {}
+
+  permit try_acquire() {
+    std::lock_guard lock(mutex_);
+    if (free_ == 0 || head_ != nullptr) return permit{};
+    --free_;
+    return permit{this};
+  }
+
+  permit acquire() {
+    node self;
+    {
+      std::lock_guard lock(mutex_);
+      if (free_ > 0 && head_ == nullptr) {
+        --free_;
+        return permit{this};
+      }
+      (tail_ != nullptr ? tail_->next : head_) = &self;
+      tail_ = &self;
+    }
+    while (self.word.load(std::memory_order_acquire) == 0) admit::detail::futex_wait(self.word, 0);
+    record_handoff(self.granted_at);
+    return permit{this};
+  }
+
+ private:
+  struct node {
+    std::atomic<std::uint32_t> word{0};
+    std::chrono::nanoseconds granted_at{0};
+    node* next = nullptr;
+  };
+
+  void release() {
+    std::lock_guard lock(mutex_);
+    node* const w = head_;
+    if (w == nullptr) {
+      ++free_;
+      return;
+    }
+    head_ = w->next;
+    if (head_ == nullptr) tail_ = nullptr;
+    w->granted_at = std::chrono::steady_clock::now().time_since_epoch();
+    w->word.store(1, std::memory_order_release);
+    admit::detail::futex_wake_one(&w->word);
+  }
+
+  std::mutex mutex_;
+  std::int64_t free_;
+  node* head_ = nullptr;
+  node* tail_ = nullptr;
+};
+
+void saturated_floor(benchmark::State& state) {
+  run_saturated(
+      state, [] { return std::make_unique<fifo_floor>(saturated_cap); },
+      [](fifo_floor& f, std::size_t) { return f.try_acquire(); },
+      [](fifo_floor& f, std::size_t) { return f.acquire(); }, false);
+}
+
 }  // namespace
 
 // The saturated case first: Google Benchmark's CSV output takes its columns from the first case it reports.
 BENCHMARK(saturated)
     ->Name("admission/saturated/threads:64")
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kNanosecond);
+BENCHMARK(saturated_floor)
+    ->Name("admission/saturated_floor/threads:64")
     ->UseManualTime()
     ->Iterations(1)
     ->Unit(benchmark::kNanosecond);

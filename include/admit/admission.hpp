@@ -112,7 +112,17 @@ class basic_admission {
   // otherwise errc::would_block (or exceeds_capacity). Requests already waiting that are due at `now` are served
   // first. Throws std::invalid_argument for n < 1 or a priority out of range.
   acquire_result try_acquire_at(time_point now, std::size_t priority, std::int64_t n = 1) {
-    return run(priority, n, std::nullopt, {}, false, now);
+    // wait_for_admission's path without what only a wait needs (a stop callback, the wait itself).
+    check_request(priority, n);
+    waiter w;
+    w.cls = priority;
+    w.n = n;
+    errc result{};
+    {
+      locked lock(mutex_, ready_);
+      result = begin(w, now, std::nullopt, false, false).error;
+    }
+    return complete(w, result, std::chrono::nanoseconds{0});
   }
   acquire_result try_acquire(std::size_t priority, std::int64_t n = 1) {
     return try_acquire_at(Clock::now(), priority, n);
@@ -123,7 +133,7 @@ class basic_admission {
   // Waits until admitted (FIFO within its class, the share rule between classes), `stop` is requested (cancelled),
   // or fails at once with queue_full / exceeds_capacity. A stop already requested only admits at once.
   acquire_result acquire(std::stop_token stop, std::size_t priority, std::int64_t n = 1) {
-    return run(priority, n, std::nullopt, stop, true, std::nullopt);
+    return wait_for_admission(priority, n, std::nullopt, stop);
   }
 
   // As acquire, at most until `deadline` on Clock (timeout). Fails at once with timeout when the rate alone cannot
@@ -131,7 +141,7 @@ class basic_admission {
   // admits at once.
   acquire_result try_acquire_until(time_point deadline, std::size_t priority, std::int64_t n = 1,
                                    std::stop_token stop = {}) {
-    return run(priority, n, deadline, stop, true, std::nullopt);
+    return wait_for_admission(priority, n, deadline, stop);
   }
 
   // try_acquire_until(now + timeout); a zero or negative timeout does not wait. Saturates for huge timeouts.
@@ -430,9 +440,9 @@ class basic_admission {
     return {true, {}};
   }
 
-  // The blocking and non-blocking members in one: see their comments.
-  acquire_result run(std::size_t priority, std::int64_t n, std::optional<time_point> deadline, std::stop_token stop,
-                     bool may_wait, std::optional<time_point> at) {
+  // acquire and try_acquire_until in one: see their comments.
+  acquire_result wait_for_admission(std::size_t priority, std::int64_t n, std::optional<time_point> deadline,
+                                    std::stop_token stop) {
     check_request(priority, n);
     waiter w;
     w.cls = priority;
@@ -444,14 +454,14 @@ class basic_admission {
       if (w.queued) detail::wake_blocking(w, false);
     };
     std::optional<std::stop_callback<decltype(on_stop)>> stop_callback;
-    if (may_wait && stop.stop_possible()) stop_callback.emplace(stop, on_stop);
+    if (stop.stop_possible()) stop_callback.emplace(stop, on_stop);
 
     errc result{};
     std::chrono::nanoseconds waited{0};
     {
       locked lock(mutex_, ready_);
-      const time_point start = at ? *at : Clock::now();
-      const begin_result begun = begin(w, start, deadline, may_wait, stop.stop_requested());
+      const time_point start = Clock::now();
+      const begin_result begun = begin(w, start, deadline, true, stop.stop_requested());
       result = begun.error;
       if (begun.queued) {
         wait(w, deadline, lock);
@@ -517,7 +527,7 @@ class basic_admission {
   // One class with the whole share: its assured bucket is the global bucket, so it is entitled to every token the
   // global bucket has, and its assured state is not kept (its requests admitted, served and woken as with it).
   const bool sole_ = plan_.classes.size() == 1 && plan_.classes[0].share >= 1;
-  mutable std::mutex mutex_;
+  mutable detail::futex_mutex mutex_;
   // Guarded by mutex_.
   std::int64_t tat_ = detail::ns_min;       // the global bucket (token_bucket.hpp's representation)
   std::int64_t last_now_ = detail::ns_min;  // the latest effective time of an admission: time never goes back

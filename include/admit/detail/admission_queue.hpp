@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "admit/detail/futex.hpp"
+#include "admit/detail/futex_mutex.hpp"
 #include "admit/detail/saturating.hpp"
 
 namespace admit::detail {
@@ -134,7 +135,7 @@ struct admission_ready_list {
 // granted meanwhile, in grant order: their handlers are posted without the mutex held.
 class admission_lock {
  public:
-  admission_lock(std::mutex& mutex, admission_ready_list& ready) : lock_(mutex), ready_(&ready) {}
+  admission_lock(futex_mutex& mutex, admission_ready_list& ready) : lock_(mutex), ready_(&ready) {}
   admission_lock(const admission_lock&) = delete;
   admission_lock& operator=(const admission_lock&) = delete;
   ~admission_lock() {
@@ -148,7 +149,7 @@ class admission_lock {
   }
 
  private:
-  std::unique_lock<std::mutex> lock_;
+  std::unique_lock<futex_mutex> lock_;
   admission_ready_list* ready_;
 };
 
