@@ -2,12 +2,12 @@
 // giving it back with nobody waiting one exchange. Meets Lockable (std::lock_guard, std::unique_lock).
 //
 // Why not std::mutex: its lock and unlock are calls into pthread_mutex_lock / pthread_mutex_unlock, which dispatch on
-// the mutex's type and keep its owner and user count. On a decision that takes the lock once and holds it for tens of
-// nanoseconds, that bookkeeping measured about a fifth of the decision (docs/PERFORMANCE.md, "One admission
-// decision"). The protocol is the classic three-state futex lock (0 free, 1 held, 2 held and perhaps waited for): a
-// thread that finds it held marks it 2 and sleeps on the word; an unlock that finds 2 wakes one sleeper, which marks
-// it 2 again when it takes it (it cannot know whether others still sleep). Not fair, not recursive; no spinning
-// before sleeping (as glibc's default mutex).
+// the mutex's type and keep its owner and user count. On an admission's decision, which takes the lock once and holds
+// it for a few nanoseconds, that bookkeeping measured about 3 ns of 57 (docs/PERFORMANCE.md, "admission: one decision
+// for a rate and a concurrency limit"). The protocol is the classic three-state futex lock (0 free, 1 held, 2 held and
+// perhaps waited for): a thread that finds it held marks it 2 and sleeps on the word; an unlock that finds 2 wakes one
+// sleeper, which marks it 2 again when it takes it (it cannot know whether others still sleep). Not fair, not
+// recursive; no spinning before sleeping (as glibc's default mutex).
 #pragma once
 
 #include <atomic>
