@@ -17,9 +17,7 @@
 //       hook runs there, and reads the clock). The reported time is the wall time per admission.
 //   admission/saturated_floor/threads:64 — the same load on a bare FIFO hand-off (fifo_floor below): the least a
 //       permit handed to a sleeping thread costs here. Counters: handoff_p50_ns, handoff_p99_ns.
-// The process starts (and joins) a thread before any case runs, so that every case runs in a threaded process, as
-// a service is: glibc's mutex skips its lock prefix in a process that never started a thread, which would flatter
-// anything that takes a std::mutex in a filtered, single-threaded run.
+// Every case runs in a threaded process (bench/threaded_main.cpp says why).
 #include <benchmark/benchmark.h>
 
 #include <admit/admission.hpp>
@@ -288,11 +286,4 @@ BENCHMARK(uncontended_stacked)->Name("admission/uncontended/stacked");
 BENCHMARK(uncontended_token_bucket)->Name("admission/uncontended/token_bucket");
 BENCHMARK(uncontended_semaphore)->Name("admission/uncontended/semaphore");
 
-int main(int argc, char** argv) {
-  std::thread([] {}).join();  // a threaded process from the start (see the top of the file)
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+// main(): bench/threaded_main.cpp.

@@ -224,4 +224,4 @@ BENCHMARK(tb_at)->Name("token_bucket/at");
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// main(): bench/threaded_main.cpp (every case in a threaded process).
