@@ -154,4 +154,4 @@ BENCHMARK(BM_ServerStackBeast);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// main(): bench/threaded_main.cpp (every case in a threaded process).
