@@ -51,6 +51,9 @@ struct scenario {
   std::chrono::milliseconds max_timeout;
   std::size_t max_waiters = 64;
   bool check_shares = true;  // every class keeps requests waiting (no queue bound sheds them)
+  // Records every admission through on_admitted. Without the hook, one class admits without its mutex while nobody
+  // waits (the fast path): then only the bounds that need no record are checked (held, tokens over the whole run).
+  bool record_events = true;
 };
 
 // A worker's current stop_source, which the canceller may trigger at any time.
@@ -66,6 +69,7 @@ struct totals {
   std::atomic<std::int64_t> ended{0};
   std::atomic<std::int64_t> outcomes[6]{};  // by errc up to exceeds_capacity (0: admitted)
   std::atomic<std::int64_t> would_block{0};
+  std::atomic<std::int64_t> tokens{0};
 };
 
 void run_scenario(const scenario& s) {
@@ -77,16 +81,20 @@ void run_scenario(const scenario& s) {
                                    .max_in_flight = s.max_in_flight,
                                    .max_waiters = s.max_waiters,
                                    .classes = {},
-                                   .on_admitted = [&](const admit::admission_event& e) {
-                                     std::lock_guard lock(events_mutex);
-                                     events.push_back(e);
-                                   }};
+                                   .on_admitted = {}};
+  if (s.record_events) {
+    options.on_admitted = [&](const admit::admission_event& e) {
+      std::lock_guard lock(events_mutex);
+      events.push_back(e);
+    };
+  }
   // (Names built with snprintf: GCC 12 -O3 warns falsely, -Wstringop-overflow, on "c" + std::to_string(c) here.)
   for (std::size_t c = 0; c < s.shares.size(); ++c) {
     char name[32];
     std::snprintf(name, sizeof name, "c%zu", c);
     options.classes.push_back({name, s.shares[c]});
   }
+  const auto start = clock_type::now();
   admit::admission adm{options};
   totals t;
   const std::size_t workers = s.shares.size() * static_cast<std::size_t>(s.threads_per_class);
@@ -127,6 +135,7 @@ void run_scenario(const scenario& s) {
             t.held.fetch_sub(n, std::memory_order_acq_rel);
             r->release();
             t.outcomes[0].fetch_add(1, std::memory_order_relaxed);
+            t.tokens.fetch_add(n, std::memory_order_relaxed);
           } else if (r.error() == errc::would_block) {
             t.would_block.fetch_add(1, std::memory_order_relaxed);
           } else {
@@ -168,6 +177,16 @@ void run_scenario(const scenario& s) {
     EXPECT_GT(t.outcomes[static_cast<int>(errc::queue_full)].load(), 0);
   }
 
+  if (!s.record_events) {
+    // No more tokens than the bucket can give over the whole run: a full burst, then the rate.
+    if (!s.rate.is_inf()) {
+      const double most = static_cast<double>(s.burst) + s.rate.tokens_for(clock_type::now() - start);
+      EXPECT_LE(static_cast<double>(t.tokens.load()), most) << "admitted faster than the rate";
+    }
+    std::printf("admitted %lld (tokens %lld), would_block %lld\n", static_cast<long long>(t.outcomes[0].load()),
+                static_cast<long long>(t.tokens.load()), static_cast<long long>(t.would_block.load()));
+    return;
+  }
   std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   ASSERT_EQ(static_cast<std::int64_t>(events.size()), t.outcomes[0].load());
   // Admission times never run ahead of a reference token bucket of the same rate and burst (both start full).
@@ -256,6 +275,32 @@ TEST(AdmissionStress, ABoundedQueueShedsTheExcess) {
                 .max_timeout = 10ms,
                 .max_waiters = 3,
                 .check_shares = false});
+}
+
+// One class and no on_admitted hook: admissions while nobody waits take the fast path (no mutex), the others the
+// mutex, and the word they share passes between them each time a request queues or the queue drains.
+TEST(AdmissionStress, OneClassWithoutAHookMixesTheFastPathAndTheQueue) {
+  run_scenario({.rate = admit::rate::per_second(20000),
+                .burst = 6,
+                .max_in_flight = 4,
+                .shares = {1.0},
+                .threads_per_class = 8,
+                .max_n = 2,
+                .max_hold = 200us,
+                .max_timeout = 5ms,
+                .record_events = false});
+}
+
+TEST(AdmissionStress, OneClassWithoutAHookConcurrencyOnly) {
+  run_scenario({.rate = admit::rate::inf(),
+                .burst = 1,
+                .max_in_flight = 3,
+                .shares = {1.0},
+                .threads_per_class = 8,
+                .max_n = 2,
+                .max_hold = 100us,
+                .max_timeout = 2ms,
+                .record_events = false});
 }
 
 }  // namespace

@@ -67,6 +67,7 @@
 #include "admit/admission_options.hpp"
 #include "admit/clock.hpp"
 #include "admit/detail/admission_classes.hpp"
+#include "admit/detail/admission_fast_path.hpp"
 #include "admit/detail/admission_ledger.hpp"
 #include "admit/detail/admission_metrics.hpp"
 #include "admit/detail/admission_permits.hpp"
@@ -75,6 +76,7 @@
 #include "admit/detail/blocking_wait.hpp"
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/deadline.hpp"
+#include "admit/detail/futex_mutex.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/detail/token_bucket_math.hpp"
@@ -102,6 +104,7 @@ class basic_admission {
       ledger_.classes.push_back(std::make_unique<class_state>(this, c, plan_.classes[c], &basic_admission::released));
     }
     heads_.resize(ledger_.classes.size());
+    hand_back();
   }
   basic_admission(const basic_admission&) = delete;
   basic_admission& operator=(const basic_admission&) = delete;
@@ -112,17 +115,9 @@ class basic_admission {
   // otherwise errc::would_block (or exceeds_capacity). Requests already waiting that are due at `now` are served
   // first. Throws std::invalid_argument for n < 1 or a priority out of range.
   acquire_result try_acquire_at(time_point now, std::size_t priority, std::int64_t n = 1) {
-    // wait_for_admission's path without what only a wait needs (a stop callback, the wait itself).
     check_request(priority, n);
-    waiter w;
-    w.cls = priority;
-    w.n = n;
-    errc result{};
-    {
-      locked lock(mutex_, ready_);
-      result = begin(w, now, std::nullopt, false, false).error;
-    }
-    return complete(w, result, std::chrono::nanoseconds{0});
+    if (admit_fast(now, n)) return admitted_now(priority, n);
+    return try_acquire_locked(now, priority, n);
   }
   acquire_result try_acquire(std::size_t priority, std::int64_t n = 1) {
     return try_acquire_at(Clock::now(), priority, n);
@@ -164,11 +159,11 @@ class basic_admission {
     return read([&] { return ledger_.classes[priority]->queue.waiting; });
   }
   std::int64_t in_flight() const {
-    return read([&] { return ledger_.held_now(); });
+    return read([&] { return held_now(); });
   }
   std::int64_t in_flight(std::size_t priority) const {
     check_priority(priority);
-    return read([&] { return ledger_.held_now(*ledger_.classes[priority]); });
+    return read([&] { return held_now(priority); });
   }
   // The class's guaranteed permits g_c (0 without a concurrency limit).
   std::int64_t guaranteed_permits(std::size_t priority) const {
@@ -188,7 +183,7 @@ class basic_admission {
   limiter_snapshot metrics() const {
     limiter_snapshot s = metrics_.snapshot();
     std::tie(s.limit, s.in_flight, s.waiting) =
-        read([&] { return std::tuple(plan_.max_in_flight, ledger_.held_now(), waiting_); });
+        read([&] { return std::tuple(plan_.max_in_flight, held_now(), waiting_); });
     return s;
   }
   // One class's counters (its decisions only, when enabled per class; the event hook is not called for them) and
@@ -199,7 +194,7 @@ class basic_admission {
     limiter_snapshot s = metrics_.snapshot(priority);
     s.limit = ledger_.classes[priority]->plan.permits;
     std::tie(s.in_flight, s.waiting) = read([&] {
-      return std::tuple(ledger_.held_now(*ledger_.classes[priority]), ledger_.classes[priority]->queue.waiting);
+      return std::tuple(held_now(priority), ledger_.classes[priority]->queue.waiting);
     });
     return s;
   }
@@ -218,19 +213,18 @@ class basic_admission {
 
   // Throws std::invalid_argument for n < 1 or a priority out of range (as every acquiring member does).
   void check_request(std::size_t priority, std::int64_t n) const {
-    check_priority(priority);
-    if (n < 1) throw std::invalid_argument("admit::admission: n must be >= 1, got " + std::to_string(n));
+    if (priority >= ledger_.classes.size() || n < 1) bad_request(priority, n);
   }
   // Admits w (w.cls, w.n set) now, refuses it now, or queues it; once queued, w.rearm is called once before this
   // returns and whenever w's token time changes (under the mutex). Records nothing (complete() does).
   begin_result begin_wait(waiter& w, std::optional<time_point> deadline, bool may_wait) {
-    locked lock(mutex_, ready_);
+    locked lock(*this);
     return begin(w, Clock::now(), deadline, may_wait, false);
   }
   // True: w was still queued and has left the queue (its place goes to the others). False: it was granted first
   // (the grant stands: w.notify has been or will be called) or had already left.
   bool cancel_wait(waiter& w) {
-    locked lock(mutex_, ready_);
+    locked lock(*this);
     if (!w.queued) return false;
     give_up(*ledger_.classes[w.cls], w, effective(to_ns<Clock>(Clock::now())));
     return true;
@@ -238,7 +232,7 @@ class basic_admission {
   // w's timer went off: serves the heads now. True: w's deadline has passed and it left the queue (timeout). False:
   // it was granted (w.notify), had left, or still waits (w.rearm was called with its next time).
   bool timer_fired(waiter& w, std::optional<time_point> deadline) {
-    locked lock(mutex_, ready_);
+    locked lock(*this);
     if (!w.queued) return false;
     const time_point now = Clock::now();
     const std::int64_t t = effective(to_ns<Clock>(now));
@@ -255,10 +249,12 @@ class basic_admission {
   // on_admitted and returns the permit. Call without the mutex held; throws what the hooks throw (the permit is then
   // released).
   acquire_result complete(const waiter& w, errc outcome, std::chrono::nanoseconds waited) {
-    acquire_result r =
-        outcome == errc{} ? acquire_result(permit(ledger_.classes[w.cls]->permits.engine(), w.n)) : outcome;
-    metrics_.record(w.cls, outcome, w.n, waited);
-    if (outcome == errc{} && options_.on_admitted) {
+    if (outcome != errc{}) {
+      metrics_.record(w.cls, outcome, w.n, waited);
+      return outcome;
+    }
+    acquire_result r = admitted_now(w.cls, w.n, waited);
+    if (options_.on_admitted) {
       options_.on_admitted({w.cls, w.n, std::chrono::nanoseconds{w.at_ns}, w.arrival, w.order, w.within_guarantee});
     }
     return r;
@@ -267,16 +263,90 @@ class basic_admission {
   void discard(const waiter& w) noexcept { permit(ledger_.classes[w.cls]->permits.engine(), w.n).release(); }
 
  private:
-  using locked = detail::admission_lock;  // the mutex; unlocking it notifies the asynchronous waiters it granted
-
   using class_state = detail::admission_class;
 
+  // The mutex, held. Taking it takes the state over from the fast path; releasing it hands the state back (when the
+  // fast path would decide as the mutex does: see detail/admission_fast_path.hpp) and then notifies the asynchronous
+  // waiters granted meanwhile, in grant order, without the mutex held.
+  class locked {
+   public:
+    explicit locked(basic_admission& owner) : owner_(owner) { lock(); }
+    locked(const locked&) = delete;
+    locked& operator=(const locked&) = delete;
+    ~locked() {
+      if (owns_) unlock();
+    }
+    void lock() noexcept {
+      owner_.mutex_.lock();
+      owns_ = true;
+      owner_.take_over();
+    }
+    void unlock() noexcept {
+      owner_.hand_back();
+      detail::admission_waiter* ready = owner_.ready_.take();
+      owns_ = false;
+      owner_.mutex_.unlock();
+      detail::admission_ready_list::notify_all(ready);
+    }
+
+   private:
+    basic_admission& owner_;
+    bool owns_ = false;
+  };
+
+  // try_acquire_at's decision under the mutex: begin() without what only a wait needs (a stop callback, the wait).
+  [[gnu::noinline]] acquire_result try_acquire_locked(time_point now, std::size_t priority, std::int64_t n) {
+    waiter w;
+    w.cls = priority;
+    w.n = n;
+    errc result{};
+    {
+      locked lock(*this);
+      result = begin(w, now, std::nullopt, false, false).error;
+    }
+    return complete(w, result, std::chrono::nanoseconds{0});
+  }
+
+  // Under the mutex: the state the fast path admitted on, if it was open.
+  void take_over() noexcept {
+    if (const std::optional<detail::admission_fast_path::state> s = fast_.close()) {
+      last_now_ = s->latest;
+      if (!global_.inf()) tat_ = s->tat;
+      ledger_.held = ledger_.classes[0]->held = s->held;  // one class (the fast path's condition)
+    }
+  }
+  void hand_back() noexcept {
+    if (fast_eligible_ && waiting_ == 0 && !ledger_.armed) fast_.open({last_now_, tat_, ledger_.held}, global_.inf());
+  }
+  // Under the mutex: permits held (all classes, or one), without those released and not yet collected.
+  std::int64_t held_now() const noexcept {
+    if (!fast_.held()) return ledger_.held_now();
+    const std::int64_t released = ledger_.classes[0]->permits.engine().available();  // first: see fast_.held()
+    return *fast_.held() - released;                                                  // one class, disarmed
+  }
+  std::int64_t held_now(std::size_t priority) const noexcept {
+    return fast_.held() ? held_now() : ledger_.held_now(*ledger_.classes[priority]);
+  }
+  // The fast path's admission of n at `now` (detail/admission_fast_path.hpp); false: decide under the mutex.
+  bool admit_fast(time_point now, std::int64_t n) noexcept {
+    return fast_.try_admit(global_, limited() ? plan_.max_in_flight : collect_bound, to_ns<Clock>(now), n);
+  }
+  // An admission's permit, recorded in the metrics (the on_admitted hook not called).
+  acquire_result admitted_now(std::size_t cls, std::int64_t n, std::chrono::nanoseconds waited = {}) {
+    metrics_.record(cls, errc{}, n, waited);
+    return permit(ledger_.classes[cls]->permits.engine(), n);
+  }
+
   void check_priority(std::size_t priority) const {
+    if (priority >= ledger_.classes.size()) bad_request(priority, 1);
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void bad_request(std::size_t priority, std::int64_t n) const {
     if (priority >= ledger_.classes.size()) {
       throw std::invalid_argument("admit::admission: priority " + std::to_string(priority) +
                                   " is out of range: " + std::to_string(ledger_.classes.size()) + " class(es), 0 to " +
                                   std::to_string(ledger_.classes.size() - 1));
     }
+    throw std::invalid_argument("admit::admission: n must be >= 1, got " + std::to_string(n));
   }
 
   template <class F>
@@ -287,7 +357,7 @@ class basic_admission {
   bool limited() const noexcept { return plan_.max_in_flight > 0; }
   // Without a concurrency limit, the most permits that may be released and not yet collected (an engine counts up to
   // 2^59).
-  static constexpr std::int64_t collect_bound = std::int64_t{1} << 40;
+  static constexpr std::int64_t collect_bound = detail::admission_fast_path::max_held;
   std::int64_t effective(std::int64_t now_ns) const noexcept { return std::max(now_ns, last_now_); }
 
   // The standing of class k's head (n) at effective time t.
@@ -444,6 +514,7 @@ class basic_admission {
   acquire_result wait_for_admission(std::size_t priority, std::int64_t n, std::optional<time_point> deadline,
                                     std::stop_token stop) {
     check_request(priority, n);
+    if (admit_fast(Clock::now(), n)) return admitted_now(priority, n);  // nobody waits, all there: at once
     waiter w;
     w.cls = priority;
     w.n = n;
@@ -459,7 +530,7 @@ class basic_admission {
     errc result{};
     std::chrono::nanoseconds waited{0};
     {
-      locked lock(mutex_, ready_);
+      locked lock(*this);
       const time_point start = Clock::now();
       const begin_result begun = begin(w, start, deadline, true, stop.stop_requested());
       result = begun.error;
@@ -512,7 +583,7 @@ class basic_admission {
   // A permit of class `cls` was released while armed (its engine calls this without its lock).
   static void released(void* owner, std::size_t cls) noexcept {
     auto& self = *static_cast<basic_admission*>(owner);
-    locked lock(self.mutex_, self.ready_);
+    locked lock(self);
     class_state& k = *self.ledger_.classes[cls];
     self.ledger_.give_back(k, 1 + k.permits.called_back());
     if (self.limited() && self.waiting_ != 0) self.dispatch(self.effective(to_ns<Clock>(Clock::now())));
@@ -527,6 +598,10 @@ class basic_admission {
   // One class with the whole share: its assured bucket is the global bucket, so it is entitled to every token the
   // global bucket has, and its assured state is not kept (its requests admitted, served and woken as with it).
   const bool sole_ = plan_.classes.size() == 1 && plan_.classes[0].share >= 1;
+  // One class with the whole share, no on_admitted hook and a nonzero rate: decisions while nobody waits may take the
+  // fast path (the hook's arrival and admission orders are counted under the mutex).
+  const bool fast_eligible_ = sole_ && !options_.on_admitted && !global_.zero();
+  detail::admission_fast_path fast_;
   mutable detail::futex_mutex mutex_;
   // Guarded by mutex_.
   std::int64_t tat_ = detail::ns_min;       // the global bucket (token_bucket.hpp's representation)

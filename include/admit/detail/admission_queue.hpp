@@ -1,6 +1,6 @@
 // admit/detail/admission_queue.hpp — the waiters of admit::admission: one intrusive node per waiting request, owned
 // by whoever waits (a blocking thread's stack frame, an asynchronous operation), each class's FIFO queue of them, and
-// the list of granted asynchronous waiters that the admission's lock notifies once it is released.
+// the list of granted asynchronous waiters that the admission notifies once its mutex is released.
 //
 // Invariant (under the admission's mutex): a node is `queued` exactly while it is linked in its class's queue; it
 // leaves the queue once, either granted (`granted` set, its n tokens and permits taken) or given up (timeout, cancel,
@@ -19,12 +19,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <stop_token>
 #include <utility>
 
 #include "admit/detail/futex.hpp"
-#include "admit/detail/futex_mutex.hpp"
 #include "admit/detail/saturating.hpp"
 
 namespace admit::detail {
@@ -129,28 +127,6 @@ struct admission_ready_list {
       first = next;
     }
   }
-};
-
-// The admission's mutex, held. Releasing it (unlock() or the destructor) then notifies the asynchronous waiters
-// granted meanwhile, in grant order: their handlers are posted without the mutex held.
-class admission_lock {
- public:
-  admission_lock(futex_mutex& mutex, admission_ready_list& ready) : lock_(mutex), ready_(&ready) {}
-  admission_lock(const admission_lock&) = delete;
-  admission_lock& operator=(const admission_lock&) = delete;
-  ~admission_lock() {
-    if (lock_.owns_lock()) unlock();
-  }
-  void lock() { lock_.lock(); }
-  void unlock() noexcept {
-    admission_waiter* ready = ready_->take();
-    lock_.unlock();
-    admission_ready_list::notify_all(ready);
-  }
-
- private:
-  std::unique_lock<futex_mutex> lock_;
-  admission_ready_list* ready_;
 };
 
 }  // namespace admit::detail
