@@ -9,9 +9,10 @@
 // permits of max_in_flight are both available and the share rule below lets it take them; it then holds n permits
 // until the admit::permit it got is released (the tokens are spent for good, as a token bucket's).
 //
-// Reserve-then-commit. Every decision is made under one mutex: the tokens (the token bucket's state on plain values,
+// Reserve-then-commit. Every decision is made on one state, under one mutex (or, for the fast path below, by one
+// atomic compare-and-swap of the same state): the tokens (the token bucket's state on plain values,
 // detail/token_bucket_math.hpp, exactly as admit::token_bucket counts them) and the permits are both checked first,
-// and only when both are there are both taken, in the same critical section. So a request never holds a permit while
+// and only when both are there are both taken, in the same step. So a request never holds a permit while
 // it waits for tokens, and tokens are never taken for a request that then cannot get a permit: a waiting request
 // holds nothing.
 //
@@ -30,15 +31,18 @@
 // max_in_flight or, with a finite rate, above the burst; or the zero rate and fewer tokens left than n: it can never be
 // admitted). A grant that races with a deadline or a cancel wins.
 //
-// Cost and thread safety. Every member may be called concurrently. Each decision takes the mutex (no lock-free path).
-// While nobody waits, a release is one lock-free add on its class's permit engine, collected only when a decision
-// finds the permits it counts as held all taken; while requests wait, it takes the engine and then the mutex to hand
-// the permits on (detail/admission_permits.hpp).
-// Waiting threads sleep on Clock (so the manual clock drives them in tests), woken by a grant, by their head's token
-// time, their deadline or their stop_token. Asynchronous waiters (<admit/asio/admission_acquire.hpp>) wait in the
-// same queues, in the same arrival order: a grant posts their handler, and a timer of Clock on the handler's executor
-// wakes them at their head's token time (and at their deadline) to serve the heads. The admission must outlive its
-// permits and waiters. Permits of different classes come from different engines: permit::merge refuses to join them.
+// Cost and thread safety. Every member may be called concurrently. Decisions take the mutex, except one kind: with a
+// single class (no classes given, or one with share 1), no on_admitted hook and a nonzero rate, a blocking or try_*
+// request made while nobody waits is admitted without the mutex when its tokens and permits are there (one 16-byte
+// compare-and-swap on x86-64; detail/admission_fast_path.hpp). It is decided exactly as under the mutex; anything else
+// (a refusal, a wait) is decided under the mutex. While nobody waits, a release is one lock-free add on its class's
+// permit engine, collected only when a decision finds the permits it counts as held all taken; while requests wait, it
+// takes the engine and then the mutex to hand the permits on (detail/admission_permits.hpp). Waiting threads sleep on
+// Clock (so the manual clock drives them in tests), woken by a grant, by their head's token time, their deadline or
+// their stop_token. Asynchronous waiters (<admit/asio/admission_acquire.hpp>) wait in the same queues, in the same
+// arrival order: a grant posts their handler, and a timer of Clock on the handler's executor wakes them at their head's
+// token time (and at their deadline) to serve the heads. The admission must outlive its permits and waiters. Permits of
+// different classes come from different engines: permit::merge refuses to join them.
 //
 // Metrics. enable_metrics() counts one acquire_outcome per decision (blocking, try_*, asynchronous) in a
 // limiter_metrics (<admit/limiter_metrics.hpp>): admitted with its wait, unavailable (would_block), queue_full,
@@ -53,12 +57,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <optional>
-#include <stdexcept>
 #include <stop_token>
-#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -66,20 +67,13 @@
 #include "admit/acquire_result.hpp"
 #include "admit/admission_options.hpp"
 #include "admit/clock.hpp"
-#include "admit/detail/admission_classes.hpp"
-#include "admit/detail/admission_fast_path.hpp"
-#include "admit/detail/admission_ledger.hpp"
-#include "admit/detail/admission_metrics.hpp"
-#include "admit/detail/admission_permits.hpp"
+#include "admit/detail/admission_core.hpp"
 #include "admit/detail/admission_queue.hpp"
-#include "admit/detail/admission_rule.hpp"
 #include "admit/detail/blocking_wait.hpp"
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/deadline.hpp"
-#include "admit/detail/futex_mutex.hpp"
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/sleep.hpp"
-#include "admit/detail/token_bucket_math.hpp"
 #include "admit/errc.hpp"
 #include "admit/limiter_metrics.hpp"
 #include "admit/permit.hpp"
@@ -88,7 +82,25 @@
 namespace admit {
 
 template <steady_clock_like Clock = std::chrono::steady_clock>
-class basic_admission {
+class basic_admission : private detail::admission_core<Clock> {
+  using core = detail::admission_core<Clock>;  // the state and the decisions (detail/admission_core.hpp)
+  using core::admit_fast;
+  using core::admitted_now;
+  using core::begin;
+  using core::check_priority;
+  using core::dispatch;
+  using core::effective;
+  using core::give_up;
+  using core::held_now;
+  using core::ledger_;
+  using core::metrics_;
+  using core::mutex_;
+  using core::options_;
+  using core::plan_;
+  using core::read;
+  using core::waiting_;
+  using typename core::locked;
+
  public:
   using clock_type = Clock;
   using duration = typename Clock::duration;
@@ -96,16 +108,7 @@ class basic_admission {
 
   // Throws std::invalid_argument naming the value: a share < 0 (or NaN) or shares summing above 1, burst < 1 with a
   // finite rate (or a burst that takes more than 2^62 ns to refill), max_in_flight outside [0, 2^59].
-  explicit basic_admission(admission_options options)
-      : options_(std::move(options)), plan_(detail::plan_admission_classes(options_, to_ns<Clock>(Clock::now()))) {
-    global_ = plan_.global;
-    ledger_.classes.reserve(plan_.classes.size());
-    for (std::size_t c = 0; c < plan_.classes.size(); ++c) {
-      ledger_.classes.push_back(std::make_unique<class_state>(this, c, plan_.classes[c], &basic_admission::released));
-    }
-    heads_.resize(ledger_.classes.size());
-    hand_back();
-  }
+  explicit basic_admission(admission_options options) : core(std::move(options)) {}
   basic_admission(const basic_admission&) = delete;
   basic_admission& operator=(const basic_admission&) = delete;
 
@@ -193,9 +196,8 @@ class basic_admission {
     check_priority(priority);
     limiter_snapshot s = metrics_.snapshot(priority);
     s.limit = ledger_.classes[priority]->plan.permits;
-    std::tie(s.in_flight, s.waiting) = read([&] {
-      return std::tuple(held_now(priority), ledger_.classes[priority]->queue.waiting);
-    });
+    std::tie(s.in_flight, s.waiting) =
+        read([&] { return std::tuple(held_now(priority), ledger_.classes[priority]->queue.waiting); });
     return s;
   }
   // The waits of the admissions (empty when metrics are not enabled).
@@ -204,17 +206,13 @@ class basic_admission {
   // --- For asynchronous waiters (<admit/asio/admission_acquire.hpp>, the middleware's admission layer) -----------
   // A decision made through these members: check_request, begin_wait, then (if queued) cancel_wait / timer_fired
   // until it is resolved, then complete exactly once (or discard, for a grant that is never delivered).
-
   using waiter = detail::admission_waiter;
-  struct begin_result {
-    bool queued = false;  // w waits: a grant calls w.notify (after the mutex is released)
-    errc error{};         // when not queued: errc{} admitted now, or the refusal (would_block when !may_wait)
-  };
-
+  // queued: w waits (a grant calls w.notify after the mutex is released); error, when not queued: errc{} admitted
+  // now, or the refusal (would_block when !may_wait).
+  using begin_result = typename core::begin_result;
   // Throws std::invalid_argument for n < 1 or a priority out of range (as every acquiring member does).
-  void check_request(std::size_t priority, std::int64_t n) const {
-    if (priority >= ledger_.classes.size() || n < 1) bad_request(priority, n);
-  }
+  using core::check_request;
+
   // Admits w (w.cls, w.n set) now, refuses it now, or queues it; once queued, w.rearm is called once before this
   // returns and whenever w's token time changes (under the mutex). Records nothing (complete() does).
   begin_result begin_wait(waiter& w, std::optional<time_point> deadline, bool may_wait) {
@@ -263,37 +261,6 @@ class basic_admission {
   void discard(const waiter& w) noexcept { permit(ledger_.classes[w.cls]->permits.engine(), w.n).release(); }
 
  private:
-  using class_state = detail::admission_class;
-
-  // The mutex, held. Taking it takes the state over from the fast path; releasing it hands the state back (when the
-  // fast path would decide as the mutex does: see detail/admission_fast_path.hpp) and then notifies the asynchronous
-  // waiters granted meanwhile, in grant order, without the mutex held.
-  class locked {
-   public:
-    explicit locked(basic_admission& owner) : owner_(owner) { lock(); }
-    locked(const locked&) = delete;
-    locked& operator=(const locked&) = delete;
-    ~locked() {
-      if (owns_) unlock();
-    }
-    void lock() noexcept {
-      owner_.mutex_.lock();
-      owns_ = true;
-      owner_.take_over();
-    }
-    void unlock() noexcept {
-      owner_.hand_back();
-      detail::admission_waiter* ready = owner_.ready_.take();
-      owns_ = false;
-      owner_.mutex_.unlock();
-      detail::admission_ready_list::notify_all(ready);
-    }
-
-   private:
-    basic_admission& owner_;
-    bool owns_ = false;
-  };
-
   // try_acquire_at's decision under the mutex: begin() without what only a wait needs (a stop callback, the wait).
   [[gnu::noinline]] acquire_result try_acquire_locked(time_point now, std::size_t priority, std::int64_t n) {
     waiter w;
@@ -305,209 +272,6 @@ class basic_admission {
       result = begin(w, now, std::nullopt, false, false).error;
     }
     return complete(w, result, std::chrono::nanoseconds{0});
-  }
-
-  // Under the mutex: the state the fast path admitted on, if it was open.
-  void take_over() noexcept {
-    if (const std::optional<detail::admission_fast_path::state> s = fast_.close()) {
-      last_now_ = s->latest;
-      if (!global_.inf()) tat_ = s->tat;
-      ledger_.held = ledger_.classes[0]->held = s->held;  // one class (the fast path's condition)
-    }
-  }
-  void hand_back() noexcept {
-    if (fast_eligible_ && waiting_ == 0 && !ledger_.armed) fast_.open({last_now_, tat_, ledger_.held}, global_.inf());
-  }
-  // Under the mutex: permits held (all classes, or one), without those released and not yet collected.
-  std::int64_t held_now() const noexcept {
-    if (!fast_.held()) return ledger_.held_now();
-    const std::int64_t released = ledger_.classes[0]->permits.engine().available();  // first: see fast_.held()
-    return *fast_.held() - released;                                                  // one class, disarmed
-  }
-  std::int64_t held_now(std::size_t priority) const noexcept {
-    return fast_.held() ? held_now() : ledger_.held_now(*ledger_.classes[priority]);
-  }
-  // The fast path's admission of n at `now` (detail/admission_fast_path.hpp); false: decide under the mutex.
-  bool admit_fast(time_point now, std::int64_t n) noexcept {
-    return fast_.try_admit(global_, limited() ? plan_.max_in_flight : collect_bound, to_ns<Clock>(now), n);
-  }
-  // An admission's permit, recorded in the metrics (the on_admitted hook not called).
-  acquire_result admitted_now(std::size_t cls, std::int64_t n, std::chrono::nanoseconds waited = {}) {
-    metrics_.record(cls, errc{}, n, waited);
-    return permit(ledger_.classes[cls]->permits.engine(), n);
-  }
-
-  void check_priority(std::size_t priority) const {
-    if (priority >= ledger_.classes.size()) bad_request(priority, 1);
-  }
-  [[noreturn, gnu::cold, gnu::noinline]] void bad_request(std::size_t priority, std::int64_t n) const {
-    if (priority >= ledger_.classes.size()) {
-      throw std::invalid_argument("admit::admission: priority " + std::to_string(priority) +
-                                  " is out of range: " + std::to_string(ledger_.classes.size()) + " class(es), 0 to " +
-                                  std::to_string(ledger_.classes.size() - 1));
-    }
-    throw std::invalid_argument("admit::admission: n must be >= 1, got " + std::to_string(n));
-  }
-
-  template <class F>
-  auto read(F f) const {
-    std::lock_guard lock(mutex_);
-    return f();
-  }
-  bool limited() const noexcept { return plan_.max_in_flight > 0; }
-  // Without a concurrency limit, the most permits that may be released and not yet collected (an engine counts up to
-  // 2^59).
-  static constexpr std::int64_t collect_bound = detail::admission_fast_path::max_held;
-  std::int64_t effective(std::int64_t now_ns) const noexcept { return std::max(now_ns, last_now_); }
-
-  // The standing of class k's head (n) at effective time t.
-  // Whether class k is entitled to permits and to tokens at effective time t (uses less than its guarantee).
-  void entitle(const class_state& k, std::int64_t t, detail::admission_head& h) const noexcept {
-    if (limited()) h.permit_entitled = ledger_.held_now(k) < k.plan.permits;
-    if (!global_.inf() && !sole_) h.token_entitled = detail::assured_wait(k.plan.assured, k.assured_tat, t) == 0;
-  }
-  detail::admission_head stand(const class_state& k, std::int64_t t) const noexcept {
-    detail::admission_head h;
-    h.present = k.queue.head != nullptr;
-    if (!h.present) return h;
-    h.n = k.queue.head->n;
-    h.arrival = k.queue.head->arrival;
-    const detail::admission_free free = free_at(t);
-    entitle(k, t, h);
-    if (h.permit_entitled) h.permit_claim = std::min(k.queue.queued_n, k.plan.permits - ledger_.held_now(k));
-    h.permits_free = free.has_permits(h.n);
-    h.tokens_free = free.has_tokens(h.n);
-    return h;
-  }
-  detail::admission_free free_at(std::int64_t t) const noexcept {
-    return {limited(), plan_.max_in_flight - ledger_.held, &global_, tat_, t};
-  }
-
-  // Admits w, queued or (when nobody waits) not yet: takes its tokens and permits and records its admission.
-  void admit(class_state& k, waiter& w, std::int64_t t, const detail::admission_head& st) noexcept {
-    commit(k, w, t, st,
-           global_.inf() ? tat_ : detail::token_bucket_step(global_, oversize_policy::reject, tat_, t, w.n).new_tat);
-  }
-  // admit, the global bucket's state after w's tokens already computed (new_tat).
-  void commit(class_state& k, waiter& w, std::int64_t t, const detail::admission_head& st,
-              std::int64_t new_tat) noexcept {
-    if (w.queued) unlink(k, w);
-    if (!global_.inf()) {
-      tat_ = new_tat;
-      if (st.token_entitled && !sole_) k.assured_tat = detail::assured_charge(k.plan.assured, k.assured_tat, t, w.n);
-    }
-    last_now_ = std::max(last_now_, t);
-    ledger_.take(k, w.n);
-    w.granted = true;
-    w.at_ns = t;
-    w.order = ++admitted_;
-    w.within_guarantee = st.permit_entitled && st.token_entitled;
-    if (w.notify != nullptr) {
-      ready_.push_back(w);
-    } else {
-      detail::wake_blocking(w, true);  // last: w may be gone once it returns
-    }
-  }
-
-  // Under the mutex: serves the heads by the share rule (top of the file) at effective time t, then gives each head
-  // its token time so that it wakes when time alone could change the decision.
-  void dispatch(std::int64_t t) noexcept {
-    std::vector<detail::admission_head>& heads = heads_;
-    for (;;) {
-      for (std::size_t c = 0; c < ledger_.classes.size(); ++c) heads[c] = stand(*ledger_.classes[c], t);
-      const std::size_t next = detail::admission_pick(heads, free_at(t));
-      if (next == ledger_.classes.size()) break;
-      admit(*ledger_.classes[next], *ledger_.classes[next]->queue.head, t, heads[next]);
-    }
-    for (auto& k : ledger_.classes) {
-      waiter* h = k->queue.head;
-      if (h == nullptr) continue;
-      const std::int64_t wait = detail::admission_head_wait(global_, tat_, k->plan.assured, k->assured_tat, t, h->n);
-      const std::int64_t wake = wait == detail::ns_max ? detail::ns_max : detail::sat_add(t, wait);
-      if (wake != h->wake_ns) {
-        h->wake_ns = wake;
-        if (h->rearm != nullptr) {
-          h->rearm(*h);
-        } else {
-          detail::wake_blocking(*h, false);
-        }
-      }
-    }
-  }
-
-  void enqueue(class_state& k, waiter& w) noexcept {
-    k.queue.push_back(w, ++arrivals_);
-    ++waiting_;
-  }
-  void unlink(class_state& k, waiter& w) noexcept {
-    k.queue.erase(w);
-    --waiting_;
-  }
-  // Takes `w` out of its queue without admitting it, and lets the others have what it held back.
-  void give_up(class_state& k, waiter& w, std::int64_t t) noexcept {
-    unlink(k, w);
-    dispatch(t);
-  }
-
-  // Under the mutex: serves the requests due at `now`, then admits w at once, refuses it at once, or leaves it queued
-  // (see begin_wait). `stopped`: a blocking caller's stop_token was already requested.
-  begin_result begin(waiter& w, time_point now, std::optional<time_point> deadline, bool may_wait, bool stopped) {
-    class_state& k = *ledger_.classes[w.cls];
-    const std::int64_t t = effective(to_ns<Clock>(now));
-    if (limited() && w.n > plan_.max_in_flight) return {false, errc::exceeds_capacity};
-    // The global bucket's answer for w, computed once: never (exceeds_capacity), or its tokens now and the state after.
-    const detail::token_bucket_step_result step =
-        global_.inf() ? detail::token_bucket_step_result{}
-                      : detail::token_bucket_step(global_, oversize_policy::reject, tat_, t, w.n);
-    if (step.never) return {false, errc::exceeds_capacity};
-    // An asynchronous waiter admitted within this call is not notified: begin's result reports it.
-    auto* const rearm_w = std::exchange(w.rearm, nullptr);
-    auto* const notify_w = std::exchange(w.notify, nullptr);
-    // Releases reach the admission at once while requests wait (armed). Otherwise they are collected only when the
-    // count that still includes them says w does not fit: one compare-and-swap per engine then, none per decision
-    // (at most max_in_flight, or collect_bound without a concurrency limit, released permits wait uncollected).
-    if (!ledger_.armed) {
-      if (detail::sat_add(ledger_.held, w.n) > (limited() ? plan_.max_in_flight : collect_bound)) ledger_.collect();
-    } else if (waiting_ == 0) {
-      ledger_.switch_releases(false);
-    }
-    if (waiting_ == 0) {
-      // Nobody waits: w would be the only head, admitted by the share rule exactly when both resources are free.
-      if (free_at(t).has_permits(w.n) && step.wait == 0) {
-        w.arrival = ++arrivals_;
-        detail::admission_head st;
-        entitle(k, t, st);
-        commit(k, w, t, st, step.new_tat);
-        return {false, errc{}};
-      }
-    }
-    if (!ledger_.armed) ledger_.switch_releases(true);  // w may wait: every release must serve the heads from now on
-    dispatch(t);                                        // requests already due at t go first
-    const std::int64_t ahead = k.queue.queued_n;
-    enqueue(k, w);
-    dispatch(t);
-    if (w.granted) return {false, errc{}};
-    errc why{};
-    if (!may_wait) {
-      why = errc::would_block;
-    } else if (stopped || w.cancelled) {
-      why = errc::cancelled;
-    } else if (deadline && now >= *deadline) {
-      why = errc::timeout;
-    } else if (waiting_ - 1 >= options_.max_waiters) {
-      why = errc::queue_full;
-    } else if (deadline && detail::admission_impossible_by(global_, tat_, detail::sat_add(ahead, w.n), t,
-                                                           to_ns<Clock>(*deadline))) {
-      why = errc::timeout;
-    }
-    if (why != errc{}) {
-      give_up(k, w, t);
-      return {false, why};
-    }
-    w.rearm = rearm_w;
-    w.notify = notify_w;
-    if (w.rearm != nullptr) w.rearm(w);
-    return {true, {}};
   }
 
   // acquire and try_acquire_until in one: see their comments.
@@ -579,37 +343,6 @@ class basic_admission {
       }
     }
   }
-
-  // A permit of class `cls` was released while armed (its engine calls this without its lock).
-  static void released(void* owner, std::size_t cls) noexcept {
-    auto& self = *static_cast<basic_admission*>(owner);
-    locked lock(self);
-    class_state& k = *self.ledger_.classes[cls];
-    self.ledger_.give_back(k, 1 + k.permits.called_back());
-    if (self.limited() && self.waiting_ != 0) self.dispatch(self.effective(to_ns<Clock>(Clock::now())));
-  }
-
-  admission_options options_;
-  detail::admission_plan plan_;
-  detail::token_bucket_config global_;
-  detail::admission_ledger ledger_;            // the classes and their permits (guarded by mutex_)
-  std::vector<detail::admission_head> heads_;  // dispatch's scratch space, one per class (guarded by mutex_)
-  detail::admission_metrics metrics_;
-  // One class with the whole share: its assured bucket is the global bucket, so it is entitled to every token the
-  // global bucket has, and its assured state is not kept (its requests admitted, served and woken as with it).
-  const bool sole_ = plan_.classes.size() == 1 && plan_.classes[0].share >= 1;
-  // One class with the whole share, no on_admitted hook and a nonzero rate: decisions while nobody waits may take the
-  // fast path (the hook's arrival and admission orders are counted under the mutex).
-  const bool fast_eligible_ = sole_ && !options_.on_admitted && !global_.zero();
-  detail::admission_fast_path fast_;
-  mutable detail::futex_mutex mutex_;
-  // Guarded by mutex_.
-  std::int64_t tat_ = detail::ns_min;       // the global bucket (token_bucket.hpp's representation)
-  std::int64_t last_now_ = detail::ns_min;  // the latest effective time of an admission: time never goes back
-  std::size_t waiting_ = 0;
-  std::uint64_t arrivals_ = 0;
-  std::uint64_t admitted_ = 0;
-  detail::admission_ready_list ready_;  // granted asynchronous waiters to notify once the mutex is released
 };
 
 using admission = basic_admission<std::chrono::steady_clock>;

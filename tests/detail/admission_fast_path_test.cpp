@@ -98,7 +98,7 @@ TEST(AdmissionFastPath, RespectsTheLimitAndHandsOverWhatItAdmitted) {
   EXPECT_EQ(s->latest, 62);
   EXPECT_FALSE(fast.try_admit(c, 100, 64, 1));  // closed
   EXPECT_FALSE(fast.held());
-  EXPECT_FALSE(fast.close());  // already closed: the mutex holder's copy is current
+  EXPECT_FALSE(fast.close());                            // already closed: the mutex holder's copy is current
   fast.open({.latest = 62, .tat = 0, .held = 2}, true);  // two released meanwhile
   EXPECT_TRUE(fast.try_admit(c, 4, 64, 2));
   EXPECT_EQ(fast.held(), 4);

@@ -17,7 +17,8 @@
 //
 // Thread safety: try_admit from any thread; close and open under the admission's mutex. The word is read as two
 // 8-byte loads that may tear; the compare-and-swap then fails and returns the word as it was, so nothing acts on a torn
-// read. x86-64 only (cmpxchg16b, with GCC or Clang); elsewhere the word stays closed and every decision takes the mutex.
+// read. x86-64 only (cmpxchg16b, with GCC or Clang); elsewhere the word stays closed and every decision takes the
+// mutex.
 #pragma once
 
 #include <algorithm>
