@@ -7,7 +7,8 @@
 // Cases:
 //   admission/uncontended/<impl> — one thread: try_acquire, then release the permit, per iteration. The rate is high
 //       enough (10^12/s, burst 10^6) and max_in_flight large enough (64) that every call is admitted. <impl>:
-//       admission (one object, one class), stacked (token_bucket::try_acquire + semaphore::try_acquire + release),
+//       admission (one object, one class: the fast path), admission_3_classes (shares 0.5/0.3/0.2: under the
+//       mutex), stacked (token_bucket::try_acquire + semaphore::try_acquire + release),
 //       token_bucket (its try_acquire alone), semaphore (try_acquire + release alone).
 //   admission/saturated/threads:64 — 64 threads, a third of them (rounded) in each of 3 classes with shares 0.5, 0.3
 //       and 0.2 of max_in_flight = 10 and of an unlimited rate; each thread loops acquire, holds the permit across a
@@ -50,6 +51,19 @@ void uncontended_admission(benchmark::State& state) {
   std::int64_t failed = 0;
   for (auto _ : state) {
     failed += adm.try_acquire(0) ? 0 : 1;  // the permit is released at the end of the statement
+  }
+  if (failed != 0) state.SkipWithError((std::to_string(failed) + " try_acquire calls failed").c_str());
+}
+
+// Three classes: every decision takes the admission's mutex (the fast path is for one class).
+void uncontended_admission_classes(benchmark::State& state) {
+  admit::admission adm{{.rate = fast_rate,
+                        .burst = fast_burst,
+                        .max_in_flight = in_flight_cap,
+                        .classes = {{"a", 0.5}, {"b", 0.3}, {"c", 0.2}}}};
+  std::int64_t failed = 0;
+  for (auto _ : state) {
+    failed += adm.try_acquire(0) ? 0 : 1;
   }
   if (failed != 0) state.SkipWithError((std::to_string(failed) + " try_acquire calls failed").c_str());
 }
@@ -282,6 +296,7 @@ BENCHMARK(saturated_floor)
     ->Iterations(1)
     ->Unit(benchmark::kNanosecond);
 BENCHMARK(uncontended_admission)->Name("admission/uncontended/admission");
+BENCHMARK(uncontended_admission_classes)->Name("admission/uncontended/admission_3_classes");
 BENCHMARK(uncontended_stacked)->Name("admission/uncontended/stacked");
 BENCHMARK(uncontended_token_bucket)->Name("admission/uncontended/token_bucket");
 BENCHMARK(uncontended_semaphore)->Name("admission/uncontended/semaphore");
