@@ -216,6 +216,7 @@ class basic_admission : private detail::admission_core<Clock> {
   // Admits w (w.cls, w.n set) now, refuses it now, or queues it; once queued, w.rearm is called once before this
   // returns and whenever w's token time changes (under the mutex). Records nothing (complete() does).
   begin_result begin_wait(waiter& w, std::optional<time_point> deadline, bool may_wait) {
+    if (admit_fast(Clock::now(), w.n)) return {false, errc{}};  // nobody waits, all there: at once
     locked lock(*this);
     return begin(w, Clock::now(), deadline, may_wait, false);
   }
