@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -97,6 +98,21 @@ TEST(AdmissionOneClass, AWaiterClosesTheFastPathUntilTheQueueDrains) {
   for (int i = 0; i < 4; ++i) held.push_back(std::move(*adm.try_acquire(0)));  // open again: all four
   EXPECT_EQ(adm.try_acquire(0).error(), errc::would_block);
   EXPECT_EQ(adm.in_flight(), 4);
+}
+
+TEST(AdmissionOneClass, AnEventHookThatThrowsLeavesNoPermitHeld) {
+  for (const bool with_hook : {false, true}) {
+    manual_admission adm{options(admit::rate::inf(), with_hook)};
+    adm.enable_metrics([](const admit::limiter_event& e) {
+      if (e.outcome == admit::acquire_outcome::admitted) throw std::runtime_error("hook");
+    });
+    EXPECT_THROW((void)adm.try_acquire(0, 2), std::runtime_error);
+    EXPECT_EQ(adm.in_flight(), 0) << (with_hook ? "under the mutex" : "fast path");
+    std::stop_source stopped;  // a stop already requested: admits at once or not at all, never waits
+    stopped.request_stop();
+    EXPECT_THROW((void)adm.acquire(stopped.get_token(), 0, 4), std::runtime_error);
+    EXPECT_EQ(adm.in_flight(), 0) << (with_hook ? "under the mutex" : "fast path");
+  }
 }
 
 }  // namespace

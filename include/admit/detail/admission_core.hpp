@@ -118,10 +118,12 @@ class admission_core {
   bool admit_fast(time_point now, std::int64_t n) noexcept {
     return fast_.try_admit(global_, limited() ? plan_.max_in_flight : collect_bound, to_ns<Clock>(now), n);
   }
-  // An admission's permit, recorded in the metrics (the on_admitted hook not called).
+  // An admission's permit, recorded in the metrics (the on_admitted hook not called). The permit exists before the
+  // metrics' event hook runs: if the hook throws, the permit is released.
   acquire_result admitted_now(std::size_t cls, std::int64_t n, std::chrono::nanoseconds waited = {}) {
+    permit p(ledger_.classes[cls]->permits.engine(), n);
     metrics_.record(cls, errc{}, n, waited);
-    return permit(ledger_.classes[cls]->permits.engine(), n);
+    return p;
   }
 
   void check_priority(std::size_t priority) const {
