@@ -165,6 +165,25 @@ class [[nodiscard]] lease {
 
   // Gives the permits back and waits for Redis's answer (within the semaphore's timeout).
   std::pair<release_status, std::error_code> release();
+  // Gives the permits back without blocking: the lease is released (state() says so) when this returns, and the
+  // completion gets Redis's answer, as release() returns it. Completion: void(std::error_code, release_status), the
+  // error set exactly when the status is failed, through the handler's associated executor (the connection's by
+  // default; the system executor for an empty lease), never inside this call. Not cancellable: a release is always
+  // delivered or fails, and semaphore::shutdown() waits for it as for the destructor's background releases.
+  template <class CompletionToken>
+  auto async_release(CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(std::error_code, release_status)>(
+        [this](auto handler) {
+          using handler_type = std::decay_t<decltype(handler)>;
+          auto work = boost::asio::prefer(boost::asio::get_associated_executor(handler, executor()),
+                                          boost::asio::execution::outstanding_work.tracked);
+          auto h = std::make_shared<handler_type>(std::move(handler));
+          release_then([h, work](release_status status, std::error_code ec) {
+            boost::asio::post(work, [h, status, ec]() mutable { std::move (*h)(ec, status); });
+          });
+        },
+        token);
+  }
 
   // Extends the lease to lease_ttl from now on Redis's clock; false when Redis no longer has it (state() is then
   // lost) or the call failed (the error is in the second member).
@@ -183,6 +202,13 @@ class [[nodiscard]] lease {
  private:
   friend class detail::semaphore_core;
   explicit lease(std::shared_ptr<detail::lease_core> core) noexcept;
+  // What release() and async_release() share: the outcome when Redis need not be asked (an empty or a local lease),
+  // after marking the lease released.
+  std::optional<std::pair<release_status, std::error_code>> release_locally();
+  // async_release without the handler: calls `done` once with the outcome, on any thread (inline when Redis need not
+  // be asked).
+  void release_then(std::function<void(release_status, std::error_code)> done);
+  boost::asio::any_io_executor executor() const;
   std::shared_ptr<detail::lease_core> core_;
 };
 

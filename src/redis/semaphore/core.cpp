@@ -311,7 +311,16 @@ void semaphore_core::end_background(bool delivered, std::error_code ec) {
   for (auto& d : done) d(undelivered, failure);
 }
 
-void semaphore_core::release_async(const std::string& id, std::int64_t n, std::function<void()> then) {
+semaphore_core::release_answer semaphore_core::answer_to_release(std::error_code ec, const reply& r) {
+  using status = lease::release_status;
+  if (ec) return {status::failed, ec};
+  const auto v = integers(r, 1);
+  if (!v) return {status::failed, script_error()};
+  deliver_grants(r, 3);  // to this object's waiters: no wake-up round trip
+  return {(*v)[0] == granted ? status::released : status::not_held, {}};
+}
+
+void semaphore_core::release_async(const std::string& id, std::int64_t n, std::function<void(release_answer)> then) {
   begin_background();
   send_release(id, n, call_deadline({}), true, std::move(then));
 }
@@ -320,7 +329,7 @@ void semaphore_core::release_async(const std::string& id, std::int64_t n, std::f
 // idempotent (a release that did run makes the second answer "not held"), and a release lost here would hold the
 // permits until the lease expires.
 void semaphore_core::send_release(const std::string& id, std::int64_t n, std::optional<steady::time_point> deadline,
-                                  bool may_retry, std::function<void()> then) {
+                                  bool may_retry, std::function<void(release_answer)> then) {
   async_command(n > 0 ? op_args{"release", id, wake_key, std::to_string(n)} : op_args{"release", id, wake_key},
                 deadline,
                 [self = shared_from_this(), id, n, deadline, may_retry, then = std::move(then)](
@@ -330,10 +339,9 @@ void semaphore_core::send_release(const std::string& id, std::int64_t n, std::op
                     return self->send_release(id, n, deadline, false, std::move(then));
                   }
                   // Delivered: Redis answered (released, or it no longer had the lease: nothing left to give back).
-                  const bool delivered = !ec && integers(r, 1).has_value();
-                  if (delivered) self->deliver_grants(r, 3);
-                  self->end_background(delivered, e);
-                  if (then) then();
+                  const release_answer answer = self->answer_to_release(e, r);
+                  self->end_background(answer.first != lease::release_status::failed, answer.second);
+                  if (then) then(answer);
                 });
 }
 
@@ -341,7 +349,7 @@ void semaphore_core::release_before_return(const std::string& id, std::int64_t n
   if (running_in_this_thread(link.get_executor())) return release_async(id, n);
   auto answered = std::make_shared<std::promise<void>>();
   auto f = answered->get_future();
-  release_async(id, n, [answered] { answered->set_value(); });
+  release_async(id, n, [answered](const release_answer&) { answered->set_value(); });
   // Not answered by then: it stays counted as background work (shutdown() can still wait for it).
   (void)f.wait_for(options.timeout);
 }
@@ -353,7 +361,10 @@ void semaphore_core::abandon(const std::string& id, std::function<void()> then) 
                 [self = shared_from_this(), id, then = std::move(then)](boost::system::error_code ec, reply r) mutable {
                   const auto v = ec ? std::nullopt : integers(r, 1);
                   if (v && (*v)[0] == granted) {
-                    self->release_async(id, 0, std::move(then));  // a grant came first: it goes back at once
+                    // A grant came first: it goes back at once.
+                    self->release_async(id, 0, [then = std::move(then)](const release_answer&) {
+                      if (then) then();
+                    });
                     self->end_background(true, {});
                     return;
                   }

@@ -129,12 +129,19 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
 
   semaphore_result try_acquire_once(std::int64_t n);
 
+  // ---- releases (core.cpp) ----
+  // What a release came to, as lease::release() returns it.
+  using release_answer = std::pair<lease::release_status, std::error_code>;
+  // The answer (`ec`, `r`) to a release call: released or not held (the grants it carries handed to this object's
+  // waiters), or failed with the call's error or script_error() for a reply of another shape.
+  release_answer answer_to_release(std::error_code ec, const reply& r);
+
   // ---- background work (core.cpp): releases and queue-leaves not waited for by their caller ----
   // Releases lease `id` of `n` permits (0: unknown, Redis looks it up) through the link; `then` runs once it is
-  // answered (or failed). Counted until then.
-  void release_async(const std::string& id, std::int64_t n, std::function<void()> then = {});
+  // answered (or failed), on the thread that read the answer. Counted until then.
+  void release_async(const std::string& id, std::int64_t n, std::function<void(release_answer)> then = {});
   void send_release(const std::string& id, std::int64_t n, std::optional<steady::time_point> deadline, bool may_retry,
-                    std::function<void()> then);
+                    std::function<void(release_answer)> then);
   // Releases `id` and waits for the answer until options().timeout from now — unless the calling thread runs the
   // connection's executor, where it cannot wait: then as release_async. Used by ~lease.
   void release_before_return(const std::string& id, std::int64_t n);

@@ -2,6 +2,8 @@
 // what the destructor waits for.
 #include "core.hpp"
 
+#include <boost/asio/system_executor.hpp>
+
 namespace admit::redis {
 
 lease::lease() noexcept = default;
@@ -28,16 +30,19 @@ lease::~lease() {
   }
 }
 
-std::pair<lease::release_status, std::error_code> lease::release() {
-  if (!core_) return {release_status::not_held, {}};
+std::optional<std::pair<lease::release_status, std::error_code>> lease::release_locally() {
+  if (!core_) return std::pair{release_status::not_held, std::error_code()};
   core_->stop_renewal();
   // A lease found lost is still asked for: Redis says whether it had it.
   const lease_state before = core_->mark_released();
-  if (core_->local) {
-    if (before == lease_state::released) return {release_status::not_held, {}};
-    core_->sem->local_held -= core_->n;
-    return {release_status::released, {}};
-  }
+  if (!core_->local) return std::nullopt;
+  if (before == lease_state::released) return std::pair{release_status::not_held, std::error_code()};
+  core_->sem->local_held -= core_->n;
+  return std::pair{release_status::released, std::error_code()};
+}
+
+std::pair<lease::release_status, std::error_code> lease::release() {
+  if (auto done = release_locally()) return *done;
   const auto deadline = core_->sem->call_deadline({});
   const auto ask = [&] {
     return core_->sem->call(deadline, {"release", core_->id, core_->sem->wake_key, std::to_string(core_->n)});
@@ -49,11 +54,21 @@ std::pair<lease::release_status, std::error_code> lease::release() {
   if (r.error == errc::connection_lost || r.error == errc::outcome_unknown) {
     r = ask();
   }
-  if (r.error) return {release_status::failed, detail::as_error(r.error)};
-  const auto v = detail::integers(r.value, 1);
-  if (!v) return {release_status::failed, detail::script_error()};
-  core_->sem->deliver_grants(r.value, 3);  // to this object's waiters: no wake-up round trip
-  return {(*v)[0] == detail::granted ? release_status::released : release_status::not_held, {}};
+  return core_->sem->answer_to_release(r.error, r.value);
+}
+
+void lease::release_then(std::function<void(release_status, std::error_code)> done) {
+  if (auto now = release_locally()) return done(now->first, now->second);
+  // Asked again once on a lost connection, as release() does (semaphore_core::send_release).
+  core_->sem->release_async(core_->id, core_->n,
+                            [done = std::move(done)](const detail::semaphore_core::release_answer& answer) {
+                              done(answer.first, answer.second);
+                            });
+}
+
+boost::asio::any_io_executor lease::executor() const {
+  if (!core_) return boost::asio::system_executor();
+  return detail::executor_of(*core_->sem);
 }
 
 std::pair<bool, std::error_code> lease::renew() {
