@@ -15,9 +15,12 @@
 // The cases:
 // - cycles C:K — C contenders (std::threads) share one admit::redis::semaphore of capacity K on one
 //   admit::redis::connection (as threads of one process would), each looping try_acquire_for(10 s) then release()
-//   with nothing in between. After `--warmup`, a `--duration` window: a cycle counts when its release() returns in
-//   the window; its acquire latency (the call to its return) is recorded when the acquire returns in the window. At
-//   the end the waits still queued are cancelled through their stop_token (not errors).
+//   with nothing in between. Variant "async" (--api): the same with C asynchronous contenders on the connection's
+//   one io thread — async_acquire_for(10 s), then lease::async_release, each started from the previous one's
+//   completion handler — as the contenders of an event loop (Node.js, a single-threaded Asio server) run. After
+//   `--warmup`, a `--duration` window: a cycle counts when its release() returns in the window; its acquire latency
+//   (the call to its return) is recorded when the acquire returns in the window. At the end the waits still queued are
+//   cancelled through their stop_token (not errors).
 // - wakeup — capacity 1, two parties with a semaphore object and a connection each (as two processes would): the
 //   holder holds the permit; the waiter calls try_acquire_for(10 s); the holder waits until the waiter is queued in
 //   Redis (inspect(): one waiter), then `--settle-ms` plus a uniformly random 0..`--jitter-ms` ms more (so that a
@@ -42,63 +45,27 @@
 // A '#' line after each cycles case gives its release() calls' latency (p50, p99, mean µs: a round trip each; at
 // C:K, each hand-off waits for one). Another counts its acquisitions that waited at least 0.9 × poll_interval: waits
 // that ended only by the waiter's own poll, i.e. wake-ups that never came.
+#include "redis_semaphore_bench.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <chrono>
-#include <condition_variable>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <iostream>
-#include <memory>
 #include <mutex>
-#include <optional>
-#include <random>
 #include <stop_token>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include "admit/redis/client/connection.hpp"
-#include "admit/redis/semaphore.hpp"
-#include "redis_bench_common.hpp"
+namespace admit::bench::semaphore_bench {
 
-namespace {
-
-namespace asio = boost::asio;
-using admit::bench::clock_type;
-using admit::bench::percentile_us;
-using admit::bench::seconds;
-using admit::bench::split;
 using namespace std::chrono_literals;
 
-struct cycles_case {
-  int contenders;
-  std::int64_t capacity;
-};
-
-struct settings {
-  std::string url = admit::bench::default_url();
-  std::vector<cycles_case> cycles = {{1, 1}, {64, 8}};
-  double duration_s = 3.0;
-  double warmup_s = 0.5;
-  int wakeup_rounds = 300;
-  double settle_ms = 2.0;
-  double jitter_ms = 10.0;
-  int repetitions = 1;
-  std::string name = "admit-sem-bench";
-  std::chrono::milliseconds timeout{1000};
-  std::optional<std::chrono::milliseconds> poll_interval;  // semaphore_options::poll_interval (default: its default)
-  std::string tag;
-  bool floor = true;  // also the LPUSH -> BLPOP floor after the wake-up case
-};
+namespace {
 
 constexpr admit::bench::command_line command(
     "admit_redis_semaphore_bench",
@@ -106,8 +73,11 @@ constexpr admit::bench::command_line command(
     "                                   [--wakeup-rounds N] [--settle-ms MS] [--jitter-ms MS]\n"
     "                                   [--repetitions N] [--name NAME] [--timeout-ms MS]\n"
     "                                   [--poll-interval-ms MS] [--tag TEXT] [--floor on|off]\n"
+    "                                   [--api blocking|async|both]\n"
     "--cycles C:K,...: cases of C contenders on a semaphore of capacity K (default 1:1,64:8); 'none' for\n"
     "  no cycles case. --wakeup-rounds 0: no wake-up case (default 300 rounds).\n"
+    "--api both (default): each cycles case with blocking contenders (threads; variant 'default') and then\n"
+    "  with asynchronous ones (one io thread; variant 'async').\n"
     "--floor on (default): after the wake-up case, the same rounds with LPUSH -> BLPOP instead of the\n"
     "  semaphore (impl redis-floor): the floor of a wake-up through Redis on this machine.\n"
     "--timeout-ms is the connection's command timeout; the semaphores have the default semaphore_options\n"
@@ -151,6 +121,11 @@ settings parse_arguments(int argc, char** argv) {
     } else if (flag == "--floor") {
       if (value != "on" && value != "off") command.usage("--floor takes on or off, got '" + value + "'");
       s.floor = value == "on";
+    } else if (flag == "--api") {
+      if (value != "blocking" && value != "async" && value != "both")
+        command.usage("--api takes blocking, async or both, got '" + value + "'");
+      s.blocking = value != "async";
+      s.async = value != "blocking";
     } else if (flag == "--tag") {
       s.tag = value;
     } else {
@@ -160,30 +135,8 @@ settings parse_arguments(int argc, char** argv) {
   return s;
 }
 
-// An io_context run by one background thread until destroyed (tests/redis/io_thread.hpp): declared before the
-// connections, so that they are destroyed first.
-class io_thread {
- public:
-  io_thread() : guard_(io_.get_executor()), thread_([this] { io_.run(); }) {}
-  ~io_thread() {
-    guard_.reset();
-    thread_.join();
-  }
-  io_thread(const io_thread&) = delete;
-  io_thread& operator=(const io_thread&) = delete;
-  asio::any_io_executor executor() { return io_.get_executor(); }
+}  // namespace
 
- private:
-  asio::io_context io_;
-  asio::executor_work_guard<asio::io_context::executor_type> guard_;
-  std::thread thread_;
-};
-
-struct summary {
-  double p50 = 0, p99 = 0, mean = 0, max = 0;
-};
-
-// In µs.
 summary summarize(std::vector<std::int64_t> ns) {
   summary s;
   if (ns.empty()) return s;
@@ -221,15 +174,53 @@ void connect_or_exit(admit::redis::connection& conn, const settings& s) {
   }
 }
 
-bool released(admit::redis::lease& l) { return l.release().first == admit::redis::lease::release_status::released; }
+std::string case_name(const settings& s, const std::string& what, int repetition) {
+  return s.name + "-" + what + "-" + std::to_string(repetition) + "-" + std::to_string(::getpid());
+}
 
+void report_cycles(const settings& s, const cycles_case& c, int repetition, const std::string& variant_name,
+                   const std::string& label, cycles_tally t) {
+  std::vector<std::int64_t> all;
+  std::uint64_t total = 0, fewest = ~std::uint64_t{0};
+  for (std::size_t i = 0; i < t.acquire_ns.size(); ++i) {
+    all.insert(all.end(), t.acquire_ns[i].begin(), t.acquire_ns[i].end());
+    total += t.cycles[i];
+    fewest = std::min(fewest, t.cycles[i]);
+  }
+  const auto k = static_cast<long long>(c.capacity);
+  // Waits that ended only by the waiter's own poll (poll_interval after its last look): a wake-up that never came.
+  const auto poll_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(semaphore_options(s).poll_interval).count();
+  const auto slow = std::count_if(all.begin(), all.end(), [&](std::int64_t v) { return v >= poll_ns * 9 / 10; });
+  if (slow > 0) {
+    std::printf("# %s %d:%lld rep %d: %lld of %zu acquisitions waited >= 0.9 x poll_interval (%lld ms)\n",
+                label.c_str(), c.contenders, k, repetition, static_cast<long long>(slow), all.size(),
+                static_cast<long long>(poll_ns / 1'000'000));
+  }
+  if (!t.first_error.empty()) {
+    std::printf("# %s %d:%lld rep %d: first error: %s\n", label.c_str(), c.contenders, k, repetition,
+                t.first_error.c_str());
+  }
+  // The releases' own latency (a round trip; at C:K it is also each hand-off's share of a cycle).
+  std::vector<std::int64_t> all_releases;
+  for (const auto& r : t.release_ns) all_releases.insert(all_releases.end(), r.begin(), r.end());
+  const summary rs = summarize(std::move(all_releases));
+  std::printf("# %s %d:%lld rep %d: release p50 %.1f us, p99 %.1f us, mean %.1f us\n", label.c_str(), c.contenders, k,
+              repetition, rs.p50, rs.p99, rs.mean);
+  const summary sm = summarize(std::move(all));
+  const double mean_per_contender = static_cast<double>(total) / c.contenders;
+  std::printf("admit\t%s\tcycles\t%d\t%lld\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%llu\t%llu\t%.3f\n", variant_name.c_str(),
+              c.contenders, k, repetition, static_cast<double>(total) / s.duration_s, sm.p50, sm.p99, sm.mean, sm.max,
+              static_cast<unsigned long long>(total), static_cast<unsigned long long>(t.errors),
+              mean_per_contender > 0 ? static_cast<double>(fewest) / mean_per_contender : 0.0);
+  std::fflush(stdout);
+}
 void run_cycles(const settings& s, const cycles_case& c, int repetition) {
   io_thread io;
   admit::redis::connection conn(io.executor(), connection_options(s));
   connect_or_exit(conn, s);
-  const std::string name = s.name + "-cycles-" + std::to_string(c.contenders) + "x" + std::to_string(c.capacity) + "-" +
-                           std::to_string(repetition) + "-" + std::to_string(::getpid());
-  admit::redis::semaphore sem(conn, name, c.capacity, semaphore_options(s));
+  admit::redis::semaphore sem(
+      conn, case_name(s, "cycles-" + std::to_string(c.contenders) + "x" + std::to_string(c.capacity), repetition),
+      c.capacity, semaphore_options(s));
 
   const auto start = clock_type::now();
   const auto from = start + seconds(s.warmup_s);
@@ -281,208 +272,19 @@ void run_cycles(const settings& s, const cycles_case& c, int repetition) {
   stop.request_stop();
   for (auto& t : threads) t.join();
 
-  std::vector<std::int64_t> all;
-  std::uint64_t total = 0, fewest = ~std::uint64_t{0};
-  for (std::size_t i = 0; i < latencies.size(); ++i) {
-    all.insert(all.end(), latencies[i].begin(), latencies[i].end());
-    total += cycles[i];
-    fewest = std::min(fewest, cycles[i]);
-  }
-  // Waits that ended only by the waiter's own poll (poll_interval after its last look): a wake-up that never came.
-  const auto poll_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(semaphore_options(s).poll_interval).count();
-  const auto slow = std::count_if(all.begin(), all.end(), [&](std::int64_t v) { return v >= poll_ns * 9 / 10; });
-  if (slow > 0) {
-    std::printf("# admit cycles %d:%lld rep %d: %lld of %zu acquisitions waited >= 0.9 x poll_interval (%lld ms)\n",
-                c.contenders, static_cast<long long>(c.capacity), repetition, static_cast<long long>(slow), all.size(),
-                static_cast<long long>(poll_ns / 1'000'000));
-  }
-  if (!first_error.empty()) {
-    std::printf("# admit cycles %d:%lld rep %d: first error: %s\n", c.contenders, static_cast<long long>(c.capacity),
-                repetition, first_error.c_str());
-  }
-  // The release() calls' own latency (a round trip; at C:K it is also each hand-off's share of a cycle).
-  std::vector<std::int64_t> all_releases;
-  for (const auto& r : release_latencies) all_releases.insert(all_releases.end(), r.begin(), r.end());
-  const summary rs = summarize(std::move(all_releases));
-  std::printf("# admit cycles %d:%lld rep %d: release() p50 %.1f us, p99 %.1f us, mean %.1f us\n", c.contenders,
-              static_cast<long long>(c.capacity), repetition, rs.p50, rs.p99, rs.mean);
-  const summary sm = summarize(std::move(all));
-  const double mean_per_contender = static_cast<double>(total) / c.contenders;
-  std::printf("admit\t%s\tcycles\t%d\t%lld\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%llu\t%llu\t%.3f\n", variant(s).c_str(),
-              c.contenders, static_cast<long long>(c.capacity), repetition, static_cast<double>(total) / s.duration_s,
-              sm.p50, sm.p99, sm.mean, sm.max, static_cast<unsigned long long>(total),
-              static_cast<unsigned long long>(errors.load()),
-              mean_per_contender > 0 ? static_cast<double>(fewest) / mean_per_contender : 0.0);
-  std::fflush(stdout);
+  cycles_tally t(c.contenders);
+  t.acquire_ns = std::move(latencies);
+  t.release_ns = std::move(release_latencies);
+  t.cycles = std::move(cycles);
+  t.errors = errors.load();
+  t.first_error = std::move(first_error);
+  report_cycles(s, c, repetition, variant(s), "admit cycles", std::move(t));
 }
 
-// The waiter of a wake-up case: a thread that, for each round it is told to start, calls `wait` (which blocks until
-// it holds what it waits for) and reports when it returned.
-template <class Result>
-class waiter_thread {
- public:
-  explicit waiter_thread(std::function<Result()> wait) : wait_(std::move(wait)), thread_([this] { loop(); }) {}
-  ~waiter_thread() {
-    {
-      std::lock_guard lock(m_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  waiter_thread(const waiter_thread&) = delete;
-  waiter_thread& operator=(const waiter_thread&) = delete;
-
-  void start_round() {
-    std::lock_guard lock(m_);
-    go_ = true;
-    done_ = false;
-    cv_.notify_all();
-  }
-  // Waits for the round's result: the time `wait` returned and what it returned.
-  std::pair<clock_type::time_point, Result> result() {
-    std::unique_lock lock(m_);
-    cv_.wait(lock, [&] { return done_; });
-    return {acquired_at_, std::move(*result_)};
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      {
-        std::unique_lock lock(m_);
-        cv_.wait(lock, [&] { return go_ || quit_; });
-        if (quit_) return;
-        go_ = false;
-      }
-      auto r = wait_();
-      const auto at = clock_type::now();
-      std::lock_guard lock(m_);
-      acquired_at_ = at;
-      result_.emplace(std::move(r));
-      done_ = true;
-      cv_.notify_all();
-    }
-  }
-
-  std::function<Result()> wait_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool go_ = false, done_ = false, quit_ = false;
-  clock_type::time_point acquired_at_;
-  std::optional<Result> result_;
-  std::thread thread_;  // last: starts after the members above
-};
-
-void run_wakeup(const settings& s, int repetition) {
-  io_thread io;
-  // Two parties, each with its own connection and semaphore object (so its own wake list and BLPOP connection).
-  admit::redis::connection holder_conn(io.executor(), connection_options(s));
-  admit::redis::connection waiter_conn(io.executor(), connection_options(s));
-  connect_or_exit(holder_conn, s);
-  connect_or_exit(waiter_conn, s);
-  const std::string name = s.name + "-wakeup-" + std::to_string(repetition) + "-" + std::to_string(::getpid());
-  admit::redis::semaphore holder(holder_conn, name, 1, semaphore_options(s));
-  admit::redis::semaphore waiter(waiter_conn, name, 1, semaphore_options(s));
-  waiter_thread<admit::redis::semaphore_result> w([&] { return waiter.try_acquire_for(10s); });
-  std::mt19937_64 rng(0x5eed0000 + static_cast<unsigned>(repetition));
-  std::uniform_real_distribution<double> jitter(0.0, s.jitter_ms);
-
-  std::vector<std::int64_t> ns;
-  std::uint64_t errors = 0;
-  for (int round = 0; round < s.wakeup_rounds; ++round) {
-    auto h = holder.try_acquire_for(10s);
-    if (!h) {
-      ++errors;
-      std::cerr << "admit_redis_semaphore_bench: wakeup: the holder could not acquire: " << h.error().message() << "\n";
-      continue;
-    }
-    w.start_round();
-    // Until Redis has the waiter in its queue.
-    bool queued = false;
-    for (const auto give_up = clock_type::now() + 5s; clock_type::now() < give_up;) {
-      const auto [snap, ec] = holder.inspect(1);
-      if (!ec && snap.waiter_count >= 1) {
-        queued = true;
-        break;
-      }
-      std::this_thread::sleep_for(200us);
-    }
-    if (!queued) std::cerr << "admit_redis_semaphore_bench: wakeup: the waiter did not show up in the queue\n";
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(s.settle_ms + jitter(rng)));
-    const auto released_at = clock_type::now();
-    const bool ok = released(*h);
-    auto [acquired_at, r] = w.result();
-    if (!ok || !r || !queued) {
-      ++errors;
-      if (!r) std::cerr << "admit_redis_semaphore_bench: wakeup: the waiter failed: " << r.error().message() << "\n";
-    } else {
-      ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(acquired_at - released_at).count());
-    }
-    if (r && !released(*r)) ++errors;
-  }
-  const auto samples = ns.size();
-  const summary sm = summarize(std::move(ns));
-  std::printf("admit\t%s\twakeup\t1\t1\t%d\t-\t%.1f\t%.1f\t%.1f\t%.1f\t%zu\t%llu\t-\n", variant(s).c_str(), repetition,
-              sm.p50, sm.p99, sm.mean, sm.max, samples, static_cast<unsigned long long>(errors));
-  std::fflush(stdout);
-}
-
-// The floor of any wake-up through Redis on this machine: the same two parties and timing as run_wakeup, with plain
-// commands on admit::redis::connection instead of the semaphore — the waiter blocks in BLPOP on its connection, the
-// holder reads the clock and sends LPUSH on its own. One command and one blocked reply, with the same io thread and
-// the same thread hand-offs; what admit's wake-up adds to it is the semaphore's work (the release script, the wake-up
-// loop handing the grant to the waiting thread).
-void run_floor(const settings& s, int repetition) {
-  io_thread io;
-  admit::redis::connection holder_conn(io.executor(), connection_options(s));
-  admit::redis::connection waiter_conn(io.executor(), connection_options(s));
-  connect_or_exit(holder_conn, s);
-  connect_or_exit(waiter_conn, s);
-  const std::string key =
-      "{" + s.name + "-floor-" + std::to_string(repetition) + "-" + std::to_string(::getpid()) + "}";
-  waiter_thread<admit::redis::result> w([&] { return waiter_conn.execute_for(15s, "BLPOP", key, "10"); });
-  std::mt19937_64 rng(0x5eed0000 + static_cast<unsigned>(repetition));
-  std::uniform_real_distribution<double> jitter(0.0, s.jitter_ms);
-
-  std::vector<std::int64_t> ns;
-  std::uint64_t errors = 0;
-  for (int round = 0; round < s.wakeup_rounds; ++round) {
-    w.start_round();
-    // Until Redis has the waiter blocked (CLIENT LIST: a client blocked in blpop).
-    bool blocked = false;
-    for (const auto give_up = clock_type::now() + 5s; clock_type::now() < give_up;) {
-      const auto r = holder_conn.execute("CLIENT", "LIST");
-      // A line per client; a blocked client has flag b ("cmd" is the last command, blocked or not).
-      std::string_view list = !r.error && r.value.is_string() ? std::string_view(r.value.str()) : std::string_view();
-      for (const auto& client : split(list, '\n')) {
-        if (client.find(" flags=b ") != std::string::npos && client.find(" cmd=blpop") != std::string::npos) {
-          blocked = true;
-        }
-      }
-      if (blocked) break;
-      std::this_thread::sleep_for(200us);
-    }
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(s.settle_ms + jitter(rng)));
-    const auto pushed_at = clock_type::now();
-    const auto pushed = holder_conn.execute("LPUSH", key, "x");
-    auto [woken_at, r] = w.result();
-    if (pushed.error || r.error || !r.value.is_array() || !blocked) {
-      ++errors;
-    } else {
-      ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(woken_at - pushed_at).count());
-    }
-  }
-  const auto samples = ns.size();
-  const summary sm = summarize(std::move(ns));
-  std::printf("redis-floor\tlpush-blpop\twakeup\t1\t1\t%d\t-\t%.1f\t%.1f\t%.1f\t%.1f\t%zu\t%llu\t-\n", repetition,
-              sm.p50, sm.p99, sm.mean, sm.max, samples, static_cast<unsigned long long>(errors));
-  std::fflush(stdout);
-}
-
-}  // namespace
+}  // namespace admit::bench::semaphore_bench
 
 int main(int argc, char** argv) {
+  using namespace admit::bench::semaphore_bench;
   const settings s = parse_arguments(argc, argv);
   const auto o = semaphore_options(s);
   std::printf(
@@ -500,7 +302,10 @@ int main(int argc, char** argv) {
       "errors\tfairness\n");
   std::fflush(stdout);
   for (int rep = 1; rep <= s.repetitions; ++rep) {
-    for (const auto& c : s.cycles) run_cycles(s, c, rep);
+    for (const auto& c : s.cycles) {
+      if (s.blocking) run_cycles(s, c, rep);
+      if (s.async) run_async_cycles(s, c, rep);
+    }
     if (s.wakeup_rounds > 0) run_wakeup(s, rep);
     if (s.wakeup_rounds > 0 && s.floor) run_floor(s, rep);
   }

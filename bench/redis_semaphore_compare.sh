@@ -12,7 +12,7 @@
 #
 # What it runs:
 #   1. scripts/install-deps.sh --bench (redis-server, npm);
-#   2. builds admit_redis_semaphore_bench (bench/redis_semaphore_bench.cpp) in Release;
+#   2. builds admit_redis_semaphore_bench (bench/redis_semaphore_bench.cpp and its parts) in Release;
 #   3. `npm ci` of bench/reference/redis/node (redis-semaphore, bottleneck and ioredis, versions pinned by its
 #      package-lock.json) in a copy under the output directory;
 #   4. starts redis-server on a free loopback port (--save "" --appendonly no), pinned to CPU 0 when there are 2+
@@ -23,7 +23,8 @@
 #      a. cycles 1:1 — one contender on a semaphore of capacity 1, acquire then release, as fast as it can;
 #      b. cycles 64:8 — 64 contenders on a semaphore of capacity 8 (admit: 64 threads sharing one semaphore object
 #         and one connection; redis-semaphore: 64 Semaphore objects on one ioredis client; bottleneck: 64 async
-#         loops scheduling on one limiter);
+#         loops scheduling on one limiter); admit runs a and b a second time with its asynchronous API (variant
+#         async: the contenders are chains of completion handlers on the connection's io thread, as event loops run);
 #      c. wakeup — capacity 1: a holder holds the permit, a waiter (another semaphore object / limiter on other
 #         connections: another process) waits; once the waiter is waiting in Redis, 2 ms + U(0, 10) ms later the
 #         holder releases; the time from just before the release call to the waiter holding the permit, 300 rounds;
@@ -75,7 +76,7 @@ measure() {
   "${client_cpu[@]}" "$@" >"$out/out-$label.txt"
   grep -q -v '^#' "$out/out-$label.txt" || { echo "redis_semaphore_compare.sh: no result from: $*" >&2; return 1; }
   grep -v '^#' "$out/out-$label.txt" | tee -a "$raw" >&2
-  grep '^# admit cycles' "$out/out-$label.txt" >&2 || true
+  grep -E '^# admit (async )?cycles' "$out/out-$label.txt" >&2 || true
 }
 
 step 5/7 "$rounds round(s): cycles $cycles_cases ($duration s each), $wakeups wake-ups; admit, redis-semaphore, bottleneck"
@@ -126,12 +127,14 @@ per_round_ms() {
     $1 == i && $2 == v && $3 == c && $4 == n && $5 == k { printf "%s%.2f", (m++ ? ", " : ""), $col / 1000 }' "$raw"
 }
 # The admit bench's notes on waits that ended only by the waiter's own poll (a wake-up that never came).
-# "# admit cycles 64:8 rep 1: 13 of 6795 acquisitions waited >= ..." -> "round 1, 64:8: 13 of 6,795".
+# "# admit cycles 64:8 rep 1: 13 of 6795 acquisitions waited >= ..." -> "round 1, 64:8: 13 of 6,795" (the
+# asynchronous contenders' lines, "# admit async cycles ...": "round 1, async 64:8: ...").
 lost_notes=$(for ((round = 1; round <= rounds; ++round)); do
-  awk -v r="$round" '/^# admit cycles .* acquisitions waited/ {
-    printf "round %d, %s: %d of %d\n", r, $4, $7, $9 }' "$out/out-admit-$round.txt"
+  awk -v r="$round" '/^# admit (async )?cycles .* acquisitions waited/ {
+    i = $3 == "async" ? 5 : 4
+    printf "round %d, %s%s: %d of %d\n", r, (i == 5 ? "async " : ""), $i, $(i + 3), $(i + 5) }' "$out/out-admit-$round.txt"
 done)
-lost_total=$(printf '%s\n' "$lost_notes" | awk '{ s += $4 } END { print s + 0 }')
+lost_total=$(printf '%s\n' "$lost_notes" | awk 'NF >= 3 { s += $(NF - 2) } END { print s + 0 }')
 
 step 7/7 "report: $report"
 describe_machine
@@ -146,6 +149,7 @@ row() {
 name_of() {
   case $1 in
     admit) echo "**admit** \`redis::semaphore\`" ;;
+    admit-async) echo "**admit** \`redis::semaphore\`, asynchronous" ;;
     redis-semaphore) echo "redis-semaphore $rs_version \`Semaphore\`" ;;
     bottleneck) echo "bottleneck $bn_version (Redis clustering)" ;;
   esac
@@ -182,6 +186,9 @@ Bottleneck: \`{datastore: "ioredis", maxConcurrent: capacity}\`:
 - **cycles 64:8** — 64 contenders, capacity 8, the same loop. admit: 64 threads blocking in \`try_acquire_for\` on
   one shared semaphore object and connection (one process); redis-semaphore: 64 async loops, a \`Semaphore\` object
   each (its identity), one ioredis client; Bottleneck: 64 async loops \`schedule()\`-ing on one limiter.
+- **admit, asynchronous** — the two cycles cases again with admit's asynchronous API, as the references' contenders
+  run: each contender a loop of \`async_acquire_for\` then \`lease::async_release\`, each step started from the
+  previous one's completion handler, all on the connection's one io thread (no thread blocks).
 - **wakeup** — capacity 1, $wakeups rounds: a holder holds the permit; a waiter with its own semaphore object (or
   limiter) and connections — another process, as far as Redis can tell — starts waiting; once the waiter waits in
   Redis (admit: \`inspect()\` shows it queued; Bottleneck: Redis counts one queued job for the waiter's client;
@@ -222,6 +229,10 @@ EOF
   for impl in admit redis-semaphore bottleneck; do
     row "$impl:default/cycles/1/1" "$(name_of $impl)" "cycles, 1 contender, capacity 1"
     row "$impl:default/cycles/64/8" "$(name_of $impl)" "cycles, 64 contenders, capacity 8"
+    if [[ $impl == admit ]]; then
+      row "admit:async/cycles/1/1" "$(name_of admit-async)" "cycles, 1 contender, capacity 1"
+      row "admit:async/cycles/64/8" "$(name_of admit-async)" "cycles, 64 contenders, capacity 8"
+    fi
     row "$impl:default/wakeup/1/1" "$(name_of $impl)" "wake-up, capacity 1"
   done
   row "$floor" "the floor: no semaphore" "wake-up by LPUSH → BLPOP (admit::redis::connection)"
@@ -230,18 +241,20 @@ EOF
   # Same-run ratios of cycles/s: admit ÷ each reference (> 1: admit completes more cycles).
   ratio() { if [[ "${1:--}" == - || "${2:--}" == - ]]; then printf '—'; else awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f×", a / b }'; fi; }
   printf '\nSame-run ratios of cycles/s, admit ÷ the reference (medians of this run):\n\n'
-  # per_round C:K REF: admit ÷ REF in each round (raw.tsv holds the rounds in order).
+  # per_round VARIANT C:K REF: admit's VARIANT ÷ REF in each round (raw.tsv holds the rounds in order).
   per_round() {
-    awk -v c="$1" -v ref="$2" '$3 == "cycles" && $4 ":" $5 == c { n[$1]++; v[$1, n[$1]] = $7 }
-      END { for (i = 1; i <= n["admit"]; ++i) if (v[ref, i] > 0) printf "%s%.2f", (i > 1 ? ", " : ""), v["admit", i] / v[ref, i] }' "$raw"
+    awk -v a="admit:$1" -v c="$2" -v ref="$3:default" '$3 == "cycles" && $4 ":" $5 == c { k = $1 ":" $2; n[k]++; v[k, n[k]] = $7 }
+      END { for (i = 1; i <= n[a]; ++i) if (v[ref, i] > 0) printf "%s%.2f", (i > 1 ? ", " : ""), v[a, i] / v[ref, i] }' "$raw"
   }
   printf '| case | ÷ redis-semaphore | per round | ÷ Bottleneck | per round |\n| --- | --- | --- | --- | --- |\n'
-  for c in 1/1 64/8; do
-    printf '| cycles %s | %s | %s | %s | %s |\n' "${c/\//:}" \
-      "$(ratio "${cps[admit:default/cycles/$c]:--}" "${cps[redis-semaphore:default/cycles/$c]:--}")" \
-      "$(per_round "${c/\//:}" redis-semaphore)" \
-      "$(ratio "${cps[admit:default/cycles/$c]:--}" "${cps[bottleneck:default/cycles/$c]:--}")" \
-      "$(per_round "${c/\//:}" bottleneck)"
+  for v in default async; do
+    for c in 1/1 64/8; do
+      printf '| cycles %s%s | %s | %s | %s | %s |\n' "${c/\//:}" "$([[ $v == async ]] && echo ', admit asynchronous')" \
+        "$(ratio "${cps[admit:$v/cycles/$c]:--}" "${cps[redis-semaphore:default/cycles/$c]:--}")" \
+        "$(per_round "$v" "${c/\//:}" redis-semaphore)" \
+        "$(ratio "${cps[admit:$v/cycles/$c]:--}" "${cps[bottleneck:default/cycles/$c]:--}")" \
+        "$(per_round "$v" "${c/\//:}" bottleneck)"
+    done
   done
   cat <<EOF
 
@@ -264,6 +277,9 @@ Reading the table:
   (one script call, then a ZREM) while the others sleep out their 10 ms: hence its high cycles/s next to its p99
   and fairness. Bottleneck's queue is local to the limiter; each job still costs its \`submit\`, \`register\` and
   \`free\` scripts.
+- admit's asynchronous contenders do the same work in Redis without the thread wake-ups: no thread blocks, and the
+  io thread runs every contender's next step as it reads the answers. At 64:8 they leave Redis's one CPU as the
+  bound (see *Where the time goes* below); at 1:1 a cycle is still two round trips, each one script call.
 - admit's acquisitions that waited ≥ 0.9 × poll_interval (1 s) in the cycles cases — waits that ended only by the
   waiter's own poll, i.e. wake-ups that never came (such a wait is then the *max* of its row) — across all rounds:
   **$lost_total**$( [[ -n "$lost_notes" ]] && printf ' (%s acquisitions)' "$(printf '%s' "$lost_notes" | paste -sd ';' | sed 's/;/; /g')" ).

@@ -1,0 +1,104 @@
+// bench/redis_semaphore_bench.hpp — what the parts of admit_redis_semaphore_bench share: its settings, the io thread
+// its connections run on, the options of its semaphores and connections, and the report of a cycles case. The parts:
+//   redis_semaphore_bench.cpp         the command line, main, the cycles cases with blocking contenders (threads)
+//   redis_semaphore_async_cycles.cpp  the cycles cases with asynchronous contenders (one io thread, as an event loop)
+//   redis_semaphore_wakeup.cpp        the wake-up case and the floor
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/semaphore.hpp"
+#include "redis_bench_common.hpp"
+
+namespace admit::bench::semaphore_bench {
+
+namespace asio = boost::asio;
+
+struct cycles_case {
+  int contenders;
+  std::int64_t capacity;
+};
+
+struct settings {
+  std::string url = admit::bench::default_url();
+  std::vector<cycles_case> cycles = {{1, 1}, {64, 8}};
+  double duration_s = 3.0;
+  double warmup_s = 0.5;
+  int wakeup_rounds = 300;
+  double settle_ms = 2.0;
+  double jitter_ms = 10.0;
+  int repetitions = 1;
+  std::string name = "admit-sem-bench";
+  std::chrono::milliseconds timeout{1000};
+  std::optional<std::chrono::milliseconds> poll_interval;  // semaphore_options::poll_interval (default: its default)
+  std::string tag;
+  bool floor = true;     // also the LPUSH -> BLPOP floor after the wake-up case
+  bool blocking = true;  // the cycles cases with blocking contenders (threads)
+  bool async = true;     // and with asynchronous ones (--api)
+};
+
+// An io_context run by one background thread until destroyed (tests/redis/io_thread.hpp): declared before the
+// connections, so that they are destroyed first.
+class io_thread {
+ public:
+  io_thread() : guard_(io_.get_executor()), thread_([this] { io_.run(); }) {}
+  ~io_thread() {
+    guard_.reset();
+    thread_.join();
+  }
+  io_thread(const io_thread&) = delete;
+  io_thread& operator=(const io_thread&) = delete;
+  asio::any_io_executor executor() { return io_.get_executor(); }
+
+ private:
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  std::thread thread_;
+};
+
+struct summary {
+  double p50 = 0, p99 = 0, mean = 0, max = 0;
+};
+// In µs, of latencies in ns.
+summary summarize(std::vector<std::int64_t> ns);
+
+admit::redis::semaphore_options semaphore_options(const settings& s);
+// The variant column: "default" (or "pollNms") and --tag.
+std::string variant(const settings& s);
+admit::redis::connection_options connection_options(const settings& s);
+void connect_or_exit(admit::redis::connection& conn, const settings& s);
+// A semaphore name of its own for a case's run ("<name>-<what>-...-<pid>").
+std::string case_name(const settings& s, const std::string& what, int repetition);
+
+// What the contenders of a cycles case recorded, each its own: acquire and release latencies (ns, in the window) and
+// cycles completed in the window; the errors (and the first one's text) of all.
+struct cycles_tally {
+  explicit cycles_tally(int contenders)
+      : acquire_ns(static_cast<std::size_t>(contenders)),
+        release_ns(static_cast<std::size_t>(contenders)),
+        cycles(static_cast<std::size_t>(contenders), 0) {}
+  std::vector<std::vector<std::int64_t>> acquire_ns, release_ns;
+  std::vector<std::uint64_t> cycles;
+  std::uint64_t errors = 0;
+  std::string first_error;
+};
+// Prints the case's data line and its '#' lines (see the top of redis_semaphore_bench.cpp); `label` names the
+// contenders in the '#' lines ("admit cycles" or "admit async cycles").
+void report_cycles(const settings& s, const cycles_case& c, int repetition, const std::string& variant_name,
+                   const std::string& label, cycles_tally t);
+
+void run_cycles(const settings& s, const cycles_case& c, int repetition);
+void run_async_cycles(const settings& s, const cycles_case& c, int repetition);
+void run_wakeup(const settings& s, int repetition);
+void run_floor(const settings& s, int repetition);
+
+}  // namespace admit::bench::semaphore_bench
