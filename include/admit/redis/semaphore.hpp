@@ -165,7 +165,8 @@ class [[nodiscard]] lease {
 
   // Gives the permits back and waits for Redis's answer (within the semaphore's timeout).
   std::pair<release_status, std::error_code> release();
-  // Gives the permits back without blocking: the lease is released (state() says so) when this returns, and the
+  // Gives the permits back without blocking: the lease is released (state() says so) once the operation is initiated
+  // (when this returns, for a callback), and the
   // completion gets Redis's answer, as release() returns it. Completion: void(std::error_code, release_status), the
   // error set exactly when the status is failed, through the handler's associated executor (the connection's by
   // default; the system executor for an empty lease), never inside this call. Not cancellable: a release is always
@@ -173,16 +174,16 @@ class [[nodiscard]] lease {
   template <class CompletionToken>
   auto async_release(CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(std::error_code, release_status)>(
-        [this](auto handler) {
+        [](auto handler, const std::shared_ptr<detail::lease_core>& core) {
           using handler_type = std::decay_t<decltype(handler)>;
-          auto work = boost::asio::prefer(boost::asio::get_associated_executor(handler, executor()),
+          auto work = boost::asio::prefer(boost::asio::get_associated_executor(handler, executor_of(core.get())),
                                           boost::asio::execution::outstanding_work.tracked);
           auto h = std::make_shared<handler_type>(std::move(handler));
-          release_then([h, work](release_status status, std::error_code ec) {
+          release_then(core, [h, work](release_status status, std::error_code ec) {
             boost::asio::post(work, [h, status, ec]() mutable { std::move (*h)(ec, status); });
           });
         },
-        token);
+        token, core_);
   }
 
   // Extends the lease to lease_ttl from now on Redis's clock; false when Redis no longer has it (state() is then
@@ -202,13 +203,16 @@ class [[nodiscard]] lease {
  private:
   friend class detail::semaphore_core;
   explicit lease(std::shared_ptr<detail::lease_core> core) noexcept;
-  // What release() and async_release() share: the outcome when Redis need not be asked (an empty or a local lease),
-  // after marking the lease released.
-  std::optional<std::pair<release_status, std::error_code>> release_locally();
+  // What release() and async_release() share: the outcome when Redis need not be asked (no lease, or a local one),
+  // after marking the lease released. (Static, on the lease's state: async_release's initiation may run after the
+  // lease object has gone, with a deferred completion token.)
+  static std::optional<std::pair<release_status, std::error_code>> release_locally(detail::lease_core* core);
   // async_release without the handler: calls `done` once with the outcome, on any thread (inline when Redis need not
   // be asked).
-  void release_then(std::function<void(release_status, std::error_code)> done);
-  boost::asio::any_io_executor executor() const;
+  static void release_then(const std::shared_ptr<detail::lease_core>& core,
+                           std::function<void(release_status, std::error_code)> done);
+  // The connection's executor; the system executor for no lease.
+  static boost::asio::any_io_executor executor_of(const detail::lease_core* core);
   std::shared_ptr<detail::lease_core> core_;
 };
 

@@ -30,19 +30,19 @@ lease::~lease() {
   }
 }
 
-std::optional<std::pair<lease::release_status, std::error_code>> lease::release_locally() {
-  if (!core_) return std::pair{release_status::not_held, std::error_code()};
-  core_->stop_renewal();
+std::optional<std::pair<lease::release_status, std::error_code>> lease::release_locally(detail::lease_core* core) {
+  if (core == nullptr) return std::pair{release_status::not_held, std::error_code()};
+  core->stop_renewal();
   // A lease found lost is still asked for: Redis says whether it had it.
-  const lease_state before = core_->mark_released();
-  if (!core_->local) return std::nullopt;
+  const lease_state before = core->mark_released();
+  if (!core->local) return std::nullopt;
   if (before == lease_state::released) return std::pair{release_status::not_held, std::error_code()};
-  core_->sem->local_held -= core_->n;
+  core->sem->local_held -= core->n;
   return std::pair{release_status::released, std::error_code()};
 }
 
 std::pair<lease::release_status, std::error_code> lease::release() {
-  if (auto done = release_locally()) return *done;
+  if (auto done = release_locally(core_.get())) return *done;
   const auto deadline = core_->sem->call_deadline({});
   const auto ask = [&] {
     return core_->sem->call(deadline, {"release", core_->id, core_->sem->wake_key, std::to_string(core_->n)});
@@ -57,18 +57,19 @@ std::pair<lease::release_status, std::error_code> lease::release() {
   return core_->sem->answer_to_release(r.error, r.value);
 }
 
-void lease::release_then(std::function<void(release_status, std::error_code)> done) {
-  if (auto now = release_locally()) return done(now->first, now->second);
+void lease::release_then(const std::shared_ptr<detail::lease_core>& core,
+                         std::function<void(release_status, std::error_code)> done) {
+  if (auto now = release_locally(core.get())) return done(now->first, now->second);
   // Asked again once on a lost connection, as release() does (semaphore_core::send_release).
-  core_->sem->release_async(core_->id, core_->n,
-                            [done = std::move(done)](const detail::semaphore_core::release_answer& answer) {
-                              done(answer.first, answer.second);
-                            });
+  core->sem->release_async(core->id, core->n,
+                           [done = std::move(done)](const detail::semaphore_core::release_answer& answer) {
+                             done(answer.first, answer.second);
+                           });
 }
 
-boost::asio::any_io_executor lease::executor() const {
-  if (!core_) return boost::asio::system_executor();
-  return detail::executor_of(*core_->sem);
+boost::asio::any_io_executor lease::executor_of(const detail::lease_core* core) {
+  if (core == nullptr) return boost::asio::system_executor();
+  return detail::executor_of(*core->sem);
 }
 
 std::pair<bool, std::error_code> lease::renew() {

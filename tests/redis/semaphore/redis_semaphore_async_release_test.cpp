@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include "admit/redis/client/connection.hpp"
@@ -108,6 +109,27 @@ TEST(RedisSemaphoreAsyncRelease, CompletesThroughTheHandlersExecutorNeverInsideT
     EXPECT_EQ(got,
               (answer{std::error_code(), empty ? lease::release_status::not_held : lease::release_status::released}));
   }
+}
+
+// With a deferred completion token the release starts when the operation is launched, which may be after the lease
+// object has gone (its destructor released it then): the launched release answers "not held", touching nothing freed.
+TEST(RedisSemaphoreAsyncRelease, ADeferredReleaseLaunchedAfterItsLeaseWentAnswersNotHeld) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "async-release-deferred", 1);
+  auto r = s.try_acquire();
+  ASSERT_TRUE(r);
+  auto held = std::make_unique<lease>(std::move(*r));
+  auto op = held->async_release(boost::asio::deferred);
+  EXPECT_EQ(held->state(), lease_state::held);  // not launched yet
+  held.reset();                                 // released by the destructor
+  EXPECT_EQ(s.inspect().first.holder_count, 0);
+  std::promise<answer> p;
+  std::move(op)([&p](std::error_code ec, lease::release_status status) { p.set_value({ec, status}); });
+  auto f = p.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(f.get(), (answer{std::error_code(), lease::release_status::not_held}));
 }
 
 // In flight while Redis is paused: shutdown() waits for it; past the semaphore's timeout it fails and is reported.
