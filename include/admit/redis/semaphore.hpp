@@ -165,12 +165,12 @@ class [[nodiscard]] lease {
 
   // Gives the permits back and waits for Redis's answer (within the semaphore's timeout).
   std::pair<release_status, std::error_code> release();
-  // Gives the permits back without blocking: the lease is released (state() says so) once the operation is initiated
-  // (when this returns, for a callback), and the
-  // completion gets Redis's answer, as release() returns it. Completion: void(std::error_code, release_status), the
-  // error set exactly when the status is failed, through the handler's associated executor (the connection's by
-  // default; the system executor for an empty lease), never inside this call. Not cancellable: a release is always
-  // delivered or fails, and semaphore::shutdown() waits for it as for the destructor's background releases.
+  // Gives the permits back without blocking. The lease is released (state() says so) once the operation is initiated
+  // (before this returns, for a callback); the completion gets Redis's answer, as release() returns it.
+  // Completion: void(std::error_code, release_status), the error set exactly when the status is failed, through the
+  // handler's associated executor (the connection's by default; the system executor for an empty lease), never
+  // inside this call. Not cancellable: a release is always delivered or fails, and semaphore::shutdown() waits for it
+  // as for the destructor's background releases.
   template <class CompletionToken>
   auto async_release(CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(std::error_code, release_status)>(
