@@ -18,9 +18,9 @@
 //   with nothing in between. Variant "async" (--api): the same with C asynchronous contenders on the connection's
 //   one io thread — async_acquire_for(10 s), then lease::async_release, each started from the previous one's
 //   completion handler — as the contenders of an event loop (Node.js, a single-threaded Asio server) run. After
-//   `--warmup`, a `--duration` window: a cycle counts when its release() returns in the window; its acquire latency
-//   (the call to its return) is recorded when the acquire returns in the window. At the end the waits still queued are
-//   cancelled through their stop_token (not errors).
+//   `--warmup`, a `--duration` window: a cycle counts when its release completes in the window; its acquire latency
+//   (the call to its completion) is recorded when the acquire completes in the window. At the end the waits still
+//   queued are cancelled (the threads' stop_token, the asynchronous contenders' cancellation slot): not errors.
 // - wakeup — capacity 1, two parties with a semaphore object and a connection each (as two processes would): the
 //   holder holds the permit; the waiter calls try_acquire_for(10 s); the holder waits until the waiter is queued in
 //   Redis (inspect(): one waiter), then `--settle-ms` plus a uniformly random 0..`--jitter-ms` ms more (so that a
@@ -42,7 +42,7 @@
 // contender ÷ the mean per contender (1 = evenly served); wakeup: cycles/s and fairness are "-", latencies are the
 // release-to-waiter-running times, samples the rounds measured. errors: acquisitions that failed (timeout, Redis
 // errors; not the cancellations at the end of a window) and releases that Redis did not take.
-// A '#' line after each cycles case gives its release() calls' latency (p50, p99, mean µs: a round trip each; at
+// A '#' line after each cycles case gives its releases' latency (p50, p99, mean µs: a round trip each; at
 // C:K, each hand-off waits for one). Another counts its acquisitions that waited at least 0.9 × poll_interval: waits
 // that ended only by the waiter's own poll, i.e. wake-ups that never came.
 #include "redis_semaphore_bench.hpp"
@@ -155,9 +155,10 @@ admit::redis::semaphore_options semaphore_options(const settings& s) {
   return o;
 }
 
-std::string variant(const settings& s) {
-  std::string v = s.poll_interval ? "poll" + std::to_string(s.poll_interval->count()) + "ms" : "default";
-  return v + s.tag;
+std::string variant(const settings& s, bool async) {
+  const std::string poll = s.poll_interval ? "poll" + std::to_string(s.poll_interval->count()) + "ms" : "";
+  if (async) return (poll.empty() ? "async" : "async-" + poll) + s.tag;
+  return (poll.empty() ? "default" : poll) + s.tag;
 }
 
 admit::redis::connection_options connection_options(const settings& s) {

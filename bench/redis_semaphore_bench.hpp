@@ -72,8 +72,8 @@ struct summary {
 summary summarize(std::vector<std::int64_t> ns);
 
 admit::redis::semaphore_options semaphore_options(const settings& s);
-// The variant column: "default" (or "pollNms") and --tag.
-std::string variant(const settings& s);
+// The variant column: "default" (or "pollNms"; "async" or "async-pollNms" for asynchronous contenders) and --tag.
+std::string variant(const settings& s, bool async = false);
 admit::redis::connection_options connection_options(const settings& s);
 void connect_or_exit(admit::redis::connection& conn, const settings& s);
 // A semaphore name of its own for a case's run ("<name>-<what>-...-<pid>").

@@ -98,6 +98,31 @@ namespace admit::redis {
 
 namespace detail {
 class semaphore_core;
+
+// The completion of an asynchronous operation, to call once from any thread: it posts handler(args...) through the
+// handler's associated executor (`fallback` when it has none), never inline, with that executor's outstanding work
+// counted from this call until the handler has run. The handler and the counted work travel in the posted function,
+// so the calling thread touches nothing of the handler's executor after the post (a context run with run_one and
+// destroyed right after the handler is safe).
+template <class... Args, class Handler>
+std::function<void(Args...)> posted_completion(Handler handler, const boost::asio::any_io_executor& fallback) {
+  auto executor = boost::asio::get_associated_executor(handler, fallback);
+  using work_type =
+      std::decay_t<decltype(boost::asio::prefer(executor, boost::asio::execution::outstanding_work.tracked))>;
+  struct pending {
+    Handler handler;
+    work_type work;
+  };
+  auto p = std::make_shared<pending>(
+      pending{std::move(handler), boost::asio::prefer(executor, boost::asio::execution::outstanding_work.tracked)});
+  return [p, executor](Args... args) {
+    boost::asio::post(executor, [p, args...]() mutable {
+      Handler h = std::move(p->handler);
+      [[maybe_unused]] const work_type work = std::move(p->work);  // released once the handler has run
+      std::move(h)(std::move(args)...);
+    });
+  };
+}
 struct lease_core;
 class async_acquire_op;
 }  // namespace detail
@@ -175,13 +200,9 @@ class [[nodiscard]] lease {
   auto async_release(CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(std::error_code, release_status)>(
         [](auto handler, const std::shared_ptr<detail::lease_core>& core) {
-          using handler_type = std::decay_t<decltype(handler)>;
-          auto work = boost::asio::prefer(boost::asio::get_associated_executor(handler, executor_of(core.get())),
-                                          boost::asio::execution::outstanding_work.tracked);
-          auto h = std::make_shared<handler_type>(std::move(handler));
-          release_then(core, [h, work](release_status status, std::error_code ec) {
-            boost::asio::post(work, [h, status, ec]() mutable { std::move (*h)(ec, status); });
-          });
+          auto done =
+              detail::posted_completion<std::error_code, release_status>(std::move(handler), executor_of(core.get()));
+          release_then(core, [done](release_status status, std::error_code ec) { done(ec, status); });
         },
         token, core_);
   }
@@ -372,18 +393,14 @@ class semaphore {
   template <class CompletionToken>
   auto async_shutdown(CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(std::error_code, std::size_t)>(
-        [this](auto handler) {
-          using handler_type = std::decay_t<decltype(handler)>;
-          auto work = boost::asio::prefer(boost::asio::get_associated_executor(handler, detail::executor_of(*core_)),
-                                          boost::asio::execution::outstanding_work.tracked);
-          auto h = std::make_shared<handler_type>(std::move(handler));
-          when_drained([h, work](std::size_t undelivered, std::error_code failure) {
-            boost::asio::post(work, [h, undelivered, failure]() mutable {
-              std::move (*h)(undelivered == 0 ? std::error_code() : failure, undelivered);
-            });
+        [](auto handler, const std::shared_ptr<detail::semaphore_core>& core) {
+          auto done =
+              detail::posted_completion<std::error_code, std::size_t>(std::move(handler), detail::executor_of(*core));
+          when_drained(*core, [done](std::size_t undelivered, std::error_code failure) {
+            done(undelivered == 0 ? std::error_code() : failure, undelivered);
           });
         },
-        token);
+        token, core_);
   }
 
   const std::string& name() const noexcept;
@@ -403,7 +420,7 @@ class semaphore {
   [[nodiscard]] std::uint64_t leases_lost() const noexcept;
 
  private:
-  void when_drained(std::function<void(std::size_t, std::error_code)> done);
+  static void when_drained(detail::semaphore_core& core, std::function<void(std::size_t, std::error_code)> done);
   template <class CompletionToken>
   auto initiate(std::int64_t n, std::optional<clock::time_point> deadline, CompletionToken&& token) {
     check_n(n);

@@ -340,8 +340,9 @@ void semaphore_core::send_release(const std::string& id, std::int64_t n, std::op
                   }
                   // Delivered: Redis answered (released, or it no longer had the lease: nothing left to give back).
                   const release_answer answer = self->answer_to_release(e, r);
-                  self->end_background(answer.first != lease::release_status::failed, answer.second);
+                  // The caller's completion first: a shutdown that ends with this must find it posted already.
                   if (then) then(answer);
+                  self->end_background(answer.first != lease::release_status::failed, answer.second);
                 });
 }
 
@@ -370,8 +371,8 @@ void semaphore_core::abandon(const std::string& id, std::function<void()> then) 
                   }
                   if (v && (*v)[0] == left) self->deliver_grants(r, 3);
                   // Not delivered: the waiter leaves by itself after waiter_ttl (a grant with its lease).
-                  self->end_background(v.has_value(), ec ? as_error(ec) : std::error_code());
                   if (then) then();
+                  self->end_background(v.has_value(), ec ? as_error(ec) : std::error_code());
                 });
 }
 

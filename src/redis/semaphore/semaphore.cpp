@@ -199,8 +199,8 @@ std::pair<std::size_t, std::error_code> semaphore::shutdown(clock::time_point de
 std::pair<std::size_t, std::error_code> semaphore::shutdown() {
   return shutdown(clock::now() + core_->options.timeout);
 }
-void semaphore::when_drained(std::function<void(std::size_t, std::error_code)> done) {
-  core_->when_drained(std::move(done));
+void semaphore::when_drained(detail::semaphore_core& core, std::function<void(std::size_t, std::error_code)> done) {
+  core.when_drained(std::move(done));
 }
 
 const std::string& semaphore::name() const noexcept { return core_->name; }

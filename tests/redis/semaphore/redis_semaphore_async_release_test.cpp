@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -51,7 +52,9 @@ TEST(RedisSemaphoreAsyncRelease, AnswersAsReleaseDoesAndHandsThePermitOn) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
-  semaphore s(conn, "async-release", 1);
+  semaphore_options o;
+  o.poll_interval = 30s;  // the waiter can only get the permit from the release's own reply within the test's bound
+  semaphore s(conn, "async-release", 1, o);
   auto held = s.try_acquire();
   ASSERT_TRUE(held);
   auto waiting = acquire_async(s, 1);
@@ -68,7 +71,7 @@ TEST(RedisSemaphoreAsyncRelease, AnswersAsReleaseDoesAndHandsThePermitOn) {
   EXPECT_EQ(got, (answer{std::error_code(), lease::release_status::released}));
   EXPECT_NE(thread, std::this_thread::get_id());  // the connection's executor, the handler's default
 
-  ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready);  // handed on: not after the 1 s poll
+  ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready);  // handed on by the release, not by a poll
   auto [ec, next] = waiting.get();
   ASSERT_FALSE(ec) << ec.message();
   EXPECT_GT(next.fencing_token(), held->fencing_token());
@@ -81,10 +84,10 @@ TEST(RedisSemaphoreAsyncRelease, AnswersAsReleaseDoesAndHandsThePermitOn) {
 
 TEST(RedisSemaphoreAsyncRelease, CompletesThroughTheHandlersExecutorNeverInsideTheCall) {
   redis_server server;
+  boost::asio::io_context mine;  // not run until the calls below have returned; outlives the io thread
   io_thread io;
   connection conn(io.executor(), server.url());
   semaphore s(conn, "async-release-executor", 1);
-  boost::asio::io_context mine;  // not run until the calls below have returned
   for (const bool empty : {true, false}) {
     lease l;
     if (!empty) {
@@ -150,7 +153,9 @@ TEST(RedisSemaphoreAsyncRelease, IsBackgroundWorkThatShutdownWaitsFor) {
   EXPECT_GE(steady::now() - start, 400ms) << "shutdown() did not wait for the release";
   EXPECT_EQ(undelivered, 0U);
   EXPECT_EQ(ec, std::error_code());
-  EXPECT_EQ(p.get_future().get(), (answer{std::error_code(), lease::release_status::released}));
+  auto f = p.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(f.get(), (answer{std::error_code(), lease::release_status::released}));
   EXPECT_EQ(s.inspect().first.holder_count, 0);
 
   o.timeout = 200ms;
@@ -164,6 +169,28 @@ TEST(RedisSemaphoreAsyncRelease, IsBackgroundWorkThatShutdownWaitsFor) {
   const auto [failed, why] = impatient.shutdown();
   EXPECT_EQ(failed, 1U);
   EXPECT_EQ(why, error);
+}
+
+// A shutdown that waited for the release completes after the release's own completion (both through the connection's
+// executor here): whoever reacts to the shutdown finds the release's handler run already.
+TEST(RedisSemaphoreAsyncRelease, ItsCompletionComesBeforeTheShutdownThatWaitedForIt) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "async-release-order", 1);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  server.pause(300ms);             // the release is still in flight when the shutdown starts waiting
+  std::vector<std::string> order;  // written on the io thread only
+  std::promise<void> both;
+  held->async_release([&](std::error_code, lease::release_status) { order.push_back("release"); });
+  s.async_shutdown([&](std::error_code, std::size_t) {
+    order.push_back("shutdown");
+    both.set_value();
+  });
+  auto f = both.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(order, (std::vector<std::string>{"release", "shutdown"}));
 }
 
 // Two chains of acquire → release → acquire… on a semaphore of one, every step started from the previous one's
