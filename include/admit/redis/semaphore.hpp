@@ -267,7 +267,9 @@ class acquire_completion_for final : public acquire_completion {
 
   void complete(std::error_code ec, lease l) override {
     auto self = std::static_pointer_cast<acquire_completion_for>(shared_from_this());
-    const work_executor executor = work_;
+    // Posted through an untracked copy: the counted work travels in the function (released after the handler has
+    // run), and nothing of the handler's executor is touched here after the post.
+    const auto executor = boost::asio::prefer(work_, boost::asio::execution::outstanding_work.untracked);
     boost::asio::post(executor, [self = std::move(self), ec, l = std::move(l)]() mutable {
       auto slot = boost::asio::get_associated_cancellation_slot(self->handler_);
       if (slot.is_connected()) slot.clear();
