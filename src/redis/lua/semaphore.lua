@@ -7,9 +7,14 @@
 --                    time, µs: the sweep runs only from then on)
 --   KEYS[2] holders  sorted set: lease id -> the lease's expiry (µs since the Unix epoch, server time)
 --   KEYS[3] leases   hash: lease id -> "n:token"
---   KEYS[4] queue    sorted set: waiter id -> its arrival number (the queue's order)
---   KEYS[5] waiters  hash: waiter id -> "n:lease_ttl_us:wake_key"
+--   KEYS[4] line     list: waiter ids in arrival order (the queue: its head is served first); an id without a
+--                    record in waiters is a waiter that left (cancelled, expired): skipped when it reaches the head
+--   KEYS[5] waiters  hash: waiter id -> "n:lease_ttl_us:wake_key" (the waiters, whatever their place)
 --   KEYS[6] expiry   sorted set: waiter id -> the waiter's expiry (µs): a waiter that stops polling leaves the queue
+-- The queue is a list, not a sorted set: joining it and serving its head are O(1) (a sorted set's insert is O(log N),
+-- and below 128 members a scan of a packed array). A waiter leaves from the middle in O(log N) by losing its record;
+-- its id stays in the list until it reaches the head, and the list is compacted once it holds more than twice as
+-- many ids as there are waiters (plus 32), so its length stays within that bound at O(1) amortized cost.
 -- A waiter granted by a release becomes a lease under the same id, and the grant is pushed on its wake list (a list
 -- under the same hash tag that its process waits on with BLMPOP): one LPUSH per grant, nobody else woken. A grant to
 -- a waiter whose wake list is the caller's own (release, cancel and set_capacity name theirs) is returned in the reply
@@ -19,13 +24,14 @@
 -- then the operation's own arguments (below); or ARGV[1] 'batch': several operations of one process, one after the
 -- other (see the end of the script). Every call first sweeps when something may have expired (meta's next has
 -- passed): leases past their expiry free their permits, waiters past theirs leave the queue; then the head waiters
--- are granted while their requests fit. The work per operation is O(log N) in the queue's length N, plus O(log N)
--- per lease or waiter expired, granted or dropped.
+-- are granted while their requests fit. The work per operation is O(log N) in the number N of holders and waiters,
+-- plus O(log N) per lease or waiter expired, granted or dropped (and, amortized, O(1) per waiter that left, for the
+-- line's compaction).
 -- Time is TIME only, in integer microseconds (doubles are exact below 2^53; now is ~1.8e15).
 -- Replies: {status, ...}; status 0 granted / done, 1 queued, 2 unavailable (try_acquire), 3 queue full,
 -- 4 exceeds capacity, 5 unknown (no such lease or waiter: released, expired, cancelled, never existed),
 -- 6 cancelled.
-local meta, holders, leases, queue, waiters, expiry = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local meta, holders, leases, line, waiters, expiry = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op = ARGV[1]
 
 local t = redis.call('TIME')
@@ -97,10 +103,28 @@ local function parse_waiter(v)
   return tonumber(n), tonumber(ttl), wake
 end
 
+-- Waiter `id` leaves the queue (its id stays in the line until the head or a compaction); whether it was waiting.
 local function drop_waiter(id)
-  redis.call('ZREM', queue, id)
-  redis.call('HDEL', waiters, id)
+  if redis.call('HDEL', waiters, id) == 0 then return false end
   redis.call('ZREM', expiry, id)
+  return true
+end
+
+-- Rebuilds the line from the ids that still have a record, in order, once it holds more than twice as many ids as
+-- there are waiters (plus 32): O(N), at most once per N/2 departures.
+local function compact()
+  local length = redis.call('LLEN', line)
+  if length <= 2 * redis.call('HLEN', waiters) + 32 then return end
+  local ids = redis.call('LRANGE', line, 0, -1)
+  redis.call('DEL', line)
+  for first = 1, #ids, 500 do
+    local chunk = { unpack(ids, first, math.min(first + 499, #ids)) }
+    local live = {}
+    for i, v in ipairs(redis.call('HMGET', waiters, unpack(chunk))) do
+      if v then live[#live + 1] = chunk[i] end
+    end
+    if #live > 0 then redis.call('RPUSH', line, unpack(live)) end
+  end
 end
 
 -- The permits of lease `id` (nil when there is no such lease), which is removed. `n`: its permits when the caller
@@ -130,11 +154,17 @@ local function sweep()
     end
     if #dead < 100 then break end
   end
+  local left = false
   while true do
     local gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', int(now), 'LIMIT', 0, 100)
-    for _, id in ipairs(gone) do drop_waiter(id) end
+    for _, id in ipairs(gone) do
+      redis.call('HDEL', waiters, id)
+      redis.call('ZREM', expiry, id)
+      left = true
+    end
     if #gone < 100 then break end
   end
+  if left then compact() end
   local h = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')
   local w = redis.call('ZRANGE', expiry, 0, 0, 'WITHSCORES')
   next_due = math.min(tonumber(h[2]) or math.huge, tonumber(w[2]) or math.huge)
@@ -149,22 +179,27 @@ end
 local function serve(mine, handed, all)
   while true do
     if free <= 0 and not all then return nil end
-    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    local head = redis.call('LINDEX', line, 0)
     if not head then return false end
     local v = redis.call('HGET', waiters, head)
     local n, ttl, wake
     if v then n, ttl, wake = parse_waiter(v) end
     if not n then
-      drop_waiter(head) -- inconsistent entry: drop it (never an error: an error would leave the sweep half done)
+      -- a waiter that left, or an unreadable record: the entry goes (never an error: an error would leave the sweep
+      -- half done)
+      redis.call('LPOP', line)
+      if v then drop_waiter(head) end
     elseif n > capacity then
       -- Larger than the capacity (cut since it queued): it could never be granted and would hold everyone back. It
       -- leaves the queue; its unreadable wake-up makes it poll, find itself unknown and ask again: exceeds_capacity.
+      redis.call('LPOP', line)
       drop_waiter(head)
       redis.call('LPUSH', wake, head .. ':')
       redis.call('PEXPIRE', wake, 60000)
     else
       if n > free then return true end
       take(n)
+      redis.call('LPOP', line)
       drop_waiter(head)
       local token, expires = grant(head, n, ttl)
       -- The wake-up carries the grant, "id:n:token:expiry:now", so that the waiter needs no call to learn it.
@@ -202,22 +237,25 @@ function run.acquire(A)
   -- A[3] id, [4] n, [5] lease ttl µs, [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key
   local id, n, ttl = A[3], num(A[4], 'n'), num(A[5], 'lease ttl')
   -- Free permits go to the queue first; with none free, n <= free cannot hold and the queue need not be read.
-  local waiting = free > 0 and serve(nil, nil)
+  local others_first = free > 0 and serve(nil, nil)
   if n > capacity then return { 4, capacity, now } end
-  if not waiting and n <= free then
+  if not others_first and n <= free then
     take(n)
     local token, expires = grant(id, n, ttl)
     return { 0, n, token, expires, now }
   end
   if A[6] ~= '1' then return { 2, free, now } end
   local most = num(A[7], 'max waiters') -- negative: no limit
-  if most >= 0 and redis.call('ZCARD', queue) >= most then return { 3, free, now } end
-  seq = seq + 1
-  dirty.seq = true
-  redis.call('ZADD', queue, seq, id)
-  redis.call('HSET', waiters, id, int(n) .. ':' .. int(ttl) .. ':' .. A[9])
+  if most >= 0 and redis.call('HLEN', waiters) >= most then return { 3, free, now } end
+  -- An id already waiting keeps its place; a new one joins the tail. (Ids are never reused: one that left and came
+  -- back would find its old place if it were still in the line.)
+  if redis.call('HSET', waiters, id, int(n) .. ':' .. int(ttl) .. ':' .. A[9]) == 1 then
+    redis.call('RPUSH', line, id)
+  end
   local until_us = now + num(A[8], 'waiter ttl')
   redis.call('ZADD', expiry, int(until_us), id)
+  seq = seq + 1
+  dirty.seq = true
   due(until_us)
   return { 1, seq, now }
 end
@@ -230,7 +268,7 @@ function run.poll(A)
   if l then return l end
   if redis.call('HEXISTS', waiters, id) == 1 then
     redis.call('ZADD', expiry, int(now + num(A[4], 'waiter ttl')), id)
-    return { 1, redis.call('ZRANK', queue, id), now }
+    return { 1, 0, now }
   end
   return { 5, 0, now }
 end
@@ -240,8 +278,8 @@ function run.cancel(A)
   local id = A[3]
   local l = lease_reply(id)
   if l then return l end
-  if redis.call('HEXISTS', waiters, id) == 1 then
-    drop_waiter(id)
+  if drop_waiter(id) then
+    compact()
     local handed = {}
     serve(A[4], handed) -- the head may have been the one holding the others back
     return with_grants(6, 0, handed)
@@ -295,11 +333,19 @@ function run.inspect(A)
     hs[#hs + 1] = { ids[i], tonumber(n), tonumber(token), tonumber(ids[i + 1]) }
   end
   local qs = {}
-  for _, id in ipairs(redis.call('ZRANGE', queue, 0, most - 1)) do
-    local n = parse_waiter(redis.call('HGET', waiters, id) or '0:0:')
-    qs[#qs + 1] = { id, n, tonumber(redis.call('ZSCORE', expiry, id)) or 0 }
+  local at = 0
+  while #qs < most do -- the line's ids that are still waiting, in order
+    local ids = redis.call('LRANGE', line, at, at + most - 1)
+    for _, id in ipairs(ids) do
+      local v = redis.call('HGET', waiters, id)
+      if v and #qs < most then
+        qs[#qs + 1] = { id, parse_waiter(v), tonumber(redis.call('ZSCORE', expiry, id)) or 0 }
+      end
+    end
+    if #ids < most then break end
+    at = at + most
   end
-  return { 0, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('ZCARD', queue) }
+  return { 0, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('HLEN', waiters) }
 end
 
 local function perform(A)

@@ -60,9 +60,15 @@ std::string key_prefix(const std::string& name) { return hash_tag(name).append("
 
 std::vector<std::string> semaphore_keys(const std::string& name) {
   std::vector<std::string> keys;
-  for (const char* k : {"meta", "holders", "leases", "queue", "waiters", "expiry"})
+  for (const char* k : {"meta", "holders", "leases", "line", "waiters", "expiry"})
     keys.push_back(key_prefix(name) + k);
   return keys;
+}
+
+command script_call(const std::vector<std::string>& keys) {
+  command c{"EVALSHA", semaphore_script().sha1(), std::to_string(keys.size())};
+  for (const auto& k : keys) c.arg(k);
+  return c;
 }
 
 std::int64_t to_us(std::chrono::milliseconds d) {
@@ -104,8 +110,7 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
 }
 
 command semaphore_core::make(const op_args& op) const {
-  command c{"EVALSHA", semaphore_script().sha1(), "6"};
-  for (const auto& k : keys) c.arg(k);
+  command c = script_call(keys);
   c.arg(op.front()).arg(initial_capacity);
   for (std::size_t i = 1; i < op.size(); ++i) c.arg(op[i]);
   return c;
@@ -113,8 +118,7 @@ command semaphore_core::make(const op_args& op) const {
 
 command semaphore_core::make(const std::vector<op_batcher::op>& ops) const {
   if (ops.size() == 1) return make(ops.front().args);
-  command c{"EVALSHA", semaphore_script().sha1(), "6"};
-  for (const auto& k : keys) c.arg(k);
+  command c = script_call(keys);
   c.arg("batch").arg(initial_capacity).arg(std::to_string(ops.size()));
   for (const auto& o : ops) {
     c.arg(std::to_string(o.args.size()));

@@ -65,6 +65,8 @@ std::string random_id();
 std::string key_prefix(const std::string& name);
 // The keys of semaphore.lua, in its KEYS order.
 std::vector<std::string> semaphore_keys(const std::string& name);
+// EVALSHA of semaphore.lua with `keys` (semaphore_keys); the caller appends ARGV.
+command script_call(const std::vector<std::string>& keys);
 std::int64_t to_us(std::chrono::milliseconds d);
 // A reply {status, ...} whose first `count` elements are integers; nullopt for any other shape.
 std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t count);

@@ -209,8 +209,7 @@ const semaphore_options& semaphore::options() const noexcept { return core_->opt
 std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(client& conn, const std::string& name,
                                                                  std::size_t most) {
   check_semaphore_name(name);
-  command c{"EVALSHA", semaphore_script().sha1(), "6"};
-  for (const auto& k : detail::semaphore_keys(name)) c.arg(k);
+  command c = detail::script_call(detail::semaphore_keys(name));
   c.arg("inspect").arg("0").arg(std::to_string(std::max<std::size_t>(most, 1)));
   return parse_snapshot(evalsha_until(conn, conn.default_deadline(), semaphore_script(), c));
 }

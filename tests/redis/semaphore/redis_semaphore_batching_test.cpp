@@ -19,6 +19,7 @@
 #include "admit/redis/semaphore.hpp"
 #include "io_thread.hpp"
 #include "redis_server.hpp"
+#include "semaphore_script.hpp"
 
 namespace {
 
@@ -27,19 +28,10 @@ using admit::redis::connection;
 using admit::redis::lease;
 using admit::redis::reply;
 using admit::redis::semaphore;
+using admit::redis::testing::eval_args;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
-
-// semaphore.lua's KEYS for semaphore `name`, then ARGV.
-std::vector<std::string> eval_args(const std::string& source, const std::string& name,
-                                   const std::vector<std::string>& argv) {
-  std::string tag = "{";  // built piecewise: GCC 12 -O3 warns (-Wrestrict, a false positive) on "{" + name + "}:"
-  tag.append(name).append("}:");
-  std::vector<std::string> a{"EVAL", source, "6"};
-  for (const char* k : {"meta", "holders", "leases", "queue", "waiters", "expiry"}) a.push_back(tag + k);
-  a.insert(a.end(), argv.begin(), argv.end());
-  return a;
-}
+using admit::redis::testing::semaphore_source;
 
 // `r` with what depends on the clock masked: integers of 10^12 or more (times in µs, fencing tokens, which are at
 // least the server's time) become "T"; a grant handed back ("id:n:token:expiry:now") keeps its id and n.
@@ -120,8 +112,7 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
-  std::ifstream in(ADMIT_SEMAPHORE_LUA);
-  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string source = semaphore_source();
   ASSERT_FALSE(source.empty());
   const std::string wake = "{one}:wake:mine";
   const std::vector<std::vector<std::string>> ops = {

@@ -1,7 +1,7 @@
 // admit::redis::semaphore against a real redis-server: counting and fencing tokens, FIFO hand-off with a large head
 // request served first, max_waiters and exceeds_capacity, deadlines and stop tokens (also while Redis is paused),
-// wake-ups without polling, leases that expire and are renewed, releasing what is not held, a release that costs the
-// same with 1,000 waiters as with 10, SCRIPT FLUSH and a restart that lost the state, arguments refused by name.
+// wake-ups without polling, leases that expire and are renewed, releasing what is not held, SCRIPT FLUSH and a
+// restart that lost the state, arguments refused by name. The queue's cost and bounds: redis_semaphore_queue_test.cpp.
 // Asynchronous waiters and connections destroyed under them: redis_semaphore_async_test.cpp; holders in other
 // processes: redis_semaphore_processes_test.cpp.
 #include <gtest/gtest.h>
@@ -9,11 +9,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -44,18 +42,6 @@ using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
 using admit::redis::testing::wait_for_waiters;
 using steady = std::chrono::steady_clock;
-
-// Sums the server's command calls (INFO commandstats), the INFO calls excluded.
-long long command_calls(const redis_server& server) {
-  std::istringstream in(server.admin({"INFO", "commandstats"}));
-  long long total = 0;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("cmdstat_", 0) != 0 || line.rfind("cmdstat_info:", 0) == 0) continue;
-    const auto at = line.find("calls=");
-    if (at != std::string::npos) total += std::stoll(line.substr(at + 6));
-  }
-  return total;
-}
 
 TEST(RedisSemaphore, CountsPermitsAndFencingTokensIncrease) {
   redis_server server;
@@ -396,52 +382,6 @@ TEST(RedisSemaphore, ACapacityCutBelowTheHeadRequestDoesNotStallTheQueue) {
   auto r = small.get();
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ(s.inspect().first.available, 1);
-}
-
-// O(1) Redis work per grant: a release that grants the head, and a request that joins the queue, cost the same
-// number of Redis commands (INFO commandstats, the script's own calls included) with 1,000 waiters as with 10.
-TEST(RedisSemaphore, OneReleaseCostsTheSameWithAThousandWaiters) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  // Queues `waiters` requests of another process directly with the script (EVAL of the source: a thousand threads
-  // would only slow the test) and measures the commands one release costs.
-  const auto cost_of_release = [&](const std::string& name, int waiters) {
-    semaphore s(conn, name, 1);
-    auto held = s.try_acquire();
-    EXPECT_TRUE(held);
-    std::ifstream in(ADMIT_SEMAPHORE_LUA);
-    const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::string tag = "{";  // built piecewise: GCC 12 -O3 warns (-Wrestrict, a false positive) on "{" + name + "}:"
-    tag.append(name).append("}:");
-    for (int i = 0; i < waiters; ++i) {
-      std::string id = "w";  // piecewise too ("w" + std::to_string(i) trips the same warning)
-      id += std::to_string(i);
-      server.admin({"EVAL", source, "6", tag + "meta", tag + "holders", tag + "leases", tag + "queue", tag + "waiters",
-                    tag + "expiry", "acquire", "1", id, "1", "60000000", "1", "100000", "60000000",
-                    tag + "wake:other"});
-    }
-    EXPECT_EQ(s.inspect().first.waiter_count, waiters);
-    const long long before = command_calls(server);
-    EXPECT_EQ(held->release().first, lease::release_status::released);
-    const long long cost = command_calls(server) - before;
-    const auto snap = s.inspect().first;
-    EXPECT_EQ(snap.waiter_count, waiters - 1);  // the head was granted
-    EXPECT_EQ(snap.holders.at(0).id, "w0");
-    // One more request joins the queue's tail.
-    const long long before_join = command_calls(server);
-    server.admin({"EVAL", source, "6", tag + "meta", tag + "holders", tag + "leases", tag + "queue", tag + "waiters",
-                  tag + "expiry", "acquire", "1", "late", "1", "60000000", "1", "-1", "60000000", tag + "wake:other"});
-    const long long join = command_calls(server) - before_join;
-    EXPECT_EQ(s.inspect().first.waiter_count, waiters);
-    return std::pair<long long, long long>{cost, join};
-  };
-  const auto few = cost_of_release("few", 10);
-  const auto many = cost_of_release("many", 1000);
-  EXPECT_EQ(many.first, few.first);
-  EXPECT_EQ(many.second, few.second);
-  EXPECT_LT(many.first, 40);
-  EXPECT_LT(many.second, 20);
 }
 
 TEST(RedisSemaphore, ScriptFlushIsTransparentAndARestartThatLostTheStateIsReported) {

@@ -1,0 +1,169 @@
+// The semaphore's queue in Redis, against a real redis-server, with waiters of "another process" queued by calling
+// the script directly (a thousand threads would only slow the tests): a grant and a join cost the same number of Redis
+// commands with 1,000 waiters as with 10; waiters that leave from the middle of the queue (cancelled, expired) keep
+// its list within twice the waiters plus 32 entries, and the order of those that stay.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/semaphore.hpp"
+#include "io_thread.hpp"
+#include "redis_server.hpp"
+#include "semaphore_script.hpp"
+
+namespace {
+
+using admit::redis::connection;
+using admit::redis::lease;
+using admit::redis::semaphore;
+using admit::redis::testing::eval_args;
+using admit::redis::testing::io_thread;
+using admit::redis::testing::redis_server;
+using admit::redis::testing::semaphore_source;
+
+// Sums the server's command calls (INFO commandstats), the INFO calls excluded.
+long long command_calls(const redis_server& server) {
+  std::istringstream in(server.admin({"INFO", "commandstats"}));
+  long long total = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("cmdstat_", 0) != 0 || line.rfind("cmdstat_info:", 0) == 0) continue;
+    const auto at = line.find("calls=");
+    if (at != std::string::npos) total += std::stoll(line.substr(at + 6));
+  }
+  return total;
+}
+
+// "w" + i, built piecewise: GCC 12 -O3 warns (-Wstringop-overflow, a false positive) on the operator+ form.
+std::string numbered(const char* prefix, int i) {
+  std::string id = prefix;
+  id += std::to_string(i);
+  return id;
+}
+
+// Waiters of another process on semaphore `name` (its wake list is not this test's semaphore object's).
+class other_process {
+ public:
+  other_process(const redis_server& server, std::string name)
+      : server_(server), name_(std::move(name)), source_(semaphore_source()) {
+    EXPECT_FALSE(source_.empty());
+  }
+  // Queues waiter `id` for one permit; `waiter_ttl_us` until it is presumed dead. The reply's status.
+  std::string join(const std::string& id, const std::string& max_waiters = "-1",
+                   const std::string& waiter_ttl_us = "60000000") {
+    return first(call({"acquire", "1", id, "1", "60000000", "1", max_waiters, waiter_ttl_us, wake()}));
+  }
+  std::string cancel(const std::string& id) { return first(call({"cancel", "1", id, wake()})); }
+  // The length of the queue's list, departed waiters not compacted yet included.
+  long long line_length() const { return std::stoll(server_.admin({"LLEN", "{" + name_ + "}:line"})); }
+
+ private:
+  std::string call(const std::vector<std::string>& argv) const {
+    return server_.admin(eval_args(source_, name_, argv));
+  }
+  // admin() gives an array reply's elements one per line: the status is the first.
+  static std::string first(const std::string& r) { return r.substr(0, r.find('\n')); }
+  std::string wake() const { return "{" + name_ + "}:wake:other"; }
+
+  const redis_server& server_;
+  std::string name_;
+  std::string source_;
+};
+
+// O(1) Redis work per grant: a release that grants the head, and a request that joins the queue, cost the same
+// number of Redis commands (INFO commandstats, the script's own calls included) with 1,000 waiters as with 10.
+TEST(RedisSemaphoreQueue, AReleaseAndAJoinCostTheSameWithAThousandWaiters) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const auto costs = [&](const std::string& name, int waiters) {
+    semaphore s(conn, name, 1);
+    auto held = s.try_acquire();
+    EXPECT_TRUE(held);
+    other_process other(server, name);
+    for (int i = 0; i < waiters; ++i) other.join(numbered("w", i), "100000");
+    EXPECT_EQ(s.inspect().first.waiter_count, waiters);
+    const long long before = command_calls(server);
+    EXPECT_EQ(held->release().first, lease::release_status::released);
+    const long long release = command_calls(server) - before;
+    const auto snap = s.inspect().first;
+    EXPECT_EQ(snap.waiter_count, waiters - 1);  // the head was granted
+    EXPECT_EQ(snap.holders.at(0).id, "w0");
+    const long long before_join = command_calls(server);
+    other.join("late");
+    const long long join = command_calls(server) - before_join;
+    EXPECT_EQ(s.inspect().first.waiter_count, waiters);
+    return std::pair<long long, long long>{release, join};
+  };
+  const auto few = costs("few", 10);
+  const auto many = costs("many", 1000);
+  EXPECT_EQ(many.first, few.first);
+  EXPECT_EQ(many.second, few.second);
+  EXPECT_LT(many.first, 40);
+  EXPECT_LT(many.second, 20);
+}
+
+// Cancelled waiters leave their place in the list behind until it reaches the head or the list is compacted: the
+// list never holds more than twice the waiters plus 32 entries, and the waiters that stay are granted in their order.
+TEST(RedisSemaphoreQueue, CancelsFromTheMiddleKeepTheListBoundedAndTheOrder) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "cancels", 1);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  other_process other(server, "cancels");
+  constexpr int waiters = 300;
+  const std::vector<int> stay = {7, 150, 299};
+  for (int i = 0; i < waiters; ++i) ASSERT_EQ(other.join(numbered("w", i)), "1");  // queued
+  long long longest = 0;
+  int left = waiters;
+  for (int i = 0; i < waiters; ++i) {
+    if (std::find(stay.begin(), stay.end(), i) != stay.end()) continue;
+    ASSERT_EQ(other.cancel(numbered("w", i)), "6");  // cancelled
+    --left;
+    longest = std::max(longest, other.line_length());
+    ASSERT_LE(other.line_length(), 2 * left + 32) << "after cancelling w" << i;
+  }
+  EXPECT_GT(longest, left) << "no cancel left its place behind: the bound was never tested";
+  const auto snap = s.inspect().first;
+  ASSERT_EQ(snap.waiter_count, 3);
+  ASSERT_EQ(snap.queue.size(), 3U);
+  for (std::size_t i = 0; i < stay.size(); ++i) EXPECT_EQ(snap.queue[i].id, numbered("w", stay[i]));
+  // The head is w7, whatever the list still holds in front of it.
+  ASSERT_EQ(held->release().first, lease::release_status::released);
+  const auto after = s.inspect().first;
+  ASSERT_EQ(after.holders.size(), 1U);
+  EXPECT_EQ(after.holders[0].id, "w7");
+  EXPECT_EQ(after.waiter_count, 2);
+  EXPECT_EQ(other.cancel("w7"), "0");  // granted before the cancel: the lease stands
+}
+
+// Waiters that stop polling leave at their expiry, and their places in the list go with them (compacted) even when
+// no grant comes to skip them: max_waiters counts only live waiters.
+TEST(RedisSemaphoreQueue, ExpiredWaitersLeaveTheListAndFreeTheirPlaces) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "expired", 1);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  other_process other(server, "expired");
+  // A waiter ttl of 1 µs: each is past its expiry at the next call, which sweeps it.
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(other.join(numbered("dead", i), "5", "1"), "1");
+  ASSERT_EQ(other.join("alive", "1"), "1");  // max_waiters 1: the dead ones have gone
+  EXPECT_LE(other.line_length(), 2 * 1 + 32);
+  EXPECT_EQ(other.join("one too many", "1"), "3");  // queue full
+  ASSERT_EQ(held->release().first, lease::release_status::released);
+  const auto after = s.inspect().first;
+  ASSERT_EQ(after.holders.size(), 1U);
+  EXPECT_EQ(after.holders[0].id, "alive");
+  EXPECT_EQ(after.waiter_count, 0);
+}
+
+}  // namespace
