@@ -107,7 +107,9 @@ TEST(RedisSemaphoreBatching, ManyThreadsShareScriptCallsAndNeverHoldMoreThanTheC
 // The script's `batch` operation, called directly: the same operations give the same replies, in one call, as they do
 // one call each (on another semaphore of the same capacity): a grant, a request queued behind it, the release that
 // hands the permit to that request (returned to the caller, whose wake list it named), the poll that finds the
-// request granted, an unknown operation's error in its place, and the release of the last lease.
+// request granted, an unknown operation's error in its place, and the release of the last lease; then, with nobody
+// waiting, the calls that take the script's short way when alone (a free permit taken, a lease given back, one not
+// held) and a request refused for want of a permit. Both semaphores end in the same state.
 TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
   redis_server server;
   io_thread io;
@@ -122,6 +124,10 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
       {"poll", "b", "60000000"},
       {"no_such_operation"},
       {"release", "b", wake},
+      {"acquire", "c", "1", "60000000", "0", "-1", "60000000", wake},
+      {"acquire", "d", "1", "60000000", "0", "-1", "60000000", wake},
+      {"release", "c", wake, "1"},
+      {"release", "c", wake, "1"},
   };
 
   std::vector<std::string> separate;
@@ -151,6 +157,28 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
   EXPECT_EQ(separate[3], "[0 1 T T T ]");  // b holds it
   EXPECT_EQ(separate[5], "[0 1 T ]");      // released
   EXPECT_EQ(separate[4].rfind("-ERR admit semaphore: unknown operation no_such_operation", 0), 0u) << separate[4];
+  EXPECT_EQ(separate[6], "[0 1 T T T ]");  // c takes the free permit
+  EXPECT_EQ(separate[7], "[2 0 T ]");      // none left for d, which does not wait
+  EXPECT_EQ(separate[8], "[0 1 T ]");      // released
+  EXPECT_EQ(separate[9], "[5 0 T ]");      // not held any more
+
+  // The same state: the counters (times masked), no holder, lease or waiter left.
+  for (const char* name : {"one", "two"}) {
+    const std::string tag = std::string("{") + name + "}:";
+    const auto meta = conn.execute_command(std::nullopt, admit::redis::command{"HGETALL", tag + "meta"});
+    ASSERT_FALSE(meta.error);
+    ASSERT_TRUE(meta.value.is_array());
+    std::string fields;
+    for (const auto& e : meta.value.elements()) {  // a time or a fencing token (13 digits or more) becomes "T"
+      const bool time = e.str().size() >= 13 && e.str().find_first_not_of("0123456789") == std::string::npos;
+      fields += (time ? std::string("T") : e.str()) + " ";
+    }
+    EXPECT_EQ(fields, "capacity 1 free 1 fence T next T seq 1 ") << name;
+    for (const char* key : {"holders", "leases", "line", "waiters", "expiry"}) {
+      const auto exists = conn.execute_command(std::nullopt, admit::redis::command{"EXISTS", tag + key});
+      EXPECT_EQ(shape(exists.value), "0") << name << ": " << key;
+    }
+  }
 }
 
 }  // namespace
