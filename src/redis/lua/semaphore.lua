@@ -135,9 +135,8 @@ end
 
 -- Waiter `id` leaves the queue (its id stays in the line until the head or a compaction); whether it was waiting.
 local function drop_waiter(id)
-  if redis.call('HDEL', waiters, id) == 0 then return false end
-  redis.call('ZREM', expiry, id)
-  return true
+  redis.call('ZREM', expiry, id) -- even without a record: an expiry left behind would come back at every sweep
+  return redis.call('HDEL', waiters, id) == 1
 end
 
 -- Rebuilds the line from the ids that still have a record, in order, once it holds more than twice as many ids as
@@ -188,9 +187,7 @@ local function sweep()
   while true do
     local gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', int(now), 'LIMIT', 0, 100)
     for _, id in ipairs(gone) do
-      redis.call('HDEL', waiters, id)
-      redis.call('ZREM', expiry, id)
-      left = true
+      left = drop_waiter(id) or left
     end
     if #gone < 100 then break end
   end

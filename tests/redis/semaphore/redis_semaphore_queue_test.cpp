@@ -166,4 +166,21 @@ TEST(RedisSemaphoreQueue, ExpiredWaitersLeaveTheListAndFreeTheirPlaces) {
   EXPECT_EQ(after.waiter_count, 0);
 }
 
+// An expiry without a waiter's record (a state no operation leaves, but Redis is shared) is swept like any other: the
+// sweep neither loops on it nor comes back to it at every call.
+TEST(RedisSemaphoreQueue, ExpiriesWithoutAWaiterAreSweptToo) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "ghosts", 1);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  for (int i = 0; i < 150; ++i) server.admin({"ZADD", "{ghosts}:expiry", "1", numbered("ghost", i)});
+  server.admin({"HSET", "{ghosts}:meta", "next", "0"});  // something is due: the next call sweeps
+  ASSERT_EQ(held->release().first, lease::release_status::released);
+  EXPECT_EQ(server.admin({"ZCARD", "{ghosts}:expiry"}), "0");
+  EXPECT_NE(server.admin({"HGET", "{ghosts}:meta", "next"}), "0");
+  EXPECT_TRUE(s.try_acquire());
+}
+
 }  // namespace
