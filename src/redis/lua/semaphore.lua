@@ -70,7 +70,7 @@ end
 -- The two commonest calls take a short way: a free permit taken, and a lease given back, while nobody waits and
 -- nothing can have expired. Their effects and replies are exactly those of run.acquire and run.release below (a
 -- batch, which takes the long way, is tested to agree with them), without making the helpers below: in Redis's Lua,
--- making those closures costs more than these calls' own commands.
+-- making those two dozen closures costs about as much as these calls' own commands.
 if capacity and now < next_due and (op == 'acquire' or (op == 'release' and ARGV[5]))
     and redis.call('HLEN', waiters) == 0 then
   local id = ARGV[3]
