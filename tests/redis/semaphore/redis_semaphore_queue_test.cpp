@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,18 +25,6 @@ using admit::redis::testing::eval_args;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
 using admit::redis::testing::semaphore_source;
-
-// Sums the server's command calls (INFO commandstats), the INFO calls excluded.
-long long command_calls(const redis_server& server) {
-  std::istringstream in(server.admin({"INFO", "commandstats"}));
-  long long total = 0;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("cmdstat_", 0) != 0 || line.rfind("cmdstat_info:", 0) == 0) continue;
-    const auto at = line.find("calls=");
-    if (at != std::string::npos) total += std::stoll(line.substr(at + 6));
-  }
-  return total;
-}
 
 // "w" + i, built piecewise: GCC 12 -O3 warns (-Wstringop-overflow, a false positive) on the operator+ form.
 std::string numbered(const char* prefix, int i) {
@@ -88,15 +75,15 @@ TEST(RedisSemaphoreQueue, AReleaseAndAJoinCostTheSameWithAThousandWaiters) {
     other_process other(server, name);
     for (int i = 0; i < waiters; ++i) other.join(numbered("w", i), "100000");
     EXPECT_EQ(s.inspect().first.waiter_count, waiters);
-    const long long before = command_calls(server);
+    const long long before = server.calls();
     EXPECT_EQ(held->release().first, lease::release_status::released);
-    const long long release = command_calls(server) - before;
+    const long long release = server.calls() - before;
     const auto snap = s.inspect().first;
     EXPECT_EQ(snap.waiter_count, waiters - 1);  // the head was granted
     EXPECT_EQ(snap.holders.at(0).id, "w0");
-    const long long before_join = command_calls(server);
+    const long long before_join = server.calls();
     other.join("late");
-    const long long join = command_calls(server) - before_join;
+    const long long join = server.calls() - before_join;
     EXPECT_EQ(s.inspect().first.waiter_count, waiters);
     return std::pair<long long, long long>{release, join};
   };

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -125,6 +126,17 @@ class redis_server {
     const auto at = info.find(key);
     if (at == std::string::npos) return 0;
     return std::atoll(info.c_str() + at + key.size());
+  }
+  // The calls of every command in INFO commandstats (scripts' own calls included), the INFO calls excluded.
+  long long calls() const {
+    std::istringstream in(admin({"INFO", "commandstats"}));
+    long long total = 0;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("cmdstat_", 0) != 0 || line.rfind("cmdstat_info:", 0) == 0) continue;
+      const auto at = line.find("calls=");
+      if (at != std::string::npos) total += std::atoll(line.c_str() + at + 6);
+    }
+    return total;
   }
 
  private:
