@@ -7,14 +7,16 @@
 --                    time, µs: the sweep runs only from then on)
 --   KEYS[2] holders  sorted set: lease id -> the lease's expiry (µs since the Unix epoch, server time)
 --   KEYS[3] leases   hash: lease id -> "n:token"
---   KEYS[4] line     list: waiter ids in arrival order (the queue: its head is served first); an id without a
---                    record in waiters is a waiter that left (cancelled, expired): skipped when it reaches the head
---   KEYS[5] waiters  hash: waiter id -> "n:lease_ttl_us:wake_key" (the waiters, whatever their place)
---   KEYS[6] expiry   sorted set: waiter id -> the waiter's expiry (µs): a waiter that stops polling leaves the queue
+--   KEYS[4] waiting  list: the queue, one record "id:n:lease_ttl_us:wake_key" per waiter in arrival order (its head is
+--                    served first); a record whose id is not in expiry is a waiter that left (cancelled, expired):
+--                    dropped when it reaches the head
+--   KEYS[5] expiry   sorted set: waiter id -> the waiter's expiry (µs); the waiters, whatever their place: a waiter
+--                    that stops polling leaves the queue
 -- The queue is a list, not a sorted set: joining it and serving its head are O(1) (a sorted set's insert is O(log N),
--- and below 128 members a scan of a packed array). A waiter leaves from the middle in O(log N) by losing its record;
--- its id stays in the list until it reaches the head, and the list is compacted once it holds more than twice as
--- many ids as there are waiters (plus 32), so its length stays within that bound at O(1) amortized cost.
+-- and below 128 members a scan of a packed array), and a waiter's record travels in it, so that serving the head is
+-- one LPOP and one ZREM. A waiter leaves from the middle in O(log N) by leaving expiry; its record stays in the list
+-- until it reaches the head, and the list is compacted once it holds more than twice as many records as there are
+-- waiters (plus 32), so its length stays within that bound at O(1) amortized cost.
 -- A waiter granted by a release becomes a lease under the same id, and the grant is pushed on its wake list (a list
 -- under the same hash tag that its process waits on with BLMPOP): one LPUSH per grant, nobody else woken. A grant to
 -- a waiter whose wake list is the caller's own (release, cancel and set_capacity name theirs) is returned in the reply
@@ -26,12 +28,12 @@
 -- passed): leases past their expiry free their permits, waiters past theirs leave the queue; then the head waiters
 -- are granted while their requests fit. The work per operation is O(log N) in the number N of holders and waiters,
 -- plus O(log N) per lease or waiter expired, granted or dropped (and, amortized, O(1) per waiter that left, for the
--- line's compaction).
+-- queue's compaction).
 -- Time is TIME only, in integer microseconds (doubles are exact below 2^53; now is ~1.8e15).
 -- Replies: {status, ...}; status 0 granted / done, 1 queued, 2 unavailable (try_acquire), 3 queue full,
 -- 4 exceeds capacity, 5 unknown (no such lease or waiter: released, expired, cancelled, never existed),
 -- 6 cancelled.
-local meta, holders, leases, line, waiters, expiry = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local meta, holders, leases, queue, expiry = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op = ARGV[1]
 
 local t = redis.call('TIME')
@@ -72,7 +74,7 @@ end
 -- batch, which takes the long way, is tested to agree with them), without making the helpers below: in Redis's Lua,
 -- making those two dozen closures costs about as much as these calls' own commands.
 if capacity and now < next_due and (op == 'acquire' or (op == 'release' and ARGV[5]))
-    and redis.call('HLEN', waiters) == 0 then
+    and redis.call('ZCARD', expiry) == 0 then
   local id = ARGV[3]
   if op == 'release' then
     local n = num(ARGV[5], 'n')
@@ -128,31 +130,36 @@ local function grant(id, n, ttl)
   return fence, expires
 end
 
-local function parse_waiter(v)
-  local n, ttl, wake = string.match(v, '^(%d+):(%d+):(.*)$')
-  return tonumber(n), tonumber(ttl), wake
+-- A queue record "id:n:lease_ttl_us:wake_key": id, n, ttl, wake; only its id (or nil) when the rest is unreadable.
+local function parse_waiter(record)
+  local id, n, ttl, wake = string.match(record, '^([^:]+):(%d+):(%d+):(.+)$')
+  if id then return id, tonumber(n), tonumber(ttl), wake end
+  return string.match(record, '^[^:]+')
 end
 
--- Waiter `id` leaves the queue (its id stays in the line until the head or a compaction); whether it was waiting.
+-- Waiter `id` leaves the queue (its record stays in the list until the head or a compaction); whether it was waiting.
 local function drop_waiter(id)
-  redis.call('ZREM', expiry, id) -- even without a record: an expiry left behind would come back at every sweep
-  return redis.call('HDEL', waiters, id) == 1
+  return redis.call('ZREM', expiry, id) == 1
 end
 
--- Rebuilds the line from the ids that still have a record, in order, once it holds more than twice as many ids as
--- there are waiters (plus 32): O(N), at most once per N/2 departures.
+-- Rebuilds the list from the records of the waiters still waiting, in order, once it holds more than twice as many
+-- records as there are waiters (plus 32): O(N), at most once per N/2 departures.
 local function compact()
-  local length = redis.call('LLEN', line)
-  if length <= 2 * redis.call('HLEN', waiters) + 32 then return end
-  local ids = redis.call('LRANGE', line, 0, -1)
-  redis.call('DEL', line)
-  for first = 1, #ids, 500 do
-    local chunk = { unpack(ids, first, math.min(first + 499, #ids)) }
-    local live = {}
-    for i, v in ipairs(redis.call('HMGET', waiters, unpack(chunk))) do
-      if v then live[#live + 1] = chunk[i] end
+  local length = redis.call('LLEN', queue)
+  if length <= 2 * redis.call('ZCARD', expiry) + 32 then return end
+  local records = redis.call('LRANGE', queue, 0, -1)
+  redis.call('DEL', queue)
+  for first = 1, #records, 500 do
+    local chunk, ids = {}, {}
+    for i = first, math.min(first + 499, #records) do
+      chunk[#chunk + 1] = records[i]
+      ids[#ids + 1] = parse_waiter(records[i]) or ''
     end
-    if #live > 0 then redis.call('RPUSH', line, unpack(live)) end
+    local live = {}
+    for i, score in ipairs(redis.call('ZMSCORE', expiry, unpack(ids))) do
+      if score then live[#live + 1] = chunk[i] end
+    end
+    if #live > 0 then redis.call('RPUSH', queue, unpack(live)) end
   end
 end
 
@@ -206,31 +213,30 @@ end
 local function serve(mine, handed, all)
   while true do
     if free <= 0 and not all then return nil end
-    local head = redis.call('LINDEX', line, 0)
-    if not head then return false end
-    local v = redis.call('HGET', waiters, head)
-    local n, ttl, wake
-    if v then n, ttl, wake = parse_waiter(v) end
+    local record = redis.call('LPOP', queue)
+    if not record then return false end
+    local id, n, ttl, wake = parse_waiter(record)
     if not n then
-      -- a waiter that left, or an unreadable record: the entry goes (never an error: an error would leave the sweep
-      -- half done)
-      redis.call('LPOP', line)
-      if v then drop_waiter(head) end
+      -- an unreadable record: its waiter leaves (never an error: an error would leave the sweep half done)
+      if id then drop_waiter(id) end
     elseif n > capacity then
       -- Larger than the capacity (cut since it queued): it could never be granted and would hold everyone back. It
       -- leaves the queue; its unreadable wake-up makes it poll, find itself unknown and ask again: exceeds_capacity.
-      redis.call('LPOP', line)
-      drop_waiter(head)
-      redis.call('LPUSH', wake, head .. ':')
-      redis.call('PEXPIRE', wake, 60000)
-    else
-      if n > free then return true end
+      if drop_waiter(id) then
+        redis.call('LPUSH', wake, id .. ':')
+        redis.call('PEXPIRE', wake, 60000)
+      end
+    elseif n > free then
+      -- does not fit yet: a waiter keeps its place at the head (one that left is dropped)
+      if redis.call('ZSCORE', expiry, id) then
+        redis.call('LPUSH', queue, record)
+        return true
+      end
+    elseif drop_waiter(id) then -- else it left: dropped
       take(n)
-      redis.call('LPOP', line)
-      drop_waiter(head)
-      local token, expires = grant(head, n, ttl)
+      local token, expires = grant(id, n, ttl)
       -- The wake-up carries the grant, "id:n:token:expiry:now", so that the waiter needs no call to learn it.
-      local g = head .. ':' .. int(n) .. ':' .. int(token) .. ':' .. int(expires) .. ':' .. int(now)
+      local g = id .. ':' .. int(n) .. ':' .. int(token) .. ':' .. int(expires) .. ':' .. int(now)
       if handed and wake == mine then
         handed[#handed + 1] = g
       else
@@ -273,14 +279,13 @@ function run.acquire(A)
   end
   if A[6] ~= '1' then return { 2, free, now } end
   local most = num(A[7], 'max waiters') -- negative: no limit
-  if most >= 0 and redis.call('HLEN', waiters) >= most then return { 3, free, now } end
+  if most >= 0 and redis.call('ZCARD', expiry) >= most then return { 3, free, now } end
   -- An id already waiting keeps its place; a new one joins the tail. (Ids are never reused: one that left and came
-  -- back would find its old place if it were still in the line.)
-  if redis.call('HSET', waiters, id, int(n) .. ':' .. int(ttl) .. ':' .. A[9]) == 1 then
-    redis.call('RPUSH', line, id)
-  end
+  -- back would find its old place if it were still in the queue.)
   local until_us = now + num(A[8], 'waiter ttl')
-  redis.call('ZADD', expiry, int(until_us), id)
+  if redis.call('ZADD', expiry, int(until_us), id) == 1 then
+    redis.call('RPUSH', queue, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])
+  end
   seq = seq + 1
   dirty.seq = true
   due(until_us)
@@ -293,7 +298,7 @@ function run.poll(A)
   if free > 0 then serve(nil, nil) end
   local l = lease_reply(id)
   if l then return l end
-  if redis.call('HEXISTS', waiters, id) == 1 then
+  if redis.call('ZSCORE', expiry, id) then
     redis.call('ZADD', expiry, int(now + num(A[4], 'waiter ttl')), id)
     return { 1, 0, now }
   end
@@ -361,18 +366,17 @@ function run.inspect(A)
   end
   local qs = {}
   local at = 0
-  while #qs < most do -- the line's ids that are still waiting, in order
-    local ids = redis.call('LRANGE', line, at, at + most - 1)
-    for _, id in ipairs(ids) do
-      local v = redis.call('HGET', waiters, id)
-      if v and #qs < most then
-        qs[#qs + 1] = { id, parse_waiter(v), tonumber(redis.call('ZSCORE', expiry, id)) or 0 }
-      end
+  while #qs < most do -- the records of the waiters still waiting, in order
+    local records = redis.call('LRANGE', queue, at, at + most - 1)
+    for _, record in ipairs(records) do
+      local id, n = parse_waiter(record)
+      local until_us = id and redis.call('ZSCORE', expiry, id)
+      if n and until_us and #qs < most then qs[#qs + 1] = { id, n, tonumber(until_us) } end
     end
-    if #ids < most then break end
+    if #records < most then break end
     at = at + most
   end
-  return { 0, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('HLEN', waiters) }
+  return { 0, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('ZCARD', expiry) }
 end
 
 local function perform(A)

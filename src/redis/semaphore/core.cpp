@@ -60,7 +60,7 @@ std::string key_prefix(const std::string& name) { return hash_tag(name).append("
 
 std::vector<std::string> semaphore_keys(const std::string& name) {
   std::vector<std::string> keys;
-  for (const char* k : {"meta", "holders", "leases", "line", "waiters", "expiry"}) keys.push_back(key_prefix(name) + k);
+  for (const char* k : {"meta", "holders", "leases", "waiting", "expiry"}) keys.push_back(key_prefix(name) + k);
   return keys;
 }
 

@@ -33,8 +33,8 @@ using admit::redis::testing::redis_server;
 
 // The rules of docs/redis.md: the commands the library sends (EVALSHA; SCRIPT LOAD after a NOSCRIPT; BLMPOP for the
 // semaphore's wake-ups) and those its scripts call; the keys of one limiter or semaphore, named "api", are "{api}"
-// and "{api}:..." (keys_of). Dropping any one rule fails this test, except +hexists, +del and +llen: the semaphore's
-// script calls them on paths this test does not take (a poll; the compaction of its queue).
+// and "{api}:..." (keys_of). Dropping any one rule fails this test, except +del, +llen and +zmscore: the semaphore's
+// script calls them on a path this test does not take (the compaction of its queue).
 std::vector<std::string> keys_of(const std::vector<std::string>& names) {
   std::vector<std::string> rules = {"resetkeys"};
   for (const auto& n : names) {
@@ -58,18 +58,16 @@ const std::vector<std::string> minimal_commands = {"resetchannels",
                                                    "+hmget",
                                                    "+hset",
                                                    "+hdel",
-                                                   "+hexists",
-                                                   "+hlen",
                                                    "+hincrby",
                                                    "+lpush",
                                                    "+rpush",
                                                    "+lpop",
-                                                   "+lindex",
                                                    "+llen",
                                                    "+lrange",
                                                    "+zadd",
                                                    "+zcard",
                                                    "+zcount",
+                                                   "+zmscore",
                                                    "+zrange",
                                                    "+zrangebyscore",
                                                    "+zrem",

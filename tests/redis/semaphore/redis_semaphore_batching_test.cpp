@@ -174,7 +174,7 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
       fields += (time ? std::string("T") : e.str()) + " ";
     }
     EXPECT_EQ(fields, "capacity 1 free 1 fence T next T seq 1 ") << name;
-    for (const char* key : {"holders", "leases", "line", "waiters", "expiry"}) {
+    for (const char* key : {"holders", "leases", "waiting", "expiry"}) {
       const auto exists = conn.execute_command(std::nullopt, admit::redis::command{"EXISTS", tag + key});
       EXPECT_EQ(shape(exists.value), "0") << name << ": " << key;
     }

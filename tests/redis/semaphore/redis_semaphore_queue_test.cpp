@@ -40,14 +40,14 @@ class other_process {
       : server_(server), name_(std::move(name)), source_(semaphore_source()) {
     EXPECT_FALSE(source_.empty());
   }
-  // Queues waiter `id` for one permit; `waiter_ttl_us` until it is presumed dead. The reply's status.
+  // Queues waiter `id` for `n` permits; `waiter_ttl_us` until it is presumed dead. The reply's status.
   std::string join(const std::string& id, const std::string& max_waiters = "-1",
-                   const std::string& waiter_ttl_us = "60000000") {
-    return first(call({"acquire", "1", id, "1", "60000000", "1", max_waiters, waiter_ttl_us, wake()}));
+                   const std::string& waiter_ttl_us = "60000000", const std::string& n = "1") {
+    return first(call({"acquire", "1", id, n, "60000000", "1", max_waiters, waiter_ttl_us, wake()}));
   }
   std::string cancel(const std::string& id) { return first(call({"cancel", "1", id, wake()})); }
   // The length of the queue's list, departed waiters not compacted yet included.
-  long long line_length() const { return std::stoll(server_.admin({"LLEN", "{" + name_ + "}:line"})); }
+  long long line_length() const { return std::stoll(server_.admin({"LLEN", "{" + name_ + "}:waiting"})); }
 
  private:
   std::string call(const std::vector<std::string>& argv) const {
@@ -153,8 +153,8 @@ TEST(RedisSemaphoreQueue, ExpiredWaitersLeaveTheListAndFreeTheirPlaces) {
   EXPECT_EQ(after.waiter_count, 0);
 }
 
-// An expiry without a waiter's record (a state no operation leaves, but Redis is shared) is swept like any other: the
-// sweep neither loops on it nor comes back to it at every call.
+// An expiry without a record in the queue (a state no operation leaves, but Redis is shared) is swept like any other:
+// the sweep neither loops on it nor comes back to it at every call.
 TEST(RedisSemaphoreQueue, ExpiriesWithoutAWaiterAreSweptToo) {
   redis_server server;
   io_thread io;
@@ -168,6 +168,34 @@ TEST(RedisSemaphoreQueue, ExpiriesWithoutAWaiterAreSweptToo) {
   EXPECT_EQ(server.admin({"ZCARD", "{ghosts}:expiry"}), "0");
   EXPECT_NE(server.admin({"HGET", "{ghosts}:meta", "next"}), "0");
   EXPECT_TRUE(s.try_acquire());
+}
+
+// A head whose request does not fit yet keeps its place, and nobody overtakes it; a head that left holds nobody back,
+// whatever it asked for.
+TEST(RedisSemaphoreQueue, AHeadThatDoesNotFitKeepsItsPlaceUnlessItLeft) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "heads", 2);
+  auto held = s.try_acquire();  // one of two permits
+  ASSERT_TRUE(held);
+  other_process other(server, "heads");
+  ASSERT_EQ(other.join("big", "-1", "60000000", "2"), "1");    // 2 > 1 free: queued
+  ASSERT_EQ(other.join("small", "-1", "60000000", "1"), "1");  // 1 would fit, but big is first
+  ASSERT_EQ(other.join("last", "-1", "60000000", "1"), "1");
+  auto snap = s.inspect().first;
+  ASSERT_EQ(snap.queue.size(), 3U);
+  EXPECT_EQ(snap.queue[0].id, "big");
+  EXPECT_EQ(snap.queue[0].count, 2);
+  EXPECT_EQ(snap.queue[1].id, "small");
+  EXPECT_EQ(snap.holders.size(), 1U);
+  ASSERT_EQ(other.cancel("big"), "6");  // the head leaves: small fits in the free permit at once
+  snap = s.inspect().first;
+  ASSERT_EQ(snap.holders.size(), 2U);
+  EXPECT_TRUE(snap.holders[0].id == "small" || snap.holders[1].id == "small");
+  ASSERT_EQ(snap.queue.size(), 1U);
+  EXPECT_EQ(snap.queue[0].id, "last");
+  EXPECT_EQ(snap.waiter_count, 1);
 }
 
 }  // namespace

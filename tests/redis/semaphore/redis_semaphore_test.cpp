@@ -250,8 +250,8 @@ TEST(RedisSemaphore, AnErrorReplyToAPollFailsTheWait) {
   ASSERT_TRUE(held);
   auto pending = std::async(std::launch::async, [&] { return s.acquire().error(); });
   wait_for_waiters(s, 1);
-  server.admin({"DEL", "{broken}:waiters"});
-  server.admin({"SET", "{broken}:waiters", "not a hash"});
+  server.admin({"DEL", "{broken}:expiry"});
+  server.admin({"SET", "{broken}:expiry", "not a sorted set"});
   ASSERT_EQ(pending.wait_for(5s), std::future_status::ready) << "the wait kept polling";
   EXPECT_EQ(pending.get(), admit::errc::unexpected_reply);
 }
