@@ -283,8 +283,9 @@ Reading the table:
   and fairness. Bottleneck's queue is local to the limiter; each job still costs its \`submit\`, \`register\` and
   \`free\` scripts.
 - admit's asynchronous contenders do the same work in Redis without the thread wake-ups: no thread blocks, and the
-  io thread runs every contender's next step as it reads the answers. At 64:8 they leave Redis's one CPU as the
-  bound (see *Where the time goes* below); at 1:1 a cycle is still two round trips, each one script call.
+  io thread runs every contender's next step as it reads the answers. At 64:8 Redis is then busy most of the window
+  and each hand-off waits for a call in flight to be answered (see *Where the time goes* below); at 1:1 a cycle is
+  still two round trips, each one script call.
 - admit's acquisitions that waited ≥ 0.9 × poll_interval (1 s) in the cycles cases — waits that ended only by the
   waiter's own poll, i.e. wake-ups that never came (such a wait is then the *max* of its row) — across all rounds:
   **$lost_total**$( [[ -n "$lost_notes" ]] && printf ' (%s acquisitions)' "$(printf '%s' "$lost_notes" | paste -sd ';' | sed 's/;/; /g')" ).
