@@ -9,14 +9,16 @@
 --   KEYS[3] leases   hash: lease id -> "n:token"
 --   KEYS[4] waiting  list: the queue, one record "id:n:lease_ttl_us:wake_key" per waiter in arrival order (its head is
 --                    served first); a record whose id is not in expiry is a waiter that left (cancelled, expired):
---                    dropped when it reaches the head
+--                    dropped when it reaches the head. Ids never contain ':' and wake keys are never empty (the
+--                    library's ids are 32 hex digits): a record that cannot be read back loses its waiter
 --   KEYS[5] expiry   sorted set: waiter id -> the waiter's expiry (µs); the waiters, whatever their place: a waiter
 --                    that stops polling leaves the queue
 -- The queue is a list, not a sorted set: joining it and serving its head are O(1) (a sorted set's insert is O(log N),
 -- and below 128 members a scan of a packed array), and a waiter's record travels in it, so that serving the head is
 -- one LPOP and one ZREM. A waiter leaves from the middle in O(log N) by leaving expiry; its record stays in the list
 -- until it reaches the head, and the list is compacted once it holds more than twice as many records as there are
--- waiters (plus 32), so its length stays within that bound at O(1) amortized cost.
+-- waiters (plus 32), so its length stays within that bound at O(1) amortized cost. The price: a head whose request
+-- does not fit yet is popped and pushed back (LPOP, ZSCORE, LPUSH) whenever the queue is served with a permit free.
 -- A waiter granted by a release becomes a lease under the same id, and the grant is pushed on its wake list (a list
 -- under the same hash tag that its process waits on with BLMPOP): one LPUSH per grant, nobody else woken. A grant to
 -- a waiter whose wake list is the caller's own (release, cancel and set_capacity name theirs) is returned in the reply
@@ -280,8 +282,8 @@ function run.acquire(A)
   if A[6] ~= '1' then return { 2, free, now } end
   local most = num(A[7], 'max waiters') -- negative: no limit
   if most >= 0 and redis.call('ZCARD', expiry) >= most then return { 3, free, now } end
-  -- An id already waiting keeps its place; a new one joins the tail. (Ids are never reused: one that left and came
-  -- back would find its old place if it were still in the queue.)
+  -- An id already waiting keeps its place and its first request; a new one joins the tail. (Ids are never reused:
+  -- one that left and came back would find its old place, and its old request, if its record were still queued.)
   local until_us = now + num(A[8], 'waiter ttl')
   if redis.call('ZADD', expiry, int(until_us), id) == 1 then
     redis.call('RPUSH', queue, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])

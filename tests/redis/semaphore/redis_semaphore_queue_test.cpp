@@ -47,7 +47,7 @@ class other_process {
   }
   std::string cancel(const std::string& id) { return first(call({"cancel", "1", id, wake()})); }
   // The length of the queue's list, departed waiters not compacted yet included.
-  long long line_length() const { return std::stoll(server_.admin({"LLEN", "{" + name_ + "}:waiting"})); }
+  long long queue_length() const { return std::stoll(server_.admin({"LLEN", "{" + name_ + "}:waiting"})); }
 
  private:
   std::string call(const std::vector<std::string>& argv) const {
@@ -114,8 +114,8 @@ TEST(RedisSemaphoreQueue, CancelsFromTheMiddleKeepTheListBoundedAndTheOrder) {
     if (std::find(stay.begin(), stay.end(), i) != stay.end()) continue;
     ASSERT_EQ(other.cancel(numbered("w", i)), "6");  // cancelled
     --left;
-    longest = std::max(longest, other.line_length());
-    ASSERT_LE(other.line_length(), 2 * left + 32) << "after cancelling w" << i;
+    longest = std::max(longest, other.queue_length());
+    ASSERT_LE(other.queue_length(), 2 * left + 32) << "after cancelling w" << i;
   }
   EXPECT_GT(longest, left) << "no cancel left its place behind: the bound was never tested";
   const auto snap = s.inspect().first;
@@ -144,7 +144,7 @@ TEST(RedisSemaphoreQueue, ExpiredWaitersLeaveTheListAndFreeTheirPlaces) {
   // A waiter ttl of 1 µs: each is past its expiry at the next call, which sweeps it.
   for (int i = 0; i < 200; ++i) ASSERT_EQ(other.join(numbered("dead", i), "5", "1"), "1");
   ASSERT_EQ(other.join("alive", "1"), "1");  // max_waiters 1: the dead ones have gone
-  EXPECT_LE(other.line_length(), 2 * 1 + 32);
+  EXPECT_LE(other.queue_length(), 2 * 1 + 32);
   EXPECT_EQ(other.join("one too many", "1"), "3");  // queue full
   ASSERT_EQ(held->release().first, lease::release_status::released);
   const auto after = s.inspect().first;
