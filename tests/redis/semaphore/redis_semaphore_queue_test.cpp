@@ -1,7 +1,8 @@
 // The semaphore's queue in Redis, against a real redis-server, with waiters of "another process" queued by calling
 // the script directly (a thousand threads would only slow the tests): a grant and a join cost the same number of Redis
 // commands with 1,000 waiters as with 10; waiters that leave from the middle of the queue (cancelled, expired) keep
-// its list within twice the waiters plus 32 entries, and the order of those that stay.
+// its list within twice the waiters plus 32 entries, and the order of those that stay; a head that does not fit
+// keeps its place unless it left.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -196,6 +197,33 @@ TEST(RedisSemaphoreQueue, AHeadThatDoesNotFitKeepsItsPlaceUnlessItLeft) {
   ASSERT_EQ(snap.queue.size(), 1U);
   EXPECT_EQ(snap.queue[0].id, "last");
   EXPECT_EQ(snap.waiter_count, 1);
+}
+
+// A waiter that left while at the head, behind no free permit, is still first in the list when a capacity cut makes
+// its request too large: it is dropped without a wake-up (nobody waits for one), and the waiter behind it keeps its
+// place until it fits.
+TEST(RedisSemaphoreQueue, ADepartedHeadLargerThanTheCapacityGetsNoWakeUp) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "departed", 3);
+  auto held = s.try_acquire(3);  // nothing free: a cancel serves nobody, the cancelled record stays first
+  ASSERT_TRUE(held);
+  other_process other(server, "departed");
+  ASSERT_EQ(other.join("big", "-1", "60000000", "3"), "1");
+  ASSERT_EQ(other.join("small"), "1");
+  ASSERT_EQ(other.cancel("big"), "6");
+  ASSERT_EQ(other.queue_length(), 2);
+  ASSERT_FALSE(s.set_capacity(2));  // 3 > 2: a live "big" would be told so on its wake list
+  EXPECT_EQ(server.admin({"EXISTS", "{departed}:wake:other"}), "0");
+  auto snap = s.inspect().first;
+  ASSERT_EQ(snap.queue.size(), 1U);
+  EXPECT_EQ(snap.queue[0].id, "small");
+  ASSERT_EQ(held->release().first, lease::release_status::released);
+  snap = s.inspect().first;
+  ASSERT_EQ(snap.holders.size(), 1U);
+  EXPECT_EQ(snap.holders[0].id, "small");
+  EXPECT_EQ(snap.waiter_count, 0);
 }
 
 }  // namespace
