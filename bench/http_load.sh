@@ -7,7 +7,9 @@
 # which other load on the machine disturbs less than throughput. Prints a Markdown table and writes it to
 # docs/perf/http.md (or $OUT).
 #
+#   cmake --preset release -DADMIT_BUILD_EXAMPLES=ON && cmake --build --preset release --target admit_http_server
 #   bench/http_load.sh build/release/examples/http_server/admit_http_server
+# (The release preset leaves the examples out of its build: the debug and asan presets build and test them.)
 #
 # Environment: DURATION (s per round, default 10), ROUNDS (per mode, default 5), CONNECTIONS (default 64),
 # WRK_THREADS (default 1), SERVER_THREADS (default 1), WORK (ms of simulated handler time, default 0), OUT.

@@ -1,40 +1,76 @@
-# The test programs' common setup: admit_add_test() and the precompiled headers they share. Included from the
+# The test programs' common setup: admit_add_tests() and the precompiled headers they share. Included from the
 # top-level CMakeLists.txt when ADMIT_BUILD_TESTS is ON, before tests/ and tests/redis/ use it.
 find_package(GTest REQUIRED)
 include(GoogleTest)
 
-# admit_add_test(<source> [PCH <owner>] [TIMEOUT <seconds>] [LABEL <label>] [LIBRARIES <targets>...])
-# One test program per source file, named after it. A test whose source starts threads (std::thread, std::jthread,
-# std::async, or the Redis tests' io_thread) is labelled `threads` (unless it has a LABEL, as the Redis tests' `redis`),
-# the others `unit`: the ThreadSanitizer preset builds only the tests that start threads and runs the labels `threads`
-# and `redis`. Every test has a timeout (default 300 s), so a hang fails in minutes. The programs reuse one precompiled
-# header per kind (admit_test_pch by default; admit_add_test_pch makes others), parsed once per build instead of once
-# per program.
-function(admit_add_test source)
-  cmake_parse_arguments(PARSE_ARGV 1 T "" "PCH;TIMEOUT;LABEL" "LIBRARIES")
+# admit_add_tests(<name> SOURCES <sources>... [PCH <owner>] [TIMEOUT <seconds>] [LABEL <label>]
+#                 [LIBRARIES <targets>...])
+# One test program for a folder of tests/ rather than one per source file: a debug program linking gRPC or Asio takes
+# seconds to link, and the tests of a folder share their headers. ctest still runs each test case as its own process
+# (gtest_discover_tests), so a test sees no state another one left.
+#
+# A source that starts threads (std::thread, std::jthread, std::async, or the Redis tests' io_thread) goes into
+# <name>_threads, labelled `threads`, the others into <name>, labelled `unit` — unless the folder has a LABEL (the
+# Redis tests' `redis`), which takes all its sources into <name>. The ThreadSanitizer preset builds only the sources
+# that start threads and runs the labels `threads` and `redis`. Every test has a timeout (default 300 s), so a hang
+# fails in minutes. The programs reuse one precompiled header per kind (admit_test_pch by default;
+# admit_add_test_pch makes others), parsed once per build instead of once per program.
+#
+# Returns, in <name>_TARGETS in the caller's scope, the programs it made (none when no source is left), for the
+# caller's compile definitions and include directories.
+function(admit_add_tests name)
+  cmake_parse_arguments(PARSE_ARGV 1 T "" "PCH;TIMEOUT;LABEL" "SOURCES;LIBRARIES")
   if(NOT T_PCH)
     set(T_PCH admit_test_pch)
   endif()
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
-  get_filename_component(name ${source} NAME_WE)
-  file(STRINGS ${source} thread_lines REGEX "std::(j?thread|async)|io_thread")
-  if(NOT thread_lines AND ADMIT_THREADED_TESTS_ONLY)
-    return()
+  set(unit_sources)
+  set(threaded_sources)
+  foreach(source IN LISTS T_SOURCES)
+    file(STRINGS ${source} thread_lines REGEX "std::(j?thread|async)|io_thread")
+    if(thread_lines)
+      list(APPEND threaded_sources ${source})
+    elseif(NOT ADMIT_THREADED_TESTS_ONLY)
+      list(APPEND unit_sources ${source})
+    endif()
+  endforeach()
+  # One label a program: gtest_discover_tests cannot pass a list of labels through (the second becomes a property
+  # name).
+  if(T_LABEL)
+    set(programs ${name})
+    set(${name}_sources ${unit_sources} ${threaded_sources})
+    set(${name}_label ${T_LABEL})
+  else()
+    set(programs ${name} ${name}_threads)
+    set(${name}_sources ${unit_sources})
+    set(${name}_label unit)
+    set(${name}_threads_sources ${threaded_sources})
+    set(${name}_threads_label threads)
   endif()
-  # One label a test: gtest_discover_tests cannot pass a list of labels through (the second becomes a property name).
-  if(NOT T_LABEL AND thread_lines)
-    set(T_LABEL threads)
-  elseif(NOT T_LABEL)
-    set(T_LABEL unit)
-  endif()
-  add_executable(${name} ${source})
-  target_link_libraries(${name} PRIVATE admit::admit admit::testing admit_warnings GTest::gtest GTest::gtest_main
-    ${T_LIBRARIES})
-  target_compile_options(${name} PRIVATE ${admit_test_pch_options})
-  target_precompile_headers(${name} REUSE_FROM ${T_PCH})
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS ${T_LABEL})
+  set(made)
+  foreach(program IN LISTS programs)
+    if(NOT ${program}_sources)
+      continue()
+    endif()
+    # A program with a test that counts allocations gets the replacement operator new that counts them.
+    set(extra)
+    foreach(source IN LISTS ${program}_sources)
+      file(STRINGS ${source} counts REGEX "#include \"support/count_allocations.hpp\"")
+      if(counts)
+        set(extra ${PROJECT_SOURCE_DIR}/tests/support/count_allocations.cpp)
+      endif()
+    endforeach()
+    add_executable(${program} ${${program}_sources} ${extra})
+    target_link_libraries(${program} PRIVATE admit::admit admit::testing admit_warnings GTest::gtest GTest::gtest_main
+      ${T_LIBRARIES})
+    target_compile_options(${program} PRIVATE ${admit_test_pch_options})
+    target_precompile_headers(${program} REUSE_FROM ${T_PCH})
+    gtest_discover_tests(${program} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS ${${program}_label})
+    list(APPEND made ${program})
+  endforeach()
+  set(${name}_TARGETS ${made} PARENT_SCOPE)
 endfunction()
 
 # -fpch-preprocess lets ccache cache GCC's compiles that use a precompiled header; it changes nothing else.

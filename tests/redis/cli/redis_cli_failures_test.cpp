@@ -40,13 +40,13 @@ using admit::redis::testing::redis_server;
 using admit::redis::testing::run_result;
 using namespace admit::redis::testing::cli;
 
-class AdmitDecide : public cli_test {};
+class AdmitDecideFailures : public cli_test {};
 
 #ifdef ADMIT_CLI
 
 // Each Redis failure: its exit status (75 may pass by waiting, 69 will not) and a message that names the cause and the
 // server, never the password.
-TEST_F(AdmitDecide, RefusedConnectionIsExitStatus75) {
+TEST_F(AdmitDecideFailures, RefusedConnectionIsExitStatus75) {
   redis_server server;
   const std::string url = "redis://127.0.0.1:" + std::to_string(server.port());
   server.kill();  // a port that was free and is free again: nothing listens
@@ -59,7 +59,7 @@ TEST_F(AdmitDecide, RefusedConnectionIsExitStatus75) {
   EXPECT_NE(i.err.find("cannot connect to " + url + ": connection refused"), std::string::npos) << i.err;
 }
 
-TEST_F(AdmitDecide, WrongPasswordIsExitStatus69) {
+TEST_F(AdmitDecideFailures, WrongPasswordIsExitStatus69) {
   redis_server server({.requirepass = "the-right-one"});
   const std::string where = "127.0.0.1:" + std::to_string(server.port());
   const std::string url = "redis://:not-the-password@" + where;
@@ -81,7 +81,7 @@ TEST_F(AdmitDecide, WrongPasswordIsExitStatus69) {
   EXPECT_NE(inspect_none.err.find("NOAUTH"), std::string::npos) << inspect_none.err;
 }
 
-TEST_F(AdmitDecide, MissingDatabaseIsExitStatus69) {
+TEST_F(AdmitDecideFailures, MissingDatabaseIsExitStatus69) {
   redis_server server;  // 16 databases, the default
   const std::string url = "redis://127.0.0.1:" + std::to_string(server.port()) + "/99";
   const run_result r = admit_cli({"decide", "--redis", url, "--rate", "1/s", "k"});
@@ -93,7 +93,7 @@ TEST_F(AdmitDecide, MissingDatabaseIsExitStatus69) {
   EXPECT_NE(i.err.find("database 99 does not exist"), std::string::npos) << i.err;
 }
 
-TEST_F(AdmitDecide, UnknownHostIsExitStatus69) {
+TEST_F(AdmitDecideFailures, UnknownHostIsExitStatus69) {
   // The .invalid top-level domain never resolves (RFC 6761). Whether the resolver can say so depends on the machine:
   // with a name server (or none configured) the answer is "no such name", a permanent mistake (69); with a name
   // server configured but unreachable it is "try again", which may pass by waiting (75). The test asks the resolver
@@ -119,7 +119,7 @@ TEST_F(AdmitDecide, UnknownHostIsExitStatus69) {
   EXPECT_NE(i.err.find("unknown host"), std::string::npos) << i.err;
 }
 
-TEST_F(AdmitDecide, BadUrlIsExitStatus2WithoutThePassword) {
+TEST_F(AdmitDecideFailures, BadUrlIsExitStatus2WithoutThePassword) {
   const run_result r = admit_cli({"decide", "--redis", "redis://:s3cret@127.0.0.1:port", "--rate", "1/s", "k"});
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("--redis: redis URL: bad port 'port' in 'redis://:***@127.0.0.1:port'"), std::string::npos)
@@ -262,7 +262,7 @@ class scripted_redis_server {
   std::jthread thread_;
 };
 
-TEST_F(AdmitDecide, NotRedisIsExitStatus69) {
+TEST_F(AdmitDecideFailures, NotRedisIsExitStatus69) {
   not_redis_server http;
   const std::string url = "redis://127.0.0.1:" + std::to_string(http.port());
   const run_result r = admit_cli({"decide", "--redis", url, "--rate", "1/s", "k"});
@@ -275,7 +275,7 @@ TEST_F(AdmitDecide, NotRedisIsExitStatus69) {
 
 // The server becomes LOADING, BUSY or MASTERDOWN between inspect's PING and its script: may pass by waiting (75),
 // with the server's words. Any other error reply will not (69), with its words too.
-TEST_F(AdmitDecide, InspectErrorReplyAfterThePing) {
+TEST_F(AdmitDecideFailures, InspectErrorReplyAfterThePing) {
   for (const std::string error :
        {"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.",
         "LOADING Redis is loading the dataset in memory",
@@ -295,7 +295,7 @@ TEST_F(AdmitDecide, InspectErrorReplyAfterThePing) {
   EXPECT_NE(wrong.err.find("WRONGTYPE"), std::string::npos) << wrong.err;
 }
 
-TEST_F(AdmitDecide, WaitRetriesUntilRedisIsBack) {
+TEST_F(AdmitDecideFailures, WaitRetriesUntilRedisIsBack) {
   redis_server server;
   const std::uint16_t port = server.port();
   server.kill();
@@ -309,7 +309,7 @@ TEST_F(AdmitDecide, WaitRetriesUntilRedisIsBack) {
   EXPECT_NE(decide.out().find(" waited="), std::string::npos) << decide.out();
 }
 
-TEST_F(AdmitDecide, WaitRetriesWhileRedisIsBusy) {
+TEST_F(AdmitDecideFailures, WaitRetriesWhileRedisIsBusy) {
   redis_server server;
   server.admin({"CONFIG", "SET", "busy-reply-threshold", "10"});  // BUSY after a script has run 10 ms, not 5 s
   io_thread io;
@@ -332,7 +332,7 @@ TEST_F(AdmitDecide, WaitRetriesWhileRedisIsBusy) {
   EXPECT_TRUE(endless.get().value.is_error()) << "killed";
 }
 
-TEST_F(AdmitDecide, WaitGivesUpOnWhatWaitingCannotFix) {
+TEST_F(AdmitDecideFailures, WaitGivesUpOnWhatWaitingCannotFix) {
   redis_server server({.requirepass = "the-right-one"});
   const run_result r = admit_cli({"decide", "--redis", "redis://:wrong@127.0.0.1:" + std::to_string(server.port()),
                                   "--rate", "1/s", "--wait", "--max-wait", "60s", "k"});
@@ -340,7 +340,7 @@ TEST_F(AdmitDecide, WaitGivesUpOnWhatWaitingCannotFix) {
   EXPECT_EQ(r.err.find("retrying"), std::string::npos) << r.err;
 }
 
-TEST_F(AdmitDecide, WaitGivesUpOnATransientFailureAtMaxWait) {
+TEST_F(AdmitDecideFailures, WaitGivesUpOnATransientFailureAtMaxWait) {
   redis_server server;
   const std::string url = "redis://127.0.0.1:" + std::to_string(server.port());
   server.kill();
@@ -352,7 +352,7 @@ TEST_F(AdmitDecide, WaitGivesUpOnATransientFailureAtMaxWait) {
 
 // --max-wait bounds every attempt of --wait, not only the pauses between them: here the first PING says LOADING at
 // once and the next one is never answered; with --timeout 5s a retry left to its own timeouts would end 5 s late.
-TEST_F(AdmitDecide, WaitNeverOverrunsMaxWait) {
+TEST_F(AdmitDecideFailures, WaitNeverOverrunsMaxWait) {
   scripted_redis_server stalled([](const std::string& name, int index) -> std::optional<std::string> {
     if (name == "PING" && index == 0) return "-LOADING Redis is loading the dataset in memory\r\n";
     return std::nullopt;

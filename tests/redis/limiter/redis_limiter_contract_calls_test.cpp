@@ -51,12 +51,12 @@ using admit::redis::testing::traced;
 namespace asio = boost::asio;
 
 template <class Kind>
-class RedisLimiterContract : public ::testing::Test {};
-TYPED_TEST_SUITE(RedisLimiterContract, admit::redis::testing::limiter_kinds, admit::redis::testing::kind_names);
+class RedisLimiterContractCalls : public ::testing::Test {};
+TYPED_TEST_SUITE(RedisLimiterContractCalls, admit::redis::testing::limiter_kinds, admit::redis::testing::kind_names);
 
 // ---- batching ----
 
-TYPED_TEST(RedisLimiterContract, ConcurrentDecisionsShareScriptCallsAndCountExactly) {
+TYPED_TEST(RedisLimiterContractCalls, ConcurrentDecisionsShareScriptCallsAndCountExactly) {
   redis_server server;
   io_thread io(2);
   connection conn(io.executor(), server.url());
@@ -76,7 +76,7 @@ TYPED_TEST(RedisLimiterContract, ConcurrentDecisionsShareScriptCallsAndCountExac
   EXPECT_EQ(limiter.statistics().redis, static_cast<std::uint64_t>(callers * per_caller));
 }
 
-TYPED_TEST(RedisLimiterContract, MaxBatchOneIsOneCallPerDecision) {
+TYPED_TEST(RedisLimiterContractCalls, MaxBatchOneIsOneCallPerDecision) {
   redis_server server;
   io_thread io(2);
   connection conn(io.executor(), server.url());
@@ -93,7 +93,7 @@ TYPED_TEST(RedisLimiterContract, MaxBatchOneIsOneCallPerDecision) {
   EXPECT_EQ(server.calls("evalsha"), before + callers * per_caller);
 }
 
-TYPED_TEST(RedisLimiterContract, ACorruptKeyFailsItsOwnDecisionNotTheBatch) {
+TYPED_TEST(RedisLimiterContractCalls, ACorruptKeyFailsItsOwnDecisionNotTheBatch) {
   redis_server server;
   io_thread io;  // one thread: the flush runs after the handler below returns
   connection conn(io.executor(), server.url());
@@ -131,7 +131,7 @@ TYPED_TEST(RedisLimiterContract, ACorruptKeyFailsItsOwnDecisionNotTheBatch) {
   EXPECT_FALSE(w.decision.admitted);  // fail_closed
 }
 
-TYPED_TEST(RedisLimiterContract, ADecisionCancelledWhileItWaitsForItsBatchIsNeverSent) {
+TYPED_TEST(RedisLimiterContractCalls, ADecisionCancelledWhileItWaitsForItsBatchIsNeverSent) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
@@ -165,7 +165,7 @@ TYPED_TEST(RedisLimiterContract, ADecisionCancelledWhileItWaitsForItsBatchIsNeve
 
 // ---- leasing ----
 
-TYPED_TEST(RedisLimiterContract, LeasingSpendsTheSurplusLocally) {
+TYPED_TEST(RedisLimiterContractCalls, LeasingSpendsTheSurplusLocally) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
@@ -201,7 +201,7 @@ TYPED_TEST(RedisLimiterContract, LeasingSpendsTheSurplusLocally) {
   EXPECT_FALSE(empty.decision.admitted);
 }
 
-TYPED_TEST(RedisLimiterContract, LeasingOverAdmitsByAtMostLeaseMinusOnePerProcess) {
+TYPED_TEST(RedisLimiterContractCalls, LeasingOverAdmitsByAtMostLeaseMinusOnePerProcess) {
   // P processes (limiters on their own connections), each leasing k. Every token is charged in Redis before it is
   // spent, but a leased token can be spent after the limit has refilled: within one refill the fleet can admit the
   // limit plus what the processes hold, (k - 1) each. Refilling is simulated by deleting the state key (an absent key
@@ -238,7 +238,7 @@ TYPED_TEST(RedisLimiterContract, LeasingOverAdmitsByAtMostLeaseMinusOnePerProces
 
 // ---- the script and the state ----
 
-TYPED_TEST(RedisLimiterContract, ScriptFlushBetweenDecisionsIsTransparent) {
+TYPED_TEST(RedisLimiterContractCalls, ScriptFlushBetweenDecisionsIsTransparent) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
@@ -253,7 +253,7 @@ TYPED_TEST(RedisLimiterContract, ScriptFlushBetweenDecisionsIsTransparent) {
   EXPECT_EQ(server.calls("script|load"), 4);  // the first call, then after each of the three flushes
 }
 
-TYPED_TEST(RedisLimiterContract, ScriptFlushUnderConcurrentCallersChargesEachAdmissionOnce) {
+TYPED_TEST(RedisLimiterContractCalls, ScriptFlushUnderConcurrentCallersChargesEachAdmissionOnce) {
   redis_server server;
   io_thread io(2);
   connection conn(io.executor(), server.url());
@@ -285,7 +285,7 @@ TYPED_TEST(RedisLimiterContract, ScriptFlushUnderConcurrentCallersChargesEachAdm
   EXPECT_GE(server.calls("script|load"), 2);  // the first call, then after the flush
 }
 
-TYPED_TEST(RedisLimiterContract, AHotKeyUnder64ConcurrentCallersAdmitsExactlyTheLimit) {
+TYPED_TEST(RedisLimiterContractCalls, AHotKeyUnder64ConcurrentCallersAdmitsExactlyTheLimit) {
   redis_server server;
   io_thread io(2);
   connection conn(io.executor(), server.url());
@@ -306,7 +306,7 @@ TYPED_TEST(RedisLimiterContract, AHotKeyUnder64ConcurrentCallersAdmitsExactlyThe
   EXPECT_EQ(*remaining.begin(), 0);
 }
 
-TYPED_TEST(RedisLimiterContract, RefusalsAndQueriesWriteNothing) {
+TYPED_TEST(RedisLimiterContractCalls, RefusalsAndQueriesWriteNothing) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
@@ -342,7 +342,7 @@ TYPED_TEST(RedisLimiterContract, RefusalsAndQueriesWriteNothing) {
   EXPECT_EQ(server.admin({"PEXPIRETIME", limiter.epoch_key()}), epoch_expiry);
 }
 
-TYPED_TEST(RedisLimiterContract, KeysShareTheLimitersHashTag) {
+TYPED_TEST(RedisLimiterContractCalls, KeysShareTheLimitersHashTag) {
   io_thread io;
   connection conn(io.executor(), "redis://127.0.0.1:1/0");  // nothing listens there: no call is made
   const auto limiter = TypeParam::make(conn, "api:v1", 5);
@@ -355,7 +355,7 @@ TYPED_TEST(RedisLimiterContract, KeysShareTheLimitersHashTag) {
 
 // ---- a Redis Cluster ----
 
-TYPED_TEST(RedisLimiterContract, DecidesExactlyOnAClusterMasterThatIsNotTheSeed) {
+TYPED_TEST(RedisLimiterContractCalls, DecidesExactlyOnAClusterMasterThatIsNotTheSeed) {
   redis_cluster rc;
   io_thread io(2);
   cluster c(io.executor(), rc.url(0));
@@ -390,7 +390,7 @@ TYPED_TEST(RedisLimiterContract, DecidesExactlyOnAClusterMasterThatIsNotTheSeed)
 
 // ---- configuration ----
 
-TYPED_TEST(RedisLimiterContract, InvalidOptionsNameTheValue) {
+TYPED_TEST(RedisLimiterContractCalls, InvalidOptionsNameTheValue) {
   io_thread io;
   connection conn(io.executor(), "redis://127.0.0.1:1/0");
   const auto message = [&](limiter_options o) -> std::string {
