@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ clang clang-tidy clang-format libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libboost1.81-dev curl
-  pkg-config libhiredis-dev libssl-dev openssl redis-server ccache python3-prometheus-client
+  pkg-config libhiredis-dev libssl-dev openssl redis-server ccache mold python3-prometheus-client
   libyaml-cpp-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf
 )
 if [[ "${1:-}" == "--bench" ]]; then
