@@ -28,6 +28,7 @@ struct any_value {
     return {};                                      \
   }
 ADMIT_SNIPPET_PLACEHOLDER(serve)
+ADMIT_SNIPPET_PLACEHOLDER(reply)
 ADMIT_SNIPPET_PLACEHOLDER(reply_429)
 ADMIT_SNIPPET_PLACEHOLDER(reply_503)
 ADMIT_SNIPPET_PLACEHOLDER(query)
