@@ -37,11 +37,14 @@
 //   Every Redis call has options().timeout; a failed call makes the acquire fail with that error
 //   (admit::errc), except while waiting, where a poll that got no answer is retried until the deadline —
 //   unless the connection was closed (or destroyed): the wait then ends with errc::closed.
-// - Nothing lost at exit. release() waits for Redis's answer. The lease's destructor does too (bounded by
+// - Nothing lost at exit, when the program calls shutdown() (or async_shutdown()) before it ends. release() waits
+//   for Redis's answer. The lease's destructor does too (bounded by
 //   options().timeout) when it runs off the connection's executor thread — a lease released at scope end is free in
 //   Redis before the next statement, even if that is `return` from main. On the executor's thread (a completion
 //   handler), where waiting could not be answered, the release is sent in the background; so are the queue-leaves of
-//   cancelled async waits. shutdown() and async_shutdown() wait for that background work.
+//   cancelled async waits. shutdown() and async_shutdown() wait for that background work; neither ~semaphore nor the
+//   end of main does, and a release that never reaches Redis keeps its permits taken until lease_ttl, a leave its
+//   waiter queued until waiter_ttl.
 //
 // Metrics (opt-in, enable_metrics): try_acquire, acquire, try_acquire_until/for and the async forms each count
 // exactly one admit::acquire_outcome in an admit::limiter_metrics (limiter_metrics.hpp): admitted (a lease from
