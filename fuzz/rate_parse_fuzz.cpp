@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "admit/rate.hpp"
-#include "cli/duration.hpp"
+#include "cli/common/duration.hpp"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/message.hpp"
-#include "cli/trace.hpp"
+#include "cli/common/message.hpp"
+#include "cli/replay/trace.hpp"
 
 namespace {
 

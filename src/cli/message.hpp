@@ -1,52 +1,5 @@
-// cli/message.hpp — the words of `admit`'s messages: exit statuses, the usage_error they travel in, and how a value
-// is quoted in them.
-//
-//   throw usage_error("invalid --window " + quote(text) + ": too large (max 1000000000s, about 31 years)");
-//
-// quote() shows the whole value (a file name is never cut, however long); quote_excerpt() bounds what comes from a
-// file's content (a trace line may be megabytes of junk). Both escape what a terminal would not show as itself.
+// cli/message.hpp — moved to cli/common/message.hpp; this forwarder is kept only for src/serve/command/backends.cpp,
+// which another change owns: once its include names cli/common/message.hpp, delete this file.
 #pragma once
 
-#include <cstddef>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-
-namespace admit::cli {
-
-// Exit statuses of `admit`.
-inline constexpr int exit_ok = 0;
-inline constexpr int exit_failure = 1;    // an unexpected failure (out of memory, a write error)
-inline constexpr int exit_bad_input = 2;  // bad option, bad trace, unreadable file
-
-// Bad input to the command: the message names the option or file and the offending value.
-class usage_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// `text` in double quotes, whole: '"' and '\' are escaped with a backslash, control bytes (and DEL) and bytes that
-// are not part of valid UTF-8 are written as \xHH; valid UTF-8 (an accented file name) is kept as it is, except the
-// characters a terminal would act on instead of showing — the C1 controls U+0080..U+009F (U+009B starts an escape
-// sequence) and the bidirectional overrides and isolates U+202A..U+202E, U+2066..U+2069 — written as their code
-// point in lowercase hex, \u{9b}, \u{202e}.
-// Thread safety: a pure function.
-[[nodiscard]] std::string quote(std::string_view text);
-
-// The same, cut to at most `max_chars` bytes of `text` (at a character boundary) and marked with "..." when longer:
-// for text read from a file, whose size the user does not control.
-inline constexpr std::size_t excerpt_chars = 60;
-[[nodiscard]] std::string quote_excerpt(std::string_view text, std::size_t max_chars = excerpt_chars);
-
-// `text` wrapped to lines of at most `width` columns, breaking at spaces: the first line starts after `first_indent`
-// columns (the caller has written them), the others with `indent` spaces. A '\n' in `text` starts a new line; a word
-// longer than a line is broken after a '|' where it can be ("a|b|c"), else put alone on its line, whole. Columns are
-// counted in UTF-8 characters. The result ends without a newline.
-[[nodiscard]] std::string wrap_text(std::string_view text, std::size_t width, std::size_t first_indent,
-                                    std::size_t indent);
-
-// The length of the valid UTF-8 sequence at the start of `text`, or 0 when it does not start with one (empty text,
-// a stray continuation byte, an overlong form, a surrogate, a code point above U+10FFFF, a cut sequence).
-[[nodiscard]] std::size_t utf8_sequence_length(std::string_view text) noexcept;
-
-}  // namespace admit::cli
+#include "cli/common/message.hpp"

@@ -1,5 +1,5 @@
-// Tests of what `admit replay` refuses and says (cli/options.hpp, cli/window_limit.hpp): window limits that are not
-// whole, an empty trace, a plot format it does not write, a terminal on standard input.
+// Tests of what `admit replay` refuses and says (cli/replay/options.hpp, cli/common/window_limit.hpp): window limits
+// that are not whole, an empty trace, a plot format it does not write, a terminal on standard input.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,10 +8,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "cli/duration.hpp"
-#include "cli/options.hpp"
-#include "cli/replay.hpp"
-#include "cli/window_limit.hpp"
+#include "cli/common/duration.hpp"
+#include "cli/common/window_limit.hpp"
+#include "cli/replay/options.hpp"
+#include "cli/replay/replay.hpp"
 
 namespace {
 

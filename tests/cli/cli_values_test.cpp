@@ -1,12 +1,12 @@
-// Tests of the command line's values and messages (src/cli/values.hpp, src/cli/message.hpp): each option value is
-// checked with a message naming the option, the whole value, and the real problem.
+// Tests of the command line's values and messages (src/cli/common/values.hpp, src/cli/common/message.hpp): each option
+// value is checked with a message naming the option, the whole value, and the real problem.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 
-#include "cli/message.hpp"
-#include "cli/values.hpp"
+#include "cli/common/message.hpp"
+#include "cli/common/values.hpp"
 
 namespace {
 

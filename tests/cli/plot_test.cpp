@@ -1,6 +1,7 @@
-// Tests of the SVG chart of `admit replay --plot` (src/cli/plot.hpp) and of the JSON report (cli/report.hpp).
-#include "cli/plot.hpp"
-#include "cli/duration.hpp"
+// Tests of the SVG chart of `admit replay --plot` (src/cli/replay/plot.hpp) and of the JSON report
+// (cli/replay/report.hpp).
+#include "cli/replay/plot.hpp"
+#include "cli/common/duration.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,9 +12,9 @@
 #include <sstream>
 #include <string>
 
-#include "cli/replay.hpp"
-#include "cli/report.hpp"
-#include "cli/trace.hpp"
+#include "cli/replay/replay.hpp"
+#include "cli/replay/report.hpp"
+#include "cli/replay/trace.hpp"
 
 namespace {
 

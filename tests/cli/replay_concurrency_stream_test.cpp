@@ -1,5 +1,5 @@
-// The concurrency replay streams (src/cli/concurrency_simulation.cpp): a trace of millions of requests, generated
-// line by line as it is read (no file, no whole-trace buffer), is replayed with memory bounded by the live
+// The concurrency replay streams (src/cli/replay/concurrency_simulation.cpp): a trace of millions of requests,
+// generated line by line as it is read (no file, no whole-trace buffer), is replayed with memory bounded by the live
 // requests. Its own test program, so that the process's peak resident set measured here is this test's.
 #include <sys/resource.h>
 
@@ -11,7 +11,7 @@
 #include <streambuf>
 #include <string>
 
-#include "cli/concurrency_replay.hpp"
+#include "cli/replay/concurrency_replay.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
-// Tests of the concurrency replay of `admit replay --algorithm concurrency` (src/cli/concurrency_replay.hpp): the
-// trace parser, the discrete-event simulation over the real semaphore engine (exact outcomes on hand-made traces:
+// Tests of the concurrency replay of `admit replay --algorithm concurrency` (src/cli/replay/concurrency_replay.hpp):
+// the trace parser, the discrete-event simulation over the real semaphore engine (exact outcomes on hand-made traces:
 // FIFO, head-of-line blocking, hand-off, grant vs deadline at the same instant, max-waiters), the option checks.
-#include "cli/concurrency_replay.hpp"
+#include "cli/replay/concurrency_replay.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.hpp"
+#include "cli/replay/options.hpp"
 
 namespace {
 

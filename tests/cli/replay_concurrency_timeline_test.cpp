@@ -1,6 +1,6 @@
-// Tests of cli/concurrency_timeline.hpp: the bounded, bucketed record of permits in flight and requests waiting
+// Tests of cli/replay/concurrency_timeline.hpp: the bounded, bucketed record of permits in flight and requests waiting
 // that the concurrency chart draws from.
-#include "cli/concurrency_timeline.hpp"
+#include "cli/replay/concurrency_timeline.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,6 @@
-// Tests of the trace format of `admit replay` (src/cli/trace.hpp) and of command line durations (cli/duration.hpp).
-#include "cli/trace.hpp"
+// Tests of the trace format of `admit replay` (src/cli/replay/trace.hpp) and of command line durations
+// (cli/common/duration.hpp).
+#include "cli/replay/trace.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "cli/duration.hpp"
+#include "cli/common/duration.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <string>
 
-#include "cli/message.hpp"
+#include "cli/common/message.hpp"
 
 namespace admit::cli {
 

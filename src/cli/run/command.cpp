@@ -13,7 +13,7 @@
 #include <string_view>
 #include <system_error>
 
-#include "cli/message.hpp"
+#include "cli/common/message.hpp"
 
 extern char** environ;
 

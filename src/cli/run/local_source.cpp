@@ -5,8 +5,8 @@
 #include <string>
 
 #include "admit/errc.hpp"
-#include "cli/duration.hpp"
-#include "cli/message.hpp"
+#include "cli/common/duration.hpp"
+#include "cli/common/message.hpp"
 
 namespace admit::cli::run {
 

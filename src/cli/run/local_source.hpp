@@ -1,9 +1,9 @@
-// cli/run/local_source.hpp — `admit run`'s permit on this host only (cli/run/local_limit.hpp).
+// cli/run/local_source.hpp — `admit run`'s permit on this host only (cli/common/local_limit.hpp).
 #pragma once
 
 #include <memory>
 
-#include "cli/run/local_limit.hpp"
+#include "cli/common/local_limit.hpp"
 #include "cli/run/options.hpp"
 #include "cli/run/permit_source.hpp"
 

@@ -4,10 +4,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "cli/message.hpp"
-#include "cli/run/local_limit.hpp"
-#include "cli/trace.hpp"
-#include "cli/values.hpp"
+#include "cli/common/decimal.hpp"
+#include "cli/common/local_limit.hpp"
+#include "cli/common/message.hpp"
+#include "cli/common/values.hpp"
 
 namespace admit::cli::run {
 
@@ -57,8 +57,8 @@ run_settings check(const run_options& o) {
     throw usage_error(
         "nothing to limit: give --concurrency N (at most N at once), --rate R (start at most R), or both");
   }
-  if (o.concurrency) s.concurrency = parse_count_option("--concurrency", *o.concurrency, 1, max_tokens_per_arrival);
-  if (o.weight) s.weight = parse_count_option("--weight", *o.weight, 1, max_tokens_per_arrival);
+  if (o.concurrency) s.concurrency = parse_count_option("--concurrency", *o.concurrency, 1, max_count);
+  if (o.weight) s.weight = parse_count_option("--weight", *o.weight, 1, max_count);
   if (s.concurrency > 0 && s.weight > s.concurrency) {
     throw usage_error("--weight " + std::to_string(s.weight) + " is more than --concurrency " +
                       std::to_string(s.concurrency) + ": the command could never run; use --weight 1 to " +
@@ -75,7 +75,7 @@ run_settings check(const run_options& o) {
   }
   if (o.burst) {
     if (!o.rate) throw usage_error("--burst applies only with --rate");
-    s.burst = parse_count_option("--burst", *o.burst, 1, max_tokens_per_arrival);
+    s.burst = parse_count_option("--burst", *o.burst, 1, max_count);
   }
   if (s.rate && s.weight > s.burst) {
     throw usage_error("--weight " + std::to_string(s.weight) + " is more than --burst " + std::to_string(s.burst) +
@@ -92,8 +92,7 @@ run_settings check(const run_options& o) {
   s.no_wait = o.no_wait;
   if (s.no_wait && s.timeout) throw usage_error("--no-wait and --timeout: choose one (--no-wait is --timeout 0s)");
   if (o.max_waiters) {
-    s.max_waiters =
-        static_cast<std::size_t>(parse_count_option("--max-waiters", *o.max_waiters, 0, max_tokens_per_arrival));
+    s.max_waiters = static_cast<std::size_t>(parse_count_option("--max-waiters", *o.max_waiters, 0, max_count));
   }
   if (o.lease_ttl) {
     if (!s.redis) throw usage_error("--lease-ttl applies only with --redis (a local permit cannot expire)");

@@ -1,5 +1,5 @@
 // cli/run/permit_source.hpp — where `admit run`'s permit comes from: this host (local_source, cli/run/local_source.hpp)
-// or Redis (cli/redis/run_source.hpp). run.cpp waits through this interface and knows neither.
+// or Redis (cli/run/redis_source.hpp). run.cpp waits through this interface and knows neither.
 #pragma once
 
 #include <chrono>
@@ -11,7 +11,7 @@
 #include <string>
 #include <system_error>
 
-#include "cli/run/local_limit.hpp"
+#include "cli/common/local_limit.hpp"
 
 namespace admit::cli::run {
 

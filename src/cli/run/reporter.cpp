@@ -7,7 +7,8 @@
 
 #include <ostream>
 
-#include "cli/report.hpp"
+#include "cli/common/duration.hpp"
+#include "cli/common/json.hpp"
 
 namespace admit::cli::run {
 

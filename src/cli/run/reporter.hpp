@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "cli/run/local_limit.hpp"
+#include "cli/common/local_limit.hpp"
 #include "cli/run/options.hpp"
 #include "nlohmann/json.hpp"
 

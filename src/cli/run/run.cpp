@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "admit/errc.hpp"
-#include "cli/message.hpp"
+#include "cli/common/message.hpp"
+#include "cli/common/unique_fd.hpp"
 #include "cli/run/command.hpp"
 #include "cli/run/local_source.hpp"
-#include "cli/run/unique_fd.hpp"
 
 namespace admit::cli::run {
 

@@ -15,7 +15,7 @@
 #include <iosfwd>
 #include <memory>
 
-#include "cli/run/local_limit.hpp"
+#include "cli/common/local_limit.hpp"
 #include "cli/run/options.hpp"
 #include "cli/run/permit_source.hpp"
 #include "cli/run/reporter.hpp"
@@ -37,7 +37,7 @@ inline constexpr const char* description =
     "waiting cannot fix; 73 (EX_CANTCREAT) the lock directory cannot be made or used; 2 bad input; 128+N a signal N "
     "ended the wait.";
 
-// Makes the Redis permit source (cli/redis/run_source.hpp) when the tool is built with admit::redis; throws
+// Makes the Redis permit source (cli/run/redis_source.hpp) when the tool is built with admit::redis; throws
 // usage_error for a bad URL.
 using redis_source_factory = std::function<std::unique_ptr<permit_source>(const run_settings&, const entry_info&)>;
 

@@ -13,8 +13,8 @@
 #include <memory>
 #include <thread>
 
-#include "cli/duration.hpp"
-#include "cli/message.hpp"
+#include "cli/common/duration.hpp"
+#include "cli/common/message.hpp"
 #include "serve/command/backends.hpp"
 #include "serve/command/config_watch.hpp"
 #include "serve/command/log.hpp"

@@ -110,7 +110,7 @@ TEST_F(AdmitDecide, BadInputIsExitStatus2) {
   const std::string url = server.url();
   EXPECT_EQ(admit_cli({"decide", "--redis", url, "--rate", "fast", "k"}).status, 2);
   EXPECT_EQ(admit_cli({"decide", "--redis", "http://x", "--rate", "1/s", "k"}).status, 2);
-  // The options' values are read as replay reads them (cli/values.hpp): the same words for the same mistakes.
+  // The options' values are read as replay reads them (cli/common/values.hpp): the same words for the same mistakes.
   const auto refused = [&](const args& more, const std::string& message) {
     const run_result r = admit_cli(args{"decide", "--redis", url, "--rate", "1/s"} + more + args{"k"});
     EXPECT_EQ(r.status, 2) << r.err;
@@ -200,8 +200,7 @@ TEST_F(AdmitDecide, InspectChecksItsArgumentsBeforeConnecting) {
     EXPECT_EQ(r.status, 2) << r.err;
     EXPECT_EQ(r.err, "admit inspect: " + message + "\n");
   };
-  refused({"a{b}"},
-          "admit::redis::semaphore: name must not contain '{' or '}' (it becomes the hash tag), got \"a{b}\"");
+  refused({"a{b}"}, "invalid NAME \"a{b}\": name must not contain '{' or '}' (it becomes the hash tag), got \"a{b}\"");
   refused({"--most", "0", "db"}, "invalid --most \"0\": must be a whole number from 1 to 1000000000");
   refused({"--timeout", "0s", "db"}, "invalid --timeout \"0s\": must be positive");
   refused({"--timeout", "1", "db"},

@@ -1,0 +1,137 @@
+// Parsing a command line and running the subcommand it names (see command.hpp).
+#include "cli/common/command.hpp"
+
+#include <exception>
+#include <iostream>
+#include <new>
+#include <string_view>
+
+#include "cli/common/message.hpp"
+#include "cli/common/suggest.hpp"
+
+namespace admit::cli {
+
+namespace {
+
+// "  replay    Replay a trace through a limiter in virtual time and report what it would have done." for each
+// command: its name and the first sentence of its description.
+std::string command_list(const CLI::App& app) {
+  std::string out = "The commands are:\n";
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    const std::string& d = sub->get_description();
+    const auto end = d.find_first_of(".\n(");
+    std::string line = "  " + sub->get_name();
+    line.append(line.size() < 12 ? 12 - line.size() : 1, ' ');
+    out += line + wrap_text(d.substr(0, end), 80, line.size(), 12) + "\n";
+  }
+  return out + "Run `admit <command> --help` for its options, `admit --version` for the version.\n";
+}
+
+// A word that is an option ("--rate", "-r", "--rate=5/s", "-r5/s"), not a value or a positional argument: "-" (standard
+// input) and a negative number ("-3", "-.5") are not.
+bool looks_like_option(std::string_view word) noexcept {
+  if (word.size() < 2 || word.front() != '-') return false;
+  const char c = word[1];
+  return !((c >= '0' && c <= '9') || c == '.');
+}
+
+}  // namespace
+
+std::string unknown_option(const CLI::App& app, std::span<const std::string> args, bool stop_at_first_word) {
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") return {};  // help is shown whatever else is there
+    if (a == "--") break;
+  }
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view word = args[i];
+    if (word == "--") break;
+    if (!looks_like_option(word)) {
+      if (stop_at_first_word) break;
+      continue;
+    }
+    const bool long_form = word.starts_with("--");
+    const std::string_view name = long_form ? word.substr(0, word.find('=')) : word.substr(0, 2);
+    const CLI::Option* opt = app.get_option_no_throw(std::string(name));
+    if (opt == nullptr) {
+      std::string message = "unknown option " + std::string(name);
+      if (long_form) {
+        std::vector<std::string> known;
+        for (const CLI::Option* o : app.get_options()) {
+          for (const std::string& n : o->get_lnames()) known.push_back(n);
+        }
+        if (const auto near = nearest_name(name.substr(2), known)) return message + "; did you mean --" + *near + "?";
+      }
+      return message + " (`admit " + app.get_name() + " --help` lists the options)";
+    }
+    // The value of an option that takes one is the next word unless it is attached ("--rate=5/s", "-r5/s").
+    const bool attached = long_form ? word.find('=') != std::string_view::npos : word.size() > 2;
+    if (opt->get_expected_max() != 0 && !attached) ++i;
+  }
+  return {};
+}
+
+int dispatch(CLI::App& app, std::span<const subcommand> commands, int argc, char** argv, std::ostream& err) {
+  const subcommand* chosen = nullptr;
+  for (const subcommand& c : commands) {
+    if (argc > 1 && c.app->get_name() == argv[1]) chosen = &c;
+  }
+  // A command's words after its first "--" are its own: the parser sees only those before.
+  int parsed_argc = argc;
+  std::optional<std::vector<std::string>> rest;
+  if (chosen != nullptr && chosen->take_rest) {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string_view(argv[i]) == "--") {
+        parsed_argc = i;
+        rest.emplace(argv + i + 1, argv + argc);
+        break;
+      }
+    }
+  }
+  const std::string prefix = chosen != nullptr ? "admit " + chosen->app->get_name() + ": " : "admit: ";
+  if (chosen != nullptr) {
+    const std::vector<std::string> words(argv + 2, argv + parsed_argc);
+    if (const std::string m = unknown_option(*chosen->app, words, chosen->options_end_at_first_word); !m.empty()) {
+      err << prefix << m << "\n";
+      return exit_bad_input;
+    }
+  }
+  try {
+    app.parse(parsed_argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (app.get_subcommands().empty()) {
+      // No command, or one that does not exist: say which, and list them.
+      if (argc < 2) {
+        err << "admit: a command is required\n";
+      } else if (argv[1][0] != '-') {
+        err << "admit: unknown command " << quote(argv[1]) << "\n";
+      } else {
+        err << "admit: " << e.what() << "\n";
+      }
+      err << command_list(app);
+      return exit_bad_input;
+    }
+    app.exit(e, std::cout, err);  // prints the message
+    return exit_bad_input;
+  }
+  for (const subcommand& c : commands) {
+    if (!c.app->parsed()) continue;
+    try {
+      if (c.take_rest) c.take_rest(std::move(rest));
+      return c.run();
+    } catch (const std::bad_alloc&) {
+      err << prefix << "out of memory\n";
+    } catch (const std::exception& e) {
+      err << prefix << e.what() << "\n";
+    }
+    return exit_failure;
+  }
+  return exit_bad_input;  // not reached: the app requires one subcommand
+}
+
+}  // namespace admit::cli

@@ -1,0 +1,366 @@
+// cli/run/local_limit.cpp — the host-local limit of `admit run`: admission and waiting (the files: local_queue.cpp).
+//
+// Why the liveness test is race-free: an entry is created (O_EXCL), flock'ed by its creator and filled in within one
+// hold of `lock` (local::create_entry), and every reader that tests liveness (scan_live, from acquire and inspect)
+// holds `lock` too. So no reader can see an entry that exists but is not yet locked: a LOCK_NB that succeeds means
+// every process holding the entry's open file description has closed it or died. Renames (w. -> h.) and removals
+// are made under `lock` as well, so a reader's listing is never stale while it holds `lock`. (The alternative, create
+// under a temporary name and rename, would need the temporary names ignored and cleaned up; this needs nothing.)
+#include "cli/common/local_limit.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <stdexcept>
+#include <utility>
+
+#include "admit/errc.hpp"
+#include "cli/common/local_queue.hpp"
+
+namespace admit::cli::run {
+
+namespace {
+
+using std::chrono::nanoseconds;
+using std::chrono::steady_clock;
+
+[[noreturn]] void invalid(const std::string& message) { throw std::invalid_argument("local limit: " + message); }
+
+// The outcome of one admission check (under `lock`).
+struct evaluation {
+  bool admit = false;
+  wait_progress progress;
+  std::int64_t new_tat = 0;  // with a rate and admit: the TAT to store
+};
+
+// Whether the waiter `self` may be admitted now, given the live entries `live` (self among them).
+evaluation evaluate(const local::queue_dir& q, const local_limit_config& c,
+                    const std::vector<local::entry_record>& live, std::uint64_t self) {
+  evaluation e;
+  e.progress.capacity = c.capacity;
+  for (const auto& r : live) {
+    if (r.holder) {
+      e.progress.held += r.weight;
+    } else {
+      ++e.progress.waiting;
+      if (r.ticket <= self) ++e.progress.position;
+    }
+  }
+  if (e.progress.position != 1) return e;
+  if (c.capacity > 0 && e.progress.held + c.weight > c.capacity) return e;
+  if (c.interval) {
+    // GCRA: each admission of K tokens moves the theoretical arrival time (TAT) K intervals on from max(TAT, now);
+    // allowed when the new TAT is at most burst intervals ahead of now. A TAT beyond now + burst intervals cannot
+    // come from this boot's clock (a clock namespace, a damaged file): it is clamped, so it delays by at most a burst.
+    const std::int64_t interval = c.interval->count(), tolerance = c.burst * interval;
+    auto clock = local::read_clock();
+    std::int64_t tat = local::read_tat(q, clock.boot_id).value_or(clock.now_ns);
+    std::int64_t base = std::clamp(tat, clock.now_ns, clock.now_ns + tolerance);
+    std::int64_t new_tat = base + c.weight * interval;
+    if (std::int64_t excess = new_tat - clock.now_ns - tolerance; excess > 0) {
+      e.progress.rate_wait = nanoseconds(excess);
+      return e;
+    }
+    e.new_tat = new_tat;
+  }
+  e.admit = true;
+  return e;
+}
+
+bool same_state(const wait_progress& a, const wait_progress& b) {
+  return a.position == b.position && a.waiting == b.waiting && a.held == b.held && a.capacity == b.capacity &&
+         a.rate_wait.has_value() == b.rate_wait.has_value();
+}
+
+// This participant's entry while it waits: removed (under `lock`) unless admitted.
+class entry_guard {
+ public:
+  entry_guard(const local::queue_dir& q, local::unique_fd fd, std::uint64_t ticket) noexcept
+      : q_(q), fd_(std::move(fd)), ticket_(ticket) {}
+  entry_guard(const entry_guard&) = delete;
+  entry_guard& operator=(const entry_guard&) = delete;
+  ~entry_guard() {
+    if (!fd_) return;
+    try {
+      auto lock = q_.lock();
+      leave();
+    } catch (...) {
+      leave();  // without `lock`: the entry, unlocked by the close, is removed by the next reader if still there
+    }
+  }
+  // Under lock: removes the entry and closes it.
+  void leave() noexcept {
+    local::remove_entry(q_, holder_, ticket_);
+    fd_.reset();
+  }
+  // Under lock: the entry becomes h.<ticket>; the fd is handed over.
+  int promote() {
+    local::promote_entry(q_, ticket_);
+    holder_ = true;
+    return fd_.release();
+  }
+  int fd() const noexcept { return fd_.get(); }
+
+ private:
+  const local::queue_dir& q_;
+  local::unique_fd fd_;
+  std::uint64_t ticket_;
+  bool holder_ = false;
+};
+
+// Waits for an event on `fds` or `timeout` (`inotify_fd` -1: no watch, poll() skips it). Returns whether an inotify
+// event names an entry (or the queue overflowed).
+bool wait_for_events(int inotify_fd, int event_fd, nanoseconds timeout) {
+  pollfd fds[2] = {{inotify_fd, POLLIN, 0}, {event_fd, POLLIN, 0}};
+  timeout = std::max(timeout, nanoseconds(0));
+  timespec ts{static_cast<time_t>(timeout.count() / 1'000'000'000), static_cast<long>(timeout.count() % 1'000'000'000)};
+  if (::ppoll(fds, 2, &ts, nullptr) < 0 && errno != EINTR) {
+    throw std::system_error(errno, std::generic_category(), "local limit: ppoll");
+  }
+  bool relevant = false;
+  alignas(inotify_event) char buf[4096];
+  while (inotify_fd >= 0) {
+    ssize_t n = ::read(inotify_fd, buf, sizeof buf);
+    if (n <= 0) break;
+    for (ssize_t off = 0; off < n;) {
+      const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+      if ((ev->mask & IN_Q_OVERFLOW) != 0) relevant = true;
+      // Only entries matter: `lock`, `sequence` and `rate` are opened by every check (and would wake everyone).
+      if (ev->len > 2 && (ev->name[0] == 'w' || ev->name[0] == 'h') && ev->name[1] == '.') relevant = true;
+      off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+    }
+  }
+  return relevant;
+}
+
+}  // namespace
+
+void check_local_name(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 200 && name != "." && name != ".." &&
+            std::all_of(name.begin(), name.end(), [](char ch) {
+              return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+                     ch == '_' || ch == '-';
+            });
+  if (!ok) {
+    throw std::invalid_argument("invalid limit name \"" + name +
+                                "\": a local limit's name is 1 to 200 of the characters A-Z a-z 0-9 . _ - "
+                                "(and not \".\" or \"..\")");
+  }
+}
+
+local_permit::local_permit(int fd, std::filesystem::path entry, std::filesystem::path lock, std::uint64_t ticket,
+                           int watch) noexcept
+    : fd_(fd), watch_(watch), entry_(std::move(entry)), lock_(std::move(lock)), ticket_(ticket) {}
+
+local_permit::local_permit(local_permit&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)),
+      watch_(std::exchange(o.watch_, -1)),
+      entry_(std::move(o.entry_)),
+      lock_(std::move(o.lock_)),
+      ticket_(o.ticket_) {}
+
+local_permit& local_permit::operator=(local_permit&& o) noexcept {
+  if (this != &o) {
+    release();
+    fd_ = std::exchange(o.fd_, -1);
+    watch_ = std::exchange(o.watch_, -1);
+    entry_ = std::move(o.entry_);
+    lock_ = std::move(o.lock_);
+    ticket_ = o.ticket_;
+  }
+  return *this;
+}
+
+local_permit::~local_permit() { release(); }
+
+void local_permit::release() noexcept {
+  if (fd_ < 0) return;
+  // Under `lock`, so that no reader sees the entry unlocked but present. Without it (cannot open: the directory
+  // was removed, no fds left), the unlocked entry is still released: readers remove it as dead.
+  int lock = ::open(lock_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (lock >= 0) {
+    while (::flock(lock, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ::unlink(entry_.c_str());
+  ::flock(fd_, LOCK_UN);  // frees the lock for the command's inherited copy of the description too
+  ::close(fd_);
+  fd_ = -1;
+  if (lock >= 0) ::close(lock);
+  if (watch_ >= 0) ::close(watch_);  // slow (see watch_), and the permit is free already
+  watch_ = -1;
+}
+
+local_limit::local_limit(local_limit_config config) : config_(std::move(config)) {
+  const auto& c = config_;
+  check_local_name(c.name);
+  if (c.capacity < 0) invalid("capacity " + std::to_string(c.capacity) + " is negative (accepted: 0 for none, or 1..)");
+  if (c.weight < 1) invalid("weight " + std::to_string(c.weight) + " is below 1 (accepted: 1..capacity)");
+  if (c.interval && c.interval->count() <= 0) {
+    invalid("rate interval " + std::to_string(c.interval->count()) + "ns is not positive");
+  }
+  if (c.burst < 1) invalid("burst " + std::to_string(c.burst) + " is below 1 (accepted: 1..)");
+  // Bounded so that the GCRA arithmetic (at most three tolerances added) cannot overflow.
+  if (c.interval && c.burst > (std::int64_t{1} << 61) / c.interval->count()) {
+    invalid("burst " + std::to_string(c.burst) + " times the rate interval exceeds 2^61 ns (about 73 years)");
+  }
+  if (c.capacity == 0 && !c.interval) invalid("neither a capacity nor a rate: one of them is needed");
+  if (c.poll_interval.count() <= 0) invalid("poll interval " + std::to_string(c.poll_interval.count()) + "ns");
+  local::queue_dir(c.directory, c.name, true);
+}
+
+admit::expected<local_permit, std::error_code> local_limit::acquire(
+    std::optional<steady_clock::time_point> deadline, bool no_wait, std::stop_token stop,
+    const std::function<void(const wait_progress&)>& progress, nanoseconds progress_every) {
+  const auto& c = config_;
+  if ((c.capacity > 0 && c.weight > c.capacity) || (c.interval && c.weight > c.burst)) return errc::exceeds_capacity;
+  if (stop.stop_requested()) return errc::cancelled;
+
+  local::queue_dir q(c.directory, c.name, true);
+  // The watch of the queue is made only when the first check does not admit (an admission without waiting costs no
+  // inotify descriptor, whose close is slow); the check right after it sees whatever changed before it.
+  local::unique_fd inotify;
+
+  local::entry_record self{0, false, c.weight, c.info};
+  std::optional<entry_guard> entry;  // declared before every `lock`, so that its destructor runs without it
+  // Under lock: admits this participant (evaluate said so).
+  auto admit_now = [&](const evaluation& e) {
+    if (c.interval) local::write_tat(q, local::read_clock().boot_id, e.new_tat);
+    self.info.started_unix_ms = unix_time_ms();
+    local::rewrite_entry(q, entry->fd(), self);
+    auto entry_path = q.path() / local::entry_name(true, self.ticket), lock_path = q.path() / "lock";
+    int fd = entry->promote();
+    entry.reset();
+    ::fcntl(fd, F_SETFD, 0);  // not close-on-exec: the command inherits it (see inherited_fd())
+    return local_permit(fd, std::move(entry_path), std::move(lock_path), self.ticket, inotify.release());
+  };
+  auto leave = [&](errc why) {
+    auto lock = q.lock();
+    entry->leave();
+    return why;
+  };
+  // Leaves the queue, then throws the error of a failed system call.
+  auto leave_after = [&](int error, const std::string& what) -> admit::expected<local_permit, std::error_code> {
+    leave(errc::cancelled);
+    throw std::system_error(error, std::generic_category(), what);
+  };
+
+  wait_progress state;
+  steady_clock::time_point last_check;  // when `state` was evaluated (its rate_wait counts from then)
+  {
+    auto lock = q.lock();
+    auto live = local::scan_live(q);
+    last_check = steady_clock::now();
+    self.ticket = local::next_ticket(q, live);
+    self.info.started_unix_ms = unix_time_ms();
+    entry.emplace(q, local::create_entry(q, self), self.ticket);
+    live.push_back(self);
+    evaluation e = evaluate(q, c, live, self.ticket);
+    if (e.admit) return admit_now(e);
+    state = e.progress;
+    if (no_wait || (c.max_waiters && state.waiting > *c.max_waiters)) {
+      entry->leave();
+      return no_wait ? errc::would_block : errc::queue_full;
+    }
+  }
+
+  // Without a watch (the user's inotify instances or watches are used up: fs.inotify.max_user_instances, 128 by
+  // default, and many waiters), the wait still works: it checks every poll_interval instead of at each change.
+  inotify = local::unique_fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (inotify && ::inotify_add_watch(inotify.get(), q.path().c_str(),
+                                     IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
+    inotify.reset();
+  }
+  local::unique_fd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake) return leave_after(errno, "local limit: eventfd");
+  std::stop_callback on_stop(stop, [fd = wake.get()] {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(fd, &one, sizeof one);
+  });
+
+  auto last_report = steady_clock::now();
+  progress_every = std::max(progress_every, nanoseconds(std::chrono::milliseconds(1)));
+  if (progress) progress(state);
+  wait_progress reported = state;
+  for (bool first = true;; first = false) {
+    auto now = steady_clock::now();
+    nanoseconds timeout = last_check + c.poll_interval - now;
+    if (state.rate_wait) timeout = std::min(timeout, last_check + *state.rate_wait - now);
+    if (deadline) timeout = std::min<nanoseconds>(timeout, *deadline - now);
+    if (progress) timeout = std::min(timeout, last_report + progress_every - now);
+    // The first round checks at once: what changed between the first check and the watch left no event.
+    bool relevant = first || wait_for_events(inotify.get(), wake.get(), timeout);
+    if (stop.stop_requested()) return leave(errc::cancelled);
+    now = steady_clock::now();
+    bool expired = deadline && now >= *deadline;
+    bool due = now >= last_check + c.poll_interval || (state.rate_wait && now >= last_check + *state.rate_wait);
+    if (relevant || due || expired) {
+      auto lock = q.lock();
+      last_check = steady_clock::now();
+      auto live = local::scan_live(q);
+      if (std::none_of(live.begin(), live.end(), [&](const auto& r) { return r.ticket == self.ticket; })) {
+        // Someone removed the file (or the directory) by hand: this wait cannot be admitted any more.
+        throw std::system_error(ENOENT, std::generic_category(),
+                                "the queue entry \"" + (q.path() / local::entry_name(false, self.ticket)).string() +
+                                    "\" was removed while waiting");
+      }
+      evaluation e = evaluate(q, c, live, self.ticket);
+      if (e.admit) return admit_now(e);
+      if (expired) {
+        entry->leave();
+        return errc::timeout;
+      }
+      state = e.progress;
+    }
+    if (progress && (!same_state(state, reported) || now >= last_report + progress_every)) {
+      progress(state);
+      reported = state;
+      last_report = now;
+    }
+  }
+}
+
+local_inspection inspect_local(const std::filesystem::path& directory, const std::string& name) {
+  check_local_name(name);
+  local::queue_dir q(directory, name, false);
+  local_inspection result;
+  if (!q.exists()) return result;
+  result.exists = true;
+  std::vector<local::entry_record> live;
+  {
+    auto lock = q.lock();
+    live = local::scan_live(q);
+  }
+  for (auto& r : live) {
+    auto& to = r.holder ? result.snapshot.holders : result.snapshot.waiters;
+    to.push_back({r.ticket, r.weight, std::move(r.info)});
+  }
+  return result;
+}
+
+std::int64_t unix_time_ms() noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t ns_since(std::int64_t unix_ms) noexcept {
+  return std::max<std::int64_t>(0, unix_time_ms() - unix_ms) * 1'000'000;
+}
+
+std::filesystem::path default_lock_directory() {
+  if (const char* d = std::getenv("ADMIT_LOCK_DIR"); d != nullptr && *d != '\0') return d;
+  if (const char* d = std::getenv("XDG_RUNTIME_DIR"); d != nullptr && *d != '\0') {
+    return std::filesystem::path(d) / "admit";
+  }
+  return std::filesystem::path("/tmp") / ("admit-" + std::to_string(::getuid()));
+}
+
+}  // namespace admit::cli::run

@@ -1,0 +1,173 @@
+// cli/common/local_limit.hpp — `admit run`'s limit on one host, with no server: at most `capacity` permits held at once
+// by the processes that use the same directory and name, FIFO, and optionally at most `rate` starts, as one admission.
+//
+//   local_limit limit({.directory = lock_directory(), .name = "db", .capacity = 3});
+//   auto p = limit.acquire(deadline, stop, progress);   // admit::expected<local_permit, std::error_code>
+//   if (p) run(p->inherited_fd());                       // released by p's destructor or release()
+//
+// How it works (a directory `<directory>/<name>/` of small files; nothing runs in the background):
+// - `lock`: every change to the queue, and every liveness test of an entry, is made holding flock(LOCK_EX) on it
+//   (microseconds; the kernel frees it when its holder dies, so a crash mid-change blocks nobody). Opened read-only.
+// - `sequence`: the last ticket given, read and incremented under `lock`; tickets order the queue (FIFO).
+// - One entry per participant, `w.<ticket>` while waiting and `h.<ticket>` once admitted (renamed under `lock`),
+//   ticket zero-padded to 20 digits so that names sort as tickets. Its content is one JSON line (entry_info below,
+//   plus weight). Its owner holds flock(LOCK_EX) on it for as long as it takes part: an entry whose lock another
+//   process can take (LOCK_NB) belongs to a process that is gone, and whoever finds it removes it. An entry is
+//   created (O_EXCL), flock'ed and written in one hold of `lock`, and liveness is tested only under `lock`: no one can
+//   see an entry that is not yet locked, so a LOCK_NB that succeeds always means the owner is gone. A holder's entry
+//   lock is on an open file description that the command inherits (inherited_fd()), so the permit is held until both
+//   `admit run` and the command have ended, even when `admit run` is SIGKILLed; release() unlocks it for both.
+// - `rate`: the rate state (GCRA's theoretical arrival time, CLOCK_MONOTONIC ns, with the boot id it belongs to:
+//   a state from an earlier boot or that cannot be read is ignored; one ahead of now by more than `burst` intervals,
+//   which this boot's clock cannot have made, counts as `burst` intervals ahead), read and written under `lock`.
+// - Admission (under `lock`): a waiter is admitted when it is the first live waiter, the weights of the live
+//   holders plus its own are at most capacity, and (with a rate) GCRA allows its weight now. Waiters wait on inotify
+//   (a release, an admission, a removal, a new waiter, and the last close of an entry's writable description — its
+//   owner's exit, even by SIGKILL — wake them) and re-check every poll_interval besides, so a holder or waiter that
+//   died without a trace is found within that time. Only the head may be admitted: a later waiter that would fit
+//   waits behind it (strict FIFO, no starvation of heavy weights).
+// - A process that forks without exec while one of its threads waits (or holds `lock`) gives the child a copy of that
+//   open file description: the entry stays alive (or `lock` held) until the child exits. `admit run` forks only the
+//   command, after admission, and the command is meant to inherit the permit.
+//
+// Thread safety: one local_limit or local_permit per thread; different objects (in one process or many) may be used
+// concurrently — that is the point.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "admit/expected.hpp"
+
+namespace admit::cli::run {
+
+// Who takes part: what `admit inspect` shows of each entry.
+struct entry_info {
+  std::string host;                  // gethostname()
+  std::int64_t pid = 0;              // the `admit run` process
+  std::string command;               // the command line, arguments joined by spaces (for people to read)
+  std::int64_t started_unix_ms = 0;  // when it joined (waiters) or was admitted (holders), Unix time in ms
+};
+
+// Now, in ms since the Unix epoch by the system clock (as entry_info::started_unix_ms counts).
+std::int64_t unix_time_ms() noexcept;
+// How long ago `unix_ms` was, in ns; 0 when it is ahead (another host's clock may be).
+std::int64_t ns_since(std::int64_t unix_ms) noexcept;
+
+struct local_limit_config {
+  std::filesystem::path directory;  // where the names live (created, mode 0700 when it does not exist)
+  std::string name;                 // [A-Za-z0-9._-]+, at most 200 bytes (a file name; not "." or "..")
+  std::int64_t capacity = 0;        // permits held at once at most; 0: no concurrency limit (a rate alone)
+  // Permits (and rate tokens) this participant takes, >= 1. Above capacity (when capacity > 0) or above burst (with a
+  // rate), acquire() fails with errc::exceeds_capacity (the constructor accepts it).
+  std::int64_t weight = 1;
+  // The rate: one token every `interval` (nullopt: no rate), at most `burst` banked (burst >= 1). At least one of a
+  // capacity and a rate is required. burst * interval must be below 2^61 ns.
+  std::optional<std::chrono::nanoseconds> interval;
+  std::int64_t burst = 1;
+  // Waiters (this one included) that may wait at once; one more fails with errc::queue_full. Counted only when this one
+  // must wait: 0 admits when free at once, else fails with queue_full. nullopt: unbounded.
+  std::optional<std::size_t> max_waiters;
+  // How often a waiter re-checks without an inotify event (finds dead holders and waiters in this time). > 0.
+  std::chrono::nanoseconds poll_interval = std::chrono::milliseconds(10);
+  entry_info info;
+};
+
+// Throws std::invalid_argument naming the name and what is accepted when `name` cannot name a local limit.
+void check_local_name(const std::string& name);
+
+// What a waiter is told while it waits (for the status line and the JSON events).
+struct wait_progress {
+  std::size_t position = 0;  // 1 = next to be admitted
+  std::size_t waiting = 0;   // live waiters in all
+  std::int64_t held = 0;     // permits held by live holders
+  std::int64_t capacity = 0;
+  std::optional<std::chrono::nanoseconds> rate_wait;  // at the head, waiting only for the rate: how much longer
+};
+
+// A held permit. Move-only; the destructor releases.
+class local_permit {
+ public:
+  local_permit() noexcept = default;
+  local_permit(local_permit&&) noexcept;
+  local_permit& operator=(local_permit&&) noexcept;
+  local_permit(const local_permit&) = delete;
+  local_permit& operator=(const local_permit&) = delete;
+  ~local_permit();
+
+  // Gives the permits back at once (unlocks and removes the entry). Idempotent.
+  void release() noexcept;
+  // The entry's file descriptor, for the command to inherit (see above); -1 once released. acquire() has cleared its
+  // FD_CLOEXEC already (every other descriptor of this file is close-on-exec): any exec'd child keeps the permit held
+  // while it lives, unless release() is called.
+  int inherited_fd() const noexcept { return fd_; }
+  std::uint64_t ticket() const noexcept { return ticket_; }
+
+ private:
+  friend class local_limit;
+  local_permit(int fd, std::filesystem::path entry, std::filesystem::path lock, std::uint64_t ticket,
+               int watch) noexcept;
+  int fd_ = -1;
+  // The inotify descriptor a waiter watched the queue with, closed only after the release: closing one waits for
+  // the kernel's grace period (about 20 ms), which must delay neither the command's start nor the next waiter.
+  int watch_ = -1;
+  std::filesystem::path entry_, lock_;
+  std::uint64_t ticket_ = 0;
+};
+
+class local_limit {
+ public:
+  // Checks the configuration (std::invalid_argument naming the bad value) and creates the directories if needed
+  // (`directory` with mode 0700 and its parents, `directory/name` with 0777 less the umask; std::system_error naming
+  // the path when it cannot).
+  explicit local_limit(local_limit_config config);
+
+  // Joins the queue and waits until admitted (the permit), `deadline` passes (errc::timeout), `stop` is requested
+  // (errc::cancelled), or at once: errc::queue_full (max_waiters already wait), errc::exceeds_capacity (weight above
+  // capacity, or above burst), and with no_wait errc::would_block when it cannot be admitted now. A wait that ends
+  // without a permit has left the queue before this returns. `progress` (may be empty) is called on the calling
+  // thread when the state it reports changes (rate_wait: only whether it is set), once before the first wait, and at
+  // least every `progress_every` (at least 1 ms). A deadline already past still tries once (as no_wait, but failing
+  // with errc::timeout). Errors of the file system: std::system_error naming the path (the entry is removed).
+  admit::expected<local_permit, std::error_code> acquire(
+      std::optional<std::chrono::steady_clock::time_point> deadline, bool no_wait, std::stop_token stop,
+      const std::function<void(const wait_progress&)>& progress = {},
+      std::chrono::nanoseconds progress_every = std::chrono::milliseconds(250));
+
+  const local_limit_config& config() const noexcept { return config_; }
+
+ private:
+  local_limit_config config_;
+};
+
+// The live state of `name` under `directory` (dead entries are not listed, and are removed): for `admit inspect`.
+struct local_snapshot {
+  struct entry {
+    std::uint64_t ticket = 0;
+    std::int64_t weight = 0;
+    entry_info info;
+  };
+  std::vector<entry> holders;  // by ticket
+  std::vector<entry> waiters;  // in queue order
+};
+// Throws std::invalid_argument as check_local_name for a bad name, std::system_error naming the path when the directory
+// cannot be read (or its `lock` opened); an absent name is an empty snapshot with `exists` false (nothing is created).
+struct local_inspection {
+  bool exists = false;
+  local_snapshot snapshot;
+};
+local_inspection inspect_local(const std::filesystem::path& directory, const std::string& name);
+
+// The default directory of local limits: $ADMIT_LOCK_DIR when set; else $XDG_RUNTIME_DIR/admit when
+// XDG_RUNTIME_DIR is set; else /tmp/admit-<uid>. (Per user by default; a directory several users can write shares a
+// limit between them.)
+std::filesystem::path default_lock_directory();
+
+}  // namespace admit::cli::run

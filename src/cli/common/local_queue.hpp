@@ -1,0 +1,76 @@
+// cli/common/local_queue.hpp — the files of one local limit (see local_limit.hpp for the design): the name's directory,
+// its `lock`, `sequence` and `rate` files and the entries `w.<ticket>` / `h.<ticket>`. Internal to local_limit.cpp.
+//
+// Every function that reads or changes the queue must be called while holding the lock that queue_dir::lock() returns:
+// that is what makes the liveness test (flock LOCK_NB on an entry) sound, because an entry is created and flock'ed by
+// its owner in one hold of `lock` (create_entry), so no checker can see an entry that is not yet locked.
+// Errors of the file system throw std::system_error naming the path.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/common/local_limit.hpp"
+#include "cli/common/unique_fd.hpp"
+
+namespace admit::cli::run::local {
+
+using run::unique_fd;
+
+// One entry as read from its file (live entries only).
+struct entry_record {
+  std::uint64_t ticket = 0;
+  bool holder = false;  // h.<ticket> (admitted), else w.<ticket> (waiting)
+  std::int64_t weight = 1;
+  entry_info info;
+};
+
+// `w.<ticket>` or `h.<ticket>`, the ticket zero-padded to 20 digits.
+std::string entry_name(bool holder, std::uint64_t ticket);
+
+// The directory `<directory>/<name>/`, opened. `create`: creates it (and `directory`, mode 0700, with its parents)
+// when absent; otherwise an absent name leaves exists() false.
+class queue_dir {
+ public:
+  queue_dir(const std::filesystem::path& directory, const std::string& name, bool create);
+  bool exists() const noexcept { return static_cast<bool>(dir_); }
+  const std::filesystem::path& path() const noexcept { return path_; }
+  int fd() const noexcept { return dir_.get(); }
+  // Takes flock(LOCK_EX) on `lock` (creating it), blocking; the lock is held until the returned fd is closed.
+  unique_fd lock() const;
+
+ private:
+  std::filesystem::path path_;
+  unique_fd dir_;
+};
+
+// Under lock: the live entries in ticket order (entries of other processes' owners that are gone are removed).
+// Entries this process owns are live (their flock is held on another open file description).
+std::vector<entry_record> scan_live(const queue_dir& q);
+
+// Under lock: the next ticket, above both `sequence` and every entry in `seen`; `sequence` is updated.
+std::uint64_t next_ticket(const queue_dir& q, const std::vector<entry_record>& seen);
+
+// Under lock: creates `w.<ticket>` (O_EXCL), takes its flock and writes `r`. The fd is close-on-exec.
+unique_fd create_entry(const queue_dir& q, const entry_record& r);
+// Under lock: replaces the content of the entry open on `fd` by `r` (for the admission's time).
+void rewrite_entry(const queue_dir& q, int fd, const entry_record& r);
+// Under lock: renames w.<ticket> to h.<ticket>.
+void promote_entry(const queue_dir& q, std::uint64_t ticket);
+// Under lock: removes the entry (absent already: nothing). Never throws.
+void remove_entry(const queue_dir& q, bool holder, std::uint64_t ticket) noexcept;
+
+// The rate state: GCRA's theoretical arrival time in CLOCK_MONOTONIC nanoseconds of this boot.
+struct clock_reading {
+  std::int64_t now_ns = 0;  // CLOCK_MONOTONIC
+  std::string boot_id;      // /proc/sys/kernel/random/boot_id ("" when unreadable)
+};
+clock_reading read_clock();
+// Under lock: the stored TAT when it belongs to this boot (nullopt: none, another boot's, or unreadable).
+std::optional<std::int64_t> read_tat(const queue_dir& q, const std::string& boot_id);
+void write_tat(const queue_dir& q, const std::string& boot_id, std::int64_t tat_ns);
+
+}  // namespace admit::cli::run::local

@@ -1,0 +1,193 @@
+// `admit inspect` (see inspect.hpp).
+#include "cli/inspect/redis_inspect.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/client/options.hpp"
+#include "admit/redis/semaphore.hpp"
+#include "cli/common/decimal.hpp"
+#include "cli/common/duration.hpp"
+#include "cli/common/io_runner.hpp"
+#include "cli/common/json.hpp"
+#include "cli/common/local_limit.hpp"
+#include "cli/common/message.hpp"
+#include "cli/common/redis_failure.hpp"
+#include "cli/common/redis_topology.hpp"
+#include "cli/common/run_holder.hpp"
+#include "cli/common/values.hpp"
+
+namespace admit::cli {
+
+namespace {
+
+// The most holders and waiters --most may ask for (the script lists them in one reply).
+constexpr std::int64_t max_listed = 1'000'000'000;
+
+std::int64_t ns(std::chrono::microseconds d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); }
+
+// A remaining time: "4.2s", or "expired 120ms ago" (a lease or waiter past its expiry that no call has swept yet).
+std::string left(std::chrono::microseconds d) {
+  if (d.count() < 0) return "expired " + human_duration(-ns(d)) + " ago";
+  return human_duration(ns(d));
+}
+
+// What `admit run` wrote of each listed holder (host, pid, command, started_unix_ms: cli/run/redis_source.hpp), in
+// the holders' order; null for a holder that is not an `admit run` (or when the call failed: the rest is shown).
+std::vector<nlohmann::json> run_holders(redis::client& conn, const std::string& name,
+                                        const redis::semaphore_snapshot& s, std::chrono::nanoseconds timeout) {
+  std::vector<nlohmann::json> out(s.holders.size());
+  if (s.holders.empty()) return out;
+  std::vector<std::string> args{"MGET"};
+  for (const auto& h : s.holders) args.push_back(run_holder_key(name, h.id));
+  const redis::result r =
+      conn.execute_command(std::chrono::steady_clock::now() + timeout, redis::command(std::move(args)));
+  if (!r.ok() || r.value.elements().size() != out.size()) return out;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto& e = r.value.elements()[i];
+    if (!e.is_string()) continue;
+    nlohmann::json j = nlohmann::json::parse(e.str(), nullptr, false);
+    if (j.is_object() && j.contains("pid") && j.contains("started_unix_ms")) out[i] = std::move(j);
+  }
+  return out;
+}
+
+// The run time of an `admit run` holder: since it started, by this machine's clock (the holder's may differ).
+std::int64_t running_ns(const nlohmann::json& run) {
+  return run::ns_since(run.value("started_unix_ms", run::unix_time_ms()));
+}
+
+void print_json(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s,
+                const std::vector<nlohmann::json>& runs) {
+  nlohmann::ordered_json j;
+  j["name"] = name;
+  j["capacity"] = s.capacity;
+  j["available"] = s.available;
+  j["last_fencing_token"] = s.last_fencing_token;
+  j["server_time_us"] = s.server_time.count();
+  j["holder_count"] = s.holder_count;
+  j["waiter_count"] = s.waiter_count;
+  j["holders"] = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < s.holders.size(); ++i) {
+    const auto& h = s.holders[i];
+    nlohmann::ordered_json e = {{"id", h.id},
+                                {"count", h.count},
+                                {"fencing_token", h.fencing_token},
+                                {"lease_left_s", json_seconds(ns(h.remaining))}};
+    if (!runs[i].is_null()) {
+      e["host"] = runs[i].value("host", "");
+      e["pid"] = runs[i].value("pid", std::int64_t{0});
+      e["command"] = runs[i].value("command", "");
+      e["running_s"] = json_seconds(running_ns(runs[i]));
+    }
+    j["holders"].push_back(std::move(e));
+  }
+  j["queue"] = nlohmann::ordered_json::array();
+  for (const auto& w : s.queue) {
+    j["queue"].push_back({{"id", w.id}, {"count", w.count}, {"expires_in_s", json_seconds(ns(w.remaining))}});
+  }
+  write_json_line(out, j);
+}
+
+void print_text(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s,
+                const std::vector<nlohmann::json>& runs) {
+  out << "semaphore " << quote(name) << ": capacity " << s.capacity << ", available " << s.available << ", "
+      << s.holder_count << " holder(s), " << s.waiter_count << " waiting; last fencing token " << s.last_fencing_token
+      << "\n";
+  if (!s.holders.empty()) {
+    out << "holders (soonest expiry first"
+        << (static_cast<std::int64_t>(s.holders.size()) < s.holder_count
+                ? ", the first " + std::to_string(s.holders.size())
+                : std::string())
+        << "):\n";
+    for (std::size_t i = 0; i < s.holders.size(); ++i) {
+      const auto& h = s.holders[i];
+      out << "  " << h.id << "  permits " << h.count << "  fencing token " << h.fencing_token << "  lease "
+          << left(h.remaining);
+      if (!runs[i].is_null()) {
+        out << "  admit run on " << runs[i].value("host", "?") << " pid " << runs[i].value("pid", std::int64_t{0})
+            << " for " << human_duration(running_ns(runs[i])) << ": " << quote(runs[i].value("command", ""));
+      }
+      out << "\n";
+    }
+  }
+  if (!s.queue.empty()) {
+    out << "queue (in order"
+        << (static_cast<std::int64_t>(s.queue.size()) < s.waiter_count ? ", the first " + std::to_string(s.queue.size())
+                                                                       : std::string())
+        << "):\n";
+    for (std::size_t i = 0; i < s.queue.size(); ++i) {
+      const auto& w = s.queue[i];
+      out << "  " << i + 1 << ". " << w.id << "  permits " << w.count << "  presumed dead in " << left(w.remaining)
+          << " unless it polls\n";
+    }
+  }
+}
+
+}  // namespace
+
+int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) {
+  try {
+    if (o.redis.empty()) throw usage_error("--redis is required (e.g. --redis redis://127.0.0.1:6379)");
+    // Every argument is checked before connecting: bad input is exit status 2 whether or not Redis is there.
+    try {
+      redis::check_semaphore_name(o.name);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error("invalid NAME " + quote(o.name) + ": " + without_cpp_name(e.what()));
+    }
+    const std::int64_t most = parse_count_option("--most", o.most, 1, max_listed);
+    const std::chrono::nanoseconds timeout = parse_duration_option("--timeout", o.timeout);
+    if (timeout <= std::chrono::nanoseconds::zero()) {
+      throw usage_error("invalid --timeout " + quote(o.timeout) + ": must be positive");
+    }
+    redis::connection_options co;
+    try {
+      co = redis::parse_url(o.redis);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(std::string("--redis: ") + e.what());
+    }
+    co.command_timeout = timeout;
+    co.connect_timeout = timeout;
+    io_runner io;
+    redis::connection conn(io.executor(), co);
+    std::optional<redis_failure> failure = check_ready(conn, timeout);
+    std::unique_ptr<redis::cluster> nodes;  // the semaphore's slot may be on another node of a Redis Cluster
+    std::pair<redis::semaphore_snapshot, std::error_code> r;
+    if (!failure) {
+      nodes = learn_topology(conn, timeout).nodes;
+      redis::client& where = nodes ? static_cast<redis::client&>(*nodes) : conn;
+      r = redis::inspect_semaphore(where, o.name, static_cast<std::size_t>(most));
+      if (r.second == admit::errc::not_found) {
+        err << "admit inspect: no semaphore named " << quote(o.name) << " on " << redis_address(co) << "\n";
+        return exit_failure;
+      }
+      if (r.second) {
+        failure = nodes ? call_failure(conn, *nodes, r.second, r.first.error_reply, timeout)
+                        : call_failure(conn, r.second, r.first.error_reply, timeout);
+      }
+    }
+    if (failure) {
+      err << "admit inspect: " << failure->message << "\n";
+      return failure->exit_status();
+    }
+    const std::vector<nlohmann::json> runs =
+        run_holders(nodes ? static_cast<redis::client&>(*nodes) : conn, o.name, r.first, timeout);
+    if (o.json) {
+      print_json(out, o.name, r.first, runs);
+    } else {
+      print_text(out, o.name, r.first, runs);
+    }
+    return exit_ok;
+  } catch (const usage_error& e) {
+    err << "admit inspect: " << e.what() << "\n";
+    return exit_bad_input;
+  }
+}
+
+}  // namespace admit::cli

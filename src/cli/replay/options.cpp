@@ -1,0 +1,281 @@
+#include "cli/replay/options.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <iostream>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "cli/common/duration.hpp"
+#include "cli/common/values.hpp"
+#include "cli/replay/plot.hpp"
+#include "cli/replay/report.hpp"
+#include "cli/replay/trace.hpp"
+
+namespace admit::cli {
+
+std::string all_algorithm_names() { return algorithm_names() + "|" + std::string(concurrency_algorithm_name); }
+
+namespace {
+
+// Refuses `option` when it was given: it does not apply to `algorithm` (`why` says what does).
+void refuse_if_given(const char* option, const std::optional<std::string>& value, std::string_view algorithm,
+                     std::string_view why) {
+  if (value) {
+    throw usage_error(std::string(option) + " " + quote(*value) + " does not apply to " + std::string(algorithm) +
+                      " (" + std::string(why) + ")");
+  }
+}
+
+}  // namespace
+
+replay_config to_config(const replay_options& o) {
+  if (const auto algo = parse_algorithm(o.algorithm)) {
+    for (const auto& [option, value] : {std::pair{"--limit", &o.limit}, std::pair{"--max-waiters", &o.max_waiters},
+                                        std::pair{"--timeout", &o.timeout}}) {
+      refuse_if_given(option, *value, to_string(*algo), "only to concurrency");
+    }
+  }
+  return to_config(rate_limit_options{o.algorithm, o.rate, o.burst, o.window, o.slack, o.warmup, o.mode},
+                   all_algorithm_names());
+}
+
+concurrency_settings to_concurrency_settings(const replay_options& o) {
+  const std::string name(concurrency_algorithm_name);
+  for (const auto& [option, value] :
+       {std::pair{"--rate", &o.rate}, std::pair{"--burst", &o.burst}, std::pair{"--window", &o.window},
+        std::pair{"--slack", &o.slack}, std::pair{"--warmup", &o.warmup}, std::pair{"--mode", &o.mode}}) {
+    refuse_if_given(option, *value, name, "it takes --limit, --max-waiters and --timeout");
+  }
+  concurrency_settings s;
+  if (!o.limit) throw usage_error("--limit is required for " + name);
+  s.limit = parse_count_option("--limit", *o.limit, 1, max_count);
+  if (o.max_waiters) s.max_waiters = parse_count_option("--max-waiters", *o.max_waiters, 0, max_count);
+  if (o.timeout) s.timeout = parse_duration_option("--timeout", *o.timeout);
+  return s;
+}
+
+namespace {
+
+// The --plot file must be an SVG: nothing else is written (a "chart.png" would be an SVG under the wrong name).
+std::string check_plot_name(const replay_options& o) {
+  if (!o.plot) return {};
+  const std::string& name = *o.plot;
+  std::error_code ec;
+  if (std::filesystem::is_directory(name, ec)) {
+    return "cannot write --plot " + quote(name) + ": it is a directory; give a file name ending in .svg";
+  }
+  std::string ext = name.size() >= 4 ? name.substr(name.size() - 4) : "";
+  for (char& c : ext) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (ext == ".svg") return {};
+  return "cannot write --plot " + quote(name) + ": only SVG is written; use a file name ending in .svg";
+}
+
+std::string empty_trace(const std::string& source, std::string_view shape) {
+  return source + ": the trace is empty: no " + std::string(shape) +
+         " line (blank lines and '#' comments do not count)";
+}
+
+// Reads the trace named by o.trace ("-": `in`) with `parse`. Returns an error message (empty on success).
+template <class Parse>
+std::string read_source(const replay_options& o, std::istream& in, std::ostream& err, const std::string& source,
+                        Parse parse) {
+  try {
+    if (o.trace == "-") {
+      if (o.stdin_is_terminal) {
+        err << "admit replay: reading the trace from standard input (end with Ctrl-D; --help for the options)\n";
+        err.flush();
+      }
+      parse(in);
+      return {};
+    }
+    std::error_code ec;
+    if (std::filesystem::is_directory(o.trace, ec)) {
+      return "cannot read trace " + quote(o.trace) + ": it is a directory";
+    }
+    std::ifstream file(o.trace);
+    if (!file) return "cannot read trace " + quote(o.trace) + ": " + std::strerror(errno);
+    parse(file);
+  } catch (const trace_error& e) {
+    return source + ": " + e.what();
+  }
+  return {};
+}
+
+// --json --events of the concurrency replay: the events, formatted as they are decided, wait in a temporary file
+// (std::tmpfile: removed when closed, or when the program ends) until the summary, which comes first in the
+// document, is known.
+class json_event_spool {
+ public:
+  json_event_spool() : file_(std::tmpfile(), &std::fclose) {}
+  [[nodiscard]] bool is_open() const noexcept { return file_ != nullptr; }
+
+  void add(const request_event& e) {
+    std::string text = empty_ ? "" : ",\n";
+    empty_ = false;
+    text += format_concurrency_event_json(e);
+    if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size()) failed_ = true;
+  }
+  // Makes the file ready to be read back; false (errno says why) if writing it failed.
+  [[nodiscard]] bool rewind() {
+    return !failed_ && std::fflush(file_.get()) == 0 && std::fseek(file_.get(), 0, SEEK_SET) == 0;
+  }
+  void copy_to(std::ostream& out) {
+    char buffer[1 << 16];
+    while (const std::size_t got = std::fread(buffer, 1, sizeof buffer, file_.get())) {
+      out.write(buffer, static_cast<std::streamsize>(got));
+    }
+  }
+
+ private:
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
+  bool empty_ = true;
+  bool failed_ = false;
+};
+
+int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out, std::ostream& err) {
+  const auto fail = [&](const std::string& message) {
+    err << "admit replay: " << message << "\n";
+    return exit_bad_input;
+  };
+  concurrency_settings settings;
+  try {
+    settings = to_concurrency_settings(o);
+  } catch (const usage_error& e) {
+    return fail(e.what());
+  }
+  if (auto error = check_plot_name(o); !error.empty()) return fail(error);
+  const std::string source = o.trace == "-" ? "stdin" : o.trace;
+  // The plot file is checked before the (long) replay, without truncating it, and written after it; one that the
+  // check created is removed again if the replay fails.
+  bool plot_created = false;
+  if (o.plot) {
+    std::error_code ec;
+    plot_created = !std::filesystem::exists(*o.plot, ec);
+    const std::ofstream probe(*o.plot, std::ios::app);
+    if (!probe) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
+  }
+  const auto fail_replay = [&](const std::string& message) {
+    std::error_code ec;
+    if (plot_created) std::filesystem::remove(*o.plot, ec);
+    return fail(message);
+  };
+  // The replay streams: each event is written as soon as it is decided (--events), or spooled (--json --events).
+  std::optional<json_event_spool> spool;
+  concurrency_replayer::event_sink sink;
+  if (o.events && o.json) {
+    spool.emplace();
+    if (!spool->is_open()) {
+      err << "admit replay: cannot create a temporary file for --json --events: " << std::strerror(errno) << "\n";
+      return exit_failure;
+    }
+    sink = [&](const request_event& e) { spool->add(e); };
+  } else if (o.events) {
+    sink = [&](const request_event& e) { out << format_concurrency_event(e); };
+  }
+  concurrency_result result;
+  try {
+    if (auto error =
+            read_source(o, in, err, source, [&](std::istream& s) { result = replay_concurrency(settings, s, sink); });
+        !error.empty()) {
+      return fail_replay(error);
+    }
+  } catch (const std::invalid_argument& e) {
+    return fail_replay(e.what());
+  }
+  if (result.requests == 0) return fail_replay(empty_trace(source, "`<arrival> <duration> [n]`"));
+  if (o.plot) {
+    std::ofstream svg(*o.plot);
+    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
+    write_concurrency_svg(svg, settings, source, result);
+    svg.flush();
+    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": write error");
+  }
+  if (o.json) {
+    if (spool) {
+      if (!spool->rewind()) {
+        err << "admit replay: cannot write the temporary file of --json --events: " << std::strerror(errno) << "\n";
+        return exit_failure;
+      }
+      write_concurrency_json(out, settings, source, result, [&](std::ostream& to) { spool->copy_to(to); });
+    } else {
+      write_concurrency_json(out, settings, source, result, false);
+    }
+  } else if (o.events) {
+    write_concurrency_summary(out, settings, source, result, /*comment=*/true);
+  } else {
+    write_concurrency_summary(out, settings, source, result);
+  }
+  out.flush();
+  if (!out) {
+    err << "admit replay: write error on standard output\n";
+    return exit_failure;
+  }
+  return exit_ok;
+}
+
+}  // namespace
+
+int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std::ostream& err) {
+  if (o.algorithm == concurrency_algorithm_name) return run_concurrency(o, in, out, err);
+  const auto fail = [&](const std::string& message) {
+    err << "admit replay: " << message << "\n";
+    return exit_bad_input;
+  };
+  replay_settings settings;
+  try {
+    settings = resolve(to_config(o));
+  } catch (const usage_error& e) {
+    return fail(e.what());
+  } catch (const std::invalid_argument& e) {
+    return fail(e.what());
+  }
+  if (auto error = check_plot_name(o); !error.empty()) return fail(error);
+
+  const std::string source = o.trace == "-" ? "stdin" : o.trace;
+  std::vector<arrival> trace;
+  if (auto error = read_source(o, in, err, source, [&](std::istream& s) { trace = read_trace(s); }); !error.empty()) {
+    return fail(error);
+  }
+  if (trace.empty()) return fail(empty_trace(source, "`<seconds since start> [n]`"));
+
+  replay_result result;
+  try {
+    result = replay(settings, trace);
+  } catch (const std::invalid_argument& e) {
+    return fail(e.what());
+  }
+  const report_context ctx{settings, source};
+
+  if (o.plot) {
+    std::ofstream svg(*o.plot);
+    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
+    write_svg(svg, ctx, result);
+    svg.flush();
+    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": write error");
+  }
+  if (o.json) {
+    write_json(out, ctx, result, o.events);
+  } else if (o.events) {
+    write_events(out, result);
+    write_summary(out, ctx, result, /*comment=*/true);
+  } else {
+    write_summary(out, ctx, result);
+  }
+  out.flush();
+  if (!out) {
+    err << "admit replay: write error on standard output\n";
+    return exit_failure;
+  }
+  return exit_ok;
+}
+
+}  // namespace admit::cli

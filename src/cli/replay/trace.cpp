@@ -1,0 +1,106 @@
+#include "cli/replay/trace.hpp"
+
+#include "cli/common/decimal.hpp"
+
+#include <istream>
+#include <limits>
+
+namespace admit::cli {
+
+namespace {
+
+constexpr std::int64_t ns_per_second = 1'000'000'000;
+
+bool is_blank(char c) noexcept { return c == ' ' || c == '\t' || c == '\r'; }
+
+}  // namespace
+
+std::size_t split_trace_line(std::string_view line, std::span<std::string_view> fields) noexcept {
+  const auto hash = line.find('#');
+  if (hash != std::string_view::npos) line = line.substr(0, hash);
+  std::size_t count = 0;
+  std::size_t i = 0;
+  while (i < line.size() && count < fields.size()) {
+    while (i < line.size() && is_blank(line[i])) ++i;
+    if (i == line.size()) break;
+    const std::size_t start = i;
+    while (i < line.size() && !is_blank(line[i])) ++i;
+    fields[count++] = line.substr(start, i - start);
+  }
+  return count;
+}
+
+trace_error::trace_error(std::size_t line, const std::string& message)
+    : std::runtime_error("line " + std::to_string(line) + ": " + message), line_(line) {}
+
+std::optional<arrival> trace_parser::feed(std::string_view line) {
+  ++line_;
+  std::string_view fields[3];
+  const std::size_t count = split_trace_line(line, fields);
+  if (count == 0) return std::nullopt;
+  if (count > 2) {
+    throw trace_error(line_, "unexpected text " + quote_excerpt(fields[2]) + ": expected `<seconds since start> [n]`");
+  }
+
+  const auto t = parse_seconds(fields[0]);
+  if (!t) {
+    throw trace_error(line_, "invalid time " + quote_excerpt(fields[0]) +
+                                 ": expected seconds since start, a decimal with up to 9 fraction digits");
+  }
+  if (*t > max_trace_seconds * ns_per_second) {
+    throw trace_error(line_, "time " + quote_excerpt(fields[0]) + " is beyond the largest supported time, " +
+                                 std::to_string(max_trace_seconds) + " s");
+  }
+  std::int64_t n = 1;
+  if (count == 2) {
+    const auto v = parse_whole_number(fields[1]);
+    if (v) n = *v;
+    if (!v || n < 1 || n > max_tokens_per_arrival) {
+      throw trace_error(line_, "invalid count " + quote_excerpt(fields[1]) +
+                                   ": expected a whole number of tokens from 1 to " +
+                                   std::to_string(max_tokens_per_arrival));
+    }
+  }
+  if (last_line_ != 0 && *t < last_ns_) {
+    throw trace_error(line_, "time " + quote_excerpt(fields[0]) + " goes back in time (line " +
+                                 std::to_string(last_line_) + " is at " + format_seconds(last_ns_) + ")");
+  }
+  last_ns_ = *t;
+  last_line_ = line_;
+  return arrival{*t, n, line_};
+}
+
+std::string too_many_entries(std::size_t most, std::string_view what) {
+  return "more than " + std::to_string(most) + " " + std::string(what) +
+         ": admit replay holds the whole trace in memory and stops there; replay a part of it (split -l " +
+         std::to_string(most) + ")";
+}
+
+std::vector<arrival> read_trace(std::istream& in, std::size_t max_arrivals) {
+  trace_parser parser;
+  std::vector<arrival> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto a = parser.feed(line)) {
+      if (out.size() == max_arrivals) throw trace_error(parser.lines(), too_many_entries(max_arrivals, "arrivals"));
+      out.push_back(*a);
+    }
+  }
+  if (in.bad()) throw trace_error(parser.lines() + 1, "read error");
+  return out;
+}
+
+std::vector<arrival> read_trace(std::string_view text) {
+  trace_parser parser;
+  std::vector<arrival> out;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    if (auto a = parser.feed(line)) out.push_back(*a);
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return out;
+}
+
+}  // namespace admit::cli

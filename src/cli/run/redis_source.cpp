@@ -1,0 +1,366 @@
+// `admit run --redis` (see run_source.hpp).
+#include "cli/run/redis_source.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+
+#include "admit/errc.hpp"
+#include "admit/redis/client/cluster.hpp"
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/client/options.hpp"
+#include "admit/redis/gcra.hpp"
+#include "admit/redis/semaphore.hpp"
+#include "cli/common/io_runner.hpp"
+#include "cli/common/message.hpp"
+#include "cli/common/redis_failure.hpp"
+#include "cli/common/redis_topology.hpp"
+#include "cli/common/run_holder.hpp"
+#include "nlohmann/json.hpp"
+
+namespace admit::cli {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+// The deadline of each Redis call (connecting included).
+constexpr std::chrono::milliseconds call_timeout{1'000};
+// How often the status line asks Redis how many wait and hold (only when a terminal shows it).
+constexpr std::chrono::milliseconds status_every{500};
+
+std::string info_json(const run::entry_info& info) {
+  nlohmann::ordered_json j;
+  j["host"] = info.host;
+  j["pid"] = info.pid;
+  j["command"] = info.command;
+  j["started_unix_ms"] = info.started_unix_ms;
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Everything the source and its permits share: the connection and its thread, the semaphore, the rate limiter, and
+// the eventfd that says the lease was lost. Destroyed last (the permit holds it).
+struct redis_run_state {
+  run::run_settings settings;
+  run::entry_info info;
+  io_runner io;
+  redis::connection conn;                 // the URL's server: checked first; the limit's when it is not a cluster
+  std::unique_ptr<redis::cluster> nodes;  // when the URL's server is a Redis Cluster node (a seed of this client)
+  int lost = -1;                          // eventfd, written by the semaphore's on_lease_lost
+  std::unique_ptr<redis::semaphore> sem;
+  std::unique_ptr<redis::gcra> rate;
+  std::function<void()> on_queued;  // set while an acquisition waits
+  std::mutex mutex;
+  redis::semaphore_options semaphore_options;
+  redis::limiter_options limiter_options;
+
+  // Once Redis answers: asks the URL's server whether it is a Redis Cluster node (then the limit goes through a
+  // cluster client seeded with it: its keys share the hash tag {name}, one slot) and makes the semaphore and the
+  // rate limiter. A server that does not answer INFO (an ACL user without it) is taken as a single server.
+  void make_limits() {
+    if (sem || rate) return;
+    nodes = learn_topology(conn, call_timeout).nodes;
+    if (settings.concurrency > 0) {
+      sem = nodes ? std::make_unique<redis::semaphore>(*nodes, settings.name, settings.concurrency, semaphore_options)
+                  : std::make_unique<redis::semaphore>(conn, settings.name, settings.concurrency, semaphore_options);
+    }
+    if (settings.rate) {
+      rate =
+          std::make_unique<redis::gcra>(limit_client(), settings.name, *settings.rate, settings.burst, limiter_options);
+    }
+  }
+
+  redis_run_state(const run::run_settings& s, const run::entry_info& i, const redis::connection_options& o)
+      : settings(s), info(i), conn(io.executor(), o), lost(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    if (lost < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+  }
+  ~redis_run_state() {
+    if (sem) sem->shutdown();
+    sem.reset();
+    rate.reset();
+    if (nodes) nodes->close();
+    ::close(lost);
+  }
+  // Where the limit's keys live (one hash slot: every key is "{name}:...").
+  redis::client& limit_client() { return nodes ? static_cast<redis::client&>(*nodes) : conn; }
+  std::string where() const { return redis_address(conn.options()); }
+  // Why a call on the limit failed (through the cluster's nodes when there are any).
+  redis_failure failure(std::error_code error, std::string_view reply_text = {}) const {
+    return nodes ? call_failure(conn, *nodes, error, reply_text, call_timeout)
+                 : call_failure(conn, error, reply_text, call_timeout);
+  }
+};
+
+class redis_held final : public run::held_permit {
+ public:
+  redis_held(std::shared_ptr<redis_run_state> st, redis::lease l)
+      : st_(std::move(st)), lease_(std::move(l)), info_(st_->info) {
+    info_.started_unix_ms = run::unix_time_ms();  // what inspect shows is the run time, not the wait
+    if (lease_) {
+      id_ = lease_.id();
+      token_ = lease_.fencing_token();
+    } else {
+      id_ = "rate:" + std::to_string(st_->info.pid) + ":" + std::to_string(st_->info.started_unix_ms);
+    }
+    maintain();
+  }
+  std::string lease_id() const override { return id_; }
+  std::int64_t fencing_token() const override { return token_; }
+  int lost_fd() const override { return lease_ ? st_->lost : -1; }
+  std::optional<std::chrono::nanoseconds> maintenance_interval() const override {
+    if (!lease_) return std::nullopt;
+    return st_->settings.lease_ttl;
+  }
+  void maintain() override {
+    if (!lease_) return;
+    const auto ttl_ms = std::chrono::duration_cast<std::chrono::milliseconds>(st_->settings.lease_ttl * 3).count();
+    // Not waited for: the supervisor calls this between signals it must forward at once.
+    const std::string key = run_holder_key(st_->settings.name, id_),
+                      ttl = std::to_string(std::max<std::int64_t>(ttl_ms, 1));
+    redis::client& c = st_->limit_client();
+    c.async_execute_command(c.default_deadline(), redis::command{"SET", key, info_json(info_), "PX", ttl},
+                            [](boost::system::error_code, redis::reply) {});
+  }
+  std::optional<std::string> release() override {
+    if (!lease_) return std::nullopt;
+    // Sent before the release on the same connection; the release's answer comes after it.
+    redis::client& c = st_->limit_client();
+    c.async_execute_command(c.default_deadline(), redis::command{"DEL", run_holder_key(st_->settings.name, id_)},
+                            [](boost::system::error_code, redis::reply) {});
+    const bool lost = lease_.state() == redis::lease_state::lost;  // already said; Redis no longer has it anyway
+    const auto [status, error] = lease_.release();
+    lease_ = redis::lease();
+    if (status == redis::lease::release_status::failed && !lost) {
+      return "could not release the lease " + id_ + " at " + st_->where() + " (" + error.message() +
+             "): it expires by itself within --lease-ttl";
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::shared_ptr<redis_run_state> st_;
+  redis::lease lease_;
+  run::entry_info info_;  // what inspect shows of this holder
+  std::string id_;
+  std::int64_t token_ = 0;
+};
+
+class redis_source final : public run::permit_source {
+ public:
+  explicit redis_source(std::shared_ptr<redis_run_state> st) : st_(std::move(st)) {}
+
+  std::unique_ptr<run::held_permit> acquire(std::optional<steady::time_point> deadline, bool no_wait,
+                                            std::stop_token stop,
+                                            const std::function<void(const run::wait_progress&)>& progress,
+                                            bool status_line, run::refusal& why) override {
+    const run::run_settings& s = st_->settings;
+    const auto given =
+        deadline ? std::min<steady::duration>(call_timeout, *deadline - steady::now()) : steady::duration(call_timeout);
+    if (auto f = check_ready(st_->conn, std::max<steady::duration>(given, std::chrono::milliseconds(1)), deadline)) {
+      return fail(why, *f);
+    }
+    st_->make_limits();
+    if (st_->sem) {
+      if (auto problem = check_capacity()) return fail(why, *problem);
+    }
+    redis::lease lease;
+    if (st_->sem) {
+      // The status line and the "waiting" event once the request is in the queue.
+      std::mutex m;
+      std::condition_variable_any cv;
+      bool queued = false;
+      {
+        std::lock_guard lock(st_->mutex);
+        st_->on_queued = [&] {
+          std::lock_guard l(m);
+          queued = true;
+          cv.notify_all();
+        };
+      }
+      std::jthread status([&](std::stop_token done) {
+        std::unique_lock l(m);
+        if (!cv.wait(l, done, [&] { return queued; })) return;
+        l.unlock();
+        for (bool first = true;; first = false) {
+          run::wait_progress p;  // position 0: Redis does not say a waiter's place without its identity
+          p.capacity = s.concurrency;
+          const auto [snap, ec] = st_->sem->inspect(0);
+          if (!ec) {
+            p.waiting = static_cast<std::size_t>(snap.waiter_count);
+            p.held = snap.capacity - snap.available;
+            p.capacity = snap.capacity;
+          }
+          if (progress && (first || !ec)) progress(p);
+          if (!status_line) return;  // the "waiting" event is said; nobody watches the rest
+          l.lock();
+          cv.wait_for(l, done, status_every, [] { return false; });
+          if (done.stop_requested()) return;
+          l.unlock();
+        }
+      });
+      redis::semaphore_result r = no_wait    ? st_->sem->try_acquire(s.weight)
+                                  : deadline ? st_->sem->try_acquire_until(*deadline, s.weight, stop)
+                                             : st_->sem->acquire(s.weight, stop);
+      status.request_stop();
+      status.join();
+      {
+        std::lock_guard lock(st_->mutex);
+        st_->on_queued = nullptr;
+      }
+      if (!r) {
+        return refuse(why, r.error(), r.error() == admit::errc::timeout && deadline && steady::now() >= *deadline);
+      }
+      lease = std::move(*r);
+    }
+    if (st_->rate) {
+      bool out_of_time = false;
+      if (auto e = wait_for_rate(deadline, no_wait, stop, progress, out_of_time)) {
+        if (lease) (void)lease.release();
+        return refuse(why, e, out_of_time);
+      }
+      if (lease && lease.state() == redis::lease_state::lost) {  // lost while the rate made it wait
+        (void)lease.release();
+        redis_failure f;
+        f.error = admit::errc::timeout;
+        f.transient = true;
+        f.message = "the permit of " + quote(s.name) + " at " + st_->where() +
+                    " was lost while the rate made it wait (Redis did not renew it within --lease-ttl)";
+        return fail(why, f);
+      }
+    }
+    return std::make_unique<redis_held>(st_, std::move(lease));
+  }
+
+ private:
+  // Takes the rate's tokens, sleeping each refusal's retry_after (on `stop` or past `deadline`: the error).
+  // `out_of_time`: set when the error is errc::timeout because the rate cannot admit by `deadline` (not a Redis
+  // call's timeout).
+  // `progress` is told once, when the rate first makes it wait (the "waiting" event).
+  std::error_code wait_for_rate(std::optional<steady::time_point> deadline, bool no_wait, std::stop_token stop,
+                                const std::function<void(const run::wait_progress&)>& progress, bool& out_of_time) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    for (bool told = !progress;; told = true) {
+      const redis::limiter_result r = st_->rate->decide("admit-run", st_->settings.weight);
+      if (r.error) return r.error;
+      if (r.decision.admitted) return {};
+      if (no_wait) return admit::errc::would_block;
+      const auto at = steady::now() + r.decision.retry_after;
+      if (deadline && at > *deadline) {
+        out_of_time = true;  // the rate could not admit it in time: fail now rather than at the deadline
+        return admit::errc::timeout;
+      }
+      if (!told) {
+        run::wait_progress p;
+        p.capacity = st_->settings.concurrency;
+        p.rate_wait = r.decision.retry_after;
+        progress(p);
+      }
+      std::unique_lock l(m);
+      if (cv.wait_until(l, stop, at, [] { return false; }) || stop.stop_requested()) return admit::errc::cancelled;
+    }
+  }
+
+  // The semaphore's capacity in Redis is --concurrency's, or made so with --set-capacity: a semaphore that exists keeps
+  // the capacity it was made with, and a run that asked for fewer would otherwise share more.
+  std::optional<redis_failure> check_capacity() {
+    const run::run_settings& s = st_->settings;
+    const auto [snap, ec] = st_->sem->inspect(0);
+    if (ec == admit::errc::not_found) return std::nullopt;  // the first acquisition makes it with --concurrency
+    if (ec) return st_->failure(ec, snap.error_reply);
+    if (snap.capacity == s.concurrency) return std::nullopt;
+    if (s.set_capacity) {
+      if (const auto e = st_->sem->set_capacity(s.concurrency)) return st_->failure(e);
+      return std::nullopt;
+    }
+    redis_failure f;
+    f.error = admit::errc::exceeds_capacity;
+    f.message = "the semaphore " + quote(s.name) + " at " + st_->where() + " has capacity " +
+                std::to_string(snap.capacity) + ", not --concurrency " + std::to_string(s.concurrency) +
+                ": every admit run of one name must give the same; add --set-capacity to make it " +
+                std::to_string(s.concurrency) + " for every host";
+    return f;
+  }
+
+  std::unique_ptr<run::held_permit> fail(run::refusal& why, const redis_failure& f) {
+    why.error = f.error;
+    why.message = "not admitted: " + f.message;
+    why.exit_status = f.error == admit::errc::exceeds_capacity ? exit_bad_input : f.exit_status();
+    why.reason = f.error == admit::errc::exceeds_capacity ? "capacity" : "redis";
+    return nullptr;
+  }
+
+  // `out_of_time`: errc::timeout is --timeout's; otherwise it is a Redis call's (no answer), not the wait's.
+  std::unique_ptr<run::held_permit> refuse(run::refusal& why, std::error_code e, bool out_of_time) {
+    const std::string what = quote(st_->settings.name) + " at " + st_->where();
+    why.error = e;
+    why.exit_status = run::exit_not_admitted;
+    if (e == admit::errc::timeout && out_of_time) {
+      why.message = "not admitted: no permit of " + what + " within --timeout";
+    } else if (e == admit::errc::would_block) {
+      why.message = "not admitted: " + what + " is busy (--no-wait)";
+    } else if (e == admit::errc::queue_full) {
+      why.message = "not admitted: " + std::to_string(st_->settings.max_waiters.value_or(0)) + " already wait for " +
+                    what + " (--max-waiters)";
+    } else if (e == admit::errc::cancelled) {
+      why.message = "not admitted: stopped while waiting for " + what;
+    } else if (e == admit::errc::exceeds_capacity) {
+      why.message = "not admitted: --weight " + std::to_string(st_->settings.weight) +
+                    " is more than the capacity of " + what + " (a semaphore that exists keeps its capacity)";
+      why.exit_status = exit_bad_input;
+    } else {
+      return fail(why, st_->failure(e));
+    }
+    return nullptr;
+  }
+
+  std::shared_ptr<redis_run_state> st_;
+};
+
+}  // namespace
+
+std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_settings& s, const run::entry_info& info) {
+  redis::connection_options co;
+  try {
+    co = redis::parse_url(*s.redis);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(std::string("--redis: ") + e.what());
+  }
+  co.connect_timeout = call_timeout;
+  auto st = std::make_shared<redis_run_state>(s, info, co);
+  redis::semaphore_options& so = st->semaphore_options;
+  so.lease_ttl = std::chrono::duration_cast<std::chrono::milliseconds>(s.lease_ttl);
+  if (s.max_waiters) so.max_waiters = *s.max_waiters;
+  so.timeout = call_timeout;
+  so.poll_interval =
+      std::min<std::chrono::milliseconds>(so.poll_interval, std::max(so.lease_ttl / 4, std::chrono::milliseconds(1)));
+  so.on_lease_lost = [lost = st->lost](const std::string&, std::int64_t) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto n = ::write(lost, &one, sizeof one);
+  };
+  std::weak_ptr<redis_run_state> weak = st;
+  so.on_queued = [weak] {
+    if (auto p = weak.lock()) {
+      std::lock_guard lock(p->mutex);
+      if (p->on_queued) p->on_queued();
+    }
+  };
+  st->limiter_options.timeout = call_timeout;
+  st->limiter_options.breaker.failure_threshold = 0;  // one process, one decision at a time: every one asks Redis
+  // The checks the constructors make, made now: bad input is exit status 2 before any connection.
+  try {
+    redis::check_semaphore_name(s.name);
+    if (s.rate) (void)redis::gcra(st->conn, s.name, *s.rate, s.burst, st->limiter_options);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error("invalid --name " + quote(s.name) + ": " + without_cpp_name(e.what()));
+  }
+  return std::make_unique<redis_source>(std::move(st));
+}
+
+}  // namespace admit::cli

@@ -1,0 +1,135 @@
+// The directory the host-local limit of `admit run` keeps (src/cli/common/local_limit.hpp), as others see it:
+// inspect_local lists holders and waiters with their info, tickets increase across runs, an entry removed by hand ends
+// the wait naming it; and the checks of the configuration (names, weights, the directory, the default directory).
+#include <gtest/gtest.h>
+
+#include "local_limit_testing.hpp"
+
+namespace {
+
+using namespace admit::cli::local_limit_testing;
+
+TEST_F(LocalLimit, InspectListsHoldersAndWaitersWithTheirInfo) {
+  EXPECT_FALSE(inspect_local(dir_, "db").exists);
+  auto c = config(3, 2);
+  c.info = {"host-h", 1234, "make -j2", 0};
+  auto held = local_limit(c).acquire(std::nullopt, true, {});
+  ASSERT_TRUE(held);
+  c.info = {"host-w", 5678, "cc \xff bad utf-8", 0};
+  std::jthread waiter([&] { (void)local_limit(c).acquire(in(10s), false, {}); });
+  ASSERT_TRUE(eventually([&] { return waiters() == 1; }));
+  // An entry left by a process that died (not locked) is not listed, and is removed.
+  std::ofstream(name_dir() / "h.00000000000000000099") << R"({"weight":3,"pid":1})" << '\n';
+  auto r = inspect_local(dir_, "db");
+  EXPECT_TRUE(r.exists);
+  ASSERT_EQ(r.snapshot.holders.size(), 1u);
+  ASSERT_EQ(r.snapshot.waiters.size(), 1u);
+  const auto& h = r.snapshot.holders[0];
+  EXPECT_EQ(h.ticket, held->ticket());
+  EXPECT_EQ(h.weight, 2);
+  EXPECT_EQ(h.info.host, "host-h");
+  EXPECT_EQ(h.info.pid, 1234);
+  EXPECT_EQ(h.info.command, "make -j2");
+  EXPECT_GT(h.info.started_unix_ms, 0);
+  const auto& w = r.snapshot.waiters[0];
+  EXPECT_GT(w.ticket, h.ticket);
+  EXPECT_EQ(w.info.host, "host-w");
+  EXPECT_EQ(w.info.command.substr(0, 3), "cc ");
+  EXPECT_FALSE(fs::exists(name_dir() / "h.00000000000000000099"));
+  held->release();
+}
+
+TEST_F(LocalLimit, TicketsIncreaseAcrossRuns) {
+  auto c = config(1);
+  std::uint64_t last = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto p = local_limit(c).acquire(std::nullopt, true, {});
+    ASSERT_TRUE(p);
+    EXPECT_GT(p->ticket(), last);
+    last = p->ticket();
+  }
+}
+
+TEST_F(LocalLimit, WeightAboveCapacityIsRefused) {
+  EXPECT_EQ(local_limit(config(2, 3)).acquire(std::nullopt, false, {}).error(), admit::errc::exceeds_capacity);
+}
+
+TEST_F(LocalLimit, BadNamesAndValuesAreRefused) {
+  for (const std::string& name :
+       std::vector<std::string>{"", ".", "..", "a/b", "a b", "caf\xc3\xa9", "x\n", std::string(201, 'n')}) {
+    auto c = config(1);
+    c.name = name;
+    try {
+      local_limit limit(c);
+      ADD_FAILURE() << "accepted \"" << name << "\"";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("\"" + name + "\""), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("A-Z a-z 0-9 . _ -"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(inspect_local(dir_, name), std::invalid_argument);
+  }
+  EXPECT_NO_THROW(check_local_name(std::string(200, 'n')));
+  EXPECT_NO_THROW(check_local_name("build.cache_v2-x"));
+  auto bad = [&](auto edit) {
+    auto c = config(1);
+    edit(c);
+    EXPECT_THROW(local_limit{c}, std::invalid_argument);
+  };
+  bad([](auto& c) { c.weight = 0; });
+  bad([](auto& c) { c.capacity = -1; });
+  bad([](auto& c) { c.capacity = 0; });  // and no rate
+  bad([](auto& c) { c.interval = 0ns; });
+  bad([](auto& c) { c.interval = 1s, c.burst = 0; });
+  bad([](auto& c) { c.poll_interval = 0ns; });
+}
+
+TEST_F(LocalLimit, EntryRemovedByHandEndsTheWaitNamingIt) {
+  auto c = config(1);
+  auto held = local_limit(c).acquire(std::nullopt, true, {});
+  ASSERT_TRUE(held);
+  std::string message;
+  std::jthread waiter([&] {
+    try {
+      (void)local_limit(c).acquire(in(10s), false, {});
+    } catch (const std::system_error& e) {
+      message = e.what();
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return files("w.") == 1; }));
+  for (const auto& e : fs::directory_iterator(name_dir())) {
+    if (e.path().filename().string().starts_with("w.")) fs::remove(e.path());
+  }
+  waiter.join();
+  EXPECT_NE(message.find((name_dir() / "w.0000000000000000000").string()), std::string::npos) << message;
+}
+
+TEST_F(LocalLimit, DirectoryThatCannotBeCreatedNamesThePath) {
+  std::ofstream(root_ / "a file") << "x";
+  auto c = config(1);
+  c.directory = root_ / "a file" / "limits";
+  try {
+    local_limit limit(c);
+    ADD_FAILURE() << "created a directory under a file";
+  } catch (const std::system_error& e) {
+    EXPECT_NE(std::string(e.what()).find((root_ / "a file").string()), std::string::npos) << e.what();
+  }
+}
+
+TEST(DefaultLockDirectory, FollowsTheEnvironment) {
+  auto saved = [](const char* n) { return std::getenv(n) ? std::optional<std::string>(std::getenv(n)) : std::nullopt; };
+  auto lock_dir = saved("ADMIT_LOCK_DIR"), runtime = saved("XDG_RUNTIME_DIR");
+  ::setenv("ADMIT_LOCK_DIR", "/some where/locks", 1);
+  ::setenv("XDG_RUNTIME_DIR", "/run/user/42", 1);
+  EXPECT_EQ(default_lock_directory(), fs::path("/some where/locks"));
+  ::unsetenv("ADMIT_LOCK_DIR");
+  EXPECT_EQ(default_lock_directory(), fs::path("/run/user/42/admit"));
+  ::setenv("XDG_RUNTIME_DIR", "", 1);
+  EXPECT_EQ(default_lock_directory(), fs::path("/tmp/admit-" + std::to_string(::getuid())));
+  auto restore = [](const char* n, const std::optional<std::string>& v) {
+    v ? ::setenv(n, v->c_str(), 1) : ::unsetenv(n);
+  };
+  restore("ADMIT_LOCK_DIR", lock_dir);
+  restore("XDG_RUNTIME_DIR", runtime);
+}
+
+}  // namespace
