@@ -67,6 +67,9 @@ TEST_F(AdmitDecideFailures, WrongPasswordIsExitStatus69) {
   EXPECT_EQ(r.status, 69) << r.err;
   EXPECT_NE(r.err.find("authentication failed at redis://" + where + ": WRONGPASS"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("not-the-password"), std::string::npos) << r.err;
+  // Waiting cannot fix a wrong password: the refusal names no time to retry after.
+  EXPECT_NE(r.out.find("refused: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("retry_after"), std::string::npos) << r.out;
   const run_result i = admit_cli({"inspect", "--redis", url, "db"});
   EXPECT_EQ(i.status, 69) << i.err;
   EXPECT_NE(i.err.find("WRONGPASS"), std::string::npos) << i.err;

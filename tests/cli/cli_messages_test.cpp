@@ -1,0 +1,216 @@
+// What `admit` says to bad input, end to end: the built tool (ADMIT_CLI, its path, given by tools/admit/CMakeLists.txt)
+// run as a child process, one row a command line: its exit status and a text its standard error must contain. Every
+// subcommand's options are here: an unknown option is named as such with the nearest known one, and never blames a
+// valid argument; a bad value is named with the option, the value as typed and what is accepted. No message shows a
+// C++ name (admit::...). The rows that need a running Redis are in tests/redis/cli/redis_cli_failures_test.cpp.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../redis/support/child_process.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using admit::redis::testing::run_program;
+using admit::redis::testing::run_result;
+
+// "@trace" in a row's arguments is a small trace file, "@dir" a directory (both exist), "@locks" a lock directory.
+struct row {
+  std::vector<std::string> args;
+  int status;
+  std::string err_contains;
+  std::string err_lacks = {};  // a text standard error must not contain ("@trace": the trace's path)
+};
+
+class AdmitMessages : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef ADMIT_CLI
+    GTEST_SKIP() << "the admit command line tool is not built (ADMIT_BUILD_TOOLS=OFF)";
+#endif
+    dir_ = fs::temp_directory_path() / ("admit messages " + std::to_string(::getpid()));
+    fs::create_directories(dir_ / "config dir");
+    std::ofstream(dir_ / "trace.txt") << "0\n0.5 2\n1\n";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::string expand(const std::string& word) const {
+    if (word == "@trace") return (dir_ / "trace.txt").string();
+    if (word == "@dir") return (dir_ / "config dir").string();
+    if (word == "@locks") return (dir_ / "locks").string();
+    return word;
+  }
+
+  run_result admit(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv;
+#ifdef ADMIT_CLI
+    argv.push_back(ADMIT_CLI);
+#endif
+    for (const auto& a : args) argv.push_back(expand(a));
+    return run_program(std::move(argv));
+  }
+
+  // Whether this build has the subcommand (decide needs admit::redis, serve ADMIT_SERVE).
+  bool has(const std::string& command) {
+    const auto [at, added] = built_.try_emplace(command, false);
+    if (added) at->second = admit({command, "--help"}).status == 0;
+    return at->second;
+  }
+
+  void check(const std::vector<row>& rows) {
+    for (const row& r : rows) {
+      if (!has(r.args.front())) continue;
+      const run_result got = admit(r.args);
+      std::string line = "admit";
+      for (const auto& a : r.args) line += " " + a;
+      SCOPED_TRACE(line);
+      EXPECT_EQ(got.status, r.status) << got.err;
+      EXPECT_NE(got.err.find(r.err_contains), std::string::npos) << "stderr: " << got.err;
+      EXPECT_EQ(got.err.find("admit::"), std::string::npos) << "a C++ name: " << got.err;
+      EXPECT_EQ(got.err.find("not expected"), std::string::npos) << "blames an argument: " << got.err;
+      if (!r.err_lacks.empty()) {
+        EXPECT_EQ(got.err.find(expand(r.err_lacks)), std::string::npos) << got.err;
+      }
+    }
+  }
+
+  fs::path dir_;
+  std::map<std::string, bool> built_;
+};
+
+TEST_F(AdmitMessages, UnknownOptionsAreNamedWithTheNearestKnownOne) {
+  check({
+      // replay: the mistyped option is named, the valid trace file after its value is not.
+      {{"replay", "-a", "token-bucket", "-r", "1/s", "--brust", "5", "@trace"},
+       2,
+       "admit replay: unknown option --brust; did you mean --burst?\n",
+       "@trace"},
+      {{"replay", "-a", "token-bucket", "-r", "1/s", "--frobnicate", "@trace"},
+       2,
+       "admit replay: unknown option --frobnicate (`admit replay --help` lists the options)\n"},
+      {{"replay", "-a", "gcra", "-r", "1/s", "--widnow=2s", "@trace"},
+       2,
+       "unknown option --widnow; did you mean --window?"},
+      {{"replay", "-x", "-a", "gcra", "-r", "1/s", "@trace"}, 2, "admit replay: unknown option -x ("},
+      // decide
+      {{"decide", "--redis", "redis://127.0.0.1:1", "--rtae", "1/s", "k"},
+       2,
+       "unknown option --rtae; did you mean --rate?"},
+      {{"decide", "--redis", "redis://127.0.0.1:1", "-r", "1/s", "--fail-opne", "k"},
+       2,
+       "unknown option --fail-opne; did you mean --fail-open?"},
+      // inspect
+      {{"inspect", "--mots", "5", "db"}, 2, "admit inspect: unknown option --mots; did you mean --most?"},
+      // run: a mistyped option before the command is an error, not the command (it ran "--tiemout": exit 127).
+      {{"run", "--concurrency", "1", "--name", "n", "--tiemout", "5s", "--", "echo", "hi"},
+       2,
+       "admit run: unknown option --tiemout; did you mean --timeout?"},
+      {{"run", "-c", "1", "--name", "n", "--lock-dri", "@locks", "--", "true"}, 2, "did you mean --lock-dir?"},
+      // serve
+      {{"serve", "--confgi", "@dir"}, 2, "admit serve: unknown option --confgi; did you mean --config?"},
+  });
+}
+
+TEST_F(AdmitMessages, WordsAfterTheOptionsAreTheCommandsOwn) {
+  check({
+      // After "--", and from the first word that is not an option, what follows is the command's.
+      {{"run", "-c", "1", "--name", "n", "--lock-dir", "@locks", "--", "sh", "-c", "exit 3", "--tiemout"}, 3, ""},
+      {{"run", "-c", "1", "--name", "n", "--lock-dir", "@locks", "sh", "-c", "exit 4", "--tiemout"}, 4, ""},
+  });
+}
+
+TEST_F(AdmitMessages, BadValuesNameTheOptionTheValueAndWhatIsAccepted) {
+  check({
+      // --rate, as replay, decide and run read it.
+      {{"replay", "-a", "gcra", "-r", "-5/s", "@trace"},
+       2,
+       "invalid --rate \"-5/s\": the count must not be negative; expected N/s"},
+      {{"replay", "-a", "gcra", "--rate", "1e10/s", "@trace"},
+       2,
+       "invalid --rate \"1e10/s\": the count \"1e10\" has an exponent; write its digits out"},
+      {{"replay", "-a", "gcra", "-r", "5/-1s", "@trace"},
+       2,
+       "invalid --rate \"5/-1s\": the period \"-1s\" must be a unit with no sign"},
+      {{"replay", "-a", "gcra", "-r", "5/", "@trace"}, 2, "invalid --rate \"5/\": missing the unit after '/'"},
+      {{"run", "-c", "1", "--rate", "-5/s", "--name", "n", "--", "true"}, 2, "invalid --rate \"-5/s\": the count must"},
+      {{"decide", "--redis", "redis://127.0.0.1:1", "--rate", "1e10/s", "k"},
+       2,
+       "invalid --rate \"1e10/s\": the count"},
+      // replay's other options.
+      {{"replay", "-a", "token-bucket", "-r", "1/s", "-b", "ten", "@trace"},
+       2,
+       "invalid --burst \"ten\": expected a whole number"},
+      {{"replay", "-a", "fixed-window", "-r", "1/s", "-w", "1 sec", "@trace"}, 2, "invalid --window \"1 sec\""},
+      {{"replay", "-a", "pacer", "-r", "1/s", "--slack", "-1", "@trace"},
+       2,
+       "invalid --slack \"-1\": must not be negative"},
+      {{"replay", "-a", "warmup", "-r", "1/s", "--warmup", "ten", "@trace"}, 2, "invalid --warmup \"ten\""},
+      {{"replay", "-a", "gcra", "-r", "1/s", "-m", "later", "@trace"},
+       2,
+       "invalid --mode \"later\": expected allow or reserve"},
+      {{"replay", "-a", "leaky", "-r", "1/s", "@trace"},
+       2,
+       "unknown --algorithm \"leaky\": expected one of token-bucket|"},
+      {{"replay", "-a", "concurrency", "-l", "many", "@trace"}, 2, "invalid --limit \"many\": expected a whole number"},
+      {{"replay", "-a", "concurrency", "-l", "2", "--max-waiters", "few", "@trace"},
+       2,
+       "invalid --max-waiters \"few\""},
+      {{"replay", "-a", "concurrency", "-l", "2", "--timeout", "soon", "@trace"}, 2, "invalid --timeout \"soon\""},
+      // --plot names a directory: said so, not "only SVG is written".
+      {{"replay", "-a", "gcra", "-r", "1/s", "--plot", "@dir", "@trace"},
+       2,
+       "\": it is a directory; give a file name ending in .svg"},
+      // decide: its own algorithms only, a rate Redis takes, its numbers.
+      {{"decide", "--redis", "redis://127.0.0.1:1", "-a", "concurrency", "-r", "1/s", "k"},
+       2,
+       "unknown --algorithm \"concurrency\": expected one of "
+       "token-bucket|gcra|fixed-window|sliding-window|sliding-log\n"},
+      {{"decide", "--redis", "redis://127.0.0.1:1", "-a", "pacer", "-r", "1/s", "k"},
+       2,
+       "invalid --algorithm \"pacer\": it has no distributed form; use gcra, token-bucket, fixed-window, "
+       "sliding-window or sliding-log\n"},
+      {{"decide", "--redis", "redis://127.0.0.1:1", "--rate", "0/s", "k"},
+       2,
+       "invalid --rate \"0/s\": must be above zero"},
+      {{"decide", "--redis", "redis://127.0.0.1:1", "-r", "1/s", "--cost", "many", "k"}, 2, "invalid --cost \"many\""},
+      {{"decide", "--redis", "redis://127.0.0.1:1", "-r", "1/s", "--timeout", "0s", "k"},
+       2,
+       "invalid --timeout \"0s\": must be positive"},
+      {{"decide", "--redis", "redis://127.0.0.1:1", "-r", "1/s", "-b", "0", "k"}, 2, "invalid --burst \"0\""},
+      // inspect: the name and the numbers, before any connection.
+      {{"inspect", "--redis", "redis://127.0.0.1:1", "{admit}"},
+       2,
+       "invalid NAME \"{admit}\": name must not contain '{' or '}'"},
+      {{"inspect", "--most", "zero", "db"}, 2, "invalid --most \"zero\": expected a whole number"},
+      {{"inspect", "--redis", "redis://127.0.0.1:1", "--timeout", "soon", "db"}, 2, "invalid --timeout \"soon\""},
+      // run
+      {{"run", "--concurrency", "many", "--name", "n", "--", "true"},
+       2,
+       "invalid --concurrency \"many\": expected a whole number"},
+      {{"run", "-c", "2", "--weight", "0", "--name", "n", "--", "true"}, 2, "invalid --weight \"0\""},
+      {{"run", "-c", "1", "--max-waiters", "some", "--name", "n", "--", "true"}, 2, "invalid --max-waiters \"some\""},
+      {{"run", "-c", "1", "--timeout", "soon", "--name", "n", "--", "true"},
+       2,
+       "invalid --timeout \"soon\": expected a duration"},
+      {{"run", "-c", "1", "--redis", "redis://127.0.0.1:1", "--on-lease-lost", "pause", "--name", "n", "--", "true"},
+       2,
+       "invalid --on-lease-lost \"pause\": use term, kill or ignore"},
+      // serve
+      {{"serve", "--config", "@dir", "--redis-timeout", "soon"},
+       2,
+       "invalid --redis-timeout \"soon\": expected a whole number of milliseconds"},
+      {{"serve", "--config", "@dir", "--grpc-port", "http"}, 2, "--grpc-port"},
+  });
+}
+
+}  // namespace
