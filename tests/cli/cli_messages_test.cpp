@@ -121,6 +121,20 @@ TEST_F(AdmitMessages, UnknownOptionsAreNamedWithTheNearestKnownOne) {
   });
 }
 
+TEST_F(AdmitMessages, WhatTheParserRefusesIsSaidAsTheSubcommands) {
+  check({
+      // An argument too many is named (the valid trace before it is not).
+      {{"replay", "-a", "gcra", "-r", "1/s", "@trace", "extra.txt"},
+       2,
+       "admit replay: unexpected argument \"extra.txt\" ("},
+      {{"replay", "-a", "gcra", "-r"}, 2, "admit replay: --rate needs a value (RATE)"},
+      {{"decide", "k"}, 2, "admit decide: --redis is required"},
+      {{"run", "--concurrency"}, 2, "admit run: --concurrency needs a value (N)"},
+      {{"inspect"}, 2, "admit inspect: name is required"},
+      {{"serve", "--fail-open", "--fail-closed"}, 2, "admit serve: --fail-open excludes --fail-closed"},
+  });
+}
+
 TEST_F(AdmitMessages, WordsAfterTheOptionsAreTheCommandsOwn) {
   check({
       // After "--", and from the first word that is not an option, what follows is the command's.

@@ -116,7 +116,20 @@ int dispatch(CLI::App& app, std::span<const subcommand> commands, int argc, char
       err << command_list(app);
       return exit_bad_input;
     }
-    app.exit(e, std::cout, err);  // prints the message
+    // CLI11's words, as the subcommand's ("admit replay: --rate: 1 required RATE missing"); extra arguments named
+    // each as given.
+    std::string what = e.what();
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && chosen != nullptr) {
+      what.clear();
+      for (const std::string& extra : chosen->app->remaining()) what += (what.empty() ? "" : " ") + quote(extra);
+      what = "unexpected argument " + what;
+    } else if (const auto at = what.find(": 1 required "); at != std::string::npos && what.ends_with(" missing")) {
+      // "--rate: 1 required RATE missing"
+      const std::size_t from = at + 13;
+      what = what.substr(0, at) + " needs a value (" + what.substr(from, what.size() - 8 - from) + ")";
+    }
+    err << prefix << what << " (`admit " << (chosen != nullptr ? chosen->app->get_name() + " " : std::string())
+        << "--help` says what is accepted)\n";
     return exit_bad_input;
   }
   for (const subcommand& c : commands) {
