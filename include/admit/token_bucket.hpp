@@ -14,7 +14,9 @@
 // refusal writes nothing. Nothing refills in the background: the state is brought up to date lazily from `now`.
 // The interval is rounded up to whole nanoseconds, so the bucket never admits more than rate·w + burst in any
 // window w, and a full burst always fits at once.
-// The arithmetic on plain values lives in detail/token_bucket_math.hpp, shared with admit::keyed<token_bucket>.
+// The arithmetic on plain values lives in detail/token_bucket_math.hpp, shared with admit::keyed<token_bucket>; the
+// state, its configuration and what changes them outside a decision (reconfiguration, cancellation) in
+// detail/token_bucket_state.hpp; the reservation in detail/token_bucket_reservation.hpp.
 //
 // Deliberate differences from x/time/rate:
 // - A `now` earlier than that of the latest admission (or reconfiguration) is treated as that later `now`: it never
@@ -40,13 +42,10 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cassert>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <limits>
-#include <mutex>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -54,14 +53,13 @@
 
 #include "admit/clock.hpp"
 #include "admit/decision.hpp"
-#include "admit/detail/atomic_max.hpp"
 #include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/check_n.hpp"
 #include "admit/detail/rate_limiter_base.hpp"
 #include "admit/detail/saturating.hpp"
-#include "admit/detail/seqlock.hpp"
 #include "admit/detail/sleep.hpp"
 #include "admit/detail/token_bucket_math.hpp"
+#include "admit/detail/token_bucket_state.hpp"
 #include "admit/rate.hpp"
 #include "admit/reservation.hpp"
 #include "admit/wait_result.hpp"
@@ -80,13 +78,8 @@ class basic_token_bucket : public detail::rate_limiter_base {
   // A full bucket of `burst` tokens refilling at `r`. Burst zero admits nothing but n == 0 (unless the rate is inf).
   // Throws std::invalid_argument, naming the values, when burst is negative or when refilling the whole burst takes
   // more than 2^62 ns (146 years: e.g. a burst above 4.6e12 at 1000/s), the range of the nanosecond state.
-  basic_token_bucket(rate r, std::int64_t burst, oversize_policy policy = oversize_policy::reject) : policy_(policy) {
-    const std::int64_t t = to_ns<Clock>(Clock::now());
-    const config c = make_config(r, burst, t);
-    write_config(c, r);  // no other thread can see the bucket yet: no sequence bump needed
-    // "Long ago": below t - tol for every t, so the bucket starts full; every use of it saturates.
-    state_.tat.store(detail::ns_min, std::memory_order_relaxed);
-  }
+  basic_token_bucket(rate r, std::int64_t burst, oversize_policy policy = oversize_policy::reject)
+      : state_(r, burst, to_ns<Clock>(Clock::now())), policy_(policy) {}
 
   basic_token_bucket(const basic_token_bucket&) = delete;
   basic_token_bucket& operator=(const basic_token_bucket&) = delete;
@@ -174,43 +167,38 @@ class basic_token_bucket : public detail::rate_limiter_base {
   // Change the rate at `now`, keeping the tokens accrued up to `now` (and any debt of reservations made, which is
   // then paid back at the new rate) — x/time/rate SetLimitAt. Thread-safe; serialized with other setters; concurrent
   // decisions stay lock-free (one racing the change may be accounted at the old rate).
-  void set_rate_at(time_point now, rate r) { reconfigure(to_ns<Clock>(now), &r, nullptr); }
+  void set_rate_at(time_point now, rate r) { state_.reconfigure(to_ns<Clock>(now), &r, nullptr); }
   void set_rate(rate r) { set_rate_at(Clock::now(), r); }
 
   // Change the burst at `now`, keeping the tokens accrued up to `now` (capped at the new burst) — SetBurstAt.
   // Throws std::invalid_argument when negative.
-  void set_burst_at(time_point now, std::int64_t burst) { reconfigure(to_ns<Clock>(now), nullptr, &burst); }
+  void set_burst_at(time_point now, std::int64_t burst) { state_.reconfigure(to_ns<Clock>(now), nullptr, &burst); }
   void set_burst(std::int64_t burst) { set_burst_at(Clock::now(), burst); }
 
   // --- Observers ---------------------------------------------------------------------------------------------------
 
   // Tokens available at `now` (negative while reservations are outstanding; the burst when the rate is inf).
   [[nodiscard]] double tokens_at(time_point now) const noexcept {
-    const snapshot s = load(effective_now(to_ns<Clock>(now)));
+    const snapshot s = state_.load(state_.effective_now(to_ns<Clock>(now)));
     if (s.cfg.inf()) return static_cast<double>(s.cfg.burst);
-    return tokens_of(s.cfg, s.tat, s.t);
+    return detail::token_bucket_tokens(s.cfg, s.tat, s.t);
   }
   [[nodiscard]] double tokens() const noexcept { return tokens_at(Clock::now()); }
   // Whether reservations have put the bucket in debt at `now` (fewer than zero tokens): then nothing passes, not even
   // n == 0, until time_until_available_at(now, 0). False for the infinite and the zero rate. Consumes nothing.
   [[nodiscard]] bool in_debt_at(time_point now) const noexcept {
-    const snapshot s = load(effective_now(to_ns<Clock>(now)));
+    const snapshot s = state_.load(state_.effective_now(to_ns<Clock>(now)));
     return detail::token_bucket_debt_wait(s.cfg, s.tat, s.t) != 0;
   }
   [[nodiscard]] bool in_debt() const noexcept { return in_debt_at(Clock::now()); }
-  [[nodiscard]] rate get_rate() const { return configured_rate(); }
-  [[nodiscard]] std::int64_t burst() const noexcept { return load(0).cfg.burst; }
+  [[nodiscard]] rate get_rate() const { return state_.configured_rate(); }
+  [[nodiscard]] std::int64_t burst() const noexcept { return state_.load(0).cfg.burst; }
   [[nodiscard]] oversize_policy policy() const noexcept { return policy_; }
 
  private:
-  // The configuration, derived from rate and burst; published under a sequence lock so that a decision always sees
-  // one consistent configuration together with a state that belongs to it.
+  // The state, its configuration and what changes them outside a decision: detail/token_bucket_state.hpp.
   using config = detail::token_bucket_config;
-  struct snapshot {
-    config cfg;
-    std::int64_t tat = 0;
-    std::int64_t t = 0;  // the effective now (never earlier than the latest now seen)
-  };
+  using snapshot = detail::token_bucket_state::snapshot;
   enum class mode { allow, reserve, query };
   struct outcome {
     bool ok = false;
@@ -222,68 +210,12 @@ class basic_token_bucket : public detail::rate_limiter_base {
     bool never = false;  // the tokens never will be there (see token_bucket_step_result)
   };
 
-  // The rate as configured (its exact interval, before rounding), from the value write_config() stored.
-  rate configured_rate() const {
-    const double interval = config_.interval.load(std::memory_order_acquire);
-    if (interval == 0) return rate::inf();
-    if (std::isinf(interval)) return rate{};
-    return rate::every(std::chrono::duration<double, std::nano>(interval));
-  }
-
-  // Throws std::invalid_argument naming the values when the burst is negative or its refill exceeds 2^62 ns.
-  static config make_config(rate r, std::int64_t burst, std::int64_t now_ns) {
-    return detail::make_token_bucket_config(r, burst, now_ns);
-  }
-
-  // A signed number of nanoseconds from a double, rounded up and saturating instead of overflowing.
-  static std::int64_t ceil_signed_ns(double ns) noexcept {
-    if (!(ns > -9.2e18)) return detail::ns_min;
-    if (!(ns < 9.2e18)) return detail::ns_max;
-    return static_cast<std::int64_t>(std::ceil(ns));
-  }
-
-  // Tokens held at effective time t for state tat (may be negative).
-  static double tokens_of(const config& c, std::int64_t tat, std::int64_t t) noexcept {
-    return detail::token_bucket_tokens(c, tat, t);
-  }
-
-  std::int64_t effective_now(std::int64_t t) const noexcept {
-    return std::max(t, state_.last_now.load(std::memory_order_relaxed));
-  }
-  // Records `t` as seen. Called only after a committed change (the cache line is then this thread's already), so that
-  // refusals stay read-only and threads that are refused do not fight over the line. Racy by design: a concurrent
-  // smaller store can win, which only makes a later out-of-order `now` see slightly fewer tokens — never more.
-  void note_now(std::int64_t t) noexcept {
-    if (t > state_.last_now.load(std::memory_order_relaxed)) state_.last_now.store(t, std::memory_order_relaxed);
-  }
-
-  // A consistent (config, state) pair. Spins only while a setter is publishing a new configuration.
-  // Always inlined (as step() and read_config()): g++ 12 otherwise calls them out of line and copies the structs
-  // through the stack, tripling the instructions of a decision (bench/, callgrind).
-  [[gnu::always_inline]] snapshot load(std::int64_t t) const noexcept {
-    for (unsigned spins = 0;; ++spins) {
-      const std::uint64_t seq = config_.seq.read_begin();
-      if (detail::seqlock::writing(seq)) {
-        // A setter is publishing (a handful of stores under its mutex). Should it be preempted meanwhile, give the CPU
-        // away rather than spin against it.
-        detail::seqlock::pause(spins);
-        continue;
-      }
-      snapshot s;
-      s.tat = state_.tat.load(std::memory_order_acquire);
-      s.cfg = read_config();
-      if (!config_.seq.read_validate(seq)) continue;
-      s.t = t;
-      return s;
-    }
-  }
-
   // The decision logic: one function for allow, reserve and query, so they cannot drift apart.
   [[gnu::always_inline]] outcome step(std::int64_t now_ns, std::int64_t n, mode m, std::int64_t max_wait) {
     detail::check_n("admit::token_bucket", n);
-    const std::int64_t t = effective_now(now_ns);
+    const std::int64_t t = state_.effective_now(now_ns);
     for (;;) {
-      const snapshot s = load(t);
+      const snapshot s = state_.load(t);
       outcome o;
       o.cfg = s.cfg;
       o.t = t;
@@ -300,7 +232,7 @@ class basic_token_bucket : public detail::rate_limiter_base {
         if (m == mode::query) return o;
         if (m == mode::allow ? o.wait != 0 : o.wait > max_wait) return o;
         o.time_to_act = o.wait == 0 ? now_ns : detail::sat_add(t, o.wait);
-        if (m == mode::reserve) raise_last_event(o.time_to_act);
+        if (m == mode::reserve) state_.raise_last_event(o.time_to_act);
         o.ok = true;
         return o;
       }
@@ -314,12 +246,11 @@ class basic_token_bucket : public detail::rate_limiter_base {
       const std::int64_t time_to_act = o.wait == 0 ? now_ns : detail::sat_add(t, o.wait);
       // A reservation announces its time before it commits, so that a cancellation that sees the commit also sees
       // the time (cancel_reservation): too high a last_event only makes a cancellation give back less, never more.
-      if (m == mode::reserve) raise_last_event(time_to_act);
-      std::int64_t expected = s.tat;
-      if (!state_.tat.compare_exchange_weak(expected, new_tat, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      if (m == mode::reserve) state_.raise_last_event(time_to_act);
+      if (!state_.try_commit(s.tat, new_tat)) {
         continue;  // lost a race: decide again on the fresh state (never a spurious refusal)
       }
-      note_now(t);
+      state_.note_now(t);
       o.ok = true;
       o.tat = new_tat;
       o.time_to_act = time_to_act;
@@ -361,142 +292,8 @@ class basic_token_bucket : public detail::rate_limiter_base {
     return reservation{this, n, o.time_to_act, o.cfg.interval(), o.cfg.inf()};
   }
 
-  void raise_last_event(std::int64_t t) noexcept { detail::raise_to(state_.last_event, t, std::memory_order_release); }
-
-  // The last event: x/time/rate's lastEvent, the time to act of the latest reservation. x/time/rate assigns it at
-  // each reservation, so it moves back when a reservation acts earlier than the one before it (after a rate increase,
-  // or after a cancellation gave tokens back). Here reservations raise state_.last_event without a lock; the times
-  // they raise it with only grow while nothing gives tokens back or changes the configuration, so the maximum is the
-  // latest. Cancellation and reconfiguration (under setter_) begin a new epoch instead: they fold the epoch's value
-  // into epoch_start_event_ and reset last_event to "none yet", so the next reservation sets it, earlier or not.
-  // Must be called under setter_.
-  std::int64_t begin_event_epoch() noexcept {
-    const std::int64_t raised = state_.last_event.exchange(detail::ns_min, std::memory_order_acq_rel);
-    if (raised != detail::ns_min) epoch_start_event_ = raised;
-    return epoch_start_event_;
-  }
-
-  // x/time/rate CancelAt, on the TAT: give back the tokens of a reservation that later reservations do not depend on.
-  // The state is read before the last event and the give-back commits only if the state is still the one read: a
-  // reservation that committed in between made its time visible first (step()), so it is either counted as "later"
-  // or makes this attempt fail and start over — the restore is never computed without a reservation that depends on it.
-  // A reservation that announced its time before this attempt's epoch began but commits after the give-back fails its
-  // compare-and-swap (the state changed) and announces again, in the new epoch.
-  void cancel_reservation(std::int64_t now_ns, std::int64_t n, std::int64_t time_to_act, double interval) {
-    std::lock_guard lock(setter_);     // cancellations are rare; serialize them with each other and reconfiguration
-    if (time_to_act < now_ns) return;  // already acted upon (x/time/rate compares with the caller's t)
-    const std::int64_t t = effective_now(now_ns);
-    for (;;) {
-      const std::int64_t tat = state_.tat.load(std::memory_order_acquire);
-      const std::int64_t last_event = begin_event_epoch();
-      // At most n: x/time/rate gives back more than n when the last event is earlier than this reservation's time
-      // (a reservation made after a rate increase, or after another cancellation), which can admit more than the
-      // rate and burst allow.
-      const double later = static_cast<double>(std::max<std::int64_t>(0, detail::sat_sub(last_event, time_to_act)));
-      const double restore = static_cast<double>(n) - later / interval;
-      if (restore <= 0) return;
-      if (!give_back(t, restore, &tat)) continue;
-      if (time_to_act == last_event) {
-        // Nothing after it: the previous reservation's time is the latest again (unless a new one has set it since).
-        const std::int64_t prev = detail::sat_sub(time_to_act, detail::sat_mul(n, static_cast<std::int64_t>(interval)));
-        if (prev >= now_ns) epoch_start_event_ = prev;
-      }
-      return;
-    }
-  }
-
-  // Adds `tokens` (negative: takes them, possibly into debt) at effective time t, capped at the burst. With
-  // `expected_tat`, only if the state is still that value (returns false otherwise, changing nothing).
-  bool give_back(std::int64_t t, double tokens, const std::int64_t* expected_tat = nullptr) noexcept {
-    for (;;) {
-      const snapshot s = load(t);
-      if (s.cfg.inf()) return true;
-      const config& c = s.cfg;
-      const std::int64_t at = c.zero() ? c.frozen : t;
-      const std::int64_t base = std::max(s.tat, detail::sat_sub(at, c.tol));
-      // Rounded towards no change (a refund never gives back more than owed, a charge never takes less).
-      const std::int64_t delta = -ceil_signed_ns(-tokens * c.interval());
-      const std::int64_t new_tat = std::max(detail::sat_sub(base, delta), detail::sat_sub(at, c.tol));
-      if (expected_tat && s.tat != *expected_tat) return false;
-      std::int64_t expected = s.tat;
-      if (state_.tat.compare_exchange_weak(expected, new_tat, std::memory_order_acq_rel, std::memory_order_relaxed)) {
-        return true;
-      }
-      if (expected_tat) return false;
-    }
-  }
-
-  void reconfigure(std::int64_t now_ns, const rate* new_rate, const std::int64_t* new_burst) {
-    std::lock_guard lock(setter_);
-    const std::int64_t t = effective_now(now_ns);
-    note_now(t);
-    const config old = read_config();
-    const rate old_rate = configured_rate();
-    const rate next_rate = new_rate ? *new_rate : old_rate;
-    config next = make_config(next_rate, new_burst ? *new_burst : old.burst, t);
-    if (!new_rate && old.zero()) next.frozen = old.frozen;  // a burst change does not restart a stopped clock
-
-    const std::uint64_t seq = config_.seq.write_begin();  // odd: decisions wait for the new configuration
-    // Reservations from now on set the last event afresh: after a rate increase they act earlier than those before.
-    begin_event_epoch();
-    std::int64_t cur = state_.tat.load(std::memory_order_acquire);
-    for (;;) {
-      // Tokens held at t under the old configuration (the bucket is full after an infinite rate, as in x/time/rate).
-      double tokens = old.inf() ? static_cast<double>(next.burst) : tokens_of(old, cur, t);
-      tokens = std::min(tokens, static_cast<double>(next.burst));
-      const std::int64_t at = next.zero() ? next.frozen : t;
-      std::int64_t converted = next.inf() ? cur : detail::sat_sub(at, ceil_signed_ns(tokens * next.interval()));
-      // A converted state equal to the old one would let a decision computed under the old configuration commit
-      // against the new one (ABA); one nanosecond of difference makes its CAS fail and retry.
-      // (A burst change keeps the interval, so the same value means the same thing and needs no nudge.)
-      if (converted == cur && next_rate != old_rate) converted = detail::sat_add(converted, 1);
-      if (state_.tat.compare_exchange_weak(cur, converted, std::memory_order_acq_rel, std::memory_order_acquire)) {
-        break;
-      }
-    }
-    write_config(next, next_rate);
-    config_.seq.write_end(seq);
-  }
-
-  // The configuration's fields, stored and loaded as detail::seqlock prescribes (release / acquire, no fences).
-  void write_config(const config& c, rate r) noexcept {
-    detail::seqlock::store(config_.interval, r.interval_ns());
-    detail::seqlock::store(config_.burst, c.burst);
-    detail::seqlock::store(config_.cost1, c.cost1);
-    detail::seqlock::store(config_.tol, c.tol);
-    detail::seqlock::store(config_.frozen, c.frozen);
-  }
-  [[gnu::always_inline]] config read_config() const noexcept {
-    config c;
-    c.burst = detail::seqlock::load(config_.burst);
-    c.cost1 = detail::seqlock::load(config_.cost1);
-    c.tol = detail::seqlock::load(config_.tol);
-    c.frozen = detail::seqlock::load(config_.frozen);
-    return c;
-  }
-
-  // Hot, written by every admission: its own cache line.
-  struct alignas(64) hot_state {
-    std::atomic<std::int64_t> tat{0};
-    std::atomic<std::int64_t> last_now{detail::ns_min};    // the latest `now` of a committed change
-    std::atomic<std::int64_t> last_event{detail::ns_min};  // the latest time_to_act of this epoch's reservations
-  };
-  // Read-mostly: another cache line.
-  struct alignas(64) config_state {
-    detail::seqlock seq;  // publishes the fields below together (reconfigure)
-    std::atomic<double> interval{
-        0};  // the configured rate's exact interval_ns(), for get_rate(); not read by decisions
-    std::atomic<std::int64_t> burst{0};
-    std::atomic<std::int64_t> cost1{0};
-    std::atomic<std::int64_t> tol{0};
-    std::atomic<std::int64_t> frozen{0};
-  };
-
-  hot_state state_;
-  config_state config_;
+  detail::token_bucket_state state_;
   const oversize_policy policy_;
-  std::mutex setter_;  // serializes reconfiguration and cancellation; never taken by a decision
-  std::int64_t epoch_start_event_ = detail::ns_min;  // the last event when the epoch began (begin_event_epoch); setter_
 };
 
 using token_bucket = basic_token_bucket<std::chrono::steady_clock>;

@@ -40,7 +40,7 @@ class basic_token_bucket<Clock>::reservation : public basic_reservation<Clock> {
   // Afterwards tokens() is 0; ok() and ready_at() are unchanged.
   void cancel_at(time_point t) {
     if (!this->ok() || inf_ || this->tokens() == 0 || bucket_ == nullptr) return;
-    bucket_->cancel_reservation(to_ns<Clock>(t), this->tokens(), time_to_act_, interval_);
+    bucket_->state_.cancel_reservation(to_ns<Clock>(t), this->tokens(), time_to_act_, interval_);
     this->clear_tokens();
   }
   void cancel() { cancel_at(Clock::now()); }
@@ -54,8 +54,8 @@ class basic_token_bucket<Clock>::reservation : public basic_reservation<Clock> {
     if (!this->ok() || inf_ || bucket_ == nullptr || this->tokens() == 0) return;
     const std::int64_t delta = this->tokens() - actual;
     if (delta != 0) {
-      const std::int64_t tn = bucket_->effective_now(to_ns<Clock>(t));
-      bucket_->give_back(tn, static_cast<double>(delta));
+      detail::token_bucket_state& state = bucket_->state_;
+      state.give_back(state.effective_now(to_ns<Clock>(t)), static_cast<double>(delta));
     }
     this->clear_tokens();
   }
