@@ -1,5 +1,7 @@
 // tests/serve/redis_backend_testing.hpp — what the tests of `admit serve`'s Redis backend share: a hit of a rule, and
-// the backend's asynchronous decide as a blocking call.
+// the backend's asynchronous decide as a blocking call; and for the tests of redis_serve_backend*_test.cpp, a rule of
+// each algorithm, times at the start of a minute, release as a blocking call, the backend's options for a URL, and the
+// fixture `RedisServeBackend` (a backend on a redis-server of its own).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "io_thread.hpp"
+#include "redis_server.hpp"
 #include "serve/config/configuration.hpp"
 #include "serve/engine/redis_backend.hpp"
 
@@ -40,5 +44,51 @@ inline hit_outcome decide_one(redis_backend& b, const hit& h,
   EXPECT_EQ(o.size(), 1u);
   return o.at(0);
 }
+
+// A Unix time at the start of a minute (and of an hour): 1'700'002'800 = 28'333'380 minutes.
+inline constexpr std::int64_t minute_start = 1'700'002'800;
+inline std::chrono::system_clock::time_point at(std::int64_t unix_seconds) {
+  return std::chrono::system_clock::time_point(std::chrono::seconds(unix_seconds));
+}
+
+// A rule of domain.key_value: `requests` per `per` with algorithm `a`, or, for algorithm::concurrency, `requests`
+// at once.
+inline rate_limit_rule rule(std::uint32_t requests, unit per, algorithm a = algorithm::fixed_window) {
+  rate_limit_rule r;
+  r.full_key = "domain.key_value";
+  r.per = per;
+  r.requests_per_unit = requests;
+  r.algorithm = a;
+  if (a == algorithm::concurrency) {
+    r.per = unit::unknown;
+    r.concurrency = requests;
+    r.requests_per_unit = 0;
+  }
+  return r;
+}
+
+// b.release(lease), waited for: whether the lease was held.
+inline bool release(redis_backend& b, std::string lease) {
+  std::promise<bool> p;
+  b.release(std::move(lease), [&p](bool ok) { p.set_value(ok); });
+  return p.get_future().get();
+}
+
+// The options of a backend on `url`.
+inline redis_backend_options options_for(const std::string& url) {
+  using namespace std::chrono_literals;
+  redis_backend_options o;
+  o.url = url;
+  o.timeout = 1s;  // generous: CI machines are slow; the failure tests need no shorter one
+  return o;
+}
+
+// A backend on a redis-server of its own, run on an I/O thread.
+class RedisServeBackend : public ::testing::Test {
+ protected:
+  admit::redis::testing::io_thread io;
+  admit::redis::testing::redis_server server;
+  redis_backend backend{io.executor(), options_for(server.url())};
+};
 
 }  // namespace admit::serve::testing

@@ -1,0 +1,123 @@
+// How `admit serve`'s Redis backend (src/serve/engine/redis_backend.hpp) calls Redis, against a real redis-server
+// and a 3-master Redis Cluster: one script call per batch (and calls shared by requests from many threads), batches
+// capped by max_batch, and on a cluster the counters spread over the masters with one script call per hash slot.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "admit/redis/client/cluster.hpp"
+#include "io_thread.hpp"
+#include "redis_backend_testing.hpp"
+#include "redis_cluster.hpp"
+#include "serve/engine/redis_backend.hpp"
+
+// In the helpers' namespace (redis_backend_testing.hpp), so that their names are found before any other file's when
+// a unity build compiles several test files as one.
+namespace admit::serve::testing {
+
+using namespace std::chrono_literals;
+using admit::redis::testing::io_thread;
+using admit::redis::testing::redis_cluster;
+using state = hit_outcome::state;
+
+TEST_F(RedisServeBackend, OneScriptCallPerBatch) {
+  const rate_limit_rule r = rule(1000, unit::minute);
+  (void)decide_one(backend, make_hit(r, "warm-up"));  // loads the script (NOSCRIPT, SCRIPT LOAD, EVALSHA)
+  (void)server.admin({"CONFIG", "RESETSTAT"});
+  std::vector<hit> hits;
+  for (int i = 0; i < 20; ++i) hits.push_back(make_hit(r, "descriptor_" + std::to_string(i)));
+  const auto outcomes = decide(backend, hits);
+  for (const auto& o : outcomes) EXPECT_EQ(o.result, state::ok) << o.error;
+  EXPECT_EQ(server.calls("evalsha"), 1);  // envoyproxy/ratelimit: 20 INCRBY + 20 EXPIRE
+
+  // Requests from many threads at once share calls.
+  (void)server.admin({"CONFIG", "RESETSTAT"});
+  constexpr int threads = 8, per_thread = 50;
+  std::vector<std::thread> callers;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < threads; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        const auto o =
+            decide(backend, {make_hit(r, std::string("t").append(std::to_string(t))), make_hit(r, "shared")});
+        if (o[0].result == state::ok && o[1].result == state::ok) ++ok;
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(ok.load(), threads * per_thread);
+  EXPECT_LE(server.calls("evalsha"), threads * per_thread);
+}
+
+TEST_F(RedisServeBackend, BatchesAreCappedByMaxBatch) {
+  redis_backend_options o = options_for(server.url());
+  o.max_batch = 4;
+  redis_backend small(io.executor(), o);
+  const rate_limit_rule r = rule(1000, unit::minute);
+  (void)decide_one(small, make_hit(r, "warm-up"));
+  (void)server.admin({"CONFIG", "RESETSTAT"});
+  std::vector<hit> hits;
+  for (int i = 0; i < 10; ++i) hits.push_back(make_hit(r, std::string("d").append(std::to_string(i))));
+  for (const auto& out : decide(small, hits)) EXPECT_EQ(out.result, state::ok) << out.error;
+  EXPECT_EQ(server.calls("evalsha"), 3);  // 4 + 4 + 2
+}
+
+TEST(RedisServeBackendCluster, DecidesOnThreeMasters) {
+  redis_cluster cluster;
+  io_thread io;
+  redis_backend backend(io.executor(), options_for(cluster.url(0)));  // topology: automatic (INFO cluster)
+  EXPECT_EQ(backend.ping(5s), std::nullopt);
+  const rate_limit_rule r = rule(2, unit::hour);
+  const auto now = at(minute_start);
+  std::vector<hit> hits;
+  for (int i = 0; i < 30; ++i) hits.push_back(make_hit(r, "user_" + std::to_string(i)));
+  hits.push_back(make_hit(r, "user_0"));
+  hits.push_back(make_hit(r, "user_0"));
+  const auto outcomes = decide(backend, hits, now);
+  for (std::size_t i = 0; i < 30; ++i) EXPECT_EQ(outcomes[i].result, state::ok) << outcomes[i].error;
+  EXPECT_EQ(outcomes[30].result, state::ok);
+  EXPECT_EQ(outcomes[31].result, state::over_limit);
+  // The counters are spread over the masters (one slot per counter key).
+  std::vector<int> per_node(redis_cluster::size, 0);
+  for (int i = 0; i < 30; ++i) {
+    const std::size_t owner =
+        cluster.owner_of("admit:serve:fw:{user_" + std::to_string(i) + "}:3600:" + std::to_string(minute_start));
+    ASSERT_LT(owner, redis_cluster::size);
+    ++per_node[owner];
+  }
+  for (const int n : per_node) EXPECT_GT(n, 0);
+
+  // One script call per hash slot: 30 hits on 30 counters (loaded on every master above) are as many calls as they
+  // have distinct slots, spread over the masters.
+  for (std::size_t i = 0; i < redis_cluster::size; ++i) (void)cluster.admin(i, {"CONFIG", "RESETSTAT"});
+  std::set<std::uint16_t> slots;
+  for (int i = 0; i < 30; ++i) {
+    slots.insert(admit::redis::hash_slot("admit:serve:fw:{user_" + std::to_string(i) +
+                                         "}:3600:" + std::to_string(minute_start)));
+  }
+  const auto again = decide(backend, std::vector<hit>(hits.begin(), hits.begin() + 30), now);
+  EXPECT_EQ(again[0].result, state::over_limit);  // user_0's fourth hit
+  for (std::size_t i = 1; i < 30; ++i) EXPECT_EQ(again[i].result, state::ok) << again[i].error;
+  long long calls = 0;
+  for (std::size_t i = 0; i < redis_cluster::size; ++i) calls += cluster.calls(i, "evalsha");
+  EXPECT_EQ(calls, static_cast<long long>(slots.size()));
+
+  const rate_limit_rule g = rule(1, unit::hour, algorithm::token_bucket);
+  EXPECT_EQ(decide_one(backend, make_hit(g, "tb")).result, state::ok);
+  EXPECT_EQ(decide_one(backend, make_hit(g, "tb")).result, state::over_limit);
+  const rate_limit_rule c = rule(1, unit::unknown, algorithm::concurrency);
+  const hit_outcome lease = decide_one(backend, make_hit(c, "conc"));
+  ASSERT_EQ(lease.result, state::ok) << lease.error;
+  EXPECT_EQ(decide_one(backend, make_hit(c, "conc")).result, state::over_limit);
+  EXPECT_TRUE(release(backend, lease.lease));
+  EXPECT_EQ(decide_one(backend, make_hit(c, "conc")).result, state::ok);
+}
+
+}  // namespace admit::serve::testing
