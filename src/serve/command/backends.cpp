@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "cli/message.hpp"
+#include "cli/common/message.hpp"
 #include "serve/command/log.hpp"
 #include "serve/engine/in_process_backend.hpp"
 #include "serve/engine/redis_backend.hpp"

@@ -15,6 +15,7 @@
 
 #include "admit/redis/client/connection.hpp"
 #include "io_thread.hpp"
+#include "limiter_testing.hpp"
 #include "redis_server.hpp"
 
 namespace {
@@ -23,21 +24,11 @@ using namespace std::chrono_literals;
 using admit::errc;
 using admit::redis::connection;
 using admit::redis::reply;
+using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
 using clock_type = std::chrono::steady_clock;
 namespace asio = boost::asio;
-
-// Waits (bounded) until `pred` holds: for observing the connection's progress, not for letting time pass.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::seconds limit = 10s) {
-  const auto end = clock_type::now() + limit;
-  while (!pred()) {
-    if (clock_type::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 constexpr auto margin = 150ms;  // scheduling slack on a loaded machine
 

@@ -18,55 +18,55 @@ using admit::redis::breaker_state;
 using admit::redis::circuit_breaker;
 using tp = circuit_breaker::clock::time_point;
 
-constexpr tp at(std::chrono::milliseconds ms) { return tp{ms}; }
+constexpr tp breaker_at(std::chrono::milliseconds ms) { return tp{ms}; }
 
 TEST(RedisCircuitBreaker, OpensAfterTheThresholdOfConsecutiveFailures) {
   circuit_breaker b({.failure_threshold = 3, .open_for = 1s});
-  EXPECT_EQ(b.allow(at(0ms)), breaker_pass::call);
-  EXPECT_FALSE(b.on_failure(at(0ms), breaker_pass::call));
-  EXPECT_FALSE(b.on_failure(at(1ms), breaker_pass::call));
+  EXPECT_EQ(b.allow(breaker_at(0ms)), breaker_pass::call);
+  EXPECT_FALSE(b.on_failure(breaker_at(0ms), breaker_pass::call));
+  EXPECT_FALSE(b.on_failure(breaker_at(1ms), breaker_pass::call));
   EXPECT_FALSE(b.on_success());  // a success in between resets the count
-  EXPECT_FALSE(b.on_failure(at(2ms), breaker_pass::call));
-  EXPECT_FALSE(b.on_failure(at(3ms), breaker_pass::call));
-  EXPECT_EQ(b.state(at(3ms)), breaker_state::closed);
-  EXPECT_TRUE(b.on_failure(at(4ms), breaker_pass::call));   // the third in a row opens it
-  EXPECT_FALSE(b.on_failure(at(5ms), breaker_pass::call));  // already open: reported once
-  EXPECT_EQ(b.state(at(5ms)), breaker_state::open);
-  EXPECT_EQ(b.allow(at(5ms)), breaker_pass::refused);
-  EXPECT_EQ(b.allow(at(1003ms)), breaker_pass::refused);  // open_for counts from the opening failure
+  EXPECT_FALSE(b.on_failure(breaker_at(2ms), breaker_pass::call));
+  EXPECT_FALSE(b.on_failure(breaker_at(3ms), breaker_pass::call));
+  EXPECT_EQ(b.state(breaker_at(3ms)), breaker_state::closed);
+  EXPECT_TRUE(b.on_failure(breaker_at(4ms), breaker_pass::call));   // the third in a row opens it
+  EXPECT_FALSE(b.on_failure(breaker_at(5ms), breaker_pass::call));  // already open: reported once
+  EXPECT_EQ(b.state(breaker_at(5ms)), breaker_state::open);
+  EXPECT_EQ(b.allow(breaker_at(5ms)), breaker_pass::refused);
+  EXPECT_EQ(b.allow(breaker_at(1003ms)), breaker_pass::refused);  // open_for counts from the opening failure
 }
 
 TEST(RedisCircuitBreaker, OneProbeAfterOpenForThenCloseOnSuccess) {
   circuit_breaker b({.failure_threshold = 1, .open_for = 100ms});
-  EXPECT_TRUE(b.on_failure(at(0ms), breaker_pass::call));
-  EXPECT_EQ(b.allow(at(99ms)), breaker_pass::refused);
-  EXPECT_EQ(b.allow(at(100ms)), breaker_pass::probe);
-  EXPECT_EQ(b.allow(at(100ms)), breaker_pass::refused);  // only one probe at a time
-  EXPECT_EQ(b.allow(at(500ms)), breaker_pass::refused);
-  EXPECT_EQ(b.state(at(500ms)), breaker_state::half_open);
+  EXPECT_TRUE(b.on_failure(breaker_at(0ms), breaker_pass::call));
+  EXPECT_EQ(b.allow(breaker_at(99ms)), breaker_pass::refused);
+  EXPECT_EQ(b.allow(breaker_at(100ms)), breaker_pass::probe);
+  EXPECT_EQ(b.allow(breaker_at(100ms)), breaker_pass::refused);  // only one probe at a time
+  EXPECT_EQ(b.allow(breaker_at(500ms)), breaker_pass::refused);
+  EXPECT_EQ(b.state(breaker_at(500ms)), breaker_state::half_open);
   EXPECT_TRUE(b.on_success());  // the probe answered: closed
-  EXPECT_EQ(b.state(at(500ms)), breaker_state::closed);
-  EXPECT_EQ(b.allow(at(500ms)), breaker_pass::call);
+  EXPECT_EQ(b.state(breaker_at(500ms)), breaker_state::closed);
+  EXPECT_EQ(b.allow(breaker_at(500ms)), breaker_pass::call);
   EXPECT_FALSE(b.on_success());
 }
 
 TEST(RedisCircuitBreaker, AFailedProbeReopensForAnotherOpenFor) {
   circuit_breaker b({.failure_threshold = 2, .open_for = 100ms});
-  b.on_failure(at(0ms), breaker_pass::call);
-  ASSERT_TRUE(b.on_failure(at(0ms), breaker_pass::call));
-  ASSERT_EQ(b.allow(at(150ms)), breaker_pass::probe);
-  EXPECT_FALSE(b.on_failure(at(160ms), breaker_pass::probe));  // reopened, not "opened" again
-  EXPECT_EQ(b.state(at(161ms)), breaker_state::open);
-  EXPECT_EQ(b.allow(at(259ms)), breaker_pass::refused);
-  EXPECT_EQ(b.allow(at(260ms)), breaker_pass::probe);
+  b.on_failure(breaker_at(0ms), breaker_pass::call);
+  ASSERT_TRUE(b.on_failure(breaker_at(0ms), breaker_pass::call));
+  ASSERT_EQ(b.allow(breaker_at(150ms)), breaker_pass::probe);
+  EXPECT_FALSE(b.on_failure(breaker_at(160ms), breaker_pass::probe));  // reopened, not "opened" again
+  EXPECT_EQ(b.state(breaker_at(161ms)), breaker_state::open);
+  EXPECT_EQ(b.allow(breaker_at(259ms)), breaker_pass::refused);
+  EXPECT_EQ(b.allow(breaker_at(260ms)), breaker_pass::probe);
   b.cancel_probe();  // the probe was cancelled: another may go
-  EXPECT_EQ(b.allow(at(261ms)), breaker_pass::probe);
+  EXPECT_EQ(b.allow(breaker_at(261ms)), breaker_pass::probe);
 }
 
 TEST(RedisCircuitBreaker, ThresholdZeroNeverOpens) {
   circuit_breaker b({.failure_threshold = 0, .open_for = 1ms});
-  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(b.on_failure(at(0ms), breaker_pass::call));
-  EXPECT_EQ(b.allow(at(0ms)), breaker_pass::call);
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(b.on_failure(breaker_at(0ms), breaker_pass::call));
+  EXPECT_EQ(b.allow(breaker_at(0ms)), breaker_pass::call);
 }
 
 TEST(RedisCircuitBreaker, InvalidOptionsNameTheValue) {
@@ -82,13 +82,13 @@ TEST(RedisCircuitBreaker, InvalidOptionsNameTheValue) {
 TEST(RedisCircuitBreaker, ConcurrentCallersGetExactlyOneProbe) {
   for (int round = 0; round < 200; ++round) {
     circuit_breaker b({.failure_threshold = 1, .open_for = 10ms});
-    b.on_failure(at(0ms), breaker_pass::call);
+    b.on_failure(breaker_at(0ms), breaker_pass::call);
     std::atomic<int> probes{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&] {
         for (int i = 0; i < 100; ++i) {
-          if (b.allow(at(20ms)) == breaker_pass::probe) probes.fetch_add(1);
+          if (b.allow(breaker_at(20ms)) == breaker_pass::probe) probes.fetch_add(1);
         }
       });
     }

@@ -15,7 +15,7 @@ using namespace std::chrono_literals;
 using admit::redis::detail::lease_table;
 using tp = lease_table::clock::time_point;
 
-constexpr tp at(std::chrono::milliseconds ms) { return tp{ms}; }
+constexpr tp lease_at(std::chrono::milliseconds ms) { return tp{ms}; }
 
 TEST(RedisLeaseTable, ACallTakesTheLeaseButNeverFewerThanAskedNorMoreThanTheLimit) {
   const lease_table t(10, 25, 1s, 100);
@@ -35,57 +35,57 @@ TEST(RedisLeaseTable, LeaseOfOneOrLessIsOff) {
     lease_table t(lease, 10, 1s, 100);
     EXPECT_FALSE(t.enabled());
     EXPECT_EQ(t.take(1), 1);
-    t.add("k", 5, at(0ms));
-    EXPECT_EQ(t.try_spend("k", 1, at(0ms)), std::nullopt);
+    t.add("k", 5, lease_at(0ms));
+    EXPECT_EQ(t.try_spend("k", 1, lease_at(0ms)), std::nullopt);
   }
 }
 
 TEST(RedisLeaseTable, TheSurplusIsSpentUntilItRunsOut) {
   lease_table t(10, 100, 1s, 100);
-  EXPECT_EQ(t.try_spend("k", 1, at(0ms)), std::nullopt);  // nothing leased yet
-  ASSERT_TRUE(t.add("k", 9, at(0ms)));
-  EXPECT_EQ(t.try_spend("k", 4, at(1ms)), 5);
-  EXPECT_EQ(t.try_spend("k", 6, at(1ms)), std::nullopt);  // holds 5: nothing spent
-  EXPECT_EQ(t.try_spend("k", 5, at(2ms)), 0);
+  EXPECT_EQ(t.try_spend("k", 1, lease_at(0ms)), std::nullopt);  // nothing leased yet
+  ASSERT_TRUE(t.add("k", 9, lease_at(0ms)));
+  EXPECT_EQ(t.try_spend("k", 4, lease_at(1ms)), 5);
+  EXPECT_EQ(t.try_spend("k", 6, lease_at(1ms)), std::nullopt);  // holds 5: nothing spent
+  EXPECT_EQ(t.try_spend("k", 5, lease_at(2ms)), 0);
   EXPECT_EQ(t.size(), 0u);  // spent out: dropped
-  EXPECT_EQ(t.try_spend("k", 1, at(2ms)), std::nullopt);
-  EXPECT_EQ(t.try_spend("other", 1, at(2ms)), std::nullopt);  // keys are separate
+  EXPECT_EQ(t.try_spend("k", 1, lease_at(2ms)), std::nullopt);
+  EXPECT_EQ(t.try_spend("other", 1, lease_at(2ms)), std::nullopt);  // keys are separate
 }
 
 TEST(RedisLeaseTable, ALeaseExpiresTtlAfterItsLastSurplus) {
   lease_table t(10, 100, 100ms, 100);
-  ASSERT_TRUE(t.add("k", 3, at(0ms)));
-  ASSERT_TRUE(t.add("k", 4, at(50ms)));  // 7 tokens, expiring at 150 ms
-  EXPECT_EQ(t.try_spend("k", 1, at(149ms)), 6);
-  EXPECT_EQ(t.try_spend("k", 1, at(150ms)), std::nullopt);  // expired at 150 ms: dropped unspent
+  ASSERT_TRUE(t.add("k", 3, lease_at(0ms)));
+  ASSERT_TRUE(t.add("k", 4, lease_at(50ms)));  // 7 tokens, expiring at 150 ms
+  EXPECT_EQ(t.try_spend("k", 1, lease_at(149ms)), 6);
+  EXPECT_EQ(t.try_spend("k", 1, lease_at(150ms)), std::nullopt);  // expired at 150 ms: dropped unspent
   EXPECT_EQ(t.size(), 0u);
 }
 
 TEST(RedisLeaseTable, ATtlTooLongForTheClockNeverExpires) {
   lease_table t(10, 100, std::chrono::nanoseconds::max(), 100);  // now + ttl would overflow
-  ASSERT_TRUE(t.add("k", 9, at(1000ms)));
-  EXPECT_EQ(t.try_spend("k", 1, at(1000ms)), 8);
+  ASSERT_TRUE(t.add("k", 9, lease_at(1000ms)));
+  EXPECT_EQ(t.try_spend("k", 1, lease_at(1000ms)), 8);
   EXPECT_EQ(t.try_spend("k", 1, tp::max() - 1ns), 7);
 }
 
 TEST(RedisLeaseTable, QueriesAndOversizeRequestsNeverSpend) {
   lease_table t(10, 5, 1s, 100);
-  ASSERT_TRUE(t.add("k", 9, at(0ms)));  // two surpluses can hold more than max_n
-  EXPECT_EQ(t.try_spend("k", 0, at(0ms)), std::nullopt);
-  EXPECT_EQ(t.try_spend("k", 6, at(0ms)), std::nullopt);  // above max_n: refused whatever is held
-  EXPECT_EQ(t.try_spend("k", 5, at(0ms)), 4);
+  ASSERT_TRUE(t.add("k", 9, lease_at(0ms)));  // two surpluses can hold more than max_n
+  EXPECT_EQ(t.try_spend("k", 0, lease_at(0ms)), std::nullopt);
+  EXPECT_EQ(t.try_spend("k", 6, lease_at(0ms)), std::nullopt);  // above max_n: refused whatever is held
+  EXPECT_EQ(t.try_spend("k", 5, lease_at(0ms)), 4);
 }
 
 TEST(RedisLeaseTable, AFullTableDropsExpiredLeasesThenNewSurpluses) {
   lease_table t(10, 100, 100ms, 2);
-  ASSERT_TRUE(t.add("a", 1, at(0ms)));
-  ASSERT_TRUE(t.add("b", 1, at(50ms)));
-  EXPECT_FALSE(t.add("c", 1, at(99ms)));  // full, nothing expired: dropped
-  EXPECT_TRUE(t.add("b", 1, at(99ms)));   // a key already held still grows
-  EXPECT_EQ(t.try_spend("c", 1, at(99ms)), std::nullopt);
-  EXPECT_TRUE(t.add("c", 1, at(100ms)));  // "a" expired at 100 ms: room made
+  ASSERT_TRUE(t.add("a", 1, lease_at(0ms)));
+  ASSERT_TRUE(t.add("b", 1, lease_at(50ms)));
+  EXPECT_FALSE(t.add("c", 1, lease_at(99ms)));  // full, nothing expired: dropped
+  EXPECT_TRUE(t.add("b", 1, lease_at(99ms)));   // a key already held still grows
+  EXPECT_EQ(t.try_spend("c", 1, lease_at(99ms)), std::nullopt);
+  EXPECT_TRUE(t.add("c", 1, lease_at(100ms)));  // "a" expired at 100 ms: room made
   EXPECT_EQ(t.size(), 2u);
-  EXPECT_EQ(t.try_spend("b", 2, at(100ms)), 0);
+  EXPECT_EQ(t.try_spend("b", 2, lease_at(100ms)), 0);
 }
 
 }  // namespace

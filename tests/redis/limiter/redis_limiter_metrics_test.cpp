@@ -53,7 +53,7 @@ namespace asio = boost::asio;
 const rate hourly = rate::per(1, std::chrono::hours(1));
 
 // What the event hook saw.
-struct event_log {
+struct limiter_event_log {
   std::mutex m;
   std::vector<admit::limiter_event> events;
   admit::limiter_metrics::event_handler hook() {
@@ -97,7 +97,7 @@ TEST(RedisLimiterMetrics, EachDecisionCountsOneOutcomeAndItsLatency) {
   io_thread io;
   connection conn(io.executor(), server.url());
   gcra limiter(conn, "m", hourly, 3, patient());
-  event_log log;
+  limiter_event_log log;
   limiter.enable_metrics(log.hook());
 
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(limiter.decide("k").decision.admitted);
@@ -161,7 +161,7 @@ TEST(RedisLimiterMetrics, NothingIsCountedBeforeEnableMetricsAndCopiesCountToget
   EXPECT_EQ(limiter.wait_times().count(), 3u);
 
   // Enabled again: from zero, with the new hook (the old one is called no more).
-  event_log first, second;
+  limiter_event_log first, second;
   limiter.enable_metrics(first.hook());
   ASSERT_TRUE(copy.decide("k").decision.admitted);
   limiter.enable_metrics(second.hook());
@@ -198,7 +198,7 @@ TEST(RedisLimiterMetrics, ConcurrentDecisionsAreEachCountedOnce) {
   io_thread io(2);
   connection conn(io.executor(), server.url());
   gcra limiter(conn, "busy", hourly, 150, patient());
-  event_log log;
+  limiter_event_log log;
   limiter.enable_metrics(log.hook());
   const auto results = decide_concurrently(limiter, "k", 1, 8, 25);  // 200 decisions for 150 tokens
   std::uint64_t admitted = 0;
@@ -228,7 +228,7 @@ TEST(RedisLimiterMetrics, LeasesAndRateInfAreAdmissionsThatDidNotWait) {
   EXPECT_EQ(limiter.statistics().leased, 4u);
 
   gcra unlimited(conn, "inf", rate::inf(), 1, patient());
-  event_log log;
+  limiter_event_log log;
   unlimited.enable_metrics(log.hook());
   ASSERT_EQ(unlimited.decide("k").source, decided_by::unlimited);
   ASSERT_FALSE(decide_async(unlimited, "k", 7).get().first);
@@ -248,7 +248,7 @@ TEST(RedisLimiterMetrics, FailClosedCountsTimeoutsAndFailuresNotAdmissions) {
   o.timeout = 100ms;
   o.breaker = {.failure_threshold = 3, .open_for = 1h};
   gcra limiter(conn, "fc", hourly, 10, o);
-  event_log log;
+  limiter_event_log log;
   limiter.enable_metrics(log.hook());
   ASSERT_TRUE(limiter.decide("k").consulted);
 
@@ -319,7 +319,7 @@ TEST(RedisLimiterMetrics, ACancelledDecisionCountsAsCancelled) {
   io_thread io;  // one thread: the flush runs after the handler below returns
   connection conn(io.executor(), server.url());
   gcra limiter(conn, "cancel", hourly, 10, patient());
-  event_log log;
+  limiter_event_log log;
   limiter.enable_metrics(log.hook());
   ASSERT_TRUE(limiter.decide("warm").consulted);
   asio::cancellation_signal signal;
