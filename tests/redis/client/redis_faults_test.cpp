@@ -30,7 +30,7 @@ using admit::redis::testing::redis_server;
 using clock_type = std::chrono::steady_clock;
 namespace asio = boost::asio;
 
-constexpr auto margin = 150ms;  // scheduling slack on a loaded machine
+constexpr auto fault_margin = 150ms;  // scheduling slack on a loaded machine
 
 TEST(RedisFaults, BlockingDeadlineHonoredAndLateReplyDiscarded) {
   redis_server server;
@@ -43,7 +43,7 @@ TEST(RedisFaults, BlockingDeadlineHonoredAndLateReplyDiscarded) {
   const auto waited = clock_type::now() - t0;
   EXPECT_EQ(r.error, errc::timeout);
   EXPECT_GE(waited, 100ms);
-  EXPECT_LT(waited, 100ms + margin);
+  EXPECT_LT(waited, 100ms + fault_margin);
   // After the pause, the next call gets its own reply, not the GET's.
   const auto echo = conn.execute_for(10s, "ECHO", "after");
   EXPECT_EQ(echo.value, reply::string("after"));
@@ -64,7 +64,7 @@ TEST(RedisFaults, AsyncDeadlineHonoredAndLateReplyDiscarded) {
   const auto [ec, waited] = done.get_future().get();
   EXPECT_EQ(ec, errc::timeout);
   EXPECT_GE(waited, 100ms);
-  EXPECT_LT(waited, 100ms + margin);
+  EXPECT_LT(waited, 100ms + fault_margin);
   EXPECT_EQ(conn.execute_for(10s, "GET", "n").value, reply::string("1"));  // INCR ran later; its reply was dropped
   EXPECT_EQ(conn.statistics().discarded_replies, 1u);
 }
@@ -152,7 +152,7 @@ TEST(RedisFaults, DownServerTimesOutInsteadOfStalling) {
   ASSERT_TRUE(eventually([&] { return !conn.is_connected(); }));
   const auto t0 = clock_type::now();
   EXPECT_EQ(conn.execute_for(100ms, "PING").error, errc::timeout);
-  EXPECT_LT(clock_type::now() - t0, 100ms + margin);
+  EXPECT_LT(clock_type::now() - t0, 100ms + fault_margin);
   server.start();
   EXPECT_TRUE(conn.execute_for(10s, "PING").ok());
 }
