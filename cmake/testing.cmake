@@ -4,7 +4,7 @@ find_package(GTest REQUIRED)
 include(GoogleTest)
 
 # admit_add_tests(<name> SOURCES <sources>... [PCH <owner>] [TIMEOUT <seconds>] [LABEL <label>]
-#                 [LIBRARIES <targets>...] [UNITY])
+#                 [LIBRARIES <targets>...])
 # One test program for a folder of tests/ rather than one per source file: a debug program linking gRPC or Asio takes
 # seconds to link, and the tests of a folder share their headers. ctest still runs each test case as its own process
 # (gtest_discover_tests), so a test sees no state another one left.
@@ -19,7 +19,7 @@ include(GoogleTest)
 # Returns, in <name>_TARGETS in the caller's scope, the programs it made (none when no source is left), for the
 # caller's compile definitions and include directories.
 function(admit_add_tests name)
-  cmake_parse_arguments(PARSE_ARGV 1 T "UNITY" "PCH;TIMEOUT;LABEL" "SOURCES;LIBRARIES")
+  cmake_parse_arguments(PARSE_ARGV 1 T "" "PCH;TIMEOUT;LABEL" "SOURCES;LIBRARIES")
   if(NOT T_PCH)
     set(T_PCH admit_test_pch)
   endif()
@@ -67,12 +67,15 @@ function(admit_add_tests name)
       ${T_LIBRARIES})
     target_compile_options(${program} PRIVATE ${admit_test_pch_options})
     target_precompile_headers(${program} REUSE_FROM ${T_PCH})
-    # UNITY: a few sources to a translation unit. The tests of a folder instantiate the same templates (Asio's
-    # operations, gtest's, the Redis client's), which a debug build otherwise compiles once per source (measured on
-    # four Redis limiter tests: 10 s of compiler time instead of 23). Their helpers live in anonymous namespaces, which
-    # merge in a batch: two sources of such a folder cannot define the same helper name.
-    if(T_UNITY AND ADMIT_UNITY_TESTS)
+    # A few sources to a translation unit (ADMIT_UNITY_TESTS). The tests of a folder instantiate the same templates
+    # (Asio's operations, gtest's, the limiters', the Redis client's), which a build otherwise compiles once per source
+    # (four Redis limiter tests, debug: 10 s of compiler time instead of 23). Sources of a batch share one scope: a test
+    # file whose helpers would collide with another's keeps its names in a namespace named after the file.
+    # GCC's -Wsubobject-linkage takes every source of a batch for a header (it is #included), and so flags a test's
+    # local types in the coroutine frames of Asio's templates: one definition per program, which is all a test has.
+    if(ADMIT_UNITY_TESTS)
       set_target_properties(${program} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${ADMIT_UNITY_TESTS_BATCH})
+      target_compile_options(${program} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-subobject-linkage>)
     endif()
     gtest_discover_tests(${program} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS ${${program}_label})
     list(APPEND made ${program})

@@ -20,6 +20,9 @@
 #include "admit/adaptive_limit.hpp"
 #include "admit/testing/manual_clock.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace adaptive_limit_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -453,3 +456,5 @@ TEST(AdaptiveLimiterThreads, InFlightNeverExceedsTheLimitInForce) {
 }
 
 }  // namespace
+
+}  // namespace adaptive_limit_test

@@ -9,13 +9,15 @@
 
 #include "admit/admission.hpp"
 #include "admit/testing/manual_clock.hpp"
+#include "admission_testing.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using admit::errc;
-using clock_type = admit::testing::manual_clock;
-using manual_admission = admit::basic_admission<clock_type>;
+using admit::testing::admission_tests::clock_type;
+using admit::testing::admission_tests::manual_admission;
+using admit::testing::admission_tests::wait_for_waiters;
 
 constexpr std::size_t interactive = 0;
 constexpr std::size_t batch = 1;
@@ -26,11 +28,6 @@ admit::admission_options api_options() {
           .max_in_flight = 32,
           .max_waiters = 256,
           .classes = {{"interactive", 0.8}, {"batch", 0.2}}};
-}
-
-void wait_for_waiters(const manual_admission& adm, std::size_t n) {
-  while (adm.waiting() < n) std::this_thread::yield();
-  clock_type::wait_for_sleepers(n);
 }
 
 class AdmissionExample : public ::testing::Test {

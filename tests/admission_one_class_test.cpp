@@ -21,8 +21,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using admit::errc;
-using clock_type = admit::testing::basic_manual_clock<struct one_class_test>;
-using manual_admission = admit::basic_admission<clock_type>;
+using one_class_clock = admit::testing::basic_manual_clock<struct one_class_test>;
+using one_class_admission = admit::basic_admission<one_class_clock>;
 
 admit::admission_options options(admit::rate r, bool with_hook) {
   admit::admission_options o{.rate = r, .burst = 5, .max_in_flight = 4, .max_waiters = 8};
@@ -31,15 +31,15 @@ admit::admission_options options(admit::rate r, bool with_hook) {
 }
 
 void same_decisions(admit::rate r, std::uint64_t seed) {
-  manual_admission fast{options(r, false)};
-  manual_admission locked{options(r, true)};
+  one_class_admission fast{options(r, false)};
+  one_class_admission locked{options(r, true)};
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> op(0, 9);
   std::uniform_int_distribution<std::int64_t> count(1, 5);  // 5: above max_in_flight
   std::uniform_int_distribution<std::int64_t> step_us(0, 12);
   std::vector<admit::permit> held_fast;
   std::vector<admit::permit> held_locked;
-  auto t = clock_type::now();
+  auto t = one_class_clock::now();
   std::int64_t admitted = 0;
   for (int i = 0; i < 20'000; ++i) {
     const int what = op(rng);
@@ -74,18 +74,18 @@ TEST(AdmissionOneClass, DecidesAsUnderTheMutexWithARate) { same_decisions(admit:
 TEST(AdmissionOneClass, DecidesAsUnderTheMutexWithoutARate) { same_decisions(admit::rate::inf(), 2); }
 
 // Waits until `adm` has `n` waiters (they sleep on the manual clock, which the test never advances).
-void wait_for_waiters(const manual_admission& adm, std::size_t n) {
+void wait_until_queued(const one_class_admission& adm, std::size_t n) {
   while (adm.waiting() < n) std::this_thread::yield();
 }
 
 TEST(AdmissionOneClass, AWaiterClosesTheFastPathUntilTheQueueDrains) {
-  manual_admission adm{options(admit::rate::inf(), false)};
+  one_class_admission adm{options(admit::rate::inf(), false)};
   std::vector<admit::permit> held;
   for (int i = 0; i < 4; ++i) held.push_back(std::move(*adm.try_acquire(0)));
   EXPECT_EQ(adm.try_acquire(0).error(), errc::would_block);
   admit::acquire_result got_by_waiter = errc::cancelled;
   std::jthread waiter([&] { got_by_waiter = adm.acquire(std::stop_token{}, 0); });
-  wait_for_waiters(adm, 1);
+  wait_until_queued(adm, 1);
   held.pop_back();  // the release goes to the waiter, not to a newcomer
   EXPECT_EQ(adm.try_acquire(0).error(), errc::would_block);
   waiter.join();
@@ -102,7 +102,7 @@ TEST(AdmissionOneClass, AWaiterClosesTheFastPathUntilTheQueueDrains) {
 
 TEST(AdmissionOneClass, AnEventHookThatThrowsLeavesNoPermitHeld) {
   for (const bool with_hook : {false, true}) {
-    manual_admission adm{options(admit::rate::inf(), with_hook)};
+    one_class_admission adm{options(admit::rate::inf(), with_hook)};
     adm.enable_metrics([](const admit::limiter_event& e) {
       if (e.outcome == admit::acquire_outcome::admitted) throw std::runtime_error("hook");
     });

@@ -27,6 +27,9 @@
 #include "admit/token_bucket.hpp"
 #include "support/watchdog.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace admission_stress_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -304,3 +307,5 @@ TEST(AdmissionStress, OneClassWithoutAHookConcurrencyOnly) {
 }
 
 }  // namespace
+
+}  // namespace admission_stress_test

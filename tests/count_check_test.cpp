@@ -21,6 +21,9 @@
 #include "admit/token_bucket.hpp"
 #include "admit/warmup.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace count_check_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -157,3 +160,5 @@ TEST(CountCheck, ConcurrencyLimiterRefusesCountsBelowOne) {
 }
 
 }  // namespace
+
+}  // namespace count_check_test

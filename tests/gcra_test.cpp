@@ -16,6 +16,9 @@
 
 #include "admit/testing/invalid_argument_message.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace gcra_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -287,3 +290,5 @@ TEST(Gcra, IntervalIsRoundedStrictlyUp) {
 }
 
 }  // namespace
+
+}  // namespace gcra_test

@@ -16,6 +16,9 @@
 
 #include "admit/testing/manual_clock.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace keyed_concurrency_limiter_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -313,3 +316,5 @@ TEST(KeyedConcurrencyLimiter, AThrowingEventHookLeaksNoPermitNorEntry) {
 }
 
 }  // namespace
+
+}  // namespace keyed_concurrency_limiter_test

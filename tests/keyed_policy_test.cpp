@@ -11,6 +11,9 @@
 #include "admit/keyed.hpp"
 #include "admit/testing/manual_clock.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace keyed_policy_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -108,3 +111,5 @@ TEST(KeyedPolicy, AUserPolicysKeysAreEvictedFromFullAtAndStartOverFromTheFloor) 
 }
 
 }  // namespace
+
+}  // namespace keyed_policy_test

@@ -25,6 +25,9 @@
 #include "admit/token_bucket.hpp"
 #include "keyed_testing.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace keyed_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -301,3 +304,5 @@ TEST(Keyed, WorksWithIntegerKeysAndAnotherClock) {
 }
 
 }  // namespace
+
+}  // namespace keyed_test

@@ -17,6 +17,9 @@
 #include "admit/token_bucket.hpp"
 #include "keyed_testing.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace keyed_token_bucket_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -220,3 +223,5 @@ TEST(KeyedTokenBucket, WorksWithIntegerKeysAndAnotherClock) {
 }
 
 }  // namespace
+
+}  // namespace keyed_token_bucket_test

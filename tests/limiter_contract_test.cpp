@@ -32,6 +32,9 @@
 #include "admit/warmup.hpp"
 #include "support/count_allocations.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace limiter_contract_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -455,3 +458,5 @@ TEST(LimiterContract, WindowLimitsDoNotDependOnTheWindowsUnit) {
 }
 
 }  // namespace
+
+}  // namespace limiter_contract_test

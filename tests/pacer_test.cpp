@@ -20,6 +20,9 @@
 #include "admit/testing/invalid_argument_message.hpp"
 #include "admit/testing/manual_clock.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace pacer_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -429,3 +432,5 @@ TEST(Pacer, AnUnservableRequestDoesNotBlockThoseBehind) {
 }
 
 }  // namespace
+
+}  // namespace pacer_test

@@ -27,6 +27,9 @@
 #include "admit/wait_result.hpp"
 #include "admit/warmup.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace rate_limiter_metrics_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -258,3 +261,5 @@ TEST(KeyedMetrics, KeyCapRefusalIsUnavailable) {
 }
 
 }  // namespace
+
+}  // namespace rate_limiter_metrics_test

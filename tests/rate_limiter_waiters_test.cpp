@@ -25,6 +25,9 @@
 #include "admit/wait_result.hpp"
 #include "admit/warmup.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace rate_limiter_waiters_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -215,3 +218,5 @@ TEST(WaiterGate, NeverAdmitsMoreThanItsBound) {
 }
 
 }  // namespace
+
+}  // namespace rate_limiter_waiters_test

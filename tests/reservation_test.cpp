@@ -12,6 +12,9 @@
 #include "admit/token_bucket.hpp"
 #include "admit/warmup.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace reservation_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -97,3 +100,5 @@ TEST(Reservation, TokenBucketRefusalIsNotOk) {
 }
 
 }  // namespace
+
+}  // namespace reservation_test

@@ -27,6 +27,9 @@
 #include "admit/semaphore.hpp"
 #include "support/watchdog.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace semaphore_stress_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -263,3 +266,5 @@ TEST(SemaphoreStress, CloseWakesEveryWaiter) {
 }
 
 }  // namespace
+
+}  // namespace semaphore_stress_test

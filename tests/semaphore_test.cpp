@@ -20,6 +20,9 @@
 #include "semaphore_testing.hpp"
 #include "support/count_allocations.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace semaphore_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -397,3 +400,5 @@ TEST(Semaphore, TryAcquireAndReleaseAllocateNothing) {
 }
 
 }  // namespace
+
+}  // namespace semaphore_test

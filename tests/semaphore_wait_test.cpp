@@ -13,6 +13,9 @@
 #include "admit/testing/manual_clock.hpp"
 #include "semaphore_testing.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace semaphore_wait_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -171,3 +174,5 @@ TEST(Semaphore, CancelThatWinsTheRaceReturnsThePermitsToTheNextWaiter) {
 }
 
 }  // namespace
+
+}  // namespace semaphore_wait_test

@@ -21,6 +21,9 @@
 
 #include "admit/fixed_window.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace sliding_log_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -192,3 +195,5 @@ TEST(SlidingLog, StressExactBoundOnTheTimesPassedIn) {
 }
 
 }  // namespace
+
+}  // namespace sliding_log_test

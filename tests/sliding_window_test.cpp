@@ -17,6 +17,9 @@
 
 #include "admit/testing/invalid_argument_message.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace sliding_window_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -221,3 +224,5 @@ TEST(SlidingWindow, StressTotalWithinLimitPerWindow) {
 }
 
 }  // namespace
+
+}  // namespace sliding_window_test

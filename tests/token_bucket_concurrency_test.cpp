@@ -15,6 +15,9 @@
 #include "admit/testing/manual_clock.hpp"
 #include "admit/token_bucket.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace token_bucket_concurrency_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -142,3 +145,5 @@ TEST(TokenBucketConcurrency, AbandonedWaitsConserveTokensUnderConcurrency) {
 }
 
 }  // namespace
+
+}  // namespace token_bucket_concurrency_test

@@ -17,6 +17,9 @@
 
 #include "admit/testing/invalid_argument_message.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace token_bucket_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -481,3 +484,5 @@ TEST(TokenBucket, SettlingAtAnEnormousCostSaturates) {
 }
 
 }  // namespace
+
+}  // namespace token_bucket_test

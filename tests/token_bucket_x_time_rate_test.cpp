@@ -12,6 +12,9 @@
 #include "admit/testing/manual_clock.hpp"
 #include "admit/token_bucket.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace token_bucket_x_time_rate_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -172,3 +175,5 @@ TEST(TokenBucketXTimeRate, CancellingTheLastReservationAfterARateDecreaseRestore
 }
 
 }  // namespace
+
+}  // namespace token_bucket_x_time_rate_test

@@ -12,6 +12,9 @@
 #include "admit/adaptive/limit_algorithm.hpp"
 #include "admit/testing/invalid_argument_message.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace gradient2_limit_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -103,3 +106,5 @@ TEST(Gradient2Limit, BadFactorsAndNaNAreNamedWithTheirValue) {
 }
 
 }  // namespace
+
+}  // namespace gradient2_limit_test

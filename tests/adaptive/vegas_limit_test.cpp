@@ -11,6 +11,9 @@
 #include "admit/adaptive/limit_algorithm.hpp"
 #include "admit/testing/invalid_argument_message.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace vegas_limit_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -114,3 +117,5 @@ TEST(VegasLimit, BadFactorsAndNaNAreNamedWithTheirValue) {
 }
 
 }  // namespace
+
+}  // namespace vegas_limit_test

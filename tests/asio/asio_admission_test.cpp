@@ -31,6 +31,9 @@
 
 #include "admit/testing/manual_clock.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace asio_admission_test {
+
 namespace {
 
 namespace net = boost::asio;
@@ -459,3 +462,5 @@ TEST(AsioAdmissionStress, TimersRearmedFromManyThreadsAdmitEveryWaiterAtTheRate)
 }
 
 }  // namespace
+
+}  // namespace asio_admission_test

@@ -33,6 +33,9 @@
 
 #include "admit/testing/manual_clock.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace asio_async_acquire_test {
+
 namespace {
 
 namespace net = boost::asio;
@@ -457,3 +460,5 @@ TEST(AsioAsyncAcquireStress, CancelsRacingGrantsOnTwoThreadsLoseNothing) {
 }
 
 }  // namespace
+
+}  // namespace asio_async_acquire_test

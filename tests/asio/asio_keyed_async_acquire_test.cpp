@@ -22,6 +22,9 @@
 
 #include "admit/testing/manual_clock.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace asio_keyed_async_acquire_test {
+
 namespace {
 
 namespace net = boost::asio;
@@ -225,3 +228,5 @@ TEST(AsioKeyedAsyncAcquire, AThrowingEventHookLeaksNoPermitNorEntry) {
 }
 
 }  // namespace
+
+}  // namespace asio_keyed_async_acquire_test

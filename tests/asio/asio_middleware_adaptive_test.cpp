@@ -33,6 +33,9 @@
 #include "admit/testing/manual_clock.hpp"
 #include "middleware_testing.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace asio_middleware_adaptive_test {
+
 namespace {
 
 namespace net = boost::asio;
@@ -329,3 +332,5 @@ TEST(AsioMiddlewareAdaptive, AClosedLimiterAnswers503Closed) {
 }
 
 }  // namespace
+
+}  // namespace asio_middleware_adaptive_test

@@ -24,6 +24,9 @@
 #include "admit/testing/manual_clock.hpp"
 #include "middleware_testing.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace asio_middleware_admission_test {
+
 namespace {
 
 namespace net = boost::asio;
@@ -250,3 +253,5 @@ TEST_F(AsioMiddlewareAdmission, EveryRequestIsOneOutcomeInTheMetrics) {
 }
 
 }  // namespace
+
+}  // namespace asio_middleware_admission_test

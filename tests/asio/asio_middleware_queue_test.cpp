@@ -32,6 +32,9 @@
 #include "admit/testing/manual_clock.hpp"
 #include "middleware_testing.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace asio_middleware_queue_test {
+
 namespace {
 
 namespace net = boost::asio;
@@ -286,3 +289,5 @@ TEST(AsioMiddleware, ThreadedRequestsNeverExceedTheConcurrencyLimit) {
 }
 
 }  // namespace
+
+}  // namespace asio_middleware_queue_test

@@ -27,6 +27,9 @@
 #include "admit/testing/manual_clock.hpp"
 #include "middleware_testing.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace asio_middleware_test {
+
 namespace {
 
 namespace net = boost::asio;
@@ -406,3 +409,5 @@ TEST(HeldPermits, MovesAndReleaseReturnEveryPermitExactlyOnce) {
 }
 
 }  // namespace
+
+}  // namespace asio_middleware_test

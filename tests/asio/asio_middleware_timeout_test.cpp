@@ -23,6 +23,9 @@
 #include "admit/testing/manual_clock.hpp"
 #include "middleware_testing.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace asio_middleware_timeout_test {
+
 namespace {
 
 namespace net = boost::asio;
@@ -159,3 +162,5 @@ TEST(AsioMiddlewareTimeout, InvalidSettingsThrow) {
 }
 
 }  // namespace
+
+}  // namespace asio_middleware_timeout_test

@@ -23,6 +23,9 @@
 #include "admit/asio/middleware.hpp"
 #include "admit/testing/manual_clock.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace asio_semaphore_metrics_test {
+
 namespace {
 
 namespace net = boost::asio;
@@ -171,3 +174,5 @@ TEST(AsioSemaphoreMetrics, AThrowingEventHookLeaksNoPermit) {
 }
 
 }  // namespace
+
+}  // namespace asio_semaphore_metrics_test

@@ -15,6 +15,9 @@
 
 #include "replay_testing.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace algorithms_test {
+
 namespace {
 
 using namespace admit::cli;
@@ -165,3 +168,5 @@ TEST(ReplayOptions, CheckedIntoAConfig) {
 }
 
 }  // namespace
+
+}  // namespace algorithms_test

@@ -13,6 +13,9 @@
 #include "cli/replay/options.hpp"
 #include "cli/replay/replay.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace cli_replay_command_test {
+
 namespace {
 
 using namespace admit::cli;
@@ -194,3 +197,5 @@ TEST(WindowLimit, RatesTheDistributedLimitersSpaceInWholeMicroseconds) {
 }
 
 }  // namespace
+
+}  // namespace cli_replay_command_test

@@ -13,6 +13,9 @@
 
 #include "cli/replay/concurrency_replay.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace replay_concurrency_stream_test {
+
 namespace {
 
 using namespace admit::cli;
@@ -122,3 +125,5 @@ TEST(ConcurrencyReplayStream, LongTraceReplaysInBoundedMemory) {
 }
 
 }  // namespace
+
+}  // namespace replay_concurrency_stream_test

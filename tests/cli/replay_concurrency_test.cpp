@@ -20,6 +20,9 @@
 
 #include "cli/replay/options.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace replay_concurrency_test {
+
 namespace {
 
 using namespace admit::cli;
@@ -395,3 +398,5 @@ TEST(ConcurrencyTrace, ReadingStopsAtTheBound) {
   EXPECT_EQ(source.lines(), 10'001U);
   EXPECT_EQ(max_trace_arrivals, 8'000'000U);
 }
+
+}  // namespace replay_concurrency_test

@@ -14,6 +14,9 @@
 
 #include "replay_testing.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace replay_engine_test {
+
 namespace {
 
 using namespace admit::cli;
@@ -111,3 +114,5 @@ TEST(ReplayCommand, EventsLinesThenCommentedSummary) {
 }
 
 }  // namespace
+
+}  // namespace replay_engine_test

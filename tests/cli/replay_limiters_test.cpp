@@ -16,6 +16,9 @@
 
 #include "replay_testing.hpp"
 
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace replay_limiters_test {
+
 namespace {
 
 using namespace admit::cli;
@@ -233,3 +236,5 @@ TEST(ReplayAllAlgorithms, EveryAlgorithmRunsTheSampleShapeDeterministically) {
 }
 
 }  // namespace
+
+}  // namespace replay_limiters_test

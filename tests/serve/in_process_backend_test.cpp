@@ -11,7 +11,8 @@
 #include <vector>
 
 namespace admit::serve {
-namespace {
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace in_process_backend_test {
 
 using namespace std::chrono_literals;
 using sys = std::chrono::system_clock;
@@ -278,5 +279,5 @@ TEST(InProcessOptions, RefusesABadOption) {
   EXPECT_THROW(in_process_backend({.max_leases = 0}), std::invalid_argument);
 }
 
-}  // namespace
+}  // namespace in_process_backend_test
 }  // namespace admit::serve

@@ -13,7 +13,8 @@
 #include "serve/engine/in_process_backend.hpp"
 
 namespace admit::serve {
-namespace {
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace in_process_backend_threads_test {
 
 using namespace std::chrono_literals;
 using sys = std::chrono::system_clock;
@@ -120,5 +121,5 @@ TEST(InProcessBackendThreads, ReloadsWhileThreadsDecideLoseNoCountOfAnUnchangedR
   EXPECT_EQ(b.decide_at(check, at(0s))[0].count_after, static_cast<std::uint64_t>(threads * tries));
 }
 
-}  // namespace
+}  // namespace in_process_backend_threads_test
 }  // namespace admit::serve

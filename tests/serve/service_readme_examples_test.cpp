@@ -15,7 +15,8 @@
 #include "service_testing.hpp"
 
 namespace admit::serve {
-namespace {
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace service_readme_examples_test {
 
 using namespace std::chrono_literals;
 using testing::at;
@@ -307,5 +308,5 @@ descriptors:
   EXPECT_EQ(h.ok(req("example11", {desc({{"files_no_share", "files_no_share/b.csv"}})})).overall_code, rls_code::ok);
 }
 
-}  // namespace
+}  // namespace service_readme_examples_test
 }  // namespace admit::serve

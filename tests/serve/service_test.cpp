@@ -16,7 +16,8 @@
 #include "service_testing.hpp"
 
 namespace admit::serve {
-namespace {
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace service_test {
 
 using namespace std::chrono_literals;
 using sys = std::chrono::system_clock;
@@ -333,5 +334,5 @@ TEST(ServiceMetrics, SplitHitsMatchesUpstreamArithmetic) {
   EXPECT_EQ(c.near_limit, 0u);
 }
 
-}  // namespace
+}  // namespace service_test
 }  // namespace admit::serve

@@ -19,7 +19,8 @@
 #include "transport/held_backend.hpp"
 
 namespace admit::serve {
-namespace {
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace service_threads_test {
 
 using sys = std::chrono::system_clock;
 constexpr std::int64_t base_s = 1'699'920'000;
@@ -104,5 +105,5 @@ TEST(ServiceReload, ADecisionInFlightFinishesOnTheConfigurationItBeganWith) {
   EXPECT_EQ(new_one.response.statuses[0].current_limit->per, unit::minute);
 }
 
-}  // namespace
+}  // namespace service_threads_test
 }  // namespace admit::serve
