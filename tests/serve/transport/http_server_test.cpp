@@ -21,7 +21,8 @@
 #include "held_backend.hpp"
 
 namespace admit::serve {
-namespace {
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace http_server_test {
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
@@ -189,5 +190,5 @@ TEST(HttpServer, DrainDeadlineClosesTheConnectionStillWaiting) {
   drain.join();
 }
 
-}  // namespace
+}  // namespace http_server_test
 }  // namespace admit::serve

@@ -17,7 +17,8 @@
 #include "held_backend.hpp"
 
 namespace admit::serve {
-namespace {
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace rls_server_test {
 
 using namespace std::chrono_literals;
 
@@ -145,5 +146,5 @@ TEST(RlsServer, DrainDeadlineCancelsTheCallStillWaiting) {
   drain.join();
 }
 
-}  // namespace
+}  // namespace rls_server_test
 }  // namespace admit::serve
