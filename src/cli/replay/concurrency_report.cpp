@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <initializer_list>
 #include <ostream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -11,30 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common/duration.hpp"
+#include "cli/common/json.hpp"
+#include "cli/common/text.hpp"
 #include "cli/replay/concurrency_replay.hpp"
 #include "cli/replay/report.hpp"
 #include "cli/replay/trace.hpp"
 
 namespace admit::cli {
-
-namespace {
-
-std::string share(std::int64_t part, std::int64_t whole) {
-  if (whole == 0) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
-  return buf;
-}
-
-std::string pad_left(const std::string& s, std::size_t width) {
-  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
-}
-
-std::string plural(std::int64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
-}  // namespace
 
 void write_concurrency_summary(std::ostream& out, const concurrency_settings& s, const std::string& source,
                                const concurrency_result& r, bool comment) {
@@ -130,34 +112,13 @@ void write_concurrency_json(std::ostream& out, const concurrency_settings& s, co
   write_json_document(out, j);
 }
 
-std::string format_concurrency_event_json(const request_event& e) {
-  // As an element of the top-level object's "events" array in write_json_document's layout: four spaces deeper.
-  const std::string alone = event_json(e).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::string out = "    ";
-  for (const char c : alone) {
-    out += c;
-    if (c == '\n') out += "    ";
-  }
-  return out;
-}
+std::string format_concurrency_event_json(const request_event& e) { return json_array_element(event_json(e)); }
 
 void write_concurrency_json(std::ostream& out, const concurrency_settings& s, const std::string& source,
                             const concurrency_result& r, const std::function<void(std::ostream&)>& write_events) {
   auto j = concurrency_json(s, source, r);
   j["events"] = nlohmann::ordered_json::array();
-  std::ostringstream head;
-  write_json_document(head, j);
-  std::string text = head.str();
-  // The document ends with `"events": []` and the closing brace: the elements go between the brackets.
-  const auto empty = text.rfind("[]");
-  if (empty == std::string::npos) throw std::logic_error("concurrency json: no events array");
-  out.write(text.data(), static_cast<std::streamsize>(empty + 1));
-  if (r.requests > 0) {
-    out << "\n";
-    write_events(out);
-    out << "\n  ";
-  }
-  out << std::string_view(text).substr(empty + 1);
+  write_json_document_streaming(out, j, r.requests > 0, write_events);
 }
 
 std::string format_concurrency_event(const request_event& e) {

@@ -16,6 +16,7 @@
 
 #include "cli/common/duration.hpp"
 #include "cli/common/values.hpp"
+#include "cli/replay/arrival_source.hpp"
 #include "cli/replay/plot.hpp"
 #include "cli/replay/report.hpp"
 #include "cli/replay/trace.hpp"
@@ -118,10 +119,11 @@ class json_event_spool {
   json_event_spool() : file_(std::tmpfile(), &std::fclose) {}
   [[nodiscard]] bool is_open() const noexcept { return file_ != nullptr; }
 
-  void add(const request_event& e) {
+  // One element of the "events" array (format_event_json, format_concurrency_event_json).
+  void add(const std::string& element) {
     std::string text = empty_ ? "" : ",\n";
     empty_ = false;
-    text += format_concurrency_event_json(e);
+    text += element;
     if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size()) failed_ = true;
   }
   // Makes the file ready to be read back; false (errno says why) if writing it failed.
@@ -141,6 +143,31 @@ class json_event_spool {
   bool failed_ = false;
 };
 
+// The plot file is checked before the (long) replay, without truncating it, and written after it; one that the check
+// created is removed again if the replay fails.
+class plot_probe {
+ public:
+  explicit plot_probe(const replay_options& o) : name_(o.plot) {}
+  // An error message, or empty when the file can be written (or no --plot was given).
+  std::string check() {
+    if (!name_) return {};
+    std::error_code ec;
+    created_ = !std::filesystem::exists(*name_, ec);
+    const std::ofstream probe(*name_, std::ios::app);
+    if (!probe) return "cannot write --plot " + quote(*name_) + ": " + std::strerror(errno);
+    return {};
+  }
+  // The replay failed: remove the file if the check created it.
+  void forget() {
+    std::error_code ec;
+    if (created_) std::filesystem::remove(*name_, ec);
+  }
+
+ private:
+  std::optional<std::string> name_;
+  bool created_ = false;
+};
+
 int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out, std::ostream& err) {
   const auto fail = [&](const std::string& message) {
     err << "admit replay: " << message << "\n";
@@ -154,18 +181,10 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
   }
   if (auto error = check_plot_name(o); !error.empty()) return fail(error);
   const std::string source = o.trace == "-" ? "stdin" : o.trace;
-  // The plot file is checked before the (long) replay, without truncating it, and written after it; one that the
-  // check created is removed again if the replay fails.
-  bool plot_created = false;
-  if (o.plot) {
-    std::error_code ec;
-    plot_created = !std::filesystem::exists(*o.plot, ec);
-    const std::ofstream probe(*o.plot, std::ios::app);
-    if (!probe) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
-  }
+  plot_probe plot(o);
+  if (auto error = plot.check(); !error.empty()) return fail(error);
   const auto fail_replay = [&](const std::string& message) {
-    std::error_code ec;
-    if (plot_created) std::filesystem::remove(*o.plot, ec);
+    plot.forget();
     return fail(message);
   };
   // The replay streams: each event is written as soon as it is decided (--events), or spooled (--json --events).
@@ -177,7 +196,7 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
       err << "admit replay: cannot create a temporary file for --json --events: " << std::strerror(errno) << "\n";
       return exit_failure;
     }
-    sink = [&](const request_event& e) { spool->add(e); };
+    sink = [&](const request_event& e) { spool->add(format_concurrency_event_json(e)); };
   } else if (o.events) {
     sink = [&](const request_event& e) { out << format_concurrency_event(e); };
   }
@@ -239,20 +258,41 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
     return fail(e.what());
   }
   if (auto error = check_plot_name(o); !error.empty()) return fail(error);
+  plot_probe plot(o);
+  if (auto error = plot.check(); !error.empty()) return fail(error);
+  const auto fail_replay = [&](const std::string& message) {
+    plot.forget();
+    return fail(message);
+  };
 
   const std::string source = o.trace == "-" ? "stdin" : o.trace;
-  std::vector<arrival> trace;
-  if (auto error = read_source(o, in, err, source, [&](std::istream& s) { trace = read_trace(s); }); !error.empty()) {
-    return fail(error);
+  // The replay streams: each event is written as soon as it is decided (--events), or spooled (--json --events).
+  rate_replay_options engine;
+  std::optional<json_event_spool> spool;
+  if (o.events && o.json) {
+    spool.emplace();
+    if (!spool->is_open()) {
+      err << "admit replay: cannot create a temporary file for --json --events: " << std::strerror(errno) << "\n";
+      return exit_failure;
+    }
+    engine.on_event = [&](const event& e, std::string_view key) { spool->add(format_event_json(e, key)); };
+  } else if (o.events) {
+    engine.on_event = [&](const event& e, std::string_view key) { out << format_event(e, key); };
   }
-  if (trace.empty()) return fail(empty_trace(source, "`<seconds since start> [n]`"));
-
   replay_result result;
   try {
-    result = replay(settings, trace);
+    if (auto error = read_source(o, in, err, source,
+                                 [&](std::istream& s) {
+                                   trace_source arrivals(s);
+                                   result = replay(settings, arrivals, engine);
+                                 });
+        !error.empty()) {
+      return fail_replay(error);
+    }
   } catch (const std::invalid_argument& e) {
-    return fail(e.what());
+    return fail_replay(e.what());
   }
+  if (result.arrivals == 0) return fail_replay(empty_trace(source, "`<seconds since start> [n]`"));
   const report_context ctx{settings, source};
 
   if (o.plot) {
@@ -263,9 +303,16 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
     if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": write error");
   }
   if (o.json) {
-    write_json(out, ctx, result, o.events);
+    if (spool) {
+      if (!spool->rewind()) {
+        err << "admit replay: cannot write the temporary file of --json --events: " << std::strerror(errno) << "\n";
+        return exit_failure;
+      }
+      write_json(out, ctx, result, [&](std::ostream& to) { spool->copy_to(to); });
+    } else {
+      write_json(out, ctx, result, false);
+    }
   } else if (o.events) {
-    write_events(out, result);
     write_summary(out, ctx, result, /*comment=*/true);
   } else {
     write_summary(out, ctx, result);
