@@ -1,8 +1,6 @@
 // The concurrency replay streams (src/cli/replay/concurrency_simulation.cpp): a trace of millions of requests,
 // generated line by line as it is read (no file, no whole-trace buffer), is replayed with memory bounded by the live
 // requests. Its own test program, so that the process's peak resident set measured here is this test's.
-#include <sys/resource.h>
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -13,21 +11,14 @@
 
 #include "cli/replay/concurrency_replay.hpp"
 
+#include "stream_testing.hpp"
+
 namespace {
 
 using namespace admit::cli;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool sanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
-#else
-constexpr bool sanitized = false;
-#endif
+using stream_testing::peak_rss_kb;
+using stream_testing::sanitized;
 
 #ifdef NDEBUG
 constexpr std::size_t plain_requests = 3'000'000;
@@ -67,12 +58,6 @@ class generated_trace : public std::streambuf {
   std::size_t next_ = 0;
   std::string line_;
 };
-
-long peak_rss_kb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss;  // kilobytes on Linux
-}
 
 TEST(ConcurrencyReplayStream, LongTraceReplaysInBoundedMemory) {
   const long before_kb = peak_rss_kb();

@@ -30,6 +30,14 @@ void write_concurrency_summary(std::ostream& out, const concurrency_settings& s,
                static_cast<std::int64_t>(std::llround(r.total_duration_ns / static_cast<double>(r.requests))));
   }
   out << "\n";
+  if (r.skipped_lines > 0) {
+    out << p << "skipped:          " << plural(r.skipped_lines, "line", "lines")
+        << " that did not parse (--skip-bad-lines)\n";
+  }
+  if (r.reordered > 0) {
+    out << p << "order:            " << plural(r.reordered, "request was", "requests were")
+        << " earlier than the line before; replayed in file order, at that line's time\n";
+  }
   const std::size_t w = std::to_string(r.requests).size();
   const auto line = [&](const char* label, std::int64_t n, const std::string& note) {
     out << p << label << pad_left(std::to_string(n), w) << "  " << pad_left(share(n, r.requests), 6) << "  " << note
@@ -55,7 +63,9 @@ void write_concurrency_summary(std::ostream& out, const concurrency_settings& s,
        note({"(needed more than the limit of ", std::to_string(s.limit), ")"}));
   out << p << "wait:             p50 " << human_duration(r.wait.p50) << ", p90 " << human_duration(r.wait.p90)
       << ", p99 " << human_duration(r.wait.p99) << ", max " << human_duration(r.wait.max) << ", mean "
-      << human_duration(static_cast<std::int64_t>(std::llround(r.wait.mean))) << " (admitted requests, exact)\n";
+      << human_duration(static_cast<std::int64_t>(std::llround(r.wait.mean)))
+      << (r.wait_exact ? " (admitted requests, exact)\n"
+                       : " (admitted requests; percentiles within 0.4%, never below)\n");
   out << p << "peak:             " << r.peak_in_flight << " in flight (limit " << s.limit << "), " << r.peak_waiting
       << " waiting";
   if (s.max_waiters) out << " (max-waiters " << *s.max_waiters << ")";
@@ -77,6 +87,8 @@ nlohmann::ordered_json concurrency_json(const concurrency_settings& s, const std
                 {"permits", r.permits},
                 {"first_seconds", json_seconds(r.first_ns)},
                 {"last_seconds", json_seconds(r.last_ns)}};
+  if (r.skipped_lines > 0) j["trace"]["skipped_lines"] = r.skipped_lines;
+  if (r.reordered > 0) j["trace"]["reordered"] = r.reordered;
   j["admitted"] = {{"requests", r.admitted}, {"at_once", r.admitted_at_once}, {"after_wait", r.admitted_after_wait}};
   j["queue_full"] = r.queue_full;
   j["timed_out"] = r.timed_out;

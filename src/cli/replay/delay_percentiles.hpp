@@ -49,6 +49,8 @@ class delay_percentiles {
   [[nodiscard]] std::int64_t count() const noexcept { return count_; }
   // Whether summarize() is exact (no more than exact_limit non-zero delays were added).
   [[nodiscard]] bool exact() const noexcept { return histogram_.empty(); }
+  // Non-zero delays kept exactly (0 once the histogram took over).
+  [[nodiscard]] std::size_t kept() const noexcept { return exact_.size(); }
   // Bytes held for the delays, for tests of the memory bound.
   [[nodiscard]] std::size_t bytes() const noexcept;
 

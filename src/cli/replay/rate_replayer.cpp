@@ -94,6 +94,14 @@ class rate_replayer::engine {
     finished_ = true;
     r_.delay = delays_.summarize();
     r_.delay_exact = delays_.exact();
+    const auto note_stable = [&](const replay_limiter& l) {
+      if (const auto since = l.stable_since()) {
+        ++r_.stable_limiters;
+        r_.stable_since = std::min(r_.stable_since.value_or(*since), *since);
+      }
+    };
+    if (shared_ != nullptr) note_stable(*shared_);
+    for (const auto& kv : keys_) note_stable(*kv.second.limiter);
     if (options_.per_key) r_.per_key = summarize_keys();
     return std::move(r_);
   }

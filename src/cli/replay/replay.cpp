@@ -85,6 +85,11 @@ template <>
 inline constexpr bool reserves_by_deciding_later<basic_gcra<replay_clock>> = true;
 
 template <class L>
+inline constexpr bool warming = false;
+template <>
+inline constexpr bool warming<basic_warmup<replay_clock>> = true;
+
+template <class L>
 class adapter final : public replay_limiter {
  public:
   template <class... Args>
@@ -92,6 +97,19 @@ class adapter final : public replay_limiter {
       : mode_(mode), base_ns_(base_ns), limiter_(make(base_ns, std::forward<Args>(args)...)) {}
 
   outcome offer(std::int64_t t_ns, std::int64_t n) override {
+    const outcome o = decide(t_ns, n);
+    if constexpr (warming<L>) {
+      if (!stable_since_ && limiter_.stored_permits_at(at(base_ns_ + t_ns)) <= limiter_.threshold_permits()) {
+        stable_since_ = t_ns;
+      }
+    }
+    return o;
+  }
+  [[nodiscard]] bool warms_up() const noexcept override { return warming<L>; }
+  [[nodiscard]] std::optional<std::int64_t> stable_since() const noexcept override { return stable_since_; }
+
+ private:
+  outcome decide(std::int64_t t_ns, std::int64_t n) {
     const std::int64_t now_ns = base_ns_ + t_ns;
     replay_clock::current_ns() = now_ns;
     const tp now = at(now_ns);
@@ -130,7 +148,6 @@ class adapter final : public replay_limiter {
     }
   }
 
- private:
   template <class... Args>
   static L make(std::int64_t base_ns, Args&&... args) {
     replay_clock::current_ns() = base_ns;
@@ -140,6 +157,7 @@ class adapter final : public replay_limiter {
   replay_mode mode_;
   std::int64_t base_ns_;
   L limiter_;
+  std::optional<std::int64_t> stable_since_;
 };
 template <class L>
 constexpr bool reservable() {

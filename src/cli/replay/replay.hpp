@@ -7,7 +7,7 @@
 //
 //   auto settings = admit::cli::resolve(   // cli/common/algorithms.hpp
 //       {.algo = algorithm::token_bucket, .limit = admit::rate::parse("100/s")});
-//   admit::cli::trace_source arrivals(std::cin);   // cli/replay/trace.hpp: `<seconds> [n]` lines, streamed
+//   admit::cli::trace_source arrivals(std::cin);   // cli/replay/arrival_source.hpp: `<seconds> [n]` lines, streamed
 //   auto result = admit::cli::replay(settings, arrivals);
 //
 // Modes: `allow` asks for an immediate answer (decide_at): admitted now or rejected. `reserve` books the request
@@ -47,6 +47,11 @@ class replay_limiter {
  public:
   virtual ~replay_limiter() = default;
   virtual outcome offer(std::int64_t t_ns, std::int64_t n) = 0;
+  // Whether the limiter starts cold and warms up (warmup): then stable_since() says when it first served at its stable
+  // rate — just after a decision, its stored permits down to the threshold (Guava's SmoothWarmingUp) — in ns since
+  // the trace start, nullopt while it never has.
+  [[nodiscard]] virtual bool warms_up() const noexcept { return false; }
+  [[nodiscard]] virtual std::optional<std::int64_t> stable_since() const noexcept { return std::nullopt; }
 };
 
 // Builds the limiter `settings` describe. Throws std::invalid_argument when the limiter refuses the configuration.
@@ -86,7 +91,11 @@ struct replay_result {
   std::int64_t first_ns = 0, last_ns = 0;  // first and last arrival
   std::int64_t last_admission_ns = 0;      // latest arrival + delay among admitted
   rate_timeline timeline;                  // tokens offered, admitted and rejected over time (bounded)
-  std::optional<per_key_result> per_key;   // set by a --per-key replay
+  // warmup: when the limiter first served at its stable rate (nullopt: the trace never brought it there); with
+  // per_key, the earliest of any key's, and how many keys' limiters got there.
+  std::optional<std::int64_t> stable_since;
+  std::int64_t stable_limiters = 0;
+  std::optional<per_key_result> per_key;  // set by a --per-key replay
 };
 
 // How a rate replay runs besides its limiter.

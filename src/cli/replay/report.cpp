@@ -37,6 +37,24 @@ std::string delay_line(const replay_result& r) {
   return line;
 }
 
+// Whether the warm-up limiter ever served at its stable rate: a trace that never brought it there shows only its cold
+// start, and says so.
+std::string warmup_line(const report_context& ctx, const replay_result& r) {
+  const auto& s = ctx.settings;
+  const std::string stable = s.shown_rate();
+  if (r.per_key) {
+    return std::to_string(r.stable_limiters) + " of " + plural(r.per_key->keys, "key's limiter", "keys' limiters") +
+           " reached the stable rate of " + stable +
+           (r.stable_since ? ", the first at " + format_seconds(*r.stable_since) + "s" : "");
+  }
+  if (r.stable_since) return "reached the stable rate of " + stable + " at " + format_seconds(*r.stable_since) + "s";
+  char cold[32];
+  std::snprintf(cold, sizeof cold, "%g", s.cold_factor);
+  return "the trace never brought the limiter to its stable rate of " + stable +
+         ": it stayed warming up, admitting at between 1/" + cold + " of it (--cold-factor " + cold +
+         ") and it; only admitted requests warm it up";
+}
+
 void write_keys(std::ostream& out, const std::string& p, const report_context& ctx, const per_key_result& k) {
   out << p << "keys:     " << plural(k.keys, "key", "keys") << " (--per-key " << ctx.per_key << "), "
       << k.keys_with_rejections << " with rejections\n";
@@ -88,6 +106,7 @@ void write_summary(std::ostream& out, const report_context& ctx, const replay_re
   count_line("admitted: ", r.admitted, r.admitted_tokens);
   count_line("rejected: ", r.rejected, r.rejected_tokens);
   if (r.per_key) write_keys(out, p, ctx, *r.per_key);
+  if (s.algo == algorithm::warmup) out << p << "warm-up:  " << warmup_line(ctx, r) << "\n";
   if (s.mode == replay_mode::reserve) {
     out << p << "delayed:  " << pad_left(std::to_string(r.delayed), w)
         << (r.delayed == 1 ? " arrival admitted after a wait (" : " arrivals admitted after a wait (")
@@ -160,6 +179,11 @@ nlohmann::ordered_json summary_json(const report_context& ctx, const replay_resu
                       {"rejected", {{"arrivals", k.rejected}, {"tokens", k.rejected_tokens}}}});
     }
     j["most_limited_keys"] = std::move(keys);
+  }
+  if (s.algo == algorithm::warmup) {
+    j["warmup"] = {{"reached_stable_rate", r.stable_since.has_value()},
+                   {"stable_since_seconds", r.stable_since ? json_seconds(*r.stable_since) : nullptr}};
+    if (r.per_key) j["warmup"]["keys_at_stable_rate"] = r.stable_limiters;
   }
   j["delayed"] = {{"arrivals", r.delayed}};
   j["delay_seconds"] = {{"p50", json_seconds(r.delay.p50)},        {"p90", json_seconds(r.delay.p90)},
