@@ -108,11 +108,11 @@ struct rate_replay_options {
 
 // The streaming engine of every rate replay: arrivals go in one at a time, in time order, and are decided at once;
 // nothing is kept per arrival. Memory: the timeline (under 1 MB), the delay percentiles (at most 8 MB, see
-// cli/replay/delay_percentiles.hpp), and with per_key one limiter and its counts per distinct key (about 150 bytes
-// and the key's text). As admit::keyed runs its limiters: every key's limiter shares the configuration and starts
-// full on its key's first arrival (admit::keyed's exact eviction never changes a decision, so keeping every key, as
-// here, decides the same).
-// Thread safety: none (one replay per thread; replays on different threads are independent).
+// cli/replay/delay_percentiles.hpp), and with per_key one limiter and its counts per distinct key (a few hundred
+// bytes and the key's text). As admit::keyed runs its limiters: every key's limiter has the same configuration and
+// starts full on its key's first arrival (admit::keyed's exact eviction never changes a decision, so keeping every key,
+// as here, decides the same). Thread safety: none (one replay per thread; replays on different threads are
+// independent).
 class rate_replayer {
  public:
   // Throws std::invalid_argument when the limiter refuses the configuration.
