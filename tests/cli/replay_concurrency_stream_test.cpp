@@ -1,8 +1,6 @@
 // The concurrency replay streams (src/cli/replay/concurrency_simulation.cpp): a trace of millions of requests,
 // generated line by line as it is read (no file, no whole-trace buffer), is replayed with memory bounded by the live
 // requests. Its own test program, so that the process's peak resident set measured here is this test's.
-#include <sys/resource.h>
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -13,6 +11,8 @@
 
 #include "cli/replay/concurrency_replay.hpp"
 
+#include "stream_testing.hpp"
+
 // This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
 namespace replay_concurrency_stream_test {
 
@@ -20,17 +20,8 @@ namespace {
 
 using namespace admit::cli;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool sanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
-#else
-constexpr bool sanitized = false;
-#endif
+using stream_testing::peak_rss_kb;
+using stream_testing::sanitized;
 
 #ifdef NDEBUG
 constexpr std::size_t plain_requests = 3'000'000;
@@ -70,12 +61,6 @@ class generated_trace : public std::streambuf {
   std::size_t next_ = 0;
   std::string line_;
 };
-
-long peak_rss_kb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss;  // kilobytes on Linux
-}
 
 TEST(ConcurrencyReplayStream, LongTraceReplaysInBoundedMemory) {
   const long before_kb = peak_rss_kb();

@@ -356,47 +356,4 @@ TEST(ConcurrencyOptions, BadLineAfterStreamedEventsLeavesNoPlot) {
 
 }  // namespace
 
-namespace {
-
-// An endless rate trace, generated line by line as it is read: "<i/1000 s>".
-// It holds one line at a time, so only the reader's own memory grows; lines() says how many were read.
-class endless_trace : public std::streambuf {
- public:
-  [[nodiscard]] std::size_t lines() const noexcept { return lines_; }
-
- protected:
-  int_type underflow() override {
-    line_ = std::to_string(lines_ / 1000) + "." + std::to_string(1000 + lines_ % 1000).substr(1) + "\n";
-    ++lines_;
-    setg(line_.data(), line_.data(), line_.data() + line_.size());
-    return traits_type::to_int_type(line_[0]);
-  }
-
- private:
-  std::size_t lines_ = 0;
-  std::string line_;
-};
-
-}  // namespace
-
-// A rate trace longer than the bound is refused on the line past it, and reading stops there: memory stays bounded
-// by the bound, not by the input (an endless input would otherwise grow until the machine gives out). Checked by
-// counting the lines the generator produced: deterministic, and fast with a small bound. (A concurrency trace has
-// no bound: it streams; see replay_concurrency_stream_test.cpp.)
-TEST(ConcurrencyTrace, ReadingStopsAtTheBound) {
-  endless_trace source;
-  std::istream in(&source);
-  std::string message;
-  try {
-    (void)read_trace(in, 10'000);
-  } catch (const trace_error& e) {
-    message = e.what();
-  }
-  EXPECT_EQ(message,
-            "line 10001: more than 10000 arrivals: admit replay holds the whole trace in memory and stops there; "
-            "replay a part of it (split -l 10000)");
-  EXPECT_EQ(source.lines(), 10'001U);
-  EXPECT_EQ(max_trace_arrivals, 8'000'000U);
-}
-
 }  // namespace replay_concurrency_test

@@ -179,7 +179,11 @@ replay_settings resolve(const replay_config& c) {
   const bool slack = applies(parameter::slack, c.slack.has_value(), "--slack " + std::to_string(c.slack.value_or(0)));
   const bool warmup = applies(parameter::warmup, c.warmup.has_value(),
                               "--warmup " + format_duration(c.warmup.value_or(std::chrono::nanoseconds(0))));
-  if (c.cold_factor && !warmup) refuse("a cold factor does not apply to " + name);
+  if (c.cold_factor && !warmup) {
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%g", *c.cold_factor);
+    refuse("--cold-factor " + std::string(shown) + " does not apply to " + name + " (only to warmup)");
+  }
 
   // A count given (through resolve's own callers) outside [min, max_count].
   const auto count = [](const char* option, std::int64_t v, std::int64_t min) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <ostream>
+#include <stdexcept>
+#include <string>
 
 namespace admit::cli {
 
@@ -28,6 +30,33 @@ nlohmann::ordered_json json_mean_seconds(double mean_ns) { return json_number(st
 
 void write_json_document(std::ostream& out, const nlohmann::ordered_json& document) {
   out << document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+void write_json_document_streaming(std::ostream& out, const nlohmann::ordered_json& document, bool any,
+                                   const std::function<void(std::ostream&)>& write_elements) {
+  if (document.empty() || !document.back().is_array() || !document.back().empty()) {
+    throw std::logic_error("write_json_document_streaming: the last member must be an empty array");
+  }
+  const std::string text = document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  // The document ends with `[]` and the closing brace: the elements go between the brackets.
+  const auto empty = text.rfind("[]");
+  out.write(text.data(), static_cast<std::streamsize>(empty + 1));
+  if (any) {
+    out << "\n";
+    write_elements(out);
+    out << "\n  ";
+  }
+  out << std::string_view(text).substr(empty + 1) << "\n";
+}
+
+std::string json_array_element(const nlohmann::ordered_json& element) {
+  const std::string alone = element.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out = "    ";
+  for (const char c : alone) {
+    out += c;
+    if (c == '\n') out += "    ";
+  }
+  return out;
 }
 
 namespace {

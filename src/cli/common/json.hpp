@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <string_view>
@@ -28,6 +29,16 @@ namespace admit::cli {
 
 // `document` pretty-printed (two-space indent) and a newline.
 void write_json_document(std::ostream& out, const nlohmann::ordered_json& document);
+
+// A streamed array: `document` as write_json_document writes it, its last member an empty array whose elements
+// `write_elements` writes in place — each made by json_array_element, joined by ",\n" — so that a long list (a
+// replay's events) can come from a file or be produced as it is written, never held in memory. `any`: whether
+// write_elements writes at least one element (otherwise the array stays `[]`). Throws std::logic_error when
+// `document`'s last member is not an empty array.
+void write_json_document_streaming(std::ostream& out, const nlohmann::ordered_json& document, bool any,
+                                   const std::function<void(std::ostream&)>& write_elements);
+// One element of that array, pretty-printed and indented for its place (four spaces), without a comma.
+[[nodiscard]] std::string json_array_element(const nlohmann::ordered_json& element);
 
 // `document` on one line, members separated by ", " and keys by ": " (one record a line, for log collectors), and a
 // newline. Strings and numbers are written by nlohmann::json (invalid UTF-8 becomes U+FFFD).

@@ -99,10 +99,13 @@ struct concurrency_result {
   double total_duration_ns = 0;            // the offered requests' durations, summed in trace order
   std::int64_t admitted = 0, admitted_at_once = 0, admitted_after_wait = 0;
   std::int64_t queue_full = 0, timed_out = 0, exceeds_capacity = 0;
-  delay_stats wait;  // nearest-rank percentiles of the admitted requests' waits (0 for those admitted at once), exact
+  delay_stats wait;        // nearest-rank percentiles of the admitted requests' waits (0 for those admitted at once)
+  bool wait_exact = true;  // false: from delay_percentiles' histogram (within 1/256, never below)
   std::int64_t peak_in_flight = 0, peak_waiting = 0;
   std::int64_t first_ns = 0, last_ns = 0;  // first and last arrival
   std::int64_t end_ns = 0;                 // the last event: the last completion (or deadline, or arrival)
+  std::int64_t skipped_lines = 0;          // set by the reader of an access log: lines it left out (--skip-bad-lines)
+  std::int64_t reordered = 0;              // ... and arrivals earlier than the one before, replayed at its time
 };
 
 // The simulation, fed one request at a time in arrival order: it replays in virtual time everything that happens
@@ -112,7 +115,8 @@ struct concurrency_result {
 //     timeout (a deadline stays queued until its time even when the request was granted before it);
 //   - with an event sink, a reorder buffer (56 bytes a request) from the oldest request whose outcome is not yet
 //     known to the newest arrival, so that events leave in arrival order as soon as they are decided;
-//   - 8 bytes per request admitted after waiting (its wait, for exact percentiles), nothing for the others;
+//   - the wait percentiles (cli/replay/delay_percentiles.hpp): 8 bytes per request admitted after waiting up to
+//     1,048,576 of them (exact), then a fixed histogram of 115 KB (within 1/256, never below); nothing for the others;
 //   - the timeline, about 100 KB.
 // Thread safety: none (one replay per thread). A sink that throws leaves the replayer unusable.
 class concurrency_replayer {
@@ -137,7 +141,7 @@ class concurrency_replayer {
     std::size_t nodes = 0, peak_nodes = 0;      // waiter nodes allocated (free ones are reused)
     std::size_t timed = 0, peak_timed = 0;      // pending completions and deadlines
     std::size_t pending = 0, peak_pending = 0;  // reorder buffer of the event sink
-    std::size_t waits = 0;                      // waits kept for the percentiles
+    std::size_t waits = 0;                      // waits kept exactly for the percentiles (0 once in the histogram)
   };
   [[nodiscard]] footprint memory() const noexcept;
 

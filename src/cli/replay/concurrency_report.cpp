@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <initializer_list>
 #include <ostream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -11,30 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common/duration.hpp"
+#include "cli/common/json.hpp"
+#include "cli/common/text.hpp"
 #include "cli/replay/concurrency_replay.hpp"
 #include "cli/replay/report.hpp"
 #include "cli/replay/trace.hpp"
 
 namespace admit::cli {
-
-namespace {
-
-std::string share(std::int64_t part, std::int64_t whole) {
-  if (whole == 0) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
-  return buf;
-}
-
-std::string pad_left(const std::string& s, std::size_t width) {
-  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
-}
-
-std::string plural(std::int64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
-}  // namespace
 
 void write_concurrency_summary(std::ostream& out, const concurrency_settings& s, const std::string& source,
                                const concurrency_result& r, bool comment) {
@@ -48,6 +30,14 @@ void write_concurrency_summary(std::ostream& out, const concurrency_settings& s,
                static_cast<std::int64_t>(std::llround(r.total_duration_ns / static_cast<double>(r.requests))));
   }
   out << "\n";
+  if (r.skipped_lines > 0) {
+    out << p << "skipped:          " << plural(r.skipped_lines, "line", "lines")
+        << " that did not parse (--skip-bad-lines)\n";
+  }
+  if (r.reordered > 0) {
+    out << p << "order:            " << plural(r.reordered, "request was", "requests were")
+        << " earlier than the line before; replayed in file order, at that line's time\n";
+  }
   const std::size_t w = std::to_string(r.requests).size();
   const auto line = [&](const char* label, std::int64_t n, const std::string& note) {
     out << p << label << pad_left(std::to_string(n), w) << "  " << pad_left(share(n, r.requests), 6) << "  " << note
@@ -73,7 +63,9 @@ void write_concurrency_summary(std::ostream& out, const concurrency_settings& s,
        note({"(needed more than the limit of ", std::to_string(s.limit), ")"}));
   out << p << "wait:             p50 " << human_duration(r.wait.p50) << ", p90 " << human_duration(r.wait.p90)
       << ", p99 " << human_duration(r.wait.p99) << ", max " << human_duration(r.wait.max) << ", mean "
-      << human_duration(static_cast<std::int64_t>(std::llround(r.wait.mean))) << " (admitted requests, exact)\n";
+      << human_duration(static_cast<std::int64_t>(std::llround(r.wait.mean)))
+      << (r.wait_exact ? " (admitted requests, exact)\n"
+                       : " (admitted requests; percentiles within 0.4%, never below)\n");
   out << p << "peak:             " << r.peak_in_flight << " in flight (limit " << s.limit << "), " << r.peak_waiting
       << " waiting";
   if (s.max_waiters) out << " (max-waiters " << *s.max_waiters << ")";
@@ -95,6 +87,8 @@ nlohmann::ordered_json concurrency_json(const concurrency_settings& s, const std
                 {"permits", r.permits},
                 {"first_seconds", json_seconds(r.first_ns)},
                 {"last_seconds", json_seconds(r.last_ns)}};
+  if (r.skipped_lines > 0) j["trace"]["skipped_lines"] = r.skipped_lines;
+  if (r.reordered > 0) j["trace"]["reordered"] = r.reordered;
   j["admitted"] = {{"requests", r.admitted}, {"at_once", r.admitted_at_once}, {"after_wait", r.admitted_after_wait}};
   j["queue_full"] = r.queue_full;
   j["timed_out"] = r.timed_out;
@@ -130,34 +124,13 @@ void write_concurrency_json(std::ostream& out, const concurrency_settings& s, co
   write_json_document(out, j);
 }
 
-std::string format_concurrency_event_json(const request_event& e) {
-  // As an element of the top-level object's "events" array in write_json_document's layout: four spaces deeper.
-  const std::string alone = event_json(e).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::string out = "    ";
-  for (const char c : alone) {
-    out += c;
-    if (c == '\n') out += "    ";
-  }
-  return out;
-}
+std::string format_concurrency_event_json(const request_event& e) { return json_array_element(event_json(e)); }
 
 void write_concurrency_json(std::ostream& out, const concurrency_settings& s, const std::string& source,
                             const concurrency_result& r, const std::function<void(std::ostream&)>& write_events) {
   auto j = concurrency_json(s, source, r);
   j["events"] = nlohmann::ordered_json::array();
-  std::ostringstream head;
-  write_json_document(head, j);
-  std::string text = head.str();
-  // The document ends with `"events": []` and the closing brace: the elements go between the brackets.
-  const auto empty = text.rfind("[]");
-  if (empty == std::string::npos) throw std::logic_error("concurrency json: no events array");
-  out.write(text.data(), static_cast<std::streamsize>(empty + 1));
-  if (r.requests > 0) {
-    out << "\n";
-    write_events(out);
-    out << "\n  ";
-  }
-  out << std::string_view(text).substr(empty + 1);
+  write_json_document_streaming(out, j, r.requests > 0, write_events);
 }
 
 std::string format_concurrency_event(const request_event& e) {

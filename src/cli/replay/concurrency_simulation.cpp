@@ -46,17 +46,8 @@ class concurrency_replayer::simulation {
     if (state_.waiting() != 0 || in_flight_ != 0 || live_ != 0 || !pending_.empty()) {
       throw std::logic_error("concurrency replay: requests left over");
     }
-    std::sort(waits_.begin(), waits_.end());
-    const auto zeros = result_.admitted - static_cast<std::int64_t>(waits_.size());
-    if (result_.admitted > 0) {
-      result_.wait.p50 = rank(zeros, 50);
-      result_.wait.p90 = rank(zeros, 90);
-      result_.wait.p99 = rank(zeros, 99);
-      result_.wait.max = waits_.empty() ? 0 : waits_.back();
-      double sum = 0;  // in ascending order, as the zeros add nothing
-      for (auto w : waits_) sum += static_cast<double>(w);
-      result_.wait.mean = sum / static_cast<double>(result_.admitted);
-    }
+    result_.wait = waits_.summarize();
+    result_.wait_exact = waits_.exact();
     return std::move(result_);
   }
 
@@ -95,7 +86,7 @@ class concurrency_replayer::simulation {
     f.peak_timed = peak_timed_;
     f.pending = pending;
     f.peak_pending = peak_pending_;
-    f.waits = waits_.size();
+    f.waits = waits_.kept();
     return f;
   }
 
@@ -221,9 +212,9 @@ class concurrency_replayer::simulation {
   void start(std::uint64_t ordinal, std::int64_t arrival, std::int64_t duration, std::int64_t n) {
     const std::int64_t wait = now_ - arrival;
     ++result_.admitted;
+    waits_.add(wait);
     if (wait > 0) {
       ++result_.admitted_after_wait;
-      waits_.push_back(wait);
     } else {
       ++result_.admitted_at_once;
     }
@@ -278,15 +269,6 @@ class concurrency_replayer::simulation {
     result_.end_ns = now_;
   }
 
-  // The p-th percentile by nearest rank of the admitted waits: `zeros` zeros, then waits_ (sorted).
-  std::int64_t rank(std::int64_t zeros, int percent) const {
-    const std::int64_t count = result_.admitted;
-    std::int64_t k = (count * percent + 99) / 100;  // 1-based nearest rank
-    k = std::clamp<std::int64_t>(k, 1, count);
-    if (k <= zeros) return 0;
-    return waits_[static_cast<std::size_t>(k - zeros - 1)];
-  }
-
   const concurrency_settings settings_;
   event_sink sink_;
   detail::semaphore_state state_;
@@ -305,7 +287,7 @@ class concurrency_replayer::simulation {
   std::int64_t now_ = 0;
   std::int64_t in_flight_ = 0;
   // The waits above zero: a deque grows by blocks, where a vector's doubling would briefly need twice the memory.
-  std::deque<std::int64_t> waits_;
+  delay_percentiles waits_;  // of the admitted requests, zeros included
   bool finished_ = false;
   concurrency_result result_;
 };

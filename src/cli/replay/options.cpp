@@ -1,6 +1,7 @@
 #include "cli/replay/options.hpp"
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +17,7 @@
 
 #include "cli/common/duration.hpp"
 #include "cli/common/values.hpp"
+#include "cli/replay/arrival_source.hpp"
 #include "cli/replay/plot.hpp"
 #include "cli/replay/report.hpp"
 #include "cli/replay/trace.hpp"
@@ -35,6 +37,18 @@ void refuse_if_given(const char* option, const std::optional<std::string>& value
   }
 }
 
+// --cold-factor: a decimal above 1 (the cold rate is the stable rate divided by it), at most 1000.
+double parse_cold_factor(const std::string& text) {
+  double v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v, std::chars_format::fixed);
+  if (ec != std::errc() || ptr != end || !(v > 1) || v > 1000) {
+    throw usage_error("invalid --cold-factor " + quote(text) +
+                      ": expected a number above 1 and at most 1000, such as 3 (Guava's) or 2.5");
+  }
+  return v;
+}
+
 }  // namespace
 
 replay_config to_config(const replay_options& o) {
@@ -44,15 +58,65 @@ replay_config to_config(const replay_options& o) {
       refuse_if_given(option, *value, to_string(*algo), "only to concurrency");
     }
   }
-  return to_config(rate_limit_options{o.algorithm, o.rate, o.burst, o.window, o.slack, o.warmup, o.mode},
-                   all_algorithm_names());
+  replay_config config = to_config(
+      rate_limit_options{o.algorithm, o.rate, o.burst, o.window, o.slack, o.warmup, o.mode}, all_algorithm_names());
+  if (o.cold_factor) config.cold_factor = parse_cold_factor(*o.cold_factor);
+  return config;
+}
+
+log_request to_log_request(const replay_options& o) {
+  log_request r;
+  const auto format = parse_log_format(o.format);
+  if (!format) throw usage_error("invalid --format " + quote(o.format) + ": use " + log_format_names());
+  r.format = *format;
+  const bool named = r.format == log_format::csv || r.format == log_format::jsonl;
+  for (const auto& [option, value] :
+       {std::pair{"--time-field", &o.time_field}, std::pair{"--key-field", &o.key_field},
+        std::pair{"--cost-field", &o.cost_field}, std::pair{"--duration-field", &o.duration_field}}) {
+    if (!*value) continue;
+    if (!named) {
+      throw usage_error(std::string(option) + " " + quote(**value) + " does not apply to --format " + o.format +
+                        " (only to csv and jsonl, whose fields have names)");
+    }
+    if ((*value)->empty()) throw usage_error(std::string("invalid ") + option + " \"\": give a field's name");
+  }
+  if (o.time_field) r.fields.time = *o.time_field;
+  if (o.key_field) r.fields.key = *o.key_field;
+  if (o.cost_field) r.fields.cost = *o.cost_field;
+  if (o.duration_field) r.fields.duration = *o.duration_field;
+  const bool concurrency = o.algorithm == concurrency_algorithm_name;
+  if (o.per_key) {
+    if (concurrency) throw usage_error("--per-key " + quote(*o.per_key) + " applies to the rate algorithms only");
+    if (r.format == log_format::plain) {
+      throw usage_error("--per-key " + quote(*o.per_key) +
+                        " needs a key on each line, which the plain trace does not have; use --format nginx, envoy, "
+                        "csv or jsonl");
+    }
+    if (o.per_key->empty()) throw usage_error("invalid --per-key \"\": use client or a field's name");
+    r.per_key = *o.per_key;
+  }
+  if (o.duration_field && !concurrency) {
+    throw usage_error("--duration-field " + quote(*o.duration_field) + " applies to --algorithm concurrency only");
+  }
+  if (concurrency && r.format == log_format::nginx) {
+    throw usage_error(
+        "--format nginx has no request duration, which --algorithm concurrency needs; use --format envoy (its "
+        "DURATION), csv or jsonl (--duration-field), or a plain `<arrival> <duration>` trace");
+  }
+  if (o.skip_bad_lines && r.format == log_format::plain) {
+    throw usage_error("--skip-bad-lines applies to --format nginx, envoy, csv and jsonl; a plain trace must parse");
+  }
+  r.needs_duration = concurrency;
+  r.skip_bad_lines = o.skip_bad_lines;
+  return r;
 }
 
 concurrency_settings to_concurrency_settings(const replay_options& o) {
   const std::string name(concurrency_algorithm_name);
   for (const auto& [option, value] :
        {std::pair{"--rate", &o.rate}, std::pair{"--burst", &o.burst}, std::pair{"--window", &o.window},
-        std::pair{"--slack", &o.slack}, std::pair{"--warmup", &o.warmup}, std::pair{"--mode", &o.mode}}) {
+        std::pair{"--slack", &o.slack}, std::pair{"--warmup", &o.warmup}, std::pair{"--cold-factor", &o.cold_factor},
+        std::pair{"--mode", &o.mode}}) {
     refuse_if_given(option, *value, name, "it takes --limit, --max-waiters and --timeout");
   }
   concurrency_settings s;
@@ -82,6 +146,12 @@ std::string check_plot_name(const replay_options& o) {
 std::string empty_trace(const std::string& source, std::string_view shape) {
   return source + ": the trace is empty: no " + std::string(shape) +
          " line (blank lines and '#' comments do not count)";
+}
+
+std::string empty_log(const std::string& source, const log_request& reading, std::int64_t skipped) {
+  std::string message = source + ": the " + std::string(to_string(reading.format)) + " log has no record";
+  if (skipped > 0) message += " that parses (" + std::to_string(skipped) + " skipped by --skip-bad-lines)";
+  return message;
 }
 
 // Reads the trace named by o.trace ("-": `in`) with `parse`. Returns an error message (empty on success).
@@ -118,10 +188,11 @@ class json_event_spool {
   json_event_spool() : file_(std::tmpfile(), &std::fclose) {}
   [[nodiscard]] bool is_open() const noexcept { return file_ != nullptr; }
 
-  void add(const request_event& e) {
+  // One element of the "events" array (format_event_json, format_concurrency_event_json).
+  void add(const std::string& element) {
     std::string text = empty_ ? "" : ",\n";
     empty_ = false;
-    text += format_concurrency_event_json(e);
+    text += element;
     if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size()) failed_ = true;
   }
   // Makes the file ready to be read back; false (errno says why) if writing it failed.
@@ -141,31 +212,50 @@ class json_event_spool {
   bool failed_ = false;
 };
 
+// The plot file is checked before the (long) replay, without truncating it, and written after it; one that the check
+// created is removed again if the replay fails.
+class plot_probe {
+ public:
+  explicit plot_probe(const replay_options& o) : name_(o.plot) {}
+  // An error message, or empty when the file can be written (or no --plot was given).
+  std::string check() {
+    if (!name_) return {};
+    std::error_code ec;
+    created_ = !std::filesystem::exists(*name_, ec);
+    const std::ofstream probe(*name_, std::ios::app);
+    if (!probe) return "cannot write --plot " + quote(*name_) + ": " + std::strerror(errno);
+    return {};
+  }
+  // The replay failed: remove the file if the check created it.
+  void forget() {
+    std::error_code ec;
+    if (created_) std::filesystem::remove(*name_, ec);
+  }
+
+ private:
+  std::optional<std::string> name_;
+  bool created_ = false;
+};
+
 int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out, std::ostream& err) {
   const auto fail = [&](const std::string& message) {
     err << "admit replay: " << message << "\n";
     return exit_bad_input;
   };
   concurrency_settings settings;
+  log_request reading;
   try {
     settings = to_concurrency_settings(o);
+    reading = to_log_request(o);
   } catch (const usage_error& e) {
     return fail(e.what());
   }
   if (auto error = check_plot_name(o); !error.empty()) return fail(error);
   const std::string source = o.trace == "-" ? "stdin" : o.trace;
-  // The plot file is checked before the (long) replay, without truncating it, and written after it; one that the
-  // check created is removed again if the replay fails.
-  bool plot_created = false;
-  if (o.plot) {
-    std::error_code ec;
-    plot_created = !std::filesystem::exists(*o.plot, ec);
-    const std::ofstream probe(*o.plot, std::ios::app);
-    if (!probe) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
-  }
+  plot_probe plot(o);
+  if (auto error = plot.check(); !error.empty()) return fail(error);
   const auto fail_replay = [&](const std::string& message) {
-    std::error_code ec;
-    if (plot_created) std::filesystem::remove(*o.plot, ec);
+    plot.forget();
     return fail(message);
   };
   // The replay streams: each event is written as soon as it is decided (--events), or spooled (--json --events).
@@ -177,21 +267,39 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
       err << "admit replay: cannot create a temporary file for --json --events: " << std::strerror(errno) << "\n";
       return exit_failure;
     }
-    sink = [&](const request_event& e) { spool->add(e); };
+    sink = [&](const request_event& e) { spool->add(format_concurrency_event_json(e)); };
   } else if (o.events) {
     sink = [&](const request_event& e) { out << format_concurrency_event(e); };
   }
   concurrency_result result;
   try {
-    if (auto error =
-            read_source(o, in, err, source, [&](std::istream& s) { result = replay_concurrency(settings, s, sink); });
+    if (auto error = read_source(o, in, err, source,
+                                 [&](std::istream& s) {
+                                   if (reading.format == log_format::plain) {
+                                     result = replay_concurrency(settings, s, sink);
+                                     return;
+                                   }
+                                   log_reader reader(s, reading);
+                                   concurrency_replayer replayer(settings, sink);
+                                   for (log_record r; reader.read(r);) {
+                                     replayer.add(request{r.t_ns, r.duration_ns, r.n, r.line});
+                                   }
+                                   result = replayer.finish();
+                                   result.skipped_lines = reader.skipped();
+                                   result.reordered = reader.reordered();
+                                 });
         !error.empty()) {
       return fail_replay(error);
     }
   } catch (const std::invalid_argument& e) {
     return fail_replay(e.what());
+  } catch (const usage_error& e) {  // an access log's reader refusing its request (a --per-key field it lacks)
+    return fail_replay(e.what());
   }
-  if (result.requests == 0) return fail_replay(empty_trace(source, "`<arrival> <duration> [n]`"));
+  if (result.requests == 0) {
+    return fail_replay(reading.format == log_format::plain ? empty_trace(source, "`<arrival> <duration> [n]`")
+                                                           : empty_log(source, reading, result.skipped_lines));
+  }
   if (o.plot) {
     std::ofstream svg(*o.plot);
     if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
@@ -231,29 +339,67 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
     return exit_bad_input;
   };
   replay_settings settings;
+  log_request reading;
   try {
     settings = resolve(to_config(o));
+    reading = to_log_request(o);
   } catch (const usage_error& e) {
     return fail(e.what());
   } catch (const std::invalid_argument& e) {
     return fail(e.what());
   }
   if (auto error = check_plot_name(o); !error.empty()) return fail(error);
+  plot_probe plot(o);
+  if (auto error = plot.check(); !error.empty()) return fail(error);
+  const auto fail_replay = [&](const std::string& message) {
+    plot.forget();
+    return fail(message);
+  };
 
   const std::string source = o.trace == "-" ? "stdin" : o.trace;
-  std::vector<arrival> trace;
-  if (auto error = read_source(o, in, err, source, [&](std::istream& s) { trace = read_trace(s); }); !error.empty()) {
-    return fail(error);
+  // The replay streams: each event is written as soon as it is decided (--events), or spooled (--json --events).
+  rate_replay_options engine;
+  std::optional<json_event_spool> spool;
+  if (o.events && o.json) {
+    spool.emplace();
+    if (!spool->is_open()) {
+      err << "admit replay: cannot create a temporary file for --json --events: " << std::strerror(errno) << "\n";
+      return exit_failure;
+    }
+    engine.on_event = [&](const event& e, std::string_view key) { spool->add(format_event_json(e, key)); };
+  } else if (o.events) {
+    engine.on_event = [&](const event& e, std::string_view key) { out << format_event(e, key); };
   }
-  if (trace.empty()) return fail(empty_trace(source, "`<seconds since start> [n]`"));
-
+  engine.per_key = reading.per_key.has_value();
   replay_result result;
+  report_context ctx{settings, source};
+  ctx.per_key = reading.per_key.value_or("");
   try {
-    result = replay(settings, trace);
+    if (auto error = read_source(o, in, err, source,
+                                 [&](std::istream& s) {
+                                   if (reading.format == log_format::plain) {
+                                     trace_source arrivals(s);
+                                     result = replay(settings, arrivals, engine);
+                                     return;
+                                   }
+                                   log_reader reader(s, reading);
+                                   log_source arrivals(reader);
+                                   result = replay(settings, arrivals, engine);
+                                   ctx.skipped_lines = reader.skipped();
+                                   ctx.reordered = reader.reordered();
+                                 });
+        !error.empty()) {
+      return fail_replay(error);
+    }
   } catch (const std::invalid_argument& e) {
-    return fail(e.what());
+    return fail_replay(e.what());
+  } catch (const usage_error& e) {  // an access log's reader refusing its request (a --per-key field it lacks)
+    return fail_replay(e.what());
   }
-  const report_context ctx{settings, source};
+  if (result.arrivals == 0) {
+    return fail_replay(reading.format == log_format::plain ? empty_trace(source, "`<seconds since start> [n]`")
+                                                           : empty_log(source, reading, ctx.skipped_lines));
+  }
 
   if (o.plot) {
     std::ofstream svg(*o.plot);
@@ -263,9 +409,16 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
     if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": write error");
   }
   if (o.json) {
-    write_json(out, ctx, result, o.events);
+    if (spool) {
+      if (!spool->rewind()) {
+        err << "admit replay: cannot write the temporary file of --json --events: " << std::strerror(errno) << "\n";
+        return exit_failure;
+      }
+      write_json(out, ctx, result, [&](std::ostream& to) { spool->copy_to(to); });
+    } else {
+      write_json(out, ctx, result, false);
+    }
   } else if (o.events) {
-    write_events(out, result);
     write_summary(out, ctx, result, /*comment=*/true);
   } else {
     write_summary(out, ctx, result);

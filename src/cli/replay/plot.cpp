@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <limits>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "cli/common/duration.hpp"
+#include "cli/common/message.hpp"
+#include "cli/common/text.hpp"
 #include "cli/replay/concurrency_replay.hpp"
 #include "cli/replay/trace.hpp"
 
@@ -21,8 +24,12 @@ constexpr double svg_height = 620;
 constexpr double left = 80;
 constexpr double right = 30;
 constexpr double plot_w = svg_width - left - right;
-constexpr double top1 = 80, height1 = 220;   // cumulative panel
-constexpr double top2 = 360, height2 = 200;  // rate panel
+// Each panel's legend is a row of entries just above it, outside the data; the subtitle above them takes at most two
+// lines.
+constexpr double top1 = 96, height1 = 204;   // cumulative panel (or permits in flight)
+constexpr double top2 = 372, height2 = 190;  // rate panel (or requests waiting)
+constexpr double legend_gap = 9;             // from a legend row's baseline to its panel's top
+constexpr double char_px = 6.8;              // a generous average width of a 12 px character, for layout
 
 constexpr const char* offered_color = "#8a9bb0";
 constexpr const char* admitted_color = "#1b7f3b";
@@ -53,20 +60,6 @@ std::string tick_label(double v) {
     std::snprintf(buf, sizeof buf, "%.10g", v);
   }
   return buf;
-}
-
-// Cumulative sum of `weights` over sorted `times`, sampled at `samples` evenly spaced instants over [0, end].
-std::vector<double> cumulative(const std::vector<std::pair<std::int64_t, std::int64_t>>& sorted, std::int64_t end,
-                               int samples) {
-  std::vector<double> out(static_cast<std::size_t>(samples) + 1);
-  std::size_t k = 0;
-  double sum = 0;
-  for (int i = 0; i <= samples; ++i) {
-    const auto t = static_cast<std::int64_t>(static_cast<double>(end) * i / samples);
-    while (k < sorted.size() && sorted[k].first <= t) sum += static_cast<double>(sorted[k++].second);
-    out[static_cast<std::size_t>(i)] = sum;
-  }
-  return out;
 }
 
 void axes(std::ostream& out, double top, double height, double x_max_s, double y_max, const std::string& y_title) {
@@ -109,23 +102,55 @@ void polyline(std::ostream& out, const std::vector<double>& values, double top, 
   out << "\"/>\n";
 }
 
-// A white, slightly transparent panel behind a legend of `rows` entries, so that it stays readable over the data.
-void legend_box(std::ostream& out, double x, double y, int rows, double width) {
-  out << "<rect x=\"" << num(x - 6) << "\" y=\"" << num(y - 14) << "\" width=\"" << num(width) << "\" height=\""
-      << num(rows * 18 + 6) << "\" fill=\"white\" opacity=\"0.85\" stroke=\"#ddd\"/>\n";
+enum class mark { line, dashed, box };
+struct legend_item {
+  const char* color;
+  std::string label;
+  mark style = mark::line;
+};
+
+// The legend of the panel whose top is at `panel_top`: one row above it, outside the data, the entries side by side.
+void legend_row(std::ostream& out, double panel_top, const std::vector<legend_item>& items) {
+  double x = left;
+  const double y = panel_top - legend_gap;
+  for (const auto& item : items) {
+    if (item.style == mark::box) {
+      out << "<rect x=\"" << num(x) << "\" y=\"" << num(y - 9) << "\" width=\"18\" height=\"10\" fill=\"" << item.color
+          << "\" opacity=\"0.5\"/>";
+    } else {
+      out << "<line x1=\"" << num(x) << "\" x2=\"" << num(x + 18) << "\" y1=\"" << num(y - 4) << "\" y2=\""
+          << num(y - 4) << "\" stroke=\"" << item.color << "\" stroke-width=\"2.5\""
+          << (item.style == mark::dashed ? " stroke-dasharray=\"6,4\"" : "") << "/>";
+    }
+    out << "<text x=\"" << num(x + 24) << "\" y=\"" << num(y) << "\" font-size=\"12\" fill=\"#333\">"
+        << xml_escape(item.label) << "</text>\n";
+    x += 24 + static_cast<double>(item.label.size()) * char_px + 18;
+  }
 }
 
-void legend_entry(std::ostream& out, double x, double y, const char* color, const char* label, bool dashed = false,
-                  bool box = false) {
-  if (box) {
-    out << "<rect x=\"" << num(x) << "\" y=\"" << num(y - 9) << "\" width=\"18\" height=\"10\" fill=\"" << color
-        << "\" opacity=\"0.5\"/>";
-  } else {
-    out << "<line x1=\"" << num(x) << "\" x2=\"" << num(x + 18) << "\" y1=\"" << num(y - 4) << "\" y2=\"" << num(y - 4)
-        << "\" stroke=\"" << color << "\" stroke-width=\"2.5\"" << (dashed ? " stroke-dasharray=\"6,4\"" : "") << "/>";
+// The subtitle under the title, wrapped to the chart's width: at most two lines, the rest cut with "...".
+void subtitle(std::ostream& out, const std::string& text) {
+  const auto columns = static_cast<std::size_t>(plot_w / char_px);
+  const std::string wrapped = wrap_text(text, columns, 0, 0);
+  std::vector<std::string> lines;
+  for (std::size_t start = 0;;) {
+    const auto nl = wrapped.find('\n', start);
+    lines.push_back(wrapped.substr(start, nl == std::string::npos ? std::string::npos : nl - start));
+    if (nl == std::string::npos) break;
+    start = nl + 1;
   }
-  out << "<text x=\"" << num(x + 24) << "\" y=\"" << num(y) << "\" font-size=\"12\" fill=\"#333\">" << label
-      << "</text>\n";
+  if (lines.size() > 2) {
+    std::string& second = lines[1];
+    if (second.size() + 3 > columns) second.resize(columns > 3 ? columns - 3 : 0);
+    second += "...";
+    lines.resize(2);
+  }
+  out << "<text x=\"" << num(left) << "\" y=\"48\" font-size=\"12\" fill=\"#555\">";
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    out << "<tspan x=\"" << num(left) << "\" dy=\"" << (i == 0 ? "0" : "16") << "\">" << xml_escape(lines[i])
+        << "</tspan>";
+  }
+  out << "</text>\n";
 }
 
 }  // namespace
@@ -165,33 +190,31 @@ void write_svg(std::ostream& out, const report_context& ctx, const replay_result
   out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   out << "<text x=\"" << num(left) << "\" y=\"28\" font-size=\"16\" font-weight=\"bold\" fill=\"#222\">admit replay: "
       << xml_escape(ctx.settings.describe()) << "</text>\n";
-  out << "<text x=\"" << num(left) << "\" y=\"48\" font-size=\"12\" fill=\"#555\">" << xml_escape(ctx.source) << ": "
-      << r.arrivals << " arrivals, " << r.tokens << " tokens; admitted " << r.admitted_tokens << ", rejected "
-      << r.rejected_tokens;
+  std::string sub = ctx.source + ": " + plural(r.arrivals, "arrival", "arrivals") + ", " +
+                    plural(r.tokens, "token", "tokens") + "; admitted " + std::to_string(r.admitted_tokens) +
+                    ", rejected " + std::to_string(r.rejected_tokens);
   if (ctx.settings.mode == replay_mode::reserve) {
-    out << ", delayed " << r.delayed << " (p99 delay " << xml_escape(human_duration(r.delay.p99)) << ")";
+    sub += ", delayed " + std::to_string(r.delayed) + " (p99 delay " + human_duration(r.delay.p99) + ")";
   }
-  out << "</text>\n";
+  if (r.per_key) {
+    sub += "; " + plural(r.per_key->keys, "key", "keys") + ", " + std::to_string(r.per_key->keys_with_rejections) +
+           " with rejections";
+  }
+  subtitle(out, sub);
 
-  // Panel 1: cumulative tokens.
-  std::vector<std::pair<std::int64_t, std::int64_t>> offered, admitted;
-  offered.reserve(r.events.size());
-  admitted.reserve(r.events.size());
-  for (const auto& e : r.events) {
-    offered.emplace_back(e.t_ns, e.n);
-    if (e.admitted) admitted.emplace_back(e.t_ns + e.delay_ns, e.n);
-  }
-  std::sort(admitted.begin(), admitted.end());
+  // Panel 1: cumulative tokens, sampled once per pixel from the timeline (exact at its grid's boundaries).
   const int samples = static_cast<int>(plot_w);
-  const auto cum_offered = cumulative(offered, end_ns, samples);
-  const auto cum_admitted = cumulative(admitted, end_ns, samples);
+  std::vector<double> cum_offered(static_cast<std::size_t>(samples) + 1), cum_admitted(cum_offered.size());
+  for (int i = 0; i <= samples; ++i) {
+    const auto t = static_cast<std::int64_t>(static_cast<double>(end_ns) * i / samples);
+    cum_offered[static_cast<std::size_t>(i)] = r.timeline.offered_until(t);
+    cum_admitted[static_cast<std::size_t>(i)] = r.timeline.admitted_until(t);
+  }
   const double y1_max = std::max(1.0, static_cast<double>(r.tokens)) * 1.05;
   axes(out, top1, height1, end_s, y1_max, "cumulative tokens");
   polyline(out, cum_offered, top1, height1, y1_max, offered_color, 2);
   polyline(out, cum_admitted, top1, height1, y1_max, admitted_color, 2);
-  legend_box(out, left + 12, top1 + 18, 2, 220);
-  legend_entry(out, left + 12, top1 + 18, offered_color, "offered (by arrival)");
-  legend_entry(out, left + 12, top1 + 36, admitted_color, "admitted (by admission time)");
+  legend_row(out, top1, {{offered_color, "offered (by arrival)"}, {admitted_color, "admitted (by admission time)"}});
 
   // Panel 2: tokens per second per bucket.
   const std::int64_t width = choose_bucket_width(end_ns, 120);
@@ -230,10 +253,9 @@ void write_svg(std::ostream& out, const report_context& ctx, const replay_result
     out << "<line x1=\"" << num(left) << "\" x2=\"" << num(left + plot_w) << "\" y1=\"" << num(y) << "\" y2=\""
         << num(y) << "\" stroke=\"" << rate_color << "\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
   }
-  legend_box(out, left + 12, top2 + 18, show_rate ? 3 : 2, 150);
-  legend_entry(out, left + 12, top2 + 18, offered_color, "offered", false, true);
-  legend_entry(out, left + 12, top2 + 36, admitted_color, "admitted");
-  if (show_rate) legend_entry(out, left + 12, top2 + 54, rate_color, "configured rate", true);
+  std::vector<legend_item> legend{{offered_color, "offered", mark::box}, {admitted_color, "admitted"}};
+  if (show_rate) legend.push_back({rate_color, "configured rate", mark::dashed});
+  legend_row(out, top2, legend);
   out << "</svg>\n";
 }
 
@@ -310,12 +332,12 @@ void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, con
   out << "<text x=\"" << num(left)
       << "\" y=\"28\" font-size=\"16\" font-weight=\"bold\" fill=\"#222\">admit replay: " << xml_escape(s.describe())
       << "</text>\n";
-  out << "<text x=\"" << num(left) << "\" y=\"48\" font-size=\"12\" fill=\"#555\">" << xml_escape(source) << ": "
-      << r.requests << " requests; admitted " << r.admitted << " (" << r.admitted_after_wait
-      << " after waiting, p99 wait " << xml_escape(human_duration(r.wait.p99)) << "), queue full " << r.queue_full
-      << ", timed out " << r.timed_out;
-  if (r.exceeds_capacity > 0) out << ", exceeds capacity " << r.exceeds_capacity;
-  out << "</text>\n";
+  std::string sub = source + ": " + plural(r.requests, "request", "requests") + "; admitted " +
+                    std::to_string(r.admitted) + " (" + std::to_string(r.admitted_after_wait) +
+                    " after waiting, p99 wait " + human_duration(r.wait.p99) + "), queue full " +
+                    std::to_string(r.queue_full) + ", timed out " + std::to_string(r.timed_out);
+  if (r.exceeds_capacity > 0) sub += ", exceeds capacity " + std::to_string(r.exceeds_capacity);
+  subtitle(out, sub);
 
   const int columns = static_cast<int>(plot_w);
   // Panel 1: permits in flight against the limit.
@@ -324,9 +346,7 @@ void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, con
   axes(out, top1, height1, end_s, y1_max, "permits in flight");
   dashed_level(out, static_cast<double>(s.limit), top1, height1, y1_max, bound_color);
   step_line(out, in_flight, top1, height1, y1_max, in_flight_color);
-  legend_box(out, left + 12, top1 + 18, 2, 190);
-  legend_entry(out, left + 12, top1 + 18, in_flight_color, "in flight (peak per pixel)");
-  legend_entry(out, left + 12, top1 + 36, bound_color, "limit", true);
+  legend_row(out, top1, {{in_flight_color, "in flight (peak per pixel)"}, {bound_color, "limit", mark::dashed}});
 
   // Panel 2: requests waiting against max-waiters, with rejections and timeouts marked.
   const auto waiting = column_max(r.timeline, end_ns, columns, &concurrency_timeline::level::waiting);
@@ -338,12 +358,11 @@ void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, con
   step_line(out, waiting, top2, height2, y2_max, waiting_color);
   outcome_ticks(out, r, request_outcome::queue_full, end_ns, top2 + 2, rejected_color);
   outcome_ticks(out, r, request_outcome::timeout, end_ns, top2 + 12, timeout_color);
-  const int rows = show_bound ? 4 : 3;
-  legend_box(out, left + 12, top2 + 34, rows, 210);
-  legend_entry(out, left + 12, top2 + 34, waiting_color, "waiting (peak per pixel)");
-  legend_entry(out, left + 12, top2 + 52, rejected_color, "queue full (top row of ticks)");
-  legend_entry(out, left + 12, top2 + 70, timeout_color, "timed out (second row)");
-  if (show_bound) legend_entry(out, left + 12, top2 + 88, bound_color, "max-waiters", true);
+  std::vector<legend_item> legend{{waiting_color, "waiting (peak per pixel)"},
+                                  {rejected_color, "queue full (top row of ticks)"},
+                                  {timeout_color, "timed out (second row)"}};
+  if (show_bound) legend.push_back({bound_color, "max-waiters", mark::dashed});
+  legend_row(out, top2, legend);
   out << "</svg>\n";
 }
 

@@ -3,8 +3,10 @@
 //
 // Two panels over the trace's time: on top, cumulative tokens offered vs admitted (by admission time, so a delay in
 // reserve mode shows as the admitted curve lagging); below, tokens per second in each time bucket, offered (bars)
-// vs admitted (line), with the configured rate as a dashed line. The output size is bounded whatever the trace's
-// length: curves are sampled once per horizontal pixel and the rate panel has at most 120 buckets.
+// vs admitted (line), with the configured rate as a dashed line. Each panel's legend is a row above it, outside the
+// data; the subtitle under the title is wrapped to the chart's width (two lines at most). The output size is bounded
+// whatever the trace's length: curves are sampled once per horizontal pixel from the replay's timeline (exact at its
+// grid's boundaries, see cli/replay/rate_timeline.hpp) and the rate panel has at most 120 buckets.
 #pragma once
 
 #include <iosfwd>

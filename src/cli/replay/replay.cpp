@@ -43,12 +43,6 @@ static_assert(steady_clock_like<replay_clock>);
 // Trace time zero on the replay clock: ten days in, far from the epoch (where some limiters keep "long ago").
 constexpr std::int64_t replay_base_ns = 864'000LL * 1'000'000'000;
 
-std::int64_t sat_add(std::int64_t a, std::int64_t b) noexcept {
-  std::int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? std::numeric_limits<std::int64_t>::max() : 0;
-  return r;
-}
-
 // --- Adapters: one replay_limiter over any limiter that follows the house conventions ------------------------------
 
 using tp = replay_clock::time_point;
@@ -91,6 +85,11 @@ template <>
 inline constexpr bool reserves_by_deciding_later<basic_gcra<replay_clock>> = true;
 
 template <class L>
+inline constexpr bool warming = false;
+template <>
+inline constexpr bool warming<basic_warmup<replay_clock>> = true;
+
+template <class L>
 class adapter final : public replay_limiter {
  public:
   template <class... Args>
@@ -98,6 +97,19 @@ class adapter final : public replay_limiter {
       : mode_(mode), base_ns_(base_ns), limiter_(make(base_ns, std::forward<Args>(args)...)) {}
 
   outcome offer(std::int64_t t_ns, std::int64_t n) override {
+    const outcome o = decide(t_ns, n);
+    if constexpr (warming<L>) {
+      if (!stable_since_ && limiter_.stored_permits_at(at(base_ns_ + t_ns)) <= limiter_.threshold_permits()) {
+        stable_since_ = t_ns;
+      }
+    }
+    return o;
+  }
+  [[nodiscard]] bool warms_up() const noexcept override { return warming<L>; }
+  [[nodiscard]] std::optional<std::int64_t> stable_since() const noexcept override { return stable_since_; }
+
+ private:
+  outcome decide(std::int64_t t_ns, std::int64_t n) {
     const std::int64_t now_ns = base_ns_ + t_ns;
     replay_clock::current_ns() = now_ns;
     const tp now = at(now_ns);
@@ -136,7 +148,6 @@ class adapter final : public replay_limiter {
     }
   }
 
- private:
   template <class... Args>
   static L make(std::int64_t base_ns, Args&&... args) {
     replay_clock::current_ns() = base_ns;
@@ -146,6 +157,7 @@ class adapter final : public replay_limiter {
   replay_mode mode_;
   std::int64_t base_ns_;
   L limiter_;
+  std::optional<std::int64_t> stable_since_;
 };
 template <class L>
 constexpr bool reservable() {
@@ -198,71 +210,6 @@ std::unique_ptr<replay_limiter> make_limiter(const replay_settings& s) {
   refuse("unknown algorithm " + std::to_string(static_cast<int>(s.algo)));
 }
 
-replay_result replay(replay_limiter& limiter, std::span<const arrival> trace) {
-  replay_result r;
-  r.events.reserve(trace.size());
-  std::vector<std::int64_t> delays;
-  delays.reserve(trace.size());
-  double delay_sum = 0;
-  for (const arrival& a : trace) {
-    const outcome o = limiter.offer(a.t_ns, a.n);
-    r.events.push_back({a.t_ns, a.n, o.admitted, o.admitted ? o.delay_ns : 0});
-    ++r.arrivals;
-    r.tokens += a.n;
-    if (o.admitted) {
-      ++r.admitted;
-      r.admitted_tokens += a.n;
-      if (o.delay_ns > 0) ++r.delayed;
-      delays.push_back(o.delay_ns);
-      delay_sum += static_cast<double>(o.delay_ns);
-      r.last_admission_ns = std::max(r.last_admission_ns, sat_add(a.t_ns, o.delay_ns));
-    } else {
-      ++r.rejected;
-      r.rejected_tokens += a.n;
-    }
-  }
-  if (!trace.empty()) {
-    r.first_ns = trace.front().t_ns;
-    r.last_ns = trace.back().t_ns;
-  }
-  std::sort(delays.begin(), delays.end());
-  if (!delays.empty()) {
-    r.delay.p50 = nearest_rank(delays, 50);
-    r.delay.p90 = nearest_rank(delays, 90);
-    r.delay.p99 = nearest_rank(delays, 99);
-    r.delay.max = delays.back();
-    r.delay.mean = delay_sum / static_cast<double>(delays.size());
-  }
-  return r;
-}
-
-replay_result replay(const replay_settings& settings, std::span<const arrival> trace) {
-  const auto limiter = make_limiter(settings);
-  return replay(*limiter, trace);
-}
-
-std::vector<bucket> bucketize(const replay_result& result, std::int64_t width_ns) {
-  if (width_ns <= 0) throw std::invalid_argument("bucketize: width must be positive, got " + std::to_string(width_ns));
-  const std::int64_t end = std::max(result.last_ns, result.last_admission_ns);
-  const std::int64_t count = end / width_ns + 1;
-  // Delays can be huge (a slow rate in reserve mode); cap the series so that memory stays bounded.
-  constexpr std::int64_t max_buckets = 1'000'000;
-  std::vector<bucket> out(static_cast<std::size_t>(std::min(count, max_buckets)));
-  for (std::size_t i = 0; i < out.size(); ++i) out[i].start_ns = static_cast<std::int64_t>(i) * width_ns;
-  const auto index = [&](std::int64_t t) {
-    return static_cast<std::size_t>(std::min<std::int64_t>(t / width_ns, static_cast<std::int64_t>(out.size()) - 1));
-  };
-  for (const event& e : result.events) {
-    out[index(e.t_ns)].offered += e.n;
-    if (e.admitted) {
-      out[index(sat_add(e.t_ns, e.delay_ns))].admitted += e.n;
-    } else {
-      out[index(e.t_ns)].rejected += e.n;
-    }
-  }
-  return out;
-}
-
 std::int64_t choose_bucket_width(std::int64_t span_ns, std::int64_t max_buckets) {
   if (max_buckets < 1) max_buckets = 1;
   constexpr std::int64_t ms = 1'000'000;
@@ -277,13 +224,6 @@ std::int64_t choose_bucket_width(std::int64_t span_ns, std::int64_t max_buckets)
   std::int64_t w = 86400 * s;
   while (span_ns / w + 1 > max_buckets && w < std::numeric_limits<std::int64_t>::max() / 2) w *= 2;
   return w;
-}
-
-std::int64_t nearest_rank(const std::vector<std::int64_t>& sorted, int percent) {
-  if (sorted.empty()) return 0;
-  const auto n = static_cast<std::int64_t>(sorted.size());
-  const std::int64_t rank = (percent * n + 99) / 100;  // ceil(p/100 * n), >= 1
-  return sorted[static_cast<std::size_t>(std::max<std::int64_t>(rank, 1) - 1)];
 }
 
 }  // namespace admit::cli

@@ -40,6 +40,10 @@ subcommand add_replay_command(CLI::App& app) {
       ->type_name("N");
   replay->add_option("--warmup", o->warmup, "warmup: warm-up period, e.g. 10s (default 10s)")->type_name("DURATION");
   replay
+      ->add_option("--cold-factor", o->cold_factor,
+                   "warmup: how many times slower than --rate a cold limiter serves (default 3, as Guava's)")
+      ->type_name("F");
+  replay
       ->add_option("--mode,-m", o->mode,
                    "allow: admit now or reject; reserve: book the request and admit it after the limiter's delay "
                    "(default: reserve for pacer, allow for the others; windows cannot reserve)")
@@ -56,6 +60,38 @@ subcommand add_replay_command(CLI::App& app) {
                    "concurrency: how long a request waits for a permit before it gives up, e.g. 500ms (default: no "
                    "timeout; 0s = never wait)")
       ->type_name("DURATION");
+  replay
+      ->add_option("--format,-f", o->format,
+                   "the trace's format: plain (the lines above, the default), nginx (the combined or common log "
+                   "format), envoy (Envoy's default access log; its DURATION is the request's duration for "
+                   "concurrency), csv (a header line naming the columns), jsonl (one JSON object a line). In an access "
+                   "log the first record is time zero and records are replayed in file order")
+      ->type_name("plain|nginx|envoy|csv|jsonl");
+  replay
+      ->add_option("--time-field", o->time_field,
+                   "csv, jsonl: the field holding each request's time, seconds or RFC 3339 (default time)")
+      ->type_name("FIELD");
+  replay->add_option("--key-field", o->key_field, "csv, jsonl: the field --per-key client reads (default client)")
+      ->type_name("FIELD");
+  replay
+      ->add_option("--cost-field", o->cost_field,
+                   "csv, jsonl: the field holding each request's tokens (default: each request costs 1)")
+      ->type_name("FIELD");
+  replay
+      ->add_option("--duration-field", o->duration_field,
+                   "csv, jsonl with concurrency: the field holding each request's duration, seconds or with a unit "
+                   "(default duration)")
+      ->type_name("FIELD");
+  replay
+      ->add_option(
+          "--per-key", o->per_key,
+          "rate algorithms on an access log: one limiter per key, each starting full on its key's first "
+          "request; client is the client address (nginx: $remote_addr; envoy: the first X-Forwarded-For "
+          "address; csv, jsonl: --key-field), or name a field. The report adds the keys and those limited most")
+      ->type_name("client|FIELD");
+  replay->add_flag("--skip-bad-lines", o->skip_bad_lines,
+                   "access logs: leave out the lines that do not parse, and count them in the report, instead of "
+                   "stopping at the first (exit 2)");
   replay->add_flag("--events", o->events,
                    "print one line per arrival: <seconds> <n> admit|reject [<delay seconds>]; concurrency: "
                    "<arrival> <duration> <n> admit|queue-full|timeout|exceeds-capacity [<wait seconds>]");

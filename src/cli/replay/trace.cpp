@@ -1,6 +1,7 @@
 #include "cli/replay/trace.hpp"
 
 #include "cli/common/decimal.hpp"
+#include "cli/replay/arrival_source.hpp"
 
 #include <istream>
 #include <limits>
@@ -70,24 +71,26 @@ std::optional<arrival> trace_parser::feed(std::string_view line) {
   return arrival{*t, n, line_};
 }
 
-std::string too_many_entries(std::size_t most, std::string_view what) {
-  return "more than " + std::to_string(most) + " " + std::string(what) +
-         ": admit replay holds the whole trace in memory and stops there; replay a part of it (split -l " +
-         std::to_string(most) + ")";
-}
-
-std::vector<arrival> read_trace(std::istream& in, std::size_t max_arrivals) {
+std::vector<arrival> read_trace(std::istream& in) {
   trace_parser parser;
   std::vector<arrival> out;
   std::string line;
   while (std::getline(in, line)) {
-    if (auto a = parser.feed(line)) {
-      if (out.size() == max_arrivals) throw trace_error(parser.lines(), too_many_entries(max_arrivals, "arrivals"));
-      out.push_back(*a);
-    }
+    if (auto a = parser.feed(line)) out.push_back(*a);
   }
   if (in.bad()) throw trace_error(parser.lines() + 1, "read error");
   return out;
+}
+
+bool trace_source::read(keyed_arrival& next) {
+  while (std::getline(in_, line_)) {
+    if (auto a = parser_.feed(line_)) {
+      next = {*a, {}};
+      return true;
+    }
+  }
+  if (in_.bad()) throw trace_error(parser_.lines() + 1, "read error");
+  return false;
 }
 
 std::vector<arrival> read_trace(std::string_view text) {

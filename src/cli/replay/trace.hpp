@@ -76,15 +76,9 @@ class trace_parser {
   std::size_t last_line_ = 0;
 };
 
-// The most arrivals `admit replay` reads: it holds the whole trace and the outcome of each arrival in memory (about
-// 64 bytes an arrival at most, so about 512 MB here), and refuses a longer trace rather than exhaust the machine.
-inline constexpr std::size_t max_trace_arrivals = 8'000'000;
-
-// Reads a whole trace. Throws trace_error (see trace_parser::feed), and on the line of arrival max_arrivals + 1:
-// "more than 8000000 arrivals, ..." — reading stops there.
-[[nodiscard]] std::vector<arrival> read_trace(std::istream& in, std::size_t max_arrivals = max_trace_arrivals);
-// "more than <most> <what>: admit replay holds the whole trace in memory and stops there; ...".
-[[nodiscard]] std::string too_many_entries(std::size_t most, std::string_view what);
+// Reads a whole trace into memory (tests and small inputs: the replay itself streams, see
+// cli/replay/arrival_source.hpp). Throws trace_error (see trace_parser::feed).
+[[nodiscard]] std::vector<arrival> read_trace(std::istream& in);
 
 // Same, from a string (tests and fuzzing).
 [[nodiscard]] std::vector<arrival> read_trace(std::string_view text);
