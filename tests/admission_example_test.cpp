@@ -7,9 +7,9 @@
 #include <thread>
 #include <vector>
 
+#include "admission_testing.hpp"
 #include "admit/admission.hpp"
 #include "admit/testing/manual_clock.hpp"
-#include "admission_testing.hpp"
 
 namespace {
 
