@@ -1,6 +1,7 @@
 // Tests of the SVG chart of `admit replay --plot` (src/cli/replay/plot.hpp) and of the JSON report
 // (cli/replay/report.hpp).
 #include "cli/replay/plot.hpp"
+#include "cli/replay/svg.hpp"
 #include "cli/common/duration.hpp"
 
 #include <gtest/gtest.h>

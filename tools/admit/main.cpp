@@ -2,6 +2,7 @@
 //
 //   admit replay --algorithm token-bucket --rate 100/s --burst 20 data/sample_trace.txt
 //   admit replay --algorithm concurrency --limit 8 --max-waiters 20 --timeout 500ms data/sample_concurrency_trace.txt
+//   admit recommend --algorithm token-bucket --burst 20 --max-rejected 1% data/sample_trace.txt
 //   admit decide --redis redis://127.0.0.1:6379 --rate 10/s --burst 5 nightly-export   (built with admit::redis)
 //   admit inspect --redis redis://127.0.0.1:6379 db-queries                              (built with admit::redis)
 //   admit run --concurrency 3 --name db -- ./query.sh                                    (--redis URL: across hosts)
@@ -21,6 +22,7 @@
 
 #include "cli/common/command.hpp"
 #include "cli/inspect/inspect_command.hpp"
+#include "cli/recommend/recommend_command.hpp"
 #include "cli/replay/replay_command.hpp"
 #include "cli/run/run_command.hpp"
 #include "help_formatter.hpp"
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   // In the order `admit --help` lists them.
   std::vector<cli::subcommand> commands;
   commands.push_back(cli::add_replay_command(app));
+  commands.push_back(cli::add_recommend_command(app));
 #ifdef ADMIT_CLI_WITH_REDIS
   commands.push_back(cli::add_decide_command(app));
 #endif

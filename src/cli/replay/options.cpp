@@ -21,6 +21,7 @@
 #include "cli/replay/plot.hpp"
 #include "cli/replay/report.hpp"
 #include "cli/replay/trace.hpp"
+#include "cli/replay/trace_input.hpp"
 
 namespace admit::cli {
 
@@ -129,57 +130,6 @@ concurrency_settings to_concurrency_settings(const replay_options& o) {
 
 namespace {
 
-// The --plot file must be an SVG: nothing else is written (a "chart.png" would be an SVG under the wrong name).
-std::string check_plot_name(const replay_options& o) {
-  if (!o.plot) return {};
-  const std::string& name = *o.plot;
-  std::error_code ec;
-  if (std::filesystem::is_directory(name, ec)) {
-    return "cannot write --plot " + quote(name) + ": it is a directory; give a file name ending in .svg";
-  }
-  std::string ext = name.size() >= 4 ? name.substr(name.size() - 4) : "";
-  for (char& c : ext) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  if (ext == ".svg") return {};
-  return "cannot write --plot " + quote(name) + ": only SVG is written; use a file name ending in .svg";
-}
-
-std::string empty_trace(const std::string& source, std::string_view shape) {
-  return source + ": the trace is empty: no " + std::string(shape) +
-         " line (blank lines and '#' comments do not count)";
-}
-
-std::string empty_log(const std::string& source, const log_request& reading, std::int64_t skipped) {
-  std::string message = source + ": the " + std::string(to_string(reading.format)) + " log has no record";
-  if (skipped > 0) message += " that parses (" + std::to_string(skipped) + " skipped by --skip-bad-lines)";
-  return message;
-}
-
-// Reads the trace named by o.trace ("-": `in`) with `parse`. Returns an error message (empty on success).
-template <class Parse>
-std::string read_source(const replay_options& o, std::istream& in, std::ostream& err, const std::string& source,
-                        Parse parse) {
-  try {
-    if (o.trace == "-") {
-      if (o.stdin_is_terminal) {
-        err << "admit replay: reading the trace from standard input (end with Ctrl-D; --help for the options)\n";
-        err.flush();
-      }
-      parse(in);
-      return {};
-    }
-    std::error_code ec;
-    if (std::filesystem::is_directory(o.trace, ec)) {
-      return "cannot read trace " + quote(o.trace) + ": it is a directory";
-    }
-    std::ifstream file(o.trace);
-    if (!file) return "cannot read trace " + quote(o.trace) + ": " + std::strerror(errno);
-    parse(file);
-  } catch (const trace_error& e) {
-    return source + ": " + e.what();
-  }
-  return {};
-}
-
 // --json --events of the concurrency replay: the events, formatted as they are decided, wait in a temporary file
 // (std::tmpfile: removed when closed, or when the program ends) until the summary, which comes first in the
 // document, is known.
@@ -212,31 +162,6 @@ class json_event_spool {
   bool failed_ = false;
 };
 
-// The plot file is checked before the (long) replay, without truncating it, and written after it; one that the check
-// created is removed again if the replay fails.
-class plot_probe {
- public:
-  explicit plot_probe(const replay_options& o) : name_(o.plot) {}
-  // An error message, or empty when the file can be written (or no --plot was given).
-  std::string check() {
-    if (!name_) return {};
-    std::error_code ec;
-    created_ = !std::filesystem::exists(*name_, ec);
-    const std::ofstream probe(*name_, std::ios::app);
-    if (!probe) return "cannot write --plot " + quote(*name_) + ": " + std::strerror(errno);
-    return {};
-  }
-  // The replay failed: remove the file if the check created it.
-  void forget() {
-    std::error_code ec;
-    if (created_) std::filesystem::remove(*name_, ec);
-  }
-
- private:
-  std::optional<std::string> name_;
-  bool created_ = false;
-};
-
 int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out, std::ostream& err) {
   const auto fail = [&](const std::string& message) {
     err << "admit replay: " << message << "\n";
@@ -250,9 +175,10 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
   } catch (const usage_error& e) {
     return fail(e.what());
   }
-  if (auto error = check_plot_name(o); !error.empty()) return fail(error);
-  const std::string source = o.trace == "-" ? "stdin" : o.trace;
-  plot_probe plot(o);
+  if (auto error = check_plot_name(o.plot); !error.empty()) return fail(error);
+  const trace_input input{o.trace, o.stdin_is_terminal, "admit replay"};
+  const std::string source = input.source();
+  plot_probe plot(o.plot);
   if (auto error = plot.check(); !error.empty()) return fail(error);
   const auto fail_replay = [&](const std::string& message) {
     plot.forget();
@@ -273,7 +199,7 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
   }
   concurrency_result result;
   try {
-    if (auto error = read_source(o, in, err, source,
+    if (auto error = read_trace_input(input, in, err,
                                  [&](std::istream& s) {
                                    if (reading.format == log_format::plain) {
                                      result = replay_concurrency(settings, s, sink);
@@ -297,15 +223,12 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
     return fail_replay(e.what());
   }
   if (result.requests == 0) {
-    return fail_replay(reading.format == log_format::plain ? empty_trace(source, "`<arrival> <duration> [n]`")
-                                                           : empty_log(source, reading, result.skipped_lines));
+    return fail_replay(reading.format == log_format::plain ? empty_trace_message(source, "`<arrival> <duration> [n]`")
+                                                           : empty_log_message(source, reading, result.skipped_lines));
   }
   if (o.plot) {
-    std::ofstream svg(*o.plot);
-    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
-    write_concurrency_svg(svg, settings, source, result);
-    svg.flush();
-    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": write error");
+    const auto error = write_plot_file(*o.plot, [&](std::ostream& svg) { write_concurrency_svg(svg, settings, source, result); });
+    if (!error.empty()) return fail(error);
   }
   if (o.json) {
     if (spool) {
@@ -348,15 +271,16 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
   } catch (const std::invalid_argument& e) {
     return fail(e.what());
   }
-  if (auto error = check_plot_name(o); !error.empty()) return fail(error);
-  plot_probe plot(o);
+  if (auto error = check_plot_name(o.plot); !error.empty()) return fail(error);
+  plot_probe plot(o.plot);
   if (auto error = plot.check(); !error.empty()) return fail(error);
   const auto fail_replay = [&](const std::string& message) {
     plot.forget();
     return fail(message);
   };
 
-  const std::string source = o.trace == "-" ? "stdin" : o.trace;
+  const trace_input input{o.trace, o.stdin_is_terminal, "admit replay"};
+  const std::string source = input.source();
   // The replay streams: each event is written as soon as it is decided (--events), or spooled (--json --events).
   rate_replay_options engine;
   std::optional<json_event_spool> spool;
@@ -375,7 +299,7 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
   report_context ctx{settings, source};
   ctx.per_key = reading.per_key.value_or("");
   try {
-    if (auto error = read_source(o, in, err, source,
+    if (auto error = read_trace_input(input, in, err,
                                  [&](std::istream& s) {
                                    if (reading.format == log_format::plain) {
                                      trace_source arrivals(s);
@@ -397,16 +321,13 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
     return fail_replay(e.what());
   }
   if (result.arrivals == 0) {
-    return fail_replay(reading.format == log_format::plain ? empty_trace(source, "`<seconds since start> [n]`")
-                                                           : empty_log(source, reading, ctx.skipped_lines));
+    return fail_replay(reading.format == log_format::plain ? empty_trace_message(source, "`<seconds since start> [n]`")
+                                                           : empty_log_message(source, reading, ctx.skipped_lines));
   }
 
   if (o.plot) {
-    std::ofstream svg(*o.plot);
-    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": " + std::strerror(errno));
-    write_svg(svg, ctx, result);
-    svg.flush();
-    if (!svg) return fail("cannot write --plot " + quote(*o.plot) + ": write error");
+    const auto error = write_plot_file(*o.plot, [&](std::ostream& svg) { write_svg(svg, ctx, result); });
+    if (!error.empty()) return fail(error);
   }
   if (o.json) {
     if (spool) {

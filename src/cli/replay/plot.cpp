@@ -13,6 +13,7 @@
 #include "cli/common/message.hpp"
 #include "cli/common/text.hpp"
 #include "cli/replay/concurrency_replay.hpp"
+#include "cli/replay/svg.hpp"
 #include "cli/replay/trace.hpp"
 
 namespace admit::cli {
@@ -29,166 +30,63 @@ constexpr double plot_w = svg_width - left - right;
 constexpr double top1 = 96, height1 = 204;   // cumulative panel (or permits in flight)
 constexpr double top2 = 372, height2 = 190;  // rate panel (or requests waiting)
 constexpr double legend_gap = 9;             // from a legend row's baseline to its panel's top
-constexpr double char_px = 6.8;              // a generous average width of a 12 px character, for layout
 
 constexpr const char* offered_color = "#8a9bb0";
 constexpr const char* admitted_color = "#1b7f3b";
 constexpr const char* rate_color = "#d35400";
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
-// A round tick step (1, 2 or 5 times a power of ten) giving about `target` ticks over [0, max].
-double tick_step(double max, int target) {
-  if (!(max > 0)) return 1;
-  const double raw = max / target;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (m * mag >= raw) return m * mag;
-  }
-  return 10 * mag;
-}
-
-std::string tick_label(double v) {
-  char buf[32];
-  if (v != 0 && (std::abs(v) >= 1e6 || std::abs(v) < 1e-3)) {
-    std::snprintf(buf, sizeof buf, "%.3g", v);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.10g", v);
-  }
-  return buf;
-}
-
 void axes(std::ostream& out, double top, double height, double x_max_s, double y_max, const std::string& y_title) {
   out << "<g font-size=\"12\" fill=\"#333\">\n";
-  out << "<rect x=\"" << num(left) << "\" y=\"" << num(top) << "\" width=\"" << num(plot_w) << "\" height=\""
-      << num(height) << "\" fill=\"none\" stroke=\"#999\"/>\n";
+  out << "<rect x=\"" << svg_num(left) << "\" y=\"" << svg_num(top) << "\" width=\"" << svg_num(plot_w) << "\" height=\""
+      << svg_num(height) << "\" fill=\"none\" stroke=\"#999\"/>\n";
   const double ystep = tick_step(y_max, 5);
   for (double v = 0; v <= y_max * (1 + 1e-9); v += ystep) {
     const double y = top + height - v / y_max * height;
-    out << "<line x1=\"" << num(left) << "\" x2=\"" << num(left + plot_w) << "\" y1=\"" << num(y) << "\" y2=\""
-        << num(y) << "\" stroke=\"#e5e5e5\"/>";
-    out << "<text x=\"" << num(left - 6) << "\" y=\"" << num(y + 4) << "\" text-anchor=\"end\">" << tick_label(v)
+    out << "<line x1=\"" << svg_num(left) << "\" x2=\"" << svg_num(left + plot_w) << "\" y1=\"" << svg_num(y) << "\" y2=\""
+        << svg_num(y) << "\" stroke=\"#e5e5e5\"/>";
+    out << "<text x=\"" << svg_num(left - 6) << "\" y=\"" << svg_num(y + 4) << "\" text-anchor=\"end\">" << tick_label(v)
         << "</text>\n";
   }
   const double xstep = tick_step(x_max_s, 10);
   for (double v = 0; v <= x_max_s * (1 + 1e-9); v += xstep) {
     const double x = left + v / x_max_s * plot_w;
-    out << "<line x1=\"" << num(x) << "\" x2=\"" << num(x) << "\" y1=\"" << num(top + height) << "\" y2=\""
-        << num(top + height + 4) << "\" stroke=\"#999\"/>";
-    out << "<text x=\"" << num(x) << "\" y=\"" << num(top + height + 17) << "\" text-anchor=\"middle\">"
+    out << "<line x1=\"" << svg_num(x) << "\" x2=\"" << svg_num(x) << "\" y1=\"" << svg_num(top + height) << "\" y2=\""
+        << svg_num(top + height + 4) << "\" stroke=\"#999\"/>";
+    out << "<text x=\"" << svg_num(x) << "\" y=\"" << svg_num(top + height + 17) << "\" text-anchor=\"middle\">"
         << tick_label(v) << "</text>\n";
   }
-  out << "<text x=\"" << num(left + plot_w / 2) << "\" y=\"" << num(top + height + 33)
+  out << "<text x=\"" << svg_num(left + plot_w / 2) << "\" y=\"" << svg_num(top + height + 33)
       << "\" text-anchor=\"middle\">time since start of trace (s)</text>\n";
-  out << "<text transform=\"translate(" << num(left - 55) << "," << num(top + height / 2)
+  out << "<text transform=\"translate(" << svg_num(left - 55) << "," << svg_num(top + height / 2)
       << ") rotate(-90)\" text-anchor=\"middle\">" << xml_escape(y_title) << "</text>\n";
   out << "</g>\n";
 }
 
 void polyline(std::ostream& out, const std::vector<double>& values, double top, double height, double y_max,
               const char* color, double stroke_width) {
-  out << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"" << num(stroke_width)
+  out << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"" << svg_num(stroke_width)
       << "\" stroke-linejoin=\"round\" points=\"";
   const double n = static_cast<double>(values.size() - 1);
   for (std::size_t i = 0; i < values.size(); ++i) {
     const double x = left + static_cast<double>(i) / n * plot_w;
     const double y = top + height - values[i] / y_max * height;
-    out << num(x) << "," << num(y) << (i + 1 < values.size() ? " " : "");
+    out << svg_num(x) << "," << svg_num(y) << (i + 1 < values.size() ? " " : "");
   }
   out << "\"/>\n";
 }
 
-enum class mark { line, dashed, box };
-struct legend_item {
-  const char* color;
-  std::string label;
-  mark style = mark::line;
-};
-
-// The legend of the panel whose top is at `panel_top`: one row above it, outside the data, the entries side by side.
-void legend_row(std::ostream& out, double panel_top, const std::vector<legend_item>& items) {
-  double x = left;
-  const double y = panel_top - legend_gap;
-  for (const auto& item : items) {
-    if (item.style == mark::box) {
-      out << "<rect x=\"" << num(x) << "\" y=\"" << num(y - 9) << "\" width=\"18\" height=\"10\" fill=\"" << item.color
-          << "\" opacity=\"0.5\"/>";
-    } else {
-      out << "<line x1=\"" << num(x) << "\" x2=\"" << num(x + 18) << "\" y1=\"" << num(y - 4) << "\" y2=\""
-          << num(y - 4) << "\" stroke=\"" << item.color << "\" stroke-width=\"2.5\""
-          << (item.style == mark::dashed ? " stroke-dasharray=\"6,4\"" : "") << "/>";
-    }
-    out << "<text x=\"" << num(x + 24) << "\" y=\"" << num(y) << "\" font-size=\"12\" fill=\"#333\">"
-        << xml_escape(item.label) << "</text>\n";
-    x += 24 + static_cast<double>(item.label.size()) * char_px + 18;
-  }
-}
-
-// The subtitle under the title, wrapped to the chart's width: at most two lines, the rest cut with "...".
-void subtitle(std::ostream& out, const std::string& text) {
-  const auto columns = static_cast<std::size_t>(plot_w / char_px);
-  const std::string wrapped = wrap_text(text, columns, 0, 0);
-  std::vector<std::string> lines;
-  for (std::size_t start = 0;;) {
-    const auto nl = wrapped.find('\n', start);
-    lines.push_back(wrapped.substr(start, nl == std::string::npos ? std::string::npos : nl - start));
-    if (nl == std::string::npos) break;
-    start = nl + 1;
-  }
-  if (lines.size() > 2) {
-    std::string& second = lines[1];
-    if (second.size() + 3 > columns) second.resize(columns > 3 ? columns - 3 : 0);
-    second += "...";
-    lines.resize(2);
-  }
-  out << "<text x=\"" << num(left) << "\" y=\"48\" font-size=\"12\" fill=\"#555\">";
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    out << "<tspan x=\"" << num(left) << "\" dy=\"" << (i == 0 ? "0" : "16") << "\">" << xml_escape(lines[i])
-        << "</tspan>";
-  }
-  out << "</text>\n";
-}
-
 }  // namespace
-
-std::string xml_escape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        // Control characters are not allowed in XML 1.0; show them as '?'.
-        out.push_back(static_cast<unsigned char>(c) < 0x20 && c != '\t' ? '?' : c);
-    }
-  }
-  return out;
-}
 
 void write_svg(std::ostream& out, const report_context& ctx, const replay_result& r) {
   const std::int64_t end_ns = std::max<std::int64_t>({r.last_ns, r.last_admission_ns, 1'000'000});
   const double end_s = static_cast<double>(end_ns) / 1e9;
 
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(svg_width) << "\" height=\"" << num(svg_height)
-      << "\" viewBox=\"0 0 " << num(svg_width) << " " << num(svg_height)
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_num(svg_width) << "\" height=\"" << svg_num(svg_height)
+      << "\" viewBox=\"0 0 " << svg_num(svg_width) << " " << svg_num(svg_height)
       << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n";
   out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  out << "<text x=\"" << num(left) << "\" y=\"28\" font-size=\"16\" font-weight=\"bold\" fill=\"#222\">admit replay: "
+  out << "<text x=\"" << svg_num(left) << "\" y=\"28\" font-size=\"16\" font-weight=\"bold\" fill=\"#222\">admit replay: "
       << xml_escape(ctx.settings.describe()) << "</text>\n";
   std::string sub = ctx.source + ": " + plural(r.arrivals, "arrival", "arrivals") + ", " +
                     plural(r.tokens, "token", "tokens") + "; admitted " + std::to_string(r.admitted_tokens) +
@@ -200,7 +98,7 @@ void write_svg(std::ostream& out, const report_context& ctx, const replay_result
     sub += "; " + plural(r.per_key->keys, "key", "keys") + ", " + std::to_string(r.per_key->keys_with_rejections) +
            " with rejections";
   }
-  subtitle(out, sub);
+  svg_subtitle(out, left, plot_w, sub);
 
   // Panel 1: cumulative tokens, sampled once per pixel from the timeline (exact at its grid's boundaries).
   const int samples = static_cast<int>(plot_w);
@@ -214,7 +112,7 @@ void write_svg(std::ostream& out, const report_context& ctx, const replay_result
   axes(out, top1, height1, end_s, y1_max, "cumulative tokens");
   polyline(out, cum_offered, top1, height1, y1_max, offered_color, 2);
   polyline(out, cum_admitted, top1, height1, y1_max, admitted_color, 2);
-  legend_row(out, top1, {{offered_color, "offered (by arrival)"}, {admitted_color, "admitted (by admission time)"}});
+  svg_legend_row(out, left, top1 - legend_gap, {{offered_color, "offered (by arrival)"}, {admitted_color, "admitted (by admission time)"}});
 
   // Panel 2: tokens per second per bucket.
   const std::int64_t width = choose_bucket_width(end_ns, 120);
@@ -233,8 +131,8 @@ void write_svg(std::ostream& out, const report_context& ctx, const replay_result
     if (x >= left + plot_w) break;
     const double w = std::min(bucket_px, left + plot_w - x);
     const double h = static_cast<double>(b.offered) * scale / y2_max * height2;
-    out << "<rect x=\"" << num(x) << "\" y=\"" << num(top2 + height2 - h) << "\" width=\""
-        << num(std::max(w - 0.5, 0.5)) << "\" height=\"" << num(h) << "\"/>\n";
+    out << "<rect x=\"" << svg_num(x) << "\" y=\"" << svg_num(top2 + height2 - h) << "\" width=\""
+        << svg_num(std::max(w - 0.5, 0.5)) << "\" height=\"" << svg_num(h) << "\"/>\n";
   }
   out << "</g>\n";
   // Admitted rate as a step line.
@@ -245,17 +143,17 @@ void write_svg(std::ostream& out, const report_context& ctx, const replay_result
     if (x0 >= left + plot_w) break;
     const double x1 = std::min(x0 + bucket_px, left + plot_w);
     const double y = top2 + height2 - static_cast<double>(b.admitted) * scale / y2_max * height2;
-    out << num(x0) << "," << num(y) << " " << num(x1) << "," << num(y) << " ";
+    out << svg_num(x0) << "," << svg_num(y) << " " << svg_num(x1) << "," << svg_num(y) << " ";
   }
   out << "\"/>\n";
   if (show_rate) {
     const double y = top2 + height2 - configured / y2_max * height2;
-    out << "<line x1=\"" << num(left) << "\" x2=\"" << num(left + plot_w) << "\" y1=\"" << num(y) << "\" y2=\""
-        << num(y) << "\" stroke=\"" << rate_color << "\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
+    out << "<line x1=\"" << svg_num(left) << "\" x2=\"" << svg_num(left + plot_w) << "\" y1=\"" << svg_num(y) << "\" y2=\""
+        << svg_num(y) << "\" stroke=\"" << rate_color << "\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
   }
-  std::vector<legend_item> legend{{offered_color, "offered", mark::box}, {admitted_color, "admitted"}};
-  if (show_rate) legend.push_back({rate_color, "configured rate", mark::dashed});
-  legend_row(out, top2, legend);
+  std::vector<svg_legend_item> legend{{offered_color, "offered", svg_mark::box}, {admitted_color, "admitted"}};
+  if (show_rate) legend.push_back({rate_color, "configured rate", svg_mark::dashed});
+  svg_legend_row(out, left, top2 - legend_gap, legend);
   out << "</svg>\n";
 }
 
@@ -281,14 +179,14 @@ void step_line(std::ostream& out, const std::vector<double>& values, double top,
   for (std::size_t i = 0; i < values.size(); ++i) {
     const double x0 = left + static_cast<double>(i) * w;
     const double y = top + height - values[i] / y_max * height;
-    out << num(x0) << "," << num(y) << " " << num(x0 + w) << "," << num(y) << (i + 1 < values.size() ? " " : "");
+    out << svg_num(x0) << "," << svg_num(y) << " " << svg_num(x0 + w) << "," << svg_num(y) << (i + 1 < values.size() ? " " : "");
   }
   out << "\"/>\n";
 }
 
 void dashed_level(std::ostream& out, double level, double top, double height, double y_max, const char* color) {
   const double y = top + height - level / y_max * height;
-  out << "<line x1=\"" << num(left) << "\" x2=\"" << num(left + plot_w) << "\" y1=\"" << num(y) << "\" y2=\"" << num(y)
+  out << "<line x1=\"" << svg_num(left) << "\" x2=\"" << svg_num(left + plot_w) << "\" y1=\"" << svg_num(y) << "\" y2=\"" << svg_num(y)
       << "\" stroke=\"" << color << "\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
 }
 
@@ -306,7 +204,7 @@ void outcome_ticks(std::ostream& out, const concurrency_result& r, request_outco
         o == request_outcome::queue_full ? r.timeline.queue_full_in(from, to) : r.timeline.timeout_in(from, to);
     if (!marked) continue;
     const double x = left + c + 0.5;
-    out << "<line x1=\"" << num(x) << "\" x2=\"" << num(x) << "\" y1=\"" << num(y) << "\" y2=\"" << num(y + 8)
+    out << "<line x1=\"" << svg_num(x) << "\" x2=\"" << svg_num(x) << "\" y1=\"" << svg_num(y) << "\" y2=\"" << svg_num(y + 8)
         << "\"/>\n";
   }
   out << "</g>\n";
@@ -325,11 +223,11 @@ void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, con
   const std::int64_t end_ns = std::max<std::int64_t>(r.end_ns, 1'000'000);
   const double end_s = static_cast<double>(end_ns) / 1e9;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(svg_width) << "\" height=\"" << num(svg_height)
-      << "\" viewBox=\"0 0 " << num(svg_width) << " " << num(svg_height)
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_num(svg_width) << "\" height=\"" << svg_num(svg_height)
+      << "\" viewBox=\"0 0 " << svg_num(svg_width) << " " << svg_num(svg_height)
       << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n";
   out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  out << "<text x=\"" << num(left)
+  out << "<text x=\"" << svg_num(left)
       << "\" y=\"28\" font-size=\"16\" font-weight=\"bold\" fill=\"#222\">admit replay: " << xml_escape(s.describe())
       << "</text>\n";
   std::string sub = source + ": " + plural(r.requests, "request", "requests") + "; admitted " +
@@ -337,7 +235,7 @@ void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, con
                     " after waiting, p99 wait " + human_duration(r.wait.p99) + "), queue full " +
                     std::to_string(r.queue_full) + ", timed out " + std::to_string(r.timed_out);
   if (r.exceeds_capacity > 0) sub += ", exceeds capacity " + std::to_string(r.exceeds_capacity);
-  subtitle(out, sub);
+  svg_subtitle(out, left, plot_w, sub);
 
   const int columns = static_cast<int>(plot_w);
   // Panel 1: permits in flight against the limit.
@@ -346,7 +244,7 @@ void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, con
   axes(out, top1, height1, end_s, y1_max, "permits in flight");
   dashed_level(out, static_cast<double>(s.limit), top1, height1, y1_max, bound_color);
   step_line(out, in_flight, top1, height1, y1_max, in_flight_color);
-  legend_row(out, top1, {{in_flight_color, "in flight (peak per pixel)"}, {bound_color, "limit", mark::dashed}});
+  svg_legend_row(out, left, top1 - legend_gap, {{in_flight_color, "in flight (peak per pixel)"}, {bound_color, "limit", svg_mark::dashed}});
 
   // Panel 2: requests waiting against max-waiters, with rejections and timeouts marked.
   const auto waiting = column_max(r.timeline, end_ns, columns, &concurrency_timeline::level::waiting);
@@ -358,11 +256,11 @@ void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, con
   step_line(out, waiting, top2, height2, y2_max, waiting_color);
   outcome_ticks(out, r, request_outcome::queue_full, end_ns, top2 + 2, rejected_color);
   outcome_ticks(out, r, request_outcome::timeout, end_ns, top2 + 12, timeout_color);
-  std::vector<legend_item> legend{{waiting_color, "waiting (peak per pixel)"},
+  std::vector<svg_legend_item> legend{{waiting_color, "waiting (peak per pixel)"},
                                   {rejected_color, "queue full (top row of ticks)"},
                                   {timeout_color, "timed out (second row)"}};
-  if (show_bound) legend.push_back({bound_color, "max-waiters", mark::dashed});
-  legend_row(out, top2, legend);
+  if (show_bound) legend.push_back({bound_color, "max-waiters", svg_mark::dashed});
+  svg_legend_row(out, left, top2 - legend_gap, legend);
   out << "</svg>\n";
 }
 

@@ -20,7 +20,4 @@ namespace admit::cli {
 
 void write_svg(std::ostream& out, const report_context& ctx, const replay_result& result);
 
-// `text` with &, <, > and " escaped for XML.
-[[nodiscard]] std::string xml_escape(std::string_view text);
-
 }  // namespace admit::cli

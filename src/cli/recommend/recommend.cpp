@@ -1,0 +1,302 @@
+#include "cli/recommend/recommend.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "cli/common/decimal.hpp"
+#include "cli/common/values.hpp"
+
+namespace admit::cli {
+
+bool percentage::admits(std::int64_t part, std::int64_t whole) const noexcept {
+  __extension__ typedef __int128 wide;
+  return static_cast<wide>(part) * 100'000'000'000 <= static_cast<wide>(nano_percent) * whole;
+}
+
+std::string percentage::text() const { return format_seconds(nano_percent) + "%"; }
+
+namespace {
+
+constexpr std::int64_t max_frontier_points = 19;  // bursts 1 to 10^6
+
+// The bursts of the frontier: 1, 2, 5, 10, 20, 50, ...
+std::int64_t frontier_burst(std::int64_t i) {
+  static constexpr std::int64_t steps[] = {1, 2, 5};
+  std::int64_t b = steps[i % 3];
+  for (std::int64_t d = 0; d < i / 3; ++d) b *= 10;
+  return b;
+}
+
+// The replays of one rate question, each candidate replayed once (a cache by burst and rate).
+class rate_search {
+ public:
+  rate_search(const recorded_trace& trace, const rate_question& q) : trace_(trace), q_(q) {}
+
+  std::int64_t replays() const noexcept { return replays_; }
+
+  // A rate in requests per second (bucket algorithms).
+  const rate_point& at(const decimal& rate, std::int64_t burst) {
+    return replay(rate.text() + "/s", rate.value(), burst, 0);
+  }
+  // A whole number of requests per window (window algorithms).
+  const rate_point& per_window(std::int64_t limit) {
+    return replay(std::to_string(limit) + "/" + q_.window, 0, 0, limit);
+  }
+
+  // Every replayed candidate of `burst`, by rate.
+  std::vector<rate_point> curve(std::int64_t burst) const {
+    std::vector<rate_point> points;
+    for (const auto& [key, point] : cache_) {
+      if (key.first == burst) points.push_back(point);
+    }
+    std::sort(points.begin(), points.end(),
+              [](const rate_point& a, const rate_point& b) { return a.rate_per_second < b.rate_per_second; });
+    return points;
+  }
+
+ private:
+  const rate_point& replay(const std::string& rate_text, double per_second, std::int64_t burst,
+                           std::int64_t window_limit) {
+    auto [it, inserted] = cache_.try_emplace({burst, rate_text});
+    if (!inserted) return it->second;
+    ++replays_;
+    rate_limit_options o;
+    o.algorithm = std::string(to_string(q_.algo));
+    o.rate = rate_text;
+    if (is_window(q_.algo)) {
+      o.window = q_.window;
+    } else {
+      o.burst = std::to_string(burst);
+    }
+    o.mode = std::string(to_string(q_.mode));
+    const replay_settings settings = resolve(to_config(o, algorithm_names()));
+    const replay_result r = trace_.replay_rate(settings, q_.per_key);
+    rate_point& p = it->second;
+    p.rate = rate_text;
+    p.rate_per_second = window_limit > 0 ? settings.limit.per_second() : per_second;
+    p.burst = burst;
+    p.window_limit = window_limit;
+    p.requests = r.arrivals;
+    p.rejected = r.rejected;
+    p.delay_p99_ns = r.delay.p99;
+    if (r.per_key) p.keys_with_rejections = r.per_key->keys_with_rejections;
+    p.meets = q_.max_rejected.admits(p.rejected, p.requests) &&
+              (!q_.max_delay_p99_ns || p.delay_p99_ns <= *q_.max_delay_p99_ns);
+    return p;
+  }
+
+  const recorded_trace& trace_;
+  const rate_question& q_;
+  std::map<std::pair<std::int64_t, std::string>, rate_point> cache_;
+  std::int64_t replays_ = 0;
+};
+
+// Where a search starts: the trace's mean rate in tokens per second (per key with per_key).
+double mean_rate(const recorded_trace& trace, bool per_key) {
+  const double span_s = std::max<double>(static_cast<double>(trace.last_ns() - trace.first_ns()) / 1e9, 1.0);
+  double mean = static_cast<double>(trace.tokens()) / span_s;
+  if (per_key && trace.keys() > 0) mean /= static_cast<double>(trace.keys());
+  return mean;
+}
+
+// Past this many digits, a chase of a target that is not monotone (below) stops.
+constexpr std::int64_t max_mantissa = 1'000'000'000'000'000;
+
+// The least rate of `burst` that meets, and 99% of it, which does not: both replayed. Where 99% still meets (a target
+// that is not monotone in the rate), the search goes on below it, on the grid and off it.
+void least_rate(rate_search& search, std::int64_t burst, std::int64_t start, rate_recommendation& out) {
+  out.best.reset();
+  out.tighter.reset();
+  const auto grid_meets = [&](std::int64_t p) { return search.at(rate_grid::at(p), burst).meets; };
+  decimal best;
+  search_range range{0, rate_grid::last, start, 32};
+  for (int round = 0;; ++round) {
+    const search_result found = least_meeting(range, grid_meets);
+    if (found.least) {
+      best = rate_grid::at(*found.least);
+      if (!found.below_fails) {  // the grid's least rate meets: so may no refill at all
+        if (search.at({0, 0}, burst).meets) best = {0, 0};
+        out.best = search.at(best, burst);
+        return;
+      }
+    } else if (round == 0) {
+      out.highest = search.at(rate_grid::at(rate_grid::last), burst);
+      return;
+    }  // else best is still the rate off the grid that met, and the grid below it fails
+    const decimal tighter = best.tighter();
+    if (!search.at(tighter, burst).meets || tighter.mantissa > max_mantissa) {
+      out.best = search.at(best, burst);
+      out.tighter = search.at(tighter, burst);
+      return;
+    }
+    best = tighter;
+    const std::int64_t below = rate_grid::floor(best.value());
+    range = {0, below, below, 1};
+  }
+}
+
+}  // namespace
+
+const rate_point* frontier_knee(const std::vector<rate_point>& frontier) {
+  // Only points with a positive rate have a place on a log scale (a rate of 0 means the burst holds the whole trace).
+  std::vector<const rate_point*> points;
+  for (const rate_point& p : frontier) {
+    if (p.rate_per_second > 0) points.push_back(&p);
+  }
+  if (points.size() < 3) return points.empty() ? nullptr : points.front();
+  const auto x = [](const rate_point* p) { return std::log(static_cast<double>(p->burst)); };
+  const auto y = [](const rate_point* p) { return std::log(p->rate_per_second); };
+  const double x0 = x(points.front()), x1 = x(points.back()), y0 = y(points.front()), y1 = y(points.back());
+  const rate_point* knee = points.front();
+  double farthest = -1;
+  for (const rate_point* p : points) {
+    // How far below the chord the point lies, both axes scaled to [0, 1] (the chord falls from (0, 1) to (1, 0)).
+    const double u = (x(p) - x0) / (x1 - x0);
+    const double v = y0 == y1 ? 0 : (y(p) - y1) / (y0 - y1);
+    if (1 - u - v > farthest) {
+      farthest = 1 - u - v;
+      knee = p;
+    }
+  }
+  return knee;
+}
+
+rate_recommendation recommend_rate(const recorded_trace& trace, const rate_question& q) {
+  rate_recommendation out;
+  rate_search search(trace, q);
+  if (is_window(q.algo)) {
+    const std::chrono::nanoseconds window = parse_duration_option("--window", q.window);
+    const std::int64_t max = max_window_limit(q.algo, window);
+    const auto start = static_cast<std::int64_t>(
+        std::llround(mean_rate(trace, q.per_key) * static_cast<double>(window.count()) / 1e9));
+    const auto found = least_meeting({1, max, start, 1}, [&](std::int64_t k) { return search.per_window(k).meets; });
+    if (!found.least) {
+      out.highest = search.per_window(max);
+    } else {
+      out.best = search.per_window(*found.least);
+      if (found.below_fails) out.tighter = search.per_window(*found.least - 1);
+    }
+    if (q.curve && out.best) {
+      for (const double f : {0.25, 0.4, 0.55, 0.7, 0.85, 1.2, 1.5, 2.0, 3.0, 4.0}) {
+        const auto k = static_cast<std::int64_t>(std::llround(static_cast<double>(out.best->window_limit) * f));
+        if (k >= 1 && k <= max) (void)search.per_window(k);
+      }
+    }
+    out.curve = search.curve(0);
+    out.replays = search.replays();
+    return out;
+  }
+
+  std::int64_t start = rate_grid::floor(mean_rate(trace, q.per_key));
+  if (q.burst) {
+    least_rate(search, *q.burst, start, out);
+  } else {
+    // The frontier: each burst starts from the rate of the one before (a larger burst needs no more).
+    std::vector<rate_recommendation> answers;  // of each burst on the frontier
+    rate_recommendation point;
+    for (std::int64_t i = 0; i < max_frontier_points; ++i) {
+      const std::int64_t burst = frontier_burst(i);
+      if (i > 0 && burst > std::max<std::int64_t>(trace.tokens(), 1)) break;
+      least_rate(search, burst, start, point);
+      if (!point.best) continue;
+      out.frontier.push_back(*point.best);
+      answers.push_back(point);
+      start = rate_grid::floor(point.best->rate_per_second);
+      if (point.best->rate_per_second == 0) break;
+      // Stop once a tenfold burst (three steps back) lowered the rate by less than 1%.
+      const std::size_t n = out.frontier.size();
+      if (n >= 4 && out.frontier[n - 4].burst * 10 == burst &&
+          out.frontier[n - 1].rate_per_second >= 0.99 * out.frontier[n - 4].rate_per_second) {
+        break;
+      }
+    }
+    if (const rate_point* knee = frontier_knee(out.frontier)) {
+      const auto& answer = answers[static_cast<std::size_t>(knee - out.frontier.data())];
+      out.best = answer.best;
+      out.tighter = answer.tighter;
+    }
+    if (!out.best) out.highest = point.highest;
+  }
+  const std::int64_t burst = out.best ? out.best->burst : q.burst.value_or(1);
+  if (q.curve && out.best && out.best->rate_per_second > 0) {
+    const std::int64_t p = rate_grid::floor(out.best->rate_per_second);
+    for (const std::int64_t d : {-600, -400, -250, -150, -80, -40, 40, 80, 150, 250, 400, 600}) {
+      if (p + d >= 0 && p + d <= rate_grid::last) (void)search.at(rate_grid::at(p + d), burst);
+    }
+  }
+  out.curve = search.curve(burst);
+  out.replays = search.replays();
+  return out;
+}
+
+namespace {
+
+class concurrency_search {
+ public:
+  concurrency_search(const recorded_trace& trace, const concurrency_question& q) : trace_(trace), q_(q) {}
+  std::int64_t replays() const noexcept { return static_cast<std::int64_t>(cache_.size()); }
+
+  const concurrency_point& at(std::int64_t limit) {
+    auto [it, inserted] = cache_.try_emplace(limit);
+    if (!inserted) return it->second;
+    concurrency_settings s;
+    s.limit = limit;
+    s.max_waiters = q_.max_waiters;
+    if (q_.timeout_ns) s.timeout = std::chrono::nanoseconds(*q_.timeout_ns);
+    const concurrency_result r = trace_.replay_concurrency(s);
+    concurrency_point& p = it->second;
+    p.limit = limit;
+    p.requests = r.requests;
+    p.admitted = r.admitted;
+    p.queue_full = r.queue_full;
+    p.timed_out = r.timed_out;
+    p.exceeds_capacity = r.exceeds_capacity;
+    p.wait_p99_ns = r.wait.p99;
+    p.meets = q_.max_turned_away.admits(p.requests - p.admitted, p.requests) &&
+              (!q_.max_wait_p99_ns || p.wait_p99_ns <= *q_.max_wait_p99_ns);
+    return p;
+  }
+
+  std::vector<concurrency_point> curve() const {
+    std::vector<concurrency_point> points;
+    for (const auto& [limit, point] : cache_) points.push_back(point);
+    return points;
+  }
+
+ private:
+  const recorded_trace& trace_;
+  const concurrency_question& q_;
+  std::map<std::int64_t, concurrency_point> cache_;
+};
+
+}  // namespace
+
+concurrency_recommendation recommend_concurrency(const recorded_trace& trace, const concurrency_question& q) {
+  concurrency_recommendation out;
+  concurrency_search search(trace, q);
+  // Little's law: the mean number of requests in flight if every one were admitted at once.
+  const double span_ns = std::max<double>(static_cast<double>(trace.last_ns() - trace.first_ns()), 1e9);
+  const auto start = static_cast<std::int64_t>(std::ceil(trace.permit_ns() / span_ns));
+  const auto found = least_meeting({1, max_tokens_per_arrival, std::max<std::int64_t>(start, 1), 1},
+                                   [&](std::int64_t limit) { return search.at(limit).meets; });
+  if (!found.least) {
+    out.highest = search.at(max_tokens_per_arrival);
+  } else {
+    out.best = search.at(*found.least);
+    if (found.below_fails) out.tighter = search.at(*found.least - 1);
+  }
+  if (q.curve && out.best) {
+    const std::int64_t best = out.best->limit;
+    for (const double f : {0.25, 0.4, 0.55, 0.7, 0.85, 1.2, 1.5, 2.0, 3.0}) {
+      const auto limit = static_cast<std::int64_t>(std::llround(static_cast<double>(best) * f));
+      if (limit >= 1 && limit <= max_tokens_per_arrival) (void)search.at(limit);
+    }
+  }
+  out.curve = search.curve();
+  out.replays = search.replays();
+  return out;
+}
+
+}  // namespace admit::cli
