@@ -227,4 +227,43 @@ TEST_F(AdmitMessages, BadValuesNameTheOptionTheValueAndWhatIsAccepted) {
   });
 }
 
+TEST_F(AdmitMessages, RecommendNamesTheOptionTheValueAndWhatIsAccepted) {
+  check({
+      {{"recommend", "-a", "token-bucket", "--max-rejectd", "1%", "@trace"},
+       2,
+       "admit recommend: unknown option --max-rejectd; did you mean --max-rejected?"},
+      {{"recommend", "-a", "pacer", "--max-rejected", "1%", "@trace"},
+       2,
+       "invalid --algorithm \"pacer\": admit recommend takes token-bucket|gcra|fixed-window|sliding-window|concurrency"},
+      {{"recommend", "-a", "token-bucket", "@trace"}, 2, "a target is needed: --max-rejected P%"},
+      {{"recommend", "-a", "token-bucket", "--max-rejected", "1", "@trace"},
+       2,
+       "invalid --max-rejected \"1\": expected a percentage from 0% to 100%"},
+      {{"recommend", "-a", "token-bucket", "--max-rejected", "101%", "@trace"}, 2, "invalid --max-rejected \"101%\""},
+      {{"recommend", "-a", "token-bucket", "--max-rejected", "1%", "--max-delay-p99", "1s", "@trace"},
+       2,
+       "--max-delay-p99 \"1s\" applies to --mode reserve"},
+      {{"recommend", "-a", "gcra", "--mode", "reserve", "@trace"}, 2, "--mode reserve needs --max-delay-p99"},
+      {{"recommend", "-a", "fixed-window", "--mode", "reserve", "--max-delay-p99", "1s", "@trace"},
+       2,
+       "--mode reserve does not apply to fixed-window"},
+      {{"recommend", "-a", "fixed-window", "--burst", "5", "--max-rejected", "1%", "@trace"},
+       2,
+       "--burst \"5\" does not apply to fixed-window"},
+      {{"recommend", "-a", "token-bucket", "--burst", "0", "--max-rejected", "1%", "@trace"}, 2, "--burst"},
+      {{"recommend", "-a", "concurrency", "@trace"}, 2, "--algorithm concurrency needs a target: --max-wait-p99"},
+      {{"recommend", "-a", "concurrency", "--max-timed-out", "1%", "@trace"},
+       2,
+       "--max-timed-out \"1%\" needs a bounded queue"},
+      {{"recommend", "-a", "concurrency", "--max-wait-p99", "1s", "--burst", "3", "@trace"},
+       2,
+       "--burst \"3\" does not apply to concurrency"},
+      {{"recommend", "-a", "token-bucket", "--max-rejected", "1%", "--per-key", "client", "@trace"},
+       2,
+       "--per-key \"client\" needs a key on each line"},
+      {{"recommend", "-a", "token-bucket", "--max-rejected", "1%", "--plot", "@dir", "@trace"}, 2, "it is a directory"},
+      {{"recommend", "-a", "token-bucket", "--max-rejected", "1%", "@dir"}, 2, "cannot read trace"},
+  });
+}
+
 }  // namespace

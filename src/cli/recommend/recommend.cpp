@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <map>
+#include <memory>
+#include <thread>
 #include <utility>
 
 #include "cli/common/decimal.hpp"
@@ -190,44 +193,80 @@ rate_recommendation recommend_rate(const recorded_trace& trace, const rate_quest
   }
 
   std::int64_t start = rate_grid::floor(mean_rate(trace, q.per_key));
+  rate_search* chosen = &search;  // the search of the recommended burst
+  std::vector<std::unique_ptr<rate_search>> searches;  // the frontier's: one per burst
   if (q.burst) {
     least_rate(search, *q.burst, start, out);
   } else {
-    // The frontier: each burst starts from the rate of the one before (a larger burst needs no more).
+    // The frontier, two bursts at a time (the second on another thread: passes read the recorded trace
+    // independently); each pair starts from the least rate of the burst before it (a larger burst needs no more).
     std::vector<rate_recommendation> answers;  // of each burst on the frontier
-    rate_recommendation point;
-    for (std::int64_t i = 0; i < max_frontier_points; ++i) {
-      const std::int64_t burst = frontier_burst(i);
-      if (i > 0 && burst > std::max<std::int64_t>(trace.tokens(), 1)) break;
-      least_rate(search, burst, start, point);
-      if (!point.best) continue;
-      out.frontier.push_back(*point.best);
-      answers.push_back(point);
-      start = rate_grid::floor(point.best->rate_per_second);
-      if (point.best->rate_per_second == 0) break;
-      // Stop once a tenfold burst (three steps back) lowered the rate by less than 1%.
-      const std::size_t n = out.frontier.size();
-      if (n >= 4 && out.frontier[n - 4].burst * 10 == burst &&
-          out.frontier[n - 1].rate_per_second >= 0.99 * out.frontier[n - 4].rate_per_second) {
-        break;
+    std::vector<rate_search*> answered_by;
+    bool done = false;
+    for (std::int64_t i = 0; i < max_frontier_points && !done; i += 2) {
+      std::vector<std::int64_t> bursts;
+      for (std::int64_t j = i; j < std::min(i + 2, max_frontier_points); ++j) {
+        if (j > 0 && frontier_burst(j) > std::max<std::int64_t>(trace.tokens(), 1)) break;
+        bursts.push_back(frontier_burst(j));
+      }
+      if (bursts.empty()) break;
+      std::vector<rate_recommendation> found(bursts.size());
+      const std::size_t first = searches.size();
+      for (std::size_t k = 0; k < bursts.size(); ++k) searches.push_back(std::make_unique<rate_search>(trace, q));
+      std::exception_ptr failed;
+      std::thread second;
+      if (bursts.size() == 2) {
+        second = std::thread([&] {
+          try {
+            least_rate(*searches[first + 1], bursts[1], start, found[1]);
+          } catch (...) {
+            failed = std::current_exception();
+          }
+        });
+      }
+      try {
+        least_rate(*searches[first], bursts[0], start, found[0]);
+      } catch (...) {
+        if (second.joinable()) second.join();
+        throw;
+      }
+      if (second.joinable()) second.join();
+      if (failed) std::rethrow_exception(failed);
+      for (std::size_t k = 0; k < bursts.size() && !done; ++k) {
+        if (!found[k].best) {
+          out.highest = found[k].highest;
+          continue;
+        }
+        out.frontier.push_back(*found[k].best);
+        answers.push_back(found[k]);
+        answered_by.push_back(searches[first + k].get());
+        start = rate_grid::floor(found[k].best->rate_per_second);
+        // Stop at a rate of zero (the burst holds the trace), or once a tenfold burst (three steps back) lowered the
+        // rate by less than 1%.
+        const std::size_t n = out.frontier.size();
+        done = found[k].best->rate_per_second == 0 ||
+               (n >= 4 && out.frontier[n - 4].burst * 10 == bursts[k] &&
+                out.frontier[n - 1].rate_per_second >= 0.99 * out.frontier[n - 4].rate_per_second);
       }
     }
     if (const rate_point* knee = frontier_knee(out.frontier)) {
-      const auto& answer = answers[static_cast<std::size_t>(knee - out.frontier.data())];
-      out.best = answer.best;
-      out.tighter = answer.tighter;
+      const auto at = static_cast<std::size_t>(knee - out.frontier.data());
+      out.best = answers[at].best;
+      out.tighter = answers[at].tighter;
+      out.highest.reset();
+      chosen = answered_by[at];
     }
-    if (!out.best) out.highest = point.highest;
   }
   const std::int64_t burst = out.best ? out.best->burst : q.burst.value_or(1);
   if (q.curve && out.best && out.best->rate_per_second > 0) {
     const std::int64_t p = rate_grid::floor(out.best->rate_per_second);
     for (const std::int64_t d : {-600, -400, -250, -150, -80, -40, 40, 80, 150, 250, 400, 600}) {
-      if (p + d >= 0 && p + d <= rate_grid::last) (void)search.at(rate_grid::at(p + d), burst);
+      if (p + d >= 0 && p + d <= rate_grid::last) (void)chosen->at(rate_grid::at(p + d), burst);
     }
   }
-  out.curve = search.curve(burst);
+  out.curve = chosen->curve(burst);
   out.replays = search.replays();
+  for (const auto& s : searches) out.replays += s->replays();
   return out;
 }
 

@@ -10,7 +10,8 @@
 // by less than 1% (or 19 bursts, or a burst as large as the trace's tokens), and the knee of that frontier.
 // Every candidate is one pass of the same engine `admit replay` runs (recorded_trace), so replaying the answer with
 // `admit replay` prints exactly what the recommendation says it achieves.
-// Thread safety: none (one recommendation at a time per trace).
+// Thread safety: one recommendation at a time per trace. The frontier's search runs two bursts at once, the second
+// on a thread of its own (joined before recommend_rate returns).
 #pragma once
 
 #include <cstdint>

@@ -98,10 +98,10 @@ void trace_line(std::ostream& out, const recommend_context& ctx, const recorded_
 nlohmann::ordered_json trace_json(const recommend_context& ctx, const recorded_trace& trace) {
   nlohmann::ordered_json j;
   j["source"] = ctx.source;
-  j["requests"] = trace.records();
+  j[trace.has_durations() ? "requests" : "arrivals"] = trace.records();
   j[trace.has_durations() ? "permits" : "tokens"] = trace.tokens();
-  j["first"] = json_seconds(trace.first_ns());
-  j["last"] = json_seconds(trace.last_ns());
+  j["first_seconds"] = json_seconds(trace.first_ns());
+  j["last_seconds"] = json_seconds(trace.last_ns());
   if (trace.has_keys()) j["keys"] = trace.keys();
   if (trace.skipped_lines() > 0) j["skipped_lines"] = trace.skipped_lines();
   return j;
@@ -118,7 +118,7 @@ nlohmann::ordered_json point_json(const rate_question& q, const rate_point& p) {
   }
   j["rejected"] = p.rejected;
   j["rejected_fraction"] = json_number(p.rejected_fraction());
-  if (q.mode == replay_mode::reserve) j["delay_p99"] = json_seconds(p.delay_p99_ns);
+  if (q.mode == replay_mode::reserve) j["delay_p99_seconds"] = json_seconds(p.delay_p99_ns);
   if (q.per_key) j["keys_with_rejections"] = p.keys_with_rejections;
   j["meets"] = p.meets;
   return j;
@@ -132,7 +132,7 @@ nlohmann::ordered_json point_json(const concurrency_point& p) {
   j["timed_out"] = p.timed_out;
   j["exceeds_capacity"] = p.exceeds_capacity;
   j["turned_away_fraction"] = json_number(p.turned_away_fraction());
-  j["wait_p99"] = json_seconds(p.wait_p99_ns);
+  j["wait_p99_seconds"] = json_seconds(p.wait_p99_ns);
   j["meets"] = p.meets;
   return j;
 }
@@ -191,7 +191,7 @@ void write_rate_recommendation_json(std::ostream& out, const recommend_context& 
   j["trace"] = trace_json(ctx, trace);
   nlohmann::ordered_json target;
   target["max_rejected_fraction"] = json_number(q.max_rejected.fraction());
-  if (q.max_delay_p99_ns) target["max_delay_p99"] = json_seconds(*q.max_delay_p99_ns);
+  if (q.max_delay_p99_ns) target["max_delay_p99_seconds"] = json_seconds(*q.max_delay_p99_ns);
   j["target"] = target;
   if (r.best) {
     j["rate"] = r.best->rate;
@@ -258,9 +258,9 @@ void write_concurrency_recommendation_json(std::ostream& out, const recommend_co
   j["algorithm"] = "concurrency";
   j["trace"] = trace_json(ctx, trace);
   nlohmann::ordered_json target;
-  if (q.max_wait_p99_ns) target["max_wait_p99"] = json_seconds(*q.max_wait_p99_ns);
+  if (q.max_wait_p99_ns) target["max_wait_p99_seconds"] = json_seconds(*q.max_wait_p99_ns);
   if (q.max_waiters) target["max_waiters"] = *q.max_waiters;
-  if (q.timeout_ns) target["timeout"] = json_seconds(*q.timeout_ns);
+  if (q.timeout_ns) target["timeout_seconds"] = json_seconds(*q.timeout_ns);
   target["max_turned_away_fraction"] = json_number(q.max_turned_away.fraction());
   j["target"] = target;
   if (r.best) {
