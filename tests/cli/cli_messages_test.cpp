@@ -234,7 +234,8 @@ TEST_F(AdmitMessages, RecommendNamesTheOptionTheValueAndWhatIsAccepted) {
        "admit recommend: unknown option --max-rejectd; did you mean --max-rejected?"},
       {{"recommend", "-a", "pacer", "--max-rejected", "1%", "@trace"},
        2,
-       "invalid --algorithm \"pacer\": admit recommend takes token-bucket|gcra|fixed-window|sliding-window|concurrency"},
+       "invalid --algorithm \"pacer\": admit recommend takes "
+       "token-bucket|gcra|fixed-window|sliding-window|concurrency"},
       {{"recommend", "-a", "token-bucket", "@trace"}, 2, "a target is needed: --max-rejected P%"},
       {{"recommend", "-a", "token-bucket", "--max-rejected", "1", "@trace"},
        2,

@@ -1,8 +1,8 @@
 // Tests of the SVG chart of `admit replay --plot` (src/cli/replay/plot.hpp) and of the JSON report
 // (cli/replay/report.hpp).
 #include "cli/replay/plot.hpp"
-#include "cli/replay/svg.hpp"
 #include "cli/common/duration.hpp"
+#include "cli/replay/svg.hpp"
 
 #include <gtest/gtest.h>
 

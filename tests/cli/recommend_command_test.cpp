@@ -85,7 +85,8 @@ TEST_F(AdmitRecommend, TheRecommendedRateMeetsTheTargetInAdmitReplayAndOnePercen
           admit({"replay", "-a", algorithm, "--rate", text.str(), "--burst", "5", "--json", file("rate trace.txt")});
       EXPECT_EQ(got.status, 0) << got.err;
       const json j = json::parse(got.out);
-      return std::pair{j.at("rejected").at("arrivals").get<std::int64_t>(), j.at("trace").at("arrivals").get<std::int64_t>()};
+      return std::pair{j.at("rejected").at("arrivals").get<std::int64_t>(),
+                       j.at("trace").at("arrivals").get<std::int64_t>()};
     };
     const auto [rejected, arrivals] = replayed(rate);
     EXPECT_LE(rejected * 100, 2 * arrivals) << rate;
@@ -96,7 +97,8 @@ TEST_F(AdmitRecommend, TheRecommendedRateMeetsTheTargetInAdmitReplayAndOnePercen
 }
 
 TEST_F(AdmitRecommend, TheRecommendedConcurrencyLimitMeetsTheTargetAndOneLessDoesNot) {
-  const run_result r = admit({"recommend", "-a", "concurrency", "--max-wait-p99", "100ms", "--json", file("concurrency.txt")});
+  const run_result r =
+      admit({"recommend", "-a", "concurrency", "--max-wait-p99", "100ms", "--json", file("concurrency.txt")});
   ASSERT_EQ(r.status, 0) << r.err;
   const std::int64_t limit = json::parse(r.out).at("limit").get<std::int64_t>();
   ASSERT_GT(limit, 1);
@@ -116,8 +118,8 @@ TEST_F(AdmitRecommend, ReadsStandardInputAndPrintsTheCheckingCommand) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("admit recommend: stdin: the trace is empty"), std::string::npos) << r.err;
 
-  const run_result f = admit({"recommend", "-a", "fixed-window", "--window", "500ms", "--max-rejected", "1%",
-                              file("rate trace.txt")});
+  const run_result f =
+      admit({"recommend", "-a", "fixed-window", "--window", "500ms", "--max-rejected", "1%", file("rate trace.txt")});
   ASSERT_EQ(f.status, 0) << f.err;
   EXPECT_NE(f.out.find("check:      admit replay --algorithm fixed-window --rate "), std::string::npos) << f.out;
   EXPECT_NE(f.out.find("--window 500ms '" + file("rate trace.txt") + "'"), std::string::npos) << f.out;
@@ -157,8 +159,8 @@ TEST_F(AdmitRecommend, NoLimitMeetsTheTargetExitsOneAndSaysWhy) {
 }
 
 TEST_F(AdmitRecommend, PlotsTheTradeOffAndTheFrontier) {
-  const run_result r = admit({"recommend", "-a", "token-bucket", "--max-rejected", "1%", "--plot", file("chart.svg"),
-                              file("rate trace.txt")});
+  const run_result r = admit(
+      {"recommend", "-a", "token-bucket", "--max-rejected", "1%", "--plot", file("chart.svg"), file("rate trace.txt")});
   ASSERT_EQ(r.status, 0) << r.err;
   std::ifstream svg(file("chart.svg"));
   const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());

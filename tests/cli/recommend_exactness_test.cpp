@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <sstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -84,7 +84,8 @@ std::string seconds(std::int64_t ns) {
 recorded_trace record(const std::vector<keyed_request>& trace, bool keys, bool durations) {
   std::ostringstream csv;
   csv << "time,client,cost,duration\n";
-  for (const auto& r : trace) csv << seconds(r.t_ns) << "," << r.key << "," << r.n << "," << seconds(r.duration_ns) << "\n";
+  for (const auto& r : trace)
+    csv << seconds(r.t_ns) << "," << r.key << "," << r.n << "," << seconds(r.duration_ns) << "\n";
   std::istringstream in(csv.str());
   log_request reading;
   reading.format = log_format::csv;
@@ -172,11 +173,9 @@ TEST_P(RecommendExactness, RatesMeetTheTargetAndOnePercentTighterDoesNot) {
     EXPECT_EQ(best.rejected, r.best->rejected);
     EXPECT_EQ(best.delay.p99, r.best->delay_p99_ns);
     // 1% tighter (a window: one request less per window), computed here from the recommendation.
-    const replay_result tighter =
-        replay_from_memory(trace,
-                           settings(c, admit::rate::per_second(r.best->rate_per_second * 0.99), c.burst,
-                                    r.best->window_limit - 1),
-                           c.per_key);
+    const replay_result tighter = replay_from_memory(
+        trace, settings(c, admit::rate::per_second(r.best->rate_per_second * 0.99), c.burst, r.best->window_limit - 1),
+        c.per_key);
     EXPECT_FALSE(meets(c, tighter)) << r.best->rate << " less: " << tighter.rejected << " of " << tighter.arrivals;
     EXPECT_FALSE(r.tighter->meets);
   }

@@ -96,8 +96,8 @@ TEST(Percentage, AdmitsExactlyAtItsBound) {
 
 TEST(FrontierKnee, IsThePointFarthestBelowTheChordOnLogScales) {
   std::vector<rate_point> frontier;
-  for (const auto& [burst, rate] : {std::pair{1, 1000.0}, std::pair{10, 120.0}, std::pair{100, 100.0},
-                                    std::pair{1000, 90.0}}) {
+  for (const auto& [burst, rate] :
+       {std::pair{1, 1000.0}, std::pair{10, 120.0}, std::pair{100, 100.0}, std::pair{1000, 90.0}}) {
     rate_point p;
     p.burst = burst;
     p.rate_per_second = rate;

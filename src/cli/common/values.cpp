@@ -114,6 +114,14 @@ std::string rate_problem(std::string_view text, const std::string& library_messa
 
 }  // namespace
 
+void refuse_if_given(std::string_view option, const std::optional<std::string>& value, std::string_view what,
+                     std::string_view why) {
+  if (value) {
+    throw usage_error(std::string(option) + " " + quote(*value) + " does not apply to " + std::string(what) + " (" +
+                      std::string(why) + ")");
+  }
+}
+
 admit::rate parse_rate_option(std::string_view option, std::string_view text) {
   try {
     return admit::rate::parse(text);

@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "admit/rate.hpp"
@@ -28,6 +30,11 @@ namespace admit::cli {
 
 // A rate as admit::rate::parse reads it ("100/s", "5/hour", "1/week", "inf").
 [[nodiscard]] admit::rate parse_rate_option(std::string_view option, std::string_view text);
+
+// Refuses `option` when it was given (`value` set): it does not apply to `what` (an algorithm); `why` says what does.
+// Throws usage_error: `--burst "5" does not apply to fixed-window (a window counts requests per --window)`.
+void refuse_if_given(std::string_view option, const std::optional<std::string>& value, std::string_view what,
+                     std::string_view why);
 
 // What --rate accepts, for messages and help: "N/s, N/ms, N/min, N/h, N/day, N/500ms (N a non-negative decimal) or
 // inf; units ns, us, ms, s, min, h, d, and second, minute, hour, day, week, month, year".

@@ -24,14 +24,8 @@ namespace {
 constexpr std::initializer_list<algorithm> rate_algorithms = {algorithm::token_bucket, algorithm::gcra,
                                                               algorithm::fixed_window, algorithm::sliding_window};
 
-bool is_recommended(algorithm a) { return std::find(rate_algorithms.begin(), rate_algorithms.end(), a) != rate_algorithms.end(); }
-
-void refuse_if_given(const char* option, const std::optional<std::string>& value, std::string_view algorithm,
-                     std::string_view why) {
-  if (value) {
-    throw usage_error(std::string(option) + " " + quote(*value) + " does not apply to " + std::string(algorithm) +
-                      " (" + std::string(why) + ")");
-  }
+bool is_recommended(algorithm a) {
+  return std::find(rate_algorithms.begin(), rate_algorithms.end(), a) != rate_algorithms.end();
 }
 
 // "1%", "0.25%", "100%": a share of the requests, exactly.
@@ -80,7 +74,8 @@ std::variant<rate_question, concurrency_question> to_question(const recommend_op
     for (const auto& [option, value] :
          {std::pair{"--burst", &o.burst}, std::pair{"--window", &o.window}, std::pair{"--mode", &o.mode},
           std::pair{"--max-rejected", &o.max_rejected}, std::pair{"--max-delay-p99", &o.max_delay_p99}}) {
-      refuse_if_given(option, *value, name, "it takes --max-wait-p99, or --max-timed-out with --max-waiters or --timeout");
+      refuse_if_given(option, *value, name,
+                      "it takes --max-wait-p99, or --max-timed-out with --max-waiters or --timeout");
     }
     concurrency_question q;
     if (o.max_wait_p99) q.max_wait_p99_ns = parse_positive_duration("--max-wait-p99", *o.max_wait_p99);
@@ -94,8 +89,9 @@ std::variant<rate_question, concurrency_question> to_question(const recommend_op
       q.max_turned_away = parse_percentage("--max-timed-out", *o.max_timed_out);
     }
     if (!o.max_wait_p99 && !o.max_timed_out) {
-      throw usage_error("--algorithm concurrency needs a target: --max-wait-p99 D (at most 1% of the "
-                        "requests wait longer than D), and with --max-waiters or --timeout also --max-timed-out P%");
+      throw usage_error(
+          "--algorithm concurrency needs a target: --max-wait-p99 D (at most 1% of the "
+          "requests wait longer than D), and with --max-waiters or --timeout also --max-timed-out P%");
     }
     return q;
   }
@@ -143,8 +139,9 @@ std::variant<rate_question, concurrency_question> to_question(const recommend_op
                         " applies to --mode reserve (in allow mode nothing is delayed: use --max-rejected)");
     }
     if (!o.max_rejected) {
-      throw usage_error("a target is needed: --max-rejected P% (at most P% of the requests rejected), or "
-                        "--mode reserve --max-delay-p99 D");
+      throw usage_error(
+          "a target is needed: --max-rejected P% (at most P% of the requests rejected), or "
+          "--mode reserve --max-delay-p99 D");
     }
   }
   if (o.max_rejected) q.max_rejected = parse_percentage("--max-rejected", *o.max_rejected);
@@ -187,8 +184,8 @@ int run_recommend(const recommend_options& o, std::istream& in, std::ostream& ou
 
   std::optional<recorded_trace> trace;
   try {
-    if (auto error = read_trace_input(input, in, err,
-                                      [&](std::istream& s) { trace.emplace(recorded_trace::read(s, reading)); });
+    if (auto error =
+            read_trace_input(input, in, err, [&](std::istream& s) { trace.emplace(recorded_trace::read(s, reading)); });
         !error.empty()) {
       plot.forget();
       return fail(error);
@@ -203,8 +200,8 @@ int run_recommend(const recommend_options& o, std::istream& in, std::ostream& ou
   if (trace->records() == 0) {
     plot.forget();
     return fail(reading.format != log_format::plain ? empty_log_message(ctx.source, reading, trace->skipped_lines())
-                : reading.needs_duration ? empty_trace_message(ctx.source, "`<arrival> <duration> [n]`")
-                                         : empty_trace_message(ctx.source, "`<seconds since start> [n]`"));
+                : reading.needs_duration            ? empty_trace_message(ctx.source, "`<arrival> <duration> [n]`")
+                                                    : empty_trace_message(ctx.source, "`<seconds since start> [n]`"));
   }
 
   bool found = false;
@@ -213,7 +210,9 @@ int run_recommend(const recommend_options& o, std::istream& in, std::ostream& ou
     if (const auto* q = std::get_if<rate_question>(&question)) {
       const rate_recommendation r = recommend_rate(*trace, *q);
       found = r.best.has_value();
-      if (o.plot) plot_error = write_plot_file(*o.plot, [&](std::ostream& svg) { write_rate_recommendation_svg(svg, ctx, *q, r); });
+      if (o.plot)
+        plot_error =
+            write_plot_file(*o.plot, [&](std::ostream& svg) { write_rate_recommendation_svg(svg, ctx, *q, r); });
       if (o.json) {
         write_rate_recommendation_json(out, ctx, *trace, *q, r);
       } else {
@@ -224,7 +223,8 @@ int run_recommend(const recommend_options& o, std::istream& in, std::ostream& ou
       const concurrency_recommendation r = recommend_concurrency(*trace, cq);
       found = r.best.has_value();
       if (o.plot) {
-        plot_error = write_plot_file(*o.plot, [&](std::ostream& svg) { write_concurrency_recommendation_svg(svg, ctx, cq, r); });
+        plot_error =
+            write_plot_file(*o.plot, [&](std::ostream& svg) { write_concurrency_recommendation_svg(svg, ctx, cq, r); });
       }
       if (o.json) {
         write_concurrency_recommendation_json(out, ctx, *trace, cq, r);

@@ -17,8 +17,8 @@ namespace admit::cli {
 
 struct recommend_options {
   std::string algorithm;
-  std::optional<std::string> burst, window, mode;                     // the rate algorithms
-  std::optional<std::string> max_rejected, max_delay_p99;             // their targets
+  std::optional<std::string> burst, window, mode;                                // the rate algorithms
+  std::optional<std::string> max_rejected, max_delay_p99;                        // their targets
   std::optional<std::string> max_wait_p99, max_waiters, timeout, max_timed_out;  // concurrency
   std::string format = "plain";
   std::optional<std::string> time_field, key_field, cost_field, duration_field, per_key;

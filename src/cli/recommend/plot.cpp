@@ -29,7 +29,7 @@ constexpr const char* best_color = "#1b7f3b";
 struct panel {
   std::string x_title, y_title;
   std::vector<std::pair<double, double>> points;  // (limit, measure), by limit
-  std::optional<double> target;                    // the measure's bound
+  std::optional<double> target;                   // the measure's bound
   std::optional<std::pair<double, double>> best;
   std::string best_label, target_label, curve_label;
 };
@@ -74,10 +74,10 @@ void draw(std::ostream& out, double top, const panel& p) {
     for (double v = std::ceil(x_min / step) * step; v <= x_max * (1 + 1e-9); v += step) ticks.push_back(v);
   }
   for (const double v : ticks) {
-    out << "<line x1=\"" << svg_num(sx(v)) << "\" x2=\"" << svg_num(sx(v)) << "\" y1=\""
-        << svg_num(top + panel_height) << "\" y2=\"" << svg_num(top + panel_height + 4) << "\" stroke=\"#999\"/><text x=\""
-        << svg_num(sx(v)) << "\" y=\"" << svg_num(top + panel_height + 17) << "\" text-anchor=\"middle\">"
-        << tick_label(v) << "</text>\n";
+    out << "<line x1=\"" << svg_num(sx(v)) << "\" x2=\"" << svg_num(sx(v)) << "\" y1=\"" << svg_num(top + panel_height)
+        << "\" y2=\"" << svg_num(top + panel_height + 4) << "\" stroke=\"#999\"/><text x=\"" << svg_num(sx(v))
+        << "\" y=\"" << svg_num(top + panel_height + 17) << "\" text-anchor=\"middle\">" << tick_label(v)
+        << "</text>\n";
   }
   out << "<text x=\"" << svg_num(left + plot_w / 2) << "\" y=\"" << svg_num(top + panel_height + 34)
       << "\" text-anchor=\"middle\">" << xml_escape(p.x_title + (log_x ? " (log scale)" : "")) << "</text>\n";
@@ -85,8 +85,8 @@ void draw(std::ostream& out, double top, const panel& p) {
       << ") rotate(-90)\" text-anchor=\"middle\">" << xml_escape(p.y_title) << "</text>\n</g>\n";
 
   if (p.target) {
-    out << "<line x1=\"" << svg_num(left) << "\" x2=\"" << svg_num(left + plot_w) << "\" y1=\"" << svg_num(sy(*p.target))
-        << "\" y2=\"" << svg_num(sy(*p.target)) << "\" stroke=\"" << target_color
+    out << "<line x1=\"" << svg_num(left) << "\" x2=\"" << svg_num(left + plot_w) << "\" y1=\""
+        << svg_num(sy(*p.target)) << "\" y2=\"" << svg_num(sy(*p.target)) << "\" stroke=\"" << target_color
         << "\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
   }
   out << "<polyline fill=\"none\" stroke=\"" << curve_color << "\" stroke-width=\"2\" points=\"";
@@ -115,8 +115,8 @@ void document(std::ostream& out, const std::string& title, const std::string& su
               const std::vector<panel>& panels) {
   const double height = first_top + static_cast<double>(panels.size()) * (panel_height + panel_gap) - 40;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_num(svg_width) << "\" height=\""
-      << svg_num(height) << "\" viewBox=\"0 0 " << svg_num(svg_width) << " " << svg_num(height)
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_num(svg_width) << "\" height=\"" << svg_num(height)
+      << "\" viewBox=\"0 0 " << svg_num(svg_width) << " " << svg_num(height)
       << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n";
   out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   out << "<text x=\"" << svg_num(left) << "\" y=\"28\" font-size=\"16\" font-weight=\"bold\" fill=\"#222\">"
@@ -157,7 +157,8 @@ void write_rate_recommendation_svg(std::ostream& out, const recommend_context& c
   if (r.best) {
     curve.best = std::pair{r.best->rate_per_second, measure(*r.best)};
     curve.best_label = "recommended: " + r.best->rate + (window ? "" : ", burst " + std::to_string(r.best->burst));
-    title += " --rate " + r.best->rate + (window ? " --window " + q.window : " --burst " + std::to_string(r.best->burst));
+    title +=
+        " --rate " + r.best->rate + (window ? " --window " + q.window : " --burst " + std::to_string(r.best->burst));
   }
   std::vector<panel> panels{curve};
   if (!r.frontier.empty()) {
@@ -165,16 +166,18 @@ void write_rate_recommendation_svg(std::ostream& out, const recommend_context& c
     frontier.x_title = "burst (tokens)";
     frontier.y_title = "least rate (tokens/s)";
     frontier.curve_label = "least rate that meets the target, for each burst";
-    for (const rate_point& p : r.frontier) frontier.points.emplace_back(static_cast<double>(p.burst), p.rate_per_second);
+    for (const rate_point& p : r.frontier)
+      frontier.points.emplace_back(static_cast<double>(p.burst), p.rate_per_second);
     if (r.best) {
       frontier.best = std::pair{static_cast<double>(r.best->burst), r.best->rate_per_second};
       frontier.best_label = "recommended";
     }
     panels.push_back(frontier);
   }
-  std::string sub = ctx.source + ": " + (r.best ? "the least rate with " + percent_label(r.best->rejected_fraction()) +
-                                                      " rejected" + (reserve ? ", p99 delay " + human_duration(r.best->delay_p99_ns) : "")
-                                                : std::string("no rate meets the target")) +
+  std::string sub = ctx.source + ": " +
+                    (r.best ? "the least rate with " + percent_label(r.best->rejected_fraction()) + " rejected" +
+                                  (reserve ? ", p99 delay " + human_duration(r.best->delay_p99_ns) : "")
+                            : std::string("no rate meets the target")) +
                     "; " + plural(r.replays, "replay", "replays") + " of the trace";
   document(out, title, sub, panels);
 }

@@ -193,7 +193,7 @@ rate_recommendation recommend_rate(const recorded_trace& trace, const rate_quest
   }
 
   std::int64_t start = rate_grid::floor(mean_rate(trace, q.per_key));
-  rate_search* chosen = &search;  // the search of the recommended burst
+  rate_search* chosen = &search;                       // the search of the recommended burst
   std::vector<std::unique_ptr<rate_search>> searches;  // the frontier's: one per burst
   if (q.burst) {
     least_rate(search, *q.burst, start, out);

@@ -42,9 +42,9 @@ struct rate_question {
   std::optional<std::int64_t> burst;         // bucket algorithms; nullopt: the frontier
   std::string window;                        // window algorithms: --window as given ("1s")
   bool per_key = false;
-  percentage max_rejected;                   // of the requests
+  percentage max_rejected;                       // of the requests
   std::optional<std::int64_t> max_delay_p99_ns;  // reserve
-  bool curve = false;                        // also replay a spread of rates around the answer (for --plot)
+  bool curve = false;                            // also replay a spread of rates around the answer (for --plot)
 };
 
 // One candidate and what its replay did.
@@ -54,7 +54,7 @@ struct rate_point {
   std::int64_t burst = 0;         // bucket algorithms
   std::int64_t window_limit = 0;  // window algorithms: requests per window
   std::int64_t requests = 0, rejected = 0;
-  std::int64_t delay_p99_ns = 0;  // reserve
+  std::int64_t delay_p99_ns = 0;          // reserve
   std::int64_t keys_with_rejections = 0;  // per_key
   bool meets = false;
 

@@ -11,8 +11,9 @@
 namespace admit::cli {
 
 std::string shell_word(const std::string& word) {
-  const bool safe = !word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                          "0123456789_-+=./,:@%") == std::string::npos;
+  const bool safe = !word.empty() && word.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789_-+=./,:@%") == std::string::npos;
   if (safe) return word;
   std::string quoted = "'";
   for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -30,7 +31,8 @@ std::string percent(double fraction) {
 
 std::string rate_target(const rate_question& q) {
   std::string t;
-  if (q.mode == replay_mode::reserve) t = "99th percentile of the delays at most " + human_duration(*q.max_delay_p99_ns);
+  if (q.mode == replay_mode::reserve)
+    t = "99th percentile of the delays at most " + human_duration(*q.max_delay_p99_ns);
   if (q.mode == replay_mode::allow || q.max_rejected.nano_percent > 0) {
     if (!t.empty()) t += ", ";
     t += "at most " + q.max_rejected.text() + " of the requests rejected";
@@ -86,7 +88,8 @@ std::string replay_command(const recommend_context& ctx, const concurrency_quest
 
 void trace_line(std::ostream& out, const recommend_context& ctx, const recorded_trace& trace) {
   out << "trace:      " << ctx.source << ": " << plural(trace.records(), "request", "requests") << ", "
-      << plural(trace.tokens(), trace.has_durations() ? "permit" : "token", trace.has_durations() ? "permits" : "tokens")
+      << plural(trace.tokens(), trace.has_durations() ? "permit" : "token",
+                trace.has_durations() ? "permits" : "tokens")
       << ", " << format_seconds(trace.first_ns()) << "s to " << format_seconds(trace.last_ns()) << "s";
   if (trace.has_keys()) out << ", " << plural(trace.keys(), "key", "keys");
   out << "\n";
@@ -147,7 +150,8 @@ void write_rate_recommendation(std::ostream& out, const recommend_context& ctx, 
     out << "frontier:   the least rate for each burst\n";
     out << "      burst   least rate   rejected\n";
     for (const rate_point& p : r.frontier) {
-      out << pad_left(std::to_string(p.burst), 11) << pad_left(p.rate, 13) << pad_left(percent(p.rejected_fraction()), 11);
+      out << pad_left(std::to_string(p.burst), 11) << pad_left(p.rate, 13)
+          << pad_left(percent(p.rejected_fraction()), 11);
       if (r.best && p.burst == r.best->burst) out << "   <- the knee: recommended";
       out << "\n";
     }
@@ -157,7 +161,8 @@ void write_rate_recommendation(std::ostream& out, const recommend_context& ctx, 
     if (r.highest) {
       out << ": at " << r.highest->rate << " (the highest tried), " << achieved(q, *r.highest);
       if (!is_window(q.algo)) {
-        out << ".\n            A request for more tokens than the burst, or one that arrives together with others beyond it, is "
+        out << ".\n            A request for more tokens than the burst, or one that arrives together with others "
+               "beyond it, is "
                "rejected at any rate: raise --burst"
             << (q.burst ? ", or leave it out to see the least rate of each burst" : "");
       }
@@ -173,8 +178,8 @@ void write_rate_recommendation(std::ostream& out, const recommend_context& ctx, 
       out << (is_window(q.algo) ? "one less:   " : "1% less:    ") << r.tighter->rate << ": " << achieved(q, *r.tighter)
           << (r.tighter->meets ? " (meets it too: the search stopped chasing)" : ": misses the target") << "\n";
     } else {
-      out << "            (the least rate tried: " << (b.rate_per_second == 0 ? "no refill at all" : "nothing lower is tried")
-          << ")\n";
+      out << "            (the least rate tried: "
+          << (b.rate_per_second == 0 ? "no refill at all" : "nothing lower is tried") << ")\n";
     }
     out << "check:      " << replay_command(ctx, q, b) << "\n";
   }
@@ -251,9 +256,8 @@ void write_concurrency_recommendation(std::ostream& out, const recommend_context
   out << "searched:    " << plural(r.replays, "replay", "replays") << " of the trace\n";
 }
 
-void write_concurrency_recommendation_json(std::ostream& out, const recommend_context& ctx,
-                                           const recorded_trace& trace, const concurrency_question& q,
-                                           const concurrency_recommendation& r) {
+void write_concurrency_recommendation_json(std::ostream& out, const recommend_context& ctx, const recorded_trace& trace,
+                                           const concurrency_question& q, const concurrency_recommendation& r) {
   nlohmann::ordered_json j;
   j["algorithm"] = "concurrency";
   j["trace"] = trace_json(ctx, trace);

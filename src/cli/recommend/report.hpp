@@ -27,9 +27,8 @@ void write_rate_recommendation_json(std::ostream& out, const recommend_context& 
                                     const rate_question& q, const rate_recommendation& r);
 void write_concurrency_recommendation(std::ostream& out, const recommend_context& ctx, const recorded_trace& trace,
                                       const concurrency_question& q, const concurrency_recommendation& r);
-void write_concurrency_recommendation_json(std::ostream& out, const recommend_context& ctx,
-                                           const recorded_trace& trace, const concurrency_question& q,
-                                           const concurrency_recommendation& r);
+void write_concurrency_recommendation_json(std::ostream& out, const recommend_context& ctx, const recorded_trace& trace,
+                                           const concurrency_question& q, const concurrency_recommendation& r);
 
 // The trade-off curves of --plot: the rejected share (reserve: the p99 delay; concurrency: the p99 wait, or the share
 // turned away) of every replayed candidate against the limit, the target as a dashed line, the recommendation

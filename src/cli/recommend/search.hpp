@@ -31,8 +31,7 @@ struct search_result {
   bool below_fails = false;
 };
 
-[[nodiscard]] search_result least_meeting(const search_range& range,
-                                          const std::function<bool(std::int64_t)>& meets);
+[[nodiscard]] search_result least_meeting(const search_range& range, const std::function<bool(std::int64_t)>& meets);
 
 // A non-negative decimal, mantissa × 10^exponent, exact: the form a rate is written in on the command line.
 struct decimal {
@@ -50,7 +49,7 @@ struct decimal {
 // a decade), so neighbours are at most 1% apart and a rate is written with at most three digits that are not zeros.
 struct rate_grid {
   static constexpr std::int64_t per_decade = 900;
-  static constexpr int min_exponent = -8;  // position 0: 100 × 10^-8 = 0.000001
+  static constexpr int min_exponent = -8;                    // position 0: 100 × 10^-8 = 0.000001
   static constexpr std::int64_t last = 15 * per_decade - 1;  // 999 × 10^6
 
   [[nodiscard]] static decimal at(std::int64_t position) noexcept;

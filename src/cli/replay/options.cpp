@@ -29,15 +29,6 @@ std::string all_algorithm_names() { return algorithm_names() + "|" + std::string
 
 namespace {
 
-// Refuses `option` when it was given: it does not apply to `algorithm` (`why` says what does).
-void refuse_if_given(const char* option, const std::optional<std::string>& value, std::string_view algorithm,
-                     std::string_view why) {
-  if (value) {
-    throw usage_error(std::string(option) + " " + quote(*value) + " does not apply to " + std::string(algorithm) +
-                      " (" + std::string(why) + ")");
-  }
-}
-
 // --cold-factor: a decimal above 1 (the cold rate is the stable rate divided by it), at most 1000.
 double parse_cold_factor(const std::string& text) {
   double v = 0;
@@ -200,20 +191,20 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
   concurrency_result result;
   try {
     if (auto error = read_trace_input(input, in, err,
-                                 [&](std::istream& s) {
-                                   if (reading.format == log_format::plain) {
-                                     result = replay_concurrency(settings, s, sink);
-                                     return;
-                                   }
-                                   log_reader reader(s, reading);
-                                   concurrency_replayer replayer(settings, sink);
-                                   for (log_record r; reader.read(r);) {
-                                     replayer.add(request{r.t_ns, r.duration_ns, r.n, r.line});
-                                   }
-                                   result = replayer.finish();
-                                   result.skipped_lines = reader.skipped();
-                                   result.reordered = reader.reordered();
-                                 });
+                                      [&](std::istream& s) {
+                                        if (reading.format == log_format::plain) {
+                                          result = replay_concurrency(settings, s, sink);
+                                          return;
+                                        }
+                                        log_reader reader(s, reading);
+                                        concurrency_replayer replayer(settings, sink);
+                                        for (log_record r; reader.read(r);) {
+                                          replayer.add(request{r.t_ns, r.duration_ns, r.n, r.line});
+                                        }
+                                        result = replayer.finish();
+                                        result.skipped_lines = reader.skipped();
+                                        result.reordered = reader.reordered();
+                                      });
         !error.empty()) {
       return fail_replay(error);
     }
@@ -227,7 +218,8 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
                                                            : empty_log_message(source, reading, result.skipped_lines));
   }
   if (o.plot) {
-    const auto error = write_plot_file(*o.plot, [&](std::ostream& svg) { write_concurrency_svg(svg, settings, source, result); });
+    const auto error =
+        write_plot_file(*o.plot, [&](std::ostream& svg) { write_concurrency_svg(svg, settings, source, result); });
     if (!error.empty()) return fail(error);
   }
   if (o.json) {
@@ -300,18 +292,18 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
   ctx.per_key = reading.per_key.value_or("");
   try {
     if (auto error = read_trace_input(input, in, err,
-                                 [&](std::istream& s) {
-                                   if (reading.format == log_format::plain) {
-                                     trace_source arrivals(s);
-                                     result = replay(settings, arrivals, engine);
-                                     return;
-                                   }
-                                   log_reader reader(s, reading);
-                                   log_source arrivals(reader);
-                                   result = replay(settings, arrivals, engine);
-                                   ctx.skipped_lines = reader.skipped();
-                                   ctx.reordered = reader.reordered();
-                                 });
+                                      [&](std::istream& s) {
+                                        if (reading.format == log_format::plain) {
+                                          trace_source arrivals(s);
+                                          result = replay(settings, arrivals, engine);
+                                          return;
+                                        }
+                                        log_reader reader(s, reading);
+                                        log_source arrivals(reader);
+                                        result = replay(settings, arrivals, engine);
+                                        ctx.skipped_lines = reader.skipped();
+                                        ctx.reordered = reader.reordered();
+                                      });
         !error.empty()) {
       return fail_replay(error);
     }

@@ -37,15 +37,15 @@ constexpr const char* rate_color = "#d35400";
 
 void axes(std::ostream& out, double top, double height, double x_max_s, double y_max, const std::string& y_title) {
   out << "<g font-size=\"12\" fill=\"#333\">\n";
-  out << "<rect x=\"" << svg_num(left) << "\" y=\"" << svg_num(top) << "\" width=\"" << svg_num(plot_w) << "\" height=\""
-      << svg_num(height) << "\" fill=\"none\" stroke=\"#999\"/>\n";
+  out << "<rect x=\"" << svg_num(left) << "\" y=\"" << svg_num(top) << "\" width=\"" << svg_num(plot_w)
+      << "\" height=\"" << svg_num(height) << "\" fill=\"none\" stroke=\"#999\"/>\n";
   const double ystep = tick_step(y_max, 5);
   for (double v = 0; v <= y_max * (1 + 1e-9); v += ystep) {
     const double y = top + height - v / y_max * height;
-    out << "<line x1=\"" << svg_num(left) << "\" x2=\"" << svg_num(left + plot_w) << "\" y1=\"" << svg_num(y) << "\" y2=\""
-        << svg_num(y) << "\" stroke=\"#e5e5e5\"/>";
-    out << "<text x=\"" << svg_num(left - 6) << "\" y=\"" << svg_num(y + 4) << "\" text-anchor=\"end\">" << tick_label(v)
-        << "</text>\n";
+    out << "<line x1=\"" << svg_num(left) << "\" x2=\"" << svg_num(left + plot_w) << "\" y1=\"" << svg_num(y)
+        << "\" y2=\"" << svg_num(y) << "\" stroke=\"#e5e5e5\"/>";
+    out << "<text x=\"" << svg_num(left - 6) << "\" y=\"" << svg_num(y + 4) << "\" text-anchor=\"end\">"
+        << tick_label(v) << "</text>\n";
   }
   const double xstep = tick_step(x_max_s, 10);
   for (double v = 0; v <= x_max_s * (1 + 1e-9); v += xstep) {
@@ -82,11 +82,12 @@ void write_svg(std::ostream& out, const report_context& ctx, const replay_result
   const double end_s = static_cast<double>(end_ns) / 1e9;
 
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_num(svg_width) << "\" height=\"" << svg_num(svg_height)
-      << "\" viewBox=\"0 0 " << svg_num(svg_width) << " " << svg_num(svg_height)
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_num(svg_width) << "\" height=\""
+      << svg_num(svg_height) << "\" viewBox=\"0 0 " << svg_num(svg_width) << " " << svg_num(svg_height)
       << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n";
   out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  out << "<text x=\"" << svg_num(left) << "\" y=\"28\" font-size=\"16\" font-weight=\"bold\" fill=\"#222\">admit replay: "
+  out << "<text x=\"" << svg_num(left)
+      << "\" y=\"28\" font-size=\"16\" font-weight=\"bold\" fill=\"#222\">admit replay: "
       << xml_escape(ctx.settings.describe()) << "</text>\n";
   std::string sub = ctx.source + ": " + plural(r.arrivals, "arrival", "arrivals") + ", " +
                     plural(r.tokens, "token", "tokens") + "; admitted " + std::to_string(r.admitted_tokens) +
@@ -112,7 +113,8 @@ void write_svg(std::ostream& out, const report_context& ctx, const replay_result
   axes(out, top1, height1, end_s, y1_max, "cumulative tokens");
   polyline(out, cum_offered, top1, height1, y1_max, offered_color, 2);
   polyline(out, cum_admitted, top1, height1, y1_max, admitted_color, 2);
-  svg_legend_row(out, left, top1 - legend_gap, {{offered_color, "offered (by arrival)"}, {admitted_color, "admitted (by admission time)"}});
+  svg_legend_row(out, left, top1 - legend_gap,
+                 {{offered_color, "offered (by arrival)"}, {admitted_color, "admitted (by admission time)"}});
 
   // Panel 2: tokens per second per bucket.
   const std::int64_t width = choose_bucket_width(end_ns, 120);
@@ -148,8 +150,9 @@ void write_svg(std::ostream& out, const report_context& ctx, const replay_result
   out << "\"/>\n";
   if (show_rate) {
     const double y = top2 + height2 - configured / y2_max * height2;
-    out << "<line x1=\"" << svg_num(left) << "\" x2=\"" << svg_num(left + plot_w) << "\" y1=\"" << svg_num(y) << "\" y2=\""
-        << svg_num(y) << "\" stroke=\"" << rate_color << "\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
+    out << "<line x1=\"" << svg_num(left) << "\" x2=\"" << svg_num(left + plot_w) << "\" y1=\"" << svg_num(y)
+        << "\" y2=\"" << svg_num(y) << "\" stroke=\"" << rate_color
+        << "\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
   }
   std::vector<svg_legend_item> legend{{offered_color, "offered", svg_mark::box}, {admitted_color, "admitted"}};
   if (show_rate) legend.push_back({rate_color, "configured rate", svg_mark::dashed});
@@ -179,15 +182,16 @@ void step_line(std::ostream& out, const std::vector<double>& values, double top,
   for (std::size_t i = 0; i < values.size(); ++i) {
     const double x0 = left + static_cast<double>(i) * w;
     const double y = top + height - values[i] / y_max * height;
-    out << svg_num(x0) << "," << svg_num(y) << " " << svg_num(x0 + w) << "," << svg_num(y) << (i + 1 < values.size() ? " " : "");
+    out << svg_num(x0) << "," << svg_num(y) << " " << svg_num(x0 + w) << "," << svg_num(y)
+        << (i + 1 < values.size() ? " " : "");
   }
   out << "\"/>\n";
 }
 
 void dashed_level(std::ostream& out, double level, double top, double height, double y_max, const char* color) {
   const double y = top + height - level / y_max * height;
-  out << "<line x1=\"" << svg_num(left) << "\" x2=\"" << svg_num(left + plot_w) << "\" y1=\"" << svg_num(y) << "\" y2=\"" << svg_num(y)
-      << "\" stroke=\"" << color << "\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
+  out << "<line x1=\"" << svg_num(left) << "\" x2=\"" << svg_num(left + plot_w) << "\" y1=\"" << svg_num(y)
+      << "\" y2=\"" << svg_num(y) << "\" stroke=\"" << color << "\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
 }
 
 // One tick per pixel column holding at least one request with outcome `o` (queue-full or timeout) by arrival time,
@@ -204,8 +208,8 @@ void outcome_ticks(std::ostream& out, const concurrency_result& r, request_outco
         o == request_outcome::queue_full ? r.timeline.queue_full_in(from, to) : r.timeline.timeout_in(from, to);
     if (!marked) continue;
     const double x = left + c + 0.5;
-    out << "<line x1=\"" << svg_num(x) << "\" x2=\"" << svg_num(x) << "\" y1=\"" << svg_num(y) << "\" y2=\"" << svg_num(y + 8)
-        << "\"/>\n";
+    out << "<line x1=\"" << svg_num(x) << "\" x2=\"" << svg_num(x) << "\" y1=\"" << svg_num(y) << "\" y2=\""
+        << svg_num(y + 8) << "\"/>\n";
   }
   out << "</g>\n";
 }
@@ -223,8 +227,8 @@ void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, con
   const std::int64_t end_ns = std::max<std::int64_t>(r.end_ns, 1'000'000);
   const double end_s = static_cast<double>(end_ns) / 1e9;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_num(svg_width) << "\" height=\"" << svg_num(svg_height)
-      << "\" viewBox=\"0 0 " << svg_num(svg_width) << " " << svg_num(svg_height)
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_num(svg_width) << "\" height=\""
+      << svg_num(svg_height) << "\" viewBox=\"0 0 " << svg_num(svg_width) << " " << svg_num(svg_height)
       << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n";
   out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   out << "<text x=\"" << svg_num(left)
@@ -244,7 +248,8 @@ void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, con
   axes(out, top1, height1, end_s, y1_max, "permits in flight");
   dashed_level(out, static_cast<double>(s.limit), top1, height1, y1_max, bound_color);
   step_line(out, in_flight, top1, height1, y1_max, in_flight_color);
-  svg_legend_row(out, left, top1 - legend_gap, {{in_flight_color, "in flight (peak per pixel)"}, {bound_color, "limit", svg_mark::dashed}});
+  svg_legend_row(out, left, top1 - legend_gap,
+                 {{in_flight_color, "in flight (peak per pixel)"}, {bound_color, "limit", svg_mark::dashed}});
 
   // Panel 2: requests waiting against max-waiters, with rejections and timeouts marked.
   const auto waiting = column_max(r.timeline, end_ns, columns, &concurrency_timeline::level::waiting);
@@ -257,8 +262,8 @@ void write_concurrency_svg(std::ostream& out, const concurrency_settings& s, con
   outcome_ticks(out, r, request_outcome::queue_full, end_ns, top2 + 2, rejected_color);
   outcome_ticks(out, r, request_outcome::timeout, end_ns, top2 + 12, timeout_color);
   std::vector<svg_legend_item> legend{{waiting_color, "waiting (peak per pixel)"},
-                                  {rejected_color, "queue full (top row of ticks)"},
-                                  {timeout_color, "timed out (second row)"}};
+                                      {rejected_color, "queue full (top row of ticks)"},
+                                      {timeout_color, "timed out (second row)"}};
   if (show_bound) legend.push_back({bound_color, "max-waiters", svg_mark::dashed});
   svg_legend_row(out, left, top2 - legend_gap, legend);
   out << "</svg>\n";

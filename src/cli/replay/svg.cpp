@@ -67,8 +67,8 @@ void svg_legend_row(std::ostream& out, double x, double y, const std::vector<svg
       out << "<circle cx=\"" << svg_num(x + 9) << "\" cy=\"" << svg_num(y - 4) << "\" r=\"5\" fill=\"" << item.color
           << "\"/>";
     } else {
-      out << "<line x1=\"" << svg_num(x) << "\" x2=\"" << svg_num(x + 18) << "\" y1=\"" << svg_num(y - 4)
-          << "\" y2=\"" << svg_num(y - 4) << "\" stroke=\"" << item.color << "\" stroke-width=\"2.5\""
+      out << "<line x1=\"" << svg_num(x) << "\" x2=\"" << svg_num(x + 18) << "\" y1=\"" << svg_num(y - 4) << "\" y2=\""
+          << svg_num(y - 4) << "\" stroke=\"" << item.color << "\" stroke-width=\"2.5\""
           << (item.style == svg_mark::dashed ? " stroke-dasharray=\"6,4\"" : "") << "/>";
     }
     out << "<text x=\"" << svg_num(x + 24) << "\" y=\"" << svg_num(y) << "\" font-size=\"12\" fill=\"#333\">"
