@@ -5,10 +5,12 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 
 #include "cli/common/decimal.hpp"
+#include "cli/common/message.hpp"
 #include "cli/common/values.hpp"
 
 namespace admit::cli {
@@ -52,7 +54,7 @@ class rate_search {
   std::vector<rate_point> curve(std::int64_t burst) const {
     std::vector<rate_point> points;
     for (const auto& [key, point] : cache_) {
-      if (key.first == burst) points.push_back(point);
+      if (key.first == burst && point.refused.empty()) points.push_back(point);
     }
     std::sort(points.begin(), points.end(),
               [](const rate_point& a, const rate_point& b) { return a.rate_per_second < b.rate_per_second; });
@@ -74,17 +76,31 @@ class rate_search {
       o.burst = std::to_string(burst);
     }
     o.mode = std::string(to_string(q_.mode));
-    const replay_settings settings = resolve(to_config(o, algorithm_names()));
-    const replay_result r = trace_.replay_rate(settings, q_.per_key);
     rate_point& p = it->second;
     p.rate = rate_text;
-    p.rate_per_second = window_limit > 0 ? settings.limit.per_second() : per_second;
+    p.rate_per_second = per_second;
     p.burst = burst;
     p.window_limit = window_limit;
+    replay_settings settings;
+    replay_result r;
+    try {
+      settings = resolve(to_config(o, algorithm_names()));
+      r = trace_.replay_rate(settings, q_.per_key);
+    } catch (const std::invalid_argument& e) {
+      // A configuration the limiter refuses (a large burst at a tiny rate would take centuries to refill): not an
+      // answer, and nothing was replayed.
+      --replays_;
+      p.refused = without_cpp_name(e.what());
+      return p;
+    }
+    if (window_limit > 0) p.rate_per_second = settings.limit.per_second();
     p.requests = r.arrivals;
     p.rejected = r.rejected;
     p.delay_p99_ns = r.delay.p99;
-    if (r.per_key) p.keys_with_rejections = r.per_key->keys_with_rejections;
+    if (r.per_key) {
+      p.keys_with_rejections = r.per_key->keys_with_rejections;
+      p.most_limited = r.per_key->most_limited;
+    }
     p.meets = q_.max_rejected.admits(p.rejected, p.requests) &&
               (!q_.max_delay_p99_ns || p.delay_p99_ns <= *q_.max_delay_p99_ns);
     return p;
@@ -235,6 +251,7 @@ rate_recommendation recommend_rate(const recorded_trace& trace, const rate_quest
       for (std::size_t k = 0; k < bursts.size() && !done; ++k) {
         if (!found[k].best) {
           out.highest = found[k].highest;
+          out.unmet_bursts.push_back(bursts[k]);
           continue;
         }
         out.frontier.push_back(*found[k].best);

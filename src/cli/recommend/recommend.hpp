@@ -56,7 +56,9 @@ struct rate_point {
   std::int64_t requests = 0, rejected = 0;
   std::int64_t delay_p99_ns = 0;          // reserve
   std::int64_t keys_with_rejections = 0;  // per_key
+  std::vector<key_counts> most_limited;   // per_key: the keys with the most rejections (at most 10)
   bool meets = false;
+  std::string refused;  // not empty: the limiter refuses this configuration (why), and nothing was replayed
 
   [[nodiscard]] double rejected_fraction() const noexcept {
     return requests == 0 ? 0 : static_cast<double>(rejected) / static_cast<double>(requests);
@@ -69,6 +71,7 @@ struct rate_recommendation {
                                       // least rate tried (0/s, or 1 per window)
   std::optional<rate_point> highest;  // when no rate meets: the highest tried, and what it did
   std::vector<rate_point> frontier;   // without a burst: the best of each burst (bursts where none meets left out)
+  std::vector<std::int64_t> unmet_bursts;  // ... and the bursts tried for which no rate meets
   std::vector<rate_point> curve;      // every replayed candidate of the answer's burst, by rate
   std::int64_t replays = 0;
 };

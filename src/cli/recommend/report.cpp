@@ -61,6 +61,7 @@ std::string shape(const rate_question& q, std::optional<std::int64_t> burst) {
 
 // What a rate replay achieved: "rejected 0.98% (65 of 6659 requests)".
 std::string achieved(const rate_question& q, const rate_point& p) {
+  if (!p.refused.empty()) return "refused by the limiter (" + p.refused + ")";
   std::string s = "rejected " + percent(p.rejected_fraction()) + " (" + std::to_string(p.rejected) + " of " +
                   plural(p.requests, "request", "requests") + ")";
   if (q.mode == replay_mode::reserve) s += ", p99 delay " + human_duration(p.delay_p99_ns);
@@ -119,10 +120,26 @@ nlohmann::ordered_json point_json(const rate_question& q, const rate_point& p) {
   } else {
     j["burst"] = p.burst;
   }
+  if (!p.refused.empty()) {
+    j["refused"] = p.refused;
+    j["meets"] = false;
+    return j;
+  }
   j["rejected"] = p.rejected;
   j["rejected_fraction"] = json_number(p.rejected_fraction());
   if (q.mode == replay_mode::reserve) j["delay_p99_seconds"] = json_seconds(p.delay_p99_ns);
-  if (q.per_key) j["keys_with_rejections"] = p.keys_with_rejections;
+  if (q.per_key) {
+    j["keys_with_rejections"] = p.keys_with_rejections;
+    auto keys = nlohmann::ordered_json::array();
+    for (const key_counts& k : p.most_limited) {
+      if (k.rejected == 0) break;
+      keys.push_back({{"key", k.key},
+                      {"arrivals", k.arrivals},
+                      {"tokens", k.tokens},
+                      {"rejected", {{"arrivals", k.rejected}, {"tokens", k.rejected_tokens}}}});
+    }
+    j["most_limited_keys"] = keys;  // as admit replay --json names them
+  }
   j["meets"] = p.meets;
   return j;
 }
@@ -156,6 +173,12 @@ void write_rate_recommendation(std::ostream& out, const recommend_context& ctx, 
       out << "\n";
     }
   }
+  if (!r.unmet_bursts.empty()) {
+    std::string list;
+    for (const std::int64_t b : r.unmet_bursts) list += (list.empty() ? "" : ", ") + std::to_string(b);
+    out << "            no rate meets the target with burst " << list
+        << " (requests for more tokens, or arriving together beyond it, are rejected at any rate)\n";
+  }
   if (!r.best) {
     out << "no rate meets the target";
     if (r.highest) {
@@ -180,6 +203,11 @@ void write_rate_recommendation(std::ostream& out, const recommend_context& ctx, 
     } else {
       out << "            (the least rate tried: "
           << (b.rate_per_second == 0 ? "no refill at all" : "nothing lower is tried") << ")\n";
+    }
+    for (const key_counts& k : b.most_limited) {
+      if (k.rejected == 0) break;
+      out << (&k == &b.most_limited.front() ? "limited:    " : "            ") << k.key << ": "
+          << k.rejected << " of " << plural(k.arrivals, "request", "requests") << " rejected\n";
     }
     out << "check:      " << replay_command(ctx, q, b) << "\n";
   }
@@ -218,6 +246,7 @@ void write_rate_recommendation_json(std::ostream& out, const recommend_context& 
     auto frontier = nlohmann::ordered_json::array();
     for (const rate_point& p : r.frontier) frontier.push_back(point_json(q, p));
     j["frontier"] = frontier;
+    j["bursts_without_rate"] = r.unmet_bursts;
   }
   j["replays"] = r.replays;
   write_json_document(out, j);
