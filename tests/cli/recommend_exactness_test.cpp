@@ -95,6 +95,14 @@ recorded_trace record(const std::vector<keyed_request>& trace, bool keys, bool d
   return recorded_trace::read(in, reading);
 }
 
+// A plain `<seconds> [n]` trace, recorded.
+recorded_trace record_plain(const char* text) {
+  std::istringstream in(text);
+  log_request reading;
+  reading.format = log_format::plain;
+  return recorded_trace::read(in, reading);
+}
+
 struct rate_case {
   const char* name;
   algorithm algo;
@@ -263,10 +271,7 @@ TEST(RecommendRate, NoRateMeetsWhenRequestsAskForMoreThanTheBurst) {
 }
 
 TEST(RecommendRate, ZeroRateWhenTheBurstHoldsTheWholeTrace) {
-  std::istringstream in("0\n0.5\n1 2\n");
-  log_request reading;
-  reading.format = log_format::plain;
-  const recorded_trace trace = recorded_trace::read(in, reading);
+  const recorded_trace trace = record_plain("0\n0.5\n1 2\n");
   rate_question q;
   q.burst = 4;
   q.max_rejected = {0};
@@ -274,6 +279,23 @@ TEST(RecommendRate, ZeroRateWhenTheBurstHoldsTheWholeTrace) {
   ASSERT_TRUE(r.best);
   EXPECT_EQ(r.best->rate, "0/s");
   EXPECT_FALSE(r.tighter);
+}
+
+TEST(RecommendRate, ARateTheLimiterRefusesIsAFailingCandidateNotAnError) {
+  // A burst of 10^6 at a rate below about 0.0002/s would take more than 2^62 ns to refill: the token bucket refuses
+  // it. The search must step over such rates (it once stopped with the limiter's message).
+  const recorded_trace trace = record_plain("0\n1000\n");
+  rate_question q;
+  q.burst = 1'000'000;
+  q.max_rejected = {0};
+  const rate_recommendation r = recommend_rate(trace, q);
+  ASSERT_TRUE(r.best);
+  EXPECT_TRUE(r.best->meets);
+  EXPECT_TRUE(r.best->refused.empty());
+  ASSERT_TRUE(r.tighter);
+  EXPECT_FALSE(r.tighter->meets);
+  EXPECT_NE(r.tighter->refused.find("refill"), std::string::npos) << r.tighter->refused;
+  EXPECT_EQ(r.tighter->refused.find("admit::"), std::string::npos) << r.tighter->refused;
 }
 
 TEST(RecordedTrace, PassesAreIdenticalAndMayRunOnTwoThreads) {

@@ -72,7 +72,7 @@ struct rate_recommendation {
   std::optional<rate_point> highest;  // when no rate meets: the highest tried, and what it did
   std::vector<rate_point> frontier;   // without a burst: the best of each burst (bursts where none meets left out)
   std::vector<std::int64_t> unmet_bursts;  // ... and the bursts tried for which no rate meets
-  std::vector<rate_point> curve;      // every replayed candidate of the answer's burst, by rate
+  std::vector<rate_point> curve;           // every replayed candidate of the answer's burst, by rate
   std::int64_t replays = 0;
 };
 

@@ -206,8 +206,8 @@ void write_rate_recommendation(std::ostream& out, const recommend_context& ctx, 
     }
     for (const key_counts& k : b.most_limited) {
       if (k.rejected == 0) break;
-      out << (&k == &b.most_limited.front() ? "limited:    " : "            ") << k.key << ": "
-          << k.rejected << " of " << plural(k.arrivals, "request", "requests") << " rejected\n";
+      out << (&k == &b.most_limited.front() ? "limited:    " : "            ") << k.key << ": " << k.rejected << " of "
+          << plural(k.arrivals, "request", "requests") << " rejected\n";
     }
     out << "check:      " << replay_command(ctx, q, b) << "\n";
   }
