@@ -264,6 +264,9 @@ TEST_F(AdmitMessages, RecommendNamesTheOptionTheValueAndWhatIsAccepted) {
        "--per-key \"client\" needs a key on each line"},
       {{"recommend", "-a", "token-bucket", "--max-rejected", "1%", "--plot", "@dir", "@trace"}, 2, "it is a directory"},
       {{"recommend", "-a", "token-bucket", "--max-rejected", "1%", "@dir"}, 2, "cannot read trace"},
+      {{"recommend", "-a", "fixed-window", "--window", "1ns", "--max-rejected", "1%", "@trace"},
+       2,
+       "invalid --window \"1ns\": too short for fixed-window to count even one request a window"},
   });
 }
 

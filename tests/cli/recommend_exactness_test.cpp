@@ -298,6 +298,43 @@ TEST(RecommendRate, ARateTheLimiterRefusesIsAFailingCandidateNotAnError) {
   EXPECT_EQ(r.tighter->refused.find("admit::"), std::string::npos) << r.tighter->refused;
 }
 
+TEST(RecommendRate, AFrontierWhoseAnswersAreAllZeroRecommendsItsSmallestBurst) {
+  // 10 tokens: bursts 1, 2 and 5 cannot hold the request for 7; 10 holds them all, with no refill at all.
+  const recorded_trace trace = record_plain("0 1\n0.5 7\n1 1\n2 1\n");
+  rate_question q;
+  q.max_rejected = {0};
+  const rate_recommendation r = recommend_rate(trace, q);
+  ASSERT_TRUE(r.best);
+  EXPECT_EQ(r.best->burst, 10);
+  EXPECT_EQ(r.best->rate, "0/s");
+  EXPECT_EQ(r.unmet_bursts, (std::vector<std::int64_t>{1, 2, 5}));
+}
+
+TEST(RecommendRate, TheFrontierGoesUpToABurstThatHoldsEveryToken) {
+  const recorded_trace trace = record_plain("0 3\n");  // 3 tokens: burst 5 is tried, though it is above 3
+  rate_question q;
+  q.max_rejected = {0};
+  const rate_recommendation r = recommend_rate(trace, q);
+  ASSERT_TRUE(r.best);
+  EXPECT_EQ(r.best->burst, 5);
+  EXPECT_EQ(r.best->rate, "0/s");
+}
+
+TEST(RecommendRate, AWindowInFractionsOfItsUnitIsWrittenInAWholeOne) {
+  const auto generated = bursty_trace(11);
+  const recorded_trace trace = record(generated, false, false);
+  rate_question q;
+  q.algo = algorithm::fixed_window;
+  q.window = "1.5s";
+  q.max_rejected = {2'000'000'000};
+  const rate_recommendation r = recommend_rate(trace, q);
+  ASSERT_TRUE(r.best);
+  EXPECT_EQ(r.best->rate, std::to_string(r.best->window_limit) + "/1500ms");
+  EXPECT_TRUE(r.best->refused.empty()) << r.best->refused;
+  ASSERT_TRUE(r.tighter);
+  EXPECT_FALSE(r.tighter->meets);
+}
+
 TEST(RecordedTrace, PassesAreIdenticalAndMayRunOnTwoThreads) {
   const auto generated = bursty_trace(9);
   const recorded_trace trace = record(generated, true, true);

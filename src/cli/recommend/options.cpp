@@ -40,7 +40,8 @@ percentage parse_percentage(const char* option, const std::string& text) {
   return {*value};
 }
 
-std::int64_t parse_positive_duration(const char* option, const std::string& text) {
+// A duration in ns (0 allowed: --max-wait-p99 0s asks that 99% never wait).
+std::int64_t parse_duration_ns(const char* option, const std::string& text) {
   return parse_duration_option(option, text).count();
 }
 
@@ -78,9 +79,9 @@ std::variant<rate_question, concurrency_question> to_question(const recommend_op
                       "it takes --max-wait-p99, or --max-timed-out with --max-waiters or --timeout");
     }
     concurrency_question q;
-    if (o.max_wait_p99) q.max_wait_p99_ns = parse_positive_duration("--max-wait-p99", *o.max_wait_p99);
+    if (o.max_wait_p99) q.max_wait_p99_ns = parse_duration_ns("--max-wait-p99", *o.max_wait_p99);
     if (o.max_waiters) q.max_waiters = parse_count_option("--max-waiters", *o.max_waiters, 0, max_count);
-    if (o.timeout) q.timeout_ns = parse_positive_duration("--timeout", *o.timeout);
+    if (o.timeout) q.timeout_ns = parse_duration_ns("--timeout", *o.timeout);
     if (o.max_timed_out) {
       if (!o.max_waiters && !o.timeout) {
         throw usage_error("--max-timed-out " + quote(*o.max_timed_out) +
@@ -111,8 +112,13 @@ std::variant<rate_question, concurrency_question> to_question(const recommend_op
   if (is_window(*algo)) {
     refuse_if_given("--burst", o.burst, name, "a window counts requests per --window");
     q.window = o.window.value_or("1s");
-    if (parse_duration_option("--window", q.window).count() <= 0) {
+    const auto window = parse_duration_option("--window", q.window);
+    if (window.count() <= 0) {
       throw usage_error("invalid --window " + quote(q.window) + ": a window must be longer than zero, e.g. 1s");
+    }
+    if (max_window_limit(*algo, window) < 1) {
+      throw usage_error("invalid --window " + quote(q.window) + ": too short for " + name +
+                        " to count even one request a window; use a longer window, such as 1ms");
     }
   } else {
     refuse_if_given("--window", o.window, name, "it takes --burst");
@@ -132,7 +138,7 @@ std::variant<rate_question, concurrency_question> to_question(const recommend_op
     if (!o.max_delay_p99) {
       throw usage_error("--mode reserve needs --max-delay-p99 D: the 99th percentile of the delays to stay within");
     }
-    q.max_delay_p99_ns = parse_positive_duration("--max-delay-p99", *o.max_delay_p99);
+    q.max_delay_p99_ns = parse_duration_ns("--max-delay-p99", *o.max_delay_p99);
   } else {
     if (o.max_delay_p99) {
       throw usage_error("--max-delay-p99 " + quote(*o.max_delay_p99) +
@@ -235,17 +241,23 @@ int run_recommend(const recommend_options& o, std::istream& in, std::ostream& ou
   } catch (const std::system_error& e) {
     plot.forget();
     return fail(e.what(), exit_failure);
-  } catch (const std::invalid_argument& e) {  // a configuration the limiter refuses (the grid's edges)
+  } catch (const std::invalid_argument& e) {  // settings the concurrency replay refuses
     plot.forget();
-    return fail(e.what());
+    return fail(without_cpp_name(e.what()));
   } catch (const usage_error& e) {
     plot.forget();
     return fail(e.what());
+  } catch (const std::exception& e) {  // out of memory, an engine's broken contract: nothing to keep
+    plot.forget();
+    return fail(e.what(), exit_failure);
   }
-  if (!plot_error.empty()) return fail(plot_error, exit_failure);
+  if (!plot_error.empty()) {
+    plot.forget();
+    return fail(plot_error, exit_failure);
+  }
   out.flush();
   if (!out) return fail("write error on standard output", exit_failure);
-  return found ? exit_ok : exit_failure;
+  return found ? exit_ok : exit_no_limit;
 }
 
 }  // namespace admit::cli

@@ -38,9 +38,13 @@ struct recommend_options {
 // How the trace is read (--format and the rest, as `admit replay` checks them). Throws usage_error.
 [[nodiscard]] log_request to_trace_reading(const recommend_options& options);
 
+// The exit status of `admit recommend` when no limit meets the target (the report says what the highest tried did).
+inline constexpr int exit_no_limit = 3;
+
 // Runs `admit recommend`: reads the trace (options.trace, or `in` for "-") once, searches, writes the report to `out`
-// and the chart to options.plot. Returns the exit status: 0 with a recommendation, 1 when no limit meets the target
-// (the report says what the highest tried achieved), 2 for bad input; messages go to `err` ("admit recommend: ...").
+// and the chart to options.plot. Returns the exit status: 0 with a recommendation, exit_no_limit (3) when no limit
+// meets the target, 2 for bad input, 1 for a failure of the machine (a write error, no temporary file); messages go
+// to `err` ("admit recommend: ...").
 int run_recommend(const recommend_options& options, std::istream& in, std::ostream& out, std::ostream& err);
 
 }  // namespace admit::cli

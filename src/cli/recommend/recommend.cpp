@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cli/common/decimal.hpp"
+#include "cli/common/duration.hpp"
 #include "cli/common/message.hpp"
 #include "cli/common/values.hpp"
 
@@ -37,7 +38,10 @@ std::int64_t frontier_burst(std::int64_t i) {
 // The replays of one rate question, each candidate replayed once (a cache by burst and rate).
 class rate_search {
  public:
-  rate_search(const recorded_trace& trace, const rate_question& q) : trace_(trace), q_(q) {}
+  rate_search(const recorded_trace& trace, const rate_question& q)
+      : trace_(trace),
+        q_(q),
+        window_(is_window(q.algo) ? format_duration(parse_duration_option("--window", q.window)) : "") {}
 
   std::int64_t replays() const noexcept { return replays_; }
 
@@ -47,7 +51,7 @@ class rate_search {
   }
   // A whole number of requests per window (window algorithms).
   const rate_point& per_window(std::int64_t limit) {
-    return replay(std::to_string(limit) + "/" + q_.window, 0, 0, limit);
+    return replay(std::to_string(limit) + "/" + window_, 0, 0, limit);
   }
 
   // Every replayed candidate of `burst`, by rate.
@@ -108,6 +112,7 @@ class rate_search {
 
   const recorded_trace& trace_;
   const rate_question& q_;
+  const std::string window_;  // the window in a whole unit ("1500ms" for 1.5s), as a rate's period is written
   std::map<std::pair<std::int64_t, std::string>, rate_point> cache_;
   std::int64_t replays_ = 0;
 };
@@ -164,7 +169,8 @@ const rate_point* frontier_knee(const std::vector<rate_point>& frontier) {
   for (const rate_point& p : frontier) {
     if (p.rate_per_second > 0) points.push_back(&p);
   }
-  if (points.size() < 3) return points.empty() ? nullptr : points.front();
+  if (points.empty()) return frontier.empty() ? nullptr : &frontier.front();  // every answer is 0/s
+  if (points.size() < 3) return points.front();
   const auto x = [](const rate_point* p) { return std::log(static_cast<double>(p->burst)); };
   const auto y = [](const rate_point* p) { return std::log(p->rate_per_second); };
   const double x0 = x(points.front()), x1 = x(points.back()), y0 = y(points.front()), y1 = y(points.back());
@@ -222,7 +228,8 @@ rate_recommendation recommend_rate(const recorded_trace& trace, const rate_quest
     for (std::int64_t i = 0; i < max_frontier_points && !done; i += 2) {
       std::vector<std::int64_t> bursts;
       for (std::int64_t j = i; j < std::min(i + 2, max_frontier_points); ++j) {
-        if (j > 0 && frontier_burst(j) > std::max<std::int64_t>(trace.tokens(), 1)) break;
+        // Up to the first burst that holds every token of the trace (a larger one cannot do better).
+        if (j > 0 && frontier_burst(j - 1) >= std::max<std::int64_t>(trace.tokens(), 1)) break;
         bursts.push_back(frontier_burst(j));
       }
       if (bursts.empty()) break;

@@ -42,8 +42,14 @@ std::string rate_target(const rate_question& q) {
 
 std::string concurrency_target(const concurrency_question& q) {
   std::string t;
-  if (q.max_wait_p99_ns) t = "at most 1% of the requests wait longer than " + human_duration(*q.max_wait_p99_ns);
-  if (q.max_waiters || q.timeout_ns) {
+  const bool bounded = q.max_waiters || q.timeout_ns;
+  if (q.max_wait_p99_ns) {
+    // With a bounded queue the percentile is of the admitted requests (those turned away have their own share).
+    t = (bounded ? "the 99th percentile of the admitted requests' waits at most "
+                 : "at most 1% of the requests wait longer than ") +
+        human_duration(*q.max_wait_p99_ns);
+  }
+  if (bounded) {
     if (!t.empty()) t += ", ";
     t += "at most " + q.max_turned_away.text() + " turned away";
   }
@@ -97,6 +103,10 @@ void trace_line(std::ostream& out, const recommend_context& ctx, const recorded_
   if (trace.skipped_lines() > 0) {
     out << "            " << plural(trace.skipped_lines(), "line", "lines") << " skipped (--skip-bad-lines)\n";
   }
+  if (trace.reordered() > 0) {
+    out << "            " << plural(trace.reordered(), "record", "records")
+        << " earlier than the one before, replayed at its time\n";
+  }
 }
 
 nlohmann::ordered_json trace_json(const recommend_context& ctx, const recorded_trace& trace) {
@@ -108,6 +118,7 @@ nlohmann::ordered_json trace_json(const recommend_context& ctx, const recorded_t
   j["last_seconds"] = json_seconds(trace.last_ns());
   if (trace.has_keys()) j["keys"] = trace.keys();
   if (trace.skipped_lines() > 0) j["skipped_lines"] = trace.skipped_lines();
+  if (trace.reordered() > 0) j["reordered"] = trace.reordered();
   return j;
 }
 
@@ -125,8 +136,8 @@ nlohmann::ordered_json point_json(const rate_question& q, const rate_point& p) {
     j["meets"] = false;
     return j;
   }
-  j["rejected"] = p.rejected;
-  j["rejected_fraction"] = json_number(p.rejected_fraction());
+  j["rejected_arrivals"] = p.rejected;
+  j["rejected_fraction"] = json_number(p.rejected_fraction());  // of the arrivals (requests), not of the tokens
   if (q.mode == replay_mode::reserve) j["delay_p99_seconds"] = json_seconds(p.delay_p99_ns);
   if (q.per_key) {
     j["keys_with_rejections"] = p.keys_with_rejections;
@@ -147,7 +158,7 @@ nlohmann::ordered_json point_json(const rate_question& q, const rate_point& p) {
 nlohmann::ordered_json point_json(const concurrency_point& p) {
   nlohmann::ordered_json j;
   j["limit"] = p.limit;
-  j["admitted"] = p.admitted;
+  j["admitted_requests"] = p.admitted;
   j["queue_full"] = p.queue_full;
   j["timed_out"] = p.timed_out;
   j["exceeds_capacity"] = p.exceeds_capacity;
@@ -199,7 +210,10 @@ void write_rate_recommendation(std::ostream& out, const recommend_context& ctx, 
     out << ": " << achieved(q, b) << "\n";
     if (r.tighter) {
       out << (is_window(q.algo) ? "one less:   " : "1% less:    ") << r.tighter->rate << ": " << achieved(q, *r.tighter)
-          << (r.tighter->meets ? " (meets it too: the search stopped chasing)" : ": misses the target") << "\n";
+          << (r.tighter->meets              ? " (meets it too: the search stopped chasing)"
+              : !r.tighter->refused.empty() ? ""
+                                            : ": misses the target")
+          << "\n";
     } else {
       out << "            (the least rate tried: "
           << (b.rate_per_second == 0 ? "no refill at all" : "nothing lower is tried") << ")\n";
