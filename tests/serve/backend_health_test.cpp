@@ -67,9 +67,7 @@ TEST(BackendHealth, AFlappingBackendSaysSoAtMostOnceAnInterval) {
   EXPECT_GE(lines, 3);          // but said: the summary reports the silent outages
 }
 
-TEST(BackendHealth, TheIntervalMustBePositive) {
-  EXPECT_THROW(backend_health(0s), std::invalid_argument);
-}
+TEST(BackendHealth, TheIntervalMustBePositive) { EXPECT_THROW(backend_health(0s), std::invalid_argument); }
 
 }  // namespace
 }  // namespace backend_health_test

@@ -134,6 +134,13 @@ class server:
         return self.proc.wait(timeout=WAIT)
 
 
+def no_config_env():
+    """The environment without the variables that name a configuration directory, ports or their sharing."""
+    names = ("ADMIT_SERVE_CONFIG", "RUNTIME_ROOT", "GRPC_PORT", "PORT", "ADMIT_SERVE_GRPC_PORT",
+             "ADMIT_SERVE_HTTP_PORT", "ADMIT_SERVE_REUSE_PORT")
+    return {k: v for k, v in os.environ.items() if k not in names}
+
+
 def descriptor(*pairs, hits=None):
     """A RateLimitDescriptor of (key, value) entries, with its own hits_addend when `hits` is given."""
     from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2

@@ -17,17 +17,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_e2e_support import WAIT, check, descriptor, finish, generate_stubs, kill_started, redis_server, server  # noqa
+from serve_e2e_support import (WAIT, check, descriptor, finish, generate_stubs, kill_started, no_config_env,  # noqa
+                               redis_server, server)
 
 ADMIT, PROTO_DIR, CONFIG_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:6]
 FAILING = "backend failing: decisions answer by the failure policy"
 COUNTING = "backend counting again"
 
-
-def no_config_env():
-    names = ("ADMIT_SERVE_CONFIG", "RUNTIME_ROOT", "GRPC_PORT", "PORT", "ADMIT_SERVE_GRPC_PORT",
-             "ADMIT_SERVE_HTTP_PORT", "ADMIT_SERVE_REUSE_PORT")
-    return {k: v for k, v in os.environ.items() if k not in names}
 
 
 def refused_start(config, *args):

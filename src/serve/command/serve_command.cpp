@@ -242,9 +242,10 @@ int run_serve(serve_options o, std::ostream& err) {
   }
   const std::size_t rules = initial->rules().size();
   if (rules == 0) {
-    log::warn("no rule in the configuration directory: every request is answered OK until a *.yaml file with a rule "
-              "is added",
-              {{"config", dir.string()}});
+    log::warn(
+        "no rule in the configuration directory: every request is answered OK until a *.yaml file with a rule "
+        "is added",
+        {{"config", dir.string()}});
   }
   // The backend's state, logged at error level (so at every --log-level) when it changes, and once a minute while it
   // fails: never once per call.

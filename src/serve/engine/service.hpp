@@ -30,7 +30,7 @@ struct service_options {
   // Told when the backend starts failing, while it fails (a summary each minute, see report_backend_health) and when
   // it counts again (serve/engine/backend_health.hpp): never once per call. Called on the thread that completes a
   // decision, or the one calling report_backend_health; must not throw.
-  std::function<void(const backend_event&)> on_backend_event;
+  std::function<void(const backend_event&)> on_backend_event = {};
 };
 
 // Why a request was not decided at all (the transports answer gRPC INVALID_ARGUMENT / HTTP 400).
