@@ -113,6 +113,29 @@ TEST_F(ConfigurationDirectory, ARefusedFileIsNamedWithItsPathAndLine) {
   }
 }
 
+TEST_F(ConfigurationDirectory, AFileThatIsNotTextIsRefusedAsSuchWithTheByteAndItsOffset) {
+  // A gzip'd file under a .yaml name, a NUL, a cut UTF-8 sequence, a surrogate: refused before YAML reads them.
+  const std::pair<std::string, std::string> cases[] = {
+      {std::string("\x1f\x8b\x08\x00", 4), "byte 0x8b at offset 1"},
+      {std::string("domain: a\0b\n", 12), "byte 0x00 at offset 9"},
+      {"domain: caf\xc3", "byte 0xc3 at offset 11"},
+      {"domain: \xed\xa0\x80\n", "byte 0xed at offset 8"},
+  };
+  for (const auto& [content, says] : cases) {
+    write("bad.yaml", content);
+    try {
+      (void)configuration::load_directory(dir_);
+      ADD_FAILURE() << says;
+    } catch (const config_error& e) {
+      EXPECT_EQ(e.file(), (dir_ / "bad.yaml").string());
+      EXPECT_NE(e.message().find("not a text file"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find(says), std::string::npos) << e.message();
+    }
+  }
+  write("bad.yaml", "domain: caf\xc3\xa9\n# \xf0\x9f\x98\x80 is text\n");  // UTF-8 text loads
+  EXPECT_NO_THROW((void)configuration::load_directory(dir_));
+}
+
 #ifdef ADMIT_SERVE_EXAMPLE_CONFIG
 // The bundled example (examples/serve/config/) loads, and says the truth in its comments.
 TEST(ConfigurationExample, TheBundledExampleLoadsAndMatchesAsItsCommentsSay) {

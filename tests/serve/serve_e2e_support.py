@@ -103,9 +103,9 @@ class server:
         for line in self.proc.stderr:
             self.lines.put(line)
 
-    def wait_for(self, msg):
-        """The next log entry whose msg is `msg` (a dict), reading at most WAIT seconds."""
-        deadline = time.monotonic() + WAIT
+    def wait_for(self, msg, within=WAIT):
+        """The next log entry whose msg is `msg` (a dict), reading at most `within` seconds."""
+        deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             try:
                 line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
@@ -118,7 +118,7 @@ class server:
                 raise AssertionError(f"a log line that is not JSON: {line!r}")
             if entry.get("msg") == msg:
                 return entry
-        raise AssertionError(f"no log line {msg!r} within {WAIT}s; log so far: {''.join(self.log)}")
+        raise AssertionError(f"no log line {msg!r} within {within}s; log so far: {''.join(self.log)}")
 
     def http(self, method, path, body=None):
         conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=WAIT)
@@ -132,6 +132,13 @@ class server:
         self.channel.close()
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=WAIT)
+
+
+def no_config_env():
+    """The environment without the variables that name a configuration directory, ports or their sharing."""
+    names = ("ADMIT_SERVE_CONFIG", "RUNTIME_ROOT", "GRPC_PORT", "PORT", "ADMIT_SERVE_GRPC_PORT",
+             "ADMIT_SERVE_HTTP_PORT", "ADMIT_SERVE_REUSE_PORT")
+    return {k: v for k, v in os.environ.items() if k not in names}
 
 
 def descriptor(*pairs, hits=None):

@@ -19,7 +19,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_e2e_support import (HITS, OVER, RELOADS, REQUESTS, WAIT, check, descriptor, finish, generate_stubs,  # noqa
-                               kill_started, redis_server, server)
+                               kill_started, no_config_env, redis_server, server)
 
 try:
     import grpc
@@ -41,12 +41,6 @@ def port_free(port):
         except OSError:
             return False
 
-
-def no_config_env():
-    """The environment without the variables that name a configuration directory or ports."""
-    names = ("ADMIT_SERVE_CONFIG", "RUNTIME_ROOT", "GRPC_PORT", "PORT", "ADMIT_SERVE_GRPC_PORT",
-             "ADMIT_SERVE_HTTP_PORT")
-    return {k: v for k, v in os.environ.items() if k not in names}
 
 
 def main():

@@ -34,6 +34,10 @@ subcommand add_serve_command(CLI::App& app) {
                   "envoy (x-ratelimit-limit/-remaining/-reset)")
       ->type_name("none|ietf|envoy");
   cmd->add_flag("--shadow-mode", so.shadow_mode, "decide and count, but answer OK to every request");
+  cmd->add_flag("--reuse-port", so.reuse_port,
+                "let other processes listen on the same ports (SO_REUSEPORT): the kernel splits the connections "
+                "between them, so with in-process counters each counts only its share and every limit multiplies by "
+                "the number of instances (default: a busy port is an error, exit 1)");
   auto* fail_open = cmd->add_flag("--fail-open", s->fail_open, "when the backend fails, answer OK (the default)");
   auto* fail_closed = cmd->add_flag("--fail-closed", s->fail_closed, "when the backend fails, answer OVER_LIMIT");
   fail_open->excludes(fail_closed);

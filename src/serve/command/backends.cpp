@@ -9,6 +9,18 @@
 
 namespace admit::serve {
 
+std::string url_without_password(std::string_view url) {
+  const auto scheme = url.find("://");
+  if (scheme == std::string_view::npos) return std::string(url);
+  const auto authority = scheme + 3;
+  const auto end = url.find_first_of("/?", authority);
+  const auto at = url.rfind('@', end == std::string_view::npos ? url.size() : end);
+  if (at == std::string_view::npos || at < authority) return std::string(url);
+  const auto colon = url.find(':', authority);
+  if (colon == std::string_view::npos || colon > at) return std::string(url);  // a user name alone: no secret
+  return std::string(url.substr(0, colon + 1)) + "***" + std::string(url.substr(at));
+}
+
 backend_choice make_backend(const std::optional<std::string>& redis_url, bool redis_required,
                             const configuration& initial, std::chrono::milliseconds redis_timeout,
                             std::chrono::milliseconds lease_ttl) {
@@ -35,7 +47,8 @@ backend_choice make_backend(const std::optional<std::string>& redis_url, bool re
     log::warn("Redis is not reachable yet; decisions answer by the failure policy until it is", {{"error", *why}});
   }
   store->configure(initial);
-  return {std::move(store), "redis", [](const configuration& next) { redis_backend::check(next); }};
+  return {std::move(store), url_without_password(*redis_url),
+          [](const configuration& next) { redis_backend::check(next); }};
 }
 
 }  // namespace admit::serve

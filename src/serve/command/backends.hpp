@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "serve/config/configuration.hpp"
 #include "serve/engine/backend.hpp"
@@ -19,9 +20,13 @@ class backend_unavailable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// `url` with the password of its user information replaced by "***" (the user name is kept): for logs.
+[[nodiscard]] std::string url_without_password(std::string_view url);
+
 struct backend_choice {
   std::unique_ptr<backend> store;
-  std::string description;  // for the "listening" log line, e.g. "in-process"
+  // For the log: "in-process", or the Redis URL without its password ("redis://:***@10.0.0.5:6379").
+  std::string description;
   // Refuses (std::invalid_argument naming the rule) a configuration this backend cannot decide; empty: every one.
   std::function<void(const configuration&)> check;
 };

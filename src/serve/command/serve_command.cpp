@@ -95,6 +95,13 @@ void apply_environment(serve_options& o, sources& src) {
   take(o.drain_timeout, src.drain, {"ADMIT_SERVE_DRAIN_TIMEOUT"});
   take(o.redis_timeout, src.redis_timeout, {"ADMIT_SERVE_REDIS_TIMEOUT"});
   take(o.lease_ttl, src.lease_ttl, {"ADMIT_SERVE_LEASE_TTL"});
+  if (!o.reuse_port) {
+    if (auto e = env({"ADMIT_SERVE_REUSE_PORT"})) {
+      if (auto bad = parse_bool(e->value, o.reuse_port)) {
+        throw cli::usage_error("invalid " + e->name + " " + cli::quote(e->value) + ": " + *bad);
+      }
+    }
+  }
   if (!o.shadow_mode) {
     if (auto e = env({"ADMIT_SERVE_SHADOW_MODE", "SHADOW_MODE"})) {
       if (auto bad = parse_bool(e->value, o.shadow_mode)) {
@@ -234,6 +241,37 @@ int run_serve(serve_options o, std::ostream& err) {
     return cli::exit_bad_input;
   }
   const std::size_t rules = initial->rules().size();
+  if (rules == 0) {
+    log::warn(
+        "no rule in the configuration directory: every request is answered OK until a *.yaml file with a rule "
+        "is added",
+        {{"config", dir.string()}});
+  }
+  // The backend's state, logged at error level (so at every --log-level) when it changes, and once a minute while it
+  // fails: never once per call.
+  sopts.on_backend_event = [backend = chosen.description, open = sopts.fail_open](const backend_event& e) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(e.failing_for).count();
+    const char* policy = open ? "open (OK)" : "closed (OVER_LIMIT)";
+    switch (e.what) {
+      case backend_event::kind::failing:
+        log::error("backend failing: decisions answer by the failure policy",
+                   {{"backend", backend}, {"error", e.error}, {"failure_policy", policy}});
+        break;
+      case backend_event::kind::summary:
+        log::error("backend still failing", {{"backend", backend},
+                                             {"error", e.error},
+                                             {"failing_for_ms", ms},
+                                             {"decided_open", e.decided_open},
+                                             {"decided_closed", e.decided_closed}});
+        break;
+      case backend_event::kind::counting:
+        log::error("backend counting again", {{"backend", backend},
+                                              {"failed_for_ms", ms},
+                                              {"decided_open", e.decided_open},
+                                              {"decided_closed", e.decided_closed}});
+        break;
+    }
+  };
   service svc(std::move(chosen.store), std::move(initial), sopts);  // chosen.check stays for reloads
 
   std::unique_ptr<rls_server> grpc;
@@ -242,10 +280,12 @@ int run_serve(serve_options o, std::ostream& err) {
     rls_server_options g;
     g.host = o.host.value_or("0.0.0.0");
     g.port = grpc_port;
+    g.reuse_port = o.reuse_port;
     grpc = std::make_unique<rls_server>(svc, g);
     http_server_options h;
     h.host = g.host;
     h.port = http_port;
+    h.reuse_port = o.reuse_port;
     http = std::make_unique<http_server>(svc, h);
   } catch (const std::exception& e) {
     log::error("cannot start", {{"error", e.what()}});
@@ -264,8 +304,9 @@ int run_serve(serve_options o, std::ostream& err) {
   // The main thread waits for signals and for changes in the directory.
   for (;;) {
     pollfd fds[2] = {{signals, POLLIN, 0}, {watch ? watch->fd() : -1, POLLIN, 0}};
-    const int ready = ::poll(fds, 2, -1);
-    if (ready < 0) continue;  // EINTR
+    const int ready = ::poll(fds, 2, 1000);  // at least once a second: the backend's summaries
+    svc.report_backend_health(std::chrono::steady_clock::now());
+    if (ready <= 0) continue;  // EINTR, or the second passed
     if ((fds[1].revents & POLLIN) != 0) {
       // Let an editor's or a deployment's burst of changes settle, then load once.
       while (watch->drain()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -287,9 +328,10 @@ int run_serve(serve_options o, std::ostream& err) {
   log::info("draining", {{"drain_timeout_ms", std::chrono::duration_cast<std::chrono::milliseconds>(drain).count()}});
   grpc->set_serving(false);
   http->set_serving(false);
-  std::thread http_drain([&] { http->shutdown(deadline); });
+  // The HTTP port stays open while gRPC drains, so that a load balancer's GET /healthcheck gets 500 rather than a
+  // refused connection until the calls in flight are answered; then HTTP drains its own.
   grpc->shutdown(deadline);
-  http_drain.join();
+  http->shutdown(deadline);
   ::close(signals);
   log::info("stopped");
   return cli::exit_ok;

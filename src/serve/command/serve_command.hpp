@@ -31,6 +31,7 @@ struct serve_options {
   std::optional<std::string> drain_timeout;  // default 10s
   std::optional<std::string> redis_timeout;  // default 100ms
   std::optional<std::string> lease_ttl;      // default 60s
+  bool reuse_port = false;                   // SO_REUSEPORT on both ports (rls_server_options::reuse_port)
 };
 
 inline constexpr const char* serve_description =
@@ -38,14 +39,15 @@ inline constexpr const char* serve_description =
     "HTTP/JSON, on envoyproxy/ratelimit's YAML configuration.\n"
     "DIR holds the YAML files (one domain each); a change to a file there, or SIGHUP, reloads them (a bad file is "
     "logged and the old configuration stays). HTTP: POST /json, POST /release, GET /healthcheck, GET /metrics, "
-    "GET /rules. SIGTERM or SIGINT drains: health turns NOT_SERVING, no new connection is accepted, calls in flight "
-    "finish (up to --drain-timeout) and admit serve exits 0.\n"
+    "GET /rules. SIGTERM or SIGINT drains: health turns NOT_SERVING (GET /healthcheck answers 500), gRPC accepts no "
+    "new call, calls in flight finish (up to --drain-timeout) and admit serve exits 0. A busy port is an error (exit "
+    "1) unless --reuse-port.\n"
     "Environment (used when the option is not given): ADMIT_SERVE_CONFIG (else RUNTIME_ROOT, "
     "RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY joined as envoyproxy/ratelimit does), ADMIT_SERVE_GRPC_PORT or "
     "GRPC_PORT, "
     "ADMIT_SERVE_HTTP_PORT or PORT, ADMIT_SERVE_HOST or HOST, ADMIT_SERVE_REDIS, ADMIT_SERVE_LOG_LEVEL or LOG_LEVEL, "
     "ADMIT_SERVE_RESPONSE_HEADERS (or LIMIT_RESPONSE_HEADERS_ENABLED=true for ietf), ADMIT_SERVE_SHADOW_MODE or "
-    "SHADOW_MODE, ADMIT_SERVE_DRAIN_TIMEOUT, ADMIT_SERVE_REDIS_TIMEOUT, ADMIT_SERVE_LEASE_TTL.";
+    "SHADOW_MODE, ADMIT_SERVE_DRAIN_TIMEOUT, ADMIT_SERVE_REDIS_TIMEOUT, ADMIT_SERVE_LEASE_TTL, ADMIT_SERVE_REUSE_PORT.";
 
 // Runs the service until SIGTERM or SIGINT; returns the exit status. Messages that precede the log (bad options) go
 // to `err` as "admit serve: ...". Must be called before the process starts any other thread (it blocks the signals

@@ -4,9 +4,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -113,6 +117,44 @@ std::shared_ptr<const configuration> configuration::load(std::span<const std::pa
   return std::make_shared<const configuration>(std::move(domains), std::move(rules));
 }
 
+namespace {
+
+// The offset of the first byte that makes `text` not UTF-8 text: a NUL, or a byte outside a well-formed UTF-8
+// sequence (overlong forms, surrogates and code points above U+10FFFF included). nullopt when it is text.
+std::optional<std::size_t> first_non_text_byte(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b == 0) return i;
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t n = 0;
+    std::uint32_t cp = 0;
+    if (b >= 0xC2 && b <= 0xDF) {
+      n = 1, cp = b & 0x1Fu;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      n = 2, cp = b & 0x0Fu;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      n = 3, cp = b & 0x07u;
+    } else {
+      return i;
+    }
+    if (i + n >= text.size()) return i;  // cut short by the end
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      if ((c & 0xC0u) != 0x80u) return i;
+      cp = (cp << 6) | (c & 0x3Fu);
+    }
+    const std::uint32_t least[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += n + 1;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::shared_ptr<const configuration> configuration::load_directory(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   const std::string dir_name = dir.string();
@@ -144,7 +186,15 @@ std::shared_ptr<const configuration> configuration::load_directory(const std::fi
       throw config_error(p.string(), 0,
                          std::string("cannot read the file: ") + std::strerror(in.is_open() ? EIO : open_errno));
     }
-    files.emplace_back(p.string(), std::move(text).str());
+    std::string content = std::move(text).str();
+    if (const auto bad = first_non_text_byte(content)) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(content[*bad]));
+      throw config_error(p.string(), 0,
+                         "not a text file: byte " + std::string(hex) + " at offset " + std::to_string(*bad) +
+                             " is not UTF-8 text (a configuration file is YAML, in UTF-8)");
+    }
+    files.emplace_back(p.string(), std::move(content));
   }
   return load(files);
 }

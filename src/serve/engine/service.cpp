@@ -76,6 +76,10 @@ struct service::impl {
     install(std::move(c));
   }
 
+  void tell(const std::optional<backend_event>& e) const {
+    if (e && opts.on_backend_event) opts.on_backend_event(*e);
+  }
+
   void install(std::shared_ptr<const configuration> c) {
     std::lock_guard lock(reload_mutex);
     store->configure(*c);
@@ -86,6 +90,7 @@ struct service::impl {
 
   const service_options opts;
   serve_metrics metrics;
+  backend_health health;
   std::mutex reload_mutex;
   snapshot_ptr<const configuration> config;
   // Last, so destroyed first: a backend may complete the decisions it still holds as it is destroyed (the Redis
@@ -236,15 +241,18 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
       switch (out.result) {
         case hit_outcome::state::failed:
           self->metrics.record_backend_error();
+          self->tell(self->health.failed(out.error, o.fail_open, std::chrono::steady_clock::now()));
           counts.hits = p.n;
           s.code = o.fail_open ? rls_code::ok : rls_code::over_limit;
           break;
         case hit_outcome::state::over_limit:
+          if (self->health.failing()) self->tell(self->health.answered(std::chrono::steady_clock::now()));
           counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
           s.code = shadow ? rls_code::ok : rls_code::over_limit;
           s.duration_until_reset = out.reset_after;
           break;
         case hit_outcome::state::ok:
+          if (self->health.failing()) self->tell(self->health.answered(std::chrono::steady_clock::now()));
           counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
           s.limit_remaining = out.remaining;
           s.duration_until_reset = out.reset_after;
@@ -305,6 +313,10 @@ void service::record_reload_failure() { impl_->metrics.record_reload(false); }
 
 void service::record_invalid_request(std::chrono::nanoseconds latency) {
   impl_->metrics.record_request(rls_code::unknown, true, latency);
+}
+
+void service::report_backend_health(std::chrono::steady_clock::time_point now) {
+  impl_->tell(impl_->health.summary_due(now));
 }
 
 }  // namespace admit::serve

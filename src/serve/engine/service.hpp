@@ -11,6 +11,7 @@
 
 #include "serve/config/configuration.hpp"
 #include "serve/engine/backend.hpp"
+#include "serve/engine/backend_health.hpp"
 #include "serve/engine/rls.hpp"
 
 namespace admit::serve {
@@ -26,6 +27,10 @@ struct service_options {
   // What a backend failure answers (the descriptor's status and the overall code): OK (fail open) or OVER_LIMIT
   // (fail closed).
   bool fail_open = true;
+  // Told when the backend starts failing, while it fails (a summary each minute, see report_backend_health) and when
+  // it counts again (serve/engine/backend_health.hpp): never once per call. Called on the thread that completes a
+  // decision, or the one calling report_backend_health; must not throw.
+  std::function<void(const backend_event&)> on_backend_event = {};
 };
 
 // Why a request was not decided at all (the transports answer gRPC INVALID_ARGUMENT / HTTP 400).
@@ -89,6 +94,8 @@ class service {
   // Counts a request a transport refused before it reached the service (unparseable, beyond its bounds), `latency`
   // after it arrived, as admit_serve_requests_total{code="invalid"} counts the service's own refusals.
   void record_invalid_request(std::chrono::nanoseconds latency);
+  // While the backend fails: hands on_backend_event the minute's summary when one is due. Call it every few seconds.
+  void report_backend_health(std::chrono::steady_clock::time_point now);
 
  private:
   struct impl;

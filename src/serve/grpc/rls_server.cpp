@@ -6,7 +6,13 @@
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <stdexcept>
@@ -48,6 +54,33 @@ std::string parse_failure(const std::string& problem) {
 std::string listen_address(const std::string& host, int port) {
   const bool ipv6 = host.find(':') != std::string::npos && host.front() != '[';
   return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+// Why `host:port` cannot be bound, asked of the system (gRPC says only that listening failed): binds a socket of each
+// address the host resolves to, as gRPC does (SO_REUSEADDR), and returns the first error ("Address already in use").
+std::string bind_failure(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    return std::string("not an address of this host (") + ::gai_strerror(rc) + ")";
+  }
+  std::string why;
+  for (const addrinfo* a = found; a != nullptr && why.empty(); a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0) why = std::strerror(errno);
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (why == std::strerror(EADDRINUSE)) {
+    why += " (another admit serve, or another program, listens on port " + service + ")";
+  }
+  return why.empty() ? "gRPC could not listen there" : why;
 }
 
 class rls_handler final
@@ -126,6 +159,7 @@ rls_server::rls_server(service& svc, const rls_server_options& opts) : impl_(std
   grpc::ServerBuilder builder;
   const std::string address = listen_address(opts.host, opts.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl_->port);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, opts.reuse_port ? 1 : 0);
   builder.SetMaxReceiveMessageSize(opts.max_receive_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, opts.max_concurrent_streams);
   grpc::ResourceQuota quota("admit-serve");
@@ -134,8 +168,7 @@ rls_server::rls_server(service& svc, const rls_server_options& opts) : impl_(std
   builder.RegisterService(&impl_->handler);
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || impl_->port == 0) {
-    throw std::runtime_error("cannot listen for gRPC on " + address +
-                             " (address in use, or not an address of this host)");
+    throw std::runtime_error("cannot listen for gRPC on " + address + ": " + bind_failure(opts.host, opts.port));
   }
   set_serving(true);
 }

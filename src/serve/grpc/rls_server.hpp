@@ -36,12 +36,16 @@ struct rls_server_options {
   // RESOURCE_EXHAUSTED and stops reading from connections until memory is freed.
   std::size_t max_memory_bytes = std::size_t{1} << 30;
   request_limits limits;
+  // SO_REUSEPORT: let other processes listen on the same port, the kernel splitting new connections between them.
+  // Off by default, so that a second instance on a busy port fails instead of silently taking half of the calls (and
+  // with in-process counters, half of every limit).
+  bool reuse_port = false;
 };
 
 class rls_server {
  public:
-  // Starts listening and serving, with health SERVING. Throws std::runtime_error naming the address when it cannot
-  // listen. `svc` must outlive the server.
+  // Starts listening and serving, with health SERVING. Throws std::runtime_error naming the address and the reason
+  // when it cannot listen ("Address already in use"). `svc` must outlive the server.
   rls_server(service& svc, const rls_server_options& opts);
   ~rls_server();  // shutdown(now) when still running
   rls_server(const rls_server&) = delete;

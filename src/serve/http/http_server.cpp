@@ -284,6 +284,9 @@ http_server::http_server(service& svc, const http_server_options& opts) : impl_(
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(opts.port));
   impl_->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec && opts.reuse_port) {
+    impl_->acceptor.set_option(net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>(true), ec);
+  }
   if (!ec) impl_->acceptor.bind(endpoint, ec);
   if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) throw std::runtime_error("cannot listen for HTTP on " + where + ": " + ec.message());

@@ -34,6 +34,8 @@ struct http_server_options {
   // Connections open at once (>= 1); one accepted beyond it is closed at once, so that idle or slow clients cannot
   // take every file descriptor of the process (the gRPC port's included).
   std::size_t max_connections = 1000;
+  // SO_REUSEPORT: let other processes listen on the same port (see rls_server_options::reuse_port). Off by default.
+  bool reuse_port = false;
 };
 
 class http_server {

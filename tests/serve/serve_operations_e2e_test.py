@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""End-to-end test of what `admit serve` tells the people who run it, with real processes and clients admit did not
+write (Python's grpcio, stubs generated here at test time; http.client; a redis-server started here): a busy port is an
+error naming it (unless --reuse-port), a Redis outage is one log line at its start and one at its end, /healthcheck
+answers 500 while a drain lasts, an empty configuration directory starts with a warning, and a file that is not text
+is refused as such.
+
+usage: serve_operations_e2e_test.py ADMIT PROTO_DIR CONFIG_DIR PROTOC GRPC_PYTHON_PLUGIN
+Exit status: 0 passed, 1 failed, 77 skipped (a Python module or redis-server is missing).
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_e2e_support import (WAIT, check, descriptor, finish, generate_stubs, kill_started, no_config_env,  # noqa
+                               redis_server, server)
+
+ADMIT, PROTO_DIR, CONFIG_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:6]
+FAILING = "backend failing: decisions answer by the failure policy"
+COUNTING = "backend counting again"
+
+
+
+def refused_start(config, *args):
+    """Runs `admit serve` expecting it to refuse to start: (exit status, stderr, seconds it took)."""
+    began = time.monotonic()
+    p = subprocess.run([ADMIT, "serve", "--config", config, *args], capture_output=True, text=True, timeout=WAIT,
+                       env=no_config_env())
+    return p.returncode, p.stderr, time.monotonic() - began
+
+
+def busy_ports(config):
+    a = server(ADMIT, config)
+    for option, port, other in (("--grpc-port", a.grpc_port, "--http-port"), ("--http-port", a.http_port,
+                                                                                "--grpc-port")):
+        status, err, took = refused_start(config, option, str(port), other, "0")
+        print(f"a second instance on the busy {option} {port} exited {status} after {took:.2f}s", flush=True)
+        check(status == 1, f"busy {option}: exit 1 (got {status}: {err})")
+        check(str(port) in err and "Address already in use" in err, f"busy {option}: names the port and why: {err}")
+        check(took < WAIT, f"busy {option}: exits at once ({took:.2f}s)")
+    check(a.stop() == 0, "the first instance drains and exits 0")
+
+    # Asked for: two instances share both ports.
+    one = server(ADMIT, config, "--reuse-port")
+    two = server(ADMIT, None, "--config", config, "--grpc-port", str(one.grpc_port), "--http-port", str(one.http_port),
+                 "--reuse-port", "--log-level", "debug", env=no_config_env())
+    check(two.proc.poll() is None and two.grpc_port == one.grpc_port, "--reuse-port: a second instance shares them")
+    check(one.stop() == 0 and two.stop() == 0, "--reuse-port: both exit 0")
+
+
+def redis_outage(config, redis, rls_pb2, rls_pb2_grpc):
+    s = server(ADMIT, config, "--redis", redis.url, "--redis-timeout", "200ms", "--redis-required")
+    rls = rls_pb2_grpc.RateLimitServiceStub(s.channel)
+
+    def call():
+        return rls.ShouldRateLimit(rls_pb2.RateLimitRequest(domain="mongo_cps",
+                                                            descriptors=[descriptor(("database", "users"))]),
+                                   timeout=WAIT)
+
+    check(call().overall_code == rls_pb2.RateLimitResponse.Code.OK, "redis: a first call is decided")
+    redis.kill()
+    failed_at = time.monotonic()
+    for _ in range(20):
+        check(call().overall_code == rls_pb2.RateLimitResponse.Code.OK, "redis down: fail open answers OK")
+    line = s.wait_for(FAILING)
+    took = time.monotonic() - failed_at
+    print(f"the outage was logged {took:.2f}s after the first failed call: {line}", flush=True)
+    check(line.get("level") == "error" and line.get("backend") == redis.url, f"the line names the URL: {line}")
+    check("127.0.0.1" in line.get("error", ""), f"the line says why: {line}")
+    check(redis.start(), "redis-server restarted on its port")
+    deadline = time.monotonic() + WAIT
+    back = None
+    while back is None and time.monotonic() < deadline:
+        call()  # fails (fail open) until the service has reconnected
+        try:
+            back = s.wait_for(COUNTING, within=0.5)
+        except AssertionError:
+            pass
+    check(back is not None, "redis back: one line says so")
+    if back is not None:
+        check(back.get("decided_open", 0) >= 20, f"the end of the outage counts the calls decided open: {back}")
+    check(sum(FAILING in x for x in s.log) == 1, f"one line for the whole outage, not one per call: {s.log}")
+    check(s.stop() == 0, "redis: SIGTERM exits 0")
+
+
+def healthcheck_while_draining(config, redis, rls_pb2, rls_pb2_grpc):
+    # A call held in flight by a paused Redis keeps the drain open for up to --redis-timeout.
+    s = server(ADMIT, config, "--redis", redis.url, "--redis-timeout", "5000ms", "--redis-required")
+    rls = rls_pb2_grpc.RateLimitServiceStub(s.channel)
+    request = rls_pb2.RateLimitRequest(domain="mongo_cps", descriptors=[descriptor(("database", "users"))])
+    check(rls.ShouldRateLimit(request, timeout=WAIT).overall_code == rls_pb2.RateLimitResponse.Code.OK,
+          "drain: a first call is decided")
+    check(s.http("GET", "/healthcheck") == (200, b"OK"), "drain: /healthcheck 200 while serving")
+    redis.proc.send_signal(signal.SIGSTOP)
+    try:
+        pending = rls.ShouldRateLimit.future(request, timeout=WAIT)
+        time.sleep(0.3)  # for the call to reach the server (a real process: nothing to wait on)
+        s.proc.send_signal(signal.SIGTERM)
+        s.wait_for("draining")
+        status, body = s.http("GET", "/healthcheck")
+        check(status == 500, f"drain: /healthcheck answers 500 while the call is in flight ({status} {body!r})")
+    finally:
+        redis.proc.send_signal(signal.SIGCONT)
+    check(pending.result().overall_code == rls_pb2.RateLimitResponse.Code.OK, "drain: the call in flight is answered")
+    check(s.proc.wait(timeout=WAIT) == 0, "drain: exits 0")
+
+
+def empty_and_binary_directories(tmp):
+    empty = os.path.join(tmp, "empty dir")
+    os.mkdir(empty)
+    e = server(ADMIT, empty)
+    check(any("no rule in the configuration directory" in line for line in e.log),
+          f"an empty directory starts with a warning: {e.log}")
+    check(e.stop() == 0, "empty directory: exits 0")
+
+    binary = os.path.join(tmp, "binary dir")
+    os.mkdir(binary)
+    with open(os.path.join(binary, "rules.yaml"), "wb") as f:
+        f.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00")  # a gzip header
+    status, err, _ = refused_start(binary, "--grpc-port", "0", "--http-port", "0")
+    check(status == 2 and "rules.yaml" in err and "not a text file" in err, f"a binary file is refused: {err}")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="admit serve operations ")  # a space in the path, on purpose
+    try:
+        generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
+        from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+        config = os.path.join(tmp, "config dir")
+        shutil.copytree(CONFIG_DIR, config)
+        busy_ports(config)
+        empty_and_binary_directories(tmp)
+        redis_binary = shutil.which("redis-server")
+        if not redis_binary:
+            print("the Redis cases skipped: they need redis-server", flush=True)
+            return finish() or 77
+        redis = redis_server(redis_binary)
+        redis_outage(config, redis, rls_pb2, rls_pb2_grpc)
+        healthcheck_while_draining(config, redis, rls_pb2, rls_pb2_grpc)
+    finally:
+        kill_started()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
