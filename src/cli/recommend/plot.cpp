@@ -2,7 +2,6 @@
 // through the replayed candidates, the target dashed, the recommendation marked.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -130,12 +129,6 @@ void document(std::ostream& out, const std::string& title, const std::string& su
   out << "</svg>\n";
 }
 
-std::string percent_label(double fraction) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g%%", fraction * 100);
-  return buf;
-}
-
 }  // namespace
 
 void write_rate_recommendation_svg(std::ostream& out, const recommend_context& ctx, const rate_question& q,
@@ -175,7 +168,7 @@ void write_rate_recommendation_svg(std::ostream& out, const recommend_context& c
     panels.push_back(frontier);
   }
   std::string sub = ctx.source + ": " +
-                    (r.best ? "the least rate with " + percent_label(r.best->rejected_fraction()) + " rejected" +
+                    (r.best ? "the least rate with " + percent(r.best->rejected_fraction()) + " rejected" +
                                   (reserve ? ", p99 delay " + human_duration(r.best->delay_p99_ns) : "")
                             : std::string("no rate meets the target")) +
                     "; " + plural(r.replays, "replay", "replays") + " of the trace";

@@ -20,14 +20,13 @@ std::string shell_word(const std::string& word) {
   return quoted + "'";
 }
 
-namespace {
-
-// A share with up to three significant decimals: "0.98%", "12.3%", "0%".
 std::string percent(double fraction) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g%%", fraction * 100);
   return buf;
 }
+
+namespace {
 
 std::string rate_target(const rate_question& q) {
   std::string t;

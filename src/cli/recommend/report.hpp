@@ -38,6 +38,9 @@ void write_rate_recommendation_svg(std::ostream& out, const recommend_context& c
 void write_concurrency_recommendation_svg(std::ostream& out, const recommend_context& ctx,
                                           const concurrency_question& q, const concurrency_recommendation& r);
 
+// A share, three significant digits: 0.00976 -> "0.976%", 0.123 -> "12.3%", 0 -> "0%".
+[[nodiscard]] std::string percent(double fraction);
+
 // `word` as one shell word: as it is when it holds only safe characters, else in single quotes.
 [[nodiscard]] std::string shell_word(const std::string& word);
 
