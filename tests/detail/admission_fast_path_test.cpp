@@ -132,8 +132,9 @@ TEST(AdmissionFastPath, EveryAdmissionIsHandedOverOnceWhileOwnersCloseAndOpen) {
   fast.open({}, true);
   std::atomic<bool> done{false};
   std::atomic<std::int64_t> admitted{0};
-  std::int64_t handed_over = 0;  // under owner
-  std::int64_t over_limit = 0;   // under owner
+  std::atomic<std::int64_t> so_far{0};  // admissions made while the owner still cycles (workers may start late)
+  std::int64_t handed_over = 0;         // under owner
+  std::int64_t over_limit = 0;          // under owner
   {
     std::vector<std::jthread> threads;
     for (int w = 0; w < workers; ++w) {
@@ -141,12 +142,17 @@ TEST(AdmissionFastPath, EveryAdmissionIsHandedOverOnceWhileOwnersCloseAndOpen) {
         std::int64_t mine = 0;
         std::int64_t t = w;
         while (!done.load(std::memory_order_relaxed)) {
-          if (fast.try_admit(c, limit, ++t, 1)) ++mine;
+          if (fast.try_admit(c, limit, ++t, 1)) {
+            ++mine;
+            so_far.fetch_add(1, std::memory_order_relaxed);
+          }
         }
         admitted.fetch_add(mine);
       });
     }
-    for (int i = 0; i < handovers; ++i) {
+    // At least `handovers` cycles, and on until the workers have admitted a thousand between them: on a loaded
+    // machine the owner could finish its cycles before a worker thread first ran.
+    for (int i = 0; i < handovers || so_far.load(std::memory_order_relaxed) < 1000; ++i) {
       std::lock_guard lock(owner);
       const auto s = fast.close();
       ASSERT_TRUE(s);
