@@ -5,6 +5,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -117,6 +118,30 @@ class rate_search {
   std::int64_t replays_ = 0;
 };
 
+// The plot's spread of limits around a whole-number answer, as multiples of it.
+constexpr double window_spread[] = {0.25, 0.4, 0.55, 0.7, 0.85, 1.2, 1.5, 2.0, 3.0, 4.0};
+constexpr double concurrency_spread[] = {0.25, 0.4, 0.55, 0.7, 0.85, 1.2, 1.5, 2.0, 3.0};
+
+// The search over whole limits from 1 to `max` (requests per window, permits): into `out`, the least that meets and
+// the one below it, or the highest when none meets; then the limits of `spread` times the answer (for --plot).
+// `at(k)` replays limit k (once: the searches cache) and `limit_of` reads a point's limit back.
+template <class Recommendation, class At, class LimitOf>
+void least_whole(std::int64_t max, std::int64_t start, std::span<const double> spread, At at, LimitOf limit_of,
+                 Recommendation& out) {
+  const auto found = least_meeting({1, max, start, 1}, [&](std::int64_t k) { return at(k).meets; });
+  if (!found.least) {
+    out.highest = at(max);
+    return;
+  }
+  out.best = at(*found.least);
+  if (found.below_fails) out.tighter = at(*found.least - 1);
+  const std::int64_t best = limit_of(*out.best);
+  for (const double f : spread) {
+    const auto k = static_cast<std::int64_t>(std::llround(static_cast<double>(best) * f));
+    if (k >= 1 && k <= max) (void)at(k);
+  }
+}
+
 // Where a search starts: the trace's mean rate in tokens per second (per key with per_key).
 double mean_rate(const recorded_trace& trace, bool per_key) {
   const double span_s = std::max<double>(static_cast<double>(trace.last_ns() - trace.first_ns()) / 1e9, 1.0);
@@ -196,19 +221,10 @@ rate_recommendation recommend_rate(const recorded_trace& trace, const rate_quest
     const std::int64_t max = max_window_limit(q.algo, window);
     const auto start = static_cast<std::int64_t>(
         std::llround(mean_rate(trace, q.per_key) * static_cast<double>(window.count()) / 1e9));
-    const auto found = least_meeting({1, max, start, 1}, [&](std::int64_t k) { return search.per_window(k).meets; });
-    if (!found.least) {
-      out.highest = search.per_window(max);
-    } else {
-      out.best = search.per_window(*found.least);
-      if (found.below_fails) out.tighter = search.per_window(*found.least - 1);
-    }
-    if (q.curve && out.best) {
-      for (const double f : {0.25, 0.4, 0.55, 0.7, 0.85, 1.2, 1.5, 2.0, 3.0, 4.0}) {
-        const auto k = static_cast<std::int64_t>(std::llround(static_cast<double>(out.best->window_limit) * f));
-        if (k >= 1 && k <= max) (void)search.per_window(k);
-      }
-    }
+    least_whole(
+        max, start, q.curve ? std::span(window_spread) : std::span<const double>(),
+        [&](std::int64_t k) -> const rate_point& { return search.per_window(k); },
+        [](const rate_point& p) { return p.window_limit; }, out);
     out.curve = search.curve(0);
     out.replays = search.replays();
     return out;
@@ -342,21 +358,11 @@ concurrency_recommendation recommend_concurrency(const recorded_trace& trace, co
   // Little's law: the mean number of requests in flight if every one were admitted at once.
   const double span_ns = std::max<double>(static_cast<double>(trace.last_ns() - trace.first_ns()), 1e9);
   const auto start = static_cast<std::int64_t>(std::ceil(trace.permit_ns() / span_ns));
-  const auto found = least_meeting({1, max_tokens_per_arrival, std::max<std::int64_t>(start, 1), 1},
-                                   [&](std::int64_t limit) { return search.at(limit).meets; });
-  if (!found.least) {
-    out.highest = search.at(max_tokens_per_arrival);
-  } else {
-    out.best = search.at(*found.least);
-    if (found.below_fails) out.tighter = search.at(*found.least - 1);
-  }
-  if (q.curve && out.best) {
-    const std::int64_t best = out.best->limit;
-    for (const double f : {0.25, 0.4, 0.55, 0.7, 0.85, 1.2, 1.5, 2.0, 3.0}) {
-      const auto limit = static_cast<std::int64_t>(std::llround(static_cast<double>(best) * f));
-      if (limit >= 1 && limit <= max_tokens_per_arrival) (void)search.at(limit);
-    }
-  }
+  least_whole(
+      max_tokens_per_arrival, std::max<std::int64_t>(start, 1),
+      q.curve ? std::span(concurrency_spread) : std::span<const double>(),
+      [&](std::int64_t limit) -> const concurrency_point& { return search.at(limit); },
+      [](const concurrency_point& p) { return p.limit; }, out);
   out.curve = search.curve();
   out.replays = search.replays();
   return out;
