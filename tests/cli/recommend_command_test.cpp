@@ -158,6 +158,18 @@ TEST_F(AdmitRecommend, NoLimitMeetsTheTargetExitsThreeAndSaysWhy) {
   EXPECT_NE(r.out.find("raise --burst"), std::string::npos) << r.out;
 }
 
+TEST_F(AdmitRecommend, AConcurrencyPlotReplaysASpreadOfLimitsAroundTheAnswer) {
+  const run_result plain =
+      admit({"recommend", "-a", "concurrency", "--max-wait-p99", "100ms", "--json", file("concurrency.txt")});
+  const run_result plotted = admit({"recommend", "-a", "concurrency", "--max-wait-p99", "100ms", "--json", "--plot",
+                                    file("concurrency.svg"), file("concurrency.txt")});
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  ASSERT_EQ(plotted.status, 0) << plotted.err;
+  const json a = json::parse(plain.out), b = json::parse(plotted.out);
+  EXPECT_EQ(a.at("limit"), b.at("limit"));
+  EXPECT_GT(b.at("replays").get<int>(), a.at("replays").get<int>());  // the curve has points beyond the search's
+}
+
 TEST_F(AdmitRecommend, PlotsTheTradeOffAndTheFrontier) {
   const run_result r = admit(
       {"recommend", "-a", "token-bucket", "--max-rejected", "1%", "--plot", file("chart.svg"), file("rate trace.txt")});

@@ -94,6 +94,7 @@ std::variant<rate_question, concurrency_question> to_question(const recommend_op
           "--algorithm concurrency needs a target: --max-wait-p99 D (at most 1% of the "
           "requests wait longer than D), and with --max-waiters or --timeout also --max-timed-out P%");
     }
+    q.curve = o.plot.has_value();
     return q;
   }
   const auto algo = parse_algorithm(o.algorithm);
