@@ -38,7 +38,8 @@ namespace admit::redis {
 // Edge cases: n == 0 is admitted and writes nothing (it reports remaining and reset_after); n > burst is refused with
 // retry_after == nanoseconds::max() (decision::exceeds_capacity(), as admit::gcra's oversize_policy::reject; the debt
 // policy is not offered). rate::inf() admits everything without calling Redis (decided_by::unlimited). Keys are
-// binary-safe.
+// binary-safe. With limiter_options::charge_refused, refusals are charged and may put a key in debt, during which
+// n == 0 is refused too.
 class gcra final : public limiter {
  public:
   // Throws std::invalid_argument naming the bad value: name empty or containing '{' or '}'; rate zero (a quota that

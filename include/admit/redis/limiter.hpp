@@ -78,7 +78,10 @@ namespace detail {
 // What an algorithm gives the shared machinery (see src/redis/lua/common.lua for the scripts' calling convention).
 struct limiter_algorithm {
   const script* lua = nullptr;
-  std::vector<std::string> params;  // ARGV[4..]
+  std::vector<std::string> params;  // ARGV[2..]: the script's parameters
+  // The script's third parameter says whether refused requests are charged (limiter_options::charge_refused): gcra
+  // and token_bucket. params then holds "0", which make_limiter_core turns into "1" when the option is set.
+  bool charges_refused = false;
   std::int64_t limit = 1;           // decision.limit: the burst or the window's limit
   std::int64_t max_n = 1;           // the largest n that can ever be admitted (larger: exceeds_capacity at once)
   bool inf = false;                 // rate inf: admit everything without Redis

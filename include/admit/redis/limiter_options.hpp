@@ -80,6 +80,13 @@ struct limiter_options {
   std::chrono::nanoseconds lease_ttl = std::chrono::milliseconds(100);
   // Most keys with leased tokens held at once (beyond it, new keys are decided without leasing). >= 1.
   std::size_t lease_max_keys = 10'000;
+  // gcra and token_bucket only (other limiters throw std::invalid_argument): a refused request is charged all the
+  // same, as a fixed window's INCRBY counts a hit over the limit. The key then goes into debt — more spent than the
+  // burst allowed — and refuses every request, n = 0 included, until the rate has repaid it; a refusal's retry_after
+  // is the time until then (never nanoseconds::max(): a request above the burst is charged too). This is the budget
+  // of a cost known only afterwards (the tokens a response used): ask with n = 0 first, charge the cost after. Off by
+  // default (a refusal charges nothing). The local fallback and leased tokens do not charge refusals.
+  bool charge_refused = false;
 };
 
 }  // namespace admit::redis

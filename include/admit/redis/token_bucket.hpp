@@ -47,7 +47,8 @@ namespace admit::redis {
 // retry_after == nanoseconds::max() (decision::exceeds_capacity(), admit::token_bucket's oversize_policy::reject; the
 // debt policy and reservations are not offered). rate::inf() admits everything without calling Redis
 // (decided_by::unlimited). A server clock that goes back makes the bucket hold fewer tokens (never more) until it
-// catches up. Keys are binary-safe.
+// catches up. Keys are binary-safe. With limiter_options::charge_refused, refusals are charged and may put a key in
+// debt, during which n == 0 is refused too.
 class token_bucket final : public limiter {
  public:
   // Throws std::invalid_argument naming the bad value: name empty or containing '{' or '}'; rate zero (a bucket that

@@ -298,6 +298,7 @@ std::shared_ptr<limiter_core> make_limiter_core(std::string_view algorithm, std:
                                                 limiter_options options) {
   check_limiter_options(algorithm, name, algo, options);
   assert(algo.lua != nullptr);
+  if (options.charge_refused) algo.params.back() = "1";
   try {
     return std::make_shared<limiter_core>(std::move(name), std::move(algo), std::move(options));
   } catch (const std::invalid_argument& e) {  // circuit_breaker_options, the fallback's rate

@@ -83,12 +83,16 @@ void check_limiter_options(std::string_view algorithm_name, const std::string& n
   }
   if (options.lease_max_keys < 1) invalid_option("lease_max_keys must be at least 1, got 0");
   if (options.max_batch < 1) invalid_option("max_batch must be at least 1, got 0");
+  if (options.charge_refused && !algorithm.charges_refused) {
+    invalid_option("charge_refused is offered by gcra and token_bucket only");
+  }
 }
 
 limiter_algorithm rate_algorithm(const script& lua, rate r, std::int64_t burst, std::chrono::microseconds interval) {
   limiter_algorithm a;
   a.lua = &lua;
-  a.params = {std::to_string(interval.count()), std::to_string(burst)};
+  a.params = {std::to_string(interval.count()), std::to_string(burst), "0"};
+  a.charges_refused = true;
   a.limit = burst;
   a.max_n = burst;
   a.inf = r.is_inf();

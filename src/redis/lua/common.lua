@@ -8,9 +8,9 @@
 --                  limiter
 --   KEYS[1 + i]    the state key of request i's limited key, "{name}:key" (i = 1..m; a key may repeat)
 --   ARGV[1]        "1" to keep the epoch (lost-state detection), "0" not to touch KEYS[1]
---   ARGV[2], [3]   the algorithm's two parameters
---   ARGV[2 + 2i], ARGV[3 + 2i]   n_i, the request's cost (integer >= 0), and k_i >= n_i, the most the script may take
---                  when it admits (local token leasing; k = n without it)
+--   ARGV[2 .. 1 + p]  the algorithm's p parameters (p = 2 unless the script says otherwise)
+--   ARGV[2 + p + 2(i - 1)], ARGV[3 + p + 2(i - 1)]   n_i, the request's cost (integer >= 0), and k_i >= n_i, the most
+--                  the script may take when it admits (local token leasing; k = n without it)
 -- and every script returns admit_batch(...):
 --   {r_1, ..., r_m, now_us, epoch_id, epoch_seq}, where r_i is {admitted (0/1), granted, remaining,
 --   retry_after_us (-1: never), reset_after_us} or an error reply for request i alone.
@@ -43,36 +43,38 @@ local function admit_int(x)
 end
 
 -- Runs decide(key, n, k) for each request of the batch and returns the reply above. decide returns admitted (0/1),
--- granted, remaining, retry_after_us, reset_after_us and the time (ms since the Unix epoch) until which what it wrote
--- lives; or nil and an error message.
+-- granted, remaining, retry_after_us, reset_after_us, the time (ms since the Unix epoch) until which what it wrote
+-- lives, and whether it wrote although it granted nothing (a refusal charged to the key); or nil and an error message.
+-- p: the number of the algorithm's parameters (2 when nil).
 --
 -- The epoch: `id` is the server time at which the hash was created, `seq` counts the calls that admitted something.
 -- Only admissions write it (a refusal or a query writes nothing anywhere). The hash expires no earlier than any state
 -- key written under it (the state keys' own expiry), so a client that sees a new id while state it wrote should
 -- still exist, or a seq lower than one it saw, knows that Redis lost state (a restart without persistence, a flush,
 -- a failover to a replica that had not received the latest writes).
-local function admit_batch(now, decide)
+local function admit_batch(now, decide, p)
+  p = p or 2
   local m = #KEYS - 1
-  if m < 1 or #ARGV ~= 3 + 2 * m then
+  if m < 1 or #ARGV ~= 1 + p + 2 * m then
     return redis.error_reply('ERR admit: bad arguments (' .. #KEYS .. ' keys, ' .. #ARGV .. ' arguments)')
   end
   local out = {}
   local admitted_any, expire_at_ms = false, 0
   for i = 1, m do
-    local n, k = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
+    local n, k = tonumber(ARGV[p + 2 * i]), tonumber(ARGV[1 + p + 2 * i])
     if not n or n < 0 or not k or k < n then
       out[i] = { err = 'ERR admit: bad arguments (n, k)' }
     else
       -- pcall: an error raised inside one decision (WRONGTYPE: the key holds another type) is that decision's alone;
       -- the decisions before it in the batch have written already and stand.
-      local ok, admitted, granted, remaining, wait, reset, expire_at = pcall(decide, KEYS[1 + i], n, k)
+      local ok, admitted, granted, remaining, wait, reset, expire_at, charged = pcall(decide, KEYS[1 + i], n, k)
       if not ok then
         out[i] = { err = type(admitted) == 'table' and admitted.err or tostring(admitted) }
       elseif admitted == nil then
         out[i] = { err = granted }
       else
         out[i] = { admitted, granted, remaining, wait, reset }
-        if granted > 0 then
+        if granted > 0 or charged then
           admitted_any = true
           if expire_at > expire_at_ms then expire_at_ms = expire_at end
         end

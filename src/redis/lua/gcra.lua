@@ -5,11 +5,14 @@
 --          them): the limiter is full again at TAT. Absent = full.
 -- ARGV[2]  T, the emission interval (1 / rate), integer microseconds >= 1
 -- ARGV[3]  burst, integer >= 1 (tolerance tau = burst * T)
+-- ARGV[4]  "1" to charge refused requests (limiter_options::charge_refused), "0" not to
 -- Admission takes g tokens, n <= g <= k, as many as fit (k > n only with local token leasing).
--- A refusal (and n = 0) writes nothing. An admission writes TAT with PXAT at TAT (rounded up to the millisecond): the
+-- A refusal (and n = 0) writes nothing, unless refusals are charged: then a refused request of n adds n * T to TAT
+-- all the same (the key goes into debt: TAT beyond now + tau), and while in debt n = 0 is refused too. An admission writes TAT with PXAT at TAT (rounded up to the millisecond): the
 -- key disappears once the limiter is full again, when its value would carry no information.
 local interval = tonumber(ARGV[2])
 local burst = tonumber(ARGV[3])
+local charge = ARGV[4] == '1'
 if not interval or interval < 1 or not burst or burst < 1 then
   return redis.error_reply('ERR admit gcra: bad arguments (interval, burst)')
 end
@@ -34,8 +37,16 @@ local function decide(key, n, k)
     if tat < now then tat = now end
   end
 
-  local admitted, granted, wait = 0, 0, 0
-  if n > burst then
+  local admitted, granted, wait, charged = 0, 0, 0, false
+  if charge and (n > 0 and (n > burst or fit(tat) < n) or n == 0 and tat > now + tau) then
+    -- refused, and charged: the request's cost goes on TAT all the same; the wait is until the debt is repaid
+    if n > 0 then
+      tat = math.max(tat, now) + n * interval
+      charged = true
+      redis.call('SET', key, admit_int(tat), 'PXAT', admit_int(math.ceil(tat / 1000)))
+    end
+    wait = tat - tau - now
+  elseif n > burst then
     wait = -1 -- larger than the burst: never (admit's oversize_policy::reject)
   elseif n > 0 then
     local available = fit(tat)
@@ -50,7 +61,7 @@ local function decide(key, n, k)
   else
     admitted = 1 -- n = 0: a query, always admitted, writes nothing
   end
-  return admitted, granted, fit(tat), wait, tat - now, math.ceil(tat / 1000)
+  return admitted, granted, fit(tat), wait, tat - now, math.ceil(tat / 1000), charged
 end
 
-return admit_batch(now, decide)
+return admit_batch(now, decide, 3)

@@ -6,13 +6,16 @@
 --          that tokens(now) = min(burst, (now - empty_at) / interval). Absent = full.
 -- ARGV[2]  the refill interval (1 / rate), integer microseconds >= 1
 -- ARGV[3]  burst, integer >= 1
+-- ARGV[4]  "1" to charge refused requests (limiter_options::charge_refused), "0" not to
 -- Admission takes g tokens, n <= g <= k, as many as the bucket holds (k > n only with local token leasing).
--- A refusal (and n = 0) writes nothing. An admission writes the state with PXAT at the instant the bucket is full
+-- A refusal (and n = 0) writes nothing, unless refusals are charged: then a refused request of n takes its n tokens
+-- all the same (the bucket goes into debt: empty_at beyond now), and while in debt n = 0 is refused too. An admission writes the state with PXAT at the instant the bucket is full
 -- again (empty_at + burst * interval, rounded up to the millisecond): then the key carries no information.
 -- New parameters apply to the stored instant as it is: the tokens are recounted at the new interval (capped at the
 -- new burst) from the same empty instant.
 local interval = tonumber(ARGV[2])
 local burst = tonumber(ARGV[3])
+local charge = ARGV[4] == '1'
 if not interval or interval < 1 or not burst or burst < 1 then
   return redis.error_reply('ERR admit token_bucket: bad arguments (interval, burst)')
 end
@@ -37,8 +40,17 @@ local function decide(key, n, k)
     end
   end
 
-  local admitted, granted, wait = 0, 0, 0
-  if n > burst then
+  local admitted, granted, wait, charged = 0, 0, 0, false
+  if charge and (n > 0 and (n > burst or math.max(empty_at, now - tol) + n * interval > now) or
+      n == 0 and empty_at > now) then
+    -- refused, and charged: the tokens are taken all the same; the wait is until the debt is repaid
+    if n > 0 then
+      empty_at = math.max(empty_at, now - tol) + n * interval
+      charged = true
+      redis.call('SET', key, admit_int(empty_at), 'PXAT', admit_int(math.ceil((empty_at + tol) / 1000)))
+    end
+    wait = empty_at - now
+  elseif n > burst then
     wait = -1 -- larger than the burst: never (admit's oversize_policy::reject)
   elseif n > 0 then
     local base = math.max(empty_at, now - tol)
@@ -55,7 +67,7 @@ local function decide(key, n, k)
     admitted = 1 -- n = 0: a query, always admitted, writes nothing
   end
   local full_at = empty_at + tol
-  return admitted, granted, tokens(empty_at), wait, math.max(0, full_at - now), math.ceil(full_at / 1000)
+  return admitted, granted, tokens(empty_at), wait, math.max(0, full_at - now), math.ceil(full_at / 1000), charged
 end
 
-return admit_batch(now, decide)
+return admit_batch(now, decide, 3)

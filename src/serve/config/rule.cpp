@@ -62,4 +62,6 @@ std::string_view to_string(algorithm a) noexcept {
   return "unknown";
 }
 
+std::string_view to_string(over_limit_hits h) noexcept { return h == over_limit_hits::count ? "count" : "drop"; }
+
 }  // namespace admit::serve

@@ -35,6 +35,13 @@ enum class unit : std::uint8_t {
 enum class algorithm : std::uint8_t { fixed_window, sliding_window, gcra, token_bucket, concurrency };
 [[nodiscard]] std::string_view to_string(algorithm a) noexcept;
 
+// What a hit over the limit costs (the extension `over_limit_hits`). count: it is charged all the same — a fixed
+// window counts it (envoyproxy/ratelimit's INCRBY, the fixed window's default); a token bucket or GCRA goes into debt
+// and refuses every hit, a check of 0 hits too, until the rate has repaid it. drop: it is not charged (the default of
+// the other algorithms). sliding_window takes drop only; concurrency rules neither.
+enum class over_limit_hits : std::uint8_t { count, drop };
+[[nodiscard]] std::string_view to_string(over_limit_hits h) noexcept;
+
 struct rate_limit_rule {
   // The descriptor path of the rule, as envoyproxy/ratelimit's FullKey: "domain.key_value.key2" (the value part is
   // present only where the YAML gives a value). Used for metrics labels and /rules.
@@ -48,6 +55,9 @@ struct rate_limit_rule {
   bool detailed_metric = false;  // metrics carry the request's values, not only the rule's key
   admit::serve::algorithm algorithm = algorithm::fixed_window;
   std::optional<std::uint32_t> burst;  // gcra / token_bucket only; default requests_per_unit
+  // Rate rules: whether a refused hit is charged. Resolved at load: count for fixed_window, drop for the others unless
+  // the YAML says otherwise.
+  admit::serve::over_limit_hits over_limit_hits = over_limit_hits::count;
   std::uint32_t concurrency = 0;       // algorithm::concurrency only: permits held at once
   // Where in its file the rule was written (1-based), for messages and /rules.
   std::string file;

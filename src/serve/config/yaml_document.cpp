@@ -35,7 +35,7 @@ constexpr std::array<std::string_view, 16> format_keys{"domain",
                                                        "quota_mode",
                                                        "metadata"};
 // admit's extensions: accepted inside a rate_limit map only.
-constexpr std::array<std::string_view, 3> extension_keys{"algorithm", "burst", "concurrency"};
+constexpr std::array<std::string_view, 4> extension_keys{"algorithm", "burst", "concurrency", "over_limit_hits"};
 
 // What a map holds at each level, for the list of keys a message offers.
 enum class level : std::uint8_t { root, descriptor, rate_limit, replaces, other };
@@ -48,7 +48,8 @@ std::string_view keys_of(level l) {
       return "key, value, rate_limit, descriptors, shadow_mode, detailed_metric, value_to_metric, share_threshold, "
              "quota_mode, metadata";
     case level::rate_limit:
-      return "unit, requests_per_unit, unlimited, name, replaces, and admit's algorithm, burst, concurrency";
+      return "unit, requests_per_unit, unlimited, name, replaces, and admit's algorithm, burst, concurrency, "
+             "over_limit_hits";
     case level::replaces:
       return "name";
     case level::other:
@@ -219,6 +220,9 @@ class reader {
       } else if (k == "concurrency") {
         r.concurrency = uint32_of(p);
         r.concurrency_line = line;
+      } else if (k == "over_limit_hits") {
+        r.over_limit_hits = string_of(p);
+        r.over_limit_hits_line = line;
       }
     }
     return r;

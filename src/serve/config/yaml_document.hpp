@@ -30,6 +30,8 @@ struct rate_limit_doc {
   int algorithm_line = 0;
   std::optional<std::uint32_t> burst;
   int burst_line = 0;
+  std::optional<std::string> over_limit_hits;
+  int over_limit_hits_line = 0;
   std::optional<std::uint32_t> concurrency;
   int concurrency_line = 0;
 };

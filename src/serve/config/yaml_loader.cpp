@@ -148,10 +148,28 @@ class builder {
       if (*r.burst == 0) fail(r.burst_line, "burst must be at least 1");
       rule.burst = *r.burst;
     }
+    check_over_limit_hits(r, rule);
     if (rule.algorithm != algorithm::fixed_window && r.requests_per_unit == 0)
       fail(r.requests_per_unit_line != 0 ? r.requests_per_unit_line : r.line,
            "algorithm " + std::string(to_string(rule.algorithm)) +
                " needs requests_per_unit of at least 1 (only fixed_window takes 0: every request over the limit)");
+  }
+
+  // admit's `over_limit_hits`: count or drop; count is the fixed window's default and drop the others'; the sliding
+  // window takes drop only (its estimate has no debt to carry), an unlimited rule neither.
+  void check_over_limit_hits(const yaml::rate_limit_doc& r, rate_limit_rule& rule) const {
+    rule.over_limit_hits = rule.algorithm == algorithm::fixed_window ? over_limit_hits::count : over_limit_hits::drop;
+    if (!r.over_limit_hits) return;
+    const int line = r.over_limit_hits_line;
+    const std::string h = lower(*r.over_limit_hits);
+    if (h != "count" && h != "drop")
+      fail(line, "invalid over_limit_hits \"" + *r.over_limit_hits +
+                     "\"; use count (a refused hit is charged all the same) or drop (it is not)");
+    if (r.unlimited) fail(line, "an unlimited rate_limit counts nothing; remove over_limit_hits or unlimited");
+    rule.over_limit_hits = h == "count" ? over_limit_hits::count : over_limit_hits::drop;
+    if (rule.algorithm == algorithm::sliding_window && rule.over_limit_hits == over_limit_hits::count)
+      fail(line, "over_limit_hits: count applies to fixed_window, token_bucket and gcra; the sliding window drops a "
+                 "refused hit (use token_bucket for a budget that goes into debt)");
   }
 
   // admit's `concurrency: N`: a rule of its own, holding at most N leases at once.
@@ -160,6 +178,7 @@ class builder {
                                                        {r.requests_per_unit_line, "requests_per_unit"},
                                                        {r.algorithm_line, "algorithm"},
                                                        {r.burst_line, "burst"},
+                                                       {r.over_limit_hits_line, "over_limit_hits"},
                                                        {r.unlimited_line, "unlimited"}};
     for (const auto& [line, key] : others)
       if (line != 0)

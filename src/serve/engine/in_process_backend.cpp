@@ -5,6 +5,7 @@
 #include <atomic>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "admit/keyed.hpp"
 #include "admit/keyed_policy.hpp"
 #include "admit/rate.hpp"
+#include "serve/engine/charging_policies.hpp"
 #include "serve/engine/lease_table.hpp"
 #include "serve/engine/snapshot_ptr.hpp"
 #include "serve/engine/window_policies.hpp"
@@ -51,15 +53,18 @@ std::string identity(const rate_limit_rule& r) {
   id += '\x1f' + std::to_string(r.requests_per_unit) + '\x1f' + std::string(to_string(r.per));
   id += '\x1f' + (r.burst ? std::to_string(*r.burst) : std::string("-"));
   id += '\x1f' + std::to_string(r.concurrency);
+  id += '\x1f' + std::string(to_string(r.over_limit_hits));
   id += r.unlimited ? "\x1fu" : "";
   return id;
 }
 
-// envoyproxy/ratelimit's fixed windows of every unit, each store created on first use.
+// envoyproxy/ratelimit's fixed windows of every unit, each store created on first use. Every hit is counted, or
+// (drop_above set: a rule's own counters under over_limit_hits: drop) only the hits that keep the count within it.
 class fixed_counters {
  public:
   using store = keyed<upstream_fixed_window>;
-  explicit fixed_counters(std::size_t max_keys) : max_keys_(max_keys) {}
+  explicit fixed_counters(std::size_t max_keys, std::optional<std::uint32_t> drop_above = std::nullopt)
+      : max_keys_(max_keys), drop_above_(drop_above) {}
 
   hit_outcome decide(std::string_view key, unit u, std::uint32_t limit, std::uint32_t n, std::int64_t now_ns) {
     const std::int64_t unit_s = unit_seconds(u);
@@ -94,14 +99,17 @@ class fixed_counters {
     if (store* p = stores_[i].load()) return *p;
     std::lock_guard lock(mutex_);
     if (!owned_[i]) {
-      owned_[i] = std::make_unique<store>(upstream_fixed_window::config_type{unit_seconds(u) * ns_per_second},
-                                          keyed_options{.max_keys = max_keys_});
+      owned_[i] = std::make_unique<store>(
+          upstream_fixed_window::config_type{unit_seconds(u) * ns_per_second, drop_above_.has_value(),
+                                             drop_above_.value_or(0)},
+          keyed_options{.max_keys = max_keys_});
       stores_[i].store(owned_[i].get());
     }
     return *owned_[i];
   }
 
   const std::size_t max_keys_;
+  const std::optional<std::uint32_t> drop_above_;
   std::array<std::atomic<store*>, 8> stores_{};
   std::array<std::unique_ptr<store>, 8> owned_;
   std::mutex mutex_;
@@ -115,19 +123,27 @@ struct rule_state {
   virtual fixed_counters* fixed() noexcept { return nullptr; }
 };
 
+// A fixed_window rule. Under over_limit_hits: drop its counter holds only the hits it admitted, so an override of its
+// limit (which envoyproxy/ratelimit decides on a counter of every hit) is counted apart, with the overrides alone.
 struct fixed_state final : rule_state {
-  fixed_state(const rate_limit_rule& r, std::size_t max_keys) : per(r.per), limit(r.requests_per_unit), c(max_keys) {}
+  fixed_state(const rate_limit_rule& r, std::size_t max_keys)
+      : per(r.per),
+        limit(r.requests_per_unit),
+        drop(r.over_limit_hits == over_limit_hits::drop),
+        c(max_keys, drop ? std::optional<std::uint32_t>(limit) : std::nullopt) {}
   hit_outcome decide(const hit& h, std::int64_t now_ns) override {
     return c.decide(h.counter_key, per, limit, h.n, now_ns);
   }
   std::size_t keys() const override { return c.keys(); }
-  fixed_counters* fixed() noexcept override { return &c; }
+  fixed_counters* fixed() noexcept override { return drop ? nullptr : &c; }
   unit per;
   std::uint32_t limit;
+  bool drop;
   fixed_counters c;
 };
 
-// admit's own algorithms: a refused hit counts nothing.
+// admit's own algorithms: a refused hit counts nothing; or, with a charging policy (charging_policies.hpp), is
+// charged all the same.
 template <class Policy>
 struct rate_state final : rule_state {
   template <class... Args>
@@ -139,7 +155,7 @@ struct rate_state final : rule_state {
     hit_outcome o;
     o.limit = limit;
     o.reset_after = ceil_seconds(d.reset_after);
-    if (d.admitted) {
+    if (!charging_verdict_over(d)) {
       o.remaining = clamp_u32(d.remaining);
       o.count_after = limit > o.remaining ? limit - o.remaining : 0;
     } else {
@@ -230,9 +246,16 @@ struct in_process_backend::impl {
         return std::make_shared<rate_state<keyed_sliding_window>>(
             rpu, k, keyed_sliding_window::config_type{rpu, std::chrono::nanoseconds{per}.count()});
       case algorithm::gcra:
+        if (r.over_limit_hits == over_limit_hits::count) {
+          return std::make_shared<rate_state<charging_gcra>>(rpu, k, charging_gcra::base::make_config(rt, burst));
+        }
         return std::make_shared<rate_state<keyed_gcra_policy<unix_clock>>>(
             rpu, k, keyed_gcra_policy<unix_clock>::make_config(rt, burst));
       case algorithm::token_bucket:
+        if (r.over_limit_hits == over_limit_hits::count) {
+          return std::make_shared<rate_state<charging_token_bucket>>(
+              rpu, k, charging_token_bucket::base::make_config(rt, burst));
+        }
         return std::make_shared<rate_state<keyed_token_bucket_policy<unix_clock>>>(
             rpu, k, keyed_token_bucket_policy<unix_clock>::make_config(rt, burst));
       default:

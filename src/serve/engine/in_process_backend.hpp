@@ -11,9 +11,12 @@
 //   counter even when it is over the limit (as INCRBY adds it: a large refused hit still counts), over the limit iff
 //   the count after the hit exceeds the limit, remaining = limit − count when not over (0 when over), and the reset
 //   in whole seconds: unit − (now_s mod unit), now_s the Unix time in whole seconds, as envoyproxy/ratelimit reports
-//   duration_until_reset. The counters live in admit::keyed<upstream_fixed_window> (window_policies.hpp).
+//   duration_until_reset. The counters live in admit::keyed<upstream_fixed_window> (window_policies.hpp). Under
+//   over_limit_hits: drop a hit that would take the count over the limit is refused and not counted.
 // - sliding_window, gcra, token_bucket: admit's algorithms with the rule's rate (requests_per_unit per unit) and, for
-//   gcra and token_bucket, its burst (default requests_per_unit); admit's semantics: a refused hit counts nothing.
+//   gcra and token_bucket, its burst (default requests_per_unit); admit's semantics: a refused hit counts nothing —
+//   unless over_limit_hits: count, under which gcra and token_bucket charge it all the same and go into debt
+//   (charging_policies.hpp), refusing every hit, 0 hits too, until it is repaid.
 //   reset_after is admit's (until the key's limiter is full again), rounded up to whole seconds.
 // - concurrency: at most `concurrency` permits per key held at once (lease_table.hpp): an admitted hit gets a lease
 //   id, released by release() or expired after lease_ttl; reset_after is lease_ttl (in whole seconds, as the Redis

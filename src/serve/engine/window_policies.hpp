@@ -42,7 +42,9 @@ struct unix_clock {
 // of the counter (a caller's override of the limit shares the counter, as there). So this policy does not decide: its
 // decision is always `admitted` (the hit is counted) and carries the count after the hit in `remaining` (saturated to
 // int64) and the time to the window's end in `reset_after`; the backend compares the count with the limit. (keyed
-// stores a state only when a decision admits; here every hit must be stored, which this makes so.)
+// stores a state only when a decision admits; here every hit must be stored, which this makes so.) Under
+// over_limit_hits: drop (config `drop`, with the rule's limit) a hit that would take the count over the limit is
+// refused instead and counts nothing; `remaining` is then the count it would have made, above the limit.
 //
 // A time before the state's window (a backwards clock step, a stale time) is counted in the state's window.
 // full_at: the window's end (after it the counter is gone, as the Redis key expires). full_since(at): for any now >=
@@ -51,6 +53,8 @@ struct upstream_fixed_window {
   using clock_type = unix_clock;
   struct config_type {
     std::int64_t window_ns = 1'000'000'000;  // > 0
+    bool drop = false;                       // over_limit_hits: drop — a hit over `limit` is not counted
+    std::uint64_t limit = 0;                 // with drop: the rule's limit
   };
   struct state_type {
     std::int64_t window_start = detail::ns_min;  // ns_min: no window yet
@@ -63,11 +67,12 @@ struct upstream_fixed_window {
     const std::int64_t start = now_ns - detail::floor_mod(now_ns, c.window_ns);
     if (start > s.window_start) s = {start, 0};
     const auto add = static_cast<std::uint64_t>(n);
-    s.count = s.count > saturated - add ? saturated : s.count + add;
+    const std::uint64_t after = s.count > saturated - add ? saturated : s.count + add;
     decision d;
-    d.admitted = true;
+    d.admitted = !c.drop || after <= c.limit;
+    if (d.admitted) s.count = after;
     d.limit = 1;  // not a key-cap refusal (limit 0)
-    d.remaining = static_cast<std::int64_t>(s.count);
+    d.remaining = static_cast<std::int64_t>(after);
     d.reset_after = std::chrono::nanoseconds{detail::sat_sub(detail::sat_add(s.window_start, c.window_ns), now_ns)};
     return d;
   }
