@@ -1,6 +1,6 @@
 // `admit serve`'s configuration refused (serve/config/configuration.hpp): every way of being wrong that
 // envoyproxy/ratelimit names, refused where it refuses, and admit's own refusals for its extensions (algorithm, burst,
-// concurrency) — each with its file, line and reason.
+// concurrency, over_limit_hits) — each with its file, line and reason.
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -182,6 +182,16 @@ descriptors:
      "concurrency must be at least 1"},
     {"concurrency_negative", "domain: s\ndescriptors:\n  - key: a\n    rate_limit:\n      concurrency: -2\n", 5,
      R"("concurrency" must be a whole number)"},
+    {"over_limit_hits_unknown", "domain: s\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      over_limit_hits: charge\n",
+     7, R"(invalid over_limit_hits "charge"; use count (a refused hit is charged all the same) or drop (it is not))"},
+    {"over_limit_hits_count_sliding", "domain: s\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      algorithm: sliding_window\n      over_limit_hits: count\n",
+     8, "over_limit_hits: count applies to fixed_window, token_bucket and gcra"},
+    {"over_limit_hits_unlimited", "domain: s\ndescriptors:\n  - key: a\n    rate_limit:\n      unlimited: true\n      over_limit_hits: drop\n",
+     6, "an unlimited rate_limit counts nothing; remove over_limit_hits or unlimited"},
+    {"over_limit_hits_concurrency", "domain: s\ndescriptors:\n  - key: a\n    rate_limit:\n      concurrency: 2\n      over_limit_hits: count\n",
+     6, "takes no over_limit_hits"},
+    {"over_limit_hits_outside_rate_limit", "domain: s\ndescriptors:\n  - key: a\n    over_limit_hits: count\n", 4,
+     R"(key "over_limit_hits" belongs inside rate_limit)"},
 };
 // clang-format on
 

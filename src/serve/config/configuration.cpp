@@ -61,7 +61,7 @@ nlohmann::json rule_json(const rate_limit_rule& r) {
     j["unit"] = to_string(r.per);
     j["requests_per_unit"] = r.requests_per_unit;
     if (r.burst) j["burst"] = *r.burst;
-    j["over_limit_hits"] = to_string(r.over_limit_hits);
+    j["over_limit_hits"] = to_string(over_limit_hits_of(r));
   }
   return j;
 }

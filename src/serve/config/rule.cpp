@@ -64,4 +64,9 @@ std::string_view to_string(algorithm a) noexcept {
 
 std::string_view to_string(over_limit_hits h) noexcept { return h == over_limit_hits::count ? "count" : "drop"; }
 
+over_limit_hits over_limit_hits_of(const rate_limit_rule& r) noexcept {
+  if (r.over_limit) return *r.over_limit;
+  return r.algorithm == algorithm::fixed_window ? over_limit_hits::count : over_limit_hits::drop;
+}
+
 }  // namespace admit::serve

@@ -42,6 +42,10 @@ enum class algorithm : std::uint8_t { fixed_window, sliding_window, gcra, token_
 enum class over_limit_hits : std::uint8_t { count, drop };
 [[nodiscard]] std::string_view to_string(over_limit_hits h) noexcept;
 
+struct rate_limit_rule;
+// The rule's over_limit_hits: as written, else count for fixed_window and drop for the other algorithms.
+[[nodiscard]] over_limit_hits over_limit_hits_of(const rate_limit_rule& r) noexcept;
+
 struct rate_limit_rule {
   // The descriptor path of the rule, as envoyproxy/ratelimit's FullKey: "domain.key_value.key2" (the value part is
   // present only where the YAML gives a value). Used for metrics labels and /rules.
@@ -55,9 +59,8 @@ struct rate_limit_rule {
   bool detailed_metric = false;  // metrics carry the request's values, not only the rule's key
   admit::serve::algorithm algorithm = algorithm::fixed_window;
   std::optional<std::uint32_t> burst;  // gcra / token_bucket only; default requests_per_unit
-  // Rate rules: whether a refused hit is charged. Resolved at load: count for fixed_window, drop for the others unless
-  // the YAML says otherwise.
-  admit::serve::over_limit_hits over_limit_hits = over_limit_hits::count;
+  // Rate rules: whether a refused hit is charged, as the YAML says; absent: the algorithm's default (over_limit_hits_of).
+  std::optional<admit::serve::over_limit_hits> over_limit;
   std::uint32_t concurrency = 0;       // algorithm::concurrency only: permits held at once
   // Where in its file the rule was written (1-based), for messages and /rules.
   std::string file;

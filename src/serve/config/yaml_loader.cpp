@@ -158,7 +158,6 @@ class builder {
   // admit's `over_limit_hits`: count or drop; count is the fixed window's default and drop the others'; the sliding
   // window takes drop only (its estimate has no debt to carry), an unlimited rule neither.
   void check_over_limit_hits(const yaml::rate_limit_doc& r, rate_limit_rule& rule) const {
-    rule.over_limit_hits = rule.algorithm == algorithm::fixed_window ? over_limit_hits::count : over_limit_hits::drop;
     if (!r.over_limit_hits) return;
     const int line = r.over_limit_hits_line;
     const std::string h = lower(*r.over_limit_hits);
@@ -166,8 +165,8 @@ class builder {
       fail(line, "invalid over_limit_hits \"" + *r.over_limit_hits +
                      "\"; use count (a refused hit is charged all the same) or drop (it is not)");
     if (r.unlimited) fail(line, "an unlimited rate_limit counts nothing; remove over_limit_hits or unlimited");
-    rule.over_limit_hits = h == "count" ? over_limit_hits::count : over_limit_hits::drop;
-    if (rule.algorithm == algorithm::sliding_window && rule.over_limit_hits == over_limit_hits::count)
+    rule.over_limit = h == "count" ? over_limit_hits::count : over_limit_hits::drop;
+    if (rule.algorithm == algorithm::sliding_window && rule.over_limit == over_limit_hits::count)
       fail(line, "over_limit_hits: count applies to fixed_window, token_bucket and gcra; the sliding window drops a "
                  "refused hit (use token_bucket for a budget that goes into debt)");
   }

@@ -53,7 +53,7 @@ std::string identity(const rate_limit_rule& r) {
   id += '\x1f' + std::to_string(r.requests_per_unit) + '\x1f' + std::string(to_string(r.per));
   id += '\x1f' + (r.burst ? std::to_string(*r.burst) : std::string("-"));
   id += '\x1f' + std::to_string(r.concurrency);
-  id += '\x1f' + std::string(to_string(r.over_limit_hits));
+  id += '\x1f' + std::string(to_string(over_limit_hits_of(r)));
   id += r.unlimited ? "\x1fu" : "";
   return id;
 }
@@ -129,7 +129,7 @@ struct fixed_state final : rule_state {
   fixed_state(const rate_limit_rule& r, std::size_t max_keys)
       : per(r.per),
         limit(r.requests_per_unit),
-        drop(r.over_limit_hits == over_limit_hits::drop),
+        drop(over_limit_hits_of(r) == over_limit_hits::drop),
         c(max_keys, drop ? std::optional<std::uint32_t>(limit) : std::nullopt) {}
   hit_outcome decide(const hit& h, std::int64_t now_ns) override {
     return c.decide(h.counter_key, per, limit, h.n, now_ns);
@@ -246,13 +246,13 @@ struct in_process_backend::impl {
         return std::make_shared<rate_state<keyed_sliding_window>>(
             rpu, k, keyed_sliding_window::config_type{rpu, std::chrono::nanoseconds{per}.count()});
       case algorithm::gcra:
-        if (r.over_limit_hits == over_limit_hits::count) {
+        if (over_limit_hits_of(r) == over_limit_hits::count) {
           return std::make_shared<rate_state<charging_gcra>>(rpu, k, charging_gcra::base::make_config(rt, burst));
         }
         return std::make_shared<rate_state<keyed_gcra_policy<unix_clock>>>(
             rpu, k, keyed_gcra_policy<unix_clock>::make_config(rt, burst));
       case algorithm::token_bucket:
-        if (r.over_limit_hits == over_limit_hits::count) {
+        if (over_limit_hits_of(r) == over_limit_hits::count) {
           return std::make_shared<rate_state<charging_token_bucket>>(
               rpu, k, charging_token_bucket::base::make_config(rt, burst));
         }

@@ -244,11 +244,14 @@ void redis_backend::decide(std::vector<hit> hits, std::chrono::system_clock::tim
       // envoyproxy/ratelimit's window: aligned to Unix time, from this process's clock; its reset: to the window's
       // end, in whole seconds.
       const std::int64_t start = (unix_now / divider) * divider;
+      // Under over_limit_hits: drop the rule's counter holds only the hits it admitted, in keys of its own ("fwd:");
+      // an override of the limit is counted as envoyproxy/ratelimit counts it, every hit ("fw:").
       window_hit w;
       w.req = req;
       w.index = i;
-      w.key = state_->opts.key_prefix + "fw:{" + h.counter_key + "}:" + std::to_string(divider) + ":" +
-              std::to_string(start);
+      w.drop = over_limit_hits_of(*h.rule) == over_limit_hits::drop && !h.override_limit;
+      w.key = state_->opts.key_prefix + (w.drop ? "fwd:{" : "fw:{") + h.counter_key + "}:" + std::to_string(divider) +
+              ":" + std::to_string(start);
       w.n = h.n;
       w.expire_seconds = divider;
       w.limit = l.requests;
@@ -305,7 +308,7 @@ void redis_backend::release(std::string lease, std::function<void(bool)> done) {
 void redis_backend::configure(const configuration& next) {
   std::unordered_set<std::string> used;
   for (const rate_limit_rule& r : next.rules()) {
-    used.insert(state_->signature(r.algorithm, r.requests_per_unit, r.per, r.burst));
+    used.insert(state_->signature(r.algorithm, r.requests_per_unit, r.per, r.burst, detail::charges_refused(r)));
   }
   const std::lock_guard lock(state_->limiters_mutex);
   std::erase_if(state_->limiters, [&](const auto& entry) { return !used.contains(entry.first); });

@@ -65,6 +65,7 @@ struct window_hit {
   std::uint32_t n = 0;
   std::int64_t expire_seconds = 0;
   std::uint32_t limit = 0;
+  bool drop = false;  // over_limit_hits: drop — hits that would take the count above `limit` are not counted
   std::chrono::nanoseconds reset_after{0};
   steady::time_point deadline;
 };
@@ -79,6 +80,13 @@ inline effective_limit limit_of(const hit& h) {
     return {h.override_limit->requests_per_unit, h.override_limit->per};
   }
   return {h.rule->requests_per_unit, h.rule->per};
+}
+
+// Whether a rule's refused hits are charged by its admit::redis limiter (over_limit_hits: count on gcra or
+// token_bucket; the fixed window charges in its own script).
+inline bool charges_refused(const rate_limit_rule& r) {
+  return over_limit_hits_of(r) == over_limit_hits::count &&
+         (r.algorithm == algorithm::gcra || r.algorithm == algorithm::token_bucket);
 }
 
 // Lowercase hex of bytes, and back (std::nullopt for anything else).
@@ -152,8 +160,10 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   // The limiter of `h`'s algorithm, rate and burst (made on first use), or why there is none.
   std::shared_ptr<redis::limiter> limiter_for(redis::client& c, const hit& h, std::string& error);
 
-  // The limiter's name (the hash tag of its keys): "<prefix><algorithm>:<requests>/<unit>:<burst>".
-  std::string signature(algorithm a, std::uint32_t requests, unit per, std::optional<std::uint32_t> burst) const;
+  // The limiter's name (the hash tag of its keys): "<prefix><algorithm>:<requests>/<unit>:<burst>", and ":count"
+  // when refused hits are charged (its keys are then apart from those of the same limit that drops them).
+  std::string signature(algorithm a, std::uint32_t requests, unit per, std::optional<std::uint32_t> burst,
+                        bool charge) const;
 
   void decide_on_limiter(redis::client& c, const std::shared_ptr<detail::pending_request>& req, std::size_t i,
                          const hit& h);

@@ -15,6 +15,7 @@
 
 namespace admit::serve {
 
+using detail::charges_refused;
 using detail::effective_limit;
 using detail::hex;
 using detail::lease_format;
@@ -125,7 +126,14 @@ void redis_backend::state::send(redis::client& c, std::vector<window_hit> hits) 
     cmd.arg(h.key);
     earliest = std::min(earliest, h.deadline);
   }
-  for (const auto& h : hits) cmd.arg(h.n).arg(h.expire_seconds);
+  for (const auto& h : hits) {
+    cmd.arg(h.n).arg(h.expire_seconds);
+    if (h.drop) {
+      cmd.arg(h.limit);
+    } else {
+      cmd.arg("-1");
+    }
+  }
   call_script(c, s, std::move(cmd), earliest,
               [self = shared_from_this(), hits = std::make_shared<std::vector<window_hit>>(std::move(hits))](
                   boost::system::error_code ec, const redis::reply& r) { self->counted(*hits, ec, r); });
@@ -169,7 +177,8 @@ void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system:
 std::shared_ptr<redis::limiter> redis_backend::state::limiter_for(redis::client& c, const hit& h, std::string& error) {
   const effective_limit l = limit_of(h);
   const std::optional<std::uint32_t> burst = h.override_limit ? std::nullopt : h.rule->burst;
-  std::string name = signature(h.rule->algorithm, l.requests, l.per, burst);
+  const bool charge = charges_refused(*h.rule);
+  std::string name = signature(h.rule->algorithm, l.requests, l.per, burst, charge);
   const std::lock_guard lock(limiters_mutex);
   if (auto it = limiters.find(name); it != limiters.end()) return it->second;
   if (limiters.size() >= opts.max_limiters) {
@@ -185,6 +194,7 @@ std::shared_ptr<redis::limiter> redis_backend::state::limiter_for(redis::client&
   lo.max_batch = opts.max_batch;
   lo.on_failure = redis::failure_policy::fail_closed;  // the error is reported; the service applies its policy
   lo.breaker = opts.breaker;
+  lo.charge_refused = charge;
   const seconds window(unit_seconds(l.per));
   const std::int64_t b = burst.value_or(l.requests);
   std::shared_ptr<redis::limiter> made;
@@ -212,9 +222,9 @@ std::shared_ptr<redis::limiter> redis_backend::state::limiter_for(redis::client&
 }
 
 std::string redis_backend::state::signature(algorithm a, std::uint32_t requests, unit per,
-                                            std::optional<std::uint32_t> burst) const {
+                                            std::optional<std::uint32_t> burst, bool charge) const {
   return opts.key_prefix + std::string(to_string(a)) + ":" + std::to_string(requests) + "/" +
-         std::string(to_string(per)) + ":" + std::to_string(burst.value_or(requests));
+         std::string(to_string(per)) + ":" + std::to_string(burst.value_or(requests)) + (charge ? ":count" : "");
 }
 
 void redis_backend::state::decide_on_limiter(redis::client& c, const std::shared_ptr<pending_request>& req,

@@ -9,10 +9,13 @@ namespace admit::serve::detail {
 
 // envoyproxy/ratelimit's fixed window, for m >= 1 counters in one call (its INCRBY + EXPIRE per descriptor, at once):
 //   KEYS[i]          the counter of hit i (a key may repeat: each hit counts after the previous ones)
-//   ARGV[2i - 1]     the hits to add (integer >= 0; every hit is added, even over the limit)
-//   ARGV[2i]         the counter's lifetime in seconds: the unit
-// Returns {count_1, ..., count_m}: each counter after its hits, or an error reply for that counter alone (a key
-// holding something else).
+//   ARGV[3i - 2]     the hits to add (integer >= 0)
+//   ARGV[3i - 1]     the counter's lifetime in seconds: the unit
+//   ARGV[3i]         -1: every hit is added, even over the limit (envoyproxy/ratelimit's way, over_limit_hits:
+//                    count); else the limit (over_limit_hits: drop): hits that would take the count above it are not
+//                    added
+// Returns {count_1, ..., count_m}: each counter after its hits (under drop, for hits not added: the count they would
+// have made, above the limit), or an error reply for that counter alone (a key holding something else).
 // The expiry is set when the counter is created (its count is then the hits just added), not again at every hit as
 // envoyproxy/ratelimit does: the counter then lives a unit after its window's first hit instead of its last, which
 // is still past the window's end (the key names the window: no decision can tell), and the server does half the
@@ -21,10 +24,15 @@ inline const redis::script& fixed_window_script() {
   static const redis::script s(R"lua(-- admit serve: envoyproxy/ratelimit's fixed window (INCRBY, EXPIRE when created)
 local out = {}
 for i = 1, #KEYS do
-  local n = ARGV[2 * i - 1]
+  local n, limit = ARGV[3 * i - 2], tonumber(ARGV[3 * i])
   local count = redis.pcall('INCRBY', KEYS[i], n)
-  if type(count) == 'number' and count == tonumber(n) then
-    redis.call('EXPIRE', KEYS[i], ARGV[2 * i])
+  if type(count) == 'number' then
+    if limit >= 0 and count > limit then
+      -- drop: not counted (the reply still says how far over it would have gone); a counter just made goes again
+      if count == tonumber(n) then redis.call('DEL', KEYS[i]) else redis.call('DECRBY', KEYS[i], n) end
+    elseif count == tonumber(n) then
+      redis.call('EXPIRE', KEYS[i], ARGV[3 * i - 1])
+    end
   end
   out[i] = count
 end
