@@ -5,9 +5,11 @@ did not write (Python's grpcio, stubs generated here at test time), in process a
 An LLM gateway asks with a cost of 0 when a request arrives and charges the tokens the response used afterwards. With
 `over_limit_hits: count` a cost above what is left is charged all the same: the fixed window counts it, a token bucket
 or GCRA goes into debt. Either way the next cost-0 check is OVER_LIMIT, and the bucket admits again once the rate has
-repaid the debt (not before). With `drop` (the smoother algorithms' default) a refused cost is not charged.
+repaid the debt (not before). With `drop` (the smoother algorithms' default) a refused cost is not charged. At a
+window boundary the fixed window passes a second whole budget at once, the token bucket does not. And the bundled
+example for Envoy Gateway (examples/serve/token-budgets/config) answers the descriptors Envoy Gateway sends.
 
-usage: serve_budgets_e2e_test.py ADMIT PROTO_DIR PROTOC GRPC_PYTHON_PLUGIN
+usage: serve_budgets_e2e_test.py ADMIT PROTO_DIR PROTOC GRPC_PYTHON_PLUGIN EXAMPLE_CONFIG_DIR
 Exit status: 0 passed, 1 failed, 77 skipped (a Python module or redis-server is missing; the in-process half still
 runs before a skip).
 """
@@ -21,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_e2e_support import (WAIT, check, descriptor, finish, generate_stubs, kill_started, redis_server,  # noqa
                                server)
 
-ADMIT, PROTO_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:5]
+ADMIT, PROTO_DIR, PROTOC, GRPC_PYTHON_PLUGIN, EXAMPLE = sys.argv[1:6]
 
 CONFIG = """domain: budgets
 descriptors:
@@ -35,6 +37,10 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 100, algorithm: gcra, over_limit_hits: count}
   - key: dropping
     rate_limit: {unit: second, requests_per_unit: 100, algorithm: token_bucket}
+  - key: boundary_fixed
+    rate_limit: {unit: second, requests_per_unit: 100}
+  - key: boundary_bucket
+    rate_limit: {unit: second, requests_per_unit: 100, algorithm: token_bucket, over_limit_hits: count}
 """
 
 
@@ -91,12 +97,65 @@ class budgets:
         check(self.ok(key, 0), f"{self.where} {key}: drop: nothing was charged, a cost-0 check is OK")
         check(self.ok(key, 100), f"{self.where} {key}: drop: the whole burst is still there")
 
+    def boundary(self):
+        # 100 at the end of one second and 100 at the start of the next: the fixed window passes both (twice its budget
+        # within a fifth of a second), the token bucket only the first. A stalled machine that lets a pair of calls
+        # straddle the wrong instant is retried with another user.
+        def at_fraction(f):
+            now = time.time()
+            wait = (int(now) + f - now) % 1.0
+            time.sleep(wait)
+
+        user = self.user
+        for attempt in range(5):
+            self.user = f"{user} boundary {attempt}"
+            at_fraction(0.85)
+            t1 = time.time()
+            end_fixed, end_bucket = self.ok("boundary_fixed", 100), self.ok("boundary_bucket", 100)
+            t1e = time.time()
+            at_fraction(0.05)
+            t2 = time.time()
+            start_fixed, start_bucket = self.ok("boundary_fixed", 100), self.ok("boundary_bucket", 100)
+            t2e = time.time()
+            if int(t1) == int(t1e) and int(t2) == int(t2e) == int(t1) + 1:
+                break
+        else:
+            return check(False, f"{self.where}: five tries at a window boundary were all disturbed")
+        check(end_fixed and end_bucket, f"{self.where}: the first 100 pass, at the end of a second")
+        check(start_fixed, f"{self.where}: the fixed window passes 100 more at the start of the next second")
+        check(not start_bucket, f"{self.where}: the token bucket does not ({t2 - t1e:.2f}s refilled too little)")
+        self.user = user
+
     def run(self):
+        self.boundary()
         self.fixed_window("fixed", count=True)
         self.fixed_window("fixed_drop", count=False)
         self.debt("bucket")
         self.debt("gcra")
         self.dropping("dropping")
+
+
+def envoy_gateway_example(rls_pb2, rls_pb2_grpc):
+    """The descriptors Envoy Gateway sends for the example's BackendTrafficPolicy: a check of 0 on arrival, the tokens
+    the response used when it ends (two calls, the same descriptor)."""
+    s = server(ADMIT, EXAMPLE)
+    rls = rls_pb2_grpc.RateLimitServiceStub(s.channel)
+    route = "httproute/default/llm/rule/0/match/0/*"
+    OK = rls_pb2.RateLimitResponse.Code.OK
+
+    def code(user, cost):
+        r = rls.ShouldRateLimit(rls_pb2.RateLimitRequest(
+            domain="default/eg/http", descriptors=[descriptor((route, route), ("rule-0-match-0", user), hits=cost)]),
+            timeout=WAIT)
+        return r.overall_code
+
+    check(code("alice", 0) == OK, "example: alice's first request passes its check")
+    check(code("alice", 99_000) == OK, "example: its response's 99,000 tokens are charged")
+    check(code("alice", 0) == OK, "example: 1,000 tokens left: the next request passes its check")
+    check(code("alice", 51_000) != OK, "example: its response used 51,000: more than was left, charged all the same")
+    check(code("alice", 0) != OK, "example: alice owes 50,000 tokens: her next request is refused at its check")
+    check(code("bob", 0) == OK, "example: bob's budget is his own")
+    check(s.stop() == 0, "example: exits 0")
 
 
 def main():
@@ -111,6 +170,7 @@ def main():
         s = server(ADMIT, config)
         budgets(s, rls_pb2, rls_pb2_grpc, "in process").run()
         check(s.stop() == 0, "in process: exits 0")
+        envoy_gateway_example(rls_pb2, rls_pb2_grpc)
         redis_binary = shutil.which("redis-server")
         if not redis_binary:
             print("the Redis half skipped: it needs redis-server", flush=True)
