@@ -72,7 +72,8 @@ descriptors:
   EXPECT_EQ(over_limit_hits_of(rules[4]), over_limit_hits::count);
   const auto j = nlohmann::json::parse(c->to_json());
   std::vector<std::string> shown;
-  for (const auto& d : j.at("domains").at(0).at("descriptors")) shown.push_back(d.at("rate_limit").at("over_limit_hits"));
+  for (const auto& d : j.at("domains").at(0).at("descriptors"))
+    shown.push_back(d.at("rate_limit").at("over_limit_hits"));
   EXPECT_EQ(shown, (std::vector<std::string>{"count", "drop", "count", "drop", "count"}));
 }
 
@@ -88,11 +89,11 @@ TEST_P(Debt, ACostAboveWhatIsLeftIsChargedAndRefusesEvenACheckUntilRepaid) {
   EXPECT_EQ(one(b, rule, 15, 0s), state::over_limit);  // 1.5x the burst: refused, and 5 tokens owed
   EXPECT_EQ(one(b, rule, 0, 0s), state::over_limit);
   EXPECT_EQ(one(b, rule, 0, 499ms), state::over_limit);
-  EXPECT_EQ(one(b, rule, 0, 500ms), state::ok);  // repaid to the nanosecond; nothing left
+  EXPECT_EQ(one(b, rule, 0, 500ms), state::ok);          // repaid to the nanosecond; nothing left
   EXPECT_EQ(one(b, rule, 1, 500ms), state::over_limit);  // charged: owes one token more
   EXPECT_EQ(one(b, rule, 0, 599ms), state::over_limit);
   EXPECT_EQ(one(b, rule, 0, 600ms), state::ok);
-  EXPECT_EQ(one(b, rule, 1, 700ms), state::ok);  // one token refilled
+  EXPECT_EQ(one(b, rule, 1, 700ms), state::ok);   // one token refilled
   EXPECT_EQ(one(b, rule, 9, 1700ms), state::ok);  // and after a second, the burst less the one spent
   EXPECT_EQ(one(b, rule, 2, 1700ms), state::over_limit);
 }
@@ -139,7 +140,7 @@ TEST(OverLimitHitsFixedWindow, CountIsEnvoysAndDropCountsOnlyWhatFits) {
   c.configure_rules(std::span(&counting, 1));
   EXPECT_EQ(one(c, counting, 15, 0s), state::over_limit);
   EXPECT_EQ(one(c, counting, 0, 0s), state::over_limit);  // INCRBY counted the 15
-  EXPECT_EQ(one(c, counting, 0, 1s), state::ok);           // a new window
+  EXPECT_EQ(one(c, counting, 0, 1s), state::ok);          // a new window
   in_process_backend d;
   d.configure_rules(std::span(&dropping, 1));
   EXPECT_EQ(one(d, dropping, 15, 0s), state::over_limit);

@@ -82,9 +82,9 @@ struct limiter_algorithm {
   // The script's third parameter says whether refused requests are charged (limiter_options::charge_refused): gcra
   // and token_bucket. params then holds "0", which make_limiter_core turns into "1" when the option is set.
   bool charges_refused = false;
-  std::int64_t limit = 1;           // decision.limit: the burst or the window's limit
-  std::int64_t max_n = 1;           // the largest n that can ever be admitted (larger: exceeds_capacity at once)
-  bool inf = false;                 // rate inf: admit everything without Redis
+  std::int64_t limit = 1;  // decision.limit: the burst or the window's limit
+  std::int64_t max_n = 1;  // the largest n that can ever be admitted (larger: exceeds_capacity at once)
+  bool inf = false;        // rate inf: admit everything without Redis
   // The local equivalent at full share, for failure_policy::local_fallback: a GCRA of this rate and burst per key.
   rate fallback_rate = rate::inf();
   std::int64_t fallback_burst = 1;

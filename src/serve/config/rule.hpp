@@ -59,9 +59,10 @@ struct rate_limit_rule {
   bool detailed_metric = false;  // metrics carry the request's values, not only the rule's key
   admit::serve::algorithm algorithm = algorithm::fixed_window;
   std::optional<std::uint32_t> burst;  // gcra / token_bucket only; default requests_per_unit
-  // Rate rules: whether a refused hit is charged, as the YAML says; absent: the algorithm's default (over_limit_hits_of).
+  // Rate rules: whether a refused hit is charged, as the YAML says; absent: the algorithm's default
+  // (over_limit_hits_of).
   std::optional<admit::serve::over_limit_hits> over_limit;
-  std::uint32_t concurrency = 0;       // algorithm::concurrency only: permits held at once
+  std::uint32_t concurrency = 0;  // algorithm::concurrency only: permits held at once
   // Where in its file the rule was written (1-based), for messages and /rules.
   std::string file;
   int line = 0;

@@ -167,18 +167,16 @@ class builder {
     if (r.unlimited) fail(line, "an unlimited rate_limit counts nothing; remove over_limit_hits or unlimited");
     rule.over_limit = h == "count" ? over_limit_hits::count : over_limit_hits::drop;
     if (rule.algorithm == algorithm::sliding_window && rule.over_limit == over_limit_hits::count)
-      fail(line, "over_limit_hits: count applies to fixed_window, token_bucket and gcra; the sliding window drops a "
-                 "refused hit (use token_bucket for a budget that goes into debt)");
+      fail(line,
+           "over_limit_hits: count applies to fixed_window, token_bucket and gcra; the sliding window drops a "
+           "refused hit (use token_bucket for a budget that goes into debt)");
   }
 
   // admit's `concurrency: N`: a rule of its own, holding at most N leases at once.
   void check_concurrency(const yaml::rate_limit_doc& r) const {
-    const std::pair<int, std::string_view> others[] = {{r.unit_line, "unit"},
-                                                       {r.requests_per_unit_line, "requests_per_unit"},
-                                                       {r.algorithm_line, "algorithm"},
-                                                       {r.burst_line, "burst"},
-                                                       {r.over_limit_hits_line, "over_limit_hits"},
-                                                       {r.unlimited_line, "unlimited"}};
+    const std::pair<int, std::string_view> others[] = {
+        {r.unit_line, "unit"},   {r.requests_per_unit_line, "requests_per_unit"}, {r.algorithm_line, "algorithm"},
+        {r.burst_line, "burst"}, {r.over_limit_hits_line, "over_limit_hits"},     {r.unlimited_line, "unlimited"}};
     for (const auto& [line, key] : others)
       if (line != 0)
         fail(line, "concurrency: N is a limit of its own and takes no " + std::string(key) + "; remove " +

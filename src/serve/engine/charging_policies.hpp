@@ -46,8 +46,10 @@ struct charging_gcra {
     const std::int64_t t = detail::gcra_effective(c, now_ns);
     if (n > 0) {
       const detail::gcra_step_result r = detail::gcra_step(c, s, t, n);
-      if (!r.ok) s = detail::sat_add(std::max(s, detail::sat_sub(t, c.tau)), detail::sat_mul(n, c.interval));
-      else s = r.next;
+      if (!r.ok)
+        s = detail::sat_add(std::max(s, detail::sat_sub(t, c.tau)), detail::sat_mul(n, c.interval));
+      else
+        s = r.next;
     }
     decision d;
     d.admitted = true;

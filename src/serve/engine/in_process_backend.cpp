@@ -99,10 +99,10 @@ class fixed_counters {
     if (store* p = stores_[i].load()) return *p;
     std::lock_guard lock(mutex_);
     if (!owned_[i]) {
-      owned_[i] = std::make_unique<store>(
-          upstream_fixed_window::config_type{unit_seconds(u) * ns_per_second, drop_above_.has_value(),
-                                             drop_above_.value_or(0)},
-          keyed_options{.max_keys = max_keys_});
+      owned_[i] =
+          std::make_unique<store>(upstream_fixed_window::config_type{unit_seconds(u) * ns_per_second,
+                                                                     drop_above_.has_value(), drop_above_.value_or(0)},
+                                  keyed_options{.max_keys = max_keys_});
       stores_[i].store(owned_[i].get());
     }
     return *owned_[i];

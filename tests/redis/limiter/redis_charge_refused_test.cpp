@@ -130,7 +130,9 @@ TEST_P(ChargeRefused, OffByDefault) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RateLimiters, ChargeRefused, ::testing::Values(kind::gcra, kind::token_bucket),
-                         [](const ::testing::TestParamInfo<kind>& p) { return p.param == kind::gcra ? "gcra" : "token_bucket"; });
+                         [](const ::testing::TestParamInfo<kind>& p) {
+                           return p.param == kind::gcra ? "gcra" : "token_bucket";
+                         });
 
 TEST(ChargeRefusedOption, OtherLimitersRefuseItByName) {
   redis_server server;
