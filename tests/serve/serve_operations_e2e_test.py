@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """End-to-end test of what `admit serve` tells the people who run it, with real processes and clients admit did not
 write (Python's grpcio, stubs generated here at test time; http.client; a redis-server started here): a busy port is an
-error naming it (unless --reuse-port), a Redis outage is one log line at its start and one at its end, /healthcheck
+error naming it (unless --reuse-port), a Redis outage is one log line at its start and one at its end (and the gauge
+admit_serve_backend_failing 1 between them), /healthcheck
 answers 500 while a drain lasts, an empty configuration directory starts with a warning, and a file that is not text
 is refused as such.
 
@@ -53,6 +54,15 @@ def busy_ports(config):
     check(one.stop() == 0 and two.stop() == 0, "--reuse-port: both exit 0")
 
 
+def failing_gauge(s):
+    """admit_serve_backend_failing from /metrics (None when absent)."""
+    status, body = s.http("GET", "/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith("admit_serve_backend_failing "):
+            return int(line.split()[1])
+    return None
+
+
 def redis_outage(config, redis, rls_pb2, rls_pb2_grpc):
     s = server(ADMIT, config, "--redis", redis.url, "--redis-timeout", "200ms", "--redis-required")
     rls = rls_pb2_grpc.RateLimitServiceStub(s.channel)
@@ -72,6 +82,7 @@ def redis_outage(config, redis, rls_pb2, rls_pb2_grpc):
     print(f"the outage was logged {took:.2f}s after the first failed call: {line}", flush=True)
     check(line.get("level") == "error" and line.get("backend") == redis.url, f"the line names the URL: {line}")
     check("127.0.0.1" in line.get("error", ""), f"the line says why: {line}")
+    check(failing_gauge(s) == 1, "redis down: /metrics says the backend is failing")
     check(redis.start(), "redis-server restarted on its port")
     deadline = time.monotonic() + WAIT
     back = None
@@ -85,6 +96,7 @@ def redis_outage(config, redis, rls_pb2, rls_pb2_grpc):
     if back is not None:
         check(back.get("decided_open", 0) >= 20, f"the end of the outage counts the calls decided open: {back}")
     check(sum(FAILING in x for x in s.log) == 1, f"one line for the whole outage, not one per call: {s.log}")
+    check(failing_gauge(s) == 0, "redis back: /metrics says the backend counts again")
     check(s.stop() == 0, "redis: SIGTERM exits 0")
 
 

@@ -20,7 +20,10 @@
 //   admit_serve_shadow_mode_total{domain,rule}    over-limit hits answered OK by the rule's shadow mode
 //   admit_serve_requests_total{code}              requests answered: ok, over_limit, invalid (refused as malformed)
 //   admit_serve_global_shadow_mode_total          over-limit answers turned OK by the global shadow mode
-//   admit_serve_backend_errors_total              descriptors the backend failed to count (Redis errors, key cap)
+//   admit_serve_backend_errors_total              descriptors the backend failed to count (Redis errors, key cap):
+//                                                  each was answered by the failure policy
+//   admit_serve_backend_failing                   gauge: 1 while the backend fails (from its first failed hit to the
+//                                                  next hit it counts), else 0
 //   admit_serve_config_reloads_total{result}      configurations installed (success) or refused (failure)
 //   admit_serve_decision_seconds                  histogram of the time from a request to its answer, with the
 //                                                  bucket bounds of admit::metrics::registry (1 µs … 10 s)
@@ -86,6 +89,7 @@ class serve_metrics {
   // One request answered (or refused as invalid: failure true), in `latency`.
   void record_request(rls_code overall, bool failure, std::chrono::nanoseconds latency);
   void record_backend_error(std::uint64_t n = 1);
+  void set_backend_failing(bool failing);
   void record_global_shadow_mode();
   void record_reload(bool success);
 
