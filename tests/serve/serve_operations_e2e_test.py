@@ -2,13 +2,14 @@
 """End-to-end test of what `admit serve` tells the people who run it, with real processes and clients admit did not
 write (Python's grpcio, stubs generated here at test time; http.client; a redis-server started here): a busy port is an
 error naming it (unless --reuse-port), a Redis outage is one log line at its start and one at its end (and the gauge
-admit_serve_backend_failing 1 between them), /healthcheck
-answers 500 while a drain lasts, an empty configuration directory starts with a warning, and a file that is not text
-is refused as such.
+admit_serve_backend_failing 1 between them), /healthcheck answers 500 while a drain lasts, an empty configuration
+directory starts with a warning, a file that is not text is refused as such, and a Kubernetes ConfigMap's swap of its
+files is reloaded.
 
 usage: serve_operations_e2e_test.py ADMIT PROTO_DIR CONFIG_DIR PROTOC GRPC_PYTHON_PLUGIN
 Exit status: 0 passed, 1 failed, 77 skipped (a Python module or redis-server is missing).
 """
+import json
 import os
 import shutil
 import signal
@@ -138,6 +139,34 @@ def empty_and_binary_directories(tmp):
     check(status == 2 and "rules.yaml" in err and "not a text file" in err, f"a binary file is refused: {err}")
 
 
+def configmap_reload(tmp):
+    """A Kubernetes ConfigMap volume: each file a symlink through ..data to a timestamped directory, replaced at once by
+    swapping ..data. The swap is reloaded, as an edit of a plain file is."""
+    cm = os.path.join(tmp, "configmap")
+    os.makedirs(os.path.join(cm, "..2026_a"))
+    rule = "domain: edge\ndescriptors:\n  - key: client_ip\n    rate_limit: {unit: second, requests_per_unit: %d}\n"
+    with open(os.path.join(cm, "..2026_a", "edge.yaml"), "w") as f:
+        f.write(rule % 20)
+    os.symlink("..2026_a", os.path.join(cm, "..data"))
+    os.symlink("..data/edge.yaml", os.path.join(cm, "edge.yaml"))
+    s = server(ADMIT, cm)
+
+    def limit():
+        status, body = s.http("GET", "/rules")
+        return json.loads(body)["domains"][0]["descriptors"][0]["rate_limit"]["requests_per_unit"]
+
+    check(limit() == 20, "configmap: the rules load through the symlinks")
+    os.makedirs(os.path.join(cm, "..2026_b"))
+    with open(os.path.join(cm, "..2026_b", "edge.yaml"), "w") as f:
+        f.write(rule % 7)
+    os.symlink("..2026_b", os.path.join(cm, "..data_tmp"))
+    os.rename(os.path.join(cm, "..data_tmp"), os.path.join(cm, "..data"))  # atomic, as the kubelet does
+    shutil.rmtree(os.path.join(cm, "..2026_a"))
+    s.wait_for("configuration reloaded")
+    check(limit() == 7, "configmap: swapping ..data reloads the rules")
+    check(s.stop() == 0, "configmap: exits 0")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="admit serve operations ")  # a space in the path, on purpose
     try:
@@ -147,6 +176,7 @@ def main():
         shutil.copytree(CONFIG_DIR, config)
         busy_ports(config)
         empty_and_binary_directories(tmp)
+        configmap_reload(tmp)
         redis_binary = shutil.which("redis-server")
         if not redis_binary:
             print("the Redis cases skipped: they need redis-server", flush=True)
