@@ -120,14 +120,14 @@ measure() {
   printf '%s\t%s\n' "$line" "$(server_us "$per")" | tee -a "$raw" >&2
 }
 # batch_cmd KEY B: admit's EVALSHA deciding a batch of B decisions on KEY (hot or a __rand_int__ key, each occurrence
-# of which redis-benchmark draws anew), from the captured single decision {EVALSHA sha 2 epoch key detect p1 p2 n k}:
-# KEYS = the epoch then B state keys, ARGV = detect, the parameters, then n and k per decision (common.lua).
+# of which redis-benchmark draws anew), from the captured single decision {EVALSHA sha 2 epoch key detect p1 .. pP n
+# k}: KEYS = the epoch then B state keys, ARGV = detect, the P parameters, then n and k per decision (common.lua).
 batch_cmd() {
-  local key=$1 b=$2 i
+  local key=$1 b=$2 i last=$((${#evalsha[@]} - 1))
   batch=(EVALSHA "${evalsha[1]}" $((b + 1)) "${evalsha[3]}")
   for ((i = 0; i < b; ++i)); do batch+=("$key"); done
-  batch+=("${evalsha[5]}" "${evalsha[6]}" "${evalsha[7]}")
-  for ((i = 0; i < b; ++i)); do batch+=("${evalsha[8]}" "${evalsha[9]}"); done
+  batch+=("${evalsha[@]:5:$((last - 6))}")
+  for ((i = 0; i < b; ++i)); do batch+=("${evalsha[last - 1]}" "${evalsha[last]}"); done
 }
 # redis_benchmark KEYS C P ROUND [B]: redis-benchmark -c C -P P, admit's EVALSHA on the hot key or random keys; with
 # B, calls deciding B requests each (decisions/s = calls/s × B).

@@ -27,7 +27,9 @@ endif()
 set(CPACK_PACKAGE_NAME admit)
 set(CPACK_PACKAGE_VENDOR admit)
 set(CPACK_PACKAGE_CONTACT "admit developers <admit@localhost>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+# CPack's own default summary, so that CPackDeb takes each package's summary from the first line of its description
+# below instead of putting the project's description before it.
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${CMAKE_PROJECT_NAME} built using CMake")
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
@@ -37,12 +39,13 @@ set(CPACK_STRIP_FILES ON)
 
 set(CPACK_DEBIAN_TOOL_PACKAGE_NAME admit)
 set(CPACK_DEBIAN_TOOL_PACKAGE_SECTION net)
+# Each package's description: its summary line, then the long description (CPack indents it).
 set(CPACK_DEBIAN_TOOL_DESCRIPTION "admission control: rate and concurrency limits from the shell and for Envoy
- admit decides whether work may start now, later or not at all. `admit run` shares a
- limit between shell and cron jobs of many machines (through Redis); `admit serve`
- answers Envoy's rate-limit protocol from envoyproxy/ratelimit's YAML, with the
- systemd unit admit-serve.service; `admit replay` and `admit recommend` pick limits
- from real traffic.")
+admit decides whether work may start now, later or not at all. `admit run` shares a
+limit between shell and cron jobs of many machines (through Redis); `admit serve`
+answers Envoy's rate-limit protocol from envoyproxy/ratelimit's YAML, with the
+systemd unit admit-serve.service; `admit replay` and `admit recommend` pick limits
+from real traffic.")
 # The shared libraries' packages (dpkg-shlibdeps), and what the maintainer scripts call.
 set(CPACK_DEBIAN_TOOL_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_TOOL_PACKAGE_DEPENDS "passwd, init-system-helpers")
@@ -64,10 +67,10 @@ set(CPACK_DEBIAN_TOOL_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libadmit-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_DESCRIPTION "admission control for C++20: rate and concurrency limiters (development files)
- Header-only rate limiters, semaphores and one admission decision for both, with Asio
- integration; admit::redis (the compiled library) shares them across processes through
- Redis. The CMake package: find_package(admit) and admit::admit, admit::asio,
- admit::redis.")
+Header-only rate limiters, semaphores and one admission decision for both, with Asio
+integration; admit::redis (the compiled library) shares them across processes through
+Redis. The CMake package: find_package(admit) and admit::admit, admit::asio,
+admit::redis.")
 # What admit-config.cmake finds (Boost >= 1.81 for admit::asio; hiredis through pkg-config and OpenSSL for
 # admit::redis) and a compiler for C++20.
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libboost1.81-dev, libhiredis-dev, libssl-dev, pkg-config, g++ (>= 4:12) | clang (>= 1:14)")

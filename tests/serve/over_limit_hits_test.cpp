@@ -111,6 +111,18 @@ TEST_P(Debt, AnswersCarryTheLimitAndNothingRemainsWhileInDebt) {
   EXPECT_EQ(out[1].reset_after, 3s);
 }
 
+TEST_P(Debt, TheDebtIsCappedAsOnRedis) {
+  const rate_limit_rule slow = make_rule(1, unit::hour, GetParam(), over_limit_hits::count);
+  in_process_backend s;
+  s.configure_rules(std::span(&slow, 1));
+  const std::uint32_t huge = 4'000'000'000U;  // 4e9 hours of the rate: far more than the cap of 2^51 µs (71 years)
+  EXPECT_EQ(one(s, slow, huge, 0s), state::over_limit);
+  EXPECT_EQ(one(s, slow, huge, 0s), state::over_limit);  // a second charge does not pass the cap either
+  const auto cap = std::chrono::microseconds{std::int64_t{1} << 51};
+  EXPECT_EQ(one(s, slow, 0, cap - 1ns), state::over_limit);
+  EXPECT_EQ(one(s, slow, 0, cap), state::ok);
+}
+
 TEST_P(Debt, DropChargesNothing) {
   const rate_limit_rule dropping = make_rule(10, unit::second, GetParam(), std::nullopt);
   in_process_backend d;

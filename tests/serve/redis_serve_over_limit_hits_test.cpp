@@ -51,6 +51,9 @@ TEST_F(RedisServeBackend, TheFixedWindowsDropCountsOnlyWhatFits) {
   EXPECT_EQ(over.result, state::over_limit);
   EXPECT_EQ(over.count_after, 11U);  // what it would have made
   EXPECT_EQ(server.admin({"GET", key}), "10");
+  const int ttl = std::stoi(server.admin({"TTL", key}));
+  EXPECT_GT(ttl, 0) << "the counter expires with its window";
+  EXPECT_LE(ttl, 3600);
   EXPECT_EQ(decide_one(backend, make_hit(r, "u", 0), now).result, state::ok);
 
   // An override: every hit counted, on envoyproxy/ratelimit's key.

@@ -84,8 +84,9 @@ struct limiter_options {
   // same, as a fixed window's INCRBY counts a hit over the limit. The key then goes into debt — more spent than the
   // burst allowed — and refuses every request, n = 0 included, until the rate has repaid it; a refusal's retry_after
   // is the time until then (never nanoseconds::max(): a request above the burst is charged too). This is the budget
-  // of a cost known only afterwards (the tokens a response used): ask with n = 0 first, charge the cost after. Off by
-  // default (a refusal charges nothing). The local fallback and leased tokens do not charge refusals.
+  // of a cost known only afterwards (the tokens a response used): ask with n = 0 first, charge the cost after. A debt
+  // is capped at 2^51 µs (71 years) of the rate. Off by default (a refusal charges nothing). The local fallback and
+  // leased tokens do not charge refusals.
   bool charge_refused = false;
 };
 

@@ -26,7 +26,7 @@ bool epoch_tracker::observe(const epoch_sighting& s) {
     seq_ = s.seq;
     seq_time_ = s.now_us;
   }
-  if (s.granted > 0) state_until_ = std::max(state_until_, s.now_us + s.reset_us);
+  if (s.wrote) state_until_ = std::max(state_until_, s.now_us + s.reset_us);
   return lost;
 }
 

@@ -27,7 +27,7 @@ struct epoch_sighting {
   std::string_view id;        // the epoch's id; empty when detection is off (observe() then returns false)
   std::int64_t seq = 0;       // admissions counted under the epoch, as of this reply
   std::int64_t now_us = 0;    // the server time of the reply
-  std::int64_t granted = 0;   // tokens the decision took (> 0: it wrote state)
+  bool wrote = false;         // the decision wrote state: it took tokens, or was a refusal charged
   std::int64_t reset_us = 0;  // how long that state lives after now_us (the decision's reset_after)
 };
 

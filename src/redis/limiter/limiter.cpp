@@ -251,7 +251,9 @@ limiter_result limiter_core::settle(std::string_view key, std::int64_t n, const 
   bump(counters_.decisions);
   bump(counters_.redis);
   if (d->admitted && d->granted > n) leases_.add(key, d->granted - n, steady::now());
-  if (epochs_.observe({d->epoch_id, d->epoch_seq, d->now_us, d->granted, d->reset_after_us})) {
+  // A refusal of n > 0 writes when refusals are charged (limiter_options::charge_refused).
+  const bool wrote = d->granted > 0 || (identity_.options.charge_refused && !d->admitted && n > 0);
+  if (epochs_.observe({d->epoch_id, d->epoch_seq, d->now_us, wrote, d->reset_after_us})) {
     bump(counters_.lost_state);
     emit(limiter_event_kind::lost_state, key, {});
   }

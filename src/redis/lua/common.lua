@@ -47,11 +47,11 @@ end
 -- lives, and whether it wrote although it granted nothing (a refusal charged to the key); or nil and an error message.
 -- p: the number of the algorithm's parameters (2 when nil).
 --
--- The epoch: `id` is the server time at which the hash was created, `seq` counts the calls that admitted something.
--- Only admissions write it (a refusal or a query writes nothing anywhere). The hash expires no earlier than any state
--- key written under it (the state keys' own expiry), so a client that sees a new id while state it wrote should
--- still exist, or a seq lower than one it saw, knows that Redis lost state (a restart without persistence, a flush,
--- a failover to a replica that had not received the latest writes).
+-- The epoch: `id` is the server time at which the hash was created, `seq` counts the calls that wrote state (admitted
+-- something, or charged a refusal). Only those write it (any other refusal, and a query, writes nothing anywhere).
+-- The hash expires no earlier than any state key written under it (the state keys' own expiry), so a client that sees
+-- a new id while state it wrote should still exist, or a seq lower than one it saw, knows that Redis lost state (a
+-- restart without persistence, a flush, a failover to a replica that had not received the latest writes).
 local function admit_batch(now, decide, p)
   p = p or 2
   local m = #KEYS - 1

@@ -41,7 +41,8 @@ local function decide(key, n, k)
   if charge and (n > 0 and (n > burst or fit(tat) < n) or n == 0 and tat > now + tau) then
     -- refused, and charged: the request's cost goes on TAT all the same; the wait is until the debt is repaid
     if n > 0 then
-      tat = math.max(tat, now) + n * interval
+      -- the debt (TAT beyond now + tau) is capped at 2^51 µs, 71 years: every time stays an exact integer
+      tat = math.min(math.max(tat, now) + n * interval, now + tau + 2251799813685248)
       charged = true
       redis.call('SET', key, admit_int(tat), 'PXAT', admit_int(math.ceil(tat / 1000)))
     end

@@ -45,7 +45,8 @@ local function decide(key, n, k)
       n == 0 and empty_at > now) then
     -- refused, and charged: the tokens are taken all the same; the wait is until the debt is repaid
     if n > 0 then
-      empty_at = math.max(empty_at, now - tol) + n * interval
+      -- the debt (empty_at beyond now) is capped at 2^51 µs, 71 years: every time stays an exact integer
+      empty_at = math.min(math.max(empty_at, now - tol) + n * interval, now + 2251799813685248)
       charged = true
       redis.call('SET', key, admit_int(empty_at), 'PXAT', admit_int(math.ceil((empty_at + tol) / 1000)))
     end

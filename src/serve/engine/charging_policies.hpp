@@ -9,7 +9,8 @@
 // Each keeps admit's own state word (keyed_policy.hpp): the instant the key's tokens were, or will be, all spent —
 // tokens(t) = (t − s) / interval, at most the burst. A hit of n that fits is admitted exactly as admit's policy admits
 // it. One that does not is charged: s = max(s, t − τ) + n · interval (τ: the whole burst's refill), which may put s
-// beyond t — a debt. While s > t, every hit is over the limit, n = 0 too; the debt is repaid at the rate.
+// beyond t — a debt. While s > t, every hit is over the limit, n = 0 too; the debt is repaid at the rate. A debt is
+// capped at max_debt (2^51 µs, 71 years), as the Redis scripts cap it.
 //
 // keyed stores a new key's state only when a decision admits it (keyed_policy.hpp), and a charged refusal must be
 // stored: so these policies answer every decision `admitted` and carry the verdict in retry_after — zero when the hit
@@ -30,6 +31,9 @@
 
 namespace admit::serve {
 
+// The largest debt, s − t, in nanoseconds: 2^51 µs, the Redis scripts' cap (their times must stay exact in doubles).
+inline constexpr std::int64_t max_debt = (std::int64_t{1} << 51) * 1000;
+
 // True when a charging policy's decision was over the limit (see the header comment). Also true of admit's own
 // policies' refusals, so a caller can read any policy's decision with it.
 [[nodiscard]] constexpr bool charging_verdict_over(const decision& d) noexcept {
@@ -46,10 +50,12 @@ struct charging_gcra {
     const std::int64_t t = detail::gcra_effective(c, now_ns);
     if (n > 0) {
       const detail::gcra_step_result r = detail::gcra_step(c, s, t, n);
-      if (!r.ok)
-        s = detail::sat_add(std::max(s, detail::sat_sub(t, c.tau)), detail::sat_mul(n, c.interval));
-      else
+      if (r.ok) {
         s = r.next;
+      } else {
+        s = std::min(detail::sat_add(std::max(s, detail::sat_sub(t, c.tau)), detail::sat_mul(n, c.interval)),
+                     detail::sat_add(t, max_debt));
+      }
     }
     decision d;
     d.admitted = true;
@@ -78,7 +84,8 @@ struct charging_token_bucket {
       if (r.wait == 0) {
         s.tat = r.new_tat;
       } else {
-        s.tat = detail::sat_add(std::max(s.tat, detail::sat_sub(t, b.tol)), detail::token_bucket_cost(b, n));
+        s.tat = std::min(detail::sat_add(std::max(s.tat, detail::sat_sub(t, b.tol)), detail::token_bucket_cost(b, n)),
+                         detail::sat_add(t, max_debt));
       }
       s.last_now = t;
     }

@@ -1,7 +1,8 @@
 // limiter_options::charge_refused against a real redis-server, for gcra and token_bucket (the two that offer it): a
 // refused request is charged all the same, a request above the burst too; the key goes into debt, during which
 // n == 0 is refused; every answer agrees with the debt computed from the server's own times; the debt is repaid at
-// the rate; and the other limiters refuse the option by name.
+// the rate and capped; lost-state detection sees the writes of charged refusals; and the other limiters refuse the
+// option by name.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -127,6 +128,41 @@ TEST_P(ChargeRefused, OffByDefault) {
   EXPECT_TRUE(big.exceeds_capacity());
   EXPECT_TRUE(l->decide("user", 0).decision.admitted);
   EXPECT_TRUE(l->decide("user", 10).decision.admitted);
+}
+
+// A cost far beyond the burst: the debt is capped (2^51 µs), and the key keeps answering — a debt beyond the range of
+// the scripts' exact integers once made every later reply on the key unreadable.
+TEST_P(ChargeRefused, AHugeCostIsChargedUpToTheCapAndTheKeyStillAnswers) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  auto l = make(GetParam(), conn, "huge", admit::rate::per(1, std::chrono::hours(24)), 1, charging());
+  const std::int64_t cap_us = std::int64_t{1} << 51;
+  for (const std::int64_t n : {std::int64_t{200'000}, std::int64_t{200'000'000}, std::int64_t{1} << 62}) {
+    const admit::redis::limiter_result r = l->decide("k", n);
+    ASSERT_TRUE(r.consulted) << n << ": " << r.error.message();
+    EXPECT_FALSE(r.decision.admitted);
+    EXPECT_EQ(us(r.decision.retry_after), cap_us) << n;
+  }
+  const admit::redis::limiter_result q = l->decide("k", 0);
+  ASSERT_TRUE(q.consulted) << q.error.message();
+  EXPECT_FALSE(q.decision.admitted);
+  EXPECT_LE(us(q.decision.retry_after), cap_us);
+}
+
+// A charged refusal writes state, so lost-state detection counts on it: a flush after it is reported.
+TEST_P(ChargeRefused, AFlushAfterAChargedRefusalIsLostState) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  limiter_options o = charging();
+  o.detect_lost_state = true;
+  auto l = make(GetParam(), conn, "lost", admit::rate::per_second(10), 10, o);
+  ASSERT_FALSE(l->decide("u", 15).decision.admitted);  // charged: in debt for half a second
+  server.admin({"FLUSHALL"});
+  // Redis now admits (it forgot the debt) under a new epoch, while this process knows the debt should still be there.
+  EXPECT_TRUE(l->decide("u", 1).decision.admitted);
+  EXPECT_EQ(l->statistics().lost_state, 1U);
 }
 
 INSTANTIATE_TEST_SUITE_P(RateLimiters, ChargeRefused, ::testing::Values(kind::gcra, kind::token_bucket),

@@ -17,10 +17,10 @@ using admit::redis::detail::epoch_tracker;
 
 // An admission at server time `now` (µs) that wrote state living `reset` µs.
 epoch_sighting admission(const char* id, std::int64_t seq, std::int64_t now, std::int64_t reset = 1000) {
-  return {id, seq, now, 1, reset};
+  return {id, seq, now, true, reset};
 }
 // A refusal or a query: nothing written.
-epoch_sighting refusal(const char* id, std::int64_t seq, std::int64_t now) { return {id, seq, now, 0, 0}; }
+epoch_sighting refusal(const char* id, std::int64_t seq, std::int64_t now) { return {id, seq, now, false, 0}; }
 
 TEST(RedisEpochTracker, ANewEpochWhileWrittenStateCouldLiveIsLostState) {
   epoch_tracker t;
