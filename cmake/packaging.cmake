@@ -9,6 +9,10 @@
 if(ADMIT_BUILD_TOOLS)
   install(FILES ${PROJECT_SOURCE_DIR}/packaging/admit-serve.service DESTINATION lib/systemd/system COMPONENT tool)
   file(GLOB admit_example_rules ${PROJECT_SOURCE_DIR}/examples/serve/config/*.yaml)
+  set(admit_rules_quoted "")  # each path quoted: the source directory's path may hold spaces
+  foreach(rule IN LISTS admit_example_rules)
+    string(APPEND admit_rules_quoted " \"${rule}\"")
+  endforeach()
   install(CODE "
     if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\")
       set(admit_rules_dir /etc/admit/serve)
@@ -16,7 +20,7 @@ if(ADMIT_BUILD_TOOLS)
       set(admit_rules_dir \"\${CMAKE_INSTALL_PREFIX}/etc/admit/serve\")
     endif()
     file(INSTALL DESTINATION \"\${admit_rules_dir}\" TYPE FILE PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
-         FILES ${admit_example_rules})
+         FILES${admit_rules_quoted})
   " COMPONENT tool)
   install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/serve.md ${PROJECT_SOURCE_DIR}/docs/run.md
           ${PROJECT_SOURCE_DIR}/docs/CHANGELOG.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT tool)
