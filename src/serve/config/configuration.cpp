@@ -62,6 +62,7 @@ nlohmann::json rule_json(const rate_limit_rule& r) {
     j["requests_per_unit"] = r.requests_per_unit;
     if (r.burst) j["burst"] = *r.burst;
     j["over_limit_hits"] = to_string(over_limit_hits_of(r));
+    j["prefetch"] = r.prefetch;
   }
   return j;
 }

@@ -62,6 +62,9 @@ struct rate_limit_rule {
   // Rate rules: whether a refused hit is charged, as the YAML says; absent: the algorithm's default
   // (over_limit_hits_of).
   std::optional<admit::serve::over_limit_hits> over_limit;
+  // Rate rules on Redis: each instance takes up to `prefetch` hits of a counter at a time and decides from them
+  // locally (1: every hit asks Redis). Ignored in process, where no counter is remote.
+  std::uint32_t prefetch = 1;
   std::uint32_t concurrency = 0;  // algorithm::concurrency only: permits held at once
   // Where in its file the rule was written (1-based), for messages and /rules.
   std::string file;

@@ -35,7 +35,8 @@ constexpr std::array<std::string_view, 16> format_keys{"domain",
                                                        "quota_mode",
                                                        "metadata"};
 // admit's extensions: accepted inside a rate_limit map only.
-constexpr std::array<std::string_view, 4> extension_keys{"algorithm", "burst", "concurrency", "over_limit_hits"};
+constexpr std::array<std::string_view, 5> extension_keys{"algorithm", "burst", "concurrency", "over_limit_hits",
+                                                         "prefetch"};
 
 // What a map holds at each level, for the list of keys a message offers.
 enum class level : std::uint8_t { root, descriptor, rate_limit, replaces, other };
@@ -49,7 +50,7 @@ std::string_view keys_of(level l) {
              "quota_mode, metadata";
     case level::rate_limit:
       return "unit, requests_per_unit, unlimited, name, replaces, and admit's algorithm, burst, concurrency, "
-             "over_limit_hits";
+             "over_limit_hits, prefetch";
     case level::replaces:
       return "name";
     case level::other:
@@ -223,6 +224,9 @@ class reader {
       } else if (k == "over_limit_hits") {
         r.over_limit_hits = string_of(p);
         r.over_limit_hits_line = line;
+      } else if (k == "prefetch") {
+        r.prefetch = uint32_of(p);
+        r.prefetch_line = line;
       }
     }
     return r;

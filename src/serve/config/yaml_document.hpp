@@ -32,6 +32,8 @@ struct rate_limit_doc {
   int burst_line = 0;
   std::optional<std::string> over_limit_hits;
   int over_limit_hits_line = 0;
+  std::optional<std::uint32_t> prefetch;
+  int prefetch_line = 0;
   std::optional<std::uint32_t> concurrency;
   int concurrency_line = 0;
 };

@@ -149,6 +149,7 @@ class builder {
       rule.burst = *r.burst;
     }
     check_over_limit_hits(r, rule);
+    if (r.prefetch) check_prefetch(r, rule);
     if (rule.algorithm != algorithm::fixed_window && r.requests_per_unit == 0)
       fail(r.requests_per_unit_line != 0 ? r.requests_per_unit_line : r.line,
            "algorithm " + std::string(to_string(rule.algorithm)) +
@@ -172,11 +173,24 @@ class builder {
            "refused hit (use token_bucket for a budget that goes into debt)");
   }
 
+  // admit's `prefetch: N`: at least 1, and at most what the limiter can hold (the burst, or the window's limit).
+  void check_prefetch(const yaml::rate_limit_doc& r, rate_limit_rule& rule) const {
+    const int line = r.prefetch_line;
+    if (r.unlimited) fail(line, "an unlimited rate_limit counts nothing; remove prefetch or unlimited");
+    if (*r.prefetch == 0) fail(line, "prefetch must be at least 1 (1: every hit asks Redis)");
+    const std::uint32_t most = rule.burst.value_or(rule.requests_per_unit);
+    if (*r.prefetch > most)
+      fail(line, "prefetch " + std::to_string(*r.prefetch) + " exceeds " + (rule.burst ? "the burst " : "the limit ") +
+                     std::to_string(most) + ": a prefetch takes at most what the limiter holds");
+    rule.prefetch = *r.prefetch;
+  }
+
   // admit's `concurrency: N`: a rule of its own, holding at most N leases at once.
   void check_concurrency(const yaml::rate_limit_doc& r) const {
     const std::pair<int, std::string_view> others[] = {
-        {r.unit_line, "unit"},   {r.requests_per_unit_line, "requests_per_unit"}, {r.algorithm_line, "algorithm"},
-        {r.burst_line, "burst"}, {r.over_limit_hits_line, "over_limit_hits"},     {r.unlimited_line, "unlimited"}};
+        {r.unit_line, "unit"},        {r.requests_per_unit_line, "requests_per_unit"}, {r.algorithm_line, "algorithm"},
+        {r.burst_line, "burst"},      {r.over_limit_hits_line, "over_limit_hits"},     {r.unlimited_line, "unlimited"},
+        {r.prefetch_line, "prefetch"}};
     for (const auto& [line, key] : others)
       if (line != 0)
         fail(line, "concurrency: N is a limit of its own and takes no " + std::string(key) + "; remove " +

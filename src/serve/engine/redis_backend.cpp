@@ -253,10 +253,26 @@ void redis_backend::decide(std::vector<hit> hits, std::chrono::system_clock::tim
       w.key = state_->opts.key_prefix + (w.drop ? "fwd:{" : "fw:{") + h.counter_key + "}:" + std::to_string(divider) +
               ":" + std::to_string(start);
       w.n = h.n;
+      w.take = h.n;
       w.expire_seconds = divider;
       w.limit = l.requests;
       w.reset_after = seconds(divider - unix_now % divider);
       w.deadline = until;
+      if (h.rule->prefetch > 1 && !h.override_limit) {
+        const detail::window_stock::plan p =
+            state_->stock.take(w.key, h.n, h.rule->prefetch, start + divider, unix_now);
+        if (p.served) {  // from hits this instance took earlier in this window (counted in Redis then)
+          hit_outcome o;
+          o.limit = l.requests;
+          o.remaining = p.left;  // what this instance still holds for the counter
+          o.count_after = h.n;   // the window's count is not known here: the hits are counted as within the limit
+          o.reset_after = w.reset_after;
+          req->finish(i, std::move(o));
+          continue;
+        }
+        w.take = p.take;
+        w.refill = p.refill;
+      }
       windows.push_back(std::move(w));
       continue;
     }
@@ -308,7 +324,8 @@ void redis_backend::release(std::string lease, std::function<void(bool)> done) {
 void redis_backend::configure(const configuration& next) {
   std::unordered_set<std::string> used;
   for (const rate_limit_rule& r : next.rules()) {
-    used.insert(state_->signature(r.algorithm, r.requests_per_unit, r.per, r.burst, detail::charges_refused(r)));
+    used.insert(detail::limiter_slot(
+        state_->signature(r.algorithm, r.requests_per_unit, r.per, r.burst, detail::charges_refused(r)), r.prefetch));
   }
   const std::lock_guard lock(state_->limiters_mutex);
   std::erase_if(state_->limiters, [&](const auto& entry) { return !used.contains(entry.first); });

@@ -30,6 +30,7 @@
 #include "admit/redis/client/script.hpp"
 #include "admit/redis/limiter.hpp"
 #include "serve/engine/redis_backend.hpp"
+#include "serve/engine/window_stock.hpp"
 
 namespace admit::serve {
 
@@ -65,7 +66,9 @@ struct window_hit {
   std::uint32_t n = 0;
   std::int64_t expire_seconds = 0;
   std::uint32_t limit = 0;
-  bool drop = false;  // over_limit_hits: drop — hits that would take the count above `limit` are not counted
+  bool drop = false;       // over_limit_hits: drop — hits that would take the count above `limit` are not counted
+  std::uint32_t take = 0;  // >= n: the hits to add when n fit (the surplus refills the stock, window_stock.hpp)
+  bool refill = false;     // this hit refills the stock: window_stock::refilled() must follow
   std::chrono::nanoseconds reset_after{0};
   steady::time_point deadline;
 };
@@ -87,6 +90,12 @@ inline effective_limit limit_of(const hit& h) {
 inline bool charges_refused(const rate_limit_rule& r) {
   return over_limit_hits_of(r) == over_limit_hits::count &&
          (r.algorithm == algorithm::gcra || r.algorithm == algorithm::token_bucket);
+}
+
+// The limiters map's key: the limiter's name, and its prefetch (leasing is an option of the limiter object, not of
+// the keys in Redis, which rules of the same limit share whatever their prefetch).
+inline std::string limiter_slot(const std::string& name, std::uint32_t prefetch) {
+  return prefetch > 1 ? name + "|prefetch " + std::to_string(prefetch) : name;
 }
 
 // Lowercase hex of bytes, and back (std::nullopt for anything else).
@@ -129,6 +138,8 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   std::unordered_map<std::string, std::shared_ptr<redis::limiter>> limiters;
 
   redis::circuit_breaker breaker;  // of the script calls (the limiters have their own)
+
+  detail::window_stock stock;  // prefetched fixed-window hits
 
   std::mutex queue_mutex;
   std::vector<detail::window_hit> queue;

@@ -21,6 +21,7 @@ using detail::hex;
 using detail::lease_format;
 using detail::limit_of;
 using detail::limiter_problem;
+using detail::limiter_slot;
 using detail::pending_request;
 using detail::random_id;
 using detail::steady;
@@ -127,12 +128,8 @@ void redis_backend::state::send(redis::client& c, std::vector<window_hit> hits) 
     earliest = std::min(earliest, h.deadline);
   }
   for (const auto& h : hits) {
-    cmd.arg(h.n).arg(h.expire_seconds);
-    if (h.drop) {
-      cmd.arg(h.limit);
-    } else {
-      cmd.arg("-1");
-    }
+    cmd.arg(h.n).arg(h.expire_seconds).arg(h.limit).arg(h.drop ? std::string_view("drop") : std::string_view("count"));
+    cmd.arg(h.take);
   }
   call_script(c, s, std::move(cmd), earliest,
               [self = shared_from_this(), hits = std::make_shared<std::vector<window_hit>>(std::move(hits))](
@@ -151,19 +148,25 @@ void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system:
   for (std::size_t i = 0; i < hits.size(); ++i) {
     window_hit& h = hits[i];
     if (!whole.empty()) {
+      if (h.refill) stock.refilled(h.key, 0);
       h.req->fail(h.index, whole);
       continue;
     }
     const redis::reply& e = r.elements()[i];
-    if (!e.is_integer() || e.integer() < 0) {
+    const bool shaped = e.is_array() && e.elements().size() == 2 && e.elements()[0].is_integer() &&
+                        e.elements()[1].is_integer() && e.elements()[0].integer() >= 0 &&
+                        e.elements()[1].integer() >= 0 && e.elements()[1].integer() <= h.take;
+    if (!shaped) {
+      if (h.refill) stock.refilled(h.key, 0);
       h.req->fail(h.index, e.is_error() ? reply_text(e)
                                         : "Redis at " + address + ": counter " + h.key + " does not hold a count");
       continue;
     }
+    if (h.refill) stock.refilled(h.key, static_cast<std::uint32_t>(e.elements()[1].integer()));
     // envoyproxy/ratelimit's decision: over iff the count after the hit exceeds the limit.
     hit_outcome o;
     o.limit = h.limit;
-    o.count_after = static_cast<std::uint64_t>(e.integer());
+    o.count_after = static_cast<std::uint64_t>(e.elements()[0].integer());
     const bool over = o.count_after > h.limit;
     o.result = over ? hit_outcome::state::over_limit : hit_outcome::state::ok;
     o.remaining = over ? 0 : static_cast<std::uint32_t>(h.limit - o.count_after);
@@ -178,9 +181,11 @@ std::shared_ptr<redis::limiter> redis_backend::state::limiter_for(redis::client&
   const effective_limit l = limit_of(h);
   const std::optional<std::uint32_t> burst = h.override_limit ? std::nullopt : h.rule->burst;
   const bool charge = charges_refused(*h.rule);
+  const std::uint32_t prefetch = h.override_limit ? 1 : h.rule->prefetch;
   std::string name = signature(h.rule->algorithm, l.requests, l.per, burst, charge);
+  std::string slot = limiter_slot(name, prefetch);
   const std::lock_guard lock(limiters_mutex);
-  if (auto it = limiters.find(name); it != limiters.end()) return it->second;
+  if (auto it = limiters.find(slot); it != limiters.end()) return it->second;
   if (limiters.size() >= opts.max_limiters) {
     error = "too many distinct limits on Redis (max_limiters " + std::to_string(opts.max_limiters) + ")";
     return nullptr;
@@ -195,6 +200,8 @@ std::shared_ptr<redis::limiter> redis_backend::state::limiter_for(redis::client&
   lo.on_failure = redis::failure_policy::fail_closed;  // the error is reported; the service applies its policy
   lo.breaker = opts.breaker;
   lo.charge_refused = charge;
+  // prefetch: the library's token leasing — up to `prefetch` tokens taken at once, spent here within lease_ttl.
+  if (prefetch > 1) lo.lease = prefetch;
   const seconds window(unit_seconds(l.per));
   const std::int64_t b = burst.value_or(l.requests);
   std::shared_ptr<redis::limiter> made;
@@ -217,7 +224,7 @@ std::shared_ptr<redis::limiter> redis_backend::state::limiter_for(redis::client&
     error = h.rule->full_key + ": " + e.what();
     return nullptr;
   }
-  limiters.emplace(std::move(name), made);
+  limiters.emplace(std::move(slot), made);
   return made;
 }
 

@@ -1,0 +1,99 @@
+// serve/engine/window_stock.hpp — the fixed-window hits one `admit serve` instance has prefetched from Redis (the rule
+// extension `prefetch: N`), per counter. Internal to the Redis backend.
+//
+//   window_stock stock;
+//   auto p = stock.take(key, n, 20, window_end_s, now_s);   // p.served: decided here; else ask Redis for p.take hits
+//   ... Redis counted p.take hits (or fewer) ...
+//   stock.refilled(key, extra);                              // only for a call with p.refill
+//
+// Guarantees, for each counter (a window's key names its window):
+// - What is in stock was counted in Redis when it was taken, within the window's limit: spending it never takes the
+//   window over its limit.
+// - At most one call refills a counter's stock at a time, and a stock is never refilled while it holds n or more:
+//   it holds at most N − 1 hits, so an instance leaves at most N − 1 counted hits unspent per window.
+// - A stock belongs to its window: it is never spent after the window's end (the counter's key changes with the
+//   window; an entry past its end is dropped).
+//
+// Thread safety: every member may be called concurrently (one mutex; O(1) but for the sweep of ended windows when
+// the table is full).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace admit::serve::detail {
+
+class window_stock {
+ public:
+  // At most `max_keys` counters hold a stock at once; beyond it, hits of other counters ask Redis without prefetching.
+  explicit window_stock(std::size_t max_keys = 100'000) : max_keys_(max_keys) {}
+
+  struct plan {
+    bool served = false;     // decided from the stock: `left` hits remain in it
+    std::uint32_t take = 0;  // otherwise: the hits to ask Redis for (>= n; > n when this call refills the stock)
+    bool refill = false;     // this call refills the stock: refilled() must follow, whatever the call's outcome
+    std::uint32_t left = 0;
+  };
+
+  // A hit of n on `key` (prefetch N >= 2) in a window that ends at `window_end_s` (Unix seconds), at `now_s`.
+  plan take(const std::string& key, std::uint32_t n, std::uint32_t prefetch, std::int64_t window_end_s,
+            std::int64_t now_s) {
+    const std::lock_guard lock(mutex_);
+    auto it = entries_.find(key);
+    if (it != entries_.end() && it->second.window_end_s <= now_s) {
+      entries_.erase(it);
+      it = entries_.end();
+    }
+    if (it != entries_.end() && it->second.hits > 0 && it->second.hits >= n) {
+      it->second.hits -= n;
+      return {true, 0, false, it->second.hits};
+    }
+    // A check (n = 0) never prefetches; a hit as large as the prefetch takes only itself.
+    if (n == 0 || n >= prefetch) return {false, n, false, 0};
+    if (it == entries_.end()) {
+      if (entries_.size() >= max_keys_) sweep(now_s);
+      if (entries_.size() >= max_keys_) return {false, n, false, 0};
+      it = entries_.emplace(key, entry{0, false, window_end_s}).first;
+    }
+    if (it->second.fetching) return {false, n, false, 0};  // another call refills it
+    it->second.fetching = true;
+    return {false, prefetch, true, 0};
+  }
+
+  // The refilling call's outcome: `extra` hits counted in Redis beyond the call's own n (0 when Redis had none to
+  // spare, or the call failed).
+  // (An entry of an ended window keeps them until the next take() or sweep drops it: none is spent after its end.)
+  void refilled(const std::string& key, std::uint32_t extra) {
+    const std::lock_guard lock(mutex_);
+    const auto it = entries_.find(key);
+    if (it == entries_.end()) return;
+    it->second.fetching = false;
+    it->second.hits += extra;
+  }
+
+  [[nodiscard]] std::size_t size() const {
+    const std::lock_guard lock(mutex_);
+    return entries_.size();
+  }
+
+ private:
+  struct entry {
+    std::uint32_t hits = 0;
+    bool fetching = false;
+    std::int64_t window_end_s = 0;
+  };
+
+  // Drops the entries of ended windows (not those being refilled: their call will find them gone and drop its hits).
+  void sweep(std::int64_t now_s) {
+    std::erase_if(entries_, [now_s](const auto& e) { return e.second.window_end_s <= now_s && !e.second.fetching; });
+  }
+
+  const std::size_t max_keys_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, entry> entries_;
+};
+
+}  // namespace admit::serve::detail
