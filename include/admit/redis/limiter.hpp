@@ -82,6 +82,9 @@ struct limiter_algorithm {
   // The script's third parameter says whether refused requests are charged (limiter_options::charge_refused): gcra
   // and token_bucket. params then holds "0", which make_limiter_core turns into "1" when the option is set.
   bool charges_refused = false;
+  // Rate algorithms: the µs one token takes to refill (a remembered refusal lasts until a whole lease has refilled);
+  // 0 for the windows.
+  std::int64_t refill_us = 0;
   std::int64_t limit = 1;  // decision.limit: the burst or the window's limit
   std::int64_t max_n = 1;  // the largest n that can ever be admitted (larger: exceeds_capacity at once)
   bool inf = false;        // rate inf: admit everything without Redis

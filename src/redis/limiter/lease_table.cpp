@@ -43,6 +43,34 @@ bool lease_table::add(std::string_view key, std::int64_t surplus, clock::time_po
   return true;
 }
 
+void lease_table::refused(std::string_view key, std::int64_t n, clock::time_point until, clock::time_point now) {
+  if (!enabled() || n <= 0 || until <= now) return;
+  std::lock_guard lock(mutex_);
+  if (const auto it = refusals_.find(key); it != refusals_.end()) {
+    it->second = {n, until};
+    return;
+  }
+  if (refusals_.size() >= max_keys_) {
+    std::erase_if(refusals_, [&](const auto& kv) { return kv.second.until <= now; });
+    if (refusals_.size() >= max_keys_) return;
+  }
+  refusals_.emplace(std::string(key), refusal{n, until});
+}
+
+std::optional<lease_table::clock::time_point> lease_table::refuses(std::string_view key, std::int64_t n,
+                                                                   clock::time_point now) {
+  if (!enabled() || n <= 0) return std::nullopt;
+  std::lock_guard lock(mutex_);
+  const auto it = refusals_.find(key);
+  if (it == refusals_.end()) return std::nullopt;
+  if (it->second.until <= now) {
+    refusals_.erase(it);
+    return std::nullopt;
+  }
+  if (n < it->second.n) return std::nullopt;
+  return it->second.until;
+}
+
 std::size_t lease_table::size() const {
   std::lock_guard lock(mutex_);
   return leases_.size();

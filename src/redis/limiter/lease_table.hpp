@@ -58,6 +58,15 @@ class lease_table {
   // Keys holding a lease (expired ones included until they are dropped).
   [[nodiscard]] std::size_t size() const;
 
+  // Refusals remembered (with leasing only). Redis refused n on `key`, saying it fits no earlier than `until` (its
+  // retry_after): until then, a request of n or more on the key is refused here, without a call — capacity only comes
+  // back with time, and other processes only take it, so Redis would refuse it too. The limiter does not remember the
+  // refusals it charges (limiter_options::charge_refused): each must reach Redis. At most max_keys keys; a full table
+  // drops the ended refusals, then forgets the new one.
+  void refused(std::string_view key, std::int64_t n, clock::time_point until, clock::time_point now);
+  // When a request of n on `key` at `now` is refused by a remembered refusal: until when.
+  [[nodiscard]] std::optional<clock::time_point> refuses(std::string_view key, std::int64_t n, clock::time_point now);
+
  private:
   struct entry {
     std::int64_t tokens;
@@ -70,6 +79,11 @@ class lease_table {
   const std::size_t max_keys_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, entry, keyed_hash<std::string>, std::equal_to<>> leases_;
+  struct refusal {
+    std::int64_t n;
+    clock::time_point until;
+  };
+  std::unordered_map<std::string, refusal, keyed_hash<std::string>, std::equal_to<>> refusals_;
 };
 
 }  // namespace admit::redis::detail

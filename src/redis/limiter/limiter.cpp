@@ -212,6 +212,15 @@ limiter_plan limiter_core::plan(std::string_view key, std::int64_t n) {
       plan.done = std::move(r);
       return plan;
     }
+    if (const std::optional<steady::time_point> until = leases_.refuses(key, n, now)) {
+      limiter_result r;  // Redis refused as much or less, not long ago, until `until` (lease_table.hpp)
+      r.source = decided_by::lease;
+      r.decision.limit = algo_.limit;
+      r.decision.retry_after = *until - now;
+      bump(counters_.decisions);
+      plan.done = std::move(r);
+      return plan;
+    }
   }
   plan.k = leases_.take(n);
   plan.pass = failures_.allow(now);
@@ -251,6 +260,12 @@ limiter_result limiter_core::settle(std::string_view key, std::int64_t n, const 
   bump(counters_.decisions);
   bump(counters_.redis);
   if (d->admitted && d->granted > n) leases_.add(key, d->granted - n, steady::now());
+  if (!d->admitted && d->retry_after_us > 0 && !identity_.options.charge_refused) {
+    // Until a whole lease (k tokens) has refilled, from the decision's start (the server decided later): asked
+    // sooner, Redis would grant fewer than k, and the next request would ask again at once.
+    const std::int64_t until_us = d->retry_after_us + (plan.k - n) * algo_.refill_us;
+    leases_.refused(key, n, plan.start + std::chrono::microseconds(until_us), steady::now());
+  }
   // A refusal of n > 0 writes when refusals are charged (limiter_options::charge_refused).
   const bool wrote = d->granted > 0 || (identity_.options.charge_refused && !d->admitted && n > 0);
   if (epochs_.observe({d->epoch_id, d->epoch_seq, d->now_us, wrote, d->reset_after_us})) {

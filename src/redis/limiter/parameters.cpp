@@ -93,6 +93,7 @@ limiter_algorithm rate_algorithm(const script& lua, rate r, std::int64_t burst, 
   a.lua = &lua;
   a.params = {std::to_string(interval.count()), std::to_string(burst), "0"};
   a.charges_refused = true;
+  a.refill_us = interval.count();
   a.limit = burst;
   a.max_n = burst;
   a.inf = r.is_inf();

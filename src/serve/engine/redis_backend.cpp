@@ -259,13 +259,16 @@ void redis_backend::decide(std::vector<hit> hits, std::chrono::system_clock::tim
       w.reset_after = seconds(divider - unix_now % divider);
       w.deadline = until;
       if (h.rule->prefetch > 1 && !h.override_limit) {
+        w.window_end_s = start + divider;
         const detail::window_stock::plan p =
-            state_->stock.take(w.key, h.n, h.rule->prefetch, start + divider, unix_now);
-        if (p.served) {  // from hits this instance took earlier in this window (counted in Redis then)
+            state_->stock.take(w.key, h.n, h.rule->prefetch, l.requests, w.window_end_s, unix_now);
+        if (p.served || p.refused) {  // from this instance's stock, or a full window a reply showed
           hit_outcome o;
           o.limit = l.requests;
+          o.result = p.refused ? hit_outcome::state::over_limit : hit_outcome::state::ok;
           o.remaining = p.left;  // what this instance still holds for the counter
-          o.count_after = h.n;   // the window's count is not known here: the hits are counted as within the limit
+          // The window's count, as far as known: from the stock, the hits count as within the limit.
+          o.count_after = p.refused ? p.known + h.n : h.n;
           o.reset_after = w.reset_after;
           req->finish(i, std::move(o));
           continue;

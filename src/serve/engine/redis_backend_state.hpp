@@ -69,6 +69,7 @@ struct window_hit {
   bool drop = false;       // over_limit_hits: drop — hits that would take the count above `limit` are not counted
   std::uint32_t take = 0;  // >= n: the hits to add when n fit (the surplus refills the stock, window_stock.hpp)
   bool refill = false;     // this hit refills the stock: window_stock::refilled() must follow
+  std::int64_t window_end_s = 0;  // with prefetch: the window's end (Unix seconds), for window_stock::learned()
   std::chrono::nanoseconds reset_after{0};
   steady::time_point deadline;
 };

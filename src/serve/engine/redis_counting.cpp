@@ -162,12 +162,16 @@ void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system:
                                         : "Redis at " + address + ": counter " + h.key + " does not hold a count");
       continue;
     }
-    if (h.refill) stock.refilled(h.key, static_cast<std::uint32_t>(e.elements()[1].integer()));
+    const auto extra = static_cast<std::uint32_t>(e.elements()[1].integer());
+    if (h.refill) stock.refilled(h.key, extra);
     // envoyproxy/ratelimit's decision: over iff the count after the hit exceeds the limit.
     hit_outcome o;
     o.limit = h.limit;
     o.count_after = static_cast<std::uint64_t>(e.elements()[0].integer());
     const bool over = o.count_after > h.limit;
+    if (h.window_end_s != 0) {  // prefetching: what the counter now holds (a dropped hit was not added)
+      stock.learned(h.key, over && h.drop ? o.count_after - h.n : o.count_after + extra, h.window_end_s);
+    }
     o.result = over ? hit_outcome::state::over_limit : hit_outcome::state::ok;
     o.remaining = over ? 0 : static_cast<std::uint32_t>(h.limit - o.count_after);
     o.reset_after = h.reset_after;
@@ -200,8 +204,12 @@ std::shared_ptr<redis::limiter> redis_backend::state::limiter_for(redis::client&
   lo.on_failure = redis::failure_policy::fail_closed;  // the error is reported; the service applies its policy
   lo.breaker = opts.breaker;
   lo.charge_refused = charge;
-  // prefetch: the library's token leasing — up to `prefetch` tokens taken at once, spent here within lease_ttl.
-  if (prefetch > 1) lo.lease = prefetch;
+  // prefetch: the library's token leasing — up to `prefetch` tokens taken at once, spent here within a second (then
+  // dropped: they were charged, so dropping them only refuses more).
+  if (prefetch > 1) {
+    lo.lease = prefetch;
+    lo.lease_ttl = std::chrono::seconds(1);
+  }
   const seconds window(unit_seconds(l.per));
   const std::int64_t b = burst.value_or(l.requests);
   std::shared_ptr<redis::limiter> made;

@@ -13,11 +13,14 @@
 //   it holds at most N − 1 hits, so an instance leaves at most N − 1 counted hits unspent per window.
 // - A stock belongs to its window: it is never spent after the window's end (the counter's key changes with the
 //   window; an entry past its end is dropped).
+// - A refusal here is Redis's own: the counter's count only grows within its window, so once a reply showed it at the
+//   limit (learned()), every hit of n >= 1 is over it, and once above the limit, a check of 0 too.
 //
 // Thread safety: every member may be called concurrently (one mutex; O(1) but for the sweep of ended windows when
 // the table is full).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -33,14 +36,17 @@ class window_stock {
 
   struct plan {
     bool served = false;     // decided from the stock: `left` hits remain in it
+    bool refused = false;    // over the limit, as a reply showed: the counter held `known` hits
     std::uint32_t take = 0;  // otherwise: the hits to ask Redis for (>= n; > n when this call refills the stock)
     bool refill = false;     // this call refills the stock: refilled() must follow, whatever the call's outcome
     std::uint32_t left = 0;
+    std::uint64_t known = 0;
   };
 
-  // A hit of n on `key` (prefetch N >= 2) in a window that ends at `window_end_s` (Unix seconds), at `now_s`.
-  plan take(const std::string& key, std::uint32_t n, std::uint32_t prefetch, std::int64_t window_end_s,
-            std::int64_t now_s) {
+  // A hit of n on `key` (prefetch N >= 2, the window's limit) in a window that ends at `window_end_s` (Unix seconds),
+  // at `now_s`.
+  plan take(const std::string& key, std::uint32_t n, std::uint32_t prefetch, std::uint32_t limit,
+            std::int64_t window_end_s, std::int64_t now_s) {
     const std::lock_guard lock(mutex_);
     auto it = entries_.find(key);
     if (it != entries_.end() && it->second.window_end_s <= now_s) {
@@ -49,18 +55,21 @@ class window_stock {
     }
     if (it != entries_.end() && it->second.hits > 0 && it->second.hits >= n) {
       it->second.hits -= n;
-      return {true, 0, false, it->second.hits};
+      return {true, false, 0, false, it->second.hits, 0};
+    }
+    if (it != entries_.end() && (n > 0 ? it->second.known >= limit : it->second.known > limit)) {
+      return {false, true, 0, false, 0, it->second.known};
     }
     // A check (n = 0) never prefetches; a hit as large as the prefetch takes only itself.
-    if (n == 0 || n >= prefetch) return {false, n, false, 0};
+    if (n == 0 || n >= prefetch) return {false, false, n, false, 0, 0};
     if (it == entries_.end()) {
       if (entries_.size() >= max_keys_) sweep(now_s);
-      if (entries_.size() >= max_keys_) return {false, n, false, 0};
-      it = entries_.emplace(key, entry{0, false, window_end_s}).first;
+      if (entries_.size() >= max_keys_) return {false, false, n, false, 0, 0};
+      it = entries_.emplace(key, entry{0, false, window_end_s, 0}).first;
     }
-    if (it->second.fetching) return {false, n, false, 0};  // another call refills it
+    if (it->second.fetching) return {false, false, n, false, 0, 0};  // another call refills it
     it->second.fetching = true;
-    return {false, prefetch, true, 0};
+    return {false, false, prefetch, true, 0, 0};
   }
 
   // The refilling call's outcome: `extra` hits counted in Redis beyond the call's own n (0 when Redis had none to
@@ -74,6 +83,17 @@ class window_stock {
     it->second.hits += extra;
   }
 
+  // A reply showed the counter holding at least `count` hits (in the window that ends at `window_end_s`).
+  void learned(const std::string& key, std::uint64_t count, std::int64_t window_end_s) {
+    const std::lock_guard lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      if (entries_.size() >= max_keys_) return;
+      it = entries_.emplace(key, entry{0, false, window_end_s, 0}).first;
+    }
+    it->second.known = std::max(it->second.known, count);
+  }
+
   [[nodiscard]] std::size_t size() const {
     const std::lock_guard lock(mutex_);
     return entries_.size();
@@ -84,6 +104,7 @@ class window_stock {
     std::uint32_t hits = 0;
     bool fetching = false;
     std::int64_t window_end_s = 0;
+    std::uint64_t known = 0;  // the counter held at least this many hits, as a reply showed
   };
 
   // Drops the entries of ended windows (not those being refilled: their call will find them gone and drop its hits).

@@ -89,3 +89,34 @@ TEST(RedisLeaseTable, AFullTableDropsExpiredLeasesThenNewSurpluses) {
 }
 
 }  // namespace
+
+namespace {
+
+// A remembered refusal refuses requests as large or larger until its end, then is forgotten; smaller ones, and
+// anything without leasing, are asked.
+TEST(RedisLeaseTable, ARefusalIsRememberedForRequestsAsLargeUntilItEnds) {
+  lease_table t(10, 25, 1s, 100);
+  t.refused("k", 3, lease_at(50ms), lease_at(0ms));
+  EXPECT_EQ(t.refuses("k", 3, lease_at(10ms)), lease_at(50ms));
+  EXPECT_EQ(t.refuses("k", 7, lease_at(49ms)), lease_at(50ms));
+  EXPECT_EQ(t.refuses("k", 2, lease_at(10ms)), std::nullopt) << "a smaller request may fit";
+  EXPECT_EQ(t.refuses("k", 0, lease_at(10ms)), std::nullopt) << "a query is asked";
+  EXPECT_EQ(t.refuses("other", 3, lease_at(10ms)), std::nullopt);
+  EXPECT_EQ(t.refuses("k", 3, lease_at(50ms)), std::nullopt) << "ended";
+  EXPECT_EQ(t.refuses("k", 3, lease_at(10ms)), std::nullopt) << "and forgotten";
+  lease_table off(1, 25, 1s, 100);
+  off.refused("k", 1, lease_at(50ms), lease_at(0ms));
+  EXPECT_EQ(off.refuses("k", 1, lease_at(10ms)), std::nullopt);
+}
+
+TEST(RedisLeaseTable, AFullTableOfRefusalsDropsEndedOnesThenForgetsNewOnes) {
+  lease_table t(10, 25, 1s, 2);
+  t.refused("a", 1, lease_at(10ms), lease_at(0ms));
+  t.refused("b", 1, lease_at(100ms), lease_at(0ms));
+  t.refused("c", 1, lease_at(100ms), lease_at(5ms));  // full, none ended: forgotten
+  EXPECT_EQ(t.refuses("c", 1, lease_at(6ms)), std::nullopt);
+  t.refused("c", 1, lease_at(100ms), lease_at(20ms));  // "a" ended: dropped, "c" kept
+  EXPECT_EQ(t.refuses("c", 1, lease_at(21ms)), lease_at(100ms));
+}
+
+}  // namespace

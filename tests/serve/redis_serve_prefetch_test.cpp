@@ -1,0 +1,72 @@
+// prefetch: N on `admit serve`'s Redis backend, against a real redis-server, at explicit times: a fixed window takes
+// N hits at once (counted in Redis when taken) and decides the next ones without a call; it never takes beyond the
+// limit, so the window never admits more than the limit; a new window starts without the old stock; overrides and
+// checks of 0 do not prefetch. The bucket algorithms lease through the library (limiter_options::lease).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "redis_backend_testing.hpp"
+#include "serve/engine/redis_backend.hpp"
+
+namespace admit::serve::testing {
+
+using state = hit_outcome::state;
+
+// EVALSHA calls the server has answered (INFO commandstats).
+long long evalsha_calls(admit::redis::testing::redis_server& server) {
+  const std::string info = server.admin({"INFO", "commandstats"});
+  const auto at = info.find("cmdstat_evalsha:calls=");
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + 22));
+}
+
+TEST_F(RedisServeBackend, AFixedWindowPrefetchesAndNeverPassesItsLimit) {
+  rate_limit_rule r = rule(50, unit::hour);
+  r.prefetch = 20;
+  const auto now = at(minute_start + 5);
+  const std::string key = "admit:serve:fw:{u}:3600:" + std::to_string(minute_start);
+  ASSERT_EQ(decide_one(backend, make_hit(r, "u"), now).result, state::ok);
+  EXPECT_EQ(server.admin({"GET", key}), "20") << "the first hit took 20";
+  const long long calls = evalsha_calls(server);
+  for (int i = 0; i < 19; ++i) {
+    const hit_outcome o = decide_one(backend, make_hit(r, "u"), now);
+    ASSERT_EQ(o.result, state::ok) << i;
+    EXPECT_EQ(o.remaining, 18U - static_cast<unsigned>(i)) << "what this instance still holds";
+  }
+  EXPECT_EQ(evalsha_calls(server), calls) << "19 hits decided from the stock, without Redis";
+  EXPECT_EQ(decide_one(backend, make_hit(r, "u"), now).result, state::ok);  // refills: 40
+  EXPECT_EQ(server.admin({"GET", key}), "40");
+  for (int i = 0; i < 19; ++i) ASSERT_EQ(decide_one(backend, make_hit(r, "u"), now).result, state::ok);
+  EXPECT_EQ(decide_one(backend, make_hit(r, "u"), now).result, state::ok);  // takes the last 10, not 20
+  EXPECT_EQ(server.admin({"GET", key}), "50");
+  for (int i = 0; i < 9; ++i) ASSERT_EQ(decide_one(backend, make_hit(r, "u"), now).result, state::ok);
+  EXPECT_EQ(decide_one(backend, make_hit(r, "u"), now).result, state::over_limit) << "50 admitted in the window";
+  // The next window: a new counter, no stock carried over.
+  const auto next = at(minute_start + 3600);
+  EXPECT_EQ(decide_one(backend, make_hit(r, "u"), next).result, state::ok);
+  EXPECT_EQ(server.admin({"GET", "admit:serve:fw:{u}:3600:" + std::to_string(minute_start + 3600)}), "20");
+}
+
+TEST_F(RedisServeBackend, ChecksAndOverridesDoNotPrefetch) {
+  rate_limit_rule r = rule(50, unit::hour);
+  r.prefetch = 20;
+  const auto now = at(minute_start + 5);
+  const std::string key = "admit:serve:fw:{c}:3600:" + std::to_string(minute_start);
+  EXPECT_EQ(decide_one(backend, make_hit(r, "c", 0), now).result, state::ok);
+  EXPECT_EQ(server.admin({"GET", key}), "0") << "a check counts nothing";
+  hit o = make_hit(r, "c", 1);
+  o.override_limit = limit_override{100, unit::hour};
+  EXPECT_EQ(decide_one(backend, o, now).result, state::ok);
+  EXPECT_EQ(server.admin({"GET", key}), "1") << "an override counts its own hit only";
+}
+
+TEST_F(RedisServeBackend, ABucketPrefetchLeasesTokens) {
+  rate_limit_rule r = rule(100, unit::hour, algorithm::token_bucket);
+  r.prefetch = 10;
+  ASSERT_EQ(decide_one(backend, make_hit(r, "b")).result, state::ok);
+  const long long calls = evalsha_calls(server);
+  for (int i = 0; i < 9; ++i) ASSERT_EQ(decide_one(backend, make_hit(r, "b")).result, state::ok);
+  EXPECT_EQ(evalsha_calls(server), calls) << "9 hits spent from the lease";
+}
+
+}  // namespace admit::serve::testing
