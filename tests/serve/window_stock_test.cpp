@@ -34,7 +34,7 @@ TEST(WindowStock, NeverHoldsNOrMore) {
   ASSERT_TRUE(s.take("k", 1, 10, 1000, 100, 0).refill);
   s.refilled("k", 9);
   ASSERT_TRUE(s.take("k", 5, 10, 1000, 100, 0).served);  // 4 left
-  const auto p = s.take("k", 6, 10, 1000, 100, 0);        // 4 < 6: refills, asking for 10 of which 6 are its own
+  const auto p = s.take("k", 6, 10, 1000, 100, 0);       // 4 < 6: refills, asking for 10 of which 6 are its own
   ASSERT_TRUE(p.refill);
   EXPECT_EQ(p.take, 10U);
   s.refilled("k", 4);  // at most take − n = 4 more: 8 <= N − 1
