@@ -10,89 +10,94 @@ namespace {
 
 TEST(WindowStock, OneCallRefillsAndTheHitsAreSpentUntilGone) {
   window_stock s;
-  auto p = s.take("k", 1, 20, 1000, 100, 10);
+  auto p = s.take("k", 1, 20, 1000, false, 100, 10);
   EXPECT_FALSE(p.served);
   EXPECT_TRUE(p.refill);
   EXPECT_EQ(p.take, 20U);
   // While that call is out, the others ask Redis for themselves.
-  auto q = s.take("k", 1, 20, 1000, 100, 10);
+  auto q = s.take("k", 1, 20, 1000, false, 100, 10);
   EXPECT_FALSE(q.served);
   EXPECT_FALSE(q.refill);
   EXPECT_EQ(q.take, 1U);
   s.refilled("k", 19);  // Redis added 20: the call's 1 and 19 for the stock
   for (std::uint32_t left = 18;; --left) {
-    const auto r = s.take("k", 1, 20, 1000, 100, 11);
+    const auto r = s.take("k", 1, 20, 1000, false, 100, 11);
     ASSERT_TRUE(r.served);
     EXPECT_EQ(r.left, left);
     if (left == 0) break;
   }
-  EXPECT_TRUE(s.take("k", 1, 20, 1000, 100, 11).refill);  // gone: the next refills
+  EXPECT_TRUE(s.take("k", 1, 20, 1000, false, 100, 11).refill);  // gone: the next refills
 }
 
 TEST(WindowStock, NeverHoldsNOrMore) {
   window_stock s;
-  ASSERT_TRUE(s.take("k", 1, 10, 1000, 100, 0).refill);
+  ASSERT_TRUE(s.take("k", 1, 10, 1000, false, 100, 0).refill);
   s.refilled("k", 9);
-  ASSERT_TRUE(s.take("k", 5, 10, 1000, 100, 0).served);  // 4 left
-  const auto p = s.take("k", 6, 10, 1000, 100, 0);       // 4 < 6: refills, asking for 10 of which 6 are its own
+  ASSERT_TRUE(s.take("k", 5, 10, 1000, false, 100, 0).served);  // 4 left
+  const auto p = s.take("k", 6, 10, 1000, false, 100, 0);       // 4 < 6: refills, asking for 10 of which 6 are its own
   ASSERT_TRUE(p.refill);
   EXPECT_EQ(p.take, 10U);
   s.refilled("k", 4);  // at most take − n = 4 more: 8 <= N − 1
-  EXPECT_TRUE(s.take("k", 8, 10, 1000, 100, 0).served);
-  EXPECT_FALSE(s.take("k", 1, 10, 1000, 100, 0).served);
+  EXPECT_TRUE(s.take("k", 8, 10, 1000, false, 100, 0).served);
+  EXPECT_FALSE(s.take("k", 1, 10, 1000, false, 100, 0).served);
 }
 
 TEST(WindowStock, AChecksAndLargeHitsNeverPrefetch) {
   window_stock s;
-  const auto check = s.take("k", 0, 10, 1000, 100, 0);
+  const auto check = s.take("k", 0, 10, 1000, false, 100, 0);
   EXPECT_FALSE(check.served);
   EXPECT_FALSE(check.refill);
   EXPECT_EQ(check.take, 0U);
-  const auto large = s.take("k", 10, 10, 1000, 100, 0);
+  const auto large = s.take("k", 10, 10, 1000, false, 100, 0);
   EXPECT_FALSE(large.refill);
   EXPECT_EQ(large.take, 10U);
-  ASSERT_TRUE(s.take("k", 1, 10, 1000, 100, 0).refill);
+  ASSERT_TRUE(s.take("k", 1, 10, 1000, false, 100, 0).refill);
   s.refilled("k", 3);
-  EXPECT_TRUE(s.take("k", 0, 10, 1000, 100, 0).served);  // a check with hits in stock is answered here
+  EXPECT_TRUE(s.take("k", 0, 10, 1000, false, 100, 0).served);  // a check with hits in stock is answered here
 }
 
 TEST(WindowStock, TheStockEndsWithItsWindow) {
   window_stock s;
-  ASSERT_TRUE(s.take("k", 1, 10, 1000, 100, 99).refill);
+  ASSERT_TRUE(s.take("k", 1, 10, 1000, false, 100, 99).refill);
   s.refilled("k", 9);
-  EXPECT_TRUE(s.take("k", 1, 10, 1000, 100, 99).served);
-  EXPECT_FALSE(s.take("k", 1, 10, 1000, 100, 100).served);  // the window ended at 100: its 8 hits are dropped
+  EXPECT_TRUE(s.take("k", 1, 10, 1000, false, 100, 99).served);
+  EXPECT_FALSE(s.take("k", 1, 10, 1000, false, 100, 100).served);  // the window ended at 100: its 8 hits are dropped
 }
 
 TEST(WindowStock, AFullWindowAReplyShowedIsRefusedHere) {
   window_stock s;
   s.learned("k", 50, 100);  // the counter holds 50 of a limit of 50
-  const auto p = s.take("k", 1, 10, 50, 100, 0);
+  const auto p = s.take("k", 1, 10, 50, false, 100, 0);
   EXPECT_TRUE(p.refused);
   EXPECT_EQ(p.known, 50U);
-  EXPECT_FALSE(s.take("k", 0, 10, 50, 100, 0).refused) << "exactly at the limit: a check of 0 is not over it";
+  EXPECT_FALSE(s.take("k", 0, 10, 50, false, 100, 0).refused) << "exactly at the limit: a check of 0 is not over it";
   s.learned("k", 51, 100);
-  EXPECT_TRUE(s.take("k", 0, 10, 50, 100, 0).refused);
-  EXPECT_FALSE(s.take("k", 1, 10, 50, 200, 100).refused) << "the next window knows nothing";
+  EXPECT_TRUE(s.take("k", 0, 10, 50, false, 100, 0).refused);
+  EXPECT_FALSE(s.take("k", 1, 10, 50, false, 200, 100).refused) << "the next window knows nothing";
   s.learned("j", 49, 100);
-  EXPECT_FALSE(s.take("j", 1, 10, 50, 100, 0).refused) << "one hit still fits";
+  EXPECT_FALSE(s.take("j", 1, 10, 50, false, 100, 0).refused) << "one hit still fits";
+  // Where refused hits are counted, exactly at the limit is sent to Redis (to be counted), above it refused here.
+  s.learned("c", 50, 100);
+  EXPECT_FALSE(s.take("c", 1, 10, 50, true, 100, 0).refused);
+  s.learned("c", 51, 100);
+  EXPECT_TRUE(s.take("c", 1, 10, 50, true, 100, 0).refused);
 }
 
 TEST(WindowStock, AFailedRefillEndsTheRefill) {
   window_stock s;
-  ASSERT_TRUE(s.take("k", 1, 10, 1000, 100, 0).refill);
+  ASSERT_TRUE(s.take("k", 1, 10, 1000, false, 100, 0).refill);
   s.refilled("k", 0);
-  EXPECT_TRUE(s.take("k", 1, 10, 1000, 100, 0).refill);
+  EXPECT_TRUE(s.take("k", 1, 10, 1000, false, 100, 0).refill);
 }
 
 TEST(WindowStock, BeyondMaxKeysOtherCountersAskForThemselves) {
   window_stock s(2);
-  EXPECT_TRUE(s.take("a", 1, 10, 1000, 100, 0).refill);
-  EXPECT_TRUE(s.take("b", 1, 10, 1000, 100, 0).refill);
-  EXPECT_FALSE(s.take("c", 1, 10, 1000, 100, 0).refill);
+  EXPECT_TRUE(s.take("a", 1, 10, 1000, false, 100, 0).refill);
+  EXPECT_TRUE(s.take("b", 1, 10, 1000, false, 100, 0).refill);
+  EXPECT_FALSE(s.take("c", 1, 10, 1000, false, 100, 0).refill);
   s.refilled("a", 0);
   s.refilled("b", 0);
-  EXPECT_TRUE(s.take("c", 1, 10, 1000, 200, 150).refill);  // a and b's windows ended: swept
+  EXPECT_TRUE(s.take("c", 1, 10, 1000, false, 200, 150).refill);  // a and b's windows ended: swept
   EXPECT_EQ(s.size(), 1U);
 }
 

@@ -261,7 +261,7 @@ void redis_backend::decide(std::vector<hit> hits, std::chrono::system_clock::tim
       if (h.rule->prefetch > 1 && !h.override_limit) {
         w.window_end_s = start + divider;
         const detail::window_stock::plan p =
-            state_->stock.take(w.key, h.n, h.rule->prefetch, l.requests, w.window_end_s, unix_now);
+            state_->stock.take(w.key, h.n, h.rule->prefetch, l.requests, !w.drop, w.window_end_s, unix_now);
         if (p.served || p.refused) {  // from this instance's stock, or a full window a reply showed
           hit_outcome o;
           o.limit = l.requests;

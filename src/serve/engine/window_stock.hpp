@@ -14,7 +14,9 @@
 // - A stock belongs to its window: it is never spent after the window's end (the counter's key changes with the
 //   window; an entry past its end is dropped).
 // - A refusal here is Redis's own: the counter's count only grows within its window, so once a reply showed it at the
-//   limit (learned()), every hit of n >= 1 is over it, and once above the limit, a check of 0 too.
+//   limit (learned()), every hit of n >= 1 is over it, and once above the limit, a check of 0 too. Where refused hits
+//   are counted (over_limit_hits: count), hits are refused here only once a reply showed the count above the limit: a
+//   refusal not sent to Redis is then not missing from a count that other instances' checks read.
 //
 // Thread safety: every member may be called concurrently (one mutex; O(1) but for the sweep of ended windows when
 // the table is full).
@@ -43,9 +45,9 @@ class window_stock {
     std::uint64_t known = 0;
   };
 
-  // A hit of n on `key` (prefetch N >= 2, the window's limit) in a window that ends at `window_end_s` (Unix seconds),
-  // at `now_s`.
-  plan take(const std::string& key, std::uint32_t n, std::uint32_t prefetch, std::uint32_t limit,
+  // A hit of n on `key` (prefetch N >= 2, the window's limit; `counts_refused`: over_limit_hits count) in a window that
+  // ends at `window_end_s` (Unix seconds), at `now_s`.
+  plan take(const std::string& key, std::uint32_t n, std::uint32_t prefetch, std::uint32_t limit, bool counts_refused,
             std::int64_t window_end_s, std::int64_t now_s) {
     const std::lock_guard lock(mutex_);
     auto it = entries_.find(key);
@@ -57,7 +59,7 @@ class window_stock {
       it->second.hits -= n;
       return {true, false, 0, false, it->second.hits, 0};
     }
-    if (it != entries_.end() && (n > 0 ? it->second.known >= limit : it->second.known > limit)) {
+    if (it != entries_.end() && (n > 0 && !counts_refused ? it->second.known >= limit : it->second.known > limit)) {
       return {false, true, 0, false, 0, it->second.known};
     }
     // A check (n = 0) never prefetches; a hit as large as the prefetch takes only itself.
