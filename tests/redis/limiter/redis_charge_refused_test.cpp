@@ -21,7 +21,8 @@
 #include "limiter_testing.hpp"
 #include "redis_server.hpp"
 
-namespace {
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace redis_charge_refused_test {
 
 using namespace std::chrono_literals;
 using admit::redis::connection;
@@ -184,4 +185,4 @@ TEST(ChargeRefusedOption, OtherLimitersRefuseItByName) {
   EXPECT_THROW(admit::redis::sliding_window(conn, "s", 10, 1s, charging()), std::invalid_argument);
 }
 
-}  // namespace
+}  // namespace redis_charge_refused_test

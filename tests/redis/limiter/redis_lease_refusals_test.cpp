@@ -14,7 +14,8 @@
 #include "limiter_testing.hpp"
 #include "redis_server.hpp"
 
-namespace {
+// This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
+namespace redis_lease_refusals_test {
 
 using namespace std::chrono_literals;
 using admit::redis::connection;
@@ -79,4 +80,4 @@ TEST(RedisLeaseRefusals, AWindowRefusalIsRememberedUntilItsRetryAfter) {
   EXPECT_EQ(l.statistics().redis, asked + 1);
 }
 
-}  // namespace
+}  // namespace redis_lease_refusals_test
