@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "redis_backend_testing.hpp"
+#include "serve/config/configuration.hpp"
 #include "serve/engine/redis_backend.hpp"
 
 namespace admit::serve::testing {
@@ -31,7 +34,8 @@ TEST_F(RedisServeBackend, AFixedWindowPrefetchesAndNeverPassesItsLimit) {
   for (int i = 0; i < 19; ++i) {
     const hit_outcome o = decide_one(backend, make_hit(r, "u"), now);
     ASSERT_EQ(o.result, state::ok) << i;
-    EXPECT_EQ(o.remaining, 18U - static_cast<unsigned>(i)) << "what this instance still holds";
+    // Its stock (18 − i) and the room the last reply showed (50 − 20): the window's remaining as far as it knows.
+    EXPECT_EQ(o.remaining, 48U - static_cast<unsigned>(i));
   }
   EXPECT_EQ(evalsha_calls(server), calls) << "19 hits decided from the stock, without Redis";
   EXPECT_EQ(decide_one(backend, make_hit(r, "u"), now).result, state::ok);  // refills: 40
@@ -45,6 +49,17 @@ TEST_F(RedisServeBackend, AFixedWindowPrefetchesAndNeverPassesItsLimit) {
   const auto next = at(minute_start + 3600);
   EXPECT_EQ(decide_one(backend, make_hit(r, "u"), next).result, state::ok);
   EXPECT_EQ(server.admin({"GET", "admit:serve:fw:{u}:3600:" + std::to_string(minute_start + 3600)}), "20");
+}
+
+TEST_F(RedisServeBackend, AReloadDropsTheStock) {
+  rate_limit_rule r = rule(50, unit::hour);
+  r.prefetch = 20;
+  const auto now = at(minute_start + 5);
+  ASSERT_EQ(decide_one(backend, make_hit(r, "s"), now).result, state::ok);  // 19 in stock
+  backend.configure(*configuration::load(std::vector<std::pair<std::string, std::string>>{}));
+  const long long calls = evalsha_calls(server);
+  ASSERT_EQ(decide_one(backend, make_hit(r, "s"), now).result, state::ok);
+  EXPECT_GT(evalsha_calls(server), calls) << "the stock taken before the reload is not spent after it";
 }
 
 TEST_F(RedisServeBackend, ChecksAndOverridesDoNotPrefetch) {

@@ -83,6 +83,24 @@ TEST(WindowStock, AFullWindowAReplyShowedIsRefusedHere) {
   EXPECT_TRUE(s.take("c", 1, 10, 50, true, 100, 0).refused);
 }
 
+TEST(WindowStock, AFullTableOfLiveWindowsIsSweptOncePerWindowEnd) {
+  window_stock s(2);
+  EXPECT_TRUE(s.take("a", 1, 10, 1000, false, 100, 0).refill);
+  EXPECT_TRUE(s.take("b", 1, 10, 1000, false, 300, 0).refill);
+  EXPECT_FALSE(s.take("c", 1, 10, 1000, false, 300, 50).refill) << "full, and no window has ended";
+  EXPECT_FALSE(s.take("d", 1, 10, 1000, false, 300, 99).refill);
+  EXPECT_TRUE(s.take("e", 1, 10, 1000, false, 300, 100).refill) << "a's window ended at 100: swept";
+  EXPECT_EQ(s.size(), 2U);
+}
+
+TEST(WindowStock, AReloadForgetsEveryStock) {
+  window_stock s;
+  ASSERT_TRUE(s.take("k", 1, 10, 1000, false, 100, 0).refill);
+  s.refilled("k", 9);
+  s.clear();
+  EXPECT_FALSE(s.take("k", 1, 10, 1000, false, 100, 0).served);
+}
+
 TEST(WindowStock, AFailedRefillEndsTheRefill) {
   window_stock s;
   ASSERT_TRUE(s.take("k", 1, 10, 1000, false, 100, 0).refill);

@@ -76,9 +76,9 @@ struct limiter_options {
   // them only refuses more). The fleet can admit up to (lease − 1) × processes more than the limit in a short time
   // (leased tokens are spent later than they were charged). With leasing, a refusal is remembered too: a request at
   // least as large on the key is refused without a call until the refusal's retry_after (Redis would refuse it:
-  // capacity only comes back with time) and, for gcra and token_bucket, until a whole lease has refilled after it —
-  // so a refused process asks again when it can take a lease, and up to lease − 1 tokens per process may wait in
-  // Redis meanwhile (they are not lost: the next request to ask takes them). Not when refusals are charged
+  // capacity only comes back with time) and, for gcra and token_bucket, until a whole lease has refilled after it (at
+  // most a second longer) — so a refused process asks again when it can take a lease, and up to lease − 1 tokens per
+  // process may wait in Redis meanwhile (they are not lost: the next request to ask takes them). Not when refusals are charged
   // (charge_refused): each must reach Redis. 0 or 1: off (the default). Must be >= 0 and, for window algorithms, at
   // most the window's limit.
   std::int64_t lease = 0;

@@ -51,15 +51,19 @@ void lease_table::refused(std::string_view key, std::int64_t n, clock::time_poin
     return;
   }
   if (refusals_.size() >= max_keys_) {
+    if (now < next_refusal_sweep_) return;  // none has ended since the last sweep: not walked again for every key
     std::erase_if(refusals_, [&](const auto& kv) { return kv.second.until <= now; });
+    next_refusal_sweep_ = clock::time_point::max();
+    for (const auto& kv : refusals_) next_refusal_sweep_ = std::min(next_refusal_sweep_, kv.second.until);
     if (refusals_.size() >= max_keys_) return;
   }
   refusals_.emplace(std::string(key), refusal{n, until});
+  next_refusal_sweep_ = std::min(next_refusal_sweep_, until);
 }
 
 std::optional<lease_table::clock::time_point> lease_table::refuses(std::string_view key, std::int64_t n,
                                                                    clock::time_point now) {
-  if (!enabled() || n <= 0) return std::nullopt;
+  if (!enabled() || n <= 0 || n > max_n_) return std::nullopt;  // above the limit: Redis says "never", not "later"
   std::lock_guard lock(mutex_);
   const auto it = refusals_.find(key);
   if (it == refusals_.end()) return std::nullopt;

@@ -84,6 +84,7 @@ class lease_table {
     clock::time_point until;
   };
   std::unordered_map<std::string, refusal, keyed_hash<std::string>, std::equal_to<>> refusals_;
+  clock::time_point next_refusal_sweep_ = clock::time_point::min();  // no remembered refusal ends before this
 };
 
 }  // namespace admit::redis::detail

@@ -4,6 +4,7 @@
 // (failure_handler.hpp). What is left here is the order in which a decision meets them, the counters and the events.
 #include "admit/redis/limiter.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <chrono>
@@ -217,6 +218,7 @@ limiter_plan limiter_core::plan(std::string_view key, std::int64_t n) {
       r.source = decided_by::lease;
       r.decision.limit = algo_.limit;
       r.decision.retry_after = *until - now;
+      r.decision.reset_after = r.decision.retry_after;  // not full before it can admit again
       bump(counters_.decisions);
       plan.done = std::move(r);
       return plan;
@@ -263,7 +265,9 @@ limiter_result limiter_core::settle(std::string_view key, std::int64_t n, const 
   if (!d->admitted && d->retry_after_us > 0 && !identity_.options.charge_refused) {
     // Until a whole lease (k tokens) has refilled, from the decision's start (the server decided later): asked
     // sooner, Redis would grant fewer than k, and the next request would ask again at once.
-    const std::int64_t until_us = d->retry_after_us + (plan.k - n) * algo_.refill_us;
+    // The lease's refill is capped at a second: on a slow rate, waiting for a whole lease would refuse for long what
+    // Redis would admit.
+    const std::int64_t until_us = d->retry_after_us + std::min<std::int64_t>((plan.k - n) * algo_.refill_us, 1'000'000);
     leases_.refused(key, n, plan.start + std::chrono::microseconds(until_us), steady::now());
   }
   // A refusal of n > 0 writes when refusals are charged (limiter_options::charge_refused).

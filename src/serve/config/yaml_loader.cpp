@@ -179,7 +179,7 @@ class builder {
     if (r.unlimited) fail(line, "an unlimited rate_limit counts nothing; remove prefetch or unlimited");
     if (*r.prefetch == 0) fail(line, "prefetch must be at least 1 (1: every hit asks Redis)");
     const std::uint32_t most = rule.burst.value_or(rule.requests_per_unit);
-    if (*r.prefetch > most)
+    if (*r.prefetch > 1 && *r.prefetch > most)
       fail(line, "prefetch " + std::to_string(*r.prefetch) + " exceeds " + (rule.burst ? "the burst " : "the limit ") +
                      std::to_string(most) + ": a prefetch takes at most what the limiter holds");
     rule.prefetch = *r.prefetch;

@@ -2,6 +2,7 @@
 // The counting itself (fixed windows, limiters, leases) is in redis_counting.cpp.
 #include "serve/engine/redis_backend.hpp"
 
+#include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <future>
@@ -266,9 +267,10 @@ void redis_backend::decide(std::vector<hit> hits, std::chrono::system_clock::tim
           hit_outcome o;
           o.limit = l.requests;
           o.result = p.refused ? hit_outcome::state::over_limit : hit_outcome::state::ok;
-          o.remaining = p.left;  // what this instance still holds for the counter
-          // The window's count, as far as known: from the stock, the hits count as within the limit.
-          o.count_after = p.refused ? p.known + h.n : h.n;
+          // What is left, as far as this instance knows: its stock, and the room the last reply showed.
+          const std::uint64_t room = p.known < l.requests ? l.requests - p.known : 0;
+          o.remaining = p.refused ? 0 : static_cast<std::uint32_t>(std::min<std::uint64_t>(l.requests, p.left + room));
+          o.count_after = p.refused ? p.known + h.n : l.requests - o.remaining;
           o.reset_after = w.reset_after;
           req->finish(i, std::move(o));
           continue;
@@ -330,8 +332,11 @@ void redis_backend::configure(const configuration& next) {
     used.insert(detail::limiter_slot(
         state_->signature(r.algorithm, r.requests_per_unit, r.per, r.burst, detail::charges_refused(r)), r.prefetch));
   }
-  const std::lock_guard lock(state_->limiters_mutex);
-  std::erase_if(state_->limiters, [&](const auto& entry) { return !used.contains(entry.first); });
+  {
+    const std::lock_guard lock(state_->limiters_mutex);
+    std::erase_if(state_->limiters, [&](const auto& entry) { return !used.contains(entry.first); });
+  }
+  state_->stock.clear();  // a stock taken under the old limit or prefetch is not spent under the new ones
 }
 
 void redis_backend::check(const configuration& config) {

@@ -99,7 +99,10 @@ void redis_backend::state::send_all(std::vector<window_hit> batch) {
   with_client(earliest, [self = shared_from_this(), batch = std::move(batch)](redis::client* c,
                                                                               const std::string& error) mutable {
     if (c == nullptr) {
-      for (auto& h : batch) h.req->fail(h.index, error);
+      for (auto& h : batch) {
+        if (h.refill) self->stock.refilled(h.key, 0);
+        h.req->fail(h.index, error);
+      }
       return;
     }
     if (!self->clustered.load(std::memory_order_acquire)) return self->send_chunks(*c, std::move(batch));
@@ -155,7 +158,7 @@ void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system:
     const redis::reply& e = r.elements()[i];
     const bool shaped = e.is_array() && e.elements().size() == 2 && e.elements()[0].is_integer() &&
                         e.elements()[1].is_integer() && e.elements()[0].integer() >= 0 &&
-                        e.elements()[1].integer() >= 0 && e.elements()[1].integer() <= h.take;
+                        e.elements()[1].integer() >= 0 && e.elements()[1].integer() <= h.take - h.n;
     if (!shaped) {
       if (h.refill) stock.refilled(h.key, 0);
       h.req->fail(h.index, e.is_error() ? reply_text(e)
@@ -204,13 +207,14 @@ std::shared_ptr<redis::limiter> redis_backend::state::limiter_for(redis::client&
   lo.on_failure = redis::failure_policy::fail_closed;  // the error is reported; the service applies its policy
   lo.breaker = opts.breaker;
   lo.charge_refused = charge;
-  // prefetch: the library's token leasing — up to `prefetch` tokens taken at once, spent here within a second (then
-  // dropped: they were charged, so dropping them only refuses more).
+  const seconds window(unit_seconds(l.per));
+  // prefetch: the library's token leasing — up to `prefetch` tokens taken at once, spent here within the rule's unit
+  // (then dropped: they were charged, so dropping them only refuses more — at most prefetch − 1 a unit, as a fixed
+  // window's stock).
   if (prefetch > 1) {
     lo.lease = prefetch;
-    lo.lease_ttl = std::chrono::seconds(1);
+    lo.lease_ttl = window;
   }
-  const seconds window(unit_seconds(l.per));
   const std::int64_t b = burst.value_or(l.requests);
   std::shared_ptr<redis::limiter> made;
   try {

@@ -19,12 +19,13 @@
 //   refusal not sent to Redis is then not missing from a count that other instances' checks read.
 //
 // Thread safety: every member may be called concurrently (one mutex; O(1) but for the sweep of ended windows when
-// the table is full).
+// the table is full, at most once per window end).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -57,7 +58,7 @@ class window_stock {
     }
     if (it != entries_.end() && it->second.hits > 0 && it->second.hits >= n) {
       it->second.hits -= n;
-      return {true, false, 0, false, it->second.hits, 0};
+      return {true, false, 0, false, it->second.hits, it->second.known};
     }
     if (it != entries_.end() && (n > 0 && !counts_refused ? it->second.known >= limit : it->second.known > limit)) {
       return {false, true, 0, false, 0, it->second.known};
@@ -68,6 +69,7 @@ class window_stock {
       if (entries_.size() >= max_keys_) sweep(now_s);
       if (entries_.size() >= max_keys_) return {false, false, n, false, 0, 0};
       it = entries_.emplace(key, entry{0, false, window_end_s, 0}).first;
+      next_sweep_s_ = std::min(next_sweep_s_, window_end_s);
     }
     if (it->second.fetching) return {false, false, n, false, 0, 0};  // another call refills it
     it->second.fetching = true;
@@ -92,8 +94,16 @@ class window_stock {
     if (it == entries_.end()) {
       if (entries_.size() >= max_keys_) return;
       it = entries_.emplace(key, entry{0, false, window_end_s, 0}).first;
+      next_sweep_s_ = std::min(next_sweep_s_, window_end_s);
     }
     it->second.known = std::max(it->second.known, count);
+  }
+
+  // Forgets every stock and count (a reload: a rule's limit or prefetch may have changed).
+  void clear() {
+    const std::lock_guard lock(mutex_);
+    entries_.clear();
+    next_sweep_s_ = std::numeric_limits<std::int64_t>::min();
   }
 
   [[nodiscard]] std::size_t size() const {
@@ -109,12 +119,17 @@ class window_stock {
     std::uint64_t known = 0;  // the counter held at least this many hits, as a reply showed
   };
 
-  // Drops the entries of ended windows (not those being refilled: their call will find them gone and drop its hits).
+  // Drops the entries of ended windows (a refill of one finds it gone and drops its hits), at most once until the
+  // earliest end of those that remain: a full table of live windows is not walked again for every new key.
   void sweep(std::int64_t now_s) {
-    std::erase_if(entries_, [now_s](const auto& e) { return e.second.window_end_s <= now_s && !e.second.fetching; });
+    if (now_s < next_sweep_s_) return;
+    std::erase_if(entries_, [now_s](const auto& e) { return e.second.window_end_s <= now_s; });
+    next_sweep_s_ = std::numeric_limits<std::int64_t>::max();
+    for (const auto& e : entries_) next_sweep_s_ = std::min(next_sweep_s_, e.second.window_end_s);
   }
 
   const std::size_t max_keys_;
+  std::int64_t next_sweep_s_ = std::numeric_limits<std::int64_t>::min();
   mutable std::mutex mutex_;
   std::unordered_map<std::string, entry> entries_;
 };

@@ -48,9 +48,13 @@ TEST(RedisLeaseRefusals, ARefusalIsRememberedUntilAWholeLeaseHasRefilled) {
     ASSERT_FALSE(r.decision.admitted);
     EXPECT_EQ(r.source, admit::redis::decided_by::lease);
     EXPECT_GT(r.decision.retry_after, 0ns);
+    EXPECT_EQ(r.decision.reset_after, r.decision.retry_after) << "a client is not told to come back at once";
   }
   EXPECT_EQ(l.statistics().redis, asked + 1) << "no call while the refusal is remembered";
   EXPECT_TRUE(l.decide("other").decision.admitted) << "other keys are asked";
+  EXPECT_TRUE(l.decide("k", 6).decision.exceeds_capacity()) << "above the burst: never, as Redis says";
+  // The memory ends: the retry_after (a second) and at most a second more; then Redis is asked and admits.
+  EXPECT_TRUE(admit::redis::testing::eventually([&] { return l.decide("k").decision.admitted; }));
 }
 
 TEST(RedisLeaseRefusals, ChargedRefusalsAreNeverRemembered) {

@@ -102,6 +102,7 @@ TEST(RedisLeaseTable, ARefusalIsRememberedForRequestsAsLargeUntilItEnds) {
   EXPECT_EQ(t.refuses("k", 2, lease_at(10ms)), std::nullopt) << "a smaller request may fit";
   EXPECT_EQ(t.refuses("k", 0, lease_at(10ms)), std::nullopt) << "a query is asked";
   EXPECT_EQ(t.refuses("other", 3, lease_at(10ms)), std::nullopt);
+  EXPECT_EQ(t.refuses("k", 26, lease_at(10ms)), std::nullopt) << "above the limit: Redis answers never, not later";
   EXPECT_EQ(t.refuses("k", 3, lease_at(50ms)), std::nullopt) << "ended";
   EXPECT_EQ(t.refuses("k", 3, lease_at(10ms)), std::nullopt) << "and forgotten";
   lease_table off(1, 25, 1s, 100);
