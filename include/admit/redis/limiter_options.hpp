@@ -78,9 +78,9 @@ struct limiter_options {
   // least as large on the key is refused without a call until the refusal's retry_after (Redis would refuse it:
   // capacity only comes back with time) and, for gcra and token_bucket, until a whole lease has refilled after it (at
   // most a second longer) — so a refused process asks again when it can take a lease, and up to lease − 1 tokens per
-  // process may wait in Redis meanwhile (they are not lost: the next request to ask takes them). Not when refusals are charged
-  // (charge_refused): each must reach Redis. 0 or 1: off (the default). Must be >= 0 and, for window algorithms, at
-  // most the window's limit.
+  // process may wait in Redis meanwhile (they are not lost: the next request to ask takes them). Not when refusals are
+  // charged (charge_refused): each must reach Redis. 0 or 1: off (the default). Must be >= 0 and, for window
+  // algorithms, at most the window's limit.
   std::int64_t lease = 0;
   std::chrono::nanoseconds lease_ttl = std::chrono::milliseconds(100);
   // Most keys with leased tokens held at once (beyond it, new keys are decided without leasing). >= 1.
