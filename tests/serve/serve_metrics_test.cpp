@@ -37,12 +37,14 @@ TEST(ServeMetrics, CountsPerRuleAndKeepsTotalsAcrossAReconfiguration) {
   m.configure(second);
   m.record_descriptor(second[1], "d", {}, {.hits = 2, .within_limit = 2});
   m.record_descriptor(first[1], "d", {}, {.hits = 1, .over_limit = 1});  // a decision still on the old rules
-  const std::string t = m.text();
+  const std::string t = m.text(false);
   EXPECT_TRUE(has(t, "admit_serve_hits_total{domain=\"d\",rule=\"d.a\"} 5")) << t;
   EXPECT_TRUE(has(t, "admit_serve_decisions_total{domain=\"d\",rule=\"d.a\"} 2"));
   EXPECT_TRUE(has(t, "admit_serve_over_limit_total{domain=\"d\",rule=\"d.b\"} 2"));
   EXPECT_TRUE(has(t, "# TYPE admit_serve_hits_total counter"));
   EXPECT_TRUE(has(t, "# TYPE admit_serve_decision_seconds histogram"));
+  EXPECT_TRUE(has(t, "admit_serve_backend_failing 0"));
+  EXPECT_TRUE(has(m.text(true), "admit_serve_backend_failing 1"));
 }
 
 TEST(ServeMetrics, ExtraSeriesAreBounded) {
@@ -52,7 +54,7 @@ TEST(ServeMetrics, ExtraSeriesAreBounded) {
   for (const char* v : {"d.k_1", "d.k_2", "d.k_3"}) m.record_descriptor(rules[0], "d", v, {.hits = 1});
   rate_limit_rule made = rule("d.x_1", no_rule_index);
   m.record_descriptor(made, "d", "d.x_1", {.hits = 1});
-  const std::string t = m.text();
+  const std::string t = m.text(false);
   EXPECT_TRUE(has(t, "admit_serve_hits_total{domain=\"d\",rule=\"d.k_1\"} 1")) << t;
   EXPECT_TRUE(has(t, "admit_serve_hits_total{domain=\"d\",rule=\"d.k_2\"} 1"));
   EXPECT_EQ(t.find("d.k_3"), std::string::npos);  // beyond the bound: in the rule's own series
@@ -69,7 +71,7 @@ TEST(ServeMetrics, ExtraSeriesBytesAreBounded) {
   m.record_descriptor(rules[0], "d", a, {.hits = 1});        // 2 + 64 bytes: within 100
   m.record_descriptor(rules[0], "d", b, {.hits = 1});        // 66 more: beyond
   m.record_descriptor(rules[0], "d", "d.k_c", {.hits = 1});  // 7 more: within
-  const std::string t = m.text();
+  const std::string t = m.text(false);
   EXPECT_TRUE(has(t, "admit_serve_hits_total{domain=\"d\",rule=\"" + a + "\"} 1")) << t;
   EXPECT_EQ(t.find(b), std::string::npos);
   EXPECT_TRUE(has(t, "admit_serve_hits_total{domain=\"d\",rule=\"d.k_c\"} 1"));
@@ -82,7 +84,7 @@ TEST(ServeMetrics, LabelValuesAreEscapedAndValidUtf8) {
   m.configure(rules);
   m.record_descriptor(rules[0], "d", "d.k_a\"b\\c\nd", {.hits = 1});
   m.record_descriptor(rules[0], "d", std::string("d.k_\xff\xc3\xa9\xed\xa0\x80", 10), {.hits = 1});
-  const std::string t = m.text();
+  const std::string t = m.text(false);
   EXPECT_TRUE(has(t, "admit_serve_hits_total{domain=\"d\",rule=\"d.k_a\\\"b\\\\c\\nd\"} 1")) << t;
   // 0xff is invalid, é (c3 a9) is kept, an encoded surrogate (ed a0 80) is three invalid bytes
   EXPECT_TRUE(has(t,
@@ -100,7 +102,7 @@ TEST(ServeMetrics, RequestsAndTheLatencyHistogram) {
   m.record_backend_error(2);
   m.record_reload(true);
   m.record_reload(false);
-  const std::string t = m.text();
+  const std::string t = m.text(false);
   EXPECT_TRUE(has(t, "admit_serve_decision_seconds_bucket{le=\"1e-06\"} 2")) << t;
   EXPECT_TRUE(has(t, "admit_serve_decision_seconds_bucket{le=\"0.0025\"} 2"));
   EXPECT_TRUE(has(t, "admit_serve_decision_seconds_bucket{le=\"0.005\"} 3"));

@@ -138,7 +138,6 @@ struct serve_metrics::impl {
   std::atomic<std::uint64_t> latency_sum_ns{0};
   std::atomic<std::uint64_t> requests_ok{0}, requests_over{0}, requests_invalid{0};
   std::atomic<std::uint64_t> global_shadow{0}, backend_errors{0}, reloads_ok{0}, reloads_failed{0};
-  std::atomic<bool> backend_failing{false};
 };
 
 serve_metrics::serve_metrics(std::size_t max_extra_series, std::size_t max_extra_bytes)
@@ -185,13 +184,12 @@ void serve_metrics::record_request(rls_code overall, bool failure, std::chrono::
 }
 
 void serve_metrics::record_backend_error(std::uint64_t n) { impl_->backend_errors.fetch_add(n, relaxed); }
-void serve_metrics::set_backend_failing(bool failing) { impl_->backend_failing.store(failing, relaxed); }
 void serve_metrics::record_global_shadow_mode() { impl_->global_shadow.fetch_add(1, relaxed); }
 void serve_metrics::record_reload(bool success) {
   (success ? impl_->reloads_ok : impl_->reloads_failed).fetch_add(1, relaxed);
 }
 
-std::string serve_metrics::text() const {
+std::string serve_metrics::text(bool backend_failing) const {
   struct row {
     std::string labels;
     std::uint64_t v[6];
@@ -239,7 +237,7 @@ std::string serve_metrics::text() const {
   family("admit_serve_backend_errors_total", "counter", "Descriptors the backend failed to count.");
   line("admit_serve_backend_errors_total", {}, impl_->backend_errors.load(relaxed));
   family("admit_serve_backend_failing", "gauge", "1 while the backend fails to count (the failure policy answers).");
-  line("admit_serve_backend_failing", {}, impl_->backend_failing.load(relaxed) ? 1 : 0);
+  line("admit_serve_backend_failing", {}, backend_failing ? 1 : 0);
   family("admit_serve_config_reloads_total", "counter", "Configurations installed (success) or refused (failure).");
   line("admit_serve_config_reloads_total", "result=\"success\"", impl_->reloads_ok.load(relaxed));
   line("admit_serve_config_reloads_total", "result=\"failure\"", impl_->reloads_failed.load(relaxed));

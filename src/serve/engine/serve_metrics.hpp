@@ -5,7 +5,7 @@
 //   serve_metrics m;
 //   m.configure(config->rules());
 //   m.record_descriptor(rule, "domain", {}, counts);   // per descriptor decided against a rule
-//   std::string body = m.text();
+//   std::string body = m.text(health.failing());
 //
 // Families (counters unless said; `domain` is the request's domain, `rule` the rule's full key, e.g.
 // "domain.key_value.key2" — for a rule with detailed_metric, the request's own path "domain.key_value.key2_value2",
@@ -89,12 +89,12 @@ class serve_metrics {
   // One request answered (or refused as invalid: failure true), in `latency`.
   void record_request(rls_code overall, bool failure, std::chrono::nanoseconds latency);
   void record_backend_error(std::uint64_t n = 1);
-  void set_backend_failing(bool failing);
   void record_global_shadow_mode();
   void record_reload(bool success);
 
-  // The exposition (Content-Type: admit::metrics::registry::content_type).
-  [[nodiscard]] std::string text() const;
+  // The exposition (Content-Type: admit::metrics::registry::content_type). `backend_failing` is the gauge
+  // admit_serve_backend_failing: the service's own view of its backend (backend_health::failing()).
+  [[nodiscard]] std::string text(bool backend_failing) const;
 
  private:
   struct impl;

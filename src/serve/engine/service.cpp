@@ -80,12 +80,6 @@ struct service::impl {
     if (e && opts.on_backend_event) opts.on_backend_event(*e);
   }
 
-  // A hit counted while the backend was failing: the outage is over (as far as this hit can tell).
-  void counting_again() {
-    tell(health.answered(std::chrono::steady_clock::now()));
-    metrics.set_backend_failing(health.failing());
-  }
-
   void install(std::shared_ptr<const configuration> c) {
     std::lock_guard lock(reload_mutex);
     store->configure(*c);
@@ -248,18 +242,17 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
         case hit_outcome::state::failed:
           self->metrics.record_backend_error();
           self->tell(self->health.failed(out.error, o.fail_open, std::chrono::steady_clock::now()));
-          self->metrics.set_backend_failing(true);
           counts.hits = p.n;
           s.code = o.fail_open ? rls_code::ok : rls_code::over_limit;
           break;
         case hit_outcome::state::over_limit:
-          if (self->health.failing()) self->counting_again();
+          if (self->health.failing()) self->tell(self->health.answered(std::chrono::steady_clock::now()));
           counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
           s.code = shadow ? rls_code::ok : rls_code::over_limit;
           s.duration_until_reset = out.reset_after;
           break;
         case hit_outcome::state::ok:
-          if (self->health.failing()) self->counting_again();
+          if (self->health.failing()) self->tell(self->health.answered(std::chrono::steady_clock::now()));
           counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
           s.limit_remaining = out.remaining;
           s.duration_until_reset = out.reset_after;
@@ -314,7 +307,7 @@ void service::reload(std::shared_ptr<const configuration> next) {
 
 std::shared_ptr<const configuration> service::current() const { return impl_->config.load(); }
 
-std::string service::metrics_text() const { return impl_->metrics.text(); }
+std::string service::metrics_text() const { return impl_->metrics.text(impl_->health.failing()); }
 
 void service::record_reload_failure() { impl_->metrics.record_reload(false); }
 
