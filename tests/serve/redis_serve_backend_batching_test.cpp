@@ -1,6 +1,8 @@
 // How `admit serve`'s Redis backend (src/serve/engine/redis_backend.hpp) calls Redis, against a real redis-server
-// and a 3-master Redis Cluster: one script call per batch (and calls shared by requests from many threads), batches
-// capped by max_batch, and on a cluster the counters spread over the masters with one script call per hash slot.
+// and a 3-master Redis Cluster: hits that only add (over_limit_hits: count) as envoyproxy/ratelimit's plain commands,
+// one SET NX EX and one INCRBY per counter of a batch, each hit answered in its order; the others as one script call
+// per batch (and calls shared by requests from many threads), batches capped by max_batch; on a cluster the counters
+// spread over the masters with one script call per hash slot.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -27,15 +29,76 @@ using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_cluster;
 using state = hit_outcome::state;
 
+TEST_F(RedisServeBackend, CountingHitsAreEnvoyRatelimitsCommandsPerCounterOfABatch) {
+  const rate_limit_rule r = rule(8, unit::minute);
+  const auto now = at(minute_start + 10);
+  const auto key = [](const std::string& counter) {
+    return "admit:serve:fw:{" + counter + "}:60:" + std::to_string(minute_start);
+  };
+  (void)server.admin({"SET", key("word"), "abc"});
+  (void)server.admin({"CONFIG", "RESETSTAT"});
+  // One decide(): 20 counters hit once, "shared" hit 5 times 2 by 2 among them, a question (n = 0) on a counter that
+  // does not exist, and a counter that holds no number.
+  std::vector<hit> hits;
+  for (int i = 0; i < 20; ++i) {
+    hits.push_back(make_hit(r, "descriptor_" + std::to_string(i)));
+    if (i % 4 == 0) hits.push_back(make_hit(r, "shared", 2));
+  }
+  hits.push_back(make_hit(r, "question", 0));
+  hits.push_back(make_hit(r, "word"));
+  const auto outcomes = decide(backend, hits, now);
+  ASSERT_EQ(outcomes.size(), hits.size());
+  // envoyproxy/ratelimit would send 25 INCRBY + 25 EXPIRE; here one SET NX EX and one INCRBY per counter, the question
+  // a GET, no script.
+  EXPECT_EQ(server.calls("evalsha"), 0);
+  EXPECT_EQ(server.calls("incrby"), 22);
+  EXPECT_EQ(server.calls("set"), 22);
+  EXPECT_EQ(server.calls("get"), 1);
+  std::vector<std::uint64_t> shared_counts;
+  for (std::size_t i = 0; i + 2 < hits.size(); ++i) {
+    if (hits[i].counter_key == "shared") {
+      shared_counts.push_back(outcomes[i].count_after);
+      EXPECT_EQ(outcomes[i].result, outcomes[i].count_after > 8 ? state::over_limit : state::ok);
+    } else {
+      EXPECT_EQ(outcomes[i].result, state::ok) << outcomes[i].error;
+      EXPECT_EQ(outcomes[i].count_after, 1u);
+      EXPECT_EQ(outcomes[i].remaining, 7u);
+    }
+  }
+  // Each hit on a counter as if sent alone after the previous: the 5th (10 > 8) is over the limit, and counted.
+  EXPECT_EQ(shared_counts, (std::vector<std::uint64_t>{2, 4, 6, 8, 10}));
+  EXPECT_EQ(server.admin({"GET", key("shared")}), "10");
+  const hit_outcome& question = outcomes[outcomes.size() - 2];
+  EXPECT_EQ(question.result, state::ok) << question.error;
+  EXPECT_EQ(question.count_after, 0u);
+  EXPECT_EQ(server.admin({"EXISTS", key("question")}), "0");  // asking creates nothing
+  const hit_outcome& word = outcomes.back();
+  EXPECT_EQ(word.result, state::failed);  // its own failure only
+  EXPECT_NE(word.error.find("not an integer"), std::string::npos) << word.error;
+  // Every counter expires a unit after its creation.
+  for (const std::string counter : {"descriptor_0", "descriptor_19", "shared"}) {
+    const int ttl = std::stoi(server.admin({"TTL", key(counter)}));
+    EXPECT_GT(ttl, 50) << counter;
+    EXPECT_LE(ttl, 60) << counter;
+  }
+}
+
+// A rule whose refused hits are not charged (over_limit_hits: drop) goes through the script.
+rate_limit_rule dropping(std::uint32_t requests, unit per) {
+  rate_limit_rule r = rule(requests, per);
+  r.over_limit = over_limit_hits::drop;
+  return r;
+}
+
 TEST_F(RedisServeBackend, OneScriptCallPerBatch) {
-  const rate_limit_rule r = rule(1000, unit::minute);
+  const rate_limit_rule r = dropping(1000, unit::minute);
   (void)decide_one(backend, make_hit(r, "warm-up"));  // loads the script (NOSCRIPT, SCRIPT LOAD, EVALSHA)
   (void)server.admin({"CONFIG", "RESETSTAT"});
   std::vector<hit> hits;
   for (int i = 0; i < 20; ++i) hits.push_back(make_hit(r, "descriptor_" + std::to_string(i)));
   const auto outcomes = decide(backend, hits);
   for (const auto& o : outcomes) EXPECT_EQ(o.result, state::ok) << o.error;
-  EXPECT_EQ(server.calls("evalsha"), 1);  // envoyproxy/ratelimit: 20 INCRBY + 20 EXPIRE
+  EXPECT_EQ(server.calls("evalsha"), 1);
 
   // Requests from many threads at once share calls.
   (void)server.admin({"CONFIG", "RESETSTAT"});
@@ -60,7 +123,7 @@ TEST_F(RedisServeBackend, BatchesAreCappedByMaxBatch) {
   redis_backend_options o = options_for(server.url());
   o.max_batch = 4;
   redis_backend small(io.executor(), o);
-  const rate_limit_rule r = rule(1000, unit::minute);
+  const rate_limit_rule r = dropping(1000, unit::minute);
   (void)decide_one(small, make_hit(r, "warm-up"));
   (void)server.admin({"CONFIG", "RESETSTAT"});
   std::vector<hit> hits;

@@ -338,11 +338,18 @@ void connection_impl::on_reply(reply&& value) {
     --in_flight_.front()->skip_replies;
     return;
   }
+  if (request_base& front = *in_flight_.front(); front.gather != 0) {  // a pipeline: its replies as one array
+    front.gathered.push_back(std::move(value));
+    if (front.gathered.size() < front.gather) return;
+    value = reply::array(std::move(front.gathered));
+  }
   request_ptr r = std::move(in_flight_.front());
   in_flight_.pop_front();
   replies_.fetch_add(1, std::memory_order_relaxed);
   // Sentinel: a node that answers READONLY is a replica now; a new connection asks the sentinels again.
-  const bool demoted = sentinel_ && value.is_error("READONLY");
+  const auto readonly = [](const reply& v) { return v.is_error("READONLY"); };
+  const bool demoted =
+      sentinel_ && (readonly(value) || std::any_of(value.elements().begin(), value.elements().end(), readonly));
   if (r->done()) {
     discarded_.fetch_add(1, std::memory_order_relaxed);
     drop_deadline(*r);

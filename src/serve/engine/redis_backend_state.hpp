@@ -166,6 +166,15 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   void send_chunks(redis::client& c, std::vector<detail::window_hit> hits);
   void send(redis::client& c, std::vector<detail::window_hit> hits);
   void counted(std::vector<detail::window_hit>& hits, boost::system::error_code ec, const redis::reply& r);
+  // envoyproxy/ratelimit's own commands instead of the script, for the hits that only add (over_limit_hits: count,
+  // no prefetch) on one server (not a cluster): per counter of the batch, SET counter 0 EX unit NX and INCRBY
+  // counter (its hits' sum), or GET when the sum is 0; all in one pipeline.
+  static bool plain(const detail::window_hit& h) noexcept { return !h.drop && h.take == h.n && h.window_end_s == 0; }
+  void send_plain(std::vector<detail::window_hit> hits);
+  void counted_plain(std::vector<detail::window_hit>& hits, const std::vector<std::size_t>& reply_of,
+                     boost::system::error_code ec, const redis::reply& r);
+  // The outcome of a fixed-window hit, from the counter after it.
+  void finish_window_hit(detail::window_hit& h, std::uint64_t count_after, std::uint32_t extra);
 
   // ---- the other algorithms ----
 
@@ -192,6 +201,16 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   template <class Handler>
   void call_script(redis::client& c, const redis::script& s, redis::command cmd, detail::steady::time_point until,
                    Handler handler) {
+    call_guarded(std::move(handler), [&](auto reported) {
+      boost::asio::async_compose<decltype(reported), void(boost::system::error_code, redis::reply)>(
+          redis::detail::evalsha_op{&c, &s, std::move(cmd), std::optional<detail::steady::time_point>(until)}, reported,
+          c.get_executor());
+    });
+  }
+  // The breaker of call_script around any call: `start(reported)` makes the call, whose completion is `reported`
+  // (void(error_code, reply), run on the executor), unless the breaker is open.
+  template <class Handler, class Start>
+  void call_guarded(Handler handler, Start start) {
     const redis::breaker_pass pass = breaker.allow(detail::steady::now());
     if (pass == redis::breaker_pass::refused) {
       boost::asio::post(ex, [handler = std::move(handler)]() mutable {
@@ -210,9 +229,7 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
       }
       handler(ec, std::move(r));
     };
-    boost::asio::async_compose<decltype(reported), void(boost::system::error_code, redis::reply)>(
-        redis::detail::evalsha_op{&c, &s, std::move(cmd), std::optional<detail::steady::time_point>(until)}, reported,
-        c.get_executor());
+    start(std::move(reported));
   }
 };
 

@@ -2,9 +2,13 @@
 // script calls, admit::redis limiters for the other algorithms, concurrency leases.
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <charconv>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_map>
 
 #include "admit/rate.hpp"
 #include "admit/redis/gcra.hpp"
@@ -105,7 +109,14 @@ void redis_backend::state::send_all(std::vector<window_hit> batch) {
       }
       return;
     }
-    if (!self->clustered.load(std::memory_order_acquire)) return self->send_chunks(*c, std::move(batch));
+    if (!self->clustered.load(std::memory_order_acquire)) {
+      const auto scripted = std::stable_partition(batch.begin(), batch.end(), plain);
+      std::vector<window_hit> rest(std::make_move_iterator(scripted), std::make_move_iterator(batch.end()));
+      batch.erase(scripted, batch.end());
+      if (!batch.empty()) self->send_plain(std::move(batch));
+      if (!rest.empty()) self->send_chunks(*c, std::move(rest));
+      return;
+    }
     // A cluster: one call per hash slot (a script's keys must share one).
     std::map<std::uint16_t, std::vector<window_hit>> by_slot;
     for (auto& h : batch) by_slot[redis::hash_slot(h.key)].push_back(std::move(h));
@@ -167,18 +178,96 @@ void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system:
     }
     const auto extra = static_cast<std::uint32_t>(e.elements()[1].integer());
     if (h.refill) stock.refilled(h.key, extra);
-    // envoyproxy/ratelimit's decision: over iff the count after the hit exceeds the limit.
-    hit_outcome o;
-    o.limit = h.limit;
-    o.count_after = static_cast<std::uint64_t>(e.elements()[0].integer());
-    const bool over = o.count_after > h.limit;
-    if (h.window_end_s != 0) {  // prefetching: what the counter now holds (a dropped hit was not added)
-      stock.learned(h.key, over && h.drop ? o.count_after - h.n : o.count_after + extra, h.window_end_s);
+    finish_window_hit(h, static_cast<std::uint64_t>(e.elements()[0].integer()), extra);
+  }
+}
+
+void redis_backend::state::finish_window_hit(window_hit& h, std::uint64_t count_after, std::uint32_t extra) {
+  // envoyproxy/ratelimit's decision: over iff the count after the hit exceeds the limit.
+  hit_outcome o;
+  o.limit = h.limit;
+  o.count_after = count_after;
+  const bool over = o.count_after > h.limit;
+  if (h.window_end_s != 0) {  // prefetching: what the counter now holds (a dropped hit was not added)
+    stock.learned(h.key, over && h.drop ? o.count_after - h.n : o.count_after + extra, h.window_end_s);
+  }
+  o.result = over ? hit_outcome::state::over_limit : hit_outcome::state::ok;
+  o.remaining = over ? 0 : static_cast<std::uint32_t>(h.limit - o.count_after);
+  o.reset_after = h.reset_after;
+  h.req->finish(h.index, std::move(o));
+}
+
+// The counters' commands: SET NX EX first, so that a counter never exists without its expiry (even when the
+// connection is lost between the two), then one INCRBY of the counter's hits together. The expiry is set when the
+// counter is created, as the script does. Hits on one counter are answered in their order in the batch: the INCRBY's
+// result minus the hits after each (the count each would have seen had it been sent alone, one after the other).
+void redis_backend::state::send_plain(std::vector<window_hit> hits) {
+  std::vector<redis::command> commands;
+  std::vector<std::size_t> reply_of(hits.size());  // the index of each hit's counter reply (INCRBY or GET)
+  std::unordered_map<std::string_view, std::size_t> counter_reply;
+  std::unordered_map<std::string_view, std::uint64_t> sum;
+  for (const window_hit& h : hits) sum[h.key] += h.n;
+  steady::time_point earliest = hits.front().deadline;
+  for (std::size_t i = 0; i < hits.size(); ++i) {
+    const window_hit& h = hits[i];
+    earliest = std::min(earliest, h.deadline);
+    if (const auto it = counter_reply.find(h.key); it != counter_reply.end()) {
+      reply_of[i] = it->second;
+      continue;
     }
-    o.result = over ? hit_outcome::state::over_limit : hit_outcome::state::ok;
-    o.remaining = over ? 0 : static_cast<std::uint32_t>(h.limit - o.count_after);
-    o.reset_after = h.reset_after;
-    h.req->finish(h.index, std::move(o));
+    const std::uint64_t n = sum[h.key];
+    if (n == 0) {  // only questions (hits_addend 0): nothing is created
+      commands.push_back(redis::command{"GET", h.key});
+    } else {
+      commands.push_back(redis::command{"SET", h.key, "0", "EX"}.arg(h.expire_seconds).arg("NX"));
+      commands.push_back(redis::command{"INCRBY", h.key}.arg(n));
+    }
+    reply_of[i] = commands.size() - 1;
+    counter_reply.emplace(h.key, reply_of[i]);
+  }
+  redis::connection& c = *conn;
+  call_guarded([self = shared_from_this(), hits = std::make_shared<std::vector<window_hit>>(std::move(hits)),
+                reply_of = std::move(reply_of)](boost::system::error_code ec,
+                                                const redis::reply& r) { self->counted_plain(*hits, reply_of, ec, r); },
+               [&](auto reported) { c.async_execute_pipeline_until(earliest, commands, std::move(reported)); });
+}
+
+void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const std::vector<std::size_t>& reply_of,
+                                         boost::system::error_code ec, const redis::reply& r) {
+  std::string whole;  // why the whole pipeline failed
+  if (ec) {
+    whole = failure_text(std::error_code(ec));
+  } else if (!r.is_array() || r.elements().size() != *std::max_element(reply_of.begin(), reply_of.end()) + 1) {
+    whole = "Redis at " + address + ": unexpected reply to the fixed-window commands";
+  }
+  // Per counter reply: the hits of the batch on it, and those answered so far.
+  std::unordered_map<std::size_t, std::pair<std::uint64_t, std::uint64_t>> added;
+  for (std::size_t i = 0; i < hits.size(); ++i) added[reply_of[i]].first += hits[i].n;
+  for (std::size_t i = 0; i < hits.size(); ++i) {
+    window_hit& h = hits[i];
+    if (!whole.empty()) {
+      h.req->fail(h.index, whole);
+      continue;
+    }
+    const redis::reply& e = r.elements()[reply_of[i]];
+    std::optional<std::int64_t> count;  // the counter after every hit of the batch on it
+    if (e.is_integer()) {
+      count = e.integer();
+    } else if (e.is_nil()) {
+      count = 0;
+    } else if (e.is_string()) {  // GET
+      std::int64_t v = 0;
+      const char* end = e.str().data() + e.str().size();
+      if (const auto [at, err] = std::from_chars(e.str().data(), end, v); err == std::errc() && at == end) count = v;
+    }
+    auto& [sum, before] = added[reply_of[i]];
+    if (!count || *count < 0 || static_cast<std::uint64_t>(*count) < sum) {
+      h.req->fail(h.index, e.is_error() ? reply_text(e)
+                                        : "Redis at " + address + ": counter " + h.key + " does not hold a count");
+      continue;
+    }
+    before += h.n;
+    finish_window_hit(h, static_cast<std::uint64_t>(*count) - sum + before, 0);
   }
 }
 

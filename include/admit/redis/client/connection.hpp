@@ -58,8 +58,8 @@ namespace admit::redis {
 // Counters since the connection was created (relaxed reads; each is exact once the connection is quiet).
 struct connection_statistics {
   std::uint64_t writes = 0;             // write operations (each carries one batch)
-  std::uint64_t commands_written = 0;   // commands in those batches (commands_written / writes = batching)
-  std::uint64_t replies = 0;            // replies matched to a call (including discarded ones)
+  std::uint64_t commands_written = 0;   // calls in those batches (commands_written / writes = batching; a pipeline: 1)
+  std::uint64_t replies = 0;            // calls answered (including discarded replies; a pipeline's replies: 1)
   std::uint64_t discarded_replies = 0;  // late replies of calls that had already timed out or been cancelled
   std::uint64_t connects = 0;           // successful connections (handshake included)
   std::uint64_t connection_losses = 0;  // established connections that were lost
@@ -177,6 +177,22 @@ class connection final : public client {
     return split_and_initiate(deadline, std::forward<ArgsThenToken>(args)...);
   }
 
+  // A pipeline: sends `commands` back to back, in one write with no other call's command between them, and completes
+  // once, when the last reply is in, with an array reply of each command's reply in order. A Redis error reply is one
+  // element (the other commands still run). Not a transaction: other clients' commands may run between them. The
+  // deadline and the errors are async_execute_until's, for the whole pipeline (errc::outcome_unknown: any of the
+  // commands may have run). Completion: void(error_code, reply). Throws std::invalid_argument (before starting) for
+  // an empty list or an empty command.
+  template <class CompletionToken>
+  auto async_execute_pipeline_until(std::optional<clock::time_point> deadline, const std::vector<command>& commands,
+                                    CompletionToken&& token) {
+    if (commands.empty()) throw std::invalid_argument("redis pipeline: no commands");
+    std::string payload;
+    for (const command& c : commands) payload += detail::format_command(c);
+    return initiate_payload(deadline, std::move(payload), static_cast<std::uint32_t>(commands.size()),
+                            std::forward<CompletionToken>(token));
+  }
+
   // Blocking forms: wait on the calling thread (which must not run the connection's executor) for the reply or the
   // deadline. execute uses the default deadline.
   template <class... Args>
@@ -259,15 +275,23 @@ class connection final : public client {
 
   template <class CompletionToken>
   auto initiate(std::optional<clock::time_point> deadline, const command& cmd, CompletionToken&& token) {
+    return initiate_payload(deadline, detail::format_command(cmd), 0, std::forward<CompletionToken>(token));
+  }
+  // `gather`: the replies of a pipeline (0: one command).
+  template <class CompletionToken>
+  auto initiate_payload(std::optional<clock::time_point> deadline, std::string payload, std::uint32_t gather,
+                        CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, reply)>(
-        [impl = impl_, ex = executor_](auto handler, std::optional<clock::time_point> when, std::string payload) {
+        [impl = impl_, ex = executor_](auto handler, std::optional<clock::time_point> when, std::string bytes,
+                                       std::uint32_t replies) {
           auto req = std::make_shared<detail::async_request<std::decay_t<decltype(handler)>>>(std::move(handler), ex);
-          req->payload = std::move(payload);
+          req->payload = std::move(bytes);
+          req->gather = replies;
           req->deadline = when;
           req->attach_cancellation();
           detail::submit(*impl, std::move(req));
         },
-        token, deadline, detail::format_command(cmd));
+        token, deadline, std::move(payload), gather);
   }
 
   executor_type executor_;

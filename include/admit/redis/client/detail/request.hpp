@@ -1,9 +1,10 @@
 // admit/redis/client/detail/request.hpp — one pending call on a connection: its formatted command, its deadline, and
 // the way it completes (an Asio handler posted to its executor, or a blocked thread woken).
 //
-// A request's payload is usually one command. It may hold more than one (the cluster's "ASKING" + command, which must
-// reach the node back to back): `skip_replies` leading replies are then read and dropped, and the last one completes
-// the request.
+// A request's payload is usually one command. It may hold more than one: the cluster's "ASKING" + command, which must
+// reach the node back to back (`skip_replies` leading replies are then read and dropped, and the last one completes
+// the request), or a pipeline (connection::async_execute_pipeline: `gather` replies are collected, and complete the
+// request as one array reply).
 //
 // Exactly one of the reply, the deadline, a cancellation, a connection loss and close() completes a request: the
 // first to flip `done_`. Whoever loses does nothing; a request completed before it was written is never written, and
@@ -117,6 +118,10 @@ class request_base : public std::enable_shared_from_this<request_base> {
   // Replies to drop before the one that completes the request (payload = that many commands + the call's); set before
   // submission, then touched only on the connection's strand.
   std::uint8_t skip_replies = 0;
+  // A pipeline's commands (0: not a pipeline): that many replies complete the request, as one array. Set before
+  // submission; `gathered` is then touched only on the connection's strand.
+  std::uint32_t gather = 0;
+  std::vector<reply> gathered;
   // Set by the connection's strand when the request is written (close() counts it as unanswered rather than unsent).
   std::atomic<bool> written{false};
   // Touched only on the connection's strand: the request's entry in the deadline map, if any.
