@@ -1,6 +1,6 @@
 // How `admit serve`'s Redis backend (src/serve/engine/redis_backend.hpp) calls Redis, against a real redis-server
 // and a 3-master Redis Cluster: hits that only add (over_limit_hits: count) as envoyproxy/ratelimit's plain commands,
-// one SET NX EX and one INCRBY per counter of a batch, each hit answered in its order; the others as one script call
+// one INCRBY and one EXPIRE NX per counter of a batch, each hit answered in its order; the others as one script call
 // per batch (and calls shared by requests from many threads), batches capped by max_batch; on a cluster the counters
 // spread over the masters with one script call per hash slot.
 #include <gtest/gtest.h>
@@ -48,11 +48,11 @@ TEST_F(RedisServeBackend, CountingHitsAreEnvoyRatelimitsCommandsPerCounterOfABat
   hits.push_back(make_hit(r, "word"));
   const auto outcomes = decide(backend, hits, now);
   ASSERT_EQ(outcomes.size(), hits.size());
-  // envoyproxy/ratelimit would send 25 INCRBY + 25 EXPIRE; here one SET NX EX and one INCRBY per counter, the question
-  // a GET, no script.
+  // envoyproxy/ratelimit would send 25 INCRBY + 25 EXPIRE; here one INCRBY and one EXPIRE NX per counter, the
+  // question a GET, no script.
   EXPECT_EQ(server.calls("evalsha"), 0);
   EXPECT_EQ(server.calls("incrby"), 22);
-  EXPECT_EQ(server.calls("set"), 22);
+  EXPECT_EQ(server.calls("expire"), 22);
   EXPECT_EQ(server.calls("get"), 1);
   std::vector<std::uint64_t> shared_counts;
   for (std::size_t i = 0; i + 2 < hits.size(); ++i) {
@@ -75,7 +75,11 @@ TEST_F(RedisServeBackend, CountingHitsAreEnvoyRatelimitsCommandsPerCounterOfABat
   const hit_outcome& word = outcomes.back();
   EXPECT_EQ(word.result, state::failed);  // its own failure only
   EXPECT_NE(word.error.find("not an integer"), std::string::npos) << word.error;
-  // Every counter expires a unit after its creation.
+  // Every counter expires a unit after its creation: a later hit leaves its expiry as it is.
+  (void)server.admin({"EXPIRE", key("shared"), "30"});
+  EXPECT_EQ(decide_one(backend, make_hit(r, "shared"), now).count_after, 11u);
+  EXPECT_EQ(server.admin({"TTL", key("shared")}), "30");
+  (void)server.admin({"EXPIRE", key("shared"), "60"});
   for (const std::string counter : {"descriptor_0", "descriptor_19", "shared"}) {
     const int ttl = std::stoi(server.admin({"TTL", key(counter)}));
     EXPECT_GT(ttl, 50) << counter;

@@ -167,8 +167,8 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   void send(redis::client& c, std::vector<detail::window_hit> hits);
   void counted(std::vector<detail::window_hit>& hits, boost::system::error_code ec, const redis::reply& r);
   // envoyproxy/ratelimit's own commands instead of the script, for the hits that only add (over_limit_hits: count,
-  // no prefetch) on one server (not a cluster): per counter of the batch, SET counter 0 EX unit NX and INCRBY
-  // counter (its hits' sum), or GET when the sum is 0; all in one pipeline.
+  // no prefetch) on one server (not a cluster): per counter of the batch, INCRBY counter (its hits' sum) and
+  // EXPIRE counter unit NX, or GET when the sum is 0; all in one pipeline.
   static bool plain(const detail::window_hit& h) noexcept { return !h.drop && h.take == h.n && h.window_end_s == 0; }
   void send_plain(std::vector<detail::window_hit> hits);
   void counted_plain(std::vector<detail::window_hit>& hits, const std::vector<std::size_t>& reply_of,

@@ -197,13 +197,14 @@ void redis_backend::state::finish_window_hit(window_hit& h, std::uint64_t count_
   h.req->finish(h.index, std::move(o));
 }
 
-// The counters' commands: SET NX EX first, so that a counter never exists without its expiry (even when the
-// connection is lost between the two), then one INCRBY of the counter's hits together. The expiry is set when the
-// counter is created, as the script does. Hits on one counter are answered in their order in the batch: the INCRBY's
-// result minus the hits after each (the count each would have seen had it been sent alone, one after the other).
+// The counters' commands, as envoyproxy/ratelimit's: INCRBY, then EXPIRE in the same write. EXPIRE ... NX sets the
+// expiry only when the counter has none, i.e. when it was just created, as the script does (envoyproxy/ratelimit
+// sets it again at every hit); Redis runs it at no cost on a counter that has one. One INCRBY per counter of the
+// batch with the sum of its hits, each hit answered in its order in the batch: the INCRBY's result minus the hits
+// after it (the count each would have seen had it been sent alone, one after the other).
 void redis_backend::state::send_plain(std::vector<window_hit> hits) {
   std::vector<redis::command> commands;
-  std::vector<std::size_t> reply_of(hits.size());  // the index of each hit's counter reply (INCRBY or GET)
+  std::vector<std::size_t> reply_of(hits.size());  // the index of each hit's counter's reply (INCRBY or GET)
   std::unordered_map<std::string_view, std::size_t> counter_reply;
   std::unordered_map<std::string_view, std::uint64_t> sum;
   for (const window_hit& h : hits) sum[h.key] += h.n;
@@ -219,10 +220,10 @@ void redis_backend::state::send_plain(std::vector<window_hit> hits) {
     if (n == 0) {  // only questions (hits_addend 0): nothing is created
       commands.push_back(redis::command{"GET", h.key});
     } else {
-      commands.push_back(redis::command{"SET", h.key, "0", "EX"}.arg(h.expire_seconds).arg("NX"));
       commands.push_back(redis::command{"INCRBY", h.key}.arg(n));
+      commands.push_back(redis::command{"EXPIRE", h.key}.arg(h.expire_seconds).arg("NX"));
     }
-    reply_of[i] = commands.size() - 1;
+    reply_of[i] = commands.size() - (n == 0 ? 1 : 2);
     counter_reply.emplace(h.key, reply_of[i]);
   }
   redis::connection& c = *conn;
@@ -237,7 +238,8 @@ void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const st
   std::string whole;  // why the whole pipeline failed
   if (ec) {
     whole = failure_text(std::error_code(ec));
-  } else if (!r.is_array() || r.elements().size() != *std::max_element(reply_of.begin(), reply_of.end()) + 1) {
+  } else if (!r.is_array() || std::any_of(reply_of.begin(), reply_of.end(),
+                                          [&](std::size_t at) { return at >= r.elements().size(); })) {
     whole = "Redis at " + address + ": unexpected reply to the fixed-window commands";
   }
   // Per counter reply: the hits of the batch on it, and those answered so far.
