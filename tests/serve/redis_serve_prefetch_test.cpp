@@ -1,7 +1,8 @@
 // prefetch: N on `admit serve`'s Redis backend, against a real redis-server, at explicit times: a fixed window takes
 // N hits at once (counted in Redis when taken) and decides the next ones without a call; it never takes beyond the
 // limit, so the window never admits more than the limit; a new window starts without the old stock; overrides and
-// checks of 0 do not prefetch. The bucket algorithms lease through the library (limiter_options::lease).
+// checks of 0 do not prefetch; hits that arrive while a refill is under way wait for it (and fail with it). The bucket
+// algorithms lease through the library (limiter_options::lease).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -49,6 +50,35 @@ TEST_F(RedisServeBackend, AFixedWindowPrefetchesAndNeverPassesItsLimit) {
   const auto next = at(minute_start + 3600);
   EXPECT_EQ(decide_one(backend, make_hit(r, "u"), next).result, state::ok);
   EXPECT_EQ(server.admin({"GET", "admit:serve:fw:{u}:3600:" + std::to_string(minute_start + 3600)}), "20");
+}
+
+TEST_F(RedisServeBackend, HitsArrivingDuringARefillWaitForItInsteadOfCallingRedis) {
+  rate_limit_rule r = rule(50, unit::hour);
+  r.prefetch = 20;
+  const auto now = at(minute_start + 5);
+  const std::string key = "admit:serve:fw:{w}:3600:" + std::to_string(minute_start);
+  ASSERT_EQ(decide_one(backend, make_hit(r, "warm-up"), now).result, state::ok);  // loads the script
+  (void)server.admin({"CONFIG", "RESETSTAT"});
+  // 25 hits at once: the first refills (20 counted), the other 24 wait for it; 19 are served from its stock, the
+  // 20th refills again (40 counted) and the last 4 wait for that one and are served from it.
+  std::vector<hit> hits(25, make_hit(r, "w"));
+  const auto outcomes = decide(backend, hits, now);
+  for (std::size_t i = 0; i < outcomes.size(); ++i) EXPECT_EQ(outcomes[i].result, state::ok) << i << outcomes[i].error;
+  EXPECT_EQ(server.admin({"GET", key}), "40") << "two refills of 20, no hit counted on its own";
+  EXPECT_EQ(server.calls("evalsha"), 2);
+  EXPECT_EQ(server.calls("incrby"), 2);
+}
+
+TEST_F(RedisServeBackend, HitsWaitingForAFailedRefillFailWithItsError) {
+  rate_limit_rule r = rule(50, unit::hour);
+  r.prefetch = 20;
+  const auto now = at(minute_start + 5);
+  (void)server.admin({"SET", "admit:serve:fw:{bad}:3600:" + std::to_string(minute_start), "not a number"});
+  const auto outcomes = decide(backend, std::vector<hit>(5, make_hit(r, "bad")), now);
+  for (const hit_outcome& o : outcomes) {
+    EXPECT_EQ(o.result, state::failed);
+    EXPECT_NE(o.error.find("does not hold a count"), std::string::npos) << o.error;
+  }
 }
 
 TEST_F(RedisServeBackend, AReloadDropsTheStock) {

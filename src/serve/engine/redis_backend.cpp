@@ -261,22 +261,10 @@ void redis_backend::decide(std::vector<hit> hits, std::chrono::system_clock::tim
       w.deadline = until;
       if (h.rule->prefetch > 1 && !h.override_limit) {
         w.window_end_s = start + divider;
-        const detail::window_stock::plan p =
-            state_->stock.take(w.key, h.n, h.rule->prefetch, l.requests, !w.drop, w.window_end_s, unix_now);
-        if (p.served || p.refused) {  // from this instance's stock, or a full window a reply showed
-          hit_outcome o;
-          o.limit = l.requests;
-          o.result = p.refused ? hit_outcome::state::over_limit : hit_outcome::state::ok;
-          // What is left, as far as this instance knows: its stock, and the room the last reply showed.
-          const std::uint64_t room = p.known < l.requests ? l.requests - p.known : 0;
-          o.remaining = p.refused ? 0 : static_cast<std::uint32_t>(std::min<std::uint64_t>(l.requests, p.left + room));
-          o.count_after = p.refused ? p.known + h.n : l.requests - o.remaining;
-          o.reset_after = w.reset_after;
-          req->finish(i, std::move(o));
-          continue;
-        }
-        w.take = p.take;
-        w.refill = p.refill;
+        w.prefetch = h.rule->prefetch;
+        w.now_s = unix_now;
+        state_->take_prefetched(std::move(w), windows);
+        continue;
       }
       windows.push_back(std::move(w));
       continue;

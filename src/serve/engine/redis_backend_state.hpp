@@ -70,6 +70,8 @@ struct window_hit {
   std::uint32_t take = 0;  // >= n: the hits to add when n fit (the surplus refills the stock, window_stock.hpp)
   bool refill = false;     // this hit refills the stock: window_stock::refilled() must follow
   std::int64_t window_end_s = 0;  // with prefetch: the window's end (Unix seconds), for window_stock::learned()
+  std::uint32_t prefetch = 0;     // with prefetch: the rule's
+  std::int64_t now_s = 0;         // with prefetch: the decision's time (Unix seconds)
   std::chrono::nanoseconds reset_after{0};
   steady::time_point deadline;
 };
@@ -140,7 +142,7 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
 
   redis::circuit_breaker breaker;  // of the script calls (the limiters have their own)
 
-  detail::window_stock stock;  // prefetched fixed-window hits
+  detail::window_stock<detail::window_hit> stock;  // prefetched fixed-window hits, and those waiting for a refill
 
   std::mutex queue_mutex;
   std::vector<detail::window_hit> queue;
@@ -159,7 +161,12 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   detail::steady::time_point deadline() const { return detail::steady::now() + opts.timeout; }
 
   // ---- fixed windows ----
-
+  // A hit of a rule with prefetch: answered from the stock, left waiting for a refill under way, or added to `out`
+  // (for Redis: its own n, or a refill of the stock).
+  void take_prefetched(detail::window_hit&& w, std::vector<detail::window_hit>& out);
+  // A refill's outcome (`error` empty: it counted `extra` hits beyond its own): the hits that waited for it are
+  // taken again, or failed with the refill's error.
+  void refilled(const std::string& key, std::uint32_t extra, const std::string& error);
   void submit(std::vector<detail::window_hit> hits);
   void flush();
   void send_all(std::vector<detail::window_hit> batch);

@@ -71,6 +71,38 @@ std::optional<std::string> limiter_problem(algorithm a, std::uint32_t requests, 
 // and here too (bench/serve_redis_bench.cpp: at 16 callers, waiting for the flush keeps one call in flight at a time).
 constexpr std::size_t stream_batch = 8;
 
+void redis_backend::state::take_prefetched(window_hit&& w, std::vector<window_hit>& out) {
+  const auto p = stock.take(w.key, w.n, w.prefetch, w.limit, !w.drop, w.window_end_s, w.now_s, &w);
+  if (p.waiting) return;
+  if (p.served || p.refused) {  // from this instance's stock, or a full window a reply showed
+    hit_outcome o;
+    o.limit = w.limit;
+    o.result = p.refused ? hit_outcome::state::over_limit : hit_outcome::state::ok;
+    // What is left, as far as this instance knows: its stock, and the room the last reply showed.
+    const std::uint64_t room = p.known < w.limit ? w.limit - p.known : 0;
+    o.remaining = p.refused ? 0 : static_cast<std::uint32_t>(std::min<std::uint64_t>(w.limit, p.left + room));
+    o.count_after = p.refused ? p.known + w.n : w.limit - o.remaining;
+    o.reset_after = w.reset_after;
+    w.req->finish(w.index, std::move(o));
+    return;
+  }
+  w.take = p.take;
+  w.refill = p.refill;
+  out.push_back(std::move(w));
+}
+
+void redis_backend::state::refilled(const std::string& key, std::uint32_t extra, const std::string& error) {
+  std::vector<window_hit> waiters = stock.refilled(key, error.empty() ? extra : 0);
+  if (waiters.empty()) return;
+  if (!error.empty()) {  // they would have gone to the same Redis, in the same call
+    for (window_hit& w : waiters) w.req->fail(w.index, error);
+    return;
+  }
+  std::vector<window_hit> again;
+  for (window_hit& w : waiters) take_prefetched(std::move(w), again);
+  if (!again.empty()) submit(std::move(again));
+}
+
 void redis_backend::state::submit(std::vector<window_hit> hits) {
   std::vector<window_hit> full;
   bool schedule = false;
@@ -104,8 +136,8 @@ void redis_backend::state::send_all(std::vector<window_hit> batch) {
                                                                               const std::string& error) mutable {
     if (c == nullptr) {
       for (auto& h : batch) {
-        if (h.refill) self->stock.refilled(h.key, 0);
         h.req->fail(h.index, error);
+        if (h.refill) self->refilled(h.key, 0, error);
       }
       return;
     }
@@ -162,8 +194,8 @@ void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system:
   for (std::size_t i = 0; i < hits.size(); ++i) {
     window_hit& h = hits[i];
     if (!whole.empty()) {
-      if (h.refill) stock.refilled(h.key, 0);
       h.req->fail(h.index, whole);
+      if (h.refill) refilled(h.key, 0, whole);
       continue;
     }
     const redis::reply& e = r.elements()[i];
@@ -171,14 +203,15 @@ void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system:
                         e.elements()[1].is_integer() && e.elements()[0].integer() >= 0 &&
                         e.elements()[1].integer() >= 0 && e.elements()[1].integer() <= h.take - h.n;
     if (!shaped) {
-      if (h.refill) stock.refilled(h.key, 0);
-      h.req->fail(h.index, e.is_error() ? reply_text(e)
-                                        : "Redis at " + address + ": counter " + h.key + " does not hold a count");
+      const std::string why =
+          e.is_error() ? reply_text(e) : "Redis at " + address + ": counter " + h.key + " does not hold a count";
+      h.req->fail(h.index, why);
+      if (h.refill) refilled(h.key, 0, why);
       continue;
     }
     const auto extra = static_cast<std::uint32_t>(e.elements()[1].integer());
-    if (h.refill) stock.refilled(h.key, extra);
     finish_window_hit(h, static_cast<std::uint64_t>(e.elements()[0].integer()), extra);
+    if (h.refill) refilled(h.key, extra, {});
   }
 }
 
@@ -238,8 +271,8 @@ void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const st
   std::string whole;  // why the whole pipeline failed
   if (ec) {
     whole = failure_text(std::error_code(ec));
-  } else if (!r.is_array() || std::any_of(reply_of.begin(), reply_of.end(),
-                                          [&](std::size_t at) { return at >= r.elements().size(); })) {
+  } else if (!r.is_array() ||
+             std::any_of(reply_of.begin(), reply_of.end(), [&](std::size_t at) { return at >= r.elements().size(); })) {
     whole = "Redis at " + address + ": unexpected reply to the fixed-window commands";
   }
   // Per counter reply: the hits of the batch on it, and those answered so far.
