@@ -20,10 +20,13 @@
 #      a. `admit serve` in process: gRPC at 1, 16 and 256 concurrent streams, many keys and the hot key; GCRA at 16;
 #         then the floor of a call over gRPC (admit_serve_grpc_floor, bench/serve_grpc_floor.cpp: a server built as
 #         admit serve's whose handler answers every call with the same bytes, deciding nothing) at 1, 16 and 256;
+#         and the floor of a call that goes to Redis (the same server with --redis: INCRBY + EXPIRE NX of a counter
+#         per call, pipelined on one connection) at 1, 16 and 256 on 100,000 counters, at 16 and 256 on one;
 #      b. the library call the service makes for each of those calls (admit_serve_load --mode library:
 #         admit::serve::service::should_rate_limit in process, no gRPC) at 1 and 16 streams;
 #      c. `admit serve --redis` (fail-closed, so that a Redis failure shows as OVER_LIMIT rather than as throughput):
-#         gRPC at 1, 16 and 256 streams, many keys and the hot key; GCRA at 16; the library call on Redis (the same
+#         gRPC at 1, 16 and 256 streams, many keys and the hot key; GCRA at 16; the hot key of a rule with
+#         `prefetch: 20` at 16 and 256; the library call on Redis (the same
 #         backend, no gRPC) at 1, 16 and 256 streams;
 #      d. envoyproxy/ratelimit's Redis work per decision: INCRBY + EXPIRE of the descriptor's key, pipelined
 #         (admit_serve_load --mode redis-incr-expire), at 1, 16 and 256 decisions outstanding, many keys and hot key.
@@ -130,6 +133,7 @@ keys_args() {
     many) echo "--descriptor user={rand} --key-count $key_count" ;;
     hot) echo "--descriptor user=hot" ;;
     gcra) echo "--descriptor user_gcra={rand} --key-count $key_count" ;;
+    prefetch) echo "--descriptor user_prefetch=hot" ;;
   esac
 }
 
@@ -192,6 +196,18 @@ for ((round = 1; round <= rounds; ++round)); do
     measure grpc-floor empty many "$streams" "$round" 0 --target "$grpc_target"
   done
   stop_serve
+  # The floor of a call that goes to Redis: the same server sending INCRBY + EXPIRE NX of a counter per call.
+  "${cli[@]}" flushall >/dev/null
+  start_server grpc-floor-redis "$floor_bin" --host 127.0.0.1 --port 0 --redis "$url" --redis-keys "$key_count"
+  for streams in 1 16 256; do
+    measure grpc-floor-redis empty many "$streams" "$round" 1 --target "$grpc_target"
+  done
+  stop_serve
+  start_server grpc-floor-redis-hot "$floor_bin" --host 127.0.0.1 --port 0 --redis "$url" --redis-keys 1
+  for streams in 16 256; do
+    measure grpc-floor-redis empty hot "$streams" "$round" 1 --target "$grpc_target"
+  done
+  stop_serve
   for keys in many hot; do
     for streams in 1 16; do
       measure admit-library in-process "$keys" "$streams" "$round" 0 --mode library --config "$config_dir"
@@ -206,6 +222,9 @@ for ((round = 1; round <= rounds; ++round)); do
     done
   done
   measure admit-serve-redis grpc gcra 16 "$round" 1 --target "$grpc_target"
+  for streams in 16 256; do
+    measure admit-serve-redis grpc prefetch "$streams" "$round" 1 --target "$grpc_target"
+  done
   stop_serve
   for keys in many hot; do
     for streams in 1 16 256; do

@@ -20,46 +20,83 @@ errors() { awk -v a="${errs[$1]:-0}" -v b="${over[$1]:-0}" 'BEGIN { print (a == 
 # clean KEY: whether a case ran without any of those.
 clean() { [[ "$(errors "$1")" == 0 ]]; }
 
-check_inprocess() {
-  local k=admit-serve:grpc/many/16
-  [[ "${dps[$k]:--}" == - ]] && { echo none; return; }
-  if clean "$k" && ge "${dps[$k]}" 100000 && le "${p99[$k]}" 2000; then echo 1; else echo 0; fi
+# at_least A B FACTOR: 1 when A >= FACTOR x B, 0 when not, "none" when either is missing.
+at_least() {
+  [[ -z "${1:-}" || "$1" == - || -z "${2:-}" || "$2" == - ]] && { echo none; return; }
+  awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { print (a >= f * b) ? 1 : 0 }'
 }
-# check_redis IMPL:VARIANT: admit on Redis (the service over gRPC, or the library call) at 16 and 256 streams, many
-# keys and the hot key, against envoyproxy/ratelimit's Redis work at the same concurrency: met when all four are.
-check_redis() {
-  local ok=1 s k e keys
+# all VERDICT...: 1 when every one is 1, none when one is none, else 0.
+all() {
+  local v out=1
+  for v in "$@"; do
+    [[ "$v" == none ]] && { echo none; return; }
+    [[ "$v" == 1 ]] || out=0
+  done
+  echo $out
+}
+# vs A B: "a vs b (ratio×)" of the decisions/s of the cases A and B.
+vs() { printf '%s vs %s (%s×)' "$(fmt_int "${dps[$1]:-}")" "$(fmt_int "${dps[$2]:-}")" "$(ratio "${dps[$1]:--}" "${dps[$2]:--}")"; }
+# cpu_vs A B: "a vs b µs" of the server CPU per call of the cases A and B.
+cpu_vs() { printf '%s vs %s µs' "$(one "${scpu[$1]:-}")" "$(one "${scpu[$2]:-}")"; }
+# rcpu_vs A B: "a vs b µs (ratio×)" of Redis's CPU per decision of the cases A and B.
+rcpu_vs() {
+  printf '%s vs %s µs (%s×)' "$(one "${rcpu[$1]:-}")" "$(one "${rcpu[$2]:-}")" "$(ratio "${rcpu[$1]:--}" "${rcpu[$2]:--}")"
+}
+# Each target's verdict (a case with errors fails it).
+clean_all() {
+  local k
+  for k in "$@"; do clean "$k" || { echo 0; return; }; done
+  echo 1
+}
+check_floor_rate() {
+  all "$(at_least "${dps[admit-serve:grpc/many/16]:--}" "${dps[grpc-floor:empty/many/16]:--}" 0.9)" \
+    "$(at_least "${dps[admit-serve:grpc/many/256]:--}" "${dps[grpc-floor:empty/many/256]:--}" 0.9)" \
+    "$(clean_all admit-serve:grpc/many/16 admit-serve:grpc/many/256)"
+}
+# server CPU per call <= the floor's + 2 µs: the floor's + 2 >= admit's, as at_least with a factor of 1.
+check_floor_cpu() {
+  local s v=()
+  for s in 16 256; do
+    local f=${scpu[grpc-floor:empty/many/$s]:--}
+    [[ "$f" == - ]] && { echo none; return; }
+    v+=("$(at_least "$(awk -v f="$f" 'BEGIN { print f + 2 }')" "${scpu[admit-serve:grpc/many/$s]:--}" 1)")
+  done
+  all "${v[@]}"
+}
+check_redis_rate() {
+  all "$(at_least "${dps[admit-serve-redis:grpc/many/16]:--}" "${dps[admit-serve:grpc/many/16]:--}" 0.9)" \
+    "$(clean_all admit-serve-redis:grpc/many/16)"
+}
+check_redis_floor() {
+  local keys s v=()
   for keys in many hot; do
     for s in 16 256; do
-      k=$1/$keys/$s e=envoy-redis:incr-expire/$keys/$s
-      [[ "${dps[$k]:--}" == - || "${dps[$e]:--}" == - ]] && { echo none; return; }
-      { clean "$k" && ge "$(ratio "${dps[$k]}" "${dps[$e]}")" 1; } || ok=0
+      v+=("$(at_least "${dps[admit-serve-redis:grpc/$keys/$s]:--}" "${dps[grpc-floor-redis:empty/$keys/$s]:--}" 0.9)")
+      v+=("$(clean_all "admit-serve-redis:grpc/$keys/$s")")
     done
   done
-  echo $ok
+  all "${v[@]}"
 }
-# vs IMPL:VARIANT KEYS STREAMS: "admit's decisions/s vs envoyproxy/ratelimit's (ratio×)".
-vs() {
-  local k=$1/$2/$3 e=envoy-redis:incr-expire/$2/$3
-  printf '%s vs %s (%s×)' "$(fmt_int "${dps[$k]:-}")" "$(fmt_int "${dps[$e]:-}")" "$(ratio "${dps[$k]:--}" "${dps[$e]:--}")"
+# Redis CPU per decision at most envoyproxy/ratelimit's (factor 1), or a quarter of it with prefetch.
+check_redis_cpu() {
+  local keys s v=()
+  for keys in many hot; do
+    for s in 16 256; do
+      v+=("$(at_least "${rcpu[envoy-redis:incr-expire/$keys/$s]:--}" "${rcpu[admit-serve-redis:grpc/$keys/$s]:--}" 1)")
+    done
+  done
+  all "${v[@]}"
 }
-# added_us: gRPC p50 at 1 stream minus the library call's p50 at 1 stream (in process, many keys).
-added_us() {
-  local g=${p50[admit-serve:grpc/many/1]:--} l=${p50[admit-library:in-process/many/1]:--}
-  [[ "$g" == - || "$l" == - ]] && return
-  awk -v g="$g" -v l="$l" 'BEGIN { printf "%.1f", g - l }'
+check_prefetch_cpu() {
+  all "$(at_least "${rcpu[envoy-redis:incr-expire/hot/16]:--}" "${rcpu[admit-serve-redis:grpc/prefetch/16]:--}" 4)" \
+    "$(at_least "${rcpu[envoy-redis:incr-expire/hot/256]:--}" "${rcpu[admit-serve-redis:grpc/prefetch/256]:--}" 4)" \
+    "$(clean_all admit-serve-redis:grpc/prefetch/16 admit-serve-redis:grpc/prefetch/256)"
 }
 # over_floor: admit serve's gRPC p50 at 1 stream minus the floor's (an empty gRPC server), many keys.
 over_floor() {
   local g=${p50[admit-serve:grpc/many/1]:--} f=${p50[grpc-floor:empty/many/1]:--}
   [[ "$g" == - || "$f" == - ]] && return
   awk -v g="$g" -v f="$f" 'BEGIN { printf "%.1f", g - f }'
-}
-check_added() {
-  local a
-  a=$(added_us)
-  [[ -z "$a" ]] && { echo none; return; }
-  if le "$a" 30; then echo 1; else echo 0; fi
 }
 
 # row KEY NAME HOW STREAMS: one line of the side-by-side table.
@@ -107,22 +144,19 @@ one status per descriptor with its limit); failed calls and wrong answers are co
 
 | target | measured | verdict |
 | --- | --- | --- |
-| in process ≥ 100,000 decisions/s at 16 streams, p99 ≤ 2 ms | many keys: $(fmt_int "${dps[admit-serve:grpc/many/16]:-}")/s, p99 $(us_to_ms "${p99[admit-serve:grpc/many/16]:-}") ms (hot key: $(fmt_int "${dps[admit-serve:grpc/hot/16]:-}")/s, p99 $(us_to_ms "${p99[admit-serve:grpc/hot/16]:-}") ms); the floor, a gRPC server that decides nothing: $(fmt_int "${dps[grpc-floor:empty/many/16]:-}")/s, p99 $(us_to_ms "${p99[grpc-floor:empty/many/16]:-}") ms | $(verdict "$(check_inprocess)") |
-| on Redis ≥ the decisions/s of envoyproxy/ratelimit's INCRBY + EXPIRE per decision on the same server, same concurrency: \`admit serve --redis\` over gRPC | many keys, 16 streams: $(vs admit-serve-redis:grpc many 16); 256: $(vs admit-serve-redis:grpc many 256); hot key, 16: $(vs admit-serve-redis:grpc hot 16); 256: $(vs admit-serve-redis:grpc hot 256) | $(verdict "$(check_redis admit-serve-redis:grpc)") |
-| the same, the decision alone (\`service::should_rate_limit\` on the Redis backend, no gRPC) | many keys, 16 streams: $(vs admit-library:redis many 16); 256: $(vs admit-library:redis many 256); hot key, 16: $(vs admit-library:redis hot 16); 256: $(vs admit-library:redis hot 256) | $(verdict "$(check_redis admit-library:redis)") |
-| Redis work per decision (many keys, 256 streams) | admit: $(two "${scalls[admit-serve-redis:grpc/many/256]:-}") script calls, $(two "${cmds[admit-serve-redis:grpc/many/256]:-}") commands (those inside the script included), $(one "${rusec[admit-serve-redis:grpc/many/256]:-}") µs in commands, $(one "${rcpu[admit-serve-redis:grpc/many/256]:-}") µs of Redis CPU; envoyproxy/ratelimit's: $(two "${cmds[envoy-redis:incr-expire/many/256]:-}") commands, $(one "${rusec[envoy-redis:incr-expire/many/256]:-}") µs, $(one "${rcpu[envoy-redis:incr-expire/many/256]:-}") µs | (for information) |
-| the service adds ≤ 30 µs at p50 over the library call it makes | gRPC p50 at 1 stream $(one "${p50[admit-serve:grpc/many/1]:-}") µs − \`service::should_rate_limit\` p50 $(one "${p50[admit-library:in-process/many/1]:-}") µs = $(added_us) µs; over the floor, a gRPC server that decides nothing (p50 $(one "${p50[grpc-floor:empty/many/1]:-}") µs): $(over_floor) µs | $(verdict "$(check_added)") |
+| in process ≥ 0.9× the calls/s of the floor (a gRPC server built the same way that decides nothing), at 16 and at 256 streams | many keys, 16 streams: $(vs admit-serve:grpc/many/16 grpc-floor:empty/many/16); 256: $(vs admit-serve:grpc/many/256 grpc-floor:empty/many/256) | $(verdict "$(check_floor_rate)") |
+| in process, server CPU per call ≤ the floor's + 2 µs | 16 streams: $(cpu_vs admit-serve:grpc/many/16 grpc-floor:empty/many/16); 256: $(cpu_vs admit-serve:grpc/many/256 grpc-floor:empty/many/256) | $(verdict "$(check_floor_cpu)") |
+| on Redis ≥ 0.9× the in-process calls/s at 16 streams | many keys: $(vs admit-serve-redis:grpc/many/16 admit-serve:grpc/many/16); the floor of a call that goes to Redis (the floor server sending INCRBY + EXPIRE NX per call) reaches $(vs grpc-floor-redis:empty/many/16 admit-serve:grpc/many/16) of it | $(verdict "$(check_redis_rate)") |
+| on Redis ≥ 0.9× the floor of a call that goes to Redis, at 16 and 256 streams | many keys, 16: $(vs admit-serve-redis:grpc/many/16 grpc-floor-redis:empty/many/16); 256: $(vs admit-serve-redis:grpc/many/256 grpc-floor-redis:empty/many/256); hot key, 16: $(vs admit-serve-redis:grpc/hot/16 grpc-floor-redis:empty/hot/16); 256: $(vs admit-serve-redis:grpc/hot/256 grpc-floor-redis:empty/hot/256) | $(verdict "$(check_redis_floor)") |
+| Redis CPU per decision ≤ envoyproxy/ratelimit's INCRBY + EXPIRE at the same concurrency (no prefetch) | many keys, 16: $(rcpu_vs admit-serve-redis:grpc/many/16 envoy-redis:incr-expire/many/16); 256: $(rcpu_vs admit-serve-redis:grpc/many/256 envoy-redis:incr-expire/many/256); hot key, 16: $(rcpu_vs admit-serve-redis:grpc/hot/16 envoy-redis:incr-expire/hot/16); 256: $(rcpu_vs admit-serve-redis:grpc/hot/256 envoy-redis:incr-expire/hot/256) | $(verdict "$(check_redis_cpu)") |
+| with \`prefetch: 20\`, Redis CPU per decision ≤ ¼ of envoyproxy/ratelimit's (hot key) | 16 streams: $(rcpu_vs admit-serve-redis:grpc/prefetch/16 envoy-redis:incr-expire/hot/16), $(two "${cmds[admit-serve-redis:grpc/prefetch/16]:-}") commands per decision; 256: $(rcpu_vs admit-serve-redis:grpc/prefetch/256 envoy-redis:incr-expire/hot/256) | $(verdict "$(check_prefetch_cpu)") |
 
-Each Redis verdict needs many keys and the hot key, at 16 and at 256 streams.
-
-The Redis rows compare admit — the whole service over gRPC, and the decision alone — with envoyproxy/ratelimit's
-Redis commands alone, driven by a C++ client with no gRPC or decision work in front (admit_serve_load --mode
-redis-incr-expire: per decision an \`INCRBY\` and an \`EXPIRE\` of \`bench_user_<value>_<window>\`, written
-together; all outstanding decisions' commands pipelined on one connection): the most envoyproxy/ratelimit's Redis
-layout can give on this server at that concurrency, not envoyproxy/ratelimit itself, which has gRPC and its own work
-in front too. The service's added latency is the gRPC round trip on loopback (client and server), the conversions to and
-from protobuf and the server's threads; the library call is the decision alone (matching the rule, the backend, the
-response).
+The envoyproxy/ratelimit rows are its Redis commands alone, driven by a C++ client with no gRPC or decision work in
+front (admit_serve_load --mode redis-incr-expire: per decision an \`INCRBY\` and an \`EXPIRE\` of
+\`bench_user_<value>_<window>\`, written together; all outstanding decisions' commands pipelined on one connection):
+the least Redis work envoyproxy/ratelimit's layout can cost on this server at that concurrency. The floor of a call that
+goes to Redis is what any decision service that counts in Redis pays here: gRPC's work, a hand-off to the Redis
+client's thread, a round trip, the reply handed back.
 
 ### Side by side (medians)
 
@@ -150,6 +184,10 @@ EOF
       fi
       for s in 1 16; do row "admit-library:in-process/$keys/$s" "admit's library call, in process" "\`service::should_rate_limit\`" "$s"; done
       for s in 1 16 256; do row "admit-serve-redis:grpc/$keys/$s" "**admit serve --redis**" "gRPC, fail-closed" "$s"; done
+      for s in 1 16 256; do row "grpc-floor-redis:empty/$keys/$s" "the floor of a call that goes to Redis" "gRPC, INCRBY + EXPIRE NX per call" "$s"; done
+      if [[ $keys == hot ]]; then
+        for s in 16 256; do row "admit-serve-redis:grpc/prefetch/$s" "**admit serve --redis**, \`prefetch: 20\`" "gRPC, fail-closed" "$s"; done
+      fi
       for s in 1 16 256; do row "admit-library:redis/$keys/$s" "admit's library call, on Redis" "\`service::should_rate_limit\`" "$s"; done
       for s in 1 16 256; do row "envoy-redis:incr-expire/$keys/$s" "envoyproxy/ratelimit's Redis work" "INCRBY + EXPIRE, pipelined" "$s"; done
     done
@@ -171,14 +209,15 @@ Reading the table:
   (HTTP/2 framing, hand-offs between its threads, protobuf), on both sides.
 - The floor row shows it: a server built as \`admit serve\`'s gRPC server (gRPC's callback API, the same method and
   health service), whose handler neither parses the request nor decides, answering every call with the same bytes
-  (bench/serve_grpc_floor.cpp), reaches $(fmt_int "${dps[grpc-floor:empty/many/16]:-}") calls/s at 16 streams with
+  (bench/serve_grpc_floor.cpp), with admit serve's limits and resource quota, reaches $(fmt_int "${dps[grpc-floor:empty/many/16]:-}") calls/s at 16 streams with
   $(one "${scpu[grpc-floor:empty/many/16]:-}") µs of server CPU per call, and a p50 of $(one "${p50[grpc-floor:empty/many/1]:-}") µs at 1 stream. No
   decision service on gRPC can be faster here than that; \`admit serve\` adds $(over_floor) µs at p50 over it (the
   decision, the protobuf conversions both ways, the request's checks).
-- On Redis, admit sends one script call for a batch of decisions: $(two "${scalls[$r256]:-}") script calls per decision
-  over gRPC at 256 streams, $(two "${scalls[$l256]:-}") for the library call at 256 (batches grow with the decisions
-  waiting). envoyproxy/ratelimit's layout sends two commands per descriptor (pipelined: one write for both, but two
-  commands for the server to read, run and answer).
+- On Redis, the fixed window's hits of the decisions waiting at the same moment leave together: per counter of the
+  batch one \`INCRBY\` (of its hits together) and one \`EXPIRE ... NX\`, in one pipeline — the commands
+  envoyproxy/ratelimit sends per descriptor, fewer of them when descriptors share a counter. At 256 streams over gRPC
+  that is $(two "${cmds[$r256]:-}") commands per decision on many keys and $(two "${cmds[admit-serve-redis:grpc/hot/256]:-}") on the hot key; the library call alone
+  at 256: $(two "${cmds[$l256]:-}"). A rule with \`prefetch\` (or \`over_limit_hits: drop\`) goes through a script instead.
 - Raw outputs of this run: \`$out/\` (raw.tsv: every case of every round; results.tsv: the medians; the servers'
   logs).
 EOF

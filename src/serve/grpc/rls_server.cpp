@@ -1,5 +1,7 @@
 #include "serve/grpc/rls_server.hpp"
 
+#include <absl/synchronization/mutex.h>
+#include <google/protobuf/arena.h>
 #include <google/protobuf/stubs/logging.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -83,6 +85,22 @@ std::string bind_failure(const std::string& host, int port) {
   return why.empty() ? "gRPC could not listen there" : why;
 }
 
+// A protobuf arena whose first block is on the stack: a request or a response of the usual size (a few descriptors)
+// is built without a heap allocation per field. Messages made on it die with it.
+struct stack_arena {
+  stack_arena() : arena(options()) {}
+  alignas(8) char block[2048];
+  google::protobuf::Arena arena;
+
+ private:
+  google::protobuf::ArenaOptions options() {
+    google::protobuf::ArenaOptions o;
+    o.initial_block = block;
+    o.initial_block_size = sizeof block;
+    return o;
+  }
+};
+
 class rls_handler final
     : public rls_pb::RateLimitService::WithRawCallbackMethod_ShouldRateLimit<rls_pb::RateLimitService::Service> {
  public:
@@ -98,19 +116,22 @@ class rls_handler final
       reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why));
       return reactor;
     };
-    rls_pb::RateLimitRequest message;
-    bool parsed = false;
-    std::string problem;
-    {
-      grpc::ByteBuffer copy(*request);  // ProtoBufferReader takes a mutable buffer; copying shares the slices
-      grpc::ProtoBufferReader reader(&copy);
-      parse_problem = &problem;
-      parsed = reader.status().ok() && message.ParseFromZeroCopyStream(&reader);
-      parse_problem = nullptr;
-    }
-    if (!parsed) return refuse(parse_failure(problem));
     rls_request req;
-    if (auto refused = from_proto(message, limits_, req)) return refuse(*refused);
+    {
+      stack_arena arena;
+      auto* message = google::protobuf::Arena::CreateMessage<rls_pb::RateLimitRequest>(&arena.arena);
+      bool parsed = false;
+      std::string problem;
+      {
+        grpc::ByteBuffer copy(*request);  // ProtoBufferReader takes a mutable buffer; copying shares the slices
+        grpc::ProtoBufferReader reader(&copy);
+        parse_problem = &problem;
+        parsed = reader.status().ok() && message->ParseFromZeroCopyStream(&reader);
+        parse_problem = nullptr;
+      }
+      if (!parsed) return refuse(parse_failure(problem));
+      if (auto refused = from_proto(*message, limits_, req)) return refuse(*refused);
+    }
     // Finish is called once: by the decision's completion, or by the catch below when the service threw (a backend
     // may throw after it kept the completion, which then comes later and must not answer a second time).
     auto answered = std::make_shared<std::atomic<bool>>(false);
@@ -121,11 +142,12 @@ class rls_handler final
           reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, result.failure->message));
           return;
         }
-        rls_pb::RateLimitResponse out;
-        to_proto(result.response, out);
+        stack_arena arena;
+        auto* out = google::protobuf::Arena::CreateMessage<rls_pb::RateLimitResponse>(&arena.arena);
+        to_proto(result.response, *out);
         bool own = false;
         const grpc::Status serialized =
-            grpc::SerializationTraits<rls_pb::RateLimitResponse>::Serialize(out, response, &own);
+            grpc::SerializationTraits<rls_pb::RateLimitResponse>::Serialize(*out, response, &own);
         reactor->Finish(serialized);
       });
     } catch (const std::exception& e) {
@@ -154,7 +176,12 @@ struct rls_server::impl {
 
 rls_server::rls_server(service& svc, const rls_server_options& opts) : impl_(std::make_unique<impl>(svc, opts.limits)) {
   static std::once_flag log_handler_once;
-  std::call_once(log_handler_once, [] { google::protobuf::SetLogHandler(&protobuf_log); });
+  std::call_once(log_handler_once, [] {
+    google::protobuf::SetLogHandler(&protobuf_log);
+    // Debian builds Abseil without NDEBUG, which leaves absl::Mutex's deadlock detection on: every lock gRPC takes
+    // (several per call) then records the order of locks in a process-wide graph, a check meant for debug builds.
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  });
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   const std::string address = listen_address(opts.host, opts.port);
