@@ -212,7 +212,7 @@ std::optional<rule_match> configuration::find(std::string_view domain,
   // descriptor has share_threshold), and the entry's part of the value_to_metric key.
   std::string composite;
   std::string value_to_metric_key(domain);
-  std::vector<std::string_view> shared(entries.size());
+  std::vector<std::string_view> shared;  // sized on the first share_threshold match (rare): no allocation otherwise
   bool any_shared = false;
   const node* level = &d->root;
   const node* reached = nullptr;
@@ -238,6 +238,7 @@ std::optional<rule_match> configuration::find(std::string_view domain,
     if (matched_wildcard != nullptr) {
       const std::string_view pattern = trim_prefix(next->composite, e.key);
       if (next->share_threshold) {
+        shared.resize(entries.size());
         shared[i] = pattern;
         any_shared = true;
         metric_value = pattern;
@@ -264,14 +265,14 @@ std::optional<rule_match> configuration::find(std::string_view domain,
   append_part(m.counter_key, domain);
   for (std::size_t i = 0; i < entries.size(); ++i) {
     append_part(m.counter_key, entries[i].key);
-    append_part(m.counter_key, shared[i].empty() ? std::string_view(entries[i].value) : shared[i]);
+    append_part(m.counter_key, !any_shared || shared[i].empty() ? std::string_view(entries[i].value) : shared[i]);
   }
   if (m.rule->detailed_metric) {
     // detailed_metric: every entry's own value ("key_" even when empty), except share_threshold patterns.
     m.metric_key = domain;
     for (std::size_t i = 0; i < entries.size(); ++i) {
       m.metric_key.append(".").append(entries[i].key);
-      const std::string_view v = shared[i].empty() ? std::string_view(entries[i].value) : shared[i];
+      const std::string_view v = !any_shared || shared[i].empty() ? std::string_view(entries[i].value) : shared[i];
       if (!any_shared || !v.empty()) m.metric_key.append("_").append(v);
     }
   } else {

@@ -10,8 +10,8 @@
 //   as envoyproxy/ratelimit uses its own), every hit added to the counter even when it is over the limit (INCRBY),
 //   over the limit iff the count after the hit exceeds the limit, remaining = limit - count after, reset = the time to
 //   the window's end in whole seconds. Where envoyproxy/ratelimit sends INCRBY and EXPIRE per descriptor, the hits of
-//   all the requests decided at about the same time go to Redis as one script call (one per hash slot on a cluster):
-//   see "Batching". The counter expires a unit after its first hit (envoyproxy/ratelimit: after its last), always
+//   all the requests decided at about the same time go to Redis together: see "Batching". The counter expires a unit
+//   after its first hit (envoyproxy/ratelimit: after its last), always
 //   past its window's end. envoyproxy/ratelimit's optional variations are not offered: what it does by default is
 //   what this does (no expiry jitter, no second Redis for per-second limits, no local cache of keys over their limit,
 //   hits counted even over the limit).
@@ -29,10 +29,13 @@
 // On a cluster, each counter's keys are in the slot of its counter key (fixed_window, concurrency); a limiter's keys
 // share the slot of its name (the other algorithms: one slot per distinct rate and burst).
 //
-// Batching. decide() queues its fixed-window hits; the queue leaves as one script call when it reaches
-// min(8, options.max_batch) hits (so that Redis works on it while more are queued), or when the flush that the first
-// hit queued runs on the executor (so that every hit asked for meanwhile, by any thread, goes with it); a call carries
-// at most options.max_batch hits. On a cluster the queue leaves as one call per hash slot.
+// Batching. decide() queues its fixed-window hits; the queue leaves when it reaches min(8, options.max_batch) hits
+// (so that Redis works on it while more are queued), or when the flush that the first hit queued runs on the
+// executor (so that every hit asked for meanwhile, by any thread, goes with it). On one server (not a cluster) the
+// hits that only add (over_limit_hits: count, no prefetch) leave as one pipeline of plain commands: per counter one
+// INCRBY of its hits together and one EXPIRE ... NX (the expiry set only when it is new), each hit answered in its
+// order. The others leave as script calls of at most options.max_batch hits; on a cluster every hit does, one call
+// per hash slot.
 //
 // Failures. A hit Redis did not decide (a timeout after options.timeout, a lost or refused connection, an error
 // reply) gets hit_outcome::state::failed with the reason in `error`: the service answers it by its fail-open or

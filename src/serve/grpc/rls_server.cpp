@@ -123,10 +123,15 @@ class rls_handler final
       bool parsed = false;
       std::string problem;
       {
-        grpc::ByteBuffer copy(*request);  // ProtoBufferReader takes a mutable buffer; copying shares the slices
-        grpc::ProtoBufferReader reader(&copy);
         parse_problem = &problem;
-        parsed = reader.status().ok() && message->ParseFromZeroCopyStream(&reader);
+        grpc::Slice whole;
+        if (request->TrySingleSlice(&whole).ok()) {  // the usual case: parsed in place
+          parsed = message->ParseFromArray(whole.begin(), static_cast<int>(whole.size()));
+        } else {
+          grpc::ByteBuffer copy(*request);  // ProtoBufferReader takes a mutable buffer; copying shares the slices
+          grpc::ProtoBufferReader reader(&copy);
+          parsed = reader.status().ok() && message->ParseFromZeroCopyStream(&reader);
+        }
         parse_problem = nullptr;
       }
       if (!parsed) return refuse(parse_failure(problem));
