@@ -147,6 +147,7 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   std::mutex queue_mutex;
   std::vector<detail::window_hit> queue;
   bool flush_scheduled = false;
+  std::size_t calls_in_flight = 0;  // fixed-window calls sent and not completed
 
   // ---- the client, once the topology is known ----
 
@@ -168,6 +169,9 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   // taken again, or failed with the refill's error.
   void refilled(const std::string& key, std::uint32_t extra, const std::string& error);
   void submit(std::vector<detail::window_hit> hits);
+  // Around each fixed-window call: its completion flushes the hits queued meanwhile.
+  void call_started();
+  void call_done();
   void flush();
   void send_all(std::vector<detail::window_hit> batch);
   void send_chunks(redis::client& c, std::vector<detail::window_hit> hits);

@@ -69,6 +69,9 @@ std::optional<std::string> limiter_problem(algorithm a, std::uint32_t requests, 
 // A queue this large leaves at once, without waiting for the flush: Redis works on it while this process completes
 // (and queues) the next decisions. As admit::redis's limiters (src/redis/limiter/batcher.hpp): 8 measured best there,
 // and here too (bench/serve_redis_bench.cpp: at 16 callers, waiting for the flush keeps one call in flight at a time).
+// A smaller queue leaves at the flush the first hit posts when no call is in flight, else at the next call's
+// completion: while Redis works, the hits gather (one read and one write of Redis for many decisions, where each
+// hit leaving on its own costs Redis a read, a write and a wake-up for one or two).
 constexpr std::size_t stream_batch = 8;
 
 void redis_backend::state::take_prefetched(window_hit&& w, std::vector<window_hit>& out) {
@@ -111,11 +114,26 @@ void redis_backend::state::submit(std::vector<window_hit> hits) {
     for (auto& h : hits) queue.push_back(std::move(h));
     if (queue.size() >= std::min(opts.max_batch, stream_batch)) {
       full.swap(queue);
-    } else if (!flush_scheduled) {
+    } else if (!flush_scheduled && calls_in_flight == 0) {  // else the next call's completion flushes
       flush_scheduled = schedule = true;
     }
   }
   if (!full.empty()) send_all(std::move(full));
+  if (schedule) boost::asio::post(ex, [self = shared_from_this()] { self->flush(); });
+}
+
+void redis_backend::state::call_started() {
+  const std::lock_guard lock(queue_mutex);
+  ++calls_in_flight;
+}
+
+void redis_backend::state::call_done() {
+  bool schedule = false;
+  {
+    const std::lock_guard lock(queue_mutex);
+    --calls_in_flight;
+    if (!queue.empty() && !flush_scheduled) flush_scheduled = schedule = true;
+  }
   if (schedule) boost::asio::post(ex, [self = shared_from_this()] { self->flush(); });
 }
 
@@ -177,9 +195,13 @@ void redis_backend::state::send(redis::client& c, std::vector<window_hit> hits) 
     cmd.arg(h.n).arg(h.expire_seconds).arg(h.limit).arg(h.drop ? std::string_view("drop") : std::string_view("count"));
     cmd.arg(h.take);
   }
+  call_started();
   call_script(c, s, std::move(cmd), earliest,
               [self = shared_from_this(), hits = std::make_shared<std::vector<window_hit>>(std::move(hits))](
-                  boost::system::error_code ec, const redis::reply& r) { self->counted(*hits, ec, r); });
+                  boost::system::error_code ec, const redis::reply& r) {
+                self->call_done();
+                self->counted(*hits, ec, r);
+              });
 }
 
 void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system::error_code ec, const redis::reply& r) {
@@ -260,10 +282,14 @@ void redis_backend::state::send_plain(std::vector<window_hit> hits) {
     counter_reply.emplace(h.key, reply_of[i]);
   }
   redis::connection& c = *conn;
-  call_guarded([self = shared_from_this(), hits = std::make_shared<std::vector<window_hit>>(std::move(hits)),
-                reply_of = std::move(reply_of)](boost::system::error_code ec,
-                                                const redis::reply& r) { self->counted_plain(*hits, reply_of, ec, r); },
-               [&](auto reported) { c.async_execute_pipeline_until(earliest, commands, std::move(reported)); });
+  call_started();
+  call_guarded(
+      [self = shared_from_this(), hits = std::make_shared<std::vector<window_hit>>(std::move(hits)),
+       reply_of = std::move(reply_of)](boost::system::error_code ec, const redis::reply& r) {
+        self->call_done();
+        self->counted_plain(*hits, reply_of, ec, r);
+      },
+      [&](auto reported) { c.async_execute_pipeline_until(earliest, commands, std::move(reported)); });
 }
 
 void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const std::vector<std::size_t>& reply_of,
