@@ -18,16 +18,18 @@
 #      1,000,000,000 a second per value: every decision is counted and answered OK). Keys: 100,000 values drawn at
 #      random per call ("many"), or one value ("hot").
 #      a. `admit serve` in process: gRPC at 1, 16 and 256 concurrent streams, many keys and the hot key; GCRA at 16;
-#         then the floor of a call over gRPC (admit_serve_grpc_floor, bench/serve_grpc_floor.cpp: a server built as
-#         admit serve's whose handler answers every call with the same bytes, deciding nothing) at 1, 16 and 256;
-#         and the floor of a call that goes to Redis (the same server with --redis: INCRBY + EXPIRE NX of a counter
-#         per call, pipelined on one connection) at 1, 16 and 256 on 100,000 counters, at 16 and 256 on one;
+#         each concurrency followed at once by the floor of a call over gRPC (admit_serve_grpc_floor,
+#         bench/serve_grpc_floor.cpp: a server built as admit serve's whose handler answers every call with the same
+#         bytes, deciding nothing) at the same concurrency: a target compares the two, and the machine's speed
+#         drifts over a round, so each pair is measured back to back;
 #      b. the library call the service makes for each of those calls (admit_serve_load --mode library:
 #         admit::serve::service::should_rate_limit in process, no gRPC) at 1 and 16 streams;
 #      c. `admit serve --redis` (fail-closed, so that a Redis failure shows as OVER_LIMIT rather than as throughput):
 #         gRPC at 1, 16 and 256 streams, many keys and the hot key; GCRA at 16; the hot key of a rule with
-#         `prefetch: 20` at 16 and 256; the library call on Redis (the same
-#         backend, no gRPC) at 1, 16 and 256 streams;
+#         `prefetch: 20` at 16 and 256; each concurrency followed at once by the floor of a call that goes to Redis
+#         (the floor server with --redis: INCRBY + EXPIRE NX of a counter per call, pipelined on one connection) on
+#         100,000 counters and (at 16 and 256) on one; then the library call on Redis (the same backend, no gRPC) at
+#         1, 16 and 256 streams;
 #      d. envoyproxy/ratelimit's Redis work per decision: INCRBY + EXPIRE of the descriptor's key, pipelined
 #         (admit_serve_load --mode redis-incr-expire), at 1, 16 and 256 decisions outstanding, many keys and hot key.
 #      Around each Redis case: CONFIG RESETSTAT, then INFO commandstats (script calls, commands — those scripts call
@@ -182,50 +184,46 @@ measure() {
 step 5/7 "$rounds round(s) of $duration s per case (after $warmup s of warm-up)"
 for ((round = 1; round <= rounds; ++round)); do
   begin_round "$round"
-  # a, b. in process
-  start_serve in-process
-  for keys in many hot; do
-    for streams in 1 16 256; do
+  # a. in process, and the floor of a call over gRPC at the same concurrency right after it (the machine's speed
+  # drifts over a round: a target compares the two, so they are measured back to back)
+  for streams in 1 16 256; do
+    start_serve in-process
+    for keys in many hot; do
       measure admit-serve grpc "$keys" "$streams" "$round" 0 --target "$grpc_target"
     done
-  done
-  measure admit-serve grpc gcra 16 "$round" 0 --target "$grpc_target"
-  stop_serve
-  start_server grpc-floor "$floor_bin" --host 127.0.0.1 --port 0
-  for streams in 1 16 256; do
+    if ((streams == 16)); then measure admit-serve grpc gcra 16 "$round" 0 --target "$grpc_target"; fi
+    stop_serve
+    start_server grpc-floor "$floor_bin" --host 127.0.0.1 --port 0
     measure grpc-floor empty many "$streams" "$round" 0 --target "$grpc_target"
+    stop_serve
   done
-  stop_serve
-  # The floor of a call that goes to Redis: the same server sending INCRBY + EXPIRE NX of a counter per call.
-  "${cli[@]}" flushall >/dev/null
-  start_server grpc-floor-redis "$floor_bin" --host 127.0.0.1 --port 0 --redis "$url" --redis-keys "$key_count"
-  for streams in 1 16 256; do
-    measure grpc-floor-redis empty many "$streams" "$round" 1 --target "$grpc_target"
-  done
-  stop_serve
-  start_server grpc-floor-redis-hot "$floor_bin" --host 127.0.0.1 --port 0 --redis "$url" --redis-keys 1
-  for streams in 16 256; do
-    measure grpc-floor-redis empty hot "$streams" "$round" 1 --target "$grpc_target"
-  done
-  stop_serve
+  # b. the library call
   for keys in many hot; do
     for streams in 1 16; do
       measure admit-library in-process "$keys" "$streams" "$round" 0 --mode library --config "$config_dir"
     done
   done
-  # c. on Redis
-  "${cli[@]}" flushall >/dev/null
-  start_serve redis --redis "$url" --redis-required --fail-closed
-  for keys in many hot; do
-    for streams in 1 16 256; do
+  # c. on Redis, and the floor of a call that goes to Redis (the floor server sending INCRBY + EXPIRE NX of a counter
+  # per call) at the same concurrency right after it
+  for streams in 1 16 256; do
+    "${cli[@]}" flushall >/dev/null
+    start_serve redis --redis "$url" --redis-required --fail-closed
+    for keys in many hot; do
       measure admit-serve-redis grpc "$keys" "$streams" "$round" 1 --target "$grpc_target"
     done
+    if ((streams == 16)); then measure admit-serve-redis grpc gcra 16 "$round" 1 --target "$grpc_target"; fi
+    if ((streams > 1)); then measure admit-serve-redis grpc prefetch "$streams" "$round" 1 --target "$grpc_target"; fi
+    stop_serve
+    "${cli[@]}" flushall >/dev/null
+    start_server grpc-floor-redis "$floor_bin" --host 127.0.0.1 --port 0 --redis "$url" --redis-keys "$key_count"
+    measure grpc-floor-redis empty many "$streams" "$round" 1 --target "$grpc_target"
+    stop_serve
+    if ((streams > 1)); then
+      start_server grpc-floor-redis-hot "$floor_bin" --host 127.0.0.1 --port 0 --redis "$url" --redis-keys 1
+      measure grpc-floor-redis empty hot "$streams" "$round" 1 --target "$grpc_target"
+      stop_serve
+    fi
   done
-  measure admit-serve-redis grpc gcra 16 "$round" 1 --target "$grpc_target"
-  for streams in 16 256; do
-    measure admit-serve-redis grpc prefetch "$streams" "$round" 1 --target "$grpc_target"
-  done
-  stop_serve
   for keys in many hot; do
     for streams in 1 16 256; do
       measure admit-library redis "$keys" "$streams" "$round" 1 --mode library --config "$config_dir" --redis "$url"
