@@ -87,6 +87,19 @@ TEST_F(RedisServeBackend, CountingHitsAreEnvoyRatelimitsCommandsPerCounterOfABat
   }
 }
 
+TEST_F(RedisServeBackend, ACounterWhoseExpiryIsRefusedFailsItsHits) {
+  // A user that may not run EXPIRE: a server that refuses EXPIRE ... NX (before Redis 7.0) answers the same way.
+  (void)server.admin({"ACL", "SETUSER", "noexpire", "on", ">pw", "~*", "+@all", "-expire"});
+  redis_backend_options o = options_for(server.url());
+  o.url = "redis://noexpire:pw@" + o.url.substr(std::string("redis://").size());
+  redis_backend limited(io.executor(), o);
+  const rate_limit_rule r = rule(10, unit::minute);
+  const hit_outcome out = decide_one(limited, make_hit(r, "e"), at(minute_start));
+  EXPECT_EQ(out.result, state::failed);
+  EXPECT_NE(out.error.find("EXPIRE"), std::string::npos) << out.error;
+  EXPECT_NE(out.error.find("Redis 7.0"), std::string::npos) << out.error;
+}
+
 // A rule whose refused hits are not charged (over_limit_hits: drop) goes through the script.
 rate_limit_rule dropping(std::uint32_t requests, unit per) {
   rate_limit_rule r = rule(requests, per);

@@ -140,6 +140,19 @@ TEST(WindowStock, HitsWaitForTheRefillUnderWayAndComeBackFromIt) {
   EXPECT_EQ(s.take("k", 3, 10, 1000, false, 100, 0).left, 0U);
 }
 
+TEST(WindowStock, AReloadDuringARefillKeepsItTheOnlyRefillAndDropsItsHits) {
+  window_stock<int> s;
+  ASSERT_TRUE(s.take("k", 1, 10, 1000, false, 100, 0).refill);
+  s.clear();  // a reload while that refill is out
+  int waiter = 5;
+  EXPECT_TRUE(s.take("k", 1, 10, 1000, false, 100, 0, &waiter).waiting) << "not a second refill of the counter";
+  s.learned("k", 10, 100);  // the refill's reply, seen first by learned(): it must not revive the dropped stock
+  EXPECT_EQ(s.refilled("k", 9), (std::vector<int>{5}));
+  const auto again = s.take("k", 1, 10, 1000, false, 100, 0);
+  EXPECT_FALSE(again.served) << "hits taken under the old rule are not spent under the new one";
+  EXPECT_TRUE(again.refill);
+}
+
 TEST(WindowStock, WaitingHitsOutliveTheWindowsEndAndAReload) {
   window_stock<int> s;
   ASSERT_TRUE(s.take("k", 1, 10, 1000, false, 100, 99).refill);

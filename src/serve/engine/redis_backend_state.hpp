@@ -68,7 +68,7 @@ struct window_hit {
   std::uint32_t limit = 0;
   bool drop = false;       // over_limit_hits: drop — hits that would take the count above `limit` are not counted
   std::uint32_t take = 0;  // >= n: the hits to add when n fit (the surplus refills the stock, window_stock.hpp)
-  bool refill = false;     // this hit refills the stock: window_stock::refilled() must follow
+  bool refill = false;     // this hit refills the stock: window_stock::refilled() must follow, then resume()
   std::int64_t window_end_s = 0;  // with prefetch: the window's end (Unix seconds), for window_stock::learned()
   std::uint32_t prefetch = 0;     // with prefetch: the rule's
   std::int64_t now_s = 0;         // with prefetch: the decision's time (Unix seconds)
@@ -165,12 +165,20 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   // A hit of a rule with prefetch: answered from the stock, left waiting for a refill under way, or added to `out`
   // (for Redis: its own n, or a refill of the stock).
   void take_prefetched(detail::window_hit&& w, std::vector<detail::window_hit>& out);
-  // A refill's outcome (`error` empty: it counted `extra` hits beyond its own): the hits that waited for it are
-  // taken again, or failed with the refill's error.
-  void refilled(const std::string& key, std::uint32_t extra, const std::string& error);
+  // The hits that waited for a refill (window_stock::refilled()): taken again, or failed with the refill's `error`.
+  void resume(std::vector<detail::window_hit> waiters, const std::string& error);
   void submit(std::vector<detail::window_hit> hits);
-  // Around each fixed-window call: its completion flushes the hits queued meanwhile.
-  void call_started();
+  // Around each fixed-window call: counted in calls_in_flight from before it is made (in_flight; a call that throws
+  // before it is made is counted out again) until its completion (call_done), which flushes the hits queued meanwhile.
+  struct in_flight {
+    explicit in_flight(state& s);
+    ~in_flight();
+    in_flight(const in_flight&) = delete;
+    in_flight& operator=(const in_flight&) = delete;
+    void started() const noexcept { made = true; }
+    state& owner;
+    mutable bool made = false;
+  };
   void call_done();
   void flush();
   void send_all(std::vector<detail::window_hit> batch);

@@ -94,8 +94,7 @@ void redis_backend::state::take_prefetched(window_hit&& w, std::vector<window_hi
   out.push_back(std::move(w));
 }
 
-void redis_backend::state::refilled(const std::string& key, std::uint32_t extra, const std::string& error) {
-  std::vector<window_hit> waiters = stock.refilled(key, error.empty() ? extra : 0);
+void redis_backend::state::resume(std::vector<window_hit> waiters, const std::string& error) {
   if (waiters.empty()) return;
   if (!error.empty()) {  // they would have gone to the same Redis, in the same call
     for (window_hit& w : waiters) w.req->fail(w.index, error);
@@ -114,7 +113,8 @@ void redis_backend::state::submit(std::vector<window_hit> hits) {
     for (auto& h : hits) queue.push_back(std::move(h));
     if (queue.size() >= std::min(opts.max_batch, stream_batch)) {
       full.swap(queue);
-    } else if (!flush_scheduled && calls_in_flight == 0) {  // else the next call's completion flushes
+    } else if (!flush_scheduled && (calls_in_flight == 0 || clustered.load(std::memory_order_acquire))) {
+      // (else the next call's completion flushes; on a cluster a call stuck on one node must not hold the others')
       flush_scheduled = schedule = true;
     }
   }
@@ -122,9 +122,13 @@ void redis_backend::state::submit(std::vector<window_hit> hits) {
   if (schedule) boost::asio::post(ex, [self = shared_from_this()] { self->flush(); });
 }
 
-void redis_backend::state::call_started() {
-  const std::lock_guard lock(queue_mutex);
-  ++calls_in_flight;
+redis_backend::state::in_flight::in_flight(state& s) : owner(s) {
+  const std::lock_guard lock(owner.queue_mutex);
+  ++owner.calls_in_flight;
+}
+
+redis_backend::state::in_flight::~in_flight() {
+  if (!made) owner.call_done();  // the call threw before it was made: its completion will not come
 }
 
 void redis_backend::state::call_done() {
@@ -155,7 +159,7 @@ void redis_backend::state::send_all(std::vector<window_hit> batch) {
     if (c == nullptr) {
       for (auto& h : batch) {
         h.req->fail(h.index, error);
-        if (h.refill) self->refilled(h.key, 0, error);
+        if (h.refill) self->resume(self->stock.refilled(h.key, 0), error);
       }
       return;
     }
@@ -195,13 +199,14 @@ void redis_backend::state::send(redis::client& c, std::vector<window_hit> hits) 
     cmd.arg(h.n).arg(h.expire_seconds).arg(h.limit).arg(h.drop ? std::string_view("drop") : std::string_view("count"));
     cmd.arg(h.take);
   }
-  call_started();
+  const in_flight counted_call(*this);
   call_script(c, s, std::move(cmd), earliest,
               [self = shared_from_this(), hits = std::make_shared<std::vector<window_hit>>(std::move(hits))](
                   boost::system::error_code ec, const redis::reply& r) {
                 self->call_done();
                 self->counted(*hits, ec, r);
               });
+  counted_call.started();
 }
 
 void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system::error_code ec, const redis::reply& r) {
@@ -217,7 +222,7 @@ void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system:
     window_hit& h = hits[i];
     if (!whole.empty()) {
       h.req->fail(h.index, whole);
-      if (h.refill) refilled(h.key, 0, whole);
+      if (h.refill) resume(stock.refilled(h.key, 0), whole);
       continue;
     }
     const redis::reply& e = r.elements()[i];
@@ -228,12 +233,16 @@ void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system:
       const std::string why =
           e.is_error() ? reply_text(e) : "Redis at " + address + ": counter " + h.key + " does not hold a count";
       h.req->fail(h.index, why);
-      if (h.refill) refilled(h.key, 0, why);
+      if (h.refill) resume(stock.refilled(h.key, 0), why);
       continue;
     }
     const auto extra = static_cast<std::uint32_t>(e.elements()[1].integer());
+    // The stock first (a stock a reload dropped must not be recreated by learned() and take this refill's hits),
+    // then what the reply showed, then the hits that waited for this refill.
+    std::vector<window_hit> waiters;
+    if (h.refill) waiters = stock.refilled(h.key, extra);
     finish_window_hit(h, static_cast<std::uint64_t>(e.elements()[0].integer()), extra);
-    if (h.refill) refilled(h.key, extra, {});
+    resume(std::move(waiters), {});
   }
 }
 
@@ -282,7 +291,7 @@ void redis_backend::state::send_plain(std::vector<window_hit> hits) {
     counter_reply.emplace(h.key, reply_of[i]);
   }
   redis::connection& c = *conn;
-  call_started();
+  const in_flight counted_call(*this);
   call_guarded(
       [self = shared_from_this(), hits = std::make_shared<std::vector<window_hit>>(std::move(hits)),
        reply_of = std::move(reply_of)](boost::system::error_code ec, const redis::reply& r) {
@@ -290,6 +299,7 @@ void redis_backend::state::send_plain(std::vector<window_hit> hits) {
         self->counted_plain(*hits, reply_of, ec, r);
       },
       [&](auto reported) { c.async_execute_pipeline_until(earliest, commands, std::move(reported)); });
+  counted_call.started();
 }
 
 void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const std::vector<std::size_t>& reply_of,
@@ -325,6 +335,14 @@ void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const st
     if (!count || *count < 0 || static_cast<std::uint64_t>(*count) < sum) {
       h.req->fail(h.index, e.is_error() ? reply_text(e)
                                         : "Redis at " + address + ": counter " + h.key + " does not hold a count");
+      continue;
+    }
+    // The EXPIRE after an INCRBY: refused (EXPIRE ... NX needs Redis 7.0), the counter would never expire.
+    if (sum > 0 && (reply_of[i] + 1 >= r.elements().size() || r.elements()[reply_of[i] + 1].is_error())) {
+      const bool answered = reply_of[i] + 1 < r.elements().size();
+      h.req->fail(h.index,
+                  (answered ? reply_text(r.elements()[reply_of[i] + 1]) : "Redis at " + address + ": no reply") +
+                      " to EXPIRE " + h.key + " NX (admit serve needs Redis 7.0 or later)");
       continue;
     }
     before += h.n;

@@ -24,7 +24,8 @@
 //   refusal not sent to Redis is then not missing from a count that other instances' checks read.
 //
 // Thread safety: every member may be called concurrently (one mutex; O(1) but for the sweep of ended windows when
-// the table is full, at most once per window end).
+// the table is full, at most once per window end — and at every new key while an ended window's hits wait for its
+// refill, which ends within the refill's deadline).
 #pragma once
 
 #include <algorithm>
@@ -119,11 +120,12 @@ class window_stock {
     it->second.known = std::max(it->second.known, count);
   }
 
-  // Forgets every stock and count (a reload: a rule's limit or prefetch may have changed); the hits that wait for a
-  // refill under way stay, for refilled() to hand back (that refill's extra hits are then not kept).
+  // Forgets every stock and count (a reload: a rule's limit or prefetch may have changed). A refill under way stays
+  // the counter's one refill, and the hits that wait for it stay, for refilled() to hand back; that refill's extra
+  // hits are not kept.
   void clear() {
     const std::lock_guard lock(mutex_);
-    std::erase_if(entries_, [](const auto& e) { return e.second.waiters.empty(); });
+    std::erase_if(entries_, [](const auto& e) { return !e.second.fetching; });
     for (auto& [key, e] : entries_) {
       e.hits = 0;
       e.known = 0;
