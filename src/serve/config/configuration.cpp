@@ -262,17 +262,21 @@ std::optional<rule_match> configuration::find(std::string_view domain,
 
   rule_match m;
   m.rule = &rules_[*reached->rule];
+  // Entry i's value in the counter and metric keys: its share_threshold pattern, else its own.
+  const auto value_of = [&](std::size_t i) {
+    return any_shared && !shared[i].empty() ? shared[i] : std::string_view(entries[i].value);
+  };
   append_part(m.counter_key, domain);
   for (std::size_t i = 0; i < entries.size(); ++i) {
     append_part(m.counter_key, entries[i].key);
-    append_part(m.counter_key, !any_shared || shared[i].empty() ? std::string_view(entries[i].value) : shared[i]);
+    append_part(m.counter_key, value_of(i));
   }
   if (m.rule->detailed_metric) {
     // detailed_metric: every entry's own value ("key_" even when empty), except share_threshold patterns.
     m.metric_key = domain;
     for (std::size_t i = 0; i < entries.size(); ++i) {
       m.metric_key.append(".").append(entries[i].key);
-      const std::string_view v = !any_shared || shared[i].empty() ? std::string_view(entries[i].value) : shared[i];
+      const std::string_view v = value_of(i);
       if (!any_shared || !v.empty()) m.metric_key.append("_").append(v);
     }
   } else {

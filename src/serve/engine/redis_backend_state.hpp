@@ -175,9 +175,9 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
     ~in_flight();
     in_flight(const in_flight&) = delete;
     in_flight& operator=(const in_flight&) = delete;
-    void started() const noexcept { made = true; }
+    void started() noexcept { made = true; }
     state& owner;
-    mutable bool made = false;
+    bool made = false;
   };
   void call_done();
   void flush();
@@ -189,9 +189,17 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   // no prefetch) on one server (not a cluster): per counter of the batch, INCRBY counter (its hits' sum) and
   // EXPIRE counter unit NX, or GET when the sum is 0; all in one pipeline.
   static bool plain(const detail::window_hit& h) noexcept { return !h.drop && h.take == h.n && h.window_end_s == 0; }
+  // One counter of such a batch: the index of its reply (INCRBY's, or GET's), its EXPIRE's right after it when
+  // `hits` > 0; the hits of the batch on it.
+  struct plain_counter {
+    std::size_t reply = 0;
+    std::uint64_t hits = 0;
+  };
   void send_plain(std::vector<detail::window_hit> hits);
-  void counted_plain(std::vector<detail::window_hit>& hits, const std::vector<std::size_t>& reply_of,
-                     boost::system::error_code ec, const redis::reply& r);
+  // counter_of[i]: the index in `counters` of hits[i]'s counter; `replies`: the pipeline's commands.
+  void counted_plain(std::vector<detail::window_hit>& hits, const std::vector<std::size_t>& counter_of,
+                     const std::vector<plain_counter>& counters, std::size_t replies, boost::system::error_code ec,
+                     const redis::reply& r);
   // The outcome of a fixed-window hit, from the counter after it.
   void finish_window_hit(detail::window_hit& h, std::uint64_t count_after, std::uint32_t extra);
 

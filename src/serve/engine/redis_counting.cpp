@@ -199,7 +199,7 @@ void redis_backend::state::send(redis::client& c, std::vector<window_hit> hits) 
     cmd.arg(h.n).arg(h.expire_seconds).arg(h.limit).arg(h.drop ? std::string_view("drop") : std::string_view("count"));
     cmd.arg(h.take);
   }
-  const in_flight counted_call(*this);
+  in_flight counted_call(*this);
   call_script(c, s, std::move(cmd), earliest,
               [self = shared_from_this(), hits = std::make_shared<std::vector<window_hit>>(std::move(hits))](
                   boost::system::error_code ec, const redis::reply& r) {
@@ -267,60 +267,63 @@ void redis_backend::state::finish_window_hit(window_hit& h, std::uint64_t count_
 // batch with the sum of its hits, each hit answered in its order in the batch: the INCRBY's result minus the hits
 // after it (the count each would have seen had it been sent alone, one after the other).
 void redis_backend::state::send_plain(std::vector<window_hit> hits) {
-  std::vector<redis::command> commands;
-  std::vector<std::size_t> reply_of(hits.size());  // the index of each hit's counter's reply (INCRBY or GET)
-  std::unordered_map<std::string_view, std::size_t> counter_reply;
-  std::unordered_map<std::string_view, std::uint64_t> sum;
-  for (const window_hit& h : hits) sum[h.key] += h.n;
+  std::vector<std::size_t> counter_of(hits.size());
+  std::vector<plain_counter> counters;
+  std::vector<std::size_t> first_hit;                       // per counter: its first hit in the batch
+  std::unordered_map<std::string_view, std::size_t> index;  // counter key -> its index in `counters`
   steady::time_point earliest = hits.front().deadline;
   for (std::size_t i = 0; i < hits.size(); ++i) {
-    const window_hit& h = hits[i];
-    earliest = std::min(earliest, h.deadline);
-    if (const auto it = counter_reply.find(h.key); it != counter_reply.end()) {
-      reply_of[i] = it->second;
-      continue;
+    earliest = std::min(earliest, hits[i].deadline);
+    const auto [it, added] = index.try_emplace(hits[i].key, counters.size());
+    if (added) {
+      counters.emplace_back();
+      first_hit.push_back(i);
     }
-    const std::uint64_t n = sum[h.key];
-    if (n == 0) {  // only questions (hits_addend 0): nothing is created
-      commands.push_back(redis::command{"GET", h.key});
+    counter_of[i] = it->second;
+    counters[it->second].hits += hits[i].n;
+  }
+  std::vector<redis::command> commands;
+  for (std::size_t at = 0; at < counters.size(); ++at) {
+    const window_hit& first = hits[first_hit[at]];
+    counters[at].reply = commands.size();
+    if (counters[at].hits == 0) {  // only questions (hits_addend 0): nothing is created
+      commands.push_back(redis::command{"GET", first.key});
     } else {
-      commands.push_back(redis::command{"INCRBY", h.key}.arg(n));
-      commands.push_back(redis::command{"EXPIRE", h.key}.arg(h.expire_seconds).arg("NX"));
+      commands.push_back(redis::command{"INCRBY", first.key}.arg(counters[at].hits));
+      commands.push_back(redis::command{"EXPIRE", first.key}.arg(first.expire_seconds).arg("NX"));
     }
-    reply_of[i] = commands.size() - (n == 0 ? 1 : 2);
-    counter_reply.emplace(h.key, reply_of[i]);
   }
   redis::connection& c = *conn;
-  const in_flight counted_call(*this);
+  in_flight counted_call(*this);
   call_guarded(
       [self = shared_from_this(), hits = std::make_shared<std::vector<window_hit>>(std::move(hits)),
-       reply_of = std::move(reply_of)](boost::system::error_code ec, const redis::reply& r) {
+       counter_of = std::move(counter_of), counters = std::move(counters),
+       replies = commands.size()](boost::system::error_code ec, const redis::reply& r) {
         self->call_done();
-        self->counted_plain(*hits, reply_of, ec, r);
+        self->counted_plain(*hits, counter_of, counters, replies, ec, r);
       },
       [&](auto reported) { c.async_execute_pipeline_until(earliest, commands, std::move(reported)); });
   counted_call.started();
 }
 
-void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const std::vector<std::size_t>& reply_of,
+void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const std::vector<std::size_t>& counter_of,
+                                         const std::vector<plain_counter>& counters, std::size_t replies,
                                          boost::system::error_code ec, const redis::reply& r) {
   std::string whole;  // why the whole pipeline failed
   if (ec) {
     whole = failure_text(std::error_code(ec));
-  } else if (!r.is_array() ||
-             std::any_of(reply_of.begin(), reply_of.end(), [&](std::size_t at) { return at >= r.elements().size(); })) {
+  } else if (!r.is_array() || r.elements().size() != replies) {
     whole = "Redis at " + address + ": unexpected reply to the fixed-window commands";
   }
-  // Per counter reply: the hits of the batch on it, and those answered so far.
-  std::unordered_map<std::size_t, std::pair<std::uint64_t, std::uint64_t>> added;
-  for (std::size_t i = 0; i < hits.size(); ++i) added[reply_of[i]].first += hits[i].n;
+  std::vector<std::uint64_t> answered(counters.size());  // per counter: the hits of the batch answered so far
   for (std::size_t i = 0; i < hits.size(); ++i) {
     window_hit& h = hits[i];
     if (!whole.empty()) {
       h.req->fail(h.index, whole);
       continue;
     }
-    const redis::reply& e = r.elements()[reply_of[i]];
+    const plain_counter& counter = counters[counter_of[i]];
+    const redis::reply& e = r.elements()[counter.reply];
     std::optional<std::int64_t> count;  // the counter after every hit of the batch on it
     if (e.is_integer()) {
       count = e.integer();
@@ -331,22 +334,19 @@ void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const st
       const char* end = e.str().data() + e.str().size();
       if (const auto [at, err] = std::from_chars(e.str().data(), end, v); err == std::errc() && at == end) count = v;
     }
-    auto& [sum, before] = added[reply_of[i]];
-    if (!count || *count < 0 || static_cast<std::uint64_t>(*count) < sum) {
+    if (!count || *count < 0 || static_cast<std::uint64_t>(*count) < counter.hits) {
       h.req->fail(h.index, e.is_error() ? reply_text(e)
                                         : "Redis at " + address + ": counter " + h.key + " does not hold a count");
       continue;
     }
     // The EXPIRE after an INCRBY: refused (EXPIRE ... NX needs Redis 7.0), the counter would never expire.
-    if (sum > 0 && (reply_of[i] + 1 >= r.elements().size() || r.elements()[reply_of[i] + 1].is_error())) {
-      const bool answered = reply_of[i] + 1 < r.elements().size();
-      h.req->fail(h.index,
-                  (answered ? reply_text(r.elements()[reply_of[i] + 1]) : "Redis at " + address + ": no reply") +
-                      " to EXPIRE " + h.key + " NX (admit serve needs Redis 7.0 or later)");
+    if (const redis::reply* expire = counter.hits > 0 ? &r.elements()[counter.reply + 1] : nullptr;
+        expire != nullptr && expire->is_error()) {
+      h.req->fail(h.index, reply_text(*expire) + " to EXPIRE " + h.key + " NX (admit serve needs Redis 7.0 or later)");
       continue;
     }
-    before += h.n;
-    finish_window_hit(h, static_cast<std::uint64_t>(*count) - sum + before, 0);
+    answered[counter_of[i]] += h.n;
+    finish_window_hit(h, static_cast<std::uint64_t>(*count) - counter.hits + answered[counter_of[i]], 0);
   }
 }
 

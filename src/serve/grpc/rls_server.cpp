@@ -180,8 +180,8 @@ struct rls_server::impl {
 };
 
 rls_server::rls_server(service& svc, const rls_server_options& opts) : impl_(std::make_unique<impl>(svc, opts.limits)) {
-  static std::once_flag log_handler_once;
-  std::call_once(log_handler_once, [] {
+  static std::once_flag process_setup_once;
+  std::call_once(process_setup_once, [] {
     google::protobuf::SetLogHandler(&protobuf_log);
     // Debian builds Abseil without NDEBUG, which leaves absl::Mutex's deadlock detection on: every lock gRPC takes
     // (several per call) then records the order of locks in a process-wide graph, a check meant for debug builds.
