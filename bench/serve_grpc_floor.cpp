@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "admit/detail/host_port.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 
@@ -148,8 +149,7 @@ int main(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound = 0;
-  const std::string address =
-      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  const std::string address = admit::detail::host_port(host, static_cast<unsigned>(port));
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound);
   // admit serve's defaults (rls_server_options): the same limits, the same memory accounting.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

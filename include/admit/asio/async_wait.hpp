@@ -48,6 +48,7 @@
 
 #include "admit/decision.hpp"
 #include "admit/detail/check_n.hpp"
+#include "admit/detail/deadline.hpp"
 #include "admit/detail/rate_limiter_base.hpp"
 #include "admit/detail/waiter_gate.hpp"
 #include "admit/errc.hpp"
@@ -189,7 +190,7 @@ class wait_operation {
 
   template <class Self, class Duration>
   void wait_for(Self& self, Duration d) {
-    wait_until(self, clock_type::now() + std::chrono::ceil<typename clock_type::duration>(d));
+    wait_until(self, admit::detail::deadline_after<clock_type>(clock_type::now(), d));
   }
 
   template <class Self>

@@ -3,7 +3,9 @@
 // then a single probe call goes through, and its success closes the breaker (its failure opens it again).
 //
 //   admit::redis::circuit_breaker breaker({.failure_threshold = 5, .open_for = std::chrono::seconds(1)});
-//   if (auto pass = breaker.allow(now); pass != admit::redis::breaker_pass::refused) { /* call, then report */ }
+//   if (auto pass = breaker.allow(now); pass != admit::redis::breaker_pass::refused) {
+//     /* call Redis; at its completion, with its error code: */ breaker.report(ec, pass, now);
+//   }
 //
 // Why: with a dead Redis every call would wait for its whole deadline before the failure policy answers. Open, the
 // breaker answers in nanoseconds and sends one probe per `open_for` instead of the whole load.
@@ -17,6 +19,9 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <system_error>
+
+#include "admit/errc.hpp"
 
 namespace admit::redis {
 
@@ -35,6 +40,19 @@ enum class breaker_pass {
 };
 
 enum class breaker_state { closed, open, half_open };
+
+// What one reported outcome did to the breaker.
+enum class breaker_change { none, opened, closed };
+
+// Whether a call's error says that Redis did not answer — a timeout, a refused, lost or failed connection,
+// outcome_unknown: what counts against the breaker. Not an outage: no error; an answer (error_reply,
+// unexpected_reply: Redis is there); a call that was never made (circuit_open); a call ended without an answer by its
+// caller or by the connection's owner (cancelled, operation_canceled, closed).
+inline bool is_outage(const std::error_code& ec) noexcept {
+  if (!ec) return false;
+  if (ec == admit::errc::cancelled || ec == std::errc::operation_canceled || ec == admit::errc::closed) return false;
+  return ec != admit::errc::error_reply && ec != admit::errc::unexpected_reply && ec != admit::errc::circuit_open;
+}
 
 class circuit_breaker {
  public:
@@ -89,6 +107,18 @@ class circuit_breaker {
 
   // The probe ended without an answer either way (cancelled): the next allow() after open_for may probe again.
   void cancel_probe() noexcept { probing_.store(false, std::memory_order_release); }
+
+  // The outcome of a call that allow() let through with `pass`, ended at `now` with `ec`: every such call is reported
+  // once, by this. An outage (is_outage) is a failure (on_failure); no error or an answer, even an error reply, is a
+  // success (on_success); a cancellation is neither, and a cancelled probe lets the next caller probe. Returns opened
+  // or closed when this report opened or closed the breaker.
+  breaker_change report(const std::error_code& ec, breaker_pass pass, clock::time_point now) noexcept {
+    if (is_outage(ec)) return on_failure(now, pass) ? breaker_change::opened : breaker_change::none;
+    const bool answered = !ec || ec == admit::errc::error_reply || ec == admit::errc::unexpected_reply;
+    if (answered) return on_success() ? breaker_change::closed : breaker_change::none;
+    if (pass == breaker_pass::probe) cancel_probe();
+    return breaker_change::none;
+  }
 
   [[nodiscard]] breaker_state state(clock::time_point now) const noexcept {
     const std::int64_t until = open_until_.load(std::memory_order_acquire);

@@ -89,6 +89,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "admit/detail/deadline.hpp"
 #include "admit/errc.hpp"
 #include "admit/expected.hpp"
 #include "admit/limiter_metrics.hpp"
@@ -353,7 +354,7 @@ class semaphore {
   template <class Rep, class Period>
   semaphore_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1,
                                    std::stop_token stop = {}) {
-    return try_acquire_until(clock::now() + std::chrono::ceil<clock::duration>(timeout), n, stop);
+    return try_acquire_until(admit::detail::deadline_after<clock>(clock::now(), timeout), n, stop);
   }
 
   // Asio: waits as acquire does without blocking a thread. Completion: void(std::error_code, lease) — the lease, or
@@ -371,7 +372,7 @@ class semaphore {
   }
   template <class Rep, class Period, class CompletionToken>
   auto async_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n, CompletionToken&& token) {
-    return initiate(n, clock::now() + std::chrono::ceil<clock::duration>(timeout),
+    return initiate(n, admit::detail::deadline_after<clock>(clock::now(), timeout),
                     std::forward<CompletionToken>(token));
   }
 

@@ -23,7 +23,9 @@
 #include <utility>
 
 #include "admit/errc.hpp"
+#include "admit/rate.hpp"
 #include "cli/common/local_queue.hpp"
+#include "cli/common/message.hpp"
 
 namespace admit::cli::run {
 
@@ -229,7 +231,7 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   // inotify descriptor, whose close is slow); the check right after it sees whatever changed before it.
   local::unique_fd inotify;
 
-  local::entry_record self{0, false, c.weight, c.info};
+  local::entry_record self{0, false, c.weight, c.info, definition()};
   std::optional<entry_guard> entry;  // declared before every `lock`, so that its destructor runs without it
   // Under lock: admits this participant (evaluate said so).
   auto admit_now = [&](const evaluation& e) {
@@ -258,6 +260,15 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   {
     auto lock = q.lock();
     auto live = local::scan_live(q);
+    for (const auto& r : live) {
+      if (r.definition && *r.definition != *self.definition) {
+        throw definition_conflict("the local limit " + quote(c.name) + " is in use with " + describe(*r.definition) +
+                                  " (pid " + std::to_string(r.info.pid) + " on " + r.info.host + ": " + r.info.command +
+                                  "), not " + describe(*self.definition) +
+                                  ": every admit run of one name gives the same --concurrency, --rate and --burst "
+                                  "while any of them runs or waits");
+      }
+    }
     last_check = steady_clock::now();
     self.ticket = local::next_ticket(q, live);
     self.info.started_unix_ms = unix_time_ms();
@@ -326,6 +337,27 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
       last_report = now;
     }
   }
+}
+
+limit_definition local_limit::definition() const noexcept {
+  limit_definition d;
+  d.capacity = config_.capacity;
+  if (config_.interval) {
+    d.interval_ns = config_.interval->count();
+    d.burst = config_.burst;
+  }
+  return d;
+}
+
+std::string describe(const limit_definition& d) {
+  std::string s;
+  if (d.capacity > 0) s = "--concurrency " + std::to_string(d.capacity);
+  if (d.interval_ns > 0) {
+    if (!s.empty()) s += ' ';
+    s += "--rate " + admit::rate::every(std::chrono::nanoseconds(d.interval_ns)).to_string() + " --burst " +
+         std::to_string(d.burst);
+  }
+  return s;
 }
 
 local_inspection inspect_local(const std::filesystem::path& directory, const std::string& name) {

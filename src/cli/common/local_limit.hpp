@@ -39,6 +39,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <system_error>
@@ -54,6 +55,24 @@ struct entry_info {
   std::int64_t pid = 0;              // the `admit run` process
   std::string command;               // the command line, arguments joined by spaces (for people to read)
   std::int64_t started_unix_ms = 0;  // when it joined (waiters) or was admitted (holders), Unix time in ms
+};
+
+// What a participant says the limit is: local_limit_config's capacity, rate interval and burst. Every participant
+// of one name must say the same while any of them takes part; acquire() refuses another (definition_conflict).
+struct limit_definition {
+  std::int64_t capacity = 0;     // 0: no concurrency limit
+  std::int64_t interval_ns = 0;  // 0: no rate
+  std::int64_t burst = 1;        // counts only with a rate
+  bool operator==(const limit_definition&) const = default;
+};
+// The definition as the options that give it: "--concurrency 2 --rate 10/s --burst 5".
+std::string describe(const limit_definition& d);
+
+// acquire()'s refusal when a live holder or waiter of the same name gave another definition; what() names both, and
+// the process that gave the other.
+class definition_conflict : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
 };
 
 // Now, in ms since the Unix epoch by the system clock (as entry_info::started_unix_ms counts).
@@ -135,13 +154,15 @@ class local_limit {
   // without a permit has left the queue before this returns. `progress` (may be empty) is called on the calling
   // thread when the state it reports changes (rate_wait: only whether it is set), once before the first wait, and at
   // least every `progress_every` (at least 1 ms). A deadline already past still tries once (as no_wait, but failing
-  // with errc::timeout). Errors of the file system: std::system_error naming the path (the entry is removed).
+  // with errc::timeout). Errors of the file system: std::system_error naming the path (the entry is removed). A live
+  // participant of this name with another definition: definition_conflict, before joining.
   admit::expected<local_permit, std::error_code> acquire(
       std::optional<std::chrono::steady_clock::time_point> deadline, bool no_wait, std::stop_token stop,
       const std::function<void(const wait_progress&)>& progress = {},
       std::chrono::nanoseconds progress_every = std::chrono::milliseconds(250));
 
   const local_limit_config& config() const noexcept { return config_; }
+  limit_definition definition() const noexcept;
 
  private:
   local_limit_config config_;

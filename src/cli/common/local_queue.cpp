@@ -65,6 +65,11 @@ std::string entry_json(const entry_record& r) {
   j["pid"] = r.info.pid;
   j["command"] = r.info.command;
   j["started_unix_ms"] = r.info.started_unix_ms;
+  if (r.definition) {
+    j["capacity"] = r.definition->capacity;
+    j["interval_ns"] = r.definition->interval_ns;
+    j["burst"] = r.definition->burst;
+  }
   // A command line need not be UTF-8: replace what is not, rather than fail.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
@@ -99,6 +104,13 @@ void parse_entry(const std::string& text, entry_record& r) {
   get("command", r.info.command);
   get("started_unix_ms", r.info.started_unix_ms);
   r.weight = std::max<std::int64_t>(r.weight, 1);
+  if (j.contains("capacity")) {
+    limit_definition d;
+    get("capacity", d.capacity);
+    get("interval_ns", d.interval_ns);
+    get("burst", d.burst);
+    r.definition = d;
+  }
 }
 
 }  // namespace

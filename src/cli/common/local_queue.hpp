@@ -26,6 +26,7 @@ struct entry_record {
   bool holder = false;  // h.<ticket> (admitted), else w.<ticket> (waiting)
   std::int64_t weight = 1;
   entry_info info;
+  std::optional<limit_definition> definition;  // absent in an entry written before definitions were kept
 };
 
 // `w.<ticket>` or `h.<ticket>`, the ticket zero-padded to 20 digits.

@@ -5,6 +5,7 @@
 #include <array>
 #include <string>
 
+#include "admit/detail/deadline.hpp"
 #include "admit/errc.hpp"
 #include "admit/redis/limiter_result.hpp"
 #include "cli/common/decimal.hpp"
@@ -128,7 +129,8 @@ std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::n
                                          std::optional<std::chrono::steady_clock::time_point> deadline) {
   const auto start = std::chrono::steady_clock::now();
   const auto ping_deadline = [&] {
-    const auto by_timeout = std::chrono::steady_clock::now() + timeout;
+    const auto by_timeout =
+        admit::detail::deadline_after<std::chrono::steady_clock>(std::chrono::steady_clock::now(), timeout);
     return deadline ? std::min(*deadline, by_timeout) : by_timeout;
   };
   // The time given up to `until`, for a timeout's message.

@@ -21,6 +21,7 @@
 #include <system_error>
 #include <thread>
 
+#include "admit/detail/deadline.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/options.hpp"
 #include "admit/redis/fixed_window.hpp"
@@ -186,7 +187,9 @@ redis::limiter_result decide_by(const redis::limiter& limiter, const boost::asio
                                 const std::string& key, std::int64_t n,
                                 std::optional<std::chrono::steady_clock::time_point> deadline,
                                 std::chrono::nanoseconds timeout) {
-  if (!deadline || *deadline >= std::chrono::steady_clock::now() + timeout) return limiter.decide(key, n);
+  if (!deadline ||
+      *deadline >= admit::detail::deadline_after<std::chrono::steady_clock>(std::chrono::steady_clock::now(), timeout))
+    return limiter.decide(key, n);
   auto cancel = std::make_shared<boost::asio::cancellation_signal>();
   auto done = std::make_shared<std::promise<redis::limiter_result>>();
   std::future<redis::limiter_result> answer = done->get_future();

@@ -9,6 +9,7 @@
 #include <string>
 #include <system_error>
 
+#include "admit/detail/deadline.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/options.hpp"
 #include "admit/redis/semaphore.hpp"
@@ -46,8 +47,9 @@ std::vector<nlohmann::json> run_holders(redis::client& conn, const std::string& 
   if (s.holders.empty()) return out;
   std::vector<std::string> args{"MGET"};
   for (const auto& h : s.holders) args.push_back(run_holder_key(name, h.id));
-  const redis::result r =
-      conn.execute_command(std::chrono::steady_clock::now() + timeout, redis::command(std::move(args)));
+  const redis::result r = conn.execute_command(
+      admit::detail::deadline_after<std::chrono::steady_clock>(std::chrono::steady_clock::now(), timeout),
+      redis::command(std::move(args)));
   if (!r.ok() || r.value.elements().size() != out.size()) return out;
   for (std::size_t i = 0; i < out.size(); ++i) {
     const auto& e = r.value.elements()[i];

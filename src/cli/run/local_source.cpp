@@ -34,7 +34,16 @@ class local_source final : public permit_source {
   std::unique_ptr<held_permit> acquire(std::optional<std::chrono::steady_clock::time_point> deadline, bool no_wait,
                                        std::stop_token stop, const std::function<void(const wait_progress&)>& progress,
                                        bool /*status_line: reporting costs nothing here*/, refusal& why) override {
-    auto r = limit_.acquire(deadline, no_wait, stop, progress);
+    admit::expected<local_permit, std::error_code> r = admit::errc::would_block;
+    try {
+      r = limit_.acquire(deadline, no_wait, stop, progress);
+    } catch (const definition_conflict& e) {
+      why.error = std::make_error_code(std::errc::invalid_argument);
+      why.message = e.what();
+      why.reason = "definition";
+      why.exit_status = exit_bad_input;
+      return nullptr;
+    }
     if (r) return std::make_unique<local_held>(std::move(*r));
     why.error = r.error();
     why.message = describe(r.error());

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "admit/detail/host_port.hpp"
 #include "cluster_impl.hpp"
 
 namespace admit::redis {
@@ -28,8 +29,8 @@ std::shared_ptr<cluster_impl> make_cluster_impl(asio::any_io_executor ex, std::v
                                   "' is a unix socket (cluster nodes are host:port)");
     }
     if (s.db != 0) {
-      throw std::invalid_argument("admit::redis::cluster: seed " + s.host + ":" + std::to_string(s.port) + " has db " +
-                                  std::to_string(s.db) + " (a cluster has only database 0)");
+      throw std::invalid_argument("admit::redis::cluster: seed " + admit::detail::host_port(s.host, s.port) +
+                                  " has db " + std::to_string(s.db) + " (a cluster has only database 0)");
     }
   }
   if (options.refresh_interval < std::chrono::nanoseconds::zero()) {

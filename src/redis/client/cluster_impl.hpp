@@ -11,6 +11,7 @@
 // whose queues hold attempts. close() breaks that cycle: the connections release their calls when their close ends.
 #pragma once
 
+#include "admit/detail/host_port.hpp"
 #include "admit/redis/client/cluster.hpp"
 
 #include <algorithm>
@@ -146,7 +147,8 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
       }
     }
     for (const auto& n : nodes) {
-      if (!is_connected(*n.conn) && last_connect_error(*n.conn)) return {n.conn, n.host + ":" + std::to_string(n.port)};
+      if (!is_connected(*n.conn) && last_connect_error(*n.conn))
+        return {n.conn, admit::detail::host_port(n.host, n.port)};
     }
     return {};
   }

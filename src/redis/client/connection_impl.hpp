@@ -30,6 +30,7 @@
 #include <system_error>
 #include <vector>
 
+#include "admit/detail/host_port.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/detail/backoff.hpp"
 #include "sentinel_discovery.hpp"
@@ -157,7 +158,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void start_tls_handshake(std::uint64_t gen);
 
   std::string endpoint() const {
-    return options_.unix_path.empty() ? options_.host + ":" + std::to_string(options_.port) : options_.unix_path;
+    return options_.unix_path.empty() ? admit::detail::host_port(options_.host, options_.port) : options_.unix_path;
   }
 
   // The connection is up (TLS included): AUTH and SELECT, then ready. Over TLS a PING is added when nothing else is

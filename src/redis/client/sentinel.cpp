@@ -28,6 +28,7 @@
 #include <variant>
 #include <vector>
 
+#include "admit/detail/host_port.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "sentinel_discovery.hpp"
 
@@ -37,11 +38,6 @@ namespace {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 constexpr auto as_tuple_awaitable = asio::as_tuple(asio::use_awaitable);
-
-std::string endpoint_text(std::string_view host, std::uint16_t port) {
-  const std::string h(host);
-  return (h.find(':') == std::string::npos ? h : "[" + h + "]") + ":" + std::to_string(port);
-}
 
 // What one sentinel said.
 struct answer {
@@ -158,7 +154,7 @@ asio::awaitable<outcome> discover(std::vector<sentinel_endpoint> order, sentinel
   bool someone_answered = false;
   for (std::size_t i = 0; i < order.size(); ++i) {
     answer a = co_await ask_within(order[i], payload, with_auth, timeout);
-    const std::string where = endpoint_text(order[i].host, order[i].port);
+    const std::string where = admit::detail::host_port(order[i].host, order[i].port);
     if (a.what == answer::kind::address) {
       outcome o;
       o.master.host = std::move(a.host);
@@ -209,8 +205,8 @@ void sentinel_discovery::async_discover(std::function<void(discovered_master)> d
       // The sentinel that answered is asked first next time.
       const auto winner = self->order_.begin() + static_cast<std::ptrdiff_t>(o.winner);
       std::rotate(self->order_.begin(), winner, winner + 1);
-      self->named_ = endpoint_text(o.master.host, o.master.port) + ", named master '" + self->options_.master_name +
-                     "' by sentinel " + o.master.words;
+      self->named_ = admit::detail::host_port(o.master.host, o.master.port) + ", named master '" +
+                     self->options_.master_name + "' by sentinel " + o.master.words;
       o.master.words.clear();
     }
     done(std::move(o.master));

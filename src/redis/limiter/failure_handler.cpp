@@ -29,21 +29,6 @@ failure_handler::failure_handler(const limiter_options& options, const limiter_a
   }
 }
 
-bool failure_handler::is_outage(const std::error_code& ec) noexcept {
-  if (!ec) return false;
-  if (ec == admit::errc::cancelled || ec == std::errc::operation_canceled) return false;  // a cancellation
-  // Redis answered (error_reply, unexpected_reply), or was not called (circuit_open): not an outage.
-  return ec != admit::errc::error_reply && ec != admit::errc::unexpected_reply && ec != admit::errc::circuit_open;
-}
-
-breaker_change failure_handler::on_error(const std::error_code& ec, breaker_pass pass, clock::time_point now) noexcept {
-  if (!is_outage(ec)) {
-    if (pass == breaker_pass::probe) breaker_.cancel_probe();
-    return breaker_change::none;
-  }
-  return breaker_.on_failure(now, pass) ? breaker_change::opened : breaker_change::none;
-}
-
 limiter_result failure_handler::decide(std::string_view key, std::int64_t n, std::error_code ec, std::string message,
                                        clock::time_point now) {
   limiter_result r;

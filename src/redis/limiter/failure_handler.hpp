@@ -4,12 +4,10 @@
 //
 //   failure_handler h(options, algorithm);
 //   if (h.allow(now) == breaker_pass::refused) return h.decide(key, n, errc::circuit_open, {}, now);
-//   ... the call fails with ec ... if (h.on_error(ec, pass, now) == breaker_change::opened) report(ec);
+//   ... the call ends with ec ... if (h.report(ec, pass, now) == breaker_change::opened) tell(ec);
 //
-// Which errors count. An outage (a timeout, a lost or refused connection, outcome_unknown) feeds the breaker; an
-// answer — even an error reply — proves Redis is there and closes it; a cancellation (operation_aborted) is neither,
-// and a cancelled probe lets the next caller probe. Times are passed in (steady_clock by the limiter), so the handler
-// is deterministic under test.
+// Which errors count is the breaker's rule (circuit_breaker::report, is_outage). Times are passed in (steady_clock by
+// the limiter), so the handler is deterministic under test.
 //
 // Thread safety: every member may be called concurrently (the breaker is lock-free; the fallback limiter is
 // admit::keyed's, thread-safe).
@@ -31,9 +29,6 @@
 
 namespace admit::redis::detail {
 
-// What a call's outcome did to the breaker.
-enum class breaker_change { none, opened, closed };
-
 class failure_handler {
  public:
   using clock = std::chrono::steady_clock;
@@ -41,15 +36,12 @@ class failure_handler {
   // Throws std::invalid_argument for invalid breaker options or a fallback rate local admit::gcra refuses.
   failure_handler(const limiter_options& options, const limiter_algorithm& algorithm);
 
-  // Whether an error is an outage (feeds the breaker) rather than an answer or a cancellation.
-  static bool is_outage(const std::error_code& ec) noexcept;
-
   // The breaker's verdict for a call at `now` (circuit_breaker::allow).
   breaker_pass allow(clock::time_point now) noexcept { return breaker_.allow(now); }
-  // A call with pass `pass` failed with ec at `now`. Returns opened when this failure opened the breaker.
-  breaker_change on_error(const std::error_code& ec, breaker_pass pass, clock::time_point now) noexcept;
-  // Redis answered (a decision or an error reply). Returns closed when this answer closed the breaker.
-  breaker_change on_answer() noexcept { return breaker_.on_success() ? breaker_change::closed : breaker_change::none; }
+  // A call with pass `pass` ended at `now` with ec (none: Redis answered, even with an error reply).
+  breaker_change report(const std::error_code& ec, breaker_pass pass, clock::time_point now) noexcept {
+    return breaker_.report(ec, pass, now);
+  }
   [[nodiscard]] breaker_state state(clock::time_point now) const noexcept { return breaker_.state(now); }
 
   // The failure policy's decision of n for key at `now`, with ec (and an error reply's text) as the reason:

@@ -2,6 +2,7 @@
 #include "lease_table.hpp"
 
 #include <algorithm>
+#include "admit/detail/deadline.hpp"
 
 namespace admit::redis::detail {
 
@@ -27,8 +28,7 @@ std::optional<std::int64_t> lease_table::try_spend(std::string_view key, std::in
 
 bool lease_table::add(std::string_view key, std::int64_t surplus, clock::time_point now) {
   // Saturated: a lease_ttl as long as nanoseconds::max() (a lease that never expires) must not overflow.
-  const bool saturates = ttl_ > clock::duration::zero() && now > clock::time_point::max() - ttl_;
-  const clock::time_point expires = saturates ? clock::time_point::max() : now + ttl_;
+  const clock::time_point expires = admit::detail::deadline_after<clock>(now, ttl_);
   std::lock_guard lock(mutex_);
   if (const auto it = leases_.find(key); it != leases_.end()) {
     it->second.tokens += surplus;

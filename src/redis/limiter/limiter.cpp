@@ -20,6 +20,7 @@
 #include <boost/asio/compose.hpp>
 #include <boost/asio/post.hpp>
 
+#include "admit/detail/deadline.hpp"
 #include "batcher.hpp"
 #include "epoch_tracker.hpp"
 #include "failure_handler.hpp"
@@ -130,15 +131,6 @@ class limiter_core::client_sink final : public batch_sink {
 
 namespace {
 
-std::optional<steady::time_point> deadline_after(steady::time_point now, std::chrono::nanoseconds timeout) noexcept {
-  if (timeout >= steady::time_point::max() - now) return std::nullopt;
-  return now + std::chrono::duration_cast<steady::duration>(timeout);
-}
-
-}  // namespace
-
-namespace {
-
 // The one outcome a decision counts as (see "Metrics" in limiter.hpp).
 acquire_outcome outcome_of(const limiter_result& r) noexcept {
   if (r.error) {
@@ -233,7 +225,7 @@ limiter_plan limiter_core::plan(std::string_view key, std::int64_t n) {
   }
   // From the `now` read at the start on purpose: limiter_options::timeout counts from the decision's start, so the
   // time spent waiting for the lease table's mutex (a full table is swept under it) counts against it.
-  plan.deadline = deadline_after(now, identity_.options.timeout);
+  plan.deadline = admit::detail::optional_deadline_after<steady>(now, identity_.options.timeout);
   plan.start = now;
   return plan;
 }
@@ -247,14 +239,15 @@ limiter_result limiter_core::settle(std::string_view key, std::int64_t n, const 
                                     const boost::system::error_code& call_error, const reply& r) {
   if (call_error) {
     const std::error_code ec = admit::asio::from_error_code(call_error);  // a cancellation is admit::errc::cancelled
-    if (failures_.on_error(ec, plan.pass, steady::now()) == breaker_change::opened) {
+    if (failures_.report(ec, plan.pass, steady::now()) == breaker_change::opened) {
       bump(counters_.circuit_opened);
       emit(limiter_event_kind::circuit_opened, {}, ec);
     }
     return failed(key, n, ec, {});
   }
   // Redis answered (even an error reply proves it is there).
-  if (failures_.on_answer() == breaker_change::closed) emit(limiter_event_kind::circuit_closed, {}, {});
+  if (failures_.report({}, plan.pass, steady::now()) == breaker_change::closed)
+    emit(limiter_event_kind::circuit_closed, {}, {});
   if (r.is_error()) return failed(key, n, make_error_code(errc::error_reply), r.str());
   const std::optional<decision_reply> d = parse_decision(r, n, plan.k, algo_.limit);
   if (!d) return failed(key, n, make_error_code(errc::unexpected_reply), {});

@@ -3,18 +3,14 @@
 // async_acquire, a grant that raced with a cancellation). See core.hpp.
 #include "core.hpp"
 
-#include <unistd.h>
-
 #include <admit_redis_lua/semaphore_lua.hpp>
 #include <algorithm>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <cstdio>
 #include <future>
 #include <limits>
-#include <random>
 #include <type_traits>
 
 #include "admit/redis/limiter_result.hpp"
@@ -30,31 +26,6 @@ const script& semaphore_script() {
 }
 
 std::error_code script_error() noexcept { return make_error_code(errc::unexpected_reply); }
-
-// The generator is reseeded in a forked child (its copy of the parent's state would repeat the parent's next
-// identities: two holders under one identity).
-std::string random_id() {
-  struct generator {
-    ::pid_t pid = -1;
-    std::mt19937_64 rng;
-  };
-  thread_local generator g;
-  if (g.pid != ::getpid()) {
-    g.pid = ::getpid();
-    std::random_device rd;
-    std::seed_seq seed{rd(),
-                       rd(),
-                       rd(),
-                       rd(),
-                       static_cast<unsigned>(g.pid),
-                       static_cast<unsigned>(steady::now().time_since_epoch().count())};
-    g.rng.seed(seed);
-  }
-  char out[33];
-  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(g.rng()),
-                static_cast<unsigned long long>(g.rng()));
-  return out;
-}
 
 std::string key_prefix(const std::string& name) { return hash_tag(name).append(":"); }
 
@@ -208,11 +179,6 @@ semaphore_result semaphore_core::make_lease(const std::string& id, const std::ve
   return semaphore_result(lease(std::move(core)));
 }
 
-// Redis is away: not a cancellation, and not this process's own close() (after which no local lease is handed out).
-bool is_outage(const boost::system::error_code& ec) noexcept {
-  return ec && ec != asio::error::operation_aborted && std::error_code(ec) != errc::closed;
-}
-
 semaphore_result semaphore_core::degrade(std::int64_t n, std::error_code why) {
   if (options.on_failure == failure_policy::fail_open) {
     std::int64_t held = local_held.load();
@@ -271,12 +237,11 @@ semaphore_result semaphore_core::try_acquire_once(std::int64_t n) {
   const std::string id = random_id();
   const steady::time_point sent = steady::now();
   const result r = call(call_deadline({}), acquire_op(id, n, false));
-  if (is_outage(r.error)) {
-    breaker.on_failure(steady::now(), pass);
+  breaker.report(as_error(r.error), pass, steady::now());
+  if (is_outage(as_error(r.error))) {
     (void)judge(id, r.error, r.value, sent);  // leaves whatever the call may have done
     return degrade(n, as_error(r.error));
   }
-  if (!r.error) breaker.on_success();
   if (auto done = judge(id, r.error, r.value, sent)) return std::move(*done);
   abandon(id);  // queued although told not to wait: a script out of step with this client
   return semaphore_result(script_error());

@@ -30,7 +30,9 @@
 #include <utility>
 #include <vector>
 
+#include "admit/detail/deadline.hpp"
 #include "admit/limiter_metrics.hpp"
+#include "admit/redis/client/detail/random_id.hpp"
 #include "admit/redis/client/script.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "op_batcher.hpp"
@@ -59,8 +61,6 @@ std::error_code script_error() noexcept;
 // A client error as the std::error_code the semaphore's API speaks.
 inline std::error_code as_error(const boost::system::error_code& ec) { return std::error_code(ec); }
 
-// 128 random bits as 32 hex digits: an identity per acquisition (and per semaphore object, for its wake list).
-std::string random_id();
 // "{name}:", the prefix of every key of semaphore `name`.
 std::string key_prefix(const std::string& name);
 // The keys of semaphore.lua, in its KEYS order.
@@ -70,8 +70,6 @@ command script_call(const std::vector<std::string>& keys);
 std::int64_t to_us(std::chrono::milliseconds d);
 // A reply {status, ...} whose first `count` elements are integers; nullopt for any other shape.
 std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t count);
-// Whether `ec` says Redis did not answer (it feeds the breaker and the failure policy), as opposed to an answer.
-bool is_outage(const boost::system::error_code& ec) noexcept;
 
 class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
  public:
@@ -116,7 +114,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   }
   // now + options().timeout, or `limit` if earlier.
   std::optional<steady::time_point> call_deadline(std::optional<steady::time_point> limit) const {
-    const auto d = steady::now() + options.timeout;
+    const auto d = admit::detail::deadline_after<steady>(steady::now(), options.timeout);
     return limit ? std::min(d, *limit) : d;
   }
   op_args acquire_op(const std::string& id, std::int64_t n, bool wait) const;

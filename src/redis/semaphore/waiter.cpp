@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <future>
 
+#include "admit/detail/deadline.hpp"
 #include "admit/redis/limiter_result.hpp"
 #include "core.hpp"
 
@@ -74,11 +75,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     core_->async_command(
         core_->acquire_op(id_, n_, true), core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
-          if (is_outage(ec)) {
-            self->core_->breaker.on_failure(steady::now(), self->pass_);
-          } else if (!ec) {
-            self->core_->breaker.on_success();
-          }
+          self->core_->breaker.report(as_error(ec), self->pass_, steady::now());
           if (self->gave_up_) {
             // Given up meanwhile. The cancel was sent after this call, but may have run first when this call had to
             // load the script and retry: if it queued or granted after all, leave again.
@@ -90,7 +87,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           if (ec && self->deadline_ && steady::now() >= *self->deadline_) {
             return self->give_up(admit::errc::timeout);  // the call ran out with the wait: the wait's own error
           }
-          if (is_outage(ec)) {
+          if (is_outage(as_error(ec))) {
             (void)self->core_->judge(self->id_, ec, r, self->sent_);  // leaves whatever the call may have done
             return self->finish(self->core_->degrade(self->n_, as_error(ec)));
           }
@@ -274,7 +271,7 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
   if (!r) {
     // Not granted: before returning, the request leaves the queue (and a grant that raced with the stop or the
     // deadline goes back), within options().timeout. What is not answered by then stays background work.
-    lease raced = completion->wait_settled(steady::now() + options.timeout);
+    lease raced = completion->wait_settled(admit::detail::deadline_after<steady>(steady::now(), options.timeout));
     if (raced) (void)raced.release();
   }
   record(r, n, waited);  // after the clean-up: what the hook throws reaches the caller with nothing left behind

@@ -7,6 +7,7 @@
 
 #include "core.hpp"
 
+#include "admit/detail/deadline.hpp"
 namespace admit::redis::detail {
 
 void semaphore_core::register_waiter(const std::string& id, std::function<void(const grant_reply&)> on_wake) {
@@ -71,7 +72,8 @@ void semaphore_core::waker_loop() {
   // BLMPOP ... RIGHT COUNT: every grant waiting on the list (up to 128), oldest first, in one reply — one wake-up per
   // round trip would fall behind the grants of a busy semaphore.
   waker_->async_execute_command(
-      steady::now() + wait + options.timeout, command{"BLMPOP", seconds, "1", wake_key, "RIGHT", "COUNT", "128"},
+      admit::detail::deadline_after<steady>(steady::now(), wait + options.timeout),
+      command{"BLMPOP", seconds, "1", wake_key, "RIGHT", "COUNT", "128"},
       [self = shared_from_this()](boost::system::error_code ec, reply r) {
         // {key, {"id:n:token:expiry:now", ...}} (semaphore.lua), or nil after the timeout
         if (!ec && r.is_array() && r.elements().size() == 2 && r.elements()[1].is_array()) {

@@ -1,26 +1,10 @@
 #include "serve/engine/lease_table.hpp"
 
 #include <limits>
-#include <random>
 #include <stdexcept>
+#include "admit/redis/client/detail/random_id.hpp"
 
 namespace admit::serve {
-
-namespace {
-
-std::string random_lease_id() {
-  thread_local std::random_device rd;
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string id;
-  id.reserve(32);
-  for (int word = 0; word < 4; ++word) {
-    std::uint32_t v = rd();
-    for (int i = 0; i < 8; ++i, v >>= 4) id += hex[v & 0xF];
-  }
-  return id;
-}
-
-}  // namespace
 
 lease_table::lease_table(options opts) : opts_(opts) {
   if (opts.ttl <= std::chrono::nanoseconds::zero()) {
@@ -76,8 +60,8 @@ lease_table::acquired lease_table::try_acquire(std::uint64_t owner, std::string_
     a.table_full = true;
     return a;
   }
-  std::string id = random_lease_id();
-  while (leases_.contains(id)) id = random_lease_id();
+  std::string id = redis::detail::random_id();
+  while (leases_.contains(id)) id = redis::detail::random_id();
   const std::int64_t ttl = opts_.ttl.count();
   const std::int64_t expires =
       now_ns > std::numeric_limits<std::int64_t>::max() - ttl ? std::numeric_limits<std::int64_t>::max() : now_ns + ttl;

@@ -6,11 +6,12 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <future>
-#include <random>
 #include <stdexcept>
 #include <thread>
 #include <unordered_set>
 
+#include "admit/detail/deadline.hpp"
+#include "admit/detail/host_port.hpp"
 #include "serve/engine/redis_backend_state.hpp"
 #include "serve/engine/redis_scripts.hpp"
 
@@ -57,23 +58,10 @@ std::optional<std::string> unhex(std::string_view text) {
   return out;
 }
 
-// 128 random bits in hex: a lease's identity.
-std::string random_id() {
-  thread_local std::mt19937_64 engine{std::random_device{}()};
-  const std::uint64_t a = engine(), b = engine();
-  std::string bytes(16, '\0');
-  for (int i = 0; i < 8; ++i) {
-    bytes[static_cast<std::size_t>(i)] = static_cast<char>((a >> (8 * i)) & 0xff);
-    bytes[static_cast<std::size_t>(8 + i)] = static_cast<char>((b >> (8 * i)) & 0xff);
-  }
-  return hex(bytes);
-}
-
 std::string address_of(const redis::connection_options& o) {
   if (!o.sentinel.master_name.empty()) return "master \"" + o.sentinel.master_name + "\" (Sentinel)";
   if (!o.unix_path.empty()) return o.unix_path;
-  if (o.host.find(':') != std::string::npos) return "[" + o.host + "]:" + std::to_string(o.port);
-  return o.host + ":" + std::to_string(o.port);
+  return admit::detail::host_port(o.host, o.port);
 }
 
 }  // namespace detail
@@ -195,7 +183,7 @@ redis_backend::~redis_backend() {
 }
 
 std::optional<std::string> redis_backend::ping(std::chrono::milliseconds timeout) {
-  const auto until = steady::now() + timeout;
+  const auto until = admit::detail::deadline_after<steady>(steady::now(), timeout);
   const std::string within = " within " + std::to_string(timeout.count()) + " ms";
   if (state_->conn) {
     if (const std::error_code ec = state_->conn->connect_until(until)) {

@@ -22,10 +22,12 @@
 #include <vector>
 
 #include "admit/asio/error_code.hpp"
+#include "admit/detail/deadline.hpp"
 #include "admit/errc.hpp"
 #include "admit/redis/circuit_breaker.hpp"
 #include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
+#include "admit/redis/client/detail/random_id.hpp"
 #include "admit/redis/client/options.hpp"
 #include "admit/redis/client/script.hpp"
 #include "admit/redis/limiter.hpp"
@@ -104,8 +106,6 @@ inline std::string limiter_slot(const std::string& name, std::uint32_t prefetch)
 // Lowercase hex of bytes, and back (std::nullopt for anything else).
 std::string hex(std::string_view bytes);
 std::optional<std::string> unhex(std::string_view text);
-// 128 random bits in hex.
-std::string random_id();
 // Leases: "cc1.<hex of the counter key>.<random id>", so that any process can find the counter a lease is of.
 inline constexpr std::string_view lease_format = "cc1.";
 
@@ -159,7 +159,9 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   std::string failure_text(const std::error_code& ec) const;
   std::string reply_text(const redis::reply& r) const { return "Redis at " + address + " answered " + r.str(); }
 
-  detail::steady::time_point deadline() const { return detail::steady::now() + opts.timeout; }
+  detail::steady::time_point deadline() const {
+    return admit::detail::deadline_after<detail::steady>(detail::steady::now(), opts.timeout);
+  }
 
   // ---- fixed windows ----
   // A hit of a rule with prefetch: answered from the stock, left waiting for a refill under way, or added to `out`
@@ -247,13 +249,7 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
     }
     auto reported = [self = shared_from_this(), pass, handler = std::move(handler)](boost::system::error_code ec,
                                                                                     redis::reply r) mutable {
-      if (!ec) {
-        self->breaker.on_success();
-      } else if (ec == admit::asio::to_error_code(errc::closed)) {
-        if (pass == redis::breaker_pass::probe) self->breaker.cancel_probe();
-      } else {
-        self->breaker.on_failure(detail::steady::now(), pass);
-      }
+      self->breaker.report(admit::asio::from_error_code(ec), pass, detail::steady::now());
       handler(ec, std::move(r));
     };
     start(std::move(reported));

@@ -27,9 +27,9 @@ using detail::limit_of;
 using detail::limiter_problem;
 using detail::limiter_slot;
 using detail::pending_request;
-using detail::random_id;
 using detail::steady;
 using detail::window_hit;
+using redis::detail::random_id;
 using std::chrono::seconds;
 
 namespace detail {

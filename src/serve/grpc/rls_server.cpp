@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "admit/detail/host_port.hpp"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "serve/command/log.hpp"
 
@@ -51,11 +52,6 @@ std::string parse_failure(const std::string& problem) {
            " is not valid UTF-8 (proto3 string fields must be)";
   }
   return "the request is not a valid RateLimitRequest: " + problem;
-}
-
-std::string listen_address(const std::string& host, int port) {
-  const bool ipv6 = host.find(':') != std::string::npos && host.front() != '[';
-  return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
 // Why `host:port` cannot be bound, asked of the system (gRPC says only that listening failed): binds a socket of each
@@ -189,7 +185,7 @@ rls_server::rls_server(service& svc, const rls_server_options& opts) : impl_(std
   });
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  const std::string address = listen_address(opts.host, opts.port);
+  const std::string address = admit::detail::host_port(opts.host, static_cast<unsigned>(opts.port));
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl_->port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, opts.reuse_port ? 1 : 0);
   builder.SetMaxReceiveMessageSize(opts.max_receive_bytes);

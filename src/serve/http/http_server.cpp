@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "admit/detail/host_port.hpp"
 #include "serve/command/log.hpp"
 
 namespace admit::serve {
@@ -276,7 +277,7 @@ net::awaitable<void> http_server::impl::listen() {
 http_server::http_server(service& svc, const http_server_options& opts) : impl_(std::make_unique<impl>(svc, opts)) {
   boost::system::error_code ec;
   const auto address = net::ip::make_address(opts.host, ec);
-  const std::string where = opts.host + ":" + std::to_string(opts.port);
+  const std::string where = admit::detail::host_port(opts.host, static_cast<unsigned>(opts.port));
   if (ec) throw std::runtime_error("cannot listen for HTTP on " + where + ": not an IP address");
   if (opts.max_connections == 0) {
     throw std::invalid_argument("http_server: max_connections must be at least 1, got 0");

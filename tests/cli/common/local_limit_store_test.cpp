@@ -1,6 +1,7 @@
 // The directory the host-local limit of `admit run` keeps (src/cli/common/local_limit.hpp), as others see it:
 // inspect_local lists holders and waiters with their info, tickets increase across runs, an entry removed by hand ends
-// the wait naming it; and the checks of the configuration (names, weights, the directory, the default directory).
+// the wait naming it, another definition of a name in use is refused; and the checks of the configuration (names,
+// weights, the directory, the default directory).
 #include <gtest/gtest.h>
 
 #include "local_limit_testing.hpp"
@@ -52,6 +53,34 @@ TEST_F(LocalLimit, TicketsIncreaseAcrossRuns) {
 
 TEST_F(LocalLimit, WeightAboveCapacityIsRefused) {
   EXPECT_EQ(local_limit(config(2, 3)).acquire(std::nullopt, false, {}).error(), admit::errc::exceeds_capacity);
+}
+
+// Every participant of a name gives the same capacity, rate and burst while any of them takes part: another is
+// refused before it joins, naming both and who gave the other; once the name is free, a new definition is taken.
+TEST_F(LocalLimit, AnotherDefinitionIsRefusedWhileTheNameIsInUse) {
+  local_limit one(config(1));
+  auto held = one.acquire(std::nullopt, false, {});
+  ASSERT_TRUE(held);
+  local_limit five(config(5));
+  try {
+    (void)five.acquire(std::nullopt, true, {});
+    FAIL() << "another capacity was admitted";
+  } catch (const definition_conflict& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("\"db\" is in use with --concurrency 1 (pid " + std::to_string(::getpid()) +
+                        " on host-a: run something), not --concurrency 5"),
+              std::string::npos)
+        << what;
+  }
+  local_limit_config rated = config(1);
+  rated.interval = std::chrono::milliseconds(100);
+  rated.burst = 2;
+  EXPECT_THROW((void)local_limit(rated).acquire(std::nullopt, true, {}), definition_conflict);
+  EXPECT_EQ(describe(local_limit(rated).definition()), "--concurrency 1 --rate 10/s --burst 2");
+  EXPECT_EQ(files("w."), 0u);  // refused before joining
+  held->release();
+  auto redefined = five.acquire(std::nullopt, true, {});
+  EXPECT_TRUE(redefined);
 }
 
 TEST_F(LocalLimit, BadNamesAndValuesAreRefused) {

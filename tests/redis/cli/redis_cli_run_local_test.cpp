@@ -1,8 +1,9 @@
 // `admit run` end to end without Redis (the host-local limit in --lock-dir, a fresh directory whose path holds a
 // space): real processes queued in a known order — FIFO admission and never more than N at once, weights; the permit
 // of a SIGKILLed holder free at once; signals forwarded to the command (also ^C on a terminal, once); exit statuses
-// (the command's own, 128+N, 127, 126, 75, 2); the environment and standard streams the command gets; --rate's
-// spacing; the status line on a terminal only; `admit inspect` of a held limit; the --json events.
+// (the command's own, 128+N, 127, 126, 75, 2, also for another definition of a name in use); the environment and
+// standard streams the command gets; --rate's spacing; the status line on a terminal only; `admit inspect` of a held
+// limit; the --json events.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -201,6 +202,18 @@ TEST_F(AdmitRunLocal, NotAdmittedIs75AndTheCommandDoesNotRun) {
       admit(run("busy", args{"--concurrency", "1", "--max-waiters", "1", "--json", "--"} + records_ran()), 10s);
   EXPECT_EQ(full.status, 75) << full.err;
   EXPECT_EQ(event(full.err, "not_admitted").value("reason", ""), "queue_full") << full.err;
+  EXPECT_FALSE(ran());
+}
+
+// A run that gives a name in use another definition is refused as bad input (2), naming both; its command never runs.
+TEST_F(AdmitRunLocal, AnotherDefinitionOfANameInUseIs2) {
+  const auto holder = hold("mix");
+  const run_result other =
+      admit(run("mix", args{"--concurrency", "5", "--no-wait", "--json", "--"} + records_ran()), 10s);
+  EXPECT_EQ(other.status, 2) << other.err;
+  EXPECT_NE(other.err.find("in use with --concurrency 1 (pid "), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("not --concurrency 5"), std::string::npos) << other.err;
+  EXPECT_EQ(event(other.err, "not_admitted").value("reason", ""), "definition") << other.err;
   EXPECT_FALSE(ran());
 }
 

@@ -5,14 +5,21 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/asio/error.hpp>
 #include <chrono>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <vector>
+
+#include "admit/asio/error_code.hpp"
+#include "admit/errc.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
+using admit::errc;
+using admit::redis::breaker_change;
 using admit::redis::breaker_pass;
 using admit::redis::breaker_state;
 using admit::redis::circuit_breaker;
@@ -61,6 +68,53 @@ TEST(RedisCircuitBreaker, AFailedProbeReopensForAnotherOpenFor) {
   EXPECT_EQ(b.allow(breaker_at(260ms)), breaker_pass::probe);
   b.cancel_probe();  // the probe was cancelled: another may go
   EXPECT_EQ(b.allow(breaker_at(261ms)), breaker_pass::probe);
+}
+
+TEST(RedisCircuitBreaker, OnlyOutagesCountAgainstIt) {
+  using admit::redis::is_outage;
+  EXPECT_TRUE(is_outage(make_error_code(errc::timeout)));
+  EXPECT_TRUE(is_outage(make_error_code(errc::outcome_unknown)));
+  EXPECT_TRUE(is_outage(make_error_code(errc::connection_refused)));
+  EXPECT_TRUE(is_outage(make_error_code(errc::connection_lost)));
+  EXPECT_TRUE(is_outage(admit::asio::from_error_code(boost::asio::error::connection_refused)));
+  EXPECT_FALSE(is_outage({}));
+  EXPECT_FALSE(is_outage(make_error_code(errc::error_reply)));  // Redis answered
+  EXPECT_FALSE(is_outage(make_error_code(errc::unexpected_reply)));
+  EXPECT_FALSE(is_outage(make_error_code(errc::circuit_open)));  // Redis was not called
+  // Ended by the caller or by the connection's owner, in either error type.
+  EXPECT_FALSE(is_outage(make_error_code(errc::cancelled)));
+  EXPECT_FALSE(is_outage(make_error_code(errc::closed)));
+  EXPECT_FALSE(is_outage(std::error_code(boost::system::error_code(boost::asio::error::operation_aborted))));
+  EXPECT_FALSE(is_outage(std::error_code(admit::asio::to_error_code(errc::closed))));
+}
+
+TEST(RedisCircuitBreaker, ReportSaysWhatAnOutcomeDid) {
+  circuit_breaker b({.failure_threshold = 2, .open_for = 100ms});
+  EXPECT_EQ(b.report(make_error_code(errc::timeout), breaker_pass::call, breaker_at(0ms)), breaker_change::none);
+  // An error reply is an answer: the consecutive count starts again.
+  EXPECT_EQ(b.report(make_error_code(errc::error_reply), breaker_pass::call, breaker_at(0ms)), breaker_change::none);
+  EXPECT_EQ(b.report(make_error_code(errc::timeout), breaker_pass::call, breaker_at(1ms)), breaker_change::none);
+  EXPECT_EQ(b.report(make_error_code(errc::timeout), breaker_pass::call, breaker_at(1ms)), breaker_change::opened);
+  EXPECT_EQ(b.allow(breaker_at(101ms)), breaker_pass::probe);
+  EXPECT_EQ(b.report(make_error_code(errc::error_reply), breaker_pass::probe, breaker_at(102ms)),
+            breaker_change::closed);
+  EXPECT_EQ(b.allow(breaker_at(102ms)), breaker_pass::call);
+}
+
+// Every way a probe can end without an answer leaves the breaker able to probe again: a probe that stays "under way"
+// for ever would refuse every later call.
+TEST(RedisCircuitBreaker, AProbeEndedWithoutAnAnswerLetsTheNextCallerProbe) {
+  const std::error_code endings[] = {make_error_code(errc::cancelled), make_error_code(errc::closed),
+                                     std::error_code(boost::system::error_code(boost::asio::error::operation_aborted)),
+                                     std::error_code(admit::asio::to_error_code(errc::closed))};
+  for (const std::error_code& ending : endings) {
+    circuit_breaker b({.failure_threshold = 1, .open_for = 100ms});
+    ASSERT_EQ(b.report(make_error_code(errc::timeout), breaker_pass::call, breaker_at(0ms)), breaker_change::opened);
+    ASSERT_EQ(b.allow(breaker_at(100ms)), breaker_pass::probe);
+    EXPECT_EQ(b.allow(breaker_at(100ms)), breaker_pass::refused);
+    EXPECT_EQ(b.report(ending, breaker_pass::probe, breaker_at(101ms)), breaker_change::none) << ending.message();
+    EXPECT_EQ(b.allow(breaker_at(101ms)), breaker_pass::probe) << ending.message();
+  }
 }
 
 TEST(RedisCircuitBreaker, ThresholdZeroNeverOpens) {

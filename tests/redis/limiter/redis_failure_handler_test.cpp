@@ -19,13 +19,13 @@ namespace {
 
 using namespace std::chrono_literals;
 using admit::errc;
+using admit::redis::breaker_change;
 using admit::redis::breaker_pass;
 using admit::redis::breaker_state;
 using admit::redis::decided_by;
 using admit::redis::failure_policy;
 using admit::redis::limiter_options;
 using admit::redis::limiter_result;
-using admit::redis::detail::breaker_change;
 using admit::redis::detail::failure_handler;
 using admit::redis::detail::limiter_algorithm;
 using tp = failure_handler::clock::time_point;
@@ -49,49 +49,33 @@ limiter_options with(failure_policy p) {
   return o;
 }
 
-TEST(RedisFailureHandler, OnlyOutagesFeedTheBreaker) {
-  EXPECT_TRUE(failure_handler::is_outage(timeout));
-  EXPECT_TRUE(failure_handler::is_outage(admit::make_error_code(errc::outcome_unknown)));
-  EXPECT_TRUE(failure_handler::is_outage(admit::asio::from_error_code(boost::asio::error::connection_refused)));
-  EXPECT_FALSE(failure_handler::is_outage({}));
-  EXPECT_FALSE(failure_handler::is_outage(admit::errc::cancelled));  // a cancellation
-  EXPECT_FALSE(
-      failure_handler::is_outage(std::error_code(boost::system::error_code(boost::asio::error::operation_aborted))));
-  EXPECT_FALSE(failure_handler::is_outage(make_error_code(errc::error_reply)));  // Redis answered
-  EXPECT_FALSE(failure_handler::is_outage(make_error_code(errc::unexpected_reply)));
-  EXPECT_FALSE(failure_handler::is_outage(make_error_code(errc::circuit_open)));  // Redis was not called
-  // The client's failures, now in the same category as the limiter's own: still outages.
-  EXPECT_TRUE(failure_handler::is_outage(make_error_code(errc::closed)));
-  EXPECT_TRUE(failure_handler::is_outage(make_error_code(errc::connection_refused)));
-  EXPECT_TRUE(failure_handler::is_outage(make_error_code(errc::connection_lost)));
-}
-
 TEST(RedisFailureHandler, ConsecutiveOutagesOpenTheBreakerAndAnAnswerClosesIt) {
   limiter_options o;
   o.breaker = {.failure_threshold = 2, .open_for = 100ms};
   failure_handler h(o, ten_per_second());
-  EXPECT_EQ(h.on_error(make_error_code(errc::error_reply), breaker_pass::call, at(0ms)),
-            breaker_change::none);  // not an outage: not counted
-  EXPECT_EQ(h.on_error(timeout, breaker_pass::call, at(0ms)), breaker_change::none);
-  EXPECT_EQ(h.on_error(timeout, breaker_pass::call, at(1ms)), breaker_change::opened);
+  EXPECT_EQ(h.report(timeout, breaker_pass::call, at(0ms)), breaker_change::none);
+  EXPECT_EQ(h.report(make_error_code(errc::error_reply), breaker_pass::call, at(0ms)),
+            breaker_change::none);  // an answer: the count starts again
+  EXPECT_EQ(h.report(timeout, breaker_pass::call, at(0ms)), breaker_change::none);
+  EXPECT_EQ(h.report(timeout, breaker_pass::call, at(1ms)), breaker_change::opened);
   EXPECT_EQ(h.state(at(2ms)), breaker_state::open);
   EXPECT_EQ(h.allow(at(100ms)), breaker_pass::refused);
   EXPECT_EQ(h.allow(at(101ms)), breaker_pass::probe);
-  EXPECT_EQ(h.on_answer(), breaker_change::closed);
+  EXPECT_EQ(h.report({}, breaker_pass::probe, at(101ms)), breaker_change::closed);
   EXPECT_EQ(h.allow(at(101ms)), breaker_pass::call);
-  EXPECT_EQ(h.on_answer(), breaker_change::none);
+  EXPECT_EQ(h.report({}, breaker_pass::call, at(101ms)), breaker_change::none);
 }
 
 TEST(RedisFailureHandler, ACancelledProbeLetsTheNextCallerProbe) {
   limiter_options o;
   o.breaker = {.failure_threshold = 1, .open_for = 100ms};
   failure_handler h(o, ten_per_second());
-  ASSERT_EQ(h.on_error(timeout, breaker_pass::call, at(0ms)), breaker_change::opened);
+  ASSERT_EQ(h.report(timeout, breaker_pass::call, at(0ms)), breaker_change::opened);
   ASSERT_EQ(h.allow(at(100ms)), breaker_pass::probe);
   EXPECT_EQ(h.allow(at(100ms)), breaker_pass::refused);
-  EXPECT_EQ(h.on_error(admit::errc::cancelled, breaker_pass::probe, at(101ms)), breaker_change::none);
+  EXPECT_EQ(h.report(admit::errc::cancelled, breaker_pass::probe, at(101ms)), breaker_change::none);
   EXPECT_EQ(h.allow(at(101ms)), breaker_pass::probe);
-  EXPECT_EQ(h.on_error(timeout, breaker_pass::probe, at(102ms)), breaker_change::none);  // reopened, not "opened"
+  EXPECT_EQ(h.report(timeout, breaker_pass::probe, at(102ms)), breaker_change::none);  // reopened, not "opened"
   EXPECT_EQ(h.allow(at(201ms)), breaker_pass::refused);
   EXPECT_EQ(h.allow(at(202ms)), breaker_pass::probe);
 }

@@ -1,9 +1,9 @@
 // admit::redis::semaphore against a real redis-server: counting and fencing tokens, FIFO hand-off with a large head
-// request served first, max_waiters and exceeds_capacity, deadlines and stop tokens (also while Redis is paused),
-// wake-ups without polling, leases that expire and are renewed, releasing what is not held, SCRIPT FLUSH and a
-// restart that lost the state, arguments refused by name. The queue's cost and bounds: redis_semaphore_queue_test.cpp.
-// Asynchronous waiters and connections destroyed under them: redis_semaphore_async_test.cpp; holders in other
-// processes: redis_semaphore_processes_test.cpp.
+// request served first, max_waiters and exceeds_capacity, wake-ups without polling, leases that expire and are
+// renewed, releasing what is not held, SCRIPT FLUSH and a restart that lost the state, arguments refused by name.
+// The queue's cost and bounds: redis_semaphore_queue_test.cpp. Asynchronous waiters and connections destroyed under
+// them: redis_semaphore_async_test.cpp; holders in other processes: redis_semaphore_processes_test.cpp; deadlines
+// and stop tokens: redis_semaphore_deadline_test.cpp.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -141,100 +141,6 @@ TEST(RedisSemaphore, MaxWaitersBoundsTheQueueAcrossTheFleet) {
   wait_for_waiters(s, 1);
   EXPECT_EQ(other.try_acquire_for(5s).error(), admit::errc::queue_full);
   waiting.request_stop();
-}
-
-TEST(RedisSemaphore, DeadlineAndStopTokenEndAWaitAndLeaveTheQueue) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  semaphore s(conn, "deadline", 1);
-  auto held = s.try_acquire();
-  ASSERT_TRUE(held);
-
-  const auto start = steady::now();
-  EXPECT_EQ(s.try_acquire_for(200ms).error(), admit::errc::timeout);
-  const auto took = steady::now() - start;
-  EXPECT_GE(took, 200ms);
-  EXPECT_LT(took, 1s);
-  wait_for_waiters(s, 0);  // the cancel left the queue
-
-  std::stop_source stop;
-  auto pending = std::async(std::launch::async, [&] { return s.acquire(1, stop.get_token()).error(); });
-  wait_for_waiters(s, 1);
-  stop.request_stop();
-  ASSERT_EQ(pending.wait_for(5s), std::future_status::ready);
-  EXPECT_EQ(pending.get(), admit::errc::cancelled);
-  wait_for_waiters(s, 0);
-}
-
-// A deadline is kept while Redis does not answer: the wait then waits for its leave-queue call at most
-// options().timeout more (here 300 ms), not for the pause (2 s).
-TEST(RedisSemaphore, DeadlineHonoredWhileRedisIsPaused) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  semaphore_options o;
-  o.poll_interval = 50ms;
-  o.timeout = 300ms;
-  semaphore s(conn, "paused", 1, o);
-  auto held = s.try_acquire();
-  ASSERT_TRUE(held);
-  const auto start = steady::now();
-  auto pending = std::async(std::launch::async, [&] { return s.try_acquire_for(300ms); });
-  wait_for_waiters(s, 1);
-  server.admin({"CLIENT", "PAUSE", "2000", "ALL"});
-  auto r = pending.get();
-  EXPECT_EQ(r.error(), admit::errc::timeout);
-  EXPECT_LT(steady::now() - start, 300ms + o.timeout + 300ms);  // the deadline and one call's timeout, not the pause
-}
-
-// A stop ends a wait whose call is in flight (Redis paused): the wait returns once its leave-queue call is answered
-// (when the pause ends, well within options().timeout), and at that point the request has left the queue, or the
-// grant that came first has been released — no eventually.
-TEST(RedisSemaphore, AStopEndsAWaitWhoseCallIsInFlight) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  semaphore_options o;
-  o.timeout = 10s;  // the acquire call would hang until the pause ends
-  semaphore s(conn, "stopped-in-flight", 1, o);
-  server.pause(1000ms);
-  std::stop_source stop;
-  const auto written = conn.statistics().commands_written;
-  auto pending = std::async(std::launch::async, [&] { return s.acquire(1, stop.get_token()).error(); });
-  ASSERT_TRUE(eventually([&] { return conn.statistics().commands_written > written; }));  // the acquire call is out
-  const auto start = steady::now();
-  stop.request_stop();
-  ASSERT_EQ(pending.wait_for(5s), std::future_status::ready) << "the stop waited for the call's timeout";
-  EXPECT_EQ(pending.get(), admit::errc::cancelled);
-  EXPECT_LT(steady::now() - start, 5s);
-  const auto snap = s.inspect().first;
-  EXPECT_EQ(snap.waiter_count, 0);
-  EXPECT_EQ(snap.available, 1);
-}
-
-// The waiting thread ends a blocking wait itself: at its deadline and at its stop, even when nothing runs the
-// connection's executor (stopped, or blocked by a caller on its only thread); a token already stopped sends nothing.
-TEST(RedisSemaphore, ABlockingWaitEndsOnTimeWhenTheExecutorDoesNotRun) {
-  redis_server server;
-  boost::asio::io_context never_run;
-  connection conn(never_run.get_executor(), server.url());
-  semaphore s(conn, "not-run", 1);
-
-  auto start = steady::now();
-  EXPECT_EQ(s.try_acquire_for(200ms).error(), admit::errc::timeout);
-  EXPECT_GE(steady::now() - start, 200ms);
-  EXPECT_LT(steady::now() - start, 2s);
-
-  std::stop_source stop;
-  auto pending = std::async(std::launch::async, [&] { return s.acquire(1, stop.get_token()).error(); });
-  stop.request_stop();
-  ASSERT_EQ(pending.wait_for(5s), std::future_status::ready);
-  EXPECT_EQ(pending.get(), admit::errc::cancelled);
-
-  const auto written = conn.statistics().commands_written;
-  EXPECT_EQ(s.acquire(1, stop.get_token()).error(), admit::errc::cancelled);
-  EXPECT_EQ(conn.statistics().commands_written, written);
 }
 
 // A poll answered with an error reply (here WRONGTYPE: the keys were overwritten) fails the wait with that error; only

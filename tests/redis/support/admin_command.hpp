@@ -4,6 +4,7 @@
 #pragma once
 
 #include <hiredis/hiredis.h>
+#include <sys/types.h>
 
 #include <cstddef>
 #include <stdexcept>
@@ -45,6 +46,19 @@ inline std::string admin_command(redisContext* c, const std::vector<std::string>
   std::string s = reply_text(r);
   freeReplyObject(r);
   return s;
+}
+
+// Whether the Redis process `pid` answers on `c`: PING, and INFO server's process_id. A port that was free when it
+// was chosen may be another test's by now (a server's, or a cluster bus, which closes the connection): that is not
+// this process answering, and neither is an I/O error. The process then fails to bind and exits, and its starter
+// picks another port.
+inline bool answered_by(redisContext* c, pid_t pid) {
+  try {
+    if (admin_command(c, {"PING"}) != "PONG") return false;
+    return admin_command(c, {"INFO", "server"}).find("process_id:" + std::to_string(pid) + "\r\n") != std::string::npos;
+  } catch (const std::runtime_error&) {
+    return false;
+  }
 }
 
 }  // namespace admit::redis::testing

@@ -255,7 +255,7 @@ class redis_cluster {
           break;
         }
         if (redisContext* c = connect_once(n.port)) {
-          up = admin_command(c, {"PING"}) == "PONG";
+          up = answered_by(c, n.pid);
           redisFree(c);
         }
         if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -253,10 +253,7 @@ class redis_sentinel_group {
           break;
         }
         if (redisContext* c = connect_once(p.port)) {
-          try {
-            up = admin_command(c, {"PING"}) == "PONG";
-          } catch (const std::runtime_error&) {
-          }
+          up = answered_by(c, p.pid);
           redisFree(c);
         }
         if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(10));

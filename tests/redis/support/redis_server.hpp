@@ -173,7 +173,12 @@ class redis_server {
       redisFree(c);
       return nullptr;
     }
-    if (!config_.requirepass.empty() && admin_command(c, {"AUTH", config_.requirepass}) != "OK") {
+    bool authenticated = config_.requirepass.empty();
+    try {
+      authenticated = authenticated || admin_command(c, {"AUTH", config_.requirepass}) == "OK";
+    } catch (const std::runtime_error&) {  // not a Redis server on this port (see answered_by)
+    }
+    if (!authenticated) {
       redisFree(c);
       return nullptr;
     }
@@ -236,9 +241,9 @@ class redis_server {
         return false;
       }
       if (redisContext* c = connect_once()) {
-        const bool pong = admin_command(c, {"PING"}) == "PONG";
+        const bool up = answered_by(c, pid_);
         redisFree(c);
-        if (pong) return true;
+        if (up) return true;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }

@@ -107,6 +107,32 @@ TEST(HttpServer, AnswersJsonAndHealth) {
   EXPECT_EQ(draining.result(), http::status::internal_server_error);
 }
 
+// An IPv6 address is named in brackets where it cannot listen, so that its port stays readable ("[::1]:8080", not
+// "::1:8080"). Where the machine has no IPv6 loopback the first server already fails, with the same address.
+TEST(HttpServer, CannotListenNamesAnIpv6AddressInBrackets) {
+  service svc(std::make_unique<held_backend>(), one_rule(), service_options{});
+  http_server_options opts;
+  opts.host = "::1";
+  opts.port = 0;
+  opts.threads = 1;
+  std::unique_ptr<http_server> first;
+  try {
+    first = std::make_unique<http_server>(svc, opts);
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot listen for HTTP on [::1]:0: "), std::string::npos) << e.what();
+    return;
+  }
+  opts.port = first->port();
+  try {
+    http_server second(svc, opts);
+    ADD_FAILURE() << "a second server listened on the same port";
+  } catch (const std::runtime_error& e) {
+    const std::string expected = "cannot listen for HTTP on [::1]:" + std::to_string(opts.port) + ": ";
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+  first->shutdown(std::chrono::system_clock::now());
+}
+
 TEST(HttpServer, AConnectionBeyondMaxConnectionsIsClosed) {
   fixture f(1);
   client a(f.server->port());

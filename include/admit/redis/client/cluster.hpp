@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "admit/detail/deadline.hpp"
 #include "admit/redis/client/client.hpp"
 #include "admit/redis/client/command.hpp"
 #include "admit/redis/client/connection.hpp"
@@ -125,10 +126,7 @@ class cluster final : public client {
 
   // now + node_options().command_timeout, or none when that is nanoseconds::max().
   std::optional<clock::time_point> default_deadline() const noexcept override {
-    if (node_options_.command_timeout == std::chrono::nanoseconds::max()) return std::nullopt;
-    const auto now = clock::now();
-    if (node_options_.command_timeout > clock::time_point::max() - now) return std::nullopt;
-    return now + std::chrono::duration_cast<clock::duration>(node_options_.command_timeout);
+    return admit::detail::optional_deadline_after<clock>(clock::now(), node_options_.command_timeout);
   }
 
   // Blocking, with the default deadline: execute("SET", "{app}:k", 1). Must not be called from a thread running the
@@ -153,13 +151,7 @@ class cluster final : public client {
   // (std::nullopt: none).
   template <class Rep, class Period>
   close_result close_for(std::chrono::duration<Rep, Period> timeout) {
-    const auto now = clock::now();
-    if (timeout <= timeout.zero()) return close_until(now);
-    if (std::chrono::duration_cast<std::chrono::duration<double>>(timeout).count() >=
-        std::chrono::duration_cast<std::chrono::duration<double>>(clock::time_point::max() - now).count()) {
-      return close_until(std::nullopt);
-    }
-    return close_until(now + std::chrono::duration_cast<clock::duration>(timeout));
+    return close_until(admit::detail::optional_deadline_after<clock>(clock::now(), timeout));
   }
   close_result close_until(std::optional<clock::time_point> deadline);
 

@@ -46,6 +46,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "admit/detail/deadline.hpp"
 #include "admit/errc.hpp"
 #include "admit/redis/client/client.hpp"
 #include "admit/redis/client/command.hpp"
@@ -131,10 +132,7 @@ class connection final : public client {
 
   // now + options().command_timeout, or none when that is nanoseconds::max().
   std::optional<clock::time_point> default_deadline() const noexcept override {
-    if (options_.command_timeout == std::chrono::nanoseconds::max()) return std::nullopt;
-    const auto now = clock::now();
-    if (options_.command_timeout > clock::time_point::max() - now) return std::nullopt;
-    return now + std::chrono::duration_cast<clock::duration>(options_.command_timeout);
+    return deadline_after(options_.command_timeout);
   }
 
   // Completes when connected (handshake done) — at once if already — or with the error of the current attempt (or
@@ -252,14 +250,8 @@ class connection final : public client {
   }
 
   template <class Rep, class Period>
-  static std::optional<clock::time_point> deadline_after(std::chrono::duration<Rep, Period> timeout) {
-    const auto now = clock::now();
-    if (timeout <= timeout.zero()) return now;
-    if (std::chrono::duration_cast<std::chrono::duration<double>>(timeout).count() >=
-        std::chrono::duration_cast<std::chrono::duration<double>>(clock::time_point::max() - now).count()) {
-      return std::nullopt;
-    }
-    return now + std::chrono::duration_cast<clock::duration>(timeout);
+  static std::optional<clock::time_point> deadline_after(std::chrono::duration<Rep, Period> timeout) noexcept {
+    return admit::detail::optional_deadline_after<clock>(clock::now(), timeout);
   }
 
   template <class... ArgsThenToken>

@@ -1,0 +1,152 @@
+// admit::redis::semaphore's deadlines and stop tokens against a real redis-server: a wait ends at its deadline or its
+// stop and leaves the queue, also while Redis is paused, with its call in flight, or when nothing runs the
+// connection's executor; a timeout beyond the clock's range means no deadline.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <stop_token>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/semaphore.hpp"
+#include "io_thread.hpp"
+#include "redis_server.hpp"
+#include "semaphore_testing.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using admit::redis::connection;
+using admit::redis::lease;
+using admit::redis::semaphore;
+using admit::redis::semaphore_options;
+using admit::redis::testing::io_thread;
+using admit::redis::testing::redis_server;
+using admit::redis::testing::wait_for_waiters;
+using steady = std::chrono::steady_clock;
+
+TEST(RedisSemaphore, DeadlineAndStopTokenEndAWaitAndLeaveTheQueue) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "deadline", 1);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+
+  const auto start = steady::now();
+  EXPECT_EQ(s.try_acquire_for(200ms).error(), admit::errc::timeout);
+  const auto took = steady::now() - start;
+  EXPECT_GE(took, 200ms);
+  EXPECT_LT(took, 1s);
+  wait_for_waiters(s, 0);  // the cancel left the queue
+
+  std::stop_source stop;
+  auto pending = std::async(std::launch::async, [&] { return s.acquire(1, stop.get_token()).error(); });
+  wait_for_waiters(s, 1);
+  stop.request_stop();
+  ASSERT_EQ(pending.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(pending.get(), admit::errc::cancelled);
+  wait_for_waiters(s, 0);
+}
+
+// A timeout beyond the clock's range is "no deadline", not an overflowed one in the past (that would time out at once,
+// and is undefined behaviour besides).
+TEST(RedisSemaphore, ATimeoutBeyondTheClocksRangeWaitsWithoutEnd) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "forever", 1);
+  auto held = s.try_acquire_for(std::chrono::hours::max());
+  ASSERT_TRUE(held) << held.error().message();
+
+  std::stop_source stop;
+  auto pending = std::async(std::launch::async,
+                            [&] { return s.try_acquire_for(std::chrono::hours::max(), 1, stop.get_token()).error(); });
+  wait_for_waiters(s, 1);
+  stop.request_stop();
+  ASSERT_EQ(pending.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(pending.get(), admit::errc::cancelled);
+
+  auto granted = std::make_shared<std::promise<std::error_code>>();
+  auto result = granted->get_future();
+  s.async_acquire_for(std::chrono::hours::max(), 1, [granted](std::error_code ec, lease) { granted->set_value(ec); });
+  (void)held->release();
+  ASSERT_EQ(result.wait_for(5s), std::future_status::ready);
+  EXPECT_FALSE(result.get());
+}
+
+// A deadline is kept while Redis does not answer: the wait then waits for its leave-queue call at most
+// options().timeout more (here 300 ms), not for the pause (2 s).
+TEST(RedisSemaphore, DeadlineHonoredWhileRedisIsPaused) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore_options o;
+  o.poll_interval = 50ms;
+  o.timeout = 300ms;
+  semaphore s(conn, "paused", 1, o);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  const auto start = steady::now();
+  auto pending = std::async(std::launch::async, [&] { return s.try_acquire_for(300ms); });
+  wait_for_waiters(s, 1);
+  server.admin({"CLIENT", "PAUSE", "2000", "ALL"});
+  auto r = pending.get();
+  EXPECT_EQ(r.error(), admit::errc::timeout);
+  EXPECT_LT(steady::now() - start, 300ms + o.timeout + 300ms);  // the deadline and one call's timeout, not the pause
+}
+
+// A stop ends a wait whose call is in flight (Redis paused): the wait returns once its leave-queue call is answered
+// (when the pause ends, well within options().timeout), and at that point the request has left the queue, or the
+// grant that came first has been released — no eventually.
+TEST(RedisSemaphore, AStopEndsAWaitWhoseCallIsInFlight) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore_options o;
+  o.timeout = 10s;  // the acquire call would hang until the pause ends
+  semaphore s(conn, "stopped-in-flight", 1, o);
+  server.pause(1000ms);
+  std::stop_source stop;
+  const auto written = conn.statistics().commands_written;
+  auto pending = std::async(std::launch::async, [&] { return s.acquire(1, stop.get_token()).error(); });
+  ASSERT_TRUE(eventually([&] { return conn.statistics().commands_written > written; }));  // the acquire call is out
+  const auto start = steady::now();
+  stop.request_stop();
+  ASSERT_EQ(pending.wait_for(5s), std::future_status::ready) << "the stop waited for the call's timeout";
+  EXPECT_EQ(pending.get(), admit::errc::cancelled);
+  EXPECT_LT(steady::now() - start, 5s);
+  const auto snap = s.inspect().first;
+  EXPECT_EQ(snap.waiter_count, 0);
+  EXPECT_EQ(snap.available, 1);
+}
+
+// The waiting thread ends a blocking wait itself: at its deadline and at its stop, even when nothing runs the
+// connection's executor (stopped, or blocked by a caller on its only thread); a token already stopped sends nothing.
+TEST(RedisSemaphore, ABlockingWaitEndsOnTimeWhenTheExecutorDoesNotRun) {
+  redis_server server;
+  boost::asio::io_context never_run;
+  connection conn(never_run.get_executor(), server.url());
+  semaphore s(conn, "not-run", 1);
+
+  auto start = steady::now();
+  EXPECT_EQ(s.try_acquire_for(200ms).error(), admit::errc::timeout);
+  EXPECT_GE(steady::now() - start, 200ms);
+  EXPECT_LT(steady::now() - start, 2s);
+
+  std::stop_source stop;
+  auto pending = std::async(std::launch::async, [&] { return s.acquire(1, stop.get_token()).error(); });
+  stop.request_stop();
+  ASSERT_EQ(pending.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(pending.get(), admit::errc::cancelled);
+
+  const auto written = conn.statistics().commands_written;
+  EXPECT_EQ(s.acquire(1, stop.get_token()).error(), admit::errc::cancelled);
+  EXPECT_EQ(conn.statistics().commands_written, written);
+}
+
+}  // namespace
