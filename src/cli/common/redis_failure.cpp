@@ -6,6 +6,7 @@
 #include <string>
 
 #include "admit/detail/deadline.hpp"
+#include "admit/detail/host_port.hpp"
 #include "admit/errc.hpp"
 #include "admit/redis/limiter_result.hpp"
 #include "cli/common/decimal.hpp"
@@ -115,12 +116,7 @@ std::string redis_address(const redis::connection_options& o) {
   }
   address.append(o.tls ? "rediss://" : "redis://");
   if (!o.user.empty()) address.append(o.user).append("@");
-  if (o.host.find(':') != std::string::npos) {
-    address.append("[").append(o.host).append("]");
-  } else {
-    address.append(o.host);
-  }
-  address.append(":").append(std::to_string(o.port));
+  address.append(admit::detail::host_port(o.host, o.port));
   if (o.db != 0) address.append("/").append(std::to_string(o.db));
   return address;
 }
@@ -133,9 +129,9 @@ std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::n
         admit::detail::deadline_after<std::chrono::steady_clock>(std::chrono::steady_clock::now(), timeout);
     return deadline ? std::min(*deadline, by_timeout) : by_timeout;
   };
-  // The time given up to `until`, for a timeout's message.
+  // The time given up to `until`, for a timeout's message (in whole milliseconds: "700ms", not "699844446ns").
   const auto given = [&](std::chrono::steady_clock::time_point until) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(until - start);
+    return std::chrono::nanoseconds(std::chrono::round<std::chrono::milliseconds>(until - start));
   };
   if (const std::error_code ec = deadline ? conn.connect_until(*deadline) : conn.connect()) {
     if (ec == errc::timeout) return call_failure(conn, ec, {}, given(*deadline));

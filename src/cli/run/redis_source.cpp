@@ -4,8 +4,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -34,6 +39,44 @@ using steady = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds call_timeout{1'000};
 // How often the status line asks Redis how many wait and hold (only when a terminal shows it).
 constexpr std::chrono::milliseconds status_every{500};
+// How long past --timeout a wait may still take to end (its leave-queue call answered): beyond it, Redis is not
+// answering and the wait is abandoned (its entry expires in Redis by itself).
+constexpr std::chrono::milliseconds past_deadline{50};
+
+// Runs an asynchronous call and waits for its result, as long as `stop` is not requested and at most until `until`:
+// then the call is cancelled (terminally: it completes at once, and what it leaves in Redis is the library's
+// background work) and `abandoned` says so when `until` was the reason. `initiate(slot, done)` starts the call with
+// its handler bound to `slot`; the handler calls done(result) once. The call's completion runs on `ex`.
+template <class Result, class Initiate>
+Result wait_bounded(const boost::asio::any_io_executor& ex, Initiate initiate, std::optional<steady::time_point> until,
+                    std::stop_token stop, bool& abandoned) {
+  struct shared {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::optional<Result> result;
+    boost::asio::cancellation_signal cancel;
+  };
+  auto sh = std::make_shared<shared>();
+  initiate(sh->cancel.slot(), [sh](Result r) {
+    const std::lock_guard lock(sh->m);
+    sh->result.emplace(std::move(r));
+    sh->cv.notify_all();
+  });
+  std::unique_lock lock(sh->m);
+  const auto done = [&] { return sh->result.has_value(); };
+  if (until) {
+    sh->cv.wait_until(lock, stop, *until, done);
+  } else {
+    sh->cv.wait(lock, stop, done);
+  }
+  if (!sh->result) {
+    abandoned = !stop.stop_requested();
+    // The cancellation is emitted where the call runs (the slot is not thread-safe).
+    boost::asio::post(ex, [sh] { sh->cancel.emit(boost::asio::cancellation_type::terminal); });
+    sh->cv.wait(lock, done);
+  }
+  return std::move(*sh->result);
+}
 
 std::string info_json(const run::entry_info& info) {
   nlohmann::ordered_json j;
@@ -56,6 +99,9 @@ struct redis_run_state {
   std::unique_ptr<redis::semaphore> sem;
   std::unique_ptr<redis::gcra> rate;
   std::function<void()> on_queued;  // set while an acquisition waits
+  // Set when a wait was abandoned because Redis did not answer by --timeout: the teardown then waits for nothing
+  // Redis would have to answer (what is left expires there by itself).
+  bool abandoned = false;
   std::mutex mutex;
   redis::semaphore_options semaphore_options;
   redis::limiter_options limiter_options;
@@ -63,9 +109,12 @@ struct redis_run_state {
   // Once Redis answers: asks the URL's server whether it is a Redis Cluster node (then the limit goes through a
   // cluster client seeded with it: its keys share the hash tag {name}, one slot) and makes the semaphore and the
   // rate limiter. A server that does not answer INFO (an ACL user without it) is taken as a single server.
-  void make_limits() {
+  void make_limits(std::optional<steady::time_point> deadline) {
     if (sem || rate) return;
-    nodes = learn_topology(conn, call_timeout).nodes;
+    nodes = learn_topology(conn, deadline ? std::clamp<std::chrono::nanoseconds>(
+                                                *deadline - steady::now(), std::chrono::milliseconds(1), call_timeout)
+                                          : std::chrono::nanoseconds(call_timeout))
+                .nodes;
     if (settings.concurrency > 0) {
       sem = nodes ? std::make_unique<redis::semaphore>(*nodes, settings.name, settings.concurrency, semaphore_options)
                   : std::make_unique<redis::semaphore>(conn, settings.name, settings.concurrency, semaphore_options);
@@ -81,10 +130,17 @@ struct redis_run_state {
     if (lost < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
   }
   ~redis_run_state() {
-    if (sem) sem->shutdown();
+    if (sem) {
+      if (abandoned) {
+        (void)sem->shutdown(steady::now());
+      } else {
+        (void)sem->shutdown();
+      }
+    }
     sem.reset();
     rate.reset();
-    if (nodes) nodes->close();
+    if (nodes) (void)(abandoned ? nodes->close_until(steady::now()) : nodes->close());
+    if (abandoned) (void)conn.close_until(steady::now());
     ::close(lost);
   }
   // Where the limit's keys live (one hash slot: every key is "{name}:...").
@@ -165,7 +221,7 @@ class redis_source final : public run::permit_source {
     if (auto f = check_ready(st_->conn, std::max<steady::duration>(given, std::chrono::milliseconds(1)), deadline)) {
       return fail(why, *f);
     }
-    st_->make_limits();
+    st_->make_limits(deadline);
     if (st_->sem) {
       if (auto problem = check_capacity()) return fail(why, *problem);
     }
@@ -204,15 +260,40 @@ class redis_source final : public run::permit_source {
           l.unlock();
         }
       });
-      redis::semaphore_result r = no_wait    ? st_->sem->try_acquire(s.weight)
-                                  : deadline ? st_->sem->try_acquire_until(*deadline, s.weight, stop)
-                                             : st_->sem->acquire(s.weight, stop);
+      redis::semaphore_result r = admit::errc::would_block;
+      if (no_wait) {
+        r = st_->sem->try_acquire(s.weight);
+      } else {
+        // Asynchronous, so that this thread ends the wait by --timeout even when Redis does not answer the call
+        // that would end it.
+        redis::semaphore& sem = *st_->sem;
+        const auto initiate = [&](boost::asio::cancellation_slot slot, auto done) {
+          auto handler = boost::asio::bind_cancellation_slot(slot, [done](std::error_code ec, redis::lease l) {
+            done(ec ? redis::semaphore_result(ec) : redis::semaphore_result(std::move(l)));
+          });
+          if (deadline) {
+            sem.async_acquire_until(*deadline, s.weight, std::move(handler));
+          } else {
+            sem.async_acquire(s.weight, std::move(handler));
+          }
+        };
+        r = wait_bounded<redis::semaphore_result>(st_->conn.get_executor(), initiate, past(deadline), stop,
+                                                  st_->abandoned);
+        if (!r && !st_->abandoned) {
+          // An asynchronous wait that ends leaves the queue in the background: its call answered by then (within
+          // past_deadline of --timeout), or Redis is not answering.
+          const auto until =
+              deadline ? std::max(steady::now(), *deadline) + past_deadline : steady::now() + call_timeout;
+          st_->abandoned = sem.shutdown(until).first > 0;
+        }
+      }
       status.request_stop();
       status.join();
       {
         std::lock_guard lock(st_->mutex);
         st_->on_queued = nullptr;
       }
+      if (st_->abandoned) return fail(why, silent());
       if (!r) {
         return refuse(why, r.error(), r.error() == admit::errc::timeout && deadline && steady::now() >= *deadline);
       }
@@ -221,6 +302,7 @@ class redis_source final : public run::permit_source {
     if (st_->rate) {
       bool out_of_time = false;
       if (auto e = wait_for_rate(deadline, no_wait, stop, progress, out_of_time)) {
+        if (st_->abandoned) return fail(why, silent());  // the lease, if any, expires by itself
         if (lease) (void)lease.release();
         return refuse(why, e, out_of_time);
       }
@@ -247,7 +329,14 @@ class redis_source final : public run::permit_source {
     std::mutex m;
     std::condition_variable_any cv;
     for (bool told = !progress;; told = true) {
-      const redis::limiter_result r = st_->rate->decide("admit-run", st_->settings.weight);
+      const redis::gcra& rate = *st_->rate;
+      const auto initiate = [&](boost::asio::cancellation_slot slot, auto done) {
+        rate.async_decide_detailed("admit-run", st_->settings.weight,
+                                   boost::asio::bind_cancellation_slot(slot, std::move(done)));
+      };
+      const redis::limiter_result r =
+          wait_bounded<redis::limiter_result>(st_->conn.get_executor(), initiate, past(deadline), {}, st_->abandoned);
+      if (st_->abandoned) return admit::errc::timeout;
       if (r.error) return r.error;
       if (r.decision.admitted) return {};
       if (no_wait) return admit::errc::would_block;
@@ -265,6 +354,22 @@ class redis_source final : public run::permit_source {
       std::unique_lock l(m);
       if (cv.wait_until(l, stop, at, [] { return false; }) || stop.stop_requested()) return admit::errc::cancelled;
     }
+  }
+
+  // How long a wait may take: `deadline` and the time its last call may take to be answered.
+  static std::optional<steady::time_point> past(std::optional<steady::time_point> deadline) {
+    if (!deadline) return std::nullopt;
+    return *deadline + past_deadline;
+  }
+
+  // Why a wait was abandoned: Redis did not answer by --timeout (down, or not answering on a connection that is up).
+  redis_failure silent() const {
+    redis_failure f = st_->failure(admit::errc::timeout);
+    if (st_->conn.is_connected() && f.error == admit::errc::timeout) {
+      f.message = "no answer from " + st_->where() + " by the end of --timeout: Redis stopped answering while " +
+                  quote(st_->settings.name) + " was waited for";
+    }
+    return f;
   }
 
   // The semaphore's capacity in Redis is --concurrency's, or made so with --set-capacity: a semaphore that exists keeps
@@ -302,6 +407,8 @@ class redis_source final : public run::permit_source {
     why.error = e;
     why.exit_status = run::exit_not_admitted;
     if (e == admit::errc::timeout && out_of_time) {
+      // Waiting out --timeout while Redis could not be reached is Redis's failure, not a busy limit.
+      if (const redis_failure f = st_->failure(e); f.error != admit::errc::timeout) return fail(why, f);
       why.message = "not admitted: no permit of " + what + " within --timeout";
     } else if (e == admit::errc::would_block) {
       why.message = "not admitted: " + what + " is busy (--no-wait)";

@@ -3,7 +3,8 @@
 // again within its lease's TTL; the lease lost while the command runs (SIGTERM within the TTL, or SIGKILL; exit 124, a
 // message naming the lease), also for a holder cut off from Redis while another is granted its permit; four workers
 // sharing `--concurrency 3` in front of a tiny "database" that counts its connections; --rate's spacing; the
-// environment; `admit inspect --redis` of an `admit run` holder; Redis failures (75, 69) and bad names (2).
+// environment; `admit inspect --redis` of an `admit run` holder; Redis failures (75, 69) and bad names (2); --timeout
+// kept when Redis stops answering.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -246,6 +248,35 @@ TEST_F(AdmitRunRedis, RedisFailuresAndBadNames) {
       args{ADMIT_CLI, "run", "--redis", url, "--name", "x", "--concurrency", "1", "--json", "--"} + records_ran(), 30s);
   EXPECT_EQ(refused.status, 75) << refused.err;
   EXPECT_EQ(event(refused.err, "not_admitted").value("reason", ""), "redis") << refused.err;
+  EXPECT_FALSE(ran());
+}
+
+// --timeout is kept when Redis stops answering while a run waits (paused: its calls get no answer; killed: refused):
+// the run gives up within 100 ms of it, and says that Redis, at its URL, did not answer or why it cannot be reached —
+// not that the limit was busy. Its process ends soon after (the teardown waits for no answer either).
+TEST_F(AdmitRunRedis, TheTimeoutIsKeptWhenRedisStopsAnswering) {
+  const auto holder = hold("silent");
+  const auto waits_while = [&](const std::function<void()>& fault) {
+    const auto start = steady::now();
+    child_process waiter(run("silent", args{"--concurrency", "1", "--timeout", "1s", "--json", "--"} + records_ran()));
+    EXPECT_TRUE(wait_for_event(waiter, {"waiting"})) << waiter.err();
+    fault();
+    const run_result r = finish(waiter);
+    const auto took = steady::now() - start;
+    EXPECT_EQ(r.status, 75) << r.err;
+    const auto refused = event(r.err, "not_admitted");
+    EXPECT_EQ(refused.value("reason", ""), "redis") << r.err;
+    EXPECT_LE(refused.value("waited_s", 99.0), 1.1) << r.err;
+    EXPECT_LT(took, 1800ms) << r.err;  // a teardown that waited for Redis's answer would add its 1 s call timeout
+    return refused.value("message", "");
+  };
+  const std::string where = "redis://127.0.0.1:" + std::to_string(server_.port());
+  const std::string paused = waits_while([&] { server_.pause(5000ms); });
+  EXPECT_NE(paused.find("no answer from " + where), std::string::npos) << paused;
+  EXPECT_NE(paused.find("Redis stopped answering"), std::string::npos) << paused;
+  server_.unpause();
+  const std::string killed = waits_while([&] { server_.kill(); });
+  EXPECT_NE(killed.find("cannot connect to " + where + ": connection refused"), std::string::npos) << killed;
   EXPECT_FALSE(ran());
 }
 
