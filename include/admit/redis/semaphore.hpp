@@ -460,5 +460,9 @@ void check_semaphore_name(const std::string& name);
 // inspect() without a semaphore object (admit inspect): the state of semaphore `name` on `conn`'s server(s).
 std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(client& conn, const std::string& name,
                                                                  std::size_t most = 100);
+// The same by `deadline` (std::nullopt: none) instead of the client's default deadline (errc::timeout past it).
+std::pair<semaphore_snapshot, std::error_code> inspect_semaphore_until(
+    client& conn, const std::string& name, std::optional<std::chrono::steady_clock::time_point> deadline,
+    std::size_t most = 100);
 
 }  // namespace admit::redis

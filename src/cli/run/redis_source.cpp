@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -22,6 +23,7 @@
 #include "admit/redis/client/options.hpp"
 #include "admit/redis/gcra.hpp"
 #include "admit/redis/semaphore.hpp"
+#include "cli/common/duration.hpp"
 #include "cli/common/io_runner.hpp"
 #include "cli/common/message.hpp"
 #include "cli/common/redis_failure.hpp"
@@ -99,8 +101,8 @@ struct redis_run_state {
   std::unique_ptr<redis::semaphore> sem;
   std::unique_ptr<redis::gcra> rate;
   std::function<void()> on_queued;  // set while an acquisition waits
-  // Set when a wait was abandoned because Redis did not answer by --timeout: the teardown then waits for nothing
-  // Redis would have to answer (what is left expires there by itself).
+  // Set when Redis did not answer in time what ends a wait (the wait itself, or its queue-leave within
+  // past_deadline): the teardown then waits for nothing Redis would have to answer (what is left expires there).
   bool abandoned = false;
   std::mutex mutex;
   redis::semaphore_options semaphore_options;
@@ -109,12 +111,11 @@ struct redis_run_state {
   // Once Redis answers: asks the URL's server whether it is a Redis Cluster node (then the limit goes through a
   // cluster client seeded with it: its keys share the hash tag {name}, one slot) and makes the semaphore and the
   // rate limiter. A server that does not answer INFO (an ACL user without it) is taken as a single server.
-  void make_limits(std::optional<steady::time_point> deadline) {
+  void make_limits() {
     if (sem || rate) return;
-    nodes = learn_topology(conn, deadline ? std::clamp<std::chrono::nanoseconds>(
-                                                *deadline - steady::now(), std::chrono::milliseconds(1), call_timeout)
-                                          : std::chrono::nanoseconds(call_timeout))
-                .nodes;
+    // The whole call timeout, whatever is left of --timeout: an INFO cut short would take a cluster node for a
+    // single server (decided once), and its MOVED replies for a lasting failure.
+    nodes = learn_topology(conn, call_timeout).nodes;
     if (settings.concurrency > 0) {
       sem = nodes ? std::make_unique<redis::semaphore>(*nodes, settings.name, settings.concurrency, semaphore_options)
                   : std::make_unique<redis::semaphore>(conn, settings.name, settings.concurrency, semaphore_options);
@@ -221,7 +222,7 @@ class redis_source final : public run::permit_source {
     if (auto f = check_ready(st_->conn, std::max<steady::duration>(given, std::chrono::milliseconds(1)), deadline)) {
       return fail(why, *f);
     }
-    st_->make_limits(deadline);
+    st_->make_limits();
     if (st_->sem) {
       if (auto problem = check_capacity()) return fail(why, *problem);
     }
@@ -246,7 +247,10 @@ class redis_source final : public run::permit_source {
         for (bool first = true;; first = false) {
           run::wait_progress p;  // position 0: Redis does not say a waiter's place without its identity
           p.capacity = s.concurrency;
-          const auto [snap, ec] = st_->sem->inspect(0);
+          // Bounded by the wait's end, so that joining this thread cannot hold the run past --timeout.
+          const auto by_call = steady::now() + call_timeout;
+          const auto [snap, ec] = redis::inspect_semaphore_until(
+              st_->limit_client(), s.name, deadline ? std::min(by_call, *deadline + past_deadline) : by_call, 1);
           if (!ec) {
             p.waiting = static_cast<std::size_t>(snap.waiter_count);
             p.held = snap.capacity - snap.available;
@@ -261,6 +265,8 @@ class redis_source final : public run::permit_source {
         }
       });
       redis::semaphore_result r = admit::errc::would_block;
+      bool cut = false;         // Redis did not end the wait by --timeout
+      bool unanswered = false;  // nor answer its queue-leave within past_deadline
       if (no_wait) {
         r = st_->sem->try_acquire(s.weight);
       } else {
@@ -277,15 +283,15 @@ class redis_source final : public run::permit_source {
             sem.async_acquire(s.weight, std::move(handler));
           }
         };
-        r = wait_bounded<redis::semaphore_result>(st_->conn.get_executor(), initiate, past(deadline), stop,
-                                                  st_->abandoned);
-        if (!r && !st_->abandoned) {
-          // An asynchronous wait that ends leaves the queue in the background: its call answered by then (within
-          // past_deadline of --timeout), or Redis is not answering.
-          const auto until =
-              deadline ? std::max(steady::now(), *deadline) + past_deadline : steady::now() + call_timeout;
-          st_->abandoned = sem.shutdown(until).first > 0;
+        r = wait_bounded<redis::semaphore_result>(st_->conn.get_executor(), initiate, past(deadline), stop, cut);
+        if (!r && !cut) {
+          // An asynchronous wait that ends leaves the queue in the background: its call answered within
+          // past_deadline of --timeout, or it is left to expire in Redis.
+          auto until = steady::now() + call_timeout;
+          if (deadline) until = std::min(until, std::max(steady::now(), *deadline) + past_deadline);
+          unanswered = sem.shutdown(until).first > 0;
         }
+        st_->abandoned = cut || unanswered;
       }
       status.request_stop();
       status.join();
@@ -293,16 +299,21 @@ class redis_source final : public run::permit_source {
         std::lock_guard lock(st_->mutex);
         st_->on_queued = nullptr;
       }
-      if (st_->abandoned) return fail(why, silent());
+      if (cut) return fail(why, silent());
       if (!r) {
-        return refuse(why, r.error(), r.error() == admit::errc::timeout && deadline && steady::now() >= *deadline);
+        return refuse(why, r.error(), r.error() == admit::errc::timeout && deadline && steady::now() >= *deadline,
+                      unanswered);
       }
       lease = std::move(*r);
     }
     if (st_->rate) {
-      bool out_of_time = false;
-      if (auto e = wait_for_rate(deadline, no_wait, stop, progress, out_of_time)) {
-        if (st_->abandoned) return fail(why, silent());  // the lease, if any, expires by itself
+      bool out_of_time = false, cut = false;
+      if (auto e = wait_for_rate(deadline, no_wait, stop, progress, out_of_time, cut)) {
+        if (cut) {
+          st_->abandoned = true;
+          if (lease) lease.async_release(boost::asio::detached);  // sent, not waited for: Redis is not answering
+          return fail(why, silent());
+        }
         if (lease) (void)lease.release();
         return refuse(why, e, out_of_time);
       }
@@ -322,10 +333,11 @@ class redis_source final : public run::permit_source {
  private:
   // Takes the rate's tokens, sleeping each refusal's retry_after (on `stop` or past `deadline`: the error).
   // `out_of_time`: set when the error is errc::timeout because the rate cannot admit by `deadline` (not a Redis
-  // call's timeout).
+  // call's timeout); `cut`: when Redis did not answer a decision by --timeout.
   // `progress` is told once, when the rate first makes it wait (the "waiting" event).
   std::error_code wait_for_rate(std::optional<steady::time_point> deadline, bool no_wait, std::stop_token stop,
-                                const std::function<void(const run::wait_progress&)>& progress, bool& out_of_time) {
+                                const std::function<void(const run::wait_progress&)>& progress, bool& out_of_time,
+                                bool& cut) {
     std::mutex m;
     std::condition_variable_any cv;
     for (bool told = !progress;; told = true) {
@@ -335,8 +347,8 @@ class redis_source final : public run::permit_source {
                                    boost::asio::bind_cancellation_slot(slot, std::move(done)));
       };
       const redis::limiter_result r =
-          wait_bounded<redis::limiter_result>(st_->conn.get_executor(), initiate, past(deadline), {}, st_->abandoned);
-      if (st_->abandoned) return admit::errc::timeout;
+          wait_bounded<redis::limiter_result>(st_->conn.get_executor(), initiate, past(deadline), {}, cut);
+      if (cut) return admit::errc::timeout;
       if (r.error) return r.error;
       if (r.decision.admitted) return {};
       if (no_wait) return admit::errc::would_block;
@@ -365,7 +377,7 @@ class redis_source final : public run::permit_source {
   // Why a wait was abandoned: Redis did not answer by --timeout (down, or not answering on a connection that is up).
   redis_failure silent() const {
     redis_failure f = st_->failure(admit::errc::timeout);
-    if (st_->conn.is_connected() && f.error == admit::errc::timeout) {
+    if (!st_->nodes && st_->conn.is_connected() && f.error == admit::errc::timeout) {
       f.message = "no answer from " + st_->where() + " by the end of --timeout: Redis stopped answering while " +
                   quote(st_->settings.name) + " was waited for";
     }
@@ -402,7 +414,9 @@ class redis_source final : public run::permit_source {
   }
 
   // `out_of_time`: errc::timeout is --timeout's; otherwise it is a Redis call's (no answer), not the wait's.
-  std::unique_ptr<run::held_permit> refuse(run::refusal& why, std::error_code e, bool out_of_time) {
+  // `unanswered`: the wait's queue-leave got no answer within past_deadline (left to expire in Redis).
+  std::unique_ptr<run::held_permit> refuse(run::refusal& why, std::error_code e, bool out_of_time,
+                                           bool unanswered = false) {
     const std::string what = quote(st_->settings.name) + " at " + st_->where();
     why.error = e;
     why.exit_status = run::exit_not_admitted;
@@ -410,6 +424,10 @@ class redis_source final : public run::permit_source {
       // Waiting out --timeout while Redis could not be reached is Redis's failure, not a busy limit.
       if (const redis_failure f = st_->failure(e); f.error != admit::errc::timeout) return fail(why, f);
       why.message = "not admitted: no permit of " + what + " within --timeout";
+      if (unanswered) {
+        why.message += "; then " + st_->where() + " did not answer within " + format_duration(past_deadline) +
+                       " the call that leaves its queue (the entry expires there by itself)";
+      }
     } else if (e == admit::errc::would_block) {
       why.message = "not admitted: " + what + " is busy (--no-wait)";
     } else if (e == admit::errc::queue_full) {

@@ -208,10 +208,16 @@ const semaphore_options& semaphore::options() const noexcept { return core_->opt
 
 std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(client& conn, const std::string& name,
                                                                  std::size_t most) {
+  return inspect_semaphore_until(conn, name, conn.default_deadline(), most);
+}
+
+std::pair<semaphore_snapshot, std::error_code> inspect_semaphore_until(
+    client& conn, const std::string& name, std::optional<std::chrono::steady_clock::time_point> deadline,
+    std::size_t most) {
   check_semaphore_name(name);
   command c = detail::script_call(detail::semaphore_keys(name));
   c.arg("inspect").arg("0").arg(std::to_string(std::max<std::size_t>(most, 1)));
-  return parse_snapshot(evalsha_until(conn, conn.default_deadline(), semaphore_script(), c));
+  return parse_snapshot(evalsha_until(conn, deadline, semaphore_script(), c));
 }
 
 }  // namespace admit::redis

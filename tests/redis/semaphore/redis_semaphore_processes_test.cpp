@@ -120,8 +120,10 @@ semaphore_options short_leases() {
 }
 
 // Across processes only the wake-up list can be this quick: with both waiters polling every 10 s, each release hands
-// the permit to the other process's waiter within 50 ms, 200 times in a row (both ways; the child's hand-back within
-// its 5 s wait). A release whose grant reached the waiter only in the waiter's own next poll would take 10 s.
+// the permit to the other process's waiter, 200 times in a row (both ways; the child's hand-back within its 5 s
+// wait): at least 198 of them within 50 ms, every one within 1 s. A release whose grant reached the waiter only in
+// the waiter's own next poll would take 10 s. (Two may be slower than 50 ms: a loaded 2-core machine can stall a
+// process for that long; a lost wake-up cannot hide under either bound.)
 TEST(RedisSemaphore, AReleaseWakesAWaiterInAnotherProcessAtOnce) {
   redis_server server;
   semaphore_options o;
@@ -160,7 +162,8 @@ TEST(RedisSemaphore, AReleaseWakesAWaiterInAnotherProcessAtOnce) {
   const auto us = [](std::chrono::nanoseconds d) { return std::chrono::duration_cast<std::chrono::microseconds>(d); };
   std::cout << "hand-offs to another process: median " << us(handoffs[handoffs.size() / 2]).count() << " us, slowest "
             << us(handoffs.back()).count() << " us\n";
-  EXPECT_LT(handoffs.back(), 50ms);
+  EXPECT_LT(handoffs[handoffs.size() - 3], 50ms);
+  EXPECT_LT(handoffs.back(), 1s);
 }
 
 TEST(RedisSemaphore, ASigkilledHoldersPermitsReturnWithinItsTtl) {
