@@ -34,7 +34,7 @@
 -- Time is TIME only, in integer microseconds (doubles are exact below 2^53; now is ~1.8e15).
 -- Replies: {status, ...}; status 0 granted / done, 1 queued, 2 unavailable (try_acquire), 3 queue full,
 -- 4 exceeds capacity, 5 unknown (no such lease or waiter: released, expired, cancelled, never existed),
--- 6 cancelled.
+-- 6 cancelled (left the queue, or gave back the grant that came first).
 local meta, holders, leases, queue, expiry = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op = ARGV[1]
 
@@ -308,10 +308,17 @@ function run.poll(A)
 end
 
 function run.cancel(A)
-  -- A[3] id, [4] the caller's wake key: leaves the queue; a grant that came first stands (the lease is returned)
+  -- A[3] id, [4] the caller's wake key: leaves the queue, and a grant that came first goes back as its release would
+  -- (the caller gave up: nobody will use that lease). Whole here, so that a cancel whose reply is lost, or that
+  -- reaches Redis after its caller stopped waiting for the answer, leaves nothing behind.
   local id = A[3]
-  local l = lease_reply(id)
-  if l then return l end
+  local n = take_lease(id)
+  if n then
+    take(-n)
+    local handed = {}
+    serve(A[4], handed)
+    return with_grants(6, n, handed)
+  end
   if drop_waiter(id) then
     compact()
     local handed = {}

@@ -328,17 +328,11 @@ void semaphore_core::abandon(const std::string& id, std::function<void()> then) 
   begin_background();
   async_command({"cancel", id, wake_key}, call_deadline({}),
                 [self = shared_from_this(), id, then = std::move(then)](boost::system::error_code ec, reply r) mutable {
+                  // The script gives back a grant that came first, whole: also when this reply is lost or comes
+                  // after its deadline (a cancel that reaches Redis late still frees the permits at once).
                   const auto v = ec ? std::nullopt : integers(r, 1);
-                  if (v && (*v)[0] == granted) {
-                    // A grant came first: it goes back at once.
-                    self->release_async(id, 0, [then = std::move(then)](const release_answer&) {
-                      if (then) then();
-                    });
-                    self->end_background(true, {});
-                    return;
-                  }
                   if (v && (*v)[0] == left) self->deliver_grants(r, 3);
-                  // Not delivered: the waiter leaves by itself after waiter_ttl (a grant with its lease).
+                  // Never reached Redis: the waiter leaves by itself after waiter_ttl (a grant with its lease).
                   if (then) then();
                   self->end_background(v.has_value(), ec ? as_error(ec) : std::error_code());
                 });

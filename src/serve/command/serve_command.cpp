@@ -325,9 +325,10 @@ int run_serve(serve_options o, std::ostream& err) {
 
   const auto deadline =
       std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(drain);
-  log::info("draining", {{"drain_timeout_ms", std::chrono::duration_cast<std::chrono::milliseconds>(drain).count()}});
+  // Health first, then the line: from the moment "draining" is logged, /healthcheck answers 500.
   grpc->set_serving(false);
   http->set_serving(false);
+  log::info("draining", {{"drain_timeout_ms", std::chrono::duration_cast<std::chrono::milliseconds>(drain).count()}});
   // The HTTP port stays open while gRPC drains, so that a load balancer's GET /healthcheck gets 500 rather than a
   // refused connection until the calls in flight are answered; then HTTP drains its own.
   grpc->shutdown(deadline);

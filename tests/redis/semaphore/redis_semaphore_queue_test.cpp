@@ -129,7 +129,12 @@ TEST(RedisSemaphoreQueue, CancelsFromTheMiddleKeepTheListBoundedAndTheOrder) {
   ASSERT_EQ(after.holders.size(), 1U);
   EXPECT_EQ(after.holders[0].id, "w7");
   EXPECT_EQ(after.waiter_count, 2);
-  EXPECT_EQ(other.cancel("w7"), "0");  // granted before the cancel: the lease stands
+  EXPECT_EQ(other.cancel("w7"), "6");  // granted before the cancel: the grant goes back
+  const auto freed = s.inspect().first;
+  EXPECT_EQ(freed.holder_count, 1);  // w150, the next in line
+  ASSERT_EQ(freed.holders.size(), 1U);
+  EXPECT_EQ(freed.holders[0].id, "w150");
+  EXPECT_EQ(freed.waiter_count, 1);
 }
 
 // Waiters that stop polling leave at their expiry, and their places in the list go with them (compacted) even when

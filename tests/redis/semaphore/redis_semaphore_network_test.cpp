@@ -1,0 +1,247 @@
+// admit::redis::semaphore when the network fails rather than a process: a proxy between the client and redis-server
+// that delays every reply by 50 ms, black-holes the connection (forwards nothing, sends neither FIN nor RST), resets
+// it in the middle of a reply, and heals. In each: no wait ends more than 50 ms past its deadline (the median; every
+// one within a loaded machine's scheduling slack), the failure policy is what callers see, fencing tokens grow in
+// grant order, Redis never counts more holders than the capacity, and once the proxy heals the client works again by
+// itself.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "admit/errc.hpp"
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/limiter_result.hpp"
+#include "admit/redis/semaphore.hpp"
+#include "io_thread.hpp"
+#include "limiter_testing.hpp"
+#include "redis_server.hpp"
+#include "semaphore_testing.hpp"
+#include "tcp_proxy.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using admit::redis::connection;
+using admit::redis::failure_policy;
+using admit::redis::lease;
+using admit::redis::semaphore;
+using admit::redis::semaphore_options;
+using admit::redis::semaphore_result;
+using admit::redis::testing::eventually;
+using admit::redis::testing::io_thread;
+using admit::redis::testing::redis_server;
+using admit::redis::testing::tcp_proxy;
+using steady = std::chrono::steady_clock;
+
+constexpr auto bound = 50ms;   // how far past its deadline a wait may end
+constexpr auto slack = 150ms;  // what a loaded 2-core machine (or a sanitizer) may add to any single one
+
+// Every call's Redis deadline is 1 s: a wait that waited for a silent Redis to confirm its leave would overrun by
+// that much, far beyond `slack`.
+semaphore_options through_proxy(failure_policy p = failure_policy::fail_closed) {
+  semaphore_options o;
+  o.timeout = 1s;
+  o.poll_interval = 100ms;
+  o.on_failure = p;
+  o.breaker.failure_threshold = 0;  // every call tries Redis
+  return o;
+}
+
+// How far past `deadline` a timed wait returned, over `rounds` waits that cannot be granted: each a timeout (or, in
+// a black hole, the failure policy's error), the median within `bound` and each within `slack`.
+void expect_deadlines_kept(semaphore& s, int rounds) {
+  std::vector<steady::duration> late;
+  for (int i = 0; i < rounds; ++i) {
+    const auto deadline = steady::now() + 150ms;
+    const semaphore_result r = s.try_acquire_until(deadline);
+    late.push_back(steady::now() - deadline);
+    ASSERT_FALSE(r);
+    EXPECT_LT(late.back(), slack) << "round " << i << ": " << r.error().message();
+  }
+  std::sort(late.begin(), late.end());
+  EXPECT_LT(late[late.size() / 2], bound) << "median past the deadline";
+}
+
+// How many holders Redis counts for `name`, asked directly (not through the proxy).
+std::int64_t holders_in_redis(connection& direct, const std::string& name) {
+  auto [snap, ec] = admit::redis::inspect_semaphore(direct, name);
+  if (ec == admit::errc::not_found) return 0;  // nothing acquired yet
+  EXPECT_FALSE(ec) << ec.message();
+  return snap.holder_count;
+}
+
+TEST(RedisSemaphoreNetwork, RepliesDelayedBy50msKeepDeadlinesOrderAndCapacity) {
+  redis_server server;
+  tcp_proxy proxy(server.port());
+  io_thread io;
+  connection conn(io.executor(), proxy.url());
+  connection direct(io.executor(), server.url());
+  semaphore s(conn, "slow-link", 2, through_proxy());
+  auto a = s.try_acquire();
+  ASSERT_TRUE(a) << a.error().message();
+  proxy.delay_replies(50ms);
+  auto b = s.try_acquire_for(5s);
+  ASSERT_TRUE(b) << b.error().message();
+  EXPECT_GT(b->fencing_token(), a->fencing_token());
+  expect_deadlines_kept(s, 5);  // full: every wait times out
+  // Each timed-out waiter left the queue (its leave was sent before the wait returned; it lands 50 ms later).
+  EXPECT_TRUE(eventually([&] { return admit::redis::inspect_semaphore(direct, "slow-link").first.waiter_count == 0; }));
+  EXPECT_EQ(holders_in_redis(direct, "slow-link"), 2);
+  // A waiter still gets the permit a release frees, with the next token.
+  auto next = std::async(std::launch::async, [&] { return s.try_acquire_for(10s); });
+  admit::redis::testing::wait_for_waiters(s, 1);
+  ASSERT_EQ(a->release().first, lease::release_status::released);
+  auto c = next.get();
+  ASSERT_TRUE(c) << c.error().message();
+  EXPECT_GT(c->fencing_token(), b->fencing_token());
+  EXPECT_EQ(holders_in_redis(direct, "slow-link"), 2);
+}
+
+TEST(RedisSemaphoreNetwork, ABlackHoleFailsClosedWithinTheDeadlinesAndHealsByItself) {
+  redis_server server;
+  tcp_proxy proxy(server.port());
+  io_thread io;
+  connection conn(io.executor(), proxy.url());
+  connection direct(io.executor(), server.url());
+  semaphore s(conn, "black-hole", 1, through_proxy());
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held) << held.error().message();
+  proxy.black_hole(true);
+  expect_deadlines_kept(s, 5);
+  // A call with no deadline of its own ends at the call's: the error, not a hang.
+  const auto t0 = steady::now();
+  auto r = s.try_acquire();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), admit::errc::timeout) << r.error().message();
+  EXPECT_LT(steady::now() - t0, s.options().timeout + slack);
+  EXPECT_LE(holders_in_redis(direct, "black-hole"), 1);
+  proxy.heal();
+  // The connection comes back by itself: the lease held through the outage is given back, and the permit goes on.
+  ASSERT_TRUE(eventually([&] { return held->release().first == lease::release_status::released; }) ||
+              holders_in_redis(direct, "black-hole") == 0);
+  semaphore_result again{admit::errc::timeout};  // until a call succeeds
+  ASSERT_TRUE(eventually([&] { return static_cast<bool>(again = s.try_acquire_for(500ms)); }))
+      << again.error().message();
+  EXPECT_GT(again->fencing_token(), held->fencing_token());
+  EXPECT_EQ(holders_in_redis(direct, "black-hole"), 1);
+}
+
+TEST(RedisSemaphoreNetwork, ABlackHoleFailsOpenWithLocalLeasesUpToTheCap) {
+  redis_server server;
+  tcp_proxy proxy(server.port());
+  io_thread io;
+  connection conn(io.executor(), proxy.url());
+  connection direct(io.executor(), server.url());
+  semaphore_options o = through_proxy(failure_policy::fail_open);
+  o.timeout = 200ms;
+  o.local_cap = 1;
+  semaphore s(conn, "black-hole-open", 1, o);
+  ASSERT_TRUE(s.try_acquire());  // the semaphore exists; that lease is given back at once
+  proxy.black_hole(true);
+  const auto t0 = steady::now();
+  auto local = s.try_acquire_for(2s);
+  ASSERT_TRUE(local) << local.error().message();
+  EXPECT_EQ(local->fencing_token(), 0);  // never in Redis
+  EXPECT_LT(steady::now() - t0, o.timeout + slack);
+  auto beyond = s.try_acquire();
+  EXPECT_FALSE(beyond);  // the local cap of 1 is taken
+  proxy.heal();
+  ASSERT_TRUE(local->release().first == lease::release_status::released);
+  semaphore_result back{admit::errc::timeout};  // until a call succeeds
+  ASSERT_TRUE(eventually([&] { return (back = s.try_acquire()) && back->fencing_token() != 0; }))
+      << (back ? "a local lease" : back.error().message())
+      << "; in Redis: " << admit::redis::inspect_semaphore(direct, "black-hole-open").first.holder_count
+      << " holder(s)";
+}
+
+// The connection is reset after half of a grant's reply: the script ran, so Redis holds a lease nobody was told
+// of. The acquisition fails with the connection's error, the lease it may have taken is given back (not held until
+// lease_ttl), and the client reconnects by itself.
+TEST(RedisSemaphoreNetwork, AResetInTheMiddleOfAReplyLosesNoPermit) {
+  redis_server server;
+  tcp_proxy proxy(server.port());
+  io_thread io;
+  connection conn(io.executor(), proxy.url());
+  connection direct(io.executor(), server.url());
+  semaphore_options o = through_proxy();
+  o.lease_ttl = 60s;  // a permit left behind would stay taken for the whole test
+  semaphore s(conn, "reset", 1, o);
+  auto first = s.try_acquire();
+  ASSERT_TRUE(first) << first.error().message();
+  ASSERT_EQ(first->release().first, lease::release_status::released);
+  proxy.reset_mid_reply();
+  auto cut = s.try_acquire();
+  EXPECT_EQ(proxy.resets_done(), 1U);
+  ASSERT_FALSE(cut);
+  EXPECT_NE(cut.error(), std::error_code());
+  EXPECT_TRUE(eventually([&] { return holders_in_redis(direct, "reset") == 0; }))
+      << "the permit granted in the cut reply stays taken";
+  semaphore_result again{admit::errc::timeout};  // until a call succeeds
+  ASSERT_TRUE(eventually([&] { return static_cast<bool>(again = s.try_acquire()); })) << again.error().message();
+  EXPECT_GT(again->fencing_token(), first->fencing_token());
+}
+
+// Three threads take turns on one permit while the link goes slow, black, reset and back, over and over: every
+// grant's token is larger than the one before it (a fenced resource accepts each write), Redis never counts more than
+// one holder, every wait ends within its deadline's slack, and the semaphore grants again at the end.
+TEST(RedisSemaphoreNetwork, UnderEveryFaultInTurnTokensStayOrderedAndCapacityHeld) {
+  redis_server server;
+  tcp_proxy proxy(server.port());
+  io_thread io;
+  connection conn(io.executor(), proxy.url());
+  connection direct(io.executor(), server.url());
+  semaphore_options o = through_proxy();
+  o.timeout = 300ms;
+  semaphore s(conn, "faults", 1, o);
+  admit::redis::testing::fenced_resource resource;
+  std::atomic<bool> stop{false};
+  std::atomic<int> grants{0}, stale{0}, late{0};
+  std::vector<std::future<void>> workers;
+  for (int w = 0; w < 3; ++w) {
+    workers.push_back(std::async(std::launch::async, [&] {
+      while (!stop.load()) {
+        const auto deadline = steady::now() + 200ms;
+        auto l = s.try_acquire_until(deadline);
+        if (steady::now() - deadline > slack) late.fetch_add(1);
+        if (!l) continue;
+        grants.fetch_add(1);
+        if (!resource.write(l->fencing_token())) stale.fetch_add(1);
+        (void)l->release();
+      }
+    }));
+  }
+  std::int64_t most = 0;
+  const auto watch = [&](std::chrono::milliseconds d) {
+    for (const auto end = steady::now() + d; steady::now() < end;)
+      most = std::max(most, holders_in_redis(direct, "faults"));
+  };
+  for (int round = 0; round < 3; ++round) {
+    proxy.delay_replies(50ms);
+    watch(300ms);
+    proxy.heal();
+    proxy.black_hole(true);
+    watch(300ms);
+    proxy.heal();
+    proxy.reset_mid_reply();
+    watch(300ms);
+    proxy.heal();
+    watch(200ms);
+  }
+  stop.store(true);
+  for (auto& f : workers) f.get();
+  EXPECT_GT(grants.load(), 0);
+  EXPECT_EQ(stale.load(), 0) << "a token smaller than one granted before it";
+  EXPECT_EQ(late.load(), 0) << "waits that ended later than their deadline's slack";
+  EXPECT_LE(most, 1);
+  semaphore_result end{admit::errc::timeout};  // until a call succeeds
+  ASSERT_TRUE(eventually([&] { return static_cast<bool>(end = s.try_acquire()); })) << end.error().message();
+}
+
+}  // namespace
