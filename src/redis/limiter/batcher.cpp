@@ -18,7 +18,7 @@ void drop_completed(std::vector<batch_entry>& batch) {
 void batcher::submit(batch_entry entry, batch_sink& sink) {
   std::vector<batch_entry> full;
   {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     queued_.push_back(std::move(entry));
     if (queued_.size() >= std::min(max_batch_, stream_batch)) {
       full.swap(queued_);  // the scheduled flush, if any, finds the queue empty or refilled
@@ -36,7 +36,7 @@ void batcher::submit(batch_entry entry, batch_sink& sink) {
 void batcher::flush(batch_sink& sink) {
   std::vector<batch_entry> queued;
   {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     queued.swap(queued_);
     flush_scheduled_ = false;
   }

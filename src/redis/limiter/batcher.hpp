@@ -26,11 +26,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "admit/redis/client/detail/request.hpp"
 
 namespace admit::redis::detail {
@@ -70,9 +71,9 @@ class batcher {
 
  private:
   const std::size_t max_batch_;
-  std::mutex mutex_;
-  std::vector<batch_entry> queued_;
-  bool flush_scheduled_ = false;
+  admit::detail::mutex mutex_;
+  std::vector<batch_entry> queued_ ADMIT_GUARDED_BY(mutex_);
+  bool flush_scheduled_ ADMIT_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace admit::redis::detail

@@ -7,7 +7,7 @@ namespace admit::redis::detail {
 
 bool epoch_tracker::observe(const epoch_sighting& s) {
   if (s.id.empty()) return false;
-  std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   bool lost = false;
   if (id_.empty()) {
     id_ = s.id;

@@ -16,9 +16,11 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
+
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 
 namespace admit::redis::detail {
 
@@ -38,11 +40,12 @@ class epoch_tracker {
   bool observe(const epoch_sighting& s);
 
  private:
-  std::mutex mutex_;
-  std::string id_;                // the epoch this process follows; empty before the first sighting
-  std::int64_t seq_ = 0;          // the highest seq seen under id_
-  std::int64_t seq_time_ = 0;     // the server time (µs) of the reply that carried it
-  std::int64_t state_until_ = 0;  // server time (µs) until which state this process saw written must still exist
+  admit::detail::mutex mutex_;
+  std::string id_ ADMIT_GUARDED_BY(mutex_);             // the epoch this process follows; empty before the first one
+  std::int64_t seq_ ADMIT_GUARDED_BY(mutex_) = 0;       // the highest seq seen under id_
+  std::int64_t seq_time_ ADMIT_GUARDED_BY(mutex_) = 0;  // the server time (µs) of the reply that carried it
+  // Server time (µs) until which state this process saw written must still exist.
+  std::int64_t state_until_ ADMIT_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace admit::redis::detail

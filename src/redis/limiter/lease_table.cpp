@@ -13,7 +13,7 @@ std::int64_t lease_table::take(std::int64_t n) const noexcept {
 
 std::optional<std::int64_t> lease_table::try_spend(std::string_view key, std::int64_t n, clock::time_point now) {
   if (!enabled() || n <= 0 || n > max_n_) return std::nullopt;
-  std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   const auto it = leases_.find(key);
   if (it == leases_.end()) return std::nullopt;
   if (it->second.expires <= now) {
@@ -29,7 +29,7 @@ std::optional<std::int64_t> lease_table::try_spend(std::string_view key, std::in
 bool lease_table::add(std::string_view key, std::int64_t surplus, clock::time_point now) {
   // Saturated: a lease_ttl as long as nanoseconds::max() (a lease that never expires) must not overflow.
   const clock::time_point expires = admit::detail::deadline_after<clock>(now, ttl_);
-  std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   if (const auto it = leases_.find(key); it != leases_.end()) {
     it->second.tokens += surplus;
     it->second.expires = expires;
@@ -45,7 +45,7 @@ bool lease_table::add(std::string_view key, std::int64_t surplus, clock::time_po
 
 void lease_table::refused(std::string_view key, std::int64_t n, clock::time_point until, clock::time_point now) {
   if (!enabled() || n <= 0 || until <= now) return;
-  std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   if (const auto it = refusals_.find(key); it != refusals_.end()) {
     it->second = {n, until};
     return;
@@ -64,7 +64,7 @@ void lease_table::refused(std::string_view key, std::int64_t n, clock::time_poin
 std::optional<lease_table::clock::time_point> lease_table::refuses(std::string_view key, std::int64_t n,
                                                                    clock::time_point now) {
   if (!enabled() || n <= 0 || n > max_n_) return std::nullopt;  // above the limit: Redis says "never", not "later"
-  std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   const auto it = refusals_.find(key);
   if (it == refusals_.end()) return std::nullopt;
   if (it->second.until <= now) {
@@ -76,7 +76,7 @@ std::optional<lease_table::clock::time_point> lease_table::refuses(std::string_v
 }
 
 std::size_t lease_table::size() const {
-  std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   return leases_.size();
 }
 

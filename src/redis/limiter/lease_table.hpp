@@ -20,12 +20,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "admit/keyed.hpp"
 
 namespace admit::redis::detail {
@@ -77,14 +78,15 @@ class lease_table {
   const std::int64_t max_n_;
   const clock::duration ttl_;
   const std::size_t max_keys_;
-  mutable std::mutex mutex_;
-  std::unordered_map<std::string, entry, keyed_hash<std::string>, std::equal_to<>> leases_;
+  mutable admit::detail::mutex mutex_;
+  std::unordered_map<std::string, entry, keyed_hash<std::string>, std::equal_to<>> leases_ ADMIT_GUARDED_BY(mutex_);
   struct refusal {
     std::int64_t n;
     clock::time_point until;
   };
-  std::unordered_map<std::string, refusal, keyed_hash<std::string>, std::equal_to<>> refusals_;
-  clock::time_point next_refusal_sweep_ = clock::time_point::min();  // no remembered refusal ends before this
+  std::unordered_map<std::string, refusal, keyed_hash<std::string>, std::equal_to<>> refusals_ ADMIT_GUARDED_BY(mutex_);
+  // No remembered refusal ends before this.
+  clock::time_point next_refusal_sweep_ ADMIT_GUARDED_BY(mutex_) = clock::time_point::min();
 };
 
 }  // namespace admit::redis::detail

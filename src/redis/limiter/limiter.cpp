@@ -3,6 +3,8 @@
 // (script_call.hpp), the epoch tracker (epoch_tracker.hpp) and the failure handler with its circuit breaker
 // (failure_handler.hpp). What is left here is the order in which a decision meets them, the counters and the events.
 #include "admit/redis/limiter.hpp"
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +12,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -92,8 +93,8 @@ class limiter_core {
   // is kept until the core dies (operations in flight keep the core alive): a decision that loaded an earlier one
   // can still count in it.
   std::atomic<limiter_metrics*> metrics_{nullptr};
-  std::mutex metrics_mutex_;
-  std::vector<std::unique_ptr<limiter_metrics>> metrics_kept_;  // guarded by metrics_mutex_
+  admit::detail::mutex metrics_mutex_;
+  std::vector<std::unique_ptr<limiter_metrics>> metrics_kept_ ADMIT_GUARDED_BY(metrics_mutex_);
 };
 
 // The batcher's sink for a real client: a call is one EVALSHA (with its NOSCRIPT retry) whose deadline is the
@@ -163,7 +164,7 @@ limiter_result limiter_core::after(std::string_view key, std::int64_t n, const l
 
 void limiter_core::enable_metrics(limiter_metrics::event_handler on_event) {
   auto m = std::make_unique<limiter_metrics>(std::move(on_event));
-  const std::lock_guard lock(metrics_mutex_);
+  const admit::detail::lock_guard lock(metrics_mutex_);
   metrics_kept_.reserve(metrics_kept_.size() + 1);  // may throw: before anything changes
   metrics_.store(m.get(), std::memory_order_release);
   metrics_kept_.push_back(std::move(m));

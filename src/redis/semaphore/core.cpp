@@ -218,7 +218,7 @@ void semaphore_core::record(std::error_code ec, std::int64_t n, steady::duration
 
 void semaphore_core::install_metrics(limiter_metrics::event_handler on_event) {
   auto m = std::make_unique<limiter_metrics>(std::move(on_event));
-  const std::lock_guard lock(metrics_mutex_);
+  const admit::detail::lock_guard lock(metrics_mutex_);
   metrics_kept_.reserve(metrics_kept_.size() + 1);  // may throw: before anything changes
   metrics.store(m.get(), std::memory_order_release);
   metrics_kept_.push_back(std::move(m));
@@ -250,7 +250,7 @@ semaphore_result semaphore_core::try_acquire_once(std::int64_t n) {
 // ---- background work ----
 
 void semaphore_core::begin_background() {
-  const std::lock_guard lock(background_mutex_);
+  const admit::detail::lock_guard lock(background_mutex_);
   ++in_flight_;
 }
 
@@ -259,7 +259,7 @@ void semaphore_core::end_background(bool delivered, std::error_code ec) {
   std::size_t undelivered = 0;
   std::error_code failure;
   {
-    const std::lock_guard lock(background_mutex_);
+    const admit::detail::lock_guard lock(background_mutex_);
     --in_flight_;
     if (!delivered) {
       ++undelivered_;
@@ -339,8 +339,9 @@ void semaphore_core::abandon(const std::string& id, std::function<void()> then) 
 }
 
 std::pair<std::size_t, std::error_code> semaphore_core::drain(steady::time_point deadline) {
-  std::unique_lock lock(background_mutex_);
-  background_cv_.wait_until(lock, deadline, [&] { return in_flight_ == 0; });
+  admit::detail::unique_lock lock(background_mutex_);
+  background_cv_.wait_until(lock.native(), deadline,
+                            [&]() ADMIT_REQUIRES(background_mutex_) { return in_flight_ == 0; });
   const std::size_t undelivered = undelivered_ + in_flight_;
   std::error_code ec = first_failure_;
   if (in_flight_ != 0) ec = admit::make_error_code(admit::errc::timeout);
@@ -353,7 +354,7 @@ void semaphore_core::when_drained(std::function<void(std::size_t, std::error_cod
   std::size_t undelivered = 0;
   std::error_code failure;
   {
-    const std::lock_guard lock(background_mutex_);
+    const admit::detail::lock_guard lock(background_mutex_);
     if (in_flight_ != 0) {
       drain_waiters_.push_back(std::move(done));
       return;

@@ -30,7 +30,9 @@
 #include <utility>
 #include <vector>
 
+#include "admit/detail/annotated_mutex.hpp"
 #include "admit/detail/deadline.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "admit/limiter_metrics.hpp"
 #include "admit/redis/client/detail/random_id.hpp"
 #include "admit/redis/client/script.hpp"
@@ -213,24 +215,24 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   void begin_background();
   void end_background(bool delivered, std::error_code ec);
   void waker_loop();
-  void arm_renewals();                                          // on renewal_strand_
-  void renew_due_leases();                                      // on renewal_strand_
-  void dispatch_locked(const reply& grants, std::size_t from);  // wake_mutex_ held
+  void arm_renewals();      // on renewal_strand_
+  void renew_due_leases();  // on renewal_strand_
+  void dispatch_locked(const reply& grants, std::size_t from) ADMIT_REQUIRES(wake_mutex_);
 
   std::unique_ptr<client> waker_;  // blocked in BLMPOP on wake_key while this process has waiters
   std::function<void()> close_waker_;
   asio::steady_timer waker_timer_;  // the pause after a failed BLMPOP
 
-  std::mutex wake_mutex_;
-  std::unordered_map<std::string, std::function<void(const grant_reply&)>> waiters_;  // guarded by wake_mutex_
-  bool waker_running_ = false;                                                        // guarded by wake_mutex_
+  admit::detail::mutex wake_mutex_;
+  std::unordered_map<std::string, std::function<void(const grant_reply&)>> waiters_ ADMIT_GUARDED_BY(wake_mutex_);
+  bool waker_running_ ADMIT_GUARDED_BY(wake_mutex_) = false;
 
   // Renewals: one timer for all of this object's leases, armed for the earliest renewal due; each lease is in
   // renewals_ (by due time) while its lease object holds it. A lease made or released costs a map insert or erase,
   // no timer operation; due renewals are sent together (pipelined on the connection).
-  std::mutex renewal_mutex_;
-  std::multimap<steady::time_point, std::weak_ptr<lease_core>> renewals_;  // guarded by renewal_mutex_
-  steady::time_point renewal_armed_ = steady::time_point::max();           // guarded by renewal_mutex_
+  admit::detail::mutex renewal_mutex_;
+  std::multimap<steady::time_point, std::weak_ptr<lease_core>> renewals_ ADMIT_GUARDED_BY(renewal_mutex_);
+  steady::time_point renewal_armed_ ADMIT_GUARDED_BY(renewal_mutex_) = steady::time_point::max();
   asio::strand<asio::any_io_executor> renewal_strand_;
   asio::steady_timer renewal_timer_;  // on renewal_strand_
 
@@ -240,15 +242,15 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   void unschedule_renewal(lease_core& l);
 
  private:
-  std::mutex metrics_mutex_;
-  std::vector<std::unique_ptr<limiter_metrics>> metrics_kept_;  // guarded by metrics_mutex_
+  admit::detail::mutex metrics_mutex_;
+  std::vector<std::unique_ptr<limiter_metrics>> metrics_kept_ ADMIT_GUARDED_BY(metrics_mutex_);
 
-  std::mutex background_mutex_;
+  admit::detail::mutex background_mutex_;
   std::condition_variable background_cv_;
-  std::size_t in_flight_ = 0;      // guarded by background_mutex_
-  std::size_t undelivered_ = 0;    // failed since the last drain; guarded by background_mutex_
-  std::error_code first_failure_;  // guarded by background_mutex_
-  std::vector<std::function<void(std::size_t, std::error_code)>> drain_waiters_;  // guarded by background_mutex_
+  std::size_t in_flight_ ADMIT_GUARDED_BY(background_mutex_) = 0;
+  std::size_t undelivered_ ADMIT_GUARDED_BY(background_mutex_) = 0;  // failed since the last drain
+  std::error_code first_failure_ ADMIT_GUARDED_BY(background_mutex_);
+  std::vector<std::function<void(std::size_t, std::error_code)>> drain_waiters_ ADMIT_GUARDED_BY(background_mutex_);
 };
 
 // One lease's shared state: what the lease object, its renewal and a release in flight share.

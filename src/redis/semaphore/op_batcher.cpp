@@ -24,7 +24,7 @@ struct op_batcher::call_guard {
   ~call_guard() {
     if (answered) return;
     std::vector<op> dropped;
-    const std::lock_guard lock(batcher->mutex_);
+    const admit::detail::lock_guard lock(batcher->mutex_);
     dropped.swap(batcher->queued_);
     --batcher->in_flight_;
   }
@@ -33,7 +33,7 @@ struct op_batcher::call_guard {
 void op_batcher::submit(op o, std::shared_ptr<void> owner) {
   {
     // Queueing needs no more: only what sends takes the send lock (a submit never waits for another's sending).
-    const std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     if (in_flight_ >= max_in_flight) {
       queued_.push_back(std::move(o));
       return;
@@ -42,7 +42,7 @@ void op_batcher::submit(op o, std::shared_ptr<void> owner) {
   std::unique_lock sending(send_mutex_);  // before taking from the queue: calls leave in the order they form
   std::vector<op> now;
   {
-    const std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     if (in_flight_ >= max_in_flight) {  // taken meanwhile
       queued_.push_back(std::move(o));
       return;
@@ -55,7 +55,7 @@ void op_batcher::submit(op o, std::shared_ptr<void> owner) {
 }
 
 bool op_batcher::begin_alone() {
-  const std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   if (in_flight_ >= max_in_flight || !queued_.empty()) return false;
   ++in_flight_;
   ++calls_;
@@ -69,7 +69,7 @@ void op_batcher::pass_slot_on(const std::shared_ptr<void>& owner) {
   std::unique_lock sending(send_mutex_);  // in the order calls form
   std::vector<op> next;
   {
-    const std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     next = take_queued();
     if (next.empty()) {
       --in_flight_;
@@ -80,7 +80,7 @@ void op_batcher::pass_slot_on(const std::shared_ptr<void>& owner) {
 }
 
 std::pair<std::size_t, std::size_t> op_batcher::sent() const {
-  const std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   return {calls_, ops_};
 }
 
@@ -110,7 +110,7 @@ void op_batcher::send(std::vector<op> ops, std::shared_ptr<void> owner, bool wai
     late.insert(late.end(), std::make_move_iterator(expired), std::make_move_iterator(ops.end()));
     ops.erase(expired, ops.end());
     if (!ops.empty()) break;
-    const std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     ops = take_queued();
     if (ops.empty()) {
       --in_flight_;
@@ -129,7 +129,7 @@ void op_batcher::send(std::vector<op> ops, std::shared_ptr<void> owner, bool wai
       deadline = std::max(*deadline, *o.deadline);
     }
     {
-      const std::lock_guard lock(mutex_);
+      const admit::detail::lock_guard lock(mutex_);
       ++calls_;
       ops_ += ops.size();
     }

@@ -43,7 +43,7 @@ void lease_core::renewed(std::int64_t expiry_us, steady::time_point sent) {
 void semaphore_core::schedule_renewal(const std::shared_ptr<lease_core>& l, steady::time_point due) {
   bool rearm = false;
   {
-    const std::lock_guard lock(renewal_mutex_);
+    const admit::detail::lock_guard lock(renewal_mutex_);
     if (l->state.load() != lease_state::held) return;
     if (l->renewal) renewals_.erase(*l->renewal);
     l->renewal = renewals_.emplace(due, l);
@@ -59,7 +59,7 @@ void semaphore_core::schedule_renewal(const std::shared_ptr<lease_core>& l, stea
 }
 
 void semaphore_core::unschedule_renewal(lease_core& l) {
-  const std::lock_guard lock(renewal_mutex_);
+  const admit::detail::lock_guard lock(renewal_mutex_);
   if (l.renewal) renewals_.erase(*l.renewal);
   l.renewal.reset();
 }
@@ -67,7 +67,7 @@ void semaphore_core::unschedule_renewal(lease_core& l) {
 void semaphore_core::arm_renewals() {
   steady::time_point at;
   {
-    const std::lock_guard lock(renewal_mutex_);
+    const admit::detail::lock_guard lock(renewal_mutex_);
     if (renewals_.empty()) {
       renewal_armed_ = steady::time_point::max();
       renewal_timer_.cancel();
@@ -86,7 +86,7 @@ void semaphore_core::arm_renewals() {
 void semaphore_core::renew_due_leases() {
   std::vector<std::shared_ptr<lease_core>> due;
   {
-    const std::lock_guard lock(renewal_mutex_);
+    const admit::detail::lock_guard lock(renewal_mutex_);
     const auto now = steady::now();
     while (!renewals_.empty() && renewals_.begin()->first <= now) {
       if (auto l = renewals_.begin()->second.lock()) {

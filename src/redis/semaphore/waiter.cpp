@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <future>
 
+#include "admit/detail/annotated_mutex.hpp"
 #include "admit/detail/deadline.hpp"
 #include "admit/redis/limiter_result.hpp"
 #include "core.hpp"
@@ -220,12 +221,12 @@ class blocking_completion final : public acquire_completion {
   }
   void complete(std::error_code ec, lease l) override {
     if (claim(ec ? semaphore_result(ec) : semaphore_result(std::move(l)))) return;
-    const std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     orphan_ = std::move(l);
   }
   void settled() override {
     {
-      const std::lock_guard lock(mutex_);
+      const admit::detail::lock_guard lock(mutex_);
       settled_ = true;
     }
     cv_.notify_all();
@@ -233,18 +234,18 @@ class blocking_completion final : public acquire_completion {
   // Waits until the operation is settled (it left the queue, or completed) or `deadline`; then the lease that lost
   // the claim, if any.
   lease wait_settled(steady::time_point deadline) {
-    std::unique_lock lock(mutex_);
-    cv_.wait_until(lock, deadline, [&] { return settled_; });
+    admit::detail::unique_lock lock(mutex_);
+    cv_.wait_until(lock.native(), deadline, [&]() ADMIT_REQUIRES(mutex_) { return settled_; });
     return std::move(orphan_);
   }
 
  private:
   std::atomic<bool> claimed_{false};
   std::promise<semaphore_result> promise_;
-  std::mutex mutex_;
+  admit::detail::mutex mutex_;
   std::condition_variable cv_;
-  bool settled_ = false;  // guarded by mutex_
-  lease orphan_;          // guarded by mutex_
+  bool settled_ ADMIT_GUARDED_BY(mutex_) = false;
+  lease orphan_ ADMIT_GUARDED_BY(mutex_);
 };
 
 }  // namespace

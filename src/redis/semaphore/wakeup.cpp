@@ -13,7 +13,7 @@ namespace admit::redis::detail {
 void semaphore_core::register_waiter(const std::string& id, std::function<void(const grant_reply&)> on_wake) {
   bool start = false;
   {
-    const std::lock_guard lock(wake_mutex_);
+    const admit::detail::lock_guard lock(wake_mutex_);
     waiters_[id] = std::move(on_wake);
     if (!waker_running_) start = waker_running_ = true;
   }
@@ -21,7 +21,7 @@ void semaphore_core::register_waiter(const std::string& id, std::function<void(c
 }
 
 void semaphore_core::unregister_waiter(const std::string& id) {
-  const std::lock_guard lock(wake_mutex_);
+  const admit::detail::lock_guard lock(wake_mutex_);
   waiters_.erase(id);
 }
 
@@ -53,14 +53,14 @@ void semaphore_core::dispatch_locked(const reply& grants, std::size_t from) {
 
 void semaphore_core::deliver_grants(const reply& r, std::size_t from) {
   if (!r.is_array() || r.elements().size() <= from) return;
-  const std::lock_guard lock(wake_mutex_);
+  const admit::detail::lock_guard lock(wake_mutex_);
   dispatch_locked(r, from);
 }
 
 // Runs on the connection's executor, one BLMPOP at a time, until this process has no waiters.
 void semaphore_core::waker_loop() {
   {
-    const std::lock_guard lock(wake_mutex_);
+    const admit::detail::lock_guard lock(wake_mutex_);
     if (waiters_.empty() || closing) {
       waker_running_ = false;
       return;
@@ -77,7 +77,7 @@ void semaphore_core::waker_loop() {
       [self = shared_from_this()](boost::system::error_code ec, reply r) {
         // {key, {"id:n:token:expiry:now", ...}} (semaphore.lua), or nil after the timeout
         if (!ec && r.is_array() && r.elements().size() == 2 && r.elements()[1].is_array()) {
-          const std::lock_guard lock(self->wake_mutex_);
+          const admit::detail::lock_guard lock(self->wake_mutex_);
           self->dispatch_locked(r.elements()[1], 0);
         }
         if (ec && !self->closing) {
