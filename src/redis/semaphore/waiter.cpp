@@ -41,15 +41,17 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   }
   async_acquire_op(const async_acquire_op&) = delete;
   async_acquire_op& operator=(const async_acquire_op&) = delete;
-  ~async_acquire_op() { stop_acquiring(); }  // never completed: its executor was destroyed first
+  ~async_acquire_op() {
+    if (state_ == state::waiting) core_->acquiring.fetch_sub(1, std::memory_order_relaxed);  // its executor died first
+  }
 
   void start() {
     asio::post(strand_, [self = shared_from_this()] {
-      if (self->done_) return;  // cancelled before it started
+      if (self->state_ != state::waiting) return;  // cancelled before it started
       if (self->deadline_ && self->timed_) {
         self->deadline_timer_.expires_at(*self->deadline_);
         self->deadline_timer_.async_wait([self](boost::system::error_code ec) {
-          if (!ec) self->give_up(admit::errc::timeout);
+          if (!ec) self->complete(admit::errc::timeout, leave::queue);
         });
       }
       self->enqueue();
@@ -57,49 +59,50 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   }
   // Gives up with `why` (errc::cancelled, or errc::timeout when a blocking waiter's own deadline came first).
   void cancel(admit::errc why = admit::errc::cancelled) {
-    asio::post(strand_, [self = shared_from_this(), why] { self->give_up(why); });
+    asio::post(strand_, [self = shared_from_this(), why] { self->complete(why, leave::queue); });
   }
 
  private:
+  // Joins the queue under id_ (registered for its wake-up before the call: a grant's wake-up can come before the reply
+  // "queued").
   void enqueue() {
-    if (!registered_) {  // before the call: a grant's wake-up can come before the reply "queued"
-      registered_ = true;
-      core_->register_waiter(id_, [weak = weak_from_this(), id = id_](const semaphore_core::grant_reply& grant) {
-        auto op = weak.lock();
-        if (!op) return;
-        asio::post(op->strand_, [op, grant, id] {
-          if (id != op->id_) return;  // for an identity given up by a requeue meanwhile: nobody's
-          const bool fresh =
-              !grant.empty() && op->sent_ + std::chrono::microseconds(grant[3] - grant[4]) > steady::now();
-          if (!fresh || op->done_) return op->poll();  // unreadable or too late: ask
-          op->finish(op->core_->make_lease(op->id_, grant, op->sent_));
-        });
+    core_->register_waiter(id_, [weak = weak_from_this(), id = id_](const semaphore_core::grant_reply& grant) {
+      auto op = weak.lock();
+      if (!op) return;
+      asio::post(op->strand_, [op, grant, id] {
+        if (id != op->id_) return;  // for an identity given up by a requeue meanwhile: nobody's
+        const bool fresh = !grant.empty() && op->sent_ + std::chrono::microseconds(grant[3] - grant[4]) > steady::now();
+        if (!fresh || op->state_ != state::waiting) return op->poll();  // unreadable, too late, or no longer wanted
+        op->complete(op->core_->make_lease(op->id_, grant, op->sent_), leave::nothing);
       });
-    }
+    });
     pass_ = core_->breaker.allow(steady::now());
-    if (pass_ == breaker_pass::refused) return finish(core_->degrade(n_, make_error_code(errc::circuit_open)));
+    if (pass_ == breaker_pass::refused) {
+      return complete(core_->degrade(n_, make_error_code(errc::circuit_open)), leave::nothing);
+    }
     sent_ = steady::now();
     core_->async_command(
         core_->acquire_op(id_, n_, true), core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
           self->core_->breaker.report(as_error(ec), self->pass_, steady::now());
-          if (self->gave_up_) {
+          if (self->state_ == state::leaving) {
             // Given up meanwhile. The cancel was sent after this call, but may have run first when this call had to
             // load the script and retry: if it queued or granted after all, leave again.
             const auto v = ec ? std::nullopt : integers(r, 1);
             if (v && ((*v)[0] == granted || (*v)[0] == queued)) self->core_->abandon(self->id_);
             return;
           }
-          if (self->done_) return;  // granted by a wake-up that came before this reply ("queued")
+          if (self->state_ != state::waiting) return;  // granted by a wake-up that came before this reply
           if (ec && self->deadline_ && steady::now() >= *self->deadline_) {
-            return self->give_up(admit::errc::timeout);  // the call ran out with the wait: the wait's own error
+            // The call ran out with the wait: the wait's own error.
+            return self->complete(admit::errc::timeout, leave::queue);
           }
           if (is_outage(as_error(ec))) {
             (void)self->core_->judge(self->id_, ec, r, self->sent_);  // leaves whatever the call may have done
-            return self->finish(self->core_->degrade(self->n_, as_error(ec)));
+            return self->complete(self->core_->degrade(self->n_, as_error(ec)), leave::nothing);
           }
           if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
-            return self->finish(std::move(*result));
+            return self->complete(std::move(*result), leave::nothing);
           }
           if (!self->told_queued_ && self->core_->options.on_queued) {
             self->told_queued_ = true;
@@ -112,7 +115,6 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   void requeue() {
     core_->unregister_waiter(id_);
     id_ = random_id();
-    registered_ = false;
     enqueue();
   }
   void arm() {
@@ -122,63 +124,49 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     });
   }
   void poll() {
-    if (done_ || polling_) return;
+    if (state_ != state::waiting || polling_) return;
     polling_ = true;
     sent_ = steady::now();
     core_->async_command(
         {"poll", id_, waiter_ttl_}, core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
           self->polling_ = false;
-          if (self->done_) return;
-          if (ec == errc::closed) return self->finish(semaphore_result(as_error(ec)));  // nobody will answer
+          if (self->state_ != state::waiting) return;
+          if (ec == errc::closed) return self->complete(as_error(ec), leave::nothing);  // nobody will answer
           if (ec) return self->arm();  // Redis is away: ask again later, until the deadline
           const auto v = integers(r, 1);
           if (v && (*v)[0] == queued) return self->arm();
           if (v && (*v)[0] == unknown) return self->requeue();  // our place expired: queue again
           const auto l = integers(r, 5);
           if (v && (*v)[0] == granted && l) {
-            return self->finish(self->core_->make_lease(self->id_, *l, self->sent_));
+            return self->complete(self->core_->make_lease(self->id_, *l, self->sent_), leave::nothing);
           }
-          self->done_ = true;
-          self->stop_timers();
-          self->completed(script_error());
-          self->completion_->complete(script_error(), lease());
-          self->core_->abandon(self->id_, [c = self->completion_] { c->settled(); });
+          self->complete(script_error(), leave::queue);
         }));
   }
-  void finish(semaphore_result r) {
-    if (done_) return;
-    done_ = true;
+  enum class leave : std::uint8_t {
+    nothing,  // granted, or failed with nothing of it left in Redis (or nobody left to ask)
+    queue,    // failed while its request may be queued (or granted) in Redis: it leaves, and a grant goes back
+  };
+  // The one completion: the outcome `r` to the caller, counted, once; then the request leaves the queue when `how`
+  // says so, and the completion is told settled() once nothing of it is left in Redis.
+  void complete(semaphore_result r, leave how) {
+    if (state_ != state::waiting) return;
+    state_ = how == leave::queue ? state::leaving : state::completed;
     stop_timers();
-    core_->unregister_waiter(id_);
-    stop_acquiring();
-    if (timed_) core_->record(r, n_, core_->since(start_));
+    if (how == leave::nothing) core_->unregister_waiter(id_);
+    core_->acquiring.fetch_sub(1, std::memory_order_relaxed);
+    if (timed_) core_->record(r, n_, core_->since(start_));  // before the completion: the caller sees it counted
     if (r) {
       completion_->complete({}, std::move(r.value()));
     } else {
       completion_->complete(r.error(), lease());
     }
+    if (how == leave::queue) return core_->abandon(id_, [c = completion_] { c->settled(); });
     completion_->settled();
   }
-  // Completes with `e` and leaves the queue; the completion is told settled() when Redis has answered.
-  void give_up(admit::errc e) {
-    if (done_) return;
-    done_ = gave_up_ = true;
-    stop_timers();
-    completed(admit::make_error_code(e));
-    completion_->complete(admit::make_error_code(e), lease());
-    core_->abandon(id_, [c = completion_] { c->settled(); });
-  }
-  // Completing without a lease: leaves the gauge and counts the error (before the completion: the caller sees it
-  // counted).
-  void completed(std::error_code ec) {
-    stop_acquiring();
-    if (timed_) core_->record(ec, n_, core_->since(start_));
-  }
-  void stop_acquiring() noexcept {
-    if (acquiring_) core_->acquiring.fetch_sub(1, std::memory_order_relaxed);
-    acquiring_ = false;
-  }
+  void complete(admit::errc e, leave how) { complete(semaphore_result(e), how); }
+  void complete(std::error_code ec, leave how) { complete(semaphore_result(ec), how); }
   void stop_timers() {
     poll_timer_.cancel();
     if (timed_) deadline_timer_.cancel();
@@ -196,13 +184,15 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   std::string id_;
   std::string waiter_ttl_;
   steady::time_point sent_;
-  // Touched on strand_ only.
-  bool done_ = false;     // completed
-  bool gave_up_ = false;  // completed by the deadline or a cancellation
-  bool polling_ = false;
-  bool registered_ = false;
+  // Touched on strand_ only (state_ also by the destructor, when nothing else can).
+  enum class state : std::uint8_t {
+    waiting,    // from the start to the outcome: counted in the semaphore's `acquiring` gauge
+    completed,  // the outcome given, nothing left in Redis to undo
+    leaving,    // the outcome given without a lease (deadline, cancellation, unreadable reply): leaving the queue
+  };
+  state state_ = state::waiting;
+  bool polling_ = false;      // a poll call in flight (while waiting)
   bool told_queued_ = false;  // options.on_queued has been called for this acquisition
-  bool acquiring_ = true;     // still counted in the semaphore's `acquiring` gauge
   steady::time_point start_;  // for the metrics: the call (zero when they are not enabled)
 };
 
