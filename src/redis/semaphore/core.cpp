@@ -247,38 +247,6 @@ semaphore_result semaphore_core::try_acquire_once(std::int64_t n) {
   return semaphore_result(script_error());
 }
 
-// ---- background work ----
-
-void semaphore_core::begin_background() {
-  const admit::detail::lock_guard lock(background_mutex_);
-  ++in_flight_;
-}
-
-void semaphore_core::end_background(bool delivered, std::error_code ec) {
-  std::vector<std::function<void(std::size_t, std::error_code)>> done;
-  std::size_t undelivered = 0;
-  std::error_code failure;
-  {
-    const admit::detail::lock_guard lock(background_mutex_);
-    --in_flight_;
-    if (!delivered) {
-      ++undelivered_;
-      if (!first_failure_) first_failure_ = ec ? ec : script_error();
-    }
-    if (in_flight_ == 0) {
-      done.swap(drain_waiters_);
-      undelivered = undelivered_;
-      failure = first_failure_;
-      if (!done.empty()) {
-        undelivered_ = 0;
-        first_failure_ = {};
-      }
-    }
-  }
-  background_cv_.notify_all();
-  for (auto& d : done) d(undelivered, failure);
-}
-
 semaphore_core::release_answer semaphore_core::answer_to_release(std::error_code ec, const reply& r) {
   using status = lease::release_status;
   if (ec) return {status::failed, ec};
@@ -289,7 +257,7 @@ semaphore_core::release_answer semaphore_core::answer_to_release(std::error_code
 }
 
 void semaphore_core::release_async(const std::string& id, std::int64_t n, std::function<void(release_answer)> then) {
-  begin_background();
+  background_.begin();
   send_release(id, n, call_deadline({}), true, std::move(then));
 }
 
@@ -310,7 +278,7 @@ void semaphore_core::send_release(const std::string& id, std::int64_t n, std::op
                   const release_answer answer = self->answer_to_release(e, r);
                   // The caller's completion first: a shutdown that ends with this must find it posted already.
                   if (then) then(answer);
-                  self->end_background(answer.first != lease::release_status::failed, answer.second);
+                  self->background_.end(answer.first != lease::release_status::failed, answer.second);
                 });
 }
 
@@ -325,7 +293,7 @@ void semaphore_core::release_before_return(const std::string& id, std::int64_t n
 
 void semaphore_core::abandon(const std::string& id, std::function<void()> then) {
   unregister_waiter(id);
-  begin_background();
+  background_.begin();
   async_command({"cancel", id, wake_key}, call_deadline({}),
                 [self = shared_from_this(), id, then = std::move(then)](boost::system::error_code ec, reply r) mutable {
                   // The script gives back a grant that came first, whole: also when this reply is lost or comes
@@ -334,37 +302,8 @@ void semaphore_core::abandon(const std::string& id, std::function<void()> then) 
                   if (v && (*v)[0] == left) self->deliver_grants(r, 3);
                   // Never reached Redis: the waiter leaves by itself after waiter_ttl (a grant with its lease).
                   if (then) then();
-                  self->end_background(v.has_value(), ec ? as_error(ec) : std::error_code());
+                  self->background_.end(v.has_value(), ec ? as_error(ec) : script_error());
                 });
-}
-
-std::pair<std::size_t, std::error_code> semaphore_core::drain(steady::time_point deadline) {
-  admit::detail::unique_lock lock(background_mutex_);
-  background_cv_.wait_until(lock.native(), deadline,
-                            [&]() ADMIT_REQUIRES(background_mutex_) { return in_flight_ == 0; });
-  const std::size_t undelivered = undelivered_ + in_flight_;
-  std::error_code ec = first_failure_;
-  if (in_flight_ != 0) ec = admit::make_error_code(admit::errc::timeout);
-  undelivered_ = 0;
-  first_failure_ = {};
-  return {undelivered, undelivered == 0 ? std::error_code() : ec};
-}
-
-void semaphore_core::when_drained(std::function<void(std::size_t, std::error_code)> done) {
-  std::size_t undelivered = 0;
-  std::error_code failure;
-  {
-    const admit::detail::lock_guard lock(background_mutex_);
-    if (in_flight_ != 0) {
-      drain_waiters_.push_back(std::move(done));
-      return;
-    }
-    undelivered = undelivered_;
-    failure = first_failure_;
-    undelivered_ = 0;
-    first_failure_ = {};
-  }
-  done(undelivered, failure);
 }
 
 }  // namespace detail

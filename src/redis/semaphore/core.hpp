@@ -1,6 +1,7 @@
 // src/redis/semaphore/core.hpp — the state one admit::redis::semaphore object, its waits and its leases share
 // (semaphore_core), and one lease's state (lease_core). Private to src/redis/semaphore/:
-//   core.cpp     script calls, errors, background work (the releases and queue-leaves shutdown() waits for)
+//   core.cpp     script calls, errors, the releases and queue-leaves nobody waits for
+//   background_work.cpp  counting those until Redis answers them (what shutdown() waits for)
 //   op_batcher.cpp several operations to a script call
 //   lease.cpp    the lease object; releasing at scope end
 //   renewal.cpp  a lease's automatic renewal
@@ -37,6 +38,7 @@
 #include "admit/redis/client/detail/random_id.hpp"
 #include "admit/redis/client/script.hpp"
 #include "admit/redis/semaphore.hpp"
+#include "background_work.hpp"
 #include "op_batcher.hpp"
 
 namespace admit::redis::detail {
@@ -149,10 +151,8 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   void release_before_return(const std::string& id, std::int64_t n);
   // Leaves the queue (a grant that came first is released); `then` runs when that is done. Counted until then.
   void abandon(const std::string& id, std::function<void()> then = {});
-  // Waits until no background work is in flight or `deadline`: {not delivered, error} (see semaphore::shutdown).
-  std::pair<std::size_t, std::error_code> drain(steady::time_point deadline);
-  // Calls `done(undelivered, first failure)` (on no particular thread) once no background work is in flight.
-  void when_drained(std::function<void(std::size_t, std::error_code)> done);
+  // The background work above, which semaphore::shutdown() drains.
+  background_work& background() noexcept { return background_; }
 
   // ---- metrics (core.cpp; see "Metrics" in semaphore.hpp) ----
   // Counts the outcome of an acquisition of n that took `wait` from its call to its outcome (when metrics are
@@ -212,8 +212,6 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   semaphore_result degrade(std::int64_t n, std::error_code why);
 
  private:
-  void begin_background();
-  void end_background(bool delivered, std::error_code ec);
   void waker_loop();
   void arm_renewals();      // on renewal_strand_
   void renew_due_leases();  // on renewal_strand_
@@ -245,12 +243,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   admit::detail::mutex metrics_mutex_;
   std::vector<std::unique_ptr<limiter_metrics>> metrics_kept_ ADMIT_GUARDED_BY(metrics_mutex_);
 
-  admit::detail::mutex background_mutex_;
-  std::condition_variable background_cv_;
-  std::size_t in_flight_ ADMIT_GUARDED_BY(background_mutex_) = 0;
-  std::size_t undelivered_ ADMIT_GUARDED_BY(background_mutex_) = 0;  // failed since the last drain
-  std::error_code first_failure_ ADMIT_GUARDED_BY(background_mutex_);
-  std::vector<std::function<void(std::size_t, std::error_code)>> drain_waiters_ ADMIT_GUARDED_BY(background_mutex_);
+  background_work background_;
 };
 
 // One lease's shared state: what the lease object, its renewal and a release in flight share.

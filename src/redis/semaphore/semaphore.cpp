@@ -194,13 +194,13 @@ const wait_histogram& semaphore::wait_times() const noexcept {
 std::uint64_t semaphore::leases_lost() const noexcept { return core_->lost.load(std::memory_order_relaxed); }
 
 std::pair<std::size_t, std::error_code> semaphore::shutdown(clock::time_point deadline) {
-  return core_->drain(deadline);
+  return core_->background().drain(deadline);
 }
 std::pair<std::size_t, std::error_code> semaphore::shutdown() {
   return shutdown(clock::now() + core_->options.timeout);
 }
 void semaphore::when_drained(detail::semaphore_core& core, std::function<void(std::size_t, std::error_code)> done) {
-  core.when_drained(std::move(done));
+  core.background().when_drained(std::move(done));
 }
 
 const std::string& semaphore::name() const noexcept { return core_->name; }
