@@ -7,6 +7,7 @@
 //   renewal.cpp  a lease's automatic renewal
 //   waiter.cpp   a waiting acquisition (async_acquire_op) and the blocking waits built on it
 //   wakeup.cpp   the wake-up loop: one connection blocked in BLMPOP on this object's wake list
+//   wake_registry.cpp  this object's waiters by id: each grant to its own
 //   semaphore.cpp the public class: configuration checks, capacity, inspect
 #pragma once
 
@@ -26,7 +27,6 @@
 #include <optional>
 #include <string>
 #include <system_error>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -39,6 +39,7 @@
 #include "admit/redis/semaphore.hpp"
 #include "background_work.hpp"
 #include "op_batcher.hpp"
+#include "wake_registry.hpp"
 
 namespace admit::redis::detail {
 
@@ -76,9 +77,9 @@ std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t co
 
 class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
  public:
-  // What a wake-up says: the grant as a granted reply {0, n, token, expiry_us, now_us}, or empty when it could not be
-  // read (the waiter then asks with a poll).
-  using grant_reply = std::vector<std::int64_t>;
+  // What a wake-up says (wake_registry::grant): the grant as a granted reply {0, n, token, expiry_us, now_us}, or
+  // empty when it could not be read (the waiter then asks with a poll).
+  using grant_reply = wake_registry::grant;
 
   // `waker`: a client of the same server(s) of its own, for the blocking BLMPOP; `close_waker` closes it.
   semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
@@ -174,13 +175,13 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   semaphore_result acquire(std::int64_t n, std::optional<steady::time_point> deadline, const std::stop_token& stop);
 
   // ---- wake-ups (wakeup.cpp) ----
-  // Waiters of this process, by id: the wake-up loop calls `on_wake` (under wake_mutex_) when the id comes out of the
-  // wake list.
-  void register_waiter(const std::string& id, std::function<void(const grant_reply&)> on_wake);
-  void unregister_waiter(const std::string& id);
+  // Waiters of this object, by id (wake_registry): `on_wake` runs when a grant for the id comes out of the wake list
+  // or a reply; registering the first starts the wake-up loop.
+  void register_waiter(const std::string& id, wake_registry::callback on_wake);
+  void unregister_waiter(const std::string& id) { wakes_.remove(id); }
   // Hands the grants in `r`'s elements from index `from` on ("id:n:token:expiry:now", the script's grants to waiters
   // of this object, returned to the call that made them instead of pushed on the wake list) to their waiters.
-  void deliver_grants(const reply& r, std::size_t from);
+  void deliver_grants(const reply& r, std::size_t from) { wakes_.deliver(r, from); }
   void close() {
     closing = true;
     close_waker_();
@@ -214,15 +215,12 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   void waker_loop();
   void arm_renewals();      // on renewal_strand_
   void renew_due_leases();  // on renewal_strand_
-  void dispatch_locked(const reply& grants, std::size_t from) ADMIT_REQUIRES(wake_mutex_);
 
   std::unique_ptr<client> waker_;  // blocked in BLMPOP on wake_key while this process has waiters
   std::function<void()> close_waker_;
   asio::steady_timer waker_timer_;  // the pause after a failed BLMPOP
 
-  admit::detail::mutex wake_mutex_;
-  std::unordered_map<std::string, std::function<void(const grant_reply&)>> waiters_ ADMIT_GUARDED_BY(wake_mutex_);
-  bool waker_running_ ADMIT_GUARDED_BY(wake_mutex_) = false;
+  wake_registry wakes_;
 
   // Renewals: one timer for all of this object's leases, armed for the earliest renewal due; each lease is in
   // renewals_ (by due time) while its lease object holds it. A lease made or released costs a map insert or erase,

@@ -24,6 +24,7 @@ using admit::redis::connection;
 using admit::redis::lease;
 using admit::redis::semaphore;
 using admit::redis::semaphore_options;
+using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
 using admit::redis::testing::wait_for_waiters;
