@@ -8,6 +8,7 @@
 //   waiter.cpp   a waiting acquisition (async_acquire_op) and the blocking waits built on it
 //   wakeup.cpp   the wake-up loop: one connection blocked in BLMPOP on this object's wake list
 //   wake_registry.cpp  this object's waiters by id: each grant to its own
+//   gauges.hpp   what metrics() reports without asking Redis
 //   semaphore.cpp the public class: configuration checks, capacity, inspect
 #pragma once
 
@@ -38,6 +39,7 @@
 #include "admit/redis/client/script.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "background_work.hpp"
+#include "gauges.hpp"
 #include "op_batcher.hpp"
 #include "wake_registry.hpp"
 
@@ -202,11 +204,8 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // the core dies: an acquisition that loaded an earlier one can still count in it).
   std::atomic<limiter_metrics*> metrics{nullptr};
   void install_metrics(limiter_metrics::event_handler on_event);
-  // The gauges and the lost leases, kept whether or not metrics are enabled (relaxed: each changes with a Redis call).
-  std::atomic<std::int64_t> held_permits{0};   // permits in this object's leases still held (Redis's and local ones)
-  std::atomic<std::size_t> acquiring{0};       // acquisitions (not try_acquire) that have not completed
-  std::atomic<std::int64_t> capacity_seen{0};  // the capacity last learned (set_capacity, inspect); 0 before
-  std::atomic<std::uint64_t> lost{0};          // leases found lost
+  // The gauges and the lost leases, kept whether or not metrics are enabled.
+  semaphore_gauges& gauges() noexcept { return gauges_; }
 
   // The failure policy for an acquisition of `n` that Redis could not answer (`why`): a local lease, or `why`.
   semaphore_result degrade(std::int64_t n, std::error_code why);
@@ -241,6 +240,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::vector<std::unique_ptr<limiter_metrics>> metrics_kept_ ADMIT_GUARDED_BY(metrics_mutex_);
 
   background_work background_;
+  semaphore_gauges gauges_;
 };
 
 // One lease's shared state: what the lease object, its renewal and a release in flight share.
@@ -261,7 +261,7 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
 
   // held -> lost, calling on_lease_lost once (and counting it in the semaphore's `lost`).
   void mark_lost();
-  // Sets the state to released; returns the state before. Leaving `held` takes n from the semaphore's `held_permits`
+  // Sets the state to released; returns the state before. Leaving `held` takes n from the semaphore's held permits
   // gauge.
   lease_state mark_released() noexcept;
   // Called after a successful renewal sent at `sent` (local time): the lease lives at least lease_ttl from then.

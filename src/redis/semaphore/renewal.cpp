@@ -18,20 +18,20 @@ lease_core::lease_core(std::shared_ptr<semaphore_core> s, std::string i, std::in
       token(fence),
       expires_us(expiry_us),
       local_expiry(local_expiry_at.time_since_epoch().count()) {
-  sem->held_permits.fetch_add(n, std::memory_order_relaxed);
+  sem->gauges().lease_begins(n);
 }
 
 lease_state lease_core::mark_released() noexcept {
   const lease_state before = state.exchange(lease_state::released);
-  if (before == lease_state::held) sem->held_permits.fetch_sub(n, std::memory_order_relaxed);
+  if (before == lease_state::held) sem->gauges().lease_ends(n);
   return before;
 }
 
 void lease_core::mark_lost() {
   lease_state expected = lease_state::held;
   if (!state.compare_exchange_strong(expected, lease_state::lost)) return;
-  sem->held_permits.fetch_sub(n, std::memory_order_relaxed);
-  sem->lost.fetch_add(1, std::memory_order_relaxed);
+  sem->gauges().lease_ends(n);
+  sem->gauges().lease_lost();
   if (sem->options.on_lease_lost) sem->options.on_lease_lost(id, token);
 }
 

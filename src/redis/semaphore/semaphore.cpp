@@ -161,7 +161,7 @@ std::error_code semaphore::set_capacity(std::int64_t capacity) {
   const result r = core_->call(core_->call_deadline({}), {"set_capacity", std::to_string(capacity), core_->wake_key});
   if (r.error) return detail::as_error(r.error);
   if (!integers(r.value, 1)) return script_error();
-  core_->capacity_seen.store(capacity, std::memory_order_relaxed);
+  core_->gauges().capacity_seen(capacity);
   core_->deliver_grants(r.value, 3);
   return {};
 }
@@ -169,7 +169,7 @@ std::error_code semaphore::set_capacity(std::int64_t capacity) {
 std::pair<semaphore_snapshot, std::error_code> semaphore::inspect(std::size_t most) {
   auto out = parse_snapshot(
       core_->call(core_->call_deadline({}), {"inspect", std::to_string(std::max<std::size_t>(most, 1))}));
-  if (!out.second) core_->capacity_seen.store(out.first.capacity, std::memory_order_relaxed);
+  if (!out.second) core_->gauges().capacity_seen(out.first.capacity);
   return out;
 }
 
@@ -178,10 +178,7 @@ void semaphore::enable_metrics(limiter_metrics::event_handler on_event) { core_-
 limiter_snapshot semaphore::metrics() const noexcept {
   const limiter_metrics* m = core_->metrics.load(std::memory_order_acquire);
   limiter_snapshot s = m ? m->snapshot() : limiter_snapshot{};
-  s.limit = core_->capacity_seen.load(std::memory_order_relaxed);
-  s.in_flight = core_->held_permits.load(std::memory_order_relaxed);
-  s.waiting = core_->acquiring.load(std::memory_order_relaxed);
-  s.leases_lost = core_->lost.load(std::memory_order_relaxed);
+  core_->gauges().fill(s);
   return s;
 }
 
@@ -191,7 +188,7 @@ const wait_histogram& semaphore::wait_times() const noexcept {
   return m ? m->wait_times() : none;
 }
 
-std::uint64_t semaphore::leases_lost() const noexcept { return core_->lost.load(std::memory_order_relaxed); }
+std::uint64_t semaphore::leases_lost() const noexcept { return core_->gauges().leases_lost(); }
 
 std::pair<std::size_t, std::error_code> semaphore::shutdown(clock::time_point deadline) {
   return core_->background().drain(deadline);

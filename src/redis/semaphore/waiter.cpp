@@ -23,7 +23,7 @@ constexpr std::chrono::milliseconds leave_wait{40};
 class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
  public:
   // `timed`: the operation enforces `deadline` with a timer of its own and counts its outcome in the metrics (a
-  // blocking wait does both itself). Counted in the semaphore's `acquiring` gauge until it completes.
+  // blocking wait does both itself). Counted in the semaphore's waiting gauge until it completes.
   async_acquire_op(std::shared_ptr<semaphore_core> core, std::int64_t n, std::optional<steady::time_point> deadline,
                    std::shared_ptr<acquire_completion> completion, bool timed = true)
       : core_(std::move(core)),
@@ -37,12 +37,12 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
         id_(random_id()),
         waiter_ttl_(std::to_string(to_us(core_->options.waiter_ttl))),
         start_(core_->record_start()) {
-    core_->acquiring.fetch_add(1, std::memory_order_relaxed);
+    core_->gauges().wait_begins();
   }
   async_acquire_op(const async_acquire_op&) = delete;
   async_acquire_op& operator=(const async_acquire_op&) = delete;
   ~async_acquire_op() {
-    if (state_ == state::waiting) core_->acquiring.fetch_sub(1, std::memory_order_relaxed);  // its executor died first
+    if (state_ == state::waiting) core_->gauges().wait_ends();  // its executor died first
   }
 
   void start() {
@@ -155,7 +155,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     state_ = how == leave::queue ? state::leaving : state::completed;
     stop_timers();
     if (how == leave::nothing) core_->unregister_waiter(id_);
-    core_->acquiring.fetch_sub(1, std::memory_order_relaxed);
+    core_->gauges().wait_ends();
     if (timed_) core_->record(r, n_, core_->since(start_));  // before the completion: the caller sees it counted
     if (r) {
       completion_->complete({}, std::move(r.value()));
@@ -186,7 +186,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   steady::time_point sent_;
   // Touched on strand_ only (state_ also by the destructor, when nothing else can).
   enum class state : std::uint8_t {
-    waiting,    // from the start to the outcome: counted in the semaphore's `acquiring` gauge
+    waiting,    // from the start to the outcome: counted in the semaphore's waiting gauge
     completed,  // the outcome given, nothing left in Redis to undo
     leaving,    // the outcome given without a lease (deadline, cancellation, unreadable reply): leaving the queue
   };
