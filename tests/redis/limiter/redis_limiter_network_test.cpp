@@ -11,11 +11,9 @@
 
 #include "admit/errc.hpp"
 #include "admit/redis/client/connection.hpp"
-#include "io_thread.hpp"
 #include "limiter_kinds.hpp"
 #include "limiter_testing.hpp"
-#include "redis_server.hpp"
-#include "tcp_proxy.hpp"
+#include "proxied_redis.hpp"
 
 namespace {
 
@@ -27,9 +25,6 @@ using admit::redis::failure_policy;
 using admit::redis::limiter_options;
 using admit::redis::limiter_result;
 using admit::redis::testing::eventually;
-using admit::redis::testing::io_thread;
-using admit::redis::testing::redis_server;
-using admit::redis::testing::tcp_proxy;
 using steady = std::chrono::steady_clock;
 
 constexpr auto bound = 50ms;   // how far past its deadline a decision may come
@@ -48,13 +43,10 @@ class RedisLimiterNetwork : public ::testing::Test {};
 TYPED_TEST_SUITE(RedisLimiterNetwork, admit::redis::testing::limiter_kinds, admit::redis::testing::kind_names);
 
 TYPED_TEST(RedisLimiterNetwork, RepliesDelayedBy50msAreStillRedissDecisions) {
-  redis_server server;
-  tcp_proxy proxy(server.port());
-  io_thread io;
-  connection conn(io.executor(), proxy.url());
-  const auto limiter = TypeParam::make(conn, "slow", 5, through_proxy(failure_policy::fail_closed));
+  admit::redis::testing::proxied_redis net;
+  const auto limiter = TypeParam::make(net.conn, "slow", 5, through_proxy(failure_policy::fail_closed));
   ASSERT_TRUE(limiter.decide("k").consulted);
-  proxy.delay_replies(50ms);
+  net.proxy.delay_replies(50ms);
   for (int i = 0; i < 4; ++i) {
     const auto t0 = steady::now();
     const limiter_result r = limiter.decide("k");
@@ -69,14 +61,11 @@ TYPED_TEST(RedisLimiterNetwork, RepliesDelayedBy50msAreStillRedissDecisions) {
 TYPED_TEST(RedisLimiterNetwork, ABlackHoleIsThePolicysAtTheDeadlineAndHealsByItself) {
   for (const failure_policy policy : {failure_policy::fail_closed, failure_policy::fail_open}) {
     SCOPED_TRACE(policy == failure_policy::fail_open ? "fail_open" : "fail_closed");
-    redis_server server;
-    tcp_proxy proxy(server.port());
-    io_thread io;
-    connection conn(io.executor(), proxy.url());
+    admit::redis::testing::proxied_redis net;
     const limiter_options o = through_proxy(policy);
-    const auto limiter = TypeParam::make(conn, "hole", 100, o);
+    const auto limiter = TypeParam::make(net.conn, "hole", 100, o);
     ASSERT_TRUE(limiter.decide("k").consulted);
-    proxy.black_hole(true);
+    net.proxy.black_hole(true);
     std::vector<steady::duration> late;
     for (int i = 0; i < 5; ++i) {
       const auto t0 = steady::now();
@@ -90,7 +79,7 @@ TYPED_TEST(RedisLimiterNetwork, ABlackHoleIsThePolicysAtTheDeadlineAndHealsByIts
     }
     std::sort(late.begin(), late.end());
     EXPECT_LT(late[late.size() / 2], bound) << "median past the deadline";
-    proxy.heal();
+    net.proxy.heal();
     limiter_result back;
     ASSERT_TRUE(eventually([&] { return (back = limiter.decide("k")).consulted; })) << back.error.message();
     EXPECT_TRUE(back.decision.admitted);
@@ -101,15 +90,12 @@ TYPED_TEST(RedisLimiterNetwork, ABlackHoleIsThePolicysAtTheDeadlineAndHealsByIts
 // it. The decision is the failure policy's with outcome_unknown (never retried: it would charge twice); the client
 // reconnects by itself and the next decision counts the cut one once.
 TYPED_TEST(RedisLimiterNetwork, AResetInTheMiddleOfAReplyIsChargedOnceAndHealsByItself) {
-  redis_server server;
-  tcp_proxy proxy(server.port());
-  io_thread io;
-  connection conn(io.executor(), proxy.url());
-  const auto limiter = TypeParam::make(conn, "reset", 5, through_proxy(failure_policy::fail_closed));
+  admit::redis::testing::proxied_redis net;
+  const auto limiter = TypeParam::make(net.conn, "reset", 5, through_proxy(failure_policy::fail_closed));
   ASSERT_EQ(limiter.decide("k").decision.remaining, 4);
-  proxy.reset_mid_reply();
+  net.proxy.reset_mid_reply();
   const limiter_result cut = limiter.decide("k");
-  EXPECT_EQ(proxy.resets_done(), 1U);
+  EXPECT_EQ(net.proxy.resets_done(), 1U);
   EXPECT_FALSE(cut.consulted);
   EXPECT_EQ(cut.error, errc::outcome_unknown) << cut.error.message();
   EXPECT_FALSE(cut.decision.admitted);

@@ -19,11 +19,9 @@
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/limiter_result.hpp"
 #include "admit/redis/semaphore.hpp"
-#include "io_thread.hpp"
 #include "limiter_testing.hpp"
-#include "redis_server.hpp"
+#include "proxied_redis.hpp"
 #include "semaphore_testing.hpp"
-#include "tcp_proxy.hpp"
 
 namespace {
 
@@ -35,9 +33,6 @@ using admit::redis::semaphore;
 using admit::redis::semaphore_options;
 using admit::redis::semaphore_result;
 using admit::redis::testing::eventually;
-using admit::redis::testing::io_thread;
-using admit::redis::testing::redis_server;
-using admit::redis::testing::tcp_proxy;
 using steady = std::chrono::steady_clock;
 
 constexpr auto bound = 50ms;   // how far past its deadline a wait may end
@@ -78,22 +73,19 @@ std::int64_t holders_in_redis(connection& direct, const std::string& name) {
 }
 
 TEST(RedisSemaphoreNetwork, RepliesDelayedBy50msKeepDeadlinesOrderAndCapacity) {
-  redis_server server;
-  tcp_proxy proxy(server.port());
-  io_thread io;
-  connection conn(io.executor(), proxy.url());
-  connection direct(io.executor(), server.url());
-  semaphore s(conn, "slow-link", 2, through_proxy());
+  admit::redis::testing::proxied_redis net;
+  semaphore s(net.conn, "slow-link", 2, through_proxy());
   auto a = s.try_acquire();
   ASSERT_TRUE(a) << a.error().message();
-  proxy.delay_replies(50ms);
+  net.proxy.delay_replies(50ms);
   auto b = s.try_acquire_for(5s);
   ASSERT_TRUE(b) << b.error().message();
   EXPECT_GT(b->fencing_token(), a->fencing_token());
   expect_deadlines_kept(s, 5);  // full: every wait times out
   // Each timed-out waiter left the queue (its leave was sent before the wait returned; it lands 50 ms later).
-  EXPECT_TRUE(eventually([&] { return admit::redis::inspect_semaphore(direct, "slow-link").first.waiter_count == 0; }));
-  EXPECT_EQ(holders_in_redis(direct, "slow-link"), 2);
+  EXPECT_TRUE(
+      eventually([&] { return admit::redis::inspect_semaphore(net.direct, "slow-link").first.waiter_count == 0; }));
+  EXPECT_EQ(holders_in_redis(net.direct, "slow-link"), 2);
   // A waiter still gets the permit a release frees, with the next token.
   auto next = std::async(std::launch::async, [&] { return s.try_acquire_for(10s); });
   admit::redis::testing::wait_for_waiters(s, 1);
@@ -101,19 +93,15 @@ TEST(RedisSemaphoreNetwork, RepliesDelayedBy50msKeepDeadlinesOrderAndCapacity) {
   auto c = next.get();
   ASSERT_TRUE(c) << c.error().message();
   EXPECT_GT(c->fencing_token(), b->fencing_token());
-  EXPECT_EQ(holders_in_redis(direct, "slow-link"), 2);
+  EXPECT_EQ(holders_in_redis(net.direct, "slow-link"), 2);
 }
 
 TEST(RedisSemaphoreNetwork, ABlackHoleFailsClosedWithinTheDeadlinesAndHealsByItself) {
-  redis_server server;
-  tcp_proxy proxy(server.port());
-  io_thread io;
-  connection conn(io.executor(), proxy.url());
-  connection direct(io.executor(), server.url());
-  semaphore s(conn, "black-hole", 1, through_proxy());
+  admit::redis::testing::proxied_redis net;
+  semaphore s(net.conn, "black-hole", 1, through_proxy());
   auto held = s.try_acquire();
   ASSERT_TRUE(held) << held.error().message();
-  proxy.black_hole(true);
+  net.proxy.black_hole(true);
   expect_deadlines_kept(s, 5);
   // A call with no deadline of its own ends at the call's: the error, not a hang.
   const auto t0 = steady::now();
@@ -121,30 +109,26 @@ TEST(RedisSemaphoreNetwork, ABlackHoleFailsClosedWithinTheDeadlinesAndHealsByIts
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), admit::errc::timeout) << r.error().message();
   EXPECT_LT(steady::now() - t0, s.options().timeout + slack);
-  EXPECT_LE(holders_in_redis(direct, "black-hole"), 1);
-  proxy.heal();
+  EXPECT_LE(holders_in_redis(net.direct, "black-hole"), 1);
+  net.proxy.heal();
   // The connection comes back by itself: the lease held through the outage is given back, and the permit goes on.
   ASSERT_TRUE(eventually([&] { return held->release().first == lease::release_status::released; }) ||
-              holders_in_redis(direct, "black-hole") == 0);
+              holders_in_redis(net.direct, "black-hole") == 0);
   semaphore_result again{admit::errc::timeout};  // until a call succeeds
   ASSERT_TRUE(eventually([&] { return static_cast<bool>(again = s.try_acquire_for(500ms)); }))
       << again.error().message();
   EXPECT_GT(again->fencing_token(), held->fencing_token());
-  EXPECT_EQ(holders_in_redis(direct, "black-hole"), 1);
+  EXPECT_EQ(holders_in_redis(net.direct, "black-hole"), 1);
 }
 
 TEST(RedisSemaphoreNetwork, ABlackHoleFailsOpenWithLocalLeasesUpToTheCap) {
-  redis_server server;
-  tcp_proxy proxy(server.port());
-  io_thread io;
-  connection conn(io.executor(), proxy.url());
-  connection direct(io.executor(), server.url());
+  admit::redis::testing::proxied_redis net;
   semaphore_options o = through_proxy(failure_policy::fail_open);
   o.timeout = 200ms;
   o.local_cap = 1;
-  semaphore s(conn, "black-hole-open", 1, o);
+  semaphore s(net.conn, "black-hole-open", 1, o);
   ASSERT_TRUE(s.try_acquire());  // the semaphore exists; that lease is given back at once
-  proxy.black_hole(true);
+  net.proxy.black_hole(true);
   const auto t0 = steady::now();
   auto local = s.try_acquire_for(2s);
   ASSERT_TRUE(local) << local.error().message();
@@ -152,12 +136,12 @@ TEST(RedisSemaphoreNetwork, ABlackHoleFailsOpenWithLocalLeasesUpToTheCap) {
   EXPECT_LT(steady::now() - t0, o.timeout + slack);
   auto beyond = s.try_acquire();
   EXPECT_FALSE(beyond);  // the local cap of 1 is taken
-  proxy.heal();
+  net.proxy.heal();
   ASSERT_TRUE(local->release().first == lease::release_status::released);
   semaphore_result back{admit::errc::timeout};  // until a call succeeds
   ASSERT_TRUE(eventually([&] { return (back = s.try_acquire()) && back->fencing_token() != 0; }))
       << (back ? "a local lease" : back.error().message())
-      << "; in Redis: " << admit::redis::inspect_semaphore(direct, "black-hole-open").first.holder_count
+      << "; in Redis: " << admit::redis::inspect_semaphore(net.direct, "black-hole-open").first.holder_count
       << " holder(s)";
 }
 
@@ -165,23 +149,19 @@ TEST(RedisSemaphoreNetwork, ABlackHoleFailsOpenWithLocalLeasesUpToTheCap) {
 // of. The acquisition fails with the connection's error, the lease it may have taken is given back (not held until
 // lease_ttl), and the client reconnects by itself.
 TEST(RedisSemaphoreNetwork, AResetInTheMiddleOfAReplyLosesNoPermit) {
-  redis_server server;
-  tcp_proxy proxy(server.port());
-  io_thread io;
-  connection conn(io.executor(), proxy.url());
-  connection direct(io.executor(), server.url());
+  admit::redis::testing::proxied_redis net;
   semaphore_options o = through_proxy();
   o.lease_ttl = 60s;  // a permit left behind would stay taken for the whole test
-  semaphore s(conn, "reset", 1, o);
+  semaphore s(net.conn, "reset", 1, o);
   auto first = s.try_acquire();
   ASSERT_TRUE(first) << first.error().message();
   ASSERT_EQ(first->release().first, lease::release_status::released);
-  proxy.reset_mid_reply();
+  net.proxy.reset_mid_reply();
   auto cut = s.try_acquire();
-  EXPECT_EQ(proxy.resets_done(), 1U);
+  EXPECT_EQ(net.proxy.resets_done(), 1U);
   ASSERT_FALSE(cut);
   EXPECT_NE(cut.error(), std::error_code());
-  EXPECT_TRUE(eventually([&] { return holders_in_redis(direct, "reset") == 0; }))
+  EXPECT_TRUE(eventually([&] { return holders_in_redis(net.direct, "reset") == 0; }))
       << "the permit granted in the cut reply stays taken";
   semaphore_result again{admit::errc::timeout};  // until a call succeeds
   ASSERT_TRUE(eventually([&] { return static_cast<bool>(again = s.try_acquire()); })) << again.error().message();
@@ -192,14 +172,10 @@ TEST(RedisSemaphoreNetwork, AResetInTheMiddleOfAReplyLosesNoPermit) {
 // grant's token is larger than the one before it (a fenced resource accepts each write), Redis never counts more than
 // one holder, every wait ends within its deadline's slack, and the semaphore grants again at the end.
 TEST(RedisSemaphoreNetwork, UnderEveryFaultInTurnTokensStayOrderedAndCapacityHeld) {
-  redis_server server;
-  tcp_proxy proxy(server.port());
-  io_thread io;
-  connection conn(io.executor(), proxy.url());
-  connection direct(io.executor(), server.url());
+  admit::redis::testing::proxied_redis net;
   semaphore_options o = through_proxy();
   o.timeout = 300ms;
-  semaphore s(conn, "faults", 1, o);
+  semaphore s(net.conn, "faults", 1, o);
   admit::redis::testing::fenced_resource resource;
   std::atomic<bool> stop{false};
   std::atomic<int> grants{0}, stale{0}, late{0};
@@ -220,18 +196,18 @@ TEST(RedisSemaphoreNetwork, UnderEveryFaultInTurnTokensStayOrderedAndCapacityHel
   std::int64_t most = 0;
   const auto watch = [&](std::chrono::milliseconds d) {
     for (const auto end = steady::now() + d; steady::now() < end;)
-      most = std::max(most, holders_in_redis(direct, "faults"));
+      most = std::max(most, holders_in_redis(net.direct, "faults"));
   };
   for (int round = 0; round < 3; ++round) {
-    proxy.delay_replies(50ms);
+    net.proxy.delay_replies(50ms);
     watch(300ms);
-    proxy.heal();
-    proxy.black_hole(true);
+    net.proxy.heal();
+    net.proxy.black_hole(true);
     watch(300ms);
-    proxy.heal();
-    proxy.reset_mid_reply();
+    net.proxy.heal();
+    net.proxy.reset_mid_reply();
     watch(300ms);
-    proxy.heal();
+    net.proxy.heal();
     watch(200ms);
   }
   stop.store(true);
