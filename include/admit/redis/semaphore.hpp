@@ -32,11 +32,11 @@
 //   errc::queue_full.
 // - Deadlines. A wait ends at its deadline (errc::timeout) or on its stop_token (errc::cancelled) even while a call
 //   is in flight or Redis does not answer; before a blocking wait so ended returns, its request has left the queue
-//   in Redis (and a grant that raced with it has been released) — it waits for that answer at most 40 ms more
-//   (options().timeout if shorter), so no blocking wait returns later than that past its deadline. A leave Redis has
-//   not answered by then goes on in the background (shutdown() waits for it); until it lands the request stays
-//   queued, and a grant it gets meanwhile is released. async_acquire's cancellation completes at once and leaves the
-//   queue in the background (see shutdown()).
+//   in Redis (and a grant that raced with it has been released) — it waits for that answer at most options().timeout
+//   more after a stop, and at most 40 ms more after its deadline (so that no blocking wait returns later than that
+//   past its deadline, however slow Redis is). A leave Redis has not answered by then goes on in the background
+//   (shutdown() waits for it); until it lands the request stays queued, and a grant it gets meanwhile is released.
+//   async_acquire's cancellation completes at once and leaves the queue in the background (see shutdown()).
 //   Every Redis call has options().timeout; a failed call makes the acquire fail with that error
 //   (admit::errc), except while waiting, where a poll that got no answer is retried until the deadline —
 //   unless the connection was closed (or destroyed): the wait then ends with errc::closed.

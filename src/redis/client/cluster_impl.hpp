@@ -11,7 +11,9 @@
 // whose queues hold attempts. close() breaks that cycle: the connections release their calls when their close ends.
 #pragma once
 
+#include "admit/detail/annotated_mutex.hpp"
 #include "admit/detail/host_port.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "admit/redis/client/cluster.hpp"
 
 #include <algorithm>
@@ -82,7 +84,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
   cluster_impl(asio::any_io_executor ex, std::vector<connection_options> seeds, cluster_options options)
       : executor_(std::move(ex)), node_options_(seeds.front()), options_(options), refresh_timer_(executor_) {
     owner_.fill(no_node);
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     for (const auto& s : seeds) add_node_locked(s.host, s.port);
     seed_count_ = nodes_.size();
   }
@@ -95,7 +97,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
     bool discover = false;
     target t;
     {
-      std::lock_guard lock(mutex_);
+      const admit::detail::lock_guard lock(mutex_);
       if (closed_) return {};
       std::size_t index = slot < slot_count ? owner_[slot] : no_node;
       if (index == no_node) {
@@ -113,7 +115,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
     std::string_view host;
     std::uint16_t port = 0;
     if (!split_address(address, host, port)) return {};
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     if (closed_) return {};
     const std::string h = host.empty() && replied < nodes_.size() ? nodes_[replied].host : std::string(host);
     const std::size_t index = add_node_locked(h, port);
@@ -122,7 +124,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
 
   // Every master of the current map; empty when the map is not known (or closed).
   std::vector<target> masters() {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     std::vector<target> out;
     if (closed_ || !map_known_) return out;
     for (const std::size_t m : masters_) out.push_back({nodes_[m].conn, m});
@@ -130,7 +132,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
   }
 
   std::string host_of(std::size_t index) {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     return index < nodes_.size() ? nodes_[index].host : std::string();
   }
 
@@ -140,7 +142,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
   std::pair<std::shared_ptr<connection_impl>, std::string> first_failed_node() const {
     std::vector<node> nodes;
     {
-      std::lock_guard lock(mutex_);
+      const admit::detail::lock_guard lock(mutex_);
       for (std::size_t i = 0; i < nodes_.size(); ++i) {
         const bool master = std::find(masters_.begin(), masters_.end(), i) != masters_.end();
         if (i < seed_count_ || master) nodes.push_back(nodes_[i]);
@@ -156,7 +158,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
   bool is_node_connected(std::size_t index) {
     std::shared_ptr<connection_impl> conn;
     {
-      std::lock_guard lock(mutex_);
+      const admit::detail::lock_guard lock(mutex_);
       if (index >= nodes_.size()) return false;
       conn = nodes_[index].conn;
     }
@@ -167,7 +169,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
   void on_moved(std::size_t slot, std::size_t index) {
     moved_.fetch_add(1, std::memory_order_relaxed);
     {
-      std::lock_guard lock(mutex_);
+      const admit::detail::lock_guard lock(mutex_);
       if (closed_ || index >= nodes_.size()) return;
       owner_[slot] = static_cast<std::uint16_t>(index);
       if (std::find(masters_.begin(), masters_.end(), index) == masters_.end()) masters_.push_back(index);
@@ -182,7 +184,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
     target t;
     deadline_type deadline;
     {
-      std::lock_guard lock(mutex_);
+      const admit::detail::lock_guard lock(mutex_);
       if (closed_) return;
       if (refresh_running_) {
         refresh_again_ = true;
@@ -195,7 +197,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
         refresh_timer_.expires_at(last_refresh_start_ + options_.refresh_interval);
         refresh_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
           {
-            std::lock_guard relock(self->mutex_);
+            const admit::detail::lock_guard relock(self->mutex_);
             self->refresh_timer_armed_ = false;
           }
           if (!ec) self->request_refresh();
@@ -220,7 +222,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
     const bool applied = !ec && apply_slots(r, tag);
     bool again = false;
     {
-      std::lock_guard lock(mutex_);
+      const admit::detail::lock_guard lock(mutex_);
       refresh_running_ = false;
       again = std::exchange(refresh_again_, false);
       if (!applied && !nodes_.empty()) {  // ask another node next time; while no map is known, send there too
@@ -254,7 +256,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
       ranges.push_back({static_cast<std::size_t>(first), static_cast<std::size_t>(last), master[0].str(),
                         static_cast<std::uint16_t>(port)});
     }
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     if (closed_) return false;
     // "" or "?": the node does not know its own endpoint; it is the address we reached it at.
     const std::string asked_host = asked < nodes_.size() ? nodes_[asked].host : std::string();
@@ -276,7 +278,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
   close_result close(deadline_type deadline, bool wait) {
     std::vector<std::shared_ptr<connection_impl>> closing;
     {
-      std::lock_guard lock(mutex_);
+      const admit::detail::lock_guard lock(mutex_);
       if (!closed_) {
         closed_ = true;
         masters_.clear();
@@ -319,7 +321,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
     std::shared_ptr<connection_impl> conn;
   };
 
-  std::size_t add_node_locked(const std::string& host, std::uint16_t port) {
+  std::size_t add_node_locked(const std::string& host, std::uint16_t port) ADMIT_REQUIRES(mutex_) {
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       if (nodes_[i].port == port && nodes_[i].host == host) return i;
     }
@@ -346,20 +348,21 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
   std::size_t seed_count_ = 0;  // nodes_[0, seed_count_) are the seeds (set in the constructor)
   const cluster_options options_;
 
-  mutable std::mutex mutex_;
-  std::vector<node> nodes_;
-  std::array<std::uint16_t, slot_count> owner_{};  // index into nodes_, or no_node
-  std::vector<std::size_t> masters_;               // the distinct owners of the map
-  std::size_t default_node_ = 0;                   // for unknown slots and keyless commands
-  bool map_known_ = false;
-  bool closed_ = false;
-  std::vector<std::shared_ptr<connection_impl>> closing_;  // the node connections, from close() on
-  bool refresh_running_ = false;
-  bool refresh_again_ = false;  // a refresh was asked for while one was running
-  bool refresh_timer_armed_ = false;
-  bool refreshed_once_ = false;
-  clock::time_point last_refresh_start_{};
-  std::size_t refresh_cursor_ = 0;
+  mutable admit::detail::mutex mutex_;
+  std::vector<node> nodes_ ADMIT_GUARDED_BY(mutex_);
+  std::array<std::uint16_t, slot_count> owner_ ADMIT_GUARDED_BY(mutex_){};  // index into nodes_, or no_node
+  std::vector<std::size_t> masters_ ADMIT_GUARDED_BY(mutex_);               // the distinct owners of the map
+  std::size_t default_node_ ADMIT_GUARDED_BY(mutex_) = 0;                   // for unknown slots and keyless commands
+  bool map_known_ ADMIT_GUARDED_BY(mutex_) = false;
+  bool closed_ ADMIT_GUARDED_BY(mutex_) = false;
+  // The node connections, from close() on.
+  std::vector<std::shared_ptr<connection_impl>> closing_ ADMIT_GUARDED_BY(mutex_);
+  bool refresh_running_ ADMIT_GUARDED_BY(mutex_) = false;
+  bool refresh_again_ ADMIT_GUARDED_BY(mutex_) = false;  // a refresh was asked for while one was running
+  bool refresh_timer_armed_ ADMIT_GUARDED_BY(mutex_) = false;
+  bool refreshed_once_ ADMIT_GUARDED_BY(mutex_) = false;
+  clock::time_point last_refresh_start_ ADMIT_GUARDED_BY(mutex_){};
+  std::size_t refresh_cursor_ ADMIT_GUARDED_BY(mutex_) = 0;
   asio::steady_timer refresh_timer_;
 
   std::atomic<std::uint64_t> moved_{0}, ask_{0}, tryagain_{0}, refreshes_{0}, refresh_failures_{0}, nodes_count_{0};

@@ -68,7 +68,7 @@ void connection_impl::submit(request_ptr req) {
   bool post_needed = false;
   bool early = false;
   {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     if (closed_) {
       req->try_finish(admit::asio::to_error_code(errc::closed), reply());
       return;
@@ -98,7 +98,7 @@ void connection_impl::submit(request_ptr req) {
 
 void connection_impl::add_connect_waiter(request_ptr req) {
   {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     if (closed_) {
       req->try_finish(admit::asio::to_error_code(errc::closed), reply());
       return;
@@ -119,7 +119,7 @@ void connection_impl::add_connect_waiter(request_ptr req) {
 void connection_impl::begin_close(std::optional<clock::time_point> deadline) {
   live_->watch();
   {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     if (closed_) return;
     closed_ = true;
   }
@@ -139,7 +139,7 @@ close_result connection_impl::await_close(std::optional<clock::time_point> deadl
 void connection_impl::drain() {
   std::vector<request_ptr> batch;
   {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     batch.swap(incoming_);
     incoming_bytes_ = 0;
     drain_posted_ = false;
@@ -368,7 +368,7 @@ void connection_impl::check_closing() {
   if (std::any_of(in_flight_.begin(), in_flight_.end(), live)) return;
   if (std::any_of(pending_.begin(), pending_.end(), live)) return;
   {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     if (!incoming_.empty()) return;
   }
   finish_close();

@@ -30,7 +30,9 @@
 #include <system_error>
 #include <vector>
 
+#include "admit/detail/annotated_mutex.hpp"
 #include "admit/detail/host_port.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/detail/backoff.hpp"
 #include "sentinel_discovery.hpp"
@@ -95,11 +97,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
   bool is_connected() const noexcept { return connected_.load(std::memory_order_acquire); }
   std::string last_error() const {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     return last_error_;
   }
   std::error_code last_connect_error() const {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     return last_connect_error_;
   }
 
@@ -109,7 +111,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   enum class handshake_step { auth, select, role, probe };
 
   void set_last_error(std::string what) {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     last_error_ = std::move(what);
   }
 
@@ -203,14 +205,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   asio::steady_timer deadline_timer_;  // the earliest call deadline
   asio::steady_timer close_timer_;     // the deadline of a graceful close
 
-  // Guarded by mutex_.
-  mutable std::mutex mutex_;
-  std::vector<request_ptr> incoming_;
-  std::size_t incoming_bytes_ = 0;  // the payloads of incoming_
-  bool drain_posted_ = false;
-  bool closed_ = false;  // close began: new calls are refused
-  std::string last_error_;
-  std::error_code last_connect_error_;  // of the last failed attempt or lost connection; empty if none
+  mutable admit::detail::mutex mutex_;
+  std::vector<request_ptr> incoming_ ADMIT_GUARDED_BY(mutex_);
+  std::size_t incoming_bytes_ ADMIT_GUARDED_BY(mutex_) = 0;  // the payloads of incoming_
+  bool drain_posted_ ADMIT_GUARDED_BY(mutex_) = false;
+  bool closed_ ADMIT_GUARDED_BY(mutex_) = false;  // close began: new calls are refused
+  std::string last_error_ ADMIT_GUARDED_BY(mutex_);
+  // Of the last failed attempt or lost connection; empty if none.
+  std::error_code last_connect_error_ ADMIT_GUARDED_BY(mutex_);
 
   // Strand only.
   state state_ = state::idle;

@@ -192,7 +192,7 @@ void connection_impl::fail_attempt(const boost::system::error_code& socket_error
   const std::error_code why = connect_error(socket_error);
   const boost::system::error_code ec(why);
   {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     last_connect_error_ = why;
   }
   shut_socket();
@@ -209,7 +209,7 @@ void connection_impl::lose(boost::system::error_code ec, std::string what) {
     return;
   }
   {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     last_connect_error_ =
         ec == errc::protocol_error ? make_error_code(errc::protocol_error) : make_error_code(errc::connection_lost);
   }
@@ -254,7 +254,7 @@ void connection_impl::finish_close() {
   close_timer_.cancel();
   std::vector<request_ptr> incoming;
   {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     incoming.swap(incoming_);
     incoming_bytes_ = 0;
   }

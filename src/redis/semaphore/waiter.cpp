@@ -1,7 +1,7 @@
 // A waiting acquisition: async_acquire_op, a state machine on a strand — the acquire call, then polls on a timer or a
 // wake-up, until granted, the deadline or a cancellation; exactly one completion. The blocking waits run it and wait
 // for its completion on the calling thread, which ends the wait itself at its deadline or stop and then waits (within
-// leave_wait) until the request has left the queue in Redis.
+// leave_wait after a deadline, options().timeout after a stop) until the request has left the queue in Redis.
 #include <algorithm>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
@@ -16,8 +16,8 @@
 
 namespace admit::redis::detail {
 
-// How long a blocking wait ended by its deadline or stop waits for Redis to confirm that its request left the queue:
-// the bound on how far past its deadline a wait can return (semaphore.hpp, "Deadlines").
+// How long a blocking wait ended by its deadline waits for Redis to confirm that its request left the queue: the bound
+// on how far past its deadline a wait can return (semaphore.hpp, "Deadlines").
 constexpr std::chrono::milliseconds leave_wait{40};
 
 class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
@@ -267,10 +267,13 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
   const steady::duration waited = since(start);
   if (!r) {
     // Not granted: before returning, the request leaves the queue (and a grant that raced with the stop or the
-    // deadline goes back) — waited for at most leave_wait (options().timeout if shorter), so that a slow or silent
-    // Redis cannot hold the caller past its deadline. What is not answered by then stays background work.
-    lease raced = completion->wait_settled(
-        admit::detail::deadline_after<steady>(steady::now(), std::min<steady::duration>(leave_wait, options.timeout)));
+    // deadline goes back), waited for at most options().timeout — or, after the deadline, at most leave_wait, so
+    // that a slow or silent Redis cannot hold the caller past its deadline. What is not answered by then stays
+    // background work.
+    const bool past_deadline = deadline && r.error() == admit::errc::timeout;
+    const steady::duration wait_for_leave =
+        past_deadline ? std::min<steady::duration>(leave_wait, options.timeout) : steady::duration(options.timeout);
+    lease raced = completion->wait_settled(admit::detail::deadline_after<steady>(steady::now(), wait_for_leave));
     if (raced) (void)raced.release();
   }
   record(r, n, waited);  // after the clean-up: what the hook throws reaches the caller with nothing left behind
