@@ -173,7 +173,8 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
 
   // ---- waits (waiter.cpp) ----
   // Waits in the queue until granted, `deadline` or `stop`; a wait ended by `stop` or `deadline` has left the queue
-  // when this returns (within options().timeout more). Counted in the metrics.
+  // when this returns, unless Redis did not answer the leave within options().timeout (after a stop) or 40 ms (after
+  // the deadline): the leave is then background work. Counted in the metrics.
   semaphore_result acquire(std::int64_t n, std::optional<steady::time_point> deadline, const std::stop_token& stop);
 
   // ---- wake-ups (wakeup.cpp) ----

@@ -215,11 +215,23 @@ class blocking_completion final : public acquire_completion {
     orphan_ = std::move(l);
   }
   void settled() override {
+    std::shared_ptr<semaphore_core> tracked;
     {
       const admit::detail::lock_guard lock(mutex_);
       settled_ = true;
+      tracked = std::move(tracked_);
     }
     cv_.notify_all();
+    if (tracked) tracked->background().end(true, {});
+  }
+  // The waiting thread ended the wait: until the operation is settled (its leave answered), that counts as background
+  // work of `core`, so that a shutdown() right after the wait returned waits for the leave even when the executor has
+  // not yet run the cancel that sends it.
+  void track(std::shared_ptr<semaphore_core> core) {
+    const admit::detail::lock_guard lock(mutex_);
+    if (settled_) return;
+    core->background().begin();
+    tracked_ = std::move(core);
   }
   // Waits until the operation is settled (it left the queue, or completed) or `deadline`; then the lease that lost
   // the claim, if any.
@@ -236,6 +248,7 @@ class blocking_completion final : public acquire_completion {
   std::condition_variable cv_;
   bool settled_ ADMIT_GUARDED_BY(mutex_) = false;
   lease orphan_ ADMIT_GUARDED_BY(mutex_);
+  std::shared_ptr<semaphore_core> tracked_ ADMIT_GUARDED_BY(mutex_);  // counted in its background work (track)
 };
 
 }  // namespace
@@ -255,10 +268,14 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
     // The stop and the deadline end the wait here and now, even with a call in flight; the operation then leaves
     // the queue (or releases a grant that raced) on the executor.
     const std::stop_callback on_stop(stop, [&] {
-      if (completion->claim(semaphore_result(admit::errc::cancelled))) op->cancel(admit::errc::cancelled);
+      if (completion->claim(semaphore_result(admit::errc::cancelled))) {
+        completion->track(shared_from_this());
+        op->cancel(admit::errc::cancelled);
+      }
     });
     if (deadline && done.wait_until(*deadline) == std::future_status::timeout &&
         completion->claim(semaphore_result(admit::errc::timeout))) {
+      completion->track(shared_from_this());
       op->cancel(admit::errc::timeout);
     }
     done.wait();

@@ -92,6 +92,7 @@ class tcp_proxy {
     struct chunk {
       std::chrono::steady_clock::time_point due;
       std::string bytes;
+      bool cut = false;  // forward half of it, then reset the connection
     };
     tcp_proxy& proxy;
     tcp::socket client;
@@ -133,11 +134,12 @@ class tcp_proxy {
           return self->forward_down();
         }
         self->when_flowing(self->down_wait, [self, n] {
-          if (self->proxy.reset_armed_.exchange(false)) return self->reset_after(n / 2);
+          // A chunk to cut goes through the queue too: what was read before it reaches the client first.
+          const bool cut = self->proxy.reset_armed_.exchange(false);
           const auto delay = std::chrono::nanoseconds(self->proxy.delay_ns_.load());
-          self->held.push_back({std::chrono::steady_clock::now() + delay, std::string(self->down.data(), n)});
+          self->held.push_back({std::chrono::steady_clock::now() + delay, std::string(self->down.data(), n), cut});
           if (self->held.size() == 1) self->write_held();
-          self->forward_down();
+          if (!cut) self->forward_down();
         });
       });
     }
@@ -151,28 +153,29 @@ class tcp_proxy {
         self->when_flowing(t, then);
       });
     }
-    // Writes the held chunks in order, each once its time has come (and the proxy is not black-holed).
+    // Writes the held chunks in order, each once its time has come (and the proxy is not black-holed); a chunk to cut
+    // is written half, and then the client's connection is reset (SO_LINGER 0: RST).
     void write_held() {
       timer.expires_at(held.front().due);
       timer.async_wait([self = shared_from_this()](boost::system::error_code) {
+        if (!self->client.is_open()) return;
         self->when_flowing(self->timer, [self] {
-          boost::asio::async_write(self->client, boost::asio::buffer(self->held.front().bytes),
-                                   [self](auto wec, std::size_t) {
-                                     if (wec) return self->close();
-                                     self->held.pop_front();
-                                     if (!self->held.empty()) self->write_held();
-                                   });
+          chunk& c = self->held.front();
+          const std::size_t n = c.cut ? c.bytes.size() / 2 : c.bytes.size();
+          boost::asio::async_write(self->client, boost::asio::buffer(c.bytes.data(), n), [self](auto wec, std::size_t) {
+            if (wec) return self->close();
+            if (self->held.front().cut) return self->reset();
+            self->held.pop_front();
+            if (!self->held.empty()) self->write_held();
+          });
         });
       });
     }
-    // Forwards the first `n` bytes of the chunk just read, then resets the client's connection (SO_LINGER 0: RST).
-    void reset_after(std::size_t n) {
-      boost::asio::async_write(client, boost::asio::buffer(down, n), [self = shared_from_this()](auto, std::size_t) {
-        boost::system::error_code ignored;
-        self->client.set_option(boost::asio::socket_base::linger(true, 0), ignored);
-        self->proxy.resets_.fetch_add(1);  // before the client can see the reset
-        self->close();
-      });
+    void reset() {
+      boost::system::error_code ignored;
+      client.set_option(boost::asio::socket_base::linger(true, 0), ignored);
+      proxy.resets_.fetch_add(1);  // before the client can see the reset
+      close();
     }
     void close() {
       boost::system::error_code ignored;
