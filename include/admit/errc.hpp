@@ -58,6 +58,9 @@ enum class errc {
   // The distributed semaphore.
   would_block = 23,  // try_acquire: the permits are not free now (or others wait first); it never waits
   not_found = 24,    // inspect: no semaphore of that name exists in Redis
+  // admit::redis::admission: the limit exists in Redis with another definition (rate, burst, max_in_flight); its
+  // inspect() shows the stored one, set_limits() changes it for every process
+  definition_conflict = 25,
 };
 
 namespace detail {
@@ -114,6 +117,8 @@ class errc_category final : public std::error_category {
         return "no permit free now";
       case errc::not_found:
         return "no such semaphore";
+      case errc::definition_conflict:
+        return "the limit exists in redis with another definition";
     }
     return "unknown admit error " + std::to_string(value);
   }

@@ -18,7 +18,7 @@ namespace {
 using admit::errc;
 
 constexpr int first_value = 1;
-constexpr int last_value = static_cast<int>(errc::not_found);
+constexpr int last_value = static_cast<int>(errc::definition_conflict);
 
 TEST(AdmitErrc, EveryValueHasItsOwnMessageInTheAdmitCategory) {
   std::set<std::string> messages;

@@ -326,6 +326,11 @@ struct semaphore_snapshot {
   std::vector<holder> holders;  // the first `most`, by expiry
   std::vector<waiter> queue;    // the first `most`, in order
   std::int64_t holder_count = 0, waiter_count = 0;
+  // With a rate (an admission's): what one token costs, the burst, and the whole tokens the bucket holds now (negative
+  // while it is in debt); all 0 without a rate.
+  std::chrono::microseconds token_interval{0};
+  std::int64_t burst = 0;
+  std::int64_t tokens = 0;
   // When inspecting failed because Redis answered with an error reply (LOADING, BUSY, MASTERDOWN, WRONGTYPE...): its
   // text, the error being errc::error_reply; empty otherwise.
   std::string error_reply;
@@ -451,6 +456,16 @@ class semaphore {
         token, n, deadline);
   }
   static void check_n(std::int64_t n);
+
+  friend class admission;
+  // An admission's semaphore: `definition` is its script's "capacity/interval/burst" (the semaphore's own is its
+  // capacity).
+  struct defined_by {
+    std::string definition;
+  };
+  semaphore(connection& conn, std::string name, defined_by d, semaphore_options options);
+  semaphore(cluster& c, std::string name, defined_by d, semaphore_options options);
+  static defined_by capacity_definition(std::int64_t capacity);
 
   std::shared_ptr<detail::semaphore_core> core_;
 };

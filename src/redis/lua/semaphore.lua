@@ -1,10 +1,19 @@
--- admit distributed semaphore (admit::redis::semaphore): leases on the server's clock, fencing tokens, a FIFO queue
--- of waiters served by hand-off. One script; ARGV[1] names the operation. Not a limiter script: no common.lua.
+--admit distributed admission(admit::redis::semaphore, admit::redis::admission)
+    : leases on the server's clock, --fencing tokens,
+a FIFO queue of waiters served by hand - off,
+and optionally a rate : a token bucket that a request-- must find n tokens in, together with its n permits,
+to be admitted(reserve - then - commit
+               : a waiter holds neither)
+    .--A semaphore is an admission without a rate.One script; ARGV[1] names the operation. Not a limiter script: no
+-- common.lua.
 --
 -- KEYS (every key shares the semaphore's hash tag {name}, so a Redis Cluster keeps them in one slot):
 --   KEYS[1] meta     hash: capacity, free (capacity minus the permits held; negative after a cut), fence (the last
 --                    fencing token), seq (the last arrival number), next (no lease or waiter expires before this
---                    time, µs: the sweep runs only from then on)
+--                    time, µs: the sweep runs only from then on); with a rate also interval (µs one token costs,
+--                    >= 1), burst (tokens the bucket holds at most, >= 1) and tat (the bucket's theoretical arrival
+--                    time, µs: it holds min(burst, (now - tat) / interval) tokens; absent: full). A capacity of 2^50
+--                    is no concurrency limit (an admission's max_in_flight 0).
 --   KEYS[2] holders  sorted set: lease id -> the lease's expiry (µs since the Unix epoch, server time)
 --   KEYS[3] leases   hash: lease id -> "n:token"
 --   KEYS[4] waiting  list: the queue, one record "id:n:lease_ttl_us:wake_key" per waiter in arrival order (its head is
@@ -24,8 +33,11 @@
 -- a waiter whose wake list is the caller's own (release, cancel and set_capacity name theirs) is returned in the reply
 -- instead: the caller's process hands it over without a round trip.
 --
--- ARGV[1] the operation, ARGV[2] the capacity to start with when the semaphore does not exist yet (meta absent),
--- then the operation's own arguments (below); or ARGV[1] 'batch': several operations of one process, one after the
+-- ARGV[1] the operation, ARGV[2] the definition: a semaphore's capacity, to start with when the semaphore does not
+-- exist yet (meta absent; an existing one keeps its own), or an admission's "capacity/interval/burst" (interval 0 and
+-- burst 0: no rate), which must be the stored one: an acquire that names another is refused with status 7 and the
+-- stored definition (set_limits changes it; releases, polls and cancels are never refused); then the operation's own
+-- arguments (below); or ARGV[1] 'batch': several operations of one process, one after the
 -- other (see the end of the script). Every call first sweeps when something may have expired (meta's next has
 -- passed): leases past their expiry free their permits, waiters past theirs leave the queue; then the head waiters
 -- are granted while their requests fit. The work per operation is O(log N) in the number N of holders and waiters,
@@ -33,8 +45,9 @@
 -- queue's compaction).
 -- Time is TIME only, in integer microseconds (doubles are exact below 2^53; now is ~1.8e15).
 -- Replies: {status, ...}; status 0 granted / done, 1 queued, 2 unavailable (try_acquire), 3 queue full,
--- 4 exceeds capacity, 5 unknown (no such lease or waiter: released, expired, cancelled, never existed),
--- 6 cancelled (left the queue, or gave back the grant that came first).
+-- 4 exceeds capacity (or the burst), 5 unknown (no such lease or waiter: released, expired, cancelled, never existed),
+-- 6 cancelled (left the queue, or gave back the grant that came first), 7 another definition (see ARGV[2]), 8 too late
+-- (the rate cannot give the request its tokens, after those of the waiters ahead of it, within its deadline).
 local meta, holders, leases, queue, expiry = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op = ARGV[1]
 
@@ -57,26 +70,45 @@ local function num(x, what)
 end
 
 -- meta, read once and written once at the end (dirty fields only)
-local capacity, free, fence, next_due, seq
+local capacity, free, fence, next_due, seq, interval, burst, tat
 local dirty = {}
+-- An admission's definition "capacity/interval/burst" (nil for a semaphore's plain capacity).
+local function parse_definition(text)
+  local c, i, b = string.match(text, '^(%d+)/(%d+)/(%d+)$')
+  if not c then return nil end
+  return tonumber(c), tonumber(i), tonumber(b)
+end
+local asked_capacity, asked_interval, asked_burst = tonumber(ARGV[2]), 0, 0
+if not asked_capacity and ARGV[2] then
+  asked_capacity, asked_interval, asked_burst = parse_definition(ARGV[2])
+  if not asked_capacity or (asked_interval == 0) ~= (asked_burst == 0) then
+    return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(ARGV[2]))
+  end
+end
 do
-  local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next', 'seq')
+  local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next', 'seq', 'interval', 'burst', 'tat')
   capacity, free, fence, next_due = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
   seq = tonumber(m[5]) or 0
+  interval, burst, tat = tonumber(m[6]) or 0, tonumber(m[7]) or 0, tonumber(m[8]) or 0
   if not capacity then
     if op == 'inspect' then return { 5, 0, now } end -- no such semaphore: nothing is created by looking
-    capacity = num(ARGV[2], 'capacity')
+    capacity = num(asked_capacity, 'capacity')
     free = capacity
-    dirty.capacity, dirty.free = true, true
+    interval, burst = asked_interval, asked_burst
+    dirty.capacity, dirty.free, dirty.rate = true, true, interval > 0
   end
+end
+-- The stored definition, as ARGV[2] writes it.
+local function definition()
+  return string.format('%d/%d/%d', capacity, interval, burst)
 end
 
 -- The two commonest calls take a short way: a free permit taken, and a lease given back, while nobody waits and
 -- nothing can have expired. Their effects and replies are exactly those of run.acquire and run.release below (a
 -- batch, which takes the long way, is tested to agree with them), without making the helpers below: in Redis's Lua,
 -- making those two dozen closures costs about as much as these calls' own commands.
-if capacity and now < next_due and (op == 'acquire' or (op == 'release' and ARGV[5]))
-    and redis.call('ZCARD', expiry) == 0 then
+if capacity and interval == 0 and asked_interval == 0 and now < next_due
+    and (op == 'acquire' or (op == 'release' and ARGV[5])) and redis.call('ZCARD', expiry) == 0 then
   local id = ARGV[3]
   if op == 'release' then
     local n = num(ARGV[5], 'n')
@@ -107,6 +139,11 @@ local function save()
   if dirty.fence then args[#args + 1] = 'fence'; args[#args + 1] = int(fence) end
   if dirty.next then args[#args + 1] = 'next'; args[#args + 1] = int(next_due) end
   if dirty.seq then args[#args + 1] = 'seq'; args[#args + 1] = int(seq) end
+  if dirty.rate then
+    args[#args + 1] = 'interval'; args[#args + 1] = int(interval)
+    args[#args + 1] = 'burst'; args[#args + 1] = int(burst)
+  end
+  if dirty.tat then args[#args + 1] = 'tat'; args[#args + 1] = int(tat) end
   if #args > 0 then redis.call('HSET', meta, unpack(args)) end
 end
 local function take(n)
@@ -118,6 +155,24 @@ local function due(at) -- something expires at `at`: the sweep must run from the
     next_due = at
     dirty.next = true
   end
+end
+
+-- The rate's token bucket, as admit::token_bucket counts (detail/token_bucket_math.hpp) in µs: µs from now until it
+-- holds n tokens (0: now); n never above the burst.
+local function token_wait(n)
+  if interval == 0 then return 0 end
+  local ready = math.max(tat, now - burst * interval) + n * interval
+  if ready <= now then return 0 end
+  return ready - now
+end
+local function take_tokens(n)
+  if interval == 0 then return end
+  tat = math.max(tat, now - burst * interval) + n * interval
+  dirty.tat = true
+end
+-- Too large ever to be admitted: above the capacity, or above the burst.
+local function too_large(n)
+  return n > capacity or (interval > 0 and n > burst)
 end
 
 -- A fencing token: strictly increasing per semaphore, and at least the server's time in µs, so that tokens keep
@@ -221,21 +276,22 @@ local function serve(mine, handed, all)
     if not n then
       -- an unreadable record: its waiter leaves (never an error: an error would leave the sweep half done)
       if id then drop_waiter(id) end
-    elseif n > capacity then
-      -- Larger than the capacity (cut since it queued): it could never be granted and would hold everyone back. It
+    elseif too_large(n) then
+      -- Larger than the capacity or the burst (cut since it queued): it could never be granted and would hold everyone back. It
       -- leaves the queue; its unreadable wake-up makes it poll, find itself unknown and ask again: exceeds_capacity.
       if drop_waiter(id) then
         redis.call('LPUSH', wake, id .. ':')
         redis.call('PEXPIRE', wake, 60000)
       end
-    elseif n > free then
-      -- does not fit yet: a waiter keeps its place at the head (one that left is dropped)
+    elseif n > free or token_wait(n) > 0 then
+      -- does not fit yet (permits or tokens): a waiter keeps its place at the head (one that left is dropped)
       if redis.call('ZSCORE', expiry, id) then
         redis.call('LPUSH', queue, record)
         return true
       end
     elseif drop_waiter(id) then -- else it left: dropped
       take(n)
+      take_tokens(n)
       local token, expires = grant(id, n, ttl)
       -- The wake-up carries the grant, "id:n:token:expiry:now", so that the waiter needs no call to learn it.
       local g = id .. ':' .. int(n) .. ':' .. int(token) .. ':' .. int(expires) .. ':' .. int(now)
@@ -249,9 +305,37 @@ local function serve(mine, handed, all)
   end
 end
 
+-- The permits the live waiters up to and including `id` ask for (all of them when `id` is nil or not queued): with a
+-- rate, the tokens that must come before `id` can be admitted. O(its place in the queue).
+local function queued_through(id)
+  local sum, at = 0, 0
+  while true do
+    local records = redis.call('LRANGE', queue, at, at + 99)
+    if #records == 0 then return sum end
+    local ids, ns = {}, {}
+    for i, record in ipairs(records) do
+      local wid, n = parse_waiter(record)
+      ids[i], ns[i] = wid or '', n or 0
+    end
+    for i, score in ipairs(redis.call('ZMSCORE', expiry, unpack(ids))) do
+      if score then
+        sum = sum + ns[i]
+        if ids[i] == id then return sum end
+      end
+    end
+    at = at + #records
+  end
+end
+
+-- An acquire that names another definition than the stored one (see ARGV[2]).
+local function definition_differs()
+  return not tonumber(ARGV[2]) and ARGV[2] ~= definition()
+end
+
 -- {status, a, now, grants handed to the caller...}
 local function with_grants(status, a, handed)
-  local r = { status, a, now }
+  local r = {
+  status, a, now }
   for _, g in ipairs(handed) do r[#r + 1] = g end
   return r
 end
@@ -269,19 +353,29 @@ end
 local run = {}
 
 function run.acquire(A)
-  -- A[3] id, [4] n, [5] lease ttl µs, [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key
+  -- A[3] id, [4] n, [5] lease ttl µs, [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key,
+  -- [10] (optional) the µs the caller waits at most, -1: no deadline. Queued: {1, seq, now, µs until the rate can
+  -- admit it after the waiters ahead (0: no rate, or it is not the rate that holds it back)}.
+  if definition_differs() then return { 7, 0, now, definition() } end
   local id, n, ttl = A[3], num(A[4], 'n'), num(A[5], 'lease ttl')
   -- Free permits go to the queue first; with none free, n <= free cannot hold and the queue need not be read.
   local others_first = free > 0 and serve(nil, nil)
-  if n > capacity then return { 4, capacity, now } end
-  if not others_first and n <= free then
+  if too_large(n) then return { 4, capacity, now } end
+  if not others_first and n <= free and token_wait(n) == 0 then
     take(n)
+    take_tokens(n)
     local token, expires = grant(id, n, ttl)
     return { 0, n, token, expires, now }
   end
   if A[6] ~= '1' then return { 2, free, now } end
   local most = num(A[7], 'max waiters') -- negative: no limit
   if most >= 0 and redis.call('ZCARD', expiry) >= most then return { 3, free, now } end
+  local ready = 0
+  if interval > 0 then
+    ready = token_wait(queued_through(nil) + n)
+    local budget = tonumber(A[10] or '-1') or -1
+    if budget >= 0 and ready > budget then return { 8, ready, now } end
+  end
   -- An id already waiting keeps its place and its first request; a new one joins the tail. (Ids are never reused:
   -- one that left and came back would find its old place, and its old request, if its record were still queued.)
   local until_us = now + num(A[8], 'waiter ttl')
@@ -291,7 +385,7 @@ function run.acquire(A)
   seq = seq + 1
   dirty.seq = true
   due(until_us)
-  return { 1, seq, now }
+  return { 1, seq, now, ready }
 end
 
 function run.poll(A)
@@ -302,7 +396,7 @@ function run.poll(A)
   if l then return l end
   if redis.call('ZSCORE', expiry, id) then
     redis.call('ZADD', expiry, int(now + num(A[4], 'waiter ttl')), id)
-    return { 1, 0, now }
+    return { 1, 0, now, interval > 0 and token_wait(queued_through(id)) or 0 }
   end
   return { 5, 0, now }
 end
@@ -361,9 +455,33 @@ function run.set_capacity(A)
   return with_grants(0, capacity, handed)
 end
 
+function run.set_limits(A)
+  -- A[3] the new definition "capacity/interval/burst", [4] the caller's wake key: the capacity as set_capacity sets
+  -- it; the bucket keeps the tokens it holds, up to the new burst (a new rate starts full)
+  local c, i, b = parse_definition(A[3])
+  if not c or (i == 0) ~= (b == 0) then
+    return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(A[3]))
+  end
+  take(capacity - c)
+  capacity = c
+  dirty.capacity = true
+  if interval == 0 or i == 0 then
+    tat = 0
+  else
+    local tokens = math.min(burst, (now - tat) / interval)
+    tat = math.floor(now - math.min(tokens, b) * i)
+  end
+  interval, burst = i, b
+  dirty.rate, dirty.tat = true, true
+  local handed = {}
+  serve(A[4], handed, true)
+  return with_grants(0, capacity, handed)
+end
+
 function run.inspect(A)
-  -- A[3] the most holders and waiters to list: {0, capacity, free, fence, now, holders, queue}, holders as
-  -- {id, n, token, expiry}, the queue in order as {id, n, waiter expiry}
+  -- A[3] the most holders and waiters to list: {0, capacity, free, fence, now, holders, queue, holder count, waiter
+  -- count, interval, burst, tokens}, holders as {id, n, token, expiry}, the queue in order as {id, n, waiter expiry};
+  -- interval, burst and tokens (whole tokens in the bucket now) are 0 without a rate
   if free > 0 then serve(nil, nil) end
   local most = num(A[3], 'limit')
   local hs = {}
@@ -385,7 +503,10 @@ function run.inspect(A)
     if #records < most then break end
     at = at + most
   end
-  return { 0, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('ZCARD', expiry) }
+  local tokens = 0
+  if interval > 0 then tokens = math.floor(math.min(burst, (now - tat) / interval)) end
+  return { 0, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('ZCARD', expiry), interval,
+    burst, tokens }
 end
 
 local function perform(A)
@@ -405,7 +526,8 @@ if op == 'batch' then
   local at = 4
   for k = 1, num(ARGV[3], 'batch size') do
     local c = num(ARGV[at], 'argument count')
-    local A = { ARGV[at + 1], ARGV[2] }
+    local A = {
+  ARGV[at + 1], ARGV[2] }
     for j = 2, c do A[j + 1] = ARGV[at + j] end
     reply[k] = perform(A)
     at = at + c + 1

@@ -57,11 +57,10 @@ std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t co
 }
 
 semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
-                               std::string semaphore_name, std::int64_t capacity, semaphore_options o)
+                               std::string semaphore_name, std::string definition_text, semaphore_options o)
     : conn(c),
       link(c),
       name(std::move(semaphore_name)),
-      initial_capacity(std::to_string(capacity)),
       options(std::move(o)),
       keys(semaphore_keys(name)),
       wake_key(key_prefix(name) + "wake:" + random_id()),
@@ -75,13 +74,14 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
       close_waker_(std::move(close_waker)),
       waker_timer_(c.get_executor()),
       renewal_strand_(asio::make_strand(c.get_executor())),
-      renewal_timer_(renewal_strand_) {
+      renewal_timer_(renewal_strand_),
+      definition_(std::move(definition_text)) {
   if (options.waiter_ttl.count() == 0) options.waiter_ttl = 3 * options.poll_interval + options.timeout;
 }
 
 command semaphore_core::make(const op_args& op) const {
   command c = script_call(keys);
-  c.arg(op.front()).arg(initial_capacity);
+  c.arg(op.front()).arg(definition());
   for (std::size_t i = 1; i < op.size(); ++i) c.arg(op[i]);
   return c;
 }
@@ -89,7 +89,7 @@ command semaphore_core::make(const op_args& op) const {
 command semaphore_core::make(const std::vector<op_batcher::op>& ops) const {
   if (ops.size() == 1) return make(ops.front().args);
   command c = script_call(keys);
-  c.arg("batch").arg(initial_capacity).arg(std::to_string(ops.size()));
+  c.arg("batch").arg(definition()).arg(std::to_string(ops.size()));
   for (const auto& o : ops) {
     c.arg(std::to_string(o.args.size()));
     for (const auto& a : o.args) c.arg(a);
@@ -121,7 +121,8 @@ result semaphore_core::call(std::optional<steady::time_point> deadline, op_args 
   return answered.get();
 }
 
-semaphore_core::op_args semaphore_core::acquire_op(const std::string& id, std::int64_t n, bool wait) const {
+semaphore_core::op_args semaphore_core::acquire_op(const std::string& id, std::int64_t n, bool wait,
+                                                   std::optional<steady::time_point> deadline) const {
   // -1: no limit (the script then does not count the queue).
   const std::string max_waiters =
       options.max_waiters >= static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
@@ -134,7 +135,10 @@ semaphore_core::op_args semaphore_core::acquire_op(const std::string& id, std::i
           wait ? "1" : "0",
           max_waiters,
           std::to_string(to_us(options.waiter_ttl)),
-          wake_key};
+          wake_key,
+          deadline ? std::to_string(std::max<std::int64_t>(
+                         0, std::chrono::duration_cast<std::chrono::microseconds>(*deadline - steady::now()).count()))
+                   : "-1"};
 }
 
 std::optional<semaphore_result> semaphore_core::judge(const std::string& id, const boost::system::error_code& ec,
@@ -157,6 +161,10 @@ std::optional<semaphore_result> semaphore_core::judge(const std::string& id, con
       return semaphore_result(admit::errc::queue_full);
     case too_large:
       return semaphore_result(admit::errc::exceeds_capacity);
+    case conflict:
+      return semaphore_result(admit::errc::definition_conflict);
+    case too_late:
+      return semaphore_result(admit::errc::timeout);
     default:
       break;
   }

@@ -57,6 +57,8 @@ enum sem_status : std::int64_t {
   too_large = 4,
   unknown = 5,
   left = 6,
+  conflict = 7,  // another definition is stored (admission)
+  too_late = 8,  // the rate cannot admit it within its deadline (admission)
 };
 
 const script& semaphore_script();
@@ -84,8 +86,9 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   using grant_reply = wake_registry::grant;
 
   // `waker`: a client of the same server(s) of its own, for the blocking BLMPOP; `close_waker` closes it.
+  // `definition`: the script's ARGV[2], a semaphore's capacity or an admission's "capacity/interval/burst".
   semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
-                 std::string semaphore_name, std::int64_t capacity, semaphore_options o);
+                 std::string semaphore_name, std::string definition, semaphore_options o);
   semaphore_core(const semaphore_core&) = delete;
   semaphore_core& operator=(const semaphore_core&) = delete;
 
@@ -123,7 +126,10 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
     const auto d = admit::detail::deadline_after<steady>(steady::now(), options.timeout);
     return limit ? std::min(d, *limit) : d;
   }
-  op_args acquire_op(const std::string& id, std::int64_t n, bool wait) const;
+  // An acquire of n under `id`; waiting, with the wait's `deadline` (the script refuses at once what the rate cannot
+  // admit by then).
+  op_args acquire_op(const std::string& id, std::int64_t n, bool wait,
+                     std::optional<steady::time_point> deadline = std::nullopt) const;
   // What an acquire call's reply means: a result, or nullopt when the request is queued. A failed call leaves the
   // request behind on the server (queued or granted): it is abandoned.
   std::optional<semaphore_result> judge(const std::string& id, const boost::system::error_code& ec, const reply& r,
@@ -190,10 +196,19 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
     close_waker_();
   }
 
+  // The script's ARGV[2] (see the constructor), which set_definition changes (admission::set_limits). Thread-safe.
+  std::string definition() const {
+    const admit::detail::lock_guard lock(definition_mutex_);
+    return definition_;
+  }
+  void set_definition(std::string d) {
+    const admit::detail::lock_guard lock(definition_mutex_);
+    definition_ = std::move(d);
+  }
+
   client& conn;      // for blocking calls of their own (inspect, and call()'s when nothing else is in flight)
   client_link link;  // for the calls of `batcher`, whose handlers may run after the client's destruction
   std::string name;
-  std::string initial_capacity;  // the capacity to start with (ARGV[2])
   semaphore_options options;
   std::vector<std::string> keys;
   std::string wake_key;
@@ -242,6 +257,9 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
 
   background_work background_;
   semaphore_gauges gauges_;
+
+  mutable admit::detail::mutex definition_mutex_;
+  std::string definition_ ADMIT_GUARDED_BY(definition_mutex_);
 };
 
 // One lease's shared state: what the lease object, its renewal and a release in flight share.

@@ -67,6 +67,11 @@ std::pair<semaphore_snapshot, std::error_code> parse_snapshot(const result& r) {
   }
   s.holder_count = e[7].is_integer() ? e[7].integer() : 0;
   s.waiter_count = e[8].is_integer() ? e[8].integer() : 0;
+  if (e.size() >= 12 && e[9].is_integer() && e[10].is_integer() && e[11].is_integer()) {
+    s.token_interval = std::chrono::microseconds(e[9].integer());
+    s.burst = e[10].integer();
+    s.tokens = e[11].integer();
+  }
   return {s, {}};
 }
 
@@ -114,28 +119,37 @@ void check_options(const semaphore_options& options) {
 
 }  // namespace
 
-semaphore::semaphore(connection& conn, std::string name, std::int64_t capacity, semaphore_options options) {
-  check_semaphore_name(name);
+semaphore::defined_by semaphore::capacity_definition(std::int64_t capacity) {
   check_capacity(capacity);
+  return {std::to_string(capacity)};
+}
+
+semaphore::semaphore(connection& conn, std::string name, std::int64_t capacity, semaphore_options options)
+    : semaphore(conn, std::move(name), capacity_definition(capacity), std::move(options)) {}
+
+semaphore::semaphore(cluster& c, std::string name, std::int64_t capacity, semaphore_options options)
+    : semaphore(c, std::move(name), capacity_definition(capacity), std::move(options)) {}
+
+semaphore::semaphore(connection& conn, std::string name, defined_by d, semaphore_options options) {
+  check_semaphore_name(name);
   check_options(options);
   auto waker = std::make_unique<connection>(conn.get_executor(), conn.options());
   connection* w = waker.get();
   core_ = std::make_shared<detail::semaphore_core>(
-      conn, std::move(waker), [w] { (void)w->close_for(std::chrono::nanoseconds::zero()); }, std::move(name), capacity,
-      std::move(options));
+      conn, std::move(waker), [w] { (void)w->close_for(std::chrono::nanoseconds::zero()); }, std::move(name),
+      std::move(d.definition), std::move(options));
 }
 
-semaphore::semaphore(cluster& c, std::string name, std::int64_t capacity, semaphore_options options) {
+semaphore::semaphore(cluster& c, std::string name, defined_by d, semaphore_options options) {
   check_semaphore_name(name);
-  check_capacity(capacity);
   check_options(options);
   // Its own cluster client, seeded with the node this one was given: BLMPOP routes by its key, to the semaphore's slot.
   auto waker =
       std::make_unique<cluster>(c.get_executor(), std::vector<connection_options>{c.node_options()}, c.options());
   cluster* w = waker.get();
   core_ = std::make_shared<detail::semaphore_core>(
-      c, std::move(waker), [w] { (void)w->close_for(std::chrono::nanoseconds::zero()); }, std::move(name), capacity,
-      std::move(options));
+      c, std::move(waker), [w] { (void)w->close_for(std::chrono::nanoseconds::zero()); }, std::move(name),
+      std::move(d.definition), std::move(options));
 }
 
 semaphore::~semaphore() { core_->close(); }

@@ -82,7 +82,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     }
     sent_ = steady::now();
     core_->async_command(
-        core_->acquire_op(id_, n_, true), core_->call_deadline(deadline_),
+        core_->acquire_op(id_, n_, true, deadline_), core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
           self->core_->breaker.report(as_error(ec), self->pass_, steady::now());
           if (self->state_ == state::leaving) {
@@ -108,7 +108,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
             self->told_queued_ = true;
             self->core_->options.on_queued();
           }
-          self->arm();
+          self->arm(rate_wait(r));
         }));
   }
   // Queues again under a new identity (a late wake-up for the old one is then nobody's).
@@ -117,8 +117,18 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     id_ = random_id();
     enqueue();
   }
-  void arm() {
-    poll_timer_.expires_after(core_->options.poll_interval);
+  // With a rate: µs until it can admit this waiter (the queued reply's fourth element; 0 when there is none or it is
+  // not the rate that holds it back).
+  static std::int64_t rate_wait(const reply& r) {
+    const auto v = integers(r, 4);
+    return v ? std::max<std::int64_t>((*v)[3], 0) : 0;
+  }
+  // Polls after poll_interval, or sooner when the rate can admit this waiter sooner (nobody's release wakes a waiter
+  // held back by the rate: it asks at its tokens' time, and the poll that finds them there is granted).
+  void arm(std::int64_t rate_wait_us = 0) {
+    auto after = std::chrono::duration_cast<steady::duration>(core_->options.poll_interval);
+    if (rate_wait_us > 0) after = std::min<steady::duration>(after, std::chrono::microseconds(rate_wait_us));
+    poll_timer_.expires_after(after);
     poll_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (!ec) self->poll();
     });
@@ -135,7 +145,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           if (ec == errc::closed) return self->complete(as_error(ec), leave::nothing);  // nobody will answer
           if (ec) return self->arm();  // Redis is away: ask again later, until the deadline
           const auto v = integers(r, 1);
-          if (v && (*v)[0] == queued) return self->arm();
+          if (v && (*v)[0] == queued) return self->arm(rate_wait(r));
           if (v && (*v)[0] == unknown) return self->requeue();  // our place expired: queue again
           const auto l = integers(r, 5);
           if (v && (*v)[0] == granted && l) {

@@ -152,7 +152,7 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
     EXPECT_EQ(shape(r.value.elements()[i]), separate[i]) << "operation " << i << " (" << ops[i].front() << ")";
   }
   EXPECT_EQ(separate[0], "[0 1 T T T ]");  // granted
-  EXPECT_EQ(separate[1], "[1 1 T ]");      // queued, first
+  EXPECT_EQ(separate[1], "[1 1 T 0 ]");    // queued, first (no rate: 0 µs until tokens)
   EXPECT_EQ(separate[2], "[0 1 T b:1 ]");  // released, handed to b
   EXPECT_EQ(separate[3], "[0 1 T T T ]");  // b holds it
   EXPECT_EQ(separate[5], "[0 1 T ]");      // released
