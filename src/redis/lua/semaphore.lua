@@ -1,10 +1,7 @@
---admit distributed admission(admit::redis::semaphore, admit::redis::admission)
-    : leases on the server's clock, --fencing tokens,
-a FIFO queue of waiters served by hand - off,
-and optionally a rate : a token bucket that a request-- must find n tokens in, together with its n permits,
-to be admitted(reserve - then - commit
-               : a waiter holds neither)
-    .--A semaphore is an admission without a rate.One script; ARGV[1] names the operation. Not a limiter script: no
+-- admit distributed admission (admit::redis::semaphore, admit::redis::admission): leases on the server's clock,
+-- fencing tokens, a FIFO queue of waiters served by hand-off, and optionally a rate: a token bucket that a request
+-- must find n tokens in, together with its n permits, to be admitted (reserve-then-commit: a waiter holds neither).
+-- A semaphore is an admission without a rate. One script; ARGV[1] names the operation. Not a limiter script: no
 -- common.lua.
 --
 -- KEYS (every key shares the semaphore's hash tag {name}, so a Redis Cluster keeps them in one slot):
@@ -334,8 +331,7 @@ end
 
 -- {status, a, now, grants handed to the caller...}
 local function with_grants(status, a, handed)
-  local r = {
-  status, a, now }
+  local r = { status, a, now }
   for _, g in ipairs(handed) do r[#r + 1] = g end
   return r
 end
@@ -526,8 +522,7 @@ if op == 'batch' then
   local at = 4
   for k = 1, num(ARGV[3], 'batch size') do
     local c = num(ARGV[at], 'argument count')
-    local A = {
-  ARGV[at + 1], ARGV[2] }
+    local A = { ARGV[at + 1], ARGV[2] }
     for j = 2, c do A[j + 1] = ARGV[at + j] end
     reply[k] = perform(A)
     at = at + c + 1
