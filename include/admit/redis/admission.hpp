@@ -50,6 +50,8 @@ class admission {
   using clock = std::chrono::steady_clock;
   using duration = clock::duration;
   using time_point = clock::time_point;
+  // The capacity inspect() shows for max_in_flight 0 (no concurrency limit).
+  static constexpr std::int64_t unlimited_capacity = std::int64_t{1} << 50;
 
   // The admission `name` (the hash tag of its keys: no '{' or '}') on `conn`'s server, or on a Redis Cluster. Throws
   // std::invalid_argument naming the bad value: the name, a burst < 1 with a finite rate, max_in_flight outside

@@ -11,6 +11,7 @@
 
 #include "admit/detail/deadline.hpp"
 #include "admit/redis/client/connection.hpp"
+#include "admit/redis/admission.hpp"
 #include "admit/redis/client/options.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "cli/common/decimal.hpp"
@@ -69,8 +70,16 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
                 const std::vector<nlohmann::json>& runs) {
   nlohmann::ordered_json j;
   j["name"] = name;
-  j["capacity"] = s.capacity;
-  j["available"] = s.available;
+  // An admission without a concurrency limit: no capacity (null), every permit available.
+  const bool unlimited = s.capacity >= redis::admission::unlimited_capacity;
+  j["capacity"] = unlimited ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s.capacity);
+  j["available"] = unlimited ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s.available);
+  if (s.token_interval.count() > 0) {
+    j["rate"] = {{"rate", admit::rate::every(s.token_interval).to_string()},
+                 {"interval_us", s.token_interval.count()},
+                 {"burst", s.burst},
+                 {"tokens", s.tokens}};
+  }
   j["last_fencing_token"] = s.last_fencing_token;
   j["server_time_us"] = s.server_time.count();
   j["holder_count"] = s.holder_count;
@@ -99,8 +108,17 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
 
 void print_text(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s,
                 const std::vector<nlohmann::json>& runs) {
-  out << "semaphore " << quote(name) << ": capacity " << s.capacity << ", available " << s.available << ", "
-      << s.holder_count << " holder(s), " << s.waiter_count << " waiting; last fencing token " << s.last_fencing_token
+  out << "semaphore " << quote(name) << ": ";
+  if (s.capacity >= redis::admission::unlimited_capacity) {
+    out << "no concurrency limit, ";
+  } else {
+    out << "capacity " << s.capacity << ", available " << s.available << ", ";
+  }
+  if (s.token_interval.count() > 0) {
+    out << "rate " << admit::rate::every(s.token_interval).to_string() << " (burst " << s.burst << ", " << s.tokens
+        << " token(s) now), ";
+  }
+  out << s.holder_count << " holder(s), " << s.waiter_count << " waiting; last fencing token " << s.last_fencing_token
       << "\n";
   if (!s.holders.empty()) {
     out << "holders (soonest expiry first"

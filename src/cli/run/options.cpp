@@ -109,8 +109,8 @@ run_settings check(const run_options& o) {
     if (!s.redis) throw usage_error("--kill-after applies only with --redis (after --on-lease-lost=term's SIGTERM)");
     s.kill_after = positive("--kill-after", *o.kill_after);
   }
-  if (o.set_capacity && (!s.redis || s.concurrency == 0)) {
-    throw usage_error("--set-capacity applies only with --redis and --concurrency N (the capacity it sets)");
+  if (o.set_capacity && !s.redis) {
+    throw usage_error("--set-capacity applies only with --redis (it sets the definition Redis stores for every host)");
   }
   s.set_capacity = o.set_capacity;
   s.quiet = o.quiet;

@@ -52,8 +52,8 @@ struct run_settings {
   lease_lost_action on_lease_lost = lease_lost_action::term;
   std::chrono::nanoseconds kill_after = std::chrono::seconds(10);
   bool quiet = false, json = false;
-  // With --redis: a semaphore that exists with another capacity gets --concurrency as its capacity, for the whole
-  // fleet (without it, such a semaphore is refused: two capacities for one name would each hold for nobody).
+  // With --redis: a limit that exists with another definition (--concurrency, --rate, --burst) gets this run's, for
+  // the whole fleet (without it, such a limit is refused: two definitions for one name would each hold for nobody).
   bool set_capacity = false;
   std::vector<std::string> command;
 };

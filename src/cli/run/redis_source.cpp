@@ -18,10 +18,10 @@
 #include <thread>
 
 #include "admit/errc.hpp"
+#include "admit/redis/admission.hpp"
 #include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/options.hpp"
-#include "admit/redis/gcra.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "cli/common/duration.hpp"
 #include "cli/common/io_runner.hpp"
@@ -89,8 +89,9 @@ std::string info_json(const run::entry_info& info) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// Everything the source and its permits share: the connection and its thread, the semaphore, the rate limiter, and
-// the eventfd that says the lease was lost. Destroyed last (the permit holds it).
+// Everything the source and its permits share: the connection and its thread, the admission (the rate and the
+// concurrency limit, decided together in Redis), and the eventfd that says the lease was lost. Destroyed last (the
+// permit holds it).
 struct redis_run_state {
   run::run_settings settings;
   run::entry_info info;
@@ -98,32 +99,34 @@ struct redis_run_state {
   redis::connection conn;                 // the URL's server: checked first; the limit's when it is not a cluster
   std::unique_ptr<redis::cluster> nodes;  // when the URL's server is a Redis Cluster node (a seed of this client)
   int lost = -1;                          // eventfd, written by the semaphore's on_lease_lost
-  std::unique_ptr<redis::semaphore> sem;
-  std::unique_ptr<redis::gcra> rate;
+  std::unique_ptr<redis::admission> limit;
   std::function<void()> on_queued;  // set while an acquisition waits
   // Set when Redis did not answer in time what ends a wait (the wait itself, or its queue-leave within
   // past_deadline): the teardown then waits for nothing Redis would have to answer (what is left expires there).
   bool abandoned = false;
   std::mutex mutex;
   redis::semaphore_options semaphore_options;
-  redis::limiter_options limiter_options;
 
   // Once Redis answers: asks the URL's server whether it is a Redis Cluster node (then the limit goes through a
-  // cluster client seeded with it: its keys share the hash tag {name}, one slot) and makes the semaphore and the
-  // rate limiter. A server that does not answer INFO (an ACL user without it) is taken as a single server.
+  // cluster client seeded with it: its keys share the hash tag {name}, one slot) and makes the admission. A server
+  // that does not answer INFO (an ACL user without it) is taken as a single server.
   void make_limits() {
-    if (sem || rate) return;
+    if (limit) return;
     // The whole call timeout, whatever is left of --timeout: an INFO cut short would take a cluster node for a
     // single server (decided once), and its MOVED replies for a lasting failure.
     nodes = learn_topology(conn, call_timeout).nodes;
-    if (settings.concurrency > 0) {
-      sem = nodes ? std::make_unique<redis::semaphore>(*nodes, settings.name, settings.concurrency, semaphore_options)
-                  : std::make_unique<redis::semaphore>(conn, settings.name, settings.concurrency, semaphore_options);
+    limit = nodes ? std::make_unique<redis::admission>(*nodes, settings.name, limits(settings), semaphore_options)
+                  : std::make_unique<redis::admission>(conn, settings.name, limits(settings), semaphore_options);
+  }
+  // --concurrency, --rate and --burst as the admission's definition.
+  static admission_options limits(const run::run_settings& s) {
+    admission_options o;
+    o.max_in_flight = s.concurrency;
+    if (s.rate) {
+      o.rate = *s.rate;
+      o.burst = s.burst;
     }
-    if (settings.rate) {
-      rate =
-          std::make_unique<redis::gcra>(limit_client(), settings.name, *settings.rate, settings.burst, limiter_options);
-    }
+    return o;
   }
 
   redis_run_state(const run::run_settings& s, const run::entry_info& i, const redis::connection_options& o)
@@ -131,15 +134,14 @@ struct redis_run_state {
     if (lost < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
   }
   ~redis_run_state() {
-    if (sem) {
+    if (limit) {
       if (abandoned) {
-        (void)sem->shutdown(steady::now());
+        (void)limit->shutdown(steady::now());
       } else {
-        (void)sem->shutdown();
+        (void)limit->shutdown();
       }
     }
-    sem.reset();
-    rate.reset();
+    limit.reset();
     if (nodes) (void)(abandoned ? nodes->close_until(steady::now()) : nodes->close());
     if (abandoned) (void)conn.close_until(steady::now());
     ::close(lost);
@@ -156,8 +158,9 @@ struct redis_run_state {
 
 class redis_held final : public run::held_permit {
  public:
-  redis_held(std::shared_ptr<redis_run_state> st, redis::lease l)
-      : st_(std::move(st)), lease_(std::move(l)), info_(st_->info) {
+  // `l`: the permit the run holds; none when only the rate limits it (`token`: the fencing token of its admission).
+  redis_held(std::shared_ptr<redis_run_state> st, redis::lease l, std::int64_t token = 0)
+      : st_(std::move(st)), lease_(std::move(l)), info_(st_->info), token_(token) {
     info_.started_unix_ms = run::unix_time_ms();  // what inspect shows is the run time, not the wait
     if (lease_) {
       id_ = lease_.id();
@@ -223,151 +226,101 @@ class redis_source final : public run::permit_source {
       return fail(why, *f);
     }
     st_->make_limits();
-    if (st_->sem) {
-      if (auto problem = check_capacity()) return fail(why, *problem);
+    if (s.set_capacity) {
+      if (const auto e = st_->limit->set_limits(redis_run_state::limits(s))) return fail(why, st_->failure(e));
     }
-    redis::lease lease;
-    if (st_->sem) {
-      // The status line and the "waiting" event once the request is in the queue.
-      std::mutex m;
-      std::condition_variable_any cv;
-      bool queued = false;
-      {
-        std::lock_guard lock(st_->mutex);
-        st_->on_queued = [&] {
-          std::lock_guard l(m);
-          queued = true;
-          cv.notify_all();
-        };
-      }
-      std::jthread status([&](std::stop_token done) {
-        std::unique_lock l(m);
-        if (!cv.wait(l, done, [&] { return queued; })) return;
-        l.unlock();
-        for (bool first = true;; first = false) {
-          run::wait_progress p;  // position 0: Redis does not say a waiter's place without its identity
-          p.capacity = s.concurrency;
-          // Bounded by the wait's end, so that joining this thread cannot hold the run past --timeout.
-          const auto by_call = steady::now() + call_timeout;
-          const auto [snap, ec] = redis::inspect_semaphore_until(
-              st_->limit_client(), s.name, deadline ? std::min(by_call, *deadline + past_deadline) : by_call, 1);
-          if (!ec) {
-            p.waiting = static_cast<std::size_t>(snap.waiter_count);
+    // The status line and the "waiting" event once the request is in the queue.
+    std::mutex m;
+    std::condition_variable_any cv;
+    bool queued = false;
+    {
+      std::lock_guard lock(st_->mutex);
+      st_->on_queued = [&] {
+        std::lock_guard l(m);
+        queued = true;
+        cv.notify_all();
+      };
+    }
+    std::jthread status([&](std::stop_token done) {
+      std::unique_lock l(m);
+      if (!cv.wait(l, done, [&] { return queued; })) return;
+      l.unlock();
+      for (bool first = true;; first = false) {
+        run::wait_progress p;  // position 0: Redis does not say a waiter's place without its identity
+        p.capacity = s.concurrency;
+        // Bounded by the wait's end, so that joining this thread cannot hold the run past --timeout.
+        const auto by_call = steady::now() + call_timeout;
+        const auto [snap, ec] = redis::inspect_semaphore_until(
+            st_->limit_client(), s.name, deadline ? std::min(by_call, *deadline + past_deadline) : by_call, 1);
+        if (!ec) {
+          p.waiting = static_cast<std::size_t>(snap.waiter_count);
+          if (s.concurrency > 0) {
             p.held = snap.capacity - snap.available;
             p.capacity = snap.capacity;
           }
-          if (progress && (first || !ec)) progress(p);
-          if (!status_line) return;  // the "waiting" event is said; nobody watches the rest
-          l.lock();
-          cv.wait_for(l, done, status_every, [] { return false; });
-          if (done.stop_requested()) return;
-          l.unlock();
-        }
-      });
-      redis::semaphore_result r = admit::errc::would_block;
-      bool cut = false;         // Redis did not end the wait by --timeout
-      bool unanswered = false;  // nor answer its queue-leave within past_deadline
-      if (no_wait) {
-        r = st_->sem->try_acquire(s.weight);
-      } else {
-        // Asynchronous, so that this thread ends the wait by --timeout even when Redis does not answer the call
-        // that would end it.
-        redis::semaphore& sem = *st_->sem;
-        const auto initiate = [&](boost::asio::cancellation_slot slot, auto done) {
-          auto handler = boost::asio::bind_cancellation_slot(slot, [done](std::error_code ec, redis::lease l) {
-            done(ec ? redis::semaphore_result(ec) : redis::semaphore_result(std::move(l)));
-          });
-          if (deadline) {
-            sem.async_acquire_until(*deadline, s.weight, std::move(handler));
-          } else {
-            sem.async_acquire(s.weight, std::move(handler));
+          // The rate's tokens are short: the head starts once they are there (this run after those ahead of it).
+          if (snap.token_interval.count() > 0 && snap.tokens < s.weight) {
+            p.rate_wait =
+                std::chrono::duration_cast<std::chrono::nanoseconds>(snap.token_interval * (s.weight - snap.tokens));
           }
-        };
-        r = wait_bounded<redis::semaphore_result>(st_->conn.get_executor(), initiate, past(deadline), stop, cut);
-        if (!r && !cut) {
-          // An asynchronous wait that ends leaves the queue in the background: its call answered within
-          // past_deadline of --timeout, or it is left to expire in Redis.
-          auto until = steady::now() + call_timeout;
-          if (deadline) until = std::min(until, std::max(steady::now(), *deadline) + past_deadline);
-          unanswered = sem.shutdown(until).first > 0;
         }
-        st_->abandoned = cut || unanswered;
+        if (progress && (first || !ec)) progress(p);
+        if (!status_line) return;  // the "waiting" event is said; nobody watches the rest
+        l.lock();
+        cv.wait_for(l, done, status_every, [] { return false; });
+        if (done.stop_requested()) return;
+        l.unlock();
       }
-      status.request_stop();
-      status.join();
-      {
-        std::lock_guard lock(st_->mutex);
-        st_->on_queued = nullptr;
-      }
-      if (cut) return fail(why, silent());
-      if (!r) {
-        return refuse(why, r.error(), r.error() == admit::errc::timeout && deadline && steady::now() >= *deadline,
-                      unanswered);
-      }
-      lease = std::move(*r);
-    }
-    if (st_->rate) {
-      bool out_of_time = false, cut = false;
-      if (auto e = wait_for_rate(deadline, no_wait, stop, progress, out_of_time, cut)) {
-        if (cut) {
-          st_->abandoned = true;
-          if (lease) lease.async_release(boost::asio::detached);  // sent, not waited for: Redis is not answering
-          return fail(why, silent());
+    });
+    redis::semaphore_result r = admit::errc::would_block;
+    bool cut = false;         // Redis did not end the wait by --timeout
+    bool unanswered = false;  // nor answer its queue-leave within past_deadline
+    redis::admission& limit = *st_->limit;
+    if (no_wait) {
+      r = limit.try_acquire(0, s.weight);
+    } else {
+      // Asynchronous, so that this thread ends the wait by --timeout even when Redis does not answer the call that
+      // would end it.
+      const auto initiate = [&](boost::asio::cancellation_slot slot, auto done) {
+        auto handler = boost::asio::bind_cancellation_slot(slot, [done](std::error_code ec, redis::lease l) {
+          done(ec ? redis::semaphore_result(ec) : redis::semaphore_result(std::move(l)));
+        });
+        if (deadline) {
+          limit.async_acquire_until(*deadline, 0, s.weight, std::move(handler));
+        } else {
+          limit.async_acquire(0, s.weight, std::move(handler));
         }
-        if (lease) (void)lease.release();
-        return refuse(why, e, out_of_time);
+      };
+      r = wait_bounded<redis::semaphore_result>(st_->conn.get_executor(), initiate, past(deadline), stop, cut);
+      if (!r && !cut) {
+        // An asynchronous wait that ends leaves the queue in the background: its call answered within past_deadline
+        // of --timeout, or it is left to expire in Redis.
+        auto until = steady::now() + call_timeout;
+        if (deadline) until = std::min(until, std::max(steady::now(), *deadline) + past_deadline);
+        unanswered = limit.shutdown(until).first > 0;
       }
-      if (lease && lease.state() == redis::lease_state::lost) {  // lost while the rate made it wait
-        (void)lease.release();
-        redis_failure f;
-        f.error = admit::errc::timeout;
-        f.transient = true;
-        f.message = "the permit of " + quote(s.name) + " at " + st_->where() +
-                    " was lost while the rate made it wait (Redis did not renew it within --lease-ttl)";
-        return fail(why, f);
-      }
+      st_->abandoned = cut || unanswered;
     }
-    return std::make_unique<redis_held>(st_, std::move(lease));
+    status.request_stop();
+    status.join();
+    {
+      std::lock_guard lock(st_->mutex);
+      st_->on_queued = nullptr;
+    }
+    if (cut) return fail(why, silent());
+    if (!r) {
+      if (r.error() == admit::errc::definition_conflict) return fail(why, conflict());
+      // A timeout before the deadline is the rate's answer: it could not admit the run by then.
+      return refuse(why, r.error(), r.error() == admit::errc::timeout && deadline, unanswered);
+    }
+    if (s.concurrency > 0) return std::make_unique<redis_held>(st_, std::move(*r));
+    // The rate alone: the tokens are spent, the lease's permit limits nothing; it goes back at once.
+    const std::int64_t token = r->fencing_token();
+    (void)r->release();
+    return std::make_unique<redis_held>(st_, redis::lease(), token);
   }
 
  private:
-  // Takes the rate's tokens, sleeping each refusal's retry_after (on `stop` or past `deadline`: the error).
-  // `out_of_time`: set when the error is errc::timeout because the rate cannot admit by `deadline` (not a Redis
-  // call's timeout); `cut`: when Redis did not answer a decision by --timeout.
-  // `progress` is told once, when the rate first makes it wait (the "waiting" event).
-  std::error_code wait_for_rate(std::optional<steady::time_point> deadline, bool no_wait, std::stop_token stop,
-                                const std::function<void(const run::wait_progress&)>& progress, bool& out_of_time,
-                                bool& cut) {
-    std::mutex m;
-    std::condition_variable_any cv;
-    for (bool told = !progress;; told = true) {
-      const redis::gcra& rate = *st_->rate;
-      const auto initiate = [&](boost::asio::cancellation_slot slot, auto done) {
-        rate.async_decide_detailed("admit-run", st_->settings.weight,
-                                   boost::asio::bind_cancellation_slot(slot, std::move(done)));
-      };
-      const redis::limiter_result r =
-          wait_bounded<redis::limiter_result>(st_->conn.get_executor(), initiate, past(deadline), {}, cut);
-      if (cut) return admit::errc::timeout;
-      if (r.error) return r.error;
-      if (r.decision.admitted) return {};
-      if (no_wait) return admit::errc::would_block;
-      const auto at = steady::now() + r.decision.retry_after;
-      if (deadline && at > *deadline) {
-        out_of_time = true;  // the rate could not admit it in time: fail now rather than at the deadline
-        return admit::errc::timeout;
-      }
-      if (!told) {
-        run::wait_progress p;
-        p.capacity = st_->settings.concurrency;
-        p.rate_wait = r.decision.retry_after;
-        progress(p);
-      }
-      std::unique_lock l(m);
-      if (cv.wait_until(l, stop, at, [] { return false; }) || stop.stop_requested()) return admit::errc::cancelled;
-    }
-  }
-
   // How long a wait may take: `deadline` and the time its last call may take to be answered.
   static std::optional<steady::time_point> past(std::optional<steady::time_point> deadline) {
     if (!deadline) return std::nullopt;
@@ -384,25 +337,25 @@ class redis_source final : public run::permit_source {
     return f;
   }
 
-  // The semaphore's capacity in Redis is --concurrency's, or made so with --set-capacity: a semaphore that exists keeps
-  // the capacity it was made with, and a run that asked for fewer would otherwise share more.
-  std::optional<redis_failure> check_capacity() {
+  // The limit exists in Redis with another definition: both named as the options that give them, and how to change it.
+  redis_failure conflict() {
     const run::run_settings& s = st_->settings;
-    const auto [snap, ec] = st_->sem->inspect(0);
-    if (ec == admit::errc::not_found) return std::nullopt;  // the first acquisition makes it with --concurrency
-    if (ec) return st_->failure(ec, snap.error_reply);
-    if (snap.capacity == s.concurrency) return std::nullopt;
-    if (s.set_capacity) {
-      if (const auto e = st_->sem->set_capacity(s.concurrency)) return st_->failure(e);
-      return std::nullopt;
-    }
+    const auto [stored, ec] = st_->limit->inspect(0);
+    std::string given = s.concurrency > 0 ? "--concurrency " + std::to_string(s.concurrency) : "no --concurrency";
+    given += s.rate ? " --rate " + s.rate->to_string() + " --burst " + std::to_string(s.burst) : " without --rate";
     redis_failure f;
     f.error = admit::errc::exceeds_capacity;
-    f.message = "the semaphore " + quote(s.name) + " at " + st_->where() + " has capacity " +
-                std::to_string(snap.capacity) + ", not --concurrency " + std::to_string(s.concurrency) +
-                ": every admit run of one name must give the same; add --set-capacity to make it " +
-                std::to_string(s.concurrency) + " for every host";
+    f.message = quote(s.name) + " at " + st_->where() + " is " + (ec ? "defined otherwise" : as_options(stored)) +
+                ", not " + given + ": every admit run of one name must give the same; add --set-capacity to make it " +
+                "this run's for every host";
     return f;
+  }
+  // A stored definition as the options that would give it.
+  static std::string as_options(const redis::semaphore_snapshot& d) {
+    std::string s = d.capacity < redis::admission::unlimited_capacity ? "--concurrency " + std::to_string(d.capacity)
+                                                                      : "no --concurrency";
+    if (d.token_interval.count() == 0) return s + " without --rate";
+    return s + " --rate " + admit::rate::every(d.token_interval).to_string() + " --burst " + std::to_string(d.burst);
   }
 
   std::unique_ptr<run::held_permit> fail(run::refusal& why, const redis_failure& f) {
@@ -476,14 +429,17 @@ std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_setting
       if (p->on_queued) p->on_queued();
     }
   };
-  st->limiter_options.timeout = call_timeout;
-  st->limiter_options.breaker.failure_threshold = 0;  // one process, one decision at a time: every one asks Redis
-  // The checks the constructors make, made now: bad input is exit status 2 before any connection.
+  // The checks the constructor makes, made now: bad input is exit status 2 before any connection.
   try {
     redis::check_semaphore_name(s.name);
-    if (s.rate) (void)redis::gcra(st->conn, s.name, *s.rate, s.burst, st->limiter_options);
   } catch (const std::invalid_argument& e) {
     throw usage_error("invalid --name " + quote(s.name) + ": " + without_cpp_name(e.what()));
+  }
+  try {
+    (void)redis::describe(redis_run_state::limits(s));
+  } catch (const std::invalid_argument& e) {
+    throw usage_error("invalid --rate " + (s.rate ? quote(s.rate->to_string()) : std::string("inf")) +
+                      " with --burst " + std::to_string(s.burst) + ": " + without_cpp_name(e.what()));
   }
   return std::make_unique<redis_source>(std::move(st));
 }

@@ -80,6 +80,10 @@ void reporter::waiting(const wait_progress& p, std::chrono::nanoseconds waited) 
     j["waiting"] = p.waiting;
     j["held"] = p.held;
     j["capacity"] = p.capacity == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.capacity);
+    // With a rate whose tokens are short: about how long until the bucket holds this run's (null otherwise).
+    j["rate_wait_ms"] = p.rate_wait
+                            ? nlohmann::ordered_json(std::chrono::ceil<std::chrono::milliseconds>(*p.rate_wait).count())
+                            : nlohmann::ordered_json(nullptr);
     emit(j);
   }
   waiting_reported_ = true;

@@ -73,8 +73,8 @@ subcommand add_run_command(CLI::App& app) {
   cmd->add_option("--kill-after", ro.kill_after, "after --on-lease-lost=term's SIGTERM, SIGKILL (default 10s)")
       ->type_name("DURATION");
   cmd->add_flag("--set-capacity", ro.set_capacity,
-                "with --redis: if the semaphore NAME exists with another capacity, make it --concurrency for every "
-                "host (without it, that is refused: one name, one capacity)");
+                "with --redis: if the limit NAME exists with another --concurrency, --rate or --burst, make this run's "
+                "the definition for every host (without it, that is refused: one name, one definition)");
   cmd->add_flag("--quiet,-q", ro.quiet, "no status line and no notices (errors are still said)");
   cmd->add_flag("--json", ro.json, "one JSON object per line on stderr per event (waiting, started, exited, ...)");
   // The first word that is not one of admit run's options starts the command: what follows is the command's own.

@@ -99,12 +99,14 @@ end
 local function definition()
   return string.format('%d/%d/%d', capacity, interval, burst)
 end
+-- An admission that names another definition than the stored one (see ARGV[2]); never a semaphore.
+local differs = not tonumber(ARGV[2]) and ARGV[2] ~= definition()
 
 -- The two commonest calls take a short way: a free permit taken, and a lease given back, while nobody waits and
 -- nothing can have expired. Their effects and replies are exactly those of run.acquire and run.release below (a
 -- batch, which takes the long way, is tested to agree with them), without making the helpers below: in Redis's Lua,
 -- making those two dozen closures costs about as much as these calls' own commands.
-if capacity and interval == 0 and asked_interval == 0 and now < next_due
+if capacity and not differs and now < next_due
     and (op == 'acquire' or (op == 'release' and ARGV[5])) and redis.call('ZCARD', expiry) == 0 then
   local id = ARGV[3]
   if op == 'release' then
@@ -115,16 +117,20 @@ if capacity and interval == 0 and asked_interval == 0 and now < next_due
     return { 0, n, now }
   end
   local n, ttl = num(ARGV[4], 'n'), num(ARGV[5], 'lease ttl')
-  if n <= free and n <= capacity then
+  local fits, new_tat = n <= free and n <= capacity, nil
+  if fits and interval > 0 then -- the tokens too, as token_wait() and take_tokens() below
+    new_tat = math.max(tat, now - burst * interval) + n * interval
+    fits = n <= burst and new_tat <= now
+  end
+  if fits then
     fence = math.max(fence + 1, now) -- as grant() below
     local expires = now + ttl
     redis.call('ZADD', holders, int(expires), id)
     redis.call('HSET', leases, id, int(n) .. ':' .. int(fence))
-    if expires < next_due then
-      redis.call('HSET', meta, 'free', int(free - n), 'fence', int(fence), 'next', int(expires))
-    else
-      redis.call('HSET', meta, 'free', int(free - n), 'fence', int(fence))
-    end
+    local fields = { 'free', int(free - n), 'fence', int(fence) }
+    if expires < next_due then fields[#fields + 1] = 'next'; fields[#fields + 1] = int(expires) end
+    if new_tat then fields[#fields + 1] = 'tat'; fields[#fields + 1] = int(new_tat) end
+    redis.call('HSET', meta, unpack(fields))
     return { 0, n, fence, expires, now }
   end
 end
@@ -324,11 +330,6 @@ local function queued_through(id)
   end
 end
 
--- An acquire that names another definition than the stored one (see ARGV[2]).
-local function definition_differs()
-  return not tonumber(ARGV[2]) and ARGV[2] ~= definition()
-end
-
 -- {status, a, now, grants handed to the caller...}
 local function with_grants(status, a, handed)
   local r = { status, a, now }
@@ -352,7 +353,7 @@ function run.acquire(A)
   -- A[3] id, [4] n, [5] lease ttl µs, [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key,
   -- [10] (optional) the µs the caller waits at most, -1: no deadline. Queued: {1, seq, now, µs until the rate can
   -- admit it after the waiters ahead (0: no rate, or it is not the rate that holds it back)}.
-  if definition_differs() then return { 7, 0, now, definition() } end
+  if differs then return { 7, 0, now, definition() } end
   local id, n, ttl = A[3], num(A[4], 'n'), num(A[5], 'lease ttl')
   -- Free permits go to the queue first; with none free, n <= free cannot hold and the queue need not be read.
   local others_first = free > 0 and serve(nil, nil)

@@ -17,7 +17,7 @@ namespace {
 
 // The script's capacity for "no concurrency limit" (max_in_flight 0): more permits than anything can ask for, still an
 // exact integer in its doubles.
-constexpr std::int64_t unlimited = std::int64_t{1} << 50;
+constexpr std::int64_t unlimited = admission::unlimited_capacity;
 
 struct definition {
   std::int64_t capacity = unlimited;

@@ -91,13 +91,19 @@ TEST_F(AdmitRunHygieneRedis, TheCommandGetsNoRedisConnection) {
   EXPECT_EQ(r.out, "0\n");
 }
 
-// A semaphore made with capacity 5 kept it for a run that asked for 1: three such runs held it together.
+// A semaphore made with capacity 5 kept it for a run that asked for 1: three such runs held it together. The same for
+// another --rate.
 TEST_F(AdmitRunHygieneRedis, AnotherCapacityIsRefusedUnlessSet) {
   ASSERT_EQ(run_to_end(remote("cap", {"--concurrency", "5", "--", "true"}), 20s).status, 0);
   const run_result refused = run_to_end(remote("cap", {"--concurrency", "1", "--", "echo", "ran"}), 20s);
   EXPECT_EQ(refused.status, 2);
   EXPECT_EQ(refused.out, "");
-  EXPECT_NE(refused.err.find("has capacity 5, not --concurrency 1"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("is --concurrency 5 without --rate, not --concurrency 1 without --rate"), std::string::npos)
+      << refused.err;
+  // --rate is part of the definition too.
+  const run_result rated = run_to_end(remote("cap", {"-c", "5", "--rate", "1/5s", "--", "echo", "ran"}), 20s);
+  EXPECT_EQ(rated.status, 2);
+  EXPECT_NE(rated.err.find("not --concurrency 5 --rate 12/min --burst 1"), std::string::npos) << rated.err;
   const run_result set = run_to_end(remote("cap", {"--concurrency", "1", "--set-capacity", "--", "echo", "ran"}), 20s);
   EXPECT_EQ(set.status, 0) << set.err;
   const run_result inspected = run_to_end(args{ADMIT_CLI, "inspect", "--redis", server_.url(), "--json", "cap"}, 20s);

@@ -404,6 +404,44 @@ TEST_F(AdmitRunRedis, LeaseLostKillAndKillAfter) {
 // --rate through Redis: 8 queued starts at 5/s, burst 1, at least 200 ms apart from the first's.
 TEST_F(AdmitRunRedis, RateSpacesTheStarts) { rate_spacing(ADMIT_CLI, {"--redis", server_.url()}, dir_, 8); }
 
+// --rate alone: queued runs of several processes start in their order of arrival, as the fencing tokens of their
+// admissions say. (Each waiter used to retry on its own: 6 runs started in orders such as 1 2 6 4 5 3.)
+TEST_F(AdmitRunRedis, RateOnlyRunsStartInArrivalOrder) {
+  const std::string log = dir_ / "paced.log";
+  std::vector<std::optional<child_process>> children(6);
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    children[i].emplace(run("paced", {"--rate", "10/s", "--json", "--"}) + record_command(log, std::to_string(i), "0"));
+    ASSERT_TRUE(wait_for_event(*children[i], {"waiting", "started"})) << i << ": " << children[i]->err();
+  }
+  for (auto& c : children) EXPECT_EQ(c->wait(), 0) << c->err();
+  EXPECT_EQ(labels_by_token(read_log(log)), labels(6)) << read_text(log);
+}
+
+// --concurrency with --rate is one decision: a run that waits for the rate holds no permit meanwhile — inspect lists it
+// in the queue, and the permit stays free. (It used to take the permit first and hold it while it waited.)
+TEST_F(AdmitRunRedis, ARunWaitingForTheRateHoldsNoPermit) {
+  const args both{"--concurrency", "2", "--rate", "1/min", "--json", "--"};
+  child_process first(run("both", both + args{"sleep", "60"}));
+  ASSERT_TRUE(wait_for_event(first, {"started"})) << first.err();
+  child_process second(run("both", both + records_ran()));
+  ASSERT_TRUE(wait_for_event(second, {"waiting"})) << second.err();
+  const run_result r = admit({ADMIT_CLI, "inspect", "--redis", server_.url(), "--json", "both"}, 10s);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object() && j["holders"].is_array() && j["queue"].is_array()) << r.out;
+  EXPECT_EQ(j["holders"].size(), 1U) << r.out;
+  EXPECT_EQ(j["queue"].size(), 1U) << r.out;
+  EXPECT_EQ(j["capacity"], 2) << r.out;
+  EXPECT_EQ(j["available"], 1) << r.out;  // the waiter's permit is not taken
+  EXPECT_EQ(j["rate"]["rate"], "1/min") << r.out;
+  EXPECT_EQ(j["rate"]["tokens"], 0) << r.out;
+  const auto waiting = event(second.err(), "waiting");
+  EXPECT_EQ(waiting["held"], 1) << waiting.dump();
+  // The rate is what it waits for, and the status says so.
+  EXPECT_TRUE(waiting["rate_wait_ms"].is_number()) << waiting.dump();
+  EXPECT_FALSE(ran());
+}
+
 // 7. Four workers, 25 queries each, through `admit run --concurrency 3` in front of a database that counts its
 // connections: it never sees more than 3 at once, and all 100 queries run.
 TEST_F(AdmitRunRedis, FourWorkersNeverOverloadTheDatabase) {

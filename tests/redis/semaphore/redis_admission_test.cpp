@@ -191,6 +191,11 @@ TEST(RedisAdmission, AnotherDefinitionIsRefusedUntilSetLimitsChangesIt) {
   EXPECT_TRUE(b.try_acquire(0));
   EXPECT_EQ(b.try_acquire(0).error(), admit::errc::would_block);
   EXPECT_EQ(a.try_acquire(0).error(), admit::errc::definition_conflict);
+  // Without a rate too (the script's short way for a free permit checks the definition as well).
+  admission five(conn, "permits", {.max_in_flight = 5});
+  ASSERT_TRUE(five.try_acquire(0));
+  admission one(conn, "permits", {.max_in_flight = 1});
+  EXPECT_EQ(one.try_acquire(0).error(), admit::errc::definition_conflict);
   // A semaphore of the same name keeps the stored definition, the rate included: one limit, one implementation.
   admit::redis::semaphore s(conn, "defined", 100);
   EXPECT_EQ(s.try_acquire().error(), admit::errc::would_block);
