@@ -1,7 +1,8 @@
-// admit/redis/admission.hpp — admit::admission across processes and hosts: a rate (token bucket) and a concurrency
-// limit decided together, in one FIFO queue, on Redis's clock. A request is admitted when, at the head of the queue,
-// its n tokens AND its n permits are both there; it then holds n permits in a lease (admit::redis::lease, as
-// admit::redis::semaphore's) until released, and the tokens are spent for good.
+// admit/redis/admission.hpp — admit::admission across processes and hosts: a rate (token bucket), a concurrency limit
+// and priority classes decided together, in one queue per class, on Redis's clock. A request of class c is admitted
+// when, at the head of its class's queue, its n tokens AND its n permits are both there and the share rule lets it
+// take them; it then holds n permits in a lease (admit::redis::lease, as admit::redis::semaphore's) until released,
+// and the tokens are spent for good.
 //
 //   admit::redis::connection conn(io.get_executor(), admit::redis::parse_url("redis://db-host:6379"));
 //   admit::redis::admission db(conn, "reports-db", {.rate = admit::rate::per_second(20), .burst = 5,
@@ -10,25 +11,30 @@
 //
 // Reserve-then-commit: the tokens and the permits are checked in one script call and taken together, so a waiting
 // request holds neither — it does not keep a permit idle while the rate makes it wait, nor spend tokens it then cannot
-// use. Waiters are served strictly in arrival order across every process (a large head holds back the smaller
-// requests behind it). One held back by permits is woken by a push when a release frees them; one held back by the
+// use. Within a class, waiters are served strictly in arrival order across every process (a large head holds back the
+// smaller requests behind it). Between classes, the share rule of the local admit::admission (admission.hpp, and
+// detail/admission_rule.hpp which states it in full) decides, with the same numbers: each class is guaranteed its
+// share of max_in_flight (apportioned by largest remainder) and of the rate (an assured token bucket of its own); a
+// class within its guarantee goes before a borrower that arrived earlier, and what a class does not use the others
+// borrow, in arrival order. One held back by permits is woken by a push when a release frees them; one held back by the
 // rate asks again at its tokens' time (after those of the waiters ahead of it), and the call that finds them there
 // is granted. A timed request whose tokens, after those of the waiters ahead of it, the rate cannot give by its
 // deadline fails at once with errc::timeout, and takes nothing.
 //
-// The limit's definition — rate, burst and max_in_flight — is stored in Redis with it. An acquisition by a process
-// whose definition differs from the stored one fails with errc::definition_conflict (inspect() shows the stored one;
-// describe(limits) names a definition for messages); set_limits changes it for every process. Releases, renewals and
-// waits already queued are never refused.
+// The limit's definition — rate, burst, max_in_flight and the classes' shares — is stored in Redis with it. An
+// acquisition by a process whose definition differs from the stored one fails with errc::definition_conflict (inspect()
+// shows the stored one; describe(limits) names a definition for messages); set_limits changes it for every process.
+// Releases, renewals and waits already queued are never refused.
 //
 // Everything else — leases, fencing tokens in grant order, renewal, lease loss, the failure policy with its local cap,
 // the circuit breaker, background work and shutdown(), metrics — is admit::redis::semaphore's: an admission without a
 // rate is a semaphore of capacity max_in_flight, and a semaphore of the same name sees (and honours) the admission's
 // rate. The keys are the semaphore's: "{name}:meta" and the others of redis/semaphore.hpp.
 //
-// Not yet: more than one priority class (give at most one; a request's priority must be 0), the zero rate, and the
-// on_admitted hook are refused by the constructor with std::invalid_argument. Time is Redis's, in microseconds: a
-// token costs the rate's interval rounded up to a whole microsecond (rates above 1,000,000/s act as 1,000,000/s).
+// Not supported across hosts: the zero rate and the on_admitted hook (the constructor refuses them with
+// std::invalid_argument). Time is Redis's, in microseconds: a token costs the rate's interval rounded up to a whole
+// microsecond (rates above 1,000,000/s act as 1,000,000/s), and a class's assured bucket its own interval so rounded.
+// With classes the keys are also "{name}:waiters" and "{name}:waiting:<class>" (class 0 uses the semaphore's queue).
 #pragma once
 
 #include <chrono>
@@ -55,7 +61,8 @@ class admission {
 
   // The admission `name` (the hash tag of its keys: no '{' or '}') on `conn`'s server, or on a Redis Cluster. Throws
   // std::invalid_argument naming the bad value: the name, a burst < 1 with a finite rate, max_in_flight outside
-  // [0, 2^50], what is not supported yet (above), or the semaphore options' (redis/semaphore.hpp). limits.max_waiters,
+  // [0, 2^50], a share outside [0, 1] or shares summing above 1, what is not supported (above), or the semaphore
+  // options' (redis/semaphore.hpp). limits.max_waiters,
   // when set, bounds the queue (the smaller of it and options.max_waiters). Does not call Redis.
   admission(connection& conn, std::string name, admission_options limits, semaphore_options options = {});
   admission(cluster& c, std::string name, admission_options limits, semaphore_options options = {});
@@ -63,7 +70,8 @@ class admission {
   admission& operator=(const admission&) = delete;
 
   // Never waits: admitted now, or errc::would_block (someone waits first, or the tokens or permits are not there).
-  // Throws std::invalid_argument for n < 1 or a priority out of range. Results as redis::semaphore's, plus
+  // `priority`: the class, an index into limits.classes (0 without classes). Throws std::invalid_argument for n < 1
+  // or a priority out of range. Results as redis::semaphore's, plus
   // errc::definition_conflict and errc::exceeds_capacity (n above max_in_flight, or above the burst).
   semaphore_result try_acquire(std::size_t priority, std::int64_t n = 1);
   // Waits in the queue until admitted, `deadline` (errc::timeout; at once when the rate cannot make it) or `stop`.
@@ -81,12 +89,12 @@ class admission {
   template <class CompletionToken>
   auto async_acquire(std::size_t priority, std::int64_t n, CompletionToken&& token) {
     check(priority, n);
-    return semaphore_.async_acquire(n, std::forward<CompletionToken>(token));
+    return semaphore_.initiate(n, std::nullopt, std::forward<CompletionToken>(token), priority);
   }
   template <class CompletionToken>
   auto async_acquire_until(time_point deadline, std::size_t priority, std::int64_t n, CompletionToken&& token) {
     check(priority, n);
-    return semaphore_.async_acquire_until(deadline, n, std::forward<CompletionToken>(token));
+    return semaphore_.initiate(n, deadline, std::forward<CompletionToken>(token), priority);
   }
   template <class Rep, class Period, class CompletionToken>
   auto async_acquire_for(std::chrono::duration<Rep, Period> timeout, std::size_t priority, std::int64_t n,
@@ -100,7 +108,8 @@ class admission {
   std::pair<semaphore_snapshot, std::error_code> inspect(std::size_t most = 100);
   // Stores `limits` as the definition for every process (validated as the constructor's; throws the same). Permits
   // held beyond a lower max_in_flight are returned as they are released; the bucket keeps the tokens it holds, up to
-  // the new burst (a rate where there was none starts full).
+  // the new burst (a rate where there was none starts full); the shares may change, the number of classes may not
+  // (errc::definition_conflict: waiters queue by class).
   std::error_code set_limits(admission_options limits);
   // The definition this object asks with.
   [[nodiscard]] admission_options limits() const;
@@ -117,11 +126,13 @@ class admission {
   void check(std::size_t priority, std::int64_t n) const;
 
   semaphore semaphore_;
+  const std::size_t classes_;  // priorities are 0 to classes_ - 1 (set_limits keeps their number)
   mutable admit::detail::mutex mutex_;
   admission_options limits_ ADMIT_GUARDED_BY(mutex_);
 };
 
-// A definition in words, for messages: "rate 20/s, burst 5, max_in_flight 8" ("no rate", "no concurrency limit").
+// A definition in words, for messages: "rate 20/s, burst 5, max_in_flight 8" ("no rate", "no concurrency limit"; with
+// classes ", classes interactive 0.75, batch 0.25").
 std::string describe(const admission_options& limits);
 // The definition stored in Redis, as inspect() returns it, in the same words.
 std::string describe(const semaphore_snapshot& stored);

@@ -297,9 +297,11 @@ class acquire_completion_for final : public acquire_completion {
 
 // The operation behind async_acquire (semaphore.cpp): made first, so that the handler's cancellation slot can be
 // connected to it before it starts.
+// `priority`: an admission's class (0 for a semaphore).
 std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
                                                      std::optional<std::chrono::steady_clock::time_point> deadline,
-                                                     std::shared_ptr<acquire_completion> completion);
+                                                     std::shared_ptr<acquire_completion> completion,
+                                                     std::size_t priority = 0);
 void start(const std::shared_ptr<async_acquire_op>& op);
 void cancel(const std::shared_ptr<async_acquire_op>& op);
 boost::asio::any_io_executor executor_of(const semaphore_core& core) noexcept;
@@ -313,24 +315,33 @@ struct semaphore_snapshot {
     std::int64_t count;
     std::int64_t fencing_token;
     std::chrono::microseconds remaining;  // until the lease expires (negative: expired, not swept yet)
+    std::size_t priority = 0;             // an admission's: the class it was admitted in
   };
   struct waiter {
     std::string id;
     std::int64_t count;
     std::chrono::microseconds remaining;  // until the waiter is presumed dead unless it polls
+    std::size_t priority = 0;             // an admission's: the class it waits in
+  };
+  // An admission's priority class: the permits its holders hold and its waiters ask for.
+  struct class_state {
+    std::int64_t held = 0;
+    std::int64_t queued = 0;
   };
   std::int64_t capacity = 0;
   std::int64_t available = 0;  // capacity minus permits held (negative after a capacity cut)
   std::int64_t last_fencing_token = 0;
   std::chrono::microseconds server_time{0};
   std::vector<holder> holders;  // the first `most`, by expiry
-  std::vector<waiter> queue;    // the first `most`, in order
+  std::vector<waiter> queue;    // the first `most`, in order (with classes: class by class)
   std::int64_t holder_count = 0, waiter_count = 0;
   // With a rate (an admission's): what one token costs, the burst, and the whole tokens the bucket holds now (negative
   // while it is in debt); all 0 without a rate.
   std::chrono::microseconds token_interval{0};
   std::int64_t burst = 0;
   std::int64_t tokens = 0;
+  // With priority classes (an admission's, more than one): each class's, by priority; empty otherwise.
+  std::vector<class_state> classes;
   // When inspecting failed because Redis answered with an error reply (LOADING, BUSY, MASTERDOWN, WRONGTYPE...): its
   // text, the error being errc::error_reply; empty otherwise.
   std::string error_reply;
@@ -436,15 +447,16 @@ class semaphore {
  private:
   static void when_drained(detail::semaphore_core& core, std::function<void(std::size_t, std::error_code)> done);
   template <class CompletionToken>
-  auto initiate(std::int64_t n, std::optional<clock::time_point> deadline, CompletionToken&& token) {
+  auto initiate(std::int64_t n, std::optional<clock::time_point> deadline, CompletionToken&& token,
+                std::size_t priority = 0) {
     check_n(n);
     return boost::asio::async_initiate<CompletionToken, void(std::error_code, lease)>(
-        [core = core_](auto handler, std::int64_t count, std::optional<clock::time_point> until) {
+        [core = core_, priority](auto handler, std::int64_t count, std::optional<clock::time_point> until) {
           using handler_type = std::decay_t<decltype(handler)>;
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           auto completion = std::make_shared<detail::acquire_completion_for<handler_type>>(std::move(handler),
                                                                                            detail::executor_of(*core));
-          auto op = detail::make_async_acquire(core, count, until, std::move(completion));
+          auto op = detail::make_async_acquire(core, count, until, std::move(completion), priority);
           if (slot.is_connected()) {
             slot.assign([weak = std::weak_ptr<detail::async_acquire_op>(op)](boost::asio::cancellation_type_t type) {
               if ((type & boost::asio::cancellation_type::terminal) == boost::asio::cancellation_type::none) return;
@@ -462,6 +474,7 @@ class semaphore {
   // capacity).
   struct defined_by {
     std::string definition;
+    std::vector<std::string> more_keys;  // after the semaphore's five keys (an admission's classes)
   };
   semaphore(connection& conn, std::string name, defined_by d, semaphore_options options);
   semaphore(cluster& c, std::string name, defined_by d, semaphore_options options);

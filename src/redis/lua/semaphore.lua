@@ -67,38 +67,77 @@ local function num(x, what)
 end
 
 -- meta, read once and written once at the end (dirty fields only)
-local capacity, free, fence, next_due, seq, interval, burst, tat
+local capacity, free, fence, next_due, seq, interval, burst, tat, class_text
 local dirty = {}
--- An admission's definition "capacity/interval/burst" (nil for a semaphore's plain capacity).
+-- An admission's definition "capacity/interval/burst[/classes]" (nil for a semaphore's plain capacity, or when it
+-- cannot be read); classes "g:ai:ab,..." per priority class: its guaranteed permits, its assured bucket's interval (µs;
+-- 0: none) and burst. One class: no classes part.
 local function parse_definition(text)
-  local c, i, b = string.match(text, '^(%d+)/(%d+)/(%d+)$')
-  if not c then return nil end
-  return tonumber(c), tonumber(i), tonumber(b)
+  local c, i, b, rest = string.match(text, '^(%d+)/(%d+)/(%d+)(.*)$')
+  if not c or (tonumber(i) == 0) ~= (tonumber(b) == 0) then return nil end
+  local classes = nil
+  if rest ~= '' then
+    classes = string.match(rest, '^/(%d+:%d+:%d+[%d:,]*)$')
+    if not classes then return nil end
+  end
+  return tonumber(c), tonumber(i), tonumber(b), classes
 end
-local asked_capacity, asked_interval, asked_burst = tonumber(ARGV[2]), 0, 0
+local asked_capacity, asked_interval, asked_burst, asked_classes = tonumber(ARGV[2]), 0, 0, nil
 if not asked_capacity and ARGV[2] then
-  asked_capacity, asked_interval, asked_burst = parse_definition(ARGV[2])
-  if not asked_capacity or (asked_interval == 0) ~= (asked_burst == 0) then
+  asked_capacity, asked_interval, asked_burst, asked_classes = parse_definition(ARGV[2])
+  if not asked_capacity then
     return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(ARGV[2]))
   end
 end
 do
-  local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next', 'seq', 'interval', 'burst', 'tat')
+  local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next', 'seq', 'interval', 'burst', 'tat',
+    'classes')
   capacity, free, fence, next_due = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
   seq = tonumber(m[5]) or 0
   interval, burst, tat = tonumber(m[6]) or 0, tonumber(m[7]) or 0, tonumber(m[8]) or 0
+  class_text = m[9] or nil
   if not capacity then
     if op == 'inspect' then return { 5, 0, now } end -- no such semaphore: nothing is created by looking
     capacity = num(asked_capacity, 'capacity')
     free = capacity
-    interval, burst = asked_interval, asked_burst
-    dirty.capacity, dirty.free, dirty.rate = true, true, interval > 0
+    interval, burst, class_text = asked_interval, asked_burst, asked_classes
+    dirty.capacity, dirty.free, dirty.rate = true, true, interval > 0 or class_text ~= nil
   end
 end
 -- The stored definition, as ARGV[2] writes it.
 local function definition()
-  return string.format('%d/%d/%d', capacity, interval, burst)
+  local d = string.format('%d/%d/%d', capacity, interval, burst)
+  if class_text then d = d .. '/' .. class_text end
+  return d
 end
+-- Priority classes (more than one): cls[k] for class k - 1, {g, ai, ab, held, queued (permits its waiters ask),
+-- atat (its assured bucket's state, µs), list (its queue's key)}, kept in meta as held:k, queued:k and atat:k. Class 0's
+-- queue is KEYS[4]; with classes, KEYS[6] is the waiters hash (id -> "class:n:arrival") and KEYS[5 + k] class k - 1's
+-- queue for k >= 2.
+local cls, multi = nil, false
+if class_text then
+  cls = {}
+  for g, ai, ab in string.gmatch(class_text, '(%d+):(%d+):(%d+)') do
+    cls[#cls + 1] = { g = tonumber(g), ai = tonumber(ai), ab = tonumber(ab) }
+  end
+  multi = #cls > 1
+  if multi then
+    local fields = {}
+    for k = 1, #cls do
+      fields[#fields + 1] = 'held:' .. k
+      fields[#fields + 1] = 'queued:' .. k
+      fields[#fields + 1] = 'atat:' .. k
+    end
+    local v = redis.call('HMGET', meta, unpack(fields))
+    for k = 1, #cls do
+      cls[k].held, cls[k].queued, cls[k].atat = tonumber(v[3 * k - 2]) or 0, tonumber(v[3 * k - 1]) or 0,
+        tonumber(v[3 * k]) or 0
+      cls[k].list = k == 1 and queue or KEYS[5 + k]
+      if not cls[k].list then return redis.error_reply('ERR admit semaphore: no queue key for class ' .. (k - 1)) end
+    end
+  end
+end
+local waiters_hash = KEYS[6]
 -- An admission that names another definition than the stored one (see ARGV[2]); never a semaphore.
 local differs = not tonumber(ARGV[2]) and ARGV[2] ~= definition()
 
@@ -106,7 +145,7 @@ local differs = not tonumber(ARGV[2]) and ARGV[2] ~= definition()
 -- nothing can have expired. Their effects and replies are exactly those of run.acquire and run.release below (a
 -- batch, which takes the long way, is tested to agree with them), without making the helpers below: in Redis's Lua,
 -- making those two dozen closures costs about as much as these calls' own commands.
-if capacity and not differs and now < next_due
+if capacity and not differs and not multi and now < next_due
     and (op == 'acquire' or (op == 'release' and ARGV[5])) and redis.call('ZCARD', expiry) == 0 then
   local id = ARGV[3]
   if op == 'release' then
@@ -147,6 +186,20 @@ local function save()
     args[#args + 1] = 'burst'; args[#args + 1] = int(burst)
   end
   if dirty.tat then args[#args + 1] = 'tat'; args[#args + 1] = int(tat) end
+  if dirty.rate then
+    if class_text then
+      args[#args + 1] = 'classes'; args[#args + 1] = class_text
+    else
+      redis.call('HDEL', meta, 'classes')
+    end
+  end
+  if multi and dirty.classes then
+    for k = 1, #cls do
+      args[#args + 1] = 'held:' .. k; args[#args + 1] = int(cls[k].held)
+      args[#args + 1] = 'queued:' .. k; args[#args + 1] = int(cls[k].queued)
+      args[#args + 1] = 'atat:' .. k; args[#args + 1] = int(cls[k].atat)
+    end
+  end
   if #args > 0 then redis.call('HSET', meta, unpack(args)) end
 end
 local function take(n)
@@ -180,12 +233,19 @@ end
 
 -- A fencing token: strictly increasing per semaphore, and at least the server's time in µs, so that tokens keep
 -- increasing even after Redis lost the semaphore's state (a restart without persistence), while its clock does.
-local function grant(id, n, ttl)
+-- `k`: the class (1-based) with classes, whose held permits count it; the lease records it.
+local function grant(id, n, ttl, k)
   fence = math.max(fence + 1, now)
   dirty.fence = true
   local expires = now + ttl
   redis.call('ZADD', holders, int(expires), id)
-  redis.call('HSET', leases, id, int(n) .. ':' .. int(fence))
+  if k then
+    cls[k].held = cls[k].held + n
+    dirty.classes = true
+    redis.call('HSET', leases, id, int(n) .. ':' .. int(fence) .. ':' .. int(k - 1))
+  else
+    redis.call('HSET', leases, id, int(n) .. ':' .. int(fence))
+  end
   due(expires)
   return fence, expires
 end
@@ -199,16 +259,25 @@ end
 
 -- Waiter `id` leaves the queue (its record stays in the list until the head or a compaction); whether it was waiting.
 local function drop_waiter(id)
-  return redis.call('ZREM', expiry, id) == 1
+  if redis.call('ZREM', expiry, id) ~= 1 then return false end
+  if multi then
+    local w = redis.call('HGET', waiters_hash, id)
+    redis.call('HDEL', waiters_hash, id)
+    local k, n = string.match(w or '', '^(%d+):(%d+):')
+    if k and cls[tonumber(k) + 1] then
+      local c = cls[tonumber(k) + 1]
+      c.queued = math.max(0, c.queued - tonumber(n))
+      dirty.classes = true
+    end
+  end
+  return true
 end
 
--- Rebuilds the list from the records of the waiters still waiting, in order, once it holds more than twice as many
--- records as there are waiters (plus 32): O(N), at most once per N/2 departures.
-local function compact()
-  local length = redis.call('LLEN', queue)
-  if length <= 2 * redis.call('ZCARD', expiry) + 32 then return end
-  local records = redis.call('LRANGE', queue, 0, -1)
-  redis.call('DEL', queue)
+-- Rebuilds a queue list from the records of the waiters still waiting, in order, once the lists hold more than twice
+-- as many records as there are waiters (plus 32): O(N), at most once per N/2 departures.
+local function compact_list(list)
+  local records = redis.call('LRANGE', list, 0, -1)
+  redis.call('DEL', list)
   for first = 1, #records, 500 do
     local chunk, ids = {}, {}
     for i = first, math.min(first + 499, #records) do
@@ -219,14 +288,25 @@ local function compact()
     for i, score in ipairs(redis.call('ZMSCORE', expiry, unpack(ids))) do
       if score then live[#live + 1] = chunk[i] end
     end
-    if #live > 0 then redis.call('RPUSH', queue, unpack(live)) end
+    if #live > 0 then redis.call('RPUSH', list, unpack(live)) end
+  end
+end
+local function compact()
+  local length = redis.call('LLEN', queue)
+  if multi then
+    for k = 2, #cls do length = length + redis.call('LLEN', cls[k].list) end
+  end
+  if length <= 2 * redis.call('ZCARD', expiry) + 32 then return end
+  compact_list(queue)
+  if multi then
+    for k = 2, #cls do compact_list(cls[k].list) end
   end
 end
 
 -- The permits of lease `id` (nil when there is no such lease), which is removed. `n`: its permits when the caller
 -- knows them (the lease's own release), else read.
 local function take_lease(id, n)
-  if n then
+  if n and not multi then
     if redis.call('ZREM', holders, id) == 0 then return nil end
     redis.call('HDEL', leases, id)
     return n
@@ -235,7 +315,14 @@ local function take_lease(id, n)
   if not v then return nil end
   redis.call('HDEL', leases, id)
   redis.call('ZREM', holders, id)
-  return tonumber(string.match(v, '^(%d+):'))
+  local held, k = string.match(v, '^(%d+):%d+:?(%d*)$')
+  held = tonumber(held)
+  if multi and held and k ~= '' and cls[tonumber(k) + 1] then -- its class holds that many fewer
+    local c = cls[tonumber(k) + 1]
+    c.held = math.max(0, c.held - held)
+    dirty.classes = true
+  end
+  return held
 end
 
 -- Expired leases and waiters go, once `next` has passed; `next` becomes the earliest expiry left.
@@ -266,11 +353,23 @@ local function sweep()
   dirty.next = true
 end
 
+-- The grant's wake-up, "id:n:token:expiry:now" (the waiter needs no call to learn it): into `handed` when the waiter's
+-- wake list is `mine`, else pushed on its wake list.
+local function deliver(id, n, token, expires, wake, mine, handed)
+  local g = id .. ':' .. int(n) .. ':' .. int(token) .. ':' .. int(expires) .. ':' .. int(now)
+  if handed and wake == mine then
+    handed[#handed + 1] = g
+  else
+    redis.call('LPUSH', wake, g)
+    redis.call('PEXPIRE', wake, 60000)
+  end
+end
+
 -- The head waiters are granted, in order, while their requests fit (a head that does not fit holds back everyone
 -- behind it: no overtaking, so large requests cannot starve). A grant to a waiter on wake list `mine` goes into
 -- `handed` (returned to the caller) instead of its wake list. Stops as soon as no permit is free, unless `all` (then
 -- a head larger than the capacity is dropped even so). Returns whether anyone is still queued (nil: not looked).
-local function serve(mine, handed, all)
+local function serve_one(mine, handed, all)
   while true do
     if free <= 0 and not all then return nil end
     local record = redis.call('LPOP', queue)
@@ -280,8 +379,9 @@ local function serve(mine, handed, all)
       -- an unreadable record: its waiter leaves (never an error: an error would leave the sweep half done)
       if id then drop_waiter(id) end
     elseif too_large(n) then
-      -- Larger than the capacity or the burst (cut since it queued): it could never be granted and would hold everyone back. It
-      -- leaves the queue; its unreadable wake-up makes it poll, find itself unknown and ask again: exceeds_capacity.
+      -- Larger than the capacity or the burst (cut since it queued): it could never be granted and would hold everyone
+      -- back. It leaves the queue; its unreadable wake-up makes it poll, find itself unknown and ask again:
+      -- exceeds_capacity.
       if drop_waiter(id) then
         redis.call('LPUSH', wake, id .. ':')
         redis.call('PEXPIRE', wake, 60000)
@@ -296,24 +396,135 @@ local function serve(mine, handed, all)
       take(n)
       take_tokens(n)
       local token, expires = grant(id, n, ttl)
-      -- The wake-up carries the grant, "id:n:token:expiry:now", so that the waiter needs no call to learn it.
-      local g = id .. ':' .. int(n) .. ':' .. int(token) .. ':' .. int(expires) .. ':' .. int(now)
-      if handed and wake == mine then
-        handed[#handed + 1] = g
-      else
-        redis.call('LPUSH', wake, g)
-        redis.call('PEXPIRE', wake, 60000)
-      end
+      deliver(id, n, token, expires, wake, mine, handed)
     end
   end
 end
 
--- The permits the live waiters up to and including `id` ask for (all of them when `id` is nil or not queued): with a
--- rate, the tokens that must come before `id` can be admitted. O(its place in the queue).
-local function queued_through(id)
+-- With classes: the share rule of admit::admission (include/admit/detail/admission_rule.hpp states it; admission_pick
+-- and admission_claims are its code), on Redis's clock. A head is {id, n, ttl, wake, arrival, k} and its standing.
+local unlimited = 1125899906842624 -- 2^50, an admission's capacity without a concurrency limit
+local function has_tokens(n)
+  return interval == 0 or (n <= burst and token_wait(n) == 0)
+end
+-- µs until class c's assured bucket holds a whole token (0: now; nil: never, a share of 0).
+local function assured_wait(c)
+  if c.ab < 1 then return nil end
+  local ready = math.max(c.atat, now - c.ab * c.ai) + c.ai
+  return ready > now and ready - now or 0
+end
+local function assured_charge(c, n)
+  c.atat = math.max(c.atat, now - c.ab * c.ai) + n * c.ai
+  dirty.classes = true
+end
+-- Class k's live head, or nil; records of waiters that left are dropped on the way, and a head too large ever to be
+-- admitted leaves (its wake-up unreadable, as serve_one does).
+local function head_of(k)
+  local list = cls[k].list
+  while true do
+    local record = redis.call('LINDEX', list, 0)
+    if not record then return nil end
+    local id, n, ttl, wake = parse_waiter(record)
+    local w = id and redis.call('HGET', waiters_hash, id)
+    if not n or not w then
+      redis.call('LPOP', list)
+      if id then drop_waiter(id) end
+    elseif too_large(n) then
+      redis.call('LPOP', list)
+      if drop_waiter(id) then
+        redis.call('LPUSH', wake, id .. ':')
+        redis.call('PEXPIRE', wake, 60000)
+      end
+    else
+      return { id = id, n = n, ttl = ttl, wake = wake, arrival = tonumber(string.match(w, ':(%d+)$')) or 0, k = k }
+    end
+  end
+end
+local function stand(h)
+  local c = cls[h.k]
+  h.permit_entitled = capacity >= unlimited or c.held < c.g
+  h.token_entitled = interval == 0 or assured_wait(c) == 0
+  h.permit_claim = h.permit_entitled and math.min(c.queued, c.g - c.held) or 0
+  h.permits_free = h.n <= free
+  h.tokens_free = has_tokens(h.n)
+  return h
+end
+-- Whether head o's claim on permits (else tokens) counts against head c (admission_claims).
+local function claims(o, c, on_permits)
+  if on_permits then
+    if not o.permit_entitled or not o.tokens_free then return false end
+  elseif not o.token_entitled or not o.permits_free then
+    return false
+  end
+  if o.arrival < c.arrival then return true end
+  if on_permits then
+    if c.permit_entitled then return false end
+    return not (c.token_entitled and c.permits_free and not has_tokens(o.n + c.n))
+  end
+  if c.token_entitled then return false end
+  return not (c.permit_entitled and c.tokens_free and not (o.n + c.n <= free))
+end
+-- The head to admit next (admission_pick), or nil.
+local function pick(heads)
+  local best = nil
+  for _, h in ipairs(heads) do
+    if not best or h.arrival < best.arrival then
+      local permits, tokens = h.n, h.n
+      for _, o in ipairs(heads) do
+        if o ~= h then
+          if claims(o, h, true) then
+            permits = permits + (h.permit_entitled and o.n or math.max(o.n, o.permit_claim))
+          end
+          if claims(o, h, false) then tokens = tokens + o.n end
+        end
+      end
+      if permits <= free and has_tokens(tokens) then best = h end
+    end
+  end
+  return best
+end
+-- The classes' heads and their standing, but class `except`'s.
+local function heads_now(except)
+  local heads = {}
+  for k = 1, #cls do
+    if k ~= except then
+      local h = head_of(k)
+      if h then heads[#heads + 1] = stand(h) end
+    end
+  end
+  return heads
+end
+-- Admits h (out of its queue, or never in it): its permits, its tokens, and its class's share of both.
+local function admit_head(h)
+  take(h.n)
+  if interval > 0 and h.token_entitled then assured_charge(cls[h.k], h.n) end
+  take_tokens(h.n)
+  return grant(h.id, h.n, h.ttl, h.k)
+end
+local function serve_multi(mine, handed, all)
+  while true do
+    if free <= 0 and not all then return nil end
+    local heads = heads_now(nil)
+    if #heads == 0 then return false end
+    local h = pick(heads)
+    if not h then return true end
+    redis.call('LPOP', cls[h.k].list)
+    drop_waiter(h.id)
+    local token, expires = admit_head(h)
+    deliver(h.id, h.n, token, expires, h.wake, mine, handed)
+  end
+end
+local function serve(mine, handed, all)
+  if multi then return serve_multi(mine, handed, all) end
+  return serve_one(mine, handed, all)
+end
+
+-- The permits the live waiters of queue `list` up to and including `id` ask for (all of them when `id` is nil or not
+-- queued there): with a rate, the tokens that must come before `id` can be admitted. O(its place in the queue).
+local function queued_through(id, list)
   local sum, at = 0, 0
   while true do
-    local records = redis.call('LRANGE', queue, at, at + 99)
+    local records = redis.call('LRANGE', list, at, at + 99)
     if #records == 0 then return sum end
     local ids, ns = {}, {}
     for i, record in ipairs(records) do
@@ -330,6 +541,20 @@ local function queued_through(id)
   end
 end
 
+-- With a rate: µs until waiter `id` may be admitted by time alone — the tokens of the waiters of its class up to it,
+-- or (with classes) its class's assured bucket's next token, whichever is sooner; 0 when neither is short.
+local function rate_wait(id)
+  if not multi then return token_wait(queued_through(id, queue)) end
+  local w = redis.call('HGET', waiters_hash, id)
+  local k = w and tonumber(string.match(w, '^(%d+):'))
+  local c = k and cls[k + 1]
+  if not c then return 0 end
+  local wait = token_wait(queued_through(id, c.list))
+  local a = assured_wait(c)
+  if a and a > 0 and (wait == 0 or a < wait) then wait = a end
+  return wait
+end
+
 -- {status, a, now, grants handed to the caller...}
 local function with_grants(status, a, handed)
   local r = { status, a, now }
@@ -340,8 +565,50 @@ end
 local function lease_reply(id)
   local v = redis.call('HGET', leases, id)
   if not v then return nil end
-  local n, token = string.match(v, '^(%d+):(%d+)$')
+  local n, token = string.match(v, '^(%d+):(%d+)')
   return { 0, tonumber(n), tonumber(token), tonumber(redis.call('ZSCORE', holders, id)), now }
+end
+
+-- An acquire with classes: the newcomer is admitted at once when its class has nobody waiting and the share rule
+-- picks it among the heads (the others already served); otherwise it queues in its class, FIFO. Replies as acquire's.
+-- A deadline fails at once when the global bucket cannot give it its tokens, after those of its class's waiters.
+local function acquire_in_class(A, id, n, ttl)
+  local k = num(A[11] or '0', 'priority') + 1
+  local c = cls[k]
+  if not c then return redis.error_reply('ERR admit semaphore: priority ' .. tostring(A[11]) .. ' out of range') end
+  if too_large(n) then return { 4, capacity, now } end
+  if free > 0 then serve(nil, nil) end
+  if not head_of(k) then
+    local heads = heads_now(k)
+    local me = stand({ id = id, n = n, ttl = ttl, arrival = seq + 1, k = k })
+    heads[#heads + 1] = me
+    if pick(heads) == me then
+      seq = seq + 1
+      dirty.seq = true
+      local token, expires = admit_head(me)
+      return { 0, n, token, expires, now }
+    end
+  end
+  if A[6] ~= '1' then return { 2, free, now } end
+  local most = num(A[7], 'max waiters') -- negative: no limit
+  if most >= 0 and redis.call('ZCARD', expiry) >= most then return { 3, free, now } end
+  local ready = 0
+  if interval > 0 then
+    ready = token_wait(c.queued + n)
+    local budget = tonumber(A[10] or '-1') or -1
+    if budget >= 0 and ready > budget then return { 8, ready, now } end
+  end
+  local until_us = now + num(A[8], 'waiter ttl')
+  if redis.call('ZADD', expiry, int(until_us), id) == 1 then
+    seq = seq + 1
+    dirty.seq = true
+    redis.call('RPUSH', c.list, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])
+    redis.call('HSET', waiters_hash, id, int(k - 1) .. ':' .. int(n) .. ':' .. int(seq))
+    c.queued = c.queued + n
+    dirty.classes = true
+  end
+  due(until_us)
+  return { 1, seq, now, ready }
 end
 
 -- The operations. Each takes A, its arguments laid out as ARGV is for a call of that one operation (A[1] its name,
@@ -353,8 +620,10 @@ function run.acquire(A)
   -- A[3] id, [4] n, [5] lease ttl µs, [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key,
   -- [10] (optional) the µs the caller waits at most, -1: no deadline. Queued: {1, seq, now, µs until the rate can
   -- admit it after the waiters ahead (0: no rate, or it is not the rate that holds it back)}.
+  -- With classes, [11] the request's class (its priority, from 0).
   if differs then return { 7, 0, now, definition() } end
   local id, n, ttl = A[3], num(A[4], 'n'), num(A[5], 'lease ttl')
+  if multi then return acquire_in_class(A, id, n, ttl) end
   -- Free permits go to the queue first; with none free, n <= free cannot hold and the queue need not be read.
   local others_first = free > 0 and serve(nil, nil)
   if too_large(n) then return { 4, capacity, now } end
@@ -369,7 +638,7 @@ function run.acquire(A)
   if most >= 0 and redis.call('ZCARD', expiry) >= most then return { 3, free, now } end
   local ready = 0
   if interval > 0 then
-    ready = token_wait(queued_through(nil) + n)
+    ready = token_wait(queued_through(nil, queue) + n)
     local budget = tonumber(A[10] or '-1') or -1
     if budget >= 0 and ready > budget then return { 8, ready, now } end
   end
@@ -393,7 +662,7 @@ function run.poll(A)
   if l then return l end
   if redis.call('ZSCORE', expiry, id) then
     redis.call('ZADD', expiry, int(now + num(A[4], 'waiter ttl')), id)
-    return { 1, 0, now, interval > 0 and token_wait(queued_through(id)) or 0 }
+    return { 1, 0, now, interval > 0 and rate_wait(id) or 0 }
   end
   return { 5, 0, now }
 end
@@ -453,12 +722,22 @@ function run.set_capacity(A)
 end
 
 function run.set_limits(A)
-  -- A[3] the new definition "capacity/interval/burst", [4] the caller's wake key: the capacity as set_capacity sets
-  -- it; the bucket keeps the tokens it holds, up to the new burst (a new rate starts full)
-  local c, i, b = parse_definition(A[3])
-  if not c or (i == 0) ~= (b == 0) then
-    return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(A[3]))
+  -- A[3] the new definition "capacity/interval/burst[/classes]", [4] the caller's wake key: the capacity as
+  -- set_capacity sets it; the bucket keeps the tokens it holds, up to the new burst (a new rate starts full); the
+  -- classes' guarantees change, what they hold and their queues stay (their number cannot change: status 7)
+  local c, i, b, classes = parse_definition(A[3])
+  if not c then return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(A[3])) end
+  local count = 1
+  if classes then count = select(2, string.gsub(classes, ',', ',')) + 1 end
+  if count ~= (cls and #cls or 1) then return { 7, 0, now, definition() } end
+  if multi then
+    local k = 0
+    for g, ai, ab in string.gmatch(classes, '(%d+):(%d+):(%d+)') do
+      k = k + 1
+      cls[k].g, cls[k].ai, cls[k].ab = tonumber(g), tonumber(ai), tonumber(ab)
+    end
   end
+  class_text = classes
   take(capacity - c)
   capacity = c
   dirty.capacity = true
@@ -478,32 +757,43 @@ end
 function run.inspect(A)
   -- A[3] the most holders and waiters to list: {0, capacity, free, fence, now, holders, queue, holder count, waiter
   -- count, interval, burst, tokens}, holders as {id, n, token, expiry}, the queue in order as {id, n, waiter expiry};
-  -- interval, burst and tokens (whole tokens in the bucket now) are 0 without a rate
+  -- interval, burst and tokens (whole tokens in the bucket now) are 0 without a rate; with classes each holder and
+  -- waiter also has its class, and the last element is {held, queued} per class
   if free > 0 then serve(nil, nil) end
   local most = num(A[3], 'limit')
   local hs = {}
   local ids = redis.call('ZRANGE', holders, 0, most - 1, 'WITHSCORES')
   for i = 1, #ids, 2 do
     local v = redis.call('HGET', leases, ids[i]) or '0:0'
-    local n, token = string.match(v, '^(%d+):(%d+)$')
-    hs[#hs + 1] = { ids[i], tonumber(n), tonumber(token), tonumber(ids[i + 1]) }
+    local n, token, k = string.match(v, '^(%d+):(%d+):?(%d*)')
+    hs[#hs + 1] = { ids[i], tonumber(n), tonumber(token), tonumber(ids[i + 1]), tonumber(k) or 0 }
   end
   local qs = {}
-  local at = 0
-  while #qs < most do -- the records of the waiters still waiting, in order
-    local records = redis.call('LRANGE', queue, at, at + most - 1)
-    for _, record in ipairs(records) do
-      local id, n = parse_waiter(record)
-      local until_us = id and redis.call('ZSCORE', expiry, id)
-      if n and until_us and #qs < most then qs[#qs + 1] = { id, n, tonumber(until_us) } end
+  local lists = { queue }
+  if multi then
+    for k = 2, #cls do lists[k] = cls[k].list end
+  end
+  for k, list in ipairs(lists) do
+    local at = 0
+    while #qs < most do -- the records of the waiters still waiting, in order, class by class
+      local records = redis.call('LRANGE', list, at, at + most - 1)
+      for _, record in ipairs(records) do
+        local id, n = parse_waiter(record)
+        local until_us = id and redis.call('ZSCORE', expiry, id)
+        if n and until_us and #qs < most then qs[#qs + 1] = { id, n, tonumber(until_us), k - 1 } end
+      end
+      if #records < most then break end
+      at = at + most
     end
-    if #records < most then break end
-    at = at + most
   end
   local tokens = 0
   if interval > 0 then tokens = math.floor(math.min(burst, (now - tat) / interval)) end
+  local per_class = {}
+  if multi then
+    for k = 1, #cls do per_class[k] = { cls[k].held, cls[k].queued } end
+  end
   return { 0, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('ZCARD', expiry), interval,
-    burst, tokens }
+    burst, tokens, per_class }
 end
 
 local function perform(A)

@@ -10,6 +10,7 @@
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <future>
+#include <iterator>
 #include <limits>
 #include <type_traits>
 
@@ -57,7 +58,8 @@ std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t co
 }
 
 semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
-                               std::string semaphore_name, std::string definition_text, semaphore_options o)
+                               std::string semaphore_name, std::string definition_text, semaphore_options o,
+                               std::vector<std::string> more_keys)
     : conn(c),
       link(c),
       name(std::move(semaphore_name)),
@@ -77,6 +79,7 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
       renewal_timer_(renewal_strand_),
       definition_(std::move(definition_text)) {
   if (options.waiter_ttl.count() == 0) options.waiter_ttl = 3 * options.poll_interval + options.timeout;
+  keys.insert(keys.end(), std::make_move_iterator(more_keys.begin()), std::make_move_iterator(more_keys.end()));
 }
 
 command semaphore_core::make(const op_args& op) const {
@@ -122,23 +125,27 @@ result semaphore_core::call(std::optional<steady::time_point> deadline, op_args 
 }
 
 semaphore_core::op_args semaphore_core::acquire_op(const std::string& id, std::int64_t n, bool wait,
-                                                   std::optional<steady::time_point> deadline) const {
+                                                   std::optional<steady::time_point> deadline,
+                                                   std::size_t priority) const {
   // -1: no limit (the script then does not count the queue).
   const std::string max_waiters =
       options.max_waiters >= static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
           ? "-1"
           : std::to_string(options.max_waiters);
-  return {"acquire",
-          id,
-          std::to_string(n),
-          std::to_string(to_us(options.lease_ttl)),
-          wait ? "1" : "0",
-          max_waiters,
-          std::to_string(to_us(options.waiter_ttl)),
-          wake_key,
-          deadline ? std::to_string(std::max<std::int64_t>(
-                         0, std::chrono::duration_cast<std::chrono::microseconds>(*deadline - steady::now()).count()))
-                   : "-1"};
+  op_args op{"acquire",
+             id,
+             std::to_string(n),
+             std::to_string(to_us(options.lease_ttl)),
+             wait ? "1" : "0",
+             max_waiters,
+             std::to_string(to_us(options.waiter_ttl)),
+             wake_key,
+             deadline
+                 ? std::to_string(std::max<std::int64_t>(
+                       0, std::chrono::duration_cast<std::chrono::microseconds>(*deadline - steady::now()).count()))
+                 : "-1"};
+  if (priority != 0) op.push_back(std::to_string(priority));
+  return op;
 }
 
 std::optional<semaphore_result> semaphore_core::judge(const std::string& id, const boost::system::error_code& ec,
@@ -232,19 +239,19 @@ void semaphore_core::install_metrics(limiter_metrics::event_handler on_event) {
   metrics_kept_.push_back(std::move(m));
 }
 
-semaphore_result semaphore_core::try_acquire(std::int64_t n) {
+semaphore_result semaphore_core::try_acquire(std::int64_t n, std::size_t priority) {
   const steady::time_point start = record_start();
-  semaphore_result r = try_acquire_once(n);
+  semaphore_result r = try_acquire_once(n, priority);
   record(r, n, since(start));
   return r;
 }
 
-semaphore_result semaphore_core::try_acquire_once(std::int64_t n) {
+semaphore_result semaphore_core::try_acquire_once(std::int64_t n, std::size_t priority) {
   const breaker_pass pass = breaker.allow(steady::now());
   if (pass == breaker_pass::refused) return degrade(n, make_error_code(errc::circuit_open));
   const std::string id = random_id();
   const steady::time_point sent = steady::now();
-  const result r = call(call_deadline({}), acquire_op(id, n, false));
+  const result r = call(call_deadline({}), acquire_op(id, n, false, std::nullopt, priority));
   breaker.report(as_error(r.error), pass, steady::now());
   if (is_outage(as_error(r.error))) {
     (void)judge(id, r.error, r.value, sent);  // leaves whatever the call may have done

@@ -86,9 +86,11 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   using grant_reply = wake_registry::grant;
 
   // `waker`: a client of the same server(s) of its own, for the blocking BLMPOP; `close_waker` closes it.
-  // `definition`: the script's ARGV[2], a semaphore's capacity or an admission's "capacity/interval/burst".
+  // `definition`: the script's ARGV[2], a semaphore's capacity or an admission's "capacity/interval/burst[/classes]";
+  // `more_keys`: the keys after the semaphore's five (an admission's with classes: its waiters, its classes' queues).
   semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
-                 std::string semaphore_name, std::string definition, semaphore_options o);
+                 std::string semaphore_name, std::string definition, semaphore_options o,
+                 std::vector<std::string> more_keys = {});
   semaphore_core(const semaphore_core&) = delete;
   semaphore_core& operator=(const semaphore_core&) = delete;
 
@@ -128,8 +130,9 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   }
   // An acquire of n under `id`; waiting, with the wait's `deadline` (the script refuses at once what the rate cannot
   // admit by then).
+  // `priority`: an admission's class (0 for a semaphore; only sent with classes).
   op_args acquire_op(const std::string& id, std::int64_t n, bool wait,
-                     std::optional<steady::time_point> deadline = std::nullopt) const;
+                     std::optional<steady::time_point> deadline = std::nullopt, std::size_t priority = 0) const;
   // What an acquire call's reply means: a result, or nullopt when the request is queued. A failed call leaves the
   // request behind on the server (queued or granted): it is abandoned.
   std::optional<semaphore_result> judge(const std::string& id, const boost::system::error_code& ec, const reply& r,
@@ -137,9 +140,9 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // A lease from a granted reply {0, n, token, expiry_us, now_us} to a call sent at `sent` (local time).
   semaphore_result make_lease(const std::string& id, const std::vector<std::int64_t>& v, steady::time_point sent);
   // try_acquire, counted in the metrics.
-  semaphore_result try_acquire(std::int64_t n);
+  semaphore_result try_acquire(std::int64_t n, std::size_t priority = 0);
 
-  semaphore_result try_acquire_once(std::int64_t n);
+  semaphore_result try_acquire_once(std::int64_t n, std::size_t priority);
 
   // ---- releases (core.cpp) ----
   // What a release came to, as lease::release() returns it.
@@ -181,7 +184,8 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // Waits in the queue until granted, `deadline` or `stop`; a wait ended by `stop` or `deadline` has left the queue
   // when this returns, unless Redis did not answer the leave within options().timeout (after a stop) or 40 ms (after
   // the deadline): the leave is then background work. Counted in the metrics.
-  semaphore_result acquire(std::int64_t n, std::optional<steady::time_point> deadline, const std::stop_token& stop);
+  semaphore_result acquire(std::int64_t n, std::optional<steady::time_point> deadline, const std::stop_token& stop,
+                           std::size_t priority = 0);
 
   // ---- wake-ups (wakeup.cpp) ----
   // Waiters of this object, by id (wake_registry): `on_wake` runs when a grant for the id comes out of the wake list

@@ -56,14 +56,16 @@ std::pair<semaphore_snapshot, std::error_code> parse_snapshot(const result& r) {
   s.server_time = std::chrono::microseconds((*head)[4]);
   for (const reply& h : e[5].elements()) {
     const auto& f = h.elements();
-    if (f.size() != 4) continue;
-    s.holders.push_back(
-        {f[0].str(), f[1].integer(), f[2].integer(), std::chrono::microseconds(f[3].integer() - (*head)[4])});
+    if (f.size() < 4) continue;
+    s.holders.push_back({f[0].str(), f[1].integer(), f[2].integer(),
+                         std::chrono::microseconds(f[3].integer() - (*head)[4]),
+                         f.size() > 4 && f[4].is_integer() ? static_cast<std::size_t>(f[4].integer()) : 0});
   }
   for (const reply& w : e[6].elements()) {
     const auto& f = w.elements();
-    if (f.size() != 3) continue;
-    s.queue.push_back({f[0].str(), f[1].integer(), std::chrono::microseconds(f[2].integer() - (*head)[4])});
+    if (f.size() < 3) continue;
+    s.queue.push_back({f[0].str(), f[1].integer(), std::chrono::microseconds(f[2].integer() - (*head)[4]),
+                       f.size() > 3 && f[3].is_integer() ? static_cast<std::size_t>(f[3].integer()) : 0});
   }
   s.holder_count = e[7].is_integer() ? e[7].integer() : 0;
   s.waiter_count = e[8].is_integer() ? e[8].integer() : 0;
@@ -71,6 +73,14 @@ std::pair<semaphore_snapshot, std::error_code> parse_snapshot(const result& r) {
     s.token_interval = std::chrono::microseconds(e[9].integer());
     s.burst = e[10].integer();
     s.tokens = e[11].integer();
+  }
+  if (e.size() >= 13 && e[12].is_array()) {
+    for (const reply& c : e[12].elements()) {
+      if (!c.is_array()) continue;
+      const auto& f = c.elements();
+      if (f.size() == 2 && f[0].is_integer() && f[1].is_integer())
+        s.classes.push_back({f[0].integer(), f[1].integer()});
+    }
   }
   return {s, {}};
 }
@@ -121,7 +131,7 @@ void check_options(const semaphore_options& options) {
 
 semaphore::defined_by semaphore::capacity_definition(std::int64_t capacity) {
   check_capacity(capacity);
-  return {std::to_string(capacity)};
+  return {std::to_string(capacity), {}};
 }
 
 semaphore::semaphore(connection& conn, std::string name, std::int64_t capacity, semaphore_options options)
@@ -137,7 +147,7 @@ semaphore::semaphore(connection& conn, std::string name, defined_by d, semaphore
   connection* w = waker.get();
   core_ = std::make_shared<detail::semaphore_core>(
       conn, std::move(waker), [w] { (void)w->close_for(std::chrono::nanoseconds::zero()); }, std::move(name),
-      std::move(d.definition), std::move(options));
+      std::move(d.definition), std::move(options), std::move(d.more_keys));
 }
 
 semaphore::semaphore(cluster& c, std::string name, defined_by d, semaphore_options options) {
@@ -149,7 +159,7 @@ semaphore::semaphore(cluster& c, std::string name, defined_by d, semaphore_optio
   cluster* w = waker.get();
   core_ = std::make_shared<detail::semaphore_core>(
       c, std::move(waker), [w] { (void)w->close_for(std::chrono::nanoseconds::zero()); }, std::move(name),
-      std::move(d.definition), std::move(options));
+      std::move(d.definition), std::move(options), std::move(d.more_keys));
 }
 
 semaphore::~semaphore() { core_->close(); }

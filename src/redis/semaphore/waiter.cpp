@@ -25,9 +25,10 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   // `timed`: the operation enforces `deadline` with a timer of its own and counts its outcome in the metrics (a
   // blocking wait does both itself). Counted in the semaphore's waiting gauge until it completes.
   async_acquire_op(std::shared_ptr<semaphore_core> core, std::int64_t n, std::optional<steady::time_point> deadline,
-                   std::shared_ptr<acquire_completion> completion, bool timed = true)
+                   std::shared_ptr<acquire_completion> completion, bool timed = true, std::size_t priority = 0)
       : core_(std::move(core)),
         n_(n),
+        priority_(priority),
         deadline_(deadline),
         timed_(timed),
         completion_(std::move(completion)),
@@ -82,7 +83,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     }
     sent_ = steady::now();
     core_->async_command(
-        core_->acquire_op(id_, n_, true, deadline_), core_->call_deadline(deadline_),
+        core_->acquire_op(id_, n_, true, deadline_, priority_), core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
           self->core_->breaker.report(as_error(ec), self->pass_, steady::now());
           if (self->state_ == state::leaving) {
@@ -184,6 +185,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
 
   std::shared_ptr<semaphore_core> core_;
   std::int64_t n_;
+  std::size_t priority_;  // an admission's class
   std::optional<steady::time_point> deadline_;
   bool timed_;
   std::shared_ptr<acquire_completion> completion_;
@@ -264,7 +266,7 @@ class blocking_completion final : public acquire_completion {
 }  // namespace
 
 semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::time_point> deadline,
-                                         const std::stop_token& stop) {
+                                         const std::stop_token& stop, std::size_t priority) {
   const steady::time_point start = record_start();
   if (stop.stop_requested()) {  // nothing sent
     record(make_error_code(admit::errc::cancelled), n, since(start));
@@ -272,7 +274,7 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
   }
   auto completion = std::make_shared<blocking_completion>();
   auto done = completion->get_future();
-  auto op = std::make_shared<async_acquire_op>(shared_from_this(), n, deadline, completion, false);
+  auto op = std::make_shared<async_acquire_op>(shared_from_this(), n, deadline, completion, false, priority);
   op->start();
   {
     // The stop and the deadline end the wait here and now, even with a call in flight; the operation then leaves
@@ -309,8 +311,9 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
 
 std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
                                                      std::optional<steady::time_point> deadline,
-                                                     std::shared_ptr<acquire_completion> completion) {
-  return std::make_shared<async_acquire_op>(core, n, deadline, std::move(completion));
+                                                     std::shared_ptr<acquire_completion> completion,
+                                                     std::size_t priority) {
+  return std::make_shared<async_acquire_op>(core, n, deadline, std::move(completion), true, priority);
 }
 void start(const std::shared_ptr<async_acquire_op>& op) { op->start(); }
 void cancel(const std::shared_ptr<async_acquire_op>& op) { op->cancel(); }

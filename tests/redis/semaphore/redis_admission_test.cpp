@@ -201,7 +201,7 @@ TEST(RedisAdmission, AnotherDefinitionIsRefusedUntilSetLimitsChangesIt) {
   EXPECT_EQ(s.try_acquire().error(), admit::errc::would_block);
 }
 
-TEST(RedisAdmission, WhatIsNotSupportedYetIsRefusedByName) {
+TEST(RedisAdmission, BadLimitsAndWhatIsNotSupportedAreRefusedByName) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
@@ -213,7 +213,7 @@ TEST(RedisAdmission, WhatIsNotSupportedYetIsRefusedByName) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
     }
   };
-  refused({.max_in_flight = 4, .classes = {{"interactive", 0.7}, {"batch", 0.3}}}, "got 2");
+  refused({.max_in_flight = 4, .classes = {{"interactive", 0.7}, {"batch", 0.5}}}, "shares must sum to at most 1");
   refused({.rate = admit::rate::per_second(10), .burst = 0}, "burst must be at least 1");
   refused({.rate = admit::rate::per_second(0), .burst = 1}, "must not be zero");
   refused({.max_in_flight = -1}, "max_in_flight must be in [0, 2^50]");

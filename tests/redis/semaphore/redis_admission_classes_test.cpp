@@ -1,0 +1,242 @@
+// admit::redis::admission's priority classes against a real redis-server: a class entitled to its guaranteed permits
+// goes before an earlier borrower, a class borrows what the others do not use, and — the differential test — the same
+// sequence of requests and releases, decided by the local admit::admission and by admit::redis::admission, grants the
+// same requests at every step (without a rate, where time plays no part). Classes in the definition, their number kept
+// by set_limits, and inspect's view of each class.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "admit/admission.hpp"
+#include "admit/redis/admission.hpp"
+#include "admit/redis/client/connection.hpp"
+#include "io_thread.hpp"
+#include "limiter_testing.hpp"
+#include "redis_server.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using admit::admission_options;
+using admit::redis::connection;
+using admit::redis::testing::eventually;
+using admit::redis::testing::io_thread;
+using admit::redis::testing::redis_server;
+
+std::int64_t redis_waiters(admit::redis::admission& a) {
+  const auto [s, ec] = a.inspect();
+  return ec ? -1 : s.waiter_count;
+}
+
+TEST(RedisAdmissionClasses, AClassWithinItsGuaranteeGoesBeforeAnEarlierBorrower) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admit::redis::admission a(conn, "shares", {.max_in_flight = 4, .classes = {{"interactive", 0.5}, {"batch", 0.5}}});
+  // Nobody waits: batch borrows all four permits.
+  std::vector<admit::redis::lease> batch;
+  for (int i = 0; i < 4; ++i) {
+    auto l = a.try_acquire(1);
+    ASSERT_TRUE(l) << l.error().message();
+    batch.push_back(std::move(*l));
+  }
+  EXPECT_EQ(a.try_acquire(0).error(), admit::errc::would_block);
+  auto batch_waiter = std::async(std::launch::async, [&] { return a.try_acquire_for(20s, 1); });
+  ASSERT_TRUE(eventually([&] { return redis_waiters(a) == 1; }));
+  auto interactive_waiter = std::async(std::launch::async, [&] { return a.try_acquire_for(20s, 0); });
+  ASSERT_TRUE(eventually([&] { return redis_waiters(a) == 2; }));
+  const auto [s, ec] = a.inspect();
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_EQ(s.classes.size(), 2U);
+  EXPECT_EQ(s.classes[0].held, 0);
+  EXPECT_EQ(s.classes[1].held, 4);
+  EXPECT_EQ(s.classes[1].queued, 1);
+  EXPECT_EQ(admit::redis::describe(s), "no rate, max_in_flight 4, 2 classes");
+  // A release: the interactive class holds nothing of its 2 guaranteed permits, the batch class 4 of its 2. The
+  // interactive waiter arrived later and still goes first.
+  (void)batch.back().release();
+  batch.pop_back();
+  ASSERT_EQ(interactive_waiter.wait_for(10s), std::future_status::ready);
+  auto i = interactive_waiter.get();
+  ASSERT_TRUE(i) << i.error().message();
+  EXPECT_EQ(batch_waiter.wait_for(0s), std::future_status::timeout);
+  // The next release goes to the batch waiter: nobody else waits.
+  (void)batch.back().release();
+  auto b = batch_waiter.get();
+  ASSERT_TRUE(b) << b.error().message();
+}
+
+TEST(RedisAdmissionClasses, TheDefinitionHoldsTheClasses) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const admission_options two{.max_in_flight = 4, .classes = {{"interactive", 0.75}, {"batch", 0.25}}};
+  admit::redis::admission a(conn, "classes", two);
+  ASSERT_TRUE(a.try_acquire(1));
+  admit::redis::admission other_shares(conn, "classes",
+                                       {.max_in_flight = 4, .classes = {{"interactive", 0.5}, {"batch", 0.5}}});
+  EXPECT_EQ(other_shares.try_acquire(0).error(), admit::errc::definition_conflict);
+  EXPECT_EQ(admit::redis::describe(other_shares.limits()),
+            "no rate, max_in_flight 4, classes interactive 0.5, batch 0.5");
+  // set_limits may change the shares, not the number of classes (waiters queue by class).
+  admit::redis::admission three(conn, "classes",
+                                {.max_in_flight = 4, .classes = {{"a", 0.25}, {"b", 0.25}, {"c", 0.25}}});
+  EXPECT_EQ(three.set_limits(three.limits()), admit::errc::definition_conflict);
+  ASSERT_FALSE(other_shares.set_limits(other_shares.limits()));
+  EXPECT_TRUE(other_shares.try_acquire(0));
+  EXPECT_EQ(a.try_acquire(0).error(), admit::errc::definition_conflict);
+  EXPECT_THROW((void)other_shares.try_acquire(2), std::invalid_argument);  // two classes: priorities 0 and 1
+  EXPECT_THROW(admit::redis::admission(conn, "bad", {.max_in_flight = 4, .classes = {{"a", 0.75}, {"b", 0.5}}}),
+               std::invalid_argument);
+}
+
+// One implementation's side of the differential test: requests by index, each waiting on a thread of its own, and
+// the indexes granted so far.
+template <class Acquire, class Release, class Waiting>
+class side {
+ public:
+  side(Acquire acquire, Release release, Waiting waiting)
+      : acquire_(std::move(acquire)), release_(std::move(release)), waiting_(std::move(waiting)) {}
+  ~side() {
+    stop_.request_stop();
+    threads_.clear();
+  }
+  void request(std::size_t index, std::size_t priority, std::int64_t n) {
+    ++issued_;
+    threads_.emplace_back([this, index, priority, n] {
+      auto held = acquire_(stop_.get_token(), priority, n);
+      if (!held) return;
+      const std::lock_guard lock(m_);
+      granted_.insert(index);
+      held_.emplace(index, std::move(*held));
+    });
+  }
+  // Releases request `index`'s permits (granted, not yet released).
+  void release(std::size_t index) {
+    typename decltype(held_)::node_type node;
+    {
+      const std::lock_guard lock(m_);
+      node = held_.extract(index);
+      ++released_;
+    }
+    ASSERT_FALSE(node.empty()) << index;
+    release_(node.mapped());
+  }
+  // Every request granted or waiting: what was decided is visible.
+  bool settled() {
+    std::size_t granted = 0;
+    {
+      const std::lock_guard lock(m_);
+      granted = granted_.size();
+    }
+    return static_cast<std::int64_t>(granted) + waiting_() == static_cast<std::int64_t>(issued_);
+  }
+  std::set<std::size_t> granted() {
+    const std::lock_guard lock(m_);
+    return granted_;
+  }
+  std::set<std::size_t> holding() {
+    const std::lock_guard lock(m_);
+    std::set<std::size_t> out;
+    for (const auto& [index, held] : held_) out.insert(index);
+    return out;
+  }
+
+ private:
+  Acquire acquire_;
+  Release release_;
+  Waiting waiting_;
+  std::stop_source stop_;
+  std::mutex m_;
+  std::set<std::size_t> granted_;
+  std::map<std::size_t, std::decay_t<decltype(std::declval<Acquire>()(std::stop_token(), 0, 1).value())>> held_;
+  std::size_t issued_ = 0, released_ = 0;
+  std::vector<std::jthread> threads_;
+};
+
+// The same random sequence of requests (class, n) and releases, decided by the local admission and by the Redis one:
+// after every step, both have granted the same requests.
+void expect_the_same_decisions(const admission_options& limits, const std::string& name, unsigned seed) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admit::admission local(limits);
+  admit::redis::admission remote(conn, name, limits, {.poll_interval = 10s});
+  side l([&](std::stop_token stop, std::size_t priority, std::int64_t n) { return local.acquire(stop, priority, n); },
+         [](admit::permit& p) { p.release(); }, [&] { return static_cast<std::int64_t>(local.waiting()); });
+  side r([&](std::stop_token stop, std::size_t priority, std::int64_t n) { return remote.acquire(stop, priority, n); },
+         [](admit::redis::lease& lease) { (void)lease.release(); }, [&] { return redis_waiters(remote); });
+
+  std::mt19937 rng(seed);
+  std::size_t next = 0;
+  std::int64_t most_waiting = 0;
+  for (int step = 0; step < 60; ++step) {
+    const auto holding = l.holding();
+    const bool release = !holding.empty() && (rng() % 100 < 45 || next >= 40);
+    std::string what;
+    if (release) {
+      auto it = holding.begin();
+      std::advance(it, rng() % holding.size());
+      what = "release " + std::to_string(*it);
+      l.release(*it);
+      r.release(*it);
+    } else if (next < 40) {
+      const std::size_t priority = rng() % limits.classes.size();
+      const std::int64_t n = 1 + static_cast<std::int64_t>(rng() % 3);
+      what = "request " + std::to_string(next) + " (class " + std::to_string(priority) + ", " + std::to_string(n) + ")";
+      l.request(next, priority, n);
+      r.request(next, priority, n);
+      ++next;
+    } else {
+      break;
+    }
+    ASSERT_TRUE(eventually([&] { return l.settled() && r.settled(); })) << "step " << step << ": " << what;
+    ASSERT_EQ(l.granted(), r.granted()) << "step " << step << ": " << what;
+    most_waiting = std::max(most_waiting, static_cast<std::int64_t>(local.waiting()));
+  }
+  EXPECT_GE(most_waiting, 2);  // the classes competed: requests waited
+}
+
+// Permits only: three classes with uneven shares (one unreserved permit in 8, one class guaranteed nothing), requests
+// of 1 to 3 permits.
+TEST(RedisAdmissionClasses, DecidesAsTheLocalAdmissionDoes) {
+  expect_the_same_decisions(
+      {.max_in_flight = 8, .classes = {{"interactive", 0.5}, {"batch", 0.375}, {"scavenger", 0.0}}}, "permits",
+      20261203);
+}
+
+// Tokens and permits: a rate of one a minute, so that no token comes back while the test runs (every decision is the
+// same at any instant of it), with a burst of 9 spread over the classes' assured buckets (5, 3 and none).
+TEST(RedisAdmissionClasses, DecidesAsTheLocalAdmissionDoesWithARate) {
+  expect_the_same_decisions({.rate = admit::rate::parse("1/min"),
+                             .burst = 9,
+                             .max_in_flight = 5,
+                             .classes = {{"interactive", 0.5}, {"batch", 0.3}, {"scavenger", 0.0}}},
+                            "tokens", 42);
+}
+
+// Tokens alone, scarce (a burst of 6, assured 3 and 3): which class's head a token goes to, over several sequences.
+TEST(RedisAdmissionClasses, DecidesAsTheLocalAdmissionDoesOnScarceTokens) {
+  for (unsigned seed = 1; seed <= 6; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    expect_the_same_decisions(
+        {.rate = admit::rate::parse("1/min"), .burst = 6, .classes = {{"interactive", 0.5}, {"batch", 0.5}}}, "scarce",
+        seed);
+  }
+}
+
+}  // namespace
