@@ -333,7 +333,7 @@ struct semaphore_snapshot {
   std::int64_t last_fencing_token = 0;
   std::chrono::microseconds server_time{0};
   std::vector<holder> holders;  // the first `most`, by expiry
-  std::vector<waiter> queue;    // the first `most`, in order (with classes: class by class)
+  std::vector<waiter> queue;    // the first `most`, in order (with classes: of arrival, over all classes)
   std::int64_t holder_count = 0, waiter_count = 0;
   // With a rate (an admission's): what one token costs, the burst, and the whole tokens the bucket holds now (negative
   // while it is in debt); all 0 without a rate.

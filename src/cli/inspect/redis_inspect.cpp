@@ -10,8 +10,8 @@
 #include <system_error>
 
 #include "admit/detail/deadline.hpp"
-#include "admit/redis/client/connection.hpp"
 #include "admit/redis/admission.hpp"
+#include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/options.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "cli/common/decimal.hpp"
@@ -91,6 +91,7 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
                                 {"count", h.count},
                                 {"fencing_token", h.fencing_token},
                                 {"lease_left_s", json_seconds(ns(h.remaining))}};
+    if (!s.classes.empty()) e["class"] = h.priority;
     if (!runs[i].is_null()) {
       e["host"] = runs[i].value("host", "");
       e["pid"] = runs[i].value("pid", std::int64_t{0});
@@ -101,7 +102,13 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
   }
   j["queue"] = nlohmann::ordered_json::array();
   for (const auto& w : s.queue) {
-    j["queue"].push_back({{"id", w.id}, {"count", w.count}, {"expires_in_s", json_seconds(ns(w.remaining))}});
+    nlohmann::ordered_json e = {{"id", w.id}, {"count", w.count}, {"expires_in_s", json_seconds(ns(w.remaining))}};
+    if (!s.classes.empty()) e["class"] = w.priority;
+    j["queue"].push_back(std::move(e));
+  }
+  if (!s.classes.empty()) {  // --classes: each class's held permits and queued requests, by class
+    j["classes"] = nlohmann::ordered_json::array();
+    for (const auto& c : s.classes) j["classes"].push_back({{"held", c.held}, {"queued", c.queued}});
   }
   write_json_line(out, j);
 }
@@ -120,6 +127,10 @@ void print_text(std::ostream& out, const std::string& name, const redis::semapho
   }
   out << s.holder_count << " holder(s), " << s.waiter_count << " waiting; last fencing token " << s.last_fencing_token
       << "\n";
+  for (std::size_t c = 0; c < s.classes.size(); ++c) {
+    out << "class " << c << ": " << s.classes[c].held << " permit(s) held, " << s.classes[c].queued
+        << " asked by its waiters\n";
+  }
   if (!s.holders.empty()) {
     out << "holders (soonest expiry first"
         << (static_cast<std::int64_t>(s.holders.size()) < s.holder_count
@@ -130,6 +141,7 @@ void print_text(std::ostream& out, const std::string& name, const redis::semapho
       const auto& h = s.holders[i];
       out << "  " << h.id << "  permits " << h.count << "  fencing token " << h.fencing_token << "  lease "
           << left(h.remaining);
+      if (!s.classes.empty()) out << "  class " << h.priority;
       if (!runs[i].is_null()) {
         out << "  admit run on " << runs[i].value("host", "?") << " pid " << runs[i].value("pid", std::int64_t{0})
             << " for " << human_duration(running_ns(runs[i])) << ": " << quote(runs[i].value("command", ""));
@@ -144,8 +156,9 @@ void print_text(std::ostream& out, const std::string& name, const redis::semapho
         << "):\n";
     for (std::size_t i = 0; i < s.queue.size(); ++i) {
       const auto& w = s.queue[i];
-      out << "  " << i + 1 << ". " << w.id << "  permits " << w.count << "  presumed dead in " << left(w.remaining)
-          << " unless it polls\n";
+      out << "  " << i + 1 << ". " << w.id << "  permits " << w.count;
+      if (!s.classes.empty()) out << "  class " << w.priority;
+      out << "  presumed dead in " << left(w.remaining) << " unless it polls\n";
     }
   }
 }

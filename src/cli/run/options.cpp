@@ -1,8 +1,13 @@
 // `admit run`'s options (see options.hpp).
 #include "cli/run/options.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "admit/detail/format_double.hpp"
 
 #include "cli/common/decimal.hpp"
 #include "cli/common/local_limit.hpp"
@@ -22,6 +27,41 @@ std::chrono::nanoseconds positive(std::string_view option, const std::string& te
     throw usage_error("invalid " + std::string(option) + " " + quote(text) + ": must be positive, e.g. 10s");
   }
   return d;
+}
+
+// --classes NAME=SHARE[,NAME=SHARE...]: two classes or more, names distinct, shares from 0 to 1 summing to at most 1.
+std::vector<admit::priority_class> parse_classes(const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return usage_error("invalid --classes " + quote(text) + ": " + why +
+                       " (e.g. --classes interactive=0.75,batch=0.25: each class's guaranteed share)");
+  };
+  std::vector<admit::priority_class> out;
+  double sum = 0;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t end = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, end - at);
+    const std::size_t eq = part.find('=');
+    if (eq == std::string::npos || eq == 0) throw bad(quote(part) + " is not NAME=SHARE");
+    admit::priority_class c{part.substr(0, eq), 0.0};
+    const std::string share = part.substr(eq + 1);
+    const char* first = share.data();
+    const char* last = first + share.size();
+    const auto [ptr, ec] = std::from_chars(first, last, c.share, std::chars_format::fixed);
+    if (share.empty() || ec != std::errc() || ptr != last || !(c.share >= 0 && c.share <= 1)) {
+      throw bad("the share of " + quote(c.name) + " must be a number from 0 to 1, got " + quote(share));
+    }
+    for (const auto& o : out) {
+      if (o.name == c.name) throw bad(quote(c.name) + " is given twice");
+    }
+    sum += c.share;
+    out.push_back(std::move(c));
+    if (end == text.size()) break;
+    at = end + 1;
+  }
+  if (out.size() < 2) throw bad("give two classes or more (one class is the limit itself)");
+  if (sum > 1 + 1e-9) throw bad("the shares sum to " + admit::detail::format_double(sum) + ", more than 1");
+  return out;
 }
 
 lease_lost_action parse_action(const std::string& text) {
@@ -113,6 +153,25 @@ run_settings check(const run_options& o) {
     throw usage_error("--set-capacity applies only with --redis (it sets the definition Redis stores for every host)");
   }
   s.set_capacity = o.set_capacity;
+  if (o.classes) {
+    if (!s.redis) throw usage_error("--classes applies only with --redis (a limit on this host has no classes yet)");
+    s.classes = parse_classes(*o.classes);
+  }
+  if (o.class_name) {
+    if (!o.classes) throw usage_error("--class applies only with --classes (the limit's classes)");
+    std::string names;
+    for (std::size_t i = 0; i < s.classes.size(); ++i) {
+      if (s.classes[i].name == *o.class_name) {
+        s.priority = i;
+        names.clear();
+        break;
+      }
+      names += (i == 0 ? "" : ", ") + s.classes[i].name;
+    }
+    if (!names.empty()) {
+      throw usage_error("invalid --class " + quote(*o.class_name) + ": not one of --classes's (" + names + ")");
+    }
+  }
   s.quiet = o.quiet;
   s.json = o.json;
   return s;

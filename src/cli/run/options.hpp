@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "admit/priority_class.hpp"
 #include "admit/rate.hpp"
 
 namespace admit::cli::run {
@@ -30,7 +31,7 @@ enum class lease_lost_action { term, kill, ignore };
 struct run_options {
   std::string name;
   std::optional<std::string> concurrency, weight, rate, burst, redis, lock_dir, timeout, max_waiters, lease_ttl,
-      kill_after;
+      kill_after, classes, class_name;
   std::string on_lease_lost = "term";
   bool no_wait = false, quiet = false, json = false;
   bool set_capacity = false;         // --redis: make --concurrency the semaphore's capacity
@@ -43,6 +44,10 @@ struct run_settings {
   std::int64_t weight = 1;
   std::optional<admit::rate> rate;
   std::int64_t burst = 1;
+  // --classes: the limit's priority classes and their shares (part of its definition; empty: none), and --class: this
+  // run's, an index into them.
+  std::vector<admit::priority_class> classes;
+  std::size_t priority = 0;
   std::optional<std::string> redis;      // the URL
   std::filesystem::path lock_directory;  // local only
   std::optional<std::chrono::nanoseconds> timeout;
@@ -61,7 +66,8 @@ struct run_settings {
 // Checks the options (usage_error naming the option and value): --name and COMMAND required, at least one of
 // --concurrency and --rate (a rate of inf limits nothing), --weight at most --concurrency and --burst, --burst only
 // with --rate, --lease-ttl, --on-lease-lost, --kill-after and --set-capacity only with --redis (--set-capacity also
-// needs --concurrency), --lock-dir only without, --no-wait not with --timeout.
+// needs --concurrency), --lock-dir only without, --no-wait not with --timeout, --classes (two or more NAME=SHARE, the
+// shares from 0 to 1 and summing to at most 1) only with --redis, --class one of them.
 run_settings check(const run_options& options);
 
 }  // namespace admit::cli::run

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "admit/detail/format_double.hpp"
 #include "admit/errc.hpp"
 #include "admit/redis/admission.hpp"
 #include "admit/redis/client/cluster.hpp"
@@ -126,6 +127,7 @@ struct redis_run_state {
       o.rate = *s.rate;
       o.burst = s.burst;
     }
+    o.classes = s.classes;
     return o;
   }
 
@@ -277,7 +279,7 @@ class redis_source final : public run::permit_source {
     bool unanswered = false;  // nor answer its queue-leave within past_deadline
     redis::admission& limit = *st_->limit;
     if (no_wait) {
-      r = limit.try_acquire(0, s.weight);
+      r = limit.try_acquire(s.priority, s.weight);
     } else {
       // Asynchronous, so that this thread ends the wait by --timeout even when Redis does not answer the call that
       // would end it.
@@ -286,9 +288,9 @@ class redis_source final : public run::permit_source {
           done(ec ? redis::semaphore_result(ec) : redis::semaphore_result(std::move(l)));
         });
         if (deadline) {
-          limit.async_acquire_until(*deadline, 0, s.weight, std::move(handler));
+          limit.async_acquire_until(*deadline, s.priority, s.weight, std::move(handler));
         } else {
-          limit.async_acquire(0, s.weight, std::move(handler));
+          limit.async_acquire(s.priority, s.weight, std::move(handler));
         }
       };
       r = wait_bounded<redis::semaphore_result>(st_->conn.get_executor(), initiate, past(deadline), stop, cut);
@@ -343,6 +345,12 @@ class redis_source final : public run::permit_source {
     const auto [stored, ec] = st_->limit->inspect(0);
     std::string given = s.concurrency > 0 ? "--concurrency " + std::to_string(s.concurrency) : "no --concurrency";
     given += s.rate ? " --rate " + s.rate->to_string() + " --burst " + std::to_string(s.burst) : " without --rate";
+    if (!s.classes.empty()) {
+      given += " --classes ";
+      for (std::size_t i = 0; i < s.classes.size(); ++i) {
+        given += (i == 0 ? "" : ",") + s.classes[i].name + "=" + admit::detail::format_double(s.classes[i].share);
+      }
+    }
     redis_failure f;
     f.error = admit::errc::exceeds_capacity;
     f.message = quote(s.name) + " at " + st_->where() + " is " + (ec ? "defined otherwise" : as_options(stored)) +
@@ -354,8 +362,11 @@ class redis_source final : public run::permit_source {
   static std::string as_options(const redis::semaphore_snapshot& d) {
     std::string s = d.capacity < redis::admission::unlimited_capacity ? "--concurrency " + std::to_string(d.capacity)
                                                                       : "no --concurrency";
-    if (d.token_interval.count() == 0) return s + " without --rate";
-    return s + " --rate " + admit::rate::every(d.token_interval).to_string() + " --burst " + std::to_string(d.burst);
+    s += d.token_interval.count() == 0
+             ? " without --rate"
+             : " --rate " + admit::rate::every(d.token_interval).to_string() + " --burst " + std::to_string(d.burst);
+    if (d.classes.size() > 1) s += " with " + std::to_string(d.classes.size()) + " --classes";
+    return s;
   }
 
   std::unique_ptr<run::held_permit> fail(run::refusal& why, const redis_failure& f) {

@@ -75,6 +75,12 @@ subcommand add_run_command(CLI::App& app) {
   cmd->add_flag("--set-capacity", ro.set_capacity,
                 "with --redis: if the limit NAME exists with another --concurrency, --rate or --burst, make this run's "
                 "the definition for every host (without it, that is refused: one name, one definition)");
+  cmd->add_option("--classes", ro.classes,
+                  "with --redis: the limit's priority classes and the share of --concurrency and --rate each is "
+                  "guaranteed (part of the limit's definition), e.g. interactive=0.75,batch=0.25")
+      ->type_name("NAME=SHARE,...");
+  cmd->add_option("--class", ro.class_name, "this run's class, one of --classes (default: the first)")
+      ->type_name("NAME");
   cmd->add_flag("--quiet,-q", ro.quiet, "no status line and no notices (errors are still said)");
   cmd->add_flag("--json", ro.json, "one JSON object per line on stderr per event (waiting, started, exited, ...)");
   // The first word that is not one of admit run's options starts the command: what follows is the command's own.

@@ -113,7 +113,8 @@ end
 -- Priority classes (more than one): cls[k] for class k - 1, {g, ai, ab, held, queued (permits its waiters ask),
 -- atat (its assured bucket's state, µs), list (its queue's key)}, kept in meta as held:k, queued:k and atat:k. Class 0's
 -- queue is KEYS[4]; with classes, KEYS[6] is the waiters hash (id -> "class:n:arrival") and KEYS[5 + k] class k - 1's
--- queue for k >= 2.
+-- queue for k >= 2, named "{name}:waiters" and "{name}:waiting:<class>": a caller that gives only the five keys
+-- (inspect_semaphore, a semaphore of the same name) reaches them by those names, in the same slot.
 local cls, multi = nil, false
 if class_text then
   cls = {}
@@ -132,12 +133,11 @@ if class_text then
     for k = 1, #cls do
       cls[k].held, cls[k].queued, cls[k].atat = tonumber(v[3 * k - 2]) or 0, tonumber(v[3 * k - 1]) or 0,
         tonumber(v[3 * k]) or 0
-      cls[k].list = k == 1 and queue or KEYS[5 + k]
-      if not cls[k].list then return redis.error_reply('ERR admit semaphore: no queue key for class ' .. (k - 1)) end
+      cls[k].list = k == 1 and queue or KEYS[5 + k] or (queue .. ':' .. (k - 1))
     end
   end
 end
-local waiters_hash = KEYS[6]
+local waiters_hash = KEYS[6] or (string.sub(meta, 1, -5) .. 'waiters')
 -- An admission that names another definition than the stored one (see ARGV[2]); never a semaphore.
 local differs = not tonumber(ARGV[2]) and ARGV[2] ~= definition()
 
@@ -758,7 +758,8 @@ function run.inspect(A)
   -- A[3] the most holders and waiters to list: {0, capacity, free, fence, now, holders, queue, holder count, waiter
   -- count, interval, burst, tokens}, holders as {id, n, token, expiry}, the queue in order as {id, n, waiter expiry};
   -- interval, burst and tokens (whole tokens in the bucket now) are 0 without a rate; with classes each holder and
-  -- waiter also has its class, and the last element is {held, queued} per class
+  -- waiter also has its class (the queue in arrival order over all classes), and the last element is {held, queued}
+  -- per class
   if free > 0 then serve(nil, nil) end
   local most = num(A[3], 'limit')
   local hs = {}
@@ -775,16 +776,24 @@ function run.inspect(A)
   end
   for k, list in ipairs(lists) do
     local at = 0
-    while #qs < most do -- the records of the waiters still waiting, in order, class by class
+    while #qs < most * k do -- the first `most` waiters still waiting of each class, in order
       local records = redis.call('LRANGE', list, at, at + most - 1)
       for _, record in ipairs(records) do
         local id, n = parse_waiter(record)
         local until_us = id and redis.call('ZSCORE', expiry, id)
-        if n and until_us and #qs < most then qs[#qs + 1] = { id, n, tonumber(until_us), k - 1 } end
+        if n and until_us and #qs < most * k then qs[#qs + 1] = { id, n, tonumber(until_us), k - 1 } end
       end
       if #records < most then break end
       at = at + most
     end
+  end
+  if multi then -- the first `most` of all classes, in arrival order
+    local arrival = {}
+    for _, q in ipairs(qs) do
+      arrival[q[1]] = tonumber(string.match(redis.call('HGET', waiters_hash, q[1]) or '', ':(%d+)$')) or 0
+    end
+    table.sort(qs, function(a, b) return arrival[a[1]] < arrival[b[1]] end)
+    for i = #qs, most + 1, -1 do qs[i] = nil end
   end
   local tokens = 0
   if interval > 0 then tokens = math.floor(math.min(burst, (now - tat) / interval)) end
