@@ -55,11 +55,15 @@
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "admit/redis/admission.hpp"
 
 namespace admit::bench::semaphore_bench {
 
@@ -73,13 +77,15 @@ constexpr admit::bench::command_line command(
     "                                   [--wakeup-rounds N] [--settle-ms MS] [--jitter-ms MS]\n"
     "                                   [--repetitions N] [--name NAME] [--timeout-ms MS]\n"
     "                                   [--poll-interval-ms MS] [--tag TEXT] [--floor on|off]\n"
-    "                                   [--api blocking|async|both]\n"
+    "                                   [--api blocking|async|both] [--rate R [--burst B]]\n"
     "--cycles C:K,...: cases of C contenders on a semaphore of capacity K (default 1:1,64:8); 'none' for\n"
     "  no cycles case. --wakeup-rounds 0: no wake-up case (default 300 rounds).\n"
     "--api both (default): each cycles case with blocking contenders (threads; variant 'default') and then\n"
     "  with asynchronous ones (one io thread; variant 'async').\n"
     "--floor on (default): after the wake-up case, the same rounds with LPUSH -> BLPOP instead of the\n"
     "  semaphore (impl redis-floor): the floor of a wake-up through Redis on this machine.\n"
+    "--rate R: the blocking cycles through an admit::redis::admission of rate R (burst --burst, default\n"
+    "  1000000) and the case's capacity (variant 'admission'): a rate decided with the permits.\n"
     "--timeout-ms is the connection's command timeout; the semaphores have the default semaphore_options\n"
     "  (poll_interval 1 s) unless --poll-interval-ms is given. --tag TEXT is appended to the variant.\n");
 
@@ -128,6 +134,14 @@ settings parse_arguments(int argc, char** argv) {
       s.async = value != "blocking";
     } else if (flag == "--tag") {
       s.tag = value;
+    } else if (flag == "--rate") {
+      try {
+        s.rate = admit::rate::parse(value);
+      } catch (const std::invalid_argument& e) {
+        command.usage(std::string("--rate: ") + e.what());
+      }
+    } else if (flag == "--burst") {
+      s.burst = command.to_integer(flag, value, 1);
     } else {
       command.usage("unknown argument " + flag);
     }
@@ -219,9 +233,19 @@ void run_cycles(const settings& s, const cycles_case& c, int repetition) {
   io_thread io;
   admit::redis::connection conn(io.executor(), connection_options(s));
   connect_or_exit(conn, s);
-  admit::redis::semaphore sem(
-      conn, case_name(s, "cycles-" + std::to_string(c.contenders) + "x" + std::to_string(c.capacity), repetition),
-      c.capacity, semaphore_options(s));
+  const std::string name =
+      case_name(s, "cycles-" + std::to_string(c.contenders) + "x" + std::to_string(c.capacity), repetition);
+  std::optional<admit::redis::semaphore> sem;
+  std::optional<admit::redis::admission> adm;
+  if (s.rate) {
+    adm.emplace(conn, name, admit::admission_options{.rate = *s.rate, .burst = s.burst, .max_in_flight = c.capacity},
+                semaphore_options(s));
+  } else {
+    sem.emplace(conn, name, c.capacity, semaphore_options(s));
+  }
+  const auto acquire = [&](const std::stop_token& token) {
+    return adm ? adm->try_acquire_for(10s, 0, 1, token) : sem->try_acquire_for(10s, 1, token);
+  };
 
   const auto start = clock_type::now();
   const auto from = start + seconds(s.warmup_s);
@@ -250,7 +274,7 @@ void run_cycles(const settings& s, const cycles_case& c, int repetition) {
       const std::stop_token token = stop.get_token();
       while (!token.stop_requested()) {
         const auto t0 = clock_type::now();
-        auto r = sem.try_acquire_for(10s, 1, token);
+        auto r = acquire(token);
         const auto t1 = clock_type::now();
         if (!r) {
           if (r.error() != admit::errc::cancelled) error("acquire: " + r.error().message());
@@ -279,7 +303,7 @@ void run_cycles(const settings& s, const cycles_case& c, int repetition) {
   t.cycles = std::move(cycles);
   t.errors = errors.load();
   t.first_error = std::move(first_error);
-  report_cycles(s, c, repetition, variant(s), "admit cycles", std::move(t));
+  report_cycles(s, c, repetition, s.rate ? variant(s) + "+admission" : variant(s), "admit cycles", std::move(t));
 }
 
 }  // namespace admit::bench::semaphore_bench

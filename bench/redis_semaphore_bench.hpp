@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "admit/rate.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "redis_bench_common.hpp"
@@ -44,6 +45,10 @@ struct settings {
   bool floor = true;     // also the LPUSH -> BLPOP floor after the wake-up case
   bool blocking = true;  // the cycles cases with blocking contenders (threads)
   bool async = true;     // and with asynchronous ones (--api)
+  // --rate R: the blocking cycles go through an admit::redis::admission of that rate (burst: --burst) and the case's
+  // capacity instead of the semaphore (variant "admission"): what deciding a rate with the permits costs.
+  std::optional<admit::rate> rate;
+  std::int64_t burst = 1'000'000;
 };
 
 // An io_context run by one background thread until destroyed (tests/redis/io_thread.hpp): declared before the

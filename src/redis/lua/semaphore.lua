@@ -67,7 +67,7 @@ local function num(x, what)
 end
 
 -- meta, read once and written once at the end (dirty fields only)
-local capacity, free, fence, next_due, seq, interval, burst, tat, class_text
+local capacity, free, fence, next_due, seq, interval, burst, tat, class_text, stored_definition, queued_one
 local dirty = {}
 -- An admission's definition "capacity/interval/burst[/classes]" (nil for a semaphore's plain capacity, or when it
 -- cannot be read); classes "g:ai:ab,..." per priority class: its guaranteed permits, its assured bucket's interval (µs;
@@ -82,25 +82,23 @@ local function parse_definition(text)
   end
   return tonumber(c), tonumber(i), tonumber(b), classes
 end
-local asked_capacity, asked_interval, asked_burst, asked_classes = tonumber(ARGV[2]), 0, 0, nil
-if not asked_capacity and ARGV[2] then
-  asked_capacity, asked_interval, asked_burst, asked_classes = parse_definition(ARGV[2])
-  if not asked_capacity then
-    return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(ARGV[2]))
-  end
-end
 do
   local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next', 'seq', 'interval', 'burst', 'tat',
-    'classes')
+    'classes', 'definition', 'queued:1')
   capacity, free, fence, next_due = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
   seq = tonumber(m[5]) or 0
   interval, burst, tat = tonumber(m[6]) or 0, tonumber(m[7]) or 0, tonumber(m[8]) or 0
-  class_text = m[9] or nil
+  class_text, stored_definition, queued_one = m[9] or nil, m[10] or nil, tonumber(m[11]) or 0
   if not capacity then
     if op == 'inspect' then return { 5, 0, now } end -- no such semaphore: nothing is created by looking
-    capacity = num(asked_capacity, 'capacity')
+    local c, i, b, classes = tonumber(ARGV[2]), 0, 0, nil
+    if not c then
+      c, i, b, classes = parse_definition(ARGV[2] or '')
+      if not c then return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(ARGV[2])) end
+    end
+    capacity = num(c, 'capacity')
     free = capacity
-    interval, burst, class_text = asked_interval, asked_burst, asked_classes
+    interval, burst, class_text = i, b, classes
     dirty.capacity, dirty.free, dirty.rate = true, true, interval > 0 or class_text ~= nil
   end
 end
@@ -138,8 +136,17 @@ if class_text then
   end
 end
 local waiters_hash = KEYS[6] or (string.sub(meta, 1, -5) .. 'waiters')
--- An admission that names another definition than the stored one (see ARGV[2]); never a semaphore.
-local differs = not tonumber(ARGV[2]) and ARGV[2] ~= definition()
+-- With a rate or classes, each waiter's class, n and arrival are kept in the waiters hash, and each class's queued
+-- permits in meta (queued:k), so that the tokens the waiters ahead of a request ask for are known without reading the
+-- queue. One class with a rate: cls[1] holds only that count.
+local tracked = multi or interval > 0
+if tracked and not multi then
+  cls = { { g = 0, ai = 0, ab = 0, held = 0, atat = 0, list = queue,
+    queued = queued_one } }
+end
+-- An admission that names another definition than the stored one (see ARGV[2]); never a semaphore. The stored text
+-- is kept in meta's definition field whenever the capacity or the rate changes (older semaphores: computed).
+local differs = not tonumber(ARGV[2]) and ARGV[2] ~= (stored_definition or definition())
 
 -- The two commonest calls take a short way: a free permit taken, and a lease given back, while nobody waits and
 -- nothing can have expired. Their effects and replies are exactly those of run.acquire and run.release below (a
@@ -177,6 +184,7 @@ end
 local function save()
   local args = {}
   if dirty.capacity then args[#args + 1] = 'capacity'; args[#args + 1] = int(capacity) end
+  if dirty.capacity or dirty.rate then args[#args + 1] = 'definition'; args[#args + 1] = definition() end
   if dirty.free then args[#args + 1] = 'free'; args[#args + 1] = int(free) end
   if dirty.fence then args[#args + 1] = 'fence'; args[#args + 1] = int(fence) end
   if dirty.next then args[#args + 1] = 'next'; args[#args + 1] = int(next_due) end
@@ -193,7 +201,9 @@ local function save()
       redis.call('HDEL', meta, 'classes')
     end
   end
-  if multi and dirty.classes then
+  if dirty.classes and not multi then
+    args[#args + 1] = 'queued:1'; args[#args + 1] = int(cls[1].queued)
+  elseif dirty.classes then
     for k = 1, #cls do
       args[#args + 1] = 'held:' .. k; args[#args + 1] = int(cls[k].held)
       args[#args + 1] = 'queued:' .. k; args[#args + 1] = int(cls[k].queued)
@@ -260,7 +270,7 @@ end
 -- Waiter `id` leaves the queue (its record stays in the list until the head or a compaction); whether it was waiting.
 local function drop_waiter(id)
   if redis.call('ZREM', expiry, id) ~= 1 then return false end
-  if multi then
+  if tracked then
     local w = redis.call('HGET', waiters_hash, id)
     redis.call('HDEL', waiters_hash, id)
     local k, n = string.match(w or '', '^(%d+):(%d+):')
@@ -401,119 +411,124 @@ local function serve_one(mine, handed, all)
   end
 end
 
--- With classes: the share rule of admit::admission (include/admit/detail/admission_rule.hpp states it; admission_pick
--- and admission_claims are its code), on Redis's clock. A head is {id, n, ttl, wake, arrival, k} and its standing.
 local unlimited = 1125899906842624 -- 2^50, an admission's capacity without a concurrency limit
-local function has_tokens(n)
-  return interval == 0 or (n <= burst and token_wait(n) == 0)
-end
--- µs until class c's assured bucket holds a whole token (0: now; nil: never, a share of 0).
-local function assured_wait(c)
-  if c.ab < 1 then return nil end
-  local ready = math.max(c.atat, now - c.ab * c.ai) + c.ai
-  return ready > now and ready - now or 0
-end
-local function assured_charge(c, n)
-  c.atat = math.max(c.atat, now - c.ab * c.ai) + n * c.ai
-  dirty.classes = true
-end
--- Class k's live head, or nil; records of waiters that left are dropped on the way, and a head too large ever to be
--- admitted leaves (its wake-up unreadable, as serve_one does).
-local function head_of(k)
-  local list = cls[k].list
-  while true do
-    local record = redis.call('LINDEX', list, 0)
-    if not record then return nil end
-    local id, n, ttl, wake = parse_waiter(record)
-    local w = id and redis.call('HGET', waiters_hash, id)
-    if not n or not w then
-      redis.call('LPOP', list)
-      if id then drop_waiter(id) end
-    elseif too_large(n) then
-      redis.call('LPOP', list)
-      if drop_waiter(id) then
-        redis.call('LPUSH', wake, id .. ':')
-        redis.call('PEXPIRE', wake, 60000)
-      end
-    else
-      return { id = id, n = n, ttl = ttl, wake = wake, arrival = tonumber(string.match(w, ':(%d+)$')) or 0, k = k }
-    end
+-- Made only with classes: in Redis's Lua, making a closure costs about as much as a command, on every call.
+local has_tokens, assured_wait, assured_charge, head_of, stand, claims, pick, heads_now, admit_head, serve_multi
+if multi then
+  -- With classes: the share rule of admit::admission (include/admit/detail/admission_rule.hpp states it; admission_pick
+  -- and admission_claims are its code), on Redis's clock. A head is {id, n, ttl, wake, arrival, k} and its standing.
+  has_tokens = function(n)
+    return interval == 0 or (n <= burst and token_wait(n) == 0)
   end
-end
-local function stand(h)
-  local c = cls[h.k]
-  h.permit_entitled = capacity >= unlimited or c.held < c.g
-  h.token_entitled = interval == 0 or assured_wait(c) == 0
-  h.permit_claim = h.permit_entitled and math.min(c.queued, c.g - c.held) or 0
-  h.permits_free = h.n <= free
-  h.tokens_free = has_tokens(h.n)
-  return h
-end
--- Whether head o's claim on permits (else tokens) counts against head c (admission_claims).
-local function claims(o, c, on_permits)
-  if on_permits then
-    if not o.permit_entitled or not o.tokens_free then return false end
-  elseif not o.token_entitled or not o.permits_free then
-    return false
+  -- µs until class c's assured bucket holds a whole token (0: now; nil: never, a share of 0).
+  assured_wait = function(c)
+    if c.ab < 1 then return nil end
+    local ready = math.max(c.atat, now - c.ab * c.ai) + c.ai
+    return ready > now and ready - now or 0
   end
-  if o.arrival < c.arrival then return true end
-  if on_permits then
-    if c.permit_entitled then return false end
-    return not (c.token_entitled and c.permits_free and not has_tokens(o.n + c.n))
+  assured_charge = function(c, n)
+    c.atat = math.max(c.atat, now - c.ab * c.ai) + n * c.ai
+    dirty.classes = true
   end
-  if c.token_entitled then return false end
-  return not (c.permit_entitled and c.tokens_free and not (o.n + c.n <= free))
-end
--- The head to admit next (admission_pick), or nil.
-local function pick(heads)
-  local best = nil
-  for _, h in ipairs(heads) do
-    if not best or h.arrival < best.arrival then
-      local permits, tokens = h.n, h.n
-      for _, o in ipairs(heads) do
-        if o ~= h then
-          if claims(o, h, true) then
-            permits = permits + (h.permit_entitled and o.n or math.max(o.n, o.permit_claim))
-          end
-          if claims(o, h, false) then tokens = tokens + o.n end
+  -- Class k's live head, or nil; records of waiters that left are dropped on the way, and a head too large ever to be
+  -- admitted leaves (its wake-up unreadable, as serve_one does).
+  head_of = function(k)
+    local list = cls[k].list
+    while true do
+      local record = redis.call('LINDEX', list, 0)
+      if not record then return nil end
+      local id, n, ttl, wake = parse_waiter(record)
+      local w = id and redis.call('HGET', waiters_hash, id)
+      if not n or not w then
+        redis.call('LPOP', list)
+        if id then drop_waiter(id) end
+      elseif too_large(n) then
+        redis.call('LPOP', list)
+        if drop_waiter(id) then
+          redis.call('LPUSH', wake, id .. ':')
+          redis.call('PEXPIRE', wake, 60000)
         end
+      else
+        return { id = id, n = n, ttl = ttl, wake = wake, arrival = tonumber(string.match(w, ':(%d+)$')) or 0, k = k }
       end
-      if permits <= free and has_tokens(tokens) then best = h end
     end
   end
-  return best
-end
--- The classes' heads and their standing, but class `except`'s.
-local function heads_now(except)
-  local heads = {}
-  for k = 1, #cls do
-    if k ~= except then
-      local h = head_of(k)
-      if h then heads[#heads + 1] = stand(h) end
+  stand = function(h)
+    local c = cls[h.k]
+    h.permit_entitled = capacity >= unlimited or c.held < c.g
+    h.token_entitled = interval == 0 or assured_wait(c) == 0
+    h.permit_claim = h.permit_entitled and math.min(c.queued, c.g - c.held) or 0
+    h.permits_free = h.n <= free
+    h.tokens_free = has_tokens(h.n)
+    return h
+  end
+  -- Whether head o's claim on permits (else tokens) counts against head c (admission_claims).
+  claims = function(o, c, on_permits)
+    if on_permits then
+      if not o.permit_entitled or not o.tokens_free then return false end
+    elseif not o.token_entitled or not o.permits_free then
+      return false
+    end
+    if o.arrival < c.arrival then return true end
+    if on_permits then
+      if c.permit_entitled then return false end
+      return not (c.token_entitled and c.permits_free and not has_tokens(o.n + c.n))
+    end
+    if c.token_entitled then return false end
+    return not (c.permit_entitled and c.tokens_free and not (o.n + c.n <= free))
+  end
+  -- The head to admit next (admission_pick), or nil.
+  pick = function(heads)
+    local best = nil
+    for _, h in ipairs(heads) do
+      if not best or h.arrival < best.arrival then
+        local permits, tokens = h.n, h.n
+        for _, o in ipairs(heads) do
+          if o ~= h then
+            if claims(o, h, true) then
+              permits = permits + (h.permit_entitled and o.n or math.max(o.n, o.permit_claim))
+            end
+            if claims(o, h, false) then tokens = tokens + o.n end
+          end
+        end
+        if permits <= free and has_tokens(tokens) then best = h end
+      end
+    end
+    return best
+  end
+  -- The classes' heads and their standing, but class `except`'s.
+  heads_now = function(except)
+    local heads = {}
+    for k = 1, #cls do
+      if k ~= except then
+        local h = head_of(k)
+        if h then heads[#heads + 1] = stand(h) end
+      end
+    end
+    return heads
+  end
+  -- Admits h (out of its queue, or never in it): its permits, its tokens, and its class's share of both.
+  admit_head = function(h)
+    take(h.n)
+    if interval > 0 and h.token_entitled then assured_charge(cls[h.k], h.n) end
+    take_tokens(h.n)
+    return grant(h.id, h.n, h.ttl, h.k)
+  end
+  serve_multi = function(mine, handed, all)
+    while true do
+      if free <= 0 and not all then return nil end
+      local heads = heads_now(nil)
+      if #heads == 0 then return false end
+      local h = pick(heads)
+      if not h then return true end
+      redis.call('LPOP', cls[h.k].list)
+      drop_waiter(h.id)
+      local token, expires = admit_head(h)
+      deliver(h.id, h.n, token, expires, h.wake, mine, handed)
     end
   end
-  return heads
 end
--- Admits h (out of its queue, or never in it): its permits, its tokens, and its class's share of both.
-local function admit_head(h)
-  take(h.n)
-  if interval > 0 and h.token_entitled then assured_charge(cls[h.k], h.n) end
-  take_tokens(h.n)
-  return grant(h.id, h.n, h.ttl, h.k)
-end
-local function serve_multi(mine, handed, all)
-  while true do
-    if free <= 0 and not all then return nil end
-    local heads = heads_now(nil)
-    if #heads == 0 then return false end
-    local h = pick(heads)
-    if not h then return true end
-    redis.call('LPOP', cls[h.k].list)
-    drop_waiter(h.id)
-    local token, expires = admit_head(h)
-    deliver(h.id, h.n, token, expires, h.wake, mine, handed)
-  end
-end
+
 local function serve(mine, handed, all)
   if multi then return serve_multi(mine, handed, all) end
   return serve_one(mine, handed, all)
@@ -544,12 +559,15 @@ end
 -- With a rate: µs until waiter `id` may be admitted by time alone — the tokens of the waiters of its class up to it,
 -- or (with classes) its class's assured bucket's next token, whichever is sooner; 0 when neither is short.
 local function rate_wait(id)
-  if not multi then return token_wait(queued_through(id, queue)) end
+  if not multi then
+    if token_wait(cls[1].queued) == 0 then return 0 end -- the tokens of every waiter are there: not the rate
+    return token_wait(queued_through(id, queue))
+  end
   local w = redis.call('HGET', waiters_hash, id)
   local k = w and tonumber(string.match(w, '^(%d+):'))
   local c = k and cls[k + 1]
   if not c then return 0 end
-  local wait = token_wait(queued_through(id, c.list))
+  local wait = token_wait(c.queued) == 0 and 0 or token_wait(queued_through(id, c.list))
   local a = assured_wait(c)
   if a and a > 0 and (wait == 0 or a < wait) then wait = a end
   return wait
@@ -572,43 +590,46 @@ end
 -- An acquire with classes: the newcomer is admitted at once when its class has nobody waiting and the share rule
 -- picks it among the heads (the others already served); otherwise it queues in its class, FIFO. Replies as acquire's.
 -- A deadline fails at once when the global bucket cannot give it its tokens, after those of its class's waiters.
-local function acquire_in_class(A, id, n, ttl)
-  local k = num(A[11] or '0', 'priority') + 1
-  local c = cls[k]
-  if not c then return redis.error_reply('ERR admit semaphore: priority ' .. tostring(A[11]) .. ' out of range') end
-  if too_large(n) then return { 4, capacity, now } end
-  if free > 0 then serve(nil, nil) end
-  if not head_of(k) then
-    local heads = heads_now(k)
-    local me = stand({ id = id, n = n, ttl = ttl, arrival = seq + 1, k = k })
-    heads[#heads + 1] = me
-    if pick(heads) == me then
+local acquire_in_class
+if multi then
+  acquire_in_class = function(A, id, n, ttl)
+    local k = num(A[11] or '0', 'priority') + 1
+    local c = cls[k]
+    if not c then return redis.error_reply('ERR admit semaphore: priority ' .. tostring(A[11]) .. ' out of range') end
+    if too_large(n) then return { 4, capacity, now } end
+    if free > 0 then serve(nil, nil) end
+    if not head_of(k) then
+      local heads = heads_now(k)
+      local me = stand({ id = id, n = n, ttl = ttl, arrival = seq + 1, k = k })
+      heads[#heads + 1] = me
+      if pick(heads) == me then
+        seq = seq + 1
+        dirty.seq = true
+        local token, expires = admit_head(me)
+        return { 0, n, token, expires, now }
+      end
+    end
+    if A[6] ~= '1' then return { 2, free, now } end
+    local most = num(A[7], 'max waiters') -- negative: no limit
+    if most >= 0 and redis.call('ZCARD', expiry) >= most then return { 3, free, now } end
+    local ready = 0
+    if interval > 0 then
+      ready = token_wait(c.queued + n)
+      local budget = tonumber(A[10] or '-1') or -1
+      if budget >= 0 and ready > budget then return { 8, ready, now } end
+    end
+    local until_us = now + num(A[8], 'waiter ttl')
+    if redis.call('ZADD', expiry, int(until_us), id) == 1 then
       seq = seq + 1
       dirty.seq = true
-      local token, expires = admit_head(me)
-      return { 0, n, token, expires, now }
+      redis.call('RPUSH', c.list, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])
+      redis.call('HSET', waiters_hash, id, int(k - 1) .. ':' .. int(n) .. ':' .. int(seq))
+      c.queued = c.queued + n
+      dirty.classes = true
     end
+    due(until_us)
+    return { 1, seq, now, ready }
   end
-  if A[6] ~= '1' then return { 2, free, now } end
-  local most = num(A[7], 'max waiters') -- negative: no limit
-  if most >= 0 and redis.call('ZCARD', expiry) >= most then return { 3, free, now } end
-  local ready = 0
-  if interval > 0 then
-    ready = token_wait(c.queued + n)
-    local budget = tonumber(A[10] or '-1') or -1
-    if budget >= 0 and ready > budget then return { 8, ready, now } end
-  end
-  local until_us = now + num(A[8], 'waiter ttl')
-  if redis.call('ZADD', expiry, int(until_us), id) == 1 then
-    seq = seq + 1
-    dirty.seq = true
-    redis.call('RPUSH', c.list, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])
-    redis.call('HSET', waiters_hash, id, int(k - 1) .. ':' .. int(n) .. ':' .. int(seq))
-    c.queued = c.queued + n
-    dirty.classes = true
-  end
-  due(until_us)
-  return { 1, seq, now, ready }
 end
 
 -- The operations. Each takes A, its arguments laid out as ARGV is for a call of that one operation (A[1] its name,
@@ -638,18 +659,23 @@ function run.acquire(A)
   if most >= 0 and redis.call('ZCARD', expiry) >= most then return { 3, free, now } end
   local ready = 0
   if interval > 0 then
-    ready = token_wait(queued_through(nil, queue) + n)
+    ready = token_wait(cls[1].queued + n)
     local budget = tonumber(A[10] or '-1') or -1
     if budget >= 0 and ready > budget then return { 8, ready, now } end
   end
   -- An id already waiting keeps its place and its first request; a new one joins the tail. (Ids are never reused:
   -- one that left and came back would find its old place, and its old request, if its record were still queued.)
   local until_us = now + num(A[8], 'waiter ttl')
-  if redis.call('ZADD', expiry, int(until_us), id) == 1 then
-    redis.call('RPUSH', queue, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])
-  end
   seq = seq + 1
   dirty.seq = true
+  if redis.call('ZADD', expiry, int(until_us), id) == 1 then
+    redis.call('RPUSH', queue, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])
+    if tracked then
+      redis.call('HSET', waiters_hash, id, '0:' .. int(n) .. ':' .. int(seq))
+      cls[1].queued = cls[1].queued + n
+      dirty.classes = true
+    end
+  end
   due(until_us)
   return { 1, seq, now, ready }
 end

@@ -173,7 +173,7 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
       const bool time = e.str().size() >= 13 && e.str().find_first_not_of("0123456789") == std::string::npos;
       fields += (time ? std::string("T") : e.str()) + " ";
     }
-    EXPECT_EQ(fields, "capacity 1 free 1 fence T next T seq 1 ") << name;
+    EXPECT_EQ(fields, "capacity 1 definition 1/0/0 free 1 fence T next T seq 1 ") << name;
     for (const char* key : {"holders", "leases", "waiting", "expiry"}) {
       const auto exists = conn.execute_command(std::nullopt, admit::redis::command{"EXISTS", tag + key});
       EXPECT_EQ(shape(exists.value), "0") << name << ": " << key;
