@@ -590,6 +590,35 @@ end
 -- An acquire with classes: the newcomer is admitted at once when its class has nobody waiting and the share rule
 -- picks it among the heads (the others already served); otherwise it queues in its class, FIFO. Replies as acquire's.
 -- A deadline fails at once when the global bucket cannot give it its tokens, after those of its class's waiters.
+-- A request of class k (1-based; 1 without classes) that was not admitted joins its class's queue: {3, free, now} when
+-- max_waiters (A[7]; negative: no limit) already wait, {8, µs, now} when the rate cannot give it its tokens after those
+-- of its class's waiters by its deadline (A[10]), else {1, seq, now, µs until the rate can admit it (0: not the rate)}.
+-- An id already waiting keeps its place and its first request; a new one joins the tail. (Ids are never reused: one
+-- that left and came back would find its old place, and its old request, if its record were still queued.)
+local function join(A, id, n, ttl, k)
+  local most = num(A[7], 'max waiters')
+  if most >= 0 and redis.call('ZCARD', expiry) >= most then return { 3, free, now } end
+  local ready = 0
+  if interval > 0 then
+    ready = token_wait(cls[k].queued + n)
+    local budget = tonumber(A[10] or '-1') or -1
+    if budget >= 0 and ready > budget then return { 8, ready, now } end
+  end
+  local until_us = now + num(A[8], 'waiter ttl')
+  seq = seq + 1
+  dirty.seq = true
+  if redis.call('ZADD', expiry, int(until_us), id) == 1 then
+    redis.call('RPUSH', cls and cls[k].list or queue, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])
+    if tracked then
+      redis.call('HSET', waiters_hash, id, int(k - 1) .. ':' .. int(n) .. ':' .. int(seq))
+      cls[k].queued = cls[k].queued + n
+      dirty.classes = true
+    end
+  end
+  due(until_us)
+  return { 1, seq, now, ready }
+end
+
 local acquire_in_class
 if multi then
   acquire_in_class = function(A, id, n, ttl)
@@ -610,25 +639,7 @@ if multi then
       end
     end
     if A[6] ~= '1' then return { 2, free, now } end
-    local most = num(A[7], 'max waiters') -- negative: no limit
-    if most >= 0 and redis.call('ZCARD', expiry) >= most then return { 3, free, now } end
-    local ready = 0
-    if interval > 0 then
-      ready = token_wait(c.queued + n)
-      local budget = tonumber(A[10] or '-1') or -1
-      if budget >= 0 and ready > budget then return { 8, ready, now } end
-    end
-    local until_us = now + num(A[8], 'waiter ttl')
-    if redis.call('ZADD', expiry, int(until_us), id) == 1 then
-      seq = seq + 1
-      dirty.seq = true
-      redis.call('RPUSH', c.list, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])
-      redis.call('HSET', waiters_hash, id, int(k - 1) .. ':' .. int(n) .. ':' .. int(seq))
-      c.queued = c.queued + n
-      dirty.classes = true
-    end
-    due(until_us)
-    return { 1, seq, now, ready }
+    return join(A, id, n, ttl, k)
   end
 end
 
@@ -655,29 +666,7 @@ function run.acquire(A)
     return { 0, n, token, expires, now }
   end
   if A[6] ~= '1' then return { 2, free, now } end
-  local most = num(A[7], 'max waiters') -- negative: no limit
-  if most >= 0 and redis.call('ZCARD', expiry) >= most then return { 3, free, now } end
-  local ready = 0
-  if interval > 0 then
-    ready = token_wait(cls[1].queued + n)
-    local budget = tonumber(A[10] or '-1') or -1
-    if budget >= 0 and ready > budget then return { 8, ready, now } end
-  end
-  -- An id already waiting keeps its place and its first request; a new one joins the tail. (Ids are never reused:
-  -- one that left and came back would find its old place, and its old request, if its record were still queued.)
-  local until_us = now + num(A[8], 'waiter ttl')
-  seq = seq + 1
-  dirty.seq = true
-  if redis.call('ZADD', expiry, int(until_us), id) == 1 then
-    redis.call('RPUSH', queue, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])
-    if tracked then
-      redis.call('HSET', waiters_hash, id, '0:' .. int(n) .. ':' .. int(seq))
-      cls[1].queued = cls[1].queued + n
-      dirty.classes = true
-    end
-  end
-  due(until_us)
-  return { 1, seq, now, ready }
+  return join(A, id, n, ttl, 1)
 end
 
 function run.poll(A)
