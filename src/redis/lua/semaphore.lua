@@ -756,6 +756,23 @@ function run.set_limits(A)
   take(capacity - c)
   capacity = c
   dirty.capacity = true
+  if not multi and (interval == 0) ~= (i == 0) then
+    -- Counting the waiters' permits (see `tracked`) starts or stops with the rate: from the queue as it is.
+    redis.call('DEL', waiters_hash)
+    local sum = 0
+    if i > 0 then
+      for _, record in ipairs(redis.call('LRANGE', queue, 0, -1)) do
+        local id, n = parse_waiter(record)
+        if n and redis.call('ZSCORE', expiry, id) then
+          redis.call('HSET', waiters_hash, id, '0:' .. int(n) .. ':0')
+          sum = sum + n
+        end
+      end
+    end
+    cls = { { g = 0, ai = 0, ab = 0, held = 0, atat = 0, list = queue, queued = sum } }
+    tracked = i > 0
+    dirty.classes = true
+  end
   if interval == 0 or i == 0 then
     tat = 0
   else

@@ -156,6 +156,26 @@ TEST(RedisAdmission, AReleaseHandsTheFreedPermitToTheHeadWhenItsTokensAreThere) 
   EXPECT_EQ(s.tokens, 0);
 }
 
+// A rate set while requests wait for permits: their permits count as the tokens ahead of the next request, whose
+// deadline the rate then cannot meet (one token now, the next in a minute).
+TEST(RedisAdmission, ARateSetWhileRequestsWaitCountsTheirTokens) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admission a(conn, "rate-later", {.max_in_flight = 1});
+  auto held = a.try_acquire(0);
+  ASSERT_TRUE(held);
+  std::stop_source stop;
+  auto waiting = std::async(std::launch::async, [&] { return a.acquire(stop.get_token(), 0); });
+  ASSERT_TRUE(eventually([&] { return waiters(a) == 1; }));
+  ASSERT_FALSE(a.set_limits(slow(/*burst=*/1, /*max_in_flight=*/1)));
+  auto late = std::async(std::launch::async, [&] { return a.try_acquire_for(30s, 0); });
+  ASSERT_EQ(late.wait_for(10s), std::future_status::ready);  // refused at once, not after 30 s
+  EXPECT_EQ(late.get().error(), admit::errc::timeout);
+  stop.request_stop();
+  EXPECT_EQ(waiting.get().error(), admit::errc::cancelled);
+}
+
 TEST(RedisAdmission, ATooLargeRequestIsRefusedByTheBurstOrTheLimit) {
   redis_server server;
   io_thread io;
