@@ -229,7 +229,10 @@ class redis_source final : public run::permit_source {
     }
     st_->make_limits();
     if (s.set_capacity) {
-      if (const auto e = st_->limit->set_limits(redis_run_state::limits(s))) return fail(why, st_->failure(e));
+      if (const auto e = st_->limit->set_limits(redis_run_state::limits(s))) {
+        // Another number of --classes than the stored definition's: set_limits cannot change it.
+        return fail(why, e == admit::errc::definition_conflict ? conflict() : st_->failure(e));
+      }
     }
     // The status line and the "waiting" event once the request is in the queue.
     std::mutex m;
@@ -352,7 +355,7 @@ class redis_source final : public run::permit_source {
       }
     }
     redis_failure f;
-    f.error = admit::errc::exceeds_capacity;
+    f.error = admit::errc::definition_conflict;
     f.message = quote(s.name) + " at " + st_->where() + " is " + (ec ? "defined otherwise" : as_options(stored)) +
                 ", not " + given + ": every admit run of one name must give the same; add --set-capacity to make it " +
                 "this run's for every host";
@@ -372,8 +375,10 @@ class redis_source final : public run::permit_source {
   std::unique_ptr<run::held_permit> fail(run::refusal& why, const redis_failure& f) {
     why.error = f.error;
     why.message = "not admitted: " + f.message;
-    why.exit_status = f.error == admit::errc::exceeds_capacity ? exit_bad_input : f.exit_status();
-    why.reason = f.error == admit::errc::exceeds_capacity ? "capacity" : "redis";
+    const bool capacity = f.error == admit::errc::exceeds_capacity;
+    const bool definition = f.error == admit::errc::definition_conflict;
+    why.exit_status = capacity || definition ? exit_bad_input : f.exit_status();
+    why.reason = capacity ? "capacity" : definition ? "definition" : "redis";
     return nullptr;
   }
 
@@ -445,6 +450,10 @@ std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_setting
     redis::check_semaphore_name(s.name);
   } catch (const std::invalid_argument& e) {
     throw usage_error("invalid --name " + quote(s.name) + ": " + without_cpp_name(e.what()));
+  }
+  if (s.concurrency > redis::admission::unlimited_capacity) {
+    throw usage_error("invalid --concurrency " + std::to_string(s.concurrency) +
+                      ": at most 1125899906842624 (2^50) with --redis");
   }
   try {
     (void)redis::describe(redis_run_state::limits(s));

@@ -616,6 +616,11 @@ local function join(A, id, n, ttl, k)
     end
   end
   due(until_us)
+  -- With classes, its class's assured bucket may be what holds it back: it asks again when either could let it in.
+  if multi then
+    local a = assured_wait(cls[k])
+    if a and a > 0 and (ready == 0 or a < ready) then ready = a end
+  end
   return { 1, seq, now, ready }
 end
 
@@ -635,6 +640,8 @@ if multi then
         seq = seq + 1
         dirty.seq = true
         local token, expires = admit_head(me)
+        -- What it took can settle a conflict between two other heads (admission_claims): serve them, as dispatch does.
+        if free > 0 then serve(nil, nil) end
         return { 0, n, token, expires, now }
       end
     end

@@ -98,12 +98,21 @@ TEST_F(AdmitRunHygieneRedis, AnotherCapacityIsRefusedUnlessSet) {
   const run_result refused = run_to_end(remote("cap", {"--concurrency", "1", "--", "echo", "ran"}), 20s);
   EXPECT_EQ(refused.status, 2);
   EXPECT_EQ(refused.out, "");
-  EXPECT_NE(refused.err.find("is --concurrency 5 without --rate, not --concurrency 1 without --rate"), std::string::npos)
+  EXPECT_NE(refused.err.find("is --concurrency 5 without --rate, not --concurrency 1 without --rate"),
+            std::string::npos)
       << refused.err;
   // --rate is part of the definition too.
   const run_result rated = run_to_end(remote("cap", {"-c", "5", "--rate", "1/5s", "--", "echo", "ran"}), 20s);
   EXPECT_EQ(rated.status, 2);
   EXPECT_NE(rated.err.find("not --concurrency 5 --rate 12/min --burst 1"), std::string::npos) << rated.err;
+  // --set-capacity cannot change the number of --classes (waiters queue by class): refused naming both.
+  ASSERT_EQ(run_to_end(remote("cls", {"-c", "2", "--classes", "a=0.5,b=0.5", "--", "true"}), 20s).status, 0);
+  const run_result classes = run_to_end(
+      remote("cls", {"-c", "2", "--classes", "a=0.25,b=0.25,c=0.25", "--set-capacity", "--", "echo", "ran"}), 20s);
+  EXPECT_EQ(classes.status, 2) << classes.err;
+  EXPECT_NE(classes.err.find("with 2 --classes, not --concurrency 2 without --rate --classes a=0.25,b=0.25,c=0.25"),
+            std::string::npos)
+      << classes.err;
   const run_result set = run_to_end(remote("cap", {"--concurrency", "1", "--set-capacity", "--", "echo", "ran"}), 20s);
   EXPECT_EQ(set.status, 0) << set.err;
   const run_result inspected = run_to_end(args{ADMIT_CLI, "inspect", "--redis", server_.url(), "--json", "cap"}, 20s);

@@ -96,6 +96,8 @@ TEST(RedisAdmissionClasses, TheDefinitionHoldsTheClasses) {
   admit::redis::admission three(conn, "classes",
                                 {.max_in_flight = 4, .classes = {{"a", 0.25}, {"b", 0.25}, {"c", 0.25}}});
   EXPECT_EQ(three.set_limits(three.limits()), admit::errc::definition_conflict);
+  EXPECT_THROW((void)three.set_limits({.max_in_flight = 4, .classes = {{"a", 0.5}, {"b", 0.5}}}),
+               std::invalid_argument);  // this object's number of classes stays
   ASSERT_FALSE(other_shares.set_limits(other_shares.limits()));
   EXPECT_TRUE(other_shares.try_acquire(0));
   EXPECT_EQ(a.try_acquire(0).error(), admit::errc::definition_conflict);
