@@ -473,6 +473,9 @@ class semaphore {
   // An admission's semaphore: `definition` is its script's "capacity/interval/burst" (the semaphore's own is its
   // capacity).
   struct defined_by {
+    // A constructor, not an aggregate: built from a pair by std::make_from_tuple (clang 14 has no aggregate
+    // initialization from parentheses).
+    defined_by(std::string d, std::vector<std::string> k) : definition(std::move(d)), more_keys(std::move(k)) {}
     std::string definition;
     std::vector<std::string> more_keys;  // after the semaphore's five keys (an admission's classes)
   };
