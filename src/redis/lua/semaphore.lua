@@ -9,16 +9,21 @@
 --                    fencing token), seq (the last arrival number), next (no lease or waiter expires before this
 --                    time, µs: the sweep runs only from then on); with a rate also interval (µs one token costs,
 --                    >= 1), burst (tokens the bucket holds at most, >= 1) and tat (the bucket's theoretical arrival
---                    time, µs: it holds min(burst, (now - tat) / interval) tokens; absent: full). A capacity of 2^50
---                    is no concurrency limit (an admission's max_in_flight 0).
+--                    time, µs: it holds min(burst, (now - tat) / interval) tokens; absent: full); definition (the
+--                    stored definition, as ARGV[2] writes it); with classes also classes (their numbers, as in
+--                    ARGV[2]) and held:k, queued:k, atat:k per class k (1-based), and with a rate alone queued:1. A
+--                    capacity of 2^50 is no concurrency limit (an admission's max_in_flight 0).
 --   KEYS[2] holders  sorted set: lease id -> the lease's expiry (µs since the Unix epoch, server time)
---   KEYS[3] leases   hash: lease id -> "n:token"
+--   KEYS[3] leases   hash: lease id -> "n:token", or "n:token:class" with classes
 --   KEYS[4] waiting  list: the queue, one record "id:n:lease_ttl_us:wake_key" per waiter in arrival order (its head is
 --                    served first); a record whose id is not in expiry is a waiter that left (cancelled, expired):
 --                    dropped when it reaches the head. Ids never contain ':' and wake keys are never empty (the
 --                    library's ids are 32 hex digits): a record that cannot be read back loses its waiter
 --   KEYS[5] expiry   sorted set: waiter id -> the waiter's expiry (µs); the waiters, whatever their place: a waiter
 --                    that stops polling leaves the queue
+--   KEYS[6] waiters  (with a rate or classes) hash: waiter id -> "class:n:arrival"
+--   KEYS[5 + k]      (with classes, k >= 2) class k - 1's queue, as KEYS[4] is class 0's; KEYS[6] and these are
+--                    found by their names ("{name}:waiters", "{name}:waiting:<class>") when a caller gives only five
 -- The queue is a list, not a sorted set: joining it and serving its head are O(1) (a sorted set's insert is O(log N),
 -- and below 128 members a scan of a packed array), and a waiter's record travels in it, so that serving the head is
 -- one LPOP and one ZREM. A waiter leaves from the middle in O(log N) by leaving expiry; its record stays in the list
@@ -31,8 +36,8 @@
 -- instead: the caller's process hands it over without a round trip.
 --
 -- ARGV[1] the operation, ARGV[2] the definition: a semaphore's capacity, to start with when the semaphore does not
--- exist yet (meta absent; an existing one keeps its own), or an admission's "capacity/interval/burst" (interval 0 and
--- burst 0: no rate), which must be the stored one: an acquire that names another is refused with status 7 and the
+-- exist yet (meta absent; an existing one keeps its own), or an admission's "capacity/interval/burst[/classes]"
+-- (interval 0 and burst 0: no rate; classes below, at parse_definition), which must be the stored one: an acquire that names another is refused with status 7 and the
 -- stored definition (set_limits changes it; releases, polls and cancels are never refused); then the operation's own
 -- arguments (below); or ARGV[1] 'batch': several operations of one process, one after the
 -- other (see the end of the script). Every call first sweeps when something may have expired (meta's next has
