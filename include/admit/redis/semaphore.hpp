@@ -156,9 +156,11 @@ struct semaphore_options {
   std::chrono::milliseconds timeout{1'000};
   // Called when a lease this process holds is found lost (on the thread that found it; must not block).
   std::function<void(const std::string& lease_id, std::int64_t fencing_token)> on_lease_lost{};
-  // Called when an acquisition that has to wait has joined the queue in Redis (once per acquisition, on the
-  // connection's executor; must not block): its place in the FIFO order is then taken.
-  std::function<void()> on_queued{};
+  // Called when an acquisition that has to wait has joined the queue in Redis, with its waiter id (on the connection's
+  // executor; must not block): its place in the FIFO order is then taken. The id is what inspect lists in the queue
+  // and, once granted, the lease's id(). Once per acquisition, and again with a new id should it have to join anew
+  // (its place was lost: Redis restarted, or it stopped polling past waiter_ttl).
+  std::function<void(const std::string& waiter_id)> on_queued{};
   // What an acquisition does when Redis cannot answer it — its call failed for want of an answer (timeout, refused or
   // lost connection), or the breaker is open. failure_policy::fail_closed (the default): it fails with that error
   // (errc::circuit_open when the breaker kept the call from Redis). failure_policy::fail_open: it gets a

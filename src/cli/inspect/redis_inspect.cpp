@@ -40,34 +40,57 @@ std::string left(std::chrono::microseconds d) {
   return human_duration(ns(d));
 }
 
-// What `admit run` wrote of each listed holder (host, pid, command, started_unix_ms: cli/run/redis_source.hpp), in
-// the holders' order; null for a holder that is not an `admit run` (or when the call failed: the rest is shown).
-std::vector<nlohmann::json> run_holders(redis::client& conn, const std::string& name,
-                                        const redis::semaphore_snapshot& s, std::chrono::nanoseconds timeout) {
-  std::vector<nlohmann::json> out(s.holders.size());
-  if (s.holders.empty()) return out;
+// What `admit run` wrote of each listed holder and waiter (run_holder.hpp): `holders` in the holders' order, `queue`
+// in the queue's; nullopt for one that is not an `admit run` (or when the call failed: the rest is shown).
+struct run_entries {
+  std::vector<std::optional<run_entry>> holders, queue;
+};
+run_entries read_run_entries(redis::client& conn, const std::string& name, const redis::semaphore_snapshot& s,
+                             std::chrono::nanoseconds timeout) {
+  run_entries out{std::vector<std::optional<run_entry>>(s.holders.size()),
+                  std::vector<std::optional<run_entry>>(s.queue.size())};
+  if (s.holders.empty() && s.queue.empty()) return out;
   std::vector<std::string> args{"MGET"};
   for (const auto& h : s.holders) args.push_back(run_holder_key(name, h.id));
+  for (const auto& w : s.queue) args.push_back(run_holder_key(name, w.id));
   const redis::result r = conn.execute_command(
       admit::detail::deadline_after<std::chrono::steady_clock>(std::chrono::steady_clock::now(), timeout),
       redis::command(std::move(args)));
-  if (!r.ok() || r.value.elements().size() != out.size()) return out;
-  for (std::size_t i = 0; i < out.size(); ++i) {
+  if (!r.ok() || r.value.elements().size() != out.holders.size() + out.queue.size()) return out;
+  for (std::size_t i = 0; i < r.value.elements().size(); ++i) {
     const auto& e = r.value.elements()[i];
     if (!e.is_string()) continue;
-    nlohmann::json j = nlohmann::json::parse(e.str(), nullptr, false);
-    if (j.is_object() && j.contains("pid") && j.contains("started_unix_ms")) out[i] = std::move(j);
+    (i < out.holders.size() ? out.holders[i] : out.queue[i - out.holders.size()]) = parse_run_entry(e.str());
   }
   return out;
 }
 
-// The run time of an `admit run` holder: since it started, by this machine's clock (the holder's may differ).
-std::int64_t running_ns(const nlohmann::json& run) {
-  return run::ns_since(run.value("started_unix_ms", run::unix_time_ms()));
+// Since an `admit run` started waiting or holding, by this machine's clock (the run's may differ).
+std::int64_t since_ns(const run_entry& e) { return run::ns_since(e.info.started_unix_ms); }
+
+// An `admit run`'s fields in the JSON of a holder or waiter: host, pid, command, the time it has held or waited, and
+// whether it is dead (with why).
+void add_run(nlohmann::ordered_json& j, const run_entry& e, const char* time_key,
+             std::optional<std::chrono::microseconds> lease_left) {
+  j["host"] = e.info.host;
+  j["pid"] = e.info.pid;
+  j["command"] = e.info.command;
+  j[time_key] = json_seconds(since_ns(e));
+  const auto death = run_entry_death(e, lease_left);
+  j["dead"] = death.has_value();
+  if (death) j["dead_because"] = *death;
+}
+
+// The same in words: "  admit run on HOST pid PID for 1.2s: "CMD"", and why it is dead when it is.
+void print_run(std::ostream& out, const run_entry& e, const char* verb,
+               std::optional<std::chrono::microseconds> lease_left) {
+  out << "  admit run on " << e.info.host << " pid " << e.info.pid << " " << verb << " " << human_duration(since_ns(e))
+      << ": " << quote(e.info.command);
+  if (const auto death = run_entry_death(e, lease_left)) out << "  DEAD: " << *death;
 }
 
 void print_json(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s,
-                const std::vector<nlohmann::json>& runs) {
+                const run_entries& runs) {
   nlohmann::ordered_json j;
   j["name"] = name;
   // An admission without a concurrency limit: no capacity (null), every permit available.
@@ -92,18 +115,15 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
                                 {"fencing_token", h.fencing_token},
                                 {"lease_left_s", json_seconds(ns(h.remaining))}};
     if (!s.classes.empty()) e["class"] = h.priority;
-    if (!runs[i].is_null()) {
-      e["host"] = runs[i].value("host", "");
-      e["pid"] = runs[i].value("pid", std::int64_t{0});
-      e["command"] = runs[i].value("command", "");
-      e["running_s"] = json_seconds(running_ns(runs[i]));
-    }
+    if (runs.holders[i]) add_run(e, *runs.holders[i], "running_s", h.remaining);
     j["holders"].push_back(std::move(e));
   }
   j["queue"] = nlohmann::ordered_json::array();
-  for (const auto& w : s.queue) {
+  for (std::size_t i = 0; i < s.queue.size(); ++i) {
+    const auto& w = s.queue[i];
     nlohmann::ordered_json e = {{"id", w.id}, {"count", w.count}, {"expires_in_s", json_seconds(ns(w.remaining))}};
     if (!s.classes.empty()) e["class"] = w.priority;
+    if (runs.queue[i]) add_run(e, *runs.queue[i], "waiting_s", std::nullopt);
     j["queue"].push_back(std::move(e));
   }
   if (!s.classes.empty()) {  // --classes: each class's held permits and queued requests, by class
@@ -114,7 +134,7 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
 }
 
 void print_text(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s,
-                const std::vector<nlohmann::json>& runs) {
+                const run_entries& runs) {
   out << "semaphore " << quote(name) << ": ";
   if (s.capacity >= redis::admission::unlimited_capacity) {
     out << "no concurrency limit, ";
@@ -142,10 +162,7 @@ void print_text(std::ostream& out, const std::string& name, const redis::semapho
       out << "  " << h.id << "  permits " << h.count << "  fencing token " << h.fencing_token << "  lease "
           << left(h.remaining);
       if (!s.classes.empty()) out << "  class " << h.priority;
-      if (!runs[i].is_null()) {
-        out << "  admit run on " << runs[i].value("host", "?") << " pid " << runs[i].value("pid", std::int64_t{0})
-            << " for " << human_duration(running_ns(runs[i])) << ": " << quote(runs[i].value("command", ""));
-      }
+      if (runs.holders[i]) print_run(out, *runs.holders[i], "for", h.remaining);
       out << "\n";
     }
   }
@@ -158,7 +175,9 @@ void print_text(std::ostream& out, const std::string& name, const redis::semapho
       const auto& w = s.queue[i];
       out << "  " << i + 1 << ". " << w.id << "  permits " << w.count;
       if (!s.classes.empty()) out << "  class " << w.priority;
-      out << "  presumed dead in " << left(w.remaining) << " unless it polls\n";
+      out << "  presumed dead in " << left(w.remaining) << " unless it polls";
+      if (runs.queue[i]) print_run(out, *runs.queue[i], "waiting", std::nullopt);
+      out << "\n";
     }
   }
 }
@@ -209,8 +228,8 @@ int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) 
       err << "admit inspect: " << failure->message << "\n";
       return failure->exit_status();
     }
-    const std::vector<nlohmann::json> runs =
-        run_holders(nodes ? static_cast<redis::client&>(*nodes) : conn, o.name, r.first, timeout);
+    const run_entries runs =
+        read_run_entries(nodes ? static_cast<redis::client&>(*nodes) : conn, o.name, r.first, timeout);
     if (o.json) {
       print_json(out, o.name, r.first, runs);
     } else {

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <chrono>
@@ -30,7 +29,7 @@
 #include "cli/common/redis_failure.hpp"
 #include "cli/common/redis_topology.hpp"
 #include "cli/common/run_holder.hpp"
-#include "nlohmann/json.hpp"
+#include "cli/run/wait_bounded.hpp"
 
 namespace admit::cli {
 
@@ -46,50 +45,6 @@ constexpr std::chrono::milliseconds status_every{500};
 // answering and the wait is abandoned (its entry expires in Redis by itself).
 constexpr std::chrono::milliseconds past_deadline{50};
 
-// Runs an asynchronous call and waits for its result, as long as `stop` is not requested and at most until `until`:
-// then the call is cancelled (terminally: it completes at once, and what it leaves in Redis is the library's
-// background work) and `abandoned` says so when `until` was the reason. `initiate(slot, done)` starts the call with
-// its handler bound to `slot`; the handler calls done(result) once. The call's completion runs on `ex`.
-template <class Result, class Initiate>
-Result wait_bounded(const boost::asio::any_io_executor& ex, Initiate initiate, std::optional<steady::time_point> until,
-                    std::stop_token stop, bool& abandoned) {
-  struct shared {
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::optional<Result> result;
-    boost::asio::cancellation_signal cancel;
-  };
-  auto sh = std::make_shared<shared>();
-  initiate(sh->cancel.slot(), [sh](Result r) {
-    const std::lock_guard lock(sh->m);
-    sh->result.emplace(std::move(r));
-    sh->cv.notify_all();
-  });
-  std::unique_lock lock(sh->m);
-  const auto done = [&] { return sh->result.has_value(); };
-  if (until) {
-    sh->cv.wait_until(lock, stop, *until, done);
-  } else {
-    sh->cv.wait(lock, stop, done);
-  }
-  if (!sh->result) {
-    abandoned = !stop.stop_requested();
-    // The cancellation is emitted where the call runs (the slot is not thread-safe).
-    boost::asio::post(ex, [sh] { sh->cancel.emit(boost::asio::cancellation_type::terminal); });
-    sh->cv.wait(lock, done);
-  }
-  return std::move(*sh->result);
-}
-
-std::string info_json(const run::entry_info& info) {
-  nlohmann::ordered_json j;
-  j["host"] = info.host;
-  j["pid"] = info.pid;
-  j["command"] = info.command;
-  j["started_unix_ms"] = info.started_unix_ms;
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 // Everything the source and its permits share: the connection and its thread, the admission (the rate and the
 // concurrency limit, decided together in Redis), and the eventfd that says the lease was lost. Destroyed last (the
 // permit holds it).
@@ -102,6 +57,8 @@ struct redis_run_state {
   int lost = -1;                          // eventfd, written by the semaphore's on_lease_lost
   std::unique_ptr<redis::admission> limit;
   std::function<void()> on_queued;  // set while an acquisition waits
+  // The ids this wait joined the queue with and when, the last one current (guarded by mutex).
+  std::vector<std::pair<std::string, std::int64_t>> waiter_ids;
   // Set when Redis did not answer in time what ends a wait (the wait itself, or its queue-leave within
   // past_deadline): the teardown then waits for nothing Redis would have to answer (what is left expires there).
   bool abandoned = false;
@@ -148,6 +105,53 @@ struct redis_run_state {
     if (abandoned) (void)conn.close_until(steady::now());
     ::close(lost);
   }
+  // What inspect shows of this run under `id` (run_holder.hpp): since `started_unix_ms` it waits or holds. Not waited
+  // for: called on the executor, and by the supervisor between signals it must forward at once.
+  void show(const std::string& id, std::int64_t started_unix_ms) {
+    const auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(settings.lease_ttl);
+    run_entry e{info, ttl};
+    e.info.started_unix_ms = started_unix_ms;
+    redis::client& c = limit_client();
+    c.async_execute_command(c.default_deadline(),
+                            redis::command{"SET", run_holder_key(settings.name, id), to_json(e), "PX",
+                                           std::to_string(std::max<std::int64_t>(3 * ttl.count(), 1))},
+                            [](boost::system::error_code, redis::reply) {});
+  }
+  void hide(const std::string& id) {
+    redis::client& c = limit_client();
+    c.async_execute_command(c.default_deadline(), redis::command{"DEL", run_holder_key(settings.name, id)},
+                            [](boost::system::error_code, redis::reply) {});
+  }
+  // The wait has ended: the entries of its waiter ids go, but `kept` (the lease it got, under the same id).
+  void hide_waiters(const std::string& kept) {
+    std::vector<std::pair<std::string, std::int64_t>> ids;
+    {
+      std::lock_guard lock(mutex);
+      ids.swap(waiter_ids);
+    }
+    for (const auto& [id, since] : ids) {
+      if (id != kept) hide(id);
+    }
+  }
+  // The wait joined the queue as `id` (on the executor).
+  void queued_as(const std::string& id) {
+    const std::int64_t now = run::unix_time_ms();
+    {
+      std::lock_guard lock(mutex);
+      waiter_ids.emplace_back(id, now);
+      if (on_queued) on_queued();
+    }
+    show(id, now);
+  }
+  // Writes the current waiter's entry again (it lives 3 × --lease-ttl).
+  void show_waiter() {
+    std::optional<std::pair<std::string, std::int64_t>> last;
+    {
+      std::lock_guard lock(mutex);
+      if (!waiter_ids.empty()) last = waiter_ids.back();
+    }
+    if (last) show(last->first, last->second);
+  }
   // Where the limit's keys live (one hash slot: every key is "{name}:...").
   redis::client& limit_client() { return nodes ? static_cast<redis::client&>(*nodes) : conn; }
   std::string where() const { return redis_address(conn.options()); }
@@ -162,8 +166,7 @@ class redis_held final : public run::held_permit {
  public:
   // `l`: the permit the run holds; none when only the rate limits it (`token`: the fencing token of its admission).
   redis_held(std::shared_ptr<redis_run_state> st, redis::lease l, std::int64_t token = 0)
-      : st_(std::move(st)), lease_(std::move(l)), info_(st_->info), token_(token) {
-    info_.started_unix_ms = run::unix_time_ms();  // what inspect shows is the run time, not the wait
+      : st_(std::move(st)), lease_(std::move(l)), token_(token) {
     if (lease_) {
       id_ = lease_.id();
       token_ = lease_.fencing_token();
@@ -179,22 +182,14 @@ class redis_held final : public run::held_permit {
     if (!lease_) return std::nullopt;
     return st_->settings.lease_ttl;
   }
+  // The entry lives 3 × --lease-ttl; the supervisor calls this every --lease-ttl.
   void maintain() override {
-    if (!lease_) return;
-    const auto ttl_ms = std::chrono::duration_cast<std::chrono::milliseconds>(st_->settings.lease_ttl * 3).count();
-    // Not waited for: the supervisor calls this between signals it must forward at once.
-    const std::string key = run_holder_key(st_->settings.name, id_),
-                      ttl = std::to_string(std::max<std::int64_t>(ttl_ms, 1));
-    redis::client& c = st_->limit_client();
-    c.async_execute_command(c.default_deadline(), redis::command{"SET", key, info_json(info_), "PX", ttl},
-                            [](boost::system::error_code, redis::reply) {});
+    if (lease_) st_->show(id_, started_unix_ms_);
   }
   std::optional<std::string> release() override {
     if (!lease_) return std::nullopt;
     // Sent before the release on the same connection; the release's answer comes after it.
-    redis::client& c = st_->limit_client();
-    c.async_execute_command(c.default_deadline(), redis::command{"DEL", run_holder_key(st_->settings.name, id_)},
-                            [](boost::system::error_code, redis::reply) {});
+    st_->hide(id_);
     const bool lost = lease_.state() == redis::lease_state::lost;  // already said; Redis no longer has it anyway
     const auto [status, error] = lease_.release();
     lease_ = redis::lease();
@@ -208,7 +203,7 @@ class redis_held final : public run::held_permit {
  private:
   std::shared_ptr<redis_run_state> st_;
   redis::lease lease_;
-  run::entry_info info_;  // what inspect shows of this holder
+  std::int64_t started_unix_ms_ = run::unix_time_ms();  // what inspect shows is the run time, not the wait
   std::string id_;
   std::int64_t token_ = 0;
 };
@@ -250,31 +245,39 @@ class redis_source final : public run::permit_source {
       std::unique_lock l(m);
       if (!cv.wait(l, done, [&] { return queued; })) return;
       l.unlock();
+      // The entry inspect shows of this waiter lives 3 × --lease-ttl: written again every --lease-ttl.
+      auto show_again = steady::now() + s.lease_ttl;
       for (bool first = true;; first = false) {
-        run::wait_progress p;  // position 0: Redis does not say a waiter's place without its identity
-        p.capacity = s.concurrency;
-        // Bounded by the wait's end, so that joining this thread cannot hold the run past --timeout.
-        const auto by_call = steady::now() + call_timeout;
-        const auto [snap, ec] = redis::inspect_semaphore_until(
-            st_->limit_client(), s.name, deadline ? std::min(by_call, *deadline + past_deadline) : by_call, 1);
-        if (!ec) {
-          p.waiting = static_cast<std::size_t>(snap.waiter_count);
-          if (s.concurrency > 0) {
-            p.held = snap.capacity - snap.available;
-            p.capacity = snap.capacity;
+        if (first || status_line) {  // the "waiting" event; then, with a status line, its updates
+          run::wait_progress p;      // position 0: Redis does not say a waiter's place without its identity
+          p.capacity = s.concurrency;
+          // Bounded by the wait's end, so that joining this thread cannot hold the run past --timeout.
+          const auto by_call = steady::now() + call_timeout;
+          const auto [snap, ec] = redis::inspect_semaphore_until(
+              st_->limit_client(), s.name, deadline ? std::min(by_call, *deadline + past_deadline) : by_call, 1);
+          if (!ec) {
+            p.waiting = static_cast<std::size_t>(snap.waiter_count);
+            if (s.concurrency > 0) {
+              p.held = snap.capacity - snap.available;
+              p.capacity = snap.capacity;
+            }
+            // The rate's tokens are short: the head starts once they are there (this run after those ahead of it).
+            if (snap.token_interval.count() > 0 && snap.tokens < s.weight) {
+              p.rate_wait =
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(snap.token_interval * (s.weight - snap.tokens));
+            }
           }
-          // The rate's tokens are short: the head starts once they are there (this run after those ahead of it).
-          if (snap.token_interval.count() > 0 && snap.tokens < s.weight) {
-            p.rate_wait =
-                std::chrono::duration_cast<std::chrono::nanoseconds>(snap.token_interval * (s.weight - snap.tokens));
-          }
+          if (progress && (first || !ec)) progress(p);
         }
-        if (progress && (first || !ec)) progress(p);
-        if (!status_line) return;  // the "waiting" event is said; nobody watches the rest
         l.lock();
-        cv.wait_for(l, done, status_every, [] { return false; });
+        cv.wait_until(l, done, status_line ? std::min(show_again, steady::now() + status_every) : show_again,
+                      [] { return false; });
         if (done.stop_requested()) return;
         l.unlock();
+        if (steady::now() >= show_again) {
+          st_->show_waiter();
+          show_again = steady::now() + s.lease_ttl;
+        }
       }
     });
     redis::semaphore_result r = admit::errc::would_block;
@@ -313,6 +316,7 @@ class redis_source final : public run::permit_source {
       st_->on_queued = nullptr;
     }
     if (cut) return fail(why, silent());
+    st_->hide_waiters(r && s.concurrency > 0 ? r->id() : std::string());
     if (!r) {
       if (r.error() == admit::errc::definition_conflict) return fail(why, conflict());
       // A timeout before the deadline is the rate's answer: it could not admit the run by then.
@@ -439,11 +443,8 @@ std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_setting
     [[maybe_unused]] const auto n = ::write(lost, &one, sizeof one);
   };
   std::weak_ptr<redis_run_state> weak = st;
-  so.on_queued = [weak] {
-    if (auto p = weak.lock()) {
-      std::lock_guard lock(p->mutex);
-      if (p->on_queued) p->on_queued();
-    }
+  so.on_queued = [weak](const std::string& id) {
+    if (auto p = weak.lock()) p->queued_as(id);
   };
   // The checks the constructor makes, made now: bad input is exit status 2 before any connection.
   try {

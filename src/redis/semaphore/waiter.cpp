@@ -107,7 +107,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           }
           if (!self->told_queued_ && self->core_->options.on_queued) {
             self->told_queued_ = true;
-            self->core_->options.on_queued();
+            self->core_->options.on_queued(self->id_);
           }
           self->arm(rate_wait(r));
         }));
@@ -116,6 +116,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   void requeue() {
     core_->unregister_waiter(id_);
     id_ = random_id();
+    told_queued_ = false;  // on_queued hears the new id
     enqueue();
   }
   // With a rate: µs until it can admit this waiter (the queued reply's fourth element; 0 when there is none or it is
@@ -204,7 +205,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   };
   state state_ = state::waiting;
   bool polling_ = false;      // a poll call in flight (while waiting)
-  bool told_queued_ = false;  // options.on_queued has been called for this acquisition
+  bool told_queued_ = false;  // options.on_queued has been told id_
   steady::time_point start_;  // for the metrics: the call (zero when they are not enabled)
 };
 

@@ -126,6 +126,39 @@ TEST(RedisSemaphore, ReleaseHandsOffInArrivalOrderAndALargeHeadGoesFirst) {
   EXPECT_EQ(order.size(), 3U);
 }
 
+// on_queued names the waiter: the id inspect lists in the queue, and the lease's id once it is granted.
+TEST(RedisSemaphore, OnQueuedNamesTheWaiterInspectListsAndTheLeaseItBecomes) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  std::mutex m;
+  std::vector<std::string> told;
+  semaphore_options o;
+  o.on_queued = [&](const std::string& id) {
+    std::lock_guard lock(m);
+    told.push_back(id);
+  };
+  semaphore s(conn, "told", 1, o);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(told.empty()) << "granted at once: it never queued";
+  auto waiter = std::async(std::launch::async, [&] { return s.acquire(); });
+  wait_for_waiters(s, 1);
+  const auto snap = s.inspect().first;
+  ASSERT_EQ(snap.queue.size(), 1U);
+  {
+    std::lock_guard lock(m);
+    ASSERT_EQ(told.size(), 1U);
+    EXPECT_EQ(told[0], snap.queue[0].id);
+  }
+  ASSERT_EQ(held->release().first, lease::release_status::released);
+  auto granted = waiter.get();
+  ASSERT_TRUE(granted) << granted.error().message();
+  std::lock_guard lock(m);
+  EXPECT_EQ(granted->id(), told[0]);
+  EXPECT_EQ(told.size(), 1U);
+}
+
 TEST(RedisSemaphore, MaxWaitersBoundsTheQueueAcrossTheFleet) {
   redis_server server;
   io_thread io;
