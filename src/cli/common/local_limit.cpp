@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "admit/detail/gcra_math.hpp"
 #include "admit/errc.hpp"
 #include "admit/rate.hpp"
 #include "cli/common/local_queue.hpp"
@@ -59,19 +60,20 @@ evaluation evaluate(const local::queue_dir& q, const local_limit_config& c,
   if (e.progress.position != 1) return e;
   if (c.capacity > 0 && e.progress.held + c.weight > c.capacity) return e;
   if (c.interval) {
-    // GCRA: each admission of K tokens moves the theoretical arrival time (TAT) K intervals on from max(TAT, now);
-    // allowed when the new TAT is at most burst intervals ahead of now. A TAT beyond now + burst intervals cannot
-    // come from this boot's clock (a clock namespace, a damaged file): it is clamped, so it delays by at most a burst.
-    const std::int64_t interval = c.interval->count(), tolerance = c.burst * interval;
-    auto clock = local::read_clock();
-    std::int64_t tat = local::read_tat(q, clock.boot_id).value_or(clock.now_ns);
-    std::int64_t base = std::clamp(tat, clock.now_ns, clock.now_ns + tolerance);
-    std::int64_t new_tat = base + c.weight * interval;
-    if (std::int64_t excess = new_tat - clock.now_ns - tolerance; excess > 0) {
-      e.progress.rate_wait = nanoseconds(excess);
+    // The library's GCRA (detail/gcra_math.hpp) on the stored theoretical arrival time (TAT; its state is TAT − τ,
+    // τ = burst intervals). A TAT beyond now + τ cannot come from this boot's clock (a clock namespace, a damaged
+    // file): it is clamped, so it delays by at most a burst.
+    const auto gcra = admit::detail::gcra_config::make(admit::rate::every(*c.interval), c.burst,
+                                                       admit::oversize_policy::reject, "local limit");
+    const auto clock = local::read_clock();
+    const std::int64_t tat = local::read_tat(q, clock.boot_id).value_or(clock.now_ns);
+    const auto step =
+        admit::detail::gcra_step(gcra, std::min(tat, clock.now_ns + gcra.tau) - gcra.tau, clock.now_ns, c.weight);
+    if (!step.ok) {
+      e.progress.rate_wait = nanoseconds(step.wait);
       return e;
     }
-    e.new_tat = new_tat;
+    e.new_tat = step.next + gcra.tau;
   }
   e.admit = true;
   return e;

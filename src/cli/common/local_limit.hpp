@@ -21,9 +21,10 @@
 //   a state from an earlier boot or that cannot be read is ignored; one ahead of now by more than `burst` intervals,
 //   which this boot's clock cannot have made, counts as `burst` intervals ahead), read and written under `lock`.
 // - Admission (under `lock`): a waiter is admitted when it is the first live waiter, the weights of the live
-//   holders plus its own are at most capacity, and (with a rate) GCRA allows its weight now. Waiters wait on inotify
-//   (a release, an admission, a removal, a new waiter, and the last close of an entry's writable description — its
-//   owner's exit, even by SIGKILL — wake them) and re-check every poll_interval besides, so a holder or waiter that
+//   holders plus its own are at most capacity, and (with a rate) the library's GCRA (admit/detail/gcra_math.hpp)
+//   allows its weight now. Waiters wait on inotify (a release, an admission, a removal, a new waiter, and the last
+//   close of an entry's writable description — its owner's exit, even by SIGKILL — wake them) and re-check every
+//   poll_interval besides, so a holder or waiter that
 //   died without a trace is found within that time. Only the head may be admitted: a later waiter that would fit
 //   waits behind it (strict FIFO, no starvation of heavy weights).
 // - A process that forks without exec while one of its threads waits (or holds `lock`) gives the child a copy of that
