@@ -24,9 +24,8 @@
 //   holders plus its own are at most capacity, and (with a rate) the library's GCRA (admit/detail/gcra_math.hpp)
 //   allows its weight now. Waiters wait on inotify (a release, an admission, a removal, a new waiter, and the last
 //   close of an entry's writable description — its owner's exit, even by SIGKILL — wake them) and re-check every
-//   poll_interval besides, so a holder or waiter that
-//   died without a trace is found within that time. Only the head may be admitted: a later waiter that would fit
-//   waits behind it (strict FIFO, no starvation of heavy weights).
+//   poll_interval besides, so a holder or waiter that died without a trace is found within that time. Only the head
+//   may be admitted: a later waiter that would fit waits behind it (strict FIFO, no starvation of heavy weights).
 // - A process that forks without exec while one of its threads waits (or holds `lock`) gives the child a copy of that
 //   open file description: the entry stays alive (or `lock` held) until the child exits. `admit run` forks only the
 //   command, after admission, and the command is meant to inherit the permit.
