@@ -31,6 +31,11 @@
 // - the floor (impl redis-floor, variant lpush-blpop; --floor off to skip) — the wake-up case's parties and timing
 //   with plain commands: the waiter blocks in BLPOP, the holder sends LPUSH. Not a semaphore: the least any wake-up
 //   through Redis costs on this machine under its current load (one command, one blocked reply, the same threads).
+// - crowd C:K:H (--crowd; none by default) — C contenders (threads) on one semaphore of capacity K, each holding
+//   what it gets H ms: K hold, C − K wait, always. Latencies are the hand-offs (from the start of a release call to
+//   the grant of the permit it freed, paired in order: the permit freed first is taken first), cycles/s the grants
+//   per second; a '#' line gives Redis's CPU time per grant over the window (INFO cpu: what the waiters cost the
+//   server, polls included).
 // The semaphores have the default semaphore_options (poll_interval 1 s: the wake-up path is what is measured; lease
 // 10 s, auto-renewal) unless --poll-interval-ms says otherwise (reported in the variant). The connections' I/O runs
 // on one io_context thread of its own (tests/redis/io_thread.hpp's pattern); the contenders block on theirs.
@@ -78,6 +83,7 @@ constexpr admit::bench::command_line command(
     "                                   [--repetitions N] [--name NAME] [--timeout-ms MS]\n"
     "                                   [--poll-interval-ms MS] [--tag TEXT] [--floor on|off]\n"
     "                                   [--api blocking|async|both] [--rate R [--burst B]]\n"
+    "                                   [--crowd C:K:HOLD_MS,...]\n"
     "--cycles C:K,...: cases of C contenders on a semaphore of capacity K (default 1:1,64:8); 'none' for\n"
     "  no cycles case. --wakeup-rounds 0: no wake-up case (default 300 rounds).\n"
     "--api both (default): each cycles case with blocking contenders (threads; variant 'default') and then\n"
@@ -86,6 +92,8 @@ constexpr admit::bench::command_line command(
     "  semaphore (impl redis-floor): the floor of a wake-up through Redis on this machine.\n"
     "--rate R: the blocking cycles through an admit::redis::admission of rate R (burst --burst, default\n"
     "  1000000) and the case's capacity (variant 'admission'): a rate decided with the permits.\n"
+    "--crowd C:K:HOLD_MS: C contenders on capacity K, each holding HOLD_MS ms (default: none): Redis CPU\n"
+    "  per grant and the hand-off from a release to the next grant.\n"
     "--timeout-ms is the connection's command timeout; the semaphores have the default semaphore_options\n"
     "  (poll_interval 1 s) unless --poll-interval-ms is given. --tag TEXT is appended to the variant.\n");
 
@@ -102,6 +110,16 @@ settings parse_arguments(int argc, char** argv) {
         if (parts.size() != 2) command.usage("--cycles takes CONTENDERS:CAPACITY pairs, got '" + c + "'");
         s.cycles.push_back(
             {static_cast<int>(command.to_integer(flag, parts[0], 1)), command.to_integer(flag, parts[1], 1)});
+      }
+    } else if (flag == "--crowd") {
+      s.crowds.clear();
+      if (value == "none") return;
+      for (const auto& c : split(value)) {
+        const auto parts = split(c, ':');
+        if (parts.size() != 3) command.usage("--crowd takes CONTENDERS:CAPACITY:HOLD_MS triples, got '" + c + "'");
+        s.crowds.push_back({static_cast<int>(command.to_integer(flag, parts[0], 1)),
+                            command.to_integer(flag, parts[1], 1),
+                            static_cast<int>(command.to_integer(flag, parts[2], 0))});
       }
     } else if (flag == "--duration") {
       s.duration_s = command.to_double(flag, value);
@@ -331,6 +349,7 @@ int main(int argc, char** argv) {
       if (s.blocking) run_cycles(s, c, rep);
       if (s.async) run_async_cycles(s, c, rep);
     }
+    for (const auto& c : s.crowds) run_crowd(s, c, rep);
     if (s.wakeup_rounds > 0) run_wakeup(s, rep);
     if (s.wakeup_rounds > 0 && s.floor) run_floor(s, rep);
   }

@@ -3,6 +3,7 @@
 //   redis_semaphore_bench.cpp         the command line, main, the cycles cases with blocking contenders (threads)
 //   redis_semaphore_async_cycles.cpp  the cycles cases with asynchronous contenders (one io thread, as an event loop)
 //   redis_semaphore_wakeup.cpp        the wake-up case and the floor
+//   redis_semaphore_crowd.cpp         the crowd case (many waiters on a few permits held for a while)
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -29,11 +30,18 @@ struct cycles_case {
   std::int64_t capacity;
 };
 
+struct crowd_case {
+  int contenders;
+  std::int64_t capacity;
+  int hold_ms;
+};
+
 struct settings {
   std::string url = admit::bench::default_url();
   std::vector<cycles_case> cycles = {{1, 1}, {64, 8}};
   double duration_s = 3.0;
   double warmup_s = 0.5;
+  std::vector<crowd_case> crowds;  // none unless --crowd
   int wakeup_rounds = 300;
   double settle_ms = 2.0;
   double jitter_ms = 10.0;
@@ -104,6 +112,7 @@ void report_cycles(const settings& s, const cycles_case& c, int repetition, cons
 void run_cycles(const settings& s, const cycles_case& c, int repetition);
 void run_async_cycles(const settings& s, const cycles_case& c, int repetition);
 void run_wakeup(const settings& s, int repetition);
+void run_crowd(const settings& s, const crowd_case& c, int repetition);
 void run_floor(const settings& s, int repetition);
 
 }  // namespace admit::bench::semaphore_bench

@@ -28,8 +28,10 @@
 #      c. wakeup — capacity 1: a holder holds the permit, a waiter (another semaphore object / limiter on other
 #         connections: another process) waits; once the waiter is waiting in Redis, 2 ms + U(0, 10) ms later the
 #         holder releases; the time from just before the release call to the waiter holding the permit, 300 rounds;
-#      d. the floor (admit_redis_semaphore_bench): the same wake-up rounds with LPUSH -> BLPOP, no semaphore.
-#   6. writes docs/perf/redis_semaphore.md: the target (admit p99 wake-up <= 2 ms on loopback; met / not met), the
+#      d. the floor (admit_redis_semaphore_bench): the same wake-up rounds with LPUSH -> BLPOP, no semaphore;
+#      e. crowd 200:8 — 200 contenders on capacity 8, each holding what it gets 20 ms: Redis's CPU time per grant
+#         (INFO cpu over the window) and the hand-off from a release to the grant of the permit it freed.
+#   6. writes docs/perf/redis_semaphore.md: the targets (admit p99 wake-up <= 2 ms on loopback; the crowd case), the
 #      side-by-side table, the machine load.
 # Raw outputs are kept in <build dir>/bench/redis_semaphore/ (raw.tsv: every case of every round; results.tsv: the
 # medians; out-*.txt: each program's whole output).
@@ -37,11 +39,14 @@ set -euo pipefail
 
 # shellcheck source=bench/redis_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/redis_common.sh"
-parse_arguments 34 "$@"
+parse_arguments 36 "$@"
 
 if ((quick)); then rounds=1 duration=1 warmup=0.3 wakeups=100; else rounds=3 duration=3 warmup=0.5 wakeups=300; fi
 # The cases, the same for every implementation: contenders:capacity of the cycles cases; the wake-up's release delay.
 cycles_cases="1:1,64:8" settle_ms=2 jitter_ms=10 target_p99_us=2000
+# The crowd case (contenders:capacity:hold ms) and its targets: admit's Redis CPU per grant at most a fifth of
+# redis-semaphore's, its hand-off p99 at most 1 ms.
+crowd_case="200:8:20" crowd_key=200/8 target_crowd_p99_us=1000
 
 out="$build_dir/bench/redis_semaphore"  # relative to the repository (the script runs there)
 report="$repo/docs/perf/redis_semaphore.md"
@@ -81,7 +86,7 @@ measure() {
 
 step 5/7 "$rounds round(s): cycles $cycles_cases ($duration s each), $wakeups wake-ups; admit, redis-semaphore, bottleneck"
 common=(--cycles "$cycles_cases" --duration "$duration" --warmup "$warmup" --wakeup-rounds "$wakeups"
-  --settle-ms "$settle_ms" --jitter-ms "$jitter_ms")
+  --settle-ms "$settle_ms" --jitter-ms "$jitter_ms" --crowd "$crowd_case")
 for ((round = 1; round <= rounds; ++round)); do
   begin_round "$round"
   # One run per implementation and round (each program's "rep" column is 1; raw.tsv's lines are in round order).
@@ -122,6 +127,19 @@ floor_note() {
       "$(us_to_ms "${p99[$floor]}")" "$(us_to_ms "${p50[$wake]}")" "$(us_to_ms "${p50[$floor]}")"
   fi
 }
+crowd_ratio() {
+  local a=${crowd_cpu[admit]:--} b=${crowd_cpu[redis-semaphore]:--}
+  if [[ $a == - || $b == - ]]; then printf '—'; else awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f×", a / b }'; fi
+}
+check_crowd_cpu() {
+  local a=${crowd_cpu[admit]:--} b=${crowd_cpu[redis-semaphore]:--}
+  if [[ $a == - || $b == - ]]; then echo none; else awk -v a="$a" -v b="$b" 'BEGIN { print (a * 5 <= b) ? 1 : 0 }'; fi
+}
+check_crowd_p99() {
+  local k="admit:default/crowd/$crowd_key"
+  [[ "${p99[$k]:--}" == - ]] && { echo none; return; }
+  if le "${p99[$k]}" "$target_crowd_p99_us"; then echo 1; else echo 0; fi
+}
 check_p99() {
   [[ "${p99[$wake]:--}" == - ]] && { echo none; return; }
   if le "${p99[$wake]}" "$target_p99_us"; then echo 1; else echo 0; fi
@@ -140,6 +158,18 @@ lost_notes=$(for ((round = 1; round <= rounds; ++round)); do
     printf "round %d, %s%s: %d of %d\n", r, (i == 5 ? "async " : ""), $i, $(i + 3), $(i + 5) }' "$out/out-admit-$round.txt"
 done)
 lost_total=$(printf '%s\n' "$lost_notes" | awk 'NF >= 3 { s += $(NF - 2) } END { print s + 0 }')
+
+# Redis CPU µs per grant of the crowd case, per implementation: the median over the rounds of the programs' '#' lines
+# ("# <impl> crowd 200:8 hold 20 ms rep 1: redis cpu 153.0 us per grant ...").
+declare -A crowd_cpu=()
+for impl in admit redis-semaphore bottleneck; do
+  crowd_cpu[$impl]=$(cat "$out"/out-"$impl"-*.txt 2>/dev/null | awk -v i="$impl" '$2 == i && $3 == "crowd" {
+      for (f = 1; f < NF; ++f) if ($f == "cpu") v[n++] = $(f + 1) }
+    END {
+      if (!n) { print "-"; exit }
+      for (a = 1; a < n; ++a) for (b = a; b > 0 && v[b - 1] + 0 > v[b] + 0; --b) { t = v[b]; v[b] = v[b - 1]; v[b - 1] = t }
+      print (n % 2) ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }')
+done
 
 step 7/7 "report: $report"
 describe_machine
@@ -219,6 +249,25 @@ closest faithful equivalent of holding and releasing a permit; \`schedule()\` se
 | admit wake-up p99 ≤ 2 ms on loopback (where a 10 ms poller averages 5 ms) | admit p99 $(us_to_ms "${p99[$wake]:-}") ms (per round: $(per_round_ms admit default wakeup 1 1 9) ms), p50 $(us_to_ms "${p50[$wake]:-}") ms, mean $(us_to_ms "${mean[$wake]:-}") ms; the 10 ms poller here (redis-semaphore): mean $(us_to_ms "${mean[redis-semaphore:default/wakeup/1/1]:-}") ms, p99 $(us_to_ms "${p99[redis-semaphore:default/wakeup/1/1]:-}") ms; the floor on this machine (LPUSH → BLPOP, no semaphore): p50 $(us_to_ms "${p50[$floor]:-}") ms, p99 $(us_to_ms "${p99[$floor]:-}") ms | $(verdict "$(check_p99)") |
 
 $(floor_note)
+
+### Many waiters: ${crowd_case%:*} (contenders:capacity), each holding ${crowd_case##*:} ms
+
+Eight permits, each held ${crowd_case##*:} ms, 192 contenders waiting at every moment. *Redis CPU per grant*: the server's
+CPU time over the window (\`INFO cpu\`) ÷ the grants in it — what the waiters cost Redis, polls included.
+*hand-off*: from the start of a release call to the grant of the permit it freed (paired in order).
+
+| implementation | grants/s | hand-off p50 ms | hand-off p99 ms | Redis CPU µs per grant | fairness |
+| --- | --- | --- | --- | --- | --- |
+$(for impl in admit redis-semaphore bottleneck; do
+  k="$impl:default/crowd/$crowd_key"
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$(name_of "$impl")" "$(fmt_int "${cps[$k]:-}")" "$(us_to_ms "${p50[$k]:-}")" \
+    "$(us_to_ms "${p99[$k]:-}")" "$(two "${crowd_cpu[$impl]:--}")" "$(two "${fair[$k]:-}")"
+done)
+
+| target | measured | verdict |
+| --- | --- | --- |
+| admit's Redis CPU per grant ≤ 1/5 of redis-semaphore's | $(two "${crowd_cpu[admit]:--}") µs against $(two "${crowd_cpu[redis-semaphore]:--}") µs: $(crowd_ratio) | $(verdict "$(check_crowd_cpu)") |
+| admit's hand-off p99 ≤ 1 ms | $(us_to_ms "${p99[admit:default/crowd/$crowd_key]:-}") ms | $(verdict "$(check_crowd_p99)") |
 
 ### Side by side (medians)
 

@@ -31,6 +31,10 @@
 //   releases; the waiter reads the clock when it holds the permit (acquire() resolved; the job started). Then the
 //   waiter releases; --wakeup-rounds rounds.
 //
+// - crowd C:K:H (--crowd; none by default): C async contenders on capacity K, each holding what it gets H ms, so
+//   that K hold and C − K wait; the hand-off (from the release of a permit to the grant that takes it, paired in
+//   order) and, on a '#' line, Redis's CPU time per grant over the window (INFO cpu).
+//
 // Output: tab-separated lines, as admit_redis_semaphore_bench's:
 //   <impl> <variant> <cycles|wakeup> <contenders> <capacity> <repetition> <cycles/s> <p50 µs> <p99 µs> <mean µs>
 //   <max µs> <samples> <errors> <fairness>
@@ -45,7 +49,7 @@ function usage(error) {
   if (error) console.error(`semaphore_bench.js: ${error}\n`);
   console.error('usage: node semaphore_bench.js --impl redis-semaphore|bottleneck [--url URL] [--cycles C:K,...]\n' +
     '                          [--duration S] [--warmup S] [--wakeup-rounds N] [--settle-ms MS] [--jitter-ms MS]\n' +
-    '                          [--repetitions N] [--name NAME]\n' +
+    '                          [--repetitions N] [--name NAME] [--crowd C:K:HOLD_MS,...]\n' +
     '--cycles none / --wakeup-rounds 0 skip a case. URL defaults to $ADMIT_REDIS_URL, else redis://127.0.0.1:6379.');
   process.exit(error ? 2 : 0);
 }
@@ -61,6 +65,7 @@ function parseArgs(argv) {
     settleMs: 2,
     jitterMs: 10,
     repetitions: 1,
+    crowds: [],
     name: 'node-sem-bench',
   };
   const number = (flag, v, min) => {
@@ -86,6 +91,13 @@ function parseArgs(argv) {
           const p = c.split(':');
           if (p.length !== 2) usage(`--cycles takes CONTENDERS:CAPACITY pairs, got '${c}'`);
           return [Math.floor(number(flag, p[0], 1)), Math.floor(number(flag, p[1], 1))];
+        });
+        break;
+      case '--crowd':
+        s.crowds = v === 'none' ? [] : v.split(',').map((c) => {
+          const p = c.split(':');
+          if (p.length !== 3) usage(`--crowd takes CONTENDERS:CAPACITY:HOLD_MS triples, got '${c}'`);
+          return [Math.floor(number(flag, p[0], 1)), Math.floor(number(flag, p[1], 1)), number(flag, p[2], 0)];
         });
         break;
       case '--duration': s.duration = number(flag, v, 0.001); break;
@@ -223,6 +235,102 @@ async function runCycles(s, contenders, capacity, rep) {
     (mean > 0 ? Math.min(...cycles) / mean : 0).toFixed(3));
 }
 
+// --- crowd --------------------------------------------------------------------------------------------------------
+
+// Redis's CPU time so far (used_cpu_sys + used_cpu_user), in seconds.
+async function redisCpu(client) {
+  const info = await client.info('cpu');
+  const field = (name) => Number((info.match(new RegExp(`^${name}:([0-9.]+)`, 'm')) || [])[1]);
+  return field('used_cpu_sys') + field('used_cpu_user');
+}
+
+async function runCrowd(s, contenders, capacity, holdMs, rep) {
+  const id = `${s.name}-crowd-${contenders}x${capacity}-${rep}-${process.pid}`;
+  const from = now() + BigInt(Math.round((s.warmup * 1e3 + holdMs) * 1e6));
+  const until = from + BigInt(Math.round(s.duration * 1e9));
+  const freed = []; // when each permit given back was freed, oldest first
+  const handoff = [];
+  const grants = new Array(contenders).fill(0);
+  let errors = 0;
+  let stop = false;
+  const abort = new AbortController();
+  setMaxListeners(contenders + 16, abort.signal);
+  // A grant takes the permit freed longest ago (every permit is taken as soon as it is free: there are always
+  // waiters); the first K grants take permits nobody had freed.
+  const granted = (i) => {
+    const t = now();
+    const inWindow = t >= from && t < until;
+    if (freed.length > 0) {
+      const f = freed.shift();
+      if (inWindow) handoff.push(Number(t - f));
+    }
+    if (inWindow) grants[i]++;
+  };
+  const control = redisClient(s.url);
+  await control.ping();
+  let contender, teardown;
+  if (s.impl === 'redis-semaphore') {
+    const client = redisClient(s.url);
+    await client.ping();
+    contender = async (i) => {
+      const sem = new Semaphore(client, id, capacity);
+      while (!stop) {
+        try {
+          await sem.acquire(abort.signal);
+        } catch (e) {
+          if (!abort.signal.aborted) errors++;
+          continue;
+        }
+        granted(i);
+        await sleep(holdMs);
+        freed.push(now());
+        try {
+          await sem.release();
+        } catch (e) {
+          errors++;
+        }
+      }
+    };
+    teardown = () => client.quit();
+  } else {
+    const limiter = new Bottleneck(bottleneckOptions(s.url, id, capacity, true));
+    limiter.on('error', (e) => console.error(`semaphore_bench.js: bottleneck: ${e.message || e}`));
+    await limiter.ready();
+    contender = async (i) => {
+      while (!stop) {
+        try {
+          await limiter.schedule(async () => {
+            granted(i);
+            await sleep(holdMs);
+            freed.push(now());
+          });
+        } catch (e) {
+          errors++;
+        }
+      }
+    };
+    teardown = () => limiter.disconnect();
+  }
+  const running = Array.from({ length: contenders }, (_, i) => contender(i));
+  await sleep(Number(from - now()) / 1e6);
+  const cpuBefore = await redisCpu(control);
+  await sleep(Number(until - now()) / 1e6);
+  const cpuAfter = await redisCpu(control);
+  stop = true;
+  abort.abort();
+  await Promise.all(running);
+  await teardown();
+  await control.quit();
+
+  const total = grants.reduce((a, b) => a + b, 0);
+  const cpuUs = (cpuAfter - cpuBefore) * 1e6;
+  console.log(`# ${s.impl} crowd ${contenders}:${capacity} hold ${holdMs} ms rep ${rep}: redis cpu ` +
+    `${(total > 0 ? cpuUs / total : -1).toFixed(1)} us per grant (${(cpuUs / 1e6).toFixed(3)} s of cpu, ${total} grants)`);
+  const mean = total / contenders;
+  line(s, 'crowd', contenders, capacity, rep, Math.round(total / s.duration), summarize(handoff), total, errors,
+    (mean > 0 ? Math.min(...grants) / mean : 0).toFixed(3));
+}
+
 // --- wakeup -------------------------------------------------------------------------------------------------------
 
 // The two parties of the wake-up case for one implementation: holderAcquire() resolves to a release function;
@@ -336,6 +444,7 @@ async function main() {
     'samples\terrors\tfairness');
   for (let rep = 1; rep <= s.repetitions; rep++) {
     for (const [contenders, capacity] of s.cycles) await runCycles(s, contenders, capacity, rep);
+    for (const [contenders, capacity, holdMs] of s.crowds) await runCrowd(s, contenders, capacity, holdMs, rep);
     if (s.wakeupRounds > 0) await runWakeup(s, rep);
   }
 }
