@@ -22,7 +22,7 @@ namespace admit::redis {
 namespace detail {
 
 const script& semaphore_script() {
-  static const script s{std::string(lua::semaphore)};
+  static const script s = script::library("admit_semaphore", lua::semaphore);
   return s;
 }
 

@@ -318,8 +318,8 @@ TEST_F(AdmitRunRedis, LeaseLostTerminatesTheCommandAndExits124) {
     ASSERT_TRUE(eventually([&] { return read_text(ran_).find('\n') != std::string::npos; })) << c.err();
     const std::string lease = read_text(ran_).substr(6, read_text(ran_).find('\n') - 6);
     ASSERT_FALSE(lease.empty());
-    const long long renewals = server_.calls("evalsha");
-    ASSERT_TRUE(eventually([&] { return server_.calls("evalsha") > renewals; }, 5s));
+    const long long renewals = server_.calls("fcall");
+    ASSERT_TRUE(eventually([&] { return server_.calls("fcall") > renewals; }, 5s));
     const auto paused = steady::now();
     server_.pause(json ? 2500ms : 5000ms);
     EXPECT_TRUE(eventually([&] { return read_text(ran_).find("TERM") != std::string::npos; }, 10s));
@@ -355,8 +355,8 @@ TEST_F(AdmitRunRedis, PartitionedHolderStopsBeforeItsPermitIsGrantedAgain) {
                        record_command(log, "holder", "term"));
   ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
   ASSERT_TRUE(eventually([&] { return start_order(read_log(log)).size() == 1; })) << read_text(log);
-  const long long renewals = server_.calls("evalsha");
-  ASSERT_TRUE(eventually([&] { return server_.calls("evalsha") > renewals; }, 5s));
+  const long long renewals = server_.calls("fcall");
+  ASSERT_TRUE(eventually([&] { return server_.calls("fcall") > renewals; }, 5s));
   proxy.drop_requests(true);
   proxy.drop_replies(true);
   child_process waiter(run(

@@ -31,10 +31,12 @@ using admit::redis::testing::io_thread;
 using admit::redis::testing::patient;
 using admit::redis::testing::redis_server;
 
-// The rules of docs/redis.md: the commands the library sends (EVALSHA; SCRIPT LOAD after a NOSCRIPT; BLMPOP for the
-// semaphore's wake-ups) and those its scripts call; the keys of one limiter or semaphore, named "api", are "{api}"
-// and "{api}:..." (keys_of). Dropping any one rule fails this test, except +del, +llen and +zmscore: the semaphore's
-// script calls them on a path this test does not take (the compaction of its queue).
+// The rules of docs/redis.md: the commands the library sends (EVALSHA; SCRIPT LOAD after a NOSCRIPT; FCALL and
+// FUNCTION LOAD for the semaphore's library; BLMPOP for the semaphore's wake-ups) and those its scripts call; the keys
+// of one limiter or semaphore, named "api", are "{api}" and "{api}:..." (keys_of). Dropping any one rule fails this
+// test, except +del, +llen and +zmscore: the semaphore's script calls them on a path this test does not take (the
+// compaction of its queue); and +fcall or +function|load, without which the semaphore runs the same code by EVALSHA
+// (redis_semaphore_functions_test.cpp).
 std::vector<std::string> keys_of(const std::vector<std::string>& names) {
   std::vector<std::string> rules = {"resetkeys"};
   for (const auto& n : names) {
@@ -47,6 +49,8 @@ const std::vector<std::string> minimal_commands = {"resetchannels",
                                                    "-@all",
                                                    "+evalsha",
                                                    "+script|load",
+                                                   "+fcall",
+                                                   "+function|load",
                                                    "+blmpop",
                                                    "+time",
                                                    "+get",

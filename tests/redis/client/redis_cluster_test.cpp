@@ -299,6 +299,14 @@ TEST(RedisCluster, SemaphoreKeysLiveInOneSlotAndWakeUpsReachTheWaiter) {
   for (const char* k : {"{jobs}:meta", "{jobs}:holders", "{jobs}:leases"}) {
     EXPECT_EQ(rc.admin(owner, {"EXISTS", k}), "1") << k;
   }
+  // The script is a function library, loaded on every master (so also on one that a failover or a slot move makes
+  // the slot's owner); flushed from the owner, it is loaded again by the next call.
+  for (std::size_t i = 0; i < redis_cluster::size; ++i) {
+    EXPECT_NE(rc.admin(i, {"FUNCTION", "LIST"}).find("admit_semaphore_"), std::string::npos) << "master " << i;
+  }
+  rc.admin(owner, {"FUNCTION", "FLUSH"});
+  auto more = s.try_acquire();
+  EXPECT_EQ(more.error(), admit::errc::would_block) << "the function was not loaded again";
 }
 
 TEST(RedisCluster, SlotMigratedMidRunFollowsAskThenMoved) {

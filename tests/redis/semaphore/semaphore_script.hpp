@@ -2,8 +2,6 @@
 // arguments of an EVAL of it for the semaphore named `name`.
 #pragma once
 
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -11,11 +9,8 @@
 
 namespace admit::redis::testing {
 
-// The script's source (the build names its file in ADMIT_SEMAPHORE_LUA); empty when it cannot be read.
-inline std::string semaphore_source() {
-  std::ifstream in(ADMIT_SEMAPHORE_LUA);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+// The script's source, as EVAL takes it (the semaphore calls it as a library's function where the server has them).
+inline std::string semaphore_source() { return detail::semaphore_script().source(); }
 
 // EVAL `source` with the keys of semaphore `name`, then `argv` (the operation, the initial capacity, its arguments).
 inline std::vector<std::string> eval_args(const std::string& source, const std::string& name,

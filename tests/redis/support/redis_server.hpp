@@ -38,6 +38,8 @@ class redis_server {
     std::string tls_key_file{};
     std::string tls_ca_file{};
     bool tls_auth_clients = false;
+    // More arguments for redis-server ("--rename-command", "FCALL", "": a server without the command).
+    std::vector<std::string> extra_arguments{};
   };
 
   redis_server() : redis_server(config{}) {}
@@ -217,6 +219,7 @@ class redis_server {
                                             "--tls-auth-clients", config_.tls_auth_clients ? "yes" : "no"};
       args.insert(args.end(), tls.begin(), tls.end());
     }
+    args.insert(args.end(), config_.extra_arguments.begin(), config_.extra_arguments.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -4,16 +4,27 @@
 //   static const admit::redis::script incr_by("return redis.call('INCRBY', KEYS[1], ARGV[1])");
 //   auto r = admit::redis::evalsha(conn, incr_by, {"counter"}, {"5"});   // r.value.integer() == 5 the first time
 //
-// Why only on NOSCRIPT: a timeout or a lost connection leaves it unknown whether the script ran; retrying could run
-// it twice. Those errors are returned as they are. The whole call (EVALSHA, SCRIPT LOAD, EVALSHA) shares one deadline.
+// A script made by script::library is also a Redis Functions library (Redis 7.0 and later): its calls are FCALLs of
+// the library's one function, whose helpers Redis makes once, when the library is loaded (FUNCTION LOAD REPLACE, on
+// an explicit "Function not found" only — on every master of a Redis Cluster, so also on one promoted by a failover),
+// instead of at every call. On a server that answers FCALL with "unknown command" (older than 7.0), or that refuses
+// FUNCTION LOAD (an ACL user without it), the call falls back to EVALSHA of the same code, and every later call of
+// that script object goes straight to EVALSHA.
+//
+// Why only on NOSCRIPT / "Function not found": a timeout or a lost connection leaves it unknown whether the script ran;
+// retrying could run it twice. Those errors are returned as they are. The whole call (EVALSHA, SCRIPT LOAD, EVALSHA)
+// shares one deadline.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/compose.hpp>
 #include <boost/system/error_code.hpp>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -29,13 +40,42 @@ class script {
   // Computes the SHA1 (as Redis does) of the source. Immutable afterwards; thread-safe to share.
   explicit script(std::string source) : source_(std::move(source)), sha1_(detail::sha1_hex(source_)) {}
 
+  // Code that is a script and a function library at once: `body` defines (as a local) `call(KEYS, ARGV)`, which runs
+  // one call and returns its reply, and makes no Redis call at its top level. The script is `body` followed by
+  // `return call(KEYS, ARGV)`; the library, named as its function, "<prefix>_<the script's SHA1's first 16 digits>",
+  // registers `call` as that function. A new version of the code is a new library: processes of two versions share a
+  // server (a rolling upgrade) without replacing each other's code. The libraries of old versions stay until a
+  // FUNCTION DELETE or FLUSH removes them (a few kilobytes each).
+  static script library(std::string_view prefix, std::string_view body) {
+    script s(std::string(body) + "\nreturn call(KEYS, ARGV)\n");
+    s.function_ = std::string(prefix) + "_" + s.sha1_.substr(0, 16);
+    s.library_source_ = "#!lua name=" + s.function_ + "\n" + std::string(body) + "\nredis.register_function('" +
+                        s.function_ + "', function(keys, args) return call(keys, args) end)\n";
+    s.functions_refused_ = std::make_shared<std::atomic<bool>>(false);
+    return s;
+  }
+
   const std::string& source() const noexcept { return source_; }
   // 40 lower-case hex digits, the name EVALSHA takes and SCRIPT LOAD returns.
   const std::string& sha1() const noexcept { return sha1_; }
+  // A library (made by library()): its function's name, and the library's code; empty otherwise.
+  const std::string& function_name() const noexcept { return function_; }
+  const std::string& library_source() const noexcept { return library_source_; }
+  // Whether calls go by FCALL: a library that no server has refused yet.
+  bool calls_function() const noexcept {
+    return functions_refused_ && !functions_refused_->load(std::memory_order_relaxed);
+  }
+  // A server has no functions, or will not load them: later calls go by EVALSHA. Thread-safe (copies share it).
+  void refuse_functions() const noexcept {
+    if (functions_refused_) functions_refused_->store(true, std::memory_order_relaxed);
+  }
 
  private:
   std::string source_;
   std::string sha1_;
+  std::string function_;
+  std::string library_source_;
+  std::shared_ptr<std::atomic<bool>> functions_refused_;  // shared by copies; null for a plain script
 };
 
 namespace detail {
@@ -49,8 +89,25 @@ inline command evalsha_command(const script& s, const std::vector<std::string>& 
   return c;
 }
 
-// EVALSHA, and on NOSCRIPT: SCRIPT LOAD and EVALSHA again, as one composed operation on `conn` (a client, or a
-// client_link for work that may outlive the client).
+// The FCALL of a library's function that does what `evalsha` (an EVALSHA of its script) does.
+inline command fcall_command(const script& s, const command& evalsha) {
+  std::vector<std::string> a = evalsha.args();
+  a[0] = "FCALL";
+  a[1] = s.function_name();
+  return command(std::move(a));
+}
+// What an FCALL's answer says: the function is not loaded there (load it, call again), or the server has no
+// functions or will not load them (EVALSHA instead).
+inline bool function_not_found(const reply& r) {
+  return r.is_error("ERR") && r.str().find("Function not found") != std::string::npos;
+}
+inline bool functions_unsupported(const reply& r) {
+  return (r.is_error("ERR") && r.str().find("unknown command") != std::string::npos) || r.is_error("NOPERM");
+}
+
+// A script's call as one composed operation on `conn` (a client, or a client_link for work that may outlive the
+// client): EVALSHA, and on NOSCRIPT: SCRIPT LOAD and EVALSHA again; for a library, FCALL first (see the top of the
+// file).
 template <class Client>
 struct evalsha_op {
   Client* conn;
@@ -63,8 +120,36 @@ struct evalsha_op {
   void operator()(Self& self, boost::system::error_code ec = {}, reply r = {}) {
     switch (step) {
       case 0:
+        if (s->calls_function()) {
+          step = 10;
+          conn->async_execute_command(deadline, fcall_command(*s, cmd), std::move(self));
+          return;
+        }
         step = 1;
         conn->async_execute_command(deadline, cmd, std::move(self));
+        return;
+      case 10:  // the FCALL's answer
+        if (!ec && function_not_found(r)) {
+          step = 11;
+          conn->async_execute_command(deadline, command{"FUNCTION", "LOAD", "REPLACE", s->library_source()},
+                                      std::move(self));
+          return;
+        }
+        if (ec || !functions_unsupported(r)) return self.complete(ec, std::move(r));
+        s->refuse_functions();
+        step = 1;
+        conn->async_execute_command(deadline, cmd, std::move(self));
+        return;
+      case 11:  // FUNCTION LOAD's answer
+        if (ec) return self.complete(ec, std::move(r));
+        if (r.is_error()) {  // refused: this call, and every later one, by EVALSHA
+          s->refuse_functions();
+          step = 1;
+          conn->async_execute_command(deadline, cmd, std::move(self));
+          return;
+        }
+        step = 3;
+        conn->async_execute_command(deadline, fcall_command(*s, cmd), std::move(self));
         return;
       case 1:
         if (ec || !r.is_error("NOSCRIPT")) return self.complete(ec, std::move(r));
@@ -101,6 +186,20 @@ auto async_evalsha(client& conn, const script& s, const std::vector<std::string>
 // none) for the whole call; see the top of the file.
 inline result evalsha_until(client& conn, std::optional<std::chrono::steady_clock::time_point> deadline,
                             const script& s, const command& cmd) {
+  if (s.calls_function()) {
+    const command fcall = detail::fcall_command(s, cmd);
+    result f = conn.execute_command(deadline, fcall);
+    if (!f.error && detail::function_not_found(f.value)) {
+      result loaded = conn.execute_command(deadline, command{"FUNCTION", "LOAD", "REPLACE", s.library_source()});
+      if (loaded.error) return loaded;
+      if (!loaded.value.is_error()) return conn.execute_command(deadline, fcall);
+      s.refuse_functions();
+    } else if (!f.error && detail::functions_unsupported(f.value)) {
+      s.refuse_functions();
+    } else {
+      return f;
+    }
+  }
   result r = conn.execute_command(deadline, cmd);
   if (r.error || !r.value.is_error("NOSCRIPT")) return r;
   result loaded = conn.execute_command(deadline, command{"SCRIPT", "LOAD", s.source()});
