@@ -60,6 +60,9 @@
 -- are made once, when the library is loaded; run as a script (EVALSHA), at every call.
 local meta, holders, leases, queue, expiry, op, now
 
+-- The reply statuses (above; the C++ side's sem_status in src/redis/semaphore/core.hpp, which a test holds to these).
+local GRANTED, QUEUED, UNAVAILABLE, FULL, TOO_LARGE, UNKNOWN, LEFT, CONFLICT, TOO_LATE = 0, 1, 2, 3, 4, 5, 6, 7, 8
+
 local function int(x)
   -- %d (a C long) is several times faster than %.0f, whose 16-digit times take glibc's multi-precision path;
   -- %.0f only beyond 2^53, where a double is no longer an exact integer anyway.
@@ -507,7 +510,7 @@ local function lease_reply(id)
   local v = redis.call('HGET', leases, id)
   if not v then return nil end
   local n, token = string.match(v, '^(%d+):(%d+)')
-  return { 0, tonumber(n), tonumber(token), tonumber(redis.call('ZSCORE', holders, id)), now }
+  return { GRANTED, tonumber(n), tonumber(token), tonumber(redis.call('ZSCORE', holders, id)), now }
 end
 
 -- An acquire with classes: the newcomer is admitted at once when its class has nobody waiting and the share rule
@@ -520,12 +523,12 @@ end
 -- that left and came back would find its old place, and its old request, if its record were still queued.)
 local function join(A, id, n, ttl, k)
   local most = num(A[7], 'max waiters')
-  if most >= 0 and redis.call('ZCARD', expiry) >= most then return { 3, free, now } end
+  if most >= 0 and redis.call('ZCARD', expiry) >= most then return { FULL, free, now } end
   local ready = 0
   if interval > 0 then
     ready = token_wait(cls[k].queued + n)
     local budget = tonumber(A[10] or '-1') or -1
-    if budget >= 0 and ready > budget then return { 8, ready, now } end
+    if budget >= 0 and ready > budget then return { TOO_LATE, ready, now } end
   end
   local until_us = now + num(A[8], 'waiter ttl')
   seq = seq + 1
@@ -544,7 +547,7 @@ local function join(A, id, n, ttl, k)
     local a = assured_wait(cls[k])
     if a and a > 0 and (ready == 0 or a < ready) then ready = a end
   end
-  return { 1, seq, now, ready }
+  return { QUEUED, seq, now, ready }
 end
 
 local acquire_in_class
@@ -553,7 +556,7 @@ local function make_class_acquire()
     local k = num(A[11] or '0', 'priority') + 1
     local c = cls[k]
     if not c then return redis.error_reply('ERR admit semaphore: priority ' .. tostring(A[11]) .. ' out of range') end
-    if too_large(n) then return { 4, capacity, now } end
+    if too_large(n) then return { TOO_LARGE, capacity, now } end
     if free > 0 then serve(nil, nil) end
     if not head_of(k) then
       local heads = heads_now(k)
@@ -565,10 +568,10 @@ local function make_class_acquire()
         local token, expires = admit_head(me)
         -- What it took can settle a conflict between two other heads (admission_claims): serve them, as dispatch does.
         if free > 0 then serve(nil, nil) end
-        return { 0, n, token, expires, now }
+        return { GRANTED, n, token, expires, now }
       end
     end
-    if A[6] ~= '1' then return { 2, free, now } end
+    if A[6] ~= '1' then return { UNAVAILABLE, free, now } end
     return join(A, id, n, ttl, k)
   end
 end
@@ -583,19 +586,19 @@ function run.acquire(A)
   -- [10] (optional) the µs the caller waits at most, -1: no deadline. Queued: {1, seq, now, µs until the rate can
   -- admit it after the waiters ahead (0: no rate, or it is not the rate that holds it back)}.
   -- With classes, [11] the request's class (its priority, from 0).
-  if differs then return { 7, 0, now, definition() } end
+  if differs then return { CONFLICT, 0, now, definition() } end
   local id, n, ttl = A[3], num(A[4], 'n'), num(A[5], 'lease ttl')
   if multi then return acquire_in_class(A, id, n, ttl) end
   -- Free permits go to the queue first; with none free, n <= free cannot hold and the queue need not be read.
   local others_first = free > 0 and serve(nil, nil)
-  if too_large(n) then return { 4, capacity, now } end
+  if too_large(n) then return { TOO_LARGE, capacity, now } end
   if not others_first and n <= free and token_wait(n) == 0 then
     take(n)
     take_tokens(n)
     local token, expires = grant(id, n, ttl)
-    return { 0, n, token, expires, now }
+    return { GRANTED, n, token, expires, now }
   end
-  if A[6] ~= '1' then return { 2, free, now } end
+  if A[6] ~= '1' then return { UNAVAILABLE, free, now } end
   return join(A, id, n, ttl, 1)
 end
 
@@ -607,9 +610,9 @@ function run.poll(A)
   if l then return l end
   if redis.call('ZSCORE', expiry, id) then
     redis.call('ZADD', expiry, int(now + num(A[4], 'waiter ttl')), id)
-    return { 1, 0, now, interval > 0 and rate_wait(id) or 0 }
+    return { QUEUED, 0, now, interval > 0 and rate_wait(id) or 0 }
   end
-  return { 5, 0, now }
+  return { UNKNOWN, 0, now }
 end
 
 function run.cancel(A)
@@ -622,36 +625,36 @@ function run.cancel(A)
     take(-n)
     local handed = {}
     serve(A[4], handed)
-    return with_grants(6, n, handed)
+    return with_grants(LEFT, n, handed)
   end
   if drop_waiter(id) then
     compact()
     local handed = {}
     serve(A[4], handed) -- the head may have been the one holding the others back
-    return with_grants(6, 0, handed)
+    return with_grants(LEFT, 0, handed)
   end
-  return { 5, 0, now }
+  return { UNKNOWN, 0, now }
 end
 
 function run.release(A)
   -- A[3] id, [4] the caller's wake key, [5] the lease's permits (optional): they go to the head waiters, or back to
   -- the free count
   local n = take_lease(A[3], A[5] and num(A[5], 'n'))
-  if not n then return { 5, 0, now } end
+  if not n then return { UNKNOWN, 0, now } end
   take(-n)
   local handed = {}
   serve(A[4], handed)
-  return with_grants(0, n, handed)
+  return with_grants(GRANTED, n, handed)
 end
 
 function run.renew(A)
   -- A[3] id, [4] lease ttl µs: a lease still held (not past its expiry) is extended to now + ttl
   local id = A[3]
   if free > 0 then serve(nil, nil) end
-  if not redis.call('ZSCORE', holders, id) then return { 5, 0, now } end
+  if not redis.call('ZSCORE', holders, id) then return { UNKNOWN, 0, now } end
   local expires = now + num(A[4], 'lease ttl')
   redis.call('ZADD', holders, 'XX', int(expires), id)
-  return { 0, expires, now }
+  return { GRANTED, expires, now }
 end
 
 function run.set_capacity(A)
@@ -663,7 +666,7 @@ function run.set_capacity(A)
   dirty.capacity = true
   local handed = {}
   serve(A[4], handed, true)
-  return with_grants(0, capacity, handed)
+  return with_grants(GRANTED, capacity, handed)
 end
 
 function run.set_limits(A)
@@ -674,7 +677,7 @@ function run.set_limits(A)
   if not c then return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(A[3])) end
   local count = 1
   if classes then count = select(2, string.gsub(classes, ',', ',')) + 1 end
-  if count ~= (cls and #cls or 1) then return { 7, 0, now, definition() } end
+  if count ~= (cls and #cls or 1) then return { CONFLICT, 0, now, definition() } end
   if multi then
     local k = 0
     for g, ai, ab in string.gmatch(classes, '(%d+):(%d+):(%d+)') do
@@ -713,7 +716,7 @@ function run.set_limits(A)
   dirty.rate, dirty.tat = true, true
   local handed = {}
   serve(A[4], handed, true)
-  return with_grants(0, capacity, handed)
+  return with_grants(GRANTED, capacity, handed)
 end
 
 function run.inspect(A)
@@ -763,7 +766,7 @@ function run.inspect(A)
   if multi then
     for k = 1, #cls do per_class[k] = { cls[k].held, cls[k].queued } end
   end
-  return { 0, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('ZCARD', expiry), interval,
+  return { GRANTED, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('ZCARD', expiry), interval,
     burst, tokens, per_class }
 end
 
@@ -789,7 +792,7 @@ local function call(KEYS, ARGV)
     interval, burst, tat = tonumber(m[6]) or 0, tonumber(m[7]) or 0, tonumber(m[8]) or 0
     class_text, stored_definition, queued_one = m[9] or nil, m[10] or nil, tonumber(m[11]) or 0
     if not capacity then
-      if op == 'inspect' then return { 5, 0, now } end -- no such semaphore: nothing is created by looking
+      if op == 'inspect' then return { UNKNOWN, 0, now } end -- no such semaphore: nothing is created by looking
       local c, i, b, classes = tonumber(ARGV[2]), 0, 0, nil
       if not c then
         c, i, b, classes = parse_definition(ARGV[2] or '')
@@ -846,10 +849,10 @@ local function call(KEYS, ARGV)
     local id = ARGV[3]
     if op == 'release' then
       local n = num(ARGV[5], 'n')
-      if redis.call('ZREM', holders, id) == 0 then return { 5, 0, now } end
+      if redis.call('ZREM', holders, id) == 0 then return { UNKNOWN, 0, now } end
       redis.call('HDEL', leases, id)
       redis.call('HSET', meta, 'free', int(free + n))
-      return { 0, n, now }
+      return { GRANTED, n, now }
     end
     local n, ttl = num(ARGV[4], 'n'), num(ARGV[5], 'lease ttl')
     local fits, new_tat = n <= free and n <= capacity, nil
@@ -866,7 +869,7 @@ local function call(KEYS, ARGV)
       if expires < next_due then fields[#fields + 1] = 'next'; fields[#fields + 1] = int(expires) end
       if new_tat then fields[#fields + 1] = 'tat'; fields[#fields + 1] = int(new_tat) end
       redis.call('HSET', meta, unpack(fields))
-      return { 0, n, fence, expires, now }
+      return { GRANTED, n, fence, expires, now }
     end
   end
   if multi and not acquire_in_class then -- made once (a library) or only with classes (a script)
