@@ -51,10 +51,11 @@
 -- plus O(log N) per lease or waiter expired, granted or dropped (and, amortized, O(1) per waiter that left, for the
 -- queue's compaction).
 -- Time is TIME only, in integer microseconds (doubles are exact below 2^53; now is ~1.8e15).
--- Replies: {status, ...}; status 0 granted / done, 1 queued, 2 unavailable (try_acquire), 3 queue full,
--- 4 exceeds capacity (or the burst), 5 unknown (no such lease or waiter: released, expired, cancelled, never existed),
--- 6 cancelled (left the queue, or gave back the grant that came first), 7 another definition (see ARGV[2]), 8 too late
--- (the rate cannot give the request its tokens, after those of the waiters ahead of it, within its deadline).
+-- Replies: {status, ...}; status 0 GRANTED (or done), 1 QUEUED, 2 UNAVAILABLE (try_acquire), 3 FULL (the queue),
+-- 4 TOO_LARGE (exceeds capacity or the burst), 5 UNKNOWN (no such lease or waiter: released, expired, cancelled, never
+-- existed), 6 LEFT (cancelled: left the queue, or gave back the grant that came first), 7 CONFLICT (another definition,
+-- see ARGV[2]), 8 TOO_LATE (the rate cannot give the request its tokens, after those of the waiters ahead of it,
+-- within its deadline).
 -- The call's keys, operation and time, set at the start of every call by call() (at the end): the functions below read
 -- them, and the call's state further down, as upvalues. Loaded as a function library (FUNCTION LOAD), the functions
 -- are made once, when the library is loaded; run as a script (EVALSHA), at every call.
