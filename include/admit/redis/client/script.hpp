@@ -8,8 +8,9 @@
 // the library's one function, whose helpers Redis makes once, when the library is loaded (FUNCTION LOAD REPLACE, on
 // an explicit "Function not found" only — on every master of a Redis Cluster, so also on one promoted by a failover),
 // instead of at every call. On a server that answers FCALL with "unknown command" (older than 7.0), or that refuses
-// FUNCTION LOAD (an ACL user without it), the call falls back to EVALSHA of the same code, and every later call of
-// that script object goes straight to EVALSHA.
+// FCALL or FUNCTION LOAD (NOPERM: an ACL user without them), the call falls back to EVALSHA of the same code, and
+// every later call of that script object goes straight to EVALSHA. A FUNCTION LOAD that fails otherwise (a cluster
+// master that does not answer, a server out of memory) sends that one call by EVALSHA.
 //
 // Why only on NOSCRIPT / "Function not found": a timeout or a lost connection leaves it unknown whether the script ran;
 // retrying could run it twice. Those errors are returned as they are. The whole call (EVALSHA, SCRIPT LOAD, EVALSHA)
@@ -141,9 +142,10 @@ struct evalsha_op {
         conn->async_execute_command(deadline, cmd, std::move(self));
         return;
       case 11:  // FUNCTION LOAD's answer
-        if (ec) return self.complete(ec, std::move(r));
-        if (r.is_error()) {  // refused: this call, and every later one, by EVALSHA
-          s->refuse_functions();
+        if (ec || r.is_error()) {
+          // Not loaded (a master of a cluster that did not answer, a server out of memory): this call by EVALSHA —
+          // the FCALL ran nothing. Refused for good (no such command, no permission): every later call too.
+          if (!ec && functions_unsupported(r)) s->refuse_functions();
           step = 1;
           conn->async_execute_command(deadline, cmd, std::move(self));
           return;
@@ -191,9 +193,8 @@ inline result evalsha_until(client& conn, std::optional<std::chrono::steady_cloc
     result f = conn.execute_command(deadline, fcall);
     if (!f.error && detail::function_not_found(f.value)) {
       result loaded = conn.execute_command(deadline, command{"FUNCTION", "LOAD", "REPLACE", s.library_source()});
-      if (loaded.error) return loaded;
-      if (!loaded.value.is_error()) return conn.execute_command(deadline, fcall);
-      s.refuse_functions();
+      if (!loaded.error && !loaded.value.is_error()) return conn.execute_command(deadline, fcall);
+      if (!loaded.error && detail::functions_unsupported(loaded.value)) s.refuse_functions();  // else: this call only
     } else if (!f.error && detail::functions_unsupported(f.value)) {
       s.refuse_functions();
     } else {
