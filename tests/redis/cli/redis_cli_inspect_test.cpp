@@ -48,6 +48,15 @@ class AdmitInspectRuns : public ::testing::Test {
     for (const char c : keys) n += c == '\n' ? 1 : 0;
     return n;
   }
+  // Whether inspect comes to show `pid` as the one holder of `name`: a run writes its entry as it starts, without
+  // waiting for Redis's answer, so an inspect made at once may come before it.
+  bool shows_holder(const std::string& name, std::int64_t pid) const {
+    return eventually([&] {
+      const auto j = inspect_json(name);
+      return j.is_object() && j["holders"].is_array() && j["holders"].size() == 1 &&
+             j["holders"][0].value("pid", std::int64_t{-1}) == pid;
+    });
+  }
   static std::string this_host() {
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
@@ -61,6 +70,7 @@ class AdmitInspectRuns : public ::testing::Test {
 TEST_F(AdmitInspectRuns, AHolderShowsItsHostPidAndCommand) {
   child_process holder(run("shown", {"--", "sleep", "60"}));
   ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
+  ASSERT_TRUE(shows_holder("shown", holder.pid()));
   const run_result r = run_to_end({ADMIT_CLI, "inspect", "--redis", server_.url(), "--json", "shown"}, 10s);
   ASSERT_EQ(r.status, 0) << r.err;
   expect_inspected_holder(r.out, holder.pid(), "sleep 60");
@@ -106,6 +116,7 @@ TEST_F(AdmitInspectRuns, AHolderWhoseRunWasKilledIsShownDead) {
   ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
   ASSERT_TRUE(eventually([&] { return !read_text(pid_file).empty(); })) << holder.err();
   const pid_t run_pid = holder.pid();
+  ASSERT_TRUE(shows_holder("killed", run_pid));
   ::kill(run_pid, SIGKILL);
   (void)finish(holder, 10s);
   const auto j = inspect_json("killed");
