@@ -152,6 +152,14 @@ function bottleneckOptions(url, id, capacity, clear) {
   return { id, maxConcurrent: capacity, datastore: 'ioredis', clearDatastore: clear, clientOptions, Redis };
 }
 
+// A Bottleneck limiter on Redis, ready, its errors logged.
+async function bottleneckLimiter(url, id, capacity, clear) {
+  const limiter = new Bottleneck(bottleneckOptions(url, id, capacity, clear));
+  limiter.on('error', (e) => console.error(`semaphore_bench.js: bottleneck: ${e.message || e}`));
+  await limiter.ready();
+  return limiter;
+}
+
 function line(s, kase, contenders, capacity, rep, perS, sm, samples, errors, fairness) {
   console.log([s.impl, 'default', kase, contenders, capacity, rep, perS, sm.p50.toFixed(1), sm.p99.toFixed(1),
     sm.mean.toFixed(1), sm.max.toFixed(1), samples, errors, fairness].join('\t'));
@@ -199,9 +207,7 @@ async function runCycles(s, contenders, capacity, rep) {
     };
     teardown = () => client.quit();
   } else {
-    const limiter = new Bottleneck(bottleneckOptions(s.url, id, capacity, true));
-    limiter.on('error', (e) => console.error(`semaphore_bench.js: bottleneck: ${e.message || e}`));
-    await limiter.ready();
+    const limiter = await bottleneckLimiter(s.url, id, capacity, true);
     contender = async (i) => {
       while (!stop) {
         const t0 = now();
@@ -293,9 +299,7 @@ async function runCrowd(s, contenders, capacity, holdMs, rep) {
     };
     teardown = () => client.quit();
   } else {
-    const limiter = new Bottleneck(bottleneckOptions(s.url, id, capacity, true));
-    limiter.on('error', (e) => console.error(`semaphore_bench.js: bottleneck: ${e.message || e}`));
-    await limiter.ready();
+    const limiter = await bottleneckLimiter(s.url, id, capacity, true);
     contender = async (i) => {
       while (!stop) {
         try {
@@ -370,12 +374,8 @@ async function redisSemaphoreParties(s, id) {
 }
 
 async function bottleneckParties(s, id) {
-  const holder = new Bottleneck(bottleneckOptions(s.url, id, 1, true));
-  holder.on('error', (e) => console.error(`semaphore_bench.js: bottleneck: ${e.message || e}`));
-  await holder.ready();
-  const waiter = new Bottleneck(bottleneckOptions(s.url, id, 1, false));
-  waiter.on('error', (e) => console.error(`semaphore_bench.js: bottleneck: ${e.message || e}`));
-  await waiter.ready();
+  const holder = await bottleneckLimiter(s.url, id, 1, true);
+  const waiter = await bottleneckLimiter(s.url, id, 1, false);
   const control = redisClient(s.url);
   // A job that holds the permit until told to release; resolves (running) once it runs. `done` settles after
   // Bottleneck's `free`.
