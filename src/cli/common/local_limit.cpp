@@ -380,6 +380,11 @@ local_inspection inspect_local(const std::filesystem::path& directory, const std
   return result;
 }
 
+std::string host_name() {
+  char host[256] = {};
+  return ::gethostname(host, sizeof host - 1) == 0 ? std::string(host) : std::string();
+}
+
 std::int64_t unix_time_ms() noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();

@@ -77,6 +77,8 @@ class definition_conflict : public std::invalid_argument {
 
 // Now, in ms since the Unix epoch by the system clock (as entry_info::started_unix_ms counts).
 std::int64_t unix_time_ms() noexcept;
+// This host's name (gethostname(), as entry_info::host holds it); empty when it cannot be read.
+std::string host_name();
 // How long ago `unix_ms` was, in ns; 0 when it is ahead (another host's clock may be).
 std::int64_t ns_since(std::int64_t unix_ms) noexcept;
 

@@ -2,7 +2,6 @@
 #include "cli/common/run_holder.hpp"
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -39,8 +38,7 @@ std::optional<run_entry> parse_run_entry(std::string_view text) {
 }
 
 std::optional<std::string> run_entry_death(const run_entry& e, std::optional<std::chrono::microseconds> lease_left) {
-  char host[256] = {};
-  if (e.info.pid > 0 && ::gethostname(host, sizeof host - 1) == 0 && e.info.host == host &&
+  if (e.info.pid > 0 && !e.info.host.empty() && e.info.host == run::host_name() &&
       ::kill(static_cast<pid_t>(e.info.pid), 0) != 0 && errno == ESRCH) {
     return "pid " + std::to_string(e.info.pid) + " is gone";
   }

@@ -89,8 +89,7 @@ std::string joined(const std::vector<std::string>& argv) {
 
 entry_info who(const run_settings& s) {
   entry_info info;
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) == 0) info.host = host;
+  info.host = host_name();
   info.pid = ::getpid();
   info.command = joined(s.command);
   info.started_unix_ms = unix_time_ms();

@@ -17,11 +17,7 @@ using admit::cli::parse_run_entry;
 using admit::cli::run_entry;
 using admit::cli::run_entry_death;
 
-std::string this_host() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return host;
-}
+std::string this_host() { return admit::cli::run::host_name(); }
 
 run_entry entry(std::string host, std::int64_t pid) {
   run_entry e;

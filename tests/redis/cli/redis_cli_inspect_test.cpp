@@ -57,11 +57,6 @@ class AdmitInspectRuns : public ::testing::Test {
              j["holders"][0].value("pid", std::int64_t{-1}) == pid;
     });
   }
-  static std::string this_host() {
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    return host;
-  }
 
   redis_server server_;
   temp_dir dir_;

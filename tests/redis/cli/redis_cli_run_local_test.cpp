@@ -453,9 +453,7 @@ TEST_F(AdmitRunLocal, InspectShowsHolderAndWaiter) {
   EXPECT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find(std::to_string(holder->pid())), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("sleep 60"), std::string::npos) << text.out;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  EXPECT_NE(text.out.find(host), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(this_host()), std::string::npos) << text.out;
 }
 
 // 9. --json: the events of a wait and a run, with their fields (every line is one object: events()).

@@ -27,6 +27,7 @@
 #include "io_thread.hpp"
 #include "limiter_testing.hpp"
 #include "redis_server.hpp"
+#include "semaphore_testing.hpp"
 
 namespace {
 
@@ -36,11 +37,7 @@ using admit::redis::connection;
 using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
-
-std::int64_t redis_waiters(admit::redis::admission& a) {
-  const auto [s, ec] = a.inspect();
-  return ec ? -1 : s.waiter_count;
-}
+using admit::redis::testing::waiter_count;
 
 TEST(RedisAdmissionClasses, AClassWithinItsGuaranteeGoesBeforeAnEarlierBorrower) {
   redis_server server;
@@ -56,9 +53,9 @@ TEST(RedisAdmissionClasses, AClassWithinItsGuaranteeGoesBeforeAnEarlierBorrower)
   }
   EXPECT_EQ(a.try_acquire(0).error(), admit::errc::would_block);
   auto batch_waiter = std::async(std::launch::async, [&] { return a.try_acquire_for(20s, 1); });
-  ASSERT_TRUE(eventually([&] { return redis_waiters(a) == 1; }));
+  ASSERT_TRUE(eventually([&] { return waiter_count(a) == 1; }));
   auto interactive_waiter = std::async(std::launch::async, [&] { return a.try_acquire_for(20s, 0); });
-  ASSERT_TRUE(eventually([&] { return redis_waiters(a) == 2; }));
+  ASSERT_TRUE(eventually([&] { return waiter_count(a) == 2; }));
   const auto [s, ec] = a.inspect();
   ASSERT_FALSE(ec) << ec.message();
   ASSERT_EQ(s.classes.size(), 2U);
@@ -181,7 +178,7 @@ void expect_the_same_decisions(const admission_options& limits, const std::strin
   side l([&](std::stop_token stop, std::size_t priority, std::int64_t n) { return local.acquire(stop, priority, n); },
          [](admit::permit& p) { p.release(); }, [&] { return static_cast<std::int64_t>(local.waiting()); });
   side r([&](std::stop_token stop, std::size_t priority, std::int64_t n) { return remote.acquire(stop, priority, n); },
-         [](admit::redis::lease& lease) { (void)lease.release(); }, [&] { return redis_waiters(remote); });
+         [](admit::redis::lease& lease) { (void)lease.release(); }, [&] { return waiter_count(remote); });
 
   std::mt19937 rng(seed);
   std::size_t next = 0;

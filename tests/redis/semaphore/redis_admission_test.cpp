@@ -21,6 +21,7 @@
 #include "io_thread.hpp"
 #include "limiter_testing.hpp"
 #include "redis_server.hpp"
+#include "semaphore_testing.hpp"
 
 namespace {
 
@@ -31,15 +32,11 @@ using admit::redis::connection;
 using admit::redis::testing::eventually;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::redis_server;
+using admit::redis::testing::waiter_count;
 
 // One token a minute: nothing refills while a test runs.
 admission_options slow(std::int64_t burst, std::int64_t max_in_flight) {
   return {.rate = admit::rate::parse("1/min"), .burst = burst, .max_in_flight = max_in_flight};
-}
-
-std::int64_t waiters(admission& a) {
-  const auto [s, ec] = a.inspect();
-  return ec ? -1 : s.waiter_count;
 }
 
 TEST(RedisAdmission, TakesTokensAndPermitsInOneDecision) {
@@ -83,7 +80,7 @@ TEST(RedisAdmission, ARequestTheRateCannotAdmitByItsDeadlineFailsAtOnceAndTakesN
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(a.try_acquire_for(30s, 0).error(), admit::errc::timeout);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
-  EXPECT_EQ(waiters(a), 0);
+  EXPECT_EQ(waiter_count(a), 0);
   const auto [s, ec] = a.inspect();
   EXPECT_EQ(s.available, 3);
 }
@@ -97,7 +94,7 @@ TEST(RedisAdmission, ARequestWaitingForTheRateHoldsNoPermit) {
   ASSERT_TRUE(held);
   std::stop_source stop;
   auto waiting = std::async(std::launch::async, [&] { return a.acquire(stop.get_token(), 0); });
-  ASSERT_TRUE(eventually([&] { return waiters(a) == 1; }));
+  ASSERT_TRUE(eventually([&] { return waiter_count(a) == 1; }));
   const auto [s, ec] = a.inspect();
   ASSERT_FALSE(ec) << ec.message();
   EXPECT_EQ(s.holder_count, 1);  // only the first: the waiter holds nothing while the rate holds it back
@@ -106,7 +103,7 @@ TEST(RedisAdmission, ARequestWaitingForTheRateHoldsNoPermit) {
   EXPECT_EQ(a.try_acquire(0).error(), admit::errc::would_block);
   stop.request_stop();
   EXPECT_EQ(waiting.get().error(), admit::errc::cancelled);
-  EXPECT_EQ(waiters(a), 0);
+  EXPECT_EQ(waiter_count(a), 0);
 }
 
 TEST(RedisAdmission, TheRateAdmitsWaitersInArrivalOrderAcrossObjects) {
@@ -131,7 +128,7 @@ TEST(RedisAdmission, TheRateAdmitsWaitersInArrivalOrderAcrossObjects) {
       ++admitted;
       return l ? l->fencing_token() : std::int64_t{-1};
     }));
-    ASSERT_TRUE(eventually([&] { return admitted + waiters(a) == i + 1; }));
+    ASSERT_TRUE(eventually([&] { return admitted + waiter_count(a) == i + 1; }));
   }
   std::vector<std::int64_t> tokens;
   for (auto& r : runs) tokens.push_back(r.get());
@@ -147,7 +144,7 @@ TEST(RedisAdmission, AReleaseHandsTheFreedPermitToTheHeadWhenItsTokensAreThere) 
   auto held = a.try_acquire(0);
   ASSERT_TRUE(held);
   auto waiting = std::async(std::launch::async, [&] { return a.try_acquire_for(20s, 0); });
-  ASSERT_TRUE(eventually([&] { return waiters(a) == 1; }));
+  ASSERT_TRUE(eventually([&] { return waiter_count(a) == 1; }));
   (void)held->release();
   ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready);  // by the release's hand-off, not a poll (10 s)
   auto l = waiting.get();
@@ -167,7 +164,7 @@ TEST(RedisAdmission, ARateSetWhileRequestsWaitCountsTheirTokens) {
   ASSERT_TRUE(held);
   std::stop_source stop;
   auto waiting = std::async(std::launch::async, [&] { return a.acquire(stop.get_token(), 0); });
-  ASSERT_TRUE(eventually([&] { return waiters(a) == 1; }));
+  ASSERT_TRUE(eventually([&] { return waiter_count(a) == 1; }));
   ASSERT_FALSE(a.set_limits(slow(/*burst=*/1, /*max_in_flight=*/1)));
   auto late = std::async(std::launch::async, [&] { return a.try_acquire_for(30s, 0); });
   ASSERT_EQ(late.wait_for(10s), std::future_status::ready);  // refused at once, not after 30 s

@@ -379,11 +379,17 @@ inline void rate_spacing(const std::string& admit, const args& where, const temp
             << " ms after its token bucket's time\n";
 }
 
+// This host's name, as `admit run` records it.
+inline std::string this_host() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
 // Scenario 8 (both backends): `admit inspect ... --json`'s output lists one holder, the `admit run` of pid
 // `holder_pid` on this host running `command`.
 inline void expect_inspected_holder(const std::string& out, pid_t holder_pid, const std::string& command) {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
+  const std::string host = this_host();
   const auto j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << out;
   ASSERT_TRUE(j.contains("holders") && j["holders"].is_array() && j["holders"].size() == 1) << out;

@@ -26,6 +26,13 @@ inline void wait_for_waiters(semaphore& s, std::int64_t n) {
       << "waiters: " << s.inspect().first.waiter_count;
 }
 
+// The waiters in Redis of a semaphore or an admission (its inspect()); -1 when inspect fails.
+template <class Limit>
+std::int64_t waiter_count(Limit& l) {
+  const auto [s, ec] = l.inspect();
+  return ec ? -1 : s.waiter_count;
+}
+
 // On `c` (a connection or a cluster), semaphore `name` of one permit: with it held and a second caller waiting (its
 // poll interval 30 s, so that only the release's wake-up can reach it in time), the release hands the permit over
 // within 5 s, with a larger fencing token.
