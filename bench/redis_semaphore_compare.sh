@@ -54,7 +54,7 @@ report="$repo/docs/perf/redis_semaphore.md"
 build_bench admit_redis_semaphore_bench
 # The tree just built: the commit, and whether the semaphore's sources had uncommitted changes.
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git status --porcelain -- src/redis/semaphore/ src/redis/lua/semaphore.lua include/admit/redis/semaphore.hpp \
+dirty=$(git status --porcelain -- src/redis/semaphore/ src/redis/lua/semaphore/ include/admit/redis/semaphore.hpp \
   2>/dev/null | wc -l)
 tree="commit $commit"
 ((dirty == 0)) || tree="commit $commit with uncommitted changes to the semaphore's sources"

@@ -30,30 +30,42 @@ if(ADMIT_WITH_REDIS)
   pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
   # rediss:// connections: Asio's SSL stream on OpenSSL (Debian: libssl-dev).
   find_package(OpenSSL 1.1.1 REQUIRED)
-  # Lua scripts: each src/redis/lua/<name>.lua becomes, at build time, a generated header <admit_redis_lua/<name>_lua.hpp>
-  # with `admit::redis::detail::lua::<name>` (a std::string_view of src/redis/lua/common.lua's bytes followed by the
-  # file's: the calling convention and helpers every limiter script shares; the semaphore's script alone) for the
-  # library's own sources.
+  # Lua scripts: each src/redis/lua/<name>.lua (or the parts in the folder <name>/, below) becomes, at build time, a
+  # generated header <admit_redis_lua/<name>_lua.hpp> with `admit::redis::detail::lua::<name>` (a std::string_view of
+  # src/redis/lua/common.lua's bytes followed by the file's: the calling convention and helpers every limiter script
+  # shares; the semaphore's script alone) for the library's own sources.
   # Editing a .lua file regenerates its header and rebuilds what includes it; no external tool is involved.
   set(admit_redis_lua_prelude ${PROJECT_SOURCE_DIR}/src/redis/lua/common.lua)
   file(GLOB admit_redis_lua_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/redis/lua/*.lua)
   list(REMOVE_ITEM admit_redis_lua_sources ${admit_redis_lua_prelude})
   set(admit_redis_lua_dir ${PROJECT_BINARY_DIR}/generated/redis)
   set(admit_redis_lua_headers)
-  # Scripts that are not limiter scripts take no prelude.
-  set(admit_redis_lua_standalone semaphore)
+  set(admit_redis_lua_scripts)
   foreach(lua IN LISTS admit_redis_lua_sources)
     get_filename_component(name ${lua} NAME_WE)
+    set(admit_redis_lua_parts_${name} ${lua})
+    list(APPEND admit_redis_lua_scripts ${name})
+  endforeach()
+  # The semaphore's script is long: a folder of parts, joined in this order (core.lua states the protocol).
+  set(admit_redis_lua_parts_semaphore)
+  foreach(part core classes operations call)
+    list(APPEND admit_redis_lua_parts_semaphore ${PROJECT_SOURCE_DIR}/src/redis/lua/semaphore/${part}.lua)
+  endforeach()
+  list(APPEND admit_redis_lua_scripts semaphore)
+  # Scripts that are not limiter scripts take no prelude.
+  set(admit_redis_lua_standalone semaphore)
+  foreach(name IN LISTS admit_redis_lua_scripts)
     set(header ${admit_redis_lua_dir}/admit_redis_lua/${name}_lua.hpp)
     set(prelude -DPRELUDE=${admit_redis_lua_prelude})
     if(name IN_LIST admit_redis_lua_standalone)
       set(prelude)
     endif()
+    list(JOIN admit_redis_lua_parts_${name} "|" inputs)
     add_custom_command(OUTPUT ${header}
-      COMMAND ${CMAKE_COMMAND} -DINPUT=${lua} -DOUTPUT=${header} -DNAME=${name} ${prelude}
+      COMMAND ${CMAKE_COMMAND} -DINPUT=${inputs} -DOUTPUT=${header} -DNAME=${name} ${prelude}
               -P ${PROJECT_SOURCE_DIR}/src/redis/lua/embed.cmake
-      DEPENDS ${lua} ${admit_redis_lua_prelude} ${PROJECT_SOURCE_DIR}/src/redis/lua/embed.cmake
-      COMMENT "Embedding src/redis/lua/${name}.lua"
+      DEPENDS ${admit_redis_lua_parts_${name}} ${admit_redis_lua_prelude} ${PROJECT_SOURCE_DIR}/src/redis/lua/embed.cmake
+      COMMENT "Embedding the Lua script ${name}"
       VERBATIM)
     list(APPEND admit_redis_lua_headers ${header})
   endforeach()
@@ -66,6 +78,7 @@ if(ADMIT_WITH_REDIS)
     ${admit_redis_sources}
     ${admit_redis_lua_headers})
   add_library(admit::redis ALIAS admit_redis)
+  admit_unity_build(admit_redis)
   set_target_properties(admit_redis PROPERTIES EXPORT_NAME redis POSITION_INDEPENDENT_CODE ON)
   target_include_directories(admit_redis PRIVATE $<BUILD_INTERFACE:${admit_redis_lua_dir}>
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src/redis>)

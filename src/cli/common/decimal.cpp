@@ -1,13 +1,13 @@
 // Decimal numbers on the command line and in traces, parsed exactly (see decimal.hpp).
 #include "cli/common/decimal.hpp"
 
+#include "cli/common/duration.hpp"
+
 #include <limits>
 
 namespace admit::cli {
 
 namespace {
-
-constexpr std::int64_t ns_per_second = 1'000'000'000;
 
 bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 

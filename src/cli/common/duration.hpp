@@ -13,6 +13,8 @@
 
 namespace admit::cli {
 
+inline constexpr std::int64_t ns_per_second = 1'000'000'000;
+
 // The longest duration accepted (~31.7 years).
 inline constexpr std::int64_t max_duration_seconds = 1'000'000'000;
 

@@ -9,8 +9,6 @@ namespace admit::cli {
 
 namespace {
 
-constexpr std::int64_t ns_per_second = 1'000'000'000;
-
 // Seconds field of a trace line: exact ns, at most max_trace_seconds.
 std::int64_t parse_time_field(std::size_t line, std::string_view text, const char* what, const char* expected) {
   const auto t = parse_seconds(text);

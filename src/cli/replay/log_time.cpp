@@ -1,5 +1,7 @@
 #include "cli/replay/log_time.hpp"
 
+#include "cli/common/duration.hpp"
+
 #include <array>
 #include <cctype>
 #include <chrono>
@@ -7,8 +9,6 @@
 namespace admit::cli {
 
 namespace {
-
-constexpr std::int64_t ns_per_second = 1'000'000'000;
 
 // Reads exactly `digits` decimal digits at `pos`, advancing it.
 std::optional<int> digits_at(std::string_view text, std::size_t& pos, std::size_t digits) noexcept {

@@ -11,20 +11,21 @@ namespace admit::cli {
 
 namespace {
 
-constexpr std::int64_t ms = 1'000'000;
-constexpr std::int64_t s = 1000 * ms;
+constexpr std::int64_t millisecond = 1'000'000;
+constexpr std::int64_t second = 1000 * millisecond;
 
 // The grid steps: each divides the next.
-constexpr std::int64_t grid_steps[] = {ms, 10 * ms, 100 * ms, s, 5 * s, 60 * s, 3600 * s, 86400 * s};
+constexpr std::int64_t grid_steps[] = {millisecond, 10 * millisecond, 100 * millisecond, second,
+                                       5 * second,  60 * second,      3600 * second,     86400 * second};
 
 // The largest grid step dividing `width` (a width choose_bucket_width gives: a multiple of 1 ms).
 std::int64_t grid_for(std::int64_t width) {
-  std::int64_t g = ms;
+  std::int64_t g = millisecond;
   for (const std::int64_t step : grid_steps) {
     if (width % step == 0) g = step;
   }
   // Past a day, choose_bucket_width doubles: 2 d, 4 d... each a grid step of its own.
-  if (width > 86400 * s && width % (86400 * s) == 0) g = width;
+  if (width > 86400 * second && width % (86400 * second) == 0) g = width;
   return g;
 }
 

@@ -1,6 +1,7 @@
 #include "cli/replay/trace.hpp"
 
 #include "cli/common/decimal.hpp"
+#include "cli/common/duration.hpp"
 #include "cli/replay/arrival_source.hpp"
 
 #include <istream>
@@ -9,8 +10,6 @@
 namespace admit::cli {
 
 namespace {
-
-constexpr std::int64_t ns_per_second = 1'000'000'000;
 
 bool is_blank(char c) noexcept { return c == ' ' || c == '\t' || c == '\r'; }
 

@@ -2,6 +2,7 @@
 #   cmake -DINPUT=<dir>/gcra.lua -DOUTPUT=<dir>/gcra_lua.hpp -DNAME=gcra [-DPRELUDE=<dir>/common.lua] -P embed.cmake
 # gives `inline constexpr std::string_view admit::redis::detail::lua::gcra` with the bytes of PRELUDE (if given)
 # followed by the file's, verbatim: the script EVALSHA runs is exactly that text (its SHA1 is the SHA1 of those bytes).
+# A script in parts: INPUT lists them separated by '|' (a list's ';' would split the command line), joined in order.
 # The header is rewritten only when its content changes.
 foreach(var INPUT OUTPUT NAME)
   if(NOT DEFINED ${var})
@@ -11,7 +12,12 @@ endforeach()
 if(NOT NAME MATCHES "^[a-z_][a-z0-9_]*$")
   message(FATAL_ERROR "embed.cmake: NAME '${NAME}' is not a C++ identifier in snake_case")
 endif()
-file(READ "${INPUT}" source)
+string(REPLACE "|" ";" inputs "${INPUT}")
+set(source "")
+foreach(input IN LISTS inputs)
+  file(READ "${input}" part)
+  string(APPEND source "${part}")
+endforeach()
 if(DEFINED PRELUDE)
   file(READ "${PRELUDE}" prelude)
   string(PREPEND source "${prelude}")

@@ -60,11 +60,6 @@ std::string_view keys_of(level l) {
          "shadow_mode, detailed_metric, value_to_metric, share_threshold, quota_mode, metadata";
 }
 
-template <std::size_t N>
-bool one_of(const std::array<std::string_view, N>& words, std::string_view s) {
-  return std::find(words.begin(), words.end(), s) != words.end();
-}
-
 int line_of(const Node& n) {
   const YAML::Mark m = n.Mark();
   return m.is_null() || m.line < 0 ? 0 : m.line + 1;

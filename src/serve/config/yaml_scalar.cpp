@@ -16,11 +16,6 @@ constexpr std::array<std::string_view, 5> null_words{"", "~", "null", "Null", "N
 constexpr std::array<std::string_view, 12> special_floats{".inf",  ".Inf",  ".INF",  "+.inf", "+.Inf", "+.INF",
                                                           "-.inf", "-.Inf", "-.INF", ".nan",  ".NaN",  ".NAN"};
 
-template <std::size_t N>
-bool one_of(const std::array<std::string_view, N>& words, std::string_view s) {
-  return std::find(words.begin(), words.end(), s) != words.end();
-}
-
 bool quoted_or_tagged_string(const YAML::Node& node) {
   const std::string& tag = node.Tag();
   return tag == "!" || tag == "tag:yaml.org,2002:str";

@@ -4,13 +4,22 @@
 // string. yaml-cpp gives the text and whether it was quoted (tag "!"); this file does the resolution. Internal.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <yaml-cpp/yaml.h>
 
 namespace admit::serve::yaml {
+
+// Whether `s` is one of `words`.
+template <std::size_t N>
+[[nodiscard]] bool one_of(const std::array<std::string_view, N>& words, std::string_view s) {
+  return std::find(words.begin(), words.end(), s) != words.end();
+}
 
 enum class scalar_kind : std::uint8_t { null, boolean, integer, floating, string };
 

@@ -47,23 +47,24 @@ struct charging_gcra {
   using state_type = base::state_type;
 
   static decision decide(const config_type& c, state_type& s, std::int64_t now_ns, std::int64_t n) noexcept {
-    const std::int64_t t = detail::gcra_effective(c, now_ns);
+    const std::int64_t t = admit::detail::gcra_effective(c, now_ns);
     if (n > 0) {
-      const detail::gcra_step_result r = detail::gcra_step(c, s, t, n);
+      const admit::detail::gcra_step_result r = admit::detail::gcra_step(c, s, t, n);
       if (r.ok) {
         s = r.next;
       } else {
-        s = std::min(detail::sat_add(std::max(s, detail::sat_sub(t, c.tau)), detail::sat_mul(n, c.interval)),
-                     detail::sat_add(t, max_debt));
+        s = std::min(admit::detail::sat_add(std::max(s, admit::detail::sat_sub(t, c.tau)),
+                                            admit::detail::sat_mul(n, c.interval)),
+                     admit::detail::sat_add(t, max_debt));
       }
     }
     decision d;
     d.admitted = true;
     d.limit = c.burst;
-    detail::gcra_describe(c, s, t, d);
+    admit::detail::gcra_describe(c, s, t, d);
     // Over when the key is in debt after the charge (a refused n >= 1 always leaves one; n = 0 is over while one is
     // owed). An admission never leaves a debt: its cost fitted.
-    if (s > t) d.retry_after = std::chrono::nanoseconds{detail::sat_sub(s, t)};
+    if (s > t) d.retry_after = std::chrono::nanoseconds{admit::detail::sat_sub(s, t)};
     return d;
   }
   static std::int64_t full_at(const config_type& c, const state_type& s) noexcept { return base::full_at(c, s); }
@@ -77,20 +78,22 @@ struct charging_token_bucket {
   using state_type = base::state_type;
 
   static decision decide(const config_type& c, state_type& s, std::int64_t now_ns, std::int64_t n) noexcept {
-    const detail::token_bucket_config& b = c.bucket;
+    const admit::detail::token_bucket_config& b = c.bucket;
     const std::int64_t t = std::max(now_ns, s.last_now);  // a stale now is answered at the latest admission's
     if (n > 0) {
-      const detail::token_bucket_step_result r = detail::token_bucket_step(b, oversize_policy::reject, s.tat, t, n);
+      const admit::detail::token_bucket_step_result r =
+          admit::detail::token_bucket_step(b, oversize_policy::reject, s.tat, t, n);
       if (r.wait == 0) {
         s.tat = r.new_tat;
       } else {
-        s.tat = std::min(detail::sat_add(std::max(s.tat, detail::sat_sub(t, b.tol)), detail::token_bucket_cost(b, n)),
-                         detail::sat_add(t, max_debt));
+        s.tat = std::min(admit::detail::sat_add(std::max(s.tat, admit::detail::sat_sub(t, b.tol)),
+                                                admit::detail::token_bucket_cost(b, n)),
+                         admit::detail::sat_add(t, max_debt));
       }
       s.last_now = t;
     }
-    decision d = detail::token_bucket_describe(b, true, 0, s.tat, t);
-    if (s.tat > t) d.retry_after = std::chrono::nanoseconds{detail::sat_sub(s.tat, t)};
+    decision d = admit::detail::token_bucket_describe(b, true, 0, s.tat, t);
+    if (s.tat > t) d.retry_after = std::chrono::nanoseconds{admit::detail::sat_sub(s.tat, t)};
     return d;
   }
   static std::int64_t full_at(const config_type& c, const state_type& s) noexcept { return base::full_at(c, s); }

@@ -80,8 +80,8 @@ class fixed_counters {
     } else {
       o.remaining = static_cast<std::uint32_t>(limit - count);
     }
-    const std::int64_t now_s = detail::floor_div(now_ns, ns_per_second);
-    o.reset_after = std::chrono::seconds{unit_s - detail::floor_mod(now_s, unit_s)};
+    const std::int64_t now_s = admit::detail::floor_div(now_ns, ns_per_second);
+    o.reset_after = std::chrono::seconds{unit_s - admit::detail::floor_mod(now_s, unit_s)};
     return o;
   }
 

@@ -57,14 +57,14 @@ struct upstream_fixed_window {
     std::uint64_t limit = 0;                 // with drop: the rule's limit
   };
   struct state_type {
-    std::int64_t window_start = detail::ns_min;  // ns_min: no window yet
+    std::int64_t window_start = admit::detail::ns_min;  // ns_min: no window yet
     std::uint64_t count = 0;
     friend bool operator==(const state_type&, const state_type&) = default;
   };
   static constexpr std::uint64_t saturated = std::numeric_limits<std::uint64_t>::max() / 2;
 
   static decision decide(const config_type& c, state_type& s, std::int64_t now_ns, std::int64_t n) noexcept {
-    const std::int64_t start = now_ns - detail::floor_mod(now_ns, c.window_ns);
+    const std::int64_t start = now_ns - admit::detail::floor_mod(now_ns, c.window_ns);
     if (start > s.window_start) s = {start, 0};
     const auto add = static_cast<std::uint64_t>(n);
     const std::uint64_t after = s.count > saturated - add ? saturated : s.count + add;
@@ -73,15 +73,17 @@ struct upstream_fixed_window {
     if (d.admitted) s.count = after;
     d.limit = 1;  // not a key-cap refusal (limit 0)
     d.remaining = static_cast<std::int64_t>(after);
-    d.reset_after = std::chrono::nanoseconds{detail::sat_sub(detail::sat_add(s.window_start, c.window_ns), now_ns)};
+    d.reset_after =
+        std::chrono::nanoseconds{admit::detail::sat_sub(admit::detail::sat_add(s.window_start, c.window_ns), now_ns)};
     return d;
   }
   static std::int64_t full_at(const config_type& c, const state_type& s) noexcept {
-    return s.window_start == detail::ns_min ? detail::ns_min : detail::sat_add(s.window_start, c.window_ns);
+    return s.window_start == admit::detail::ns_min ? admit::detail::ns_min
+                                                   : admit::detail::sat_add(s.window_start, c.window_ns);
   }
   static state_type full_since(const config_type& c, std::int64_t at) noexcept {
-    if (at == detail::ns_min) return {};
-    return {detail::sat_sub(at, c.window_ns), saturated};
+    if (at == admit::detail::ns_min) return {};
+    return {admit::detail::sat_sub(at, c.window_ns), saturated};
   }
 };
 
@@ -96,21 +98,21 @@ struct keyed_sliding_window {
     std::int64_t window_ns = 1'000'000'000;
   };
   struct state_type {
-    std::int64_t window = detail::ns_min;  // index of the current window; ns_min: none
+    std::int64_t window = admit::detail::ns_min;  // index of the current window; ns_min: none
     std::int64_t current = 0;
     std::int64_t previous = 0;
     friend bool operator==(const state_type&, const state_type&) = default;
   };
 
   static decision decide(const config_type& c, state_type& s, std::int64_t now_ns, std::int64_t n) noexcept {
-    const std::int64_t w = detail::floor_div(now_ns, c.window_ns);
+    const std::int64_t w = admit::detail::floor_div(now_ns, c.window_ns);
     state_type next = s;
     if (w > s.window) {
       next.previous = w == s.window + 1 ? s.current : 0;
       next.current = 0;
       next.window = w;
     }
-    const std::int64_t start = detail::sat_mul(next.window, c.window_ns);
+    const std::int64_t start = admit::detail::sat_mul(next.window, c.window_ns);
     const std::int64_t elapsed = w < next.window ? 0 : now_ns - start;
     __extension__ typedef __int128 wide;  // limit · window_ns exceeds 64 bits for long windows
     // weighted previous, scaled by window_ns: previous · (window − elapsed)
@@ -131,22 +133,22 @@ struct keyed_sliding_window {
     }
     // `next` is the state at now (rolled to now's window; with the hit when admitted)
     d.remaining = room(next.current);
-    const std::int64_t clear = next.current > 0    ? detail::sat_mul(next.window + 2, c.window_ns)
-                               : next.previous > 0 ? detail::sat_mul(next.window + 1, c.window_ns)
+    const std::int64_t clear = next.current > 0    ? admit::detail::sat_mul(next.window + 2, c.window_ns)
+                               : next.previous > 0 ? admit::detail::sat_mul(next.window + 1, c.window_ns)
                                                    : now_ns;
-    d.reset_after = std::chrono::nanoseconds{std::max<std::int64_t>(0, detail::sat_sub(clear, now_ns))};
+    d.reset_after = std::chrono::nanoseconds{std::max<std::int64_t>(0, admit::detail::sat_sub(clear, now_ns))};
     return d;
   }
   static std::int64_t full_at(const config_type& c, const state_type& s) noexcept {
-    if (s.window == detail::ns_min) return detail::ns_min;
-    if (s.current > 0) return detail::sat_mul(s.window + 2, c.window_ns);
-    if (s.previous > 0) return detail::sat_mul(s.window + 1, c.window_ns);
-    return detail::ns_min;
+    if (s.window == admit::detail::ns_min) return admit::detail::ns_min;
+    if (s.current > 0) return admit::detail::sat_mul(s.window + 2, c.window_ns);
+    if (s.previous > 0) return admit::detail::sat_mul(s.window + 1, c.window_ns);
+    return admit::detail::ns_min;
   }
   // Full from `at` on; before it, the windows just before `at` are at the limit: no more room than a dropped key.
   static state_type full_since(const config_type& c, std::int64_t at) noexcept {
-    if (at == detail::ns_min) return {};
-    return {detail::floor_div(at, c.window_ns) - 2, c.limit, c.limit};
+    if (at == admit::detail::ns_min) return {};
+    return {admit::detail::floor_div(at, c.window_ns) - 2, c.limit, c.limit};
   }
 };
 

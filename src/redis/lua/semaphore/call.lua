@@ -1,0 +1,125 @@
+-- semaphore.lua, part 4 of 4 (joined in order by cmake/redis.cmake; part 1, core.lua, states the protocol): call(),
+-- the entry point: one call, or a batch of operations.
+
+-- One call: its keys and arguments as KEYS and ARGV are a script's. Reads the state, takes the short way or the
+-- operation(s), writes the state back once.
+local function call(KEYS, ARGV)
+  meta, holders, leases, queue, expiry = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+  op = ARGV[1]
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  dirty = {}
+  do
+    local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next', 'seq', 'interval', 'burst', 'tat',
+      'classes', 'definition', 'queued:1')
+    capacity, free, fence, next_due = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
+    seq = tonumber(m[5]) or 0
+    interval, burst, tat = tonumber(m[6]) or 0, tonumber(m[7]) or 0, tonumber(m[8]) or 0
+    class_text, stored_definition, queued_one = m[9] or nil, m[10] or nil, tonumber(m[11]) or 0
+    if not capacity then
+      if op == 'inspect' then return { UNKNOWN, 0, now } end -- no such semaphore: nothing is created by looking
+      local c, i, b, classes = tonumber(ARGV[2]), 0, 0, nil
+      if not c then
+        c, i, b, classes = parse_definition(ARGV[2] or '')
+        if not c then return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(ARGV[2])) end
+      end
+      capacity = num(c, 'capacity')
+      free = capacity
+      interval, burst, class_text = i, b, classes
+      dirty.capacity, dirty.free, dirty.rate = true, true, interval > 0 or class_text ~= nil
+    end
+  end
+  cls, multi = nil, false
+  if class_text then
+    cls = {}
+    for g, ai, ab in string.gmatch(class_text, '(%d+):(%d+):(%d+)') do
+      cls[#cls + 1] = { g = tonumber(g), ai = tonumber(ai), ab = tonumber(ab) }
+    end
+    multi = #cls > 1
+    if multi then
+      local fields = {}
+      for k = 1, #cls do
+        fields[#fields + 1] = 'held:' .. k
+        fields[#fields + 1] = 'queued:' .. k
+        fields[#fields + 1] = 'atat:' .. k
+      end
+      local v = redis.call('HMGET', meta, unpack(fields))
+      for k = 1, #cls do
+        cls[k].held, cls[k].queued, cls[k].atat = tonumber(v[3 * k - 2]) or 0, tonumber(v[3 * k - 1]) or 0,
+          tonumber(v[3 * k]) or 0
+        cls[k].list = k == 1 and queue or KEYS[5 + k] or (queue .. ':' .. (k - 1))
+      end
+    end
+  end
+  waiters_hash = KEYS[6] or (string.sub(meta, 1, -5) .. 'waiters')
+  -- With a rate or classes, each waiter's class, n and arrival are kept in the waiters hash, and each class's queued
+  -- permits in meta (queued:k), so that the tokens the waiters ahead of a request ask for are known without reading the
+  -- queue. One class with a rate: cls[1] holds only that count.
+  tracked = multi or interval > 0
+  if tracked and not multi then
+    cls = { { g = 0, ai = 0, ab = 0, held = 0, atat = 0, list = queue,
+      queued = queued_one } }
+  end
+  -- An admission that names another definition than the stored one (see ARGV[2]); never a semaphore. The stored text
+  -- is kept in meta's definition field whenever the capacity or the rate changes (older semaphores: computed).
+  differs = not tonumber(ARGV[2]) and ARGV[2] ~= (stored_definition or definition())
+
+  -- The two commonest calls take a short way: a free permit taken, and a lease given back, while nobody waits and
+  -- nothing can have expired. Their effects and replies are exactly those of run.acquire and run.release below (a
+  -- batch, which takes the long way, is tested to agree with them), without the general machinery (and, run as a
+  -- script, without making the helpers: in Redis's Lua, making those two dozen closures costs about as much as these
+  -- calls' own commands).
+  if capacity and not differs and not multi and now < next_due
+      and (op == 'acquire' or (op == 'release' and ARGV[5])) and redis.call('ZCARD', expiry) == 0 then
+    local id = ARGV[3]
+    if op == 'release' then
+      local n = num(ARGV[5], 'n')
+      if redis.call('ZREM', holders, id) == 0 then return { UNKNOWN, 0, now } end
+      redis.call('HDEL', leases, id)
+      redis.call('HSET', meta, 'free', int(free + n))
+      return { GRANTED, n, now }
+    end
+    local n, ttl = num(ARGV[4], 'n'), num(ARGV[5], 'lease ttl')
+    local fits, new_tat = n <= free and n <= capacity, nil
+    if fits and interval > 0 then -- the tokens too, as token_wait() and take_tokens() below
+      new_tat = math.max(tat, now - burst * interval) + n * interval
+      fits = n <= burst and new_tat <= now
+    end
+    if fits then
+      fence = math.max(fence + 1, now) -- as grant() below
+      local expires = now + ttl
+      redis.call('ZADD', holders, int(expires), id)
+      redis.call('HSET', leases, id, int(n) .. ':' .. int(fence))
+      local fields = { 'free', int(free - n), 'fence', int(fence) }
+      if expires < next_due then fields[#fields + 1] = 'next'; fields[#fields + 1] = int(expires) end
+      if new_tat then fields[#fields + 1] = 'tat'; fields[#fields + 1] = int(new_tat) end
+      redis.call('HSET', meta, unpack(fields))
+      return { GRANTED, n, fence, expires, now }
+    end
+  end
+  if multi and not acquire_in_class then -- made once (a library) or only with classes (a script)
+    make_class_helpers()
+    make_class_acquire()
+  end
+  sweep()
+
+  local reply
+  if op == 'batch' then
+    -- Several operations of one process in one call, in order, as if each were a call of its own made one after the
+    -- other at the same time: ARGV[3] how many, then each as its argument count c followed by c arguments (its name,
+    -- then its own arguments: A[3] onwards). The reply is the array of their replies.
+    reply = {}
+    local at = 4
+    for k = 1, num(ARGV[3], 'batch size') do
+      local c = num(ARGV[at], 'argument count')
+      local A = { ARGV[at + 1], ARGV[2] }
+      for j = 2, c do A[j + 1] = ARGV[at + j] end
+      reply[k] = perform(A)
+      at = at + c + 1
+    end
+  else
+    reply = perform(ARGV)
+  end
+  save()
+  return reply
+end

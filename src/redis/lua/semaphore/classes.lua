@@ -1,0 +1,241 @@
+-- semaphore.lua, part 2 of 4 (joined in order by cmake/redis.cmake; part 1, core.lua, states the protocol): priority
+-- classes (made only when a semaphore has them), serving the queue, joining it.
+
+local unlimited = 1125899906842624 -- 2^50, an admission's capacity without a concurrency limit
+-- Made only with classes: in Redis's Lua, making a closure costs about as much as a command, on every call.
+local has_tokens, assured_wait, assured_charge, head_of, stand, claims, pick, heads_now, admit_head, serve_multi
+local function make_class_helpers()
+  -- With classes: the share rule of admit::admission (include/admit/detail/admission_rule.hpp states it; admission_pick
+  -- and admission_claims are its code), on Redis's clock. A head is {id, n, ttl, wake, arrival, k} and its standing.
+  has_tokens = function(n)
+    return interval == 0 or (n <= burst and token_wait(n) == 0)
+  end
+  -- µs until class c's assured bucket holds a whole token (0: now; nil: never, a share of 0).
+  assured_wait = function(c)
+    if c.ab < 1 then return nil end
+    local ready = math.max(c.atat, now - c.ab * c.ai) + c.ai
+    return ready > now and ready - now or 0
+  end
+  assured_charge = function(c, n)
+    c.atat = math.max(c.atat, now - c.ab * c.ai) + n * c.ai
+    dirty.classes = true
+  end
+  -- Class k's live head, or nil; records of waiters that left are dropped on the way, and a head too large ever to be
+  -- admitted leaves (its wake-up unreadable, as serve_one does).
+  head_of = function(k)
+    local list = cls[k].list
+    while true do
+      local record = redis.call('LINDEX', list, 0)
+      if not record then return nil end
+      local id, n, ttl, wake = parse_waiter(record)
+      local w = id and redis.call('HGET', waiters_hash, id)
+      if not n or not w then
+        redis.call('LPOP', list)
+        if id then drop_waiter(id) end
+      elseif too_large(n) then
+        redis.call('LPOP', list)
+        if drop_waiter(id) then
+          redis.call('LPUSH', wake, id .. ':')
+          redis.call('PEXPIRE', wake, 60000)
+        end
+      else
+        return { id = id, n = n, ttl = ttl, wake = wake, arrival = tonumber(string.match(w, ':(%d+)$')) or 0, k = k }
+      end
+    end
+  end
+  stand = function(h)
+    local c = cls[h.k]
+    h.permit_entitled = capacity >= unlimited or c.held < c.g
+    h.token_entitled = interval == 0 or assured_wait(c) == 0
+    h.permit_claim = h.permit_entitled and math.min(c.queued, c.g - c.held) or 0
+    h.permits_free = h.n <= free
+    h.tokens_free = has_tokens(h.n)
+    return h
+  end
+  -- Whether head o's claim on permits (else tokens) counts against head c (admission_claims).
+  claims = function(o, c, on_permits)
+    if on_permits then
+      if not o.permit_entitled or not o.tokens_free then return false end
+    elseif not o.token_entitled or not o.permits_free then
+      return false
+    end
+    if o.arrival < c.arrival then return true end
+    if on_permits then
+      if c.permit_entitled then return false end
+      return not (c.token_entitled and c.permits_free and not has_tokens(o.n + c.n))
+    end
+    if c.token_entitled then return false end
+    return not (c.permit_entitled and c.tokens_free and not (o.n + c.n <= free))
+  end
+  -- The head to admit next (admission_pick), or nil.
+  pick = function(heads)
+    local best = nil
+    for _, h in ipairs(heads) do
+      if not best or h.arrival < best.arrival then
+        local permits, tokens = h.n, h.n
+        for _, o in ipairs(heads) do
+          if o ~= h then
+            if claims(o, h, true) then
+              permits = permits + (h.permit_entitled and o.n or math.max(o.n, o.permit_claim))
+            end
+            if claims(o, h, false) then tokens = tokens + o.n end
+          end
+        end
+        if permits <= free and has_tokens(tokens) then best = h end
+      end
+    end
+    return best
+  end
+  -- The classes' heads and their standing, but class `except`'s.
+  heads_now = function(except)
+    local heads = {}
+    for k = 1, #cls do
+      if k ~= except then
+        local h = head_of(k)
+        if h then heads[#heads + 1] = stand(h) end
+      end
+    end
+    return heads
+  end
+  -- Admits h (out of its queue, or never in it): its permits, its tokens, and its class's share of both.
+  admit_head = function(h)
+    take(h.n)
+    if interval > 0 and h.token_entitled then assured_charge(cls[h.k], h.n) end
+    take_tokens(h.n)
+    return grant(h.id, h.n, h.ttl, h.k)
+  end
+  serve_multi = function(mine, handed, all)
+    while true do
+      if free <= 0 and not all then return nil end
+      local heads = heads_now(nil)
+      if #heads == 0 then return false end
+      local h = pick(heads)
+      if not h then return true end
+      redis.call('LPOP', cls[h.k].list)
+      drop_waiter(h.id)
+      local token, expires = admit_head(h)
+      deliver(h.id, h.n, token, expires, h.wake, mine, handed)
+    end
+  end
+end
+
+local function serve(mine, handed, all)
+  if multi then return serve_multi(mine, handed, all) end
+  return serve_one(mine, handed, all)
+end
+
+-- The permits the live waiters of queue `list` up to and including `id` ask for (all of them when `id` is nil or not
+-- queued there): with a rate, the tokens that must come before `id` can be admitted. O(its place in the queue).
+local function queued_through(id, list)
+  local sum, at = 0, 0
+  while true do
+    local records = redis.call('LRANGE', list, at, at + 99)
+    if #records == 0 then return sum end
+    local ids, ns = {}, {}
+    for i, record in ipairs(records) do
+      local wid, n = parse_waiter(record)
+      ids[i], ns[i] = wid or '', n or 0
+    end
+    for i, score in ipairs(redis.call('ZMSCORE', expiry, unpack(ids))) do
+      if score then
+        sum = sum + ns[i]
+        if ids[i] == id then return sum end
+      end
+    end
+    at = at + #records
+  end
+end
+
+-- With a rate: µs until waiter `id` may be admitted by time alone — the tokens of the waiters of its class up to it,
+-- or (with classes) its class's assured bucket's next token, whichever is sooner; 0 when neither is short.
+local function rate_wait(id)
+  if not multi then
+    if token_wait(cls[1].queued) == 0 then return 0 end -- the tokens of every waiter are there: not the rate
+    return token_wait(queued_through(id, queue))
+  end
+  local w = redis.call('HGET', waiters_hash, id)
+  local k = w and tonumber(string.match(w, '^(%d+):'))
+  local c = k and cls[k + 1]
+  if not c then return 0 end
+  local wait = token_wait(c.queued) == 0 and 0 or token_wait(queued_through(id, c.list))
+  local a = assured_wait(c)
+  if a and a > 0 and (wait == 0 or a < wait) then wait = a end
+  return wait
+end
+
+-- {status, a, now, grants handed to the caller...}
+local function with_grants(status, a, handed)
+  local r = { status, a, now }
+  for _, g in ipairs(handed) do r[#r + 1] = g end
+  return r
+end
+
+local function lease_reply(id)
+  local v = redis.call('HGET', leases, id)
+  if not v then return nil end
+  local n, token = string.match(v, '^(%d+):(%d+)')
+  return { GRANTED, tonumber(n), tonumber(token), tonumber(redis.call('ZSCORE', holders, id)), now }
+end
+
+-- An acquire with classes: the newcomer is admitted at once when its class has nobody waiting and the share rule
+-- picks it among the heads (the others already served); otherwise it queues in its class, FIFO. Replies as acquire's.
+-- A deadline fails at once when the global bucket cannot give it its tokens, after those of its class's waiters.
+-- A request of class k (1-based; 1 without classes) that was not admitted joins its class's queue: {3, free, now} when
+-- max_waiters (A[7]; negative: no limit) already wait, {8, µs, now} when the rate cannot give it its tokens after those
+-- of its class's waiters by its deadline (A[10]), else {1, seq, now, µs until the rate can admit it (0: not the rate)}.
+-- An id already waiting keeps its place and its first request; a new one joins the tail. (Ids are never reused: one
+-- that left and came back would find its old place, and its old request, if its record were still queued.)
+local function join(A, id, n, ttl, k)
+  local most = num(A[7], 'max waiters')
+  if most >= 0 and redis.call('ZCARD', expiry) >= most then return { FULL, free, now } end
+  local ready = 0
+  if interval > 0 then
+    ready = token_wait(cls[k].queued + n)
+    local budget = tonumber(A[10] or '-1') or -1
+    if budget >= 0 and ready > budget then return { TOO_LATE, ready, now } end
+  end
+  local until_us = now + num(A[8], 'waiter ttl')
+  seq = seq + 1
+  dirty.seq = true
+  if redis.call('ZADD', expiry, int(until_us), id) == 1 then
+    redis.call('RPUSH', cls and cls[k].list or queue, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])
+    if tracked then
+      redis.call('HSET', waiters_hash, id, int(k - 1) .. ':' .. int(n) .. ':' .. int(seq))
+      cls[k].queued = cls[k].queued + n
+      dirty.classes = true
+    end
+  end
+  due(until_us)
+  -- With classes, its class's assured bucket may be what holds it back: it asks again when either could let it in.
+  if multi then
+    local a = assured_wait(cls[k])
+    if a and a > 0 and (ready == 0 or a < ready) then ready = a end
+  end
+  return { QUEUED, seq, now, ready }
+end
+
+local acquire_in_class
+local function make_class_acquire()
+  acquire_in_class = function(A, id, n, ttl)
+    local k = num(A[11] or '0', 'priority') + 1
+    local c = cls[k]
+    if not c then return redis.error_reply('ERR admit semaphore: priority ' .. tostring(A[11]) .. ' out of range') end
+    if too_large(n) then return { TOO_LARGE, capacity, now } end
+    if free > 0 then serve(nil, nil) end
+    if not head_of(k) then
+      local heads = heads_now(k)
+      local me = stand({ id = id, n = n, ttl = ttl, arrival = seq + 1, k = k })
+      heads[#heads + 1] = me
+      if pick(heads) == me then
+        seq = seq + 1
+        dirty.seq = true
+        local token, expires = admit_head(me)
+        -- What it took can settle a conflict between two other heads (admission_claims): serve them, as dispatch does.
+        if free > 0 then serve(nil, nil) end
+        return { GRANTED, n, token, expires, now }
+      end
+    end
+    if A[6] ~= '1' then return { UNAVAILABLE, free, now } end
+    return join(A, id, n, ttl, k)
+  end
+end

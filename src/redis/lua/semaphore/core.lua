@@ -1,0 +1,342 @@
+-- semaphore.lua, part 1 of 4: admit distributed admission (admit::redis::semaphore, admit::redis::admission): leases
+-- on the server's clock, fencing tokens, a FIFO queue of waiters served by hand-off, and optionally a rate: a token
+-- bucket that a request must find n tokens in, together with its n permits, to be admitted (reserve-then-commit: a
+-- waiter holds neither).
+-- A semaphore is an admission without a rate. One script; ARGV[1] names the operation. Not a limiter script: no
+-- common.lua.
+-- The script is this folder's four files joined in order (cmake/redis.cmake: core, classes, operations, call), embedded
+-- as lua::semaphore ("semaphore.lua" in the C++ side's comments). It defines call(KEYS, ARGV), which runs one call, and
+-- makes no Redis call at its top level: the library (redis::script::library) runs it as a script (the text, then
+-- `return call(KEYS, ARGV)`) or registers call as the function of a Redis Functions library, whose top level — every
+-- helper — Redis runs once, at FUNCTION LOAD.
+-- The state of a call lives in the locals declared at the top level, which call() sets first: one call runs at a
+-- time, and each starts from its own keys, time and meta fields.
+--
+-- KEYS (every key shares the semaphore's hash tag {name}, so a Redis Cluster keeps them in one slot):
+--   KEYS[1] meta     hash: capacity, free (capacity minus the permits held; negative after a cut), fence (the last
+--                    fencing token), seq (the last arrival number), next (no lease or waiter expires before this
+--                    time, µs: the sweep runs only from then on); with a rate also interval (µs one token costs,
+--                    >= 1), burst (tokens the bucket holds at most, >= 1) and tat (the bucket's theoretical arrival
+--                    time, µs: it holds min(burst, (now - tat) / interval) tokens; absent: full); definition (the
+--                    stored definition, as ARGV[2] writes it); with classes also classes (their numbers, as in
+--                    ARGV[2]) and held:k, queued:k, atat:k per class k (1-based), and with a rate alone queued:1. A
+--                    capacity of 2^50 is no concurrency limit (an admission's max_in_flight 0).
+--   KEYS[2] holders  sorted set: lease id -> the lease's expiry (µs since the Unix epoch, server time)
+--   KEYS[3] leases   hash: lease id -> "n:token", or "n:token:class" with classes
+--   KEYS[4] waiting  list: the queue, one record "id:n:lease_ttl_us:wake_key" per waiter in arrival order (its head is
+--                    served first); a record whose id is not in expiry is a waiter that left (cancelled, expired):
+--                    dropped when it reaches the head. Ids never contain ':' and wake keys are never empty (the
+--                    library's ids are 32 hex digits): a record that cannot be read back loses its waiter
+--   KEYS[5] expiry   sorted set: waiter id -> the waiter's expiry (µs); the waiters, whatever their place: a waiter
+--                    that stops polling leaves the queue
+--   KEYS[6] waiters  (with a rate or classes) hash: waiter id -> "class:n:arrival"
+--   KEYS[5 + k]      (with classes, k >= 2) class k - 1's queue, as KEYS[4] is class 0's; KEYS[6] and these are
+--                    found by their names ("{name}:waiters", "{name}:waiting:<class>") when a caller gives only five
+-- The queue is a list, not a sorted set: joining it and serving its head are O(1) (a sorted set's insert is O(log N),
+-- and below 128 members a scan of a packed array), and a waiter's record travels in it, so that serving the head is
+-- one LPOP and one ZREM. A waiter leaves from the middle in O(log N) by leaving expiry; its record stays in the list
+-- until it reaches the head, and the list is compacted once it holds more than twice as many records as there are
+-- waiters (plus 32), so its length stays within that bound at O(1) amortized cost. The price: a head whose request
+-- does not fit yet is popped and pushed back (LPOP, ZSCORE, LPUSH) whenever the queue is served with a permit free.
+-- A waiter granted by a release becomes a lease under the same id, and the grant is pushed on its wake list (a list
+-- under the same hash tag that its process waits on with BLMPOP): one LPUSH per grant, nobody else woken. A grant to
+-- a waiter whose wake list is the caller's own (release, cancel and set_capacity name theirs) is returned in the reply
+-- instead: the caller's process hands it over without a round trip.
+--
+-- ARGV[1] the operation, ARGV[2] the definition: a semaphore's capacity, to start with when the semaphore does not
+-- exist yet (meta absent; an existing one keeps its own), or an admission's "capacity/interval/burst[/classes]"
+-- (interval 0 and burst 0: no rate; classes below, at parse_definition), which must be the stored one: an acquire that names another is refused with status 7 and the
+-- stored definition (set_limits changes it; releases, polls and cancels are never refused); then the operation's own
+-- arguments (below); or ARGV[1] 'batch': several operations of one process, one after the
+-- other (see the end of the script). Every call first sweeps when something may have expired (meta's next has
+-- passed): leases past their expiry free their permits, waiters past theirs leave the queue; then the head waiters
+-- are granted while their requests fit. The work per operation is O(log N) in the number N of holders and waiters,
+-- plus O(log N) per lease or waiter expired, granted or dropped (and, amortized, O(1) per waiter that left, for the
+-- queue's compaction).
+-- Time is TIME only, in integer microseconds (doubles are exact below 2^53; now is ~1.8e15).
+-- Replies: {status, ...}; status 0 GRANTED (or done), 1 QUEUED, 2 UNAVAILABLE (try_acquire), 3 FULL (the queue),
+-- 4 TOO_LARGE (exceeds capacity or the burst), 5 UNKNOWN (no such lease or waiter: released, expired, cancelled, never
+-- existed), 6 LEFT (cancelled: left the queue, or gave back the grant that came first), 7 CONFLICT (another definition,
+-- see ARGV[2]), 8 TOO_LATE (the rate cannot give the request its tokens, after those of the waiters ahead of it,
+-- within its deadline).
+-- The call's keys, operation and time, set at the start of every call by call() (at the end): the functions below read
+-- them, and the call's state further down, as upvalues. Loaded as a function library (FUNCTION LOAD), the functions
+-- are made once, when the library is loaded; run as a script (EVALSHA), at every call.
+local meta, holders, leases, queue, expiry, op, now
+
+-- The reply statuses (above; the C++ side's sem_status in src/redis/semaphore/core.hpp, which a test holds to these).
+local GRANTED, QUEUED, UNAVAILABLE, FULL, TOO_LARGE, UNKNOWN, LEFT, CONFLICT, TOO_LATE = 0, 1, 2, 3, 4, 5, 6, 7, 8
+
+local function int(x)
+  -- %d (a C long) is several times faster than %.0f, whose 16-digit times take glibc's multi-precision path;
+  -- %.0f only beyond 2^53, where a double is no longer an exact integer anyway.
+  if x > -9007199254740992 and x < 9007199254740992 then return string.format('%d', x) end
+  return string.format('%.0f', x)
+end
+
+local function num(x, what)
+  local v = tonumber(x)
+  if not v or v ~= math.floor(v) then
+    error('admit semaphore: ' .. what .. ' must be an integer, got ' .. tostring(x))
+  end
+  return v
+end
+
+-- meta, read once and written once at the end (dirty fields only)
+local capacity, free, fence, next_due, seq, interval, burst, tat, class_text, stored_definition, queued_one
+local dirty -- the meta fields to write at the end of the call
+-- An admission's definition "capacity/interval/burst[/classes]" (nil for a semaphore's plain capacity, or when it
+-- cannot be read); classes "g:ai:ab,..." per priority class: its guaranteed permits, its assured bucket's interval (µs;
+-- 0: none) and burst. One class: no classes part.
+local function parse_definition(text)
+  local c, i, b, rest = string.match(text, '^(%d+)/(%d+)/(%d+)(.*)$')
+  if not c or (tonumber(i) == 0) ~= (tonumber(b) == 0) then return nil end
+  local classes = nil
+  if rest ~= '' then
+    classes = string.match(rest, '^/(%d+:%d+:%d+[%d:,]*)$')
+    if not classes then return nil end
+  end
+  return tonumber(c), tonumber(i), tonumber(b), classes
+end
+-- The stored definition, as ARGV[2] writes it.
+local function definition()
+  local d = string.format('%d/%d/%d', capacity, interval, burst)
+  if class_text then d = d .. '/' .. class_text end
+  return d
+end
+-- Priority classes (more than one): cls[k] for class k - 1, {g, ai, ab, held, queued (permits its waiters ask),
+-- atat (its assured bucket's state, µs), list (its queue's key)}, kept in meta as held:k, queued:k and atat:k. Class 0's
+-- queue is KEYS[4]; with classes, KEYS[6] is the waiters hash (id -> "class:n:arrival") and KEYS[5 + k] class k - 1's
+-- queue for k >= 2, named "{name}:waiters" and "{name}:waiting:<class>": a caller that gives only the five keys
+-- (inspect_semaphore, a semaphore of the same name) reaches them by those names, in the same slot.
+local cls, multi, waiters_hash, tracked, differs
+
+local function save()
+  local args = {}
+  if dirty.capacity then args[#args + 1] = 'capacity'; args[#args + 1] = int(capacity) end
+  if dirty.capacity or dirty.rate then args[#args + 1] = 'definition'; args[#args + 1] = definition() end
+  if dirty.free then args[#args + 1] = 'free'; args[#args + 1] = int(free) end
+  if dirty.fence then args[#args + 1] = 'fence'; args[#args + 1] = int(fence) end
+  if dirty.next then args[#args + 1] = 'next'; args[#args + 1] = int(next_due) end
+  if dirty.seq then args[#args + 1] = 'seq'; args[#args + 1] = int(seq) end
+  if dirty.rate then
+    args[#args + 1] = 'interval'; args[#args + 1] = int(interval)
+    args[#args + 1] = 'burst'; args[#args + 1] = int(burst)
+  end
+  if dirty.tat then args[#args + 1] = 'tat'; args[#args + 1] = int(tat) end
+  if dirty.rate then
+    if class_text then
+      args[#args + 1] = 'classes'; args[#args + 1] = class_text
+    else
+      redis.call('HDEL', meta, 'classes')
+    end
+  end
+  if dirty.classes and not multi then
+    args[#args + 1] = 'queued:1'; args[#args + 1] = int(cls[1].queued)
+  elseif dirty.classes then
+    for k = 1, #cls do
+      args[#args + 1] = 'held:' .. k; args[#args + 1] = int(cls[k].held)
+      args[#args + 1] = 'queued:' .. k; args[#args + 1] = int(cls[k].queued)
+      args[#args + 1] = 'atat:' .. k; args[#args + 1] = int(cls[k].atat)
+    end
+  end
+  if #args > 0 then redis.call('HSET', meta, unpack(args)) end
+end
+local function take(n)
+  free = free - n
+  dirty.free = true
+end
+local function due(at) -- something expires at `at`: the sweep must run from then on
+  if at < next_due then
+    next_due = at
+    dirty.next = true
+  end
+end
+
+-- The rate's token bucket, as admit::token_bucket counts (detail/token_bucket_math.hpp) in µs: µs from now until it
+-- holds n tokens (0: now); n never above the burst.
+local function token_wait(n)
+  if interval == 0 then return 0 end
+  local ready = math.max(tat, now - burst * interval) + n * interval
+  if ready <= now then return 0 end
+  return ready - now
+end
+local function take_tokens(n)
+  if interval == 0 then return end
+  tat = math.max(tat, now - burst * interval) + n * interval
+  dirty.tat = true
+end
+-- Too large ever to be admitted: above the capacity, or above the burst.
+local function too_large(n)
+  return n > capacity or (interval > 0 and n > burst)
+end
+
+-- A fencing token: strictly increasing per semaphore, and at least the server's time in µs, so that tokens keep
+-- increasing even after Redis lost the semaphore's state (a restart without persistence), while its clock does.
+-- `k`: the class (1-based) with classes, whose held permits count it; the lease records it.
+local function grant(id, n, ttl, k)
+  fence = math.max(fence + 1, now)
+  dirty.fence = true
+  local expires = now + ttl
+  redis.call('ZADD', holders, int(expires), id)
+  if k then
+    cls[k].held = cls[k].held + n
+    dirty.classes = true
+    redis.call('HSET', leases, id, int(n) .. ':' .. int(fence) .. ':' .. int(k - 1))
+  else
+    redis.call('HSET', leases, id, int(n) .. ':' .. int(fence))
+  end
+  due(expires)
+  return fence, expires
+end
+
+-- A queue record "id:n:lease_ttl_us:wake_key": id, n, ttl, wake; only its id (or nil) when the rest is unreadable.
+local function parse_waiter(record)
+  local id, n, ttl, wake = string.match(record, '^([^:]+):(%d+):(%d+):(.+)$')
+  if id then return id, tonumber(n), tonumber(ttl), wake end
+  return string.match(record, '^[^:]+')
+end
+
+-- Waiter `id` leaves the queue (its record stays in the list until the head or a compaction); whether it was waiting.
+local function drop_waiter(id)
+  if redis.call('ZREM', expiry, id) ~= 1 then return false end
+  if tracked then
+    local w = redis.call('HGET', waiters_hash, id)
+    redis.call('HDEL', waiters_hash, id)
+    local k, n = string.match(w or '', '^(%d+):(%d+):')
+    if k and cls[tonumber(k) + 1] then
+      local c = cls[tonumber(k) + 1]
+      c.queued = math.max(0, c.queued - tonumber(n))
+      dirty.classes = true
+    end
+  end
+  return true
+end
+
+-- Rebuilds a queue list from the records of the waiters still waiting, in order, once the lists hold more than twice
+-- as many records as there are waiters (plus 32): O(N), at most once per N/2 departures.
+local function compact_list(list)
+  local records = redis.call('LRANGE', list, 0, -1)
+  redis.call('DEL', list)
+  for first = 1, #records, 500 do
+    local chunk, ids = {}, {}
+    for i = first, math.min(first + 499, #records) do
+      chunk[#chunk + 1] = records[i]
+      ids[#ids + 1] = parse_waiter(records[i]) or ''
+    end
+    local live = {}
+    for i, score in ipairs(redis.call('ZMSCORE', expiry, unpack(ids))) do
+      if score then live[#live + 1] = chunk[i] end
+    end
+    if #live > 0 then redis.call('RPUSH', list, unpack(live)) end
+  end
+end
+local function compact()
+  local length = redis.call('LLEN', queue)
+  if multi then
+    for k = 2, #cls do length = length + redis.call('LLEN', cls[k].list) end
+  end
+  if length <= 2 * redis.call('ZCARD', expiry) + 32 then return end
+  compact_list(queue)
+  if multi then
+    for k = 2, #cls do compact_list(cls[k].list) end
+  end
+end
+
+-- The permits of lease `id` (nil when there is no such lease), which is removed. `n`: its permits when the caller
+-- knows them (the lease's own release), else read.
+local function take_lease(id, n)
+  if n and not multi then
+    if redis.call('ZREM', holders, id) == 0 then return nil end
+    redis.call('HDEL', leases, id)
+    return n
+  end
+  local v = redis.call('HGET', leases, id)
+  if not v then return nil end
+  redis.call('HDEL', leases, id)
+  redis.call('ZREM', holders, id)
+  local held, k = string.match(v, '^(%d+):%d+:?(%d*)$')
+  held = tonumber(held)
+  if multi and held and k ~= '' and cls[tonumber(k) + 1] then -- its class holds that many fewer
+    local c = cls[tonumber(k) + 1]
+    c.held = math.max(0, c.held - held)
+    dirty.classes = true
+  end
+  return held
+end
+
+-- Expired leases and waiters go, once `next` has passed; `next` becomes the earliest expiry left.
+local function sweep()
+  if now < next_due then return end
+  while true do
+    local dead = redis.call('ZRANGEBYSCORE', holders, '-inf', int(now), 'LIMIT', 0, 100)
+    for _, id in ipairs(dead) do
+      local n = take_lease(id)
+      if n then take(-n) end
+      redis.call('ZREM', holders, id)
+    end
+    if #dead < 100 then break end
+  end
+  local left = false
+  while true do
+    local gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', int(now), 'LIMIT', 0, 100)
+    for _, id in ipairs(gone) do
+      left = drop_waiter(id) or left
+    end
+    if #gone < 100 then break end
+  end
+  if left then compact() end
+  local h = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')
+  local w = redis.call('ZRANGE', expiry, 0, 0, 'WITHSCORES')
+  next_due = math.min(tonumber(h[2]) or math.huge, tonumber(w[2]) or math.huge)
+  if next_due == math.huge then next_due = 2 ^ 52 end
+  dirty.next = true
+end
+
+-- The grant's wake-up, "id:n:token:expiry:now" (the waiter needs no call to learn it): into `handed` when the waiter's
+-- wake list is `mine`, else pushed on its wake list.
+local function deliver(id, n, token, expires, wake, mine, handed)
+  local g = id .. ':' .. int(n) .. ':' .. int(token) .. ':' .. int(expires) .. ':' .. int(now)
+  if handed and wake == mine then
+    handed[#handed + 1] = g
+  else
+    redis.call('LPUSH', wake, g)
+    redis.call('PEXPIRE', wake, 60000)
+  end
+end
+
+-- The head waiters are granted, in order, while their requests fit (a head that does not fit holds back everyone
+-- behind it: no overtaking, so large requests cannot starve). A grant to a waiter on wake list `mine` goes into
+-- `handed` (returned to the caller) instead of its wake list. Stops as soon as no permit is free, unless `all` (then
+-- a head larger than the capacity is dropped even so). Returns whether anyone is still queued (nil: not looked).
+local function serve_one(mine, handed, all)
+  while true do
+    if free <= 0 and not all then return nil end
+    local record = redis.call('LPOP', queue)
+    if not record then return false end
+    local id, n, ttl, wake = parse_waiter(record)
+    if not n then
+      -- an unreadable record: its waiter leaves (never an error: an error would leave the sweep half done)
+      if id then drop_waiter(id) end
+    elseif too_large(n) then
+      -- Larger than the capacity or the burst (cut since it queued): it could never be granted and would hold everyone
+      -- back. It leaves the queue; its unreadable wake-up makes it poll, find itself unknown and ask again:
+      -- exceeds_capacity.
+      if drop_waiter(id) then
+        redis.call('LPUSH', wake, id .. ':')
+        redis.call('PEXPIRE', wake, 60000)
+      end
+    elseif n > free or token_wait(n) > 0 then
+      -- does not fit yet (permits or tokens): a waiter keeps its place at the head (one that left is dropped)
+      if redis.call('ZSCORE', expiry, id) then
+        redis.call('LPUSH', queue, record)
+        return true
+      end
+    elseif drop_waiter(id) then -- else it left: dropped
+      take(n)
+      take_tokens(n)
+      local token, expires = grant(id, n, ttl)
+      deliver(id, n, token, expires, wake, mine, handed)
+    end
+  end
+end

@@ -1,0 +1,202 @@
+-- semaphore.lua, part 3 of 4 (joined in order by cmake/redis.cmake; part 1, core.lua, states the protocol): the
+-- operations that ARGV[1] names.
+
+-- The operations. Each takes A, its arguments laid out as ARGV is for a call of that one operation (A[1] its name,
+-- A[2] the initial capacity, then its own), and returns its reply; the meta fields are saved once, after the call's
+-- last operation.
+local run = {}
+
+function run.acquire(A)
+  -- A[3] id, [4] n, [5] lease ttl µs, [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key,
+  -- [10] (optional) the µs the caller waits at most, -1: no deadline. Queued: {1, seq, now, µs until the rate can
+  -- admit it after the waiters ahead (0: no rate, or it is not the rate that holds it back)}.
+  -- With classes, [11] the request's class (its priority, from 0).
+  if differs then return { CONFLICT, 0, now, definition() } end
+  local id, n, ttl = A[3], num(A[4], 'n'), num(A[5], 'lease ttl')
+  if multi then return acquire_in_class(A, id, n, ttl) end
+  -- Free permits go to the queue first; with none free, n <= free cannot hold and the queue need not be read.
+  local others_first = free > 0 and serve(nil, nil)
+  if too_large(n) then return { TOO_LARGE, capacity, now } end
+  if not others_first and n <= free and token_wait(n) == 0 then
+    take(n)
+    take_tokens(n)
+    local token, expires = grant(id, n, ttl)
+    return { GRANTED, n, token, expires, now }
+  end
+  if A[6] ~= '1' then return { UNAVAILABLE, free, now } end
+  return join(A, id, n, ttl, 1)
+end
+
+function run.poll(A)
+  -- A[3] id, [4] waiter ttl µs: granted (the lease), still queued (its expiry pushed back), or unknown
+  local id = A[3]
+  if free > 0 then serve(nil, nil) end
+  local l = lease_reply(id)
+  if l then return l end
+  if redis.call('ZSCORE', expiry, id) then
+    redis.call('ZADD', expiry, int(now + num(A[4], 'waiter ttl')), id)
+    return { QUEUED, 0, now, interval > 0 and rate_wait(id) or 0 }
+  end
+  return { UNKNOWN, 0, now }
+end
+
+function run.cancel(A)
+  -- A[3] id, [4] the caller's wake key: leaves the queue, and a grant that came first goes back as its release would
+  -- (the caller gave up: nobody will use that lease). Whole here, so that a cancel whose reply is lost, or that
+  -- reaches Redis after its caller stopped waiting for the answer, leaves nothing behind.
+  local id = A[3]
+  local n = take_lease(id)
+  if n then
+    take(-n)
+    local handed = {}
+    serve(A[4], handed)
+    return with_grants(LEFT, n, handed)
+  end
+  if drop_waiter(id) then
+    compact()
+    local handed = {}
+    serve(A[4], handed) -- the head may have been the one holding the others back
+    return with_grants(LEFT, 0, handed)
+  end
+  return { UNKNOWN, 0, now }
+end
+
+function run.release(A)
+  -- A[3] id, [4] the caller's wake key, [5] the lease's permits (optional): they go to the head waiters, or back to
+  -- the free count
+  local n = take_lease(A[3], A[5] and num(A[5], 'n'))
+  if not n then return { UNKNOWN, 0, now } end
+  take(-n)
+  local handed = {}
+  serve(A[4], handed)
+  return with_grants(GRANTED, n, handed)
+end
+
+function run.renew(A)
+  -- A[3] id, [4] lease ttl µs: a lease still held (not past its expiry) is extended to now + ttl
+  local id = A[3]
+  if free > 0 then serve(nil, nil) end
+  if not redis.call('ZSCORE', holders, id) then return { UNKNOWN, 0, now } end
+  local expires = now + num(A[4], 'lease ttl')
+  redis.call('ZADD', holders, 'XX', int(expires), id)
+  return { GRANTED, expires, now }
+end
+
+function run.set_capacity(A)
+  -- A[3] the new capacity, [4] the caller's wake key: permits held beyond it are a debt that releases pay before
+  -- anyone is granted
+  local c = num(A[3], 'capacity')
+  take(capacity - c)
+  capacity = c
+  dirty.capacity = true
+  local handed = {}
+  serve(A[4], handed, true)
+  return with_grants(GRANTED, capacity, handed)
+end
+
+function run.set_limits(A)
+  -- A[3] the new definition "capacity/interval/burst[/classes]", [4] the caller's wake key: the capacity as
+  -- set_capacity sets it; the bucket keeps the tokens it holds, up to the new burst (a new rate starts full); the
+  -- classes' guarantees change, what they hold and their queues stay (their number cannot change: status 7)
+  local c, i, b, classes = parse_definition(A[3])
+  if not c then return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(A[3])) end
+  local count = 1
+  if classes then count = select(2, string.gsub(classes, ',', ',')) + 1 end
+  if count ~= (cls and #cls or 1) then return { CONFLICT, 0, now, definition() } end
+  if multi then
+    local k = 0
+    for g, ai, ab in string.gmatch(classes, '(%d+):(%d+):(%d+)') do
+      k = k + 1
+      cls[k].g, cls[k].ai, cls[k].ab = tonumber(g), tonumber(ai), tonumber(ab)
+    end
+  end
+  class_text = classes
+  take(capacity - c)
+  capacity = c
+  dirty.capacity = true
+  if not multi and (interval == 0) ~= (i == 0) then
+    -- Counting the waiters' permits (see `tracked`) starts or stops with the rate: from the queue as it is.
+    redis.call('DEL', waiters_hash)
+    local sum = 0
+    if i > 0 then
+      for _, record in ipairs(redis.call('LRANGE', queue, 0, -1)) do
+        local id, n = parse_waiter(record)
+        if n and redis.call('ZSCORE', expiry, id) then
+          redis.call('HSET', waiters_hash, id, '0:' .. int(n) .. ':0')
+          sum = sum + n
+        end
+      end
+    end
+    cls = { { g = 0, ai = 0, ab = 0, held = 0, atat = 0, list = queue, queued = sum } }
+    tracked = i > 0
+    dirty.classes = true
+  end
+  if interval == 0 or i == 0 then
+    tat = 0
+  else
+    local tokens = math.min(burst, (now - tat) / interval)
+    tat = math.floor(now - math.min(tokens, b) * i)
+  end
+  interval, burst = i, b
+  dirty.rate, dirty.tat = true, true
+  local handed = {}
+  serve(A[4], handed, true)
+  return with_grants(GRANTED, capacity, handed)
+end
+
+function run.inspect(A)
+  -- A[3] the most holders and waiters to list: {0, capacity, free, fence, now, holders, queue, holder count, waiter
+  -- count, interval, burst, tokens}, holders as {id, n, token, expiry}, the queue in order as {id, n, waiter expiry};
+  -- interval, burst and tokens (whole tokens in the bucket now) are 0 without a rate; with classes each holder and
+  -- waiter also has its class (the queue in arrival order over all classes), and the last element is {held, queued}
+  -- per class
+  if free > 0 then serve(nil, nil) end
+  local most = num(A[3], 'limit')
+  local hs = {}
+  local ids = redis.call('ZRANGE', holders, 0, most - 1, 'WITHSCORES')
+  for i = 1, #ids, 2 do
+    local v = redis.call('HGET', leases, ids[i]) or '0:0'
+    local n, token, k = string.match(v, '^(%d+):(%d+):?(%d*)')
+    hs[#hs + 1] = { ids[i], tonumber(n), tonumber(token), tonumber(ids[i + 1]), tonumber(k) or 0 }
+  end
+  local qs = {}
+  local lists = { queue }
+  if multi then
+    for k = 2, #cls do lists[k] = cls[k].list end
+  end
+  for k, list in ipairs(lists) do
+    local at = 0
+    while #qs < most * k do -- the first `most` waiters still waiting of each class, in order
+      local records = redis.call('LRANGE', list, at, at + most - 1)
+      for _, record in ipairs(records) do
+        local id, n = parse_waiter(record)
+        local until_us = id and redis.call('ZSCORE', expiry, id)
+        if n and until_us and #qs < most * k then qs[#qs + 1] = { id, n, tonumber(until_us), k - 1 } end
+      end
+      if #records < most then break end
+      at = at + most
+    end
+  end
+  if multi then -- the first `most` of all classes, in arrival order
+    local arrival = {}
+    for _, q in ipairs(qs) do
+      arrival[q[1]] = tonumber(string.match(redis.call('HGET', waiters_hash, q[1]) or '', ':(%d+)$')) or 0
+    end
+    table.sort(qs, function(a, b) return arrival[a[1]] < arrival[b[1]] end)
+    for i = #qs, most + 1, -1 do qs[i] = nil end
+  end
+  local tokens = 0
+  if interval > 0 then tokens = math.floor(math.min(burst, (now - tat) / interval)) end
+  local per_class = {}
+  if multi then
+    for k = 1, #cls do per_class[k] = { cls[k].held, cls[k].queued } end
+  end
+  return { GRANTED, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('ZCARD', expiry), interval,
+    burst, tokens, per_class }
+end
+
+local function perform(A)
+  local f = run[A[1]]
+  if not f then return redis.error_reply('ERR admit semaphore: unknown operation ' .. tostring(A[1])) end
+  return f(A)
+end
