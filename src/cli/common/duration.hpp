@@ -13,6 +13,7 @@
 
 namespace admit::cli {
 
+inline constexpr std::int64_t ns_per_ms = 1'000'000;
 inline constexpr std::int64_t ns_per_second = 1'000'000'000;
 
 // The longest duration accepted (~31.7 years).

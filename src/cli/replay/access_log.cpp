@@ -19,8 +19,6 @@ namespace admit::cli {
 
 namespace {
 
-constexpr std::int64_t ns_per_ms = 1'000'000;
-
 // A line that cannot be read, and no later line can be either (a csv header without a needed column): never skipped.
 class log_header_error : public trace_error {
  public:

@@ -5,27 +5,26 @@
 #include <stdexcept>
 #include <string>
 
+#include "cli/common/duration.hpp"
 #include "cli/replay/replay.hpp"
 
 namespace admit::cli {
 
 namespace {
 
-constexpr std::int64_t millisecond = 1'000'000;
-constexpr std::int64_t second = 1000 * millisecond;
-
 // The grid steps: each divides the next.
-constexpr std::int64_t grid_steps[] = {millisecond, 10 * millisecond, 100 * millisecond, second,
-                                       5 * second,  60 * second,      3600 * second,     86400 * second};
+constexpr std::int64_t grid_steps[] = {
+    ns_per_ms,         10 * ns_per_ms,     100 * ns_per_ms,      ns_per_second,
+    5 * ns_per_second, 60 * ns_per_second, 3600 * ns_per_second, 86400 * ns_per_second};
 
 // The largest grid step dividing `width` (a width choose_bucket_width gives: a multiple of 1 ms).
 std::int64_t grid_for(std::int64_t width) {
-  std::int64_t g = millisecond;
+  std::int64_t g = ns_per_ms;
   for (const std::int64_t step : grid_steps) {
     if (width % step == 0) g = step;
   }
   // Past a day, choose_bucket_width doubles: 2 d, 4 d... each a grid step of its own.
-  if (width > 86400 * second && width % (86400 * second) == 0) g = width;
+  if (width > 86400 * ns_per_second && width % (86400 * ns_per_second) == 0) g = width;
   return g;
 }
 
