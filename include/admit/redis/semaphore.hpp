@@ -220,6 +220,15 @@ class [[nodiscard]] lease {
   // lost) or the call failed (the error is in the second member).
   std::pair<bool, std::error_code> renew();
 
+  // Hands the lease over without releasing it, and returns its id: this object is empty afterwards (it neither renews
+  // nor releases), and the permits stay taken in Redis until a semaphore object of the same name releases the id
+  // (semaphore::release, in this process or any other) or the lease expires — lease_ttl after its grant or last
+  // renewal, on Redis's clock (expires_at()). For a request that one process admits and another finishes (a job
+  // handed from a front end to a worker; `admit serve`'s /release). Returns "" and hands over nothing for an empty
+  // or released lease, and for a local lease of the failure policy (it is not in Redis, so no other object could
+  // release it: its permits are given back to this process at once). No Redis call.
+  [[nodiscard]] std::string detach();
+
   [[nodiscard]] explicit operator bool() const noexcept { return static_cast<bool>(core_); }
   [[nodiscard]] std::int64_t count() const noexcept;
   // Strictly increasing per semaphore, grant after grant.
@@ -305,6 +314,9 @@ std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semap
                                                      std::shared_ptr<acquire_completion> completion,
                                                      std::size_t priority = 0);
 void start(const std::shared_ptr<async_acquire_op>& op);
+// The operation behind async_try_acquire: one non-waiting acquire call, completing `completion` once.
+void start_try_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
+                       std::shared_ptr<acquire_completion> completion, std::size_t priority = 0);
 void cancel(const std::shared_ptr<async_acquire_op>& op);
 boost::asio::any_io_executor executor_of(const semaphore_core& core) noexcept;
 
@@ -397,6 +409,41 @@ class semaphore {
                     std::forward<CompletionToken>(token));
   }
 
+  // try_acquire without blocking a thread: n permits if they are free and nobody waits, never waiting
+  // (errc::would_block). One round trip. Completion: void(std::error_code, lease), as async_acquire's (the failure
+  // policy's local lease included). Not cancellable.
+  template <class CompletionToken>
+  auto async_try_acquire(std::int64_t n, CompletionToken&& token) {
+    check_n(n);
+    return boost::asio::async_initiate<CompletionToken, void(std::error_code, lease)>(
+        [core = core_](auto handler, std::int64_t count) {
+          using handler_type = std::decay_t<decltype(handler)>;
+          detail::start_try_acquire(core, count,
+                                    std::make_shared<detail::acquire_completion_for<handler_type>>(
+                                        std::move(handler), detail::executor_of(*core)));
+        },
+        token, n);
+  }
+
+  // Releases the lease whose id is `lease_id` (lease::id(), handed over by lease::detach() — here or in another
+  // process), as lease::release() does: released (its permits go to the head waiters), not_held (Redis has no such
+  // lease: released already, expired, never granted — or an id that no lease of this semaphore can have: empty, a
+  // local lease's), or failed with the call's error (the lease then expires by itself). Blocks; not on the
+  // connection's executor thread.
+  std::pair<lease::release_status, std::error_code> release(const std::string& lease_id);
+  // The same without blocking. Completion: void(std::error_code, lease::release_status), as lease::async_release's
+  // (never inside this call; not cancellable; shutdown() waits for it).
+  template <class CompletionToken>
+  auto async_release(std::string lease_id, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(std::error_code, lease::release_status)>(
+        [core = core_](auto handler, std::string id) {
+          auto done = detail::posted_completion<std::error_code, lease::release_status>(std::move(handler),
+                                                                                       detail::executor_of(*core));
+          release_by_id(core, id, [done](lease::release_status status, std::error_code ec) { done(ec, status); });
+        },
+        token, std::move(lease_id));
+  }
+
   // Changes the capacity for the whole fleet; permits held beyond a lower capacity are returned as they are released.
   std::error_code set_capacity(std::int64_t capacity);
   // The live state (at most `most` holders and waiters listed). Errors: the call's (an admit::errc),
@@ -470,6 +517,9 @@ class semaphore {
         token, n, deadline);
   }
   static void check_n(std::int64_t n);
+  // async_release(id) without the handler: `done` runs once, on any thread (inline for an id no lease can have).
+  static void release_by_id(const std::shared_ptr<detail::semaphore_core>& core, const std::string& id,
+                            std::function<void(lease::release_status, std::error_code)> done);
 
   friend class admission;
   // An admission's semaphore: `definition` is its script's "capacity/interval/burst" (the semaphore's own is its

@@ -252,12 +252,36 @@ semaphore_result semaphore_core::try_acquire_once(std::int64_t n, std::size_t pr
   const std::string id = random_id();
   const steady::time_point sent = steady::now();
   const result r = call(call_deadline({}), acquire_op(id, n, false, std::nullopt, priority));
-  breaker.report(as_error(r.error), pass, steady::now());
-  if (is_outage(as_error(r.error))) {
-    (void)judge(id, r.error, r.value, sent);  // leaves whatever the call may have done
-    return degrade(n, as_error(r.error));
+  return try_outcome(id, r.error, r.value, sent, pass, n);
+}
+
+void semaphore_core::async_try_acquire(std::int64_t n, std::size_t priority,
+                                       std::function<void(semaphore_result)> done) {
+  const steady::time_point start = record_start();
+  auto finish = [self = shared_from_this(), n, start, done = std::move(done)](semaphore_result r) {
+    self->record(r, n, self->since(start));
+    done(std::move(r));
+  };
+  const breaker_pass pass = breaker.allow(steady::now());
+  if (pass == breaker_pass::refused) return finish(degrade(n, make_error_code(errc::circuit_open)));
+  std::string id = random_id();
+  op_args op = acquire_op(id, n, false, std::nullopt, priority);
+  async_command(std::move(op), call_deadline({}),
+                [self = shared_from_this(), id = std::move(id), sent = steady::now(), pass, n,
+                 finish = std::move(finish)](boost::system::error_code ec, reply r) {
+                  finish(self->try_outcome(id, ec, r, sent, pass, n));
+                });
+}
+
+semaphore_result semaphore_core::try_outcome(const std::string& id, const boost::system::error_code& ec,
+                                             const reply& r, steady::time_point sent, breaker_pass pass,
+                                             std::int64_t n) {
+  breaker.report(as_error(ec), pass, steady::now());
+  if (is_outage(as_error(ec))) {
+    (void)judge(id, ec, r, sent);  // leaves whatever the call may have done
+    return degrade(n, as_error(ec));
   }
-  if (auto done = judge(id, r.error, r.value, sent)) return std::move(*done);
+  if (auto done = judge(id, ec, r, sent)) return std::move(*done);
   abandon(id);  // queued although told not to wait: a script out of step with this client
   return semaphore_result(script_error());
 }
@@ -269,6 +293,21 @@ semaphore_core::release_answer semaphore_core::answer_to_release(std::error_code
   if (!v) return {status::failed, script_error()};
   deliver_grants(r, 3);  // to this object's waiters: no wake-up round trip
   return {(*v)[0] == granted ? status::released : status::not_held, {}};
+}
+
+semaphore_core::release_answer semaphore_core::release_now(const std::string& id, std::int64_t n) {
+  const auto deadline = call_deadline({});
+  const auto ask = [&] {
+    return call(deadline, n > 0 ? op_args{"release", id, wake_key, std::to_string(n)} : op_args{"release", id, wake_key});
+  };
+  result r = ask();
+  // A connection lost under the call (it reconnects): asked once more within the same deadline. Releasing is
+  // idempotent — a release that did run makes the second answer "not held" — and a release lost here would hold the
+  // permits until the lease expires.
+  if (r.error == errc::connection_lost || r.error == errc::outcome_unknown) {
+    r = ask();
+  }
+  return answer_to_release(r.error, r.value);
 }
 
 void semaphore_core::release_async(const std::string& id, std::int64_t n, std::function<void(release_answer)> then) {

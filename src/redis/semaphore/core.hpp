@@ -141,8 +141,15 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   semaphore_result make_lease(const std::string& id, const std::vector<std::int64_t>& v, steady::time_point sent);
   // try_acquire, counted in the metrics.
   semaphore_result try_acquire(std::int64_t n, std::size_t priority = 0);
+  // The same without blocking: `done` runs once with the outcome, on the thread that read Redis's answer (inline for
+  // an open breaker).
+  void async_try_acquire(std::int64_t n, std::size_t priority, std::function<void(semaphore_result)> done);
 
   semaphore_result try_acquire_once(std::int64_t n, std::size_t priority);
+  // What a non-waiting acquire of n under `id` comes to, from its call's answer (`ec`, `r`) and the breaker's `pass`:
+  // the lease, the refusal, or — when Redis did not answer — the failure policy's.
+  semaphore_result try_outcome(const std::string& id, const boost::system::error_code& ec, const reply& r,
+                               steady::time_point sent, breaker_pass pass, std::int64_t n);
 
   // ---- releases (core.cpp) ----
   // What a release came to, as lease::release() returns it.
@@ -150,6 +157,9 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // The answer (`ec`, `r`) to a release call: released or not held (the grants it carries handed to this object's
   // waiters), or failed with the call's error or script_error() for a reply of another shape.
   release_answer answer_to_release(std::error_code ec, const reply& r);
+  // Releases lease `id` of `n` permits (0: unknown, Redis looks it up) and waits for the answer, within
+  // options().timeout (not on the connection's executor thread).
+  release_answer release_now(const std::string& id, std::int64_t n);
 
   // ---- background work (core.cpp): releases and queue-leaves not waited for by their caller ----
   // Releases lease `id` of `n` permits (0: unknown, Redis looks it up) through the link; `then` runs once it is

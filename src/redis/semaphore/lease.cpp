@@ -43,18 +43,19 @@ std::optional<std::pair<lease::release_status, std::error_code>> lease::release_
 
 std::pair<lease::release_status, std::error_code> lease::release() {
   if (auto done = release_locally(core_.get())) return *done;
-  const auto deadline = core_->sem->call_deadline({});
-  const auto ask = [&] {
-    return core_->sem->call(deadline, {"release", core_->id, core_->sem->wake_key, std::to_string(core_->n)});
-  };
-  result r = ask();
-  // A connection lost under the call (it reconnects): asked once more within the same deadline. Releasing is
-  // idempotent — a release that did run makes the second answer "not held" — and a release lost here would hold the
-  // permits until the lease expires.
-  if (r.error == errc::connection_lost || r.error == errc::outcome_unknown) {
-    r = ask();
+  return core_->sem->release_now(core_->id, core_->n);
+}
+
+std::string lease::detach() {
+  if (!core_) return {};
+  const std::shared_ptr<detail::lease_core> core = std::move(core_);
+  core->stop_renewal();
+  if (core->mark_released() == lease_state::released) return {};
+  if (core->local) {  // in this process only: nobody could release it by its id
+    core->sem->local_held -= core->n;
+    return {};
   }
-  return core_->sem->answer_to_release(r.error, r.value);
+  return core->id;
 }
 
 void lease::release_then(const std::shared_ptr<detail::lease_core>& core,

@@ -180,6 +180,27 @@ semaphore_result semaphore::try_acquire_until(clock::time_point deadline, std::i
   return core_->acquire(n, deadline, stop);
 }
 
+namespace {
+
+// Whether `id` can name a lease of the script: the library's ids are hex digits; a ':' would not survive the queue's
+// records, and a local lease's id ("local:...") is never in Redis.
+bool may_be_lease_id(const std::string& id) { return !id.empty() && id.find(':') == std::string::npos; }
+
+}  // namespace
+
+std::pair<lease::release_status, std::error_code> semaphore::release(const std::string& lease_id) {
+  if (!may_be_lease_id(lease_id)) return {lease::release_status::not_held, {}};
+  return core_->release_now(lease_id, 0);
+}
+
+void semaphore::release_by_id(const std::shared_ptr<detail::semaphore_core>& core, const std::string& id,
+                              std::function<void(lease::release_status, std::error_code)> done) {
+  if (!may_be_lease_id(id)) return done(lease::release_status::not_held, {});
+  core->release_async(id, 0, [done = std::move(done)](const detail::semaphore_core::release_answer& answer) {
+    done(answer.first, answer.second);
+  });
+}
+
 std::error_code semaphore::set_capacity(std::int64_t capacity) {
   check_capacity(capacity);
   const result r = core_->call(core_->call_deadline({}), {"set_capacity", std::to_string(capacity), core_->wake_key});

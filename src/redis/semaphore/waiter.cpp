@@ -317,6 +317,17 @@ std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semap
   return std::make_shared<async_acquire_op>(core, n, deadline, std::move(completion), true, priority);
 }
 void start(const std::shared_ptr<async_acquire_op>& op) { op->start(); }
+void start_try_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
+                       std::shared_ptr<acquire_completion> completion, std::size_t priority) {
+  core->async_try_acquire(n, priority, [completion = std::move(completion)](semaphore_result r) {
+    if (r) {
+      completion->complete({}, std::move(*r));
+    } else {
+      completion->complete(r.error(), lease());
+    }
+    completion->settled();
+  });
+}
 void cancel(const std::shared_ptr<async_acquire_op>& op) { op->cancel(); }
 asio::any_io_executor executor_of(const semaphore_core& core) noexcept { return core.link.get_executor(); }
 
