@@ -82,9 +82,15 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
   keys.insert(keys.end(), std::make_move_iterator(more_keys.begin()), std::make_move_iterator(more_keys.end()));
 }
 
+std::string semaphore_core::definition_arg() const {
+  std::string d = definition();
+  if (options.idle_ttl.count() > 0) d += "~" + std::to_string(to_us(options.idle_ttl));
+  return d;
+}
+
 command semaphore_core::make(const op_args& op) const {
   command c = script_call(keys);
-  c.arg(op.front()).arg(definition());
+  c.arg(op.front()).arg(definition_arg());
   for (std::size_t i = 1; i < op.size(); ++i) c.arg(op[i]);
   return c;
 }
@@ -92,7 +98,7 @@ command semaphore_core::make(const op_args& op) const {
 command semaphore_core::make(const std::vector<op_batcher::op>& ops) const {
   if (ops.size() == 1) return make(ops.front().args);
   command c = script_call(keys);
-  c.arg("batch").arg(definition()).arg(std::to_string(ops.size()));
+  c.arg("batch").arg(definition_arg()).arg(std::to_string(ops.size()));
   for (const auto& o : ops) {
     c.arg(std::to_string(o.args.size()));
     for (const auto& a : o.args) c.arg(a);

@@ -215,6 +215,8 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
     const admit::detail::lock_guard lock(definition_mutex_);
     return definition_;
   }
+  // ARGV[2] of a call: the definition, and "~µs" after it with an idle_ttl.
+  std::string definition_arg() const;
   void set_definition(std::string d) {
     const admit::detail::lock_guard lock(definition_mutex_);
     definition_ = std::move(d);

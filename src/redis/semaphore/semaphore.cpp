@@ -111,6 +111,11 @@ void check_options(const semaphore_options& options) {
   bounded(options.poll_interval, "poll_interval");
   bounded(options.timeout, "timeout");
   bounded(options.waiter_ttl, "waiter_ttl");
+  bounded(options.idle_ttl, "idle_ttl");
+  if (options.idle_ttl.count() < 0) {
+    throw std::invalid_argument("admit::redis::semaphore: options.idle_ttl must be at least 0 ms, got " +
+                                std::to_string(options.idle_ttl.count()) + "ms");
+  }
   if (options.on_failure == failure_policy::local_fallback) {
     throw std::invalid_argument(
         "admit::redis::semaphore: options.on_failure must be fail_closed or fail_open, got local_fallback");

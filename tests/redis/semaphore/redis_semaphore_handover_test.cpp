@@ -4,6 +4,7 @@
 // can have are answered without a call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -216,6 +217,65 @@ TEST(RedisSemaphoreHandover, ALocalLeaseIsGivenBackByDetachNotHandedOver) {
   EXPECT_EQ(local.held.detach(), "");  // not in Redis: nothing another process could release
   tried again = try_async(s, 1);       // the local permit came back
   EXPECT_FALSE(again.ec) << again.ec.message();
+}
+
+// The keys Redis holds now, sorted.
+std::vector<std::string> keys_of(const redis_server& server) {
+  std::vector<std::string> keys;
+  const std::string text = server.admin({"KEYS", "*"});
+  for (std::size_t from = 0; from < text.size();) {
+    const auto to = std::min(text.find('\n', from), text.size());
+    if (to > from) keys.push_back(text.substr(from, to - from));
+    from = to + 1;
+  }
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+// idle_ttl: while leases are held (detached: nobody renews or releases them) every key outlives them; once the last
+// has expired, the keys are gone idle_ttl later — without any further call — and the next acquisition starts anew.
+TEST(RedisSemaphoreHandover, AnIdleSemaphoreLeavesNothingInRedis) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore_options o;
+  o.lease_ttl = 400ms;
+  o.idle_ttl = 200ms;
+  semaphore s(conn, "idle", 2, o);
+  auto first = s.try_acquire();
+  ASSERT_TRUE(first);
+  const std::string a = first->detach();
+  auto second = s.try_acquire();
+  ASSERT_TRUE(second);
+  const std::string b = second->detach();
+  // Every key expires no earlier than the latest lease (400 ms) plus the idle time: 600 ms from now, at most.
+  const std::vector<std::string> keys = keys_of(server);
+  ASSERT_EQ(keys, (std::vector<std::string>{"{idle}:holders", "{idle}:leases", "{idle}:meta"}));
+  for (const auto& k : keys) {
+    const int pttl = std::stoi(server.admin({"PTTL", k}));
+    EXPECT_GT(pttl, 450) << k;
+    EXPECT_LE(pttl, 601) << k;
+  }
+  // Released by id, the one left keeps the keys alive; once it has expired too, Redis deletes them by itself.
+  ASSERT_EQ(s.release(a).first, status::released);
+  ASSERT_TRUE(eventually([&] { return keys_of(server).empty(); })) << "left: " << keys_of(server).size();
+  EXPECT_EQ(s.release(b).first, status::not_held);
+  // Made anew with the object's capacity.
+  auto again = s.try_acquire(2);
+  ASSERT_TRUE(again) << again.error().message();
+  EXPECT_GT(again->fencing_token(), 0);
+
+  // Without idle_ttl nothing expires.
+  semaphore kept(conn, "kept", 1);
+  ASSERT_TRUE(kept.try_acquire());
+  for (const auto& k : keys_of(server)) {
+    if (k.starts_with("{kept}")) {
+      EXPECT_EQ(server.admin({"PTTL", k}), "-1") << k;
+    }
+  }
+  semaphore_options bad;
+  bad.idle_ttl = -1ms;
+  EXPECT_THROW(semaphore(conn, "bad", 1, bad), std::invalid_argument);
 }
 
 }  // namespace handover_test

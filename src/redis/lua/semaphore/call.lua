@@ -9,6 +9,9 @@ local function call(KEYS, ARGV)
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   dirty = {}
+  local defined, idle_text = string.match(ARGV[2] or '', '^([^~]*)~(%d+)$')
+  if not defined then defined = ARGV[2] end
+  idle = tonumber(idle_text) or 0
   do
     local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next', 'seq', 'interval', 'burst', 'tat',
       'classes', 'definition', 'queued:1')
@@ -18,9 +21,9 @@ local function call(KEYS, ARGV)
     class_text, stored_definition, queued_one = m[9] or nil, m[10] or nil, tonumber(m[11]) or 0
     if not capacity then
       if op == 'inspect' then return { UNKNOWN, 0, now } end -- no such semaphore: nothing is created by looking
-      local c, i, b, classes = tonumber(ARGV[2]), 0, 0, nil
+      local c, i, b, classes = tonumber(defined), 0, 0, nil
       if not c then
-        c, i, b, classes = parse_definition(ARGV[2] or '')
+        c, i, b, classes = parse_definition(defined or '')
         if not c then return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(ARGV[2])) end
       end
       capacity = num(c, 'capacity')
@@ -62,7 +65,7 @@ local function call(KEYS, ARGV)
   end
   -- An admission that names another definition than the stored one (see ARGV[2]); never a semaphore. The stored text
   -- is kept in meta's definition field whenever the capacity or the rate changes (older semaphores: computed).
-  differs = not tonumber(ARGV[2]) and ARGV[2] ~= (stored_definition or definition())
+  differs = not tonumber(defined) and defined ~= (stored_definition or definition())
 
   -- The two commonest calls take a short way: a free permit taken, and a lease given back, while nobody waits and
   -- nothing can have expired. Their effects and replies are exactly those of run.acquire and run.release below (a
@@ -77,6 +80,7 @@ local function call(KEYS, ARGV)
       if redis.call('ZREM', holders, id) == 0 then return { UNKNOWN, 0, now } end
       redis.call('HDEL', leases, id)
       redis.call('HSET', meta, 'free', int(free + n))
+      keep_alive()
       return { GRANTED, n, now }
     end
     local n, ttl = num(ARGV[4], 'n'), num(ARGV[5], 'lease ttl')
@@ -94,6 +98,7 @@ local function call(KEYS, ARGV)
       if expires < next_due then fields[#fields + 1] = 'next'; fields[#fields + 1] = int(expires) end
       if new_tat then fields[#fields + 1] = 'tat'; fields[#fields + 1] = int(new_tat) end
       redis.call('HSET', meta, unpack(fields))
+      keep_alive()
       return { GRANTED, n, fence, expires, now }
     end
   end
@@ -121,5 +126,6 @@ local function call(KEYS, ARGV)
     reply = perform(ARGV)
   end
   save()
+  if op ~= 'inspect' then keep_alive() end
   return reply
 end

@@ -45,7 +45,8 @@
 --
 -- ARGV[1] the operation, ARGV[2] the definition: a semaphore's capacity, to start with when the semaphore does not
 -- exist yet (meta absent; an existing one keeps its own), or an admission's "capacity/interval/burst[/classes]"
--- (interval 0 and burst 0: no rate; classes below, at parse_definition), which must be the stored one: an acquire that names another is refused with status 7 and the
+-- (interval 0 and burst 0: no rate; classes below, at parse_definition), either followed by "~µs", the idle time after
+-- which an unused semaphore's keys expire (see keep_alive), which must be the stored one: an acquire that names another is refused with status 7 and the
 -- stored definition (set_limits changes it; releases, polls and cancels are never refused); then the operation's own
 -- arguments (below); or ARGV[1] 'batch': several operations of one process, one after the
 -- other (see the end of the script). Every call first sweeps when something may have expired (meta's next has
@@ -110,6 +111,27 @@ end
 -- queue for k >= 2, named "{name}:waiters" and "{name}:waiting:<class>": a caller that gives only the five keys
 -- (inspect_semaphore, a semaphore of the same name) reaches them by those names, in the same slot.
 local cls, multi, waiters_hash, tracked, differs
+
+-- The idle time (ARGV[2]'s suffix "~µs"; 0: none). With one, every key of the semaphore is set to expire that long
+-- after the last of its leases and waiters can: once nobody holds or waits, Redis deletes it `idle` later, and the
+-- next caller makes it anew from its own definition, as if it had never existed. No lease or waiter outlives its keys:
+-- every call but inspect moves their expiry past the latest expiry in holders and expiry (HSET and ZADD keep a key's
+-- expiry; a key made anew in the call gets it here).
+local idle
+local function keep_alive()
+  if idle == 0 then return end
+  local last = now
+  for _, z in ipairs({ holders, expiry }) do
+    local top = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
+    if top[2] then last = math.max(last, tonumber(top[2])) end
+  end
+  local at = int(math.floor((last + idle) / 1000) + 1) -- milliseconds, rounded up
+  local keys = { meta, holders, leases, queue, expiry, waiters_hash }
+  if multi then
+    for k = 2, #cls do keys[#keys + 1] = cls[k].list end
+  end
+  for _, key in ipairs(keys) do redis.call('PEXPIREAT', key, at) end
+end
 
 local function save()
   local args = {}
