@@ -242,6 +242,10 @@ class [[nodiscard]] lease {
   // The lease's identity in Redis (per acquisition).
   [[nodiscard]] const std::string& id() const noexcept;
   [[nodiscard]] lease_state state() const noexcept;
+  // The permits the semaphore had free right after this grant, as Redis counted them (negative after a capacity cut);
+  // std::nullopt when not known: a grant that waited (handed over by a release or found by a poll), a local lease.
+  // For a "remaining" figure in an answer; it is not kept up to date.
+  [[nodiscard]] std::optional<std::int64_t> available() const noexcept;
   // The expiry Redis last reported, in µs since the Unix epoch of Redis's clock.
   [[nodiscard]] std::chrono::microseconds expires_at() const noexcept;
 
@@ -458,6 +462,19 @@ class semaphore {
   // another shape.
   std::pair<semaphore_snapshot, std::error_code> inspect(std::size_t most = 100);
 
+  // inspect() without blocking a thread. Completion: void(std::error_code, semaphore_snapshot), with inspect()'s
+  // errors, through the handler's associated executor (the connection's by default), never inside this call.
+  template <class CompletionToken>
+  auto async_inspect(std::size_t most, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(std::error_code, semaphore_snapshot)>(
+        [core = core_](auto handler, std::size_t m) {
+          auto done = detail::posted_completion<std::error_code, semaphore_snapshot>(std::move(handler),
+                                                                                     detail::executor_of(*core));
+          inspect_then(core, m, [done](semaphore_snapshot s, std::error_code ec) { done(ec, std::move(s)); });
+        },
+        token, most);
+  }
+
   // Waits until the background work of this semaphore and its leases — releases by leases destroyed on the
   // connection's executor thread, queue-leaves of cancelled async_acquire calls, releases of grants that raced with
   // a cancellation — has been answered by Redis, or until `deadline` (the other form: options().timeout from now).
@@ -523,6 +540,9 @@ class semaphore {
         token, n, deadline);
   }
   static void check_n(std::int64_t n);
+  // async_inspect without the handler: `done` runs once, on the thread that read the answer.
+  static void inspect_then(const std::shared_ptr<detail::semaphore_core>& core, std::size_t most,
+                           std::function<void(semaphore_snapshot, std::error_code)> done);
   // async_release(id) without the handler: `done` runs once, on any thread (inline for an id no lease can have).
   static void release_by_id(const std::shared_ptr<detail::semaphore_core>& core, const std::string& id,
                             std::function<void(lease::release_status, std::error_code)> done);

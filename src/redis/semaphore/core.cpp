@@ -164,7 +164,8 @@ std::optional<semaphore_result> semaphore_core::judge(const std::string& id, con
   if (r.is_error() || !v) return semaphore_result(script_error());
   switch ((*v)[0]) {
     case granted:
-      if (const auto l = integers(r, 5)) return make_lease(id, *l, sent);
+      // An acquire's own grant also says what it left free (a sixth element); a poll's or a wake-up's does not.
+      if (auto l = integers(r, 6) ? integers(r, 6) : integers(r, 5)) return make_lease(id, *l, sent);
       break;
     case queued:
       return std::nullopt;
@@ -190,6 +191,7 @@ semaphore_result semaphore_core::make_lease(const std::string& id, const std::ve
   // from `sent` is a conservative local estimate of its expiry.
   const auto left_us = std::chrono::microseconds(std::max<std::int64_t>(0, v[3] - v[4]));
   auto core = std::make_shared<lease_core>(shared_from_this(), id, v[1], v[2], v[3], sent + left_us);
+  if (v.size() > 5) core->available = v[5];
   // A grant found late (a lost wake-up, a slow poll) has less than lease_ttl left: the first renewal comes in time.
   if (options.auto_renew) {
     schedule_renewal(

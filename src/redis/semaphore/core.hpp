@@ -137,7 +137,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // request behind on the server (queued or granted): it is abandoned.
   std::optional<semaphore_result> judge(const std::string& id, const boost::system::error_code& ec, const reply& r,
                                         steady::time_point sent);
-  // A lease from a granted reply {0, n, token, expiry_us, now_us} to a call sent at `sent` (local time).
+  // A lease from a granted reply {0, n, token, expiry_us, now_us[, free_after]} to a call sent at `sent` (local time).
   semaphore_result make_lease(const std::string& id, const std::vector<std::int64_t>& v, steady::time_point sent);
   // try_acquire, counted in the metrics.
   semaphore_result try_acquire(std::int64_t n, std::size_t priority = 0);
@@ -291,6 +291,7 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   std::atomic<steady::rep> local_expiry;  // conservative local estimate of the expiry (steady clock ticks)
   std::atomic<lease_state> state{lease_state::held};
   bool local = false;  // granted by the failure policy, not by Redis: nothing to release or renew there
+  std::optional<std::int64_t> available;  // the permits Redis had free right after the grant, when its reply said
   // Its place in the semaphore's renewals_ (guarded by the semaphore's renewal_mutex_).
   std::optional<std::multimap<steady::time_point, std::weak_ptr<lease_core>>::iterator> renewal;
 

@@ -223,6 +223,16 @@ std::pair<semaphore_snapshot, std::error_code> semaphore::inspect(std::size_t mo
   return out;
 }
 
+void semaphore::inspect_then(const std::shared_ptr<detail::semaphore_core>& core, std::size_t most,
+                             std::function<void(semaphore_snapshot, std::error_code)> done) {
+  core->async_command_alone({"inspect", std::to_string(std::max<std::size_t>(most, 1))}, core->call_deadline({}),
+                            [core, done = std::move(done)](boost::system::error_code ec, reply r) {
+                              auto out = parse_snapshot(result{std::error_code(ec), std::move(r)});
+                              if (!out.second) core->gauges().capacity_seen(out.first.capacity);
+                              done(std::move(out.first), out.second);
+                            });
+}
+
 void semaphore::enable_metrics(limiter_metrics::event_handler on_event) { core_->install_metrics(std::move(on_event)); }
 
 limiter_snapshot semaphore::metrics() const noexcept {

@@ -97,6 +97,7 @@ TEST(RedisSemaphoreHandover, AsyncTryAcquireTakesFreePermitsAndNeverQueues) {
   tried first = try_async(s, 2);
   ASSERT_FALSE(first.ec) << first.ec.message();
   EXPECT_EQ(first.held.count(), 2);
+  EXPECT_EQ(first.held.available(), 0);  // what the grant left free, from its reply
   EXPECT_NE(first.thread, std::this_thread::get_id());  // the connection's executor, the handler's default
 
   tried refused = try_async(s, 1);
@@ -109,10 +110,25 @@ TEST(RedisSemaphoreHandover, AsyncTryAcquireTakesFreePermitsAndNeverQueues) {
   tried again = try_async(s, 1);
   ASSERT_FALSE(again.ec) << again.ec.message();
   EXPECT_GT(again.held.fencing_token(), first.held.fencing_token());
+  EXPECT_EQ(again.held.available(), 1);
+  EXPECT_EQ(s.try_acquire()->available(), 0);  // the blocking form's too
+
+  // async_inspect answers as inspect does, off the calling thread.
+  auto p = std::make_shared<std::promise<std::pair<std::error_code, admit::redis::semaphore_snapshot>>>();
+  auto f = p->get_future();
+  s.async_inspect(10, [p](std::error_code ec, admit::redis::semaphore_snapshot snap) {
+    p->set_value({ec, std::move(snap)});
+  });
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  const auto [ec, snap] = f.get();
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(snap.capacity, 2);
+  EXPECT_EQ(snap.available, 1);  // the blocking try's lease was released at the end of its statement
+  EXPECT_EQ(snap.holder_count, 1);
 
   // One outcome each, as try_acquire counts.
   const auto m = s.metrics();
-  EXPECT_EQ(m.admitted, 2u);
+  EXPECT_EQ(m.admitted, 3u);  // two asynchronous, one blocking
   EXPECT_EQ(m.unavailable, 1u);
   EXPECT_EQ(m.exceeds_capacity, 1u);
   EXPECT_THROW(s.async_try_acquire(0, [](std::error_code, lease) {}), std::invalid_argument);

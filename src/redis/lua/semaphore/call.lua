@@ -99,7 +99,7 @@ local function call(KEYS, ARGV)
       if new_tat then fields[#fields + 1] = 'tat'; fields[#fields + 1] = int(new_tat) end
       redis.call('HSET', meta, unpack(fields))
       keep_alive()
-      return { GRANTED, n, fence, expires, now }
+      return { GRANTED, n, fence, expires, now, free - n }
     end
   end
   if multi and not acquire_in_class then -- made once (a library) or only with classes (a script)

@@ -232,7 +232,7 @@ local function make_class_acquire()
         local token, expires = admit_head(me)
         -- What it took can settle a conflict between two other heads (admission_claims): serve them, as dispatch does.
         if free > 0 then serve(nil, nil) end
-        return { GRANTED, n, token, expires, now }
+        return { GRANTED, n, token, expires, now, free }
       end
     end
     if A[6] ~= '1' then return { UNAVAILABLE, free, now } end

@@ -8,7 +8,8 @@ local run = {}
 
 function run.acquire(A)
   -- A[3] id, [4] n, [5] lease ttl µs, [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key,
-  -- [10] (optional) the µs the caller waits at most, -1: no deadline. Queued: {1, seq, now, µs until the rate can
+  -- [10] (optional) the µs the caller waits at most, -1: no deadline. Granted: {0, n, token, expires, now, free after
+  -- it}. Queued: {1, seq, now, µs until the rate can
   -- admit it after the waiters ahead (0: no rate, or it is not the rate that holds it back)}.
   -- With classes, [11] the request's class (its priority, from 0).
   if differs then return { CONFLICT, 0, now, definition() } end
@@ -21,7 +22,7 @@ function run.acquire(A)
     take(n)
     take_tokens(n)
     local token, expires = grant(id, n, ttl)
-    return { GRANTED, n, token, expires, now }
+    return { GRANTED, n, token, expires, now, free }
   end
   if A[6] ~= '1' then return { UNAVAILABLE, free, now } end
   return join(A, id, n, ttl, 1)
