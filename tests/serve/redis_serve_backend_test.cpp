@@ -93,7 +93,7 @@ TEST_F(RedisServeBackend, KeysHaveThePrefixAndLeaveEnvoyRatelimitsAlone) {
     if (std::string k = keys.substr(from, to - from); k != theirs) ours.push_back(k);
     from = to + 1;
   }
-  ASSERT_EQ(ours.size(), 4u) << keys;  // the window, gcra's state, the leases and their counts
+  ASSERT_EQ(ours.size(), 5u) << keys;  // the window, gcra's state, the semaphore's state, holders and leases
   for (const auto& k : ours) {
     EXPECT_TRUE(k.starts_with("admit:serve:") || k.starts_with("{admit:serve:")) << k;
   }
@@ -163,16 +163,44 @@ TEST_F(RedisServeBackend, ConcurrencyLeasesAreReleasedFromAnyProcess) {
   EXPECT_FALSE(release(backend, "not a lease"));
   EXPECT_FALSE(release(backend, "cc1.zz.00"));
 
-  // Leases expire in Redis after lease_ttl (60 s by default) unless released: the keys live as long as the longest.
-  const std::string zset = "admit:serve:cc:{db_queries_}";
-  const int pttl = std::stoi(server.admin({"PTTL", zset}));
-  EXPECT_GT(pttl, 50'000);
-  EXPECT_LE(pttl, 60'000);
-  // A lease whose expiry has passed (set back in Redis: the script reads Redis's clock) frees its permit for the
-  // next acquisition.
-  (void)server.admin({"ZADD", zset, "XX", "1", b.lease});
+  // Leases expire in Redis after lease_ttl (60 s by default) unless released: the keys live as long as the longest,
+  // and a second more.
+  const std::string tag = "{admit:serve:cc:2:db_queries_}:";
+  for (const char* k : {"meta", "holders", "leases"}) {
+    const int pttl = std::stoi(server.admin({"PTTL", tag + k}));
+    EXPECT_GT(pttl, 50'000) << k;
+    EXPECT_LE(pttl, 61'001) << k;
+  }
+  // A lease whose expiry has passed (set back in Redis, and the semaphore told to look: its script reads Redis's
+  // clock) frees its permit for the next acquisition.
+  const std::string b_id = b.lease.substr(b.lease.rfind('.') + 1);
+  ASSERT_EQ(server.admin({"ZADD", tag + "holders", "XX", "CH", "1", b_id}), "1");
+  (void)server.admin({"HSET", tag + "meta", "next", "0"});
   EXPECT_EQ(decide_one(backend, h).result, state::ok);
   EXPECT_FALSE(release(backend, b.lease));
+
+  // A check (n = 0) takes nothing and says how many are in use.
+  hit check = h;
+  check.n = 0;
+  const hit_outcome in_use = decide_one(backend, check);
+  EXPECT_EQ(in_use.result, state::ok);
+  EXPECT_TRUE(in_use.lease.empty());
+  EXPECT_EQ(in_use.count_after, 2u);
+  EXPECT_EQ(in_use.remaining, 0u);
+  hit unused = make_hit(r, "nobody_");
+  unused.n = 0;
+  EXPECT_EQ(decide_one(backend, unused).remaining, 2u);
+  EXPECT_EQ(server.admin({"EXISTS", "{admit:serve:cc:2:nobody_}:meta"}), "0");  // looking creates nothing
+
+  // Another limit for the same descriptor counts apart (as a changed rate does for the other algorithms).
+  const rate_limit_rule wider = rule(3, unit::unknown, algorithm::concurrency);
+  EXPECT_EQ(decide_one(backend, make_hit(wider, "db_queries_")).remaining, 2u);
+
+  // A descriptor value with braces: escaped in the semaphore's name, whose braces are its keys' hash tag.
+  const hit_outcome braced = decide_one(backend, make_hit(r, "db_{x}%_"));
+  ASSERT_EQ(braced.result, state::ok) << braced.error;
+  EXPECT_EQ(server.admin({"EXISTS", "{admit:serve:cc:2:db_%7Bx%7D%25_}:meta"}), "1");
+  EXPECT_TRUE(release(other, braced.lease));
 }
 
 TEST_F(RedisServeBackend, RunsOnAThreadOfItsOwn) {

@@ -417,6 +417,25 @@ def main():
                 if second.statuses[0].duration_until_reset.seconds <= first.statuses[0].duration_until_reset.seconds:
                     break
             check(second.overall_code == Code.OVER_LIMIT, f"--redis: the second call in a minute is OVER_LIMIT")
+            # A concurrency rule on Redis: one limit for the fleet. The lease one instance grants holds the other's
+            # calls back, and the other instance releases it by its id.
+            other = server(ADMIT, config, "--redis", url, "--redis-required")
+            export_req = rls_pb2.RateLimitRequest(domain="jobs", descriptors=[descriptor(("export", "nightly"))])
+            r = stub.ShouldRateLimit(export_req, timeout=WAIT)
+            leases = [h.value for h in r.response_headers_to_add if h.key == "x-admit-lease"]
+            check(r.overall_code == Code.OK and len(leases) == 1, f"--redis: a concurrency rule admits with a lease ({r})")
+            other_stub = rls_pb2_grpc.RateLimitServiceStub(other.channel)
+            check(other_stub.ShouldRateLimit(export_req, timeout=WAIT).overall_code == Code.OVER_LIMIT,
+                  "--redis: while one instance's lease is held, the other's export is OVER_LIMIT")
+            if leases:
+                status, body = other.http("POST", "/release", json.dumps({"lease": leases[0]}))
+                check(status == 200 and json.loads(body)["released"] is True,
+                      f"--redis: the other instance releases the lease: 200 ({status} {body!r})")
+                status, body = r_s.http("POST", "/release", json.dumps({"lease": leases[0]}))
+                check(status == 404, f"--redis: released once only: 404 ({status})")
+            r = other_stub.ShouldRateLimit(export_req, timeout=WAIT)
+            check(r.overall_code == Code.OK, "--redis: after the release, the other instance's export is admitted")
+            check(other.stop() == 0, "--redis: the second instance exits 0 on SIGTERM")
             redis.kill()
             r = stub.ShouldRateLimit(req, timeout=WAIT)
             check(r.overall_code == Code.OK, "--redis, Redis gone: fail open answers OK")

@@ -18,12 +18,10 @@
 namespace admit::serve {
 
 using detail::effective_limit;
-using detail::lease_format;
 using detail::limit_of;
 using detail::limiter_problem;
 using detail::pending_request;
 using detail::steady;
-using detail::unhex;
 using detail::window_hit;
 using std::chrono::seconds;
 
@@ -274,31 +272,11 @@ void redis_backend::decide(std::vector<hit> hits, std::chrono::system_clock::tim
       if (c == nullptr) {
         req->fail(i, error);
       } else if (hits[i].rule->algorithm == algorithm::concurrency) {
-        s->acquire(*c, req, i, hits[i]);
+        s->acquire(req, i, hits[i]);
       } else {
         s->decide_on_limiter(*c, req, i, hits[i]);
       }
     }
-  });
-}
-
-void redis_backend::release(std::string lease, std::function<void(bool)> done) {
-  // "cc1.<hex of the counter key>.<random id>"
-  std::optional<std::string> counter;
-  if (lease.starts_with(lease_format)) {
-    const std::string_view rest = std::string_view(lease).substr(lease_format.size());
-    if (const auto dot = rest.rfind('.'); dot != std::string_view::npos) counter = unhex(rest.substr(0, dot));
-  }
-  if (!counter) return done(false);
-  auto [zset, counts] = state_->lease_keys(*counter);
-  redis::command cmd{"EVALSHA", detail::concurrency_script().sha1(), "2", zset, counts, "release", lease};
-  state_->with_client(state_->deadline(), [s = state_, cmd = std::move(cmd), done = std::move(done)](
-                                              redis::client* c, const std::string&) mutable {
-    if (c == nullptr) return done(false);
-    s->call_script(*c, detail::concurrency_script(), std::move(cmd), s->deadline(),
-                   [done = std::move(done)](boost::system::error_code ec, const redis::reply& r) {
-                     done(!ec && r.is_integer() && r.integer() == 1);
-                   });
   });
 }
 
@@ -313,6 +291,8 @@ void redis_backend::configure(const configuration& next) {
     std::erase_if(state_->limiters, [&](const auto& entry) { return !used.contains(entry.first); });
   }
   state_->stock.clear();  // a stock taken under the old limit or prefetch is not spent under the new ones
+  const std::lock_guard lock(state_->semaphores_mutex);
+  state_->semaphores.clear();  // made again on use: their state is in Redis
 }
 
 void redis_backend::check(const configuration& config) {

@@ -1,6 +1,6 @@
 // serve/engine/redis_backend_state.hpp — what redis_backend (redis_backend.hpp) is made of: the client (a connection or
 // a cluster client, chosen once the server says which it is), the fixed-window queue, the admit::redis limiters and
-// the concurrency leases. Private to src/serve/engine/redis_backend*.cpp.
+// semaphores. Private to src/serve/engine/redis_backend*.cpp.
 #pragma once
 
 #include <atomic>
@@ -31,6 +31,7 @@
 #include "admit/redis/client/options.hpp"
 #include "admit/redis/client/script.hpp"
 #include "admit/redis/limiter.hpp"
+#include "admit/redis/semaphore.hpp"
 #include "serve/engine/redis_backend.hpp"
 #include "serve/engine/window_stock.hpp"
 
@@ -106,8 +107,12 @@ inline std::string limiter_slot(const std::string& name, std::uint32_t prefetch)
 // Lowercase hex of bytes, and back (std::nullopt for anything else).
 std::string hex(std::string_view bytes);
 std::optional<std::string> unhex(std::string_view text);
-// Leases: "cc1.<hex of the counter key>.<random id>", so that any process can find the counter a lease is of.
-inline constexpr std::string_view lease_format = "cc1.";
+// Leases: "cc2.<limit>.<hex of the counter key>.<the semaphore's lease id>", so that any process can find the
+// semaphore a lease is of.
+inline constexpr std::string_view lease_format = "cc2.";
+// `text` with '%', '{' and '}' written as %25, %7B and %7D: a descriptor's value in a semaphore's name, which becomes
+// the hash tag of its keys and must not contain braces.
+std::string escape_braces(std::string_view text);
 
 // The server of `o`, for messages: host:port, the socket path, or the Sentinel master's name; never the password.
 std::string address_of(const redis::connection_options& o);
@@ -218,11 +223,20 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   void decide_on_limiter(redis::client& c, const std::shared_ptr<detail::pending_request>& req, std::size_t i,
                          const hit& h);
 
-  // ---- concurrency ----
+  // ---- concurrency (redis_concurrency.cpp) ----
+  // One admit::redis::semaphore per counter and limit, named "<prefix>cc:<limit>:<counter key, escape_braces>" (a
+  // changed limit counts afresh, as the other algorithms' limiters do), with idle_ttl so that Redis forgets a
+  // counter nobody holds. Its leases are detached: Redis holds them until released by id (from any process) or
+  // lease_ttl.
+  std::mutex semaphores_mutex;
+  // The objects in use, by name; cleared when it reaches max_limiters entries and at each configure (they keep no
+  // state a decision needs: an object made again is as good).
+  std::unordered_map<std::string, std::shared_ptr<redis::semaphore>> semaphores;
+  // The semaphore of `counter_key` at `limit` (made on first use); the client must be known (with_client).
+  std::shared_ptr<redis::semaphore> semaphore_for(const std::string& counter_key, std::uint32_t limit);
 
-  std::pair<std::string, std::string> lease_keys(std::string_view counter_key) const;
-
-  void acquire(redis::client& c, const std::shared_ptr<detail::pending_request>& req, std::size_t i, const hit& h);
+  void acquire(const std::shared_ptr<detail::pending_request>& req, std::size_t i, const hit& h);
+  void release(const std::string& lease, std::function<void(bool)> done);
 
   // EVALSHA (and on NOSCRIPT: SCRIPT LOAD, EVALSHA again), all by `until`; `handler(error_code, reply)` runs on
   // the client's executor. Through the breaker: while it is open, the handler gets errc::circuit_open at once (on the

@@ -1,5 +1,5 @@
 // `admit serve`'s Redis backend (see redis_backend.hpp): the counting — envoyproxy/ratelimit's fixed window as batched
-// script calls, admit::redis limiters for the other algorithms, concurrency leases.
+// script calls, admit::redis limiters for the other algorithms (concurrency: redis_concurrency.cpp).
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <charconv>
@@ -22,14 +22,12 @@ namespace admit::serve {
 using detail::charges_refused;
 using detail::effective_limit;
 using detail::hex;
-using detail::lease_format;
 using detail::limit_of;
 using detail::limiter_problem;
 using detail::limiter_slot;
 using detail::pending_request;
 using detail::steady;
 using detail::window_hit;
-using redis::detail::random_id;
 using std::chrono::seconds;
 
 namespace detail {
@@ -442,49 +440,6 @@ void redis_backend::state::decide_on_limiter(redis::client& c, const std::shared
         }
         req->finish(i, std::move(o));
       });
-}
-
-// ---- concurrency ----
-
-std::pair<std::string, std::string> redis_backend::state::lease_keys(std::string_view counter_key) const {
-  std::string zset = opts.key_prefix + "cc:{";
-  zset.append(counter_key);
-  zset.push_back('}');
-  std::string counts = zset + ":n";
-  return {std::move(zset), std::move(counts)};
-}
-
-void redis_backend::state::acquire(redis::client& c, const std::shared_ptr<pending_request>& req, std::size_t i,
-                                   const hit& h) {
-  const std::uint32_t limit = h.rule->concurrency;
-  const std::string id = std::string(lease_format) + hex(h.counter_key) + "." + random_id();
-  auto [zset, counts] = lease_keys(h.counter_key);
-  const redis::script& s = detail::concurrency_script();
-  redis::command cmd{"EVALSHA", s.sha1(), "2", zset, counts, "acquire", id};
-  cmd.arg(h.n).arg(limit).arg(opts.lease_ttl.count());
-  auto on_reply = [self = shared_from_this(), req, i, id, limit, n = h.n](boost::system::error_code ec,
-                                                                          const redis::reply& r) {
-    if (ec) return req->fail(i, self->failure_text(std::error_code(ec)));
-    if (r.is_error()) return req->fail(i, self->reply_text(r));
-    if (!r.is_array() || r.elements().size() != 2 || !r.elements()[0].is_integer() || !r.elements()[1].is_integer()) {
-      return req->fail(i, "Redis at " + self->address + ": unexpected reply to the concurrency script");
-    }
-    const auto held = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.elements()[1].integer()));
-    hit_outcome o;
-    o.limit = limit;
-    if (r.elements()[0].integer() == 1) {
-      o.result = hit_outcome::state::ok;
-      o.count_after = held;
-      o.remaining = held >= limit ? 0 : static_cast<std::uint32_t>(limit - held);
-      o.reset_after = self->opts.lease_ttl;
-      if (n > 0) o.lease = id;
-    } else {
-      o.result = hit_outcome::state::over_limit;
-      o.count_after = held + n;
-    }
-    req->finish(i, std::move(o));
-  };
-  call_script(c, s, std::move(cmd), deadline(), std::move(on_reply));
 }
 
 }  // namespace admit::serve

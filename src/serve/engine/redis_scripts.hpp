@@ -1,6 +1,6 @@
 // serve/engine/redis_scripts.hpp — the Lua scripts of `admit serve`'s Redis backend (redis_backend.hpp) that
-// admit::redis's limiters do not provide: envoyproxy/ratelimit's fixed window for a batch of counters, and the
-// concurrency leases. Private to redis_backend.cpp.
+// admit::redis's limiters do not provide: envoyproxy/ratelimit's fixed window for a batch of counters. Private to
+// redis_counting.cpp.
 #pragma once
 
 #include "admit/redis/client/script.hpp"
@@ -49,47 +49,6 @@ for i = 1, #KEYS do
   out[i] = ok and r or {err = type(r) == 'table' and r.err or tostring(r)}
 end
 return out
-)lua");
-  return s;
-}
-
-// Concurrency leases of one counter, on Redis's clock (milliseconds):
-//   KEYS[1]  zset: lease id -> expiry (ms since the Unix epoch)
-//   KEYS[2]  hash: lease id -> permits it holds
-//   ARGV[1]  "acquire" or "release"; ARGV[2] the lease id;
-//   acquire: ARGV[3] permits (>= 0), ARGV[4] the limit, ARGV[5] the lease's lifetime (ms)
-// Expired leases are dropped first. acquire returns {1, held after} (granted; n = 0 writes nothing) or {0, held}
-// (refused: held + n > limit); release returns 1 when the lease was held, 0 otherwise. Both keys expire with their
-// longest lease.
-inline const redis::script& concurrency_script() {
-  static const redis::script s(R"lua(-- admit serve: concurrency leases
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-for _, id in ipairs(expired) do redis.call('HDEL', KEYS[2], id) end
-if #expired > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) end
-if ARGV[1] == 'release' then
-  local removed = redis.call('ZREM', KEYS[1], ARGV[2])
-  redis.call('HDEL', KEYS[2], ARGV[2])
-  return removed
-end
-local held = 0
-for _, v in ipairs(redis.call('HVALS', KEYS[2])) do held = held + tonumber(v) end
-local n, limit, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if not n or not limit or not ttl or n < 0 or ttl < 1 then
-  return redis.error_reply('ERR admit serve concurrency: bad arguments')
-end
-if held + n > limit then return {0, held} end
-if n > 0 then
-  local at = now + ttl
-  redis.call('ZADD', KEYS[1], string.format('%.0f', at), ARGV[2])
-  redis.call('HSET', KEYS[2], ARGV[2], n)
-  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  local expire_at = string.format('%.0f', math.max(at, tonumber(last[2])))
-  redis.call('PEXPIREAT', KEYS[1], expire_at)
-  redis.call('PEXPIREAT', KEYS[2], expire_at)
-end
-return {1, held + n}
 )lua");
   return s;
 }
