@@ -223,6 +223,45 @@ TEST(InProcessConcurrency, TheLeaseTableIsBounded) {
   EXPECT_NE(full.error.find("max_leases"), std::string::npos);
 }
 
+// The counting is the library's keyed_concurrency_limiter: a permit refused a lease (the table full) goes back to it,
+// a check takes nothing, a new key beyond max_keys is the key cap, a limit of 0 admits only checks.
+TEST(InProcessConcurrency, PermitsAreTheLibrarysAndNoneIsLeftBehind) {
+  std::vector<rate_limit_rule> rules{make_rule("d.c", 0, unit::unknown, algorithm::concurrency),
+                                     make_rule("d.z", 0, unit::unknown, algorithm::concurrency, 1)};
+  rules[0].concurrency = 2;
+  in_process_backend b{{.max_keys = 2, .max_leases = 2}};
+  b.configure_rules(rules);
+  const hit_outcome a = one(b, rules[0], "a", 1, 0s);
+  const hit_outcome a2 = one(b, rules[0], "a", 1, 0s);
+  ASSERT_EQ(a2.result, state::ok);
+  const hit_outcome full = one(b, rules[0], "b", 1, 0s);  // the table is full: no lease, and no permit kept
+  EXPECT_EQ(full.result, state::failed);
+  const hit_outcome check = one(b, rules[0], "b", 0, 0s);
+  EXPECT_EQ(check.result, state::ok);
+  EXPECT_EQ(check.count_after, 0u);
+  EXPECT_EQ(check.remaining, 2u);
+  EXPECT_TRUE(check.lease.empty());
+  const hit_outcome held = one(b, rules[0], "a", 0, 0s);
+  EXPECT_EQ(held.count_after, 2u);
+  EXPECT_EQ(held.remaining, 0u);
+  EXPECT_EQ(b.keys(), 1u);  // "a" only: the refused "b" left nothing behind
+
+  ASSERT_TRUE(b.release_at(a.lease, at(1s)));
+  EXPECT_EQ(one(b, rules[0], "b", 1, 1s).result, state::ok);  // two keys stored now: the cap
+  const hit_outcome third = one(b, rules[0], "c", 1, 1s);
+  EXPECT_EQ(third.result, state::failed);
+  EXPECT_NE(third.error.find("key cap"), std::string::npos) << third.error;
+
+  EXPECT_EQ(one(b, rules[1], "z", 1, 0s).result, state::over_limit);  // concurrency: 0
+  EXPECT_EQ(one(b, rules[1], "z", 0, 0s).result, state::ok);
+
+  // A reload without the rule releases its leases' permits (the limiter goes with the rule).
+  const std::vector<rate_limit_rule> next{make_rule("d.other", 1, unit::minute)};
+  b.configure_rules(next);
+  EXPECT_EQ(b.leases(), 0u);
+  EXPECT_EQ(b.keys(), 0u);
+}
+
 TEST(InProcessReload, KeepsTheStateOfUnchangedRulesAndDropsTheOthers) {
   std::vector<rate_limit_rule> first{make_rule("d.a", 2, unit::minute, {}, 0), make_rule("d.b", 2, unit::minute, {}, 1),
                                      make_rule("d.c", 2, unit::minute, {}, 2)};

@@ -12,6 +12,7 @@
 
 #include "admit/detail/floor_div.hpp"
 #include "admit/keyed.hpp"
+#include "admit/keyed_concurrency_limiter.hpp"
 #include "admit/keyed_policy.hpp"
 #include "admit/rate.hpp"
 #include "serve/engine/charging_policies.hpp"
@@ -181,31 +182,44 @@ struct deny_state final : rule_state {
   std::size_t keys() const override { return 0; }
 };
 
+// At most `limit` permits per key held at once: the library's keyed_concurrency_limiter counts them (never waiting),
+// and each admitted hit's permit is held in the lease table under the id the caller gets, until released or expired.
 struct concurrency_state final : rule_state {
-  concurrency_state(std::uint32_t limit_, lease_table& leases_, std::uint64_t owner_, std::chrono::nanoseconds ttl_)
-      : limit(limit_), leases(leases_), owner(owner_), ttl(ttl_) {}
-  ~concurrency_state() override { leases.drop_owner(owner); }
+  concurrency_state(std::uint32_t limit_, std::size_t max_keys, lease_table& leases_, std::uint64_t owner_)
+      : limit(limit_),
+        counts({.limit = limit_, .max_waiters = 0, .timeout = std::chrono::nanoseconds::zero(), .max_keys = max_keys}),
+        leases(leases_),
+        owner(owner_) {}
+  ~concurrency_state() override { leases.drop_owner(owner); }  // before `counts` goes: its permits are released
   hit_outcome decide(const hit& h, std::int64_t now_ns) override {
-    lease_table::acquired a = leases.try_acquire(owner, h.counter_key, limit, h.n, now_ns);
-    if (a.table_full) return failed("lease table full: max_leases leases are held");
+    leases.expire(now_ns);  // their permits are free from their expiry on
     hit_outcome o;
     o.limit = limit;
-    if (a.admitted) {
-      o.count_after = a.in_flight;
-      o.remaining = static_cast<std::uint32_t>(limit - a.in_flight);
-      o.lease = std::move(a.lease);
-      o.reset_after = ceil_seconds(ttl);  // as the Redis backend: the longest the permits can stay held
-    } else {
-      o.result = hit_outcome::state::over_limit;
-      o.count_after = a.in_flight + h.n;
+    if (h.n > 0) {
+      auto p = counts.try_acquire(h.counter_key, h.n);
+      if (!p) {
+        // Refused: short, or n above the limit — or a new key refused for the store's cap (a key nobody holds could
+        // have taken any n up to the limit).
+        if (h.n <= limit && !counts.contains(h.counter_key)) return key_cap_reached(counts.max_keys());
+        o.result = hit_outcome::state::over_limit;
+        o.count_after = static_cast<std::uint64_t>(counts.in_flight(h.counter_key)) + h.n;
+        return o;
+      }
+      auto id = leases.hold(owner, std::move(*p), now_ns);
+      if (!id) return failed("lease table full: max_leases leases are held");
+      o.lease = std::move(*id);
+      o.reset_after = ceil_seconds(leases.ttl());  // as the Redis backend: the longest the permits can stay held
     }
+    const std::int64_t in_flight = counts.in_flight(h.counter_key);
+    o.count_after = static_cast<std::uint64_t>(in_flight);
+    o.remaining = clamp_u32(limit - in_flight);
     return o;
   }
-  std::size_t keys() const override { return 0; }
+  std::size_t keys() const override { return counts.size(); }
   std::uint32_t limit;
+  keyed_concurrency_limiter<> counts;
   lease_table& leases;
   std::uint64_t owner;
-  std::chrono::nanoseconds ttl;
 };
 
 }  // namespace
@@ -233,7 +247,8 @@ struct in_process_backend::impl {
       case algorithm::fixed_window:
         return std::make_shared<fixed_state>(r, k);
       case algorithm::concurrency:
-        return std::make_shared<concurrency_state>(r.concurrency, leases, next_owner++, opts.lease_ttl);
+        if (r.concurrency == 0) return std::make_shared<deny_state>();  // no permit: every hit but a check refused
+        return std::make_shared<concurrency_state>(r.concurrency, k, leases, next_owner++);
       case algorithm::sliding_window:
       case algorithm::gcra:
       case algorithm::token_bucket:

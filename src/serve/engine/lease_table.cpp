@@ -2,6 +2,8 @@
 
 #include <limits>
 #include <stdexcept>
+#include <utility>
+
 #include "admit/redis/client/detail/random_id.hpp"
 
 namespace admit::serve {
@@ -14,51 +16,37 @@ lease_table::lease_table(options opts) : opts_(opts) {
   if (opts.max_leases == 0) throw std::invalid_argument("admit serve: max_leases must be at least 1, got 0");
 }
 
-std::string lease_table::held_key(std::uint64_t owner, std::string_view key) {
-  std::string k = std::to_string(owner);
-  k += '\0';
-  k += key;
-  return k;
-}
-
-void lease_table::erase(std::unordered_map<std::string, lease>::iterator it) {
-  const auto h = held_.find(it->second.held_key);
-  if (h != held_.end()) {
-    h->second -= std::min(h->second, it->second.n);
-    if (h->second == 0) held_.erase(h);
-  }
+lease_table::permit lease_table::take(lease_map::iterator it) {
+  permit p = std::move(it->second.held);
   expiry_.erase(it->second.expiry);
   leases_.erase(it);
+  return p;
 }
 
-void lease_table::expire(std::int64_t now_ns) {
+void lease_table::expire_locked(std::int64_t now_ns, std::vector<permit>& out) {
   while (!expiry_.empty() && expiry_.begin()->first <= now_ns) {
     const auto it = leases_.find(expiry_.begin()->second);
     if (it == leases_.end()) {  // cannot happen: every expiry entry has its lease
       expiry_.erase(expiry_.begin());
       continue;
     }
-    erase(it);
+    out.push_back(take(it));
   }
 }
 
-lease_table::acquired lease_table::try_acquire(std::uint64_t owner, std::string_view key, std::uint64_t limit,
-                                               std::uint64_t n, std::int64_t now_ns) {
-  acquired a;
-  std::string hk = held_key(owner, key);
-  std::lock_guard lock(mutex_);
-  expire(now_ns);
-  const auto h = held_.find(hk);
-  const std::uint64_t used = h == held_.end() ? 0 : h->second;
-  a.in_flight = used;
-  if (n > limit || used > limit - n) return a;
-  if (n == 0) {
-    a.admitted = true;
-    return a;
-  }
+void lease_table::expire(std::int64_t now_ns) {
+  std::vector<permit> done;  // released at the end of the call, after the lock
+  const std::lock_guard lock(mutex_);
+  expire_locked(now_ns, done);
+}
+
+std::optional<std::string> lease_table::hold(std::uint64_t owner, permit p, std::int64_t now_ns) {
+  std::vector<permit> done;
+  const std::lock_guard lock(mutex_);
+  expire_locked(now_ns, done);
   if (leases_.size() >= opts_.max_leases) {
-    a.table_full = true;
-    return a;
+    done.push_back(std::move(p));
+    return std::nullopt;
   }
   std::string id = redis::detail::random_id();
   while (leases_.contains(id)) id = redis::detail::random_id();
@@ -66,48 +54,33 @@ lease_table::acquired lease_table::try_acquire(std::uint64_t owner, std::string_
   const std::int64_t expires =
       now_ns > std::numeric_limits<std::int64_t>::max() - ttl ? std::numeric_limits<std::int64_t>::max() : now_ns + ttl;
   const auto e = expiry_.emplace(expires, id);
-  leases_.emplace(id, lease{hk, n, e});
-  held_[std::move(hk)] = used + n;
-  a.admitted = true;
-  a.in_flight = used + n;
-  a.lease = std::move(id);
-  a.expires_after = opts_.ttl;
-  return a;
+  leases_.emplace(id, lease{owner, std::move(p), e});
+  return id;
 }
 
 bool lease_table::release(std::string_view lease_id, std::int64_t now_ns) {
-  std::lock_guard lock(mutex_);
-  expire(now_ns);
+  std::vector<permit> done;
+  const std::lock_guard lock(mutex_);
+  expire_locked(now_ns, done);
   const auto it = leases_.find(std::string(lease_id));
   if (it == leases_.end()) return false;
-  erase(it);
+  done.push_back(take(it));
   return true;
 }
 
 void lease_table::drop_owner(std::uint64_t owner) {
-  const std::string prefix = held_key(owner, {});
-  std::lock_guard lock(mutex_);
+  std::vector<permit> done;
+  const std::lock_guard lock(mutex_);
   for (auto it = leases_.begin(); it != leases_.end();) {
-    if (it->second.held_key.starts_with(prefix)) {
-      const auto next = std::next(it);
-      erase(it);
-      it = next;
-    } else {
-      ++it;
-    }
+    const auto next = std::next(it);
+    if (it->second.owner == owner) done.push_back(take(it));
+    it = next;
   }
 }
 
 std::size_t lease_table::size() const {
-  std::lock_guard lock(mutex_);
+  const std::lock_guard lock(mutex_);
   return leases_.size();
-}
-
-std::uint64_t lease_table::in_flight(std::uint64_t owner, std::string_view key) const {
-  const std::string hk = held_key(owner, key);
-  std::lock_guard lock(mutex_);
-  const auto it = held_.find(hk);
-  return it == held_.end() ? 0 : it->second;
 }
 
 }  // namespace admit::serve
