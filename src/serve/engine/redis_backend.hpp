@@ -17,16 +17,20 @@
 //   hits counted even over the limit).
 // - sliding_window, gcra, token_bucket: admit::redis's limiters of that algorithm (one per distinct rate and burst),
 //   keyed by the counter key: their decisions use Redis's clock, not `now`.
-// - concurrency: a lease per admitted hit, held in Redis until released (release(), from any process of the fleet:
-//   the lease id names its counter) or until lease_ttl has passed since it was granted (a caller that never releases
-//   frees its permit by itself).
+// - concurrency: an admit::redis::semaphore per counter and limit (its capacity the limit); an admitted hit is a
+//   non-waiting acquire whose lease is detached — held in Redis until released (release(), from any process of the
+//   fleet: the lease id names its semaphore) or until lease_ttl has passed since it was granted (a caller that never
+//   releases frees its permit by itself). A hit of 0 reads the permits in use (inspect) and takes nothing.
 //
 // Keys. Every key starts with options.key_prefix ("admit:serve:" by default), so that envoyproxy/ratelimit's keys
 // ("<prefix><domain>_<key>_<value>_..._<window start>") in the same Redis are never touched:
 //   fixed_window   <prefix>fw:{<counter key>}:<unit seconds>:<window start, Unix seconds>   a counter (string)
-//   concurrency    <prefix>cc:{<counter key>}  and  <prefix>cc:{<counter key>}:n               leases (zset, hash)
+//   concurrency    {<prefix>cc:<limit>:<counter key>}:meta, :holders, :leases                 the semaphore's state
+//                  (in the counter key, '{', '}' and '%' are written %7B, %7D, %25; idle_ttl 1 s: the keys go a
+//                  second after the last lease could)
 //   other          {<prefix><algorithm>:<requests>/<unit>:<burst>}:<counter key>               admit::redis's state
-// On a cluster, each counter's keys are in the slot of its counter key (fixed_window, concurrency); a limiter's keys
+// On a cluster, each counter's keys are in the slot of its counter key (fixed_window; concurrency: of its semaphore's
+// name); a limiter's keys
 // share the slot of its name (the other algorithms: one slot per distinct rate and burst).
 //
 // Batching. decide() queues its fixed-window hits; the queue leaves when it reaches min(8, options.max_batch) hits
