@@ -66,9 +66,10 @@ std::optional<lease_parts> parse_lease(std::string_view lease) {
 std::shared_ptr<redis::semaphore> redis_backend::state::semaphore_for(const std::string& counter_key,
                                                                       std::uint32_t limit) {
   std::string name = opts.key_prefix + "cc:" + std::to_string(limit) + ":" + detail::escape_braces(counter_key);
+  std::unordered_map<std::string, std::shared_ptr<redis::semaphore>> dropped;  // destroyed after the lock
   const std::lock_guard lock(semaphores_mutex);
   if (auto it = semaphores.find(name); it != semaphores.end()) return it->second;
-  if (semaphores.size() >= opts.max_limiters) semaphores.clear();
+  if (semaphores.size() >= opts.max_limiters) dropped.swap(semaphores);
   redis::semaphore_options so;
   so.lease_ttl = opts.lease_ttl;
   so.auto_renew = false;  // every lease is detached as soon as it is granted
