@@ -1,4 +1,4 @@
--- semaphore.lua, part 4 of 4 (joined in order by cmake/redis.cmake; part 1, core.lua, states the protocol): call(),
+-- semaphore.lua, the last part (joined in order by cmake/redis.cmake; part 1, core.lua, states the protocol): call(),
 -- the entry point: one call, or a batch of operations.
 
 -- One call: its keys and arguments as KEYS and ARGV are a script's. Reads the state, takes the short way or the
@@ -6,8 +6,7 @@
 local function call(KEYS, ARGV)
   meta, holders, leases, queue, expiry = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
   op = ARGV[1]
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = server_time()
   dirty = {}
   local defined, idle_text = string.match(ARGV[2] or '', '^([^~]*)~(%d+)$')
   if not defined then defined = ARGV[2] end

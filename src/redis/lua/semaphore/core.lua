@@ -4,7 +4,8 @@
 -- waiter holds neither).
 -- A semaphore is an admission without a rate. One script; ARGV[1] names the operation. Not a limiter script: no
 -- common.lua.
--- The script is this folder's four files joined in order (cmake/redis.cmake: core, classes, operations, call), embedded
+-- The script is this folder's files joined in order (cmake/redis.cmake: core, classes, operations, call; in debug
+-- builds debug_clock before call), embedded
 -- as lua::semaphore ("semaphore.lua" in the C++ side's comments). It defines call(KEYS, ARGV), which runs one call, and
 -- makes no Redis call at its top level: the library (redis::script::library) runs it as a script (the text, then
 -- `return call(KEYS, ARGV)`) or registers call as the function of a Redis Functions library, whose top level — every
@@ -54,7 +55,8 @@
 -- are granted while their requests fit. The work per operation is O(log N) in the number N of holders and waiters,
 -- plus O(log N) per lease or waiter expired, granted or dropped (and, amortized, O(1) per waiter that left, for the
 -- queue's compaction).
--- Time is TIME only, in integer microseconds (doubles are exact below 2^53; now is ~1.8e15).
+-- Time is TIME only, in integer microseconds (doubles are exact below 2^53; now is ~1.8e15) — but in the library's
+-- debug builds, where a semaphore whose meta has the field debug_now runs on that time instead (debug_clock.lua).
 -- Replies: {status, ...}; status 0 GRANTED (or done), 1 QUEUED, 2 UNAVAILABLE (try_acquire), 3 FULL (the queue),
 -- 4 TOO_LARGE (exceeds capacity or the burst), 5 UNKNOWN (no such lease or waiter: released, expired, cancelled, never
 -- existed), 6 LEFT (cancelled: left the queue, or gave back the grant that came first), 7 CONFLICT (another definition,
@@ -81,6 +83,12 @@ local function num(x, what)
     error('admit semaphore: ' .. what .. ' must be an integer, got ' .. tostring(x))
   end
   return v
+end
+
+-- The call's time: the server's clock, in µs. (Replaced by debug_clock.lua in the library's debug builds.)
+local function server_time()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
 -- meta, read once and written once at the end (dirty fields only)
