@@ -83,7 +83,7 @@ constexpr admit::bench::command_line command(
     "                                   [--repetitions N] [--name NAME] [--timeout-ms MS]\n"
     "                                   [--poll-interval-ms MS] [--tag TEXT] [--floor on|off]\n"
     "                                   [--api blocking|async|both] [--rate R [--burst B]]\n"
-    "                                   [--crowd C:K:HOLD_MS,...]\n"
+    "                                   [--crowd C:K:HOLD_MS,...] [--idle-ttl-ms MS]\n"
     "--cycles C:K,...: cases of C contenders on a semaphore of capacity K (default 1:1,64:8); 'none' for\n"
     "  no cycles case. --wakeup-rounds 0: no wake-up case (default 300 rounds).\n"
     "--api both (default): each cycles case with blocking contenders (threads; variant 'default') and then\n"
@@ -94,6 +94,7 @@ constexpr admit::bench::command_line command(
     "  1000000) and the case's capacity (variant 'admission'): a rate decided with the permits.\n"
     "--crowd C:K:HOLD_MS: C contenders on capacity K, each holding HOLD_MS ms (default: none): Redis CPU\n"
     "  per grant and the hand-off from a release to the next grant.\n"
+    "--idle-ttl-ms MS: the semaphores' idle_ttl (default 0: their keys stay).\n"
     "--timeout-ms is the connection's command timeout; the semaphores have the default semaphore_options\n"
     "  (poll_interval 1 s) unless --poll-interval-ms is given. --tag TEXT is appended to the variant.\n");
 
@@ -140,6 +141,8 @@ settings parse_arguments(int argc, char** argv) {
       s.name = value;
     } else if (flag == "--timeout-ms") {
       s.timeout = std::chrono::milliseconds(command.to_integer(flag, value, 1));
+    } else if (flag == "--idle-ttl-ms") {
+      s.idle_ttl = std::chrono::milliseconds(command.to_integer(flag, value, 0));
     } else if (flag == "--poll-interval-ms") {
       s.poll_interval = std::chrono::milliseconds(command.to_integer(flag, value, 1));
     } else if (flag == "--floor") {
@@ -184,6 +187,7 @@ summary summarize(std::vector<std::int64_t> ns) {
 admit::redis::semaphore_options semaphore_options(const settings& s) {
   admit::redis::semaphore_options o;
   if (s.poll_interval) o.poll_interval = *s.poll_interval;
+  o.idle_ttl = s.idle_ttl;
   return o;
 }
 

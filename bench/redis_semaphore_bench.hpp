@@ -49,6 +49,7 @@ struct settings {
   std::string name = "admit-sem-bench";
   std::chrono::milliseconds timeout{1000};
   std::optional<std::chrono::milliseconds> poll_interval;  // semaphore_options::poll_interval (default: its default)
+  std::chrono::milliseconds idle_ttl{0};                   // semaphore_options::idle_ttl
   std::string tag;
   bool floor = true;     // also the LPUSH -> BLPOP floor after the wake-up case
   bool blocking = true;  // the cycles cases with blocking contenders (threads)

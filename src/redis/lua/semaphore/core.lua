@@ -134,7 +134,8 @@ local function keep_alive()
     if top[2] then last = math.max(last, tonumber(top[2])) end
   end
   local at = int(math.floor((last + idle) / 1000) + 1) -- milliseconds, rounded up
-  local keys = { meta, holders, leases, queue, expiry, waiters_hash }
+  local keys = { meta, holders, leases, queue, expiry }
+  if tracked then keys[#keys + 1] = waiters_hash end -- only a rate or classes use it
   if multi then
     for k = 2, #cls do keys[#keys + 1] = cls[k].list end
   end
