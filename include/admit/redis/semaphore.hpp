@@ -449,7 +449,7 @@ class semaphore {
     return boost::asio::async_initiate<CompletionToken, void(std::error_code, lease::release_status)>(
         [core = core_](auto handler, std::string id) {
           auto done = detail::posted_completion<std::error_code, lease::release_status>(std::move(handler),
-                                                                                       detail::executor_of(*core));
+                                                                                        detail::executor_of(*core));
           release_by_id(core, id, [done](lease::release_status status, std::error_code ec) { done(ec, status); });
         },
         token, std::move(lease_id));

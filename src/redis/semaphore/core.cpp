@@ -274,16 +274,14 @@ void semaphore_core::async_try_acquire(std::int64_t n, std::size_t priority,
   if (pass == breaker_pass::refused) return finish(degrade(n, make_error_code(errc::circuit_open)));
   std::string id = random_id();
   op_args op = acquire_op(id, n, false, std::nullopt, priority);
-  async_command(std::move(op), call_deadline({}),
-                [self = shared_from_this(), id = std::move(id), sent = steady::now(), pass, n,
-                 finish = std::move(finish)](boost::system::error_code ec, reply r) {
-                  finish(self->try_outcome(id, ec, r, sent, pass, n));
-                });
+  async_command(
+      std::move(op), call_deadline({}),
+      [self = shared_from_this(), id = std::move(id), sent = steady::now(), pass, n, finish = std::move(finish)](
+          boost::system::error_code ec, reply r) { finish(self->try_outcome(id, ec, r, sent, pass, n)); });
 }
 
-semaphore_result semaphore_core::try_outcome(const std::string& id, const boost::system::error_code& ec,
-                                             const reply& r, steady::time_point sent, breaker_pass pass,
-                                             std::int64_t n) {
+semaphore_result semaphore_core::try_outcome(const std::string& id, const boost::system::error_code& ec, const reply& r,
+                                             steady::time_point sent, breaker_pass pass, std::int64_t n) {
   breaker.report(as_error(ec), pass, steady::now());
   if (is_outage(as_error(ec))) {
     (void)judge(id, ec, r, sent);  // leaves whatever the call may have done
@@ -306,7 +304,8 @@ semaphore_core::release_answer semaphore_core::answer_to_release(std::error_code
 semaphore_core::release_answer semaphore_core::release_now(const std::string& id, std::int64_t n) {
   const auto deadline = call_deadline({});
   const auto ask = [&] {
-    return call(deadline, n > 0 ? op_args{"release", id, wake_key, std::to_string(n)} : op_args{"release", id, wake_key});
+    return call(deadline,
+                n > 0 ? op_args{"release", id, wake_key, std::to_string(n)} : op_args{"release", id, wake_key});
   };
   result r = ask();
   // A connection lost under the call (it reconnects): asked once more within the same deadline. Releasing is

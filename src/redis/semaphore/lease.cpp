@@ -96,9 +96,7 @@ const std::string& lease::id() const noexcept {
   static const std::string none;
   return core_ ? core_->id : none;
 }
-std::optional<std::int64_t> lease::available() const noexcept {
-  return core_ ? core_->available : std::nullopt;
-}
+std::optional<std::int64_t> lease::available() const noexcept { return core_ ? core_->available : std::nullopt; }
 lease_state lease::state() const noexcept { return core_ ? core_->state.load() : lease_state::released; }
 std::chrono::microseconds lease::expires_at() const noexcept {
   return std::chrono::microseconds(core_ ? core_->expires_us.load() : 0);

@@ -77,8 +77,8 @@ class lease_table {
 
   const options opts_;
   mutable std::mutex mutex_;
-  lease_map leases_;    // by id
-  expiry_map expiry_;   // lease ids by expiry time
+  lease_map leases_;   // by id
+  expiry_map expiry_;  // lease ids by expiry time
 };
 
 }  // namespace admit::serve

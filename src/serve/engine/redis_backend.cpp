@@ -291,8 +291,9 @@ void redis_backend::configure(const configuration& next) {
     std::erase_if(state_->limiters, [&](const auto& entry) { return !used.contains(entry.first); });
   }
   state_->stock.clear();  // a stock taken under the old limit or prefetch is not spent under the new ones
-  std::unordered_map<std::string, std::shared_ptr<redis::semaphore>> dropped;  // made again on use: their state is
-  const std::lock_guard lock(state_->semaphores_mutex);                      // in Redis; destroyed after the lock
+  // The semaphore objects are made again on use (their state is in Redis); destroyed after the lock.
+  std::unordered_map<std::string, std::shared_ptr<redis::semaphore>> dropped;
+  const std::lock_guard lock(state_->semaphores_mutex);
   dropped.swap(state_->semaphores);
 }
 

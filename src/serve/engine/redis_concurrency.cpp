@@ -1,6 +1,6 @@
-// `admit serve`'s Redis backend (see redis_backend.hpp): the concurrency rules, on admit::redis::semaphore. A hit is one
-// non-waiting acquire of its n permits; the lease is detached and handed to the caller by id, and any process of the
-// fleet releases it by that id — or Redis lets it expire lease_ttl after its grant.
+// `admit serve`'s Redis backend (see redis_backend.hpp): the concurrency rules, on admit::redis::semaphore. A hit is
+// one non-waiting acquire of its n permits; the lease is detached and handed to the caller by id, and any process of
+// the fleet releases it by that id — or Redis lets it expire lease_ttl after its grant.
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <charconv>

@@ -37,11 +37,7 @@ using admit::redis::testing::pty_process;
 using admit::redis::testing::run_result;
 using steady = std::chrono::steady_clock;
 
-TEST(AdmitRunLocalChild, Role) {
-  const auto a = admit::redis::testing::role_arguments();
-  if (a.empty()) GTEST_SKIP() << "run by the other tests as a separate process";
-  run_role(a);
-}
+ADMIT_CHILD_ROLE_TEST(AdmitRunLocalChild, run_role)
 
 #ifdef ADMIT_CLI
 

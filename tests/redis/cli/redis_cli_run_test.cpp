@@ -44,11 +44,7 @@ using admit::redis::testing::run_result;
 using admit::redis::testing::tcp_proxy;
 using steady = std::chrono::steady_clock;
 
-TEST(AdmitRunRedisChild, Role) {
-  const auto a = admit::redis::testing::role_arguments();
-  if (a.empty()) GTEST_SKIP() << "run by the other tests as a separate process";
-  run_role(a);
-}
+ADMIT_CHILD_ROLE_TEST(AdmitRunRedisChild, run_role)
 
 #ifdef ADMIT_CLI
 

@@ -93,11 +93,7 @@ admit::redis::semaphore_options fleet_options() {
   std::_Exit(4);
 }
 
-TEST(RedisAdmissionFleetChild, Role) {
-  const auto args = admit::redis::testing::role_arguments();
-  if (args.empty()) GTEST_SKIP() << "run by the other tests as a separate process";
-  run_role(args);
-}
+ADMIT_CHILD_ROLE_TEST(RedisAdmissionFleetChild, run_role)
 
 // Four processes, 16 interactive and 8 batch requests always in flight on 8 permits: both classes always have
 // waiters, so each holds its guarantee — 6 and 2 — whenever Redis is looked at, except in the instant a class's

@@ -171,8 +171,7 @@ TEST(RedisAdmissionNetwork, UnderEveryFaultInTurnTokensStayOrderedAndLimitsHeld)
   admit::redis::testing::proxied_redis net;
   semaphore_options o = through_proxy();
   o.timeout = 300ms;
-  admission a(net.conn, "faults-admission", {.rate = admit::rate::parse("200/s"), .burst = 5, .max_in_flight = 1},
-              o);
+  admission a(net.conn, "faults-admission", {.rate = admit::rate::parse("200/s"), .burst = 5, .max_in_flight = 1}, o);
   admit::redis::testing::fenced_resource resource;
   std::atomic<bool> stop{false};
   std::atomic<int> grants{0}, stale{0}, late{0};
@@ -198,18 +197,7 @@ TEST(RedisAdmissionNetwork, UnderEveryFaultInTurnTokensStayOrderedAndLimitsHeld)
       fewest_tokens = std::min(fewest_tokens, tokens);
     }
   };
-  for (int round = 0; round < 2; ++round) {
-    net.proxy.delay_replies(50ms);
-    watch(300ms);
-    net.proxy.heal();
-    net.proxy.black_hole(true);
-    watch(300ms);
-    net.proxy.heal();
-    net.proxy.reset_mid_reply();
-    watch(300ms);
-    net.proxy.heal();
-    watch(200ms);
-  }
+  net.cycle_faults(2, watch);
   stop.store(true);
   for (auto& f : workers) f.get();
   EXPECT_GT(grants.load(), 0);

@@ -79,7 +79,8 @@ void expect_the_same_decisions_over_time(const admission_options& limits, const 
     auto r = remote.try_acquire(priority, n);
     ASSERT_EQ(static_cast<bool>(l), static_cast<bool>(r))
         << "step " << step << " at " << elapsed_us / 1000 << " ms: class " << priority << ", n " << n << " — local "
-        << (l ? "admitted" : make_error_code(l.error()).message()) << ", Redis " << (r ? "admitted" : r.error().message());
+        << (l ? "admitted" : make_error_code(l.error()).message()) << ", Redis "
+        << (r ? "admitted" : r.error().message());
     if (l) {
       ++admitted;
       held.emplace(step, std::pair{std::move(*l), std::move(*r)});
@@ -97,8 +98,8 @@ void expect_the_same_decisions_over_time(const admission_options& limits, const 
 TEST(RedisAdmissionTime, DecidesAsTheLocalAdmissionDoesAsTimeMoves) {
   for (unsigned seed = 1; seed <= 3; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    expect_the_same_decisions_over_time(
-        {.rate = admit::rate::parse("10/s"), .burst = 4, .max_in_flight = 8}, "time-" + std::to_string(seed), seed);
+    expect_the_same_decisions_over_time({.rate = admit::rate::parse("10/s"), .burst = 4, .max_in_flight = 8},
+                                        "time-" + std::to_string(seed), seed);
   }
 }
 

@@ -152,15 +152,15 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
     EXPECT_EQ(shape(r.value.elements()[i]), separate[i]) << "operation " << i << " (" << ops[i].front() << ")";
   }
   EXPECT_EQ(separate[0], "[0 1 T T T 0 ]");  // granted, none left free
-  EXPECT_EQ(separate[1], "[1 1 T 0 ]");    // queued, first (no rate: 0 µs until tokens)
-  EXPECT_EQ(separate[2], "[0 1 T b:1 ]");  // released, handed to b
-  EXPECT_EQ(separate[3], "[0 1 T T T ]");  // b holds it
-  EXPECT_EQ(separate[5], "[0 1 T ]");      // released
+  EXPECT_EQ(separate[1], "[1 1 T 0 ]");      // queued, first (no rate: 0 µs until tokens)
+  EXPECT_EQ(separate[2], "[0 1 T b:1 ]");    // released, handed to b
+  EXPECT_EQ(separate[3], "[0 1 T T T ]");    // b holds it
+  EXPECT_EQ(separate[5], "[0 1 T ]");        // released
   EXPECT_EQ(separate[4].rfind("-ERR admit semaphore: unknown operation no_such_operation", 0), 0u) << separate[4];
   EXPECT_EQ(separate[6], "[0 1 T T T 0 ]");  // c takes the free permit
-  EXPECT_EQ(separate[7], "[2 0 T ]");      // none left for d, which does not wait
-  EXPECT_EQ(separate[8], "[0 1 T ]");      // released
-  EXPECT_EQ(separate[9], "[5 0 T ]");      // not held any more
+  EXPECT_EQ(separate[7], "[2 0 T ]");        // none left for d, which does not wait
+  EXPECT_EQ(separate[8], "[0 1 T ]");        // released
+  EXPECT_EQ(separate[9], "[5 0 T ]");        // not held any more
 
   // The same state: the counters (times masked), no holder, lease or waiter left.
   for (const char* name : {"one", "two"}) {

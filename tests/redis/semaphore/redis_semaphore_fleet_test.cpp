@@ -88,11 +88,7 @@ semaphore_options fleet_options() {
   std::_Exit(4);
 }
 
-TEST(RedisSemaphoreFleetChild, Role) {
-  const auto args = admit::redis::testing::role_arguments();
-  if (args.empty()) GTEST_SKIP() << "run by the other tests as a separate process";
-  run_role(args);
-}
+ADMIT_CHILD_ROLE_TEST(RedisSemaphoreFleetChild, run_role)
 
 // Four processes queue two waiters each, interleaved (places 0-7: p0, p1, p2, p3, p0, p1, p2, p3) while the test
 // holds the only permit. The fencing tokens give the grant order: it is the order of arrival, both as the processes

@@ -64,9 +64,9 @@ std::pair<std::error_code, status> release_async(semaphore& s, const std::string
   return f.get();
 }
 
-// The child's part: `detach URL NAME` takes the one permit of NAME, detaches it, writes "lease ID" on a line of its own on standard output and
-// ends with every object destroyed (a lease object's destructor would release what it still held) — exit 0, or 2
-// when the permit was not granted.
+// The child's part: `detach URL NAME` takes the one permit of NAME, detaches it, writes "lease ID" on a line of its own
+// on standard output and ends with every object destroyed (a lease object's destructor would release what it still
+// held) — exit 0, or 2 when the permit was not granted.
 [[noreturn]] void run_child(const std::vector<std::string>& args) {
   {
     io_thread io;
@@ -82,11 +82,7 @@ std::pair<std::error_code, status> release_async(semaphore& s, const std::string
   std::_Exit(0);
 }
 
-TEST(RedisSemaphoreHandoverChild, Role) {
-  const auto args = admit::redis::testing::role_arguments();
-  if (args.empty()) GTEST_SKIP() << "run by the other tests as a separate process";
-  run_child(args);
-}
+ADMIT_CHILD_ROLE_TEST(RedisSemaphoreHandoverChild, run_child)
 
 TEST(RedisSemaphoreHandover, AsyncTryAcquireTakesFreePermitsAndNeverQueues) {
   redis_server server;
@@ -97,7 +93,7 @@ TEST(RedisSemaphoreHandover, AsyncTryAcquireTakesFreePermitsAndNeverQueues) {
   tried first = try_async(s, 2);
   ASSERT_FALSE(first.ec) << first.ec.message();
   EXPECT_EQ(first.held.count(), 2);
-  EXPECT_EQ(first.held.available(), 0);  // what the grant left free, from its reply
+  EXPECT_EQ(first.held.available(), 0);                 // what the grant left free, from its reply
   EXPECT_NE(first.thread, std::this_thread::get_id());  // the connection's executor, the handler's default
 
   tried refused = try_async(s, 1);
@@ -140,8 +136,8 @@ TEST(RedisSemaphoreHandover, ALeaseDetachedInOneProcessIsReleasedByItsIdInAnothe
   connection conn(io.executor(), server.url());
   semaphore s(conn, "handover", 1);
 
-  child_process child = admit::redis::testing::spawn_role("RedisSemaphoreHandoverChild.Role",
-                                                          {"detach", server.url(), "handover"});
+  child_process child =
+      admit::redis::testing::spawn_role("RedisSemaphoreHandoverChild.Role", {"detach", server.url(), "handover"});
   ASSERT_EQ(child.wait(), 0) << child.err();
   const std::string& out = child.out();
   const auto at = out.find("\nlease ");

@@ -198,18 +198,7 @@ TEST(RedisSemaphoreNetwork, UnderEveryFaultInTurnTokensStayOrderedAndCapacityHel
     for (const auto end = steady::now() + d; steady::now() < end;)
       most = std::max(most, holders_in_redis(net.direct, "faults"));
   };
-  for (int round = 0; round < 3; ++round) {
-    net.proxy.delay_replies(50ms);
-    watch(300ms);
-    net.proxy.heal();
-    net.proxy.black_hole(true);
-    watch(300ms);
-    net.proxy.heal();
-    net.proxy.reset_mid_reply();
-    watch(300ms);
-    net.proxy.heal();
-    watch(200ms);
-  }
+  net.cycle_faults(3, watch);
   stop.store(true);
   for (auto& f : workers) f.get();
   EXPECT_GT(grants.load(), 0);

@@ -84,11 +84,7 @@ child_process spawn_child(const std::vector<std::string>& role) {
   std::_Exit(4);
 }
 
-TEST(RedisSemaphoreChild, Role) {
-  const auto args = admit::redis::testing::role_arguments();
-  if (args.empty()) GTEST_SKIP() << "run by the other tests as a separate process";
-  run_child(args);
-}
+ADMIT_CHILD_ROLE_TEST(RedisSemaphoreChild, run_child)
 
 semaphore_options quiet_options() {
   semaphore_options o;

@@ -46,4 +46,13 @@ inline child_process spawn_role(const std::string& filter, const std::vector<std
   return child_process(role_argv(filter, role));
 }
 
+// The TEST `suite`.Role that spawn_role("<suite>.Role", role) runs: it calls run(role) in the child (which ends the
+// process) and skips when the test binary runs as itself.
+#define ADMIT_CHILD_ROLE_TEST(suite, run)                                                  \
+  TEST(suite, Role) {                                                                      \
+    const auto role_args = admit::redis::testing::role_arguments();                        \
+    if (role_args.empty()) GTEST_SKIP() << "run by the other tests as a separate process"; \
+    run(role_args);                                                                        \
+  }
+
 }  // namespace admit::redis::testing
