@@ -48,14 +48,9 @@ if(ADMIT_WITH_REDIS)
   endforeach()
   # The semaphore's script is long: a folder of parts, joined in this order (core.lua states the protocol). Debug
   # builds add debug_clock.lua: a time a test can set (see that file); release builds never have it.
-  if(CMAKE_BUILD_TYPE STREQUAL "Debug")
-    set(admit_redis_debug_clock_default ON)
-  else()
-    set(admit_redis_debug_clock_default OFF)
-  endif()
-  option(ADMIT_REDIS_DEBUG_CLOCK "The semaphore's script runs on a time tests can set" ${admit_redis_debug_clock_default})
+  # Follows the build type at every configure (not an option a cache could keep across a change of build type).
   set(admit_redis_semaphore_parts core classes operations call)
-  if(ADMIT_REDIS_DEBUG_CLOCK)
+  if(CMAKE_BUILD_TYPE STREQUAL "Debug")
     set(admit_redis_semaphore_parts core classes operations debug_clock call)
   endif()
   set(admit_redis_lua_parts_semaphore)

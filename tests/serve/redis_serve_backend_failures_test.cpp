@@ -59,6 +59,26 @@ TEST_F(RedisServeBackend, RedisKilledFailsDecisionsAndTheyRecoverByThemselves) {
   EXPECT_EQ(backend.ping(1s), std::nullopt);
 }
 
+// A concurrency rule at its limit is Redis answering, not failing: refusals, and checks of counters nobody uses, never
+// open the breaker for the other rules.
+TEST_F(RedisServeBackend, RefusalsOfAFullConcurrencyRuleDoNotOpenTheBreaker) {
+  redis_backend_options o = options_for(server.url());
+  o.breaker = {.failure_threshold = 2, .open_for = std::chrono::hours(1)};
+  redis_backend b(io.executor(), o);
+  const rate_limit_rule conc = rule(1, unit::unknown, algorithm::concurrency);
+  const rate_limit_rule fixed = rule(100, unit::minute);
+  ASSERT_EQ(decide_one(b, make_hit(conc, "full")).result, state::ok);
+  hit unused = make_hit(conc, "unused");
+  unused.n = 0;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(decide_one(b, make_hit(conc, "full")).result, state::over_limit);
+    EXPECT_EQ(decide_one(b, make_hit(conc, "full", 2)).result, state::over_limit);  // above the limit
+    EXPECT_EQ(decide_one(b, unused).result, state::ok);
+  }
+  const hit_outcome after = decide_one(b, make_hit(fixed, "f"));
+  EXPECT_EQ(after.result, state::ok) << after.error;
+}
+
 TEST_F(RedisServeBackend, TheBreakerFailsDecisionsAtOnceWhileRedisIsDown) {
   redis_backend_options o = options_for(server.url());
   o.timeout = 200ms;

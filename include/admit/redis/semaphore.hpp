@@ -233,7 +233,8 @@ class [[nodiscard]] lease {
   // renewal, on Redis's clock (expires_at()). For a request that one process admits and another finishes (a job
   // handed from a front end to a worker; `admit serve`'s /release). Returns "" and hands over nothing for an empty
   // or released lease, and for a local lease of the failure policy (it is not in Redis, so no other object could
-  // release it: its permits are given back to this process at once). No Redis call.
+  // release it: its permits are given back to this process at once). No Redis call. A renewal already on its way
+  // when detach() is called may still land, extending the lease once more (by lease_ttl at most).
   [[nodiscard]] std::string detach();
 
   [[nodiscard]] explicit operator bool() const noexcept { return static_cast<bool>(core_); }
@@ -243,9 +244,10 @@ class [[nodiscard]] lease {
   // The lease's identity in Redis (per acquisition).
   [[nodiscard]] const std::string& id() const noexcept;
   [[nodiscard]] lease_state state() const noexcept;
-  // The permits the semaphore had free right after this grant, as Redis counted them (negative after a capacity cut);
-  // std::nullopt when not known: a grant that waited (handed over by a release or found by a poll), a local lease.
-  // For a "remaining" figure in an answer; it is not kept up to date.
+  // The permits the semaphore had free at the end of the call that granted this lease, as Redis counted them
+  // (negative after a capacity cut; with classes, after the call also served other waiters); std::nullopt when not
+  // known: a grant that waited (handed over by a release or found by a poll), a local lease. For a "remaining" figure
+  // in an answer; it is not kept up to date.
   [[nodiscard]] std::optional<std::int64_t> available() const noexcept;
   // The expiry Redis last reported, in µs since the Unix epoch of Redis's clock.
   [[nodiscard]] std::chrono::microseconds expires_at() const noexcept;

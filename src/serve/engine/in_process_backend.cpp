@@ -187,37 +187,39 @@ struct deny_state final : rule_state {
 struct concurrency_state final : rule_state {
   concurrency_state(std::uint32_t limit_, std::size_t max_keys, lease_table& leases_, std::uint64_t owner_)
       : limit(limit_),
-        counts({.limit = limit_, .max_waiters = 0, .timeout = std::chrono::nanoseconds::zero(), .max_keys = max_keys}),
+        // max_waiters 1 with a zero timeout: nothing ever waits, and a refusal says why — timeout (short),
+        // exceeds_capacity (n above the limit) or queue_full (a new key refused for the store's cap).
+        counts(std::make_shared<keyed_concurrency_limiter<>>(keyed_concurrency_options{
+            .limit = limit_, .max_waiters = 1, .timeout = std::chrono::nanoseconds::zero(), .max_keys = max_keys})),
         leases(leases_),
         owner(owner_) {}
-  ~concurrency_state() override { leases.drop_owner(owner); }  // before `counts` goes: its permits are released
+  ~concurrency_state() override { leases.drop_owner(owner); }
   hit_outcome decide(const hit& h, std::int64_t now_ns) override {
     leases.expire(now_ns);  // their permits are free from their expiry on
     hit_outcome o;
     o.limit = limit;
     if (h.n > 0) {
-      auto p = counts.try_acquire(h.counter_key, h.n);
+      auto p = counts->try_acquire_for(h.counter_key, std::chrono::nanoseconds::zero(), h.n);
       if (!p) {
-        // Refused: short, or n above the limit — or a new key refused for the store's cap (a key nobody holds could
-        // have taken any n up to the limit).
-        if (h.n <= limit && !counts.contains(h.counter_key)) return key_cap_reached(counts.max_keys());
+        if (p.error() == errc::queue_full) return key_cap_reached(counts->max_keys());
         o.result = hit_outcome::state::over_limit;
-        o.count_after = static_cast<std::uint64_t>(counts.in_flight(h.counter_key)) + h.n;
+        o.count_after = static_cast<std::uint64_t>(counts->in_flight(h.counter_key)) + h.n;
         return o;
       }
-      auto id = leases.hold(owner, std::move(*p), now_ns);
+      auto id = leases.hold(owner, counts, std::move(*p), now_ns);
       if (!id) return failed("lease table full: max_leases leases are held");
       o.lease = std::move(*id);
       o.reset_after = ceil_seconds(leases.ttl());  // as the Redis backend: the longest the permits can stay held
     }
-    const std::int64_t in_flight = counts.in_flight(h.counter_key);
+    const std::int64_t in_flight = counts->in_flight(h.counter_key);
     o.count_after = static_cast<std::uint64_t>(in_flight);
     o.remaining = clamp_u32(limit - in_flight);
     return o;
   }
-  std::size_t keys() const override { return counts.size(); }
+  std::size_t keys() const override { return counts->size(); }
   std::uint32_t limit;
-  keyed_concurrency_limiter<> counts;
+  // Shared with the lease table's leases, which keep it alive until their permits are released.
+  std::shared_ptr<keyed_concurrency_limiter<>> counts;
   lease_table& leases;
   std::uint64_t owner;
 };

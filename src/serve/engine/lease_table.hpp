@@ -3,8 +3,8 @@
 // gives the id back (release) or the lease expires.
 //
 //   lease_table leases{{.ttl = std::chrono::seconds(60)}};
-//   if (auto p = limiter.try_acquire("domain\x1fuser_alice", 1)) {
-//     std::optional<std::string> id = leases.hold(rule_id, std::move(*p), now_ns);   // 32 hex digits
+//   if (auto p = limiter->try_acquire("domain\x1fuser_alice", 1)) {     // limiter: a std::shared_ptr
+//     std::optional<std::string> id = leases.hold(rule_id, limiter, std::move(*p), now_ns);   // 32 hex digits
 //   }
 //   leases.release(*id, later_ns);                                                     // the permit goes back
 //
@@ -18,13 +18,15 @@
 // hex: a caller cannot guess another's lease to release it. The table holds at most max_leases leases.
 //
 // Thread safety: every member may be called concurrently (one mutex: each call is O(log leases) plus the leases it
-// expires). Permits are released after the mutex is let go, so a limiter's work never runs under it. The limiters
-// must outlive the leases of their permits (drop_owner before a limiter goes).
+// expires). Permits are released after the mutex is let go, so a limiter's work never runs under it; each lease keeps
+// its limiter alive (the shared_ptr given to hold) until its permit is released, so a rule removed by a reload while
+// one of its permits is being released cannot take the limiter from under it.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -49,9 +51,11 @@ class lease_table {
   lease_table(const lease_table&) = delete;
   lease_table& operator=(const lease_table&) = delete;
 
-  // Holds `p` under a new id, for `owner` (an id the caller gives each rule), until released or expired (ttl after
-  // now_ns). std::nullopt when the table already holds max_leases leases: `p` is released then.
-  [[nodiscard]] std::optional<std::string> hold(std::uint64_t owner, permit p, std::int64_t now_ns);
+  // Holds `p`, a permit of `limiter`, under a new id, for `owner` (an id the caller gives each rule), until released
+  // or expired (ttl after now_ns). std::nullopt when the table already holds max_leases leases: `p` is released then.
+  [[nodiscard]] std::optional<std::string> hold(std::uint64_t owner,
+                                                std::shared_ptr<admit::keyed_concurrency_limiter<>> limiter, permit p,
+                                                std::int64_t now_ns);
   // Releases the lease's permits. False when no such lease is held (unknown, released already, or expired by now_ns).
   bool release(std::string_view lease, std::int64_t now_ns);
   // Releases the permits of the leases expired by now_ns.
@@ -65,15 +69,20 @@ class lease_table {
 
  private:
   using expiry_map = std::multimap<std::int64_t, std::string>;
+  // A permit and its limiter: the limiter first, so that it is let go after the permit is released.
+  struct held_permit {
+    std::shared_ptr<admit::keyed_concurrency_limiter<>> limiter;
+    permit p;
+  };
   struct lease {
     std::uint64_t owner = 0;
-    permit held;
+    held_permit held;
     expiry_map::iterator expiry;
   };
   using lease_map = std::unordered_map<std::string, lease>;
   // Takes the lease out of the maps; its permit, to release once the mutex is let go.
-  permit take(lease_map::iterator it);
-  void expire_locked(std::int64_t now_ns, std::vector<permit>& out);
+  held_permit take(lease_map::iterator it);
+  void expire_locked(std::int64_t now_ns, std::vector<held_permit>& out);
 
   const options opts_;
   mutable std::mutex mutex_;

@@ -72,8 +72,11 @@ redis_backend::state::state(boost::asio::any_io_executor executor, redis_backend
   }
   if (opts.timeout <= opts.timeout.zero()) throw std::invalid_argument("admit serve --redis: timeout must be > 0");
   if (opts.max_batch < 1) throw std::invalid_argument("admit serve --redis: max_batch must be >= 1");
-  if (opts.lease_ttl <= opts.lease_ttl.zero()) {
-    throw std::invalid_argument("admit serve --redis: lease_ttl must be > 0");
+  // A semaphore's lease_ttl is at most 2^40 µs (about 12.7 days).
+  if (opts.lease_ttl <= opts.lease_ttl.zero() ||
+      opts.lease_ttl > std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::microseconds(1LL << 40))) {
+    throw std::invalid_argument("admit serve --redis: the lease ttl must be > 0 and at most 12 days, got " +
+                                std::to_string(opts.lease_ttl.count()) + "ms");
   }
   if (opts.max_limiters < 1) throw std::invalid_argument("admit serve --redis: max_limiters must be >= 1");
   address = detail::address_of(node_options);

@@ -232,8 +232,10 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   // The objects in use, by name; cleared when it reaches max_limiters entries and at each configure (they keep no
   // state a decision needs: an object made again is as good).
   std::unordered_map<std::string, std::shared_ptr<redis::semaphore>> semaphores;
-  // The semaphore of `counter_key` at `limit` (made on first use); the client must be known (with_client).
-  std::shared_ptr<redis::semaphore> semaphore_for(const std::string& counter_key, std::uint32_t limit);
+  // The semaphore of `counter_key` at `limit`: the cached one, else made (and cached when `cached`); the client must
+  // be known (with_client).
+  std::shared_ptr<redis::semaphore> semaphore_for(const std::string& counter_key, std::uint32_t limit,
+                                                  bool cached = true);
 
   void acquire(const std::shared_ptr<detail::pending_request>& req, std::size_t i, const hit& h);
   void release(const std::string& lease, std::function<void(bool)> done);

@@ -37,6 +37,11 @@ std::string escape_braces(std::string_view text) {
 
 namespace {
 
+// What the breaker hears of a semaphore's answer: Redis answered (a refusal, or no such semaphore) is a success.
+std::error_code as_call_outcome(std::error_code ec) {
+  return ec == errc::would_block || ec == errc::exceeds_capacity || ec == errc::not_found ? std::error_code() : ec;
+}
+
 // The parts of a lease id "cc2.<limit>.<hex of the counter key>.<lease id>"; std::nullopt for any other text.
 struct lease_parts {
   std::uint32_t limit = 0;
@@ -64,12 +69,13 @@ std::optional<lease_parts> parse_lease(std::string_view lease) {
 }  // namespace
 
 std::shared_ptr<redis::semaphore> redis_backend::state::semaphore_for(const std::string& counter_key,
-                                                                      std::uint32_t limit) {
+                                                                      std::uint32_t limit, bool cached) {
   std::string name = opts.key_prefix + "cc:" + std::to_string(limit) + ":" + detail::escape_braces(counter_key);
   std::unordered_map<std::string, std::shared_ptr<redis::semaphore>> dropped;  // destroyed after the lock
-  const std::lock_guard lock(semaphores_mutex);
+  std::unique_lock lock(semaphores_mutex);
   if (auto it = semaphores.find(name); it != semaphores.end()) return it->second;
-  if (semaphores.size() >= opts.max_limiters) dropped.swap(semaphores);
+  if (!cached) lock.unlock();
+  if (cached && semaphores.size() >= opts.max_limiters) dropped.swap(semaphores);
   redis::semaphore_options so;
   so.lease_ttl = opts.lease_ttl;
   so.auto_renew = false;  // every lease is detached as soon as it is granted
@@ -79,7 +85,7 @@ std::shared_ptr<redis::semaphore> redis_backend::state::semaphore_for(const std:
   std::shared_ptr<redis::semaphore> made = clustered.load(std::memory_order_acquire)
                                                ? std::make_shared<redis::semaphore>(*nodes, name, limit, so)
                                                : std::make_shared<redis::semaphore>(*conn, name, limit, so);
-  semaphores.emplace(std::move(name), made);
+  if (cached) semaphores.emplace(std::move(name), made);
   return made;
 }
 
@@ -101,7 +107,7 @@ void redis_backend::state::acquire(const std::shared_ptr<pending_request>& req, 
   if (h.n == 0) {  // a check: takes nothing, and answers with the permits in use now
     sem->async_inspect(1, [self = shared_from_this(), req, i, limit, pass, sem](std::error_code ec,
                                                                                 const redis::semaphore_snapshot& s) {
-      self->breaker.report(ec, pass, steady::now());
+      self->breaker.report(as_call_outcome(ec), pass, steady::now());
       if (ec && ec != errc::not_found) return req->fail(i, self->failure_text(ec));
       // No semaphore in Redis (never used, or idle long enough to be forgotten): nothing is held.
       const std::int64_t held = ec ? 0 : std::max<std::int64_t>(0, s.capacity - s.available);
@@ -117,7 +123,7 @@ void redis_backend::state::acquire(const std::shared_ptr<pending_request>& req, 
   }
   sem->async_try_acquire(h.n, [self = shared_from_this(), req, i, limit, pass, n = h.n, key = h.counter_key, sem](
                                   std::error_code ec, redis::lease l) {
-    self->breaker.report(ec, pass, steady::now());
+    self->breaker.report(as_call_outcome(ec), pass, steady::now());
     hit_outcome o;
     o.limit = limit;
     if (ec == errc::would_block || ec == errc::exceeds_capacity) {
@@ -146,7 +152,8 @@ void redis_backend::state::release(const std::string& lease, std::function<void(
     if (c == nullptr) return done(false);
     std::shared_ptr<redis::semaphore> sem;
     try {
-      sem = self->semaphore_for(p.counter_key, p.limit);
+      // Not cached: the lease's text comes from the caller, and made-up ones must not churn the decisions' objects.
+      sem = self->semaphore_for(p.counter_key, p.limit, false);
     } catch (const std::exception&) {
       return done(false);  // not a name any lease of this backend can have
     }

@@ -270,6 +270,7 @@ TEST(RedisSemaphoreHandover, AnIdleSemaphoreLeavesNothingInRedis) {
   }
   // Released by id, the one left keeps the keys alive; once it has expired too, Redis deletes them by itself.
   ASSERT_EQ(s.release(a).first, status::released);
+  for (const auto& k : keys) EXPECT_GT(std::stoi(server.admin({"PTTL", k})), 300) << k;
   ASSERT_TRUE(eventually([&] { return keys_of(server).empty(); })) << "left: " << keys_of(server).size();
   EXPECT_EQ(s.release(b).first, status::not_held);
   // Made anew with the object's capacity.
@@ -285,6 +286,23 @@ TEST(RedisSemaphoreHandover, AnIdleSemaphoreLeavesNothingInRedis) {
       EXPECT_EQ(server.admin({"PTTL", k}), "-1") << k;
     }
   }
+  // A caller without idle_ttl on a semaphore that has one still moves its keys' expiry past its own leases (the
+  // longest idle time given is kept in Redis), and so does inspect, whose grants are leases too.
+  ASSERT_EQ(again->release().first, status::released);
+  semaphore_options longer;
+  longer.lease_ttl = 5s;
+  semaphore plain(conn, "idle", 2, longer);
+  auto held = plain.try_acquire();
+  ASSERT_TRUE(held);
+  for (const auto& k : keys_of(server)) {
+    if (k.starts_with("{idle}")) {
+      EXPECT_GT(std::stoi(server.admin({"PTTL", k})), 4'500) << k;
+    }
+  }
+  (void)server.admin({"PEXPIRE", "{idle}:meta", "100"});  // as if it were about to go
+  ASSERT_FALSE(plain.inspect().second);
+  EXPECT_GT(std::stoi(server.admin({"PTTL", "{idle}:meta"})), 4'500);
+
   semaphore_options bad;
   bad.idle_ttl = -1ms;
   EXPECT_THROW(semaphore(conn, "bad", 1, bad), std::invalid_argument);

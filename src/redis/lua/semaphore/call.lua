@@ -10,10 +10,13 @@ local function call(KEYS, ARGV)
   dirty = {}
   local defined, idle_text = string.match(ARGV[2] or '', '^([^~]*)~(%d+)$')
   if not defined then defined = ARGV[2] end
-  idle = tonumber(idle_text) or 0
   do
     local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next', 'seq', 'interval', 'burst', 'tat',
-      'classes', 'definition', 'queued:1')
+      'classes', 'definition', 'queued:1', 'idle')
+    -- The longest idle time any caller gave is kept: a caller without one (or with a shorter one) still moves the
+    -- keys' expiry past its own leases.
+    idle = math.max(tonumber(idle_text) or 0, tonumber(m[12]) or 0)
+    dirty.idle = idle > (tonumber(m[12]) or 0)
     capacity, free, fence, next_due = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
     seq = tonumber(m[5]) or 0
     interval, burst, tat = tonumber(m[6]) or 0, tonumber(m[7]) or 0, tonumber(m[8]) or 0
@@ -71,7 +74,7 @@ local function call(KEYS, ARGV)
   -- batch, which takes the long way, is tested to agree with them), without the general machinery (and, run as a
   -- script, without making the helpers: in Redis's Lua, making those two dozen closures costs about as much as these
   -- calls' own commands).
-  if capacity and not differs and not multi and now < next_due
+  if capacity and not differs and not multi and now < next_due and not dirty.idle
       and (op == 'acquire' or (op == 'release' and ARGV[5])) and redis.call('ZCARD', expiry) == 0 then
     local id = ARGV[3]
     if op == 'release' then
@@ -125,6 +128,6 @@ local function call(KEYS, ARGV)
     reply = perform(ARGV)
   end
   save()
-  if op ~= 'inspect' then keep_alive() end
+  keep_alive() -- inspect too: its sweep and its grants can write keys
   return reply
 end

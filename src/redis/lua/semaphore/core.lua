@@ -16,7 +16,8 @@
 -- KEYS (every key shares the semaphore's hash tag {name}, so a Redis Cluster keeps them in one slot):
 --   KEYS[1] meta     hash: capacity, free (capacity minus the permits held; negative after a cut), fence (the last
 --                    fencing token), seq (the last arrival number), next (no lease or waiter expires before this
---                    time, µs: the sweep runs only from then on); with a rate also interval (µs one token costs,
+--                    time, µs: the sweep runs only from then on), idle (µs, see keep_alive: only when a caller gave
+--                    one); with a rate also interval (µs one token costs,
 --                    >= 1), burst (tokens the bucket holds at most, >= 1) and tat (the bucket's theoretical arrival
 --                    time, µs: it holds min(burst, (now - tat) / interval) tokens; absent: full); definition (the
 --                    stored definition, as ARGV[2] writes it); with classes also classes (their numbers, as in
@@ -120,11 +121,11 @@ end
 -- (inspect_semaphore, a semaphore of the same name) reaches them by those names, in the same slot.
 local cls, multi, waiters_hash, tracked, differs
 
--- The idle time (ARGV[2]'s suffix "~µs"; 0: none). With one, every key of the semaphore is set to expire that long
--- after the last of its leases and waiters can: once nobody holds or waits, Redis deletes it `idle` later, and the
--- next caller makes it anew from its own definition, as if it had never existed. No lease or waiter outlives its keys:
--- every call but inspect moves their expiry past the latest expiry in holders and expiry (HSET and ZADD keep a key's
--- expiry; a key made anew in the call gets it here).
+-- The idle time (ARGV[2]'s suffix "~µs", or the longest any caller gave, kept in meta's idle; 0: none). With one,
+-- every key of the semaphore is set to expire that long after the last of its leases and waiters can: once nobody
+-- holds or waits, Redis deletes it `idle` later, and the next caller makes it anew from its own definition, as if it
+-- had never existed. No lease or waiter outlives its keys: every call moves their expiry past the latest expiry in
+-- holders and expiry (HSET and ZADD keep a key's expiry; a key made anew in the call gets it here).
 local idle
 local function keep_alive()
   if idle == 0 then return end
@@ -155,6 +156,7 @@ local function save()
     args[#args + 1] = 'burst'; args[#args + 1] = int(burst)
   end
   if dirty.tat then args[#args + 1] = 'tat'; args[#args + 1] = int(tat) end
+  if dirty.idle then args[#args + 1] = 'idle'; args[#args + 1] = int(idle) end
   if dirty.rate then
     if class_text then
       args[#args + 1] = 'classes'; args[#args + 1] = class_text

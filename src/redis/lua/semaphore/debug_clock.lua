@@ -1,5 +1,5 @@
 -- semaphore.lua's debug clock: joined before call.lua in the library's debug builds only (cmake/redis.cmake,
--- ADMIT_REDIS_DEBUG_CLOCK; never in a release build). A semaphore whose meta hash holds the field debug_now (µs since
+-- CMAKE_BUILD_TYPE Debug; never in any other). A semaphore whose meta hash holds the field debug_now (µs since
 -- the Unix epoch, written by a test) runs on that time instead of the server's clock, so that a test can move its time
 -- as it moves a manual clock — the differential tests against the local admission. Without the field: TIME, one HGET
 -- more per call.
