@@ -216,19 +216,30 @@ std::error_code semaphore::set_capacity(std::int64_t capacity) {
   return {};
 }
 
-std::pair<semaphore_snapshot, std::error_code> semaphore::inspect(std::size_t most) {
-  auto out = parse_snapshot(
-      core_->call(core_->call_deadline({}), {"inspect", std::to_string(std::max<std::size_t>(most, 1))}));
-  if (!out.second) core_->gauges().capacity_seen(out.first.capacity);
+namespace {
+
+// The inspect operation, for `most` holders and waiters.
+detail::semaphore_core::op_args inspect_op(std::size_t most) {
+  return {"inspect", std::to_string(std::max<std::size_t>(most, 1))};
+}
+// What an inspect call's answer says; the capacity it shows is the one the gauges report from then on.
+std::pair<semaphore_snapshot, std::error_code> read_inspect(detail::semaphore_core& core, const result& r) {
+  auto out = parse_snapshot(r);
+  if (!out.second) core.gauges().capacity_seen(out.first.capacity);
   return out;
+}
+
+}  // namespace
+
+std::pair<semaphore_snapshot, std::error_code> semaphore::inspect(std::size_t most) {
+  return read_inspect(*core_, core_->call(core_->call_deadline({}), inspect_op(most)));
 }
 
 void semaphore::inspect_then(const std::shared_ptr<detail::semaphore_core>& core, std::size_t most,
                              std::function<void(semaphore_snapshot, std::error_code)> done) {
-  core->async_command_alone({"inspect", std::to_string(std::max<std::size_t>(most, 1))}, core->call_deadline({}),
+  core->async_command_alone(inspect_op(most), core->call_deadline({}),
                             [core, done = std::move(done)](boost::system::error_code ec, reply r) {
-                              auto out = parse_snapshot(result{std::error_code(ec), std::move(r)});
-                              if (!out.second) core->gauges().capacity_seen(out.first.capacity);
+                              auto out = read_inspect(*core, result{std::error_code(ec), std::move(r)});
                               done(std::move(out.first), out.second);
                             });
 }

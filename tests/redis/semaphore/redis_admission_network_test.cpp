@@ -22,6 +22,7 @@
 #include "admit/redis/client/connection.hpp"
 #include "limiter_testing.hpp"
 #include "proxied_redis.hpp"
+#include "semaphore_network_testing.hpp"
 #include "semaphore_testing.hpp"
 
 namespace admission_network_test {
@@ -37,17 +38,8 @@ using admit::redis::semaphore_result;
 using admit::redis::testing::eventually;
 using steady = std::chrono::steady_clock;
 
-constexpr auto bound = 50ms;   // how far past its deadline a wait may end
-constexpr auto slack = 150ms;  // what a loaded 2-core machine (or a sanitizer) may add to any single one
-
-semaphore_options through_proxy(failure_policy p = failure_policy::fail_closed) {
-  semaphore_options o;
-  o.timeout = 1s;
-  o.poll_interval = 100ms;
-  o.on_failure = p;
-  o.breaker.failure_threshold = 0;  // every call tries Redis
-  return o;
-}
+using admit::redis::testing::through_proxy;
+constexpr auto slack = admit::redis::testing::deadline_slack;
 
 // A rate that never binds within a test (so that every refusal is the permits'), and `permits` in flight.
 admission_options limits(std::int64_t permits, const char* rate = "1000/s") {
@@ -56,25 +48,12 @@ admission_options limits(std::int64_t permits, const char* rate = "1000/s") {
 
 // The admission's state in Redis, asked directly (not through the proxy): {holders, tokens}.
 std::pair<std::int64_t, std::int64_t> in_redis(connection& direct, const std::string& name) {
-  auto [snap, ec] = admit::redis::inspect_semaphore(direct, name);
-  if (ec == admit::errc::not_found) return {0, 0};  // nothing acquired yet
-  EXPECT_FALSE(ec) << ec.message();
+  const auto snap = admit::redis::testing::snapshot_in_redis(direct, name);
   return {snap.holder_count, snap.tokens};
 }
 
-// `rounds` timed waits that cannot be granted: each ends with an error, the median within `bound` of its deadline
-// and each within `slack`.
 void expect_deadlines_kept(admission& a, int rounds) {
-  std::vector<steady::duration> late;
-  for (int i = 0; i < rounds; ++i) {
-    const auto deadline = steady::now() + 150ms;
-    const semaphore_result r = a.try_acquire_until(deadline, 0);
-    late.push_back(steady::now() - deadline);
-    ASSERT_FALSE(r);
-    EXPECT_LT(late.back(), slack) << "round " << i << ": " << r.error().message();
-  }
-  std::sort(late.begin(), late.end());
-  EXPECT_LT(late[late.size() / 2], bound) << "median past the deadline";
+  admit::redis::testing::expect_deadlines_kept([&](steady::time_point d) { return a.try_acquire_until(d, 0); }, rounds);
 }
 
 TEST(RedisAdmissionNetwork, RepliesDelayedBy50msKeepDeadlinesOrderAndBothLimits) {

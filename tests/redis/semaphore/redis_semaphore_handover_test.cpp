@@ -4,7 +4,6 @@
 // can have are answered without a call.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -231,19 +230,6 @@ TEST(RedisSemaphoreHandover, ALocalLeaseIsGivenBackByDetachNotHandedOver) {
   EXPECT_FALSE(again.ec) << again.ec.message();
 }
 
-// The keys Redis holds now, sorted.
-std::vector<std::string> keys_of(const redis_server& server) {
-  std::vector<std::string> keys;
-  const std::string text = server.admin({"KEYS", "*"});
-  for (std::size_t from = 0; from < text.size();) {
-    const auto to = std::min(text.find('\n', from), text.size());
-    if (to > from) keys.push_back(text.substr(from, to - from));
-    from = to + 1;
-  }
-  std::sort(keys.begin(), keys.end());
-  return keys;
-}
-
 // idle_ttl: while leases are held (detached: nobody renews or releases them) every key outlives them; once the last
 // has expired, the keys are gone idle_ttl later — without any further call — and the next acquisition starts anew.
 TEST(RedisSemaphoreHandover, AnIdleSemaphoreLeavesNothingInRedis) {
@@ -261,7 +247,7 @@ TEST(RedisSemaphoreHandover, AnIdleSemaphoreLeavesNothingInRedis) {
   ASSERT_TRUE(second);
   const std::string b = second->detach();
   // Every key expires no earlier than the latest lease (400 ms) plus the idle time: 600 ms from now, at most.
-  const std::vector<std::string> keys = keys_of(server);
+  const std::vector<std::string> keys = server.keys();
   ASSERT_EQ(keys, (std::vector<std::string>{"{idle}:holders", "{idle}:leases", "{idle}:meta"}));
   for (const auto& k : keys) {
     const int pttl = std::stoi(server.admin({"PTTL", k}));
@@ -271,7 +257,7 @@ TEST(RedisSemaphoreHandover, AnIdleSemaphoreLeavesNothingInRedis) {
   // Released by id, the one left keeps the keys alive; once it has expired too, Redis deletes them by itself.
   ASSERT_EQ(s.release(a).first, status::released);
   for (const auto& k : keys) EXPECT_GT(std::stoi(server.admin({"PTTL", k})), 300) << k;
-  ASSERT_TRUE(eventually([&] { return keys_of(server).empty(); })) << "left: " << keys_of(server).size();
+  ASSERT_TRUE(eventually([&] { return server.keys().empty(); })) << "left: " << server.keys().size();
   EXPECT_EQ(s.release(b).first, status::not_held);
   // Made anew with the object's capacity.
   auto again = s.try_acquire(2);
@@ -281,7 +267,7 @@ TEST(RedisSemaphoreHandover, AnIdleSemaphoreLeavesNothingInRedis) {
   // Without idle_ttl nothing expires.
   semaphore kept(conn, "kept", 1);
   ASSERT_TRUE(kept.try_acquire());
-  for (const auto& k : keys_of(server)) {
+  for (const auto& k : server.keys()) {
     if (k.starts_with("{kept}")) {
       EXPECT_EQ(server.admin({"PTTL", k}), "-1") << k;
     }
@@ -294,7 +280,7 @@ TEST(RedisSemaphoreHandover, AnIdleSemaphoreLeavesNothingInRedis) {
   semaphore plain(conn, "idle", 2, longer);
   auto held = plain.try_acquire();
   ASSERT_TRUE(held);
-  for (const auto& k : keys_of(server)) {
+  for (const auto& k : server.keys()) {
     if (k.starts_with("{idle}")) {
       EXPECT_GT(std::stoi(server.admin({"PTTL", k})), 4'500) << k;
     }

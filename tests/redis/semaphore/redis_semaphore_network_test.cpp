@@ -21,6 +21,7 @@
 #include "admit/redis/semaphore.hpp"
 #include "limiter_testing.hpp"
 #include "proxied_redis.hpp"
+#include "semaphore_network_testing.hpp"
 #include "semaphore_testing.hpp"
 
 namespace {
@@ -35,41 +36,16 @@ using admit::redis::semaphore_result;
 using admit::redis::testing::eventually;
 using steady = std::chrono::steady_clock;
 
-constexpr auto bound = 50ms;   // how far past its deadline a wait may end
-constexpr auto slack = 150ms;  // what a loaded 2-core machine (or a sanitizer) may add to any single one
+using admit::redis::testing::through_proxy;
+constexpr auto slack = admit::redis::testing::deadline_slack;
 
-// Every call's Redis deadline is 1 s: a wait that waited for a silent Redis to confirm its leave would overrun by
-// that much, far beyond `slack`.
-semaphore_options through_proxy(failure_policy p = failure_policy::fail_closed) {
-  semaphore_options o;
-  o.timeout = 1s;
-  o.poll_interval = 100ms;
-  o.on_failure = p;
-  o.breaker.failure_threshold = 0;  // every call tries Redis
-  return o;
-}
-
-// How far past `deadline` a timed wait returned, over `rounds` waits that cannot be granted: each a timeout (or, in
-// a black hole, the failure policy's error), the median within `bound` and each within `slack`.
 void expect_deadlines_kept(semaphore& s, int rounds) {
-  std::vector<steady::duration> late;
-  for (int i = 0; i < rounds; ++i) {
-    const auto deadline = steady::now() + 150ms;
-    const semaphore_result r = s.try_acquire_until(deadline);
-    late.push_back(steady::now() - deadline);
-    ASSERT_FALSE(r);
-    EXPECT_LT(late.back(), slack) << "round " << i << ": " << r.error().message();
-  }
-  std::sort(late.begin(), late.end());
-  EXPECT_LT(late[late.size() / 2], bound) << "median past the deadline";
+  admit::redis::testing::expect_deadlines_kept([&](steady::time_point d) { return s.try_acquire_until(d); }, rounds);
 }
 
 // How many holders Redis counts for `name`, asked directly (not through the proxy).
 std::int64_t holders_in_redis(connection& direct, const std::string& name) {
-  auto [snap, ec] = admit::redis::inspect_semaphore(direct, name);
-  if (ec == admit::errc::not_found) return 0;  // nothing acquired yet
-  EXPECT_FALSE(ec) << ec.message();
-  return snap.holder_count;
+  return admit::redis::testing::snapshot_in_redis(direct, name).holder_count;
 }
 
 TEST(RedisSemaphoreNetwork, RepliesDelayedBy50msKeepDeadlinesOrderAndCapacity) {

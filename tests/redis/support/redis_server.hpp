@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -118,6 +119,17 @@ class redis_server {
     if (db != 0) admin_command(c, {"SELECT", std::to_string(db)});
     out = admin_command(c, args);
     redisFree(c);
+    return out;
+  }
+
+  // The keys matching `pattern` (KEYS), sorted.
+  std::vector<std::string> keys(const std::string& pattern = "*") const {
+    std::vector<std::string> out;
+    std::istringstream in(admin({"KEYS", pattern}));
+    for (std::string k; std::getline(in, k);) {
+      if (!k.empty()) out.push_back(k);
+    }
+    std::sort(out.begin(), out.end());
     return out;
   }
 
