@@ -88,7 +88,8 @@ TEST_F(RedisServeBackend, KeysHaveThePrefixAndLeaveEnvoyRatelimitsAlone) {
   EXPECT_FALSE(decide_one(backend, make_hit(c, "domain_key_value_")).lease.empty());
   std::vector<std::string> ours = server.keys();
   std::erase(ours, theirs);
-  ASSERT_EQ(ours.size(), 5u) << server.admin({"KEYS", "*"});  // the window, gcra's state, the semaphore's state, holders and leases
+  // The window, gcra's state, the semaphore's state, holders and leases.
+  ASSERT_EQ(ours.size(), 5u) << server.admin({"KEYS", "*"});
   for (const auto& k : ours) {
     EXPECT_TRUE(k.starts_with("admit:serve:") || k.starts_with("{admit:serve:")) << k;
   }
