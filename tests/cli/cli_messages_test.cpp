@@ -232,10 +232,12 @@ TEST_F(AdmitMessages, BadValuesNameTheOptionTheValueAndWhatIsAccepted) {
         "--", "true"},
        2,
        "invalid --class \"c\": not one of --classes's (a, b)"},
-      {{"run", "-c", "2", "--classes", "a=0.5,b=0.5", "--name", "n", "--", "true"},
+      {{"run", "-c", "2", "--classes", "a=0.5,b=0.5", "--class", "c", "--name", "n", "--", "true"},
        2,
-       "--classes applies only with --redis"},
+       "invalid --class \"c\": not one of --classes's (a, b)"},
       {{"run", "-c", "2", "--class", "a", "--name", "n", "--", "true"}, 2, "--class applies only with --classes"},
+      // the sum of the shares as written, not its binary approximation (1.2999999999999998)
+      {{"run", "-c", "2", "--classes", "a=0.7,b=0.6", "--name", "n", "--", "true"}, 2, "the shares sum to 1.3, more"},
       // serve
       {{"serve", "--config", "@dir", "--redis-timeout", "soon"},
        2,

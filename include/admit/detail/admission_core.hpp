@@ -149,24 +149,14 @@ class admission_core {
   static constexpr std::int64_t collect_bound = admission_fast_path::max_held;
   std::int64_t effective(std::int64_t now_ns) const noexcept { return std::max(now_ns, last_now_); }
 
-  // The standing of class k's head (n) at effective time t.
-  // Whether class k is entitled to permits and to tokens at effective time t (uses less than its guarantee).
-  void entitle(const class_state& k, std::int64_t t, admission_head& h) const noexcept {
-    if (limited()) h.permit_entitled = ledger_.held_now(k) < k.plan.permits;
-    if (!global_.inf() && !sole_) h.token_entitled = assured_wait(k.plan.assured, k.assured_tat, t) == 0;
+  // Class k as the share rule weighs it.
+  admission_class_state weigh(const class_state& k) const noexcept {
+    return {k.plan.permits, ledger_.held_now(k), sole_ ? nullptr : &k.plan.assured, k.assured_tat};
   }
+  // The standing of class k's head at effective time t.
   admission_head stand(const class_state& k, std::int64_t t) const noexcept {
-    admission_head h;
-    h.present = k.queue.head != nullptr;
-    if (!h.present) return h;
-    h.n = k.queue.head->n;
-    h.arrival = k.queue.head->arrival;
-    const admission_free free = free_at(t);
-    entitle(k, t, h);
-    if (h.permit_entitled) h.permit_claim = std::min(k.queue.queued_n, k.plan.permits - ledger_.held_now(k));
-    h.permits_free = free.has_permits(h.n);
-    h.tokens_free = free.has_tokens(h.n);
-    return h;
+    if (k.queue.head == nullptr) return {.present = false};
+    return admission_stand(weigh(k), k.queue.head->n, k.queue.head->arrival, k.queue.queued_n, free_at(t));
   }
   admission_free free_at(std::int64_t t) const noexcept {
     return {limited(), plan_.max_in_flight - ledger_.held, &global_, tat_, t};
@@ -182,7 +172,7 @@ class admission_core {
     if (w.queued) unlink(k, w);
     if (!global_.inf()) {
       tat_ = new_tat;
-      if (st.token_entitled && !sole_) k.assured_tat = assured_charge(k.plan.assured, k.assured_tat, t, w.n);
+      k.assured_tat = admission_assured_after(weigh(k), st, t, w.n);
     }
     last_now_ = std::max(last_now_, t);
     ledger_.take(k, w.n);
@@ -263,7 +253,7 @@ class admission_core {
       if (free_at(t).has_permits(w.n) && step.wait == 0) {
         w.arrival = ++arrivals_;
         admission_head st;
-        entitle(k, t, st);
+        admission_entitle(weigh(k), free_at(t), st);
         commit(k, w, t, st, step.new_tat);
         return {false, errc{}};
       }

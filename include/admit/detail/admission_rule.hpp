@@ -120,6 +120,48 @@ struct admission_head {
   std::int64_t permit_claim = 0;
 };
 
+// A class as the share rule weighs it: its guarantee and what it holds.
+struct admission_class_state {
+  std::int64_t guaranteed = 0;  // g_c: the permits it is guaranteed
+  std::int64_t held = 0;        // the permits it holds now
+  // Its assured bucket and that bucket's state; nullptr for a sole class with the whole share, whose assured bucket is
+  // the global bucket (it is entitled to every token there is).
+  const token_bucket_config* assured = nullptr;
+  std::int64_t assured_tat = ns_min;
+};
+
+// Sets h's entitlements for class k at free.t: to permits while it holds fewer than its guarantee (always without a
+// concurrency limit), to tokens while its assured bucket holds a whole token (always with the infinite rate).
+inline void admission_entitle(const admission_class_state& k, const admission_free& free, admission_head& h) noexcept {
+  if (free.limited) h.permit_entitled = k.held < k.guaranteed;
+  if (!free.global->inf() && k.assured != nullptr)
+    h.token_entitled = assured_wait(*k.assured, k.assured_tat, free.t) == 0;
+}
+
+// The standing of class k's head request of n (arrival order `arrival`), its class's waiters asking for queued_n
+// permits in all (the head's included).
+[[nodiscard]] inline admission_head admission_stand(const admission_class_state& k, std::int64_t n,
+                                                    std::uint64_t arrival, std::int64_t queued_n,
+                                                    const admission_free& free) noexcept {
+  admission_head h;
+  h.present = true;
+  h.n = n;
+  h.arrival = arrival;
+  admission_entitle(k, free, h);
+  if (h.permit_entitled) h.permit_claim = std::min(queued_n, k.guaranteed - k.held);
+  h.permits_free = free.has_permits(n);
+  h.tokens_free = free.has_tokens(n);
+  return h;
+}
+
+// The assured bucket's state once class k's head, standing as h, is admitted with n tokens at effective time t: charged
+// when it was entitled to tokens (into debt if need be), unchanged when it borrowed them or the class is sole.
+[[nodiscard]] inline std::int64_t admission_assured_after(const admission_class_state& k, const admission_head& h,
+                                                          std::int64_t t, std::int64_t n) noexcept {
+  if (!h.token_entitled || k.assured == nullptr || k.assured->inf()) return k.assured_tat;
+  return assured_charge(*k.assured, k.assured_tat, t, n);
+}
+
 // Whether head o's claim on permits (else tokens) counts against head c: c must leave o's n of it free. It does when
 // o is entitled to the resource and could use it now (its other resource is free for it), and o arrived before c or
 // c would borrow the resource — except in a conflict, where c arrived earlier, is entitled to the other resource and

@@ -18,15 +18,19 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <utility>
 
-#include "admit/detail/gcra_math.hpp"
+#include "admit/admission_options.hpp"
+#include "admit/detail/admission_classes.hpp"
+#include "admit/detail/admission_rule.hpp"
 #include "admit/errc.hpp"
 #include "admit/rate.hpp"
 #include "cli/common/local_queue.hpp"
 #include "cli/common/message.hpp"
+#include "cli/common/values.hpp"
 
 namespace admit::cli::run {
 
@@ -37,44 +41,107 @@ using std::chrono::steady_clock;
 
 [[noreturn]] void invalid(const std::string& message) { throw std::invalid_argument("local limit: " + message); }
 
+// The limit as admit::admission's plan (admit/detail/admission_classes.hpp): the global token bucket, and each class's
+// guaranteed permits and assured bucket.
+detail::admission_plan plan_of(const limit_definition& d) {
+  admit::admission_options o;
+  if (d.interval_ns > 0) {
+    o.rate = admit::rate::every(nanoseconds(d.interval_ns));
+    o.burst = d.burst;
+  }
+  o.max_in_flight = d.capacity;
+  o.classes = d.classes;
+  return detail::plan_admission_classes(o, 0);
+}
+
+// The rate state (under `lock`) in the token bucket's representation, read from `rate` at `clock`. States this boot's
+// clock cannot have made (a clock namespace, a damaged file) are clamped: the global bucket is never emptier than
+// empty, a class's bucket never owes more than one request's tokens (the most it can be charged in debt).
+struct bucket_state {
+  std::int64_t tat = detail::ns_min;  // the global bucket; ns_min: full
+  std::vector<std::int64_t> assured;  // each class's assured bucket
+};
+bucket_state read_buckets(const local::queue_dir& q, const detail::admission_plan& plan,
+                          const local::clock_reading& clock) {
+  bucket_state b;
+  b.assured.assign(plan.classes.size(), detail::ns_min);
+  if (plan.global.inf()) return b;
+  const auto stored = local::read_rate(q, clock.boot_id);
+  if (!stored) return b;
+  b.tat = std::min(detail::sat_sub(stored->tat_ns, plan.global.tol), clock.now_ns);
+  if (stored->assured_tat_ns.size() == plan.classes.size()) {
+    for (std::size_t k = 0; k < b.assured.size(); ++k) {
+      const auto& assured = plan.classes[k].assured;
+      const std::int64_t most = detail::sat_add(clock.now_ns, detail::token_bucket_cost(assured, plan.global.burst));
+      b.assured[k] = std::min(stored->assured_tat_ns[k], most);
+    }
+  }
+  return b;
+}
+
 // The outcome of one admission check (under `lock`).
 struct evaluation {
   bool admit = false;
   wait_progress progress;
-  std::int64_t new_tat = 0;  // with a rate and admit: the TAT to store
+  bucket_state after;  // the rate state read; with admit, the state to store
+  local::clock_reading clock;
+  std::int64_t ahead = 0;  // the permits its class's waiters ahead of it ask for
+  // Waiting: how long until time alone could admit it (its tokens), when it is the head of its class.
+  std::optional<nanoseconds> rate_wait;
 };
 
-// Whether the waiter `self` may be admitted now, given the live entries `live` (self among them).
-evaluation evaluate(const local::queue_dir& q, const local_limit_config& c,
+// Whether the waiter `self` (in class `cls`) may be admitted now, given the live entries `live` (self among them): the
+// share rule of admit::admission (admit/detail/admission_rule.hpp) on the heads of the classes' queues, the tickets
+// being the arrival order. Only the picked head admits itself; every other waiter is woken by the change that
+// admission makes (or its own token time) and looks again.
+evaluation evaluate(const local::queue_dir& q, const local_limit_config& c, const detail::admission_plan& plan,
                     const std::vector<local::entry_record>& live, std::uint64_t self) {
   evaluation e;
   e.progress.capacity = c.capacity;
+  const std::size_t classes = plan.classes.size();
+  std::vector<detail::admission_class_state> standing(classes);
+  std::vector<std::int64_t> queued(classes, 0);
+  std::vector<const local::entry_record*> heads(classes, nullptr);
   for (const auto& r : live) {
+    const std::size_t k = r.priority < classes ? r.priority : 0;
     if (r.holder) {
       e.progress.held += r.weight;
-    } else {
-      ++e.progress.waiting;
-      if (r.ticket <= self) ++e.progress.position;
+      standing[k].held += r.weight;
+      continue;
     }
+    ++e.progress.waiting;
+    queued[k] += r.weight;
+    if (heads[k] == nullptr) heads[k] = &r;
+    if (k == c.priority && r.ticket < self) e.ahead += r.weight;
+    if (k == c.priority && r.ticket <= self) ++e.progress.position;
   }
+  e.clock = local::read_clock();
+  e.after = read_buckets(q, plan, e.clock);
   if (e.progress.position != 1) return e;
-  if (c.capacity > 0 && e.progress.held + c.weight > c.capacity) return e;
-  if (c.interval) {
-    // The library's GCRA (detail/gcra_math.hpp) on the stored theoretical arrival time (TAT; its state is TAT − τ,
-    // τ = burst intervals). A TAT beyond now + τ cannot come from this boot's clock (a clock namespace, a damaged
-    // file): it is clamped, so it delays by at most a burst.
-    const auto gcra = admit::detail::gcra_config::make(admit::rate::every(*c.interval), c.burst,
-                                                       admit::oversize_policy::reject, "local limit");
-    const auto clock = local::read_clock();
-    const std::int64_t tat = local::read_tat(q, clock.boot_id).value_or(clock.now_ns);
-    const auto step =
-        admit::detail::gcra_step(gcra, std::min(tat, clock.now_ns + gcra.tau) - gcra.tau, clock.now_ns, c.weight);
-    if (!step.ok) {
-      e.progress.rate_wait = nanoseconds(step.wait);
-      return e;
+  const std::int64_t t = e.clock.now_ns;
+  const bool sole = classes == 1 && plan.classes[0].share >= 1;
+  const detail::admission_free free{c.capacity > 0, c.capacity - e.progress.held, &plan.global, e.after.tat, t};
+  std::vector<detail::admission_head> stands(classes);
+  for (std::size_t k = 0; k < classes; ++k) {
+    standing[k].guaranteed = plan.classes[k].permits;
+    standing[k].assured = sole ? nullptr : &plan.classes[k].assured;
+    standing[k].assured_tat = e.after.assured[k];
+    if (heads[k] != nullptr) {
+      stands[k] = detail::admission_stand(standing[k], heads[k]->weight, heads[k]->ticket, queued[k], free);
     }
-    e.new_tat = step.next + gcra.tau;
   }
+  if (detail::admission_pick(stands, free) != c.priority) {
+    const std::int64_t wait = detail::admission_head_wait(plan.global, e.after.tat, plan.classes[c.priority].assured,
+                                                          e.after.assured[c.priority], t, c.weight);
+    if (wait != detail::ns_max) e.rate_wait = nanoseconds(wait);
+    if (free.has_permits(c.weight)) e.progress.rate_wait = e.rate_wait;  // waiting for the rate only
+    return e;
+  }
+  if (!plan.global.inf()) {
+    e.after.tat =
+        detail::token_bucket_step(plan.global, admit::oversize_policy::reject, e.after.tat, t, c.weight).new_tat;
+  }
+  e.after.assured[c.priority] = detail::admission_assured_after(standing[c.priority], stands[c.priority], t, c.weight);
   e.admit = true;
   return e;
 }
@@ -218,6 +285,14 @@ local_limit::local_limit(local_limit_config config) : config_(std::move(config))
   }
   if (c.capacity == 0 && !c.interval) invalid("neither a capacity nor a rate: one of them is needed");
   if (c.poll_interval.count() <= 0) invalid("poll interval " + std::to_string(c.poll_interval.count()) + "ns");
+  if (c.classes.size() == 1) invalid("one class is the limit itself: give two classes or none");
+  if (c.priority >= std::max<std::size_t>(1, c.classes.size())) {
+    invalid("class " + std::to_string(c.priority) + " is out of range: " +
+            (c.classes.empty()
+                 ? std::string("0 without classes")
+                 : "0 to " + std::to_string(c.classes.size() - 1) + " (" + classes_option(c.classes) + ")"));
+  }
+  plan_ = plan_of(definition());  // std::invalid_argument naming the value, as admit::admission's constructor
   local::queue_dir(c.directory, c.name, true);
 }
 
@@ -233,11 +308,15 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   // inotify descriptor, whose close is slow); the check right after it sees whatever changed before it.
   local::unique_fd inotify;
 
-  local::entry_record self{0, false, c.weight, c.info, definition()};
+  local::entry_record self{0, false, c.weight, c.priority, c.info, definition()};
   std::optional<entry_guard> entry;  // declared before every `lock`, so that its destructor runs without it
   // Under lock: admits this participant (evaluate said so).
   auto admit_now = [&](const evaluation& e) {
-    if (c.interval) local::write_tat(q, local::read_clock().boot_id, e.new_tat);
+    if (!plan_.global.inf()) {
+      local::stored_rate r{detail::sat_add(e.after.tat, plan_.global.tol), {}};
+      if (!c.classes.empty()) r.assured_tat_ns = e.after.assured;
+      local::write_rate(q, e.clock.boot_id, r);
+    }
     self.info.started_unix_ms = unix_time_ms();
     local::rewrite_entry(q, entry->fd(), self);
     auto entry_path = q.path() / local::entry_name(true, self.ticket), lock_path = q.path() / "lock";
@@ -258,17 +337,19 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   };
 
   wait_progress state;
-  steady_clock::time_point last_check;  // when `state` was evaluated (its rate_wait counts from then)
+  std::optional<nanoseconds> rate_wait;  // how long after last_check time alone could admit it (evaluation::rate_wait)
+  steady_clock::time_point last_check;   // when `state` and rate_wait were evaluated
   {
     auto lock = q.lock();
     auto live = local::scan_live(q);
     for (const auto& r : live) {
       if (r.definition && *r.definition != *self.definition) {
-        throw definition_conflict("the local limit " + quote(c.name) + " is in use with " + describe(*r.definition) +
-                                  " (pid " + std::to_string(r.info.pid) + " on " + r.info.host + ": " + r.info.command +
-                                  "), not " + describe(*self.definition) +
-                                  ": every admit run of one name gives the same --concurrency, --rate and --burst "
-                                  "while any of them runs or waits");
+        throw definition_conflict(
+            "the local limit " + quote(c.name) + " is in use with " + describe(*r.definition) + " (pid " +
+            std::to_string(r.info.pid) + " on " + r.info.host + ": " + r.info.command + "), not " +
+            describe(*self.definition) +
+            ": every admit run of one name gives the same --concurrency, --rate, --burst and --classes "
+            "while any of them runs or waits");
       }
     }
     last_check = steady_clock::now();
@@ -276,12 +357,23 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     self.info.started_unix_ms = unix_time_ms();
     entry.emplace(q, local::create_entry(q, self), self.ticket);
     live.push_back(self);
-    evaluation e = evaluate(q, c, live, self.ticket);
+    evaluation e = evaluate(q, c, plan_, live, self.ticket);
     if (e.admit) return admit_now(e);
     state = e.progress;
+    rate_wait = e.rate_wait;
     if (no_wait || (c.max_waiters && state.waiting > *c.max_waiters)) {
       entry->leave();
       return no_wait ? errc::would_block : errc::queue_full;
+    }
+    // As admit::admission: a deadline the rate cannot meet (the tokens of this class's waiters ahead and its own are
+    // not there by then, whatever else happens) fails at once.
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<nanoseconds>(*deadline - steady_clock::now()).count();
+      if (detail::admission_impossible_by(plan_.global, e.after.tat, detail::sat_add(e.ahead, c.weight), e.clock.now_ns,
+                                          detail::sat_add(e.clock.now_ns, left))) {
+        entry->leave();
+        return errc::timeout;
+      }
     }
   }
 
@@ -306,7 +398,7 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   for (bool first = true;; first = false) {
     auto now = steady_clock::now();
     nanoseconds timeout = last_check + c.poll_interval - now;
-    if (state.rate_wait) timeout = std::min(timeout, last_check + *state.rate_wait - now);
+    if (rate_wait) timeout = std::min(timeout, last_check + *rate_wait - now);
     if (deadline) timeout = std::min<nanoseconds>(timeout, *deadline - now);
     if (progress) timeout = std::min(timeout, last_report + progress_every - now);
     // The first round checks at once: what changed between the first check and the watch left no event.
@@ -314,7 +406,7 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     if (stop.stop_requested()) return leave(errc::cancelled);
     now = steady_clock::now();
     bool expired = deadline && now >= *deadline;
-    bool due = now >= last_check + c.poll_interval || (state.rate_wait && now >= last_check + *state.rate_wait);
+    bool due = now >= last_check + c.poll_interval || (rate_wait && now >= last_check + *rate_wait);
     if (relevant || due || expired) {
       auto lock = q.lock();
       last_check = steady_clock::now();
@@ -325,13 +417,14 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
                                 "the queue entry \"" + (q.path() / local::entry_name(false, self.ticket)).string() +
                                     "\" was removed while waiting");
       }
-      evaluation e = evaluate(q, c, live, self.ticket);
+      evaluation e = evaluate(q, c, plan_, live, self.ticket);
       if (e.admit) return admit_now(e);
       if (expired) {
         entry->leave();
         return errc::timeout;
       }
       state = e.progress;
+      rate_wait = e.rate_wait;
     }
     if (progress && (!same_state(state, reported) || now >= last_report + progress_every)) {
       progress(state);
@@ -341,14 +434,21 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   }
 }
 
-limit_definition local_limit::definition() const noexcept {
+limit_definition local_limit::definition() const {
   limit_definition d;
   d.capacity = config_.capacity;
   if (config_.interval) {
     d.interval_ns = config_.interval->count();
     d.burst = config_.burst;
   }
+  d.classes = config_.classes;
   return d;
+}
+
+bool limit_definition::operator==(const limit_definition& o) const noexcept {
+  return capacity == o.capacity && interval_ns == o.interval_ns && burst == o.burst &&
+         std::equal(classes.begin(), classes.end(), o.classes.begin(), o.classes.end(),
+                    [](const auto& a, const auto& b) { return a.name == b.name && a.share == b.share; });
 }
 
 std::string describe(const limit_definition& d) {
@@ -359,6 +459,7 @@ std::string describe(const limit_definition& d) {
     s += "--rate " + admit::rate::every(std::chrono::nanoseconds(d.interval_ns)).to_string() + " --burst " +
          std::to_string(d.burst);
   }
+  if (!d.classes.empty()) s += " --classes " + classes_option(d.classes);
   return s;
 }
 
@@ -368,14 +469,18 @@ local_inspection inspect_local(const std::filesystem::path& directory, const std
   local_inspection result;
   if (!q.exists()) return result;
   result.exists = true;
-  std::vector<local::entry_record> live;
-  {
-    auto lock = q.lock();
-    live = local::scan_live(q);
-  }
+  auto lock = q.lock();
+  std::vector<local::entry_record> live = local::scan_live(q);
   for (auto& r : live) {
+    if (r.definition && !result.definition) result.definition = r.definition;
     auto& to = r.holder ? result.snapshot.holders : result.snapshot.waiters;
-    to.push_back({r.ticket, r.weight, std::move(r.info)});
+    to.push_back({r.ticket, r.weight, r.priority, std::move(r.info)});
+  }
+  if (result.definition && result.definition->interval_ns > 0) {
+    const auto plan = plan_of(*result.definition);
+    const auto clock = local::read_clock();
+    const double tokens = detail::token_bucket_tokens(plan.global, read_buckets(q, plan, clock).tat, clock.now_ns);
+    result.tokens = static_cast<std::int64_t>(std::floor(std::max(tokens, 0.0)));
   }
   return result;
 }

@@ -45,7 +45,9 @@
 #include <system_error>
 #include <vector>
 
+#include "admit/detail/admission_classes.hpp"
 #include "admit/expected.hpp"
+#include "admit/priority_class.hpp"
 
 namespace admit::cli::run {
 
@@ -60,12 +62,13 @@ struct entry_info {
 // What a participant says the limit is: local_limit_config's capacity, rate interval and burst. Every participant
 // of one name must say the same while any of them takes part; acquire() refuses another (definition_conflict).
 struct limit_definition {
-  std::int64_t capacity = 0;     // 0: no concurrency limit
-  std::int64_t interval_ns = 0;  // 0: no rate
-  std::int64_t burst = 1;        // counts only with a rate
-  bool operator==(const limit_definition&) const = default;
+  std::int64_t capacity = 0;                   // 0: no concurrency limit
+  std::int64_t interval_ns = 0;                // 0: no rate
+  std::int64_t burst = 1;                      // counts only with a rate
+  std::vector<admit::priority_class> classes;  // empty: none (one class with the whole share)
+  bool operator==(const limit_definition& o) const noexcept;
 };
-// The definition as the options that give it: "--concurrency 2 --rate 10/s --burst 5".
+// The definition as the options that give it: "--concurrency 2 --rate 10/s --burst 5 --classes a=0.75,b=0.25".
 std::string describe(const limit_definition& d);
 
 // acquire()'s refusal when a live holder or waiter of the same name gave another definition; what() names both, and
@@ -93,6 +96,11 @@ struct local_limit_config {
   // capacity and a rate is required. burst * interval must be below 2^61 ns.
   std::optional<std::chrono::nanoseconds> interval;
   std::int64_t burst = 1;
+  // The priority classes and their guaranteed shares of capacity and of the rate, decided by admit::admission's share
+  // rule (admit/detail/admission_rule.hpp); empty: none. Part of the definition. `priority` is this participant's
+  // class, an index into them (0 without classes).
+  std::vector<admit::priority_class> classes;
+  std::size_t priority = 0;
   // Waiters (this one included) that may wait at once; one more fails with errc::queue_full. Counted only when this one
   // must wait: 0 admits when free at once, else fails with queue_full. nullopt: unbounded.
   std::optional<std::size_t> max_waiters;
@@ -106,8 +114,8 @@ void check_local_name(const std::string& name);
 
 // What a waiter is told while it waits (for the status line and the JSON events).
 struct wait_progress {
-  std::size_t position = 0;  // 1 = next to be admitted
-  std::size_t waiting = 0;   // live waiters in all
+  std::size_t position = 0;  // in its class's queue (the only queue without classes): 1 = the head
+  std::size_t waiting = 0;   // live waiters in all (every class)
   std::int64_t held = 0;     // permits held by live holders
   std::int64_t capacity = 0;
   std::optional<std::chrono::nanoseconds> rate_wait;  // at the head, waiting only for the rate: how much longer
@@ -164,10 +172,11 @@ class local_limit {
       std::chrono::nanoseconds progress_every = std::chrono::milliseconds(250));
 
   const local_limit_config& config() const noexcept { return config_; }
-  limit_definition definition() const noexcept;
+  limit_definition definition() const;
 
  private:
   local_limit_config config_;
+  detail::admission_plan plan_;  // the configuration as admit::admission's numbers
 };
 
 // The live state of `name` under `directory` (dead entries are not listed, and are removed): for `admit inspect`.
@@ -175,6 +184,7 @@ struct local_snapshot {
   struct entry {
     std::uint64_t ticket = 0;
     std::int64_t weight = 0;
+    std::size_t priority = 0;  // its class (an index into `classes`)
     entry_info info;
   };
   std::vector<entry> holders;  // by ticket
@@ -185,6 +195,10 @@ struct local_snapshot {
 struct local_inspection {
   bool exists = false;
   local_snapshot snapshot;
+  // The limit as its live participants define it (nullopt: nobody takes part), and with a rate the whole tokens in its
+  // bucket now.
+  std::optional<limit_definition> definition;
+  std::optional<std::int64_t> tokens;
 };
 local_inspection inspect_local(const std::filesystem::path& directory, const std::string& name);
 

@@ -61,6 +61,7 @@ std::string entry_json(const entry_record& r) {
   nlohmann::ordered_json j;
   j["ticket"] = r.ticket;
   j["weight"] = r.weight;
+  j["priority"] = r.priority;
   j["host"] = r.info.host;
   j["pid"] = r.info.pid;
   j["command"] = r.info.command;
@@ -69,6 +70,10 @@ std::string entry_json(const entry_record& r) {
     j["capacity"] = r.definition->capacity;
     j["interval_ns"] = r.definition->interval_ns;
     j["burst"] = r.definition->burst;
+    if (!r.definition->classes.empty()) {
+      auto& classes = j["classes"] = nlohmann::ordered_json::array();
+      for (const auto& c : r.definition->classes) classes.push_back({{"name", c.name}, {"share", c.share}});
+    }
   }
   // A command line need not be UTF-8: replace what is not, rather than fail.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -99,6 +104,7 @@ void parse_entry(const std::string& text, entry_record& r) {
     }
   };
   get("weight", r.weight);
+  get("priority", r.priority);
   get("host", r.info.host);
   get("pid", r.info.pid);
   get("command", r.info.command);
@@ -109,6 +115,12 @@ void parse_entry(const std::string& text, entry_record& r) {
     get("capacity", d.capacity);
     get("interval_ns", d.interval_ns);
     get("burst", d.burst);
+    if (auto it = j.find("classes"); it != j.end() && it->is_array()) {
+      for (const auto& c : *it) {
+        if (!c.is_object()) continue;
+        d.classes.push_back({c.value("name", std::string()), c.value("share", 0.0)});
+      }
+    }
     r.definition = d;
   }
 }
@@ -237,7 +249,7 @@ clock_reading read_clock() {
   return {static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec, boot_id};
 }
 
-std::optional<std::int64_t> read_tat(const queue_dir& q, const std::string& boot_id) {
+std::optional<stored_rate> read_rate(const queue_dir& q, const std::string& boot_id) {
   auto p = q.path() / "rate";
   unique_fd fd(::openat(q.fd(), "rate", O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd && errno == ENOENT) return std::nullopt;
@@ -246,16 +258,28 @@ std::optional<std::int64_t> read_tat(const queue_dir& q, const std::string& boot
   if (!j.is_object() || j.value("boot_id", std::string()) != boot_id) return std::nullopt;
   auto it = j.find("tat_ns");
   if (it == j.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<std::int64_t>();
+  stored_rate r;
+  r.tat_ns = it->get<std::int64_t>();
+  if (auto a = j.find("assured_tat_ns"); a != j.end() && a->is_array()) {
+    for (const auto& v : *a) {
+      if (!v.is_number_integer()) {
+        r.assured_tat_ns.clear();  // not ours: the classes' buckets start full
+        return r;
+      }
+      r.assured_tat_ns.push_back(v.get<std::int64_t>());
+    }
+  }
+  return r;
 }
 
-void write_tat(const queue_dir& q, const std::string& boot_id, std::int64_t tat_ns) {
+void write_rate(const queue_dir& q, const std::string& boot_id, const stored_rate& r) {
   auto p = q.path() / "rate";
   unique_fd fd(::openat(q.fd(), "rate", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
   if (!fd) fail(errno, "cannot open", p);
   nlohmann::ordered_json j;
   j["boot_id"] = boot_id;
-  j["tat_ns"] = tat_ns;
+  j["tat_ns"] = r.tat_ns;
+  if (!r.assured_tat_ns.empty()) j["assured_tat_ns"] = r.assured_tat_ns;
   write_all(fd.get(), j.dump() + "\n", p);
 }
 

@@ -25,6 +25,7 @@ struct entry_record {
   std::uint64_t ticket = 0;
   bool holder = false;  // h.<ticket> (admitted), else w.<ticket> (waiting)
   std::int64_t weight = 1;
+  std::size_t priority = 0;  // the class it asks in (an index into its definition's classes)
   entry_info info;
   std::optional<limit_definition> definition;  // absent in an entry written before definitions were kept
 };
@@ -64,14 +65,22 @@ void promote_entry(const queue_dir& q, std::uint64_t ticket);
 // Under lock: removes the entry (absent already: nothing). Never throws.
 void remove_entry(const queue_dir& q, bool holder, std::uint64_t ticket) noexcept;
 
-// The rate state: GCRA's theoretical arrival time in CLOCK_MONOTONIC nanoseconds of this boot.
+// The clock the rate state counts on: CLOCK_MONOTONIC nanoseconds of this boot.
 struct clock_reading {
   std::int64_t now_ns = 0;  // CLOCK_MONOTONIC
   std::string boot_id;      // /proc/sys/kernel/random/boot_id ("" when unreadable)
 };
 clock_reading read_clock();
-// Under lock: the stored TAT when it belongs to this boot (nullopt: none, another boot's, or unreadable).
-std::optional<std::int64_t> read_tat(const queue_dir& q, const std::string& boot_id);
-void write_tat(const queue_dir& q, const std::string& boot_id, std::int64_t tat_ns);
+// The rate state as the file `rate` keeps it. `tat_ns` is GCRA's theoretical arrival time (the global token bucket's
+// state plus its tolerance: the representation every version of the file has used); `assured_tat_ns` holds each
+// class's assured bucket in the token bucket's representation (admit/detail/token_bucket_math.hpp), empty without
+// classes.
+struct stored_rate {
+  std::int64_t tat_ns = 0;
+  std::vector<std::int64_t> assured_tat_ns;
+};
+// Under lock: the stored state when it belongs to this boot (nullopt: none, another boot's, or unreadable).
+std::optional<stored_rate> read_rate(const queue_dir& q, const std::string& boot_id);
+void write_rate(const queue_dir& q, const std::string& boot_id, const stored_rate& r);
 
 }  // namespace admit::cli::run::local

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "admit/detail/format_double.hpp"
 #include "cli/common/decimal.hpp"
 #include "cli/common/duration.hpp"
 
@@ -68,6 +69,12 @@ std::chrono::nanoseconds parse_duration_option(std::string_view option, std::str
     }
   }
   throw usage_error(head(option, text) + why);
+}
+
+std::string classes_option(const std::vector<admit::priority_class>& classes) {
+  std::string s;
+  for (const auto& c : classes) s += (s.empty() ? "" : ",") + c.name + "=" + admit::detail::format_double(c.share);
+  return s;
 }
 
 std::string_view rate_syntax() noexcept {

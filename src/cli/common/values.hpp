@@ -15,7 +15,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "admit/priority_class.hpp"
 #include "admit/rate.hpp"
 #include "cli/common/message.hpp"
 
@@ -35,6 +37,10 @@ namespace admit::cli {
 // Throws usage_error: `--burst "5" does not apply to fixed-window (a window counts requests per --window)`.
 void refuse_if_given(std::string_view option, const std::optional<std::string>& value, std::string_view what,
                      std::string_view why);
+
+// Priority classes as --classes gives them: "interactive=0.75,batch=0.25" (each share the shortest decimal that reads
+// back as it).
+[[nodiscard]] std::string classes_option(const std::vector<admit::priority_class>& classes);
 
 // What --rate accepts, for messages and help: "N/s, N/ms, N/min, N/h, N/day, N/500ms (N a non-negative decimal) or
 // inf; units ns, us, ms, s, min, h, d, and second, minute, hour, day, week, month, year".

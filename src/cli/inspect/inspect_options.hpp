@@ -11,8 +11,9 @@ namespace admit::cli {
 inline constexpr const char* inspect_description =
     "Show the live state of a distributed semaphore (admit::redis::semaphore, and `admit run --redis`) on Redis: "
     "capacity, available, the holders with their fencing token and lease time left (and, for `admit run`, host, pid, "
-    "command and run time), the queue in order. Without --redis: the `admit run` limit NAME on this host, its holders "
-    "and waiters with host, pid, command and time.\n"
+    "command and run time), the queue in order. Without --redis: the `admit run` limit NAME on this host: its "
+    "definition, the rate's tokens now, each class's permits held and asked for, and its holders and waiters with "
+    "class, host, pid, command and time.\n"
     "Exit status: 0 shown; 1 no such semaphore or limit; 2 bad input (an option, the URL); 75 (EX_TEMPFAIL) Redis "
     "failed in a way that may pass by waiting (no answer within --timeout, connection refused or lost, LOADING, "
     "BUSY); 69 (EX_UNAVAILABLE) Redis failed in a way waiting cannot fix (authentication failed, unknown host, no "

@@ -5,6 +5,8 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "admit/detail/format_double.hpp"
+#include "admit/rate.hpp"
 #include "cli/common/decimal.hpp"
 #include "cli/common/duration.hpp"
 #include "cli/common/json.hpp"
@@ -16,15 +18,37 @@ namespace admit::cli::run {
 
 namespace {
 
-nlohmann::ordered_json entry_json(const local_snapshot::entry& e, const char* time_key) {
-  return {{"ticket", e.ticket},        {"weight", e.weight},
-          {"host", e.info.host},       {"pid", e.info.pid},
-          {"command", e.info.command}, {time_key, json_seconds(ns_since(e.info.started_unix_ms))}};
+nlohmann::ordered_json entry_json(const local_snapshot::entry& e, const char* time_key, bool classes) {
+  nlohmann::ordered_json j = {{"ticket", e.ticket}, {"weight", e.weight}};
+  if (classes) j["class"] = e.priority;
+  j.update({{"host", e.info.host},
+            {"pid", e.info.pid},
+            {"command", e.info.command},
+            {time_key, json_seconds(ns_since(e.info.started_unix_ms))}});
+  return j;
 }
 
-void print_entry(std::ostream& out, const local_snapshot::entry& e, const char* verb) {
-  out << "ticket " << e.ticket << "  permits " << e.weight << "  " << e.info.host << " pid " << e.info.pid << " "
-      << verb << " " << human_duration(ns_since(e.info.started_unix_ms)) << ": " << quote(e.info.command) << "\n";
+void print_entry(std::ostream& out, const local_snapshot::entry& e, const char* verb,
+                 const std::vector<admit::priority_class>& classes) {
+  out << "ticket " << e.ticket << "  permits " << e.weight;
+  if (e.priority < classes.size()) out << "  class " << classes[e.priority].name;
+  out << "  " << e.info.host << " pid " << e.info.pid << " " << verb << " "
+      << human_duration(ns_since(e.info.started_unix_ms)) << ": " << quote(e.info.command) << "\n";
+}
+
+// Each class's permits held and permits asked by its waiters.
+struct class_load {
+  std::int64_t held = 0, queued = 0;
+};
+std::vector<class_load> loads(const local_snapshot& s, std::size_t classes) {
+  std::vector<class_load> l(classes);
+  for (const auto& h : s.holders) {
+    if (h.priority < classes) l[h.priority].held += h.weight;
+  }
+  for (const auto& w : s.waiters) {
+    if (w.priority < classes) l[w.priority].queued += w.weight;
+  }
+  return l;
 }
 
 }  // namespace
@@ -53,33 +77,60 @@ int inspect_local(const std::string& name, const std::string& lock_directory, co
   const local_snapshot& s = in.snapshot;
   std::int64_t held = 0;
   for (const auto& h : s.holders) held += h.weight;
+  // Nobody takes part: the limit has no definition now (the next run gives it).
+  const limit_definition d = in.definition.value_or(limit_definition{});
+  const auto by_class = loads(s, d.classes.size());
+  const bool classes = !d.classes.empty();
   if (json) {
     nlohmann::ordered_json j;
     j["name"] = name;
     j["directory"] = dir.string();
+    j["capacity"] = d.capacity > 0 ? nlohmann::ordered_json(d.capacity) : nlohmann::ordered_json(nullptr);
     j["held"] = held;
+    if (d.interval_ns > 0) {
+      j["rate"] = {{"rate", admit::rate::every(std::chrono::nanoseconds(d.interval_ns)).to_string()},
+                   {"interval_us", d.interval_ns / 1000},
+                   {"burst", d.burst},
+                   {"tokens", in.tokens.value_or(0)}};
+    }
     j["holder_count"] = s.holders.size();
     j["waiter_count"] = s.waiters.size();
     j["holders"] = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < s.holders.size() && i < most; ++i)
-      j["holders"].push_back(entry_json(s.holders[i], "running_s"));
+      j["holders"].push_back(entry_json(s.holders[i], "running_s", classes));
     j["queue"] = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < s.waiters.size() && i < most; ++i)
-      j["queue"].push_back(entry_json(s.waiters[i], "waiting_s"));
+      j["queue"].push_back(entry_json(s.waiters[i], "waiting_s", classes));
+    if (classes) {  // each class's held permits and the permits its waiters ask for, by class
+      j["classes"] = nlohmann::ordered_json::array();
+      for (std::size_t c = 0; c < d.classes.size(); ++c) {
+        j["classes"].push_back({{"name", d.classes[c].name},
+                                {"share", d.classes[c].share},
+                                {"held", by_class[c].held},
+                                {"queued", by_class[c].queued}});
+      }
+    }
     write_json_line(out, j);
     return exit_ok;
   }
-  out << "local limit " << quote(name) << " in " << quote(dir.string()) << ": " << held << " permit(s) held by "
-      << s.holders.size() << " holder(s), " << s.waiters.size() << " waiting\n";
+  out << "local limit " << quote(name) << " in " << quote(dir.string()) << ": ";
+  if (in.definition) out << describe(d) << "; ";
+  out << held << " permit(s) held by " << s.holders.size() << " holder(s), " << s.waiters.size() << " waiting";
+  if (in.tokens) out << ", " << *in.tokens << " token(s) now";
+  out << "\n";
+  for (std::size_t c = 0; c < d.classes.size(); ++c) {
+    out << "class " << d.classes[c].name << " (share " << admit::detail::format_double(d.classes[c].share)
+        << "): " << by_class[c].held << " permit(s) held, " << by_class[c].queued << " asked by its waiters\n";
+  }
   if (!s.holders.empty()) out << "holders:\n";
   for (std::size_t i = 0; i < s.holders.size() && i < most; ++i) {
     out << "  ";
-    print_entry(out, s.holders[i], "running for");
+    print_entry(out, s.holders[i], "running for", d.classes);
   }
-  if (!s.waiters.empty()) out << "queue (in order):\n";
+  if (!s.waiters.empty()) out << "queue (in order of arrival):\n";
   for (std::size_t i = 0; i < s.waiters.size() && i < most; ++i) {
     out << "  " << i + 1 << ". ";
-    print_entry(out, s.waiters[i], "waiting for");
+    print_entry(out, s.waiters[i], "waiting for", d.classes);
   }
   return exit_ok;
 }

@@ -79,6 +79,8 @@ std::unique_ptr<permit_source> make_local_source(const run_settings& s, const en
     c.interval = std::chrono::nanoseconds(static_cast<std::int64_t>(s.rate->interval_ns()));
     c.burst = s.burst;
   }
+  c.classes = s.classes;
+  c.priority = s.priority;
   c.max_waiters = s.max_waiters;
   c.info = info;
   return std::make_unique<local_source>(std::move(c));

@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "admit/detail/format_double.hpp"
 
 #include "cli/common/decimal.hpp"
 #include "cli/common/local_limit.hpp"
@@ -60,7 +60,12 @@ std::vector<admit::priority_class> parse_classes(const std::string& text) {
     at = end + 1;
   }
   if (out.size() < 2) throw bad("give two classes or more (one class is the limit itself)");
-  if (sum > 1 + 1e-9) throw bad("the shares sum to " + admit::detail::format_double(sum) + ", more than 1");
+  if (sum > 1 + 1e-9) {
+    // Nine significant digits: the sum of decimal shares as written (0.7 + 0.6 is 1.2999999999999998 in binary).
+    char total[32];
+    std::snprintf(total, sizeof total, "%.9g", sum);
+    throw bad("the shares sum to " + std::string(total) + ", more than 1");
+  }
   return out;
 }
 
@@ -153,10 +158,7 @@ run_settings check(const run_options& o) {
     throw usage_error("--set-capacity applies only with --redis (it sets the definition Redis stores for every host)");
   }
   s.set_capacity = o.set_capacity;
-  if (o.classes) {
-    if (!s.redis) throw usage_error("--classes applies only with --redis (a limit on this host has no classes yet)");
-    s.classes = parse_classes(*o.classes);
-  }
+  if (o.classes) s.classes = parse_classes(*o.classes);
   if (o.class_name) {
     if (!o.classes) throw usage_error("--class applies only with --classes (the limit's classes)");
     std::string names;

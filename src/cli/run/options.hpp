@@ -67,7 +67,7 @@ struct run_settings {
 // --concurrency and --rate (a rate of inf limits nothing), --weight at most --concurrency and --burst, --burst only
 // with --rate, --lease-ttl, --on-lease-lost, --kill-after and --set-capacity only with --redis (--set-capacity also
 // needs --concurrency), --lock-dir only without, --no-wait not with --timeout, --classes (two or more NAME=SHARE, the
-// shares from 0 to 1 and summing to at most 1) only with --redis, --class one of them.
+// shares from 0 to 1 and summing to at most 1), --class one of them.
 run_settings check(const run_options& options);
 
 }  // namespace admit::cli::run

@@ -16,7 +16,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include "admit/detail/format_double.hpp"
 #include "admit/errc.hpp"
 #include "admit/redis/admission.hpp"
 #include "admit/redis/client/cluster.hpp"
@@ -29,6 +28,7 @@
 #include "cli/common/redis_failure.hpp"
 #include "cli/common/redis_topology.hpp"
 #include "cli/common/run_holder.hpp"
+#include "cli/common/values.hpp"
 #include "cli/run/wait_bounded.hpp"
 
 namespace admit::cli {
@@ -352,12 +352,7 @@ class redis_source final : public run::permit_source {
     const auto [stored, ec] = st_->limit->inspect(0);
     std::string given = s.concurrency > 0 ? "--concurrency " + std::to_string(s.concurrency) : "no --concurrency";
     given += s.rate ? " --rate " + s.rate->to_string() + " --burst " + std::to_string(s.burst) : " without --rate";
-    if (!s.classes.empty()) {
-      given += " --classes ";
-      for (std::size_t i = 0; i < s.classes.size(); ++i) {
-        given += (i == 0 ? "" : ",") + s.classes[i].name + "=" + admit::detail::format_double(s.classes[i].share);
-      }
-    }
+    if (!s.classes.empty()) given += " --classes " + classes_option(s.classes);
     redis_failure f;
     f.error = admit::errc::definition_conflict;
     f.message = quote(s.name) + " at " + st_->where() + " is " + (ec ? "defined otherwise" : as_options(stored)) +

@@ -89,7 +89,10 @@ void reporter::waiting(const wait_progress& p, std::chrono::nanoseconds waited) 
   waiting_reported_ = true;
   if (!status_line_) return;
   std::string line = "admit run: waiting for " + settings_.name;
-  if (p.position > 0) {
+  if (p.position > 0 && !settings_.classes.empty()) {  // the place is in its class's queue
+    line += " (" + ordinal(p.position) + " in class " + settings_.classes[settings_.priority].name + ", " +
+            std::to_string(p.waiting) + " waiting";
+  } else if (p.position > 0) {
     line += " (" + ordinal(p.position) + " of " + std::to_string(p.waiting) + " waiting";
   } else {
     line += " (" + std::to_string(p.waiting) + " waiting";

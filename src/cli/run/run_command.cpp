@@ -76,8 +76,8 @@ subcommand add_run_command(CLI::App& app) {
                 "with --redis: if the limit NAME exists with another --concurrency, --rate or --burst, make this run's "
                 "the definition for every host (without it, that is refused: one name, one definition)");
   cmd->add_option("--classes", ro.classes,
-                  "with --redis: the limit's priority classes and the share of --concurrency and --rate each is "
-                  "guaranteed (part of the limit's definition), e.g. interactive=0.75,batch=0.25")
+                  "the limit's priority classes and the share of --concurrency and --rate each is guaranteed (part "
+                  "of the limit's definition), e.g. interactive=0.75,batch=0.25")
       ->type_name("NAME=SHARE,...");
   cmd->add_option("--class", ro.class_name, "this run's class, one of --classes (default: the first)")
       ->type_name("NAME");

@@ -429,6 +429,11 @@ TEST_F(AdmitRunLocal, EnvironmentAndOutputs) {
 // 6. --rate 5/s --burst 1 over 30 queued starts: a token bucket's spacing, 200 ms apart at least.
 TEST_F(AdmitRunLocal, RateSpacesTheStarts) { rate_spacing(ADMIT_CLI, {"--lock-dir", locks_}, dir_, 30); }
 
+// --classes on this host: the share rule of admit::admission, as with --redis.
+TEST_F(AdmitRunLocal, ARunWithinItsClassShareStartsBeforeAnEarlierBorrower) {
+  class_share_before_arrival(ADMIT_CLI, {"--lock-dir", locks_}, dir_);
+}
+
 // 8. `admit inspect --lock-dir D NAME`: the holder (host, pid of admit run, command, running time) and the waiter.
 TEST_F(AdmitRunLocal, InspectShowsHolderAndWaiter) {
   const auto holder = hold("shown");

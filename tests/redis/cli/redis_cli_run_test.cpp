@@ -438,37 +438,9 @@ TEST_F(AdmitRunRedis, ARunWaitingForTheRateHoldsNoPermit) {
   EXPECT_FALSE(ran());
 }
 
-// --classes: a run of a class within its guaranteed share starts before an earlier run of a class that borrows. Two
-// batch runs hold both permits (one of them borrowed from the interactive class); a batch run queues, then an
-// interactive one. When one holder ends, its permit goes to the interactive run, which arrived later: the batch class
-// still holds its share.
+// --classes: a run within its class's guaranteed share starts before an earlier run of a class that borrows.
 TEST_F(AdmitRunRedis, ARunWithinItsClassShareStartsBeforeAnEarlierBorrower) {
-  const std::string log = dir_ / "classes.log";
-  const args classes{"--concurrency", "2", "--classes", "interactive=0.5,batch=0.5", "--json"};
-  std::vector<std::unique_ptr<child_process>> holders;
-  for (const std::string label : {"holder1", "holder2"}) {
-    holders.push_back(std::make_unique<child_process>(
-        run("classes", classes + args{"--class", "batch", "--"} + record_command(log, label, dir_ / label))));
-    ASSERT_TRUE(wait_for_event(*holders.back(), {"started"})) << holders.back()->err();
-  }
-  child_process batch(run("classes", classes + args{"--class", "batch", "--"} + record_command(log, "batch", "0")));
-  ASSERT_TRUE(wait_for_event(batch, {"waiting"})) << batch.err();
-  child_process interactive(
-      run("classes", classes + args{"--class", "interactive", "--"} + record_command(log, "interactive", "0")));
-  ASSERT_TRUE(wait_for_event(interactive, {"waiting"})) << interactive.err();
-  const run_result r = admit({ADMIT_CLI, "inspect", "--redis", server_.url(), "--json", "classes"}, 10s);
-  const auto j = nlohmann::json::parse(r.out, nullptr, false);
-  ASSERT_TRUE(j.is_object() && j["classes"].is_array() && j["classes"].size() == 2) << r.out;
-  EXPECT_EQ(j["classes"][1]["held"], 2) << r.out;
-  EXPECT_EQ(j["classes"][0]["queued"], 1) << r.out;
-  EXPECT_EQ(j["queue"][0]["class"], 1) << r.out;  // the batch run arrived first
-  touch(dir_ / "holder1");
-  EXPECT_EQ(interactive.wait(), 0) << interactive.err();
-  EXPECT_EQ(batch.wait(), 0) << batch.err();  // the interactive run's permit, once it ended
-  touch(dir_ / "holder2");
-  for (auto& h : holders) EXPECT_EQ(h->wait(), 0) << h->err();
-  EXPECT_EQ(labels_by_token(read_log(log)), (std::vector<std::string>{"holder1", "holder2", "interactive", "batch"}))
-      << read_text(log);
+  class_share_before_arrival(ADMIT_CLI, {"--redis", server_.url()}, dir_);
 }
 
 // 7. Four workers, 25 queries each, through `admit run --concurrency 3` in front of a database that counts its

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -377,6 +378,44 @@ inline void rate_spacing(const std::string& admit, const args& where, const temp
   }
   std::cout << "[ measured ] the latest of " << runs << " starts was " << latest
             << " ms after its token bucket's time\n";
+}
+
+// Scenario 10 (both backends), --classes: a run within its class's guaranteed share starts before an earlier run of
+// a class that borrows. Two batch runs hold both permits (one of them borrowed from the interactive class); a batch run
+// queues, then an interactive one. When one holder ends, its permit goes to the interactive run, which arrived later:
+// the batch class still holds its share. `admit inspect --json` shows each class's load and the queue's classes.
+inline void class_share_before_arrival(const std::string& admit, const args& where, const temp_dir& dir) {
+  const std::string log = dir / "classes.log";
+  const auto run = [&](const std::string& cls, const args& command) {
+    return args{admit, "run"} + where + args{"--name", "classes",   "--concurrency",
+                                             "2",      "--classes", "interactive=0.5,batch=0.5",
+                                             "--json", "--class",   cls,
+                                             "--"} +
+           command;
+  };
+  std::vector<std::unique_ptr<child_process>> holders;
+  for (const std::string label : {"holder1", "holder2"}) {
+    holders.push_back(std::make_unique<child_process>(run("batch", record_command(log, label, dir / label))));
+    ASSERT_TRUE(wait_for_event(*holders.back(), {"started"})) << holders.back()->err();
+  }
+  child_process batch(run("batch", record_command(log, "batch", "0")));
+  ASSERT_TRUE(wait_for_event(batch, {"waiting"})) << batch.err();
+  child_process interactive(run("interactive", record_command(log, "interactive", "0")));
+  ASSERT_TRUE(wait_for_event(interactive, {"waiting"})) << interactive.err();
+  const run_result r = run_to_end(args{admit, "inspect"} + where + args{"--json", "classes"}, 10s);
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object() && j["classes"].is_array() && j["classes"].size() == 2) << r.out << r.err;
+  EXPECT_EQ(j["classes"][1]["held"], 2) << r.out;
+  EXPECT_EQ(j["classes"][0]["queued"], 1) << r.out;
+  EXPECT_EQ(j["queue"][0]["class"], 1) << r.out;  // the batch run arrived first
+  touch(dir / "holder1");
+  EXPECT_EQ(interactive.wait(), 0) << interactive.err();
+  EXPECT_EQ(batch.wait(), 0) << batch.err();  // the interactive run's permit, once it ended
+  touch(dir / "holder2");
+  for (auto& h : holders) EXPECT_EQ(h->wait(), 0) << h->err();
+  // By start time: the batch run could start only once the interactive one had ended.
+  EXPECT_EQ(start_order(read_log(log)), (std::vector<std::string>{"holder1", "holder2", "interactive", "batch"}))
+      << read_text(log);
 }
 
 // This host's name, as `admit run` records it.
