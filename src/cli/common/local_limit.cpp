@@ -54,12 +54,15 @@ detail::admission_plan plan_of(const limit_definition& d) {
   return detail::plan_admission_classes(o, 0);
 }
 
-// The rate state (under `lock`) in the token bucket's representation, read from `rate` at `clock`. States this boot's
-// clock cannot have made (a clock namespace, a damaged file) are clamped: the global bucket is never emptier than
-// empty, a class's bucket never owes more than one request's tokens (the most it can be charged in debt).
+// The rate state (under `lock`) in the token bucket's representation, read from `rate` at `clock`. States this
+// definition cannot have made at this boot's clock (a slower rate's, before the definition changed; a clock
+// namespace; a damaged file) are clamped: the global bucket is never emptier than empty, a class's bucket never owes
+// more than one request's tokens (the most it can be charged in debt). A clamped state must be written back at once
+// (write_buckets): the clamp is relative to now, so read again later it would never refill.
 struct bucket_state {
   std::int64_t tat = detail::ns_min;  // the global bucket; ns_min: full
   std::vector<std::int64_t> assured;  // each class's assured bucket
+  bool clamped = false;
 };
 bucket_state read_buckets(const local::queue_dir& q, const detail::admission_plan& plan,
                           const local::clock_reading& clock) {
@@ -68,15 +71,26 @@ bucket_state read_buckets(const local::queue_dir& q, const detail::admission_pla
   if (plan.global.inf()) return b;
   const auto stored = local::read_rate(q, clock.boot_id);
   if (!stored) return b;
-  b.tat = std::min(detail::sat_sub(stored->tat_ns, plan.global.tol), clock.now_ns);
+  b.tat = detail::sat_sub(stored->tat_ns, plan.global.tol);
+  b.clamped = b.tat > clock.now_ns;
+  b.tat = std::min(b.tat, clock.now_ns);
   if (stored->assured_tat_ns.size() == plan.classes.size()) {
     for (std::size_t k = 0; k < b.assured.size(); ++k) {
       const auto& assured = plan.classes[k].assured;
       const std::int64_t most = detail::sat_add(clock.now_ns, detail::token_bucket_cost(assured, plan.global.burst));
+      b.clamped = b.clamped || stored->assured_tat_ns[k] > most;
       b.assured[k] = std::min(stored->assured_tat_ns[k], most);
     }
   }
   return b;
+}
+
+// Under `lock`: stores the rate state (with classes, their buckets too).
+void write_buckets(const local::queue_dir& q, const detail::admission_plan& plan, const local::clock_reading& clock,
+                   const bucket_state& b) {
+  local::stored_rate r{detail::sat_add(b.tat, plan.global.tol), {}};
+  if (plan.classes.size() > 1) r.assured_tat_ns = b.assured;
+  local::write_rate(q, clock.boot_id, r);
 }
 
 // The outcome of one admission check (under `lock`).
@@ -117,6 +131,7 @@ evaluation evaluate(const local::queue_dir& q, const local_limit_config& c, cons
   }
   e.clock = local::read_clock();
   e.after = read_buckets(q, plan, e.clock);
+  if (e.after.clamped) write_buckets(q, plan, e.clock, e.after);
   if (e.progress.position != 1) return e;
   const std::int64_t t = e.clock.now_ns;
   const bool sole = classes == 1 && plan.classes[0].share >= 1;
@@ -312,11 +327,7 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   std::optional<entry_guard> entry;  // declared before every `lock`, so that its destructor runs without it
   // Under lock: admits this participant (evaluate said so).
   auto admit_now = [&](const evaluation& e) {
-    if (!plan_.global.inf()) {
-      local::stored_rate r{detail::sat_add(e.after.tat, plan_.global.tol), {}};
-      if (!c.classes.empty()) r.assured_tat_ns = e.after.assured;
-      local::write_rate(q, e.clock.boot_id, r);
-    }
+    if (!plan_.global.inf()) write_buckets(q, plan_, e.clock, e.after);
     self.info.started_unix_ms = unix_time_ms();
     local::rewrite_entry(q, entry->fd(), self);
     auto entry_path = q.path() / local::entry_name(true, self.ticket), lock_path = q.path() / "lock";

@@ -106,6 +106,23 @@ TEST_F(LocalLimit, RateBurstCountsWeights) {
   EXPECT_EQ(local_limit(c).acquire(std::nullopt, true, {}).error(), admit::errc::exceeds_capacity);
 }
 
+// As admit::admission: a deadline by which the rate cannot have the tokens fails at once, leaving no entry.
+TEST_F(LocalLimit, ADeadlineTheRateCannotMeetFailsAtOnce) {
+  auto c = config(0);
+  c.interval = 1000s;
+  EXPECT_TRUE(local_limit(c).acquire(std::nullopt, true, {}));
+  const auto start = steady_clock::now();
+  EXPECT_EQ(local_limit(c).acquire(in(100s), false, {}).error(), admit::errc::timeout);
+  EXPECT_LT(steady_clock::now() - start, 10s);  // not the 100 s deadline
+  EXPECT_EQ(files("w."), 0u);
+  // Once nobody takes part, a faster rate may be given: the slower rate's state, far ahead of anything this one can
+  // make, counts as an empty bucket that refills from now (it used to be re-clamped at each look, and never refilled).
+  c.interval = 20ms;
+  const auto faster = steady_clock::now();
+  EXPECT_TRUE(local_limit(c).acquire(in(10s), false, {}));
+  EXPECT_LT(steady_clock::now() - faster, 5s);
+}
+
 TEST_F(LocalLimit, RateStateOfAnotherBootIsIgnored) {
   auto c = config(0);
   c.interval = 10s;
