@@ -172,7 +172,7 @@ class admission_core {
     if (w.queued) unlink(k, w);
     if (!global_.inf()) {
       tat_ = new_tat;
-      k.assured_tat = admission_assured_after(weigh(k), st, t, w.n);
+      k.assured_tat = admission_assured_after(sole_ ? nullptr : &k.plan.assured, k.assured_tat, st, t, w.n);
     }
     last_now_ = std::max(last_now_, t);
     ledger_.take(k, w.n);

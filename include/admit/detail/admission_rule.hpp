@@ -154,12 +154,14 @@ inline void admission_entitle(const admission_class_state& k, const admission_fr
   return h;
 }
 
-// The assured bucket's state once class k's head, standing as h, is admitted with n tokens at effective time t: charged
-// when it was entitled to tokens (into debt if need be), unchanged when it borrowed them or the class is sole.
-[[nodiscard]] inline std::int64_t admission_assured_after(const admission_class_state& k, const admission_head& h,
-                                                          std::int64_t t, std::int64_t n) noexcept {
-  if (!h.token_entitled || k.assured == nullptr || k.assured->inf()) return k.assured_tat;
-  return assured_charge(*k.assured, k.assured_tat, t, n);
+// The state of a class's assured bucket (`assured`, state `tat`; nullptr for a sole class) once its head, standing
+// as h, is admitted with n tokens at effective time t: charged when it was entitled to tokens (into debt if need be),
+// unchanged when it borrowed them or the class is sole.
+[[nodiscard]] inline std::int64_t admission_assured_after(const token_bucket_config* assured, std::int64_t tat,
+                                                          const admission_head& h, std::int64_t t,
+                                                          std::int64_t n) noexcept {
+  if (!h.token_entitled || assured == nullptr || assured->inf()) return tat;
+  return assured_charge(*assured, tat, t, n);
 }
 
 // Whether head o's claim on permits (else tokens) counts against head c: c must leave o's n of it free. It does when

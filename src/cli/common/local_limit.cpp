@@ -156,7 +156,9 @@ evaluation evaluate(const local::queue_dir& q, const local_limit_config& c, cons
     e.after.tat =
         detail::token_bucket_step(plan.global, admit::oversize_policy::reject, e.after.tat, t, c.weight).new_tat;
   }
-  e.after.assured[c.priority] = detail::admission_assured_after(standing[c.priority], stands[c.priority], t, c.weight);
+  const auto& k = standing[c.priority];
+  e.after.assured[c.priority] =
+      detail::admission_assured_after(k.assured, k.assured_tat, stands[c.priority], t, c.weight);
   e.admit = true;
   return e;
 }
