@@ -59,7 +59,8 @@ ioredis_version=$(version_of ioredis)
 limits_version=$(/usr/bin/python3 -c 'import limits; print(limits.__version__)')
 
 start_redis_server
-# The exact command admit sends: a short admit_redis_bench run on many keys under MONITOR, its first EVALSHA. The
+# The exact command admit sends: a short admit_redis_bench run on many keys under MONITOR, its first FCALL of the
+# limiter's function library (EVALSHA of the same code on a server without functions). The
 # ceiling then runs that command (script, keys, arguments) with the key replaced by redis-benchmark's __rand_int__ or
 # the hot key, whatever the library's calling convention is at the time.
 "${cli[@]}" monitor >"$out/monitor.txt" &
@@ -69,22 +70,26 @@ for ((i = 0; i < 100; ++i)); do [[ -s "$out/monitor.txt" ]] && break; sleep 0.05
   --name "$name" --duration 0.2 --warmup 0.1 >/dev/null
 kill "$monitor_pid" 2>/dev/null || true
 wait "$monitor_pid" 2>/dev/null || true
-mapfile -t evalsha < <(grep -m1 '"EVALSHA"' "$out/monitor.txt" |
+mapfile -t evalsha < <(grep -m1 -E '"(FCALL|EVALSHA)"' "$out/monitor.txt" |
   /usr/bin/python3 -c 'import shlex, sys; print("\n".join(shlex.split(sys.stdin.read().split("] ", 1)[1])))')
-((${#evalsha[@]} >= 4)) || { echo "redis_compare.sh: no EVALSHA from admit under MONITOR ($out/monitor.txt)" >&2; exit 1; }
-sha=${evalsha[1]}
+((${#evalsha[@]} >= 4)) || { echo "redis_compare.sh: no FCALL or EVALSHA from admit under MONITOR ($out/monitor.txt)" >&2; exit 1; }
+# EVALSHA names the script's SHA1; FCALL the library's function, admit_gcra_<the script's SHA1's first 16 digits>.
+sha=${evalsha[1]#admit_gcra_}
 hot_cmd=() many_cmd=()
 for a in "${evalsha[@]}"; do
   if [[ "$a" =~ ^\{$name\}:k[0-9]{12}$ ]]; then hot_cmd+=("{$name}:hot") many_cmd+=("{$name}:k__rand_int__"); else
     hot_cmd+=("$a") many_cmd+=("$a"); fi
 done
 # The script file(s) admit embeds (src/redis/lua/common.lua, when there is one, before gcra.lua, as embed.cmake
-# does): their SHA1 must be the one admit sends.
+# does; then the script's last line, `return call(KEYS, ARGV)`, when the code is a function library): their SHA1 must
+# be the one admit sends (its first 16 digits, for an FCALL).
 lua_files=(src/redis/lua/gcra.lua)
 [[ -f src/redis/lua/common.lua ]] && lua_files=(src/redis/lua/common.lua src/redis/lua/gcra.lua)
-file_sha=$(cat "${lua_files[@]}" | "${cli[@]}" -x script load | tr -d '\r')
-script_note="SCRIPT LOAD of ${lua_files[*]} (concatenated) gives $file_sha, the SHA1 admit sends"
-if [[ "$file_sha" != "$sha" ]]; then
+call_line=""
+grep -q '^local function call(KEYS, ARGV)' src/redis/lua/gcra.lua && call_line=$'\nreturn call(KEYS, ARGV)\n'
+file_sha=$({ cat "${lua_files[@]}"; printf '%s' "$call_line"; } | "${cli[@]}" -x script load | tr -d '\r')
+script_note="SCRIPT LOAD of ${lua_files[*]} (concatenated) gives $file_sha, the SHA1 admit's call names"
+if [[ "$file_sha" != "$sha"* ]]; then
   script_note="**SCRIPT LOAD of ${lua_files[*]} gives $file_sha, but admit sends $sha** (the build is older or newer than the sources): the ceiling runs admit's"
   echo "redis_compare.sh: warning: $script_note" >&2
 fi
@@ -102,7 +107,7 @@ server_us() {
   local per=${1:-1}
   "${cli[@]}" info commandstats | tr -d '\r' | awk -F'[:,=]' -v per="$per" '
     /^cmdstat_/ { for (i = 2; i < NF; i += 2) if ($i == "usec") total += $(i + 1) }
-    /^cmdstat_evalsha:/ { for (i = 2; i < NF; i += 2) if ($i == "calls") calls += $(i + 1) }
+    /^cmdstat_(evalsha|fcall):/ { for (i = 2; i < NF; i += 2) if ($i == "calls") calls += $(i + 1) }
     /^cmdstat_get:/ { for (i = 2; i < NF; i += 2) if ($i == "calls") gets += $(i + 1) }
     END {
       decisions = per == "get" ? gets : calls * per
@@ -124,7 +129,7 @@ measure() {
 # k}: KEYS = the epoch then B state keys, ARGV = detect, the P parameters, then n and k per decision (common.lua).
 batch_cmd() {
   local key=$1 b=$2 i last=$((${#evalsha[@]} - 1))
-  batch=(EVALSHA "${evalsha[1]}" $((b + 1)) "${evalsha[3]}")
+  batch=("${evalsha[0]}" "${evalsha[1]}" $((b + 1)) "${evalsha[3]}")
   for ((i = 0; i < b; ++i)); do batch+=("$key"); done
   batch+=("${evalsha[@]:5:$((last - 6))}")
   for ((i = 0; i < b; ++i)); do batch+=("${evalsha[last - 1]}" "${evalsha[last]}"); done

@@ -50,7 +50,7 @@ TEST_F(RedisServeBackend, CountingHitsAreEnvoyRatelimitsCommandsPerCounterOfABat
   ASSERT_EQ(outcomes.size(), hits.size());
   // envoyproxy/ratelimit would send 25 INCRBY + 25 EXPIRE; here one INCRBY and one EXPIRE NX per counter, the
   // question a GET, no script.
-  EXPECT_EQ(server.calls("evalsha"), 0);
+  EXPECT_EQ(server.script_calls(), 0);
   EXPECT_EQ(server.calls("incrby"), 22);
   EXPECT_EQ(server.calls("expire"), 22);
   EXPECT_EQ(server.calls("get"), 1);
@@ -115,7 +115,7 @@ TEST_F(RedisServeBackend, OneScriptCallPerBatch) {
   for (int i = 0; i < 20; ++i) hits.push_back(make_hit(r, "descriptor_" + std::to_string(i)));
   const auto outcomes = decide(backend, hits);
   for (const auto& o : outcomes) EXPECT_EQ(o.result, state::ok) << o.error;
-  EXPECT_EQ(server.calls("evalsha"), 1);
+  EXPECT_EQ(server.script_calls(), 1);
 
   // Requests from many threads at once share calls.
   (void)server.admin({"CONFIG", "RESETSTAT"});
@@ -133,7 +133,7 @@ TEST_F(RedisServeBackend, OneScriptCallPerBatch) {
   }
   for (auto& t : callers) t.join();
   EXPECT_EQ(ok.load(), threads * per_thread);
-  EXPECT_LE(server.calls("evalsha"), threads * per_thread);
+  EXPECT_LE(server.script_calls(), threads * per_thread);
 }
 
 TEST_F(RedisServeBackend, BatchesAreCappedByMaxBatch) {
@@ -146,7 +146,7 @@ TEST_F(RedisServeBackend, BatchesAreCappedByMaxBatch) {
   std::vector<hit> hits;
   for (int i = 0; i < 10; ++i) hits.push_back(make_hit(r, std::string("d").append(std::to_string(i))));
   for (const auto& out : decide(small, hits)) EXPECT_EQ(out.result, state::ok) << out.error;
-  EXPECT_EQ(server.calls("evalsha"), 3);  // 4 + 4 + 2
+  EXPECT_EQ(server.script_calls(), 3);  // 4 + 4 + 2
 }
 
 TEST(RedisServeBackendCluster, DecidesOnThreeMasters) {
@@ -186,7 +186,7 @@ TEST(RedisServeBackendCluster, DecidesOnThreeMasters) {
   EXPECT_EQ(again[0].result, state::over_limit);  // user_0's fourth hit
   for (std::size_t i = 1; i < 30; ++i) EXPECT_EQ(again[i].result, state::ok) << again[i].error;
   long long calls = 0;
-  for (std::size_t i = 0; i < redis_cluster::size; ++i) calls += cluster.calls(i, "evalsha");
+  for (std::size_t i = 0; i < redis_cluster::size; ++i) calls += cluster.script_calls(i);
   EXPECT_EQ(calls, static_cast<long long>(slots.size()));
 
   const rate_limit_rule g = rule(1, unit::hour, algorithm::token_bucket);

@@ -17,13 +17,6 @@ namespace admit::serve::testing {
 
 using state = hit_outcome::state;
 
-// EVALSHA calls the server has answered (INFO commandstats).
-long long evalsha_calls(admit::redis::testing::redis_server& server) {
-  const std::string info = server.admin({"INFO", "commandstats"});
-  const auto at = info.find("cmdstat_evalsha:calls=");
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + 22));
-}
-
 TEST_F(RedisServeBackend, AFixedWindowPrefetchesAndNeverPassesItsLimit) {
   rate_limit_rule r = rule(50, unit::hour);
   r.prefetch = 20;
@@ -31,14 +24,14 @@ TEST_F(RedisServeBackend, AFixedWindowPrefetchesAndNeverPassesItsLimit) {
   const std::string key = "admit:serve:fw:{u}:3600:" + std::to_string(minute_start);
   ASSERT_EQ(decide_one(backend, make_hit(r, "u"), now).result, state::ok);
   EXPECT_EQ(server.admin({"GET", key}), "20") << "the first hit took 20";
-  const long long calls = evalsha_calls(server);
+  const long long calls = server.script_calls();
   for (int i = 0; i < 19; ++i) {
     const hit_outcome o = decide_one(backend, make_hit(r, "u"), now);
     ASSERT_EQ(o.result, state::ok) << i;
     // Its stock (18 − i) and the room the last reply showed (50 − 20): the window's remaining as far as it knows.
     EXPECT_EQ(o.remaining, 48U - static_cast<unsigned>(i));
   }
-  EXPECT_EQ(evalsha_calls(server), calls) << "19 hits decided from the stock, without Redis";
+  EXPECT_EQ(server.script_calls(), calls) << "19 hits decided from the stock, without Redis";
   EXPECT_EQ(decide_one(backend, make_hit(r, "u"), now).result, state::ok);  // refills: 40
   EXPECT_EQ(server.admin({"GET", key}), "40");
   for (int i = 0; i < 19; ++i) ASSERT_EQ(decide_one(backend, make_hit(r, "u"), now).result, state::ok);
@@ -65,7 +58,7 @@ TEST_F(RedisServeBackend, HitsArrivingDuringARefillWaitForItInsteadOfCallingRedi
   const auto outcomes = decide(backend, hits, now);
   for (std::size_t i = 0; i < outcomes.size(); ++i) EXPECT_EQ(outcomes[i].result, state::ok) << i << outcomes[i].error;
   EXPECT_EQ(server.admin({"GET", key}), "40") << "two refills of 20, no hit counted on its own";
-  EXPECT_EQ(server.calls("evalsha"), 2);
+  EXPECT_EQ(server.script_calls(), 2);
   EXPECT_EQ(server.calls("incrby"), 2);
 }
 
@@ -87,9 +80,9 @@ TEST_F(RedisServeBackend, AReloadDropsTheStock) {
   const auto now = at(minute_start + 5);
   ASSERT_EQ(decide_one(backend, make_hit(r, "s"), now).result, state::ok);  // 19 in stock
   backend.configure(*configuration::load(std::vector<std::pair<std::string, std::string>>{}));
-  const long long calls = evalsha_calls(server);
+  const long long calls = server.script_calls();
   ASSERT_EQ(decide_one(backend, make_hit(r, "s"), now).result, state::ok);
-  EXPECT_GT(evalsha_calls(server), calls) << "the stock taken before the reload is not spent after it";
+  EXPECT_GT(server.script_calls(), calls) << "the stock taken before the reload is not spent after it";
 }
 
 TEST_F(RedisServeBackend, ChecksAndOverridesDoNotPrefetch) {
@@ -109,9 +102,9 @@ TEST_F(RedisServeBackend, ABucketPrefetchLeasesTokens) {
   rate_limit_rule r = rule(100, unit::hour, algorithm::token_bucket);
   r.prefetch = 10;
   ASSERT_EQ(decide_one(backend, make_hit(r, "b")).result, state::ok);
-  const long long calls = evalsha_calls(server);
+  const long long calls = server.script_calls();
   for (int i = 0; i < 9; ++i) ASSERT_EQ(decide_one(backend, make_hit(r, "b")).result, state::ok);
-  EXPECT_EQ(evalsha_calls(server), calls) << "9 hits spent from the lease";
+  EXPECT_EQ(server.script_calls(), calls) << "9 hits spent from the lease";
 }
 
 }  // namespace admit::serve::testing

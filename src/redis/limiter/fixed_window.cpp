@@ -13,7 +13,7 @@ namespace admit::redis {
 namespace {
 
 const script& fixed_window_script() {
-  static const script s{std::string(detail::lua::fixed_window)};
+  static const script s = script::library("admit_fixed_window", detail::lua::fixed_window);
   return s;
 }
 

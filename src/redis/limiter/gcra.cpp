@@ -12,7 +12,7 @@ namespace admit::redis {
 namespace {
 
 const script& gcra_script() {
-  static const script s{std::string(detail::lua::gcra)};
+  static const script s = script::library("admit_gcra", detail::lua::gcra);
   return s;
 }
 

@@ -13,7 +13,7 @@ namespace admit::redis {
 namespace {
 
 const script& sliding_log_script() {
-  static const script s{std::string(detail::lua::sliding_log)};
+  static const script s = script::library("admit_sliding_log", detail::lua::sliding_log);
   return s;
 }
 

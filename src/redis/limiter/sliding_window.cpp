@@ -13,7 +13,7 @@ namespace admit::redis {
 namespace {
 
 const script& sliding_window_script() {
-  static const script s{std::string(detail::lua::sliding_window)};
+  static const script s = script::library("admit_sliding_window", detail::lua::sliding_window);
   return s;
 }
 

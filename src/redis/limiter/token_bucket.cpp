@@ -13,7 +13,7 @@ namespace admit::redis {
 namespace {
 
 const script& token_bucket_script() {
-  static const script s{std::string(detail::lua::token_bucket)};
+  static const script s = script::library("admit_token_bucket", detail::lua::token_bucket);
   return s;
 }
 

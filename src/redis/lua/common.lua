@@ -1,5 +1,8 @@
--- admit: the part every limiter script shares, placed before each script's own text at build time (embed.cmake), so
--- that each EVALSHA script is one self-contained source.
+-- admit: the part every limiter script shares, placed before each script's own text at build time (embed.cmake).
+-- Each algorithm's text defines `call(KEYS, ARGV)`, one call, and runs nothing at its top level, so that the code is
+-- a Redis Functions library (registered as one function, named after the code's SHA1: admit/redis/client/script.hpp)
+-- whose helpers below Redis makes once, when it loads the library, and also, followed by `return call(KEYS, ARGV)`,
+-- a script for EVALSHA (Redis older than 7.0, or an ACL user without FCALL).
 --
 -- One call decides a batch of m >= 1 requests of one limiter, in order, at one instant (the client puts the
 -- decisions that callers ask for while earlier calls are in flight into one call: see src/redis/limiter/batcher.hpp).
@@ -11,7 +14,7 @@
 --   ARGV[2 .. 1 + p]  the algorithm's p parameters (p = 2 unless the script says otherwise)
 --   ARGV[2 + p + 2(i - 1)], ARGV[3 + p + 2(i - 1)]   n_i, the request's cost (integer >= 0), and k_i >= n_i, the most
 --                  the script may take when it admits (local token leasing; k = n without it)
--- and every script returns admit_batch(...):
+-- and every call returns admit_batch(KEYS, ARGV, ...):
 --   {r_1, ..., r_m, now_us, epoch_id, epoch_seq}, where r_i is {admitted (0/1), granted, remaining,
 --   retry_after_us (-1: never), reset_after_us} or an error reply for request i alone.
 --
@@ -52,7 +55,7 @@ end
 -- The hash expires no earlier than any state key written under it (the state keys' own expiry), so a client that sees
 -- a new id while state it wrote should still exist, or a seq lower than one it saw, knows that Redis lost state (a
 -- restart without persistence, a flush, a failover to a replica that had not received the latest writes).
-local function admit_batch(now, decide, p)
+local function admit_batch(KEYS, ARGV, now, decide, p)
   p = p or 2
   local m = #KEYS - 1
   if m < 1 or #ARGV ~= 1 + p + 2 * m then

@@ -10,52 +10,55 @@
 -- to the millisecond): from then on the count carries no information.
 -- A count written with another window length is kept if its window ended after the current window began (it counts
 -- against the current window), and forgotten otherwise.
-local w = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-if not w or w < 1 or not limit or limit < 1 then
-  return redis.error_reply('ERR admit fixed_window: bad arguments (window, limit)')
-end
-local now = admit_now()
-
-local fdiv = admit_fdiv
-
-local function decide(key, n, k)
-  local start = fdiv(now, w) * w
-  local count = 0
-  local stored = redis.call('GET', key)
-  if stored then
-    local s, sw, c = string.match(stored, '^(%d+):(%d+):(%d+)$')
-    if not s then
-      return nil, 'ERR admit fixed_window: key does not hold a window state'
-    end
-    s, sw, c = tonumber(s), tonumber(sw), tonumber(c)
-    if sw == w and s > start then
-      start, count = s, c -- a later window than now's (a clock gone back): count against it
-    elseif s + sw > start then
-      count = c
-    end
+-- call(KEYS, ARGV): one call of the script (the code is a script and a function library at once: common.lua).
+local function call(KEYS, ARGV)
+  local w = tonumber(ARGV[2])
+  local limit = tonumber(ARGV[3])
+  if not w or w < 1 or not limit or limit < 1 then
+    return redis.error_reply('ERR admit fixed_window: bad arguments (window, limit)')
   end
-  local to_next = start + w - now
+  local now = admit_now()
 
-  local admitted, granted, wait = 0, 0, 0
-  if n > limit then
-    wait = -1 -- larger than the limit: never
-  elseif n > 0 then
-    if n > limit - count then
-      wait = to_next -- until the next window starts
+  local fdiv = admit_fdiv
+
+  local function decide(key, n, k)
+    local start = fdiv(now, w) * w
+    local count = 0
+    local stored = redis.call('GET', key)
+    if stored then
+      local s, sw, c = string.match(stored, '^(%d+):(%d+):(%d+)$')
+      if not s then
+        return nil, 'ERR admit fixed_window: key does not hold a window state'
+      end
+      s, sw, c = tonumber(s), tonumber(sw), tonumber(c)
+      if sw == w and s > start then
+        start, count = s, c -- a later window than now's (a clock gone back): count against it
+      elseif s + sw > start then
+        count = c
+      end
+    end
+    local to_next = start + w - now
+
+    local admitted, granted, wait = 0, 0, 0
+    if n > limit then
+      wait = -1 -- larger than the limit: never
+    elseif n > 0 then
+      if n > limit - count then
+        wait = to_next -- until the next window starts
+      else
+        admitted = 1
+        granted = math.min(k, limit - count)
+        count = count + granted
+        redis.call('SET', key, admit_int(start) .. ':' .. admit_int(w) .. ':' .. admit_int(count),
+          'PXAT', admit_int(math.ceil((start + w) / 1000)))
+      end
     else
-      admitted = 1
-      granted = math.min(k, limit - count)
-      count = count + granted
-      redis.call('SET', key, admit_int(start) .. ':' .. admit_int(w) .. ':' .. admit_int(count),
-        'PXAT', admit_int(math.ceil((start + w) / 1000)))
+      admitted = 1 -- n = 0: a query, always admitted, writes nothing
     end
-  else
-    admitted = 1 -- n = 0: a query, always admitted, writes nothing
+    local reset = 0
+    if count > 0 then reset = to_next end
+    return admitted, granted, math.max(0, limit - count), wait, reset, math.ceil((start + w) / 1000)
   end
-  local reset = 0
-  if count > 0 then reset = to_next end
-  return admitted, granted, math.max(0, limit - count), wait, reset, math.ceil((start + w) / 1000)
-end
 
-return admit_batch(now, decide)
+  return admit_batch(KEYS, ARGV, now, decide)
+end

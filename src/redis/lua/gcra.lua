@@ -10,59 +10,62 @@
 -- A refusal (and n = 0) writes nothing, unless refusals are charged: then a refused request of n adds n * T to TAT
 -- all the same (the key goes into debt: TAT beyond now + tau), and while in debt n = 0 is refused too. An admission writes TAT with PXAT at TAT (rounded up to the millisecond): the
 -- key disappears once the limiter is full again, when its value would carry no information.
-local interval = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
-local charge = ARGV[4] == '1'
-if not interval or interval < 1 or not burst or burst < 1 then
-  return redis.error_reply('ERR admit gcra: bad arguments (interval, burst)')
-end
-local tau = burst * interval
-local now = admit_now()
+-- call(KEYS, ARGV): one call of the script (the code is a script and a function library at once: common.lua).
+local function call(KEYS, ARGV)
+  local interval = tonumber(ARGV[2])
+  local burst = tonumber(ARGV[3])
+  local charge = ARGV[4] == '1'
+  if not interval or interval < 1 or not burst or burst < 1 then
+    return redis.error_reply('ERR admit gcra: bad arguments (interval, burst)')
+  end
+  local tau = burst * interval
+  local now = admit_now()
 
--- fit(tat) = min(floor((now + tau - tat) / T), burst): how many tokens are available, computed exactly.
-local function fit(t)
-  local spare = now + tau - t
-  if spare <= 0 then return 0 end
-  return math.min(admit_fdiv(spare, interval), burst)
-end
-
-local function decide(key, n, k)
-  local tat = now
-  local stored = redis.call('GET', key)
-  if stored then
-    tat = tonumber(stored)
-    if not tat then
-      return nil, 'ERR admit gcra: key does not hold an integer TAT'
-    end
-    if tat < now then tat = now end
+  -- fit(tat) = min(floor((now + tau - tat) / T), burst): how many tokens are available, computed exactly.
+  local function fit(t)
+    local spare = now + tau - t
+    if spare <= 0 then return 0 end
+    return math.min(admit_fdiv(spare, interval), burst)
   end
 
-  local admitted, granted, wait, charged = 0, 0, 0, false
-  if charge and (n > 0 and (n > burst or fit(tat) < n) or n == 0 and tat > now + tau) then
-    -- refused, and charged: the request's cost goes on TAT all the same; the wait is until the debt is repaid
-    if n > 0 then
-      -- the debt (TAT beyond now + tau) is capped at 2^51 µs, 71 years: every time stays an exact integer
-      tat = math.min(math.max(tat, now) + n * interval, now + tau + 2251799813685248)
-      charged = true
-      redis.call('SET', key, admit_int(tat), 'PXAT', admit_int(math.ceil(tat / 1000)))
+  local function decide(key, n, k)
+    local tat = now
+    local stored = redis.call('GET', key)
+    if stored then
+      tat = tonumber(stored)
+      if not tat then
+        return nil, 'ERR admit gcra: key does not hold an integer TAT'
+      end
+      if tat < now then tat = now end
     end
-    wait = tat - tau - now
-  elseif n > burst then
-    wait = -1 -- larger than the burst: never (admit's oversize_policy::reject)
-  elseif n > 0 then
-    local available = fit(tat)
-    if available < n then
-      wait = tat - tau + n * interval - now -- until the time from which n fit
+
+    local admitted, granted, wait, charged = 0, 0, 0, false
+    if charge and (n > 0 and (n > burst or fit(tat) < n) or n == 0 and tat > now + tau) then
+      -- refused, and charged: the request's cost goes on TAT all the same; the wait is until the debt is repaid
+      if n > 0 then
+        -- the debt (TAT beyond now + tau) is capped at 2^51 µs, 71 years: every time stays an exact integer
+        tat = math.min(math.max(tat, now) + n * interval, now + tau + 2251799813685248)
+        charged = true
+        redis.call('SET', key, admit_int(tat), 'PXAT', admit_int(math.ceil(tat / 1000)))
+      end
+      wait = tat - tau - now
+    elseif n > burst then
+      wait = -1 -- larger than the burst: never (admit's oversize_policy::reject)
+    elseif n > 0 then
+      local available = fit(tat)
+      if available < n then
+        wait = tat - tau + n * interval - now -- until the time from which n fit
+      else
+        admitted = 1
+        granted = math.min(k, available)
+        tat = tat + granted * interval
+        redis.call('SET', key, admit_int(tat), 'PXAT', admit_int(math.ceil(tat / 1000)))
+      end
     else
-      admitted = 1
-      granted = math.min(k, available)
-      tat = tat + granted * interval
-      redis.call('SET', key, admit_int(tat), 'PXAT', admit_int(math.ceil(tat / 1000)))
+      admitted = 1 -- n = 0: a query, always admitted, writes nothing
     end
-  else
-    admitted = 1 -- n = 0: a query, always admitted, writes nothing
+    return admitted, granted, fit(tat), wait, tat - now, math.ceil(tat / 1000), charged
   end
-  return admitted, granted, fit(tat), wait, tat - now, math.ceil(tat / 1000), charged
-end
 
-return admit_batch(now, decide, 3)
+  return admit_batch(KEYS, ARGV, now, decide, 3)
+end

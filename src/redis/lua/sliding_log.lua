@@ -14,66 +14,69 @@
 -- limit, at most the old limit until they leave the window).
 -- Members are recorded at max(now, the newest recorded time), so the log stays in time order when the server's clock
 -- goes back (as the local limiter).
-local w = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-if not w or w < 1 or not limit or limit < 1 then
-  return redis.error_reply('ERR admit sliding_log: bad arguments (window, limit)')
-end
-local now = admit_now()
-local cutoff = now - w -- members at or before it have left the window
-
-local function decide(key, n, k)
-  local in_window = redis.call('ZCOUNT', key, '(' .. admit_int(cutoff), '+inf')
-  -- Units of one that fit: how many of the last `limit` admitted units have left the window.
-  local available = limit - math.min(limit, in_window)
-  local newest, newest_member = nil, nil
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[1] then
-    newest_member, newest = last[1], tonumber(last[2])
+-- call(KEYS, ARGV): one call of the script (the code is a script and a function library at once: common.lua).
+local function call(KEYS, ARGV)
+  local w = tonumber(ARGV[2])
+  local limit = tonumber(ARGV[3])
+  if not w or w < 1 or not limit or limit < 1 then
+    return redis.error_reply('ERR admit sliding_log: bad arguments (window, limit)')
   end
+  local now = admit_now()
+  local cutoff = now - w -- members at or before it have left the window
 
-  local admitted, granted, wait = 0, 0, 0
-  if n > limit then
-    wait = -1 -- larger than the limit: never
-  elseif n > 0 then
-    if n > available then
-      -- The n-th oldest of the last `limit` units must leave the window first: index m - limit + n - 1 of the set.
-      local m = redis.call('ZCARD', key)
-      local e = redis.call('ZRANGE', key, m - limit + n - 1, m - limit + n - 1, 'WITHSCORES')
-      wait = tonumber(e[2]) + w - now
-    else
-      admitted = 1
-      granted = math.min(k, available)
-      local record, seq = now, 0
-      if newest and newest >= now then
-        record = newest
-        seq = tonumber(string.match(newest_member, ':(%d+)$')) or 0
-      end
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', admit_int(cutoff))
-      local prefix_score = admit_int(record)
-      local prefix = prefix_score .. ':'
-      local args = {}
-      for i = 1, granted do
-        args[#args + 1] = prefix_score
-        args[#args + 1] = prefix .. string.format('%09d', seq + i)
-        if #args >= 1000 or i == granted then
-          redis.call('ZADD', key, unpack(args))
-          args = {}
-        end
-      end
-      newest = record
-      available = available - granted
-      redis.call('PEXPIREAT', key, admit_int(math.ceil((newest + w) / 1000)))
+  local function decide(key, n, k)
+    local in_window = redis.call('ZCOUNT', key, '(' .. admit_int(cutoff), '+inf')
+    -- Units of one that fit: how many of the last `limit` admitted units have left the window.
+    local available = limit - math.min(limit, in_window)
+    local newest, newest_member = nil, nil
+    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    if last[1] then
+      newest_member, newest = last[1], tonumber(last[2])
     end
-  else
-    admitted = 1 -- n = 0: a query, always admitted, writes nothing
-  end
-  local reset, expire_at = 0, 0
-  if newest then
-    reset = math.max(0, newest + w - now)
-    expire_at = math.ceil((newest + w) / 1000)
-  end
-  return admitted, granted, available, wait, reset, expire_at
-end
 
-return admit_batch(now, decide)
+    local admitted, granted, wait = 0, 0, 0
+    if n > limit then
+      wait = -1 -- larger than the limit: never
+    elseif n > 0 then
+      if n > available then
+        -- The n-th oldest of the last `limit` units must leave the window first: index m - limit + n - 1 of the set.
+        local m = redis.call('ZCARD', key)
+        local e = redis.call('ZRANGE', key, m - limit + n - 1, m - limit + n - 1, 'WITHSCORES')
+        wait = tonumber(e[2]) + w - now
+      else
+        admitted = 1
+        granted = math.min(k, available)
+        local record, seq = now, 0
+        if newest and newest >= now then
+          record = newest
+          seq = tonumber(string.match(newest_member, ':(%d+)$')) or 0
+        end
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', admit_int(cutoff))
+        local prefix_score = admit_int(record)
+        local prefix = prefix_score .. ':'
+        local args = {}
+        for i = 1, granted do
+          args[#args + 1] = prefix_score
+          args[#args + 1] = prefix .. string.format('%09d', seq + i)
+          if #args >= 1000 or i == granted then
+            redis.call('ZADD', key, unpack(args))
+            args = {}
+          end
+        end
+        newest = record
+        available = available - granted
+        redis.call('PEXPIREAT', key, admit_int(math.ceil((newest + w) / 1000)))
+      end
+    else
+      admitted = 1 -- n = 0: a query, always admitted, writes nothing
+    end
+    local reset, expire_at = 0, 0
+    if newest then
+      reset = math.max(0, newest + w - now)
+      expire_at = math.ceil((newest + w) / 1000)
+    end
+    return admitted, granted, available, wait, reset, expire_at
+  end
+
+  return admit_batch(KEYS, ARGV, now, decide)
+end

@@ -258,12 +258,12 @@ TEST(RedisCluster, GcraOnEveryMasterAdmitsExactlyTheBurst) {
     EXPECT_EQ(admitted, burst) << name;
   }
   for (std::size_t i = 0; i < redis_cluster::size; ++i) {
-    EXPECT_GE(rc.calls(i, "script|load"), 1) << "node " << i;  // SCRIPT LOAD went to every master
-    EXPECT_GE(rc.calls(i, "evalsha"), 1) << "node " << i;
+    EXPECT_GE(rc.calls(i, "function|load"), 1) << "node " << i;  // FUNCTION LOAD went to every master
+    EXPECT_GE(rc.calls(i, "fcall"), 1) << "node " << i;
   }
 }
 
-TEST(RedisCluster, ScriptFlushOnEveryMasterMidRunIsTransparent) {
+TEST(RedisCluster, FunctionFlushOnEveryMasterMidRunIsTransparent) {
   redis_cluster rc;
   io_thread io(2);
   cluster c(io.executor(), rc.url(0));
@@ -272,13 +272,13 @@ TEST(RedisCluster, ScriptFlushOnEveryMasterMidRunIsTransparent) {
   const std::size_t owner = rc.owner_of("{flush}");
   deciders d(limiter, io.executor(), 4, 5);
   ASSERT_TRUE(eventually([&] { return d.each_key_decided(2); }, 30s));
-  const long long loads = rc.calls(owner, "script|load");
+  const long long loads = rc.calls(owner, "function|load");
   // Through the cluster: a broadcast to every master.
-  const auto flushed = c.execute("SCRIPT", "FLUSH");
+  const auto flushed = c.execute("FUNCTION", "FLUSH");
   ASSERT_TRUE(flushed.ok()) << flushed.error.message() << " " << flushed.value;
-  for (std::size_t i = 0; i < redis_cluster::size; ++i) EXPECT_EQ(rc.calls(i, "script|flush"), 1) << "node " << i;
-  // The callers meet NOSCRIPT, load the script again (on every master) and go on.
-  ASSERT_TRUE(eventually([&] { return rc.calls(owner, "script|load") > loads; }, 30s));
+  for (std::size_t i = 0; i < redis_cluster::size; ++i) EXPECT_EQ(rc.calls(i, "function|flush"), 1) << "node " << i;
+  // The callers meet "Function not found", load the library again (on every master) and go on.
+  ASSERT_TRUE(eventually([&] { return rc.calls(owner, "function|load") > loads; }, 30s));
   const auto after = d.decisions();
   ASSERT_TRUE(eventually([&] { return d.decisions() > after + 100 && d.each_key_decided(burst + 2); }, 30s));
   d.stop();

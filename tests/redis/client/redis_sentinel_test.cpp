@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -288,8 +289,9 @@ TEST(RedisSentinelFailover, LimitersAndSemaphoreFollowTheNewMasterWithTheirFailu
   sem_options.timeout = 300ms;
   admit::redis::semaphore sem(conn, "failover-sem", 2, sem_options);
 
-  // Before: Redis decides (the first decisions also connect and load the scripts: they may take longer than a
-  // decision's timeout on a loaded machine); the replica never ran SCRIPT LOAD (scripts are not replicated).
+  // Before: Redis decides (the first decisions also connect and load the function libraries: they may take longer
+  // than a decision's timeout on a loaded machine). The replica never loads anything itself: a FUNCTION LOAD is
+  // replicated, so the libraries are on it already, and they are kept across the failover.
   ASSERT_FALSE(conn.connect()) << conn.last_error();
   ASSERT_TRUE(eventually([&] { return closed.decide("k").consulted; }, std::chrono::seconds(30)));
   ASSERT_TRUE(eventually([&] { return open.decide("k").consulted; }, std::chrono::seconds(30)));
@@ -298,11 +300,23 @@ TEST(RedisSentinelFailover, LimitersAndSemaphoreFollowTheNewMasterWithTheirFailu
     ASSERT_TRUE(lease) << lease.error().message();
     ASSERT_EQ(lease->release().first, admit::redis::lease::release_status::released);
   }
-  const auto script_loads = [](std::uint16_t port) {
+  // The loads a server has run, those replicated from its master included (a replica runs its master's writes).
+  const auto loads = [](std::uint16_t port) {
     const std::string info = redis_sentinel_group::admin(port, {"INFO", "commandstats"});
-    return info.find("cmdstat_script|load:") != std::string::npos;
+    long long n = 0;
+    for (const char* key : {"cmdstat_script|load:calls=", "cmdstat_function|load:calls="}) {
+      const auto at = info.find(key);
+      if (at != std::string::npos) n += std::atoll(info.c_str() + at + std::strlen(key));
+    }
+    return n;
   };
-  ASSERT_FALSE(script_loads(g.replica_port()));
+  ASSERT_TRUE(eventually([&] {
+    const std::string libraries = redis_sentinel_group::admin(g.replica_port(), {"FUNCTION", "LIST"});
+    return libraries.find("admit_gcra_") != std::string::npos &&
+           libraries.find("admit_token_bucket_") != std::string::npos &&
+           libraries.find("admit_semaphore_") != std::string::npos;
+  }));
+  const long long replicated_loads = loads(g.replica_port());
   ASSERT_EQ(served_by(conn), g.master_port());
 
   // Decide continuously from another thread while the master dies and the sentinels promote the replica.
@@ -378,9 +392,9 @@ TEST(RedisSentinelFailover, LimitersAndSemaphoreFollowTheNewMasterWithTheirFailu
   EXPECT_GT(recovered_closed, killed);
   EXPECT_GT(recovered_open, killed);
 
-  // The connection is on the new master, which loaded the scripts when they were missing (NOSCRIPT).
+  // The connection is on the new master, which had the libraries already: nothing was loaded there.
   EXPECT_EQ(served_by(conn), g.replica_port());
-  EXPECT_TRUE(script_loads(g.replica_port()));
+  EXPECT_EQ(loads(g.replica_port()), replicated_loads);
   EXPECT_GE(conn.statistics().connection_losses, 1u);
   // The semaphore works again, its wake-up connection included (found through the sentinels as well).
   std::optional<admit::redis::semaphore_result> lease;

@@ -71,7 +71,7 @@ TYPED_TEST(RedisLimiterContractCalls, ConcurrentDecisionsShareScriptCallsAndCoun
   }
   EXPECT_EQ(admitted, limit);
   // The completions of one read are handled together, and so are their callers' next decisions.
-  const long long calls = server.calls("evalsha");
+  const long long calls = server.script_calls();
   EXPECT_LE(calls, callers * per_caller / 4) << calls << " calls for " << callers * per_caller << " decisions";
   EXPECT_EQ(limiter.statistics().redis, static_cast<std::uint64_t>(callers * per_caller));
 }
@@ -84,13 +84,13 @@ TYPED_TEST(RedisLimiterContractCalls, MaxBatchOneIsOneCallPerDecision) {
   o.max_batch = 1;
   const auto limiter = TypeParam::make(conn, "single", 50, o);
   ASSERT_TRUE(limiter.decide("warm").consulted);  // the script loaded: no NOSCRIPT retries below
-  const long long before = server.calls("evalsha");
+  const long long before = server.script_calls();
   constexpr int callers = 16, per_caller = 10;
   const std::vector<traced> results = decide_concurrently(limiter, "k", 1, callers, per_caller);
   std::int64_t admitted = 0;
   for (const traced& t : results) admitted += t.result.decision.admitted ? 1 : 0;
   EXPECT_EQ(admitted, 50);
-  EXPECT_EQ(server.calls("evalsha"), before + callers * per_caller);
+  EXPECT_EQ(server.script_calls(), before + callers * per_caller);
 }
 
 TYPED_TEST(RedisLimiterContractCalls, ACorruptKeyFailsItsOwnDecisionNotTheBatch) {
@@ -101,7 +101,7 @@ TYPED_TEST(RedisLimiterContractCalls, ACorruptKeyFailsItsOwnDecisionNotTheBatch)
   server.admin({"SET", limiter.storage_key("bad"), "not a number"});
   server.admin({"HSET", limiter.storage_key("hash"), "f", "v"});  // the script's reads raise WRONGTYPE
   ASSERT_TRUE(limiter.decide("warm").consulted);                  // connected, script loaded
-  const long long before = server.calls("evalsha");
+  const long long before = server.script_calls();
 
   // Asked for in one handler on the client's executor: they leave together, as one call.
   std::future<limiter_result> good, bad, wrong_type, good_again;
@@ -115,7 +115,7 @@ TYPED_TEST(RedisLimiterContractCalls, ACorruptKeyFailsItsOwnDecisionNotTheBatch)
   });
   asked.get_future().wait();
   const limiter_result g = good.get(), b = bad.get(), w = wrong_type.get(), g2 = good_again.get();
-  EXPECT_EQ(server.calls("evalsha"), before + 1);
+  EXPECT_EQ(server.script_calls(), before + 1);
   ASSERT_TRUE(g.consulted) << g.error.message() << " " << g.message;
   EXPECT_EQ(g.decision.remaining, 9);
   ASSERT_TRUE(g2.consulted) << g2.error.message() << " " << g2.message;
@@ -137,7 +137,7 @@ TYPED_TEST(RedisLimiterContractCalls, ADecisionCancelledWhileItWaitsForItsBatchI
   connection conn(io.executor(), server.url());
   const auto limiter = TypeParam::make(conn, "cancelled", 10, patient());
   ASSERT_TRUE(limiter.decide("warm").consulted);
-  const long long before = server.calls("evalsha");
+  const long long before = server.script_calls();
 
   std::future<limiter_result> first, second;
   std::promise<limiter_result> third_done;
@@ -159,7 +159,7 @@ TYPED_TEST(RedisLimiterContractCalls, ADecisionCancelledWhileItWaitsForItsBatchI
 
   EXPECT_EQ(first.get().decision.remaining, 9);
   EXPECT_EQ(second.get().decision.remaining, 8);
-  EXPECT_EQ(server.calls("evalsha"), before + 1);        // the first two, in one call
+  EXPECT_EQ(server.script_calls(), before + 1);          // the first two, in one call
   EXPECT_EQ(limiter.decide("k").decision.remaining, 7);  // the cancelled one charged nothing
 }
 
@@ -174,7 +174,7 @@ TYPED_TEST(RedisLimiterContractCalls, LeasingSpendsTheSurplusLocally) {
   o.lease_ttl = 1h;
   const auto limiter = TypeParam::make(conn, "lease", 100, o);
   ASSERT_TRUE(limiter.decide("warm", 0).consulted);  // loads the script (a query takes no lease)
-  const long long before = server.calls("evalsha");
+  const long long before = server.script_calls();
   const limiter_result first = limiter.decide("k");
   EXPECT_EQ(first.source, decided_by::redis);
   EXPECT_EQ(first.granted, 10);
@@ -188,7 +188,7 @@ TYPED_TEST(RedisLimiterContractCalls, LeasingSpendsTheSurplusLocally) {
   auto [ec, d] = decide_async(limiter, "k", 1).get();  // the lease is spent: Redis again, asynchronously
   EXPECT_FALSE(ec);
   EXPECT_EQ(d.remaining, 80);
-  EXPECT_EQ(server.calls("evalsha"), before + 2);
+  EXPECT_EQ(server.script_calls(), before + 2);
   EXPECT_EQ(limiter.statistics().leased, 9u);
   // A request larger than the lease holds goes to Redis, and takes no more than is available.
   limiter_options s = patient();
@@ -238,27 +238,27 @@ TYPED_TEST(RedisLimiterContractCalls, LeasingOverAdmitsByAtMostLeaseMinusOnePerP
 
 // ---- the script and the state ----
 
-TYPED_TEST(RedisLimiterContractCalls, ScriptFlushBetweenDecisionsIsTransparent) {
+TYPED_TEST(RedisLimiterContractCalls, FunctionFlushBetweenDecisionsIsTransparent) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
-  // Each flush costs one SCRIPT LOAD, nothing counts twice.
+  // Each flush costs one FUNCTION LOAD, nothing counts twice.
   const auto limiter = TypeParam::make(conn, "flush", 100, patient());
   for (int i = 0; i < 60; ++i) {
-    if (i % 20 == 10) server.admin({"SCRIPT", "FLUSH"});
+    if (i % 20 == 10) server.admin({"FUNCTION", "FLUSH"});
     const limiter_result r = limiter.decide("k");
     ASSERT_TRUE(r.consulted) << i << ": " << r.error.message() << " " << r.message;
     EXPECT_EQ(r.decision.remaining, 99 - i);
   }
-  EXPECT_EQ(server.calls("script|load"), 4);  // the first call, then after each of the three flushes
+  EXPECT_EQ(server.calls("function|load"), 4);  // the first call, then after each of the three flushes
 }
 
-TYPED_TEST(RedisLimiterContractCalls, ScriptFlushUnderConcurrentCallersChargesEachAdmissionOnce) {
+TYPED_TEST(RedisLimiterContractCalls, FunctionFlushUnderConcurrentCallersChargesEachAdmissionOnce) {
   redis_server server;
   io_thread io(2);
   connection conn(io.executor(), server.url());
-  // Callers in flight get NOSCRIPT, load the script and retry once. The flush comes when a quarter of the 768
-  // decisions are in, right after the chains held back until then issue their next calls: at most 192 + 64 + 64
+  // Callers in flight get "Function not found", load the library and retry once. The flush comes when a quarter of the
+  // 768 decisions are in, right after the chains held back until then issue their next calls: at most 192 + 64 + 64
   // admissions before it, so the limit of 500 is not spent, admissions are retried too, and one retried after it had
   // been charged would leave fewer than 500 admitted. (sliding_window takes limits up to 868 with
   // its 30-day window: limiter_kinds.hpp.)
@@ -266,7 +266,7 @@ TYPED_TEST(RedisLimiterContractCalls, ScriptFlushUnderConcurrentCallersChargesEa
   const auto limiter = TypeParam::make(conn, "flush", limit, patient());
   std::int64_t flushed_at = 0;
   const std::vector<traced> results = decide_concurrently(limiter, "k", 1, 64, 12, [&] {
-    server.admin({"SCRIPT", "FLUSH"});
+    server.admin({"FUNCTION", "FLUSH"});
     flushed_at = server_now(server);
   });
   std::int64_t admitted = 0, admitted_after_flush = 0;
@@ -282,7 +282,7 @@ TYPED_TEST(RedisLimiterContractCalls, ScriptFlushUnderConcurrentCallersChargesEa
   ASSERT_EQ(remaining.size(), static_cast<std::size_t>(limit));  // limit - 1, ..., 0: each exactly once
   EXPECT_EQ(*remaining.begin(), 0);
   EXPECT_GT(admitted_after_flush, 0) << "the flush came after the limit was spent: the test proved nothing";
-  EXPECT_GE(server.calls("script|load"), 2);  // the first call, then after the flush
+  EXPECT_GE(server.calls("function|load"), 2);  // the first call, then after the flush
 }
 
 TYPED_TEST(RedisLimiterContractCalls, AHotKeyUnder64ConcurrentCallersAdmitsExactlyTheLimit) {
@@ -313,6 +313,7 @@ TYPED_TEST(RedisLimiterContractCalls, RefusalsAndQueriesWriteNothing) {
   limiter_options o = patient();
   o.detect_lost_state = true;  // even with the epoch, a refusal or a query writes nothing
   const auto limiter = TypeParam::make(conn, "ro", 3, o);
+  (void)limiter.decide("warm-up", 0);  // loads the function library (a write of its own)
   // n == 0 and n > limit on a fresh key: answered, nothing stored.
   const long long before = dirty(server);
   const limiter_result q = limiter.decide("fresh", 0);

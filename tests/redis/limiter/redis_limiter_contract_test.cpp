@@ -225,12 +225,12 @@ TYPED_TEST(RedisLimiterContract, AReplyLostAfterTheScriptRanIsChargedOnceAndNotR
   o.timeout = 5s;
   const auto limiter = TypeParam::make(conn, "lost", 5, o);
   ASSERT_EQ(limiter.decide("k").decision.remaining, 4);
-  const long long before = server.calls("evalsha");
+  const long long before = server.script_calls();
 
   proxy.drop_replies(true);
   auto pending = decide_async(limiter, "k", 1);
   // The script has run on the server (its reply is being swallowed): now the connection breaks.
-  ASSERT_TRUE(eventually([&] { return server.calls("evalsha") == before + 1; }));
+  ASSERT_TRUE(eventually([&] { return server.script_calls() == before + 1; }));
   ASSERT_TRUE(eventually([&] { return proxy.dropped() > 0; }));
   proxy.sever();
   const auto [ec, d] = pending.get();
@@ -240,8 +240,8 @@ TYPED_TEST(RedisLimiterContract, AReplyLostAfterTheScriptRanIsChargedOnceAndNotR
   proxy.drop_replies(false);
   const limiter_result next = limiter.decide("k");
   ASSERT_TRUE(next.consulted) << next.error.message();
-  EXPECT_EQ(next.decision.remaining, 2);           // 5 - 1 - 1 (the lost one, charged once) - 1
-  EXPECT_EQ(server.calls("evalsha"), before + 2);  // never retried
+  EXPECT_EQ(next.decision.remaining, 2);         // 5 - 1 - 1 (the lost one, charged once) - 1
+  EXPECT_EQ(server.script_calls(), before + 2);  // never retried
 }
 
 // ---- lost state ----

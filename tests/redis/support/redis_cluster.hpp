@@ -111,6 +111,8 @@ class redis_cluster {
   }
 
   // The number of calls of `command` (lower case, e.g. "script|load") in node i's INFO commandstats.
+  // Node i's calls of admit's scripts, FCALL or EVALSHA (redis_server::script_calls).
+  long long script_calls(std::size_t i) const { return calls(i, "fcall") + calls(i, "evalsha"); }
   long long calls(std::size_t i, const std::string& command) const {
     const std::string info = admin(i, {"INFO", "commandstats"});
     const std::string key = "cmdstat_" + command + ":calls=";

@@ -141,6 +141,9 @@ class redis_server {
     if (at == std::string::npos) return 0;
     return std::atoll(info.c_str() + at + key.size());
   }
+  // Calls of admit's scripts, by either form: FCALL of a function library, or EVALSHA (Redis older than 7.0, an ACL
+  // user without FCALL, or a plain script).
+  long long script_calls() const { return calls("fcall") + calls("evalsha"); }
   // The calls of every command in INFO commandstats (scripts' own calls included), the INFO calls excluded.
   long long calls() const {
     std::istringstream in(admin({"INFO", "commandstats"}));
