@@ -45,6 +45,26 @@ local function admit_int(x)
   return string.format('%.0f', x)
 end
 
+-- The rate algorithms' parameters: ARGV[2] the interval T (integer µs >= 1), ARGV[3] the burst (integer >= 1), ARGV[4]
+-- "1" to charge refused requests. Returns interval, burst, charge; or nil and the error reply naming `algorithm`.
+local function admit_rate_parameters(ARGV, algorithm)
+  local interval, burst = tonumber(ARGV[2]), tonumber(ARGV[3])
+  if not interval or interval < 1 or not burst or burst < 1 then
+    return nil, redis.error_reply('ERR admit ' .. algorithm .. ': bad arguments (interval, burst)')
+  end
+  return interval, burst, ARGV[4] == '1'
+end
+
+-- The window algorithms' parameters: ARGV[2] the window (integer µs >= 1), ARGV[3] the limit (integer >= 1). Returns
+-- window, limit; or nil and the error reply naming `algorithm`.
+local function admit_window_parameters(ARGV, algorithm)
+  local w, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
+  if not w or w < 1 or not limit or limit < 1 then
+    return nil, redis.error_reply('ERR admit ' .. algorithm .. ': bad arguments (window, limit)')
+  end
+  return w, limit
+end
+
 -- Runs decide(key, n, k) for each request of the batch and returns the reply above. decide returns admitted (0/1),
 -- granted, remaining, retry_after_us, reset_after_us, the time (ms since the Unix epoch) until which what it wrote
 -- lives, and whether it wrote although it granted nothing (a refusal charged to the key); or nil and an error message.

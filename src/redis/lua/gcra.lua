@@ -12,12 +12,8 @@
 -- key disappears once the limiter is full again, when its value would carry no information.
 -- call(KEYS, ARGV): one call of the script (the code is a script and a function library at once: common.lua).
 local function call(KEYS, ARGV)
-  local interval = tonumber(ARGV[2])
-  local burst = tonumber(ARGV[3])
-  local charge = ARGV[4] == '1'
-  if not interval or interval < 1 or not burst or burst < 1 then
-    return redis.error_reply('ERR admit gcra: bad arguments (interval, burst)')
-  end
+  local interval, burst, charge = admit_rate_parameters(ARGV, 'gcra')
+  if not interval then return burst end
   local tau = burst * interval
   local now = admit_now()
 

@@ -16,11 +16,8 @@
 -- goes back (as the local limiter).
 -- call(KEYS, ARGV): one call of the script (the code is a script and a function library at once: common.lua).
 local function call(KEYS, ARGV)
-  local w = tonumber(ARGV[2])
-  local limit = tonumber(ARGV[3])
-  if not w or w < 1 or not limit or limit < 1 then
-    return redis.error_reply('ERR admit sliding_log: bad arguments (window, limit)')
-  end
+  local w, limit = admit_window_parameters(ARGV, 'sliding_log')
+  if not w then return limit end
   local now = admit_now()
   local cutoff = now - w -- members at or before it have left the window
 

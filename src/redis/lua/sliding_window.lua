@@ -16,11 +16,8 @@
 -- one, and are forgotten otherwise.
 -- call(KEYS, ARGV): one call of the script (the code is a script and a function library at once: common.lua).
 local function call(KEYS, ARGV)
-  local w = tonumber(ARGV[2])
-  local limit = tonumber(ARGV[3])
-  if not w or w < 1 or not limit or limit < 1 then
-    return redis.error_reply('ERR admit sliding_window: bad arguments (window, limit)')
-  end
+  local w, limit = admit_window_parameters(ARGV, 'sliding_window')
+  if not w then return limit end
   local now = admit_now()
 
   local fdiv = admit_fdiv

@@ -15,12 +15,8 @@
 -- new burst) from the same empty instant.
 -- call(KEYS, ARGV): one call of the script (the code is a script and a function library at once: common.lua).
 local function call(KEYS, ARGV)
-  local interval = tonumber(ARGV[2])
-  local burst = tonumber(ARGV[3])
-  local charge = ARGV[4] == '1'
-  if not interval or interval < 1 or not burst or burst < 1 then
-    return redis.error_reply('ERR admit token_bucket: bad arguments (interval, burst)')
-  end
+  local interval, burst, charge = admit_rate_parameters(ARGV, 'token_bucket')
+  if not interval then return burst end
   local tol = burst * interval
   local now = admit_now()
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <random>
 #include <semaphore>
@@ -133,37 +134,30 @@ class LocalLimitClasses : public LocalLimit {
     // Requests waited in several classes at once: the rule was exercised, not only free capacity.
     EXPECT_GE(most_waiting, 3u);
   }
+  // differential(d) with each seed, each in a directory of its own.
+  void differential_over(differential_case d, std::initializer_list<std::uint32_t> seeds) {
+    for (std::uint32_t seed : seeds) {
+      SCOPED_TRACE(seed);
+      d.seed = seed;
+      differential(d);
+      TearDown();
+      SetUp();
+    }
+  }
 };
 
-TEST_F(LocalLimitClasses, DecidesAsTheLibraryWithAConcurrencyLimit) {
-  for (std::uint32_t seed : {1u, 2u}) {
-    SCOPED_TRACE(seed);
-    differential({.capacity = 4, .seed = seed});
-    TearDown();
-    SetUp();
-  }
-}
+TEST_F(LocalLimitClasses, DecidesAsTheLibraryWithAConcurrencyLimit) { differential_over({.capacity = 4}, {1u, 2u}); }
 
 // One token every 1000 s: over the test the buckets gain less than 0.01 of a token, so they stay short of every whole
 // token they do not hold at the start, on both sides.
 TEST_F(LocalLimitClasses, DecidesAsTheLibraryWithARateAndAConcurrencyLimit) {
-  for (std::uint32_t seed : {3u, 4u}) {
-    SCOPED_TRACE(seed);
-    differential({.capacity = 4, .interval = 1000s, .burst = 20, .seed = seed});
-    TearDown();
-    SetUp();
-  }
+  differential_over({.capacity = 4, .interval = 1000s, .burst = 20}, {3u, 4u});
 }
 
 // A rate alone: the tokens run out, and the classes' assured buckets (charged by the admissions within them) decide
 // who gets the last ones.
 TEST_F(LocalLimitClasses, DecidesAsTheLibraryWithARateAlone) {
-  for (std::uint32_t seed : {5u, 6u}) {
-    SCOPED_TRACE(seed);
-    differential({.capacity = 0, .interval = 1000s, .burst = 12, .seed = seed});
-    TearDown();
-    SetUp();
-  }
+  differential_over({.capacity = 0, .interval = 1000s, .burst = 12}, {5u, 6u});
 }
 
 // The rate's shares: class a has used its assured tokens (2 of a burst of 4 at half the rate) and borrowed one more;
