@@ -32,6 +32,12 @@ struct admission_plan {
   std::vector<admission_class_plan> classes;
 };
 
+// One class with the whole share: its assured bucket is the global bucket, so it is entitled to every token the
+// global bucket has, and its assured state need not be kept (admission_class_state::assured is null for it).
+[[nodiscard]] inline bool admission_sole(const admission_plan& p) noexcept {
+  return p.classes.size() == 1 && p.classes[0].share >= 1;
+}
+
 // Shares within 1e-9 of a whole permit or token count as reaching it (0.1 · 10 is 0.9999999999999999 in double).
 inline constexpr double admission_share_epsilon = 1e-9;
 

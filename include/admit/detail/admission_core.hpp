@@ -303,7 +303,7 @@ class admission_core {
   admission_metrics metrics_;
   // One class with the whole share: its assured bucket is the global bucket, so it is entitled to every token the
   // global bucket has, and its assured state is not kept (its requests admitted, served and woken as with it).
-  const bool sole_ = plan_.classes.size() == 1 && plan_.classes[0].share >= 1;
+  const bool sole_ = admission_sole(plan_);
   // One class with the whole share, no on_admitted hook and a nonzero rate: decisions while nobody waits may take the
   // fast path (the hook's arrival and admission orders are counted under the mutex).
   const bool fast_eligible_ = sole_ && !options_.on_admitted && !global_.zero();

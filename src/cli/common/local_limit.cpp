@@ -134,7 +134,7 @@ evaluation evaluate(const local::queue_dir& q, const local_limit_config& c, cons
   if (e.after.clamped) write_buckets(q, plan, e.clock, e.after);
   if (e.progress.position != 1) return e;
   const std::int64_t t = e.clock.now_ns;
-  const bool sole = classes == 1 && plan.classes[0].share >= 1;
+  const bool sole = detail::admission_sole(plan);
   const detail::admission_free free{c.capacity > 0, c.capacity - e.progress.held, &plan.global, e.after.tat, t};
   std::vector<detail::admission_head> stands(classes);
   for (std::size_t k = 0; k < classes; ++k) {
@@ -149,7 +149,15 @@ evaluation evaluate(const local::queue_dir& q, const local_limit_config& c, cons
     const std::int64_t wait = detail::admission_head_wait(plan.global, e.after.tat, plan.classes[c.priority].assured,
                                                           e.after.assured[c.priority], t, c.weight);
     if (wait != detail::ns_max) e.rate_wait = nanoseconds(wait);
-    if (free.has_permits(c.weight)) e.progress.rate_wait = e.rate_wait;  // waiting for the rate only
+    // Reported as waiting for the rate only when, tokens aside, the rule would pick it now: with the infinite rate
+    // (every head's tokens there), the heads' claims on permits still count.
+    if (e.rate_wait && !plan.global.inf()) {
+      const detail::token_bucket_config tokens_aside;  // cost1 0: the infinite rate
+      detail::admission_free permits_only = free;
+      permits_only.global = &tokens_aside;
+      for (auto& h : stands) h.tokens_free = h.token_entitled = true;
+      if (detail::admission_pick(stands, permits_only) == c.priority) e.progress.rate_wait = e.rate_wait;
+    }
     return e;
   }
   if (!plan.global.inf()) {

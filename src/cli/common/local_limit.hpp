@@ -1,5 +1,6 @@
 // cli/common/local_limit.hpp — `admit run`'s limit on one host, with no server: at most `capacity` permits held at once
-// by the processes that use the same directory and name, FIFO, and optionally at most `rate` starts, as one admission.
+// by the processes that use the same directory and name, and optionally at most `rate` starts, as one admission with
+// admit::admission's decisions: FIFO, and with priority classes their guaranteed shares (each class FIFO).
 //
 //   local_limit limit({.directory = lock_directory(), .name = "db", .capacity = 3});
 //   auto p = limit.acquire(deadline, stop, progress);   // admit::expected<local_permit, std::error_code>
@@ -17,15 +18,19 @@
 //   see an entry that is not yet locked, so a LOCK_NB that succeeds always means the owner is gone. A holder's entry
 //   lock is on an open file description that the command inherits (inherited_fd()), so the permit is held until both
 //   `admit run` and the command have ended, even when `admit run` is SIGKILLed; release() unlocks it for both.
-// - `rate`: the rate state (GCRA's theoretical arrival time, CLOCK_MONOTONIC ns, with the boot id it belongs to:
-//   a state from an earlier boot or that cannot be read is ignored; one ahead of now by more than `burst` intervals,
-//   which this boot's clock cannot have made, counts as `burst` intervals ahead), read and written under `lock`.
-// - Admission (under `lock`): a waiter is admitted when it is the first live waiter, the weights of the live
-//   holders plus its own are at most capacity, and (with a rate) the library's GCRA (admit/detail/gcra_math.hpp)
-//   allows its weight now. Waiters wait on inotify (a release, an admission, a removal, a new waiter, and the last
-//   close of an entry's writable description — its owner's exit, even by SIGKILL — wake them) and re-check every
-//   poll_interval besides, so a holder or waiter that died without a trace is found within that time. Only the head
-//   may be admitted: a later waiter that would fit waits behind it (strict FIFO, no starvation of heavy weights).
+// - `rate`: the rate state, in CLOCK_MONOTONIC ns with the boot id it belongs to: the token bucket's state (kept as
+//   GCRA's theoretical arrival time, its state plus the burst's tolerance, as every version wrote it) and, with
+//   classes, each class's assured bucket. A state from an earlier boot or that cannot be read is ignored; one this
+//   definition cannot have made at this boot's clock (a slower rate's, say) is clamped to an empty bucket, or a class's
+//   bucket to one request's debt, and written back at once. Read and written under `lock`.
+// - Admission (under `lock`): the live entries are the queue (holders, and each class's waiters in ticket order), and
+//   admit::admission's share rule (admit/detail/admission_rule.hpp) picks which class's head goes next, given the
+//   permits held and the buckets. A waiter admits itself when it is the head picked; every other waiter looks again at
+//   the next change. Waiters wait on inotify (a release, an admission, a removal, a new waiter, and the last close of
+//   an entry's writable description — its owner's exit, even by SIGKILL — wake them), until the time alone could
+//   change the decision (its tokens), and re-check every poll_interval besides, so a holder or waiter that died without
+//   a trace is found within that time. Within a class only the head may be admitted: a later waiter that would fit
+//   waits behind it (strict FIFO, no starvation of heavy weights).
 // - A process that forks without exec while one of its threads waits (or holds `lock`) gives the child a copy of that
 //   open file description: the entry stays alive (or `lock` held) until the child exits. `admit run` forks only the
 //   command, after admission, and the command is meant to inherit the permit.
@@ -59,8 +64,9 @@ struct entry_info {
   std::int64_t started_unix_ms = 0;  // when it joined (waiters) or was admitted (holders), Unix time in ms
 };
 
-// What a participant says the limit is: local_limit_config's capacity, rate interval and burst. Every participant
-// of one name must say the same while any of them takes part; acquire() refuses another (definition_conflict).
+// What a participant says the limit is: local_limit_config's capacity, rate interval, burst and classes. Every
+// participant of one name must say the same while any of them takes part; acquire() refuses another
+// (definition_conflict).
 struct limit_definition {
   std::int64_t capacity = 0;                   // 0: no concurrency limit
   std::int64_t interval_ns = 0;                // 0: no rate

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-
 #include "cli/common/decimal.hpp"
 #include "cli/common/local_limit.hpp"
 #include "cli/common/message.hpp"

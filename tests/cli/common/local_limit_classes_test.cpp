@@ -127,9 +127,10 @@ class LocalLimitClasses : public LocalLimit {
       }
       most_waiting = std::max(most_waiting, library.waiting());
       const auto expected = admitted(by_library);
-      ASSERT_TRUE(eventually([&] { return admitted(by_file) == expected; }))
-          << "step " << step << ": the library admitted " << ::testing::PrintToString(expected) << ", the local limit "
-          << ::testing::PrintToString(admitted(by_file));
+      ASSERT_TRUE(eventually([&] { return admitted(by_file) == expected && waiters() == library.waiting(); }))
+          << "step " << step << ": the library admitted " << ::testing::PrintToString(expected) << " with "
+          << library.waiting() << " waiting, the local limit " << ::testing::PrintToString(admitted(by_file))
+          << " with " << waiters();
     }
     // Requests waited in several classes at once: the rule was exercised, not only free capacity.
     EXPECT_GE(most_waiting, 3u);
