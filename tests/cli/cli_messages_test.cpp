@@ -238,6 +238,9 @@ TEST_F(AdmitMessages, BadValuesNameTheOptionTheValueAndWhatIsAccepted) {
       {{"run", "-c", "2", "--class", "a", "--name", "n", "--", "true"}, 2, "--class applies only with --classes"},
       // the sum of the shares as written, not its binary approximation (1.2999999999999998)
       {{"run", "-c", "2", "--classes", "a=0.7,b=0.6", "--name", "n", "--", "true"}, 2, "the shares sum to 1.3, more"},
+      {{"run", "--rate", "1/day", "--classes", "a=0.0000000001,b=0.5", "--name", "n", "--", "true"},
+       2,
+       "invalid --classes \"a=0.0000000001,b=0.5\": the share of \"a\" (0.0000000001) of --rate 1/d would refill"},
       // serve
       {{"serve", "--config", "@dir", "--redis-timeout", "soon"},
        2,

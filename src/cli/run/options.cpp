@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -158,6 +159,20 @@ run_settings check(const run_options& o) {
   }
   s.set_capacity = o.set_capacity;
   if (o.classes) s.classes = parse_classes(*o.classes);
+  // Each class's share of the rate is a token bucket of its own (admit::admission's rule): one too slow to refill
+  // within the arithmetic's range (2^62 ns) is refused here, naming the class, rather than by the limit's plan.
+  if (o.classes && s.rate && !s.rate->is_inf() && !s.rate->is_zero()) {
+    for (const auto& c : s.classes) {
+      if (c.share <= 0) continue;
+      const double burst = std::max(1.0, std::ceil(c.share * static_cast<double>(s.burst) - 1e-9));
+      if (s.rate->interval_ns() / c.share * burst > 0x1p62) {
+        throw usage_error("invalid --classes " + quote(*o.classes) + ": the share of " + quote(c.name) + " (" +
+                          classes_option({c}).substr(c.name.size() + 1) + ") of --rate " + s.rate->to_string() +
+                          " would refill its tokens more slowly than once in 146 years (2^62 ns): give it a larger "
+                          "share, or 0 to guarantee it nothing");
+      }
+    }
+  }
   if (o.class_name) {
     if (!o.classes) throw usage_error("--class applies only with --classes (the limit's classes)");
     std::string names;

@@ -50,6 +50,7 @@ nlohmann::ordered_json reporter::event(std::string_view name) const {
   nlohmann::ordered_json j;
   j["event"] = name;
   j["name"] = settings_.name;
+  if (!settings_.classes.empty()) j["class"] = settings_.classes[settings_.priority].name;  // --class
   j["time_unix_ms"] = unix_time_ms();
   return j;
 }

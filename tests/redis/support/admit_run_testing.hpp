@@ -402,6 +402,13 @@ inline void class_share_before_arrival(const std::string& admit, const args& whe
   ASSERT_TRUE(wait_for_event(batch, {"waiting"})) << batch.err();
   child_process interactive(run("interactive", record_command(log, "interactive", "0")));
   ASSERT_TRUE(wait_for_event(interactive, {"waiting"})) << interactive.err();
+  // Its place is in its class's queue: the first, though a batch run waits ahead of it.
+  const auto waiting = event(interactive.err(), "waiting");
+  EXPECT_EQ(waiting.value("class", ""), "interactive") << waiting.dump();
+  if (!waiting["position"].is_null()) {  // null with --redis
+    EXPECT_EQ(waiting["position"], 1) << waiting.dump();
+  }
+  EXPECT_EQ(waiting["waiting"], 2) << waiting.dump();
   const run_result r = run_to_end(args{admit, "inspect"} + where + args{"--json", "classes"}, 10s);
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_TRUE(j.is_object() && j["classes"].is_array() && j["classes"].size() == 2) << r.out << r.err;
