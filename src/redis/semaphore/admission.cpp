@@ -158,7 +158,7 @@ std::error_code admission::set_limits(admission_options limits) {
   }
   const std::string text = check_limits(limits).text();
   detail::semaphore_core& core = *semaphore_.core_;
-  const result r = core.call(core.call_deadline({}), {"set_limits", text, core.wake_key});
+  const result r = core.call(core.call_deadline({}), {"set_limits", text, core.wake_key()});
   if (r.error) return detail::as_error(r.error);
   const auto status = detail::integers(r.value, 1);
   if (!status) return detail::script_error();

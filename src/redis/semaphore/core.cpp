@@ -60,36 +60,36 @@ std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t co
 semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
                                std::string semaphore_name, std::string definition_text, semaphore_options o,
                                std::vector<std::string> more_keys)
-    : conn(c),
-      link(c),
-      name(std::move(semaphore_name)),
-      options(std::move(o)),
-      keys(semaphore_keys(name)),
-      wake_key(key_prefix(name) + "wake:" + random_id()),
-      batcher([this](const std::vector<op_batcher::op>& ops, std::optional<steady::time_point> deadline,
-                     op_batcher::completion answered) {
+    : conn_(c),
+      link_(c),
+      name_(std::move(semaphore_name)),
+      options_(std::move(o)),
+      keys_(semaphore_keys(name_)),
+      wake_key_(key_prefix(name_) + "wake:" + random_id()),
+      batcher_([this](const std::vector<op_batcher::op>& ops, std::optional<steady::time_point> deadline,
+                      op_batcher::completion answered) {
         asio::async_compose<op_batcher::completion, void(boost::system::error_code, reply)>(
-            evalsha_op{&link, &semaphore_script(), make(ops), deadline}, answered, link.get_executor());
+            evalsha_op{&link_, &semaphore_script(), make(ops), deadline}, answered, link_.get_executor());
       }),
-      breaker(options.breaker),
+      breaker_(options_.breaker),
       waker_(std::move(waker)),
       close_waker_(std::move(close_waker)),
       waker_timer_(c.get_executor()),
       renewal_strand_(asio::make_strand(c.get_executor())),
       renewal_timer_(renewal_strand_),
       definition_(std::move(definition_text)) {
-  if (options.waiter_ttl.count() == 0) options.waiter_ttl = 3 * options.poll_interval + options.timeout;
-  keys.insert(keys.end(), std::make_move_iterator(more_keys.begin()), std::make_move_iterator(more_keys.end()));
+  if (options_.waiter_ttl.count() == 0) options_.waiter_ttl = 3 * options_.poll_interval + options_.timeout;
+  keys_.insert(keys_.end(), std::make_move_iterator(more_keys.begin()), std::make_move_iterator(more_keys.end()));
 }
 
 std::string semaphore_core::definition_arg() const {
   std::string d = definition();
-  if (options.idle_ttl.count() > 0) d += "~" + std::to_string(to_us(options.idle_ttl));
+  if (options_.idle_ttl.count() > 0) d += "~" + std::to_string(to_us(options_.idle_ttl));
   return d;
 }
 
 command semaphore_core::make(const op_args& op) const {
-  command c = script_call(keys);
+  command c = script_call(keys_);
   c.arg(op.front()).arg(definition_arg());
   for (std::size_t i = 1; i < op.size(); ++i) c.arg(op[i]);
   return c;
@@ -97,7 +97,7 @@ command semaphore_core::make(const op_args& op) const {
 
 command semaphore_core::make(const std::vector<op_batcher::op>& ops) const {
   if (ops.size() == 1) return make(ops.front().args);
-  command c = script_call(keys);
+  command c = script_call(keys_);
   c.arg("batch").arg(definition_arg()).arg(std::to_string(ops.size()));
   for (const auto& o : ops) {
     c.arg(std::to_string(o.args.size()));
@@ -107,22 +107,22 @@ command semaphore_core::make(const std::vector<op_batcher::op>& ops) const {
 }
 
 result semaphore_core::call(std::optional<steady::time_point> deadline, op_args op) {
-  if (op.front() == "inspect") return evalsha_until(conn, deadline, semaphore_script(), make(op));
-  if (batcher.begin_alone()) {
+  if (op.front() == "inspect") return evalsha_until(conn_, deadline, semaphore_script(), make(op));
+  if (batcher_.begin_alone()) {
     // Nothing else in the way: the call of its own, waited for on this thread (no hand-off through the executor).
     struct slot {
       semaphore_core& core;
-      ~slot() { core.batcher.end_alone(core.shared_from_this()); }
+      ~slot() { core.batcher().end_alone(core.shared_from_this()); }
     } const taken{*this};
-    return evalsha_until(conn, deadline, semaphore_script(), make(op));
+    return evalsha_until(conn_, deadline, semaphore_script(), make(op));
   }
   auto answer = std::make_shared<std::promise<result>>();
   auto answered = answer->get_future();
-  batcher.submit({std::move(op), deadline,
-                  [answer](boost::system::error_code ec, reply r) {
-                    answer->set_value(result{std::error_code(ec), std::move(r)});
-                  }},
-                 shared_from_this());
+  batcher_.submit({std::move(op), deadline,
+                   [answer](boost::system::error_code ec, reply r) {
+                     answer->set_value(result{std::error_code(ec), std::move(r)});
+                   }},
+                  shared_from_this());
   // The call itself ends at `deadline` too; this covers an operation still queued behind unanswered calls.
   if (deadline && answered.wait_until(*deadline) == std::future_status::timeout) {
     return result{make_error_code(errc::timeout), reply()};
@@ -135,17 +135,17 @@ semaphore_core::op_args semaphore_core::acquire_op(const std::string& id, std::i
                                                    std::size_t priority) const {
   // -1: no limit (the script then does not count the queue).
   const std::string max_waiters =
-      options.max_waiters >= static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
+      options_.max_waiters >= static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
           ? "-1"
-          : std::to_string(options.max_waiters);
+          : std::to_string(options_.max_waiters);
   op_args op{"acquire",
              id,
              std::to_string(n),
-             std::to_string(to_us(options.lease_ttl)),
+             std::to_string(to_us(options_.lease_ttl)),
              wait ? "1" : "0",
              max_waiters,
-             std::to_string(to_us(options.waiter_ttl)),
-             wake_key,
+             std::to_string(to_us(options_.waiter_ttl)),
+             wake_key_,
              deadline
                  ? std::to_string(std::max<std::int64_t>(
                        0, std::chrono::duration_cast<std::chrono::microseconds>(*deadline - steady::now()).count()))
@@ -193,20 +193,20 @@ semaphore_result semaphore_core::make_lease(const std::string& id, const std::ve
   auto core = std::make_shared<lease_core>(shared_from_this(), id, v[1], v[2], v[3], sent + left_us);
   if (v.size() > 5) core->available = v[5];
   // A grant found late (a lost wake-up, a slow poll) has less than lease_ttl left: the first renewal comes in time.
-  if (options.auto_renew) {
+  if (options_.auto_renew) {
     schedule_renewal(
         core, steady::now() +
                   std::min<steady::duration>(
-                      std::max<steady::duration>(options.lease_ttl / 3, std::chrono::milliseconds(1)), left_us / 2));
+                      std::max<steady::duration>(options_.lease_ttl / 3, std::chrono::milliseconds(1)), left_us / 2));
   }
   return semaphore_result(lease(std::move(core)));
 }
 
 semaphore_result semaphore_core::degrade(std::int64_t n, std::error_code why) {
-  if (options.on_failure == failure_policy::fail_open) {
-    std::int64_t held = local_held.load();
-    while (n <= options.local_cap - held) {  // not held + n: n may be near INT64_MAX
-      if (local_held.compare_exchange_weak(held, held + n)) {
+  if (options_.on_failure == failure_policy::fail_open) {
+    std::int64_t held = local_held_.load();
+    while (n <= options_.local_cap - held) {  // not held + n: n may be near INT64_MAX
+      if (local_held_.compare_exchange_weak(held, held + n)) {
         auto core = std::make_shared<lease_core>(shared_from_this(), "local:" + random_id(), n, 0, 0, steady::now());
         core->local = true;
         return semaphore_result(lease(std::move(core)));
@@ -228,7 +228,7 @@ acquire_outcome outcome_of(const std::error_code& ec) noexcept {
 }  // namespace
 
 void semaphore_core::record(const semaphore_result& r, std::int64_t n, steady::duration wait) {
-  limiter_metrics* m = metrics.load(std::memory_order_acquire);
+  limiter_metrics* m = metrics_.load(std::memory_order_acquire);
   if (!m) return;
   if (!r) return m->record(outcome_of(r.error()), n, wait);
   // A local lease: Redis could not answer and the failure policy admitted (see "Metrics" in semaphore.hpp).
@@ -236,14 +236,14 @@ void semaphore_core::record(const semaphore_result& r, std::int64_t n, steady::d
 }
 
 void semaphore_core::record(std::error_code ec, std::int64_t n, steady::duration wait) {
-  if (limiter_metrics* m = metrics.load(std::memory_order_acquire)) m->record(outcome_of(ec), n, wait);
+  if (limiter_metrics* m = metrics_.load(std::memory_order_acquire)) m->record(outcome_of(ec), n, wait);
 }
 
 void semaphore_core::install_metrics(limiter_metrics::event_handler on_event) {
   auto m = std::make_unique<limiter_metrics>(std::move(on_event));
   const admit::detail::lock_guard lock(metrics_mutex_);
   metrics_kept_.reserve(metrics_kept_.size() + 1);  // may throw: before anything changes
-  metrics.store(m.get(), std::memory_order_release);
+  metrics_.store(m.get(), std::memory_order_release);
   metrics_kept_.push_back(std::move(m));
 }
 
@@ -255,7 +255,7 @@ semaphore_result semaphore_core::try_acquire(std::int64_t n, std::size_t priorit
 }
 
 semaphore_result semaphore_core::try_acquire_once(std::int64_t n, std::size_t priority) {
-  const breaker_pass pass = breaker.allow(steady::now());
+  const breaker_pass pass = breaker_.allow(steady::now());
   if (pass == breaker_pass::refused) return degrade(n, make_error_code(errc::circuit_open));
   const std::string id = random_id();
   const steady::time_point sent = steady::now();
@@ -270,7 +270,7 @@ void semaphore_core::async_try_acquire(std::int64_t n, std::size_t priority,
     self->record(r, n, self->since(start));
     done(std::move(r));
   };
-  const breaker_pass pass = breaker.allow(steady::now());
+  const breaker_pass pass = breaker_.allow(steady::now());
   if (pass == breaker_pass::refused) return finish(degrade(n, make_error_code(errc::circuit_open)));
   std::string id = random_id();
   op_args op = acquire_op(id, n, false, std::nullopt, priority);
@@ -282,7 +282,7 @@ void semaphore_core::async_try_acquire(std::int64_t n, std::size_t priority,
 
 semaphore_result semaphore_core::try_outcome(const std::string& id, const boost::system::error_code& ec, const reply& r,
                                              steady::time_point sent, breaker_pass pass, std::int64_t n) {
-  breaker.report(as_error(ec), pass, steady::now());
+  breaker_.report(as_error(ec), pass, steady::now());
   if (is_outage(as_error(ec))) {
     (void)judge(id, ec, r, sent);  // leaves whatever the call may have done
     return degrade(n, as_error(ec));
@@ -305,7 +305,7 @@ semaphore_core::release_answer semaphore_core::release_now(const std::string& id
   const auto deadline = call_deadline({});
   const auto ask = [&] {
     return call(deadline,
-                n > 0 ? op_args{"release", id, wake_key, std::to_string(n)} : op_args{"release", id, wake_key});
+                n > 0 ? op_args{"release", id, wake_key_, std::to_string(n)} : op_args{"release", id, wake_key_});
   };
   result r = ask();
   // A connection lost under the call (it reconnects): asked once more within the same deadline. Releasing is
@@ -327,7 +327,7 @@ void semaphore_core::release_async(const std::string& id, std::int64_t n, std::f
 // permits until the lease expires.
 void semaphore_core::send_release(const std::string& id, std::int64_t n, std::optional<steady::time_point> deadline,
                                   bool may_retry, std::function<void(release_answer)> then) {
-  async_command(n > 0 ? op_args{"release", id, wake_key, std::to_string(n)} : op_args{"release", id, wake_key},
+  async_command(n > 0 ? op_args{"release", id, wake_key_, std::to_string(n)} : op_args{"release", id, wake_key_},
                 deadline,
                 [self = shared_from_this(), id, n, deadline, may_retry, then = std::move(then)](
                     boost::system::error_code ec, reply r) mutable {
@@ -344,18 +344,18 @@ void semaphore_core::send_release(const std::string& id, std::int64_t n, std::op
 }
 
 void semaphore_core::release_before_return(const std::string& id, std::int64_t n) {
-  if (running_in_this_thread(link.get_executor())) return release_async(id, n);
+  if (running_in_this_thread(link_.get_executor())) return release_async(id, n);
   auto answered = std::make_shared<std::promise<void>>();
   auto f = answered->get_future();
   release_async(id, n, [answered](const release_answer&) { answered->set_value(); });
   // Not answered by then: it stays counted as background work (shutdown() can still wait for it).
-  (void)f.wait_for(options.timeout);
+  (void)f.wait_for(options_.timeout);
 }
 
 void semaphore_core::abandon(const std::string& id, std::function<void()> then) {
   unregister_waiter(id);
   background_.begin();
-  async_command({"cancel", id, wake_key}, call_deadline({}),
+  async_command({"cancel", id, wake_key_}, call_deadline({}),
                 [self = shared_from_this(), id, then = std::move(then)](boost::system::error_code ec, reply r) mutable {
                   // The script gives back a grant that came first, whole: also when this reply is lost or comes
                   // after its deadline (a cancel that reaches Redis late still frees the permits at once).

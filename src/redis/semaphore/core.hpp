@@ -110,22 +110,22 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   template <class Handler>
   void async_command(op_args op, std::optional<steady::time_point> deadline, Handler&& handler) {
     auto h = std::make_shared<std::decay_t<Handler>>(std::forward<Handler>(handler));
-    batcher.submit({std::move(op), deadline,
-                    [h, ex = link.get_executor()](boost::system::error_code ec, reply r) {
-                      const auto target = asio::get_associated_executor(*h, ex);
-                      asio::dispatch(target, [h, ec, r = std::move(r)]() mutable { (*h)(ec, std::move(r)); });
-                    }},
-                   shared_from_this());
+    batcher_.submit({std::move(op), deadline,
+                     [h, ex = link_.get_executor()](boost::system::error_code ec, reply r) {
+                       const auto target = asio::get_associated_executor(*h, ex);
+                       asio::dispatch(target, [h, ec, r = std::move(r)]() mutable { (*h)(ec, std::move(r)); });
+                     }},
+                    shared_from_this());
   }
   // The operation `op` in a call of its own, never batched, completing `handler` as async_command does.
   template <class Handler>
   void async_command_alone(const op_args& op, std::optional<steady::time_point> deadline, Handler&& handler) {
     asio::async_compose<Handler, void(boost::system::error_code, reply)>(
-        evalsha_op{&link, &semaphore_script(), make(op), deadline}, handler, link.get_executor());
+        evalsha_op{&link_, &semaphore_script(), make(op), deadline}, handler, link_.get_executor());
   }
   // now + options().timeout, or `limit` if earlier.
   std::optional<steady::time_point> call_deadline(std::optional<steady::time_point> limit) const {
-    const auto d = admit::detail::deadline_after<steady>(steady::now(), options.timeout);
+    const auto d = admit::detail::deadline_after<steady>(steady::now(), options_.timeout);
     return limit ? std::min(d, *limit) : d;
   }
   // An acquire of n under `id`; waiting, with the wait's `deadline` (the script refuses at once what the rate cannot
@@ -183,10 +183,10 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // The start of an acquisition and the time since, for record(): no clock read when metrics are not enabled (a start
   // read before they were is zero, and so is its wait).
   steady::time_point record_start() const noexcept {
-    return metrics.load(std::memory_order_acquire) ? steady::now() : steady::time_point{};
+    return metrics() != nullptr ? steady::now() : steady::time_point{};
   }
   steady::duration since(steady::time_point start) const noexcept {
-    if (start == steady::time_point{} || !metrics.load(std::memory_order_acquire)) return steady::duration::zero();
+    if (start == steady::time_point{} || metrics() == nullptr) return steady::duration::zero();
     return steady::now() - start;
   }
 
@@ -206,7 +206,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // of this object, returned to the call that made them instead of pushed on the wake list) to their waiters.
   void deliver_grants(const reply& r, std::size_t from) { wakes_.deliver(r, from); }
   void close() {
-    closing = true;
+    closing_ = true;
     close_waker_();
   }
 
@@ -222,19 +222,22 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
     definition_ = std::move(d);
   }
 
-  client& conn;      // for blocking calls of their own (inspect, and call()'s when nothing else is in flight)
-  client_link link;  // for the calls of `batcher`, whose handlers may run after the client's destruction
-  std::string name;
-  semaphore_options options;
-  std::vector<std::string> keys;
-  std::string wake_key;
-  std::atomic<bool> closing{false};
-  op_batcher batcher;  // every operation but inspect and renewals
-  circuit_breaker breaker;
-  std::atomic<std::int64_t> local_held{0};  // permits in local leases (failure_policy::fail_open)
+  // ---- what the parts share ----
+  client& conn() noexcept { return conn_; }       // for blocking calls of their own (inspect, call()'s when idle)
+  client_link& link() noexcept { return link_; }  // for calls whose handlers may run after the client's destruction
+  asio::any_io_executor executor() const noexcept { return link_.get_executor(); }
+  const std::string& name() const noexcept { return name_; }
+  const semaphore_options& options() const noexcept { return options_; }
+  const std::vector<std::string>& keys() const noexcept { return keys_; }
+  const std::string& wake_key() const noexcept { return wake_key_; }
+  bool closing() const noexcept { return closing_.load(); }
+  op_batcher& batcher() noexcept { return batcher_; }
+  circuit_breaker& breaker() noexcept { return breaker_; }
+  // The permits in local leases (failure_policy::fail_open): taken by degrade(), given back by their leases.
+  void local_released(std::int64_t n) noexcept { local_held_ -= n; }
   // The metrics acquisitions count in: null until enable_metrics, then the last one installed (each is kept until
   // the core dies: an acquisition that loaded an earlier one can still count in it).
-  std::atomic<limiter_metrics*> metrics{nullptr};
+  limiter_metrics* metrics() const noexcept { return metrics_.load(std::memory_order_acquire); }
   void install_metrics(limiter_metrics::event_handler on_event);
   // The gauges and the lost leases, kept whether or not metrics are enabled.
   semaphore_gauges& gauges() noexcept { return gauges_; }
@@ -243,6 +246,19 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   semaphore_result degrade(std::int64_t n, std::error_code why);
 
  private:
+  // Declared first: constructed before, and destroyed after, everything below that uses them.
+  client& conn_;
+  client_link link_;
+  std::string name_;
+  semaphore_options options_;
+  std::vector<std::string> keys_;
+  std::string wake_key_;
+  std::atomic<bool> closing_{false};
+  op_batcher batcher_;  // every operation but inspect and renewals
+  circuit_breaker breaker_;
+  std::atomic<std::int64_t> local_held_{0};         // permits in local leases (failure_policy::fail_open)
+  std::atomic<limiter_metrics*> metrics_{nullptr};  // see metrics(); the ones installed are kept in metrics_kept_
+
   void waker_loop();
   void arm_renewals();      // on renewal_strand_
   void renew_due_leases();  // on renewal_strand_

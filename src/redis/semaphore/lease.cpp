@@ -24,7 +24,7 @@ lease::~lease() {
   // answer until the lease would have expired), and Redis may still hold it if only the answers were lost.
   if (core_->mark_released() == lease_state::released) return;
   if (core_->local) {
-    core_->sem->local_held -= core_->n;
+    core_->sem->local_released(core_->n);
   } else {
     core_->sem->release_before_return(core_->id, core_->n);
   }
@@ -37,7 +37,7 @@ std::optional<std::pair<lease::release_status, std::error_code>> lease::release_
   const lease_state before = core->mark_released();
   if (!core->local) return std::nullopt;
   if (before == lease_state::released) return std::pair{release_status::not_held, std::error_code()};
-  core->sem->local_held -= core->n;
+  core->sem->local_released(core->n);
   return std::pair{release_status::released, std::error_code()};
 }
 
@@ -52,7 +52,7 @@ std::string lease::detach() {
   core->stop_renewal();
   if (core->mark_released() == lease_state::released) return {};
   if (core->local) {  // in this process only: nobody could release it by its id
-    core->sem->local_held -= core->n;
+    core->sem->local_released(core->n);
     return {};
   }
   return core->id;
@@ -77,8 +77,9 @@ std::pair<bool, std::error_code> lease::renew() {
   if (!core_ || core_->state.load() != lease_state::held) return {false, {}};
   if (core_->local) return {true, {}};  // not in Redis: nothing expires
   const auto sent = std::chrono::steady_clock::now();
-  const result r = core_->sem->call(core_->sem->call_deadline({}),
-                                    {"renew", core_->id, std::to_string(detail::to_us(core_->sem->options.lease_ttl))});
+  const result r =
+      core_->sem->call(core_->sem->call_deadline({}),
+                       {"renew", core_->id, std::to_string(detail::to_us(core_->sem->options().lease_ttl))});
   if (r.error) return {false, detail::as_error(r.error)};
   const auto v = detail::integers(r.value, 2);
   if (!v) return {false, detail::script_error()};

@@ -32,12 +32,12 @@ void lease_core::mark_lost() {
   if (!state.compare_exchange_strong(expected, lease_state::lost)) return;
   sem->gauges().lease_ends(n);
   sem->gauges().lease_lost();
-  if (sem->options.on_lease_lost) sem->options.on_lease_lost(id, token);
+  if (sem->options().on_lease_lost) sem->options().on_lease_lost(id, token);
 }
 
 void lease_core::renewed(std::int64_t expiry_us, steady::time_point sent) {
   expires_us.store(expiry_us, std::memory_order_relaxed);
-  local_expiry.store((sent + sem->options.lease_ttl).time_since_epoch().count(), std::memory_order_relaxed);
+  local_expiry.store((sent + sem->options().lease_ttl).time_since_epoch().count(), std::memory_order_relaxed);
 }
 
 void semaphore_core::schedule_renewal(const std::shared_ptr<lease_core>& l, steady::time_point due) {
@@ -97,7 +97,7 @@ void semaphore_core::renew_due_leases() {
     }
     renewal_armed_ = steady::time_point::max();
   }
-  const auto every = std::max<steady::duration>(options.lease_ttl / 3, std::chrono::milliseconds(1));
+  const auto every = std::max<steady::duration>(options_.lease_ttl / 3, std::chrono::milliseconds(1));
   for (auto& l : due) {
     if (l->state.load() != lease_state::held) continue;
     const auto sent = steady::now();
@@ -105,7 +105,7 @@ void semaphore_core::renew_due_leases() {
     // that moment (not a call timeout later), so the holder can stop before Redis grants the permits again. So it is
     // a call of its own: batched, it could wait behind other calls and share their later deadline.
     const steady::time_point expiry{steady::duration(l->local_expiry.load())};
-    async_command_alone({"renew", l->id, std::to_string(to_us(options.lease_ttl))}, call_deadline(expiry),
+    async_command_alone({"renew", l->id, std::to_string(to_us(options_.lease_ttl))}, call_deadline(expiry),
                         [l, sent, every](boost::system::error_code e, reply r) {
                           if (l->state.load() != lease_state::held) return;
                           const auto v = e ? std::nullopt : integers(r, 2);

@@ -208,7 +208,7 @@ void semaphore::release_by_id(const std::shared_ptr<detail::semaphore_core>& cor
 
 std::error_code semaphore::set_capacity(std::int64_t capacity) {
   check_capacity(capacity);
-  const result r = core_->call(core_->call_deadline({}), {"set_capacity", std::to_string(capacity), core_->wake_key});
+  const result r = core_->call(core_->call_deadline({}), {"set_capacity", std::to_string(capacity), core_->wake_key()});
   if (r.error) return detail::as_error(r.error);
   if (!integers(r.value, 1)) return script_error();
   core_->gauges().capacity_seen(capacity);
@@ -247,7 +247,7 @@ void semaphore::inspect_then(const std::shared_ptr<detail::semaphore_core>& core
 void semaphore::enable_metrics(limiter_metrics::event_handler on_event) { core_->install_metrics(std::move(on_event)); }
 
 limiter_snapshot semaphore::metrics() const noexcept {
-  const limiter_metrics* m = core_->metrics.load(std::memory_order_acquire);
+  const limiter_metrics* m = core_->metrics();
   limiter_snapshot s = m ? m->snapshot() : limiter_snapshot{};
   core_->gauges().fill(s);
   return s;
@@ -255,7 +255,7 @@ limiter_snapshot semaphore::metrics() const noexcept {
 
 const wait_histogram& semaphore::wait_times() const noexcept {
   static const wait_histogram none;
-  const limiter_metrics* m = core_->metrics.load(std::memory_order_acquire);
+  const limiter_metrics* m = core_->metrics();
   return m ? m->wait_times() : none;
 }
 
@@ -265,14 +265,14 @@ std::pair<std::size_t, std::error_code> semaphore::shutdown(clock::time_point de
   return core_->background().drain(deadline);
 }
 std::pair<std::size_t, std::error_code> semaphore::shutdown() {
-  return shutdown(clock::now() + core_->options.timeout);
+  return shutdown(clock::now() + core_->options().timeout);
 }
 void semaphore::when_drained(detail::semaphore_core& core, std::function<void(std::size_t, std::error_code)> done) {
   core.background().when_drained(std::move(done));
 }
 
-const std::string& semaphore::name() const noexcept { return core_->name; }
-const semaphore_options& semaphore::options() const noexcept { return core_->options; }
+const std::string& semaphore::name() const noexcept { return core_->name(); }
+const semaphore_options& semaphore::options() const noexcept { return core_->options(); }
 
 std::pair<semaphore_snapshot, std::error_code> inspect_semaphore(client& conn, const std::string& name,
                                                                  std::size_t most) {

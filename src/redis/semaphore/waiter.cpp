@@ -32,11 +32,11 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
         deadline_(deadline),
         timed_(timed),
         completion_(std::move(completion)),
-        strand_(asio::make_strand(core_->link.get_executor())),
+        strand_(asio::make_strand(core_->link().get_executor())),
         poll_timer_(strand_),
         deadline_timer_(strand_),
         id_(random_id()),
-        waiter_ttl_(std::to_string(to_us(core_->options.waiter_ttl))),
+        waiter_ttl_(std::to_string(to_us(core_->options().waiter_ttl))),
         start_(core_->record_start()) {
     core_->gauges().wait_begins();
   }
@@ -77,7 +77,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
         op->complete(op->core_->make_lease(op->id_, grant, op->sent_), leave::nothing);
       });
     });
-    pass_ = core_->breaker.allow(steady::now());
+    pass_ = core_->breaker().allow(steady::now());
     if (pass_ == breaker_pass::refused) {
       return complete(core_->degrade(n_, make_error_code(errc::circuit_open)), leave::nothing);
     }
@@ -85,7 +85,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     core_->async_command(
         core_->acquire_op(id_, n_, true, deadline_, priority_), core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
-          self->core_->breaker.report(as_error(ec), self->pass_, steady::now());
+          self->core_->breaker().report(as_error(ec), self->pass_, steady::now());
           if (self->state_ == state::leaving) {
             // Given up meanwhile. The cancel was sent after this call, but may have run first when this call had to
             // load the script and retry: if it queued or granted after all, leave again.
@@ -105,9 +105,9 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
             return self->complete(std::move(*result), leave::nothing);
           }
-          if (!self->told_queued_ && self->core_->options.on_queued) {
+          if (!self->told_queued_ && self->core_->options().on_queued) {
             self->told_queued_ = true;
-            self->core_->options.on_queued(self->id_);
+            self->core_->options().on_queued(self->id_);
           }
           self->arm(rate_wait(r));
         }));
@@ -128,7 +128,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   // Polls after poll_interval, or sooner when the rate can admit this waiter sooner (nobody's release wakes a waiter
   // held back by the rate: it asks at its tokens' time, and the poll that finds them there is granted).
   void arm(std::int64_t rate_wait_us = 0) {
-    auto after = std::chrono::duration_cast<steady::duration>(core_->options.poll_interval);
+    auto after = std::chrono::duration_cast<steady::duration>(core_->options().poll_interval);
     if (rate_wait_us > 0) after = std::min<steady::duration>(after, std::chrono::microseconds(rate_wait_us));
     poll_timer_.expires_after(after);
     poll_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
@@ -302,7 +302,7 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
     // background work.
     const bool past_deadline = deadline && r.error() == admit::errc::timeout;
     const steady::duration wait_for_leave =
-        past_deadline ? std::min<steady::duration>(leave_wait, options.timeout) : steady::duration(options.timeout);
+        past_deadline ? std::min<steady::duration>(leave_wait, options_.timeout) : steady::duration(options_.timeout);
     lease raced = completion->wait_settled(admit::detail::deadline_after<steady>(steady::now(), wait_for_leave));
     if (raced) (void)raced.release();
   }
@@ -329,6 +329,6 @@ void start_try_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t
   });
 }
 void cancel(const std::shared_ptr<async_acquire_op>& op) { op->cancel(); }
-asio::any_io_executor executor_of(const semaphore_core& core) noexcept { return core.link.get_executor(); }
+asio::any_io_executor executor_of(const semaphore_core& core) noexcept { return core.executor(); }
 
 }  // namespace admit::redis::detail
