@@ -1,8 +1,11 @@
 #include "op_batcher.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <boost/system/errc.hpp>
 #include <exception>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include "admit/asio/error_code.hpp"
@@ -28,6 +31,17 @@ struct op_batcher::call_guard {
     dropped.swap(batcher->queued_);
     --batcher->in_flight_;
   }
+};
+
+// A call while its sender runs: an answer that comes on the sending thread before the sender returns (a connection
+// that completes a call at once) is kept, and handled by send() once it has released the send lock. An answer on
+// another thread, or later, is handled where it comes.
+struct op_batcher::call_in_sending {
+  const std::thread::id sender = std::this_thread::get_id();
+  std::atomic<bool> sending{true};
+  std::optional<std::pair<boost::system::error_code, reply>> kept;  // written and read on the sending thread only
+  // Whether an answer coming now must be kept for send().
+  bool keeps_answer() const noexcept { return sending.load() && std::this_thread::get_id() == sender; }
 };
 
 void op_batcher::submit(op o, std::shared_ptr<void> owner) {
@@ -98,7 +112,7 @@ std::vector<op_batcher::op> op_batcher::take_queued() {
 
 // Holds one call's slot (counted in in_flight_), and `sending`, which it releases once the call is on the connection.
 void op_batcher::send(std::vector<op> ops, std::shared_ptr<void> owner, bool waited,
-                      std::unique_lock<std::recursive_mutex>& sending) {
+                      std::unique_lock<std::mutex>& sending) {
   // What waited past its deadline is not sent (what did not wait is: completing it here would complete it from
   // within submit; the connection completes a call already past its deadline unsent). Completed after the call
   // leaves, the send lock released.
@@ -135,11 +149,21 @@ void op_batcher::send(std::vector<op> ops, std::shared_ptr<void> owner, bool wai
     }
     auto carried = std::make_shared<std::vector<op>>(std::move(ops));
     auto guard = std::make_shared<call_guard>(this, owner);
+    auto call = std::make_shared<call_in_sending>();
     try {
-      send_(*carried, deadline, [this, carried, guard](boost::system::error_code ec, reply r) {
+      send_(*carried, deadline, [this, carried, guard, call](boost::system::error_code ec, reply r) {
         guard->answered = true;
+        if (call->keeps_answer()) {
+          call->kept.emplace(ec, std::move(r));
+          return;
+        }
         answered(*carried, ec, std::move(r), guard->owner);
       });
+      call->sending = false;
+      if (call->kept) {
+        sending.unlock();
+        answered(*carried, call->kept->first, std::move(call->kept->second), owner);
+      }
     } catch (const std::exception&) {
       // Not sent (memory ran out building it): each operation fails as a call that could not be made, and the slot
       // goes on.

@@ -74,10 +74,10 @@ class op_batcher {
 
  private:
   struct call_guard;
+  struct call_in_sending;
   // `waited`: the operations come from the queue (those past their deadline are then completed, not sent).
   // `sending` holds send_mutex_ and is released once the call is on the connection.
-  void send(std::vector<op> ops, std::shared_ptr<void> owner, bool waited,
-            std::unique_lock<std::recursive_mutex>& sending);
+  void send(std::vector<op> ops, std::shared_ptr<void> owner, bool waited, std::unique_lock<std::mutex>& sending);
   void answered(std::vector<op>& ops, boost::system::error_code ec, reply r, const std::shared_ptr<void>& owner);
   std::vector<op> take_queued() ADMIT_REQUIRES(mutex_);
   // A call's slot is free: what waited leaves in it, else it is given back.
@@ -85,9 +85,10 @@ class op_batcher {
 
   sender send_;
   // Held from taking operations out of the queue (or a submit's own) until their call is on the connection, so that
-  // calls reach the connection in the order they formed. Recursive: a sender that completes at once re-enters.
+  // calls reach the connection in the order they formed. A call answered at once, on the sending thread, within the
+  // sender, is handled once the send returns and this is released (call_in_sending), so nothing takes it twice.
   // Taken before mutex_. It guards no data (it orders the calls), so it is not annotated for clang's analysis.
-  std::recursive_mutex send_mutex_;
+  std::mutex send_mutex_;
   mutable admit::detail::mutex mutex_;
   std::vector<op> queued_ ADMIT_GUARDED_BY(mutex_);
   std::size_t in_flight_ ADMIT_GUARDED_BY(mutex_) = 0;  // calls sent and not yet answered

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <future>
 #include <latch>
 #include <memory>
@@ -196,6 +197,40 @@ TEST_F(OpBatcher, ACallsFailureIsEveryOperationsOutcome) {
 // One thread's release, then its cancel (queued behind two calls), must reach the connection in that order, even
 // when the answer that takes the release is slower to send it than another answer that takes the cancel. Here the
 // release's sending is held up in the sender until the other answer has had every chance to send the cancel.
+// A sender that answers each call at once, within the send and on its own thread (as a connection that is closed
+// does): the answer is handled once the send returns, so each operation completes once and in order, and what a
+// completion submits is sent in turn. Handled within the send, the answer would take the send lock again on the thread
+// that holds it.
+TEST(OpBatcherInline, ACallAnsweredWithinItsSendIsHandledAfterIt) {
+  std::vector<std::string> sent;
+  op_batcher b{
+      [&](const std::vector<op_batcher::op>& ops, std::optional<steady::time_point>, op_batcher::completion answered) {
+        for (const auto& o : ops) sent.push_back(o.args.at(0));
+        answered({}, reply::array({reply::integer(0)}));
+      }};
+  const auto owner = std::make_shared<int>(0);
+  std::vector<int> completed;
+  std::function<void(int)> submit_next = [&](int k) {
+    b.submit({{"op" + std::to_string(k), "x"},
+              std::nullopt,
+              [&, k](boost::system::error_code ec, reply) {
+                EXPECT_FALSE(ec);
+                completed.push_back(k);
+                if (k < 5) submit_next(k + 1);  // from within a completion
+              }},
+             owner);
+  };
+  submit_next(1);
+  EXPECT_EQ(completed, (std::vector<int>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(sent, (std::vector<std::string>{"op1", "op2", "op3", "op4", "op5"}));
+  EXPECT_EQ(b.sent(), (std::pair<std::size_t, std::size_t>{5, 5}));
+  // A slot taken alone and given back: nothing waited, nothing is sent; the next operation still goes at once.
+  ASSERT_TRUE(b.begin_alone());
+  b.end_alone(owner);
+  submit_next(5);
+  EXPECT_EQ(completed.size(), 6u);
+}
+
 TEST(OpBatcherOrder, CallsLeaveInTheOrderTheyFormedWhenTwoAnswersRace) {
   std::mutex m;
   std::vector<std::string> order;               // guarded by m
