@@ -1,4 +1,5 @@
-// cli/run/local_limit.cpp — the host-local limit of `admit run`: admission and waiting (the files: local_queue.cpp).
+// cli/common/local_limit.cpp — the host-local limit of `admit run`: joining, waiting and admitting (the files:
+// local_queue.cpp; the decision of each look: local_rule.cpp).
 //
 // Why the liveness test is race-free: an entry is created (O_EXCL), flock'ed by its creator and filled in within one
 // hold of `lock` (local::create_entry), and every reader that tests liveness (scan_live, from acquire and inspect)
@@ -23,12 +24,12 @@
 #include <stdexcept>
 #include <utility>
 
-#include "admit/admission_options.hpp"
 #include "admit/detail/admission_classes.hpp"
 #include "admit/detail/admission_rule.hpp"
 #include "admit/errc.hpp"
 #include "admit/rate.hpp"
 #include "cli/common/local_queue.hpp"
+#include "cli/common/local_rule.hpp"
 #include "cli/common/message.hpp"
 #include "cli/common/values.hpp"
 
@@ -40,136 +41,6 @@ using std::chrono::nanoseconds;
 using std::chrono::steady_clock;
 
 [[noreturn]] void invalid(const std::string& message) { throw std::invalid_argument("local limit: " + message); }
-
-// The limit as admit::admission's plan (admit/detail/admission_classes.hpp): the global token bucket, and each class's
-// guaranteed permits and assured bucket.
-detail::admission_plan plan_of(const limit_definition& d) {
-  admit::admission_options o;
-  if (d.interval_ns > 0) {
-    o.rate = admit::rate::every(nanoseconds(d.interval_ns));
-    o.burst = d.burst;
-  }
-  o.max_in_flight = d.capacity;
-  o.classes = d.classes;
-  return detail::plan_admission_classes(o, 0);
-}
-
-// The rate state (under `lock`) in the token bucket's representation, read from `rate` at `clock`. States this
-// definition cannot have made at this boot's clock (a slower rate's, before the definition changed; a clock
-// namespace; a damaged file) are clamped: the global bucket is never emptier than empty, a class's bucket never owes
-// more than one request's tokens (the most it can be charged in debt). A clamped state must be written back at once
-// (write_buckets): the clamp is relative to now, so read again later it would never refill.
-struct bucket_state {
-  std::int64_t tat = detail::ns_min;  // the global bucket; ns_min: full
-  std::vector<std::int64_t> assured;  // each class's assured bucket
-  bool clamped = false;
-};
-bucket_state read_buckets(const local::queue_dir& q, const detail::admission_plan& plan,
-                          const local::clock_reading& clock) {
-  bucket_state b;
-  b.assured.assign(plan.classes.size(), detail::ns_min);
-  if (plan.global.inf()) return b;
-  const auto stored = local::read_rate(q, clock.boot_id);
-  if (!stored) return b;
-  b.tat = detail::sat_sub(stored->tat_ns, plan.global.tol);
-  b.clamped = b.tat > clock.now_ns;
-  b.tat = std::min(b.tat, clock.now_ns);
-  if (stored->assured_tat_ns.size() == plan.classes.size()) {
-    for (std::size_t k = 0; k < b.assured.size(); ++k) {
-      const auto& assured = plan.classes[k].assured;
-      const std::int64_t most = detail::sat_add(clock.now_ns, detail::token_bucket_cost(assured, plan.global.burst));
-      b.clamped = b.clamped || stored->assured_tat_ns[k] > most;
-      b.assured[k] = std::min(stored->assured_tat_ns[k], most);
-    }
-  }
-  return b;
-}
-
-// Under `lock`: stores the rate state (with classes, their buckets too).
-void write_buckets(const local::queue_dir& q, const detail::admission_plan& plan, const local::clock_reading& clock,
-                   const bucket_state& b) {
-  local::stored_rate r{detail::sat_add(b.tat, plan.global.tol), {}};
-  if (plan.classes.size() > 1) r.assured_tat_ns = b.assured;
-  local::write_rate(q, clock.boot_id, r);
-}
-
-// The outcome of one admission check (under `lock`).
-struct evaluation {
-  bool admit = false;
-  wait_progress progress;
-  bucket_state after;  // the rate state read; with admit, the state to store
-  local::clock_reading clock;
-  std::int64_t ahead = 0;  // the permits its class's waiters ahead of it ask for
-  // Waiting: how long until time alone could admit it (its tokens), when it is the head of its class.
-  std::optional<nanoseconds> rate_wait;
-};
-
-// Whether the waiter `self` (in class `cls`) may be admitted now, given the live entries `live` (self among them): the
-// share rule of admit::admission (admit/detail/admission_rule.hpp) on the heads of the classes' queues, the tickets
-// being the arrival order. Only the picked head admits itself; every other waiter is woken by the change that
-// admission makes (or its own token time) and looks again.
-evaluation evaluate(const local::queue_dir& q, const local_limit_config& c, const detail::admission_plan& plan,
-                    const std::vector<local::entry_record>& live, std::uint64_t self) {
-  evaluation e;
-  e.progress.capacity = c.capacity;
-  const std::size_t classes = plan.classes.size();
-  std::vector<detail::admission_class_state> standing(classes);
-  std::vector<std::int64_t> queued(classes, 0);
-  std::vector<const local::entry_record*> heads(classes, nullptr);
-  for (const auto& r : live) {
-    const std::size_t k = r.priority < classes ? r.priority : 0;
-    if (r.holder) {
-      e.progress.held += r.weight;
-      standing[k].held += r.weight;
-      continue;
-    }
-    ++e.progress.waiting;
-    queued[k] += r.weight;
-    if (heads[k] == nullptr) heads[k] = &r;
-    if (k == c.priority && r.ticket < self) e.ahead += r.weight;
-    if (k == c.priority && r.ticket <= self) ++e.progress.position;
-  }
-  e.clock = local::read_clock();
-  e.after = read_buckets(q, plan, e.clock);
-  if (e.after.clamped) write_buckets(q, plan, e.clock, e.after);
-  if (e.progress.position != 1) return e;
-  const std::int64_t t = e.clock.now_ns;
-  const bool sole = detail::admission_sole(plan);
-  const detail::admission_free free{c.capacity > 0, c.capacity - e.progress.held, &plan.global, e.after.tat, t};
-  std::vector<detail::admission_head> stands(classes);
-  for (std::size_t k = 0; k < classes; ++k) {
-    standing[k].guaranteed = plan.classes[k].permits;
-    standing[k].assured = sole ? nullptr : &plan.classes[k].assured;
-    standing[k].assured_tat = e.after.assured[k];
-    if (heads[k] != nullptr) {
-      stands[k] = detail::admission_stand(standing[k], heads[k]->weight, heads[k]->ticket, queued[k], free);
-    }
-  }
-  if (detail::admission_pick(stands, free) != c.priority) {
-    const std::int64_t wait = detail::admission_head_wait(plan.global, e.after.tat, plan.classes[c.priority].assured,
-                                                          e.after.assured[c.priority], t, c.weight);
-    if (wait != detail::ns_max) e.rate_wait = nanoseconds(wait);
-    // Reported as waiting for the rate only when, tokens aside, the rule would pick it now: with the infinite rate
-    // (every head's tokens there), the heads' claims on permits still count.
-    if (e.rate_wait && !plan.global.inf()) {
-      const detail::token_bucket_config tokens_aside;  // cost1 0: the infinite rate
-      detail::admission_free permits_only = free;
-      permits_only.global = &tokens_aside;
-      for (auto& h : stands) h.tokens_free = h.token_entitled = true;
-      if (detail::admission_pick(stands, permits_only) == c.priority) e.progress.rate_wait = e.rate_wait;
-    }
-    return e;
-  }
-  if (!plan.global.inf()) {
-    e.after.tat =
-        detail::token_bucket_step(plan.global, admit::oversize_policy::reject, e.after.tat, t, c.weight).new_tat;
-  }
-  const auto& k = standing[c.priority];
-  e.after.assured[c.priority] =
-      detail::admission_assured_after(k.assured, k.assured_tat, stands[c.priority], t, c.weight);
-  e.admit = true;
-  return e;
-}
 
 bool same_state(const wait_progress& a, const wait_progress& b) {
   return a.position == b.position && a.waiting == b.waiting && a.held == b.held && a.capacity == b.capacity &&
@@ -317,7 +188,7 @@ local_limit::local_limit(local_limit_config config) : config_(std::move(config))
                  ? std::string("0 without classes")
                  : "0 to " + std::to_string(c.classes.size() - 1) + " (" + classes_option(c.classes) + ")"));
   }
-  plan_ = plan_of(definition());  // std::invalid_argument naming the value, as admit::admission's constructor
+  plan_ = local::plan_of(definition());  // std::invalid_argument naming the value, as admit::admission's constructor
   local::queue_dir(c.directory, c.name, true);
 }
 
@@ -336,8 +207,8 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   local::entry_record self{0, false, c.weight, c.priority, c.info, definition()};
   std::optional<entry_guard> entry;  // declared before every `lock`, so that its destructor runs without it
   // Under lock: admits this participant (evaluate said so).
-  auto admit_now = [&](const evaluation& e) {
-    if (!plan_.global.inf()) write_buckets(q, plan_, e.clock, e.after);
+  auto admit_now = [&](const local::evaluation& e) {
+    if (!plan_.global.inf()) local::write_buckets(q, plan_, e.clock, e.after);
     self.info.started_unix_ms = unix_time_ms();
     local::rewrite_entry(q, entry->fd(), self);
     auto entry_path = q.path() / local::entry_name(true, self.ticket), lock_path = q.path() / "lock";
@@ -378,7 +249,7 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     self.info.started_unix_ms = unix_time_ms();
     entry.emplace(q, local::create_entry(q, self), self.ticket);
     live.push_back(self);
-    evaluation e = evaluate(q, c, plan_, live, self.ticket);
+    local::evaluation e = local::evaluate(q, c, plan_, live, self.ticket);
     if (e.admit) return admit_now(e);
     state = e.progress;
     rate_wait = e.rate_wait;
@@ -438,7 +309,7 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
                                 "the queue entry \"" + (q.path() / local::entry_name(false, self.ticket)).string() +
                                     "\" was removed while waiting");
       }
-      evaluation e = evaluate(q, c, plan_, live, self.ticket);
+      local::evaluation e = local::evaluate(q, c, plan_, live, self.ticket);
       if (e.admit) return admit_now(e);
       if (expired) {
         entry->leave();
@@ -498,9 +369,10 @@ local_inspection inspect_local(const std::filesystem::path& directory, const std
     to.push_back({r.ticket, r.weight, r.priority, std::move(r.info)});
   }
   if (result.definition && result.definition->interval_ns > 0) {
-    const auto plan = plan_of(*result.definition);
+    const auto plan = local::plan_of(*result.definition);
     const auto clock = local::read_clock();
-    const double tokens = detail::token_bucket_tokens(plan.global, read_buckets(q, plan, clock).tat, clock.now_ns);
+    const double tokens =
+        detail::token_bucket_tokens(plan.global, local::read_buckets(q, plan, clock).tat, clock.now_ns);
     result.tokens = static_cast<std::int64_t>(std::floor(std::max(tokens, 0.0)));
   }
   return result;
