@@ -72,11 +72,13 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
             evalsha_op{&link_, &semaphore_script(), make(ops), deadline}, answered, link_.get_executor());
       }),
       breaker_(options_.breaker),
-      waker_(std::move(waker)),
-      close_waker_(std::move(close_waker)),
-      waker_timer_(c.get_executor()),
-      renewal_strand_(asio::make_strand(c.get_executor())),
-      renewal_timer_(renewal_strand_),
+      wakes_(std::make_shared<wake_registry>(std::move(waker), std::move(close_waker), wake_key_,
+                                             options_.poll_interval, options_.timeout)),
+      // Every lease holds its semaphore_core: the renewals need no pointer to this one.
+      renewals_(renewal_schedule<lease_core>::make(c.get_executor(),
+                                                   [](const renewal_schedule<lease_core>::batch& due) {
+                                                     for (const auto& l : due) l->renew();
+                                                   })),
       definition_(std::move(definition_text)) {
   if (options_.waiter_ttl.count() == 0) options_.waiter_ttl = 3 * options_.poll_interval + options_.timeout;
   keys_.insert(keys_.end(), std::make_move_iterator(more_keys.begin()), std::make_move_iterator(more_keys.end()));

@@ -4,10 +4,9 @@
 //   background_work.cpp  counting those until Redis answers them (what shutdown() waits for)
 //   op_batcher.cpp several operations to a script call
 //   lease.cpp    the lease object; releasing at scope end
-//   renewal.cpp  a lease's automatic renewal
+//   renewal.cpp  a lease's automatic renewal (when: renewal_schedule.hpp)
 //   waiter.cpp   a waiting acquisition (async_acquire_op) and the blocking waits built on it
-//   wakeup.cpp   the wake-up loop: one connection blocked in BLMPOP on this object's wake list
-//   wake_registry.cpp  this object's waiters by id: each grant to its own
+//   wake_registry.cpp  this object's waiters by id, and the BLMPOP loop that brings each grant to its own
 //   gauges.hpp   what metrics() reports without asking Redis
 //   semaphore.cpp the public class: configuration checks, capacity, inspect
 #pragma once
@@ -17,12 +16,9 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/compose.hpp>
 #include <boost/asio/dispatch.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,6 +37,7 @@
 #include "background_work.hpp"
 #include "gauges.hpp"
 #include "op_batcher.hpp"
+#include "renewal_schedule.hpp"
 #include "wake_registry.hpp"
 
 namespace admit::redis::detail {
@@ -78,6 +75,8 @@ command script_call(const std::vector<std::string>& keys);
 std::int64_t to_us(std::chrono::milliseconds d);
 // A reply {status, ...} whose first `count` elements are integers; nullopt for any other shape.
 std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t count);
+
+struct lease_core;
 
 class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
  public:
@@ -197,18 +196,23 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   semaphore_result acquire(std::int64_t n, std::optional<steady::time_point> deadline, const std::stop_token& stop,
                            std::size_t priority = 0);
 
-  // ---- wake-ups (wakeup.cpp) ----
-  // Waiters of this object, by id (wake_registry): `on_wake` runs when a grant for the id comes out of the wake list
-  // or a reply; registering the first starts the wake-up loop.
-  void register_waiter(const std::string& id, wake_registry::callback on_wake);
-  void unregister_waiter(const std::string& id) { wakes_.remove(id); }
+  // ---- wake-ups (wake_registry) ----
+  // Waiters of this object, by id: `on_wake` runs when a grant for the id comes out of the wake list or a reply;
+  // registering the first starts the wake-up loop.
+  void register_waiter(const std::string& id, wake_registry::callback on_wake) { wakes_->add(id, std::move(on_wake)); }
+  void unregister_waiter(const std::string& id) { wakes_->remove(id); }
   // Hands the grants in `r`'s elements from index `from` on ("id:n:token:expiry:now", the script's grants to waiters
   // of this object, returned to the call that made them instead of pushed on the wake list) to their waiters.
-  void deliver_grants(const reply& r, std::size_t from) { wakes_.deliver(r, from); }
+  void deliver_grants(const reply& r, std::size_t from) { wakes_->deliver(r, from); }
   void close() {
     closing_ = true;
-    close_waker_();
+    wakes_->close();
   }
+
+  // ---- renewals (renewal.cpp) ----
+  // Renews `l` at `due` (and every lease_ttl / 3 after each renewal) until unscheduled. Thread-safe.
+  void schedule_renewal(const std::shared_ptr<lease_core>& l, steady::time_point due);
+  void unschedule_renewal(const lease_core& l) { renewals_->cancel(l); }
 
   // The script's ARGV[2] (see the constructor), which set_definition changes (admission::set_limits). Thread-safe.
   std::string definition() const {
@@ -259,31 +263,10 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::atomic<std::int64_t> local_held_{0};         // permits in local leases (failure_policy::fail_open)
   std::atomic<limiter_metrics*> metrics_{nullptr};  // see metrics(); the ones installed are kept in metrics_kept_
 
-  void waker_loop();
-  void arm_renewals();      // on renewal_strand_
-  void renew_due_leases();  // on renewal_strand_
+  std::shared_ptr<wake_registry> wakes_;  // its BLMPOP loop runs on the waker client given to the constructor
+  // Each lease is in renewals_ while its lease object holds it; the due ones are renewed together (renewal.cpp).
+  std::shared_ptr<renewal_schedule<lease_core>> renewals_;
 
-  std::unique_ptr<client> waker_;  // blocked in BLMPOP on wake_key while this process has waiters
-  std::function<void()> close_waker_;
-  asio::steady_timer waker_timer_;  // the pause after a failed BLMPOP
-
-  wake_registry wakes_;
-
-  // Renewals: one timer for all of this object's leases, armed for the earliest renewal due; each lease is in
-  // renewals_ (by due time) while its lease object holds it. A lease made or released costs a map insert or erase,
-  // no timer operation; due renewals are sent together (pipelined on the connection).
-  admit::detail::mutex renewal_mutex_;
-  std::multimap<steady::time_point, std::weak_ptr<lease_core>> renewals_ ADMIT_GUARDED_BY(renewal_mutex_);
-  steady::time_point renewal_armed_ ADMIT_GUARDED_BY(renewal_mutex_) = steady::time_point::max();
-  asio::strand<asio::any_io_executor> renewal_strand_;
-  asio::steady_timer renewal_timer_;  // on renewal_strand_
-
- public:
-  // Renews `l` at `due` (and every lease_ttl / 3 after each renewal) until unscheduled. Thread-safe.
-  void schedule_renewal(const std::shared_ptr<lease_core>& l, steady::time_point due);
-  void unschedule_renewal(lease_core& l);
-
- private:
   admit::detail::mutex metrics_mutex_;
   std::vector<std::unique_ptr<limiter_metrics>> metrics_kept_ ADMIT_GUARDED_BY(metrics_mutex_);
 
@@ -308,8 +291,6 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   std::atomic<lease_state> state{lease_state::held};
   bool local = false;  // granted by the failure policy, not by Redis: nothing to release or renew there
   std::optional<std::int64_t> available;  // the permits Redis had free right after the grant, when its reply said
-  // Its place in the semaphore's renewals_ (guarded by the semaphore's renewal_mutex_).
-  std::optional<std::multimap<steady::time_point, std::weak_ptr<lease_core>>::iterator> renewal;
 
   // held -> lost, calling on_lease_lost once (and counting it in the semaphore's `lost`).
   void mark_lost();
@@ -318,6 +299,8 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   lease_state mark_released() noexcept;
   // Called after a successful renewal sent at `sent` (local time): the lease lives at least lease_ttl from then.
   void renewed(std::int64_t expiry_us, steady::time_point sent);
+  // Sends one renewal (a call of its own, waited for no longer than the local expiry) and schedules the next.
+  void renew();
   void stop_renewal() { sem->unschedule_renewal(*this); }
 };
 

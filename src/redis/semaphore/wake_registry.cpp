@@ -1,17 +1,34 @@
-// The waiters a grant can wake (wake_registry.hpp).
+// The waiters a grant can wake, and the BLMPOP loop that brings the grants (wake_registry.hpp).
 #include "wake_registry.hpp"
 
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <utility>
 
+#include "admit/detail/deadline.hpp"
+#include "admit/redis/client/command.hpp"
+
 namespace admit::redis::detail {
 
-bool wake_registry::add(const std::string& id, callback on_wake) {
-  const admit::detail::lock_guard lock(mutex_);
-  waiters_[id] = std::move(on_wake);
-  if (running_) return false;
-  running_ = true;
-  return true;
+wake_registry::wake_registry(std::unique_ptr<client> waker, std::function<void()> close_waker, std::string wake_key,
+                             std::chrono::milliseconds poll_interval, std::chrono::milliseconds timeout)
+    : waker_(std::move(waker)),
+      close_waker_(std::move(close_waker)),
+      wake_key_(std::move(wake_key)),
+      poll_interval_(std::max<std::chrono::milliseconds>(poll_interval, std::chrono::milliseconds(1))),
+      timeout_(timeout),
+      pause_(waker_->get_executor()) {}
+
+void wake_registry::add(const std::string& id, callback on_wake) {
+  {
+    const admit::detail::lock_guard lock(mutex_);
+    waiters_[id] = std::move(on_wake);
+    if (running_ || closed_) return;
+    running_ = true;
+  }
+  boost::asio::post(waker_->get_executor(), [self = shared_from_this()] { self->loop(); });
 }
 
 void wake_registry::remove(const std::string& id) {
@@ -30,10 +47,44 @@ void wake_registry::deliver(const reply& grants, std::size_t from) {
   }
 }
 
-bool wake_registry::keep_running(bool closing) {
+void wake_registry::close() {
+  {
+    const admit::detail::lock_guard lock(mutex_);
+    if (closed_) return;
+    closed_ = true;
+  }
+  close_waker_();
+}
+
+bool wake_registry::keep_running() {
   const admit::detail::lock_guard lock(mutex_);
-  if (waiters_.empty() || closing) running_ = false;
+  if (waiters_.empty() || closed_) running_ = false;
   return running_;
+}
+
+void wake_registry::loop() {
+  if (!keep_running()) return;
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.3f", std::chrono::duration<double>(poll_interval_).count());
+  // BLMPOP ... RIGHT COUNT: every grant waiting on the list (up to 128), oldest first, in one reply — one wake-up per
+  // round trip would fall behind the grants of a busy semaphore.
+  waker_->async_execute_command(
+      admit::detail::deadline_after<std::chrono::steady_clock>(std::chrono::steady_clock::now(),
+                                                               poll_interval_ + timeout_),
+      command{"BLMPOP", seconds, "1", wake_key_, "RIGHT", "COUNT", "128"},
+      [self = shared_from_this()](boost::system::error_code ec, reply r) {
+        // {key, {"id:n:token:expiry:now", ...}}, or nil after the block
+        if (!ec && r.is_array() && r.elements().size() == 2) self->deliver(r.elements()[1], 0);
+        if (ec) {
+          // Closed, or nobody waits any more: stop now (a pause would keep the executor busy for nothing).
+          if (!self->keep_running()) return;
+          // Redis is away: the waiters poll meanwhile; try again after a pause instead of spinning.
+          self->pause_.expires_after(self->poll_interval_);
+          self->pause_.async_wait([self](boost::system::error_code) { self->loop(); });
+          return;
+        }
+        self->loop();
+      });
 }
 
 wake_registry::grant wake_registry::parse(const std::string& text) {
