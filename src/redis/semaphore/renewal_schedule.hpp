@@ -58,7 +58,8 @@ class renewal_schedule : public std::enable_shared_from_this<renewal_schedule<It
         rearm = true;
       }
     }
-    if (rearm) boost::asio::post(strand_, [weak = this->weak_from_this()] {
+    if (rearm)
+      boost::asio::post(strand_, [weak = this->weak_from_this()] {
         if (auto self = weak.lock()) self->arm();
       });
   }

@@ -68,23 +68,25 @@ void wake_registry::loop() {
   std::snprintf(seconds, sizeof seconds, "%.3f", std::chrono::duration<double>(poll_interval_).count());
   // BLMPOP ... RIGHT COUNT: every grant waiting on the list (up to 128), oldest first, in one reply — one wake-up per
   // round trip would fall behind the grants of a busy semaphore.
-  waker_->async_execute_command(
-      admit::detail::deadline_after<std::chrono::steady_clock>(std::chrono::steady_clock::now(),
-                                                               poll_interval_ + timeout_),
-      command{"BLMPOP", seconds, "1", wake_key_, "RIGHT", "COUNT", "128"},
-      [self = shared_from_this()](boost::system::error_code ec, reply r) {
-        // {key, {"id:n:token:expiry:now", ...}}, or nil after the block
-        if (!ec && r.is_array() && r.elements().size() == 2) self->deliver(r.elements()[1], 0);
-        if (ec) {
-          // Closed, or nobody waits any more: stop now (a pause would keep the executor busy for nothing).
-          if (!self->keep_running()) return;
-          // Redis is away: the waiters poll meanwhile; try again after a pause instead of spinning.
-          self->pause_.expires_after(self->poll_interval_);
-          self->pause_.async_wait([self](boost::system::error_code) { self->loop(); });
-          return;
-        }
-        self->loop();
-      });
+  waker_->async_execute_command(admit::detail::deadline_after<std::chrono::steady_clock>(
+                                    std::chrono::steady_clock::now(), poll_interval_ + timeout_),
+                                command{"BLMPOP", seconds, "1", wake_key_, "RIGHT", "COUNT", "128"},
+                                [self = shared_from_this()](boost::system::error_code ec, reply r) {
+                                  // {key, {"id:n:token:expiry:now", ...}}, or nil after the block
+                                  if (!ec && r.is_array() && r.elements().size() == 2)
+                                    self->deliver(r.elements()[1], 0);
+                                  if (ec) {
+                                    // Closed, or nobody waits any more: stop now (a pause would keep the executor busy
+                                    // for nothing).
+                                    if (!self->keep_running()) return;
+                                    // Redis is away: the waiters poll meanwhile; try again after a pause instead of
+                                    // spinning.
+                                    self->pause_.expires_after(self->poll_interval_);
+                                    self->pause_.async_wait([self](boost::system::error_code) { self->loop(); });
+                                    return;
+                                  }
+                                  self->loop();
+                                });
 }
 
 wake_registry::grant wake_registry::parse(const std::string& text) {

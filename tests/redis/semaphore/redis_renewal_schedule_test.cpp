@@ -115,7 +115,7 @@ TEST(RenewalSchedule, NothingFallsDueOnceTheScheduleIsGone) {
   auto a = make_item(1);
   f.s->schedule(a, steady::now() - 1s);
   f.s.reset();  // before its timer's handler ran
-  f.io.run();    // returns: nothing is left to wait for
+  f.io.run();   // returns: nothing is left to wait for
   EXPECT_TRUE(f.batches.empty());
 }
 

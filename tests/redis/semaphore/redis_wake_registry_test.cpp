@@ -1,7 +1,8 @@
 // The semaphore's wake registry alone (src/redis/semaphore/wake_registry.hpp), on a real redis-server: grants reach
 // their waiters and no one else, unreadable grants arrive empty, a grant pushed on the wake list is brought by the
 // BLMPOP loop (with a poll interval far longer than the test waits, so only the loop can bring it), the loop stops
-// when nobody waits and the next waiter starts it again, recovers when Redis comes back, and close() ends a BLMPOP in flight at once.
+// when nobody waits and the next waiter starts it again, recovers when Redis comes back, and close() ends a BLMPOP in
+// flight at once.
 #include <gtest/gtest.h>
 
 #include <chrono>
