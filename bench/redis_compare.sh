@@ -73,7 +73,8 @@ wait "$monitor_pid" 2>/dev/null || true
 mapfile -t evalsha < <(grep -m1 -E '"(FCALL|EVALSHA)"' "$out/monitor.txt" |
   /usr/bin/python3 -c 'import shlex, sys; print("\n".join(shlex.split(sys.stdin.read().split("] ", 1)[1])))')
 ((${#evalsha[@]} >= 4)) || { echo "redis_compare.sh: no FCALL or EVALSHA from admit under MONITOR ($out/monitor.txt)" >&2; exit 1; }
-# EVALSHA names the script's SHA1; FCALL the library's function, admit_gcra_<the script's SHA1's first 16 digits>.
+# EVALSHA names the script's SHA1; FCALL the library's function: admit_gcra_<the library's version> (admit_gcra_<the
+# script's SHA1's first 16 digits> before the limiters and the semaphore became one library, admit_<version>).
 sha=${evalsha[1]#admit_gcra_}
 hot_cmd=() many_cmd=()
 for a in "${evalsha[@]}"; do
@@ -89,6 +90,16 @@ call_line=""
 grep -q '^local function call(KEYS, ARGV)' src/redis/lua/gcra.lua && call_line=$'\nreturn call(KEYS, ARGV)\n'
 file_sha=$({ cat "${lua_files[@]}"; printf '%s' "$call_line"; } | "${cli[@]}" -x script load | tr -d '\r')
 script_note="SCRIPT LOAD of ${lua_files[*]} (concatenated) gives $file_sha, the SHA1 admit's call names"
+if [[ "${evalsha[0]}" == FCALL && "$file_sha" != "$sha"* ]]; then
+  # One library for all of admit's code: the function's digits are the library's version; its code, as the server
+  # has it, must hold the files' text.
+  "${cli[@]}" function list withcode libraryname "admit_$sha" >"$out/library.txt"
+  if /usr/bin/python3 -c 'import sys; code = open(sys.argv[1]).read(); text = "".join(open(f).read() for f in sys.argv[2:]); sys.exit(0 if text in code else 1)' \
+    "$out/library.txt" "${lua_files[@]}"; then
+    file_sha=$sha
+    script_note="the library admit_$sha that admit's FCALL names holds ${lua_files[*]} (concatenated) as they are"
+  fi
+fi
 if [[ "$file_sha" != "$sha"* ]]; then
   script_note="**SCRIPT LOAD of ${lua_files[*]} gives $file_sha, but admit sends $sha** (the build is older or newer than the sources): the ceiling runs admit's"
   echo "redis_compare.sh: warning: $script_note" >&2

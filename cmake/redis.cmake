@@ -77,8 +77,9 @@ if(ADMIT_WITH_REDIS)
   endforeach()
 
   # One folder per room: client/ (knows nothing of limits), limiter/ (the rate limiters' core and algorithms),
-  # semaphore/ (the distributed semaphore). hash_tag.hpp, shared by the last two, is in src/redis/.
-  file(GLOB admit_redis_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/redis/client/*.cpp
+  # semaphore/ (the distributed semaphore). What the last two share is in src/redis/: hash_tag.hpp, and functions.cpp
+  # (their Lua code as one function library).
+  file(GLOB admit_redis_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/redis/*.cpp ${PROJECT_SOURCE_DIR}/src/redis/client/*.cpp
     ${PROJECT_SOURCE_DIR}/src/redis/limiter/*.cpp ${PROJECT_SOURCE_DIR}/src/redis/semaphore/*.cpp)
   add_library(admit_redis STATIC
     ${admit_redis_sources}

@@ -2,20 +2,17 @@
 // fixed_window.hpp and limiter.cpp).
 #include "admit/redis/fixed_window.hpp"
 
-#include <admit_redis_lua/fixed_window_lua.hpp>
 #include <string>
 #include <utility>
 
+#include "functions.hpp"
 #include "parameters.hpp"
 
 namespace admit::redis {
 
 namespace {
 
-const script& fixed_window_script() {
-  static const script s = script::library("admit_fixed_window", detail::lua::fixed_window);
-  return s;
-}
+const script& fixed_window_script() { return detail::function_script(detail::admit_function::fixed_window); }
 
 }  // namespace
 

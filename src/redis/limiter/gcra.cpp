@@ -1,20 +1,17 @@
 // admit::redis::gcra — the GCRA's parameters for the shared limiter machinery (see gcra.hpp and limiter.cpp).
 #include "admit/redis/gcra.hpp"
 
-#include <admit_redis_lua/gcra_lua.hpp>
 #include <string>
 #include <utility>
 
+#include "functions.hpp"
 #include "parameters.hpp"
 
 namespace admit::redis {
 
 namespace {
 
-const script& gcra_script() {
-  static const script s = script::library("admit_gcra", detail::lua::gcra);
-  return s;
-}
+const script& gcra_script() { return detail::function_script(detail::admit_function::gcra); }
 
 }  // namespace
 

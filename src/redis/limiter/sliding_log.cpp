@@ -2,20 +2,17 @@
 // sliding_log.hpp and limiter.cpp).
 #include "admit/redis/sliding_log.hpp"
 
-#include <admit_redis_lua/sliding_log_lua.hpp>
 #include <string>
 #include <utility>
 
+#include "functions.hpp"
 #include "parameters.hpp"
 
 namespace admit::redis {
 
 namespace {
 
-const script& sliding_log_script() {
-  static const script s = script::library("admit_sliding_log", detail::lua::sliding_log);
-  return s;
-}
+const script& sliding_log_script() { return detail::function_script(detail::admit_function::sliding_log); }
 
 }  // namespace
 

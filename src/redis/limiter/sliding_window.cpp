@@ -2,20 +2,17 @@
 // sliding_window.hpp and limiter.cpp).
 #include "admit/redis/sliding_window.hpp"
 
-#include <admit_redis_lua/sliding_window_lua.hpp>
 #include <string>
 #include <utility>
 
+#include "functions.hpp"
 #include "parameters.hpp"
 
 namespace admit::redis {
 
 namespace {
 
-const script& sliding_window_script() {
-  static const script s = script::library("admit_sliding_window", detail::lua::sliding_window);
-  return s;
-}
+const script& sliding_window_script() { return detail::function_script(detail::admit_function::sliding_window); }
 
 }  // namespace
 

@@ -2,20 +2,17 @@
 // and limiter.cpp).
 #include "admit/redis/token_bucket.hpp"
 
-#include <admit_redis_lua/token_bucket_lua.hpp>
 #include <string>
 #include <utility>
 
+#include "functions.hpp"
 #include "parameters.hpp"
 
 namespace admit::redis {
 
 namespace {
 
-const script& token_bucket_script() {
-  static const script s = script::library("admit_token_bucket", detail::lua::token_bucket);
-  return s;
-}
+const script& token_bucket_script() { return detail::function_script(detail::admit_function::token_bucket); }
 
 }  // namespace
 

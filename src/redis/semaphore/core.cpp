@@ -3,7 +3,6 @@
 // async_acquire, a grant that raced with a cancellation). See core.hpp.
 #include "core.hpp"
 
-#include <admit_redis_lua/semaphore_lua.hpp>
 #include <algorithm>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/io_context.hpp>
@@ -15,16 +14,14 @@
 #include <type_traits>
 
 #include "admit/redis/limiter_result.hpp"
+#include "functions.hpp"
 #include "hash_tag.hpp"
 
 namespace admit::redis {
 
 namespace detail {
 
-const script& semaphore_script() {
-  static const script s = script::library("admit_semaphore", lua::semaphore);
-  return s;
-}
+const script& semaphore_script() { return function_script(admit_function::semaphore); }
 
 std::error_code script_error() noexcept { return make_error_code(errc::unexpected_reply); }
 

@@ -100,3 +100,57 @@ TEST(RedisScript, TimeoutIsNotRetried) {
 }
 
 }  // namespace
+
+namespace script_libraries_testing {
+
+// Two codes with a top-level local of the same name: each block keeps its own.
+std::vector<script> two_functions(const char* second_value) {
+  static const std::string first = "local x = 1\nlocal function call(KEYS, ARGV) return x end";
+  const std::string second = std::string("local x = ") + second_value + "\nlocal function call(KEYS, ARGV) return x end";
+  return script::libraries("t", {{"t_one", first}, {"t_two", second}});
+}
+
+TEST(RedisScriptLibraries, CodesAreOneLibraryLoadedOnceWithAFunctionEach) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const auto v1 = two_functions("2");
+  ASSERT_EQ(v1.size(), 2U);
+  const std::string version = v1[0].function_name().substr(6);  // "t_one_<version>"
+  EXPECT_EQ(version.size(), 16U);
+  EXPECT_EQ(v1[1].function_name(), "t_two_" + version);
+  EXPECT_EQ(v1[0].library_source(), v1[1].library_source());
+  EXPECT_EQ(v1[0].library_source().rfind("#!lua name=t_" + version + "\n", 0), 0U);
+  EXPECT_EQ(admit::redis::evalsha(conn, v1[0], {"k"}, {}).value, reply::integer(1));
+  EXPECT_EQ(admit::redis::evalsha(conn, v1[1], {"k"}, {}).value, reply::integer(2));
+  EXPECT_EQ(server.calls("function|load"), 1);  // the first call loaded both
+  EXPECT_EQ(server.calls("evalsha"), 0);
+
+  // A new version of one part is a new library with every function named anew: it loads beside the old one (a
+  // function name already taken would make FUNCTION LOAD fail), and the old one still answers.
+  const auto v2 = two_functions("3");
+  EXPECT_NE(v2[0].function_name(), v1[0].function_name());
+  EXPECT_EQ(admit::redis::evalsha(conn, v2[1], {"k"}, {}).value, reply::integer(3));
+  EXPECT_EQ(admit::redis::evalsha(conn, v2[0], {"k"}, {}).value, reply::integer(1));
+  EXPECT_EQ(admit::redis::evalsha(conn, v1[1], {"k"}, {}).value, reply::integer(2));
+  EXPECT_EQ(server.calls("function|load"), 2);
+  // As scripts, the same code.
+  EXPECT_EQ(v1[1].source(), "local x = 2\nlocal function call(KEYS, ARGV) return x end\nreturn call(KEYS, ARGV)\n");
+}
+
+// A server without functions refuses the first FCALL: every script of the library goes by EVALSHA from then on.
+TEST(RedisScriptLibraries, ARefusalOfFunctionsSendsTheWholeLibraryByEvalsha) {
+  redis_server::config old;
+  old.extra_arguments = {"--rename-command", "FCALL", "", "--rename-command", "FUNCTION", ""};
+  redis_server server(old);
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const auto v = two_functions("2");
+  EXPECT_EQ(admit::redis::evalsha(conn, v[0], {"k"}, {}).value, reply::integer(1));
+  EXPECT_FALSE(v[1].calls_function());
+  EXPECT_EQ(admit::redis::evalsha(conn, v[1], {"k"}, {}).value, reply::integer(2));
+  const std::string errors = server.admin({"INFO", "errorstats"});
+  EXPECT_NE(errors.find("errorstat_ERR:count=1\r"), std::string::npos) << "FCALL asked more than once: " << errors;
+}
+
+}  // namespace script_libraries_testing

@@ -142,7 +142,7 @@ TEST(RenewalSchedule, ConcurrentSchedulesAndCancelsLoseNothing) {
         } else {
           s->schedule(it, steady::now() - 1ms);  // moved to now: falls due
         }
-        items[t].push_back(std::move(it));
+        items[static_cast<std::size_t>(t)].push_back(std::move(it));
       }
     });
   }

@@ -56,6 +56,42 @@ class script {
     return s;
   }
 
+  // Several codes as library() makes them, one Redis Functions library: `parts` are (prefix, body) pairs, each body as
+  // library()'s. The library, "<name>_<H>", registers each body's `call` as the function "<prefix>_<H>", where H is
+  // the first 16 hex digits of the SHA1 of the library's code (after its first line, H left out): one FUNCTION LOAD brings every
+  // function, and a new version of any part is a new library whose functions are all named anew (function names are
+  // unique on a server). Each body runs in a block of its own, so its top-level locals are its own. The scripts
+  // returned (in the order of `parts`) share the library's code and whether a server refused functions: the first
+  // refusal sends every one of them by EVALSHA from then on.
+  static std::vector<script> libraries(std::string_view name,
+                                       const std::vector<std::pair<std::string_view, std::string_view>>& parts) {
+    std::string code;
+    std::vector<std::size_t> names;  // where each function's H goes
+    for (const auto& [prefix, body] : parts) {
+      code += "do\n";
+      code += body;
+      code += "\nredis.register_function('";
+      code += prefix;
+      code += '_';
+      names.push_back(code.size());
+      code += "', function(keys, args) return call(keys, args) end)\nend\n";
+    }
+    // The functions' names carry H, computed over the code without it.
+    const std::string h = detail::sha1_hex(code).substr(0, 16);
+    for (auto at = names.rbegin(); at != names.rend(); ++at) code.insert(*at, h);
+    const std::string library = "#!lua name=" + std::string(name) + "_" + h + "\n" + code;
+    const auto refused = std::make_shared<std::atomic<bool>>(false);
+    std::vector<script> out;
+    for (const auto& [prefix, body] : parts) {
+      script s(std::string(body) + "\nreturn call(KEYS, ARGV)\n");
+      s.function_ = std::string(prefix) + "_" + h;
+      s.library_source_ = library;
+      s.functions_refused_ = refused;
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
   const std::string& source() const noexcept { return source_; }
   // 40 lower-case hex digits, the name EVALSHA takes and SCRIPT LOAD returns.
   const std::string& sha1() const noexcept { return sha1_; }
