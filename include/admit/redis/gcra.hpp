@@ -29,7 +29,7 @@
 
 #include "admit/rate.hpp"
 #include "admit/redis/client/client.hpp"
-#include "admit/redis/limiter.hpp"
+#include "admit/redis/rate_limiter.hpp"
 
 namespace admit::redis {
 
@@ -40,23 +40,19 @@ namespace admit::redis {
 // policy is not offered). rate::inf() admits everything without calling Redis (decided_by::unlimited). Keys are
 // binary-safe. With limiter_options::charge_refused, refusals are charged and may put a key in debt, during which
 // n == 0 is refused too.
-class gcra final : public limiter {
+class gcra final : public rate_limiter {
  public:
   // Throws std::invalid_argument naming the bad value: name empty or containing '{' or '}'; rate zero (a quota that
   // never refills would keep its key forever: use a counter); burst < 1; burst·T above 2^51 µs (~71 years: the
   // script's arithmetic must stay exact in doubles); invalid options (limiter_options.hpp).
   gcra(client& c, std::string name, rate r, std::int64_t burst, limiter_options options = {});
 
-  [[nodiscard]] rate get_rate() const noexcept { return rate_; }
-  [[nodiscard]] std::int64_t burst() const noexcept { return limit(); }
   // The emission interval actually enforced: 1/rate rounded up to whole microseconds (0 for rate inf).
   [[nodiscard]] std::chrono::microseconds emission_interval() const noexcept { return interval_; }
 
  private:
   gcra(client& c, std::string name, rate r, std::int64_t burst, limiter_options options, std::chrono::microseconds t);
 
-  rate rate_;
-  std::chrono::microseconds interval_;
 };
 
 }  // namespace admit::redis

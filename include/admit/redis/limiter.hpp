@@ -247,6 +247,8 @@ class limiter {
   limiter(client& c, std::shared_ptr<detail::limiter_core> core) noexcept : client_(&c), core_(std::move(core)) {}
   limiter(const limiter&) = default;
   limiter& operator=(const limiter&) = default;
+  // The client the limiter calls Redis through.
+  client& redis_client() const noexcept { return *client_; }
 
  private:
   const detail::limiter_identity& identity() const noexcept { return detail::limiter_identity_of(*core_); }

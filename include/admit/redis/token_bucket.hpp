@@ -37,7 +37,7 @@
 
 #include "admit/rate.hpp"
 #include "admit/redis/client/client.hpp"
-#include "admit/redis/limiter.hpp"
+#include "admit/redis/rate_limiter.hpp"
 
 namespace admit::redis {
 
@@ -49,15 +49,13 @@ namespace admit::redis {
 // (decided_by::unlimited). A server clock that goes back makes the bucket hold fewer tokens (never more) until it
 // catches up. Keys are binary-safe. With limiter_options::charge_refused, refusals are charged and may put a key in
 // debt, during which n == 0 is refused too.
-class token_bucket final : public limiter {
+class token_bucket final : public rate_limiter {
  public:
   // Throws std::invalid_argument naming the bad value: name empty or containing '{' or '}'; rate zero (a bucket that
   // never refills would keep its key forever: use a counter); burst < 1; burst·interval above 2^51 µs (~71 years: the
   // script's arithmetic must stay exact in doubles); invalid options (limiter_options.hpp).
   token_bucket(client& c, std::string name, rate r, std::int64_t burst, limiter_options options = {});
 
-  [[nodiscard]] rate get_rate() const noexcept { return rate_; }
-  [[nodiscard]] std::int64_t burst() const noexcept { return limit(); }
   // The refill interval actually enforced: 1/rate rounded up to whole microseconds (0 for rate inf).
   [[nodiscard]] std::chrono::microseconds refill_interval() const noexcept { return interval_; }
 
@@ -65,8 +63,6 @@ class token_bucket final : public limiter {
   token_bucket(client& c, std::string name, rate r, std::int64_t burst, limiter_options options,
                std::chrono::microseconds interval);
 
-  rate rate_;
-  std::chrono::microseconds interval_;
 };
 
 }  // namespace admit::redis

@@ -20,9 +20,9 @@ gcra::gcra(client& c, std::string name, rate r, std::int64_t burst, limiter_opti
 
 gcra::gcra(client& c, std::string name, rate r, std::int64_t burst, limiter_options options,
            std::chrono::microseconds t)
-    : limiter(c, detail::make_limiter_core("gcra", std::move(name), detail::rate_algorithm(gcra_script(), r, burst, t),
-                                           std::move(options))),
-      rate_(r),
-      interval_(t) {}
+    : rate_limiter(c,
+                   detail::make_limiter_core("gcra", std::move(name),
+                                             detail::rate_algorithm(gcra_script(), r, burst, t), std::move(options)),
+                   r, t, "gcra") {}
 
 }  // namespace admit::redis

@@ -22,10 +22,10 @@ token_bucket::token_bucket(client& c, std::string name, rate r, std::int64_t bur
 
 token_bucket::token_bucket(client& c, std::string name, rate r, std::int64_t burst, limiter_options options,
                            std::chrono::microseconds interval)
-    : limiter(c, detail::make_limiter_core("token_bucket", std::move(name),
-                                           detail::rate_algorithm(token_bucket_script(), r, burst, interval),
-                                           std::move(options))),
-      rate_(r),
-      interval_(interval) {}
+    : rate_limiter(c,
+                   detail::make_limiter_core("token_bucket", std::move(name),
+                                             detail::rate_algorithm(token_bucket_script(), r, burst, interval),
+                                             std::move(options)),
+                   r, interval, "token_bucket") {}
 
 }  // namespace admit::redis

@@ -27,9 +27,9 @@ std::error_code script_error() noexcept { return make_error_code(errc::unexpecte
 
 std::string key_prefix(const std::string& name) { return hash_tag(name).append(":"); }
 
-std::vector<std::string> semaphore_keys(const std::string& name) {
+std::vector<std::string> semaphore_keys(const std::string& prefix) {
   std::vector<std::string> keys;
-  for (const char* k : {"meta", "holders", "leases", "waiting", "expiry"}) keys.push_back(key_prefix(name) + k);
+  for (const char* k : {"meta", "holders", "leases", "waiting", "expiry"}) keys.push_back(prefix + k);
   return keys;
 }
 
@@ -56,13 +56,13 @@ std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t co
 
 semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
                                std::string semaphore_name, std::string definition_text, semaphore_options o,
-                               std::vector<std::string> more_keys)
+                               std::vector<std::string> more_keys, std::string prefix)
     : conn_(c),
       link_(c),
       name_(std::move(semaphore_name)),
       options_(std::move(o)),
-      keys_(semaphore_keys(name_)),
-      wake_key_(key_prefix(name_) + "wake:" + random_id()),
+      keys_(semaphore_keys(prefix.empty() ? key_prefix(name_) : prefix)),
+      wake_key_((prefix.empty() ? key_prefix(name_) : prefix) + "wake:" + random_id()),
       batcher_([this](const std::vector<op_batcher::op>& ops, std::optional<steady::time_point> deadline,
                       op_batcher::completion answered) {
         asio::async_compose<op_batcher::completion, void(boost::system::error_code, reply)>(

@@ -68,8 +68,8 @@ inline std::error_code as_error(const boost::system::error_code& ec) { return st
 
 // "{name}:", the prefix of every key of semaphore `name`.
 std::string key_prefix(const std::string& name);
-// The keys of semaphore.lua, in its KEYS order.
-std::vector<std::string> semaphore_keys(const std::string& name);
+// The keys of semaphore.lua, in its KEYS order: `prefix` ("{name}:", key_prefix) followed by each one's name.
+std::vector<std::string> semaphore_keys(const std::string& prefix);
 // EVALSHA of semaphore.lua with `keys` (semaphore_keys); the caller appends ARGV.
 command script_call(const std::vector<std::string>& keys);
 std::int64_t to_us(std::chrono::milliseconds d);
@@ -87,9 +87,11 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // `waker`: a client of the same server(s) of its own, for the blocking BLMPOP; `close_waker` closes it.
   // `definition`: the script's ARGV[2], a semaphore's capacity or an admission's "capacity/interval/burst[/classes]";
   // `more_keys`: the keys after the semaphore's five (an admission's with classes: its waiters, its classes' queues).
+  // `prefix`: the keys' common prefix, "{name}:" when empty (a rate limiter's queue has its own). A null `waker`: no
+  // wake-up loop (the waiters learn of grants by their polls).
   semaphore_core(client& c, std::unique_ptr<client> waker, std::function<void()> close_waker,
                  std::string semaphore_name, std::string definition, semaphore_options o,
-                 std::vector<std::string> more_keys = {});
+                 std::vector<std::string> more_keys = {}, std::string prefix = {});
   semaphore_core(const semaphore_core&) = delete;
   semaphore_core& operator=(const semaphore_core&) = delete;
 

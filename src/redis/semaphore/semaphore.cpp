@@ -283,7 +283,7 @@ std::pair<semaphore_snapshot, std::error_code> inspect_semaphore_until(
     client& conn, const std::string& name, std::optional<std::chrono::steady_clock::time_point> deadline,
     std::size_t most) {
   check_semaphore_name(name);
-  command c = detail::script_call(detail::semaphore_keys(name));
+  command c = detail::script_call(detail::semaphore_keys(detail::key_prefix(name)));
   c.arg("inspect").arg("0").arg(std::to_string(std::max<std::size_t>(most, 1)));
   return parse_snapshot(evalsha_until(conn, deadline, semaphore_script(), c));
 }

@@ -18,14 +18,15 @@ wake_registry::wake_registry(std::unique_ptr<client> waker, std::function<void()
       close_waker_(std::move(close_waker)),
       wake_key_(std::move(wake_key)),
       poll_interval_(std::max<std::chrono::milliseconds>(poll_interval, std::chrono::milliseconds(1))),
-      timeout_(timeout),
-      pause_(waker_->get_executor()) {}
+      timeout_(timeout) {
+  if (waker_) pause_.emplace(waker_->get_executor());
+}
 
 void wake_registry::add(const std::string& id, callback on_wake) {
   {
     const admit::detail::lock_guard lock(mutex_);
     waiters_[id] = std::move(on_wake);
-    if (running_ || closed_) return;
+    if (running_ || closed_ || !waker_) return;
     running_ = true;
   }
   boost::asio::post(waker_->get_executor(), [self = shared_from_this()] { self->loop(); });
@@ -53,7 +54,7 @@ void wake_registry::close() {
     if (closed_) return;
     closed_ = true;
   }
-  close_waker_();
+  if (close_waker_) close_waker_();
 }
 
 bool wake_registry::keep_running() {
@@ -81,8 +82,8 @@ void wake_registry::loop() {
                                     if (!self->keep_running()) return;
                                     // Redis is away: the waiters poll meanwhile; try again after a pause instead of
                                     // spinning.
-                                    self->pause_.expires_after(self->poll_interval_);
-                                    self->pause_.async_wait([self](boost::system::error_code) { self->loop(); });
+                                    self->pause_->expires_after(self->poll_interval_);
+                                    self->pause_->async_wait([self](boost::system::error_code) { self->loop(); });
                                     return;
                                   }
                                   self->loop();

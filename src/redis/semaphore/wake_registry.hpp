@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -42,7 +43,8 @@ class wake_registry : public std::enable_shared_from_this<wake_registry> {
 
   // `waker`: a client of the same server(s), used only for the blocking BLMPOP on `wake_key`; `close_waker` closes it
   // (called once, by close()). `poll_interval` (at least 1 ms is used) bounds each BLMPOP's block; `timeout` is added
-  // to it for the call's deadline.
+  // to it for the call's deadline. A null `waker`: no loop ever runs (the waiters learn of grants by their polls, and
+  // from the replies handed to deliver).
   wake_registry(std::unique_ptr<client> waker, std::function<void()> close_waker, std::string wake_key,
                 std::chrono::milliseconds poll_interval, std::chrono::milliseconds timeout);
   wake_registry(const wake_registry&) = delete;
@@ -73,7 +75,7 @@ class wake_registry : public std::enable_shared_from_this<wake_registry> {
   std::string wake_key_;
   std::chrono::milliseconds poll_interval_;
   std::chrono::milliseconds timeout_;
-  boost::asio::steady_timer pause_;  // after a failed BLMPOP; touched only by the loop
+  std::optional<boost::asio::steady_timer> pause_;  // after a failed BLMPOP; touched only by the loop
 
   admit::detail::mutex mutex_;
   std::unordered_map<std::string, callback> waiters_ ADMIT_GUARDED_BY(mutex_);

@@ -106,7 +106,8 @@ namespace script_libraries_testing {
 // Two codes with a top-level local of the same name: each block keeps its own.
 std::vector<script> two_functions(const char* second_value) {
   static const std::string first = "local x = 1\nlocal function call(KEYS, ARGV) return x end";
-  const std::string second = std::string("local x = ") + second_value + "\nlocal function call(KEYS, ARGV) return x end";
+  const std::string second =
+      std::string("local x = ") + second_value + "\nlocal function call(KEYS, ARGV) return x end";
   return script::libraries("t", {{"t_one", first}, {"t_two", second}});
 }
 

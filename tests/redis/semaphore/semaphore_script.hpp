@@ -15,7 +15,7 @@ inline std::string semaphore_source() { return detail::semaphore_script().source
 // EVAL `source` with the keys of semaphore `name`, then `argv` (the operation, the initial capacity, its arguments).
 inline std::vector<std::string> eval_args(const std::string& source, const std::string& name,
                                           const std::vector<std::string>& argv) {
-  const auto keys = detail::semaphore_keys(name);
+  const auto keys = detail::semaphore_keys(detail::key_prefix(name));
   std::vector<std::string> a{"EVAL", source, std::to_string(keys.size())};
   a.insert(a.end(), keys.begin(), keys.end());
   a.insert(a.end(), argv.begin(), argv.end());

@@ -58,11 +58,11 @@ class script {
 
   // Several codes as library() makes them, one Redis Functions library: `parts` are (prefix, body) pairs, each body as
   // library()'s. The library, "<name>_<H>", registers each body's `call` as the function "<prefix>_<H>", where H is
-  // the first 16 hex digits of the SHA1 of the library's code (after its first line, H left out): one FUNCTION LOAD brings every
-  // function, and a new version of any part is a new library whose functions are all named anew (function names are
-  // unique on a server). Each body runs in a block of its own, so its top-level locals are its own. The scripts
-  // returned (in the order of `parts`) share the library's code and whether a server refused functions: the first
-  // refusal sends every one of them by EVALSHA from then on.
+  // the first 16 hex digits of the SHA1 of the library's code (after its first line, H left out): one FUNCTION LOAD
+  // brings every function, and a new version of any part is a new library whose functions are all named anew (function
+  // names are unique on a server). Each body runs in a block of its own, so its top-level locals are its own. The
+  // scripts returned (in the order of `parts`) share the library's code and whether a server refused functions: the
+  // first refusal sends every one of them by EVALSHA from then on.
   static std::vector<script> libraries(std::string_view name,
                                        const std::vector<std::pair<std::string_view, std::string_view>>& parts) {
     std::string code;

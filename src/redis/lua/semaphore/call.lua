@@ -10,6 +10,18 @@ local function call(KEYS, ARGV)
   dirty = {}
   local defined, idle_text = string.match(ARGV[2] or '', '^([^~]*)~(%d+)$')
   if not defined then defined = ARGV[2] end
+  -- A rate limiter's queue: the definition ends in "@gcra" or "@token_bucket", and the rate's state is that limiter's
+  -- key, KEYS[7] (see rate_key in core.lua).
+  rate_key, rate_kind = nil, nil
+  do
+    local d, kind = string.match(defined or '', '^(.-)@(%a[%a_]*)$')
+    if d then
+      if (kind ~= 'gcra' and kind ~= 'token_bucket') or not KEYS[7] then
+        return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(ARGV[2]))
+      end
+      defined, rate_key, rate_kind = d, KEYS[7], kind
+    end
+  end
   do
     local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next', 'seq', 'interval', 'burst', 'tat',
       'classes', 'definition', 'queued:1', 'idle')
@@ -34,6 +46,7 @@ local function call(KEYS, ARGV)
       dirty.capacity, dirty.free, dirty.rate = true, true, interval > 0 or class_text ~= nil
     end
   end
+  if rate_key then tat = rate_key_tat() end
   cls, multi = nil, false
   if class_text then
     cls = {}
@@ -98,7 +111,12 @@ local function call(KEYS, ARGV)
       redis.call('HSET', leases, id, int(n) .. ':' .. int(fence))
       local fields = { 'free', int(free - n), 'fence', int(fence) }
       if expires < next_due then fields[#fields + 1] = 'next'; fields[#fields + 1] = int(expires) end
-      if new_tat then fields[#fields + 1] = 'tat'; fields[#fields + 1] = int(new_tat) end
+      if new_tat and rate_key then
+        tat = new_tat
+        save_rate_key()
+      elseif new_tat then
+        fields[#fields + 1] = 'tat'; fields[#fields + 1] = int(new_tat)
+      end
       redis.call('HSET', meta, unpack(fields))
       keep_alive()
       return { GRANTED, n, fence, expires, now, free - n }

@@ -34,6 +34,8 @@
 --   KEYS[6] waiters  (with a rate or classes) hash: waiter id -> "class:n:arrival"
 --   KEYS[5 + k]      (with classes, k >= 2) class k - 1's queue, as KEYS[4] is class 0's; KEYS[6] and these are
 --                    found by their names ("{name}:waiters", "{name}:waiting:<class>") when a caller gives only five
+--   KEYS[7]          (a rate limiter's queue, ARGV[2] ending in "@gcra" or "@token_bucket"; no classes) the limiter's
+--                    key for the queue's key, which holds the rate's state instead of meta's tat (see rate_key)
 -- The queue is a list, not a sorted set: joining it and serving its head are O(1) (a sorted set's insert is O(log N),
 -- and below 128 members a scan of a packed array), and a waiter's record travels in it, so that serving the head is
 -- one LPOP and one ZREM. A waiter leaves from the middle in O(log N) by leaving expiry; its record stays in the list
@@ -143,6 +145,24 @@ local function keep_alive()
   for _, key in ipairs(keys) do redis.call('PEXPIREAT', key, at) end
 end
 
+-- A rate limiter's queue (admit::redis::gcra's and token_bucket's waiting forms): its rate is the limiter's, and its
+-- state is the limiter's own key rate_key (KEYS[7]), which the limiter's decide() reads and writes too, so that both
+-- spend one budget. rate_kind says how that key holds it: 'token_bucket' as tat (the instant the bucket was empty, µs;
+-- token_bucket.lua), 'gcra' as the GCRA's TAT, which is tat + burst * interval (gcra.lua). Absent: full. It is written
+-- as those scripts write it, expiring when the bucket is full again.
+local rate_key, rate_kind
+local function rate_key_tat()
+  local v = tonumber(redis.call('GET', rate_key))
+  if not v then return 0 end
+  if rate_kind == 'gcra' then return v - burst * interval end
+  return v
+end
+local function save_rate_key()
+  local v = tat
+  if rate_kind == 'gcra' then v = tat + burst * interval end
+  redis.call('SET', rate_key, int(v), 'PXAT', int(math.ceil((tat + burst * interval) / 1000)))
+end
+
 local function save()
   local args = {}
   if dirty.capacity then args[#args + 1] = 'capacity'; args[#args + 1] = int(capacity) end
@@ -155,7 +175,11 @@ local function save()
     args[#args + 1] = 'interval'; args[#args + 1] = int(interval)
     args[#args + 1] = 'burst'; args[#args + 1] = int(burst)
   end
-  if dirty.tat then args[#args + 1] = 'tat'; args[#args + 1] = int(tat) end
+  if dirty.tat and rate_key then
+    save_rate_key()
+  elseif dirty.tat then
+    args[#args + 1] = 'tat'; args[#args + 1] = int(tat)
+  end
   if dirty.idle then args[#args + 1] = 'idle'; args[#args + 1] = int(idle) end
   if dirty.rate then
     if class_text then

@@ -1,0 +1,86 @@
+// admit/redis/rate_limiter.hpp — what the distributed limiters whose budget refills at a rate (admit::redis::gcra and
+// token_bucket) have beyond decide(): waiting for the budget, in one queue per key shared by every process.
+//
+//   admit::redis::token_bucket api(conn, "api", admit::rate::per_second(10), 5);
+//   if (auto r = api.try_acquire_for("partner-x", 2s)) call_partner();   // waits in line for a token, up to 2 s
+//   else log(r.error().message());                                       // timeout, cancelled, a Redis error...
+//
+// A wait is the distributed admission's (admission.hpp) with no concurrency limit and the limiter's rate: the key's
+// waiters are served strictly in arrival order across every process (FIFO), each when its n tokens are there after
+// those of the waiters ahead of it, and the tokens are the very ones decide(key) spends — the limiter's own Redis key
+// holds them, so waits and decisions share one budget. A waiting request holds nothing. A deadline the rate cannot
+// meet (the tokens, after those of the waiters ahead, come later than it) fails at once with errc::timeout and takes
+// nothing. A decide() does not queue: it takes the tokens that are there, even while someone waits for them (as a
+// try_acquire of the local admit::token_bucket does).
+//
+// The queue's keys are "{name}|q:<key>:meta" and the others of the semaphore's (redis/semaphore.hpp), in the
+// limiter's hash slot; they expire 10 s after the key's last waiter. One script call joins (and, when the tokens are
+// there, admits); a waiter then asks again at its tokens' time, and an admission gives back its queue entry in the
+// background (one more call, not waited for). Across processes, every waiter of one key must use the same rate and
+// burst (another fails with errc::definition_conflict) and the same version of admit.
+//
+// Results: admit::redis::wait_result (admitted, or the error: errc::timeout, errc::cancelled, errc::exceeds_capacity
+// for n above the burst, errc::definition_conflict, or why Redis did not answer — a wait is not decided by the
+// failure policy, and not taken from local leases). Each call to Redis is bounded by options().timeout; `stop` or the
+// deadline end a wait, which then leaves the queue before it returns (within options().timeout). rate::inf admits at
+// once without Redis; n == 0 is admitted at once; a negative n throws std::invalid_argument. Blocking: not on a
+// thread that runs the client's executor.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "admit/detail/deadline.hpp"
+#include "admit/expected.hpp"
+#include "admit/rate.hpp"
+#include "admit/redis/limiter.hpp"
+
+namespace admit::redis {
+
+// The outcome of a wait: `if (r)` when admitted; r.error() says why not.
+using wait_result = admit::expected<void, std::error_code>;
+
+class rate_limiter : public limiter {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  // Waits in the key's queue until n tokens are taken for this caller, `deadline` or `stop`.
+  [[nodiscard]] wait_result try_acquire_until(std::string_view key, clock::time_point deadline, std::int64_t n = 1,
+                                              std::stop_token stop = {}) const {
+    return wait(key, n, deadline, std::move(stop));
+  }
+  template <class Rep, class Period>
+  [[nodiscard]] wait_result try_acquire_for(std::string_view key, std::chrono::duration<Rep, Period> timeout,
+                                            std::int64_t n = 1, std::stop_token stop = {}) const {
+    return wait(key, n, admit::detail::deadline_after<clock>(clock::now(), timeout), std::move(stop));
+  }
+  // Waits until admitted or `stop` is requested (errc::cancelled).
+  [[nodiscard]] wait_result acquire(std::string_view key, std::int64_t n = 1, std::stop_token stop = {}) const {
+    return wait(key, n, std::nullopt, std::move(stop));
+  }
+
+  [[nodiscard]] rate get_rate() const noexcept { return rate_; }
+  [[nodiscard]] std::int64_t burst() const noexcept { return limit(); }
+
+ protected:
+  // `state`: how the limiter's key holds the rate's state, "gcra" or "token_bucket" (semaphore.lua's rate_key).
+  rate_limiter(client& c, std::shared_ptr<detail::limiter_core> core, rate r, std::chrono::microseconds interval,
+               const char* state) noexcept
+      : limiter(c, std::move(core)), rate_(r), interval_(interval), state_(state) {}
+
+  rate rate_;
+  std::chrono::microseconds interval_;  // 1/rate rounded up to whole microseconds (0 for rate inf)
+
+ private:
+  wait_result wait(std::string_view key, std::int64_t n, std::optional<clock::time_point> deadline,
+                   std::stop_token stop) const;
+
+  const char* state_;
+};
+
+}  // namespace admit::redis

@@ -1,0 +1,182 @@
+// The waiting forms of redis::gcra and redis::token_bucket (rate_limiter.hpp), against a real redis-server: a wait
+// spends the very tokens decide() spends (the limiter's own key, in each one's format), waiters of one key are served
+// in arrival order across connections, a deadline the rate cannot meet fails at once and takes nothing, a cancelled
+// waiter leaves the queue before its call returns, and the edges (n above the burst, rate inf, n == 0, another
+// definition, Redis gone) answer at once.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "admit/errc.hpp"
+#include "admit/rate.hpp"
+#include "admit/redis/client/connection.hpp"
+#include "admit/redis/gcra.hpp"
+#include "admit/redis/token_bucket.hpp"
+#include "io_thread.hpp"
+#include "limiter_testing.hpp"
+#include "redis_server.hpp"
+
+namespace rate_limiter_wait_testing {
+
+using namespace std::chrono_literals;
+using admit::errc;
+using admit::rate;
+using admit::redis::connection;
+using admit::redis::testing::io_thread;
+using admit::redis::testing::patient;
+using admit::redis::testing::redis_server;
+using steady = std::chrono::steady_clock;
+
+template <class Limiter>
+class RedisRateLimiterWait : public ::testing::Test {};
+using limiters = ::testing::Types<admit::redis::gcra, admit::redis::token_bucket>;
+struct limiter_names {
+  template <class T>
+  static std::string GetName(int) {
+    return std::is_same_v<T, admit::redis::gcra> ? "gcra" : "token_bucket";
+  }
+};
+TYPED_TEST_SUITE(RedisRateLimiterWait, limiters, limiter_names);
+
+// The waiters of `key` in Redis now (the queue's expiry set).
+long long waiters(const redis_server& server, const std::string& name, const std::string& key) {
+  return std::stoll(server.admin({"ZCARD", "{" + name + "}|q:" + key + ":expiry"}));
+}
+
+// A wait that finds its tokens takes them from the limiter's own key: decide() then sees exactly that many fewer, in
+// both algorithms' formats (a slow rate: nothing refills within the test).
+TYPED_TEST(RedisRateLimiterWait, AWaitSpendsTheTokensDecideSees) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const TypeParam l(conn, "w", rate::every(1h), 5, patient());
+  ASSERT_TRUE(l.decide("k", 2).decision.admitted);  // 3 left, in the key's own format
+  ASSERT_TRUE(l.try_acquire_for("k", 1s, 2));       // the wait reads it...
+  auto r = l.decide("k", 0);
+  ASSERT_TRUE(r.consulted) << r.error.message();
+  EXPECT_EQ(r.decision.remaining, 1);               // ...and writes it so that decide() reads it
+  ASSERT_TRUE(l.decide("k", 1).decision.admitted);  // and decide() spends the rest
+  const auto t0 = steady::now();
+  const auto w = l.try_acquire_for("k", 1s);  // the next token is an hour away: fails at once
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error(), errc::timeout);
+  EXPECT_LT(steady::now() - t0, 900ms);
+  EXPECT_EQ(waiters(server, "w", "k"), 0);  // took nothing, left nothing
+}
+
+// Waits and decisions share one budget over time too: a waiter that arrives at an empty bucket is admitted when its
+// token comes, and that token is then gone for decide().
+TYPED_TEST(RedisRateLimiterWait, AWaiterIsAdmittedWhenItsTokenComesAndTakesIt) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const TypeParam l(conn, "w", rate::per_second(5), 1, patient());
+  ASSERT_TRUE(l.decide("k").decision.admitted);  // empty now; the next token in 200 ms
+  ASSERT_TRUE(l.try_acquire_for("k", 5s));
+  const auto after = l.decide("k");
+  ASSERT_TRUE(after.consulted);
+  EXPECT_FALSE(after.decision.admitted) << "the waiter's token was spent twice";
+}
+
+// Waiters on separate connections (as separate processes are) are admitted in the order they joined the queue.
+TYPED_TEST(RedisRateLimiterWait, WaitersAreAdmittedInArrivalOrder) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const TypeParam empty_it(conn, "w", rate::per_second(20), 1, patient());
+  ASSERT_TRUE(empty_it.decide("k").decision.admitted);
+  constexpr int count = 6;
+  std::vector<std::unique_ptr<connection>> conns;
+  for (int i = 0; i < count; ++i) conns.push_back(std::make_unique<connection>(io.executor(), server.url()));
+  std::mutex m;
+  std::vector<int> order;
+  std::vector<std::jthread> threads;
+  for (int i = 0; i < count; ++i) {
+    threads.emplace_back([&, i] {
+      const TypeParam l(*conns[static_cast<std::size_t>(i)], "w", rate::per_second(20), 1, patient());
+      const auto r = l.try_acquire_for("k", 20s);
+      const std::lock_guard lock(m);
+      order.push_back(r ? i : -1 - i);
+    });
+    // The next joins only once this one is queued (or already admitted).
+    ASSERT_TRUE(admit::redis::testing::eventually(
+        [&] {
+          const std::lock_guard lock(m);
+          return waiters(server, "w", "k") + static_cast<long long>(order.size()) == i + 1;
+        },
+        10s));
+  }
+  threads.clear();
+  std::vector<int> expected;
+  for (int i = 0; i < count; ++i) expected.push_back(i);
+  EXPECT_EQ(order, expected);
+}
+
+TYPED_TEST(RedisRateLimiterWait, AStoppedWaiterLeavesTheQueueBeforeItReturns) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const TypeParam l(conn, "w", rate::every(1h), 1, patient());
+  ASSERT_TRUE(l.decide("k").decision.admitted);
+  std::stop_source stop;
+  admit::redis::wait_result r;
+  std::jthread waiter([&] { r = l.acquire("k", 1, stop.get_token()); });
+  ASSERT_TRUE(admit::redis::testing::eventually([&] { return waiters(server, "w", "k") == 1; }, 10s));
+  stop.request_stop();
+  waiter.join();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), errc::cancelled);
+  EXPECT_EQ(waiters(server, "w", "k"), 0);
+}
+
+TYPED_TEST(RedisRateLimiterWait, TheEdgesAnswerAtOnce) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const TypeParam l(conn, "w", rate::every(1h), 2, patient());
+  const auto big = l.try_acquire_for("k", 1h, 3);
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error(), errc::exceeds_capacity);
+  EXPECT_TRUE(l.acquire("k", 0));  // a query: nothing to wait for
+  EXPECT_THROW((void)l.acquire("k", -1), std::invalid_argument);
+  const TypeParam unlimited(conn, "u", rate::inf(), 1, patient());
+  EXPECT_TRUE(unlimited.acquire("k", 1));
+  EXPECT_EQ(server.script_calls(), 0);  // none of these asked Redis
+
+  // Another rate on the same key while someone waits with the first: refused, naming neither silently.
+  ASSERT_TRUE(l.decide("k", 2).decision.admitted);
+  std::stop_source stop;
+  std::jthread waiter([&] { (void)l.acquire("k", 1, stop.get_token()); });
+  ASSERT_TRUE(admit::redis::testing::eventually([&] { return waiters(server, "w", "k") == 1; }, 10s));
+  const TypeParam other(conn, "w", rate::every(30min), 2, patient());
+  const auto r = other.try_acquire_for("k", 10ms);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), errc::definition_conflict);
+  stop.request_stop();
+}
+
+// Redis gone: the wait fails (never admitted by the failure policy) once its call times out, long before its own
+// deadline, and the connection says why.
+TYPED_TEST(RedisRateLimiterWait, AWaitWithRedisGoneFailsWithItsError) {
+  redis_server server;
+  io_thread io;
+  admit::redis::limiter_options o;
+  o.timeout = 200ms;
+  o.on_failure = admit::redis::failure_policy::fail_open;
+  connection conn(io.executor(), server.url());
+  const TypeParam l(conn, "w", rate::per_second(1), 1, o);
+  server.kill();
+  const auto t0 = steady::now();
+  const auto r = l.try_acquire_for("k", 3s);
+  ASSERT_FALSE(r) << "admitted with Redis gone";
+  EXPECT_LT(steady::now() - t0, 2s) << "waited for its deadline instead of failing with the call";
+  EXPECT_TRUE(conn.last_connect_error()) << r.error().message();
+}
+
+}  // namespace rate_limiter_wait_testing
