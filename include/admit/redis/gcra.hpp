@@ -52,7 +52,6 @@ class gcra final : public rate_limiter {
 
  private:
   gcra(client& c, std::string name, rate r, std::int64_t burst, limiter_options options, std::chrono::microseconds t);
-
 };
 
 }  // namespace admit::redis

@@ -62,7 +62,6 @@ class token_bucket final : public rate_limiter {
  private:
   token_bucket(client& c, std::string name, rate r, std::int64_t burst, limiter_options options,
                std::chrono::microseconds interval);
-
 };
 
 }  // namespace admit::redis
