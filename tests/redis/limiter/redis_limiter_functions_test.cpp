@@ -84,8 +84,7 @@ TEST(RedisLimiterFunctions, AServerWithoutFunctionsGetsTheSameCodeByEvalsha) {
   ASSERT_EQ(child.wait(), 0) << child.out() << child.err();
   EXPECT_GE(server.calls("evalsha"), 25);
   const std::string errors = server.admin({"INFO", "errorstats"});
-  EXPECT_NE(errors.find("errorstat_ERR:count=1\r"), std::string::npos)
-      << "FCALL asked more than once: " << errors;
+  EXPECT_NE(errors.find("errorstat_ERR:count=1\r"), std::string::npos) << "FCALL asked more than once: " << errors;
 }
 
 // A user who may run scripts but not functions: NOPERM for FCALL, EVALSHA instead.
