@@ -8,6 +8,7 @@ local function call(KEYS, ARGV)
   op = ARGV[1]
   now = server_time()
   dirty = {}
+  touched, latest = {}, 0
   local defined, idle_text = string.match(ARGV[2] or '', '^([^~]*)~(%d+)$')
   if not defined then defined = ARGV[2] end
   -- A rate limiter's queue: the definition ends in "@gcra" or "@token_bucket", and the rate's state is that limiter's
@@ -24,11 +25,12 @@ local function call(KEYS, ARGV)
   end
   do
     local m = redis.call('HMGET', meta, 'capacity', 'free', 'fence', 'next', 'seq', 'interval', 'burst', 'tat',
-      'classes', 'definition', 'queued:1', 'idle')
+      'classes', 'definition', 'queued:1', 'idle', 'kept')
     -- The longest idle time any caller gave is kept: a caller without one (or with a shorter one) still moves the
     -- keys' expiry past its own leases.
     idle = math.max(tonumber(idle_text) or 0, tonumber(m[12]) or 0)
     dirty.idle = idle > (tonumber(m[12]) or 0)
+    kept = tonumber(m[13]) or 0
     capacity, free, fence, next_due = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
     seq = tonumber(m[5]) or 0
     interval, burst, tat = tonumber(m[6]) or 0, tonumber(m[7]) or 0, tonumber(m[8]) or 0
@@ -109,6 +111,8 @@ local function call(KEYS, ARGV)
       local expires = now + ttl
       redis.call('ZADD', holders, int(expires), id)
       redis.call('HSET', leases, id, int(n) .. ':' .. int(fence))
+      wrote(holders, expires)
+      wrote(leases)
       local fields = { 'free', int(free - n), 'fence', int(fence) }
       if expires < next_due then fields[#fields + 1] = 'next'; fields[#fields + 1] = int(expires) end
       if new_tat and rate_key then

@@ -199,8 +199,11 @@ local function join(A, id, n, ttl, k)
   dirty.seq = true
   if redis.call('ZADD', expiry, int(until_us), id) == 1 then
     redis.call('RPUSH', cls and cls[k].list or queue, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])
+    wrote(expiry, until_us)
+    wrote(cls and cls[k].list or queue)
     if tracked then
       redis.call('HSET', waiters_hash, id, int(k - 1) .. ':' .. int(n) .. ':' .. int(seq))
+      wrote(waiters_hash)
       cls[k].queued = cls[k].queued + n
       dirty.classes = true
     end

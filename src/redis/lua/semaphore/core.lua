@@ -17,7 +17,7 @@
 --   KEYS[1] meta     hash: capacity, free (capacity minus the permits held; negative after a cut), fence (the last
 --                    fencing token), seq (the last arrival number), next (no lease or waiter expires before this
 --                    time, µs: the sweep runs only from then on), idle (µs, see keep_alive: only when a caller gave
---                    one); with a rate also interval (µs one token costs,
+--                    one) and kept (the expiry every key has then, ms); with a rate also interval (µs one token costs,
 --                    >= 1), burst (tokens the bucket holds at most, >= 1) and tat (the bucket's theoretical arrival
 --                    time, µs: it holds min(burst, (now - tat) / interval) tokens; absent: full); definition (the
 --                    stored definition, as ARGV[2] writes it); with classes also classes (their numbers, as in
@@ -124,25 +124,35 @@ end
 local cls, multi, waiters_hash, tracked, differs
 
 -- The idle time (ARGV[2]'s suffix "~µs", or the longest any caller gave, kept in meta's idle; 0: none). With one,
--- every key of the semaphore is set to expire that long after the last of its leases and waiters can: once nobody
--- holds or waits, Redis deletes it `idle` later, and the next caller makes it anew from its own definition, as if it
--- had never existed. No lease or waiter outlives its keys: every call moves their expiry past the latest expiry in
--- holders and expiry (HSET and ZADD keep a key's expiry; a key made anew in the call gets it here).
-local idle
+-- every key of the semaphore is set to expire that long after the last of its leases and waiters can (and up to a
+-- quarter of it more): once nobody holds or waits, Redis deletes it then, and the next caller makes it anew from its
+-- own definition, as if it had never existed. No lease or waiter outlives its keys. Meta's kept (ms) is the expiry
+-- every key has: a call that needs no later one (its leases and waiters, and now, plus idle, are within it) only gives
+-- it to the keys it may have made anew (wrote(); HSET, ZADD and RPUSH keep an existing key's expiry, and a key that
+-- became empty was deleted); one that needs later gives every key kept = what it needs + idle / 4, so that such a
+-- call comes at most once per quarter of idle while the semaphore is in use.
+local idle, kept
+-- The keys this call wrote in a way that may have made them anew, and the latest lease or waiter expiry (µs) it wrote.
+local touched, latest
+local function wrote(key, expires)
+  touched[key] = true
+  if expires and expires > latest then latest = expires end
+end
 local function keep_alive()
   if idle == 0 then return end
-  local last = now
-  for _, z in ipairs({ holders, expiry }) do
-    local top = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
-    if top[2] then last = math.max(last, tonumber(top[2])) end
+  local need = math.floor((math.max(latest, now) + idle) / 1000) + 1 -- milliseconds, rounded up
+  if need <= kept then
+    for key in pairs(touched) do redis.call('PEXPIREAT', key, int(kept)) end
+    return
   end
-  local at = int(math.floor((last + idle) / 1000) + 1) -- milliseconds, rounded up
+  kept = need + math.floor(idle / 4000)
+  redis.call('HSET', meta, 'kept', int(kept))
   local keys = { meta, holders, leases, queue, expiry }
   if tracked then keys[#keys + 1] = waiters_hash end -- only a rate or classes use it
   if multi then
     for k = 2, #cls do keys[#keys + 1] = cls[k].list end
   end
-  for _, key in ipairs(keys) do redis.call('PEXPIREAT', key, at) end
+  for _, key in ipairs(keys) do redis.call('PEXPIREAT', key, int(kept)) end
 end
 
 -- A rate limiter's queue (admit::redis::gcra's and token_bucket's waiting forms): its rate is the limiter's, and its
@@ -236,6 +246,8 @@ local function grant(id, n, ttl, k)
   dirty.fence = true
   local expires = now + ttl
   redis.call('ZADD', holders, int(expires), id)
+  wrote(holders, expires)
+  wrote(leases)
   if k then
     cls[k].held = cls[k].held + n
     dirty.classes = true
@@ -285,7 +297,10 @@ local function compact_list(list)
     for i, score in ipairs(redis.call('ZMSCORE', expiry, unpack(ids))) do
       if score then live[#live + 1] = chunk[i] end
     end
-    if #live > 0 then redis.call('RPUSH', list, unpack(live)) end
+    if #live > 0 then
+      redis.call('RPUSH', list, unpack(live))
+      wrote(list)
+    end
   end
 end
 local function compact()
@@ -387,6 +402,7 @@ local function serve_one(mine, handed, all)
       -- does not fit yet (permits or tokens): a waiter keeps its place at the head (one that left is dropped)
       if redis.call('ZSCORE', expiry, id) then
         redis.call('LPUSH', queue, record)
+        wrote(queue)
         return true
       end
     elseif drop_waiter(id) then -- else it left: dropped

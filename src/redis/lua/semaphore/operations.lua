@@ -35,7 +35,9 @@ function run.poll(A)
   local l = lease_reply(id)
   if l then return l end
   if redis.call('ZSCORE', expiry, id) then
-    redis.call('ZADD', expiry, int(now + num(A[4], 'waiter ttl')), id)
+    local until_us = now + num(A[4], 'waiter ttl')
+    redis.call('ZADD', expiry, int(until_us), id)
+    wrote(expiry, until_us)
     return { QUEUED, 0, now, interval > 0 and rate_wait(id) or 0 }
   end
   return { UNKNOWN, 0, now }
@@ -80,6 +82,7 @@ function run.renew(A)
   if not redis.call('ZSCORE', holders, id) then return { UNKNOWN, 0, now } end
   local expires = now + num(A[4], 'lease ttl')
   redis.call('ZADD', holders, 'XX', int(expires), id)
+  wrote(holders, expires)
   return { GRANTED, expires, now }
 end
 
@@ -124,6 +127,7 @@ function run.set_limits(A)
         local id, n = parse_waiter(record)
         if n and redis.call('ZSCORE', expiry, id) then
           redis.call('HSET', waiters_hash, id, '0:' .. int(n) .. ':0')
+          wrote(waiters_hash)
           sum = sum + n
         end
       end
