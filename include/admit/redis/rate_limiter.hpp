@@ -10,14 +10,17 @@
 // those of the waiters ahead of it, and the tokens are the very ones decide(key) spends — the limiter's own Redis key
 // holds them, so waits and decisions share one budget. A waiting request holds nothing. A deadline the rate cannot
 // meet (the tokens, after those of the waiters ahead, come later than it) fails at once with errc::timeout and takes
-// nothing. A decide() does not queue: it takes the tokens that are there, even while someone waits for them (as a
-// try_acquire of the local admit::token_bucket does).
+// nothing; a deadline already passed does not wait (admitted now, or errc::timeout); a wait that ends without being
+// admitted (its deadline, `stop`, even when a grant raced with it) takes nothing either — a grant that came too late is
+// given back with its tokens. A decide() does not queue: it takes the tokens that are there, even while someone waits
+// for them (as a try_acquire of the local admit::token_bucket does).
 //
 // The queue's keys are "{name}|q:<key>:meta" and the others of the semaphore's (redis/semaphore.hpp), in the
-// limiter's hash slot; they expire 10 s after the key's last waiter. One script call joins (and, when the tokens are
-// there, admits); a waiter then asks again at its tokens' time, and an admission gives back its queue entry in the
-// background (one more call, not waited for). Across processes, every waiter of one key must use the same rate and
-// burst (another fails with errc::definition_conflict) and the same version of admit.
+// limiter's hash slot; they expire 10 to 12.5 s after the key's last waiter could. One script call joins (and, when
+// the tokens are there, admits); a waiter held back asks again at its tokens' time (and at least once a second), and
+// an admission gives back its queue entry in the background (one more call, not waited for). Nothing wakes a waiter
+// but its own calls: no connection of its own, no wake list. Across processes, every waiter of one key must use the
+// same rate and burst (another fails with errc::definition_conflict) and the same version of admit.
 //
 // Results: admit::redis::wait_result (admitted, or the error: errc::timeout, errc::cancelled, errc::exceeds_capacity
 // for n above the burst, errc::definition_conflict, or why Redis did not answer — a wait is not decided by the

@@ -62,7 +62,8 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
       name_(std::move(semaphore_name)),
       options_(std::move(o)),
       keys_(semaphore_keys(prefix.empty() ? key_prefix(name_) : prefix)),
-      wake_key_((prefix.empty() ? key_prefix(name_) : prefix) + "wake:" + random_id()),
+      // Without a waker nobody reads a wake list: '-' tells the script to push nothing (semaphore.lua's push_wake).
+      wake_key_(waker ? (prefix.empty() ? key_prefix(name_) : prefix) + "wake:" + random_id() : std::string("-")),
       batcher_([this](const std::vector<op_batcher::op>& ops, std::optional<steady::time_point> deadline,
                       op_batcher::completion answered) {
         asio::async_compose<op_batcher::completion, void(boost::system::error_code, reply)>(

@@ -41,8 +41,11 @@ wait_result rate_limiter::wait(std::string_view key, std::int64_t n, std::option
   auto core =
       std::make_shared<detail::semaphore_core>(redis_client(), nullptr, std::function<void()>{}, name(), definition, o,
                                                std::vector<std::string>{prefix + "waiters", storage_key(key)}, prefix);
-  semaphore_result r = core->acquire(n, deadline, stop);
+  // A deadline already passed does not wait, as the local bucket's: admitted now (nobody waiting first) or timeout.
+  const bool now_only = deadline && *deadline <= clock::now();
+  semaphore_result r = now_only ? core->try_acquire(n) : core->acquire(n, deadline, stop);
   core->close();
+  if (!r && now_only && r.error() == errc::would_block) return make_error_code(errc::timeout);
   if (!r) return r.error();
   // The tokens are spent for good; the unlimited permits go back. (If that release is lost, the entry expires at
   // lease_ttl: it holds nothing anyone waits for.)

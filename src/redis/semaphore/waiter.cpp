@@ -306,7 +306,8 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
     const steady::duration wait_for_leave =
         past_deadline ? std::min<steady::duration>(leave_wait, options_.timeout) : steady::duration(options_.timeout);
     lease raced = completion->wait_settled(admit::detail::deadline_after<steady>(steady::now(), wait_for_leave));
-    if (raced) (void)raced.release();
+    // A grant that raced goes back unused, as a leave gives back a grant that came first: with its tokens.
+    if (std::string id = raced.detach(); !id.empty()) abandon(id);
   }
   record(r, n, waited);  // after the clean-up: what the hook throws reaches the caller with nothing left behind
   return r;

@@ -76,8 +76,8 @@ TYPED_TEST(RedisRateLimiterWait, AWaiterIsAdmittedWhenItsTokenComesAndTakesIt) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
-  const TypeParam l(conn, "w", rate::per_second(5), 1, patient());
-  ASSERT_TRUE(l.decide("k").decision.admitted);  // empty now; the next token in 200 ms
+  const TypeParam l(conn, "w", rate::per_second(1), 1, patient());
+  ASSERT_TRUE(l.decide("k").decision.admitted);  // empty now; the next token in a second
   ASSERT_TRUE(l.try_acquire_for("k", 5s));
   const auto after = l.decide("k");
   ASSERT_TRUE(after.consulted);
@@ -89,9 +89,10 @@ TYPED_TEST(RedisRateLimiterWait, WaitersAreAdmittedInArrivalOrder) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
-  const TypeParam empty_it(conn, "w", rate::per_second(20), 1, patient());
+  // 4/s: a quarter of a second between admissions, so that the order of the returns is the order of the grants.
+  const TypeParam empty_it(conn, "w", rate::per_second(4), 1, patient());
   ASSERT_TRUE(empty_it.decide("k").decision.admitted);
-  constexpr int count = 6;
+  constexpr int count = 5;
   std::vector<std::unique_ptr<connection>> conns;
   for (int i = 0; i < count; ++i) conns.push_back(std::make_unique<connection>(io.executor(), server.url()));
   std::mutex m;
@@ -99,7 +100,7 @@ TYPED_TEST(RedisRateLimiterWait, WaitersAreAdmittedInArrivalOrder) {
   std::vector<std::jthread> threads;
   for (int i = 0; i < count; ++i) {
     threads.emplace_back([&, i] {
-      const TypeParam l(*conns[static_cast<std::size_t>(i)], "w", rate::per_second(20), 1, patient());
+      const TypeParam l(*conns[static_cast<std::size_t>(i)], "w", rate::per_second(4), 1, patient());
       const auto r = l.try_acquire_for("k", 20s);
       const std::lock_guard lock(m);
       order.push_back(r ? i : -1 - i);
@@ -116,6 +117,25 @@ TYPED_TEST(RedisRateLimiterWait, WaitersAreAdmittedInArrivalOrder) {
   std::vector<int> expected;
   for (int i = 0; i < count; ++i) expected.push_back(i);
   EXPECT_EQ(order, expected);
+  for (const auto& k : server.keys()) {
+    EXPECT_TRUE(k.find("wake") == std::string::npos && k != "-") << "a wake list nobody reads: " << k;
+  }
+}
+
+// A deadline already passed does not wait: admitted when the tokens are there now, else timeout with nothing taken.
+TYPED_TEST(RedisRateLimiterWait, AZeroTimeoutAdmitsWhatIsThereAndTakesNothingElse) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const TypeParam l(conn, "w", rate::every(1h), 2, patient());
+  ASSERT_TRUE(l.try_acquire_for("k", 0ms));
+  EXPECT_EQ(l.decide("k", 0).decision.remaining, 1);
+  ASSERT_TRUE(l.decide("k", 1).decision.admitted);
+  const auto r = l.try_acquire_for("k", 0ms);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), errc::timeout);
+  EXPECT_EQ(l.decide("k", 0).decision.remaining, 0);
+  EXPECT_EQ(waiters(server, "w", "k"), 0);
 }
 
 TYPED_TEST(RedisRateLimiterWait, AStoppedWaiterLeavesTheQueueBeforeItReturns) {

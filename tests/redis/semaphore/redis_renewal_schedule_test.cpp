@@ -154,6 +154,7 @@ TEST(RenewalSchedule, ConcurrentSchedulesAndCancelsLoseNothing) {
   for (auto& w : workers) w.join();
   const auto until = steady::now() + 10s;
   while (s->size() > 0 && steady::now() < until) std::this_thread::yield();
+  EXPECT_EQ(s->size(), 0U) << "items left scheduled";
   stop = true;
   runner.join();
   std::sort(fallen.begin(), fallen.end());

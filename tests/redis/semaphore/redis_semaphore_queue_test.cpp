@@ -231,4 +231,22 @@ TEST(RedisSemaphoreQueue, ADepartedHeadLargerThanTheCapacityGetsNoWakeUp) {
   EXPECT_EQ(snap.waiter_count, 0);
 }
 
+// A grant given back by a cancel (its waiter gave up before it learned of it: a deadline or a stop that raced the
+// grant) returns its tokens too: a request that failed takes nothing. An admission of capacity 4, one token a second,
+// a burst of 2: a's grant empties the bucket, and only the cancel's refund lets b have 2 tokens at once.
+TEST(RedisSemaphoreQueue, AGrantGivenBackByACancelReturnsItsTokens) {
+  redis_server server;
+  const std::string source = semaphore_source();
+  const std::string def = "4/1000000/2";
+  const std::string wake = "{refund}:wake:mine";
+  auto status = [&](const std::vector<std::string>& argv) {
+    const std::string r = server.admin(eval_args(source, "refund", argv));
+    return r.substr(0, r.find('\n'));
+  };
+  EXPECT_EQ(status({"acquire", def, "a", "2", "60000000", "0", "-1", "60000000", wake}), "0");  // granted
+  EXPECT_EQ(status({"acquire", def, "b", "1", "60000000", "0", "-1", "60000000", wake}), "2");  // no token left
+  EXPECT_EQ(status({"cancel", def, "a", wake}), "6");                                            // left, given back
+  EXPECT_EQ(status({"acquire", def, "b", "2", "60000000", "0", "-1", "60000000", wake}), "0");  // both tokens back
+}
+
 }  // namespace

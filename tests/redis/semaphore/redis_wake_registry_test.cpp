@@ -144,11 +144,16 @@ TEST(WakeRegistry, CloseEndsABlmpopInFlightAtOnceAndTheLoopForGood) {
   // Well before the BLMPOP's own 10 s: the waker's connection was closed under it.
   ASSERT_TRUE(eventually([&] { return blocked_clients(server) == 0; }));
   const long long calls = server.calls("blmpop");
-  r->add("b", [](const grant&) {});  // closed: no loop starts
+  int delivered = 0;
+  r->add("b", [&](const grant&) { ++delivered; });  // closed: no loop starts
   server.admin({"LPUSH", r->wake_key(), "b:1:7:10:9"});
   r->deliver(reply::array({reply::string("b:1:7:10:9")}), 0);  // a reply's grants still reach their waiter
+  EXPECT_EQ(delivered, 1);
+  // A loop started by mistake would have taken the grant at once. (A slow machine can only hide that, never fail this.)
+  std::this_thread::sleep_for(200ms);
   EXPECT_EQ(server.calls("blmpop"), calls);
   EXPECT_EQ(server.admin({"LLEN", r->wake_key()}), "1");  // nobody took it
+  EXPECT_EQ(delivered, 1);
 }
 
 // Redis away: the loop's BLMPOP fails, it pauses a poll interval and tries again, and once Redis is back a pushed

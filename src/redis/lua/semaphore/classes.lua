@@ -34,10 +34,7 @@ local function make_class_helpers()
         if id then drop_waiter(id) end
       elseif too_large(n) then
         redis.call('LPOP', list)
-        if drop_waiter(id) then
-          redis.call('LPUSH', wake, id .. ':')
-          redis.call('PEXPIRE', wake, 60000)
-        end
+        if drop_waiter(id) then push_wake(wake, id .. ':') end
       else
         return { id = id, n = n, ttl = ttl, wake = wake, arrival = tonumber(string.match(w, ':(%d+)$')) or 0, k = k }
       end
@@ -197,9 +194,9 @@ local function join(A, id, n, ttl, k)
   local until_us = now + num(A[8], 'waiter ttl')
   seq = seq + 1
   dirty.seq = true
+  wrote(expiry, until_us) -- a waiter already queued under this id has its expiry moved too
   if redis.call('ZADD', expiry, int(until_us), id) == 1 then
     redis.call('RPUSH', cls and cls[k].list or queue, id .. ':' .. int(n) .. ':' .. int(ttl) .. ':' .. A[9])
-    wrote(expiry, until_us)
     wrote(cls and cls[k].list or queue)
     if tracked then
       redis.call('HSET', waiters_hash, id, int(k - 1) .. ':' .. int(n) .. ':' .. int(seq))

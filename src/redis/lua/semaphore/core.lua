@@ -141,7 +141,9 @@ end
 local function keep_alive()
   if idle == 0 then return end
   local need = math.floor((math.max(latest, now) + idle) / 1000) + 1 -- milliseconds, rounded up
-  if need <= kept then
+  -- meta's own expiry must still be kept: a call of an older admit (which sets every key to exactly what it needs)
+  -- may have moved it earlier. (PTTL, not PEXPIRETIME: Redis 6 has no PEXPIRETIME.)
+  if need <= kept and math.floor(now / 1000) + redis.call('PTTL', meta) > need then
     for key in pairs(touched) do redis.call('PEXPIREAT', key, int(kept)) end
     return
   end
@@ -337,6 +339,16 @@ local function take_lease(id, n)
   return held
 end
 
+-- A grant given back unused (its waiter gave up first: run.cancel) returns its n tokens to the rate's bucket, as if it
+-- had never been made: a request that timed out or was cancelled takes nothing. (A class's assured bucket keeps the
+-- charge, when the grant made one: the lease does not record whether it did. That class only waits the longer.)
+local function refund(n)
+  if interval > 0 then
+    tat = tat - n * interval
+    dirty.tat = true
+  end
+end
+
 -- Expired leases and waiters go, once `next` has passed; `next` becomes the earliest expiry left.
 local function sweep()
   if now < next_due then return end
@@ -365,15 +377,23 @@ local function sweep()
   dirty.next = true
 end
 
+-- Pushes `text` on wake list `wake` (kept a minute). The wake key '-' names a waiter that nobody wakes (a rate
+-- limiter's wait, which has no wake-up loop): it learns of its grant by its poll, and nothing is pushed.
+local function push_wake(wake, text)
+  if wake == '-' then return end
+  redis.call('LPUSH', wake, text)
+  redis.call('PEXPIRE', wake, 60000)
+end
+
 -- The grant's wake-up, "id:n:token:expiry:now" (the waiter needs no call to learn it): into `handed` when the waiter's
 -- wake list is `mine`, else pushed on its wake list.
 local function deliver(id, n, token, expires, wake, mine, handed)
+  if wake == '-' then return end
   local g = id .. ':' .. int(n) .. ':' .. int(token) .. ':' .. int(expires) .. ':' .. int(now)
   if handed and wake == mine then
     handed[#handed + 1] = g
   else
-    redis.call('LPUSH', wake, g)
-    redis.call('PEXPIRE', wake, 60000)
+    push_wake(wake, g)
   end
 end
 
@@ -394,10 +414,7 @@ local function serve_one(mine, handed, all)
       -- Larger than the capacity or the burst (cut since it queued): it could never be granted and would hold everyone
       -- back. It leaves the queue; its unreadable wake-up makes it poll, find itself unknown and ask again:
       -- exceeds_capacity.
-      if drop_waiter(id) then
-        redis.call('LPUSH', wake, id .. ':')
-        redis.call('PEXPIRE', wake, 60000)
-      end
+      if drop_waiter(id) then push_wake(wake, id .. ':') end
     elseif n > free or token_wait(n) > 0 then
       -- does not fit yet (permits or tokens): a waiter keeps its place at the head (one that left is dropped)
       if redis.call('ZSCORE', expiry, id) then

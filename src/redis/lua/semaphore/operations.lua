@@ -44,13 +44,14 @@ function run.poll(A)
 end
 
 function run.cancel(A)
-  -- A[3] id, [4] the caller's wake key: leaves the queue, and a grant that came first goes back as its release would
-  -- (the caller gave up: nobody will use that lease). Whole here, so that a cancel whose reply is lost, or that
+  -- A[3] id, [4] the caller's wake key: leaves the queue, and a grant that came first goes back as its release would,
+  -- its tokens too (the caller gave up: nobody will use that lease). Whole here, so that a cancel whose reply is lost, or that
   -- reaches Redis after its caller stopped waiting for the answer, leaves nothing behind.
   local id = A[3]
   local n = take_lease(id)
   if n then
     take(-n)
+    refund(n)
     local handed = {}
     serve(A[4], handed)
     return with_grants(LEFT, n, handed)
