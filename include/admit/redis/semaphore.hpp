@@ -158,7 +158,7 @@ struct semaphore_options {
   // leases and waiters could, and up to a quarter of it later (a call moves every key's expiry only when it needs a
   // later one), and the next acquisition makes it anew with its object's capacity — a capacity set_capacity changed is
   // forgotten then. For semaphores named after unbounded values (a client, a tenant), which would otherwise stay in
-  // Redis for ever. Costs one to three commands per call. 0 (the default): the keys stay until deleted. >= 0.
+  // Redis for ever. Costs one to four commands per call. 0 (the default): the keys stay until deleted. >= 0.
   std::chrono::milliseconds idle_ttl{0};
   // Called when a lease this process holds is found lost (on the thread that found it; must not block).
   std::function<void(const std::string& lease_id, std::int64_t fencing_token)> on_lease_lost{};
