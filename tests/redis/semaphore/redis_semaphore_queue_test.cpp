@@ -245,7 +245,7 @@ TEST(RedisSemaphoreQueue, AGrantGivenBackByACancelReturnsItsTokens) {
   };
   EXPECT_EQ(status({"acquire", def, "a", "2", "60000000", "0", "-1", "60000000", wake}), "0");  // granted
   EXPECT_EQ(status({"acquire", def, "b", "1", "60000000", "0", "-1", "60000000", wake}), "2");  // no token left
-  EXPECT_EQ(status({"cancel", def, "a", wake}), "6");                                            // left, given back
+  EXPECT_EQ(status({"cancel", def, "a", wake}), "6");                                           // left, given back
   EXPECT_EQ(status({"acquire", def, "b", "2", "60000000", "0", "-1", "60000000", wake}), "0");  // both tokens back
 }
 
