@@ -26,8 +26,8 @@
 // ("<prefix><domain>_<key>_<value>_..._<window start>") in the same Redis are never touched:
 //   fixed_window   <prefix>fw:{<counter key>}:<unit seconds>:<window start, Unix seconds>   a counter (string)
 //   concurrency    {<prefix>cc:<limit>:<counter key>}:meta, :holders, :leases                 the semaphore's state
-//                  (in the counter key, '{', '}' and '%' are written %7B, %7D, %25; idle_ttl 1 s: the keys go a
-//                  second after the last lease could)
+//                  (in the counter key, '{', '}' and '%' are written %7B, %7D, %25; idle_ttl 1 s: the keys go 1 to
+//                  1.25 s after the last lease could)
 //   other          {<prefix><algorithm>:<requests>/<unit>:<burst>}:<counter key>               admit::redis's state
 // On a cluster, each counter's keys are in the slot of its counter key (fixed_window; concurrency: of its semaphore's
 // name); a limiter's keys
