@@ -155,3 +155,24 @@ TEST(RedisScriptLibraries, ARefusalOfFunctionsSendsTheWholeLibraryByEvalsha) {
 }
 
 }  // namespace script_libraries_testing
+
+namespace script_library_testing {
+
+// One code as its own library (script::library, for a user's code): "<prefix>_<the script's SHA1's first 16 digits>"
+// names both the library and its function, loaded once by the first call and called by FCALL.
+TEST(RedisScriptLibrary, ACodeIsItsOwnLibraryNamedByItsScriptsSha) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const script s = script::library("mine", "local function call(KEYS, ARGV) return #KEYS end");
+  EXPECT_EQ(s.source(), "local function call(KEYS, ARGV) return #KEYS end\nreturn call(KEYS, ARGV)\n");
+  EXPECT_EQ(s.function_name(), "mine_" + s.sha1().substr(0, 16));
+  EXPECT_EQ(s.library_source().rfind("#!lua name=" + s.function_name() + "\n", 0), 0U);
+  EXPECT_EQ(admit::redis::evalsha(conn, s, {"a", "b"}, {}).value, reply::integer(2));
+  EXPECT_EQ(admit::redis::evalsha(conn, s, {"a"}, {}).value, reply::integer(1));
+  EXPECT_EQ(server.calls("function|load"), 1);
+  EXPECT_EQ(server.calls("evalsha"), 0);
+  EXPECT_NE(server.admin({"FUNCTION", "LIST"}).find(s.function_name()), std::string::npos);
+}
+
+}  // namespace script_library_testing

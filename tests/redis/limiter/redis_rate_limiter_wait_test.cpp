@@ -33,8 +33,14 @@ using admit::redis::testing::patient;
 using admit::redis::testing::redis_server;
 using steady = std::chrono::steady_clock;
 
+// A redis-server of the test's own and a connection to it.
 template <class Limiter>
-class RedisRateLimiterWait : public ::testing::Test {};
+class RedisRateLimiterWait : public ::testing::Test {
+ protected:
+  redis_server server;
+  io_thread io;
+  connection conn{io.executor(), server.url()};
+};
 using limiters = ::testing::Types<admit::redis::gcra, admit::redis::token_bucket>;
 struct limiter_names {
   template <class T>
@@ -52,10 +58,7 @@ long long waiters(const redis_server& server, const std::string& name, const std
 // A wait that finds its tokens takes them from the limiter's own key: decide() then sees exactly that many fewer, in
 // both algorithms' formats (a slow rate: nothing refills within the test).
 TYPED_TEST(RedisRateLimiterWait, AWaitSpendsTheTokensDecideSees) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  const TypeParam l(conn, "w", rate::every(1h), 5, patient());
+  const TypeParam l(this->conn, "w", rate::every(1h), 5, patient());
   ASSERT_TRUE(l.decide("k", 2).decision.admitted);  // 3 left, in the key's own format
   ASSERT_TRUE(l.try_acquire_for("k", 1s, 2));       // the wait reads it...
   auto r = l.decide("k", 0);
@@ -67,16 +70,13 @@ TYPED_TEST(RedisRateLimiterWait, AWaitSpendsTheTokensDecideSees) {
   ASSERT_FALSE(w);
   EXPECT_EQ(w.error(), errc::timeout);
   EXPECT_LT(steady::now() - t0, 900ms);
-  EXPECT_EQ(waiters(server, "w", "k"), 0);  // took nothing, left nothing
+  EXPECT_EQ(waiters(this->server, "w", "k"), 0);  // took nothing, left nothing
 }
 
 // Waits and decisions share one budget over time too: a waiter that arrives at an empty bucket is admitted when its
 // token comes, and that token is then gone for decide().
 TYPED_TEST(RedisRateLimiterWait, AWaiterIsAdmittedWhenItsTokenComesAndTakesIt) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  const TypeParam l(conn, "w", rate::per_second(1), 1, patient());
+  const TypeParam l(this->conn, "w", rate::per_second(1), 1, patient());
   ASSERT_TRUE(l.decide("k").decision.admitted);  // empty now; the next token in a second
   ASSERT_TRUE(l.try_acquire_for("k", 5s));
   const auto after = l.decide("k");
@@ -86,15 +86,13 @@ TYPED_TEST(RedisRateLimiterWait, AWaiterIsAdmittedWhenItsTokenComesAndTakesIt) {
 
 // Waiters on separate connections (as separate processes are) are admitted in the order they joined the queue.
 TYPED_TEST(RedisRateLimiterWait, WaitersAreAdmittedInArrivalOrder) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
   // 4/s: a quarter of a second between admissions, so that the order of the returns is the order of the grants.
-  const TypeParam empty_it(conn, "w", rate::per_second(4), 1, patient());
+  const TypeParam empty_it(this->conn, "w", rate::per_second(4), 1, patient());
   ASSERT_TRUE(empty_it.decide("k").decision.admitted);
   constexpr int count = 5;
   std::vector<std::unique_ptr<connection>> conns;
-  for (int i = 0; i < count; ++i) conns.push_back(std::make_unique<connection>(io.executor(), server.url()));
+  for (int i = 0; i < count; ++i)
+    conns.push_back(std::make_unique<connection>(this->io.executor(), this->server.url()));
   std::mutex m;
   std::vector<int> order;
   std::vector<std::jthread> threads;
@@ -109,7 +107,7 @@ TYPED_TEST(RedisRateLimiterWait, WaitersAreAdmittedInArrivalOrder) {
     ASSERT_TRUE(admit::redis::testing::eventually(
         [&] {
           const std::lock_guard lock(m);
-          return waiters(server, "w", "k") + static_cast<long long>(order.size()) == i + 1;
+          return waiters(this->server, "w", "k") + static_cast<long long>(order.size()) == i + 1;
         },
         10s));
   }
@@ -117,17 +115,14 @@ TYPED_TEST(RedisRateLimiterWait, WaitersAreAdmittedInArrivalOrder) {
   std::vector<int> expected;
   for (int i = 0; i < count; ++i) expected.push_back(i);
   EXPECT_EQ(order, expected);
-  for (const auto& k : server.keys()) {
+  for (const auto& k : this->server.keys()) {
     EXPECT_TRUE(k.find("wake") == std::string::npos && k != "-") << "a wake list nobody reads: " << k;
   }
 }
 
 // A deadline already passed does not wait: admitted when the tokens are there now, else timeout with nothing taken.
 TYPED_TEST(RedisRateLimiterWait, AZeroTimeoutAdmitsWhatIsThereAndTakesNothingElse) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  const TypeParam l(conn, "w", rate::every(1h), 2, patient());
+  const TypeParam l(this->conn, "w", rate::every(1h), 2, patient());
   ASSERT_TRUE(l.try_acquire_for("k", 0ms));
   EXPECT_EQ(l.decide("k", 0).decision.remaining, 1);
   ASSERT_TRUE(l.decide("k", 1).decision.admitted);
@@ -135,46 +130,40 @@ TYPED_TEST(RedisRateLimiterWait, AZeroTimeoutAdmitsWhatIsThereAndTakesNothingEls
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), errc::timeout);
   EXPECT_EQ(l.decide("k", 0).decision.remaining, 0);
-  EXPECT_EQ(waiters(server, "w", "k"), 0);
+  EXPECT_EQ(waiters(this->server, "w", "k"), 0);
 }
 
 TYPED_TEST(RedisRateLimiterWait, AStoppedWaiterLeavesTheQueueBeforeItReturns) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  const TypeParam l(conn, "w", rate::every(1h), 1, patient());
+  const TypeParam l(this->conn, "w", rate::every(1h), 1, patient());
   ASSERT_TRUE(l.decide("k").decision.admitted);
   std::stop_source stop;
   admit::redis::wait_result r;
   std::jthread waiter([&] { r = l.acquire("k", 1, stop.get_token()); });
-  ASSERT_TRUE(admit::redis::testing::eventually([&] { return waiters(server, "w", "k") == 1; }, 10s));
+  ASSERT_TRUE(admit::redis::testing::eventually([&] { return waiters(this->server, "w", "k") == 1; }, 10s));
   stop.request_stop();
   waiter.join();
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), errc::cancelled);
-  EXPECT_EQ(waiters(server, "w", "k"), 0);
+  EXPECT_EQ(waiters(this->server, "w", "k"), 0);
 }
 
 TYPED_TEST(RedisRateLimiterWait, TheEdgesAnswerAtOnce) {
-  redis_server server;
-  io_thread io;
-  connection conn(io.executor(), server.url());
-  const TypeParam l(conn, "w", rate::every(1h), 2, patient());
+  const TypeParam l(this->conn, "w", rate::every(1h), 2, patient());
   const auto big = l.try_acquire_for("k", 1h, 3);
   ASSERT_FALSE(big);
   EXPECT_EQ(big.error(), errc::exceeds_capacity);
   EXPECT_TRUE(l.acquire("k", 0));  // a query: nothing to wait for
   EXPECT_THROW((void)l.acquire("k", -1), std::invalid_argument);
-  const TypeParam unlimited(conn, "u", rate::inf(), 1, patient());
+  const TypeParam unlimited(this->conn, "u", rate::inf(), 1, patient());
   EXPECT_TRUE(unlimited.acquire("k", 1));
-  EXPECT_EQ(server.script_calls(), 0);  // none of these asked Redis
+  EXPECT_EQ(this->server.script_calls(), 0);  // none of these asked Redis
 
   // Another rate on the same key while someone waits with the first: refused, naming neither silently.
   ASSERT_TRUE(l.decide("k", 2).decision.admitted);
   std::stop_source stop;
   std::jthread waiter([&] { (void)l.acquire("k", 1, stop.get_token()); });
-  ASSERT_TRUE(admit::redis::testing::eventually([&] { return waiters(server, "w", "k") == 1; }, 10s));
-  const TypeParam other(conn, "w", rate::every(30min), 2, patient());
+  ASSERT_TRUE(admit::redis::testing::eventually([&] { return waiters(this->server, "w", "k") == 1; }, 10s));
+  const TypeParam other(this->conn, "w", rate::every(30min), 2, patient());
   const auto r = other.try_acquire_for("k", 10ms);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), errc::definition_conflict);
@@ -184,19 +173,16 @@ TYPED_TEST(RedisRateLimiterWait, TheEdgesAnswerAtOnce) {
 // Redis gone: the wait fails (never admitted by the failure policy) once its call times out, long before its own
 // deadline, and the connection says why.
 TYPED_TEST(RedisRateLimiterWait, AWaitWithRedisGoneFailsWithItsError) {
-  redis_server server;
-  io_thread io;
   admit::redis::limiter_options o;
   o.timeout = 200ms;
   o.on_failure = admit::redis::failure_policy::fail_open;
-  connection conn(io.executor(), server.url());
-  const TypeParam l(conn, "w", rate::per_second(1), 1, o);
-  server.kill();
+  const TypeParam l(this->conn, "w", rate::per_second(1), 1, o);
+  this->server.kill();
   const auto t0 = steady::now();
   const auto r = l.try_acquire_for("k", 3s);
   ASSERT_FALSE(r) << "admitted with Redis gone";
   EXPECT_LT(steady::now() - t0, 2s) << "waited for its deadline instead of failing with the call";
-  EXPECT_TRUE(conn.last_connect_error()) << r.error().message();
+  EXPECT_TRUE(this->conn.last_connect_error()) << r.error().message();
 }
 
 }  // namespace rate_limiter_wait_testing

@@ -48,10 +48,11 @@ class script {
   // server (a rolling upgrade) without replacing each other's code. The libraries of old versions stay until a
   // FUNCTION DELETE or FLUSH removes them (a few kilobytes each).
   static script library(std::string_view prefix, std::string_view body) {
-    script s(std::string(body) + "\nreturn call(KEYS, ARGV)\n");
+    script s(script_text(body));
     s.function_ = std::string(prefix) + "_" + s.sha1_.substr(0, 16);
-    s.library_source_ = "#!lua name=" + s.function_ + "\n" + std::string(body) + "\nredis.register_function('" +
-                        s.function_ + "', function(keys, args) return call(keys, args) end)\n";
+    s.library_source_ =
+        "#!lua name=" + s.function_ + "\n" + std::string(body) + "\nredis.register_function('" + s.function_;
+    s.library_source_ += registration_tail;
     s.functions_refused_ = std::make_shared<std::atomic<bool>>(false);
     return s;
   }
@@ -74,7 +75,8 @@ class script {
       code += prefix;
       code += '_';
       names.push_back(code.size());
-      code += "', function(keys, args) return call(keys, args) end)\nend\n";
+      code += registration_tail;
+      code += "end\n";
     }
     // The functions' names carry H, computed over the code without it.
     const std::string h = detail::sha1_hex(code).substr(0, 16);
@@ -83,7 +85,7 @@ class script {
     const auto refused = std::make_shared<std::atomic<bool>>(false);
     std::vector<script> out;
     for (const auto& [prefix, body] : parts) {
-      script s(std::string(body) + "\nreturn call(KEYS, ARGV)\n");
+      script s(script_text(body));
       s.function_ = std::string(prefix) + "_" + h;
       s.library_source_ = library;
       s.functions_refused_ = refused;
@@ -108,6 +110,11 @@ class script {
   }
 
  private:
+  // A library body as a script: the body, then its call. And what follows a function's name where a library
+  // registers the body's `call` as that function.
+  static std::string script_text(std::string_view body) { return std::string(body) + "\nreturn call(KEYS, ARGV)\n"; }
+  static constexpr std::string_view registration_tail = "', function(keys, args) return call(keys, args) end)\n";
+
   std::string source_;
   std::string sha1_;
   std::string function_;
