@@ -4,7 +4,9 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 

@@ -26,12 +26,21 @@
 // for n above the burst, errc::definition_conflict, or why Redis did not answer — a wait is not decided by the
 // failure policy, and not taken from local leases). Each call to Redis is bounded by options().timeout; `stop` or the
 // deadline end a wait, which then leaves the queue before it returns (within options().timeout). rate::inf admits at
-// once without Redis; n == 0 is admitted at once; a negative n throws std::invalid_argument. Blocking: not on a
-// thread that runs the client's executor.
+// once without Redis; n == 0 is admitted at once; a negative n throws std::invalid_argument. The blocking forms must
+// not be called on a thread that runs the client's executor; the asynchronous ones (async_acquire, _for, _until) wait
+// on it, as redis::semaphore's do:
+//
+//   api.async_acquire_for("partner-x", 2s, 1, [](std::error_code ec) { if (!ec) call_partner(); });
+//
+// The client must outlive the calls; the limiter object need not outlive an asynchronous wait.
 #pragma once
 
+#include <boost/asio/async_result.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -41,9 +50,19 @@
 #include "admit/detail/deadline.hpp"
 #include "admit/expected.hpp"
 #include "admit/rate.hpp"
+#include "admit/redis/detail/async_wait.hpp"
 #include "admit/redis/limiter.hpp"
 
 namespace admit::redis {
+
+namespace detail {
+class semaphore_core;
+// An asynchronous wait of n in `queue` until `deadline` (rate_wait.cpp): `done` runs once with its outcome. The
+// operation to start, or null when it needs none (a deadline already passed: one call decides, and is under way).
+std::shared_ptr<async_acquire_op> make_rate_wait(const std::shared_ptr<semaphore_core>& queue, std::int64_t n,
+                                                 std::optional<std::chrono::steady_clock::time_point> deadline,
+                                                 std::function<void(std::error_code)> done);
+}  // namespace detail
 
 // The outcome of a wait: `if (r)` when admitted; r.error() says why not.
 using wait_result = admit::expected<void, std::error_code>;
@@ -67,6 +86,29 @@ class rate_limiter : public limiter {
     return wait(key, n, std::nullopt, std::move(stop));
   }
 
+  // Asio: waits as acquire() does without blocking a thread. Completion: void(std::error_code) — empty when admitted,
+  // else why not (as wait_result's errors). The handler runs through its associated executor (the client's by
+  // default), never inside this call. Cancellation: terminal, through the handler's slot (errc::cancelled; leaving
+  // the queue is sent without waiting, and a grant that raced with it goes back with its tokens). A negative n
+  // throws std::invalid_argument in the initiating call.
+  template <class CompletionToken>
+  auto async_acquire(std::string_view key, std::int64_t n, CompletionToken&& token) const {
+    return async_wait(key, n, std::nullopt, std::forward<CompletionToken>(token));
+  }
+  // The same, failing with errc::timeout at `deadline` (at once when the rate cannot meet it; a deadline already
+  // passed does not wait, as try_acquire_until's).
+  template <class CompletionToken>
+  auto async_acquire_until(std::string_view key, clock::time_point deadline, std::int64_t n,
+                           CompletionToken&& token) const {
+    return async_wait(key, n, deadline, std::forward<CompletionToken>(token));
+  }
+  template <class Rep, class Period, class CompletionToken>
+  auto async_acquire_for(std::string_view key, std::chrono::duration<Rep, Period> timeout, std::int64_t n,
+                         CompletionToken&& token) const {
+    return async_wait(key, n, admit::detail::deadline_after<clock>(clock::now(), timeout),
+                      std::forward<CompletionToken>(token));
+  }
+
   [[nodiscard]] rate get_rate() const noexcept { return rate_; }
   [[nodiscard]] std::int64_t burst() const noexcept { return limit(); }
 
@@ -82,6 +124,31 @@ class rate_limiter : public limiter {
  private:
   wait_result wait(std::string_view key, std::int64_t n, std::optional<clock::time_point> deadline,
                    std::stop_token stop) const;
+  // What a wait of n comes to without asking Redis (n == 0 or rate inf: admitted; n above the burst:
+  // errc::exceeds_capacity), or nullopt when it must ask. Throws std::invalid_argument for a negative n.
+  std::optional<wait_result> settled_at_once(std::int64_t n) const;
+  // The queue of `key`'s waits, for one wait (rate_wait.cpp).
+  std::shared_ptr<detail::semaphore_core> queue_of(std::string_view key) const;
+
+  template <class CompletionToken>
+  auto async_wait(std::string_view key, std::int64_t n, std::optional<clock::time_point> deadline,
+                  CompletionToken&& token) const {
+    const std::optional<wait_result> at_once = settled_at_once(n);
+    // Made now, not in the initiation: a deferred token may start the wait after this limiter is gone.
+    std::shared_ptr<detail::semaphore_core> queue = at_once ? nullptr : queue_of(key);
+    return boost::asio::async_initiate<CompletionToken, void(std::error_code)>(
+        [at_once, queue = std::move(queue), fallback = redis_client().get_executor()](
+            auto handler, std::int64_t count, std::optional<clock::time_point> until) {
+          auto slot = boost::asio::get_associated_cancellation_slot(handler);
+          auto done = detail::posted_completion<std::error_code>(std::move(handler), fallback);
+          if (at_once) return done(*at_once ? std::error_code() : at_once->error());
+          auto op = detail::make_rate_wait(queue, count, until, std::move(done));
+          if (!op) return;  // decided by one call, without waiting
+          detail::cancel_on_terminal(slot, op);
+          detail::start(op);
+        },
+        token, n, deadline);
+  }
 
   const char* state_;
 };

@@ -83,12 +83,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/execution/outstanding_work.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/prefer.hpp>
 #include <type_traits>
 #include <utility>
 
@@ -99,39 +94,14 @@
 #include "admit/redis/client/client.hpp"
 #include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
+#include "admit/redis/detail/async_wait.hpp"
 #include "admit/redis/limiter_options.hpp"
 
 namespace admit::redis {
 
 namespace detail {
 class semaphore_core;
-
-// The completion of an asynchronous operation, to call once from any thread: it posts handler(args...) through the
-// handler's associated executor (`fallback` when it has none), never inline, with that executor's outstanding work
-// counted from this call until the handler has run. The handler and the counted work travel in the posted function,
-// so the calling thread touches nothing of the handler's executor after the post (a context run with run_one and
-// destroyed right after the handler is safe).
-template <class... Args, class Handler>
-std::function<void(Args...)> posted_completion(Handler handler, const boost::asio::any_io_executor& fallback) {
-  auto executor = boost::asio::get_associated_executor(handler, fallback);
-  using work_type =
-      std::decay_t<decltype(boost::asio::prefer(executor, boost::asio::execution::outstanding_work.tracked))>;
-  struct pending {
-    Handler handler;
-    work_type work;
-  };
-  auto p = std::make_shared<pending>(
-      pending{std::move(handler), boost::asio::prefer(executor, boost::asio::execution::outstanding_work.tracked)});
-  return [p, executor](Args... args) {
-    boost::asio::post(executor, [p, args...]() mutable {
-      Handler h = std::move(p->handler);
-      [[maybe_unused]] const work_type work = std::move(p->work);  // released once the handler has run
-      std::move(h)(std::move(args)...);
-    });
-  };
-}
 struct lease_core;
-class async_acquire_op;
 }  // namespace detail
 
 enum class lease_state {
@@ -286,36 +256,16 @@ class acquire_completion : public std::enable_shared_from_this<acquire_completio
   virtual void settled() {}
 };
 
-// Posts the handler, with the outstanding work of its executor counted until it has run (never called inline).
+// An acquire_completion that posts handler(ec, lease) as posted_completion does.
 template <class Handler>
 class acquire_completion_for final : public acquire_completion {
  public:
   acquire_completion_for(Handler&& handler, const boost::asio::any_io_executor& fallback)
-      : handler_(std::move(handler)),
-        work_(boost::asio::prefer(boost::asio::get_associated_executor(handler_, fallback),
-                                  boost::asio::execution::outstanding_work.tracked)) {}
-
-  void complete(std::error_code ec, lease l) override {
-    auto self = std::static_pointer_cast<acquire_completion_for>(shared_from_this());
-    // Posted through an untracked copy: the counted work travels in the function (released after the handler has
-    // run), and nothing of the handler's executor is touched here after the post.
-    const auto executor = boost::asio::prefer(work_, boost::asio::execution::outstanding_work.untracked);
-    boost::asio::post(executor, [self = std::move(self), ec, l = std::move(l)]() mutable {
-      auto slot = boost::asio::get_associated_cancellation_slot(self->handler_);
-      if (slot.is_connected()) slot.clear();
-      Handler handler = std::move(self->handler_);
-      [[maybe_unused]] const work_executor work = std::move(self->work_);
-      self.reset();
-      std::move(handler)(ec, std::move(l));
-    });
-  }
+      : post_(posted_completion<std::error_code, lease>(std::move(handler), fallback)) {}
+  void complete(std::error_code ec, lease l) override { post_(ec, std::move(l)); }
 
  private:
-  using work_executor = std::decay_t<decltype(boost::asio::prefer(
-      boost::asio::get_associated_executor(std::declval<Handler&>(), std::declval<boost::asio::any_io_executor>()),
-      boost::asio::execution::outstanding_work.tracked))>;
-  Handler handler_;
-  work_executor work_;
+  std::function<void(std::error_code, lease)> post_;
 };
 
 // The operation behind async_acquire (semaphore.cpp): made first, so that the handler's cancellation slot can be
@@ -325,11 +275,9 @@ std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semap
                                                      std::optional<std::chrono::steady_clock::time_point> deadline,
                                                      std::shared_ptr<acquire_completion> completion,
                                                      std::size_t priority = 0);
-void start(const std::shared_ptr<async_acquire_op>& op);
 // The operation behind async_try_acquire: one non-waiting acquire call, completing `completion` once.
 void start_try_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
                        std::shared_ptr<acquire_completion> completion, std::size_t priority = 0);
-void cancel(const std::shared_ptr<async_acquire_op>& op);
 boost::asio::any_io_executor executor_of(const semaphore_core& core) noexcept;
 
 }  // namespace detail
@@ -531,12 +479,7 @@ class semaphore {
           auto completion = std::make_shared<detail::acquire_completion_for<handler_type>>(std::move(handler),
                                                                                            detail::executor_of(*core));
           auto op = detail::make_async_acquire(core, count, until, std::move(completion), priority);
-          if (slot.is_connected()) {
-            slot.assign([weak = std::weak_ptr<detail::async_acquire_op>(op)](boost::asio::cancellation_type_t type) {
-              if ((type & boost::asio::cancellation_type::terminal) == boost::asio::cancellation_type::none) return;
-              if (auto o = weak.lock()) detail::cancel(o);
-            });
-          }
+          detail::cancel_on_terminal(slot, op);
           detail::start(op);
         },
         token, n, deadline);

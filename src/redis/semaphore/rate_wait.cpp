@@ -19,13 +19,14 @@
 
 namespace admit::redis {
 
-wait_result rate_limiter::wait(std::string_view key, std::int64_t n, std::optional<clock::time_point> deadline,
-                               std::stop_token stop) const {
+std::optional<wait_result> rate_limiter::settled_at_once(std::int64_t n) const {
   admit::detail::check_n("admit::redis::rate_limiter", n);
-  if (n == 0 || interval_.count() == 0) return {};  // a query, or rate inf: nothing to wait for
-  if (n > burst()) return make_error_code(errc::exceeds_capacity);
-  if (stop.stop_requested()) return make_error_code(errc::cancelled);
+  if (n == 0 || interval_.count() == 0) return wait_result{};  // a query, or rate inf: nothing to wait for
+  if (n > burst()) return wait_result(make_error_code(errc::exceeds_capacity));
+  return std::nullopt;
+}
 
+std::shared_ptr<detail::semaphore_core> rate_limiter::queue_of(std::string_view key) const {
   semaphore_options o;
   // The limiter's call timeout, in whole milliseconds (at least one).
   o.timeout = std::max(std::chrono::milliseconds(1), std::chrono::ceil<std::chrono::milliseconds>(options().timeout));
@@ -38,19 +39,72 @@ wait_result rate_limiter::wait(std::string_view key, std::int64_t n, std::option
   prefix += ':';
   const std::string definition = std::to_string(admission::unlimited_capacity) + "/" +
                                  std::to_string(interval_.count()) + "/" + std::to_string(burst()) + "@" + state_;
-  auto core =
-      std::make_shared<detail::semaphore_core>(redis_client(), nullptr, std::function<void()>{}, name(), definition, o,
-                                               std::vector<std::string>{prefix + "waiters", storage_key(key)}, prefix);
+  return std::make_shared<detail::semaphore_core>(redis_client(), nullptr, std::function<void()>{}, name(), definition,
+                                                  o, std::vector<std::string>{prefix + "waiters", storage_key(key)},
+                                                  prefix);
+}
+
+namespace {
+
+// The tokens are spent for good; the queue entry's unlimited permits go back. (If that release is lost, the entry
+// expires at lease_ttl: it holds nothing anyone waits for.)
+void give_back_entry(detail::semaphore_core& queue, lease& l, std::int64_t n) {
+  if (std::string id = l.detach(); !id.empty()) queue.release_async(id, n);
+}
+
+}  // namespace
+
+wait_result rate_limiter::wait(std::string_view key, std::int64_t n, std::optional<clock::time_point> deadline,
+                               std::stop_token stop) const {
+  if (auto r = settled_at_once(n)) return *r;
+  if (stop.stop_requested()) return make_error_code(errc::cancelled);
+  const auto queue = queue_of(key);
   // A deadline already passed does not wait, as the local bucket's: admitted now (nobody waiting first) or timeout.
   const bool now_only = deadline && *deadline <= clock::now();
-  semaphore_result r = now_only ? core->try_acquire(n) : core->acquire(n, deadline, stop);
-  core->close();
+  semaphore_result r = now_only ? queue->try_acquire(n) : queue->acquire(n, deadline, stop);
+  queue->close();
   if (!r && now_only && r.error() == errc::would_block) return make_error_code(errc::timeout);
   if (!r) return r.error();
-  // The tokens are spent for good; the unlimited permits go back. (If that release is lost, the entry expires at
-  // lease_ttl: it holds nothing anyone waits for.)
-  if (std::string id = r.value().detach(); !id.empty()) core->release_async(id, n);
+  give_back_entry(*queue, r.value(), n);
   return {};
 }
+
+namespace detail {
+
+namespace {
+
+// An asynchronous wait's completion: gives the queue entry back, as the blocking wait does, and tells `done`.
+class rate_wait_completion final : public acquire_completion {
+ public:
+  rate_wait_completion(std::shared_ptr<semaphore_core> queue, std::int64_t n, bool now_only,
+                       std::function<void(std::error_code)> done)
+      : queue_(std::move(queue)), n_(n), now_only_(now_only), done_(std::move(done)) {}
+  void complete(std::error_code ec, lease l) override {
+    if (!ec) give_back_entry(*queue_, l, n_);
+    if (now_only_ && ec == errc::would_block) ec = make_error_code(errc::timeout);
+    done_(ec);
+  }
+  void settled() override { queue_->close(); }
+
+ private:
+  std::shared_ptr<semaphore_core> queue_;
+  std::int64_t n_;
+  bool now_only_;
+  std::function<void(std::error_code)> done_;
+};
+
+}  // namespace
+
+std::shared_ptr<async_acquire_op> make_rate_wait(const std::shared_ptr<semaphore_core>& queue, std::int64_t n,
+                                                 std::optional<steady::time_point> deadline,
+                                                 std::function<void(std::error_code)> done) {
+  const bool now_only = deadline && *deadline <= steady::now();
+  auto completion = std::make_shared<rate_wait_completion>(queue, n, now_only, std::move(done));
+  if (!now_only) return make_async_acquire(queue, n, deadline, std::move(completion));
+  start_try_acquire(queue, n, std::move(completion));
+  return nullptr;
+}
+
+}  // namespace detail
 
 }  // namespace admit::redis

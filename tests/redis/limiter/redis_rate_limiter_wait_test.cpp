@@ -2,10 +2,16 @@
 // spends the very tokens decide() spends (the limiter's own key, in each one's format), waiters of one key are served
 // in arrival order across connections, a deadline the rate cannot meet fails at once and takes nothing, a cancelled
 // waiter leaves the queue before its call returns, and the edges (n above the burst, rate inf, n == 0, another
-// definition, Redis gone) answer at once.
+// definition, Redis gone) answer at once; the asynchronous forms do the same without blocking a thread.
 #include <gtest/gtest.h>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <stop_token>
@@ -183,6 +189,120 @@ TYPED_TEST(RedisRateLimiterWait, AWaitWithRedisGoneFailsWithItsError) {
   ASSERT_FALSE(r) << "admitted with Redis gone";
   EXPECT_LT(steady::now() - t0, 2s) << "waited for its deadline instead of failing with the call";
   EXPECT_TRUE(this->conn.last_connect_error()) << r.error().message();
+}
+
+// The asynchronous forms: a wait admitted when its token comes takes it, the handler runs through its own executor
+// and never inside the initiating call, and use_future works as a token.
+TYPED_TEST(RedisRateLimiterWait, AnAsyncWaiterIsAdmittedWhenItsTokenComesAndTakesIt) {
+  const TypeParam l(this->conn, "w", rate::per_second(1), 1, patient());
+  ASSERT_TRUE(l.decide("k").decision.admitted);
+  boost::asio::io_context mine;  // run by this thread only: the handler can run nowhere else
+  std::optional<std::error_code> got;
+  l.async_acquire_for("k", 5s, 1, boost::asio::bind_executor(mine, [&](std::error_code ec) { got = ec; }));
+  EXPECT_EQ(mine.poll(), 0U);
+  EXPECT_FALSE(got) << "ran inside the initiating call";
+  mine.run_for(10s);  // until the handler has run: the wait counts as the context's work
+  ASSERT_TRUE(got) << "never completed";
+  EXPECT_FALSE(*got) << got->message();
+  const auto after = l.decide("k");
+  ASSERT_TRUE(after.consulted);
+  EXPECT_FALSE(after.decision.admitted) << "the waiter's token was spent twice";
+  EXPECT_TRUE(admit::redis::testing::eventually(
+      [&] {
+        return this->server.admin({"ZCARD", "{w}|q:k:holders"}) == "0";
+      },
+      10s))
+      << "the admission's queue entry was not given back";
+
+  // The edges complete without Redis, and still through the handler's executor.
+  const auto calls = this->server.script_calls();
+  std::vector<std::error_code> edges;
+  auto record = boost::asio::bind_executor(mine, [&](std::error_code ec) { edges.push_back(ec); });
+  l.async_acquire("k", 0, record);
+  l.async_acquire_for("k", 1h, 2, record);
+  EXPECT_THROW(l.async_acquire("k", -1, record), std::invalid_argument);
+  EXPECT_TRUE(edges.empty());
+  mine.restart();
+  mine.run();
+  EXPECT_EQ(edges, (std::vector<std::error_code>{{}, make_error_code(errc::exceeds_capacity)}));
+  EXPECT_EQ(this->server.script_calls(), calls);
+
+  // A deadline already passed asks once: nothing there now, so errc::timeout, with nothing taken or left queued.
+  std::future<std::error_code> late = l.async_acquire_for("k", 0ms, 1, boost::asio::use_future);
+  ASSERT_EQ(late.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(late.get(), errc::timeout);
+  EXPECT_EQ(waiters(this->server, "w", "k"), 0);
+}
+
+// Asynchronous and blocking waiters on separate connections share one queue, served in arrival order.
+TYPED_TEST(RedisRateLimiterWait, AsyncWaitersAreServedInArrivalOrder) {
+  const TypeParam empty_it(this->conn, "w", rate::per_second(4), 1, patient());
+  ASSERT_TRUE(empty_it.decide("k").decision.admitted);
+  constexpr int count = 4;
+  std::vector<std::unique_ptr<connection>> conns;
+  for (int i = 0; i < count; ++i)
+    conns.push_back(std::make_unique<connection>(this->io.executor(), this->server.url()));
+  std::mutex m;
+  std::vector<int> order;
+  std::jthread blocking;
+  for (int i = 0; i < count; ++i) {
+    const TypeParam l(*conns[static_cast<std::size_t>(i)], "w", rate::per_second(4), 1, patient());
+    const auto done = [&, i](std::error_code ec) {
+      const std::lock_guard lock(m);
+      order.push_back(ec ? -1 - i : i);
+    };
+    if (i == 1) {
+      blocking = std::jthread([&, l, done] { done(l.try_acquire_for("k", 20s) ? std::error_code() : errc::timeout); });
+    } else {
+      l.async_acquire_for("k", 20s, 1, done);  // the limiter object goes out of scope: the wait does not need it
+    }
+    ASSERT_TRUE(admit::redis::testing::eventually(
+        [&] {
+          const std::lock_guard lock(m);
+          return waiters(this->server, "w", "k") + static_cast<long long>(order.size()) == i + 1;
+        },
+        10s));
+  }
+  ASSERT_TRUE(admit::redis::testing::eventually(
+      [&] {
+        const std::lock_guard lock(m);
+        return order.size() == count;
+      },
+      20s));
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+}
+
+// A terminal cancellation through the handler's slot completes with errc::cancelled and leaves the queue; another
+// kind of cancellation is ignored.
+TYPED_TEST(RedisRateLimiterWait, ACancelledAsyncWaiterLeavesTheQueue) {
+  const TypeParam l(this->conn, "w", rate::every(1h), 1, patient());
+  ASSERT_TRUE(l.decide("k").decision.admitted);
+  boost::asio::cancellation_signal signal;
+  std::promise<std::error_code> got;
+  l.async_acquire("k", 1,
+                  boost::asio::bind_cancellation_slot(signal.slot(), [&](std::error_code ec) { got.set_value(ec); }));
+  ASSERT_TRUE(admit::redis::testing::eventually([&] { return waiters(this->server, "w", "k") == 1; }, 10s));
+  auto result = got.get_future();
+  // Emitted from the connection's thread, as Asio requires of a slot's signal.
+  boost::asio::post(this->io.executor(), [&] { signal.emit(boost::asio::cancellation_type::partial); });
+  EXPECT_EQ(result.wait_for(300ms), std::future_status::timeout) << "a partial cancellation ended the wait";
+  boost::asio::post(this->io.executor(), [&] { signal.emit(boost::asio::cancellation_type::terminal); });
+  ASSERT_EQ(result.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(result.get(), errc::cancelled);
+  EXPECT_TRUE(admit::redis::testing::eventually([&] { return waiters(this->server, "w", "k") == 0; }, 10s));
+}
+
+// Redis gone: the asynchronous wait fails with the call's error long before its deadline.
+TYPED_TEST(RedisRateLimiterWait, AnAsyncWaitWithRedisGoneFailsWithItsError) {
+  admit::redis::limiter_options o;
+  o.timeout = 200ms;
+  const TypeParam l(this->conn, "w", rate::per_second(1), 1, o);
+  this->server.kill();
+  const auto t0 = steady::now();
+  std::future<std::error_code> f = l.async_acquire_for("k", 3s, 1, boost::asio::use_future);
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(f.get()) << "admitted with Redis gone";
+  EXPECT_LT(steady::now() - t0, 2s) << "waited for its deadline instead of failing with the call";
 }
 
 }  // namespace rate_limiter_wait_testing
