@@ -21,6 +21,8 @@
 //   `--warmup`, a `--duration` window: a cycle counts when its release completes in the window; its acquire latency
 //   (the call to its completion) is recorded when the acquire completes in the window. At the end the waits still
 //   queued are cancelled (the threads' stop_token, the asynchronous contenders' cancellation slot): not errors.
+// - minimal FIFO (impl minimal-fifo, variant async; --minimal off to skip) — each cycles case again with the least a
+//   FIFO semaphore in Redis can do (redis_semaphore_minimal_fifo.cpp), asynchronous contenders as admit's.
 // - wakeup — capacity 1, two parties with a semaphore object and a connection each (as two processes would): the
 //   holder holds the permit; the waiter calls try_acquire_for(10 s); the holder waits until the waiter is queued in
 //   Redis (inspect(): one waiter), then `--settle-ms` plus a uniformly random 0..`--jitter-ms` ms more (so that a
@@ -83,11 +85,13 @@ constexpr admit::bench::command_line command(
     "                                   [--repetitions N] [--name NAME] [--timeout-ms MS]\n"
     "                                   [--poll-interval-ms MS] [--tag TEXT] [--floor on|off]\n"
     "                                   [--api blocking|async|both] [--rate R [--burst B]]\n"
-    "                                   [--crowd C:K:HOLD_MS,...] [--idle-ttl-ms MS]\n"
+    "                                   [--crowd C:K:HOLD_MS,...] [--idle-ttl-ms MS] [--minimal on|off]\n"
     "--cycles C:K,...: cases of C contenders on a semaphore of capacity K (default 1:1,64:8); 'none' for\n"
     "  no cycles case. --wakeup-rounds 0: no wake-up case (default 300 rounds).\n"
     "--api both (default): each cycles case with blocking contenders (threads; variant 'default') and then\n"
     "  with asynchronous ones (one io thread; variant 'async').\n"
+    "--minimal on (default): each cycles case also with the minimal FIFO hand-off (impl 'minimal-fifo',\n"
+    "  variant 'async'): a function of acquire and release-to-the-head only, the least a FIFO semaphore costs.\n"
     "--floor on (default): after the wake-up case, the same rounds with LPUSH -> BLPOP instead of the\n"
     "  semaphore (impl redis-floor): the floor of a wake-up through Redis on this machine.\n"
     "--rate R: the blocking cycles through an admit::redis::admission of rate R (burst --burst, default\n"
@@ -148,6 +152,9 @@ settings parse_arguments(int argc, char** argv) {
     } else if (flag == "--floor") {
       if (value != "on" && value != "off") command.usage("--floor takes on or off, got '" + value + "'");
       s.floor = value == "on";
+    } else if (flag == "--minimal") {
+      if (value != "on" && value != "off") command.usage("--minimal takes on or off, got '" + value + "'");
+      s.minimal = value == "on";
     } else if (flag == "--api") {
       if (value != "blocking" && value != "async" && value != "both")
         command.usage("--api takes blocking, async or both, got '" + value + "'");
@@ -216,7 +223,7 @@ std::string case_name(const settings& s, const std::string& what, int repetition
 }
 
 void report_cycles(const settings& s, const cycles_case& c, int repetition, const std::string& variant_name,
-                   const std::string& label, cycles_tally t) {
+                   const std::string& label, cycles_tally t, const std::string& impl) {
   std::vector<std::int64_t> all;
   std::uint64_t total = 0, fewest = ~std::uint64_t{0};
   for (std::size_t i = 0; i < t.acquire_ns.size(); ++i) {
@@ -245,8 +252,8 @@ void report_cycles(const settings& s, const cycles_case& c, int repetition, cons
               repetition, rs.p50, rs.p99, rs.mean);
   const summary sm = summarize(std::move(all));
   const double mean_per_contender = static_cast<double>(total) / c.contenders;
-  std::printf("admit\t%s\tcycles\t%d\t%lld\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%llu\t%llu\t%.3f\n", variant_name.c_str(),
-              c.contenders, k, repetition, static_cast<double>(total) / s.duration_s, sm.p50, sm.p99, sm.mean, sm.max,
+  std::printf("%s\t%s\tcycles\t%d\t%lld\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%llu\t%llu\t%.3f\n", impl.c_str(),
+              variant_name.c_str(), c.contenders, k, repetition, static_cast<double>(total) / s.duration_s, sm.p50, sm.p99, sm.mean, sm.max,
               static_cast<unsigned long long>(total), static_cast<unsigned long long>(t.errors),
               mean_per_contender > 0 ? static_cast<double>(fewest) / mean_per_contender : 0.0);
   std::fflush(stdout);
@@ -352,6 +359,7 @@ int main(int argc, char** argv) {
     for (const auto& c : s.cycles) {
       if (s.blocking) run_cycles(s, c, rep);
       if (s.async) run_async_cycles(s, c, rep);
+      if (s.minimal) run_minimal_fifo_cycles(s, c, rep);
     }
     for (const auto& c : s.crowds) run_crowd(s, c, rep);
     if (s.wakeup_rounds > 0) run_wakeup(s, rep);

@@ -54,6 +54,7 @@ struct settings {
   bool floor = true;     // also the LPUSH -> BLPOP floor after the wake-up case
   bool blocking = true;  // the cycles cases with blocking contenders (threads)
   bool async = true;     // and with asynchronous ones (--api)
+  bool minimal = true;   // and the minimal FIFO hand-off's (--minimal)
   // --rate R: the blocking cycles go through an admit::redis::admission of that rate (burst: --burst) and the case's
   // capacity instead of the semaphore (variant "admission"): what deciding a rate with the permits costs.
   std::optional<admit::rate> rate;
@@ -106,12 +107,14 @@ struct cycles_tally {
   std::string first_error;
 };
 // Prints the case's data line and its '#' lines (see the top of redis_semaphore_bench.cpp); `label` names the
-// contenders in the '#' lines ("admit cycles" or "admit async cycles").
+// contenders in the '#' lines ("admit cycles" or "admit async cycles"), `impl` the data line's first column.
 void report_cycles(const settings& s, const cycles_case& c, int repetition, const std::string& variant_name,
-                   const std::string& label, cycles_tally t);
+                   const std::string& label, cycles_tally t, const std::string& impl = "admit");
 
 void run_cycles(const settings& s, const cycles_case& c, int repetition);
 void run_async_cycles(const settings& s, const cycles_case& c, int repetition);
+// The same cases with the minimal FIFO hand-off (redis_semaphore_minimal_fifo.cpp) instead of admit's semaphore.
+void run_minimal_fifo_cycles(const settings& s, const cycles_case& c, int repetition);
 void run_wakeup(const settings& s, int repetition);
 void run_crowd(const settings& s, const crowd_case& c, int repetition);
 void run_floor(const settings& s, int repetition);

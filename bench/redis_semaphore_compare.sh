@@ -30,9 +30,12 @@
 #         holder releases; the time from just before the release call to the waiter holding the permit, 300 rounds;
 #      d. the floor (admit_redis_semaphore_bench): the same wake-up rounds with LPUSH -> BLPOP, no semaphore;
 #      e. crowd 200:8 — 200 contenders on capacity 8, each holding what it gets 20 ms: Redis's CPU time per grant
-#         (INFO cpu over the window) and the hand-off from a release to the grant of the permit it freed.
-#   6. writes docs/perf/redis_semaphore.md: the targets (admit p99 wake-up <= 2 ms on loopback; the crowd case), the
-#      side-by-side table, the machine load.
+#         (INFO cpu over the window) and the hand-off from a release to the grant of the permit it freed;
+#      f. the floors of the cycles cases: the minimal FIFO hand-off (admit_redis_semaphore_bench's minimal-fifo: a
+#         function of acquire and release-to-the-head only, with admit's asynchronous contenders) at 1:1 and 64:8, and
+#         two round trips of `redis-benchmark -c 1 -t ping` (PING_MBULK), the least a cycle of two calls can take.
+#   6. writes docs/perf/redis_semaphore.md: the targets (admit p99 wake-up <= 2 ms on loopback; the crowd case; the
+#      cycles cases against redis-semaphore and the floors), the side-by-side table, the machine load.
 # Raw outputs are kept in <build dir>/bench/redis_semaphore/ (raw.tsv: every case of every round; results.tsv: the
 # medians; out-*.txt: each program's whole output).
 set -euo pipefail
@@ -84,6 +87,19 @@ measure() {
   grep -E '^# admit (async )?cycles' "$out/out-$label.txt" >&2 || true
 }
 
+# measure_ping ROUND: two round trips of PING from one client (redis-benchmark -c 1, PING_MBULK: a command as clients
+# send it), as a cycles line of raw.tsv (impl redis-benchmark, variant ping): cycles/s = requests/s ÷ 2, latencies
+# (µs) twice a request's.
+measure_ping() {
+  local csv
+  csv=$("${client_cpu[@]}" redis-benchmark -h 127.0.0.1 -p "$port" -c 1 -n 20000 -t ping --csv 2>/dev/null)
+  printf '%s\n' "$csv" >"$out/out-ping-$1.txt"
+  awk -F'","' -v OFS='\t' '$1 == "\"PING_MBULK" {
+      gsub(/"/, "", $8)
+      print "redis-benchmark", "ping", "cycles", 1, 1, 1, $2 / 2, $5 * 2000, $7 * 2000, $3 * 2000, $8 * 2000, 20000, 0, "-"
+    }' <<<"$csv" | tee -a "$raw" >&2
+}
+
 step 5/7 "$rounds round(s): cycles $cycles_cases ($duration s each), $wakeups wake-ups; admit, redis-semaphore, bottleneck"
 common=(--cycles "$cycles_cases" --duration "$duration" --warmup "$warmup" --wakeup-rounds "$wakeups"
   --settle-ms "$settle_ms" --jitter-ms "$jitter_ms" --crowd "$crowd_case")
@@ -91,6 +107,7 @@ for ((round = 1; round <= rounds; ++round)); do
   begin_round "$round"
   # One run per implementation and round (each program's "rep" column is 1; raw.tsv's lines are in round order).
   measure "admit-$round" "$bench_bin" --url "$url" "${common[@]}"
+  measure_ping "$round"
   for impl in redis-semaphore bottleneck; do
     measure "$impl-$round" node "$out/node/semaphore_bench.js" --impl "$impl" --url "$url" "${common[@]}"
   done
@@ -143,6 +160,38 @@ check_crowd_p99() {
 check_p99() {
   [[ "${p99[$wake]:--}" == - ]] && { echo none; return; }
   if le "${p99[$wake]}" "$target_p99_us"; then echo 1; else echo 0; fi
+}
+# The cycles cases' targets. quotient A B: A ÷ B with two decimals, "—" when either is not measured.
+quotient() {
+  if [[ "${1:--}" == - || "${2:--}" == - ]]; then printf '—'; else awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; fi
+}
+at_least() { [[ "$1" != — ]] && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
+minimal=minimal-fifo:async/cycles ping=redis-benchmark:ping/cycles/1/1
+# cycles_row VARIANT NAME: the 64:8 target for admit's VARIANT contenders: >= 1.0x redis-semaphore's cycles/s with
+# fairness 1.00 — or, when the minimal FIFO hand-off itself stays below redis-semaphore, within 10 % of it.
+cycles_row() {
+  local a="admit:$1/cycles/64/8" rs_q min_q min_rs verdict_code=none
+  rs_q=$(quotient "${cps[$a]:--}" "${cps[redis-semaphore:default/cycles/64/8]:--}")
+  min_q=$(quotient "${cps[$a]:--}" "${cps[$minimal/64/8]:--}")
+  min_rs=$(quotient "${cps[$minimal/64/8]:--}" "${cps[redis-semaphore:default/cycles/64/8]:--}")
+  if [[ $rs_q != — ]]; then
+    verdict_code=0
+    if at_least "$rs_q" 1 && at_least "$(two "${fair[$a]:--}")" 1; then verdict_code=1; fi
+    if ! at_least "$min_rs" 1 && at_least "$min_q" 0.9; then verdict_code=1; fi
+  fi
+  printf '| 64:8, %s: ≥ 1.0× redis-semaphore with fairness 1.00, or within 10 %% of the minimal FIFO hand-off if that stays below redis-semaphore | %s cycles/s, fairness %s: %s× redis-semaphore (%s), %s× the minimal FIFO hand-off (%s cycles/s, itself %s× redis-semaphore) | %s |\n' \
+    "$2" "$(fmt_int "${cps[$a]:-}")" "$(two "${fair[$a]:--}")" "$rs_q" "$(fmt_int "${cps[redis-semaphore:default/cycles/64/8]:-}")" \
+    "$min_q" "$(fmt_int "${cps[$minimal/64/8]:-}")" "$min_rs" "$(verdict "$verdict_code")"
+}
+# ping_row VARIANT NAME: the 1:1 target: within 10 % of two round trips (PING from one client).
+ping_row() {
+  local a="admit:$1/cycles/1/1" q verdict_code=none
+  q=$(quotient "${cps[$a]:--}" "${cps[$ping]:--}")
+  if [[ $q != — ]]; then if at_least "$q" 0.9; then verdict_code=1; else verdict_code=0; fi; fi
+  # shellcheck disable=SC2016  # the backticks are Markdown's
+  printf '| 1:1, %s: within 10 %% of two round trips | %s cycles/s against %s for two PINGs from `redis-benchmark -c 1` (%s µs each): %s×; the minimal FIFO hand-off: %s cycles/s, %s× | %s |\n' \
+    "$2" "$(fmt_int "${cps[$a]:-}")" "$(fmt_int "${cps[$ping]:-}")" "$(awk -v p="${p50[$ping]:-0}" 'BEGIN { printf "%.0f", p / 2 }')" "$q" \
+    "$(fmt_int "${cps[$minimal/1/1]:-}")" "$(quotient "${cps[$minimal/1/1]:--}" "${cps[$ping]:--}")" "$(verdict "$verdict_code")"
 }
 # Per-round values of one column of one case (raw.tsv), e.g. "1.31, 1.52, 1.40" ms.
 per_round_ms() {
@@ -269,6 +318,22 @@ done)
 | admit's Redis CPU per grant ≤ 1/5 of redis-semaphore's | $(two "${crowd_cpu[admit]:--}") µs against $(two "${crowd_cpu[redis-semaphore]:--}") µs: $(crowd_ratio) | $(verdict "$(check_crowd_cpu)") |
 | admit's hand-off p99 ≤ 1 ms | $(us_to_ms "${p99[admit:default/crowd/$crowd_key]:-}") ms | $(verdict "$(check_crowd_p99)") |
 
+### The cycles cases
+
+The floors, measured in the same rounds: the **minimal FIFO hand-off** — a Redis function with an acquire (a free
+permit, else the caller joins the tail of a list) and a release that gives the permit to the head of the list, and
+nothing else: no leases, expiry, fencing tokens, waiter expiry or wake lists, its grants reaching their waiters in the
+releasing call's reply (its contenders all live in one process), driven by admit's asynchronous contenders over the
+same connection class — the least a FIFO semaphore in Redis costs per cycle; and **two round trips** of a PING from
+one client (\`redis-benchmark -c 1\`), the least any cycle of two calls can take.
+
+| target | measured (medians) | verdict |
+| --- | --- | --- |
+$(cycles_row default "blocking threads")
+$(cycles_row async "asynchronous contenders")
+$(ping_row default "blocking thread")
+$(ping_row async "asynchronous contender")
+
 ### Side by side (medians)
 
 *cycles/s*: acquire+release cycles completed per second (a cycle counts when its release completes in the window).
@@ -289,6 +354,9 @@ EOF
     fi
     row "$impl:default/wakeup/1/1" "$(name_of $impl)" "wake-up, capacity 1"
   done
+  row "$minimal/1/1" "the floor: minimal FIFO hand-off" "cycles, 1 contender, capacity 1 (asynchronous)"
+  row "$minimal/64/8" "the floor: minimal FIFO hand-off" "cycles, 64 contenders, capacity 8 (asynchronous)"
+  row "$ping" "the floor: two round trips" "two PINGs from \`redis-benchmark -c 1\`"
   row "$floor" "the floor: no semaphore" "wake-up by LPUSH → BLPOP (admit::redis::connection)"
   errors=$(awk '$8 != "-" && $8 > 0 { printf "%s%s (%s per round)", (n++ ? ", " : ""), $1, $8 }' "$out/results.tsv")
   if [[ -n "$errors" ]]; then printf '\nRows with errors: %s.\n' "$errors"; fi
