@@ -253,8 +253,9 @@ void report_cycles(const settings& s, const cycles_case& c, int repetition, cons
   const summary sm = summarize(std::move(all));
   const double mean_per_contender = static_cast<double>(total) / c.contenders;
   std::printf("%s\t%s\tcycles\t%d\t%lld\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%llu\t%llu\t%.3f\n", impl.c_str(),
-              variant_name.c_str(), c.contenders, k, repetition, static_cast<double>(total) / s.duration_s, sm.p50, sm.p99, sm.mean, sm.max,
-              static_cast<unsigned long long>(total), static_cast<unsigned long long>(t.errors),
+              variant_name.c_str(), c.contenders, k, repetition, static_cast<double>(total) / s.duration_s, sm.p50,
+              sm.p99, sm.mean, sm.max, static_cast<unsigned long long>(total),
+              static_cast<unsigned long long>(t.errors),
               mean_per_contender > 0 ? static_cast<double>(fewest) / mean_per_contender : 0.0);
   std::fflush(stdout);
 }
