@@ -84,12 +84,12 @@ constexpr admit::bench::command_line command(
     "                                   [--wakeup-rounds N] [--settle-ms MS] [--jitter-ms MS]\n"
     "                                   [--repetitions N] [--name NAME] [--timeout-ms MS]\n"
     "                                   [--poll-interval-ms MS] [--tag TEXT] [--floor on|off]\n"
-    "                                   [--api blocking|async|both] [--rate R [--burst B]]\n"
+    "                                   [--api blocking|async|both|none] [--rate R [--burst B]]\n"
     "                                   [--crowd C:K:HOLD_MS,...] [--idle-ttl-ms MS] [--minimal on|off]\n"
     "--cycles C:K,...: cases of C contenders on a semaphore of capacity K (default 1:1,64:8); 'none' for\n"
     "  no cycles case. --wakeup-rounds 0: no wake-up case (default 300 rounds).\n"
     "--api both (default): each cycles case with blocking contenders (threads; variant 'default') and then\n"
-    "  with asynchronous ones (one io thread; variant 'async').\n"
+    "  with asynchronous ones (one io thread; variant 'async'); none: neither (the minimal FIFO hand-off only).\n"
     "--minimal on (default): each cycles case also with the minimal FIFO hand-off (impl 'minimal-fifo',\n"
     "  variant 'async'): a function of acquire and release-to-the-head only, the least a FIFO semaphore costs.\n"
     "--floor on (default): after the wake-up case, the same rounds with LPUSH -> BLPOP instead of the\n"
@@ -156,10 +156,10 @@ settings parse_arguments(int argc, char** argv) {
       if (value != "on" && value != "off") command.usage("--minimal takes on or off, got '" + value + "'");
       s.minimal = value == "on";
     } else if (flag == "--api") {
-      if (value != "blocking" && value != "async" && value != "both")
-        command.usage("--api takes blocking, async or both, got '" + value + "'");
-      s.blocking = value != "async";
-      s.async = value != "blocking";
+      if (value != "blocking" && value != "async" && value != "both" && value != "none")
+        command.usage("--api takes blocking, async, both or none, got '" + value + "'");
+      s.blocking = value == "blocking" || value == "both";
+      s.async = value == "async" || value == "both";
     } else if (flag == "--tag") {
       s.tag = value;
     } else if (flag == "--rate") {
