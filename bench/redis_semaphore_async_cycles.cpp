@@ -27,7 +27,7 @@ class async_contender {
  public:
   async_contender(admit::redis::semaphore& sem, std::size_t index, cycles_tally& tally, clock_type::time_point from,
                   clock_type::time_point until, std::function<void()> on_done)
-      : sem_(sem), i_(index), tally_(tally), from_(from), until_(until), on_done_(std::move(on_done)) {}
+      : sem_(sem), i_(index), tally_(tally), window_{from, until}, on_done_(std::move(on_done)) {}
 
   // Starts the next cycle, or ends the chain once stop() was called.
   void next() {
@@ -37,16 +37,16 @@ class async_contender {
         10s, 1, asio::bind_cancellation_slot(signal_.slot(), [this, t0](std::error_code ec, admit::redis::lease l) {
           const auto t1 = clock_type::now();
           if (ec) {
-            if (ec != admit::errc::cancelled) error("acquire: " + ec.message());
+            if (ec != admit::errc::cancelled) tally_.add_error("acquire: " + ec.message());
             return next();
           }
-          if (in_window(t1)) tally_.acquire_ns[i_].push_back(ns(t1 - t0));
+          if (window_.contains(t1)) tally_.acquire_ns[i_].push_back(ns(t1 - t0));
           // The lease object may go once async_release has returned: the release is under way.
           l.async_release([this, t1](std::error_code e, admit::redis::lease::release_status status) {
             const auto t2 = clock_type::now();
             const bool ok = status == admit::redis::lease::release_status::released;
-            if (!ok) error("release: " + (e ? e.message() : std::string("not held")));
-            if (ok && in_window(t2)) {
+            if (!ok) tally_.add_error("release: " + (e ? e.message() : std::string("not held")));
+            if (ok && window_.contains(t2)) {
               ++tally_.cycles[i_];
               tally_.release_ns[i_].push_back(ns(t2 - t1));
             }
@@ -61,19 +61,10 @@ class async_contender {
   }
 
  private:
-  bool in_window(clock_type::time_point t) const { return t >= from_ && t < until_; }
-  static std::int64_t ns(clock_type::duration d) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-  }
-  void error(const std::string& what) {
-    ++tally_.errors;
-    if (tally_.first_error.empty()) tally_.first_error = what;
-  }
-
   admit::redis::semaphore& sem_;
   std::size_t i_;
   cycles_tally& tally_;
-  clock_type::time_point from_, until_;
+  window window_;
   std::function<void()> on_done_;
   asio::cancellation_signal signal_;
   bool stopping_ = false;

@@ -105,7 +105,20 @@ struct cycles_tally {
   std::vector<std::uint64_t> cycles;
   std::uint64_t errors = 0;
   std::string first_error;
+  // Counts an error, keeping the first one's text (not thread-safe: for contenders on one thread).
+  void add_error(const std::string& what) {
+    ++errors;
+    if (first_error.empty()) first_error = what;
+  }
 };
+// A case's measured window [from, until), after its warm-up.
+struct window {
+  clock_type::time_point from, until;
+  bool contains(clock_type::time_point t) const { return t >= from && t < until; }
+};
+inline std::int64_t ns(clock_type::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
 // Prints the case's data line and its '#' lines (see the top of redis_semaphore_bench.cpp); `label` names the
 // contenders in the '#' lines ("admit cycles" or "admit async cycles"), `impl` the data line's first column.
 void report_cycles(const settings& s, const cycles_case& c, int repetition, const std::string& variant_name,

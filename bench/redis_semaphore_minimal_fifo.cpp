@@ -55,8 +55,7 @@ class minimal_fifo_run {
       : conn_(conn),
         keys_{"{" + name + "}:free", "{" + name + "}:queue"},
         capacity_(std::to_string(c.capacity)),
-        from_(from),
-        until_(until),
+        window_{from, until},
         tally_(tally) {}
 
   void start(std::size_t i) { acquire(i); }
@@ -79,19 +78,19 @@ class minimal_fifo_run {
   }
   void hold(std::size_t i, clock_type::time_point t0) {
     const auto t1 = clock_type::now();
-    if (in_window(t1)) tally_.acquire_ns[i].push_back(ns(t1 - t0));
+    if (window_.contains(t1)) tally_.acquire_ns[i].push_back(ns(t1 - t0));
     if (stopped_ == nullptr) release(i, t1);
   }
   void release(std::size_t i, clock_type::time_point t1) {
     call({"r", std::to_string(i), capacity_}, [this, i, t1](const admit::redis::reply& r) {
       const auto t2 = clock_type::now();
-      if (in_window(t2)) {
+      if (window_.contains(t2)) {
         ++tally_.cycles[i];
         tally_.release_ns[i].push_back(ns(t2 - t1));
       }
       if (!r.str().empty()) {
         const auto w = queued_.extract(r.str());
-        if (w.empty()) return error("release: granted an unknown id " + r.str());
+        if (w.empty()) return tally_.add_error("release: granted an unknown id " + r.str());
         hold(w.mapped().first, w.mapped().second);
       }
       acquire(i);
@@ -104,28 +103,20 @@ class minimal_fifo_run {
     admit::redis::async_evalsha(conn_, minimal_fifo(), keys_, args,
                                 [this, then = std::move(then)](boost::system::error_code ec, admit::redis::reply r) {
                                   if (ec) {
-                                    error(ec.message());
+                                    tally_.add_error(ec.message());
                                   } else if (r.is_error()) {
-                                    error(r.str());
+                                    tally_.add_error(r.str());
                                   } else {
                                     then(r);
                                   }
                                   if (--in_flight_ == 0 && stopped_ != nullptr) stopped_->set_value();
                                 });
   }
-  bool in_window(clock_type::time_point t) const { return t >= from_ && t < until_; }
-  static std::int64_t ns(clock_type::duration d) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-  }
-  void error(const std::string& what) {
-    ++tally_.errors;
-    if (tally_.first_error.empty()) tally_.first_error = what;
-  }
 
   admit::redis::connection& conn_;
   std::vector<std::string> keys_;
   std::string capacity_;
-  clock_type::time_point from_, until_;
+  window window_;
   cycles_tally& tally_;
   std::unordered_map<std::string, std::pair<std::size_t, clock_type::time_point>> queued_;  // id -> (index, call)
   int in_flight_ = 0;
