@@ -24,8 +24,10 @@
 //
 // Results: admit::redis::wait_result (admitted, or the error: errc::timeout, errc::cancelled, errc::exceeds_capacity
 // for n above the burst, errc::definition_conflict, or why Redis did not answer — a wait is not decided by the
-// failure policy, and not taken from local leases). Each call to Redis is bounded by options().timeout; `stop` or the
-// deadline end a wait, which then leaves the queue before it returns (within options().timeout). rate::inf admits at
+// failure policy, and not taken from local leases; the call that joins the queue fails the wait, a waiter already
+// queued asks again until its deadline). Each call to Redis is bounded by options().timeout; `stop` or the deadline
+// end a wait, which then leaves the queue before it returns (within options().timeout; an asynchronous wait
+// completes at once and leaves in the background). rate::inf admits at
 // once without Redis; n == 0 is admitted at once; a negative n throws std::invalid_argument. The blocking forms must
 // not be called on a thread that runs the client's executor; the asynchronous ones (async_acquire, _for, _until) wait
 // on it, as redis::semaphore's do:

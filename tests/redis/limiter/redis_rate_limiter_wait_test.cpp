@@ -82,9 +82,10 @@ TYPED_TEST(RedisRateLimiterWait, AWaitSpendsTheTokensDecideSees) {
 // Waits and decisions share one budget over time too: a waiter that arrives at an empty bucket is admitted when its
 // token comes, and that token is then gone for decide().
 TYPED_TEST(RedisRateLimiterWait, AWaiterIsAdmittedWhenItsTokenComesAndTakesIt) {
-  const TypeParam l(this->conn, "w", rate::per_second(1), 1, patient());
-  ASSERT_TRUE(l.decide("k").decision.admitted);  // empty now; the next token in a second
-  ASSERT_TRUE(l.try_acquire_for("k", 5s));
+  // A token every 2 s: the check after the admission has that long before the bucket could refill.
+  const TypeParam l(this->conn, "w", rate::every(2s), 1, patient());
+  ASSERT_TRUE(l.decide("k").decision.admitted);  // empty now; the next token in two seconds
+  ASSERT_TRUE(l.try_acquire_for("k", 10s));
   const auto after = l.decide("k");
   ASSERT_TRUE(after.consulted);
   EXPECT_FALSE(after.decision.admitted) << "the waiter's token was spent twice";
@@ -92,8 +93,8 @@ TYPED_TEST(RedisRateLimiterWait, AWaiterIsAdmittedWhenItsTokenComesAndTakesIt) {
 
 // Waiters on separate connections (as separate processes are) are admitted in the order they joined the queue.
 TYPED_TEST(RedisRateLimiterWait, WaitersAreAdmittedInArrivalOrder) {
-  // 4/s: a quarter of a second between admissions, so that the order of the returns is the order of the grants.
-  const TypeParam empty_it(this->conn, "w", rate::per_second(4), 1, patient());
+  // 2/s: half a second between admissions, so that the order of the returns is the order of the grants.
+  const TypeParam empty_it(this->conn, "w", rate::per_second(2), 1, patient());
   ASSERT_TRUE(empty_it.decide("k").decision.admitted);
   constexpr int count = 5;
   std::vector<std::unique_ptr<connection>> conns;
@@ -104,7 +105,7 @@ TYPED_TEST(RedisRateLimiterWait, WaitersAreAdmittedInArrivalOrder) {
   std::vector<std::jthread> threads;
   for (int i = 0; i < count; ++i) {
     threads.emplace_back([&, i] {
-      const TypeParam l(*conns[static_cast<std::size_t>(i)], "w", rate::per_second(4), 1, patient());
+      const TypeParam l(*conns[static_cast<std::size_t>(i)], "w", rate::per_second(2), 1, patient());
       const auto r = l.try_acquire_for("k", 20s);
       const std::lock_guard lock(m);
       order.push_back(r ? i : -1 - i);
@@ -194,16 +195,22 @@ TYPED_TEST(RedisRateLimiterWait, AWaitWithRedisGoneFailsWithItsError) {
 // The asynchronous forms: a wait admitted when its token comes takes it, the handler runs through its own executor
 // and never inside the initiating call, and use_future works as a token.
 TYPED_TEST(RedisRateLimiterWait, AnAsyncWaiterIsAdmittedWhenItsTokenComesAndTakesIt) {
-  const TypeParam l(this->conn, "w", rate::per_second(1), 1, patient());
+  // A token every 2 s: the check after the admission has that long before the bucket could refill.
+  const TypeParam l(this->conn, "w", rate::every(2s), 1, patient());
   ASSERT_TRUE(l.decide("k").decision.admitted);
   boost::asio::io_context mine;  // run by this thread only: the handler can run nowhere else
   std::optional<std::error_code> got;
-  l.async_acquire_for("k", 5s, 1, boost::asio::bind_executor(mine, [&](std::error_code ec) { got = ec; }));
+  std::thread::id ran_on;
+  l.async_acquire_for("k", 10s, 1, boost::asio::bind_executor(mine, [&](std::error_code ec) {
+                        got = ec;
+                        ran_on = std::this_thread::get_id();
+                      }));
   EXPECT_EQ(mine.poll(), 0U);
   EXPECT_FALSE(got) << "ran inside the initiating call";
-  mine.run_for(10s);  // until the handler has run: the wait counts as the context's work
+  mine.run_for(15s);  // until the handler has run: the wait counts as the context's work
   ASSERT_TRUE(got) << "never completed";
   EXPECT_FALSE(*got) << got->message();
+  EXPECT_EQ(ran_on, std::this_thread::get_id()) << "not run through the handler's executor";
   const auto after = l.decide("k");
   ASSERT_TRUE(after.consulted);
   EXPECT_FALSE(after.decision.admitted) << "the waiter's token was spent twice";
@@ -221,55 +228,59 @@ TYPED_TEST(RedisRateLimiterWait, AnAsyncWaiterIsAdmittedWhenItsTokenComesAndTake
   l.async_acquire("k", 0, record);
   l.async_acquire_for("k", 1h, 2, record);
   EXPECT_THROW(l.async_acquire("k", -1, record), std::invalid_argument);
+  const TypeParam unlimited(this->conn, "u", rate::inf(), 1, patient());
+  unlimited.async_acquire("k", 1, record);
   EXPECT_TRUE(edges.empty());
   mine.restart();
   mine.run();
-  EXPECT_EQ(edges, (std::vector<std::error_code>{{}, make_error_code(errc::exceeds_capacity)}));
+  EXPECT_EQ(edges, (std::vector<std::error_code>{{}, make_error_code(errc::exceeds_capacity), {}}));
   EXPECT_EQ(this->server.script_calls(), calls);
 
   // A deadline already passed asks once: nothing there now, so errc::timeout, with nothing taken or left queued.
-  std::future<std::error_code> late = l.async_acquire_for("k", 0ms, 1, boost::asio::use_future);
+  const TypeParam slow(this->conn, "s", rate::every(1h), 1, patient());
+  ASSERT_TRUE(slow.decide("k").decision.admitted);
+  std::future<std::error_code> late = slow.async_acquire_until("k", steady::now() - 1ms, 1, boost::asio::use_future);
   ASSERT_EQ(late.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(late.get(), errc::timeout);
-  EXPECT_EQ(waiters(this->server, "w", "k"), 0);
+  EXPECT_EQ(waiters(this->server, "s", "k"), 0);
 }
 
 // Asynchronous and blocking waiters on separate connections share one queue, served in arrival order.
 TYPED_TEST(RedisRateLimiterWait, AsyncWaitersAreServedInArrivalOrder) {
-  const TypeParam empty_it(this->conn, "w", rate::per_second(4), 1, patient());
+  // 2/s: half a second between admissions, so that the order of the completions is the order of the grants.
+  const TypeParam empty_it(this->conn, "w", rate::per_second(2), 1, patient());
   ASSERT_TRUE(empty_it.decide("k").decision.admitted);
   constexpr int count = 4;
   std::vector<std::unique_ptr<connection>> conns;
   for (int i = 0; i < count; ++i)
     conns.push_back(std::make_unique<connection>(this->io.executor(), this->server.url()));
-  std::mutex m;
-  std::vector<int> order;
+  struct completions {
+    std::mutex m;
+    std::vector<int> order;
+    std::size_t size() {
+      const std::lock_guard lock(m);
+      return order.size();
+    }
+  };
+  const auto done = std::make_shared<completions>();  // the handlers' own: they may outlive a failed assertion
   std::jthread blocking;
   for (int i = 0; i < count; ++i) {
-    const TypeParam l(*conns[static_cast<std::size_t>(i)], "w", rate::per_second(4), 1, patient());
-    const auto done = [&, i](std::error_code ec) {
-      const std::lock_guard lock(m);
-      order.push_back(ec ? -1 - i : i);
+    const TypeParam l(*conns[static_cast<std::size_t>(i)], "w", rate::per_second(2), 1, patient());
+    const auto record = [done, i](std::error_code ec) {
+      const std::lock_guard lock(done->m);
+      done->order.push_back(ec ? -1 - i : i);
     };
     if (i == 1) {
-      blocking = std::jthread([&, l, done] { done(l.try_acquire_for("k", 20s) ? std::error_code() : errc::timeout); });
+      blocking = std::jthread([l, record] { record(l.try_acquire_for("k", 20s) ? std::error_code() : errc::timeout); });
     } else {
-      l.async_acquire_for("k", 20s, 1, done);  // the limiter object goes out of scope: the wait does not need it
+      l.async_acquire_for("k", 20s, 1, record);  // the limiter object goes out of scope: the wait does not need it
     }
     ASSERT_TRUE(admit::redis::testing::eventually(
-        [&] {
-          const std::lock_guard lock(m);
-          return waiters(this->server, "w", "k") + static_cast<long long>(order.size()) == i + 1;
-        },
-        10s));
+        [&] { return waiters(this->server, "w", "k") + static_cast<long long>(done->size()) == i + 1; }, 10s));
   }
-  ASSERT_TRUE(admit::redis::testing::eventually(
-      [&] {
-        const std::lock_guard lock(m);
-        return order.size() == count;
-      },
-      20s));
-  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+  ASSERT_TRUE(admit::redis::testing::eventually([&] { return done->size() == count; }, 20s));
+  const std::lock_guard lock(done->m);
+  EXPECT_EQ(done->order, (std::vector<int>{0, 1, 2, 3}));
 }
 
 // A terminal cancellation through the handler's slot completes with errc::cancelled and leaves the queue; another
@@ -278,11 +289,11 @@ TYPED_TEST(RedisRateLimiterWait, ACancelledAsyncWaiterLeavesTheQueue) {
   const TypeParam l(this->conn, "w", rate::every(1h), 1, patient());
   ASSERT_TRUE(l.decide("k").decision.admitted);
   boost::asio::cancellation_signal signal;
-  std::promise<std::error_code> got;
-  l.async_acquire("k", 1,
-                  boost::asio::bind_cancellation_slot(signal.slot(), [&](std::error_code ec) { got.set_value(ec); }));
+  const auto got = std::make_shared<std::promise<std::error_code>>();  // the handler's own
+  auto result = got->get_future();
+  l.async_acquire(
+      "k", 1, boost::asio::bind_cancellation_slot(signal.slot(), [got](std::error_code ec) { got->set_value(ec); }));
   ASSERT_TRUE(admit::redis::testing::eventually([&] { return waiters(this->server, "w", "k") == 1; }, 10s));
-  auto result = got.get_future();
   // Emitted from the connection's thread, as Asio requires of a slot's signal.
   boost::asio::post(this->io.executor(), [&] { signal.emit(boost::asio::cancellation_type::partial); });
   EXPECT_EQ(result.wait_for(300ms), std::future_status::timeout) << "a partial cancellation ended the wait";
@@ -292,10 +303,12 @@ TYPED_TEST(RedisRateLimiterWait, ACancelledAsyncWaiterLeavesTheQueue) {
   EXPECT_TRUE(admit::redis::testing::eventually([&] { return waiters(this->server, "w", "k") == 0; }, 10s));
 }
 
-// Redis gone: the asynchronous wait fails with the call's error long before its deadline.
+// Redis gone: the asynchronous wait fails with the call's error long before its deadline (never admitted by the
+// failure policy).
 TYPED_TEST(RedisRateLimiterWait, AnAsyncWaitWithRedisGoneFailsWithItsError) {
   admit::redis::limiter_options o;
   o.timeout = 200ms;
+  o.on_failure = admit::redis::failure_policy::fail_open;
   const TypeParam l(this->conn, "w", rate::per_second(1), 1, o);
   this->server.kill();
   const auto t0 = steady::now();

@@ -26,16 +26,19 @@ namespace admit::redis::detail {
 // cleared before the handler runs.
 template <class... Args, class Handler>
 std::function<void(Args...)> posted_completion(Handler handler, const boost::asio::any_io_executor& fallback) {
-  auto executor = boost::asio::get_associated_executor(handler, fallback);
+  const auto associated = boost::asio::get_associated_executor(handler, fallback);
   using work_type =
-      std::decay_t<decltype(boost::asio::prefer(executor, boost::asio::execution::outstanding_work.tracked))>;
+      std::decay_t<decltype(boost::asio::prefer(associated, boost::asio::execution::outstanding_work.tracked))>;
   struct pending {
     Handler handler;
     work_type work;
   };
   auto p = std::make_shared<pending>(
-      pending{std::move(handler), boost::asio::prefer(executor, boost::asio::execution::outstanding_work.tracked)});
-  return [p, executor](Args... args) {
+      pending{std::move(handler), boost::asio::prefer(associated, boost::asio::execution::outstanding_work.tracked)});
+  return [p](Args... args) {
+    // Posted through an untracked copy of the counted work: this function keeps no executor of the handler's (the
+    // completion object that owns it may outlive the handler's io_context), and the counted work travels in p.
+    const auto executor = boost::asio::prefer(p->work, boost::asio::execution::outstanding_work.untracked);
     boost::asio::post(executor, [p, ... args = std::move(args)]() mutable {
       Handler h = std::move(p->handler);
       [[maybe_unused]] const work_type work = std::move(p->work);  // released once the handler has run
