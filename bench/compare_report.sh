@@ -424,9 +424,18 @@ EOF
 EOF
 
   # Measurements made by their own scripts (keyed limiter, middleware, HTTP load, Redis: docs/perf/redis.md comes from
-  # bench/redis_compare.sh, which this script does not run), each with its date and command.
+  # bench/redis_compare.sh, which this script does not run), each with its date and command, and the write-ups made
+  # by hand (a *_notes.md file follows the section its name starts with; replay, recommend, admission, metrics): in
+  # this order, then any other file of docs/perf.
+  perf_order=(http keyed middleware redis redis_notes redis_semaphore redis_semaphore_notes replay recommend run
+    admission metrics serve)
+  for extra in "${perf_order[@]}"; do
+    [[ -e "docs/perf/$extra.md" ]] || continue
+    printf '\n'
+    cat "docs/perf/$extra.md"
+  done
   for extra in docs/perf/*.md; do
-    [[ -e "$extra" ]] || continue
+    [[ -e "$extra" && " ${perf_order[*]} " != *" $(basename "$extra" .md) "* ]] || continue
     printf '\n'
     cat "$extra"
   done
