@@ -249,4 +249,37 @@ TEST(RedisSemaphoreQueue, AGrantGivenBackByACancelReturnsItsTokens) {
   EXPECT_EQ(status({"acquire", def, "b", "2", "60000000", "0", "-1", "60000000", wake}), "0");  // both tokens back
 }
 
+// With classes, the grant's charge to its class's assured bucket goes back too: class 0 is assured one token an hour
+// (burst 1), so its bucket's state after a grant is the grant's time, and after the refund an hour before it.
+TEST(RedisSemaphoreQueue, AGrantGivenBackByACancelReturnsItsClassesAssuredToken) {
+  redis_server server;
+  const std::string source = semaphore_source();
+  const std::string def = "4/1000000/100/2:3600000000:1,2:0:0";
+  const std::string wake = "{assured}:wake:mine";
+  auto status = [&](const std::vector<std::string>& argv) {
+    const std::string r = server.admin(eval_args(source, "assured", argv));
+    return r.substr(0, r.find('\n'));
+  };
+  auto server_us = [&] {
+    const std::string t = server.admin({"TIME"});  // "<s>\n<µs>"
+    return std::stoll(t.substr(0, t.find('\n'))) * 1'000'000 + std::stoll(t.substr(t.find('\n') + 1));
+  };
+  const long long before = server_us();
+  EXPECT_EQ(status({"acquire", def, "a", "1", "60000000", "0", "-1", "60000000", wake, "-1", "0"}), "0");
+  const long long charged = std::stoll(server.admin({"HGET", "{assured}:meta", "atat:1"}));
+  ASSERT_GE(charged, before) << "the grant did not charge class 0's assured bucket";
+  EXPECT_EQ(status({"cancel", def, "a", wake}), "6");  // left, given back
+  const long long after = std::stoll(server.admin({"HGET", "{assured}:meta", "atat:1"}));
+  EXPECT_EQ(after, charged - 3'600'000'000LL) << "the class's assured token was not given back";
+  EXPECT_EQ(server.admin({"HEXISTS", "{assured}:waiters", "c:a"}), "0");  // the mark goes with the lease
+
+  // A lease released (not cancelled) keeps the charge, and its mark goes too.
+  EXPECT_EQ(status({"acquire", def, "b", "1", "60000000", "0", "-1", "60000000", wake, "-1", "0"}), "0");
+  EXPECT_EQ(server.admin({"HEXISTS", "{assured}:waiters", "c:b"}), "1");
+  const long long held = std::stoll(server.admin({"HGET", "{assured}:meta", "atat:1"}));
+  EXPECT_EQ(status({"release", def, "b", wake}), "0");
+  EXPECT_EQ(std::stoll(server.admin({"HGET", "{assured}:meta", "atat:1"})), held);
+  EXPECT_EQ(server.admin({"HEXISTS", "{assured}:waiters", "c:b"}), "0");
+}
+
 }  // namespace

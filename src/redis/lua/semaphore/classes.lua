@@ -94,12 +94,20 @@ local function make_class_helpers()
     end
     return heads
   end
-  -- Admits h (out of its queue, or never in it): its permits, its tokens, and its class's share of both.
+  -- Admits h (out of its queue, or never in it): its permits, its tokens, and its class's share of both. A grant
+  -- that charged its class's assured bucket is marked so in the waiters hash ("c:<id>", see take_lease), so that a
+  -- cancel that gives the grant back can refund that charge too.
   admit_head = function(h)
     take(h.n)
-    if interval > 0 and h.token_entitled then assured_charge(cls[h.k], h.n) end
+    local charged = interval > 0 and h.token_entitled
+    if charged then assured_charge(cls[h.k], h.n) end
     take_tokens(h.n)
-    return grant(h.id, h.n, h.ttl, h.k)
+    local token, expires = grant(h.id, h.n, h.ttl, h.k)
+    if charged then
+      redis.call('HSET', waiters_hash, 'c:' .. h.id, '1')
+      wrote(waiters_hash)
+    end
+    return token, expires
   end
   serve_multi = function(mine, handed, all)
     while true do

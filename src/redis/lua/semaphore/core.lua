@@ -31,7 +31,8 @@
 --                    library's ids are 32 hex digits): a record that cannot be read back loses its waiter
 --   KEYS[5] expiry   sorted set: waiter id -> the waiter's expiry (µs); the waiters, whatever their place: a waiter
 --                    that stops polling leaves the queue
---   KEYS[6] waiters  (with a rate or classes) hash: waiter id -> "class:n:arrival"
+--   KEYS[6] waiters  (with a rate or classes) hash: waiter id -> "class:n:arrival"; with classes and a rate also
+--                    "c:<lease id>" -> 1 for a lease whose grant charged its class's assured bucket (see take_lease)
 --   KEYS[5 + k]      (with classes, k >= 2) class k - 1's queue, as KEYS[4] is class 0's; KEYS[6] and these are
 --                    found by their names ("{name}:waiters", "{name}:waiting:<class>") when a caller gives only five
 --   KEYS[7]          (a rate limiter's queue, ARGV[2] ending in "@gcra" or "@token_bucket"; no classes) the limiter's
@@ -317,8 +318,10 @@ local function compact()
   end
 end
 
--- The permits of lease `id` (nil when there is no such lease), which is removed. `n`: its permits when the caller
--- knows them (the lease's own release), else read.
+-- The permits of lease `id` (nil when there is no such lease), which is removed, and — with classes and a rate —
+-- its class when its grant charged the class's assured bucket (admit_head's mark, removed with the lease; a lease
+-- granted by an older admit has none). `n`: its permits when the caller knows them (the lease's own release), else
+-- read.
 local function take_lease(id, n)
   if n and not multi then
     if redis.call('ZREM', holders, id) == 0 then return nil end
@@ -335,17 +338,22 @@ local function take_lease(id, n)
     local c = cls[tonumber(k) + 1]
     c.held = math.max(0, c.held - held)
     dirty.classes = true
+    if interval > 0 and redis.call('HDEL', waiters_hash, 'c:' .. id) == 1 then return held, c end
   end
   return held
 end
 
--- A grant given back unused (its waiter gave up first: run.cancel) returns its n tokens to the rate's bucket, as if it
--- had never been made: a request that timed out or was cancelled takes nothing. (A class's assured bucket keeps the
--- charge, when the grant made one: the lease does not record whether it did. That class only waits the longer.)
-local function refund(n)
+-- A grant given back unused (its waiter gave up first: run.cancel) returns its n tokens to the rate's bucket, and to
+-- class `charged`'s assured bucket when the grant charged it (take_lease), as if it had never been made: a request
+-- that timed out or was cancelled takes nothing.
+local function refund(n, charged)
   if interval > 0 then
     tat = tat - n * interval
     dirty.tat = true
+  end
+  if charged then
+    charged.atat = charged.atat - n * charged.ai
+    dirty.classes = true
   end
 end
 

@@ -48,10 +48,10 @@ function run.cancel(A)
   -- its tokens too (the caller gave up: nobody will use that lease). Whole here, so that a cancel whose reply is lost, or that
   -- reaches Redis after its caller stopped waiting for the answer, leaves nothing behind.
   local id = A[3]
-  local n = take_lease(id)
+  local n, charged = take_lease(id)
   if n then
     take(-n)
-    refund(n)
+    refund(n, charged)
     local handed = {}
     serve(A[4], handed)
     return with_grants(LEFT, n, handed)
