@@ -46,6 +46,13 @@ class RedisRateLimiterWait : public ::testing::Test {
   redis_server server;
   io_thread io;
   connection conn{io.executor(), server.url()};
+
+  // `count` connections of their own to the server (as `count` processes would have), on the same io thread.
+  std::vector<std::unique_ptr<connection>> connections(int count) {
+    std::vector<std::unique_ptr<connection>> conns;
+    for (int i = 0; i < count; ++i) conns.push_back(std::make_unique<connection>(io.executor(), server.url()));
+    return conns;
+  }
 };
 using limiters = ::testing::Types<admit::redis::gcra, admit::redis::token_bucket>;
 struct limiter_names {
@@ -97,9 +104,7 @@ TYPED_TEST(RedisRateLimiterWait, WaitersAreAdmittedInArrivalOrder) {
   const TypeParam empty_it(this->conn, "w", rate::per_second(2), 1, patient());
   ASSERT_TRUE(empty_it.decide("k").decision.admitted);
   constexpr int count = 5;
-  std::vector<std::unique_ptr<connection>> conns;
-  for (int i = 0; i < count; ++i)
-    conns.push_back(std::make_unique<connection>(this->io.executor(), this->server.url()));
+  const auto conns = this->connections(count);
   std::mutex m;
   std::vector<int> order;
   std::vector<std::jthread> threads;
@@ -251,9 +256,7 @@ TYPED_TEST(RedisRateLimiterWait, AsyncWaitersAreServedInArrivalOrder) {
   const TypeParam empty_it(this->conn, "w", rate::per_second(2), 1, patient());
   ASSERT_TRUE(empty_it.decide("k").decision.admitted);
   constexpr int count = 4;
-  std::vector<std::unique_ptr<connection>> conns;
-  for (int i = 0; i < count; ++i)
-    conns.push_back(std::make_unique<connection>(this->io.executor(), this->server.url()));
+  const auto conns = this->connections(count);
   struct completions {
     std::mutex m;
     std::vector<int> order;

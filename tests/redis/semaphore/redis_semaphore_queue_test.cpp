@@ -47,6 +47,9 @@ class other_process {
     return first(call({"acquire", "1", id, n, "60000000", "1", max_waiters, waiter_ttl_us, wake()}));
   }
   std::string cancel(const std::string& id) { return first(call({"cancel", "1", id, wake()})); }
+  // Any call (the operation, the definition, its arguments): the reply's status.
+  std::string status(const std::vector<std::string>& argv) const { return first(call(argv)); }
+  std::string wake() const { return "{" + name_ + "}:wake:other"; }
   // The length of the queue's list, departed waiters not compacted yet included.
   long long queue_length() const { return std::stoll(server_.admin({"LLEN", "{" + name_ + "}:waiting"})); }
 
@@ -56,7 +59,6 @@ class other_process {
   }
   // admin() gives an array reply's elements one per line: the status is the first.
   static std::string first(const std::string& r) { return r.substr(0, r.find('\n')); }
-  std::string wake() const { return "{" + name_ + "}:wake:other"; }
 
   const redis_server& server_;
   std::string name_;
@@ -236,13 +238,10 @@ TEST(RedisSemaphoreQueue, ADepartedHeadLargerThanTheCapacityGetsNoWakeUp) {
 // a burst of 2: a's grant empties the bucket, and only the cancel's refund lets b have 2 tokens at once.
 TEST(RedisSemaphoreQueue, AGrantGivenBackByACancelReturnsItsTokens) {
   redis_server server;
-  const std::string source = semaphore_source();
+  const other_process p(server, "refund");
   const std::string def = "4/1000000/2";
-  const std::string wake = "{refund}:wake:mine";
-  auto status = [&](const std::vector<std::string>& argv) {
-    const std::string r = server.admin(eval_args(source, "refund", argv));
-    return r.substr(0, r.find('\n'));
-  };
+  const std::string wake = p.wake();
+  const auto status = [&](const std::vector<std::string>& argv) { return p.status(argv); };
   EXPECT_EQ(status({"acquire", def, "a", "2", "60000000", "0", "-1", "60000000", wake}), "0");  // granted
   EXPECT_EQ(status({"acquire", def, "b", "1", "60000000", "0", "-1", "60000000", wake}), "2");  // no token left
   EXPECT_EQ(status({"cancel", def, "a", wake}), "6");                                           // left, given back
@@ -253,13 +252,10 @@ TEST(RedisSemaphoreQueue, AGrantGivenBackByACancelReturnsItsTokens) {
 // (burst 1), so its bucket's state after a grant is the grant's time, and after the refund an hour before it.
 TEST(RedisSemaphoreQueue, AGrantGivenBackByACancelReturnsItsClassesAssuredToken) {
   redis_server server;
-  const std::string source = semaphore_source();
+  const other_process p(server, "assured");
   const std::string def = "4/1000000/100/2:3600000000:1,2:0:0";
-  const std::string wake = "{assured}:wake:mine";
-  auto status = [&](const std::vector<std::string>& argv) {
-    const std::string r = server.admin(eval_args(source, "assured", argv));
-    return r.substr(0, r.find('\n'));
-  };
+  const std::string wake = p.wake();
+  const auto status = [&](const std::vector<std::string>& argv) { return p.status(argv); };
   auto server_us = [&] {
     const std::string t = server.admin({"TIME"});  // "<s>\n<µs>"
     return std::stoll(t.substr(0, t.find('\n'))) * 1'000'000 + std::stoll(t.substr(t.find('\n') + 1));
