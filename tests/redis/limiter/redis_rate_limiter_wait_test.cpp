@@ -182,8 +182,8 @@ TYPED_TEST(RedisRateLimiterWait, TheEdgesAnswerAtOnce) {
   stop.request_stop();
 }
 
-// Redis gone: the wait fails (never admitted by the failure policy) once its call times out, long before its own
-// deadline, and the connection says why.
+// Redis gone: the wait, blocking or asynchronous, fails (never admitted by the failure policy) once its call times
+// out, long before its own deadline, and the connection says why.
 TYPED_TEST(RedisRateLimiterWait, AWaitWithRedisGoneFailsWithItsError) {
   admit::redis::limiter_options o;
   o.timeout = 200ms;
@@ -195,6 +195,13 @@ TYPED_TEST(RedisRateLimiterWait, AWaitWithRedisGoneFailsWithItsError) {
   ASSERT_FALSE(r) << "admitted with Redis gone";
   EXPECT_LT(steady::now() - t0, 2s) << "waited for its deadline instead of failing with the call";
   EXPECT_TRUE(this->conn.last_connect_error()) << r.error().message();
+
+  // The asynchronous form alike.
+  const auto t1 = steady::now();
+  std::future<std::error_code> f = l.async_acquire_for("k", 3s, 1, boost::asio::use_future);
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(f.get()) << "admitted with Redis gone";
+  EXPECT_LT(steady::now() - t1, 2s) << "waited for its deadline instead of failing with the call";
 }
 
 // The asynchronous forms: a wait admitted when its token comes takes it, the handler runs through its own executor
@@ -304,21 +311,6 @@ TYPED_TEST(RedisRateLimiterWait, ACancelledAsyncWaiterLeavesTheQueue) {
   ASSERT_EQ(result.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(result.get(), errc::cancelled);
   EXPECT_TRUE(admit::redis::testing::eventually([&] { return waiters(this->server, "w", "k") == 0; }, 10s));
-}
-
-// Redis gone: the asynchronous wait fails with the call's error long before its deadline (never admitted by the
-// failure policy).
-TYPED_TEST(RedisRateLimiterWait, AnAsyncWaitWithRedisGoneFailsWithItsError) {
-  admit::redis::limiter_options o;
-  o.timeout = 200ms;
-  o.on_failure = admit::redis::failure_policy::fail_open;
-  const TypeParam l(this->conn, "w", rate::per_second(1), 1, o);
-  this->server.kill();
-  const auto t0 = steady::now();
-  std::future<std::error_code> f = l.async_acquire_for("k", 3s, 1, boost::asio::use_future);
-  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
-  EXPECT_TRUE(f.get()) << "admitted with Redis gone";
-  EXPECT_LT(steady::now() - t0, 2s) << "waited for its deadline instead of failing with the call";
 }
 
 }  // namespace rate_limiter_wait_testing
