@@ -27,10 +27,9 @@
 // failure policy, and not taken from local leases; the call that joins the queue fails the wait, a waiter already
 // queued asks again until its deadline). Each call to Redis is bounded by options().timeout; `stop` or the deadline
 // end a wait, which then leaves the queue before it returns (within options().timeout; an asynchronous wait
-// completes at once and leaves in the background). rate::inf admits at
-// once without Redis; n == 0 is admitted at once; a negative n throws std::invalid_argument. The blocking forms must
-// not be called on a thread that runs the client's executor; the asynchronous ones (async_acquire, _for, _until) wait
-// on it, as redis::semaphore's do:
+// completes at once and leaves in the background). rate::inf admits at once without Redis; n == 0 is admitted at
+// once; a negative n throws std::invalid_argument. The blocking forms must not be called on a thread that runs the
+// client's executor; the asynchronous ones (async_acquire, _for, _until) wait on it, as redis::semaphore's do:
 //
 //   api.async_acquire_for("partner-x", 2s, 1, [](std::error_code ec) { if (!ec) call_partner(); });
 //
