@@ -52,6 +52,15 @@ void give_back_entry(detail::semaphore_core& queue, lease& l, std::int64_t n) {
   if (std::string id = l.detach(); !id.empty()) queue.release_async(id, n);
 }
 
+// A deadline already passed does not wait, as the local bucket's: one try, admitted now (nobody waiting first) or
+// errc::timeout — the error such a try's "not free now" (errc::would_block) becomes.
+bool now_only(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  return deadline && *deadline <= std::chrono::steady_clock::now();
+}
+std::error_code wait_error(std::error_code ec, bool now_only) {
+  return now_only && ec == errc::would_block ? make_error_code(errc::timeout) : ec;
+}
+
 }  // namespace
 
 wait_result rate_limiter::wait(std::string_view key, std::int64_t n, std::optional<clock::time_point> deadline,
@@ -59,12 +68,10 @@ wait_result rate_limiter::wait(std::string_view key, std::int64_t n, std::option
   if (auto r = settled_at_once(n)) return *r;
   if (stop.stop_requested()) return make_error_code(errc::cancelled);
   const auto queue = queue_of(key);
-  // A deadline already passed does not wait, as the local bucket's: admitted now (nobody waiting first) or timeout.
-  const bool now_only = deadline && *deadline <= clock::now();
-  semaphore_result r = now_only ? queue->try_acquire(n) : queue->acquire(n, deadline, stop);
+  const bool once = now_only(deadline);
+  semaphore_result r = once ? queue->try_acquire(n) : queue->acquire(n, deadline, stop);
   queue->close();
-  if (!r && now_only && r.error() == errc::would_block) return make_error_code(errc::timeout);
-  if (!r) return r.error();
+  if (!r) return wait_error(r.error(), once);
   give_back_entry(*queue, r.value(), n);
   return {};
 }
@@ -81,8 +88,7 @@ class rate_wait_completion final : public acquire_completion {
       : queue_(std::move(queue)), n_(n), now_only_(now_only), done_(std::move(done)) {}
   void complete(std::error_code ec, lease l) override {
     if (!ec) give_back_entry(*queue_, l, n_);
-    if (now_only_ && ec == errc::would_block) ec = make_error_code(errc::timeout);
-    done_(ec);
+    done_(wait_error(ec, now_only_));
   }
   void settled() override { queue_->close(); }
 
@@ -98,9 +104,9 @@ class rate_wait_completion final : public acquire_completion {
 std::shared_ptr<async_acquire_op> make_rate_wait(const std::shared_ptr<semaphore_core>& queue, std::int64_t n,
                                                  std::optional<steady::time_point> deadline,
                                                  std::function<void(std::error_code)> done) {
-  const bool now_only = deadline && *deadline <= steady::now();
-  auto completion = std::make_shared<rate_wait_completion>(queue, n, now_only, std::move(done));
-  if (!now_only) return make_async_acquire(queue, n, deadline, std::move(completion));
+  const bool once = now_only(deadline);
+  auto completion = std::make_shared<rate_wait_completion>(queue, n, once, std::move(done));
+  if (!once) return make_async_acquire(queue, n, deadline, std::move(completion));
   start_try_acquire(queue, n, std::move(completion));
   return nullptr;
 }
