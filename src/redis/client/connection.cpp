@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
@@ -14,9 +15,7 @@
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
-#include <limits>
 #include <mutex>
-#include <new>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -379,26 +378,34 @@ std::shared_ptr<connection_impl> make_connection_impl(boost::asio::any_io_execut
   return std::make_shared<connection_impl>(std::move(ex), std::move(options));
 }
 
-std::string format_command(const command& cmd) {
+void append_command(std::string& out, const command& cmd) {
   if (cmd.empty()) throw std::invalid_argument("redis command: empty (no arguments)");
   const auto& args = cmd.args();
-  if (args.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
-    throw std::invalid_argument("redis command: too many arguments");
+  // "*<count>\r\n", then "$<length>\r\n<bytes>\r\n" per argument: the lengths' digits and 5 bytes of framing each.
+  std::size_t size = 16;
+  for (const std::string& a : args) size += a.size() + 26;
+  out.reserve(out.size() + size);
+  const auto decimal = [&out](std::size_t value) {
+    char digits[24];
+    const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
+    out.append(digits, end);
+  };
+  out += '*';
+  decimal(args.size());
+  out += "\r\n";
+  for (const std::string& a : args) {
+    out += '$';
+    decimal(a.size());
+    out += "\r\n";
+    out += a;
+    out += "\r\n";
   }
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lengths;
-  argv.reserve(args.size());
-  lengths.reserve(args.size());
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lengths.push_back(a.size());
-  }
-  char* out = nullptr;
-  const int n = redisFormatCommandArgv(&out, static_cast<int>(args.size()), argv.data(), lengths.data());
-  if (n < 0 || out == nullptr) throw std::bad_alloc();
-  std::string formatted(out, static_cast<std::size_t>(n));
-  redisFreeCommand(out);
-  return formatted;
+}
+
+std::string format_command(const command& cmd) {
+  std::string out;
+  append_command(out, cmd);
+  return out;
 }
 
 void submit(connection_impl& impl, std::shared_ptr<request_base> req) { impl.submit(std::move(req)); }
