@@ -40,6 +40,7 @@
 
 #include "admit/detail/host_port.hpp"
 #include "admit/redis/client/connection.hpp"
+#include "admit/redis/client/pipeline.hpp"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 
 namespace {
@@ -67,10 +68,10 @@ class floor_handler final
       return reactor;
     }
     const std::string key = "floor:" + std::to_string(next_.fetch_add(1, std::memory_order_relaxed) % keys_);
-    const std::vector<admit::redis::command> commands{admit::redis::command{"INCRBY", key, "1"},
-                                                      admit::redis::command{"EXPIRE", key, "1", "NX"}};
+    admit::redis::pipeline commands;
+    commands.add("INCRBY", key, 1).add("EXPIRE", key, 1, "NX");
     redis_->async_execute_pipeline_until(
-        admit::redis::connection::clock::now() + std::chrono::seconds(1), commands,
+        admit::redis::connection::clock::now() + std::chrono::seconds(1), std::move(commands),
         [reactor](boost::system::error_code ec, const admit::redis::reply& r) {
           const bool counted = !ec && r.is_array() && r.elements().size() == 2 && r.elements()[0].is_integer();
           reactor->Finish(counted ? grpc::Status::OK : grpc::Status(grpc::StatusCode::UNAVAILABLE, "Redis failed"));

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
@@ -376,30 +375,6 @@ void connection_impl::check_closing() {
 std::shared_ptr<connection_impl> make_connection_impl(boost::asio::any_io_executor ex, connection_options options) {
   validate(options);
   return std::make_shared<connection_impl>(std::move(ex), std::move(options));
-}
-
-void append_command(std::string& out, const command& cmd) {
-  if (cmd.empty()) throw std::invalid_argument("redis command: empty (no arguments)");
-  const auto& args = cmd.args();
-  // "*<count>\r\n", then "$<length>\r\n<bytes>\r\n" per argument: the lengths' digits and 5 bytes of framing each.
-  std::size_t size = 16;
-  for (const std::string& a : args) size += a.size() + 26;
-  out.reserve(out.size() + size);
-  const auto decimal = [&out](std::size_t value) {
-    char digits[24];
-    const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
-    out.append(digits, end);
-  };
-  out += '*';
-  decimal(args.size());
-  out += "\r\n";
-  for (const std::string& a : args) {
-    out += '$';
-    decimal(a.size());
-    out += "\r\n";
-    out += a;
-    out += "\r\n";
-  }
 }
 
 std::string format_command(const command& cmd) {

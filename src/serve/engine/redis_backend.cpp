@@ -240,8 +240,9 @@ void redis_backend::decide(std::vector<hit> hits, std::chrono::system_clock::tim
       w.req = req;
       w.index = i;
       w.drop = over_limit_hits_of(*h.rule) == over_limit_hits::drop && !h.override_limit;
-      w.key = state_->opts.key_prefix + (w.drop ? "fwd:{" : "fw:{") + h.counter_key + "}:" + std::to_string(divider) +
-              ":" + std::to_string(start);
+      w.key.reserve(state_->opts.key_prefix.size() + h.counter_key.size() + 48);  // one allocation
+      w.key.append(state_->opts.key_prefix).append(w.drop ? "fwd:{" : "fw:{").append(h.counter_key).append("}:");
+      w.key.append(std::to_string(divider)).append(":").append(std::to_string(start));
       w.n = h.n;
       w.take = h.n;
       w.expire_seconds = divider;

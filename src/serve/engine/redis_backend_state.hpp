@@ -197,10 +197,11 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   // EXPIRE counter unit NX, or GET when the sum is 0; all in one pipeline.
   static bool plain(const detail::window_hit& h) noexcept { return !h.drop && h.take == h.n && h.window_end_s == 0; }
   // One counter of such a batch: the index of its reply (INCRBY's, or GET's), its EXPIRE's right after it when
-  // `hits` > 0; the hits of the batch on it.
+  // `hits` > 0; the hits of the batch on it; the first of them (the batch's index).
   struct plain_counter {
     std::size_t reply = 0;
     std::uint64_t hits = 0;
+    std::size_t first = 0;
   };
   void send_plain(std::vector<detail::window_hit> hits);
   // counter_of[i]: the index in `counters` of hits[i]'s counter; `replies`: the pipeline's commands.

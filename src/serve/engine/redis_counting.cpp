@@ -8,7 +8,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string_view>
-#include <unordered_map>
 
 #include "admit/rate.hpp"
 #include "admit/redis/gcra.hpp"
@@ -265,42 +264,44 @@ void redis_backend::state::finish_window_hit(window_hit& h, std::uint64_t count_
 // batch with the sum of its hits, each hit answered in its order in the batch: the INCRBY's result minus the hits
 // after it (the count each would have seen had it been sent alone, one after the other).
 void redis_backend::state::send_plain(std::vector<window_hit> hits) {
+  // The hits grouped by counter without a map: their indexes, sorted by key (stably: a counter's hits keep their order
+  // in the batch), then one counter per run of equal keys.
+  std::vector<std::size_t> order(hits.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&hits](std::size_t x, std::size_t y) { return hits[x].key < hits[y].key; });
   std::vector<std::size_t> counter_of(hits.size());
   std::vector<plain_counter> counters;
-  std::vector<std::size_t> first_hit;                       // per counter: its first hit in the batch
-  std::unordered_map<std::string_view, std::size_t> index;  // counter key -> its index in `counters`
   steady::time_point earliest = hits.front().deadline;
-  for (std::size_t i = 0; i < hits.size(); ++i) {
-    earliest = std::min(earliest, hits[i].deadline);
-    const auto [it, added] = index.try_emplace(hits[i].key, counters.size());
-    if (added) {
-      counters.emplace_back();
-      first_hit.push_back(i);
-    }
-    counter_of[i] = it->second;
-    counters[it->second].hits += hits[i].n;
+  for (std::size_t at = 0; at < order.size(); ++at) {
+    const window_hit& h = hits[order[at]];
+    earliest = std::min(earliest, h.deadline);
+    if (at == 0 || h.key != hits[order[at - 1]].key) counters.push_back({.reply = 0, .hits = 0, .first = order[at]});
+    counter_of[order[at]] = counters.size() - 1;
+    counters.back().hits += h.n;
   }
-  std::vector<redis::command> commands;
-  for (std::size_t at = 0; at < counters.size(); ++at) {
-    const window_hit& first = hits[first_hit[at]];
-    counters[at].reply = commands.size();
-    if (counters[at].hits == 0) {  // only questions (hits_addend 0): nothing is created
-      commands.push_back(redis::command{"GET", first.key});
+  redis::pipeline commands;
+  commands.reserve(counters.size() * (hits.front().key.size() + 64) * 2);
+  for (plain_counter& counter : counters) {
+    const window_hit& first = hits[counter.first];
+    counter.reply = commands.size();
+    if (counter.hits == 0) {  // only questions (hits_addend 0): nothing is created
+      commands.add("GET", first.key);
     } else {
-      commands.push_back(redis::command{"INCRBY", first.key}.arg(counters[at].hits));
-      commands.push_back(redis::command{"EXPIRE", first.key}.arg(first.expire_seconds).arg("NX"));
+      commands.add("INCRBY", first.key, counter.hits).add("EXPIRE", first.key, first.expire_seconds, "NX");
     }
   }
   redis::connection& c = *conn;
   in_flight counted_call(*this);
+  const std::size_t replies = commands.size();
   call_guarded(
       [self = shared_from_this(), hits = std::make_shared<std::vector<window_hit>>(std::move(hits)),
        counter_of = std::move(counter_of), counters = std::move(counters),
-       replies = commands.size()](boost::system::error_code ec, const redis::reply& r) {
+       replies](boost::system::error_code ec, const redis::reply& r) {
         self->call_done();
         self->counted_plain(*hits, counter_of, counters, replies, ec, r);
       },
-      [&](auto reported) { c.async_execute_pipeline_until(earliest, commands, std::move(reported)); });
+      [&](auto reported) { c.async_execute_pipeline_until(earliest, std::move(commands), std::move(reported)); });
   counted_call.started();
 }
 

@@ -1,16 +1,19 @@
-// admit::redis's request encoding (detail::append_command, format_command) against hiredis's redisFormatCommandArgv,
-// the encoder it replaces: the same bytes for every command, binary arguments included.
+// admit::redis's request encoding (detail::append_command, format_command, pipeline::add) against hiredis's
+// redisFormatCommandArgv, the encoder it replaces: the same bytes for every command, binary arguments included.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "admit/redis/client/command.hpp"
 #include "admit/redis/client/connection.hpp"
+#include "admit/redis/client/pipeline.hpp"
 
 namespace {
 
@@ -62,6 +65,15 @@ TEST(RedisCommandFormat, AppendsAfterWhatIsThere) {
   append_command(payload, command{"EXPIRE", "counter", "60", "NX"});
   EXPECT_EQ(payload, "*1\r\n$4\r\nPING\r\n" + hiredis_format(command{"INCRBY", "counter", "5"}) +
                          hiredis_format(command{"EXPIRE", "counter", "60", "NX"}));
+}
+
+TEST(RedisCommandFormat, PipelineArgumentsAreThoseOfACommand) {
+  const std::string key("k\0\r\n", 4);
+  admit::redis::pipeline p;
+  p.add("INCRBY", key, 5).add("SET", std::string_view("v"), -42, std::uint64_t{18446744073709551615u}, "NX");
+  EXPECT_EQ(p.size(), 2u);
+  EXPECT_EQ(p.payload(), hiredis_format(command{"INCRBY", key, "5"}) +
+                             hiredis_format(command{"SET", "v", "-42", "18446744073709551615", "NX"}));
 }
 
 TEST(RedisCommandFormat, RefusesAnEmptyCommand) {

@@ -1,7 +1,7 @@
 // Auto-pipelining on one connection: coroutines and threads share it, each gets its own replies in order, and
 // concurrent calls travel in shared writes (connection_statistics counts writes and commands). Explicit pipelines
-// (async_execute_pipeline_until): one completion with every reply, among other calls, past a deadline, and refused
-// when empty.
+// (async_execute_pipeline_until, of a list of commands or of a redis::pipeline): one completion with every reply, among
+// other calls, past a deadline, and refused when empty.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -224,9 +224,42 @@ TEST(RedisPipeline, EmptyPipelineOrCommandThrows) {
   io_thread io;
   connection conn(io.executor(), server.url());
   const auto ignore = [](boost::system::error_code, reply) {};
-  EXPECT_THROW(conn.async_execute_pipeline_until(std::nullopt, {}, ignore), std::invalid_argument);
+  EXPECT_THROW(conn.async_execute_pipeline_until(std::nullopt, std::vector<command>{}, ignore), std::invalid_argument);
   EXPECT_THROW(conn.async_execute_pipeline_until(std::nullopt, {command{"PING"}, command{}}, ignore),
                std::invalid_argument);
+  EXPECT_THROW(conn.async_execute_pipeline_until(std::nullopt, admit::redis::pipeline{}, ignore),
+               std::invalid_argument);
+  admit::redis::pipeline p;
+  p.add("PING");
+  EXPECT_THROW(p.add(command{}), std::invalid_argument);
+  EXPECT_EQ(p.size(), 1u);
+  EXPECT_EQ(p.payload(), "*1\r\n$4\r\nPING\r\n");  // the empty command left nothing behind
+}
+
+// A pipeline encoded as it is built (redis::pipeline) is the commands' list: one completion, every reply in order.
+TEST(RedisPipeline, EncodedPipelineIsAnsweredAsTheCommandsList) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  ASSERT_FALSE(conn.connect());
+  const std::string key("counter\0with a NUL", 19);
+  admit::redis::pipeline p;
+  p.add("INCRBY", key, 5).add("EXPIRE", key, 60, "NX").add(command{"INCRBY", key, "-2"}).add("TTL", key);
+  EXPECT_EQ(p.size(), 4u);
+  std::promise<pipeline_result> done;
+  conn.async_execute_pipeline_until(std::nullopt, std::move(p), [&done](boost::system::error_code ec, reply r) {
+    done.set_value({ec, std::move(r)});
+  });
+  const pipeline_result r = done.get_future().get();
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  ASSERT_TRUE(r.value.is_array());
+  ASSERT_EQ(r.value.elements().size(), 4u);
+  EXPECT_EQ(r.value.elements()[0], reply::integer(5));
+  EXPECT_EQ(r.value.elements()[1], reply::integer(1));
+  EXPECT_EQ(r.value.elements()[2], reply::integer(3));
+  ASSERT_TRUE(r.value.elements()[3].is_integer());
+  EXPECT_GT(r.value.elements()[3].integer(), 0);
+  EXPECT_LE(r.value.elements()[3].integer(), 60);
 }
 
 }  // namespace

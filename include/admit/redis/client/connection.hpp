@@ -52,6 +52,7 @@
 #include "admit/redis/client/command.hpp"
 #include "admit/redis/client/detail/request.hpp"
 #include "admit/redis/client/options.hpp"
+#include "admit/redis/client/pipeline.hpp"
 #include "admit/redis/client/reply.hpp"
 
 namespace admit::redis {
@@ -81,10 +82,7 @@ struct close_result {
 namespace detail {
 class connection_impl;
 std::shared_ptr<connection_impl> make_connection_impl(boost::asio::any_io_executor ex, connection_options options);
-// `cmd` in RESP (an array of bulk strings, as Redis reads requests), appended to `out`; format_command returns it.
-// Both throw std::invalid_argument for an empty command. Written here rather than by hiredis's redisFormatCommandArgv,
-// which returns the same bytes in a buffer of its own: three allocations per command, on every call's path.
-void append_command(std::string& out, const command& cmd);
+// `cmd` in RESP (detail::append_command, pipeline.hpp); throws std::invalid_argument for an empty command.
 std::string format_command(const command& cmd);
 void submit(connection_impl& impl, std::shared_ptr<request_base> req);
 void add_connect_waiter(connection_impl& impl, std::shared_ptr<request_base> req);
@@ -189,10 +187,18 @@ class connection final : public client {
   auto async_execute_pipeline_until(std::optional<clock::time_point> deadline, const std::vector<command>& commands,
                                     CompletionToken&& token) {
     if (commands.empty()) throw std::invalid_argument("redis pipeline: no commands");
-    std::string payload;
-    for (const command& c : commands) detail::append_command(payload, c);
-    return initiate_payload(deadline, std::move(payload), static_cast<std::uint32_t>(commands.size()),
-                            std::forward<CompletionToken>(token));
+    pipeline p;
+    for (const command& c : commands) p.add(c);
+    return async_execute_pipeline_until(deadline, std::move(p), std::forward<CompletionToken>(token));
+  }
+  // The same for commands already encoded (pipeline.hpp): no copy of them is made. Throws std::invalid_argument
+  // (before starting) for an empty pipeline.
+  template <class CompletionToken>
+  auto async_execute_pipeline_until(std::optional<clock::time_point> deadline, pipeline commands,
+                                    CompletionToken&& token) {
+    if (commands.empty()) throw std::invalid_argument("redis pipeline: no commands");
+    const auto count = static_cast<std::uint32_t>(commands.size());
+    return initiate_payload(deadline, std::move(commands).payload(), count, std::forward<CompletionToken>(token));
   }
 
   // Blocking forms: wait on the calling thread (which must not run the connection's executor) for the reply or the
