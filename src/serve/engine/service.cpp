@@ -106,7 +106,7 @@ struct plan {
   const rate_limit_rule* rule = nullptr;  // limited: the rule applied (maybe `made`)
   std::unique_ptr<rate_limit_rule> made;  // an override's own limit
   std::string series;                     // metrics series when not the rule's own
-  std::string counter_key;
+  std::string counter_key;  // moved into the hit sent to the backend
   std::uint32_t n = 1;
   std::optional<limit_override> override_limit;
   std::size_t hit = 0;  // index in the hits sent to the backend
@@ -200,6 +200,7 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
     p.what = p.rule->unlimited ? plan::kind::unlimited : plan::kind::limited;
   }
   std::vector<hit> hits;
+  hits.reserve(st->plans.size());
   for (plan& p : st->plans) {
     if (p.what != plan::kind::limited) continue;
     if (!p.override_limit && !p.rule->name.empty() && replaced.contains(p.rule->name)) {
@@ -207,7 +208,7 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
       continue;
     }
     p.hit = hits.size();
-    hits.push_back({p.rule, p.counter_key, p.n, p.override_limit});
+    hits.push_back({p.rule, std::move(p.counter_key), p.n, p.override_limit});
   }
 
   impl* self = impl_.get();
