@@ -27,6 +27,8 @@ std::error_code script_error() noexcept { return make_error_code(errc::unexpecte
 
 std::string key_prefix(const std::string& name) { return hash_tag(name).append(":"); }
 
+std::chrono::milliseconds default_waiter_ttl(const semaphore_options& o) { return 3 * o.poll_interval + o.timeout; }
+
 std::vector<std::string> semaphore_keys(const std::string& prefix) {
   std::vector<std::string> keys;
   for (const char* k : {"meta", "holders", "leases", "waiting", "expiry"}) keys.push_back(prefix + k);
@@ -61,9 +63,10 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
       link_(c),
       name_(std::move(semaphore_name)),
       options_(std::move(o)),
-      keys_(semaphore_keys(prefix.empty() ? key_prefix(name_) : prefix)),
+      prefix_(prefix.empty() ? key_prefix(name_) : std::move(prefix)),
+      keys_(semaphore_keys(prefix_)),
       // Without a waker nobody reads a wake list: '-' tells the script to push nothing (semaphore.lua's push_wake).
-      wake_key_(waker ? (prefix.empty() ? key_prefix(name_) : prefix) + "wake:" + random_id() : std::string("-")),
+      wake_key_(waker ? prefix_ + "wake:" + random_id() : std::string("-")),
       batcher_([this](const std::vector<op_batcher::op>& ops, std::optional<steady::time_point> deadline,
                       op_batcher::completion answered) {
         asio::async_compose<op_batcher::completion, void(boost::system::error_code, reply)>(
@@ -78,7 +81,7 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
                                                      for (const auto& l : due) l->renew();
                                                    })),
       definition_(std::move(definition_text)) {
-  if (options_.waiter_ttl.count() == 0) options_.waiter_ttl = 3 * options_.poll_interval + options_.timeout;
+  if (options_.waiter_ttl.count() == 0) options_.waiter_ttl = default_waiter_ttl(options_);
   keys_.insert(keys_.end(), std::make_move_iterator(more_keys.begin()), std::make_move_iterator(more_keys.end()));
 }
 

@@ -70,6 +70,9 @@ inline std::error_code as_error(const boost::system::error_code& ec) { return st
 std::string key_prefix(const std::string& name);
 // The keys of semaphore.lua, in its KEYS order: `prefix` ("{name}:", key_prefix) followed by each one's name.
 std::vector<std::string> semaphore_keys(const std::string& prefix);
+// A waiter's time to live when semaphore_options::waiter_ttl is 0: three polls and a call's timeout, which a live
+// waiter's polls always beat (the lease of a queue entry that is never renewed lives as long).
+std::chrono::milliseconds default_waiter_ttl(const semaphore_options& o);
 // EVALSHA of semaphore.lua with `keys` (semaphore_keys); the caller appends ARGV.
 command script_call(const std::vector<std::string>& keys);
 std::int64_t to_us(std::chrono::milliseconds d);
@@ -257,6 +260,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   client_link link_;
   std::string name_;
   semaphore_options options_;
+  std::string prefix_;  // of every key: the constructor's `prefix`, or "{name}:"
   std::vector<std::string> keys_;
   std::string wake_key_;
   std::atomic<bool> closing_{false};

@@ -30,7 +30,7 @@ std::shared_ptr<detail::semaphore_core> rate_limiter::queue_of(std::string_view 
   semaphore_options o;
   // The limiter's call timeout, in whole milliseconds (at least one).
   o.timeout = std::max(std::chrono::milliseconds(1), std::chrono::ceil<std::chrono::milliseconds>(options().timeout));
-  o.lease_ttl = 3 * o.poll_interval + o.timeout;  // outlives the poll of a waiter granted by another's call
+  o.lease_ttl = detail::default_waiter_ttl(o);  // outlives the poll of a waiter granted by another's call
   o.auto_renew = false;
   o.on_failure = failure_policy::fail_closed;  // a wait is never decided by a failure policy: the error is returned
   o.idle_ttl = std::chrono::seconds(10);

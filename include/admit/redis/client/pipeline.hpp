@@ -97,6 +97,7 @@ class pipeline {
  private:
   template <class A>
   void append_arg(const A& a) {
+    static_assert(!std::is_same_v<A, char>, "a char argument: pass a string (\"x\") or an integer type");
     if constexpr (std::is_convertible_v<const A&, std::string_view>) {
       detail::append_bulk(payload_, std::string_view(a));
     } else {
