@@ -129,6 +129,13 @@ redis_commands() {
     END { printf "%d %d %d", calls, usec, scripts }'
 }
 
+# redis_reads: "<commands> <reads>" since the last RESETSTAT (INFO stats: every command, and every read of a client's
+# socket that brought some): commands per read is how many a client's writes carried on average.
+redis_reads() {
+  "${cli[@]}" info stats | tr -d '\r' |
+    awk -F: '/^total_commands_processed:/ { c = $2 } /^total_reads_processed:/ { r = $2 } END { printf "%d %d", c, r }'
+}
+
 # keys_args KEYS: the load's descriptor for many keys, the hot key or GCRA on many keys.
 keys_args() {
   case "$1" in
@@ -145,7 +152,7 @@ loads=()
 failures=()
 # measure IMPL VARIANT KEYS STREAMS ROUND REDIS(0|1) LOAD_ARG...: one case; appends to raw.tsv
 #   impl variant keys streams round dps p50 p90 p99 max over_limit errors client_cpu_us cmds/decision
-#   redis_usec/decision redis_cpu_us/decision serve_cpu_us/decision script_calls/decision
+#   redis_usec/decision redis_cpu_us/decision serve_cpu_us/decision script_calls/decision commands/read
 # ("-" where not measured). A run with failed calls or wrong answers is kept, with its errors, and listed.
 measure() {
   local impl=$1 variant=$2 keys=$3 streams=$4 r=$5 redis=$6
@@ -162,10 +169,12 @@ measure() {
   [[ -n "$line" ]] || { echo "$script: no result from admit_serve_load $* (see $out/load.log)" >&2; exit 1; }
   ((status == 0)) || failures+=("$impl $variant $keys $streams (round $r)")
   # label mode streams dps p50 p90 p99 max ok over errors unlimited bad answered cpu_us
-  local answered cmds="-" rusec="-" rcpu="-" scpu="-" scalls="-"
+  local answered cmds="-" rusec="-" rcpu="-" scpu="-" scalls="-" cpr="-"
   answered=$(cut -f14 <<<"$line")
   if ((redis)) && ((answered > 0)); then
     read -r calls usec scripts <<<"$(redis_commands)"
+    read -r processed reads <<<"$(redis_reads)"
+    cpr=$(awk -v c="$processed" -v r="$reads" 'BEGIN { printf "%.2f", r > 0 ? c / r : 0 }')
     cmds=$(awk -v c="$calls" -v n="$answered" 'BEGIN { printf "%.3f", c / n }')
     scalls=$(awk -v c="$scripts" -v n="$answered" 'BEGIN { printf "%.3f", c / n }')
     rusec=$(awk -v u="$usec" -v n="$answered" 'BEGIN { printf "%.2f", u / n }')
@@ -175,9 +184,9 @@ measure() {
     scpu=$(awk -v a="$scpu0" -v b="$(proc_cpu "$serve_pid")" -v n="$answered" 'BEGIN { printf "%.2f", (b - a) * 1e6 / n }')
   fi
   awk -F'\t' -v OFS='\t' -v impl="$impl" -v variant="$variant" -v keys="$keys" -v r="$r" -v cmds="$cmds" \
-    -v rusec="$rusec" -v rcpu="$rcpu" -v scpu="$scpu" -v scalls="$scalls" '{
+    -v rusec="$rusec" -v rcpu="$rcpu" -v scpu="$scpu" -v scalls="$scalls" -v cpr="$cpr" '{
       errors = $11 + $12 + $13
-      print impl, variant, keys, $3, r, $4, $5, $6, $7, $8, $10, errors, $15, cmds, rusec, rcpu, scpu, scalls
+      print impl, variant, keys, $3, r, $4, $5, $6, $7, $8, $10, errors, $15, cmds, rusec, rcpu, scpu, scalls, cpr
     }' <<<"$line" | tee -a "$raw" >&2
 }
 
@@ -240,12 +249,12 @@ done
 end_rounds
 
 step 6/7 "medians over the rounds: $out/results.tsv"
-# <impl>:<variant>/<keys>/<streams> then the medians of columns 6..18.
-medians 4 18 <"$raw" >"$out/results.tsv"
-declare -A dps=() p50=() p90=() p99=() pmax=() over=() errs=() ccpu=() cmds=() rusec=() rcpu=() scpu=() scalls=()
-while read -r key a b c d e f g h i j k l m; do
+# <impl>:<variant>/<keys>/<streams> then the medians of columns 6..19.
+medians 4 19 <"$raw" >"$out/results.tsv"
+declare -A dps=() p50=() p90=() p99=() pmax=() over=() errs=() ccpu=() cmds=() rusec=() rcpu=() scpu=() scalls=() cpr=()
+while read -r key a b c d e f g h i j k l m n; do
   dps[$key]=$a p50[$key]=$b p90[$key]=$c p99[$key]=$d pmax[$key]=$e over[$key]=$f errs[$key]=$g ccpu[$key]=$h
-  cmds[$key]=$i rusec[$key]=$j rcpu[$key]=$k scpu[$key]=$l scalls[$key]=$m
+  cmds[$key]=$i rusec[$key]=$j rcpu[$key]=$k scpu[$key]=$l scalls[$key]=$m cpr[$key]=$n
 done <"$out/results.tsv"
 
 step 7/7 "report: $report"

@@ -1,5 +1,5 @@
 # bench/serve_compare.sh's report, sourced by it once the medians are read: write_report writes docs/perf/serve.md
-# from the script's globals (dps, p50, p90, p99, pmax, over, errs, ccpu, cmds, rusec, rcpu, scpu: the medians by
+# from the script's globals (dps, p50, p90, p99, pmax, over, errs, ccpu, cmds, rusec, rcpu, scpu, cpr: the medians by
 # "<impl>:<variant>/<keys>/<streams>"; command_line, rounds, duration, warmup, loads, failures, redis_version, ...).
 # shellcheck shell=bash disable=SC2154  # those globals are set by bench/serve_compare.sh
 
@@ -87,6 +87,20 @@ check_redis_cpu() {
   done
   all "${v[@]}"
 }
+# Redis CPU per decision at most 1.1x the floor of a call that goes to Redis (the floor server's), at each concurrency.
+check_redis_cpu_floor() {
+  local keys s v=()
+  for keys in many hot; do
+    for s in 16 256; do
+      local f=${rcpu[grpc-floor-redis:empty/$keys/$s]:--}
+      [[ "$f" == - ]] && { echo none; return; }
+      v+=("$(at_least "$(awk -v f="$f" 'BEGIN { print 1.1 * f }')" "${rcpu[admit-serve-redis:grpc/$keys/$s]:--}" 1)")
+    done
+  done
+  all "${v[@]}"
+}
+# cpr_of KEY: "N commands per read" of a case.
+cpr_of() { printf '%s' "$(one "${cpr[$1]:-}")"; }
 check_prefetch_cpu() {
   all "$(at_least "${rcpu[envoy-redis:incr-expire/hot/16]:--}" "${rcpu[admit-serve-redis:grpc/prefetch/16]:--}" 4)" \
     "$(at_least "${rcpu[envoy-redis:incr-expire/hot/256]:--}" "${rcpu[admit-serve-redis:grpc/prefetch/256]:--}" 4)" \
@@ -103,10 +117,10 @@ over_floor() {
 row() {
   local k=$1
   [[ "${dps[$k]:--}" == - ]] && return
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "$4" \
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "$4" \
     "$(fmt_int "${dps[$k]}")" "$(us "${p50[$k]}")" "$(us "${p90[$k]}")" "$(us "${p99[$k]}")" "$(us "${pmax[$k]}")" \
     "$(fmt_int "$(errors "$k")")" "$(one "${ccpu[$k]}")" "$(one "${scpu[$k]}")" "$(two "${scalls[$k]}")" \
-    "$(two "${cmds[$k]}")" "$(one "${rusec[$k]}")" "$(one "${rcpu[$k]}")"
+    "$(two "${cmds[$k]}")" "$(one "${cpr[$k]:-}")" "$(one "${rusec[$k]}")" "$(one "${rcpu[$k]}")"
 }
 
 # loaded_note: a warning when other work loaded the machine during the rounds (1-minute load above the cores).
@@ -149,6 +163,7 @@ one status per descriptor with its limit); failed calls and wrong answers are co
 | on Redis ≥ 0.9× the in-process calls/s at 16 streams | many keys: $(vs admit-serve-redis:grpc/many/16 admit-serve:grpc/many/16); the floor of a call that goes to Redis (the floor server sending INCRBY + EXPIRE NX per call) reaches $(vs grpc-floor-redis:empty/many/16 admit-serve:grpc/many/16) of it | $(verdict "$(check_redis_rate)") |
 | on Redis ≥ 0.9× the floor of a call that goes to Redis, at 16 and 256 streams | many keys, 16: $(vs admit-serve-redis:grpc/many/16 grpc-floor-redis:empty/many/16); 256: $(vs admit-serve-redis:grpc/many/256 grpc-floor-redis:empty/many/256); hot key, 16: $(vs admit-serve-redis:grpc/hot/16 grpc-floor-redis:empty/hot/16); 256: $(vs admit-serve-redis:grpc/hot/256 grpc-floor-redis:empty/hot/256) | $(verdict "$(check_redis_floor)") |
 | Redis CPU per decision ≤ envoyproxy/ratelimit's INCRBY + EXPIRE at the same concurrency (no prefetch) | many keys, 16: $(rcpu_vs admit-serve-redis:grpc/many/16 envoy-redis:incr-expire/many/16); 256: $(rcpu_vs admit-serve-redis:grpc/many/256 envoy-redis:incr-expire/many/256); hot key, 16: $(rcpu_vs admit-serve-redis:grpc/hot/16 envoy-redis:incr-expire/hot/16); 256: $(rcpu_vs admit-serve-redis:grpc/hot/256 envoy-redis:incr-expire/hot/256) | $(verdict "$(check_redis_cpu)") |
+| below that floor: Redis CPU per decision ≤ 1.1× the floor of a call that goes to Redis (the floor server's) at the same concurrency | many keys, 16: $(rcpu_vs admit-serve-redis:grpc/many/16 grpc-floor-redis:empty/many/16); 256: $(rcpu_vs admit-serve-redis:grpc/many/256 grpc-floor-redis:empty/many/256); hot key, 16: $(rcpu_vs admit-serve-redis:grpc/hot/16 grpc-floor-redis:empty/hot/16); 256: $(rcpu_vs admit-serve-redis:grpc/hot/256 grpc-floor-redis:empty/hot/256) | $(verdict "$(check_redis_cpu_floor)") |
 | with \`prefetch: 20\`, Redis CPU per decision ≤ ¼ of envoyproxy/ratelimit's (hot key) | 16 streams: $(rcpu_vs admit-serve-redis:grpc/prefetch/16 envoy-redis:incr-expire/hot/16), $(two "${cmds[admit-serve-redis:grpc/prefetch/16]:-}") commands per decision; 256: $(rcpu_vs admit-serve-redis:grpc/prefetch/256 envoy-redis:incr-expire/hot/256) | $(verdict "$(check_prefetch_cpu)") |
 
 The envoyproxy/ratelimit rows are its Redis commands alone, driven by a C++ client with no gRPC or decision work in
@@ -165,19 +180,21 @@ answers and OVER_LIMIT answers in the window (the limit is never reached: an OVE
 fail-closed). *client CPU*: the load generator's CPU µs per decision;
 *serve CPU*: \`admit serve\`'s CPU µs per decision (all its threads; gRPC rows). Redis, per decision (all calls of
 the case, warm-up included, ÷ its answers): *scripts*: script calls (EVALSHA: admit's round trips); *cmds*: commands
-(INFO commandstats: every command but the script's INFO/CONFIG, those a script calls included); *Redis µs*: the
+(INFO commandstats: every command but the script's INFO/CONFIG, those a script calls included); *cmds/read*: the
+commands each read of a client's socket brought Redis (INFO stats; a script's own calls counted too): how full the
+clients' writes were; *Redis µs*: the
 server's time inside commands (commandstats usec, a script's commands counted in it and again on their own); *Redis
 CPU*: redis-server's CPU (INFO cpu: commands, network, event loop).
 
-| implementation | how | streams | decisions/s | p50 | p90 | p99 | max | errors | client CPU | serve CPU | scripts | cmds | Redis µs | Redis CPU |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| implementation | how | streams | decisions/s | p50 | p90 | p99 | max | errors | client CPU | serve CPU | scripts | cmds | cmds/read | Redis µs | Redis CPU |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 EOF
     local keys s
     for keys in many hot; do
       local label
       label="*$(fmt_int "$key_count") keys*"
       [[ $keys == hot ]] && label="*one hot key*"
-      printf '| %s | | | | | | | | | | | | | | |\n' "$label"
+      printf '| %s | | | | | | | | | | | | | | | |\n' "$label"
       for s in 1 16 256; do row "admit-serve:grpc/$keys/$s" "**admit serve**, in process" "gRPC" "$s"; done
       if [[ $keys == many ]]; then
         for s in 1 16 256; do row "grpc-floor:empty/many/$s" "the floor: a gRPC server that decides nothing" "gRPC, a fixed answer" "$s"; done
@@ -191,7 +208,7 @@ EOF
       for s in 1 16 256; do row "admit-library:redis/$keys/$s" "admit's library call, on Redis" "\`service::should_rate_limit\`" "$s"; done
       for s in 1 16 256; do row "envoy-redis:incr-expire/$keys/$s" "envoyproxy/ratelimit's Redis work" "INCRBY + EXPIRE, pipelined" "$s"; done
     done
-    printf '| %s | | | | | | | | | | | | | | |\n' "*GCRA (admit's extension), $(fmt_int "$key_count") keys*"
+    printf '| %s | | | | | | | | | | | | | | | |\n' "*GCRA (admit's extension), $(fmt_int "$key_count") keys*"
     row "admit-serve:grpc/gcra/16" "**admit serve**, in process" "gRPC, \`algorithm: gcra\`" 16
     row "admit-serve-redis:grpc/gcra/16" "**admit serve --redis**" "gRPC, \`algorithm: gcra\`" 16
     if ((${#failures[@]})); then
@@ -218,6 +235,14 @@ Reading the table:
   envoyproxy/ratelimit sends per descriptor, fewer of them when descriptors share a counter. At 256 streams over gRPC
   that is $(two "${cmds[$r256]:-}") commands per decision on many keys and $(two "${cmds[admit-serve-redis:grpc/hot/256]:-}") on the hot key; the library call alone
   at 256: $(two "${cmds[$l256]:-}"). A rule with \`prefetch\` (or \`over_limit_hits: drop\`) goes through a script instead.
+- Redis's CPU per decision falls as each read of a client's socket brings it more commands (each read costs a
+  read, a write and a turn of the event loop, whatever it carries). envoyproxy/ratelimit's rows are its commands
+  sent by a client that does nothing else: at 16 outstanding it reaches $(fmt_int "${dps[envoy-redis:incr-expire/many/16]:-}") decisions/s, and each read brings
+  Redis $(one "${cpr[envoy-redis:incr-expire/many/16]:-}") commands (256: $(fmt_int "${dps[envoy-redis:incr-expire/many/256]:-}") and $(one "${cpr[envoy-redis:incr-expire/many/256]:-}")). Behind gRPC the same 16 calls arrive at
+  $(fmt_int "${dps[grpc-floor-redis:empty/many/16]:-}") a second here, and the floor server's reads bring $(one "${cpr[grpc-floor-redis:empty/many/16]:-}") ($(one "${cpr[grpc-floor-redis:empty/many/256]:-}") at 256), \`admit serve\`'s
+  $(one "${cpr[admit-serve-redis:grpc/many/16]:-}") ($(one "${cpr[admit-serve-redis:grpc/many/256]:-}")): no decision service on gRPC fills its writes as that client does on this machine,
+  which puts the target of Redis CPU per decision ≤ envoyproxy/ratelimit's rows below what such a service can
+  reach; the floor of a call that goes to Redis is the figure to hold admit serve to (the row after it).
 - Raw outputs of this run: \`$out/\` (raw.tsv: every case of every round; results.tsv: the medians; the servers'
   logs).
 EOF
