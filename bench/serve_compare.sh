@@ -174,7 +174,7 @@ measure() {
   if ((redis)) && ((answered > 0)); then
     read -r calls usec scripts <<<"$(redis_commands)"
     read -r processed reads <<<"$(redis_reads)"
-    cpr=$(awk -v c="$processed" -v r="$reads" 'BEGIN { printf "%.2f", r > 0 ? c / r : 0 }')
+    cpr=$(awk -v c="$processed" -v r="$reads" 'BEGIN { printf "%.2f", (r > 0 ? c / r : 0) }')
     cmds=$(awk -v c="$calls" -v n="$answered" 'BEGIN { printf "%.3f", c / n }')
     scalls=$(awk -v c="$scripts" -v n="$answered" 'BEGIN { printf "%.3f", c / n }')
     rusec=$(awk -v u="$usec" -v n="$answered" 'BEGIN { printf "%.2f", u / n }')
