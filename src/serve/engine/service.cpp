@@ -106,7 +106,7 @@ struct plan {
   const rate_limit_rule* rule = nullptr;  // limited: the rule applied (maybe `made`)
   std::unique_ptr<rate_limit_rule> made;  // an override's own limit
   std::string series;                     // metrics series when not the rule's own
-  std::string counter_key;  // moved into the hit sent to the backend
+  std::string counter_key;                // moved into the hit sent to the backend
   std::uint32_t n = 1;
   std::optional<limit_override> override_limit;
   std::size_t hit = 0;  // index in the hits sent to the backend
