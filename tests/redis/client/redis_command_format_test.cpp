@@ -76,6 +76,12 @@ TEST(RedisCommandFormat, PipelineArgumentsAreThoseOfACommand) {
                              hiredis_format(command{"SET", "v", "-42", "18446744073709551615", "NX"}));
 }
 
+TEST(RedisCommandFormat, APipelineBuiltInOneExpression) {
+  const admit::redis::pipeline p = admit::redis::pipeline{}.add(command{"PING"}).add("ECHO", "x");
+  EXPECT_EQ(p.size(), 2u);
+  EXPECT_EQ(p.payload(), hiredis_format(command{"PING"}) + hiredis_format(command{"ECHO", "x"}));
+}
+
 TEST(RedisCommandFormat, RefusesAnEmptyCommand) {
   std::string payload = "kept";
   EXPECT_THROW(append_command(payload, command{}), std::invalid_argument);

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "admit/redis/client/command.hpp"
 
@@ -86,6 +87,7 @@ class pipeline {
     ++size_;
     return *this;
   }
+  pipeline&& add(const command& cmd) && { return std::move(add(cmd)); }
 
   // Room for about `bytes` more of encoded commands.
   void reserve(std::size_t bytes) { payload_.reserve(payload_.size() + bytes); }
