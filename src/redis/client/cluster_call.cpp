@@ -145,7 +145,7 @@ class call final : public attempt_sink, public std::enable_shared_from_this<call
             cluster_->count_ask();
           }
           std::string payload = moved ? std::string() : std::string(asking_command);
-          payload += format_command(cmd_);
+          append_command(payload, cmd_);
           return send(t, std::move(payload), !moved);
         }
       } else if (prefix == "TRYAGAIN" && (deadline_ || redirects_ < cluster_->options().max_redirects)) {

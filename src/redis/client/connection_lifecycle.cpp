@@ -141,19 +141,19 @@ void connection_impl::start_session(std::uint64_t gen) {
     command auth{"AUTH"};
     if (!options_.user.empty()) auth.arg(options_.user);
     auth.arg(options_.password);
-    hello += format_command(auth);
+    append_command(hello, auth);
     handshake_.push_back(handshake_step::auth);
   }
   if (options_.db != 0) {
-    hello += format_command(command{"SELECT"}.arg(options_.db));
+    append_command(hello, command{"SELECT"}.arg(options_.db));
     handshake_.push_back(handshake_step::select);
   }
   if (sentinel_) {  // Sentinel: use the node only if it says it is a master
-    hello += format_command(command{"ROLE"});
+    append_command(hello, command{"ROLE"});
     handshake_.push_back(handshake_step::role);
   }
   if (tls_ && hello.empty()) {
-    hello += format_command(command{"PING"});
+    append_command(hello, command{"PING"});
     handshake_.push_back(handshake_step::probe);
   }
   start_read(gen);

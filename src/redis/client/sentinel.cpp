@@ -147,9 +147,9 @@ asio::awaitable<outcome> discover(std::vector<sentinel_endpoint> order, sentinel
     command auth{"AUTH"};
     if (!options.user.empty()) auth.arg(options.user);
     auth.arg(options.password);
-    payload = format_command(auth);
+    append_command(payload, auth);
   }
-  payload += format_command(question);
+  append_command(payload, question);
   std::string tried;
   bool someone_answered = false;
   for (std::size_t i = 0; i < order.size(); ++i) {
