@@ -162,11 +162,12 @@ struct chain {
       admit::serve::hit h;
       h.rule = rule;
       h.counter_key = key;
-      backend->decide({std::move(h)}, std::chrono::system_clock::now(),
-                      [this, started](std::vector<admit::serve::hit_outcome> o) {
-                        using st = admit::serve::hit_outcome::state;
-                        if (m->record(started, o.at(0).result == st::failed, o.at(0).result == st::over_limit)) next();
-                      });
+      admit::serve::decide(*backend, {std::move(h)}, std::chrono::system_clock::now(),
+                           [this, started](std::vector<admit::serve::hit_outcome> o) {
+                             using st = admit::serve::hit_outcome::state;
+                             if (m->record(started, o.at(0).result == st::failed, o.at(0).result == st::over_limit))
+                               next();
+                           });
       return;
     }
     // envoyproxy/ratelimit: the window's key, INCRBY and EXPIRE pipelined; done when both replied.

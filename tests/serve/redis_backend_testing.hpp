@@ -33,7 +33,7 @@ inline hit make_hit(const rate_limit_rule& r, std::string key, std::uint32_t n =
 inline std::vector<hit_outcome> decide(redis_backend& b, std::vector<hit> hits,
                                        std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) {
   std::promise<std::vector<hit_outcome>> p;
-  b.decide(std::move(hits), now, [&p](std::vector<hit_outcome> o) { p.set_value(std::move(o)); });
+  serve::decide(b, std::move(hits), now, [&p](std::vector<hit_outcome> o) { p.set_value(std::move(o)); });
   return p.get_future().get();
 }
 

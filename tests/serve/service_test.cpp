@@ -178,13 +178,12 @@ TEST(ServiceShadowMode, TheGlobalShadowModeAnswersOkAndKeepsTheDescriptorsCodes)
 // A backend whose every hit fails (as a Redis that is down does).
 class failing_backend final : public backend {
  public:
-  void decide(std::vector<hit> hits, sys::time_point, completion done) override {
-    std::vector<hit_outcome> out(hits.size());
-    for (auto& o : out) {
+  void decide(std::shared_ptr<pending_decision> call) override {
+    for (auto& o : call->outcomes) {
       o.result = hit_outcome::state::failed;
       o.error = "connection refused";
     }
-    done(std::move(out));
+    call->complete();
   }
   void release(std::string, std::function<void(bool)> done) override { done(false); }
   void configure(const configuration&) override {}
@@ -212,20 +211,17 @@ TEST(ServiceFailures, ABackendFailureAnswersPerTheFailurePolicy) {
 class completes_when_destroyed final : public backend {
  public:
   ~completes_when_destroyed() override {
-    for (auto& [n, done] : held_) {
-      std::vector<hit_outcome> out(n);
-      for (auto& o : out) o.result = hit_outcome::state::failed;
-      done(std::move(out));
+    for (auto& call : held_) {
+      for (auto& o : call->outcomes) o.result = hit_outcome::state::failed;
+      call->complete();
     }
   }
-  void decide(std::vector<hit> hits, sys::time_point, completion done) override {
-    held_.emplace_back(hits.size(), std::move(done));
-  }
+  void decide(std::shared_ptr<pending_decision> call) override { held_.push_back(std::move(call)); }
   void release(std::string, std::function<void(bool)> done) override { done(false); }
   void configure(const configuration&) override {}
 
  private:
-  std::vector<std::pair<std::size_t, completion>> held_;
+  std::vector<std::shared_ptr<pending_decision>> held_;
 };
 
 // The service outlives its backend: a decision the backend completes as it is destroyed is answered (and recorded
@@ -241,6 +237,44 @@ TEST(ServiceFailures, ADecisionCompletedAsTheBackendIsDestroyedIsAnswered) {
   ASSERT_TRUE(out);
   ASSERT_FALSE(out->failure);
   EXPECT_EQ(out->response.overall_code, rls_code::over_limit);
+}
+
+// A backend that throws from decide(): after keeping the call, or after completing it.
+class throwing_backend final : public backend {
+ public:
+  explicit throwing_backend(bool complete_first) : complete_first_(complete_first) {}
+  void decide(std::shared_ptr<pending_decision> call) override {
+    if (complete_first_) call->complete();
+    kept = std::move(call);
+    throw std::runtime_error("the backend broke");
+  }
+  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void configure(const configuration&) override {}
+  std::shared_ptr<pending_decision> kept;
+
+ private:
+  bool complete_first_;
+};
+
+// should_rate_limit either calls its completion once or throws and never calls it: the transports answer once.
+TEST(ServiceFailures, ABackendThatThrowsEitherAnswersOnceOrThrows) {
+  for (const bool complete_first : {false, true}) {
+    auto store = std::make_unique<throwing_backend>(complete_first);
+    throwing_backend& b = *store;
+    service svc{std::move(store), yaml(example5), {}};
+    int answers = 0;
+    const auto call = [&] {
+      svc.should_rate_limit_at(req("internal", {desc({{"azure", "a"}})}), at(0s), [&](rls_result) { ++answers; });
+    };
+    if (complete_first) {
+      EXPECT_NO_THROW(call());  // answered before the backend threw: the answer stands
+    } else {
+      EXPECT_THROW(call(), std::runtime_error);
+    }
+    ASSERT_TRUE(b.kept);
+    b.kept->complete();  // a completion that comes after the throw is dropped
+    EXPECT_EQ(answers, complete_first ? 1 : 0) << "complete_first " << complete_first;
+  }
 }
 
 TEST(ServiceConcurrency, AnAdmittedLeaseIsAHeaderAndAnOverLimitRequestHoldsNone) {

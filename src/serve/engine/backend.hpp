@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "serve/config/configuration.hpp"
 #include "serve/engine/rls.hpp"
 
@@ -44,19 +46,42 @@ struct hit_outcome {
   std::string error;                        // failed: why (a Redis error), for logs and metrics
 };
 
+// One request's hits on their way through a backend, and the backend's answers: made by the service, answered by the
+// backend. Before decide(): `outcomes` holds one default outcome per hit. The backend sets outcomes[i] to the answer
+// to hits[i] and then calls complete() exactly once, inline or later on another thread; it keeps the object (its
+// std::shared_ptr) until then, so `hits` and `outcomes` live as long as it needs them. A request usually carries one
+// or two descriptors: up to two hits and outcomes are kept inside the object itself, with no allocation of their own.
+class pending_decision {
+ public:
+  using hit_list = boost::container::small_vector<hit, 2>;
+  using outcome_list = boost::container::small_vector<hit_outcome, 2>;
+
+  virtual ~pending_decision() = default;
+  // The answers are in. Thread safety: called once, by one thread.
+  virtual void complete() = 0;
+
+  hit_list hits;
+  outcome_list outcomes;
+  std::chrono::system_clock::time_point now;  // Unix time: fixed windows are aligned to it, as envoyproxy/ratelimit's
+};
+
 class backend {
  public:
-  using completion = std::function<void(std::vector<hit_outcome>)>;
   virtual ~backend() = default;
-  // Counts `hits` (all of one request) at `now` (Unix time: fixed windows are aligned to it, as envoyproxy/ratelimit's
-  // are) and calls `done` exactly once with one outcome per hit, in order — inline or later on another thread.
-  // Thread safety: called concurrently from many threads.
-  virtual void decide(std::vector<hit> hits, std::chrono::system_clock::time_point now, completion done) = 0;
+  // Counts `call->hits` (all of one request) at `call->now`, sets their outcomes in order and completes the call
+  // (pending_decision above). A decide() that throws may still complete the call later, if it kept it. Thread
+  // safety: called concurrently from many threads.
+  virtual void decide(std::shared_ptr<pending_decision> call) = 0;
   // Ends a concurrency lease. False when no such lease is held (unknown, already released, or expired).
   virtual void release(std::string lease, std::function<void(bool)> done) = 0;
   // A reload installed `next`: state of rules that are unchanged (same counter key, algorithm and limit) carries over;
   // state of rules that are gone may be dropped. Called with no decision of `next` yet made.
   virtual void configure(const configuration& next) = 0;
 };
+
+// b.decide() with a callback: `done` gets the outcomes, one per hit, in order (tools and tests; the service makes its
+// own pending_decision).
+void decide(backend& b, std::vector<hit> hits, std::chrono::system_clock::time_point now,
+            std::function<void(std::vector<hit_outcome>)> done);
 
 }  // namespace admit::serve

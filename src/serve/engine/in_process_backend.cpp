@@ -310,6 +310,13 @@ struct in_process_backend::impl {
     return s->decide(h, now_ns);
   }
 
+  // out[i] = the outcome of hits[i], all on the rules current at the call.
+  void decide_all(std::span<const hit> hits, std::chrono::system_clock::time_point now, std::span<hit_outcome> out) {
+    const std::int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+    const std::shared_ptr<const table> t = current.load();
+    for (std::size_t i = 0; i < hits.size(); ++i) out[i] = decide_one(*t, hits[i], now_ns);
+  }
+
   const in_process_options opts;
   lease_table leases;  // before the states: a concurrency state drops its leases when destroyed
   fixed_counters overrides;
@@ -323,16 +330,14 @@ in_process_backend::~in_process_backend() = default;
 
 std::vector<hit_outcome> in_process_backend::decide_at(std::span<const hit> hits,
                                                        std::chrono::system_clock::time_point now) {
-  const std::int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
-  const std::shared_ptr<const impl::table> t = impl_->current.load();
-  std::vector<hit_outcome> out;
-  out.reserve(hits.size());
-  for (const hit& h : hits) out.push_back(impl_->decide_one(*t, h, now_ns));
+  std::vector<hit_outcome> out(hits.size());
+  impl_->decide_all(hits, now, out);
   return out;
 }
 
-void in_process_backend::decide(std::vector<hit> hits, std::chrono::system_clock::time_point now, completion done) {
-  done(decide_at(hits, now));
+void in_process_backend::decide(std::shared_ptr<pending_decision> call) {
+  impl_->decide_all(call->hits, call->now, call->outcomes);
+  call->complete();
 }
 
 bool in_process_backend::release_at(std::string_view lease, std::chrono::system_clock::time_point now) {

@@ -64,7 +64,7 @@ class in_process_backend final : public backend {
   in_process_backend(const in_process_backend&) = delete;
   in_process_backend& operator=(const in_process_backend&) = delete;
 
-  void decide(std::vector<hit> hits, std::chrono::system_clock::time_point now, completion done) override;
+  void decide(std::shared_ptr<pending_decision> call) override;
   void release(std::string lease, std::function<void(bool)> done) override;
   void configure(const configuration& next) override;
 

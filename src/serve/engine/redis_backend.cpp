@@ -207,9 +207,11 @@ std::optional<std::string> redis_backend::ping(std::chrono::milliseconds timeout
   return std::nullopt;
 }
 
-void redis_backend::decide(std::vector<hit> hits, std::chrono::system_clock::time_point now, completion done) {
-  if (hits.empty()) return done({});
-  auto req = std::make_shared<pending_request>(hits.size(), std::move(done));
+void redis_backend::decide(std::shared_ptr<pending_decision> call) {
+  if (call->hits.empty()) return call->complete();
+  auto req = std::make_shared<pending_request>(std::move(call));
+  const auto& hits = req->call->hits;
+  const std::chrono::system_clock::time_point now = req->call->now;
   const steady::time_point until = state_->deadline();
   const std::int64_t unix_now = std::chrono::floor<seconds>(now.time_since_epoch()).count();
   std::vector<window_hit> windows;
@@ -270,15 +272,15 @@ void redis_backend::decide(std::vector<hit> hits, std::chrono::system_clock::tim
   }
   if (!windows.empty()) state_->submit(std::move(windows));
   if (others.empty()) return;
-  state_->with_client(until, [s = state_, req, hits = std::move(hits), others = std::move(others)](
-                                 redis::client* c, const std::string& error) {
+  state_->with_client(until, [s = state_, req, others = std::move(others)](redis::client* c, const std::string& error) {
+    const auto& mine = req->call->hits;  // kept by req until the last outcome is in
     for (const std::size_t i : others) {
       if (c == nullptr) {
         req->fail(i, error);
-      } else if (hits[i].rule->algorithm == algorithm::concurrency) {
-        s->acquire(req, i, hits[i]);
+      } else if (mine[i].rule->algorithm == algorithm::concurrency) {
+        s->acquire(req, i, mine[i]);
       } else {
-        s->decide_on_limiter(*c, req, i, hits[i]);
+        s->decide_on_limiter(*c, req, i, mine[i]);
       }
     }
   });

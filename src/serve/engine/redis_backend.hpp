@@ -110,7 +110,7 @@ class redis_backend final : public backend {
   [[nodiscard]] std::optional<std::string> ping(std::chrono::milliseconds timeout);
 
   // See backend.hpp and the top of this file. A hit whose rule is unlimited is OK without a call.
-  void decide(std::vector<hit> hits, std::chrono::system_clock::time_point now, completion done) override;
+  void decide(std::shared_ptr<pending_decision> call) override;
   // Releases a lease that decide() returned (by any process using the same Redis and key_prefix); false when Redis
   // has no such lease (released already, expired, or not a lease of this backend's format). A Redis failure answers
   // false too.

@@ -41,17 +41,15 @@ namespace detail {
 
 using steady = std::chrono::steady_clock;
 
-// The outcomes of one decide() call, filled in by its hits' calls (each writes its own slot) and delivered when the
-// last one is in.
+// One decide() call under way: its hits' calls (each writes its own outcome) complete it when the last one is in.
 struct pending_request {
-  pending_request(std::size_t n, backend::completion d) : outcomes(n), left(n), done(std::move(d)) {}
-  std::vector<hit_outcome> outcomes;
+  explicit pending_request(std::shared_ptr<pending_decision> c) : call(std::move(c)), left(call->hits.size()) {}
+  std::shared_ptr<pending_decision> call;
   std::atomic<std::size_t> left;
-  backend::completion done;
 
   void finish(std::size_t i, hit_outcome o) {
-    outcomes[i] = std::move(o);
-    if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) done(std::move(outcomes));
+    call->outcomes[i] = std::move(o);
+    if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) call->complete();
   }
   void fail(std::size_t i, std::string why) {
     hit_outcome o;

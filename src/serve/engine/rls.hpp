@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "serve/config/configuration.hpp"
 
 namespace admit::serve {
@@ -55,7 +57,8 @@ struct rls_header {
 
 struct rls_response {
   rls_code overall_code = rls_code::ok;
-  std::vector<rls_descriptor_status> statuses;  // one per request descriptor, in order
+  // One per request descriptor, in order; up to two inline (a request usually carries one or two).
+  boost::container::small_vector<rls_descriptor_status, 2> statuses;
   std::vector<rls_header> response_headers_to_add;
   std::vector<rls_header> request_headers_to_add;
 };

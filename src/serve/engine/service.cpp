@@ -98,30 +98,33 @@ struct service::impl {
   std::unique_ptr<backend> store;
 };
 
-namespace {
+// One request under way, and its hits for the backend: kept alive until the backend answers. One allocation for a
+// request of up to two descriptors (the plans, hits and outcomes inline).
+struct service::request_state final : pending_decision {
+  // What one descriptor turned into before the backend answers.
+  struct plan {
+    enum class kind : std::uint8_t { none, unlimited, limited } what = kind::none;
+    const rate_limit_rule* rule = nullptr;  // limited: the rule applied (maybe `made`)
+    std::unique_ptr<rate_limit_rule> made;  // an override's own limit
+    std::string series;                     // metrics series when not the rule's own
+    std::string counter_key;                // moved into the hit sent to the backend
+    std::uint32_t n = 1;
+    std::optional<limit_override> override_limit;
+    std::size_t hit = 0;  // index in the hits sent to the backend
+  };
 
-// What one descriptor turned into before the backend answers.
-struct plan {
-  enum class kind : std::uint8_t { none, unlimited, limited } what = kind::none;
-  const rate_limit_rule* rule = nullptr;  // limited: the rule applied (maybe `made`)
-  std::unique_ptr<rate_limit_rule> made;  // an override's own limit
-  std::string series;                     // metrics series when not the rule's own
-  std::string counter_key;                // moved into the hit sent to the backend
-  std::uint32_t n = 1;
-  std::optional<limit_override> override_limit;
-  std::size_t hit = 0;  // index in the hits sent to the backend
-};
+  explicit request_state(impl& s) : self(s) {}
+  // The backend's answers: the response, descriptor by descriptor (see service.hpp), recorded in the metrics.
+  void complete() override;
 
-// One request under way: kept alive until the backend answers.
-struct request_state {
+  impl& self;
+  service::completion done;
+  std::atomic<bool> claimed{false};  // by complete() (done is called) or by a decide() that threw (done never is)
   std::shared_ptr<const configuration> config;  // the rules the plans point into
   rls_request request;
-  std::vector<plan> plans;
+  boost::container::small_vector<plan, 2> plans;
   steady::time_point started;
-  std::chrono::system_clock::time_point now;
 };
-
-}  // namespace
 
 service::service(std::unique_ptr<backend> store, std::shared_ptr<const configuration> initial, service_options opts)
     : impl_(std::make_unique<impl>(std::move(store), std::move(initial), opts)) {}
@@ -132,7 +135,7 @@ void service::should_rate_limit(rls_request request, completion done) {
 }
 
 void service::should_rate_limit_at(rls_request request, std::chrono::system_clock::time_point now, completion done) {
-  auto st = std::make_shared<request_state>();
+  auto st = std::make_shared<request_state>(*impl_);
   st->started = steady::now();
   st->now = now;
   const auto refuse = [&](std::string message) {
@@ -162,13 +165,13 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
   std::unordered_set<std::string_view> replaced;
   for (std::size_t i = 0; i < req.descriptors.size(); ++i) {
     const rls_descriptor& d = req.descriptors[i];
-    plan& p = st->plans[i];
+    request_state::plan& p = st->plans[i];
     p.n = d.hits_addend ? *d.hits_addend : std::max<std::uint32_t>(1, req.hits_addend);
     if (!known) continue;
     std::optional<rule_match> m = cfg.find(req.domain, d.entries);
     if (d.limit) {  // the override alone, whatever matched
       const rate_limit_rule* r = m ? m->rule : nullptr;
-      p.what = plan::kind::limited;
+      p.what = request_state::plan::kind::limited;
       p.override_limit = d.limit;
       p.series = descriptor_path(req.domain, d);
       // The request's own entries, as envoyproxy/ratelimit keys an override: its cache key holds the request's
@@ -197,104 +200,110 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
     p.series = metric_series(*m, req.domain, d);
     p.counter_key = std::move(m->counter_key);
     for (const std::string& name : p.rule->replaces) replaced.insert(name);
-    p.what = p.rule->unlimited ? plan::kind::unlimited : plan::kind::limited;
+    p.what = p.rule->unlimited ? request_state::plan::kind::unlimited : request_state::plan::kind::limited;
   }
-  std::vector<hit> hits;
-  hits.reserve(st->plans.size());
-  for (plan& p : st->plans) {
-    if (p.what != plan::kind::limited) continue;
+  pending_decision::hit_list& hits = st->hits;
+  for (request_state::plan& p : st->plans) {
+    if (p.what != request_state::plan::kind::limited) continue;
     if (!p.override_limit && !p.rule->name.empty() && replaced.contains(p.rule->name)) {
-      p.what = plan::kind::none;
+      p.what = request_state::plan::kind::none;
       continue;
     }
     p.hit = hits.size();
     hits.push_back({p.rule, std::move(p.counter_key), p.n, p.override_limit});
   }
 
-  impl* self = impl_.get();
-  const auto finish = [self, st, done = std::move(done)](std::vector<hit_outcome> outcomes) {
-    const service_options& o = self->opts;
-    const rls_request& rq = st->request;
-    rls_result result;
-    rls_response& resp = result.response;
-    resp.statuses.resize(st->plans.size());
-    const rls_descriptor_status* closest = nullptr;
-    std::uint32_t least = max_u32;
-    bool over = false;
-    std::vector<std::string> leases;
-    for (std::size_t i = 0; i < st->plans.size(); ++i) {
-      const plan& p = st->plans[i];
-      rls_descriptor_status& s = resp.statuses[i];
-      if (p.what == plan::kind::unlimited) {
-        s.limit_remaining = max_u32;
-        continue;
-      }
-      if (p.what != plan::kind::limited) continue;
-      const rate_limit_rule& r = *p.rule;
-      hit_outcome& out = outcomes.at(p.hit);
-      s.current_limit = rls_current_limit{r.name, r.requests_per_unit, r.per};
-      if (p.override_limit)
-        s.current_limit = rls_current_limit{{}, p.override_limit->requests_per_unit, p.override_limit->per};
-      if (r.algorithm == algorithm::concurrency)
-        s.current_limit = rls_current_limit{r.name, r.concurrency, unit::unknown};
-      const bool shadow = r.shadow_mode && !p.override_limit;
-      descriptor_counts counts;
-      switch (out.result) {
-        case hit_outcome::state::failed:
-          self->metrics.record_backend_error();
-          self->tell(self->health.failed(out.error, o.fail_open, std::chrono::steady_clock::now()));
-          counts.hits = p.n;
-          s.code = o.fail_open ? rls_code::ok : rls_code::over_limit;
-          break;
-        case hit_outcome::state::over_limit:
-          if (self->health.failing()) self->tell(self->health.answered(std::chrono::steady_clock::now()));
-          counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
-          s.code = shadow ? rls_code::ok : rls_code::over_limit;
-          s.duration_until_reset = out.reset_after;
-          break;
-        case hit_outcome::state::ok:
-          if (self->health.failing()) self->tell(self->health.answered(std::chrono::steady_clock::now()));
-          counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
-          s.limit_remaining = out.remaining;
-          s.duration_until_reset = out.reset_after;
-          if (!out.lease.empty()) leases.push_back(std::move(out.lease));
-          break;
-      }
-      self->metrics.record_descriptor(r, rq.domain, p.series, counts);
-      if (s.limit_remaining < least) {
-        closest = &s;
-        least = s.limit_remaining;
-      }
-      if (s.code == rls_code::over_limit) {
-        over = true;
-        closest = &s;
-        least = 0;
-      }
+  st->done = std::move(done);
+  st->outcomes.resize(hits.size());
+  if (hits.empty()) return st->complete();
+  try {
+    impl_->store->decide(st);
+  } catch (...) {
+    if (!st->claimed.exchange(true)) throw;  // else it was answered: the backend threw after it completed the call
+  }
+}
+
+void service::request_state::complete() {
+  if (claimed.exchange(true)) return;  // the decide() that kept it threw: the caller was told by that exception
+  const service_options& o = self.opts;
+  const rls_request& rq = request;
+  rls_result result;
+  rls_response& resp = result.response;
+  resp.statuses.resize(plans.size());
+  const rls_descriptor_status* closest = nullptr;
+  std::uint32_t least = max_u32;
+  bool over = false;
+  std::vector<std::string> leases;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const plan& p = plans[i];
+    rls_descriptor_status& s = resp.statuses[i];
+    if (p.what == plan::kind::unlimited) {
+      s.limit_remaining = max_u32;
+      continue;
     }
-    resp.overall_code = over ? rls_code::over_limit : rls_code::ok;
-    if (o.headers != service_options::header_style::none && closest != nullptr) {
-      const header_names h = names_of(o.headers);
-      const auto reset =
-          std::chrono::ceil<std::chrono::seconds>(closest->duration_until_reset.value_or(std::chrono::nanoseconds{0}));
-      resp.response_headers_to_add.push_back(
-          {std::string(h.limit), std::to_string(closest->current_limit->requests_per_unit)});
-      resp.response_headers_to_add.push_back({std::string(h.remaining), std::to_string(closest->limit_remaining)});
-      resp.response_headers_to_add.push_back({std::string(h.reset), std::to_string(reset.count())});
+    if (p.what != plan::kind::limited) continue;
+    const rate_limit_rule& r = *p.rule;
+    hit_outcome& out = outcomes[p.hit];
+    s.current_limit = rls_current_limit{r.name, r.requests_per_unit, r.per};
+    if (p.override_limit)
+      s.current_limit = rls_current_limit{{}, p.override_limit->requests_per_unit, p.override_limit->per};
+    if (r.algorithm == algorithm::concurrency)
+      s.current_limit = rls_current_limit{r.name, r.concurrency, unit::unknown};
+    const bool shadow = r.shadow_mode && !p.override_limit;
+    descriptor_counts counts;
+    switch (out.result) {
+      case hit_outcome::state::failed:
+        self.metrics.record_backend_error();
+        self.tell(self.health.failed(out.error, o.fail_open, std::chrono::steady_clock::now()));
+        counts.hits = p.n;
+        s.code = o.fail_open ? rls_code::ok : rls_code::over_limit;
+        break;
+      case hit_outcome::state::over_limit:
+        if (self.health.failing()) self.tell(self.health.answered(std::chrono::steady_clock::now()));
+        counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
+        s.code = shadow ? rls_code::ok : rls_code::over_limit;
+        s.duration_until_reset = out.reset_after;
+        break;
+      case hit_outcome::state::ok:
+        if (self.health.failing()) self.tell(self.health.answered(std::chrono::steady_clock::now()));
+        counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
+        s.limit_remaining = out.remaining;
+        s.duration_until_reset = out.reset_after;
+        if (!out.lease.empty()) leases.push_back(std::move(out.lease));
+        break;
     }
-    if (over && o.shadow_mode) {
-      resp.overall_code = rls_code::ok;
-      self->metrics.record_global_shadow_mode();
+    self.metrics.record_descriptor(r, rq.domain, p.series, counts);
+    if (s.limit_remaining < least) {
+      closest = &s;
+      least = s.limit_remaining;
     }
-    if (resp.overall_code == rls_code::over_limit) {
-      for (std::string& l : leases) self->store->release(std::move(l), [](bool) {});
-    } else {
-      for (std::string& l : leases) resp.response_headers_to_add.push_back({"x-admit-lease", std::move(l)});
+    if (s.code == rls_code::over_limit) {
+      over = true;
+      closest = &s;
+      least = 0;
     }
-    self->metrics.record_request(resp.overall_code, false, steady::now() - st->started);
-    done(std::move(result));
-  };
-  if (hits.empty()) return finish({});
-  impl_->store->decide(std::move(hits), now, finish);
+  }
+  resp.overall_code = over ? rls_code::over_limit : rls_code::ok;
+  if (o.headers != service_options::header_style::none && closest != nullptr) {
+    const header_names h = names_of(o.headers);
+    const auto reset =
+        std::chrono::ceil<std::chrono::seconds>(closest->duration_until_reset.value_or(std::chrono::nanoseconds{0}));
+    resp.response_headers_to_add.push_back(
+        {std::string(h.limit), std::to_string(closest->current_limit->requests_per_unit)});
+    resp.response_headers_to_add.push_back({std::string(h.remaining), std::to_string(closest->limit_remaining)});
+    resp.response_headers_to_add.push_back({std::string(h.reset), std::to_string(reset.count())});
+  }
+  if (over && o.shadow_mode) {
+    resp.overall_code = rls_code::ok;
+    self.metrics.record_global_shadow_mode();
+  }
+  if (resp.overall_code == rls_code::over_limit) {
+    for (std::string& l : leases) self.store->release(std::move(l), [](bool) {});
+  } else {
+    for (std::string& l : leases) resp.response_headers_to_add.push_back({"x-admit-lease", std::move(l)});
+  }
+  self.metrics.record_request(resp.overall_code, false, steady::now() - started);
+  done(std::move(result));
 }
 
 void service::release(std::string lease, std::function<void(bool)> done) {

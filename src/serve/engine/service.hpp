@@ -75,7 +75,8 @@ class service {
   ~service();
 
   // Decides `request` on the configuration current at the call, and calls `done` exactly once (inline for the
-  // in-process backend). Thread safety: called concurrently from many threads.
+  // in-process backend) — unless it throws: then `done` has not been called and never will be (an answer a backend
+  // delivers after it threw is dropped). `done` must not throw. Thread safety: called concurrently from many threads.
   void should_rate_limit(rls_request request, completion done);
   // The same at an explicit Unix time (fixed windows and the reset header follow it): tests and replays.
   void should_rate_limit_at(rls_request request, std::chrono::system_clock::time_point now, completion done);
@@ -99,6 +100,7 @@ class service {
 
  private:
   struct impl;
+  struct request_state;  // one decision under way (service.cpp)
   std::unique_ptr<impl> impl_;
 };
 

@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -133,27 +132,28 @@ class rls_handler final
       if (!parsed) return refuse(parse_failure(problem));
       if (auto refused = from_proto(*message, limits_, req)) return refuse(*refused);
     }
-    // Finish is called once: by the decision's completion, or by the catch below when the service threw (a backend
-    // may throw after it kept the completion, which then comes later and must not answer a second time).
-    auto answered = std::make_shared<std::atomic<bool>>(false);
+    // Finish is called once: by the decision's completion, or by the catch below when the service threw (it then
+    // never calls the completion). The completion must not throw: a failure to build the answer is answered.
     try {
-      svc_.should_rate_limit(std::move(req), [reactor, response, answered](rls_result result) {
-        if (answered->exchange(true)) return;
+      svc_.should_rate_limit(std::move(req), [reactor, response](rls_result result) {
         if (result.failure) {
           reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, result.failure->message));
           return;
         }
-        stack_arena arena;
-        auto* out = google::protobuf::Arena::CreateMessage<rls_pb::RateLimitResponse>(&arena.arena);
-        to_proto(result.response, *out);
-        bool own = false;
-        const grpc::Status serialized =
-            grpc::SerializationTraits<rls_pb::RateLimitResponse>::Serialize(*out, response, &own);
+        grpc::Status serialized;
+        try {
+          stack_arena arena;
+          auto* out = google::protobuf::Arena::CreateMessage<rls_pb::RateLimitResponse>(&arena.arena);
+          to_proto(result.response, *out);
+          bool own = false;
+          serialized = grpc::SerializationTraits<rls_pb::RateLimitResponse>::Serialize(*out, response, &own);
+        } catch (const std::exception& e) {
+          serialized = grpc::Status(grpc::StatusCode::INTERNAL, std::string("the answer failed: ") + e.what());
+        }
         reactor->Finish(serialized);
       });
     } catch (const std::exception& e) {
       log::error("decision failed", {{"error", e.what()}});
-      if (answered->exchange(true)) return reactor;
       reactor->Finish(grpc::Status(grpc::StatusCode::INTERNAL, std::string("the decision failed: ") + e.what()));
     }
     return reactor;

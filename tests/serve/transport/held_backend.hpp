@@ -20,9 +20,9 @@ namespace admit::serve::testing {
 // Keeps every decision until release_all(); wait_held(n) waits until `n` are kept. Thread-safe.
 class held_backend final : public backend {
  public:
-  void decide(std::vector<hit> hits, std::chrono::system_clock::time_point, completion done) override {
+  void decide(std::shared_ptr<pending_decision> call) override {
     const std::lock_guard lock(mutex_);
-    pending_.emplace_back(hits.size(), std::move(done));
+    pending_.push_back(std::move(call));
     changed_.notify_all();
   }
   void release(std::string, std::function<void(bool)> done) override { done(false); }
@@ -34,23 +34,24 @@ class held_backend final : public backend {
   }
   // Answers every kept decision: each hit OK, limit 5, 4 remaining.
   void release_all() {
-    std::vector<std::pair<std::size_t, completion>> taken;
+    std::vector<std::shared_ptr<pending_decision>> taken;
     {
       const std::lock_guard lock(mutex_);
       taken.swap(pending_);
     }
-    for (auto& [n, done] : taken) {
-      hit_outcome ok;
-      ok.limit = 5;
-      ok.remaining = 4;
-      done(std::vector<hit_outcome>(n, ok));
+    for (auto& call : taken) {
+      for (hit_outcome& ok : call->outcomes) {
+        ok.limit = 5;
+        ok.remaining = 4;
+      }
+      call->complete();
     }
   }
 
  private:
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<std::pair<std::size_t, completion>> pending_;
+  std::vector<std::shared_ptr<pending_decision>> pending_;
 };
 
 // Domain "d", key "k": 5 a second.

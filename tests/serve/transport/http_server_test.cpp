@@ -149,25 +149,25 @@ TEST(HttpServer, AConnectionBeyondMaxConnectionsIsClosed) {
 // Keeps the decision's completion, then throws (as a backend that fails after it queued part of a request).
 class throws_after_keeping final : public backend {
  public:
-  void decide(std::vector<hit> hits, std::chrono::system_clock::time_point, completion done) override {
+  void decide(std::shared_ptr<pending_decision> call) override {
     const std::lock_guard lock(mutex_);
-    held_.emplace_back(hits.size(), std::move(done));
+    held_.push_back(std::move(call));
     throw std::runtime_error("backend broke");
   }
   void release(std::string, std::function<void(bool)> done) override { done(false); }
   void configure(const configuration&) override {}
   void complete_all() {
-    std::vector<std::pair<std::size_t, completion>> taken;
+    std::vector<std::shared_ptr<pending_decision>> taken;
     {
       const std::lock_guard lock(mutex_);
       taken.swap(held_);
     }
-    for (auto& [n, done] : taken) done(std::vector<hit_outcome>(n));
+    for (auto& call : taken) call->complete();
   }
 
  private:
   std::mutex mutex_;
-  std::vector<std::pair<std::size_t, completion>> held_;
+  std::vector<std::shared_ptr<pending_decision>> held_;
 };
 
 // What the service throws is a 500 on that request (it ended the process), and the completion the backend kept

@@ -28,19 +28,19 @@ using testing::one_rule;
 // Keeps the decision's completion, then throws (as a backend that fails after it queued part of a request).
 class throws_after_keeping final : public backend {
  public:
-  void decide(std::vector<hit> hits, std::chrono::system_clock::time_point, completion done) override {
-    held_.emplace_back(hits.size(), std::move(done));
+  void decide(std::shared_ptr<pending_decision> call) override {
+    held_.push_back(std::move(call));
     throw std::runtime_error("the backend broke after keeping the decision");
   }
   void release(std::string, std::function<void(bool)> done) override { done(false); }
   void configure(const configuration&) override {}
   void complete_all() {
-    for (auto& [n, done] : held_) done(std::vector<hit_outcome>(n));
+    for (auto& call : held_) call->complete();
     held_.clear();
   }
 
  private:
-  std::vector<std::pair<std::size_t, completion>> held_;
+  std::vector<std::shared_ptr<pending_decision>> held_;
 };
 
 struct fixture {
