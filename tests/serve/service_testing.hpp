@@ -34,11 +34,17 @@ inline std::shared_ptr<const configuration> yaml(std::string text) {
 }
 
 inline rls_descriptor desc(std::vector<descriptor_entry> entries) {
-  return {std::move(entries), std::nullopt, std::nullopt};
+  rls_descriptor d;
+  d.entries.assign(std::make_move_iterator(entries.begin()), std::make_move_iterator(entries.end()));
+  return d;
 }
 
 inline rls_request req(std::string domain, std::vector<rls_descriptor> ds, std::uint32_t hits = 0) {
-  return {std::move(domain), std::move(ds), hits};
+  rls_request r;
+  r.domain = std::move(domain);
+  r.descriptors.assign(std::make_move_iterator(ds.begin()), std::make_move_iterator(ds.end()));
+  r.hits_addend = hits;
+  return r;
 }
 
 struct harness {

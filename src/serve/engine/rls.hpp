@@ -24,15 +24,17 @@ struct limit_override {
   unit per = unit::unknown;
 };
 
+// A request's descriptors and their entries are kept inline up to the usual sizes (one descriptor of up to two
+// entries): a decision then allocates no container of its own.
 struct rls_descriptor {
-  std::vector<descriptor_entry> entries;
+  boost::container::small_vector<descriptor_entry, 2> entries;
   std::optional<limit_override> limit;
   std::optional<std::uint32_t> hits_addend;  // overrides the request's when present
 };
 
 struct rls_request {
   std::string domain;
-  std::vector<rls_descriptor> descriptors;
+  boost::container::small_vector<rls_descriptor, 1> descriptors;
   std::uint32_t hits_addend = 0;  // 0 means 1, as in Envoy
 };
 
