@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -29,9 +31,16 @@ std::string what_of(const std::string& file, int line, const std::string& messag
 // this way reads back one way only (counter keys of different descriptors never collide, whatever '.', '_' or ':'
 // their keys and values hold).
 void append_part(std::string& out, std::string_view s) {
-  out += std::to_string(s.size());
-  out += ':';
-  out += s;
+  char digits[20];
+  const auto end = std::to_chars(std::begin(digits), std::end(digits), s.size()).ptr;
+  out.append(digits, end).append(1, ':').append(s);
+}
+
+// The bytes append_part writes for `s`.
+std::size_t part_size(std::string_view s) {
+  std::size_t digits = 1;
+  for (std::size_t n = s.size(); n >= 10; n /= 10) ++digits;
+  return digits + 1 + s.size();
 }
 
 std::string_view trim_prefix(std::string_view s, std::string_view key) {
@@ -266,6 +275,9 @@ std::optional<rule_match> configuration::find(std::string_view domain,
   const auto value_of = [&](std::size_t i) {
     return any_shared && !shared[i].empty() ? shared[i] : std::string_view(entries[i].value);
   };
+  std::size_t key_size = part_size(domain);
+  for (std::size_t i = 0; i < entries.size(); ++i) key_size += part_size(entries[i].key) + part_size(value_of(i));
+  m.counter_key.reserve(key_size);  // one allocation at most
   append_part(m.counter_key, domain);
   for (std::size_t i = 0; i < entries.size(); ++i) {
     append_part(m.counter_key, entries[i].key);

@@ -61,15 +61,13 @@ response json(http::status status, const nlohmann::json& body) {
 }
 
 // Calls service::should_rate_limit from a coroutine: the completion may come inline or on another thread. What the
-// service throws is rethrown in the coroutine (the session answers 500), not out of the I/O thread (which would end
-// the process); the coroutine resumes once, so a completion the backend kept before it threw is dropped.
+// service throws (it then never calls the completion) is rethrown in the coroutine (the session answers 500), not out
+// of the I/O thread (which would end the process).
 net::awaitable<rls_result> decide(service& svc, rls_request req) {
   co_return co_await net::async_initiate<decltype(net::use_awaitable), void(std::exception_ptr, rls_result)>(
       [&svc](auto handler, rls_request r) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        auto answered = std::make_shared<std::atomic<bool>>(false);
-        const auto deliver = [h, answered](std::exception_ptr e, rls_result result) {
-          if (answered->exchange(true)) return;
+        const auto deliver = [h](std::exception_ptr e, rls_result result) {
           auto ex = net::get_associated_executor(*h);
           net::dispatch(ex, [h, e, result = std::move(result)]() mutable { (*h)(e, std::move(result)); });
         };
