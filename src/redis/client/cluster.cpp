@@ -84,9 +84,9 @@ std::optional<cluster::clock::time_point> cluster::close_deadline() const noexce
   return now + std::chrono::duration_cast<clock::duration>(timeout);
 }
 
-void cluster::do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) {
+void cluster::do_async_execute(std::shared_ptr<detail::request_base> req, const command& cmd) {
   const auto deadline = req->deadline;
-  detail::execute(*impl_, std::move(req), deadline, std::move(cmd));
+  detail::execute(*impl_, std::move(req), deadline, cmd);
 }
 
 result cluster::do_execute(std::optional<clock::time_point> deadline, const command& cmd) {

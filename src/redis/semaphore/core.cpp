@@ -35,8 +35,10 @@ std::vector<std::string> semaphore_keys(const std::string& prefix) {
   return keys;
 }
 
-command script_call(const std::vector<std::string>& keys) {
-  command c{"EVALSHA", semaphore_script().sha1(), std::to_string(keys.size())};
+command script_call(const std::vector<std::string>& keys, std::size_t more_args) {
+  command c;
+  c.reserve(3 + keys.size() + more_args);
+  c.arg("EVALSHA").arg(semaphore_script().sha1()).arg(keys.size());
   for (const auto& k : keys) c.arg(k);
   return c;
 }
@@ -92,7 +94,7 @@ std::string semaphore_core::definition_arg() const {
 }
 
 command semaphore_core::make(const op_args& op) const {
-  command c = script_call(keys_);
+  command c = script_call(keys_, op.size() + 1);
   c.arg(op.front()).arg(definition_arg());
   for (std::size_t i = 1; i < op.size(); ++i) c.arg(op[i]);
   return c;
@@ -100,7 +102,9 @@ command semaphore_core::make(const op_args& op) const {
 
 command semaphore_core::make(const std::vector<op_batcher::op>& ops) const {
   if (ops.size() == 1) return make(ops.front().args);
-  command c = script_call(keys_);
+  std::size_t args = 3;
+  for (const auto& o : ops) args += 1 + o.args.size();
+  command c = script_call(keys_, args);
   c.arg("batch").arg(definition_arg()).arg(std::to_string(ops.size()));
   for (const auto& o : ops) {
     c.arg(std::to_string(o.args.size()));

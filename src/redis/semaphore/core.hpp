@@ -73,8 +73,8 @@ std::vector<std::string> semaphore_keys(const std::string& prefix);
 // A waiter's time to live when semaphore_options::waiter_ttl is 0: three polls and a call's timeout, which a live
 // waiter's polls always beat (the lease of a queue entry that is never renewed lives as long).
 std::chrono::milliseconds default_waiter_ttl(const semaphore_options& o);
-// EVALSHA of semaphore.lua with `keys` (semaphore_keys); the caller appends ARGV.
-command script_call(const std::vector<std::string>& keys);
+// EVALSHA of semaphore.lua with `keys` (semaphore_keys); the caller appends ARGV, room for `more_args` of them kept.
+command script_call(const std::vector<std::string>& keys, std::size_t more_args = 0);
 std::int64_t to_us(std::chrono::milliseconds d);
 // A reply {status, ...} whose first `count` elements are integers; nullopt for any other shape.
 std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t count);

@@ -63,14 +63,15 @@ class client {
   // handler's associated executor (the client's when it has none), never inside this call. The errors and their
   // meaning are connection::async_execute's (errc::timeout, errc::outcome_unknown, errc::closed, operation_aborted);
   // a Redis error reply is a value. Cancellation: terminal and partial, through the handler's slot. Thread-safe.
-  // Throws std::invalid_argument (before starting) for an empty command.
+  // Throws std::invalid_argument (before starting) for an empty command. `cmd` is read when the operation starts (a
+  // deferred token keeps a copy until then): a connection encodes it at once, without a copy of its own.
   template <class CompletionToken>
-  auto async_execute_command(std::optional<clock::time_point> deadline, command cmd, CompletionToken&& token) {
+  auto async_execute_command(std::optional<clock::time_point> deadline, const command& cmd, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, reply)>(
-        [this](auto handler, std::optional<clock::time_point> when, command c) {
-          do_async_execute(make_request(std::move(handler), when, get_executor()), std::move(c));
+        [this](auto handler, std::optional<clock::time_point> when, const command& c) {
+          do_async_execute(make_request(std::move(handler), when, get_executor()), c);
         },
-        token, deadline, std::move(cmd));
+        token, deadline, cmd);
   }
 
   // Blocking: waits on the calling thread, which must not run the client's executor, for the reply or the deadline.
@@ -93,7 +94,7 @@ class client {
   // Starts `cmd` for `req` (its deadline set, its cancellation attached): the implementation completes it with
   // req->try_finish(error, reply) exactly once, or leaves that to the deadline or a cancellation (whichever is first
   // wins; the others do nothing). Must not complete the handler inline (async_request::deliver posts it).
-  virtual void do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) = 0;
+  virtual void do_async_execute(std::shared_ptr<detail::request_base> req, const command& cmd) = 0;
   virtual result do_execute(std::optional<clock::time_point> deadline, const command& cmd) = 0;
 
  private:
@@ -124,15 +125,15 @@ class client_link {
   executor_type get_executor() const noexcept { return executor_; }
 
   template <class CompletionToken>
-  auto async_execute_command(std::optional<clock::time_point> deadline, command cmd, CompletionToken&& token) {
+  auto async_execute_command(std::optional<clock::time_point> deadline, const command& cmd, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, reply)>(
-        [anchor = anchor_, ex = executor_](auto handler, std::optional<clock::time_point> when, command c) {
+        [anchor = anchor_, ex = executor_](auto handler, std::optional<clock::time_point> when, const command& c) {
           auto req = client::make_request(std::move(handler), when, ex);
           const std::shared_lock lock(anchor->mutex);  // the client is not destroyed while its call is handed over
-          if (anchor->target != nullptr) return anchor->target->do_async_execute(std::move(req), std::move(c));
+          if (anchor->target != nullptr) return anchor->target->do_async_execute(std::move(req), c);
           req->try_finish(admit::asio::to_error_code(errc::closed), reply());
         },
-        token, deadline, std::move(cmd));
+        token, deadline, cmd);
   }
 
  private:

@@ -168,7 +168,7 @@ class cluster final : public client {
   std::pair<std::error_code, std::string> last_failure() const { return detail::last_failure(*impl_); }
 
  private:
-  void do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) override;
+  void do_async_execute(std::shared_ptr<detail::request_base> req, const command& cmd) override;
   result do_execute(std::optional<clock::time_point> deadline, const command& cmd) override;
   std::optional<clock::time_point> close_deadline() const noexcept;
 

@@ -41,6 +41,14 @@ class command {
     return std::move(arg(value));
   }
 
+  // Replaces argument `i` (< args().size(); std::out_of_range otherwise).
+  command& assign_arg(std::size_t i, std::string_view a) {
+    args_.at(i).assign(a);
+    return *this;
+  }
+  // Room for `n` arguments in all, so that appending them allocates no larger list on the way.
+  void reserve(std::size_t n) { args_.reserve(n); }
+
   const std::vector<std::string>& args() const noexcept { return args_; }
   bool empty() const noexcept { return args_.empty(); }
 

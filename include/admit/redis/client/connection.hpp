@@ -251,7 +251,7 @@ class connection final : public client {
   std::error_code last_connect_error() const { return detail::last_connect_error(*impl_); }
 
  private:
-  void do_async_execute(std::shared_ptr<detail::request_base> req, command cmd) override {
+  void do_async_execute(std::shared_ptr<detail::request_base> req, const command& cmd) override {
     req->payload = detail::format_command(cmd);
     detail::submit(*impl_, std::move(req));
   }

@@ -25,22 +25,19 @@ namespace admit::redis {
 namespace detail {
 
 // RESP's framing of a request: "*<count>\r\n", then "$<length>\r\n<bytes>\r\n" per argument.
-inline void append_decimal(std::string& out, std::uint64_t value) {
-  char digits[20];
-  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
-  out.append(digits, end);
+// "<lead><count>\r\n" in one append.
+inline void append_header(std::string& out, char lead, std::size_t count) {
+  char head[24];
+  head[0] = lead;
+  char* end = std::to_chars(head + 1, head + 21, count).ptr;
+  *end++ = '\r';
+  *end++ = '\n';
+  out.append(head, end);
 }
-inline void append_array_header(std::string& out, std::size_t count) {
-  out += '*';
-  append_decimal(out, count);
-  out += "\r\n";
-}
+inline void append_array_header(std::string& out, std::size_t count) { append_header(out, '*', count); }
 inline void append_bulk(std::string& out, std::string_view bytes) {
-  out += '$';
-  append_decimal(out, bytes.size());
-  out += "\r\n";
-  out += bytes;
-  out += "\r\n";
+  append_header(out, '$', bytes.size());
+  out.append(bytes).append("\r\n", 2);
 }
 template <std::integral I>
 void append_bulk(std::string& out, I value) {

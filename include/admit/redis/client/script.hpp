@@ -135,10 +135,9 @@ inline command evalsha_command(const script& s, const std::vector<std::string>& 
 
 // The FCALL of a library's function that does what `evalsha` (an EVALSHA of its script) does.
 inline command fcall_command(const script& s, const command& evalsha) {
-  std::vector<std::string> a = evalsha.args();
-  a[0] = "FCALL";
-  a[1] = s.function_name();
-  return command(std::move(a));
+  command c = evalsha;
+  c.assign_arg(0, "FCALL").assign_arg(1, s.function_name());
+  return c;
 }
 // What an FCALL's answer says: the function is not loaded there (load it, call again), or the server has no
 // functions or will not load them (EVALSHA instead).
@@ -154,23 +153,34 @@ inline bool functions_unsupported(const reply& r) {
 // file).
 template <class Client>
 struct evalsha_op {
+  // `cmd`: the script's EVALSHA ("EVALSHA", sha1, number of keys, keys..., arguments...). It is sent as it is, or
+  // turned into the function's FCALL in place and back (its first two arguments): never copied.
+  evalsha_op(Client* c, const script* sc, command cm, std::optional<std::chrono::steady_clock::time_point> d)
+      : conn(c), s(sc), cmd(std::make_unique<command>(std::move(cm))), deadline(d) {}
+
   Client* conn;
   const script* s;
-  command cmd;
+  // On the heap: the client reads it by reference once this operation (and so this pointer) has moved into the call.
+  std::unique_ptr<command> cmd;
   std::optional<std::chrono::steady_clock::time_point> deadline;
   int step = 0;
 
+  void as_fcall() { cmd->assign_arg(0, "FCALL").assign_arg(1, s->function_name()); }
+  void as_evalsha() { cmd->assign_arg(0, "EVALSHA").assign_arg(1, s->sha1()); }
+
   template <class Self>
   void operator()(Self& self, boost::system::error_code ec = {}, reply r = {}) {
+    const command& c = *cmd;
     switch (step) {
       case 0:
         if (s->calls_function()) {
           step = 10;
-          conn->async_execute_command(deadline, fcall_command(*s, cmd), std::move(self));
+          as_fcall();
+          conn->async_execute_command(deadline, c, std::move(self));
           return;
         }
         step = 1;
-        conn->async_execute_command(deadline, cmd, std::move(self));
+        conn->async_execute_command(deadline, c, std::move(self));
         return;
       case 10:  // the FCALL's answer
         if (!ec && function_not_found(r)) {
@@ -182,7 +192,8 @@ struct evalsha_op {
         if (ec || !functions_unsupported(r)) return self.complete(ec, std::move(r));
         s->refuse_functions();
         step = 1;
-        conn->async_execute_command(deadline, cmd, std::move(self));
+        as_evalsha();
+        conn->async_execute_command(deadline, c, std::move(self));
         return;
       case 11:  // FUNCTION LOAD's answer
         if (ec || r.is_error()) {
@@ -190,11 +201,12 @@ struct evalsha_op {
           // the FCALL ran nothing. Refused for good (no such command, no permission): every later call too.
           if (!ec && functions_unsupported(r)) s->refuse_functions();
           step = 1;
-          conn->async_execute_command(deadline, cmd, std::move(self));
+          as_evalsha();
+          conn->async_execute_command(deadline, c, std::move(self));
           return;
         }
         step = 3;
-        conn->async_execute_command(deadline, fcall_command(*s, cmd), std::move(self));
+        conn->async_execute_command(deadline, c, std::move(self));  // still the FCALL
         return;
       case 1:
         if (ec || !r.is_error("NOSCRIPT")) return self.complete(ec, std::move(r));
@@ -204,7 +216,7 @@ struct evalsha_op {
       case 2:
         if (ec || r.is_error()) return self.complete(ec, std::move(r));
         step = 3;
-        conn->async_execute_command(deadline, std::move(cmd), std::move(self));
+        conn->async_execute_command(deadline, c, std::move(self));
         return;
       default:
         self.complete(ec, std::move(r));
