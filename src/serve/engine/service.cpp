@@ -135,6 +135,7 @@ void service::should_rate_limit(rls_request request, completion done) {
 }
 
 void service::should_rate_limit_at(rls_request request, std::chrono::system_clock::time_point now, completion done) {
+  using plan = request_state::plan;
   auto st = std::make_shared<request_state>(*impl_);
   st->started = steady::now();
   st->now = now;
@@ -165,13 +166,13 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
   std::unordered_set<std::string_view> replaced;
   for (std::size_t i = 0; i < req.descriptors.size(); ++i) {
     const rls_descriptor& d = req.descriptors[i];
-    request_state::plan& p = st->plans[i];
+    plan& p = st->plans[i];
     p.n = d.hits_addend ? *d.hits_addend : std::max<std::uint32_t>(1, req.hits_addend);
     if (!known) continue;
     std::optional<rule_match> m = cfg.find(req.domain, d.entries);
     if (d.limit) {  // the override alone, whatever matched
       const rate_limit_rule* r = m ? m->rule : nullptr;
-      p.what = request_state::plan::kind::limited;
+      p.what = plan::kind::limited;
       p.override_limit = d.limit;
       p.series = descriptor_path(req.domain, d);
       // The request's own entries, as envoyproxy/ratelimit keys an override: its cache key holds the request's
@@ -200,13 +201,13 @@ void service::should_rate_limit_at(rls_request request, std::chrono::system_cloc
     p.series = metric_series(*m, req.domain, d);
     p.counter_key = std::move(m->counter_key);
     for (const std::string& name : p.rule->replaces) replaced.insert(name);
-    p.what = p.rule->unlimited ? request_state::plan::kind::unlimited : request_state::plan::kind::limited;
+    p.what = p.rule->unlimited ? plan::kind::unlimited : plan::kind::limited;
   }
   pending_decision::hit_list& hits = st->hits;
-  for (request_state::plan& p : st->plans) {
-    if (p.what != request_state::plan::kind::limited) continue;
+  for (plan& p : st->plans) {
+    if (p.what != plan::kind::limited) continue;
     if (!p.override_limit && !p.rule->name.empty() && replaced.contains(p.rule->name)) {
-      p.what = request_state::plan::kind::none;
+      p.what = plan::kind::none;
       continue;
     }
     p.hit = hits.size();
