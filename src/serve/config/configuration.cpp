@@ -36,12 +36,8 @@ void append_part(std::string& out, std::string_view s) {
   out.append(digits, end).append(1, ':').append(s);
 }
 
-// The bytes append_part writes for `s`.
-std::size_t part_size(std::string_view s) {
-  std::size_t digits = 1;
-  for (std::size_t n = s.size(); n >= 10; n /= 10) ++digits;
-  return digits + 1 + s.size();
-}
+// At least the bytes append_part writes for `s` (its length takes at most 20 digits).
+std::size_t part_size_bound(std::string_view s) { return s.size() + 21; }
 
 std::string_view trim_prefix(std::string_view s, std::string_view key) {
   if (s.size() > key.size() && s.substr(0, key.size()) == key && s[key.size()] == '_') s.remove_prefix(key.size() + 1);
@@ -275,8 +271,10 @@ std::optional<rule_match> configuration::find(std::string_view domain,
   const auto value_of = [&](std::size_t i) {
     return any_shared && !shared[i].empty() ? shared[i] : std::string_view(entries[i].value);
   };
-  std::size_t key_size = part_size(domain);
-  for (std::size_t i = 0; i < entries.size(); ++i) key_size += part_size(entries[i].key) + part_size(value_of(i));
+  std::size_t key_size = part_size_bound(domain);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    key_size += part_size_bound(entries[i].key) + part_size_bound(value_of(i));
+  }
   m.counter_key.reserve(key_size);  // one allocation at most
   append_part(m.counter_key, domain);
   for (std::size_t i = 0; i < entries.size(); ++i) {
