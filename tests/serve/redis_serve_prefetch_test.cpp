@@ -22,7 +22,9 @@ TEST_F(RedisServeBackend, AFixedWindowPrefetchesAndNeverPassesItsLimit) {
   r.prefetch = 20;
   const auto now = at(minute_start + 5);
   const std::string key = "admit:serve:fw:{u}:3600:" + std::to_string(minute_start);
-  ASSERT_EQ(decide_one(backend, make_hit(r, "u"), now).result, state::ok);
+  const hit_outcome first = decide_one(backend, make_hit(r, "u"), now);
+  ASSERT_EQ(first.result, state::ok);
+  EXPECT_TRUE(first.consulted) << "Redis answered the refill";
   EXPECT_EQ(server.admin({"GET", key}), "20") << "the first hit took 20";
   const long long calls = server.script_calls();
   for (int i = 0; i < 19; ++i) {
@@ -30,6 +32,7 @@ TEST_F(RedisServeBackend, AFixedWindowPrefetchesAndNeverPassesItsLimit) {
     ASSERT_EQ(o.result, state::ok) << i;
     // Its stock (18 − i) and the room the last reply showed (50 − 20): the window's remaining as far as it knows.
     EXPECT_EQ(o.remaining, 48U - static_cast<unsigned>(i));
+    EXPECT_FALSE(o.consulted) << "from the stock: says nothing of whether Redis answers";
   }
   EXPECT_EQ(server.script_calls(), calls) << "19 hits decided from the stock, without Redis";
   EXPECT_EQ(decide_one(backend, make_hit(r, "u"), now).result, state::ok);  // refills: 40
@@ -103,7 +106,11 @@ TEST_F(RedisServeBackend, ABucketPrefetchLeasesTokens) {
   r.prefetch = 10;
   ASSERT_EQ(decide_one(backend, make_hit(r, "b")).result, state::ok);
   const long long calls = server.script_calls();
-  for (int i = 0; i < 9; ++i) ASSERT_EQ(decide_one(backend, make_hit(r, "b")).result, state::ok);
+  for (int i = 0; i < 9; ++i) {
+    const hit_outcome o = decide_one(backend, make_hit(r, "b"));
+    ASSERT_EQ(o.result, state::ok);
+    EXPECT_FALSE(o.consulted) << i;
+  }
   EXPECT_EQ(server.script_calls(), calls) << "9 hits spent from the lease";
 }
 

@@ -206,6 +206,45 @@ TEST(ServiceFailures, ABackendFailureAnswersPerTheFailurePolicy) {
   }
 }
 
+// A backend whose first hit fails (Redis down) and whose other hits are answered from this process alone (a
+// prefetched stock), until told that the store answers again.
+class stock_backend final : public backend {
+ public:
+  void decide(std::shared_ptr<pending_decision> call) override {
+    for (std::size_t i = 0; i < call->outcomes.size(); ++i) {
+      hit_outcome& o = call->outcomes[i];
+      o.limit = 100;
+      if (i == 0 && !store_back) {
+        o.result = hit_outcome::state::failed;
+        o.error = "connection refused";
+      } else {
+        o.consulted = store_back;
+      }
+    }
+    call->complete();
+  }
+  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void configure(const configuration&) override {}
+  bool store_back = false;
+};
+
+// The health events follow the store: an answer decided from a local stock while the store fails does not say the
+// outage is over (it would log "counting again" and "failing" for every such request).
+TEST(ServiceFailures, AnAnswerFromALocalStockDoesNotEndAnOutage) {
+  auto store = std::make_unique<stock_backend>();
+  stock_backend& b = *store;
+  std::vector<backend_event::kind> events;
+  service svc{std::move(store), yaml(example5), {.on_backend_event = [&](const backend_event& e) {
+                events.push_back(e.what);
+              }}};
+  const auto both = [] { return req("internal", {desc({{"azure", "a"}}), desc({{"azure", "b"}})}); };
+  for (int i = 0; i < 3; ++i) svc.should_rate_limit_at(both(), at(0s), [](rls_result) {});
+  EXPECT_EQ(events, std::vector<backend_event::kind>{backend_event::kind::failing});
+  b.store_back = true;
+  svc.should_rate_limit_at(both(), at(0s), [](rls_result) {});
+  EXPECT_EQ(events, (std::vector<backend_event::kind>{backend_event::kind::failing, backend_event::kind::counting}));
+}
+
 // A backend that keeps its decisions and completes them as failed when destroyed (as the Redis backend completes
 // the hits still queued).
 class completes_when_destroyed final : public backend {

@@ -44,6 +44,9 @@ struct hit_outcome {
   std::chrono::nanoseconds reset_after{0};  // until the window ends / the limiter is back to full
   std::string lease;                        // concurrency rules: the lease id to release, when admitted
   std::string error;                        // failed: why (a Redis error), for logs and metrics
+  // False when the answer came from this process alone — hits prefetched from Redis, or a limiter's leased tokens —
+  // without asking the backend's store: it then says nothing of whether the store answers (backend_health).
+  bool consulted = true;
 };
 
 // One request's hits on their way through a backend, and the backend's answers: made by the service, answered by the

@@ -83,6 +83,7 @@ void redis_backend::state::take_prefetched(window_hit&& w, std::vector<window_hi
     o.remaining = p.refused ? 0 : static_cast<std::uint32_t>(std::min<std::uint64_t>(w.limit, p.left + room));
     o.count_after = p.refused ? p.known + w.n : w.limit - o.remaining;
     o.reset_after = w.reset_after;
+    o.consulted = false;
     w.req->finish(w.index, std::move(o));
     return;
   }
@@ -428,6 +429,7 @@ void redis_backend::state::decide_on_limiter(redis::client& c, const std::shared
         }
         hit_outcome o;
         o.limit = limit;
+        o.consulted = r.consulted;
         const auto used =
             static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.decision.limit - r.decision.remaining));
         o.reset_after = r.decision.reset_after;

@@ -260,13 +260,13 @@ void service::request_state::complete() {
         s.code = o.fail_open ? rls_code::ok : rls_code::over_limit;
         break;
       case hit_outcome::state::over_limit:
-        if (self.health.failing()) self.tell(self.health.answered(std::chrono::steady_clock::now()));
+        if (out.consulted && self.health.failing()) self.tell(self.health.answered(std::chrono::steady_clock::now()));
         counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
         s.code = shadow ? rls_code::ok : rls_code::over_limit;
         s.duration_until_reset = out.reset_after;
         break;
       case hit_outcome::state::ok:
-        if (self.health.failing()) self.tell(self.health.answered(std::chrono::steady_clock::now()));
+        if (out.consulted && self.health.failing()) self.tell(self.health.answered(std::chrono::steady_clock::now()));
         counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
         s.limit_remaining = out.remaining;
         s.duration_until_reset = out.reset_after;
