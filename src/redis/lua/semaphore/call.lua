@@ -7,15 +7,20 @@ local function call(KEYS, ARGV)
   meta, holders, leases, queue, expiry = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
   op = ARGV[1]
   now = server_time()
+  now_formatted = nil
   dirty = {}
   touched, latest = {}, 0
-  local defined, idle_text = string.match(ARGV[2] or '', '^([^~]*)~(%d+)$')
-  if not defined then defined = ARGV[2] end
+  -- (A plain search first: most definitions have neither suffix, and a pattern costs more.)
+  local defined, idle_text = ARGV[2], nil
+  if defined and string.find(defined, '~', 1, true) then
+    defined, idle_text = string.match(defined, '^([^~]*)~(%d+)$')
+    if not defined then defined = ARGV[2] end
+  end
   -- A rate limiter's queue: the definition ends in "@gcra" or "@token_bucket", and the rate's state is that limiter's
   -- key, KEYS[7] (see rate_key in core.lua).
   rate_key, rate_kind = nil, nil
-  do
-    local d, kind = string.match(defined or '', '^(.-)@(%a[%a_]*)$')
+  if defined and string.find(defined, '@', 1, true) then
+    local d, kind = string.match(defined, '^(.-)@(%a[%a_]*)$')
     if d then
       if (kind ~= 'gcra' and kind ~= 'token_bucket') or not KEYS[7] then
         return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(ARGV[2]))
@@ -28,8 +33,9 @@ local function call(KEYS, ARGV)
       'classes', 'definition', 'queued:1', 'idle', 'kept')
     -- The longest idle time any caller gave is kept: a caller without one (or with a shorter one) still moves the
     -- keys' expiry past its own leases.
-    idle = math.max(tonumber(idle_text) or 0, tonumber(m[12]) or 0)
-    dirty.idle = idle > (tonumber(m[12]) or 0)
+    local stored_idle = tonumber(m[12]) or 0
+    idle = math.max(tonumber(idle_text) or 0, stored_idle)
+    dirty.idle = idle > stored_idle
     kept = tonumber(m[13]) or 0
     capacity, free, fence, next_due = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
     seq = tonumber(m[5]) or 0
@@ -109,12 +115,13 @@ local function call(KEYS, ARGV)
     if fits then
       fence = math.max(fence + 1, now) -- as grant() below
       local expires = now + ttl
-      redis.call('ZADD', holders, int(expires), id)
-      redis.call('HSET', leases, id, int(n) .. ':' .. int(fence))
+      local fence_text, expires_text = int(fence), int(expires)
+      redis.call('ZADD', holders, expires_text, id)
+      redis.call('HSET', leases, id, int(n) .. ':' .. fence_text)
       wrote(holders, expires)
       wrote(leases)
-      local fields = { 'free', int(free - n), 'fence', int(fence) }
-      if expires < next_due then fields[#fields + 1] = 'next'; fields[#fields + 1] = int(expires) end
+      local fields = { 'free', int(free - n), 'fence', fence_text }
+      if expires < next_due then fields[#fields + 1] = 'next'; fields[#fields + 1] = expires_text end
       if new_tat and rate_key then
         tat = new_tat
         save_rate_key()

@@ -102,12 +102,12 @@ local function make_class_helpers()
     local charged = interval > 0 and h.token_entitled
     if charged then assured_charge(cls[h.k], h.n) end
     take_tokens(h.n)
-    local token, expires = grant(h.id, h.n, h.ttl, h.k)
+    local token, expires, granted = grant(h.id, h.n, h.ttl, h.k)
     if charged then
       redis.call('HSET', waiters_hash, 'c:' .. h.id, '1')
       wrote(waiters_hash)
     end
-    return token, expires
+    return token, expires, granted
   end
   serve_multi = function(mine, handed, all)
     while true do
@@ -118,8 +118,8 @@ local function make_class_helpers()
       if not h then return true end
       redis.call('LPOP', cls[h.k].list)
       drop_waiter(h.id)
-      local token, expires = admit_head(h)
-      deliver(h.id, h.n, token, expires, h.wake, mine, handed)
+      local _, _, granted = admit_head(h)
+      deliver(h.id, granted, h.wake, mine, handed)
     end
   end
 end

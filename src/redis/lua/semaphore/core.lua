@@ -83,7 +83,7 @@ end
 
 local function num(x, what)
   local v = tonumber(x)
-  if not v or v ~= math.floor(v) then
+  if not v or v % 1 ~= 0 then -- (not math.floor: a call; and infinity is no integer)
     error('admit semaphore: ' .. what .. ' must be an integer, got ' .. tostring(x))
   end
   return v
@@ -93,6 +93,12 @@ end
 local function server_time()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+-- now as int() writes it, made at most once per call (call() resets now_formatted).
+local now_formatted
+local function now_text()
+  if not now_formatted then now_formatted = int(now) end
+  return now_formatted
 end
 
 -- meta, read once and written once at the end (dirty fields only)
@@ -243,23 +249,25 @@ end
 
 -- A fencing token: strictly increasing per semaphore, and at least the server's time in µs, so that tokens keep
 -- increasing even after Redis lost the semaphore's state (a restart without persistence), while its clock does.
--- `k`: the class (1-based) with classes, whose held permits count it; the lease records it.
+-- `k`: the class (1-based) with classes, whose held permits count it; the lease records it. Returns the token, the
+-- lease's expiry, and the grant as its wake-up carries it, "n:token:expiry" (deliver): each number is formatted once.
 local function grant(id, n, ttl, k)
   fence = math.max(fence + 1, now)
   dirty.fence = true
   local expires = now + ttl
-  redis.call('ZADD', holders, int(expires), id)
+  local expires_text, held = int(expires), int(n) .. ':' .. int(fence)
+  redis.call('ZADD', holders, expires_text, id)
   wrote(holders, expires)
   wrote(leases)
   if k then
     cls[k].held = cls[k].held + n
     dirty.classes = true
-    redis.call('HSET', leases, id, int(n) .. ':' .. int(fence) .. ':' .. int(k - 1))
+    redis.call('HSET', leases, id, held .. ':' .. int(k - 1))
   else
-    redis.call('HSET', leases, id, int(n) .. ':' .. int(fence))
+    redis.call('HSET', leases, id, held)
   end
   due(expires)
-  return fence, expires
+  return fence, expires, held .. ':' .. expires_text
 end
 
 -- A queue record "id:n:lease_ttl_us:wake_key": id, n, ttl, wake; only its id (or nil) when the rest is unreadable.
@@ -361,7 +369,7 @@ end
 local function sweep()
   if now < next_due then return end
   while true do
-    local dead = redis.call('ZRANGEBYSCORE', holders, '-inf', int(now), 'LIMIT', 0, 100)
+    local dead = redis.call('ZRANGEBYSCORE', holders, '-inf', now_text(), 'LIMIT', 0, 100)
     for _, id in ipairs(dead) do
       local n = take_lease(id)
       if n then take(-n) end
@@ -371,7 +379,7 @@ local function sweep()
   end
   local left = false
   while true do
-    local gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', int(now), 'LIMIT', 0, 100)
+    local gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', now_text(), 'LIMIT', 0, 100)
     for _, id in ipairs(gone) do
       left = drop_waiter(id) or left
     end
@@ -393,11 +401,11 @@ local function push_wake(wake, text)
   redis.call('PEXPIRE', wake, 60000)
 end
 
--- The grant's wake-up, "id:n:token:expiry:now" (the waiter needs no call to learn it): into `handed` when the waiter's
--- wake list is `mine`, else pushed on its wake list.
-local function deliver(id, n, token, expires, wake, mine, handed)
+-- The grant's wake-up, "id:n:token:expiry:now" (the waiter needs no call to learn it; `granted` is grant()'s
+-- "n:token:expiry"): into `handed` when the waiter's wake list is `mine`, else pushed on its wake list.
+local function deliver(id, granted, wake, mine, handed)
   if wake == '-' then return end
-  local g = id .. ':' .. int(n) .. ':' .. int(token) .. ':' .. int(expires) .. ':' .. int(now)
+  local g = id .. ':' .. granted .. ':' .. now_text()
   if handed and wake == mine then
     handed[#handed + 1] = g
   else
@@ -433,8 +441,8 @@ local function serve_one(mine, handed, all)
     elseif drop_waiter(id) then -- else it left: dropped
       take(n)
       take_tokens(n)
-      local token, expires = grant(id, n, ttl)
-      deliver(id, n, token, expires, wake, mine, handed)
+      local _, _, granted = grant(id, n, ttl)
+      deliver(id, granted, wake, mine, handed)
     end
   end
 end
