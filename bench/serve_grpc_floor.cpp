@@ -6,10 +6,12 @@
 // accepts as a decision.
 //
 //   admit_serve_grpc_floor [--host 127.0.0.1] [--port 0] [--statuses 1]
-//   admit_serve_grpc_floor --redis redis://127.0.0.1:6379 [--redis-keys 100000]
+//   admit_serve_grpc_floor --redis redis://127.0.0.1:6379 [--redis-keys 100000] [--redis-key-prefix floor:]
+//                          [--redis-key-suffix TEXT]
 //
 // With --redis, the floor of a call that goes to Redis: each call also sends envoyproxy/ratelimit's commands for one
-// counter — INCRBY and EXPIRE ... NX of "floor:<i>" (i counting calls modulo --redis-keys), pipelined on one
+// counter — INCRBY and EXPIRE ... NX of "<prefix><i><suffix>" (i counting calls modulo --redis-keys; by default
+// "floor:<i>"; bench/serve_compare.sh gives keys as long as admit serve's), pipelined on one
 // admit::redis::connection run by a thread of its own, as `admit serve --redis` runs its client — and is answered when
 // their replies are in (UNAVAILABLE if Redis failed). Concurrent calls share the connection's writes; nothing else is
 // batched, decided or parsed.
@@ -50,9 +52,10 @@ namespace rls = envoy::service::ratelimit::v3;
 class floor_handler final
     : public rls::RateLimitService::WithRawCallbackMethod_ShouldRateLimit<rls::RateLimitService::Service> {
  public:
-  // `redis`: the connection each call's commands go to, or none.
-  floor_handler(const rls::RateLimitResponse& answer, admit::redis::connection* redis, std::uint64_t keys)
-      : redis_(redis), keys_(keys) {
+  // `redis`: the connection each call's commands go to, or none; a counter's key is prefix, its number, suffix.
+  floor_handler(const rls::RateLimitResponse& answer, admit::redis::connection* redis, std::uint64_t keys,
+                std::string key_prefix, std::string key_suffix)
+      : redis_(redis), keys_(keys), key_prefix_(std::move(key_prefix)), key_suffix_(std::move(key_suffix)) {
     bool own = false;
     if (!grpc::SerializationTraits<rls::RateLimitResponse>::Serialize(answer, &answer_, &own).ok()) {
       throw std::runtime_error("cannot serialize the fixed answer");
@@ -67,7 +70,8 @@ class floor_handler final
       reactor->Finish(grpc::Status::OK);
       return reactor;
     }
-    const std::string key = "floor:" + std::to_string(next_.fetch_add(1, std::memory_order_relaxed) % keys_);
+    const std::string key =
+        key_prefix_ + std::to_string(next_.fetch_add(1, std::memory_order_relaxed) % keys_) + key_suffix_;
     admit::redis::pipeline commands;
     commands.add("INCRBY", key, 1).add("EXPIRE", key, 1, "NX");
     redis_->async_execute_pipeline_until(
@@ -83,6 +87,7 @@ class floor_handler final
   grpc::ByteBuffer answer_;
   admit::redis::connection* redis_;
   std::uint64_t keys_;
+  std::string key_prefix_, key_suffix_;
   std::atomic<std::uint64_t> next_{0};
 };
 
@@ -116,6 +121,10 @@ int main(int argc, char** argv) {
   app.add_option("--redis-keys", redis_keys, "counters the calls rotate over (1: one hot counter)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40))
       ->capture_default_str();
+  std::string key_prefix = "floor:", key_suffix;
+  app.add_option("--redis-key-prefix", key_prefix, "a counter's key: this, its number, --redis-key-suffix")
+      ->capture_default_str();
+  app.add_option("--redis-key-suffix", key_suffix, "see --redis-key-prefix");
   CLI11_PARSE(app, argc, argv);
 
   // SIGTERM and SIGINT are taken by sigwait below (blocked before gRPC starts its threads, which inherit the mask).
@@ -144,7 +153,7 @@ int main(int argc, char** argv) {
       return EXIT_FAILURE;
     }
   }
-  floor_handler handler(answer, redis ? &*redis : nullptr, redis_keys);
+  floor_handler handler(answer, redis ? &*redis : nullptr, redis_keys, key_prefix, key_suffix);
 
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as admit serve (rls_server.cpp says why)
   grpc::EnableDefaultHealthCheckService(true);
