@@ -190,10 +190,11 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   void send_chunks(redis::client& c, std::vector<detail::window_hit> hits);
   void send(redis::client& c, std::vector<detail::window_hit> hits);
   void counted(std::vector<detail::window_hit>& hits, boost::system::error_code ec, const redis::reply& r);
-  // envoyproxy/ratelimit's own commands instead of the script, for the hits that only add (over_limit_hits: count,
-  // no prefetch) on one server (not a cluster): per counter of the batch, INCRBY counter (its hits' sum) and
-  // EXPIRE counter unit NX, or GET when the sum is 0; all in one pipeline.
-  static bool plain(const detail::window_hit& h) noexcept { return !h.drop && h.take == h.n && h.window_end_s == 0; }
+  // envoyproxy/ratelimit's own commands instead of the script, for the hits that only add (over_limit_hits: count)
+  // on one server (not a cluster): per counter of the batch, INCRBY counter (the sum of its hits' `take`) and
+  // EXPIRE counter unit NX, or GET when the sum is 0; all in one pipeline. A refill (take > n) adds its whole take:
+  // what lies beyond the limit is never spent (counted_plain), as refused hits counted under `count` are not.
+  static bool plain(const detail::window_hit& h) noexcept { return !h.drop; }
   // One counter of such a batch: the index of its reply (INCRBY's, or GET's), its EXPIRE's right after it when
   // `hits` > 0; the hits of the batch on it; the first of them (the batch's index).
   struct plain_counter {

@@ -279,7 +279,7 @@ void redis_backend::state::send_plain(std::vector<window_hit> hits) {
     earliest = std::min(earliest, h.deadline);
     if (at == 0 || h.key != hits[order[at - 1]].key) counters.push_back({.reply = 0, .hits = 0, .first = order[at]});
     counter_of[order[at]] = counters.size() - 1;
-    counters.back().hits += h.n;
+    counters.back().hits += h.take;
   }
   redis::pipeline commands;
   commands.reserve(counters.size() * (hits.front().key.size() + 64) * 2);
@@ -315,11 +315,16 @@ void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const st
   } else if (!r.is_array() || r.elements().size() != replies) {
     whole = "Redis at " + address + ": unexpected reply to the fixed-window commands";
   }
-  std::vector<std::uint64_t> answered(counters.size());  // per counter: the hits of the batch answered so far
+  std::vector<std::uint64_t> answered(counters.size());  // per counter: the hits of the batch added so far
+  // A hit that did not get its count fails, and so do the hits waiting for it when it was a refill.
+  const auto fail = [this](window_hit& h, const std::string& why) {
+    h.req->fail(h.index, why);
+    if (h.refill) resume(stock.refilled(h.key, 0), why);
+  };
   for (std::size_t i = 0; i < hits.size(); ++i) {
     window_hit& h = hits[i];
     if (!whole.empty()) {
-      h.req->fail(h.index, whole);
+      fail(h, whole);
       continue;
     }
     const plain_counter& counter = counters[counter_of[i]];
@@ -335,18 +340,29 @@ void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const st
       if (const auto [at, err] = std::from_chars(e.str().data(), end, v); err == std::errc() && at == end) count = v;
     }
     if (!count || *count < 0 || static_cast<std::uint64_t>(*count) < counter.hits) {
-      h.req->fail(h.index, e.is_error() ? reply_text(e)
-                                        : "Redis at " + address + ": counter " + h.key + " does not hold a count");
+      fail(h, e.is_error() ? reply_text(e) : "Redis at " + address + ": counter " + h.key + " does not hold a count");
       continue;
     }
     // The EXPIRE after an INCRBY: refused (EXPIRE ... NX needs Redis 7.0), the counter would never expire.
     if (const redis::reply* expire = counter.hits > 0 ? &r.elements()[counter.reply + 1] : nullptr;
         expire != nullptr && expire->is_error()) {
-      h.req->fail(h.index, reply_text(*expire) + " to EXPIRE " + h.key + " NX (admit serve needs Redis 7.0 or later)");
+      fail(h, reply_text(*expire) + " to EXPIRE " + h.key + " NX (admit serve needs Redis 7.0 or later)");
       continue;
     }
-    answered[counter_of[i]] += h.n;
-    finish_window_hit(h, static_cast<std::uint64_t>(*count) - counter.hits + answered[counter_of[i]], 0);
+    // The count this hit found, its own n after it; then what its take added beyond n.
+    const std::uint64_t before = static_cast<std::uint64_t>(*count) - counter.hits + answered[counter_of[i]];
+    answered[counter_of[i]] += h.take;
+    const std::uint64_t after = before + h.n;
+    // A refill's surplus is its stock as far as it fits under the limit (as the script takes it: the same hits are
+    // admitted); beyond the limit it only counts, and the reply shows the window full.
+    const auto extra = static_cast<std::uint32_t>(
+        after < h.limit ? std::min<std::uint64_t>(h.take - h.n, h.limit - after) : std::uint64_t{0});
+    // The stock first, then what the reply showed (the counter as Redis holds it), then the hits that waited.
+    std::vector<window_hit> waiters;
+    if (h.refill) waiters = stock.refilled(h.key, extra);
+    if (h.window_end_s != 0) stock.learned(h.key, before + h.take, h.window_end_s);
+    finish_window_hit(h, after, extra);
+    if (h.refill) resume(std::move(waiters), {});
   }
 }
 
