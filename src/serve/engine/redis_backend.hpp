@@ -36,10 +36,10 @@
 // Batching. decide() queues its fixed-window hits; the queue leaves when it reaches min(8, options.max_batch) hits
 // (so that Redis works on it while more are queued), or when the flush that the first hit queued runs on the
 // executor (so that every hit asked for meanwhile, by any thread, goes with it). On one server (not a cluster) the
-// hits that only add (over_limit_hits: count, no prefetch) leave as one pipeline of plain commands: per counter one
-// INCRBY of its hits together and one EXPIRE ... NX (the expiry set only when it is new), each hit answered in its
-// order. The others leave as script calls of at most options.max_batch hits; on a cluster every hit does, one call
-// per hash slot.
+// hits that only add (over_limit_hits: count, prefetch refills included) leave as one pipeline of plain commands: per
+// counter one INCRBY of its hits together and one EXPIRE ... NX (the expiry set only when it is new), each hit
+// answered in its order. The others leave as script calls of at most options.max_batch hits; on a cluster every hit
+// does, one call per hash slot.
 //
 // Failures. A hit Redis did not decide (a timeout after options.timeout, a lost or refused connection, an error
 // reply) gets hit_outcome::state::failed with the reason in `error`: the service answers it by its fail-open or
