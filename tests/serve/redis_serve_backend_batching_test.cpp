@@ -75,6 +75,7 @@ TEST_F(RedisServeBackend, CountingHitsAreEnvoyRatelimitsCommandsPerCounterOfABat
   const hit_outcome& word = outcomes.back();
   EXPECT_EQ(word.result, state::failed);  // its own failure only
   EXPECT_NE(word.error.find("not an integer"), std::string::npos) << word.error;
+  EXPECT_NE(word.error.find(key("word")), std::string::npos) << "names the counter: " << word.error;
   // Every counter expires a unit after its creation: a later hit leaves its expiry as it is.
   (void)server.admin({"EXPIRE", key("shared"), "30"});
   EXPECT_EQ(decide_one(backend, make_hit(r, "shared"), now).count_after, 11u);

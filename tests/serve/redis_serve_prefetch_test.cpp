@@ -78,6 +78,7 @@ TEST_F(RedisServeBackend, HitsWaitingForAFailedRefillFailWithItsError) {
   for (const hit_outcome& o : outcomes) {  // the refill's error: Redis's answer to its INCRBY
     EXPECT_EQ(o.result, state::failed);
     EXPECT_NE(o.error.find("not an integer"), std::string::npos) << o.error;
+    EXPECT_NE(o.error.find("{bad}"), std::string::npos) << "names the counter: " << o.error;
   }
   EXPECT_EQ(server.calls("incrby"), 1) << "the others waited for the refill and failed with it";
 }

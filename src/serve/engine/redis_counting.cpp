@@ -340,7 +340,8 @@ void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const st
       if (const auto [at, err] = std::from_chars(e.str().data(), end, v); err == std::errc() && at == end) count = v;
     }
     if (!count || *count < 0 || static_cast<std::uint64_t>(*count) < counter.hits) {
-      fail(h, e.is_error() ? reply_text(e) : "Redis at " + address + ": counter " + h.key + " does not hold a count");
+      fail(h, e.is_error() ? reply_text(e) + " for the counter " + h.key
+                           : "Redis at " + address + ": counter " + h.key + " does not hold a count");
       continue;
     }
     // The EXPIRE after an INCRBY: refused (EXPIRE ... NX needs Redis 7.0), the counter would never expire.
