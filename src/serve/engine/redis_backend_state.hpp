@@ -207,8 +207,11 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   void counted_plain(std::vector<detail::window_hit>& hits, const std::vector<std::size_t>& counter_of,
                      const std::vector<plain_counter>& counters, std::size_t replies, boost::system::error_code ec,
                      const redis::reply& r);
-  // The outcome of a fixed-window hit, from the counter after it.
-  void finish_window_hit(detail::window_hit& h, std::uint64_t count_after, std::uint32_t extra);
+  // A fixed-window hit Redis did not count fails with `why`, and so do the hits waiting for it when it refills.
+  void fail_window_hit(detail::window_hit& h, const std::string& why);
+  // The outcome of a fixed-window hit, from the counter after it: `extra` hits refill the stock when it refills it,
+  // `holds` is what the counter now holds (learned when prefetching); then the hits that waited for it go on.
+  void finish_window_hit(detail::window_hit& h, std::uint64_t count_after, std::uint32_t extra, std::uint64_t holds);
 
   // ---- the other algorithms ----
 

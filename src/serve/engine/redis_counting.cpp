@@ -155,10 +155,7 @@ void redis_backend::state::send_all(std::vector<window_hit> batch) {
   with_client(earliest, [self = shared_from_this(), batch = std::move(batch)](redis::client* c,
                                                                               const std::string& error) mutable {
     if (c == nullptr) {
-      for (auto& h : batch) {
-        h.req->fail(h.index, error);
-        if (h.refill) self->resume(self->stock.refilled(h.key, 0), error);
-      }
+      for (auto& h : batch) self->fail_window_hit(h, error);
       return;
     }
     if (!self->clustered.load(std::memory_order_acquire)) {
@@ -219,8 +216,7 @@ void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system:
   for (std::size_t i = 0; i < hits.size(); ++i) {
     window_hit& h = hits[i];
     if (!whole.empty()) {
-      h.req->fail(h.index, whole);
-      if (h.refill) resume(stock.refilled(h.key, 0), whole);
+      fail_window_hit(h, whole);
       continue;
     }
     const redis::reply& e = r.elements()[i];
@@ -228,35 +224,39 @@ void redis_backend::state::counted(std::vector<window_hit>& hits, boost::system:
                         e.elements()[1].is_integer() && e.elements()[0].integer() >= 0 &&
                         e.elements()[1].integer() >= 0 && e.elements()[1].integer() <= h.take - h.n;
     if (!shaped) {
-      const std::string why =
-          e.is_error() ? reply_text(e) : "Redis at " + address + ": counter " + h.key + " does not hold a count";
-      h.req->fail(h.index, why);
-      if (h.refill) resume(stock.refilled(h.key, 0), why);
+      fail_window_hit(
+          h, e.is_error() ? reply_text(e) : "Redis at " + address + ": counter " + h.key + " does not hold a count");
       continue;
     }
+    const auto after = static_cast<std::uint64_t>(e.elements()[0].integer());
     const auto extra = static_cast<std::uint32_t>(e.elements()[1].integer());
-    // The stock first (a stock a reload dropped must not be recreated by learned() and take this refill's hits),
-    // then what the reply showed, then the hits that waited for this refill.
-    std::vector<window_hit> waiters;
-    if (h.refill) waiters = stock.refilled(h.key, extra);
-    finish_window_hit(h, static_cast<std::uint64_t>(e.elements()[0].integer()), extra);
-    resume(std::move(waiters), {});
+    // The script adds a refill's surplus only up to the limit, and a dropped hit not at all.
+    finish_window_hit(h, after, extra, after > h.limit && h.drop ? after - h.n : after + extra);
   }
 }
 
-void redis_backend::state::finish_window_hit(window_hit& h, std::uint64_t count_after, std::uint32_t extra) {
+void redis_backend::state::fail_window_hit(window_hit& h, const std::string& why) {
+  h.req->fail(h.index, why);
+  if (h.refill) resume(stock.refilled(h.key, 0), why);
+}
+
+void redis_backend::state::finish_window_hit(window_hit& h, std::uint64_t count_after, std::uint32_t extra,
+                                             std::uint64_t holds) {
+  // The stock first (a stock a reload dropped must not be recreated by learned() and take this refill's hits), then
+  // what the reply showed, then the hits that waited for this refill.
+  std::vector<window_hit> waiters;
+  if (h.refill) waiters = stock.refilled(h.key, extra);
+  if (h.window_end_s != 0) stock.learned(h.key, holds, h.window_end_s);
   // envoyproxy/ratelimit's decision: over iff the count after the hit exceeds the limit.
   hit_outcome o;
   o.limit = h.limit;
   o.count_after = count_after;
   const bool over = o.count_after > h.limit;
-  if (h.window_end_s != 0) {  // prefetching: what the counter now holds (a dropped hit was not added)
-    stock.learned(h.key, over && h.drop ? o.count_after - h.n : o.count_after + extra, h.window_end_s);
-  }
   o.result = over ? hit_outcome::state::over_limit : hit_outcome::state::ok;
   o.remaining = over ? 0 : static_cast<std::uint32_t>(h.limit - o.count_after);
   o.reset_after = h.reset_after;
   h.req->finish(h.index, std::move(o));
+  resume(std::move(waiters), {});
 }
 
 // The counters' commands, as envoyproxy/ratelimit's: INCRBY, then EXPIRE in the same write. EXPIRE ... NX sets the
@@ -316,15 +316,10 @@ void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const st
     whole = "Redis at " + address + ": unexpected reply to the fixed-window commands";
   }
   std::vector<std::uint64_t> answered(counters.size());  // per counter: the hits of the batch added so far
-  // A hit that did not get its count fails, and so do the hits waiting for it when it was a refill.
-  const auto fail = [this](window_hit& h, const std::string& why) {
-    h.req->fail(h.index, why);
-    if (h.refill) resume(stock.refilled(h.key, 0), why);
-  };
   for (std::size_t i = 0; i < hits.size(); ++i) {
     window_hit& h = hits[i];
     if (!whole.empty()) {
-      fail(h, whole);
+      fail_window_hit(h, whole);
       continue;
     }
     const plain_counter& counter = counters[counter_of[i]];
@@ -340,14 +335,14 @@ void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const st
       if (const auto [at, err] = std::from_chars(e.str().data(), end, v); err == std::errc() && at == end) count = v;
     }
     if (!count || *count < 0 || static_cast<std::uint64_t>(*count) < counter.hits) {
-      fail(h, e.is_error() ? reply_text(e) + " for the counter " + h.key
-                           : "Redis at " + address + ": counter " + h.key + " does not hold a count");
+      fail_window_hit(h, e.is_error() ? reply_text(e) + " for the counter " + h.key
+                                      : "Redis at " + address + ": counter " + h.key + " does not hold a count");
       continue;
     }
     // The EXPIRE after an INCRBY: refused (EXPIRE ... NX needs Redis 7.0), the counter would never expire.
     if (const redis::reply* expire = counter.hits > 0 ? &r.elements()[counter.reply + 1] : nullptr;
         expire != nullptr && expire->is_error()) {
-      fail(h, reply_text(*expire) + " to EXPIRE " + h.key + " NX (admit serve needs Redis 7.0 or later)");
+      fail_window_hit(h, reply_text(*expire) + " to EXPIRE " + h.key + " NX (admit serve needs Redis 7.0 or later)");
       continue;
     }
     // The count this hit found, its own n after it; then what its take added beyond n.
@@ -358,12 +353,7 @@ void redis_backend::state::counted_plain(std::vector<window_hit>& hits, const st
     // admitted); beyond the limit it only counts, and the reply shows the window full.
     const auto extra = static_cast<std::uint32_t>(
         after < h.limit ? std::min<std::uint64_t>(h.take - h.n, h.limit - after) : std::uint64_t{0});
-    // The stock first, then what the reply showed (the counter as Redis holds it), then the hits that waited.
-    std::vector<window_hit> waiters;
-    if (h.refill) waiters = stock.refilled(h.key, extra);
-    if (h.window_end_s != 0) stock.learned(h.key, before + h.take, h.window_end_s);
-    finish_window_hit(h, after, extra);
-    if (h.refill) resume(std::move(waiters), {});
+    finish_window_hit(h, after, extra, before + h.take);
   }
 }
 
