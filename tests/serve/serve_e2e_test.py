@@ -108,13 +108,20 @@ def main():
         check(both.overall_code == Code.OVER_LIMIT and both.statuses[0].code == Code.OK
               and both.statuses[1].code == Code.OVER_LIMIT, "two descriptors: OVER_LIMIT overall, OK for the other")
 
-        # Unknown domain, a descriptor with no rule, a whitelisted key: OK with no limit.
+        # Unknown domain, a descriptor with no rule, a whitelisted key: OK with no limit. Each right after a call whose
+        # answer had two statuses with their limits: the server reuses its messages from call to call, and nothing of
+        # the earlier answer or request may show.
         for domain, d, what in (("no_such_domain", descriptor(("k", "v")), "unknown domain"),
                                 ("rl", descriptor(("source_cluster", "other")), "a descriptor with no rule"),
                                 ("rl", descriptor(("whitelisted", "x")), "a key without a rate limit")):
+            before = call("rl", descriptor(("source_cluster", "proxy"), ("destination_cluster", "bar")), mock)
+            mock_calls += 1
+            check(len(before.statuses) == 2 and before.statuses[1].HasField("current_limit"),
+                  f"before {what}: two statuses, with limits")
             r = call(domain, d)
-            check(r.overall_code == Code.OK and r.statuses[0].code == Code.OK
-                  and not r.statuses[0].HasField("current_limit"), f"{what}: OK with no current limit")
+            check(r.overall_code == Code.OK and len(r.statuses) == 1 and r.statuses[0].code == Code.OK
+                  and not r.statuses[0].HasField("current_limit") and not r.statuses[0].HasField("duration_until_reset"),
+                  f"{what}: OK with no current limit ({r})")
 
         # /json gives the same answers as gRPC (protobuf's JSON mapping, as envoyproxy/ratelimit).
         for req in (rls_pb2.RateLimitRequest(domain="rl", descriptors=[mock]),

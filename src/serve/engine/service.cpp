@@ -131,10 +131,15 @@ service::service(std::unique_ptr<backend> store, std::shared_ptr<const configura
 service::~service() = default;
 
 void service::should_rate_limit(rls_request request, completion done) {
-  should_rate_limit_at(std::move(request), std::chrono::system_clock::now(), std::move(done));
+  start(std::move(request), std::chrono::system_clock::now(), std::move(done));
 }
 
 void service::should_rate_limit_at(rls_request request, std::chrono::system_clock::time_point now, completion done) {
+  start(std::move(request), now, std::move(done));
+}
+
+// Both forms, with the request and the completion moved once more only (into the request's state).
+void service::start(rls_request&& request, std::chrono::system_clock::time_point now, completion&& done) {
   using plan = request_state::plan;
   auto st = std::make_shared<request_state>(*impl_);
   st->started = steady::now();

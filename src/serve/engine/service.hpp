@@ -69,7 +69,8 @@ struct rls_result {
 //   will not proceed, so its leases are released at once and no lease header is sent.
 class service {
  public:
-  using completion = std::function<void(rls_result)>;
+  // Takes the result by rvalue reference: a callable taking rls_result by value works too, at the cost of a move.
+  using completion = std::function<void(rls_result&&)>;
   // Throws std::invalid_argument when `store` or `initial` is null.
   service(std::unique_ptr<backend> store, std::shared_ptr<const configuration> initial, service_options opts);
   ~service();
@@ -101,6 +102,7 @@ class service {
  private:
   struct impl;
   struct request_state;  // one decision under way (service.cpp)
+  void start(rls_request&& request, std::chrono::system_clock::time_point now, completion&& done);
   std::unique_ptr<impl> impl_;
 };
 

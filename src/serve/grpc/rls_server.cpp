@@ -1,7 +1,6 @@
 #include "serve/grpc/rls_server.hpp"
 
 #include <absl/synchronization/mutex.h>
-#include <google/protobuf/arena.h>
 #include <google/protobuf/stubs/logging.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -13,8 +12,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
@@ -80,21 +81,47 @@ std::string bind_failure(const std::string& host, int port) {
   return why.empty() ? "gRPC could not listen there" : why;
 }
 
-// A protobuf arena whose first block is on the stack: a request or a response of the usual size (a few descriptors)
-// is built without a heap allocation per field. Messages made on it die with it.
-struct stack_arena {
-  stack_arena() : arena(options()) {}
-  alignas(8) char block[2048];
-  google::protobuf::Arena arena;
+// A message of type M for each thread, reused by the calls it runs: parsing into it (which clears it first) or filling
+// it again after Clear() reuses the strings and the repeated fields' elements an earlier call allocated, so that a
+// request or response of the usual shape costs no allocation. Used by one call at a time on a thread: the handler
+// between parsing and from_proto, a completion between to_proto and serializing (neither calls out meanwhile).
+template <class M>
+M& thread_message() {
+  thread_local M message;
+  return message;
+}
+
+// Drops what a thread's message grew to once a large message (up to the receive limit) went through it, so that the
+// thread does not keep that memory.
+template <class M>
+class message_use {
+ public:
+  static constexpr std::size_t keep_bytes = 16 * 1024;
+  message_use(M& m, std::size_t bytes) : m_(m), large_(bytes > keep_bytes) {}
+  message_use(const message_use&) = delete;
+  message_use& operator=(const message_use&) = delete;
+  ~message_use() {
+    if (large_) m_ = M();
+  }
 
  private:
-  google::protobuf::ArenaOptions options() {
-    google::protobuf::ArenaOptions o;
-    o.initial_block = block;
-    o.initial_block_size = sizeof block;
-    return o;
-  }
+  M& m_;
+  bool large_;
 };
+
+// `m` serialized into one slice of its exact size, `size`: what m.ByteSizeLong() just returned (gRPC's own Serialize
+// writes messages above a few bytes through a zero-copy stream, which costs more for the small answers this server
+// sends).
+grpc::Status serialize(const google::protobuf::MessageLite& m, std::size_t size, grpc::ByteBuffer& out) {
+  if (size > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "the answer is larger than protobuf can write");
+  }
+  grpc::Slice slice(size);
+  m.SerializeWithCachedSizesToArray(const_cast<std::uint8_t*>(slice.begin()));
+  grpc::ByteBuffer whole(&slice, 1);
+  out.Swap(&whole);
+  return grpc::Status::OK;
+}
 
 class rls_handler final
     : public rls_pb::RateLimitService::WithRawCallbackMethod_ShouldRateLimit<rls_pb::RateLimitService::Service> {
@@ -113,40 +140,41 @@ class rls_handler final
     };
     rls_request req;
     {
-      stack_arena arena;
-      auto* message = google::protobuf::Arena::CreateMessage<rls_pb::RateLimitRequest>(&arena.arena);
+      rls_pb::RateLimitRequest& message = thread_message<rls_pb::RateLimitRequest>();
+      const message_use in_use(message, request->Length());
       bool parsed = false;
       std::string problem;
       {
         parse_problem = &problem;
         grpc::Slice whole;
         if (request->TrySingleSlice(&whole).ok()) {  // the usual case: parsed in place
-          parsed = message->ParseFromArray(whole.begin(), static_cast<int>(whole.size()));
+          parsed = message.ParseFromArray(whole.begin(), static_cast<int>(whole.size()));
         } else {
           grpc::ByteBuffer copy(*request);  // ProtoBufferReader takes a mutable buffer; copying shares the slices
           grpc::ProtoBufferReader reader(&copy);
-          parsed = reader.status().ok() && message->ParseFromZeroCopyStream(&reader);
+          parsed = reader.status().ok() && message.ParseFromZeroCopyStream(&reader);
         }
         parse_problem = nullptr;
       }
       if (!parsed) return refuse(parse_failure(problem));
-      if (auto refused = from_proto(*message, limits_, req)) return refuse(*refused);
+      if (auto refused = from_proto(message, limits_, req)) return refuse(*refused);
     }
     // Finish is called once: by the decision's completion, or by the catch below when the service threw (it then
     // never calls the completion). The completion must not throw: a failure to build the answer is answered.
     try {
-      svc_.should_rate_limit(std::move(req), [reactor, response](rls_result result) {
+      svc_.should_rate_limit(std::move(req), [reactor, response](rls_result&& result) {
         if (result.failure) {
           reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, result.failure->message));
           return;
         }
         grpc::Status serialized;
         try {
-          stack_arena arena;
-          auto* out = google::protobuf::Arena::CreateMessage<rls_pb::RateLimitResponse>(&arena.arena);
-          to_proto(result.response, *out);
-          bool own = false;
-          serialized = grpc::SerializationTraits<rls_pb::RateLimitResponse>::Serialize(*out, response, &own);
+          rls_pb::RateLimitResponse& out = thread_message<rls_pb::RateLimitResponse>();
+          out.Clear();
+          to_proto(result.response, out);
+          const std::size_t size = out.ByteSizeLong();
+          const message_use in_use(out, size);
+          serialized = serialize(out, size, *response);
         } catch (const std::exception& e) {
           serialized = grpc::Status(grpc::StatusCode::INTERNAL, std::string("the answer failed: ") + e.what());
         }
