@@ -12,7 +12,8 @@
 #   1. scripts/install-deps.sh --bench (redis-server, redis-tools);
 #   2. builds the admit tool (admit_cli), admit_serve_load and admit_serve_grpc_floor in Release;
 #   3. starts redis-server on a free loopback port (--save "" --appendonly no), pinned to CPU 0 when there are 2+
-#      CPUs; every load generator runs on CPU 1; `admit serve` is not pinned;
+#      CPUs; every load generator runs on CPU 1; the servers of the in-process cases (`admit serve` and the gRPC
+#      floor) run on CPU 0 too, where Redis then idles, and those of the Redis cases are not pinned (see serve_cpu);
 #   4. rounds (3; 1 with --quick), each running every case one after the other; the report gives the median over the
 #      rounds of each number. The configuration is bench/serve_config (a fixed-window rule and a GCRA rule of
 #      1,000,000,000 a second per value: every decision is counted and answered OK). Keys: 100,000 values drawn at
@@ -80,14 +81,20 @@ start_redis_server  # step 4/7 in its words: sets port, cli, url, server_cpu, cl
 serve_pid=""
 trap 'stop_serve; kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
 
+# Where the servers run: on CPU 0 for the in-process cases (set before them), where Redis idles then, and unpinned for
+# the Redis cases, where CPU 0 is Redis's. Unpinned, a server's threads share CPU 1 with the load generator whenever
+# the scheduler puts them there: on 2 CPUs the same server's calls/s then changed by up to 1.5x from one round to the
+# next (2026-12-05: 33,700 to 51,600 at 16 streams), in either direction for admit serve and the floor alike, which
+# made the in-process targets' verdict a coin toss. Pinned, both run the way a server with a CPU of its own runs.
+serve_cpu=()
 # start_server NAME COMMAND...: starts a gRPC server that logs a "listening" line with its grpc_port (admit serve, or
-# the floor); sets serve_pid and grpc_target once it has (in a log of its own: serve-<start>-NAME.log).
+# the floor), on serve_cpu; sets serve_pid and grpc_target once it has (in a log of its own: serve-<start>-NAME.log).
 serve_starts=0
 start_server() {
   serve_starts=$((serve_starts + 1))
   local log="$out/serve-$serve_starts-$1.log" i
   shift
-  "$@" 2>"$log" &
+  "${serve_cpu[@]}" "$@" 2>"$log" &
   serve_pid=$!
   for ((i = 0; i < 200; ++i)); do
     grep -q '"msg":"listening"' "$log" 2>/dev/null && break
@@ -201,6 +208,7 @@ for ((round = 1; round <= rounds; ++round)); do
   begin_round "$round"
   # a. in process, and the floor of a call over gRPC at the same concurrency right after it (the machine's speed
   # drifts over a round: a target compares the two, so they are measured back to back)
+  serve_cpu=("${server_cpu[@]}")
   for streams in 1 16 256; do
     start_serve in-process
     for keys in many hot; do
@@ -220,6 +228,7 @@ for ((round = 1; round <= rounds; ++round)); do
   done
   # c. on Redis, and the floor of a call that goes to Redis (the floor server sending INCRBY + EXPIRE NX of a counter
   # per call) at the same concurrency right after it
+  serve_cpu=()
   for streams in 1 16 256; do
     "${cli[@]}" flushall >/dev/null
     start_serve redis --redis "$url" --redis-required --fail-closed

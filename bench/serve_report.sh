@@ -137,14 +137,17 @@ write_report() {
   local grpc_version
   grpc_version=$(dpkg-query -W -f='${Version}' libgrpc++-dev 2>/dev/null || echo unknown)
   mkdir -p "$(dirname "$report")"
+  local server_pinning="; \`admit serve\` not pinned"
+  if ((${#server_cpu[@]})); then
+    server_pinning="; the in-process cases' servers (\`admit serve\` and the gRPC floor) on CPU 0 too, the Redis cases' not pinned"
+  fi
   {
     cat <<EOF
 ## admit serve: decisions over gRPC
 
 Run on $(date +%F) by \`$command_line\`, medians over $rounds round(s) of ${duration} s per case (after ${warmup} s of
-warm-up), every case one after the other in each round. Machine: $(nproc) × $cpu; $pinning; \`admit serve\` not
-pinned. Load average before $load_before, after $load_after (1-minute value at the rounds: ${loads[*]}; max
-$load_max). gRPC $grpc_version (Debian), redis-server $redis_version (127.0.0.1, persistence off).
+warm-up), every case one after the other in each round. Machine: $(nproc) × $cpu; $pinning$server_pinning.
+Load average before $load_before, after $load_after (1-minute value at the rounds: ${loads[*]}; max $load_max). gRPC $grpc_version (Debian), redis-server $redis_version (127.0.0.1, persistence off).
 $(loaded_note)
 
 The load: admit_serve_load (bench/serve_load.cpp) keeps N \`ShouldRateLimit\` calls outstanding on gRPC's asynchronous
