@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -168,12 +169,18 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
     const auto meta = conn.execute_command(std::nullopt, admit::redis::command{"HGETALL", tag + "meta"});
     ASSERT_FALSE(meta.error);
     ASSERT_TRUE(meta.value.is_array());
-    std::string fields;
-    for (const auto& e : meta.value.elements()) {  // a time or a fencing token (13 digits or more) becomes "T"
-      const bool time = e.str().size() >= 13 && e.str().find_first_not_of("0123456789") == std::string::npos;
-      fields += (time ? std::string("T") : e.str()) + " ";
+    // By field name: a hash's fields come in no set order (meta is a hash table, not a packed array: see
+    // unpack_key in core.lua). A time or a fencing token (13 digits or more) becomes "T".
+    std::map<std::string, std::string> by_name;
+    const auto& e = meta.value.elements();
+    for (std::size_t i = 0; i + 1 < e.size(); i += 2) {
+      const std::string& v = e[i + 1].str();
+      const bool time = v.size() >= 13 && v.find_first_not_of("0123456789") == std::string::npos;
+      by_name[e[i].str()] = time ? std::string("T") : v;
     }
-    EXPECT_EQ(fields, "capacity 1 definition 1/0/0 free 1 fence T next T seq 1 ") << name;
+    std::string fields;
+    for (const auto& [field, value] : by_name) fields += field + " " + value + " ";
+    EXPECT_EQ(fields, "capacity 1 definition 1/0/0 fence T free 1 next T seq 1 ") << name;
     for (const char* key : {"holders", "leases", "waiting", "expiry"}) {
       const auto exists = conn.execute_command(std::nullopt, admit::redis::command{"EXISTS", tag + key});
       EXPECT_EQ(shape(exists.value), "0") << name << ": " << key;

@@ -279,3 +279,48 @@ TEST(RedisSemaphoreQueue, AGrantGivenBackByACancelReturnsItsClassesAssuredToken)
 }
 
 }  // namespace
+
+// Redis keeps a small hash or sorted set in a packed array that every access scans: meta is made a hash table when a
+// call creates it, and the expiry set (and meta, when an older admit left it packed) a skip list and a hash table at
+// every 32nd waiter that joins (unpack_key in core.lua). The long name that converts them never stays in a key.
+TEST(RedisSemaphoreQueue, MetaAndTheExpirySetLeaveRedisPackedEncodings) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "packed", 1);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  const auto encoding = [&](const char* key) {
+    return server.admin({"OBJECT", "ENCODING", std::string("{packed}:") + key});
+  };
+  EXPECT_EQ(encoding("meta"), "hashtable");
+  // As an older admit leaves it: the same fields, packed.
+  const std::string fields = server.admin({"HGETALL", "{packed}:meta"});
+  std::vector<std::string> hset{"HSET", "{packed}:meta"};
+  for (std::size_t at = 0, end; at < fields.size(); at = end + 1) {
+    end = fields.find('\n', at);
+    if (end == std::string::npos) end = fields.size();
+    hset.push_back(fields.substr(at, end - at));
+  }
+  ASSERT_EQ(hset.size() % 2, 0U) << fields;
+  server.admin({"DEL", "{packed}:meta"});
+  server.admin(hset);
+  ASSERT_EQ(encoding("meta"), "listpack");
+
+  other_process other(server, "packed");
+  for (int i = 1; i < 32; ++i) ASSERT_EQ(other.join(numbered("w", i)), "1");
+  EXPECT_EQ(encoding("expiry"), "listpack");  // the 31st waiter: not yet
+  EXPECT_EQ(encoding("meta"), "listpack");
+  ASSERT_EQ(other.join("w32"), "1");
+  EXPECT_EQ(encoding("expiry"), "skiplist");
+  EXPECT_EQ(encoding("meta"), "hashtable");
+
+  EXPECT_EQ(server.admin({"ZCARD", "{packed}:expiry"}), "32");
+  EXPECT_EQ(server.admin({"HGETALL", "{packed}:meta"}).find("admit:-"), std::string::npos);
+  const auto snap = s.inspect().first;
+  EXPECT_EQ(snap.waiter_count, 32);
+  ASSERT_EQ(snap.queue.size(), 32U);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(snap.queue[static_cast<std::size_t>(i)].id, numbered("w", i + 1));
+  ASSERT_EQ(held->release().first, lease::release_status::released);  // the head, w1, is granted as before
+  EXPECT_EQ(s.inspect().first.holders.at(0).id, "w1");
+}

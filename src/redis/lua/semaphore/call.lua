@@ -52,6 +52,7 @@ local function call(KEYS, ARGV)
       free = capacity
       interval, burst, class_text = i, b, classes
       dirty.capacity, dirty.free, dirty.rate = true, true, interval > 0 or class_text ~= nil
+      dirty.created = true
     end
   end
   if rate_key then tat = rate_key_tat() end

@@ -212,6 +212,11 @@ local function join(A, id, n, ttl, k)
       cls[k].queued = cls[k].queued + n
       dirty.classes = true
     end
+    if seq % 32 == 0 then -- see unpack_key (meta exists unless this call makes it: then save() converts it)
+      unpack_key(expiry, 'zset')
+      if tracked then unpack_key(waiters_hash, 'hash') end
+      if not dirty.created then unpack_key(meta, 'hash') end
+    end
   end
   due(until_us)
   -- With classes, its class's assured bucket may be what holds it back: it asks again when either could let it in.

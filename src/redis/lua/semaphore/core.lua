@@ -182,6 +182,27 @@ local function save_rate_key()
   redis.call('SET', rate_key, int(v), 'PXAT', int(math.ceil((tat + burst * interval) / 1000)))
 end
 
+-- Redis keeps a small hash or sorted set packed in one array (a listpack: by default up to 128 entries of up to 64
+-- bytes), where every lookup, insert and removal scans the whole array. meta, whose fields every call reads one by
+-- one, and under contention the waiters' expiry set and hash (tens of waiters, each joining and leaving) cost less in
+-- Redis's general encodings, a hash table and a skip list: in a profile of 64 callers on 8 permits, 10 % fewer of
+-- Redis's instructions per acquire-and-release cycle; 5 % per call without waiters. A field or member longer than a
+-- listpack takes converts a key, and Redis never converts it back while the key exists (a key emptied is deleted, and
+-- made anew packed). unpack_key() adds such a name and removes it at once, within the call: nobody ever sees it. It
+-- contains ':', which no lease or waiter id does. Called for meta when a call creates it, and for meta and the
+-- waiters' keys at every 32nd waiter that joins (a key that holds few entries then is converted too: harmless).
+-- Performance only: a server whose listpack limits are set above the name's 200 bytes keeps the keys packed.
+local long_name -- made at the first use: at FUNCTION LOAD the string library is not there yet
+local function unpack_key(key, kind)
+  if not long_name then long_name = 'admit:' .. string.rep('-', 194) end
+  if kind == 'zset' then
+    redis.call('ZADD', key, 0, long_name)
+    redis.call('ZREM', key, long_name)
+  else
+    redis.call('HSET', key, long_name, '')
+    redis.call('HDEL', key, long_name)
+  end
+end
 local function save()
   local args = {}
   if dirty.capacity then args[#args + 1] = 'capacity'; args[#args + 1] = int(capacity) end
@@ -217,6 +238,7 @@ local function save()
     end
   end
   if #args > 0 then redis.call('HSET', meta, unpack(args)) end
+  if dirty.created then unpack_key(meta, 'hash') end
 end
 local function take(n)
   free = free - n
