@@ -149,8 +149,8 @@ local function call(KEYS, ARGV)
     local at = 4
     for k = 1, num(ARGV[3], 'batch size') do
       local c = num(ARGV[at], 'argument count')
-      local A = { ARGV[at + 1], ARGV[2] }
-      for j = 2, c do A[j + 1] = ARGV[at + j] end
+      -- (One constructor: the table is made at its size, where filling it one element at a time grows it twice.)
+      local A = { ARGV[at + 1], ARGV[2], unpack(ARGV, at + 2, at + c) }
       reply[k] = perform(A)
       at = at + c + 1
     end
