@@ -278,8 +278,6 @@ TEST(RedisSemaphoreQueue, AGrantGivenBackByACancelReturnsItsClassesAssuredToken)
   EXPECT_EQ(server.admin({"HEXISTS", "{assured}:waiters", "c:b"}), "0");
 }
 
-}  // namespace
-
 // Redis keeps a small hash or sorted set in a packed array that every access scans: meta is made a hash table when a
 // call creates it, and the expiry set (and meta, when an older admit left it packed) a skip list and a hash table at
 // every 32nd waiter that joins (unpack_key in core.lua). The long name that converts them never stays in a key.
@@ -324,3 +322,5 @@ TEST(RedisSemaphoreQueue, MetaAndTheExpirySetLeaveRedisPackedEncodings) {
   ASSERT_EQ(held->release().first, lease::release_status::released);  // the head, w1, is granted as before
   EXPECT_EQ(s.inspect().first.holders.at(0).id, "w1");
 }
+
+}  // namespace
