@@ -324,3 +324,21 @@ TEST(RedisSemaphoreQueue, MetaAndTheExpirySetLeaveRedisPackedEncodings) {
 }
 
 }  // namespace
+
+// A meta field that is not a number (a key damaged by hand, or by another program) fails the calls that read it,
+// with the script's error. Before, a capacity that could not be read counted as no semaphore at all: the next
+// acquire made it anew, all its permits free, while the leases held in it went on — a second holder of one permit.
+TEST(RedisSemaphoreQueue, AMetaFieldThatIsNotANumberFailsTheCallInsteadOfMakingTheSemaphoreAnew) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "damaged", 1);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held) << held.error().message();
+  server.admin({"HSET", "{damaged}:meta", "capacity", "one"});
+  const auto second = s.try_acquire();
+  ASSERT_FALSE(second) << "granted a second lease of a one-permit semaphore";
+  EXPECT_EQ(second.error(), admit::make_error_code(admit::errc::unexpected_reply)) << second.error().message();
+  EXPECT_EQ(server.admin({"ZCARD", "{damaged}:holders"}), "1");
+  EXPECT_EQ(server.admin({"HGET", "{damaged}:meta", "capacity"}), "one");  // left as it was found
+}

@@ -33,14 +33,17 @@ local function call(KEYS, ARGV)
       'classes', 'definition', 'queued:1', 'idle', 'kept')
     -- The longest idle time any caller gave is kept: a caller without one (or with a shorter one) still moves the
     -- keys' expiry past its own leases.
-    local stored_idle = tonumber(m[12]) or 0
+    -- The numbers are read by arithmetic (`x + 0`), which converts a text once where tonumber() converts it twice.
+    -- A field that is not a number (a key damaged from outside) fails the call with Lua's error: never read as
+    -- absent, which for the capacity would make the semaphore anew under the leases it holds.
+    local stored_idle = m[12] and m[12] + 0 or 0
     idle = math.max(tonumber(idle_text) or 0, stored_idle)
     dirty.idle = idle > stored_idle
-    kept = tonumber(m[13]) or 0
-    capacity, free, fence, next_due = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]) or 0, tonumber(m[4]) or 0
-    seq = tonumber(m[5]) or 0
-    interval, burst, tat = tonumber(m[6]) or 0, tonumber(m[7]) or 0, tonumber(m[8]) or 0
-    class_text, stored_definition, queued_one = m[9] or nil, m[10] or nil, tonumber(m[11]) or 0
+    kept = m[13] and m[13] + 0 or 0
+    capacity, free = m[1] and m[1] + 0, m[2] and m[2] + 0
+    fence, next_due, seq = m[3] and m[3] + 0 or 0, m[4] and m[4] + 0 or 0, m[5] and m[5] + 0 or 0
+    interval, burst, tat = m[6] and m[6] + 0 or 0, m[7] and m[7] + 0 or 0, m[8] and m[8] + 0 or 0
+    class_text, stored_definition, queued_one = m[9] or nil, m[10] or nil, m[11] and m[11] + 0 or 0
     if not capacity then
       if op == 'inspect' then return { UNKNOWN, 0, now } end -- no such semaphore: nothing is created by looking
       local c, i, b, classes = tonumber(defined), 0, 0, nil
@@ -72,8 +75,9 @@ local function call(KEYS, ARGV)
       end
       local v = redis.call('HMGET', meta, unpack(fields))
       for k = 1, #cls do
-        cls[k].held, cls[k].queued, cls[k].atat = tonumber(v[3 * k - 2]) or 0, tonumber(v[3 * k - 1]) or 0,
-          tonumber(v[3 * k]) or 0
+        local held, queued, atat = v[3 * k - 2], v[3 * k - 1], v[3 * k] -- (read as meta's fields above)
+        cls[k].held, cls[k].queued, cls[k].atat = held and held + 0 or 0, queued and queued + 0 or 0,
+          atat and atat + 0 or 0
         cls[k].list = k == 1 and queue or KEYS[5 + k] or (queue .. ':' .. (k - 1))
       end
     end

@@ -81,8 +81,10 @@ local function int(x)
   return string.format('%.0f', x)
 end
 
+-- An argument that must be an integer. (Arithmetic converts a text once, tonumber() twice; a text that is not a
+-- number at all fails with Lua's own error, which names the line. The C++ side never sends one.)
 local function num(x, what)
-  local v = tonumber(x)
+  local v = x and x + 0
   if not v or v % 1 ~= 0 then -- (not math.floor: a call; and infinity is no integer)
     error('admit semaphore: ' .. what .. ' must be an integer, got ' .. tostring(x))
   end
@@ -171,8 +173,9 @@ end
 -- as those scripts write it, expiring when the bucket is full again.
 local rate_key, rate_kind
 local function rate_key_tat()
-  local v = tonumber(redis.call('GET', rate_key))
+  local v = redis.call('GET', rate_key)
   if not v then return 0 end
+  v = v + 0 -- (not a number: the call fails, as the limiter's own script does on that key)
   if rate_kind == 'gcra' then return v - burst * interval end
   return v
 end
@@ -295,7 +298,7 @@ end
 -- A queue record "id:n:lease_ttl_us:wake_key": id, n, ttl, wake; only its id (or nil) when the rest is unreadable.
 local function parse_waiter(record)
   local id, n, ttl, wake = string.match(record, '^([^:]+):(%d+):(%d+):(.+)$')
-  if id then return id, tonumber(n), tonumber(ttl), wake end
+  if id then return id, n + 0, ttl + 0, wake end -- (digits only: arithmetic reads them once, tonumber() twice)
   return string.match(record, '^[^:]+')
 end
 
@@ -363,7 +366,7 @@ local function take_lease(id, n)
   redis.call('HDEL', leases, id)
   redis.call('ZREM', holders, id)
   local held, k = string.match(v, '^(%d+):%d+:?(%d*)$')
-  held = tonumber(held)
+  held = held and held + 0
   if multi and held and k ~= '' and cls[tonumber(k) + 1] then -- its class holds that many fewer
     local c = cls[tonumber(k) + 1]
     c.held = math.max(0, c.held - held)
