@@ -47,10 +47,10 @@ std::string now_text() {
 std::optional<level> parse_level(std::string_view text) {
   std::string lower(text);
   for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  if (lower == "debug") return level::debug;
+  if (lower == "debug" || lower == "trace") return level::debug;
   if (lower == "info") return level::info;
   if (lower == "warn" || lower == "warning") return level::warn;
-  if (lower == "error") return level::error;
+  if (lower == "error" || lower == "fatal" || lower == "panic") return level::error;
   return std::nullopt;
 }
 
@@ -63,7 +63,10 @@ void configure(level minimum, std::ostream* out) {
 bool enabled(level l) noexcept { return static_cast<int>(l) >= minimum_level.load(std::memory_order_relaxed); }
 
 void write(level l, std::string_view msg, const nlohmann::json& fields) {
-  if (!enabled(l)) return;
+  if (enabled(l)) write_always(l, msg, fields);
+}
+
+void write_always(level l, std::string_view msg, const nlohmann::json& fields) {
   nlohmann::ordered_json line;
   line["time"] = now_text();
   line["level"] = name(l);

@@ -15,7 +15,8 @@ namespace admit::serve::log {
 
 enum class level { debug = 0, info = 1, warn = 2, error = 3 };
 
-// "debug", "info", "warn" (or "warning"), "error", in any case; empty when none of those.
+// "debug", "info", "warn" (or "warning"), "error", in any case, and the other names of logrus's levels, which
+// envoyproxy/ratelimit's LOG_LEVEL takes: "trace" (as debug), "fatal" and "panic" (as error); empty when none of those.
 [[nodiscard]] std::optional<level> parse_level(std::string_view text);
 
 // Sets the minimum level written (default info) and the stream (default std::cerr, which must outlive every write).
@@ -24,6 +25,9 @@ void configure(level minimum, std::ostream* out = nullptr);
 
 // Writes one line: time, level, msg, then `fields` (a JSON object; other values are written under "detail").
 void write(level l, std::string_view msg, const nlohmann::json& fields = nlohmann::json::object());
+// The same, whatever the minimum level: for the line an operator needs at every level (where the service listens,
+// which a port of 0 leaves to the system).
+void write_always(level l, std::string_view msg, const nlohmann::json& fields = nlohmann::json::object());
 
 inline void debug(std::string_view msg, const nlohmann::json& fields = nlohmann::json::object()) {
   if (enabled(level::debug)) write(level::debug, msg, fields);

@@ -7,10 +7,13 @@
 
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <stop_token>
 #include <thread>
 
 #include "cli/common/duration.hpp"
@@ -47,15 +50,21 @@ struct sources {
               redis_timeout = "--redis-timeout", lease_ttl = "--lease-ttl";
 };
 
+// What Go's strconv.ParseBool accepts (envoyproxy/ratelimit reads its variables so), and yes/no, on/off.
 std::optional<std::string> parse_bool(std::string_view text, bool& out) {
-  if (text == "true" || text == "1" || text == "yes" || text == "on") {
-    out = true;
-  } else if (text == "false" || text == "0" || text == "no" || text == "off") {
-    out = false;
-  } else {
-    return "expected true or false";
+  for (std::string_view t : {"1", "t", "T", "true", "TRUE", "True", "yes", "on"}) {
+    if (text == t) {
+      out = true;
+      return std::nullopt;
+    }
   }
-  return std::nullopt;
+  for (std::string_view f : {"0", "f", "F", "false", "FALSE", "False", "no", "off"}) {
+    if (text == f) {
+      out = false;
+      return std::nullopt;
+    }
+  }
+  return "expected true or false (or 1/0, t/f, yes/no, on/off)";
 }
 
 void apply_environment(serve_options& o, sources& src) {
@@ -154,6 +163,12 @@ int signal_fd() {
   return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
+void warn_no_rule(const std::filesystem::path& dir) {
+  log::warn(
+      "no rule in the configuration directory: every request is answered OK until a *.yaml file with a rule is added",
+      {{"config", dir.string()}});
+}
+
 void reload(service& svc, const backend_choice& chosen, const std::filesystem::path& dir, std::string_view why) {
   try {
     auto next = configuration::load_directory(dir);
@@ -161,6 +176,7 @@ void reload(service& svc, const backend_choice& chosen, const std::filesystem::p
     const std::size_t rules = next->rules().size();
     svc.reload(std::move(next));
     log::info("configuration reloaded", {{"trigger", why}, {"rules", rules}});
+    if (rules == 0) warn_no_rule(dir);
   } catch (const config_error& e) {
     svc.record_reload_failure();
     log::error("configuration refused; the previous one stays",
@@ -188,7 +204,7 @@ int run_serve(serve_options o, std::ostream& err) {
     const auto level = log::parse_level(o.log_level.value_or("info"));
     if (!level) {
       throw cli::usage_error("invalid " + src.log_level + " " + cli::quote(*o.log_level) +
-                             ": use debug, info, warn or error");
+                             ": use debug, info, warn or error (or trace, warning, fatal, panic)");
     }
     log::configure(*level);
     sopts.headers = parse_headers(o.response_headers, src.headers);
@@ -241,12 +257,7 @@ int run_serve(serve_options o, std::ostream& err) {
     return cli::exit_bad_input;
   }
   const std::size_t rules = initial->rules().size();
-  if (rules == 0) {
-    log::warn(
-        "no rule in the configuration directory: every request is answered OK until a *.yaml file with a rule "
-        "is added",
-        {{"config", dir.string()}});
-  }
+  if (rules == 0) warn_no_rule(dir);
   // The backend's state, logged at error level (so at every --log-level) when it changes, and once a minute while it
   // fails: never once per call.
   sopts.on_backend_event = [backend = chosen.description, open = sopts.fail_open](const backend_event& e) {
@@ -293,13 +304,14 @@ int run_serve(serve_options o, std::ostream& err) {
     return cli::exit_failure;
   }
   http->set_serving(true);
-  log::info("listening", {{"grpc_port", grpc->port()},
-                          {"http_port", http->port()},
-                          {"host", o.host.value_or("0.0.0.0")},
-                          {"config", dir.string()},
-                          {"rules", rules},
-                          {"backend", chosen.description},
-                          {"max_receive_bytes", rls_server_options{}.max_receive_bytes}});
+  log::write_always(log::level::info, "listening",
+                    {{"grpc_port", grpc->port()},
+                     {"http_port", http->port()},
+                     {"host", o.host.value_or("0.0.0.0")},
+                     {"config", dir.string()},
+                     {"rules", rules},
+                     {"backend", chosen.description},
+                     {"max_receive_bytes", rls_server_options{}.max_receive_bytes}});
 
   // The main thread waits for signals and for changes in the directory.
   for (;;) {
@@ -307,15 +319,18 @@ int run_serve(serve_options o, std::ostream& err) {
     const int ready = ::poll(fds, 2, 1000);  // at least once a second: the backend's summaries
     svc.report_backend_health(std::chrono::steady_clock::now());
     if (ready <= 0) continue;  // EINTR, or the second passed
-    if ((fds[1].revents & POLLIN) != 0) {
+    if ((fds[1].revents & POLLIN) != 0 && watch->drain()) {
       // Let an editor's or a deployment's burst of changes settle, then load once.
-      while (watch->drain()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      do {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      } while (watch->drain());
       reload(svc, chosen, dir, "directory changed");
     }
     if ((fds[0].revents & POLLIN) != 0) {
       signalfd_siginfo info{};
       if (::read(signals, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
       if (info.ssi_signo == SIGHUP) {
+        if (watch) watch->rearm();  // the path may name another directory than the one watched
         reload(svc, chosen, dir, "SIGHUP");
         continue;
       }
@@ -330,11 +345,22 @@ int run_serve(serve_options o, std::ostream& err) {
   http->set_serving(false);
   log::info("draining", {{"drain_timeout_ms", std::chrono::duration_cast<std::chrono::milliseconds>(drain).count()}});
   // The HTTP port stays open while gRPC drains, so that a load balancer's GET /healthcheck gets 500 rather than a
-  // refused connection until the calls in flight are answered; then HTTP drains its own.
+  // refused connection until the calls in flight are answered; then HTTP drains its own. At the deadline, what still
+  // waits for the backend (a Redis that stopped answering) is answered by the failure policy: the transports' calls
+  // then end, and the drain with them.
+  std::jthread abandon([&svc, deadline](const std::stop_token& stop) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    if (!cv.wait_until(lock, stop, deadline, [] { return false; }) && !stop.stop_requested()) svc.abandon_waiting();
+  });
   grpc->shutdown(deadline);
   http->shutdown(deadline);
+  abandon.request_stop();
+  abandon.join();
   ::close(signals);
   log::info("stopped");
+
   return cli::exit_ok;
 }
 

@@ -80,6 +80,10 @@ class backend {
   // A reload installed `next`: state of rules that are unchanged (same counter key, algorithm and limit) carries over;
   // state of rules that are gone may be dropped. Called with no decision of `next` yet made.
   virtual void configure(const configuration& next) = 0;
+  // A drain's deadline passed: every decision still waiting for the store completes now, as failed (the failure
+  // policy answers it), and so does every later one. A store that never keeps a decision waiting does nothing.
+  // Thread safety: may be called from any thread, while decisions are made.
+  virtual void abandon() {}
 };
 
 // b.decide() with a callback: `done` gets the outcomes, one per hit, in order (tools and tests; the service makes its

@@ -173,14 +173,24 @@ redis_backend::~redis_backend() {
     const std::lock_guard lock(state_->limiters_mutex);
     state_->limiters.clear();
   }
+  close_connections(abandoned_.load());  // (abandoned: nothing is left worth waiting for)
+  state_.reset();                        // before io_ stops: the last references may be in handlers it runs
+}
+
+void redis_backend::abandon() {
+  abandoned_.store(true);
+  close_connections(true);
+}
+
+void redis_backend::close_connections(bool at_once) {
   redis::cluster* nodes = nullptr;
   {
     const std::lock_guard lock(state_->topology_mutex);
     nodes = state_->nodes.get();
   }
-  if (nodes != nullptr) (void)nodes->close();
-  if (state_->conn) (void)state_->conn->close();
-  state_.reset();  // before io_ stops: the last references may be in handlers it runs
+  // Waiting: what was sent is answered first, up to the connections' close_timeout.
+  if (nodes != nullptr) (void)(at_once ? nodes->close_for(std::chrono::seconds(0)) : nodes->close());
+  if (state_->conn) (void)(at_once ? state_->conn->close_for(std::chrono::seconds(0)) : state_->conn->close());
 }
 
 std::optional<std::string> redis_backend::ping(std::chrono::milliseconds timeout) {

@@ -54,6 +54,7 @@
 // from a thread that runs the executor.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <cstddef>
@@ -117,6 +118,8 @@ class redis_backend final : public backend {
   void release(std::string lease, std::function<void(bool)> done) override;
   // State lives in Redis: nothing to carry. Drops the limiters that `next` no longer uses.
   void configure(const configuration& next) override;
+  // Closes the connection(s) to Redis: what waits for a reply completes as failed (errc::closed), at once.
+  void abandon() override;
 
   // Throws std::invalid_argument naming the rule (file:line) when a rule of `config` cannot be decided on Redis (a
   // sliding window whose limit · window is beyond admit::redis::sliding_window's range, say). The command calls it
@@ -126,9 +129,12 @@ class redis_backend final : public backend {
   struct state;  // implementation (redis_backend.cpp)
 
  private:
+  // Closes the connection(s) to Redis, at once or after waiting for the replies of what was sent.
+  void close_connections(bool at_once);
   struct own_io;
   std::unique_ptr<own_io> io_;  // the io_context of its own, if any: destroyed after the state is let go
   std::shared_ptr<state> state_;
+  std::atomic<bool> abandoned_{false};
 };
 
 }  // namespace admit::serve

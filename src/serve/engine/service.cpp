@@ -316,6 +316,8 @@ void service::release(std::string lease, std::function<void(bool)> done) {
   impl_->store->release(std::move(lease), std::move(done));
 }
 
+void service::abandon_waiting() { impl_->store->abandon(); }
+
 void service::reload(std::shared_ptr<const configuration> next) {
   if (!next) throw std::invalid_argument("admit serve: reload needs a configuration, got none");
   impl_->install(std::move(next));

@@ -83,6 +83,9 @@ class service {
   void should_rate_limit_at(rls_request request, std::chrono::system_clock::time_point now, completion done);
   // Ends a concurrency lease (see backend::release).
   void release(std::string lease, std::function<void(bool)> done);
+  // The drain's deadline passed: decisions still waiting for the backend are answered now, by the failure policy
+  // (backend::abandon).
+  void abandon_waiting();
 
   // Installs a new configuration atomically: decisions that started keep the old one until they finish.
   void reload(std::shared_ptr<const configuration> next);

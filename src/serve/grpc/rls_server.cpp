@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +20,7 @@
 #include <limits>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "admit/detail/host_port.hpp"
@@ -132,10 +135,21 @@ class rls_handler final
                                             grpc::ByteBuffer* response) override {
     const auto arrived = std::chrono::steady_clock::now();
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    // Counted before draining_ is read: a drain that starts later waits for this call (see drain()).
+    in_flight_.fetch_add(1);
+    if (draining_.load()) {
+      in_flight_.fetch_sub(1);
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "draining: this instance is shutting down"));
+      return reactor;
+    }
+    const auto finish = [this, reactor](const grpc::Status& status) {
+      reactor->Finish(status);
+      in_flight_.fetch_sub(1);
+    };
     const auto refuse = [&](const std::string& why) {
       svc_.record_invalid_request(std::chrono::steady_clock::now() - arrived);
       log::debug("grpc request refused", {{"reason", why}});
-      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why));
+      finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why));
       return reactor;
     };
     rls_request req;
@@ -162,9 +176,9 @@ class rls_handler final
     // Finish is called once: by the decision's completion, or by the catch below when the service threw (it then
     // never calls the completion). The completion must not throw: a failure to build the answer is answered.
     try {
-      svc_.should_rate_limit(std::move(req), [reactor, response](rls_result&& result) {
+      svc_.should_rate_limit(std::move(req), [finish, response](rls_result&& result) {
         if (result.failure) {
-          reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, result.failure->message));
+          finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, result.failure->message));
           return;
         }
         grpc::Status serialized;
@@ -178,18 +192,28 @@ class rls_handler final
         } catch (const std::exception& e) {
           serialized = grpc::Status(grpc::StatusCode::INTERNAL, std::string("the answer failed: ") + e.what());
         }
-        reactor->Finish(serialized);
+        finish(serialized);
       });
     } catch (const std::exception& e) {
       log::error("decision failed", {{"error", e.what()}});
-      reactor->Finish(grpc::Status(grpc::StatusCode::INTERNAL, std::string("the decision failed: ") + e.what()));
+      finish(grpc::Status(grpc::StatusCode::INTERNAL, std::string("the decision failed: ") + e.what()));
     }
     return reactor;
+  }
+
+  // From now on calls are answered UNAVAILABLE; waits until those in flight are answered, or `deadline`.
+  void drain(std::chrono::system_clock::time_point deadline) {
+    draining_.store(true);
+    while (in_flight_.load() > 0 && std::chrono::system_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   }
 
  private:
   service& svc_;
   request_limits limits_;
+  std::atomic<bool> draining_{false};
+  std::atomic<std::int64_t> in_flight_{0};  // calls started and not yet finished
 };
 
 }  // namespace
@@ -248,7 +272,11 @@ void rls_server::shutdown(std::chrono::system_clock::time_point deadline) {
   if (impl_->stopped) return;
   impl_->stopped = true;
   set_serving(false);
-  impl_->server->Shutdown(deadline);
+  // The rate-limit calls in flight are answered first (new ones are refused meanwhile); then the server shuts down
+  // with what is left cancelled at once — the health service's Watch streams, which would otherwise hold the drain
+  // until its deadline (they never end by themselves) — after a moment for the last answers to be written.
+  impl_->handler.drain(deadline);
+  impl_->server->Shutdown(std::min(deadline, std::chrono::system_clock::now() + std::chrono::milliseconds(100)));
   impl_->server->Wait();
 }
 
