@@ -116,6 +116,10 @@ TEST_F(AdmitMessages, UnknownOptionsAreNamedWithTheNearestKnownOne) {
        2,
        "admit run: unknown option --tiemout; did you mean --timeout?"},
       {{"run", "-c", "1", "--name", "n", "--lock-dri", "@locks", "--", "true"}, 2, "did you mean --lock-dir?"},
+      // A letter of a cluster of short options that is no option (it ran "-Z" as the command: exit 127).
+      {{"run", "-c", "2", "--name", "u", "-qZ", "--", "echo", "RAN"}, 2, "admit run: unknown option -Z ("},
+      {{"run", "-c", "2", "--name", "u", "-qx", "--", "echo", "RAN"}, 2, "admit run: unknown option -x ("},
+      {{"run", "--name", "u", "-q5", "--", "echo", "RAN"}, 2, "admit run: unknown option -5 ("},
       // serve
       {{"serve", "--confgi", "@dir"}, 2, "admit serve: unknown option --confgi; did you mean --config?"},
   });
@@ -131,6 +135,12 @@ TEST_F(AdmitMessages, WhatTheParserRefusesIsSaidAsTheSubcommands) {
       {{"decide", "k"}, 2, "admit decide: --redis is required"},
       {{"run", "--concurrency"}, 2, "admit run: --concurrency needs a value (N)"},
       {{"inspect"}, 2, "admit inspect: name is required"},
+      // Rates this host's limit cannot count: an internal message before ("rate interval -9223372036854775808ns is
+      // not positive").
+      {{"run", "--rate", "0.000000001/year", "--name", "n", "--", "true"}, 2, "takes more than 2^62 ns (146 years)"},
+      {{"run", "--rate", "1000000000000/s", "--name", "n", "--", "true"}, 2, "more than one start a nanosecond"},
+      // This host's limits are read at once: a --timeout there was accepted and ignored, whatever its value.
+      {{"inspect", "--timeout", "abc", "kk"}, 2, "admit inspect: --timeout applies only with --redis"},
       {{"serve", "--fail-open", "--fail-closed"}, 2, "admit serve: --fail-open excludes --fail-closed"},
   });
 }

@@ -50,22 +50,34 @@ std::string unknown_option(const CLI::App& app, std::span<const std::string> arg
       continue;
     }
     const bool long_form = word.starts_with("--");
-    const std::string_view name = long_form ? word.substr(0, word.find('=')) : word.substr(0, 2);
+    if (!long_form) {
+      // A cluster of short options ("-q", "-qv", "-qc3", "-c3"): each letter an option, up to one that takes a value,
+      // whose value is the rest of the word, or the next word when nothing is left.
+      for (std::size_t k = 1; k < word.size(); ++k) {
+        const std::string name{'-', word[k]};
+        const CLI::Option* opt = app.get_option_no_throw(name);
+        if (opt == nullptr)
+          return "unknown option " + name + " (`admit " + app.get_name() + " --help` lists the options)";
+        if (opt->get_expected_max() != 0) {
+          if (k + 1 == word.size()) ++i;
+          break;
+        }
+      }
+      continue;
+    }
+    const std::string_view name = word.substr(0, word.find('='));
     const CLI::Option* opt = app.get_option_no_throw(std::string(name));
     if (opt == nullptr) {
       std::string message = "unknown option " + std::string(name);
-      if (long_form) {
-        std::vector<std::string> known;
-        for (const CLI::Option* o : app.get_options()) {
-          for (const std::string& n : o->get_lnames()) known.push_back(n);
-        }
-        if (const auto near = nearest_name(name.substr(2), known)) return message + "; did you mean --" + *near + "?";
+      std::vector<std::string> known;
+      for (const CLI::Option* o : app.get_options()) {
+        for (const std::string& n : o->get_lnames()) known.push_back(n);
       }
+      if (const auto near = nearest_name(name.substr(2), known)) return message + "; did you mean --" + *near + "?";
       return message + " (`admit " + app.get_name() + " --help` lists the options)";
     }
-    // The value of an option that takes one is the next word unless it is attached ("--rate=5/s", "-r5/s").
-    const bool attached = long_form ? word.find('=') != std::string_view::npos : word.size() > 2;
-    if (opt->get_expected_max() != 0 && !attached) ++i;
+    // The value of an option that takes one is the next word unless it is attached ("--rate=5/s").
+    if (opt->get_expected_max() != 0 && word.find('=') == std::string_view::npos) ++i;
   }
   return {};
 }

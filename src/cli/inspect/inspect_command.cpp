@@ -19,6 +19,7 @@ struct inspect_state {
   inspect_options options;
   std::optional<std::string> lock_dir;
   const CLI::Option* redis = nullptr;  // given, even empty: the distributed form (which refuses an empty URL)
+  const CLI::Option* timeout = nullptr;
 };
 
 int inspect(const inspect_state& s) {
@@ -33,6 +34,10 @@ int inspect(const inspect_state& s) {
     std::cerr << "admit inspect: --redis: this admit was built without Redis support\n";
     return exit_bad_input;
 #endif
+  }
+  if (s.timeout->count() > 0) {
+    std::cerr << "admit inspect: --timeout applies only with --redis (this host's limits are read at once)\n";
+    return exit_bad_input;
   }
   return run::inspect_local(s.options.name, s.lock_dir.value_or(std::string()), s.options.most, s.options.json,
                             std::cout, std::cerr);
@@ -51,7 +56,8 @@ subcommand add_inspect_command(CLI::App& app) {
                   "without --redis: the directory of `admit run`'s local limits (default as admit run's)")
       ->type_name("DIR");
   cmd->add_option("--most", s->options.most, "holders and waiters listed at most (default 100)")->type_name("N");
-  cmd->add_option("--timeout", s->options.timeout, "deadline of the call (default 1s)")->type_name("DURATION");
+  s->timeout = cmd->add_option("--timeout", s->options.timeout, "with --redis: deadline of the call (default 1s)")
+                   ->type_name("DURATION");
   cmd->add_flag("--json", s->options.json, "print the state as JSON");
   cmd->add_option("name", s->options.name, "the semaphore's (or local limit's) name")->required()->type_name("NAME");
   return {cmd, [s] { return inspect(*s); }};

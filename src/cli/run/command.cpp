@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string_view>
 #include <system_error>
 
@@ -36,6 +37,21 @@ int runnable(const std::string& path) {
   if (reason == ENOENT) throw command_error(127, quote(shown) + ": command not found");
   if (reason == EISDIR) throw command_error(126, quote(shown) + ": is a directory, not a command");
   throw command_error(126, quote(shown) + ": cannot run: " + std::generic_category().message(reason));
+}
+
+// Why a file that exists could not be run although exec said "no such file": what it names to run it is missing —
+// the interpreter of its "#!" line, or (a program) its dynamic loader.
+std::string missing_interpreter(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string first;
+  std::getline(in, first);
+  if (first.rfind("#!", 0) == 0) {
+    const std::size_t from = first.find_first_not_of(" \t", 2);
+    const std::string line = from == std::string::npos ? "" : first.substr(from);
+    const std::string interpreter = line.substr(0, line.find_first_of(" \t\r"));
+    return "its interpreter " + quote(interpreter) + " (its #! line) was not found";
+  }
+  return "the loader it names was not found";
 }
 
 std::vector<char*> pointers(std::vector<std::string>& strings) {
@@ -131,7 +147,10 @@ pid_t start_command(const resolved_command& command, const std::vector<std::stri
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    refuse(command.argv.front(), e == ENOENT ? ENOENT : e);
+    if (e == ENOENT && runnable(command.path) == 0) {
+      throw command_error(126, quote(command.argv.front()) + ": cannot run: " + missing_interpreter(command.path));
+    }
+    refuse(command.argv.front(), e);
   }
   return pid;
 }

@@ -56,7 +56,7 @@ class local_source final : public permit_source {
     const auto& c = limit_.config();
     const std::string where = quote(c.name) + " on this host";
     if (e == admit::errc::queue_full) {
-      return "not admitted: " + std::to_string(*c.max_waiters) + " already wait for " + where + " (--max-waiters)";
+      return queue_full_message(*c.max_waiters, where);
     }
     if (e == admit::errc::would_block) return "not admitted: " + where + " is busy (--no-wait)";
     if (e == admit::errc::timeout) return "not admitted: no permit of " + where + " within --timeout";

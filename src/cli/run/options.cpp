@@ -158,6 +158,18 @@ run_settings check(const run_options& o) {
     throw usage_error("--set-capacity applies only with --redis (it sets the definition Redis stores for every host)");
   }
   s.set_capacity = o.set_capacity;
+  // This host's limit counts time in whole nanoseconds, up to 2^62 of them (Redis's checks its own range).
+  if (s.rate && !s.redis) {
+    if (s.rate->interval_ns() < 1) {
+      throw usage_error("invalid --rate " + quote(*o.rate) +
+                        ": more than one start a nanosecond, finer than this host's limit counts time (use a lower "
+                        "rate, or --rate inf for none)");
+    }
+    if (s.rate->interval_ns() * static_cast<double>(s.burst) > 0x1p62) {
+      throw usage_error("invalid --rate " + quote(*o.rate) + " with --burst " + std::to_string(s.burst) +
+                        ": takes more than 2^62 ns (146 years) to refill");
+    }
+  }
   if (o.classes) s.classes = parse_classes(*o.classes);
   // Each class's share of the rate is a token bucket of its own (admit::admission's rule): one too slow to refill
   // within the arithmetic's range (2^62 ns) is refused here, naming the class, rather than by the limit's plan.

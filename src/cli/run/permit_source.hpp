@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -40,6 +41,13 @@ struct refusal {
   std::string reason;     // the "reason" of the not_admitted event when the error alone does not say it ("redis")
   int exit_status = 75;   // exit_not_admitted, or 69 / 2 for a Redis failure waiting cannot fix / bad input
 };
+
+// The message of a queue that is full: with --max-waiters N, N or more wait (how many exactly is not known).
+inline std::string queue_full_message(std::size_t max_waiters, const std::string& what) {
+  if (max_waiters == 0) return "not admitted: " + what + " is busy and --max-waiters 0 lets nobody wait";
+  return "not admitted: " + std::to_string(max_waiters) + " or more already wait for " + what + " (--max-waiters " +
+         std::to_string(max_waiters) + ")";
+}
 
 class permit_source {
  public:

@@ -399,8 +399,7 @@ class redis_source final : public run::permit_source {
     } else if (e == admit::errc::would_block) {
       why.message = "not admitted: " + what + " is busy (--no-wait)";
     } else if (e == admit::errc::queue_full) {
-      why.message = "not admitted: " + std::to_string(st_->settings.max_waiters.value_or(0)) + " already wait for " +
-                    what + " (--max-waiters)";
+      why.message = run::queue_full_message(st_->settings.max_waiters.value_or(0), what);
     } else if (e == admit::errc::cancelled) {
       why.message = "not admitted: stopped while waiting for " + what;
     } else if (e == admit::errc::exceeds_capacity) {

@@ -175,6 +175,17 @@ TEST_F(AdmitRunLocal, CommandsThatCannotRunAre127And126WithoutWaiting) {
   EXPECT_EQ(directory.status, 126) << directory.err;
 }
 
+// A script whose #! names a missing interpreter exists but cannot run: 126, naming the interpreter (it said "command
+// not found", 127, as for a file that does not exist).
+TEST_F(AdmitRunLocal, AScriptWhoseInterpreterIsMissingIs126NamingIt) {
+  const std::string script = dir_ / "bad interpreter.sh";
+  std::ofstream(script) << "#!/nonexistent/interp -x\necho ran\n";
+  ::chmod(script.c_str(), 0755);
+  const run_result r = admit(run("free", {"--concurrency", "1", "--", script}), 10s);
+  EXPECT_EQ(r.status, 126) << r.err;
+  EXPECT_NE(r.err.find("its interpreter \"/nonexistent/interp\""), std::string::npos) << r.err;
+}
+
 TEST_F(AdmitRunLocal, NotAdmittedIs75AndTheCommandDoesNotRun) {
   const auto holder = hold("busy");
   const auto before = steady::now();
@@ -198,6 +209,9 @@ TEST_F(AdmitRunLocal, NotAdmittedIs75AndTheCommandDoesNotRun) {
       admit(run("busy", args{"--concurrency", "1", "--max-waiters", "1", "--json", "--"} + records_ran()), 10s);
   EXPECT_EQ(full.status, 75) << full.err;
   EXPECT_EQ(event(full.err, "not_admitted").value("reason", ""), "queue_full") << full.err;
+  // How many wait is not known, only that the queue is full (it said "1 already wait" with 2 waiting).
+  EXPECT_NE(event(full.err, "not_admitted").value("message", "").find("1 or more already wait"), std::string::npos)
+      << full.err;
   EXPECT_FALSE(ran());
 }
 

@@ -203,7 +203,8 @@ TEST_F(AdmitRunRedis, ExitStatusesAndNotAdmitted) {
       admit(run("busy", args{"--concurrency", "1", "--max-waiters", "1", "--json", "--"} + records_ran()), 10s);
   EXPECT_EQ(full.status, 75) << full.err;
   EXPECT_EQ(event(full.err, "not_admitted").value("reason", ""), "queue_full") << full.err;
-  EXPECT_NE(event(full.err, "not_admitted").value("message", "").find("1 already wait for \"busy\""), std::string::npos)
+  EXPECT_NE(event(full.err, "not_admitted").value("message", "").find("1 or more already wait for \"busy\""),
+            std::string::npos)
       << full.err;
   ASSERT_EQ(::kill(waiter.pid(), SIGINT), 0);
   EXPECT_EQ(finish(waiter, 10s).status, 128 + SIGINT) << waiter.err();
