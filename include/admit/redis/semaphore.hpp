@@ -314,6 +314,8 @@ struct semaphore_snapshot {
   std::chrono::microseconds token_interval{0};
   std::int64_t burst = 0;
   std::int64_t tokens = 0;
+  // With a rate, while the bucket holds fewer than `burst` tokens: until it holds one more whole token (0 otherwise).
+  std::chrono::microseconds next_token{0};
   // With priority classes (an admission's, more than one): each class's, by priority; empty otherwise.
   std::vector<class_state> classes;
   // When inspecting failed because Redis answered with an error reply (LOADING, BUSY, MASTERDOWN, WRONGTYPE...): its

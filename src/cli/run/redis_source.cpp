@@ -263,8 +263,8 @@ class redis_source final : public run::permit_source {
             }
             // The rate's tokens are short: the head starts once they are there (this run after those ahead of it).
             if (snap.token_interval.count() > 0 && snap.tokens < s.weight) {
-              p.rate_wait =
-                  std::chrono::duration_cast<std::chrono::nanoseconds>(snap.token_interval * (s.weight - snap.tokens));
+              p.rate_wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  snap.token_interval * (s.weight - snap.tokens - 1) + snap.next_token);
             }
           }
           if (progress && (first || !ec)) progress(p);
@@ -393,8 +393,12 @@ class redis_source final : public run::permit_source {
       if (const redis_failure f = st_->failure(e); f.error != admit::errc::timeout) return fail(why, f);
       why.message = "not admitted: no permit of " + what + " within --timeout";
       if (unanswered) {
-        why.message += "; then " + st_->where() + " did not answer within " + format_duration(past_deadline) +
-                       " the call that leaves its queue (the entry expires there by itself)";
+        // Redis did not answer at the end of the wait: what held the run back cannot be told, and its silence is
+        // what the user must hear of.
+        why.message = "not admitted within --timeout: " + st_->where() + " did not answer (no reply within " +
+                      format_duration(past_deadline) + " to the call that takes the run out of the queue of " +
+                      quote(st_->settings.name) + "; the entry expires there by itself)";
+        why.reason = "redis";
       }
     } else if (e == admit::errc::would_block) {
       why.message = "not admitted: " + what + " is busy (--no-wait)";

@@ -82,6 +82,7 @@ std::pair<semaphore_snapshot, std::error_code> parse_snapshot(const result& r) {
         s.classes.push_back({f[0].integer(), f[1].integer()});
     }
   }
+  if (e.size() >= 14 && e[13].is_integer()) s.next_token = std::chrono::microseconds(e[13].integer());
   return {s, {}};
 }
 

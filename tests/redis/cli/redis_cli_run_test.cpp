@@ -269,8 +269,9 @@ TEST_F(AdmitRunRedis, TheTimeoutIsKeptWhenRedisStopsAnswering) {
     return refused.value("message", "");
   };
   const std::string where = "redis://127.0.0.1:" + std::to_string(server_.port());
-  const std::string paused = waits_while([&] { server_.pause(5000ms); }, "timeout");
-  EXPECT_NE(paused.find("within --timeout; then " + where + " did not answer within 50ms"), std::string::npos)
+  const std::string paused = waits_while([&] { server_.pause(5000ms); }, "redis");
+  EXPECT_NE(paused.find("not admitted within --timeout: " + where + " did not answer (no reply within 50ms"),
+            std::string::npos)
       << paused;
   server_.unpause();
   const std::string killed = waits_while([&] { server_.kill(); }, "redis");

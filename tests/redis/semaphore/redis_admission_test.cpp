@@ -67,6 +67,30 @@ TEST(RedisAdmission, TakesTokensAndPermitsInOneDecision) {
   EXPECT_EQ(s.available, 1);
   EXPECT_EQ(s.tokens, 0);
   EXPECT_GT(third->fencing_token(), 0);
+  // The next token is less than a minute away (the first was taken a moment ago), and nearer at each look: what
+  // `admit run` counts down while it waits for the rate (it showed the whole interval, unchanged).
+  EXPECT_GT(s.next_token, 0s);
+  EXPECT_LE(s.next_token, 60s);
+  const auto [later, later_ec] = a.inspect();
+  ASSERT_FALSE(later_ec) << later_ec.message();
+  EXPECT_LE(later.next_token, s.next_token);
+}
+
+TEST(RedisAdmission, TheNextTokenIsSetWhileTheBucketIsShortAndZeroWithoutARate) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admission a(conn, "full", slow(/*burst=*/3, /*max_in_flight=*/2));
+  auto held = a.try_acquire(0);  // makes the admission; one of its 3 tokens taken
+  ASSERT_TRUE(held) << held.error().message();
+  auto [s, ec] = a.inspect();
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(s.tokens, 2);
+  EXPECT_GT(s.next_token, 0s);
+  admission none(conn, "none", admission_options{.max_in_flight = 2});
+  ASSERT_TRUE(none.try_acquire(0));
+  std::tie(s, ec) = none.inspect();
+  EXPECT_EQ(s.next_token, 0s);  // no rate
 }
 
 TEST(RedisAdmission, ARequestTheRateCannotAdmitByItsDeadlineFailsAtOnceAndTakesNothing) {

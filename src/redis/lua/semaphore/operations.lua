@@ -154,8 +154,8 @@ function run.inspect(A)
   -- A[3] the most holders and waiters to list: {0, capacity, free, fence, now, holders, queue, holder count, waiter
   -- count, interval, burst, tokens}, holders as {id, n, token, expiry}, the queue in order as {id, n, waiter expiry};
   -- interval, burst and tokens (whole tokens in the bucket now) are 0 without a rate; with classes each holder and
-  -- waiter also has its class (the queue in arrival order over all classes), and the last element is {held, queued}
-  -- per class
+  -- waiter also has its class (the queue in arrival order over all classes), and the 13th element is {held, queued}
+  -- per class; the 14th the µs until the bucket holds one more whole token (0 when it is full, or without a rate)
   if free > 0 then serve(nil, nil) end
   local most = num(A[3], 'limit')
   local hs = {}
@@ -191,14 +191,18 @@ function run.inspect(A)
     table.sort(qs, function(a, b) return arrival[a[1]] < arrival[b[1]] end)
     for i = #qs, most + 1, -1 do qs[i] = nil end
   end
-  local tokens = 0
-  if interval > 0 then tokens = math.floor(math.min(burst, (now - tat) / interval)) end
+  local tokens, next_token = 0, 0
+  if interval > 0 then
+    local held = math.min(burst, (now - tat) / interval)
+    tokens = math.floor(held)
+    if tokens < burst then next_token = math.ceil((tokens + 1 - held) * interval) end
+  end
   local per_class = {}
   if multi then
     for k = 1, #cls do per_class[k] = { cls[k].held, cls[k].queued } end
   end
   return { GRANTED, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('ZCARD', expiry), interval,
-    burst, tokens, per_class }
+    burst, tokens, per_class, next_token }
 end
 
 local function perform(A)
