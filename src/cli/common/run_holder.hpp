@@ -19,6 +19,10 @@ namespace admit::cli {
   return "{" + name + "}:run:" + id;
 }
 
+// "{name}:run-classes": the names of the limit's --classes, as `admit run --classes` gives them ("a=0.75,b=0.25").
+// The limit's definition in Redis holds the classes' shares by position only; the runs keep their names beside it.
+[[nodiscard]] inline std::string run_classes_key(const std::string& name) { return "{" + name + "}:run-classes"; }
+
 // A run's entry: who it is, and how long its lease lives unless renewed.
 struct run_entry {
   run::entry_info info;  // started_unix_ms: when it joined the queue (a waiter) or was admitted (a holder)

@@ -1,13 +1,17 @@
 // `admit inspect` (see inspect.hpp).
 #include "cli/inspect/redis_inspect.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "admit/detail/deadline.hpp"
 #include "admit/redis/admission.hpp"
@@ -44,18 +48,42 @@ std::string left(std::chrono::microseconds d) {
 // in the queue's; nullopt for one that is not an `admit run` (or when the call failed: the rest is shown).
 struct run_entries {
   std::vector<std::optional<run_entry>> holders, queue;
+  // The classes' names and shares as `admit run --classes` gave them (run_classes_key), one per class; empty when no
+  // run named them (or they do not match the limit's classes).
+  std::vector<std::pair<std::string, std::string>> class_names;
 };
+
+// "a=0.75,b=0.25" as {{"a", "0.75"}, {"b", "0.25"}}; empty when it is not of that form.
+std::vector<std::pair<std::string, std::string>> split_classes(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t end = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, end - at);
+    const std::size_t eq = part.find('=');
+    if (eq == std::string::npos || eq == 0) return {};
+    out.emplace_back(part.substr(0, eq), part.substr(eq + 1));
+    at = end + 1;
+  }
+  return out;
+}
 run_entries read_run_entries(redis::client& conn, const std::string& name, const redis::semaphore_snapshot& s,
                              std::chrono::nanoseconds timeout) {
   run_entries out{std::vector<std::optional<run_entry>>(s.holders.size()),
-                  std::vector<std::optional<run_entry>>(s.queue.size())};
+                  std::vector<std::optional<run_entry>>(s.queue.size()),
+                  {}};
+  const auto deadline = [&] {
+    return admit::detail::deadline_after<std::chrono::steady_clock>(std::chrono::steady_clock::now(), timeout);
+  };
+  if (!s.classes.empty()) {
+    const redis::result names = conn.execute_command(deadline(), redis::command{"GET", run_classes_key(name)});
+    if (names.ok() && names.value.is_string()) out.class_names = split_classes(names.value.str());
+    if (out.class_names.size() != s.classes.size()) out.class_names.clear();
+  }
   if (s.holders.empty() && s.queue.empty()) return out;
   std::vector<std::string> args{"MGET"};
   for (const auto& h : s.holders) args.push_back(run_holder_key(name, h.id));
   for (const auto& w : s.queue) args.push_back(run_holder_key(name, w.id));
-  const redis::result r = conn.execute_command(
-      admit::detail::deadline_after<std::chrono::steady_clock>(std::chrono::steady_clock::now(), timeout),
-      redis::command(std::move(args)));
+  const redis::result r = conn.execute_command(deadline(), redis::command(std::move(args)));
   if (!r.ok() || r.value.elements().size() != out.holders.size() + out.queue.size()) return out;
   for (std::size_t i = 0; i < r.value.elements().size(); ++i) {
     const auto& e = r.value.elements()[i];
@@ -128,7 +156,16 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
   }
   if (!s.classes.empty()) {  // --classes: each class's held permits and queued requests, by class
     j["classes"] = nlohmann::ordered_json::array();
-    for (const auto& c : s.classes) j["classes"].push_back({{"held", c.held}, {"queued", c.queued}});
+    for (std::size_t c = 0; c < s.classes.size(); ++c) {
+      nlohmann::ordered_json e;
+      if (!runs.class_names.empty()) {
+        e["name"] = runs.class_names[c].first;
+        e["share"] = std::strtod(runs.class_names[c].second.c_str(), nullptr);
+      }
+      e["held"] = s.classes[c].held;
+      e["queued"] = s.classes[c].queued;
+      j["classes"].push_back(std::move(e));
+    }
   }
   write_json_line(out, j);
 }
@@ -147,9 +184,14 @@ void print_text(std::ostream& out, const std::string& name, const redis::semapho
   }
   out << s.holder_count << " holder(s), " << s.waiter_count << " waiting; last fencing token " << s.last_fencing_token
       << "\n";
+  // A class by its name when the runs named the classes, else by its number.
+  const auto class_of = [&](std::size_t c) {
+    return c < runs.class_names.size() ? runs.class_names[c].first : std::to_string(c);
+  };
   for (std::size_t c = 0; c < s.classes.size(); ++c) {
-    out << "class " << c << ": " << s.classes[c].held << " permit(s) held, " << s.classes[c].queued
-        << " asked by its waiters\n";
+    out << "class " << class_of(c);
+    if (c < runs.class_names.size()) out << " (share " << runs.class_names[c].second << ")";
+    out << ": " << s.classes[c].held << " permit(s) held, " << s.classes[c].queued << " asked by its waiters\n";
   }
   if (!s.holders.empty()) {
     out << "holders (soonest expiry first"
@@ -161,7 +203,7 @@ void print_text(std::ostream& out, const std::string& name, const redis::semapho
       const auto& h = s.holders[i];
       out << "  " << h.id << "  permits " << h.count << "  fencing token " << h.fencing_token << "  lease "
           << left(h.remaining);
-      if (!s.classes.empty()) out << "  class " << h.priority;
+      if (!s.classes.empty()) out << "  class " << class_of(h.priority);
       if (runs.holders[i]) print_run(out, *runs.holders[i], "for", h.remaining);
       out << "\n";
     }
@@ -174,7 +216,7 @@ void print_text(std::ostream& out, const std::string& name, const redis::semapho
     for (std::size_t i = 0; i < s.queue.size(); ++i) {
       const auto& w = s.queue[i];
       out << "  " << i + 1 << ". " << w.id << "  permits " << w.count;
-      if (!s.classes.empty()) out << "  class " << w.priority;
+      if (!s.classes.empty()) out << "  class " << class_of(w.priority);
       out << "  presumed dead in " << left(w.remaining) << " unless it polls";
       if (runs.queue[i]) print_run(out, *runs.queue[i], "waiting", std::nullopt);
       out << "\n";

@@ -229,6 +229,10 @@ class redis_source final : public run::permit_source {
         return fail(why, e == admit::errc::definition_conflict ? conflict() : st_->failure(e));
       }
     }
+    bool named_classes = false;  // this run wrote the classes' names (the first to give them)
+    if (!s.classes.empty()) {
+      if (auto f = check_class_names(named_classes)) return fail(why, *f);
+    }
     // The status line and the "waiting" event once the request is in the queue.
     std::mutex m;
     std::condition_variable_any cv;
@@ -318,7 +322,10 @@ class redis_source final : public run::permit_source {
     if (cut) return fail(why, silent());
     st_->hide_waiters(r && s.concurrency > 0 ? r->id() : std::string());
     if (!r) {
-      if (r.error() == admit::errc::definition_conflict) return fail(why, conflict());
+      if (r.error() == admit::errc::definition_conflict) {
+        if (named_classes) forget_class_names();  // the names were written for a definition that is not the limit's
+        return fail(why, conflict());
+      }
       // A timeout before the deadline is the rate's answer: it could not admit the run by then.
       return refuse(why, r.error(), r.error() == admit::errc::timeout && deadline, unanswered);
     }
@@ -346,6 +353,51 @@ class redis_source final : public run::permit_source {
     return f;
   }
 
+  // The classes' names: the definition in Redis holds their shares by position, so "a=0.75,b=0.25" and
+  // "b=0.75,a=0.25" are the same to it, and each host would take its --class for another class. The runs keep the
+  // names under run_classes_key: the first run to give --classes writes them, the others must give the same (or,
+  // with --set-capacity, rename them for every host). `wrote`: set when this run wrote them.
+  std::optional<redis_failure> check_class_names(bool& wrote) {
+    const run::run_settings& s = st_->settings;
+    const std::string key = run_classes_key(s.name), mine = classes_option(s.classes);
+    redis::client& c = st_->limit_client();
+    // A call's failure as the run reports Redis's (an error reply, WRONGTYPE say, as one).
+    const auto call = [&](const redis::command& cmd, std::optional<redis_failure>& failed) {
+      redis::result r = c.execute_command(steady::now() + call_timeout, cmd);
+      if (r.error) failed = st_->failure(r.error);
+      if (!r.error && r.value.is_error()) {
+        redis_failure f = st_->failure(admit::errc::error_reply);
+        f.message = st_->where() + " answered " + quote(r.value.str()) + " for " + quote(key);
+        failed = f;
+      }
+      return r.value;
+    };
+    std::optional<redis_failure> failed;
+    if (s.set_capacity) {
+      (void)call({"SET", key, mine}, failed);
+      return failed;
+    }
+    const redis::reply set = call({"SET", key, mine, "NX"}, failed);
+    if (failed) return failed;
+    if (!set.is_nil()) {
+      wrote = true;
+      return std::nullopt;
+    }
+    const redis::reply stored = call({"GET", key}, failed);
+    if (failed) return failed;
+    if (!stored.is_string() || stored.str() == mine) return std::nullopt;  // gone meanwhile: not ours to check
+    redis_failure f;
+    f.error = admit::errc::definition_conflict;
+    f.message = quote(s.name) + " at " + st_->where() + " has --classes " + stored.str() + ", not --classes " + mine +
+                ": every admit run of one name must give the same classes, by the same names in the same " +
+                "order; add --set-capacity to make them this run's for every host";
+    return f;
+  }
+  void forget_class_names() {
+    redis::client& c = st_->limit_client();
+    (void)c.execute_command(steady::now() + call_timeout, {"DEL", run_classes_key(st_->settings.name)});
+  }
+
   // The limit exists in Redis with another definition: both named as the options that give them, and how to change it.
   redis_failure conflict() {
     const run::run_settings& s = st_->settings;
@@ -355,9 +407,15 @@ class redis_source final : public run::permit_source {
     if (!s.classes.empty()) given += " --classes " + classes_option(s.classes);
     redis_failure f;
     f.error = admit::errc::definition_conflict;
+    // set_limits changes everything but the number of classes (each class's queue and holders live on).
+    const std::size_t theirs = stored.classes.empty() ? 1 : stored.classes.size();
+    const std::size_t ours = s.classes.empty() ? 1 : s.classes.size();
+    const std::string remedy = !ec && theirs != ours
+                                   ? "the number of classes of a limit cannot change while it exists in Redis (give "
+                                     "another --name)"
+                                   : "add --set-capacity to make it this run's for every host";
     f.message = quote(s.name) + " at " + st_->where() + " is " + (ec ? "defined otherwise" : as_options(stored)) +
-                ", not " + given + ": every admit run of one name must give the same; add --set-capacity to make it " +
-                "this run's for every host";
+                ", not " + given + ": every admit run of one name must give the same; " + remedy;
     return f;
   }
   // A stored definition as the options that would give it.

@@ -113,10 +113,45 @@ TEST_F(AdmitRunHygieneRedis, AnotherCapacityIsRefusedUnlessSet) {
   EXPECT_NE(classes.err.find("with 2 --classes, not --concurrency 2 without --rate --classes a=0.25,b=0.25,c=0.25"),
             std::string::npos)
       << classes.err;
+  // ... and says so, instead of advising the --set-capacity it was given.
+  EXPECT_NE(classes.err.find("the number of classes of a limit cannot change"), std::string::npos) << classes.err;
+  EXPECT_EQ(classes.err.find("add --set-capacity"), std::string::npos) << classes.err;
   const run_result set = run_to_end(remote("cap", {"--concurrency", "1", "--set-capacity", "--", "echo", "ran"}), 20s);
   EXPECT_EQ(set.status, 0) << set.err;
   const run_result inspected = run_to_end(args{ADMIT_CLI, "inspect", "--redis", server_.url(), "--json", "cap"}, 20s);
   EXPECT_NE(inspected.out.find("\"capacity\": 1,"), std::string::npos) << inspected.out;
+}
+
+// The classes' names are part of the limit for admit run: Redis's definition holds their shares by position, so
+// "b=0.5,a=0.5" was the same limit as "a=0.5,b=0.5" there, and each host took its --class a for another class.
+TEST_F(AdmitRunHygieneRedis, TheClassesNamesMustBeTheSameOnEveryHost) {
+  ASSERT_EQ(
+      run_to_end(remote("names", {"-c", "2", "--classes", "a=0.5,b=0.5", "--class", "a", "--", "true"}), 20s).status,
+      0);
+  // inspect names them as the runs do (it said "class 0" and "class 1").
+  const run_result inspected = run_to_end(args{ADMIT_CLI, "inspect", "--redis", server_.url(), "names"}, 20s);
+  EXPECT_NE(inspected.out.find("class a (share 0.5): 0 permit(s) held"), std::string::npos) << inspected.out;
+  const run_result as_json = run_to_end(args{ADMIT_CLI, "inspect", "--redis", server_.url(), "--json", "names"}, 20s);
+  EXPECT_NE(as_json.out.find("\"name\": \"b\", \"share\": 0.5"), std::string::npos) << as_json.out;
+  const run_result swapped =
+      run_to_end(remote("names", {"-c", "2", "--classes", "b=0.5,a=0.5", "--class", "a", "--", "echo", "ran"}), 20s);
+  EXPECT_EQ(swapped.status, 2) << swapped.err;
+  EXPECT_EQ(swapped.out, "");
+  EXPECT_NE(swapped.err.find("has --classes a=0.5,b=0.5, not --classes b=0.5,a=0.5"), std::string::npos) << swapped.err;
+  const run_result other =
+      run_to_end(remote("names", {"-c", "2", "--classes", "x=0.5,y=0.5", "--", "echo", "ran"}), 20s);
+  EXPECT_EQ(other.status, 2) << other.err;
+  // The same names run; --set-capacity renames them for every host.
+  EXPECT_EQ(run_to_end(remote("names", {"-c", "2", "--classes", "a=0.5,b=0.5", "--", "true"}), 20s).status, 0);
+  const run_result renamed =
+      run_to_end(remote("names", {"-c", "2", "--classes", "b=0.5,a=0.5", "--set-capacity", "--", "echo", "ran"}), 20s);
+  EXPECT_EQ(renamed.status, 0) << renamed.err;
+  EXPECT_EQ(run_to_end(remote("names", {"-c", "2", "--classes", "a=0.5,b=0.5", "--", "true"}), 20s).status, 2);
+  // A run refused for another definition leaves no names behind for it.
+  ASSERT_EQ(run_to_end(remote("shares", {"-c", "2", "--classes", "a=0.75,b=0.25", "--", "true"}), 20s).status, 0);
+  EXPECT_EQ(server_.admin({"DEL", "{shares}:run-classes"}), "1");
+  EXPECT_EQ(run_to_end(remote("shares", {"-c", "2", "--classes", "x=0.5,y=0.5", "--", "true"}), 20s).status, 2);
+  EXPECT_EQ(server_.admin({"EXISTS", "{shares}:run-classes"}), "0");
 }
 
 #endif  // ADMIT_CLI
