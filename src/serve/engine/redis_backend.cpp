@@ -198,10 +198,13 @@ std::optional<std::string> redis_backend::ping(std::chrono::milliseconds timeout
   const std::string within = " within " + std::to_string(timeout.count()) + " ms";
   if (state_->conn) {
     if (const std::error_code ec = state_->conn->connect_until(until)) {
-      return "Redis at " + state_->address + " did not answer" + within + ": " + ec.message() +
-             (ec == make_error_code(errc::timeout) && state_->conn->last_connect_error()
-                  ? " (" + state_->conn->last_connect_error().message() + ")"
-                  : "");
+      // Why it could not connect, when an attempt said so (refused, wrong password, no TLS there): that, not the
+      // timeout that ended the retries, is the news.
+      const std::error_code last = state_->conn->last_connect_error();
+      if (ec != make_error_code(errc::timeout))
+        return "cannot connect to Redis at " + state_->address + ": " + ec.message();
+      if (last) return "cannot connect to Redis at " + state_->address + within + ": " + last.message();
+      return "Redis at " + state_->address + " did not answer" + within;
     }
   }
   // The topology, if not known yet (the same INFO the decisions would ask).
