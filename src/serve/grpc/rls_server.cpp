@@ -2,6 +2,7 @@
 
 #include <absl/synchronization/mutex.h>
 #include <google/protobuf/stubs/logging.h>
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/resource_quota.h>
@@ -42,6 +43,16 @@ void protobuf_log(google::protobuf::LogLevel level, const char* file, int line, 
   }
   log::write(level >= google::protobuf::LOGLEVEL_ERROR ? log::level::error : log::level::warn, "protobuf",
              {{"detail", message}, {"source", std::string(file) + ":" + std::to_string(line)}});
+}
+
+// gRPC's own messages, as lines of the log (they were written to stderr in gRPC's format, several lines each): its
+// errors as warnings — what they mean for the service (a port that cannot be bound) the service says itself, at error
+// level — and the rest at debug level.
+void grpc_log(gpr_log_func_args* args) {
+  const log::level l = args->severity == GPR_LOG_SEVERITY_ERROR ? log::level::warn : log::level::debug;
+  if (!log::enabled(l)) return;
+  log::write(l, "grpc",
+             {{"detail", args->message}, {"source", std::string(args->file) + ":" + std::to_string(args->line)}});
 }
 
 // "String field 'a.b.Entry.key' contains invalid UTF-8 data when parsing..." → "field a.b.Entry.key is not valid
@@ -231,6 +242,7 @@ rls_server::rls_server(service& svc, const rls_server_options& opts) : impl_(std
   static std::once_flag process_setup_once;
   std::call_once(process_setup_once, [] {
     google::protobuf::SetLogHandler(&protobuf_log);
+    gpr_set_log_function(&grpc_log);
     // Debian builds Abseil without NDEBUG, which leaves absl::Mutex's deadlock detection on: every lock gRPC takes
     // (several per call) then records the order of locks in a process-wide graph, a check meant for debug builds.
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
