@@ -198,8 +198,8 @@ def main():
         invalid = [sample.value for family in text_string_to_metric_families(body.decode())
                    for sample in family.samples if sample.name == REQUESTS and sample.labels.get("code") == "invalid"]
         # gRPC: 10,000 descriptors, 1 MB value, invalid UTF-8, truncated, no descriptors (the 5 MB message never
-        # reaches the server's code); HTTP: bad JSON, invalid UTF-8.
-        check(invalid == [7], f"/metrics counts the 7 refused requests as invalid ({invalid})")
+        # reaches the server's code); HTTP: bad JSON, invalid UTF-8, the 2 MB body (413).
+        check(invalid == [8], f"/metrics counts the 8 refused requests as invalid ({invalid})")
 
         # While hostile peers keep their connections open mid-frame (8 of each kind above, not closed), others are
         # answered on both ports.

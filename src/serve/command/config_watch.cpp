@@ -37,24 +37,32 @@ config_watch::~config_watch() {
 void config_watch::rearm() { watch_path(); }
 
 int config_watch::watch_path() {
-  if (dir_wd_ >= 0) inotify_rm_watch(fd_, dir_wd_);
-  for (const auto& [wd, names] : entries_) inotify_rm_watch(fd_, wd);
-  entries_.clear();
-  dir_wd_ = inotify_add_watch(fd_, dir_.c_str(), dir_events);
-  const int result = dir_wd_ < 0 ? errno : 0;
+  // The new watches are made before the old ones go, and the parents' before the directory's: a directory made on
+  // the path meanwhile is then seen either way (its watch, or its parent's event), and a watch that names the same
+  // directory as before keeps its descriptor (inotify gives it back), so that its queued events still count.
+  std::map<int, std::set<std::string>> entries;
   std::error_code ec;
   const std::filesystem::path path = std::filesystem::absolute(dir_, ec).lexically_normal();
-  if (ec) return result;
-  std::filesystem::path at = path.root_path();
-  for (const auto& part : path.relative_path()) {
-    if (part.empty()) continue;
-    const std::filesystem::path parent = at;
-    at /= part;
-    if (at != path && !std::filesystem::is_symlink(at, ec)) continue;
-    // (A parent watched already gets the same descriptor, with the same events: its names join.)
-    const int wd = inotify_add_watch(fd_, parent.c_str(), entry_events);
-    if (wd >= 0) entries_[wd].insert(part.string());
+  if (!ec) {
+    std::filesystem::path at = path.root_path();
+    for (const auto& part : path.relative_path()) {
+      if (part.empty()) continue;
+      const std::filesystem::path parent = at;
+      at /= part;
+      if (at != path && !std::filesystem::is_symlink(at, ec)) continue;
+      // (A parent watched already gets the same descriptor, with the same events: its names join.)
+      const int wd = inotify_add_watch(fd_, parent.c_str(), entry_events);
+      if (wd >= 0) entries[wd].insert(part.string());
+    }
   }
+  const int dir_wd = inotify_add_watch(fd_, dir_.c_str(), dir_events);
+  const int result = dir_wd < 0 ? errno : 0;
+  if (dir_wd_ >= 0 && dir_wd_ != dir_wd) inotify_rm_watch(fd_, dir_wd_);
+  for (const auto& [wd, names] : entries_) {
+    if (entries.count(wd) == 0 && wd != dir_wd) inotify_rm_watch(fd_, wd);
+  }
+  dir_wd_ = dir_wd;
+  entries_ = std::move(entries);
   return result;
 }
 

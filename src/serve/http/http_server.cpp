@@ -205,6 +205,7 @@ net::awaitable<void> http_server::impl::session(std::shared_ptr<connection> c) {
     auto [read_ec, n] = co_await http::async_read(c->stream, buffer, parser, net::as_tuple(net::use_awaitable));
     std::ignore = n;
     if (read_ec == http::error::body_limit) {
+      svc.record_invalid_request(std::chrono::nanoseconds::zero());  // refused as it came: no decision's latency
       response res = text(http::status::payload_too_large,
                           "the body is larger than " + std::to_string(opts.max_body_bytes) + " bytes\n");
       res.keep_alive(false);
