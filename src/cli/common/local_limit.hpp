@@ -125,6 +125,9 @@ struct wait_progress {
   std::int64_t held = 0;     // permits held by live holders
   std::int64_t capacity = 0;
   std::optional<std::chrono::nanoseconds> rate_wait;  // at the head, waiting only for the rate: how much longer
+  // With --redis: why Redis cannot be reached now ("cannot connect to redis://...: connection refused"); empty when it
+  // can. The wait goes on meanwhile (until --timeout, if any) and resumes where it was once Redis is back.
+  std::string trouble;
 };
 
 // A held permit. Move-only; the destructor releases.

@@ -155,6 +155,17 @@ struct redis_run_state {
   // Where the limit's keys live (one hash slot: every key is "{name}:...").
   redis::client& limit_client() { return nodes ? static_cast<redis::client&>(*nodes) : conn; }
   std::string where() const { return redis_address(conn.options()); }
+  // Why the limit's Redis cannot be reached now, from the client's own state (no call): empty when it can, or when
+  // that is not known (a server that is connected and silent).
+  std::string unreachable() const {
+    if (nodes) {
+      const auto [e, text] = nodes->last_failure();
+      return e ? "cannot reach " + where() + "'s cluster: " + (text.empty() ? e.message() : text) : std::string();
+    }
+    if (conn.is_connected()) return {};
+    const std::error_code e = conn.last_connect_error();
+    return e ? "cannot connect to " + where() + ": " + e.message() : std::string();
+  }
   // Why a call on the limit failed (through the cluster's nodes when there are any).
   redis_failure failure(std::error_code error, std::string_view reply_text = {}) const {
     return nodes ? call_failure(conn, *nodes, error, reply_text, call_timeout)
@@ -251,9 +262,16 @@ class redis_source final : public run::permit_source {
       l.unlock();
       // The entry inspect shows of this waiter lives 3 × --lease-ttl: written again every --lease-ttl.
       auto show_again = steady::now() + s.lease_ttl;
+      run::wait_progress last;  // as told last: told again with the trouble when Redis goes away or comes back
       for (bool first = true;; first = false) {
-        if (first || status_line) {  // the "waiting" event; then, with a status line, its updates
-          run::wait_progress p;      // position 0: Redis does not say a waiter's place without its identity
+        const std::string trouble = st_->unreachable();
+        // Told when Redis goes away or comes back (not at each new reason while it is away).
+        if (!first && trouble.empty() != last.trouble.empty() && (!status_line || !trouble.empty())) {
+          last.trouble = trouble;
+          if (progress) progress(last);
+        }
+        if (first || (status_line && trouble.empty())) {  // the "waiting" event; then, with a status line, updates
+          run::wait_progress p;  // position 0: Redis does not say a waiter's place without its identity
           p.capacity = s.concurrency;
           // Bounded by the wait's end, so that joining this thread cannot hold the run past --timeout.
           const auto by_call = steady::now() + call_timeout;
@@ -271,11 +289,12 @@ class redis_source final : public run::permit_source {
                   snap.token_interval * (s.weight - snap.tokens - 1) + snap.next_token);
             }
           }
+          if (!ec) last = p;
           if (progress && (first || !ec)) progress(p);
         }
         l.lock();
-        cv.wait_until(l, done, status_line ? std::min(show_again, steady::now() + status_every) : show_again,
-                      [] { return false; });
+        // (Every status_every even without a status line: whether Redis can be reached is the client's own state.)
+        cv.wait_until(l, done, std::min(show_again, steady::now() + status_every), [] { return false; });
         if (done.stop_requested()) return;
         l.unlock();
         if (steady::now() >= show_again) {

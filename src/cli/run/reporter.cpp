@@ -75,7 +75,28 @@ void reporter::say(const std::string& message) {
 }
 
 void reporter::waiting(const wait_progress& p, std::chrono::nanoseconds waited) {
-  if (settings_.json && !waiting_reported_) {
+  bool first = false, trouble_changed = false;
+  {
+    std::lock_guard lock(mutex_);  // (the first report may come from two threads at once)
+    first = !waiting_reported_;
+    waiting_reported_ = true;
+    trouble_changed = p.trouble.empty() != trouble_.empty();
+    trouble_ = p.trouble;
+  }
+  if (trouble_changed) {
+    // Redis went away or came back while the run waits: said once each time, whatever the output.
+    if (settings_.json) {
+      auto j = event(p.trouble.empty() ? "redis_back" : "redis_unreachable");
+      if (!p.trouble.empty()) j["message"] = p.trouble;
+      emit(j);
+    } else if (!settings_.quiet && !status_line_) {
+      std::lock_guard lock(mutex_);
+      say(p.trouble.empty()
+              ? "Redis answers again; still waiting for " + quote(settings_.name)
+              : p.trouble + "; still waiting for " + quote(settings_.name) + " (the wait goes on once Redis is back)");
+    }
+  }
+  if (settings_.json && first) {
     auto j = event("waiting");
     j["position"] = p.position == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.position);
     j["waiting"] = p.waiting;
@@ -87,7 +108,6 @@ void reporter::waiting(const wait_progress& p, std::chrono::nanoseconds waited) 
                             : nlohmann::ordered_json(nullptr);
     emit(j);
   }
-  waiting_reported_ = true;
   if (!status_line_) return;
   std::string line = "admit run: waiting for " + settings_.name;
   if (p.position > 0 && !settings_.classes.empty()) {  // the place is in its class's queue
@@ -100,6 +120,7 @@ void reporter::waiting(const wait_progress& p, std::chrono::nanoseconds waited) 
   }
   if (p.capacity > 0) line += ", " + std::to_string(p.held) + " of " + std::to_string(p.capacity) + " held";
   if (p.rate_wait) line += ", next start by the rate in " + human_duration(p.rate_wait->count());
+  if (!p.trouble.empty()) line += "; " + p.trouble + ", retrying";
   line += ") " + human_duration(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count() * 1'000'000);
   std::lock_guard lock(mutex_);
   err_ << "\r" << line << "\x1b[K";

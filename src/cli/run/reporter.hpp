@@ -54,7 +54,8 @@ class reporter {
   bool status_line_;
   std::mutex mutex_;
   bool drawn_ = false;
-  bool waiting_reported_ = false;
+  bool waiting_reported_ = false;  // guarded by mutex_, as trouble_
+  std::string trouble_;            // the trouble (wait_progress) told last: empty when none
 };
 
 }  // namespace admit::cli::run

@@ -279,6 +279,24 @@ TEST_F(AdmitRunRedis, TheTimeoutIsKeptWhenRedisStopsAnswering) {
   EXPECT_FALSE(ran());
 }
 
+// Without --timeout a run waits through a Redis outage, and says so: once when Redis goes away (it used to stay
+// silent until killed), once when it is back; then it runs. (Redis comes back empty: the holder's lease is gone.)
+TEST_F(AdmitRunRedis, AWaitWithoutTimeoutSaysRedisWentAwayAndRunsOnceItIsBack) {
+  const auto holder = hold("outage");
+  child_process waiter(run("outage", args{"--concurrency", "1", "--json", "--"} + records_ran()));
+  ASSERT_TRUE(wait_for_event(waiter, {"waiting"})) << waiter.err();
+  server_.kill();
+  ASSERT_TRUE(wait_for_event(waiter, {"redis_unreachable"}, 10s)) << waiter.err();
+  server_.start();
+  const run_result r = finish(waiter);
+  EXPECT_EQ(r.status, 0) << r.err;
+  const auto gone = event(r.err, "redis_unreachable");
+  EXPECT_NE(gone.value("message", "").find("cannot connect to redis://127.0.0.1:" + std::to_string(server_.port())),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(ran());
+}
+
 // 4. The environment: ADMIT_NAME, ADMIT_LEASE_ID (the "started" event's), ADMIT_FENCING_TOKEN strictly increasing.
 TEST_F(AdmitRunRedis, Environment) {
   std::int64_t last = -1;
