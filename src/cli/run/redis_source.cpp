@@ -228,8 +228,9 @@ class redis_source final : public run::permit_source {
                                             const std::function<void(const run::wait_progress&)>& progress,
                                             bool status_line, run::refusal& why) override {
     const run::run_settings& s = st_->settings;
-    const auto given =
-        deadline ? std::min<steady::duration>(call_timeout, *deadline - steady::now()) : steady::duration(call_timeout);
+    // With --timeout, Redis has all of it to answer (a server that is slow to answer at first may still admit the run
+    // in time); without one, a call's timeout: a run that cannot reach Redis at all says so at once.
+    const auto given = deadline ? steady::duration(*deadline - steady::now()) : steady::duration(call_timeout);
     if (auto f = check_ready(st_->conn, std::max<steady::duration>(given, std::chrono::milliseconds(1)), deadline)) {
       return fail(why, *f);
     }
