@@ -279,6 +279,15 @@ TEST_F(AdmitRunRedis, TheTimeoutIsKeptWhenRedisStopsAnswering) {
   EXPECT_FALSE(ran());
 }
 
+// With --timeout, Redis has all of it to answer at start: paused for its first second of a 10 s --timeout, it admits
+// the run (the start's check gave up after 1 s).
+TEST_F(AdmitRunRedis, RedisSlowToAnswerAtStartHasTheWholeTimeout) {
+  server_.pause(1500ms);
+  const run_result r = run_to_end(run("slow", args{"--concurrency", "1", "--timeout", "10s", "--"} + records_ran()));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(ran());
+}
+
 // Without --timeout a run waits through a Redis outage, and says so: once when Redis goes away (it used to stay
 // silent until killed), once when it is back; then it runs. (Redis comes back empty: the holder's lease is gone.)
 TEST_F(AdmitRunRedis, AWaitWithoutTimeoutSaysRedisWentAwayAndRunsOnceItIsBack) {
