@@ -2,8 +2,10 @@
 #include "cli/inspect/local_inspect.hpp"
 
 #include <chrono>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
+#include <string>
 
 #include "admit/detail/format_double.hpp"
 #include "admit/rate.hpp"
@@ -12,11 +14,20 @@
 #include "cli/common/json.hpp"
 #include "cli/common/local_limit.hpp"
 #include "cli/common/message.hpp"
+#include "cli/common/run_holder.hpp"
 #include "cli/common/values.hpp"
 
 namespace admit::cli::run {
 
 namespace {
+
+// Why an entry's `admit run` is dead while its entry stays (empty: it lives), as for Redis's (run_holder.hpp). A local
+// entry lasts as long as its lock is held: when the run is gone, a process it started (a command's child left running,
+// which inherited the lock) holds the permit on.
+std::string dead_because(const local_snapshot::entry& e) {
+  const auto why = run_entry_death(run_entry{e.info, std::chrono::milliseconds(0)}, std::nullopt);
+  return why ? *why + "; a process it started still holds its lock" : std::string();
+}
 
 nlohmann::ordered_json entry_json(const local_snapshot::entry& e, const char* time_key, bool classes) {
   nlohmann::ordered_json j = {{"ticket", e.ticket}, {"weight", e.weight}};
@@ -25,6 +36,9 @@ nlohmann::ordered_json entry_json(const local_snapshot::entry& e, const char* ti
             {"pid", e.info.pid},
             {"command", e.info.command},
             {time_key, json_seconds(ns_since(e.info.started_unix_ms))}});
+  const std::string why = dead_because(e);
+  j["dead"] = !why.empty();
+  if (!why.empty()) j["dead_because"] = why;
   return j;
 }
 
@@ -33,7 +47,9 @@ void print_entry(std::ostream& out, const local_snapshot::entry& e, const char* 
   out << "ticket " << e.ticket << "  permits " << e.weight;
   if (e.priority < classes.size()) out << "  class " << classes[e.priority].name;
   out << "  " << e.info.host << " pid " << e.info.pid << " " << verb << " "
-      << human_duration(ns_since(e.info.started_unix_ms)) << ": " << quote(e.info.command) << "\n";
+      << human_duration(ns_since(e.info.started_unix_ms)) << ": " << quote(e.info.command);
+  if (const std::string why = dead_because(e); !why.empty()) out << "  DEAD: " << why;
+  out << "\n";
 }
 
 // Each class's permits held and permits asked by its waiters.

@@ -471,6 +471,24 @@ TEST_F(AdmitRunLocal, InspectShowsHolderAndWaiter) {
   EXPECT_NE(text.out.find(this_host()), std::string::npos) << text.out;
 }
 
+// A run killed while a process its command started (left in the background) holds the lock on: the permit stays held,
+// as documented, and inspect marks the holder dead (it showed it running).
+TEST_F(AdmitRunLocal, InspectMarksAHolderWhoseRunIsGoneAsDead) {
+  const std::string up = dir_ / "background started";
+  child_process holder(run("orphan", {"--concurrency", "1", "--json", "--", "sh", "-c",
+                                      "sleep 5 >/dev/null 2>&1 & echo > \"$0\"; wait", up}));
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(up); })) << holder.err();
+  const pid_t run_pid = holder.pid();
+  ::kill(run_pid, SIGKILL);
+  (void)holder.wait(10s);  // reaped: a zombie's pid would still be there
+  const run_result r = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "--json", "orphan"}, 10s);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"dead\": true"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("is gone; a process it started still holds its lock"), std::string::npos) << r.out;
+  const run_result text = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "orphan"}, 10s);
+  EXPECT_NE(text.out.find("DEAD: pid " + std::to_string(run_pid) + " is gone"), std::string::npos) << text.out;
+}
+
 // 9. --json: the events of a wait and a run, with their fields (every line is one object: events()).
 TEST_F(AdmitRunLocal, JsonEvents) {
   const auto holder = hold("json");
