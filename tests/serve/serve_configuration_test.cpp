@@ -117,6 +117,32 @@ descriptors:
 )");
   ASSERT_EQ(c->rules().size(), 1U);
   EXPECT_EQ(c->rules()[0].requests_per_unit, 0U);
+  // The misplaced unit is said as a warning (quota_mode and metadata, read and ignored as the format has them, not).
+  ASSERT_EQ(c->warnings().size(), 1U);
+  EXPECT_EQ(c->warnings()[0].line, 6);
+  EXPECT_EQ(c->warnings()[0].message,
+            "\"unit\" means nothing in a descriptor and is ignored; it belongs inside rate_limit");
+}
+
+// A descriptor's key written inside rate_limit is ignored there (the rule enforces for real): the warning says where
+// it belongs. At the top of the file too.
+TEST(ConfigurationLoads, AKeyWhereItMeansNothingIsAWarning) {
+  const auto c = load_one(R"(domain: misplaced
+unit: second
+descriptors:
+  - key: a
+    rate_limit: {unit: hour, requests_per_unit: 1, shadow_mode: true}
+)");
+  ASSERT_EQ(c->rules().size(), 1U);
+  EXPECT_FALSE(c->rules()[0].shadow_mode);
+  ASSERT_EQ(c->warnings().size(), 2U);
+  EXPECT_EQ(c->warnings()[0].line, 2);
+  EXPECT_EQ(c->warnings()[0].message,
+            "\"unit\" means nothing at the top of the file and is ignored; it belongs inside rate_limit");
+  EXPECT_EQ(c->warnings()[1].line, 5);
+  EXPECT_EQ(c->warnings()[1].message,
+            "\"shadow_mode\" means nothing inside rate_limit and is ignored; it belongs to the descriptor, beside "
+            "rate_limit");
 }
 
 TEST(ConfigurationLoads, UnlimitedWithAnInvalidUnitAsEnvoyproxyRatelimitDoes) {

@@ -163,6 +163,13 @@ int signal_fd() {
   return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
+// What the configuration holds that means nothing, one line each.
+void warn_ignored(const configuration& c) {
+  for (const config_warning& w : c.warnings()) {
+    log::warn("configuration key ignored", {{"file", w.file}, {"line", w.line}, {"warning", w.message}});
+  }
+}
+
 void warn_no_rule(const std::filesystem::path& dir) {
   log::warn(
       "no rule in the configuration directory: every request is answered OK until a *.yaml file with a rule is added",
@@ -177,6 +184,7 @@ void reload(service& svc, const backend_choice& chosen, const std::filesystem::p
     svc.reload(std::move(next));
     log::info("configuration reloaded", {{"trigger", why}, {"rules", rules}});
     if (rules == 0) warn_no_rule(dir);
+    warn_ignored(*svc.current());
   } catch (const config_error& e) {
     svc.record_reload_failure();
     log::error("configuration refused; the previous one stays",
@@ -258,6 +266,7 @@ int run_serve(serve_options o, std::ostream& err) {
   }
   const std::size_t rules = initial->rules().size();
   if (rules == 0) warn_no_rule(dir);
+  warn_ignored(*initial);
   // The backend's state, logged at error level (so at every --log-level) when it changes, and once a minute while it
   // fails: never once per call.
   sopts.on_backend_event = [backend = chosen.description, open = sopts.fail_open](const backend_event& e) {

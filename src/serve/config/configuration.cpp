@@ -109,8 +109,9 @@ bool wildcard_match(const std::vector<std::string>& parts, std::string_view text
   return true;
 }
 
-configuration::configuration(std::vector<domain_tree> domains, std::vector<rate_limit_rule> rules)
-    : domains_(std::move(domains)), rules_(std::move(rules)) {
+configuration::configuration(std::vector<domain_tree> domains, std::vector<rate_limit_rule> rules,
+                             std::vector<config_warning> warnings)
+    : domains_(std::move(domains)), rules_(std::move(rules)), warnings_(std::move(warnings)) {
   std::sort(domains_.begin(), domains_.end(),
             [](const domain_tree& a, const domain_tree& b) { return a.name < b.name; });
 }
@@ -120,8 +121,9 @@ configuration::~configuration() = default;
 std::shared_ptr<const configuration> configuration::load(std::span<const std::pair<std::string, std::string>> files) {
   std::vector<domain_tree> domains;
   std::vector<rate_limit_rule> rules;
-  for (const auto& [name, text] : files) detail::load_yaml_file(name, text, domains, rules);
-  return std::make_shared<const configuration>(std::move(domains), std::move(rules));
+  std::vector<config_warning> warnings;
+  for (const auto& [name, text] : files) detail::load_yaml_file(name, text, domains, rules, warnings);
+  return std::make_shared<const configuration>(std::move(domains), std::move(rules), std::move(warnings));
 }
 
 namespace {

@@ -57,6 +57,13 @@ struct rule_match {
   std::string metric_key;
 };
 
+// Something in a file that was accepted but deserves a word: a key of the format where it means nothing.
+struct config_warning {
+  std::string file;
+  int line = 0;
+  std::string message;
+};
+
 class configuration {
  public:
   // Loads every `*.yaml` file directly in `dir` (as envoyproxy/ratelimit documents for RUNTIME_ROOT/
@@ -69,8 +76,8 @@ class configuration {
   // non-map list items, values of the wrong type (a negative or fractional requests_per_unit, a boolean that is not
   // one), `share_threshold` without a wildcard, and admit's own checks of the extensions. As envoyproxy/ratelimit,
   // it accepts and ignores a key of the format written where it means nothing (e.g. `unit` beside `rate_limit`) and
-  // takes the last of a key given twice in one map; `quota_mode` and `metadata` are read and ignored. Throws
-  // config_error.
+  // takes the last of a key given twice in one map (such a key is in warnings()); `quota_mode` and `metadata` are read
+  // and ignored. Throws config_error.
   [[nodiscard]] static std::shared_ptr<const configuration> load_directory(const std::filesystem::path& dir);
   // Loads from YAML texts: {file name, text} (tests, and the unit of load_directory). Throws config_error.
   [[nodiscard]] static std::shared_ptr<const configuration> load(
@@ -89,6 +96,8 @@ class configuration {
   [[nodiscard]] bool has_domain(std::string_view domain) const;
   // Every rule, indexed by rate_limit_rule::index.
   [[nodiscard]] const std::vector<rate_limit_rule>& rules() const noexcept;
+  // What the files hold that was accepted but means nothing (see load_directory), in file and line order.
+  [[nodiscard]] const std::vector<config_warning>& warnings() const noexcept { return warnings_; }
   // The loaded configuration as JSON text, for GET /rules: {"domains": [{"domain", "file", "line", "descriptors":
   // [{"key", "value"?, "line", "share_threshold"?, "value_to_metric"?, "rate_limit"?: {"index", "full_key",
   // "algorithm", "file", "line", "shadow_mode", "detailed_metric", "name"?, "replaces"?, then "unit" +
@@ -99,12 +108,14 @@ class configuration {
   // Implementation detail (public so the loader can build it): the descriptor tree.
   struct node;
   struct domain_tree;
-  explicit configuration(std::vector<domain_tree> domains, std::vector<rate_limit_rule> rules);
+  explicit configuration(std::vector<domain_tree> domains, std::vector<rate_limit_rule> rules,
+                         std::vector<config_warning> warnings = {});
   ~configuration();
 
  private:
   std::vector<domain_tree> domains_;
   std::vector<rate_limit_rule> rules_;
+  std::vector<config_warning> warnings_;
 };
 
 }  // namespace admit::serve

@@ -222,6 +222,8 @@ class reader {
       } else if (k == "prefetch") {
         r.prefetch = uint32_of(p);
         r.prefetch_line = line;
+      } else {
+        ignore(line, k, "inside rate_limit", true);
       }
     }
     return r;
@@ -259,6 +261,7 @@ class reader {
         d.share_threshold_line = where(p);
       } else {
         check_ignored(p);
+        if (k != "quota_mode" && k != "metadata") ignore(where(p), k, "in a descriptor", false);
       }
     }
     return d;
@@ -279,14 +282,28 @@ class reader {
       } else if (k == "descriptors") {
         f.descriptors.clear();
         for (const Node& item : list_of(p)) f.descriptors.push_back(descriptor(item));
+      } else {
+        ignore(where(p), k, "at the top of the file", false);
       }
     }
+    f.ignored = std::move(ignored_);
     return f;
   }
 
  private:
   // The line of a field: its value's, or its key's when the value is null (yaml-cpp marks a null by the next token).
   static int where(const pair_of& p) { return p.value.IsNull() ? line_of(p.key) : line_of(p.value); }
+
+  // A key of the format where it means nothing: noted for a warning. `descriptor_key`: one of a descriptor's own.
+  void ignore(int line, const std::string& key, const char* where_it_is, bool descriptor_key) const {
+    const bool descriptors_own = key == "shadow_mode" || key == "detailed_metric" || key == "value_to_metric" ||
+                                 key == "share_threshold" || key == "key" || key == "value" || key == "descriptors";
+    std::string message = "\"" + key + "\" means nothing " + where_it_is + " and is ignored";
+    if (descriptor_key && descriptors_own) message += "; it belongs to the descriptor, beside rate_limit";
+    if (!descriptor_key && (key == "unit" || key == "requests_per_unit" || key == "unlimited"))
+      message += "; it belongs inside rate_limit";
+    ignored_.emplace_back(line, std::move(message));
+  }
 
   // A descriptor's key that is read and ignored (a format key that belongs elsewhere is ignored too: go-yaml v2
   // ignores a struct's unknown fields once the key check passed). quota_mode and metadata are a descriptor's fields
@@ -338,6 +355,7 @@ class reader {
 
   const std::string& file_;
   const std::string& text_;
+  mutable std::vector<std::pair<int, std::string>> ignored_;  // see ignore()
 };
 
 }  // namespace

@@ -57,6 +57,9 @@ struct file_doc {
   int domain_line = 0;  // 0: no `domain` key
   int first_line = 0;   // the file's first key (0: empty file)
   std::vector<descriptor_doc> descriptors;
+  // Keys of the format found where they mean nothing (`shadow_mode` inside rate_limit, `unit` in a descriptor):
+  // accepted and ignored, as envoyproxy/ratelimit does, and told as warnings. {line, what to say}.
+  std::vector<std::pair<int, std::string>> ignored;
 };
 
 // Reads `text` as one configuration file. Throws config_error(file, line, why) for YAML that does not parse, a key

@@ -205,8 +205,9 @@ class builder {
 }  // namespace
 
 void load_yaml_file(const std::string& file, const std::string& text, std::vector<configuration::domain_tree>& domains,
-                    std::vector<rate_limit_rule>& rules) {
+                    std::vector<rate_limit_rule>& rules, std::vector<config_warning>& warnings) {
   const yaml::file_doc doc = yaml::read_file(file, text);
+  for (const auto& [line, message] : doc.ignored) warnings.push_back({file, line, message});
   if (doc.domain.empty()) {
     throw config_error(file, doc.domain_line != 0 ? doc.domain_line : doc.first_line,
                        "the file has no domain; add domain: NAME (one domain per file)");
