@@ -139,6 +139,11 @@ int dispatch(CLI::App& app, std::span<const subcommand> commands, int argc, char
       // "--rate: 1 required RATE missing"
       const std::size_t from = at + 13;
       what = what.substr(0, at) + " needs a value (" + what.substr(from, what.size() - 8 - from) + ")";
+    } else if (constexpr std::string_view most = ": At Most 1 required but received ";
+               what.find(most) != std::string::npos) {
+      // "--config: At Most 1 required but received 2"
+      const std::size_t at_most = what.find(most);
+      what = what.substr(0, at_most) + " is given " + what.substr(at_most + most.size()) + " times; give it once";
     }
     err << prefix << what << " (`admit " << (chosen != nullptr ? chosen->app->get_name() + " " : std::string())
         << "--help` says what is accepted)\n";
