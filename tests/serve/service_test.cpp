@@ -407,27 +407,5 @@ TEST(ServiceMetrics, SplitHitsMatchesUpstreamArithmetic) {
   EXPECT_EQ(c.near_limit, 0u);
 }
 
-// An unlimited rule never limits, but its hits are counted in the metrics (they were not).
-TEST(ServiceRequests, AnUnlimitedRulesHitsAreCounted) {
-  harness h{R"(domain: accounts
-descriptors:
-  - key: caller
-    value: health-checker
-    rate_limit:
-      unlimited: true
-)"};
-  for (int i = 0; i < 3; ++i) {
-    const rls_response r = h.ok(req("accounts", {desc({{"caller", "health-checker"}})}));
-    EXPECT_EQ(r.overall_code, rls_code::ok);
-  }
-  const std::string m = h.svc.metrics_text();
-  EXPECT_NE(m.find("admit_serve_hits_total{domain=\"accounts\",rule=\"accounts.caller_health-checker\"} 3\n"),
-            std::string::npos)
-      << m;
-  EXPECT_EQ(m.find("admit_serve_over_limit_total{domain=\"accounts\",rule=\"accounts.caller_health-checker\"} 1"),
-            std::string::npos)
-      << m;
-}
-
 }  // namespace service_test
 }  // namespace admit::serve

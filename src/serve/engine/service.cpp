@@ -245,8 +245,6 @@ void service::request_state::complete() {
     rls_descriptor_status& s = resp.statuses[i];
     if (p.what == plan::kind::unlimited) {
       s.limit_remaining = max_u32;
-      // Never limited, but counted: its hits, all within the limit.
-      self.metrics.record_descriptor(*p.rule, rq.domain, p.series, descriptor_counts{.hits = p.n, .within_limit = p.n});
       continue;
     }
     if (p.what != plan::kind::limited) continue;
