@@ -10,10 +10,12 @@ import http.client
 import json
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -64,6 +66,19 @@ def kill_started():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def run_in_scratch(prefix, body):
+    """A test's main: body(tmp) in a scratch directory of its own (`prefix` with a space in it, on purpose), then the
+    exit status: body's when it returns one (77: skipped), else finish()'s. Every process started is killed and the
+    directory removed, whatever happened."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    try:
+        status = body(tmp)
+    finally:
+        kill_started()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return status if status is not None else finish()
 
 
 def generate_stubs(proto_dir, out, protoc, grpc_python_plugin):

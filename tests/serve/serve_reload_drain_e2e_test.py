@@ -19,13 +19,12 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_e2e_support import (WAIT, check, descriptor, finish, generate_stubs, kill_started, no_config_env,  # noqa
-                               redis_server, server)
+from serve_e2e_support import (WAIT, check, descriptor, finish, generate_stubs, no_config_env, redis_server,  # noqa
+                               run_in_scratch, server)
 
 ADMIT, PROTO_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:5]
 RULE = "domain: edge\ndescriptors:\n  - key: client_ip\n    rate_limit: {unit: second, requests_per_unit: %d}\n"
@@ -152,26 +151,21 @@ def drain_bounded(tmp, redis, rls_pb2, rls_pb2_grpc, health_pb2, health_pb2_grpc
     check(health_pb2.HealthCheckResponse.NOT_SERVING in statuses, f"drain: the watch was told NOT_SERVING: {statuses}")
 
 
-def main():
-    tmp = tempfile.mkdtemp(prefix="admit serve reload ")  # a space in the path, on purpose
-    try:
-        generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
-        from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
-        from grpc.health.v1 import health_pb2, health_pb2_grpc
-        directory_replaced(tmp)
-        runtime_root_swapped(tmp)
-        listening_at_every_level(tmp)
-        watch_does_not_hold_drain(tmp, health_pb2, health_pb2_grpc)
-        redis_binary = shutil.which("redis-server")
-        if not redis_binary:
-            print("the Redis case skipped: it needs redis-server", flush=True)
-            return finish() or 77
-        drain_bounded(tmp, redis_server(redis_binary), rls_pb2, rls_pb2_grpc, health_pb2, health_pb2_grpc)
-    finally:
-        kill_started()
-        shutil.rmtree(tmp, ignore_errors=True)
-    return finish()
+def main(tmp):
+    generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
+    from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+    from grpc.health.v1 import health_pb2, health_pb2_grpc
+    directory_replaced(tmp)
+    runtime_root_swapped(tmp)
+    listening_at_every_level(tmp)
+    watch_does_not_hold_drain(tmp, health_pb2, health_pb2_grpc)
+    redis_binary = shutil.which("redis-server")
+    if not redis_binary:
+        print("the Redis case skipped: it needs redis-server", flush=True)
+        return finish() or 77
+    drain_bounded(tmp, redis_server(redis_binary), rls_pb2, rls_pb2_grpc, health_pb2, health_pb2_grpc)
+    return None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_in_scratch("admit serve reload ", main))
