@@ -142,6 +142,10 @@ TEST_F(AdmitMessages, WhatTheParserRefusesIsSaidAsTheSubcommands) {
       // This host's limits are read at once: a --timeout there was accepted and ignored, whatever its value.
       {{"inspect", "--timeout", "abc", "kk"}, 2, "admit inspect: --timeout applies only with --redis"},
       {{"serve", "--fail-open", "--fail-closed"}, 2, "admit serve: --fail-open excludes --fail-closed"},
+      // One port for both (it was "cannot listen for HTTP ...: Address already in use", exit 1).
+      {{"serve", "--config", "@dir", "--grpc-port", "7777", "--http-port", "7777"},
+       2,
+       "admit serve: --grpc-port and --http-port are both 7777: gRPC and HTTP need a port each"},
       // An option given twice (CLI11 said "--config: At Most 1 required but received 2").
       {{"serve", "--config", "@a", "--config", "@b"}, 2, "admit serve: --config is given 2 times; give it once"},
       {{"run", "-c", "1", "-c", "2", "--name", "n", "--", "true"}, 2, "admit run: --concurrency is given 2 times"},

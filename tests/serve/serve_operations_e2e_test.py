@@ -45,6 +45,7 @@ def busy_ports(config):
         print(f"a second instance on the busy {option} {port} exited {status} after {took:.2f}s", flush=True)
         check(status == 1, f"busy {option}: exit 1 (got {status}: {err})")
         check(str(port) in err and "Address already in use" in err, f"busy {option}: names the port and why: {err}")
+        check("another admit serve, or another program" in err, f"busy {option}: says who may hold it: {err}")
         check(took < WAIT, f"busy {option}: exits at once ({took:.2f}s)")
     check(a.stop() == 0, "the first instance drains and exits 0")
 

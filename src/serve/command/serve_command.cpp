@@ -209,6 +209,10 @@ int run_serve(serve_options o, std::ostream& err) {
     if (!o.config_dir) throw cli::usage_error("--config DIR is required (or ADMIT_SERVE_CONFIG)");
     grpc_port = parse_port(o.grpc_port, 8081, src.grpc_port);
     http_port = parse_port(o.http_port, 8080, src.http_port);
+    if (grpc_port == http_port && grpc_port != 0) {
+      throw cli::usage_error(src.grpc_port + " and " + src.http_port + " are both " + std::to_string(grpc_port) +
+                             ": gRPC and HTTP need a port each");
+    }
     const auto level = log::parse_level(o.log_level.value_or("info"));
     if (!level) {
       throw cli::usage_error("invalid " + src.log_level + " " + cli::quote(*o.log_level) +

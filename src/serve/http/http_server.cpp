@@ -289,6 +289,11 @@ http_server::http_server(service& svc, const http_server_options& opts) : impl_(
   }
   if (!ec) impl_->acceptor.bind(endpoint, ec);
   if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec == net::error::address_in_use) {
+    throw std::runtime_error("cannot listen for HTTP on " + where + ": " + ec.message() +
+                             " (another admit serve, or another program, listens on port " + std::to_string(opts.port) +
+                             ")");
+  }
   if (ec) throw std::runtime_error("cannot listen for HTTP on " + where + ": " + ec.message());
   impl_->port = impl_->acceptor.local_endpoint().port();
   net::co_spawn(impl_->control, impl_->listen(), net::detached);
