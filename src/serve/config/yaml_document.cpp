@@ -138,6 +138,11 @@ class reader {
       } else if (!p.value.IsNull()) {
         const scalar_kind k = kind_of(p.value);
         const auto i = integer_of(p.value);
+        // (A count is a whole number: quoting one would not help. Any other value may be a string, quoted.)
+        const bool count =
+            name == "requests_per_unit" || name == "burst" || name == "concurrency" || name == "prefetch";
+        if (k == scalar_kind::floating && count)
+          fail(line_of(p.value), "\"" + name + "\" is " + describe(p.value) + "; it must be a whole number");
         if (k == scalar_kind::floating)
           fail(line_of(p.value), "\"" + name + "\" is " + describe(p.value) +
                                      ", which the format does not take; use a whole number, true/false, or a string "
@@ -145,8 +150,8 @@ class reader {
                                      p.value.Scalar() + "\")");
         if (i && !i->negative && i->magnitude > std::uint64_t{INT64_MAX})
           fail(line_of(p.value), "\"" + name + "\" is " + describe(p.value) +
-                                     ", larger than the format takes (at most 9223372036854775807; quote it if it is "
-                                     "a string)");
+                                     ", larger than the format takes (at most 9223372036854775807" +
+                                     (count ? ")" : "; quote it if it is a string)"));
       }
     }
   }
