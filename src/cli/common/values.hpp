@@ -41,6 +41,9 @@ void refuse_if_given(std::string_view option, const std::optional<std::string>& 
 // Priority classes as --classes gives them: "interactive=0.75,batch=0.25" (each share the shortest decimal that reads
 // back as it).
 [[nodiscard]] std::string classes_option(const std::vector<admit::priority_class>& classes);
+// Its inverse, --classes NAME=SHARE[,NAME=SHARE...]: two classes or more, names distinct, shares from 0 to 1 summing
+// to at most 1. Throws usage_error naming the value and what is wrong.
+[[nodiscard]] std::vector<admit::priority_class> parse_classes(const std::string& text);
 
 // What --rate accepts, for messages and help: "N/s, N/ms, N/min, N/h, N/day, N/500ms (N a non-negative decimal) or
 // inf; units ns, us, ms, s, min, h, d, and second, minute, hour, day, week, month, year".

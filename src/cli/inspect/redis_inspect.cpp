@@ -1,19 +1,17 @@
 // `admit inspect` (see inspect.hpp).
 #include "cli/inspect/redis_inspect.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
-#include <utility>
 #include <vector>
 
 #include "admit/detail/deadline.hpp"
+#include "admit/detail/format_double.hpp"
 #include "admit/redis/admission.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/options.hpp"
@@ -49,23 +47,10 @@ std::string left(std::chrono::microseconds d) {
 struct run_entries {
   std::vector<std::optional<run_entry>> holders, queue;
   // The classes' names and shares as `admit run --classes` gave them (run_classes_key), one per class; empty when no
-  // run named them (or they do not match the limit's classes).
-  std::vector<std::pair<std::string, std::string>> class_names;
+  // run named them (or what is stored does not read as --classes, or not as the limit's classes).
+  std::vector<admit::priority_class> class_names;
 };
 
-// "a=0.75,b=0.25" as {{"a", "0.75"}, {"b", "0.25"}}; empty when it is not of that form.
-std::vector<std::pair<std::string, std::string>> split_classes(const std::string& text) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (std::size_t at = 0; at <= text.size();) {
-    const std::size_t end = std::min(text.find(',', at), text.size());
-    const std::string part = text.substr(at, end - at);
-    const std::size_t eq = part.find('=');
-    if (eq == std::string::npos || eq == 0) return {};
-    out.emplace_back(part.substr(0, eq), part.substr(eq + 1));
-    at = end + 1;
-  }
-  return out;
-}
 run_entries read_run_entries(redis::client& conn, const std::string& name, const redis::semaphore_snapshot& s,
                              std::chrono::nanoseconds timeout) {
   run_entries out{std::vector<std::optional<run_entry>>(s.holders.size()),
@@ -76,7 +61,10 @@ run_entries read_run_entries(redis::client& conn, const std::string& name, const
   };
   if (!s.classes.empty()) {
     const redis::result names = conn.execute_command(deadline(), redis::command{"GET", run_classes_key(name)});
-    if (names.ok() && names.value.is_string()) out.class_names = split_classes(names.value.str());
+    try {
+      if (names.ok() && names.value.is_string()) out.class_names = parse_classes(names.value.str());
+    } catch (const usage_error&) {  // not written by admit run: shown by number
+    }
     if (out.class_names.size() != s.classes.size()) out.class_names.clear();
   }
   if (s.holders.empty() && s.queue.empty()) return out;
@@ -159,8 +147,8 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
     for (std::size_t c = 0; c < s.classes.size(); ++c) {
       nlohmann::ordered_json e;
       if (!runs.class_names.empty()) {
-        e["name"] = runs.class_names[c].first;
-        e["share"] = std::strtod(runs.class_names[c].second.c_str(), nullptr);
+        e["name"] = runs.class_names[c].name;
+        e["share"] = runs.class_names[c].share;
       }
       e["held"] = s.classes[c].held;
       e["queued"] = s.classes[c].queued;
@@ -186,11 +174,12 @@ void print_text(std::ostream& out, const std::string& name, const redis::semapho
       << "\n";
   // A class by its name when the runs named the classes, else by its number.
   const auto class_of = [&](std::size_t c) {
-    return c < runs.class_names.size() ? runs.class_names[c].first : std::to_string(c);
+    return c < runs.class_names.size() ? runs.class_names[c].name : std::to_string(c);
   };
   for (std::size_t c = 0; c < s.classes.size(); ++c) {
     out << "class " << class_of(c);
-    if (c < runs.class_names.size()) out << " (share " << runs.class_names[c].second << ")";
+    if (c < runs.class_names.size())
+      out << " (share " << admit::detail::format_double(runs.class_names[c].share) << ")";
     out << ": " << s.classes[c].held << " permit(s) held, " << s.classes[c].queued << " asked by its waiters\n";
   }
   if (!s.holders.empty()) {

@@ -29,46 +29,6 @@ std::chrono::nanoseconds positive(std::string_view option, const std::string& te
   return d;
 }
 
-// --classes NAME=SHARE[,NAME=SHARE...]: two classes or more, names distinct, shares from 0 to 1 summing to at most 1.
-std::vector<admit::priority_class> parse_classes(const std::string& text) {
-  const auto bad = [&](const std::string& why) {
-    return usage_error("invalid --classes " + quote(text) + ": " + why +
-                       " (e.g. --classes interactive=0.75,batch=0.25: each class's guaranteed share)");
-  };
-  std::vector<admit::priority_class> out;
-  double sum = 0;
-  std::size_t at = 0;
-  for (;;) {
-    const std::size_t end = std::min(text.find(',', at), text.size());
-    const std::string part = text.substr(at, end - at);
-    const std::size_t eq = part.find('=');
-    if (eq == std::string::npos || eq == 0) throw bad(quote(part) + " is not NAME=SHARE");
-    admit::priority_class c{part.substr(0, eq), 0.0};
-    const std::string share = part.substr(eq + 1);
-    const char* first = share.data();
-    const char* last = first + share.size();
-    const auto [ptr, ec] = std::from_chars(first, last, c.share, std::chars_format::fixed);
-    if (share.empty() || ec != std::errc() || ptr != last || !(c.share >= 0 && c.share <= 1)) {
-      throw bad("the share of " + quote(c.name) + " must be a number from 0 to 1, got " + quote(share));
-    }
-    for (const auto& o : out) {
-      if (o.name == c.name) throw bad(quote(c.name) + " is given twice");
-    }
-    sum += c.share;
-    out.push_back(std::move(c));
-    if (end == text.size()) break;
-    at = end + 1;
-  }
-  if (out.size() < 2) throw bad("give two classes or more (one class is the limit itself)");
-  if (sum > 1 + 1e-9) {
-    // Nine significant digits: the sum of decimal shares as written (0.7 + 0.6 is 1.2999999999999998 in binary).
-    char total[32];
-    std::snprintf(total, sizeof total, "%.9g", sum);
-    throw bad("the shares sum to " + std::string(total) + ", more than 1");
-  }
-  return out;
-}
-
 lease_lost_action parse_action(const std::string& text) {
   if (text == "term") return lease_lost_action::term;
   if (text == "kill") return lease_lost_action::kill;

@@ -385,11 +385,7 @@ class redis_source final : public run::permit_source {
     const auto call = [&](const redis::command& cmd, std::optional<redis_failure>& failed) {
       redis::result r = c.execute_command(steady::now() + call_timeout, cmd);
       if (r.error) failed = st_->failure(r.error);
-      if (!r.error && r.value.is_error()) {
-        redis_failure f = st_->failure(admit::errc::error_reply);
-        f.message = st_->where() + " answered " + quote(r.value.str()) + " for " + quote(key);
-        failed = f;
-      }
+      if (!r.error && r.value.is_error()) failed = st_->failure(admit::errc::error_reply, r.value.str());
       return r.value;
     };
     std::optional<redis_failure> failed;

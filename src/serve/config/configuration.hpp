@@ -76,8 +76,8 @@ class configuration {
   // non-map list items, values of the wrong type (a negative or fractional requests_per_unit, a boolean that is not
   // one), `share_threshold` without a wildcard, and admit's own checks of the extensions. As envoyproxy/ratelimit,
   // it accepts and ignores a key of the format written where it means nothing (e.g. `unit` beside `rate_limit`) and
-  // takes the last of a key given twice in one map (such a key is in warnings()); `quota_mode` and `metadata` are read
-  // and ignored. Throws config_error.
+  // takes the last of a key given twice in one map; `quota_mode` and `metadata` are read and ignored. A key written
+  // where it means nothing is in warnings(). Throws config_error.
   [[nodiscard]] static std::shared_ptr<const configuration> load_directory(const std::filesystem::path& dir);
   // Loads from YAML texts: {file name, text} (tests, and the unit of load_directory). Throws config_error.
   [[nodiscard]] static std::shared_ptr<const configuration> load(

@@ -299,13 +299,14 @@ class reader {
   // The line of a field: its value's, or its key's when the value is null (yaml-cpp marks a null by the next token).
   static int where(const pair_of& p) { return p.value.IsNull() ? line_of(p.key) : line_of(p.value); }
 
-  // A key of the format where it means nothing: noted for a warning. `descriptor_key`: one of a descriptor's own.
-  void ignore(int line, const std::string& key, const char* where_it_is, bool descriptor_key) const {
+  // A key of the format where it means nothing: noted for a warning, with where it belongs when that is plain (a
+  // descriptor's key inside rate_limit, a rate_limit's key outside it).
+  void ignore(int line, const std::string& key, const char* where_it_is, bool inside_rate_limit) const {
     const bool descriptors_own = key == "shadow_mode" || key == "detailed_metric" || key == "value_to_metric" ||
                                  key == "share_threshold" || key == "key" || key == "value" || key == "descriptors";
     std::string message = "\"" + key + "\" means nothing " + where_it_is + " and is ignored";
-    if (descriptor_key && descriptors_own) message += "; it belongs to the descriptor, beside rate_limit";
-    if (!descriptor_key && (key == "unit" || key == "requests_per_unit" || key == "unlimited"))
+    if (inside_rate_limit && descriptors_own) message += "; it belongs to the descriptor, beside rate_limit";
+    if (!inside_rate_limit && (key == "unit" || key == "requests_per_unit" || key == "unlimited"))
       message += "; it belongs inside rate_limit";
     ignored_.emplace_back(line, std::move(message));
   }
