@@ -47,6 +47,7 @@
 #include "admit/detail/floor_div.hpp"
 #include "admit/detail/rate_limiter_base.hpp"
 #include "admit/detail/saturating.hpp"
+#include "admit/detail/sliding_window_math.hpp"
 
 namespace admit {
 
@@ -149,8 +150,6 @@ class basic_sliding_window : public detail::rate_limiter_base {
     return d;
   }
 
-  __extension__ typedef unsigned __int128 u128;
-
   // The counters as a decision saw them.
   struct view {
     bool ok = false;
@@ -180,45 +179,16 @@ class basic_sliding_window : public detail::rate_limiter_base {
            (static_cast<std::uint64_t>(prev) << count_bits_) | static_cast<std::uint64_t>(cur);
   }
 
-  // ceil(prev · (window − elapsed) / window): the previous window's share of the estimate, rounded up.
+  detail::sliding_window_math math() const noexcept { return {limit_, window_}; }
   std::int64_t ceil_weighted(std::int64_t prev, std::int64_t elapsed) const noexcept {
-    const u128 num = static_cast<u128>(prev) * static_cast<u128>(window_ - elapsed);
-    const u128 w = static_cast<u128>(window_);
-    return static_cast<std::int64_t>((num + w - 1) / w);
+    return math().ceil_weighted(prev, elapsed);
   }
-
-  // Does n fit with these counters `elapsed` ns into the window? prev·(w − e) + (cur + n)·w <= limit·w, exactly.
-  // n == 0 always fits, even when a `now` behind the newest window makes the estimate exceed the limit.
   bool fits(std::int64_t prev, std::int64_t cur, std::int64_t elapsed, std::int64_t n) const noexcept {
-    if (n == 0) return true;
-    if (n > limit_ - cur) return false;
-    const u128 room = static_cast<u128>(limit_ - cur - n) * static_cast<u128>(window_);
-    return static_cast<u128>(prev) * static_cast<u128>(window_ - elapsed) <= room;
+    return math().fits(prev, cur, elapsed, n);
   }
-
-  // The earliest e in [0, w) with prev·(w − e) <= room·w, or w when there is none. prev > 0.
-  std::int64_t first_fit(std::int64_t prev, std::int64_t room) const noexcept {
-    const u128 q = static_cast<u128>(room) * static_cast<u128>(window_) / static_cast<u128>(prev);
-    if (q >= static_cast<u128>(window_)) return 0;
-    return window_ - static_cast<std::int64_t>(q);
-  }
-
   // ns from t until n fits, for a refused request judged with view v, if nothing else is admitted.
   std::int64_t retry_ns(const view& v, std::int64_t n, std::int64_t t) const noexcept {
-    if (n > limit_) return detail::ns_max;
-    std::int64_t at = 0;
-    if (n <= limit_ - v.cur && v.prev > 0 && first_fit(v.prev, limit_ - v.cur - n) < window_) {
-      // Later in this window, as the previous window's weight decays.
-      at = detail::sat_add(v.start, first_fit(v.prev, limit_ - v.cur - n));
-    } else if (v.cur == 0 || first_fit(v.cur, limit_ - n) < window_) {
-      // In the next window, where this window's count becomes the previous one.
-      const std::int64_t e = v.cur == 0 ? 0 : first_fit(v.cur, limit_ - n);
-      at = detail::sat_add(detail::sat_add(v.start, window_), e);
-    } else {
-      // n == limit and this window has counts: the window after the next starts empty.
-      at = detail::sat_add(detail::sat_add(v.start, window_), window_);
-    }
-    return std::max<std::int64_t>(0, detail::sat_sub(at, t));
+    return math().retry_ns(v.start, v.prev, v.cur, n, t);
   }
 
   view step(std::int64_t t, std::int64_t n, bool commit) noexcept {

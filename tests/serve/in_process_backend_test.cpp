@@ -162,7 +162,9 @@ TEST(InProcessAlgorithms, SlidingWindowWeighsThePreviousWindow) {
   EXPECT_EQ(one(b, rules[0], "k", 10, 30s).result, state::ok);
   const hit_outcome o = one(b, rules[0], "k", 1, 30s);
   EXPECT_EQ(o.result, state::over_limit);
-  EXPECT_EQ(o.reset_after, 90s);                                       // both windows gone at 120 s
+  // When it could pass: at 66 s, 10 · 54/60 = 9 of the first window's hits still weigh (the estimate at its full
+  // 120 s would tell a caller to wait 90 s)
+  EXPECT_EQ(o.reset_after, 36s);
   EXPECT_EQ(one(b, rules[0], "k", 1, 60s).result, state::over_limit);  // no boundary burst
   // half the previous window still weighs: 10 · 0.5 = 5 in the estimate, room for 5
   const hit_outcome half = one(b, rules[0], "k", 5, 90s);
@@ -170,6 +172,26 @@ TEST(InProcessAlgorithms, SlidingWindowWeighsThePreviousWindow) {
   EXPECT_EQ(half.remaining, 0u);
   EXPECT_EQ(one(b, rules[0], "k", 1, 90s).result, state::over_limit);
   EXPECT_EQ(one(b, rules[0], "k", 10, 180s).result, state::ok);
+}
+
+// duration_until_reset of a refusal by admit's algorithms says when that request could pass (the time until the
+// limiter is full again would be 60 s for each of these), and one unit when it never can.
+TEST(InProcessAlgorithms, ARefusalResetsWhenTheRequestCouldPass) {
+  for (const algorithm a : {algorithm::gcra, algorithm::token_bucket, algorithm::sliding_window}) {
+    SCOPED_TRACE(static_cast<int>(a));
+    std::vector<rate_limit_rule> rules{make_rule("d.k", 10, unit::minute, a)};
+    in_process_backend b;
+    b.configure_rules(rules);
+    ASSERT_EQ(one(b, rules[0], "k", 10, 0s).result, state::ok);
+    const hit_outcome next = one(b, rules[0], "k", 1, 0s);
+    EXPECT_EQ(next.result, state::over_limit);
+    // gcra and token_bucket refill one every 6 s; the sliding window's first window lets nothing more in, and 6 s
+    // into the next one its weight leaves room for one
+    EXPECT_EQ(next.reset_after, a == algorithm::sliding_window ? 66s : 6s);
+    const hit_outcome never = one(b, rules[0], "k", 11, 0s);  // more than the limiter ever holds
+    EXPECT_EQ(never.result, state::over_limit);
+    EXPECT_EQ(never.reset_after, 60s);
+  }
 }
 
 TEST(InProcessConcurrency, LeasesArePermitsUntilReleased) {
@@ -204,7 +226,11 @@ TEST(InProcessConcurrency, LeasesExpireAfterTheirTtl) {
   const hit_outcome a = one(b, rules[0], "c", 1, 0s);
   ASSERT_EQ(a.result, state::ok);
   EXPECT_EQ(a.reset_after, 10s);  // the lease's ttl, as the Redis backend reports it
-  EXPECT_EQ(one(b, rules[0], "c", 1, 10s - 1ns).result, state::over_limit);
+  const hit_outcome refused = one(b, rules[0], "c", 1, 10s - 1ns);
+  EXPECT_EQ(refused.result, state::over_limit);
+  EXPECT_EQ(refused.reset_after, 10s);                    // the longest the permit in use can stay held
+  EXPECT_EQ(one(b, rules[0], "c", 0, 1s).reset_after, 10s);  // a check too, while the permit is held
+  EXPECT_EQ(one(b, rules[0], "free", 0, 1s).reset_after, 0s);  // and nothing when none is
   const hit_outcome later = one(b, rules[0], "c", 1, 10s);  // the first lease expired
   EXPECT_EQ(later.result, state::ok);
   EXPECT_FALSE(b.release_at(a.lease, at(10s)));

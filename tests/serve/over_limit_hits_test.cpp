@@ -107,8 +107,9 @@ TEST_P(Debt, AnswersCarryTheLimitAndNothingRemainsWhileInDebt) {
     EXPECT_EQ(o.remaining, 0U);
     EXPECT_GE(o.count_after, 10U);
   }
-  // 15 tokens owed plus the burst to refill: 2.5 s until full, in whole seconds.
-  EXPECT_EQ(out[1].reset_after, 3s);
+  // Refused until the 15 tokens owed are repaid: 1.5 s, in whole seconds (2.5 s until the bucket is full again).
+  EXPECT_EQ(out[0].reset_after, 2s);
+  EXPECT_EQ(out[1].reset_after, 2s);
 }
 
 TEST_P(Debt, TheDebtIsCappedAsOnRedis) {

@@ -151,6 +151,10 @@ TEST_F(RedisServeBackend, ConcurrencyLeasesAreReleasedFromAnyProcess) {
   const hit_outcome c = decide_one(backend, h);
   EXPECT_EQ(c.result, state::over_limit);
   EXPECT_TRUE(c.lease.empty());
+  // As in process: while permits are held, the longest they can stay held (lease_ttl); nothing when none is.
+  EXPECT_EQ(c.reset_after, 60s);
+  EXPECT_EQ(decide_one(backend, make_hit(r, "db_queries_", 0)).reset_after, 60s);
+  EXPECT_EQ(decide_one(backend, make_hit(r, "nothing_held", 0)).reset_after, 0s);
   // Another backend (another `admit serve` of the fleet) releases a lease this one granted.
   redis_backend other(io.executor(), options_for(server.url()));
   EXPECT_TRUE(release(other, a.lease));

@@ -1,6 +1,6 @@
 // over_limit_hits (count | drop) on `admit serve`'s Redis backend, against a real redis-server: a token bucket and a
 // GCRA charged with a cost above the burst refuse a check of 0 (an hour of debt: no clock can repay it during the
-// test); drop charges nothing; the fixed window's drop keeps only what fits, in keys of its own, and deletes a counter
+// test), and say when the debt is repaid; drop charges nothing, and its refusal says when the hit could pass; the fixed window's drop keeps only what fits, in keys of its own, and deletes a counter
 // it would have created over the limit; an override of a dropping rule is counted as envoyproxy/ratelimit counts it.
 #include <gtest/gtest.h>
 
@@ -25,14 +25,23 @@ TEST_F(RedisServeBackend, ACountingBudgetGoesIntoDebtAndRefusesACheck) {
     const hit_outcome check = decide_one(backend, make_hit(r, user, 0));
     EXPECT_EQ(check.result, state::over_limit);
     EXPECT_EQ(check.remaining, 0U);
+    // Refused until the debt is repaid: one hit owed, 30 minutes at 2 an hour (not the 90 until it is full again).
+    EXPECT_GE(check.reset_after, 1799s);
+    EXPECT_LE(check.reset_after, 1800s);
     EXPECT_EQ(decide_one(backend, make_hit(r, user, 1)).result, state::over_limit);
     // Its keys are apart from those of the same limit that drops refused hits.
     EXPECT_EQ(server.admin({"EXISTS", "{admit:serve:" + std::string(to_string(a)) + ":2/hour:2:count}:" + user}), "1");
 
     rate_limit_rule dropping = rule(2, unit::hour, a);
-    EXPECT_EQ(decide_one(backend, make_hit(dropping, user, 3)).result, state::over_limit);
+    const hit_outcome never = decide_one(backend, make_hit(dropping, user, 3));
+    EXPECT_EQ(never.result, state::over_limit);
+    EXPECT_EQ(never.reset_after, 3600s);  // more than the burst never passes: one unit, as a window's refusal
     EXPECT_EQ(decide_one(backend, make_hit(dropping, user, 0)).result, state::ok);
     EXPECT_EQ(decide_one(backend, make_hit(dropping, user, 2)).result, state::ok);
+    const hit_outcome next = decide_one(backend, make_hit(dropping, user, 1));
+    EXPECT_EQ(next.result, state::over_limit);
+    EXPECT_GE(next.reset_after, 1799s);  // one refilled in 30 minutes (60 until the bucket is full)
+    EXPECT_LE(next.reset_after, 1800s);
   }
 }
 

@@ -132,6 +132,8 @@ descriptors:
      6, R"("requests_per_unit" must be a whole number from 0 to 4294967295, not the number -1)"},
     {"float_requests", "domain: s\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 2.5\n",
      6, R"("requests_per_unit" is the number 2.5; it must be a whole number)"},  // (not "quote it")
+    {"huge_requests", "domain: s\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 99999999999999999999\n",
+     6, R"("requests_per_unit" is the number 99999999999999999999; it must be a whole number from 0 to 4294967295)"},
     {"quoted_requests", "domain: s\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: \"5\"\n",
      6, R"("requests_per_unit" must be a whole number from 0 to 4294967295, not the string "5")"},
     {"too_many_requests", "domain: s\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 4294967296\n",

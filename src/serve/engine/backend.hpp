@@ -15,6 +15,7 @@
 
 #include <boost/container/small_vector.hpp>
 
+#include "admit/decision.hpp"
 #include "serve/config/configuration.hpp"
 #include "serve/engine/rls.hpp"
 
@@ -41,13 +42,24 @@ struct hit_outcome {
   std::uint32_t limit = 0;        // requests_per_unit (or concurrency) decided against
   std::uint32_t remaining = 0;    // what is left after this hit (0 when over the limit)
   std::uint64_t count_after = 0;  // the counter after this hit, for near-limit metrics (fixed_window: hits in window)
-  std::chrono::nanoseconds reset_after{0};  // until the window ends / the limiter is back to full
+  // Until the window ends / the limiter is back to full; of a refused hit of admit's algorithms, until it could pass
+  // (refused_reset_after); of a concurrency rule, --lease-ttl while permits are held.
+  std::chrono::nanoseconds reset_after{0};
   std::string lease;                        // concurrency rules: the lease id to release, when admitted
   std::string error;                        // failed: why (a Redis error), for logs and metrics
   // False when the answer came from this process alone — hits prefetched from Redis, or a limiter's leased tokens —
   // without asking the backend's store: it then says nothing of whether the store answers (backend_health).
   bool consulted = true;
 };
+
+// duration_until_reset of a hit that gcra, token_bucket or sliding_window refused (`d`, the limiter's decision): the
+// time until this hit could pass if nothing else came — with over_limit_hits: count, until the key's debt is repaid —
+// rounded up to whole seconds; one `unit` when it never can (more hits than the limiter holds at once), as a fixed
+// window's refusal of such a hit says no more than "not in this window".
+[[nodiscard]] inline std::chrono::nanoseconds refused_reset_after(const decision& d, std::chrono::seconds unit) {
+  if (d.retry_after == std::chrono::nanoseconds::max()) return unit;
+  return std::chrono::ceil<std::chrono::seconds>(d.retry_after);
+}
 
 // One request's hits on their way through a backend, and the backend's answers: made by the service, answered by the
 // backend. Before decide(): `outcomes` holds one default outcome per hit. The backend sets outcomes[i] to the answer

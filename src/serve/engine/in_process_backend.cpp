@@ -148,25 +148,27 @@ struct fixed_state final : rule_state {
 template <class Policy>
 struct rate_state final : rule_state {
   template <class... Args>
-  rate_state(std::uint32_t limit_, std::size_t max_keys_, Args&&... args)
-      : limit(limit_), max_keys(max_keys_), store(std::forward<Args>(args)..., keyed_options{.max_keys = max_keys_}) {}
+  rate_state(std::uint32_t limit_, std::chrono::seconds per_, std::size_t max_keys_, Args&&... args)
+      : limit(limit_), per(per_), max_keys(max_keys_), store(std::forward<Args>(args)..., keyed_options{.max_keys = max_keys_}) {}
   hit_outcome decide(const hit& h, std::int64_t now_ns) override {
     const decision d = store.decide_at(h.counter_key, unix_clock::time_point{std::chrono::nanoseconds{now_ns}}, h.n);
     if (is_key_limit_refusal(d)) return key_cap_reached(max_keys);
     hit_outcome o;
     o.limit = limit;
-    o.reset_after = ceil_seconds(d.reset_after);
     if (!charging_verdict_over(d)) {
+      o.reset_after = ceil_seconds(d.reset_after);
       o.remaining = clamp_u32(d.remaining);
       o.count_after = limit > o.remaining ? limit - o.remaining : 0;
     } else {
       o.result = hit_outcome::state::over_limit;
+      o.reset_after = refused_reset_after(d, per);
       o.count_after = std::uint64_t{limit} + h.n;  // so that every refused hit counts as over the limit
     }
     return o;
   }
   std::size_t keys() const override { return store.size(); }
   std::uint32_t limit;
+  std::chrono::seconds per;  // the rule's unit
   std::size_t max_keys;
   keyed<Policy> store;
 };
@@ -204,14 +206,16 @@ struct concurrency_state final : rule_state {
         if (p.error() == errc::queue_full) return key_cap_reached(counts->max_keys());
         o.result = hit_outcome::state::over_limit;
         o.count_after = static_cast<std::uint64_t>(counts->in_flight(h.counter_key)) + h.n;
+        o.reset_after = ceil_seconds(leases.ttl());  // the longest the permits in use can stay held
         return o;
       }
       auto id = leases.hold(owner, counts, std::move(*p), now_ns);
       if (!id) return failed("lease table full: max_leases leases are held");
       o.lease = std::move(*id);
-      o.reset_after = ceil_seconds(leases.ttl());  // as the Redis backend: the longest the permits can stay held
     }
     const std::int64_t in_flight = counts->in_flight(h.counter_key);
+    // As the Redis backend: while permits are held, the longest they can stay held; nothing to wait for when none is.
+    if (in_flight > 0) o.reset_after = ceil_seconds(leases.ttl());
     o.count_after = static_cast<std::uint64_t>(in_flight);
     o.remaining = clamp_u32(limit - in_flight);
     return o;
@@ -261,20 +265,20 @@ struct in_process_backend::impl {
     switch (r.algorithm) {
       case algorithm::sliding_window:
         return std::make_shared<rate_state<keyed_sliding_window>>(
-            rpu, k, keyed_sliding_window::config_type{rpu, std::chrono::nanoseconds{per}.count()});
+            rpu, per, k, keyed_sliding_window::config_type{rpu, std::chrono::nanoseconds{per}.count()});
       case algorithm::gcra:
         if (over_limit_hits_of(r) == over_limit_hits::count) {
-          return std::make_shared<rate_state<charging_gcra>>(rpu, k, charging_gcra::base::make_config(rt, burst));
+          return std::make_shared<rate_state<charging_gcra>>(rpu, per, k, charging_gcra::base::make_config(rt, burst));
         }
         return std::make_shared<rate_state<keyed_gcra_policy<unix_clock>>>(
-            rpu, k, keyed_gcra_policy<unix_clock>::make_config(rt, burst));
+            rpu, per, k, keyed_gcra_policy<unix_clock>::make_config(rt, burst));
       case algorithm::token_bucket:
         if (over_limit_hits_of(r) == over_limit_hits::count) {
           return std::make_shared<rate_state<charging_token_bucket>>(
-              rpu, k, charging_token_bucket::base::make_config(rt, burst));
+              rpu, per, k, charging_token_bucket::base::make_config(rt, burst));
         }
         return std::make_shared<rate_state<keyed_token_bucket_policy<unix_clock>>>(
-            rpu, k, keyed_token_bucket_policy<unix_clock>::make_config(rt, burst));
+            rpu, per, k, keyed_token_bucket_policy<unix_clock>::make_config(rt, burst));
       default:
         break;
     }

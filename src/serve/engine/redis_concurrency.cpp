@@ -116,7 +116,7 @@ void redis_backend::state::acquire(const std::shared_ptr<pending_request>& req, 
       o.count_after = static_cast<std::uint64_t>(held);
       o.result = held <= limit ? hit_outcome::state::ok : hit_outcome::state::over_limit;
       o.remaining = static_cast<std::uint32_t>(std::clamp<std::int64_t>(limit - held, 0, limit));
-      o.reset_after = self->opts.lease_ttl;
+      if (held > 0) o.reset_after = self->opts.lease_ttl;  // the longest the permits in use can stay held
       req->finish(i, std::move(o));
     });
     return;
@@ -131,6 +131,7 @@ void redis_backend::state::acquire(const std::shared_ptr<pending_request>& req, 
       // refusal does not say how many are in use); limit + n puts every one of its hits over the limit.
       o.result = hit_outcome::state::over_limit;
       o.count_after = std::uint64_t{limit} + n;
+      o.reset_after = self->opts.lease_ttl;  // the longest the permits in use can stay held
       return req->finish(i, std::move(o));
     }
     if (ec) return req->fail(i, self->failure_text(ec));

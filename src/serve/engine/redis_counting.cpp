@@ -429,7 +429,8 @@ void redis_backend::state::decide_on_limiter(redis::client& c, const std::shared
   if (!lim) return req->fail(i, error);
   lim->async_decide_detailed(
       h.counter_key, h.n,
-      [self = shared_from_this(), req, i, lim, n = h.n, limit = l.requests](const redis::limiter_result& r) {
+      [self = shared_from_this(), req, i, lim, n = h.n, limit = l.requests,
+       per = std::chrono::seconds{unit_seconds(l.per)}](const redis::limiter_result& r) {
         if (r.error) {
           return req->fail(i, r.message.empty() ? self->failure_text(r.error)
                                                 : "Redis at " + self->address + " answered " + r.message);
@@ -439,13 +440,14 @@ void redis_backend::state::decide_on_limiter(redis::client& c, const std::shared
         o.consulted = r.consulted;
         const auto used =
             static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.decision.limit - r.decision.remaining));
-        o.reset_after = r.decision.reset_after;
         if (r.decision.admitted) {
           o.result = hit_outcome::state::ok;
+          o.reset_after = r.decision.reset_after;
           o.remaining = static_cast<std::uint32_t>(std::clamp<std::int64_t>(r.decision.remaining, 0, limit));
           o.count_after = used;
         } else {
           o.result = hit_outcome::state::over_limit;
+          o.reset_after = refused_reset_after(r.decision, per);
           o.count_after = used + n;
         }
         req->finish(i, std::move(o));

@@ -21,6 +21,7 @@
 #include "admit/decision.hpp"
 #include "admit/detail/floor_div.hpp"
 #include "admit/detail/saturating.hpp"
+#include "admit/detail/sliding_window_math.hpp"
 
 namespace admit::serve {
 
@@ -89,8 +90,10 @@ struct upstream_fixed_window {
 
 // The sliding window counter per key, with admit::sliding_window's rule: windows of `window_ns` aligned to the epoch,
 // n admitted iff previous · (window − elapsed) / window + current + n <= limit, computed exactly in integers; a
-// refusal counts nothing. `remaining` is what size-1 requests would still be admitted right after; reset_after is
-// when both counts have left the estimate. A time before the state's window is judged at the start of that window.
+// refusal counts nothing. `remaining` is what size-1 requests would still be admitted right after; retry_after, of a
+// refusal, when this request would fit if nothing else came (nanoseconds::max() when n > limit), as
+// admit::sliding_window says it (detail/sliding_window_math.hpp); reset_after is when both counts have left the
+// estimate. A time before the state's window is judged at the start of that window.
 struct keyed_sliding_window {
   using clock_type = unix_clock;
   struct config_type {
@@ -114,22 +117,18 @@ struct keyed_sliding_window {
     }
     const std::int64_t start = admit::detail::sat_mul(next.window, c.window_ns);
     const std::int64_t elapsed = w < next.window ? 0 : now_ns - start;
-    __extension__ typedef __int128 wide;  // limit · window_ns exceeds 64 bits for long windows
-    // weighted previous, scaled by window_ns: previous · (window − elapsed)
-    const wide prev_scaled = static_cast<wide>(next.previous) * (c.window_ns - elapsed);
-    const wide budget = static_cast<wide>(c.limit) * c.window_ns - prev_scaled;  // room, scaled
-    const auto room = [&](std::int64_t current) -> std::int64_t {
-      const wide r = budget - static_cast<wide>(current) * c.window_ns;
-      return r <= 0 ? 0 : static_cast<std::int64_t>(r / c.window_ns);
+    const admit::detail::sliding_window_math m{c.limit, c.window_ns};
+    const auto room = [&](std::int64_t current) {
+      return std::max<std::int64_t>(0, c.limit - current - m.ceil_weighted(next.previous, elapsed));
     };
     decision d;
     d.limit = c.limit;
-    if (n <= room(next.current)) {
+    if (m.fits(next.previous, next.current, elapsed, n)) {
       d.admitted = true;
       next.current += n;
       if (n > 0) s = next;  // n == 0 leaves the stored state as it was (keyed then stores nothing new)
     } else {
-      d.retry_after = std::chrono::nanoseconds{1};  // not computed: the service reports reset_after only
+      d.retry_after = std::chrono::nanoseconds{m.retry_ns(start, next.previous, next.current, n, now_ns)};
     }
     // `next` is the state at now (rolled to now's window; with the hit when admitted)
     d.remaining = room(next.current);
