@@ -11,6 +11,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -281,8 +282,23 @@ http_server::http_server(service& svc, const http_server_options& opts) : impl_(
   if (opts.max_connections == 0) {
     throw std::invalid_argument("http_server: max_connections must be at least 1, got 0");
   }
-  const tcp::endpoint endpoint(address, static_cast<unsigned short>(opts.port));
-  impl_->acceptor.open(endpoint.protocol(), ec);
+  tcp::endpoint endpoint(address, static_cast<unsigned short>(opts.port));
+  // 0.0.0.0 is every address, IPv6 ones too, as gRPC reads it for the gRPC port (and Go's net.Listen for
+  // envoyproxy/ratelimit's): one socket on [::] that takes IPv4 as well, or IPv4 alone where there is no IPv6.
+  bool dual_stack = false;
+  if (address.is_v4() && address.is_unspecified()) {
+    impl_->acceptor.open(tcp::v6(), ec);
+    if (!ec) impl_->acceptor.set_option(net::ip::v6_only(false), ec);
+    if (!ec) {
+      dual_stack = true;
+      endpoint = tcp::endpoint(tcp::v6(), static_cast<unsigned short>(opts.port));
+    } else {
+      boost::system::error_code ignored;
+      impl_->acceptor.close(ignored);
+      ec = {};
+    }
+  }
+  if (!dual_stack) impl_->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec && opts.reuse_port) {
     impl_->acceptor.set_option(net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>(true), ec);
