@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cli/common/message.hpp"
 #include "cli/common/values.hpp"
@@ -62,6 +64,29 @@ TEST(Quote, ExcerptIsBoundedAtACharacterBoundary) {
   EXPECT_EQ(quote_excerpt(std::string(100, 'a')), excerpt);
   EXPECT_EQ(quote_excerpt("ab\xc3\xa9", 3), "\"ab\"...");
   EXPECT_EQ(quote_excerpt("short"), "\"short\"");
+}
+
+TEST(ShellWords, QuotesOnlyWhatAShellWouldSplitOrExpand) {
+  EXPECT_EQ(shell_words({"make", "-j2", "CC=gcc-12", "out/a.o"}), "make -j2 CC=gcc-12 out/a.o");
+  EXPECT_EQ(shell_words({"echo", "a b"}), "echo 'a b'");
+  EXPECT_EQ(shell_words({"echo", ""}), "echo ''");
+  EXPECT_EQ(shell_words({"echo", "it's", "$HOME", "*"}), "echo 'it'\\''s' '$HOME' '*'");
+}
+
+// What shell_words writes, a real shell splits back into the same words (each printed on a line of its own).
+TEST(ShellWords, ARealShellReadsBackTheSameWords) {
+  const std::vector<std::string> words{"printf", "%s\\n", "a b", "", "it's", "$HOME", "`x`", "a\\b", "!x", "~", "*?[]",
+                                       "tab\there", "caf\xc3\xa9", "--opt=v w"};
+  const std::string line = shell_words(words);
+  FILE* sh = ::popen(("/bin/sh -c " + shell_words({line})).c_str(), "r");
+  ASSERT_NE(sh, nullptr);
+  std::string out;
+  char buf[256];
+  while (const std::size_t got = std::fread(buf, 1, sizeof buf, sh)) out.append(buf, got);
+  ASSERT_EQ(::pclose(sh), 0) << line;
+  std::string expected;
+  for (std::size_t i = 2; i < words.size(); ++i) expected += words[i] + "\n";
+  EXPECT_EQ(out, expected) << line;
 }
 
 TEST(WrapText, BreaksAtSpacesWithinTheWidth) {

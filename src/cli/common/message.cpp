@@ -1,5 +1,7 @@
 #include "cli/common/message.hpp"
 
+#include <algorithm>
+
 namespace admit::cli {
 
 std::size_t utf8_sequence_length(std::string_view text) noexcept {
@@ -84,6 +86,32 @@ std::string quote(std::string_view text) {
   std::string out = "\"";
   append_quoted(out, text, text.size());
   out += '"';
+  return out;
+}
+
+std::string shell_words(const std::vector<std::string>& argv) {
+  static constexpr std::string_view plain_punctuation = "@%+=:,./_-";
+  std::string out;
+  for (const std::string& word : argv) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             plain_punctuation.find(c) != std::string_view::npos;
+    });
+    if (plain) {
+      out += word;
+      continue;
+    }
+    out += '\'';
+    for (const char c : word) {
+      if (c == '\'') {
+        out += "'\\''";
+      } else {
+        out += c;
+      }
+    }
+    out += '\'';
+  }
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace admit::cli {
 
@@ -32,6 +33,12 @@ class usage_error : public std::runtime_error {
 // point in lowercase hex, \u{9b}, \u{202e}.
 // Thread safety: a pure function.
 [[nodiscard]] std::string quote(std::string_view text);
+
+// `argv` as one line a POSIX shell would split back into the same words: a word of only letters, digits and
+// `@%+=:,./_-` as it is; any other (a space, a quote, `$`, an empty word) in single quotes, a `'` inside written
+// `'\''`. For showing which command runs (`admit inspect`), where `echo 'a b'` must not read as `echo a b`.
+// Thread safety: a pure function.
+[[nodiscard]] std::string shell_words(const std::vector<std::string>& argv);
 
 // The same, cut to at most `max_chars` bytes of `text` (at a character boundary) and marked with "..." when longer:
 // for text read from a file, whose size the user does not control.

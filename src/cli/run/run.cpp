@@ -78,20 +78,11 @@ struct signal_watch {
   }
 };
 
-std::string joined(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& a : argv) {
-    if (!out.empty()) out += ' ';
-    out += a;
-  }
-  return out;
-}
-
 entry_info who(const run_settings& s) {
   entry_info info;
   info.host = host_name();
   info.pid = ::getpid();
-  info.command = joined(s.command);
+  info.command = shell_words(s.command);  // shown by admit inspect as a shell would read it
   info.started_unix_ms = unix_time_ms();
   return info;
 }
