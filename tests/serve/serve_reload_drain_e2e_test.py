@@ -66,6 +66,13 @@ def directory_replaced(tmp):
     write_rule(d + ".old", 3, "other.yaml")  # the directory watched at first, now elsewhere
     time.sleep(0.5)
     check(limit_of(s) == 9, "replaced: a change in the old directory changes nothing")
+    with open(os.path.join(d, "packed.yaml"), "wb") as f:
+        f.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00")  # a gzip header: refused as a whole file, at no line
+    refused = s.wait_for("configuration refused; the previous one stays")
+    check(refused.get("file", "").endswith("packed.yaml") and "line" not in refused,
+          f"a file that is not text is refused naming it, with no line 0: {refused}")
+    os.remove(os.path.join(d, "packed.yaml"))
+    check(reaches(s, 9) and limit_of(s) == 9, "replaced: the previous configuration stayed")
     os.remove(os.path.join(d, "edge.yaml"))
     s.wait_for("no rule in the configuration directory: every request is answered OK until a *.yaml file with a "
                "rule is added")

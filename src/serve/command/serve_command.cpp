@@ -187,8 +187,9 @@ void reload(service& svc, const backend_choice& chosen, const std::filesystem::p
     warn_ignored(*svc.current());
   } catch (const config_error& e) {
     svc.record_reload_failure();
-    log::error("configuration refused; the previous one stays",
-               {{"trigger", why}, {"file", e.file()}, {"line", e.line()}, {"error", e.message()}});
+    nlohmann::json fields{{"trigger", why}, {"file", e.file()}, {"error", e.message()}};
+    if (e.line() > 0) fields["line"] = e.line();  // 0: the refusal is of a whole file or the directory, not a line
+    log::error("configuration refused; the previous one stays", fields);
   } catch (const std::exception& e) {
     svc.record_reload_failure();
     log::error("configuration refused; the previous one stays", {{"trigger", why}, {"error", e.what()}});
