@@ -79,7 +79,12 @@ class budgets:
         # 100 a second, a burst of 100: a cost of 150 leaves a debt of 50 tokens, repaid in 0.5 s.
         charged_at = time.monotonic()
         check(not self.ok(key, 150), f"{self.where} {key}: a cost of 1.5x the budget is OVER_LIMIT")
-        check(not self.ok(key, 0), f"{self.where} {key}: in debt: the next cost-0 check is OVER_LIMIT")
+        owing = self.status(key, 0)
+        check(owing.code == self.pb.RateLimitResponse.Code.OVER_LIMIT,
+              f"{self.where} {key}: in debt: the next cost-0 check is OVER_LIMIT")
+        reset = owing.duration_until_reset.seconds + owing.duration_until_reset.nanos / 1e9
+        check(reset == 1, f"{self.where} {key}: it resets when the debt is repaid: 0.5 s, in whole seconds 1 (the "
+                          f"bucket is full again only after 1.5 s), got {reset}")
         deadline = charged_at + WAIT
         while not self.ok(key, 0):  # a check of 0 charges nothing, however often it is asked
             if time.monotonic() > deadline:
@@ -93,7 +98,11 @@ class budgets:
         check(self.ok(key, 1), f"{self.where} {key}: a token refilled after the debt is admitted")
 
     def dropping(self, key):
-        check(not self.ok(key, 150), f"{self.where} {key}: a cost above the burst is OVER_LIMIT")
+        never = self.status(key, 150)
+        check(never.code == self.pb.RateLimitResponse.Code.OVER_LIMIT,
+              f"{self.where} {key}: a cost above the burst is OVER_LIMIT")
+        check(never.duration_until_reset.seconds == 1,
+              f"{self.where} {key}: it never passes: reset in one unit, 1 s, not 0 ({never.duration_until_reset})")
         check(self.ok(key, 0), f"{self.where} {key}: drop: nothing was charged, a cost-0 check is OK")
         check(self.ok(key, 100), f"{self.where} {key}: drop: the whole burst is still there")
 
