@@ -16,11 +16,10 @@ runs before a skip).
 import os
 import shutil
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_e2e_support import (WAIT, check, descriptor, finish, generate_stubs, kill_started, redis_server,  # noqa
+from serve_e2e_support import (WAIT, check, descriptor, finish, generate_stubs, run_in_scratch, redis_server,  # noqa
                                server)
 
 ADMIT, PROTO_DIR, PROTOC, GRPC_PYTHON_PLUGIN, EXAMPLE = sys.argv[1:6]
@@ -167,32 +166,26 @@ def envoy_gateway_example(rls_pb2, rls_pb2_grpc):
     check(s.stop() == 0, "example: exits 0")
 
 
-def main():
-    tmp = tempfile.mkdtemp(prefix="admit serve budgets ")  # a space in the path, on purpose
-    try:
-        generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
-        from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
-        config = os.path.join(tmp, "config dir")
-        os.mkdir(config)
-        with open(os.path.join(config, "budgets.yaml"), "w") as f:
-            f.write(CONFIG)
-        s = server(ADMIT, config)
-        budgets(s, rls_pb2, rls_pb2_grpc, "in process").run()
-        check(s.stop() == 0, "in process: exits 0")
-        envoy_gateway_example(rls_pb2, rls_pb2_grpc)
-        redis_binary = shutil.which("redis-server")
-        if not redis_binary:
-            print("the Redis half skipped: it needs redis-server", flush=True)
-            return finish() or 77
-        redis = redis_server(redis_binary)
-        s = server(ADMIT, config, "--redis", redis.url, "--redis-required")
-        budgets(s, rls_pb2, rls_pb2_grpc, "redis").run()
-        check(s.stop() == 0, "redis: exits 0")
-    finally:
-        kill_started()
-        shutil.rmtree(tmp, ignore_errors=True)
-    return finish()
+def main(tmp):
+    generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
+    from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+    config = os.path.join(tmp, "config dir")
+    os.mkdir(config)
+    with open(os.path.join(config, "budgets.yaml"), "w") as f:
+        f.write(CONFIG)
+    s = server(ADMIT, config)
+    budgets(s, rls_pb2, rls_pb2_grpc, "in process").run()
+    check(s.stop() == 0, "in process: exits 0")
+    envoy_gateway_example(rls_pb2, rls_pb2_grpc)
+    redis_binary = shutil.which("redis-server")
+    if not redis_binary:
+        print("the Redis half skipped: it needs redis-server", flush=True)
+        return finish() or 77
+    redis = redis_server(redis_binary)
+    s = server(ADMIT, config, "--redis", redis.url, "--redis-required")
+    budgets(s, rls_pb2, rls_pb2_grpc, "redis").run()
+    check(s.stop() == 0, "redis: exits 0")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_in_scratch("admit serve budgets ", main))  # a space in the path, on purpose

@@ -18,12 +18,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_e2e_support import (BACKEND_ERRORS, HITS, OVER, SHADOW, WAIT, check, descriptor, finish,  # noqa: E402
-                               generate_stubs, kill_started, redis_cluster, redis_server, server)
+                               generate_stubs, run_in_scratch, redis_cluster, redis_server, server)
 
 try:
     from prometheus_client.parser import text_string_to_metric_families
@@ -430,52 +429,46 @@ def redis_down_and_back(open_c, closed_c, kill, restart, what):
             in_one_window(c, 3600, f"{what} {c.name} after the restart", again)
 
 
-def main():
-    tmp = tempfile.mkdtemp(prefix="admit serve examples ")  # a space in the path, on purpose
-    try:
-        generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
-        config = os.path.join(tmp, "config dir")
-        shutil.copytree(CONFIG_DIR, config)
+def main(tmp):
+    generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
+    config = os.path.join(tmp, "config dir")
+    shutil.copytree(CONFIG_DIR, config)
 
-        # In process.
-        s = server(ADMIT, config)
-        run_all(s, "in process")
-        check(s.stop() == 0, "in process: SIGTERM exits 0")
+    # In process.
+    s = server(ADMIT, config)
+    run_all(s, "in process")
+    check(s.stop() == 0, "in process: SIGTERM exits 0")
 
-        redis_binary, cli_binary = shutil.which("redis-server"), shutil.which("redis-cli")
-        if not (redis_binary and cli_binary):
-            print("the Redis cases skipped: they need redis-server and redis-cli", flush=True)
-            return finish() or 77
+    redis_binary, cli_binary = shutil.which("redis-server"), shutil.which("redis-cli")
+    if not (redis_binary and cli_binary):
+        print("the Redis cases skipped: they need redis-server and redis-cli", flush=True)
+        return finish() or 77
 
-        # One redis-server: the examples, then killed and restarted on its port under a fail-open and a fail-closed
-        # service.
-        redis = redis_server(redis_binary)
-        s = server(ADMIT, config, "--redis", redis.url, "--redis-required")
-        open_c = run_all(s, "redis", lambda: redis_cli(cli_binary, redis, "FLUSHALL"))
-        closed = server(ADMIT, config, "--redis", redis.url, "--fail-closed")
-        closed_c = client(closed, "redis --fail-closed")
-        redis_down_and_back(open_c, closed_c, redis.kill, lambda: check(redis.start(), "redis-server restarted"),
-                            "redis")
-        check(s.stop() == 0 and closed.stop() == 0, "redis: SIGTERM exits 0")
+    # One redis-server: the examples, then killed and restarted on its port under a fail-open and a fail-closed
+    # service.
+    redis = redis_server(redis_binary)
+    s = server(ADMIT, config, "--redis", redis.url, "--redis-required")
+    open_c = run_all(s, "redis", lambda: redis_cli(cli_binary, redis, "FLUSHALL"))
+    closed = server(ADMIT, config, "--redis", redis.url, "--fail-closed")
+    closed_c = client(closed, "redis --fail-closed")
+    redis_down_and_back(open_c, closed_c, redis.kill, lambda: check(redis.start(), "redis-server restarted"),
+                        "redis")
+    check(s.stop() == 0 and closed.stop() == 0, "redis: SIGTERM exits 0")
 
-        # A Redis Cluster of 3 masters: the examples, then one master killed and restarted (its node file kept, so it
-        # takes its slots back).
-        nodes_dir = os.path.join(tmp, "cluster")
-        os.mkdir(nodes_dir)
-        cluster = redis_cluster(redis_binary, cli_binary, nodes_dir)
-        s = server(ADMIT, config, "--redis", cluster.url, "--redis-required")
-        open_c = run_all(s, "cluster", lambda: [redis_cli(cli_binary, n, "FLUSHALL") for n in cluster.nodes])
-        closed = server(ADMIT, config, "--redis", cluster.url, "--fail-closed")
-        closed_c = client(closed, "cluster --fail-closed")
-        victim = cluster.nodes[1]
-        redis_down_and_back(open_c, closed_c, victim.kill, lambda: check(victim.start(), "cluster node restarted"),
-                            "cluster")
-        check(s.stop() == 0 and closed.stop() == 0, "cluster: SIGTERM exits 0")
-    finally:
-        kill_started()
-        shutil.rmtree(tmp, ignore_errors=True)
-    return finish()
+    # A Redis Cluster of 3 masters: the examples, then one master killed and restarted (its node file kept, so it
+    # takes its slots back).
+    nodes_dir = os.path.join(tmp, "cluster")
+    os.mkdir(nodes_dir)
+    cluster = redis_cluster(redis_binary, cli_binary, nodes_dir)
+    s = server(ADMIT, config, "--redis", cluster.url, "--redis-required")
+    open_c = run_all(s, "cluster", lambda: [redis_cli(cli_binary, n, "FLUSHALL") for n in cluster.nodes])
+    closed = server(ADMIT, config, "--redis", cluster.url, "--fail-closed")
+    closed_c = client(closed, "cluster --fail-closed")
+    victim = cluster.nodes[1]
+    redis_down_and_back(open_c, closed_c, victim.kill, lambda: check(victim.start(), "cluster node restarted"),
+                        "cluster")
+    check(s.stop() == 0 and closed.stop() == 0, "cluster: SIGTERM exits 0")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_in_scratch("admit serve examples ", main))  # a space in the path, on purpose

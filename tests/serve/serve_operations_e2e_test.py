@@ -16,11 +16,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_e2e_support import (WAIT, check, descriptor, finish, generate_stubs, kill_started, no_config_env,  # noqa
+from serve_e2e_support import (WAIT, check, descriptor, finish, generate_stubs, run_in_scratch, no_config_env,  # noqa
                                redis_server, server)
 
 ADMIT, PROTO_DIR, CONFIG_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:6]
@@ -205,28 +204,22 @@ def configmap_reload(tmp):
     check(s.stop() == 0, "configmap: exits 0")
 
 
-def main():
-    tmp = tempfile.mkdtemp(prefix="admit serve operations ")  # a space in the path, on purpose
-    try:
-        generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
-        from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
-        config = os.path.join(tmp, "config dir")
-        shutil.copytree(CONFIG_DIR, config)
-        busy_ports(config)
-        empty_and_binary_directories(tmp)
-        configmap_reload(tmp)
-        redis_binary = shutil.which("redis-server")
-        if not redis_binary:
-            print("the Redis cases skipped: they need redis-server", flush=True)
-            return finish() or 77
-        redis = redis_server(redis_binary)
-        redis_outage(config, redis, rls_pb2, rls_pb2_grpc)
-        healthcheck_while_draining(config, redis, rls_pb2, rls_pb2_grpc)
-    finally:
-        kill_started()
-        shutil.rmtree(tmp, ignore_errors=True)
-    return finish()
+def main(tmp):
+    generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
+    from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+    config = os.path.join(tmp, "config dir")
+    shutil.copytree(CONFIG_DIR, config)
+    busy_ports(config)
+    empty_and_binary_directories(tmp)
+    configmap_reload(tmp)
+    redis_binary = shutil.which("redis-server")
+    if not redis_binary:
+        print("the Redis cases skipped: they need redis-server", flush=True)
+        return finish() or 77
+    redis = redis_server(redis_binary)
+    redis_outage(config, redis, rls_pb2, rls_pb2_grpc)
+    healthcheck_while_draining(config, redis, rls_pb2, rls_pb2_grpc)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_in_scratch("admit serve operations ", main))  # a space in the path, on purpose

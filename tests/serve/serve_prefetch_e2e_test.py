@@ -17,12 +17,11 @@ Exit status: 0 passed, 1 failed, 77 skipped (a Python module or redis-server is 
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_e2e_support import (check, descriptor, finish, generate_stubs, kill_started, redis_server,  # noqa: E402
+from serve_e2e_support import (check, descriptor, finish, generate_stubs, run_in_scratch, redis_server,  # noqa: E402
                                server)
 
 ADMIT, PROTO_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:5]
@@ -113,31 +112,25 @@ def token_bucket(servers, redis, rls_pb2, rls_pb2_grpc):
     check(commands * 5 <= len(calls), f"token bucket: at most one Redis command per 5 decisions ({commands})")
 
 
-def main():
+def main(tmp):
     redis_binary = shutil.which("redis-server")
     if not redis_binary or not shutil.which("redis-cli"):
         print("skipped: needs redis-server and redis-cli", flush=True)
         return 77
-    tmp = tempfile.mkdtemp(prefix="admit serve prefetch ")  # a space in the path, on purpose
-    try:
-        generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
-        from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
-        config = os.path.join(tmp, "config dir")
-        os.mkdir(config)
-        with open(os.path.join(config, "prefetch.yaml"), "w") as f:
-            f.write(CONFIG)
-        redis = redis_server(redis_binary)
-        servers = [server(ADMIT, config, "--redis", redis.url, "--redis-required")
-                   for _ in range(INSTANCES)]
-        fixed_window(servers, redis, rls_pb2, rls_pb2_grpc)
-        token_bucket(servers, redis, rls_pb2, rls_pb2_grpc)
-        for s in servers:
-            check(s.stop() == 0, "exits 0")
-    finally:
-        kill_started()
-        shutil.rmtree(tmp, ignore_errors=True)
-    return finish()
+    generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
+    from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+    config = os.path.join(tmp, "config dir")
+    os.mkdir(config)
+    with open(os.path.join(config, "prefetch.yaml"), "w") as f:
+        f.write(CONFIG)
+    redis = redis_server(redis_binary)
+    servers = [server(ADMIT, config, "--redis", redis.url, "--redis-required")
+               for _ in range(INSTANCES)]
+    fixed_window(servers, redis, rls_pb2, rls_pb2_grpc)
+    token_bucket(servers, redis, rls_pb2, rls_pb2_grpc)
+    for s in servers:
+        check(s.stop() == 0, "exits 0")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_in_scratch("admit serve prefetch ", main))  # a space in the path, on purpose
