@@ -70,13 +70,14 @@ TEST(ShellWords, QuotesOnlyWhatAShellWouldSplitOrExpand) {
   EXPECT_EQ(shell_words({"make", "-j2", "CC=gcc-12", "out/a.o"}), "make -j2 CC=gcc-12 out/a.o");
   EXPECT_EQ(shell_words({"echo", "a b"}), "echo 'a b'");
   EXPECT_EQ(shell_words({"echo", ""}), "echo ''");
+  EXPECT_EQ(shell_words({"A=b", "A=b"}), "'A=b' A=b");  // a first word with '=' is a command, not an assignment
   EXPECT_EQ(shell_words({"echo", "it's", "$HOME", "*"}), "echo 'it'\\''s' '$HOME' '*'");
 }
 
 // What shell_words writes, a real shell splits back into the same words (each printed on a line of its own).
 TEST(ShellWords, ARealShellReadsBackTheSameWords) {
-  const std::vector<std::string> words{"printf", "%s\\n", "a b", "", "it's", "$HOME", "`x`", "a\\b", "!x", "~", "*?[]",
-                                       "tab\there", "caf\xc3\xa9", "--opt=v w"};
+  const std::vector<std::string> words{"printf", "%s\\n", "a b", "",     "it's",      "$HOME",       "`x`",
+                                       "a\\b",   "!x",    "~",   "*?[]", "tab\there", "caf\xc3\xa9", "--opt=v w"};
   const std::string line = shell_words(words);
   FILE* sh = ::popen(("/bin/sh -c " + shell_words({line})).c_str(), "r");
   ASSERT_NE(sh, nullptr);

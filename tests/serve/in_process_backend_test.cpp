@@ -191,6 +191,10 @@ TEST(InProcessAlgorithms, ARefusalResetsWhenTheRequestCouldPass) {
     const hit_outcome never = one(b, rules[0], "k", 11, 0s);  // more than the limiter ever holds
     EXPECT_EQ(never.result, state::over_limit);
     EXPECT_EQ(never.reset_after, 60s);
+    std::vector<rate_limit_rule> none{make_rule("d.z", 0, unit::minute, a)};  // a limit of 0: nothing ever passes
+    b.configure_rules(none);
+    EXPECT_EQ(one(b, none[0], "z", 1, 0s).reset_after, 60s);
+    EXPECT_EQ(one(b, none[0], "z", 0, 0s).result, state::ok);
   }
 }
 
@@ -228,10 +232,10 @@ TEST(InProcessConcurrency, LeasesExpireAfterTheirTtl) {
   EXPECT_EQ(a.reset_after, 10s);  // the lease's ttl, as the Redis backend reports it
   const hit_outcome refused = one(b, rules[0], "c", 1, 10s - 1ns);
   EXPECT_EQ(refused.result, state::over_limit);
-  EXPECT_EQ(refused.reset_after, 10s);                    // the longest the permit in use can stay held
-  EXPECT_EQ(one(b, rules[0], "c", 0, 1s).reset_after, 10s);  // a check too, while the permit is held
+  EXPECT_EQ(refused.reset_after, 10s);                         // the longest the permit in use can stay held
+  EXPECT_EQ(one(b, rules[0], "c", 0, 1s).reset_after, 10s);    // a check too, while the permit is held
   EXPECT_EQ(one(b, rules[0], "free", 0, 1s).reset_after, 0s);  // and nothing when none is
-  const hit_outcome later = one(b, rules[0], "c", 1, 10s);  // the first lease expired
+  const hit_outcome later = one(b, rules[0], "c", 1, 10s);     // the first lease expired
   EXPECT_EQ(later.result, state::ok);
   EXPECT_FALSE(b.release_at(a.lease, at(10s)));
   EXPECT_TRUE(b.release_at(later.lease, at(11s)));

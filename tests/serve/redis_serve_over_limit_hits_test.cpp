@@ -1,7 +1,8 @@
 // over_limit_hits (count | drop) on `admit serve`'s Redis backend, against a real redis-server: a token bucket and a
 // GCRA charged with a cost above the burst refuse a check of 0 (an hour of debt: no clock can repay it during the
-// test), and say when the debt is repaid; drop charges nothing, and its refusal says when the hit could pass; the fixed window's drop keeps only what fits, in keys of its own, and deletes a counter
-// it would have created over the limit; an override of a dropping rule is counted as envoyproxy/ratelimit counts it.
+// test), and say when the debt is repaid; drop charges nothing, and its refusal says when the hit could pass; the fixed
+// window's drop keeps only what fits, in keys of its own, and deletes a counter it would have created over the limit;
+// an override of a dropping rule is counted as envoyproxy/ratelimit counts it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -42,6 +43,9 @@ TEST_F(RedisServeBackend, ACountingBudgetGoesIntoDebtAndRefusesACheck) {
     EXPECT_EQ(next.result, state::over_limit);
     EXPECT_GE(next.reset_after, 1799s);  // one refilled in 30 minutes (60 until the bucket is full)
     EXPECT_LE(next.reset_after, 1800s);
+    const hit_outcome none = decide_one(backend, make_hit(rule(0, unit::hour, a), user, 1));  // a limit of 0
+    EXPECT_EQ(none.result, state::over_limit);
+    EXPECT_EQ(none.reset_after, 3600s);
   }
 }
 

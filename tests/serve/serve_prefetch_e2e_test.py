@@ -21,7 +21,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_e2e_support import (check, descriptor, finish, generate_stubs, run_in_scratch, redis_server,  # noqa: E402
+from serve_e2e_support import (check, descriptor, generate_stubs, run_in_scratch, redis_server,  # noqa: E402
                                server)
 
 ADMIT, PROTO_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:5]

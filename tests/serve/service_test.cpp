@@ -214,6 +214,7 @@ class stock_backend final : public backend {
     for (std::size_t i = 0; i < call->outcomes.size(); ++i) {
       hit_outcome& o = call->outcomes[i];
       o.limit = 100;
+      o.reset_after = reset;
       if (i == 0 && !store_back) {
         o.result = hit_outcome::state::failed;
         o.error = "connection refused";
@@ -226,6 +227,7 @@ class stock_backend final : public backend {
   void release(std::string, std::function<void(bool)> done) override { done(false); }
   void configure(const configuration&) override {}
   bool store_back = false;
+  std::chrono::nanoseconds reset{0};
 };
 
 // The health events follow the store: an answer decided from a local stock while the store fails does not say the
@@ -243,6 +245,21 @@ TEST(ServiceFailures, AnAnswerFromALocalStockDoesNotEndAnOutage) {
   b.store_back = true;
   svc.should_rate_limit_at(both(), at(0s), [](rls_result) {});
   EXPECT_EQ(events, (std::vector<backend_event::kind>{backend_event::kind::failing, backend_event::kind::counting}));
+}
+
+// Whatever a backend's reset says (a Redis limiter's µs, a --lease-ttl of 1500ms), the answer's is in whole seconds,
+// rounded up, as envoyproxy/ratelimit's are.
+TEST(ServiceRequests, DurationUntilResetIsInWholeSecondsRoundedUp) {
+  auto store = std::make_unique<stock_backend>();
+  store->store_back = true;
+  store->reset = 1500ms;
+  service svc{std::move(store), yaml(example5), {}};
+  std::optional<rls_result> out;
+  svc.should_rate_limit_at(req("internal", {desc({{"azure", "a"}})}), at(0s),
+                           [&](rls_result x) { out = std::move(x); });
+  ASSERT_TRUE(out);
+  ASSERT_EQ(out->response.statuses.size(), 1u);
+  EXPECT_EQ(out->response.statuses[0].duration_until_reset, 2s);
 }
 
 // A backend that keeps its decisions and completes them as failed when destroyed (as the Redis backend completes

@@ -94,7 +94,9 @@ std::string shell_words(const std::vector<std::string>& argv) {
   std::string out;
   for (const std::string& word : argv) {
     if (!out.empty()) out += ' ';
-    const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    // (A first word with '=' would read as a variable's assignment: quoted, it stays the command.)
+    const bool assignment_like = out.empty() && word.find('=') != std::string::npos;
+    const bool plain = !word.empty() && !assignment_like && std::all_of(word.begin(), word.end(), [](char c) {
       return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
              plain_punctuation.find(c) != std::string_view::npos;
     });

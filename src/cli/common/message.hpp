@@ -35,9 +35,9 @@ class usage_error : public std::runtime_error {
 [[nodiscard]] std::string quote(std::string_view text);
 
 // `argv` as one line a POSIX shell would split back into the same words: a word of only letters, digits and
-// `@%+=:,./_-` as it is; any other (a space, a quote, `$`, an empty word) in single quotes, a `'` inside written
-// `'\''`. For showing which command runs (`admit inspect`), where `echo 'a b'` must not read as `echo a b`.
-// Thread safety: a pure function.
+// `@%+=:,./_-` as it is; any other (a space, a quote, `$`, an empty word, a first word with `=`, which would read as
+// an assignment) in single quotes, a `'` inside written `'\''`. For showing which command runs (`admit inspect`), where
+// `echo 'a b'` must not read as `echo a b`. Thread safety: a pure function.
 [[nodiscard]] std::string shell_words(const std::vector<std::string>& argv);
 
 // The same, cut to at most `max_chars` bytes of `text` (at a character boundary) and marked with "..." when longer:

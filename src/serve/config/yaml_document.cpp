@@ -138,8 +138,8 @@ class reader {
       } else if (!p.value.IsNull()) {
         const scalar_kind k = kind_of(p.value);
         const auto i = integer_of(p.value);
-        // (A count is a whole number: quoting one would not help. Any other value may be a string, quoted. A number of more
-        // digits than 64 bits hold reads as floating, as in Go's decoder: for a count, the same answer.)
+        // (A count is a whole number: quoting one would not help. Any other value may be a string, quoted. A number of
+        // more digits than 64 bits hold reads as floating, as in Go's decoder: for a count, the same answer.)
         const bool count =
             name == "requests_per_unit" || name == "burst" || name == "concurrency" || name == "prefetch";
         if (k == scalar_kind::floating && count)

@@ -45,8 +45,8 @@ struct hit_outcome {
   // Until the window ends / the limiter is back to full; of a refused hit of admit's algorithms, until it could pass
   // (refused_reset_after); of a concurrency rule, --lease-ttl while permits are held.
   std::chrono::nanoseconds reset_after{0};
-  std::string lease;                        // concurrency rules: the lease id to release, when admitted
-  std::string error;                        // failed: why (a Redis error), for logs and metrics
+  std::string lease;  // concurrency rules: the lease id to release, when admitted
+  std::string error;  // failed: why (a Redis error), for logs and metrics
   // False when the answer came from this process alone — hits prefetched from Redis, or a limiter's leased tokens —
   // without asking the backend's store: it then says nothing of whether the store answers (backend_health).
   bool consulted = true;
@@ -57,7 +57,8 @@ struct hit_outcome {
 // rounded up to whole seconds; one `unit` when it never can (more hits than the limiter holds at once), as a fixed
 // window's refusal of such a hit says no more than "not in this window".
 [[nodiscard]] inline std::chrono::nanoseconds refused_reset_after(const decision& d, std::chrono::seconds unit) {
-  if (d.retry_after == std::chrono::nanoseconds::max()) return unit;
+  // (A wait within a second of the largest duration is "never" too: rounded up, it would not fit in nanoseconds.)
+  if (d.retry_after >= std::chrono::nanoseconds::max() - std::chrono::seconds{1}) return unit;
   return std::chrono::ceil<std::chrono::seconds>(d.retry_after);
 }
 

@@ -149,7 +149,10 @@ template <class Policy>
 struct rate_state final : rule_state {
   template <class... Args>
   rate_state(std::uint32_t limit_, std::chrono::seconds per_, std::size_t max_keys_, Args&&... args)
-      : limit(limit_), per(per_), max_keys(max_keys_), store(std::forward<Args>(args)..., keyed_options{.max_keys = max_keys_}) {}
+      : limit(limit_),
+        per(per_),
+        max_keys(max_keys_),
+        store(std::forward<Args>(args)..., keyed_options{.max_keys = max_keys_}) {}
   hit_outcome decide(const hit& h, std::int64_t now_ns) override {
     const decision d = store.decide_at(h.counter_key, unix_clock::time_point{std::chrono::nanoseconds{now_ns}}, h.n);
     if (is_key_limit_refusal(d)) return key_cap_reached(max_keys);
@@ -173,14 +176,18 @@ struct rate_state final : rule_state {
   keyed<Policy> store;
 };
 
-// A rule that can admit nothing (requests_per_unit 0 under admit's algorithms, whose limiters need a positive rate).
+// A rule that can admit nothing (requests_per_unit 0 under admit's algorithms, whose limiters need a positive rate;
+// concurrency 0). A refused hit never passes: its reset is one `per` (0 for a concurrency rule, which has no unit).
 struct deny_state final : rule_state {
+  explicit deny_state(std::chrono::seconds per_ = std::chrono::seconds::zero()) : per(per_) {}
   hit_outcome decide(const hit& h, std::int64_t) override {
     hit_outcome o;
     o.result = h.n == 0 ? hit_outcome::state::ok : hit_outcome::state::over_limit;
+    if (h.n > 0) o.reset_after = per;
     o.count_after = h.n;
     return o;
   }
+  std::chrono::seconds per;
   std::size_t keys() const override { return 0; }
 };
 
@@ -260,7 +267,8 @@ struct in_process_backend::impl {
       case algorithm::token_bucket:
         break;
     }
-    if (rpu == 0 || per.count() <= 0 || burst < 1) return std::make_shared<deny_state>();
+    if (rpu == 0 || per.count() <= 0 || burst < 1)
+      return std::make_shared<deny_state>(std::max(per, std::chrono::seconds::zero()));
     const rate rt = rate::per(static_cast<double>(rpu), per);
     switch (r.algorithm) {
       case algorithm::sliding_window:

@@ -17,11 +17,13 @@
 //   gcra and token_bucket, its burst (default requests_per_unit); admit's semantics: a refused hit counts nothing —
 //   unless over_limit_hits: count, under which gcra and token_bucket charge it all the same and go into debt
 //   (charging_policies.hpp), refusing every hit, 0 hits too, until it is repaid.
-//   reset_after is admit's (until the key's limiter is full again), rounded up to whole seconds.
+//   reset_after, rounded up to whole seconds: when admitted, until the key's limiter is full again; when refused, until
+//   that hit could pass (refused_reset_after in backend.hpp: the debt repaid under count; one unit if it never can).
 // - concurrency: at most `concurrency` permits per key held at once, counted by the library's
 //   admit::keyed_concurrency_limiter (one per rule; never waiting); an admitted hit's permit is held in the lease
 //   table (lease_table.hpp) under a lease id, released by release() or expired after lease_ttl; reset_after is
-//   lease_ttl (in whole seconds, as the Redis backend reports it): the longest until the permits are free again.
+//   lease_ttl (in whole seconds) when admitted or refused, or a check finds permits held — the longest until the
+//   permits in use are free again — and 0 for a check when none is, as on Redis.
 // - A caller's override of the limit (RateLimitDescriptor.limit) is decided as envoyproxy/ratelimit decides it — a
 //   fixed window of the override's unit and limit — in the rule's fixed-window counters when the rule is a fixed
 //   window (so it shares the rule's counter, as it shares the Redis key there), else in counters of overrides alone.

@@ -268,13 +268,13 @@ void service::request_state::complete() {
         if (out.consulted && self.health.failing()) self.tell(self.health.answered(std::chrono::steady_clock::now()));
         counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
         s.code = shadow ? rls_code::ok : rls_code::over_limit;
-        s.duration_until_reset = out.reset_after;
+        s.duration_until_reset = std::chrono::ceil<std::chrono::seconds>(out.reset_after);  // as envoyproxy/ratelimit
         break;
       case hit_outcome::state::ok:
         if (out.consulted && self.health.failing()) self.tell(self.health.answered(std::chrono::steady_clock::now()));
         counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
         s.limit_remaining = out.remaining;
-        s.duration_until_reset = out.reset_after;
+        s.duration_until_reset = std::chrono::ceil<std::chrono::seconds>(out.reset_after);  // as envoyproxy/ratelimit
         if (!out.lease.empty()) leases.push_back(std::move(out.lease));
         break;
     }

@@ -282,36 +282,40 @@ http_server::http_server(service& svc, const http_server_options& opts) : impl_(
   if (opts.max_connections == 0) {
     throw std::invalid_argument("http_server: max_connections must be at least 1, got 0");
   }
-  tcp::endpoint endpoint(address, static_cast<unsigned short>(opts.port));
-  // 0.0.0.0 is every address, IPv6 ones too, as gRPC reads it for the gRPC port (and Go's net.Listen for
-  // envoyproxy/ratelimit's): one socket on [::] that takes IPv4 as well, or IPv4 alone where there is no IPv6.
-  bool dual_stack = false;
-  if (address.is_v4() && address.is_unspecified()) {
-    impl_->acceptor.open(tcp::v6(), ec);
-    if (!ec) impl_->acceptor.set_option(net::ip::v6_only(false), ec);
-    if (!ec) {
-      dual_stack = true;
-      endpoint = tcp::endpoint(tcp::v6(), static_cast<unsigned short>(opts.port));
-    } else {
+  auto& acceptor = impl_->acceptor;
+  // Opens, sets the options and binds to `at`, listening; the error, if any, with the acceptor closed again.
+  const auto listen_on = [&](const tcp::endpoint& at, bool dual_stack) {
+    boost::system::error_code e;
+    acceptor.open(at.protocol(), e);
+    if (!e && dual_stack) acceptor.set_option(net::ip::v6_only(false), e);
+    if (!e) acceptor.set_option(net::socket_base::reuse_address(true), e);
+    if (!e && opts.reuse_port)
+      acceptor.set_option(net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>(true), e);
+    if (!e) acceptor.bind(at, e);
+    if (!e) acceptor.listen(net::socket_base::max_listen_connections, e);
+    if (e) {
       boost::system::error_code ignored;
-      impl_->acceptor.close(ignored);
-      ec = {};
+      acceptor.close(ignored);
     }
+    return e;
+  };
+  const auto port = static_cast<unsigned short>(opts.port);
+  // 0.0.0.0 is every address, IPv6 ones too, as gRPC reads it for the gRPC port (and Go's net.Listen for
+  // envoyproxy/ratelimit's): one socket on [::] that takes IPv4 as well; IPv4 alone where that socket cannot be had
+  // (no IPv6), unless the port is busy.
+  if (address.is_v4() && address.is_unspecified()) {
+    ec = listen_on(tcp::endpoint(tcp::v6(), port), true);
+    if (ec && ec != net::error::address_in_use) ec = listen_on(tcp::endpoint(address, port), false);
+  } else {
+    ec = listen_on(tcp::endpoint(address, port), false);
   }
-  if (!dual_stack) impl_->acceptor.open(endpoint.protocol(), ec);
-  if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec && opts.reuse_port) {
-    impl_->acceptor.set_option(net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>(true), ec);
-  }
-  if (!ec) impl_->acceptor.bind(endpoint, ec);
-  if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec == net::error::address_in_use) {
     throw std::runtime_error("cannot listen for HTTP on " + where + ": " + ec.message() +
                              " (another admit serve, or another program, listens on port " + std::to_string(opts.port) +
                              ")");
   }
   if (ec) throw std::runtime_error("cannot listen for HTTP on " + where + ": " + ec.message());
-  impl_->port = impl_->acceptor.local_endpoint().port();
+  impl_->port = acceptor.local_endpoint().port();
   net::co_spawn(impl_->control, impl_->listen(), net::detached);
   for (int i = 0; i < std::max(1, opts.threads); ++i) impl_->threads.emplace_back([this] { impl_->ctx.run(); });
 }
