@@ -374,7 +374,6 @@ int run_serve(serve_options o, std::ostream& err) {
   abandon.join();
   ::close(signals);
   log::info("stopped");
-
   return cli::exit_ok;
 }
 

@@ -267,8 +267,7 @@ struct in_process_backend::impl {
       case algorithm::token_bucket:
         break;
     }
-    if (rpu == 0 || per.count() <= 0 || burst < 1)
-      return std::make_shared<deny_state>(std::max(per, std::chrono::seconds::zero()));
+    if (rpu == 0 || per.count() <= 0 || burst < 1) return std::make_shared<deny_state>(per);
     const rate rt = rate::per(static_cast<double>(rpu), per);
     switch (r.algorithm) {
       case algorithm::sliding_window:

@@ -277,8 +277,7 @@ void redis_backend::decide(std::shared_ptr<pending_decision> call) {
     if (h.rule->algorithm != algorithm::concurrency && l.requests == 0) {
       hit_outcome o;  // a limit of 0 refuses every hit, and answers a query (n = 0)
       o.result = h.n == 0 ? hit_outcome::state::ok : hit_outcome::state::over_limit;
-      if (h.n > 0)
-        o.reset_after = std::chrono::seconds{std::max<std::int64_t>(0, unit_seconds(l.per))};  // never passes
+      if (h.n > 0) o.reset_after = std::chrono::seconds{unit_seconds(l.per)};  // it never passes: one unit
       o.count_after = h.n;
       req->finish(i, std::move(o));
       continue;
