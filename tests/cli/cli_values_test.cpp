@@ -74,6 +74,16 @@ TEST(ShellWords, QuotesOnlyWhatAShellWouldSplitOrExpand) {
   EXPECT_EQ(shell_words({"echo", "it's", "$HOME", "*"}), "echo 'it'\\''s' '$HOME' '*'");
 }
 
+// A shell line is shown as it is (its backslashes not doubled), unless a terminal would act on some of it.
+TEST(AsShown, KeepsWhatATerminalShowsAndQuotesTheRest) {
+  EXPECT_EQ(as_shown(shell_words({"sh", "-c", "echo it's \"x\""})), "sh -c 'echo it'\\''s \"x\"'");
+  EXPECT_EQ(as_shown("caf\xc3\xa9 \\ \""), "caf\xc3\xa9 \\ \"");
+  EXPECT_EQ(as_shown("echo 'a\nb'"), "\"echo 'a\\x0ab'\"");        // a newline would break the line
+  EXPECT_EQ(as_shown("echo \x1b[2J\\"), "\"echo \\x1b[2J\\\\\"");  // an escape sequence, quoted whole
+  EXPECT_EQ(as_shown("bad \xff"), "\"bad \\xff\"");
+  EXPECT_EQ(as_shown(""), "");
+}
+
 // What shell_words writes, a real shell splits back into the same words (each printed on a line of its own).
 TEST(ShellWords, ARealShellReadsBackTheSameWords) {
   const std::vector<std::string> words{"printf", "%s\\n", "a b", "",     "it's",      "$HOME",       "`x`",

@@ -89,6 +89,15 @@ std::string quote(std::string_view text) {
   return out;
 }
 
+std::string as_shown(std::string_view text) {
+  std::string quoted;
+  append_quoted(quoted, text, text.size());
+  // Each '"' and '\\' gains one backslash; anything else escaped (for the terminal) grows by more.
+  const auto backslashed = std::count(text.begin(), text.end(), '"') + std::count(text.begin(), text.end(), '\\');
+  if (quoted.size() == text.size() + static_cast<std::size_t>(backslashed)) return std::string(text);
+  return '"' + quoted + '"';
+}
+
 std::string shell_words(const std::vector<std::string>& argv) {
   static constexpr std::string_view plain_punctuation = "@%+=:,./_-";
   std::string out;

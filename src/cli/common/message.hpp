@@ -34,6 +34,12 @@ class usage_error : public std::runtime_error {
 // Thread safety: a pure function.
 [[nodiscard]] std::string quote(std::string_view text);
 
+// `text` itself when a terminal shows every byte of it as itself (no control byte, DEL, invalid UTF-8 or character
+// that quote() escapes for the terminal's sake), else quote(text): for a line that is already written to be read, as
+// shell_words' (`admit inspect` shows `sh -c 'it'\''s'`, where quote() would double its backslash). Thread safety: a
+// pure function.
+[[nodiscard]] std::string as_shown(std::string_view text);
+
 // `argv` as one line a POSIX shell would split back into the same words: a word of only letters, digits and
 // `@%+=:,./_-` as it is; any other (a space, a quote, `$`, an empty word, a first word with `=`, which would read as
 // an assignment) in single quotes, a `'` inside written `'\''`. For showing which command runs (`admit inspect`), where

@@ -47,7 +47,7 @@ void print_entry(std::ostream& out, const local_snapshot::entry& e, const char* 
   out << "ticket " << e.ticket << "  permits " << e.weight;
   if (e.priority < classes.size()) out << "  class " << classes[e.priority].name;
   out << "  " << e.info.host << " pid " << e.info.pid << " " << verb << " "
-      << human_duration(ns_since(e.info.started_unix_ms)) << ": " << quote(e.info.command);
+      << human_duration(ns_since(e.info.started_unix_ms)) << ": " << as_shown(e.info.command);
   if (const std::string why = dead_because(e); !why.empty()) out << "  DEAD: " << why;
   out << "\n";
 }

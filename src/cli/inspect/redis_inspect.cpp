@@ -101,7 +101,7 @@ void add_run(nlohmann::ordered_json& j, const run_entry& e, const char* time_key
 void print_run(std::ostream& out, const run_entry& e, const char* verb,
                std::optional<std::chrono::microseconds> lease_left) {
   out << "  admit run on " << e.info.host << " pid " << e.info.pid << " " << verb << " " << human_duration(since_ns(e))
-      << ": " << quote(e.info.command);
+      << ": " << as_shown(e.info.command);
   if (const auto death = run_entry_death(e, lease_left)) out << "  DEAD: " << *death;
 }
 
