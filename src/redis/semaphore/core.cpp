@@ -84,7 +84,13 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
                                                    })),
       definition_(std::move(definition_text)) {
   if (options_.waiter_ttl.count() == 0) options_.waiter_ttl = default_waiter_ttl(options_);
-  keys_.insert(keys_.end(), std::make_move_iterator(more_keys.begin()), std::make_move_iterator(more_keys.end()));
+  // Without more keys, meta's alone: the script finds the others by their names (semaphore.lua's KEYS), and each key
+  // given costs Redis a string and a table slot in every call.
+  if (more_keys.empty()) {
+    keys_.resize(1);
+  } else {
+    keys_.insert(keys_.end(), std::make_move_iterator(more_keys.begin()), std::make_move_iterator(more_keys.end()));
+  }
 }
 
 std::string semaphore_core::definition_arg() const {

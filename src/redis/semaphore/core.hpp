@@ -237,7 +237,6 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   asio::any_io_executor executor() const noexcept { return link_.get_executor(); }
   const std::string& name() const noexcept { return name_; }
   const semaphore_options& options() const noexcept { return options_; }
-  const std::vector<std::string>& keys() const noexcept { return keys_; }
   const std::string& wake_key() const noexcept { return wake_key_; }
   bool closing() const noexcept { return closing_.load(); }
   op_batcher& batcher() noexcept { return batcher_; }
@@ -261,7 +260,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::string name_;
   semaphore_options options_;
   std::string prefix_;  // of every key: the constructor's `prefix`, or "{name}:"
-  std::vector<std::string> keys_;
+  std::vector<std::string> keys_;  // the script's KEYS: meta alone, or all of them with the constructor's more_keys
   std::string wake_key_;
   std::atomic<bool> closing_{false};
   op_batcher batcher_;  // every operation but inspect and renewals

@@ -3,8 +3,21 @@
 
 -- One call: its keys and arguments as KEYS and ARGV are a script's. Reads the state, takes the short way or the
 -- operation(s), writes the state back once.
+-- The keys a call that gives only KEYS[1] uses (see KEYS in core.lua), made from meta's name and kept for the next
+-- call on the same semaphore (loaded as a library; a script makes them at every call).
+local named_for, named_holders, named_leases, named_queue, named_expiry, named_waiters
 local function call(KEYS, ARGV)
-  meta, holders, leases, queue, expiry = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+  meta = KEYS[1]
+  if KEYS[2] then
+    holders, leases, queue, expiry = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+  else
+    if meta ~= named_for then -- (Lua's strings are interned: one comparison of two pointers)
+      local prefix = string.sub(meta, 1, -5)
+      named_for, named_holders, named_leases = meta, prefix .. 'holders', prefix .. 'leases'
+      named_queue, named_expiry, named_waiters = prefix .. 'waiting', prefix .. 'expiry', prefix .. 'waiters'
+    end
+    holders, leases, queue, expiry = named_holders, named_leases, named_queue, named_expiry
+  end
   op = ARGV[1]
   now = server_time()
   now_formatted = nil
@@ -82,7 +95,13 @@ local function call(KEYS, ARGV)
       end
     end
   end
-  waiters_hash = KEYS[6] or (string.sub(meta, 1, -5) .. 'waiters')
+  if KEYS[6] then
+    waiters_hash = KEYS[6]
+  elseif meta == named_for then
+    waiters_hash = named_waiters
+  else
+    waiters_hash = string.sub(meta, 1, -5) .. 'waiters'
+  end
   -- With a rate or classes, each waiter's class, n and arrival are kept in the waiters hash, and each class's queued
   -- permits in meta (queued:k), so that the tokens the waiters ahead of a request ask for are known without reading the
   -- queue. One class with a rate: cls[1] holds only that count.
@@ -122,7 +141,7 @@ local function call(KEYS, ARGV)
       local expires = now + ttl
       local fence_text, expires_text = int(fence), int(expires)
       redis.call('ZADD', holders, expires_text, id)
-      redis.call('HSET', leases, id, int(n) .. ':' .. fence_text)
+      redis.call('HSET', leases, id, ARGV[4] .. ':' .. fence_text) -- (n as the caller wrote it: plain digits)
       wrote(holders, expires)
       wrote(leases)
       local fields = { 'free', int(free - n), 'fence', fence_text }

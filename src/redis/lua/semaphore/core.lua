@@ -37,6 +37,9 @@
 --                    found by their names ("{name}:waiters", "{name}:waiting:<class>") when a caller gives only five
 --   KEYS[7]          (a rate limiter's queue, ARGV[2] ending in "@gcra" or "@token_bucket"; no classes) the limiter's
 --                    key for the queue's key, which holds the rate's state instead of meta's tat (see rate_key)
+-- A caller may give KEYS[1] alone ("{name}:meta"): KEYS[2] to KEYS[6] are then found by their names, meta's with
+-- "meta" replaced ("{name}:holders", "{name}:leases", "{name}:waiting", "{name}:expiry", "{name}:waiters"), all in
+-- meta's slot. Fewer keys make a cheaper call: Redis makes a Lua string and a table slot for each key it is given.
 -- The queue is a list, not a sorted set: joining it and serving its head are O(1) (a sorted set's insert is O(log N),
 -- and below 128 members a scan of a packed array), and a waiter's record travels in it, so that serving the head is
 -- one LPOP and one ZREM. A waiter leaves from the middle in O(log N) by leaving expiry; its record stays in the list
@@ -144,6 +147,7 @@ local idle, kept
 -- The keys this call wrote in a way that may have made them anew, and the latest lease or waiter expiry (µs) it wrote.
 local touched, latest
 local function wrote(key, expires)
+  if idle == 0 then return end -- (keep_alive does nothing then)
   touched[key] = true
   if expires and expires > latest then latest = expires end
 end
@@ -276,11 +280,12 @@ end
 -- increasing even after Redis lost the semaphore's state (a restart without persistence), while its clock does.
 -- `k`: the class (1-based) with classes, whose held permits count it; the lease records it. Returns the token, the
 -- lease's expiry, and the grant as its wake-up carries it, "n:token:expiry" (deliver): each number is formatted once.
-local function grant(id, n, ttl, k)
+-- `n_text`: n as the caller or the queue record wrote it, when known (formatting a number costs a sprintf).
+local function grant(id, n, ttl, k, n_text)
   fence = math.max(fence + 1, now)
   dirty.fence = true
   local expires = now + ttl
-  local expires_text, held = int(expires), int(n) .. ':' .. int(fence)
+  local expires_text, held = int(expires), (n_text or int(n)) .. ':' .. int(fence)
   redis.call('ZADD', holders, expires_text, id)
   wrote(holders, expires)
   wrote(leases)
@@ -295,10 +300,11 @@ local function grant(id, n, ttl, k)
   return fence, expires, held .. ':' .. expires_text
 end
 
--- A queue record "id:n:lease_ttl_us:wake_key": id, n, ttl, wake; only its id (or nil) when the rest is unreadable.
+-- A queue record "id:n:lease_ttl_us:wake_key": id, n, ttl, wake and n's digits; only its id (or nil) when the rest is
+-- unreadable.
 local function parse_waiter(record)
   local id, n, ttl, wake = string.match(record, '^([^:]+):(%d+):(%d+):(.+)$')
-  if id then return id, n + 0, ttl + 0, wake end -- (digits only: arithmetic reads them once, tonumber() twice)
+  if id then return id, n + 0, ttl + 0, wake, n end -- (digits only: arithmetic reads them once, tonumber() twice)
   return string.match(record, '^[^:]+')
 end
 
@@ -447,7 +453,7 @@ local function serve_one(mine, handed, all)
     if free <= 0 and not all then return nil end
     local record = redis.call('LPOP', queue)
     if not record then return false end
-    local id, n, ttl, wake = parse_waiter(record)
+    local id, n, ttl, wake, n_text = parse_waiter(record)
     if not n then
       -- an unreadable record: its waiter leaves (never an error: an error would leave the sweep half done)
       if id then drop_waiter(id) end
@@ -466,7 +472,7 @@ local function serve_one(mine, handed, all)
     elseif drop_waiter(id) then -- else it left: dropped
       take(n)
       take_tokens(n)
-      local _, _, granted = grant(id, n, ttl)
+      local _, _, granted = grant(id, n, ttl, nil, n_text)
       deliver(id, granted, wake, mine, handed)
     end
   end

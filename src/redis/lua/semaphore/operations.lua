@@ -21,7 +21,7 @@ function run.acquire(A)
   if not others_first and n <= free and token_wait(n) == 0 then
     take(n)
     take_tokens(n)
-    local token, expires = grant(id, n, ttl)
+    local token, expires = grant(id, n, ttl, nil, A[4])
     return { GRANTED, n, token, expires, now, free }
   end
   if A[6] ~= '1' then return { UNAVAILABLE, free, now } end
