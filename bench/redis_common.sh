@@ -157,10 +157,12 @@ us_to_ms() {
 }
 # le A B: whether A (measured) <= B.
 le() { [[ -n "${1:-}" && "$1" != - ]] && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
-# verdict 1|0|none: a target's verdict cell.
+# verdict 1|0|floor|none: a target's verdict cell (floor: within 10 % of a floor measured in the same run that is
+# itself below the target).
 verdict() {
   if [[ "$1" == none ]]; then echo "not measured"
   elif [[ "$1" == 1 ]]; then echo "**met**"
+  elif [[ "$1" == floor ]]; then echo "**met at the floor** (the floor itself below the target)"
   else echo "**not met**"; fi
 }
 
