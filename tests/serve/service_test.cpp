@@ -363,7 +363,42 @@ descriptors:
   r = h.ok(req("c", {desc({{"tenant", "t"}}), desc({{"route", "r"}})}));
   EXPECT_EQ(r.overall_code, rls_code::over_limit);
   EXPECT_TRUE(r.response_headers_to_add.empty());
+  // The tenant's status says what is held once its lease is back: nothing, so its permit is free and nothing resets.
+  EXPECT_EQ(r.statuses[0].code, rls_code::ok);
+  EXPECT_EQ(r.statuses[0].limit_remaining, 1u);
+  EXPECT_EQ(r.statuses[0].duration_until_reset, std::chrono::nanoseconds{0});
   EXPECT_EQ(h.ok(req("c", {desc({{"tenant", "t"}})})).overall_code, rls_code::ok);
+}
+
+TEST(ServiceConcurrency, ALeaseGivenBackLeavesTheOthersHeldInItsStatus) {
+  const in_process_options leases{.lease_ttl = std::chrono::hours(24 * 365 * 200)};
+  harness h{R"(domain: c
+descriptors:
+  - key: tenant
+    rate_limit:
+      concurrency: 3
+  - key: route
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+)",
+            {},
+            leases};
+  ASSERT_EQ(h.ok(req("c", {desc({{"tenant", "t"}})})).overall_code, rls_code::ok);  // one permit held by another
+  ASSERT_EQ(h.ok(req("c", {desc({{"route", "r"}})})).overall_code, rls_code::ok);   // the route's second is spent
+  // Two permits asked with the route over: both go back, and one permit stays held by the first request.
+  rls_request both = req("c", {desc({{"tenant", "t"}}), desc({{"route", "r"}})});
+  both.descriptors[0].hits_addend = 2;
+  const rls_response r = h.ok(both);
+  EXPECT_EQ(r.overall_code, rls_code::over_limit);
+  EXPECT_EQ(r.statuses[0].limit_remaining, 2u);
+  EXPECT_EQ(r.statuses[0].duration_until_reset, std::chrono::nanoseconds{leases.lease_ttl});
+  EXPECT_EQ(r.statuses[1].code, rls_code::over_limit);
+  // ... and they are free indeed: two more fit, a third does not.
+  rls_request two = req("c", {desc({{"tenant", "t"}})});
+  two.descriptors[0].hits_addend = 2;
+  EXPECT_EQ(h.ok(two).overall_code, rls_code::ok);
+  EXPECT_EQ(h.ok(req("c", {desc({{"tenant", "t"}})})).overall_code, rls_code::over_limit);
 }
 
 TEST(ServiceReload, KeepsTheCountsOfUnchangedRulesAndCountsReloads) {

@@ -240,6 +240,7 @@ void service::request_state::complete() {
   std::uint32_t least = max_u32;
   bool over = false;
   std::vector<std::string> leases;
+  std::vector<std::pair<rls_descriptor_status*, std::uint32_t>> leased;  // each admitted lease's status and permits
   for (std::size_t i = 0; i < plans.size(); ++i) {
     const plan& p = plans[i];
     rls_descriptor_status& s = resp.statuses[i];
@@ -275,7 +276,10 @@ void service::request_state::complete() {
         counts = split_hits(out.limit, out.count_after, p.n, o.near_limit_ratio, shadow);
         s.limit_remaining = out.remaining;
         s.duration_until_reset = std::chrono::ceil<std::chrono::seconds>(out.reset_after);  // as envoyproxy/ratelimit
-        if (!out.lease.empty()) leases.push_back(std::move(out.lease));
+        if (!out.lease.empty()) {
+          leases.push_back(std::move(out.lease));
+          leased.emplace_back(&s, p.n);
+        }
         break;
     }
     self.metrics.record_descriptor(r, rq.domain, p.series, counts);
@@ -290,6 +294,16 @@ void service::request_state::complete() {
     }
   }
   resp.overall_code = over ? rls_code::over_limit : rls_code::ok;
+  if (over && !o.shadow_mode) {
+    // The leases go back below: each concurrency status says what is held without them — the permits back in its
+    // remaining, and no reset when nothing else is held (as a check that finds none held answers).
+    for (auto& [status, n] : leased) {
+      const std::uint32_t limit = status->current_limit ? status->current_limit->requests_per_unit : max_u32;
+      status->limit_remaining = static_cast<std::uint32_t>(
+          std::min<std::uint64_t>(limit, std::uint64_t{status->limit_remaining} + n));
+      if (status->limit_remaining == limit) status->duration_until_reset = std::chrono::nanoseconds{0};
+    }
+  }
   if (o.headers != service_options::header_style::none && closest != nullptr) {
     const header_names h = names_of(o.headers);
     const auto reset =
