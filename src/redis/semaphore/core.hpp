@@ -260,7 +260,8 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::string name_;
   semaphore_options options_;
   std::string prefix_;  // of every key: the constructor's `prefix`, or "{name}:"
-  std::vector<std::string> keys_;  // the script's KEYS: meta alone, or all of them with the constructor's more_keys
+  // The script's KEYS: meta's alone, or all of them followed by the constructor's more_keys.
+  std::vector<std::string> keys_;
   std::string wake_key_;
   std::atomic<bool> closing_{false};
   op_batcher batcher_;  // every operation but inspect and renewals

@@ -299,8 +299,8 @@ void service::request_state::complete() {
     // remaining, and no reset when nothing else is held (as a check that finds none held answers).
     for (auto& [status, n] : leased) {
       const std::uint32_t limit = status->current_limit ? status->current_limit->requests_per_unit : max_u32;
-      status->limit_remaining = static_cast<std::uint32_t>(
-          std::min<std::uint64_t>(limit, std::uint64_t{status->limit_remaining} + n));
+      status->limit_remaining =
+          static_cast<std::uint32_t>(std::min<std::uint64_t>(limit, std::uint64_t{status->limit_remaining} + n));
       if (status->limit_remaining == limit) status->duration_until_reset = std::chrono::nanoseconds{0};
     }
   }
