@@ -184,8 +184,8 @@ cycles_row() {
     "$min_q" "$(fmt_int "${cps[$minimal/64/8]:-}")" "$min_rs" "$(verdict "$verdict_code")"
 }
 # ping_row VARIANT NAME: the 1:1 target: within 10 % of two round trips (PING from one client) — or, when the minimal
-# FIFO hand-off (the least two calls of a FIFO semaphore cost, measured in the same rounds) itself stays below that,
-# within 10 % of the minimal hand-off: met at that floor.
+# FIFO hand-off (the least two calls of a FIFO semaphore cost, measured in the same rounds) is itself not within 10 %
+# of them, within 10 % of the minimal hand-off: met at that floor.
 ping_row() {
   local a="admit:$1/cycles/1/1" q min_q min_ping verdict_code=none
   q=$(quotient "${cps[$a]:--}" "${cps[$ping]:--}")
@@ -200,7 +200,7 @@ ping_row() {
     fi
   fi
   # shellcheck disable=SC2016  # the backticks are Markdown's
-  printf '| 1:1, %s: within 10 %% of two round trips, or within 10 %% of the minimal FIFO hand-off if that stays below them | %s cycles/s against %s for two PINGs from `redis-benchmark -c 1` (%s µs each): %s×; %s× the minimal FIFO hand-off (%s cycles/s, itself %s× the two PINGs) | %s |\n' \
+  printf '| 1:1, %s: within 10 %% of two round trips, or of the minimal FIFO hand-off where that is not within 10 %% of them | %s cycles/s against %s for two PINGs from `redis-benchmark -c 1` (%s µs each): %s×; %s× the minimal FIFO hand-off (%s cycles/s, itself %s× the two PINGs) | %s |\n' \
     "$2" "$(fmt_int "${cps[$a]:-}")" "$(fmt_int "${cps[$ping]:-}")" "$(awk -v p="${p50[$ping]:-0}" 'BEGIN { printf "%.0f", p / 2 }')" "$q" \
     "$min_q" "$(fmt_int "${cps[$minimal/1/1]:-}")" "$min_ping" "$(verdict "$verdict_code")"
 }

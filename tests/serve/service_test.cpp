@@ -394,6 +394,11 @@ descriptors:
   EXPECT_EQ(r.statuses[0].limit_remaining, 2u);
   EXPECT_EQ(r.statuses[0].duration_until_reset, std::chrono::nanoseconds{leases.lease_ttl});
   EXPECT_EQ(r.statuses[1].code, rls_code::over_limit);
+  // The same counter twice in one request: each of its statuses counts every permit the request gave back.
+  const rls_response twice = h.ok(req("c", {desc({{"tenant", "t"}}), desc({{"tenant", "t"}}), desc({{"route", "r"}})}));
+  EXPECT_EQ(twice.overall_code, rls_code::over_limit);
+  EXPECT_EQ(twice.statuses[0].limit_remaining, 2u);
+  EXPECT_EQ(twice.statuses[1].limit_remaining, 2u);
   // ... and they are free indeed: two more fit, a third does not.
   rls_request two = req("c", {desc({{"tenant", "t"}})});
   two.descriptors[0].hits_addend = 2;

@@ -13,6 +13,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "admit/redis/client/cluster.hpp"
 #include "admit/redis/limiter_result.hpp"
 #include "functions.hpp"
 #include "hash_tag.hpp"
@@ -85,8 +86,9 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
       definition_(std::move(definition_text)) {
   if (options_.waiter_ttl.count() == 0) options_.waiter_ttl = default_waiter_ttl(options_);
   // Without more keys, meta's alone: the script finds the others by their names (semaphore.lua's KEYS), and each key
-  // given costs Redis a string and a table slot in every call.
-  if (more_keys.empty()) {
+  // given costs Redis a string and a table slot in every call. Not on a Cluster, where Redis checks the declared keys
+  // before a call runs: a key moved to another node mid-reshard must refuse the call, not fail it halfway.
+  if (more_keys.empty() && dynamic_cast<const cluster*>(&c) == nullptr) {
     keys_.resize(1);
   } else {
     keys_.insert(keys_.end(), std::make_move_iterator(more_keys.begin()), std::make_move_iterator(more_keys.end()));

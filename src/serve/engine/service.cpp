@@ -240,7 +240,11 @@ void service::request_state::complete() {
   std::uint32_t least = max_u32;
   bool over = false;
   std::vector<std::string> leases;
-  std::vector<std::pair<rls_descriptor_status*, std::uint32_t>> leased;  // each admitted lease's status and permits
+  struct lease_taken {
+    rls_descriptor_status* status;
+    const hit* on;  // its rule and counter
+  };
+  std::vector<lease_taken> leased;
   for (std::size_t i = 0; i < plans.size(); ++i) {
     const plan& p = plans[i];
     rls_descriptor_status& s = resp.statuses[i];
@@ -278,7 +282,7 @@ void service::request_state::complete() {
         s.duration_until_reset = std::chrono::ceil<std::chrono::seconds>(out.reset_after);  // as envoyproxy/ratelimit
         if (!out.lease.empty()) {
           leases.push_back(std::move(out.lease));
-          leased.emplace_back(&s, p.n);
+          leased.push_back({&s, &hits[p.hit]});
         }
         break;
     }
@@ -295,13 +299,27 @@ void service::request_state::complete() {
   }
   resp.overall_code = over ? rls_code::over_limit : rls_code::ok;
   if (over && !o.shadow_mode) {
-    // The leases go back below: each concurrency status says what is held without them — the permits back in its
-    // remaining, and no reset when nothing else is held (as a check that finds none held answers).
-    for (auto& [status, n] : leased) {
-      const std::uint32_t limit = status->current_limit ? status->current_limit->requests_per_unit : max_u32;
-      status->limit_remaining =
-          static_cast<std::uint32_t>(std::min<std::uint64_t>(limit, std::uint64_t{status->limit_remaining} + n));
-      if (status->limit_remaining == limit) status->duration_until_reset = std::chrono::nanoseconds{0};
+    // The leases go back below: each concurrency status says what is held without them, as if the request had not
+    // asked — the least remaining any status of its counter saw (the one decided last) plus every permit the request
+    // took on that counter; no reset when nothing else is held (as a check that finds none held answers).
+    std::vector<std::uint32_t> without(leased.size());
+    for (std::size_t i = 0; i < leased.size(); ++i) {
+      std::uint64_t back = 0;
+      std::uint32_t least_seen = max_u32;
+      for (const lease_taken& other : leased) {
+        if (other.on->rule != leased[i].on->rule || other.on->counter_key != leased[i].on->counter_key) continue;
+        back += other.on->n;
+        least_seen = std::min(least_seen, other.status->limit_remaining);
+      }
+      const auto& limit = leased[i].status->current_limit;
+      without[i] = static_cast<std::uint32_t>(
+          std::min<std::uint64_t>(limit ? limit->requests_per_unit : max_u32, least_seen + back));
+    }
+    for (std::size_t i = 0; i < leased.size(); ++i) {
+      rls_descriptor_status& s = *leased[i].status;
+      s.limit_remaining = without[i];
+      if (s.current_limit && without[i] == s.current_limit->requests_per_unit)
+        s.duration_until_reset = std::chrono::nanoseconds{0};
     }
   }
   if (o.headers != service_options::header_style::none && closest != nullptr) {

@@ -342,3 +342,37 @@ TEST(RedisSemaphoreQueue, AMetaFieldThatIsNotANumberFailsTheCallInsteadOfMakingT
   EXPECT_EQ(server.admin({"ZCARD", "{damaged}:holders"}), "1");
   EXPECT_EQ(server.admin({"HGET", "{damaged}:meta", "capacity"}), "one");  // left as it was found
 }
+
+// n and the lease's TTL go into the lease's and the queue's records as they were sent, and those records are read back
+// as decimal digits: another spelling of the number ("1.0", " 1") is refused before anything is written, where it
+// would have made a record that cannot be read back (its permits lost for good).
+TEST(RedisSemaphoreQueue, ANumberNotInDecimalDigitsIsRefusedBeforeAnythingIsWritten) {
+  redis_server server;
+  other_process other(server, "digits");
+  for (const std::string n : {"1.0", " 1", "1e0", "0x1", ""}) {
+    EXPECT_NE(other.status({"acquire", "1", "w", n, "60000000", "1", "-1", "60000000", other.wake()}).find("digits"),
+              std::string::npos)
+        << '"' << n << '"';
+  }
+  EXPECT_NE(other.status({"acquire", "1", "w", "1", "6e7", "1", "-1", "60000000", other.wake()}).find("digits"),
+            std::string::npos);
+  EXPECT_EQ(server.admin({"EXISTS", "{digits}:holders", "{digits}:leases", "{digits}:waiting"}), "0");
+  EXPECT_EQ(other.status({"acquire", "1", "w", "1", "60000000", "1", "-1", "60000000", other.wake()}), "0");
+  EXPECT_EQ(server.admin({"HGET", "{digits}:leases", "w"}).substr(0, 2), "1:");
+}
+
+// A call that gives the semaphore's meta key alone finds the other keys by their names; any other single key is
+// refused, and nothing is made.
+TEST(RedisSemaphoreQueue, OneKeyMustBeTheMetaKey) {
+  redis_server server;
+  const std::string source = semaphore_source();
+  const auto one_key = [&](const std::string& key, const std::string& id) {
+    return server.admin({"EVAL", source, "1", key, "acquire", "2", id, "1", "60000000", "0", "-1", "60000000", "-"});
+  };
+  EXPECT_EQ(one_key("{single}:meta", "a").substr(0, 2), "0\n");
+  EXPECT_NE(server.admin({"ZSCORE", "{single}:holders", "a"}), "(nil)");
+  EXPECT_EQ(server.admin({"HGET", "{single}:leases", "a"}).substr(0, 2), "1:");
+  EXPECT_NE(one_key("{single}:holders", "b").find("not a meta key"), std::string::npos);
+  EXPECT_EQ(server.admin({"EXISTS", "{single}:holders:meta", "{single}:hold"}), "0");
+  EXPECT_EQ(server.admin({"ZCARD", "{single}:holders"}), "1");
+}

@@ -12,6 +12,9 @@ local function call(KEYS, ARGV)
     holders, leases, queue, expiry = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
   else
     if meta ~= named_for then -- (Lua's strings are interned: one comparison of two pointers)
+      if string.sub(meta, -5) ~= ':meta' then
+        return redis.error_reply('ERR admit semaphore: one key given, ' .. tostring(meta) .. ', which is not a meta key')
+      end
       local prefix = string.sub(meta, 1, -5)
       named_for, named_holders, named_leases = meta, prefix .. 'holders', prefix .. 'leases'
       named_queue, named_expiry, named_waiters = prefix .. 'waiting', prefix .. 'expiry', prefix .. 'waiters'
@@ -130,7 +133,7 @@ local function call(KEYS, ARGV)
       keep_alive()
       return { GRANTED, n, now }
     end
-    local n, ttl = num(ARGV[4], 'n'), num(ARGV[5], 'lease ttl')
+    local n, ttl = digits(ARGV[4], 'n'), digits(ARGV[5], 'lease ttl')
     local fits, new_tat = n <= free and n <= capacity, nil
     if fits and interval > 0 then -- the tokens too, as token_wait() and take_tokens() below
       new_tat = math.max(tat, now - burst * interval) + n * interval

@@ -35,11 +35,15 @@
 --                    "c:<lease id>" -> 1 for a lease whose grant charged its class's assured bucket (see take_lease)
 --   KEYS[5 + k]      (with classes, k >= 2) class k - 1's queue, as KEYS[4] is class 0's; KEYS[6] and these are
 --                    found by their names ("{name}:waiters", "{name}:waiting:<class>") when a caller gives only five
+--                    keys, or one
 --   KEYS[7]          (a rate limiter's queue, ARGV[2] ending in "@gcra" or "@token_bucket"; no classes) the limiter's
 --                    key for the queue's key, which holds the rate's state instead of meta's tat (see rate_key)
--- A caller may give KEYS[1] alone ("{name}:meta"): KEYS[2] to KEYS[6] are then found by their names, meta's with
--- "meta" replaced ("{name}:holders", "{name}:leases", "{name}:waiting", "{name}:expiry", "{name}:waiters"), all in
--- meta's slot. Fewer keys make a cheaper call: Redis makes a Lua string and a table slot for each key it is given.
+-- A caller may give KEYS[1] alone ("{name}:meta"; another name is refused): KEYS[2] to KEYS[6] are then found by
+-- their names, meta's with "meta" replaced ("{name}:holders", "{name}:leases", "{name}:waiting", "{name}:expiry",
+-- "{name}:waiters"), all in meta's slot. Fewer keys make a cheaper call: Redis makes a Lua string and a table slot for
+-- each key it is given. But only a standalone server may be called so: on a Redis Cluster, Redis checks the keys a
+-- call declares before running it (ASK or TRYAGAIN while their slot moves), and a key the call did not declare that
+-- has moved already would fail the call halfway through, its first writes made.
 -- The queue is a list, not a sorted set: joining it and serving its head are O(1) (a sorted set's insert is O(log N),
 -- and below 128 members a scan of a packed array), and a waiter's record travels in it, so that serving the head is
 -- one LPOP and one ZREM. A waiter leaves from the middle in O(log N) by leaving expiry; its record stays in the list
@@ -93,6 +97,15 @@ local function num(x, what)
   end
   return v
 end
+-- An argument that is written into a lease's or a queue record as it was sent (n, the lease ttl): a whole number in
+-- plain decimal digits, which is how those records are read back ("1.0" or " 1" would pass num() and make a record
+-- that cannot be read, its permits lost). One search costs less than formatting the number again.
+local function digits(x, what)
+  if not x or not string.find(x, '^%d+$') then
+    error('admit semaphore: ' .. what .. ' must be a whole number in decimal digits, got ' .. tostring(x))
+  end
+  return x + 0
+end
 
 -- The call's time: the server's clock, in µs. (Replaced by debug_clock.lua in the library's debug builds.)
 local function server_time()
@@ -132,7 +145,7 @@ end
 -- atat (its assured bucket's state, µs), list (its queue's key)}, kept in meta as held:k, queued:k and atat:k. Class 0's
 -- queue is KEYS[4]; with classes, KEYS[6] is the waiters hash (id -> "class:n:arrival") and KEYS[5 + k] class k - 1's
 -- queue for k >= 2, named "{name}:waiters" and "{name}:waiting:<class>": a caller that gives only the five keys
--- (inspect_semaphore, a semaphore of the same name) reaches them by those names, in the same slot.
+-- (inspect_semaphore, a semaphore of the same name), or only meta's, reaches them by those names, in the same slot.
 local cls, multi, waiters_hash, tracked, differs
 
 -- The idle time (ARGV[2]'s suffix "~µs", or the longest any caller gave, kept in meta's idle; 0: none). With one,

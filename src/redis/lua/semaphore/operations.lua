@@ -7,13 +7,13 @@
 local run = {}
 
 function run.acquire(A)
-  -- A[3] id, [4] n, [5] lease ttl µs, [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key,
+  -- A[3] id, [4] n, [5] lease ttl µs (both in decimal digits: see digits()), [6] 1 to wait / 0 not, [7] max waiters, [8] waiter ttl µs, [9] wake key,
   -- [10] (optional) the µs the caller waits at most, -1: no deadline. Granted: {0, n, token, expires, now, free after
   -- it}. Queued: {1, seq, now, µs until the rate can
   -- admit it after the waiters ahead (0: no rate, or it is not the rate that holds it back)}.
   -- With classes, [11] the request's class (its priority, from 0).
   if differs then return { CONFLICT, 0, now, definition() } end
-  local id, n, ttl = A[3], num(A[4], 'n'), num(A[5], 'lease ttl')
+  local id, n, ttl = A[3], digits(A[4], 'n'), digits(A[5], 'lease ttl')
   if multi then return acquire_in_class(A, id, n, ttl) end
   -- Free permits go to the queue first; with none free, n <= free cannot hold and the queue need not be read.
   local others_first = free > 0 and serve(nil, nil)
