@@ -333,21 +333,25 @@ TEST(ServiceFailures, ABackendThatThrowsEitherAnswersOnceOrThrows) {
   }
 }
 
-TEST(ServiceConcurrency, AnAdmittedLeaseIsAHeaderAndAnOverLimitRequestHoldsNone) {
-  // release() reads the system clock: leases granted at the test's explicit times must not expire by then
-  const in_process_options long_leases{.lease_ttl = std::chrono::hours(24 * 365 * 200)};
-  harness h{R"(domain: c
+// Domain "c": a tenant's concurrency limit of `permits`, and a route's rate of one request a second.
+std::string tenant_and_route(int permits) {
+  return R"(domain: c
 descriptors:
   - key: tenant
     rate_limit:
-      concurrency: 1
+      concurrency: )" +
+         std::to_string(permits) + R"(
   - key: route
     rate_limit:
       unit: second
       requests_per_unit: 1
-)",
-            {},
-            long_leases};
+)";
+}
+
+TEST(ServiceConcurrency, AnAdmittedLeaseIsAHeaderAndAnOverLimitRequestHoldsNone) {
+  // release() reads the system clock: leases granted at the test's explicit times must not expire by then
+  const in_process_options long_leases{.lease_ttl = std::chrono::hours(24 * 365 * 200)};
+  harness h{tenant_and_route(1), {}, long_leases};
   rls_response r = h.ok(req("c", {desc({{"tenant", "t"}})}));
   ASSERT_EQ(r.overall_code, rls_code::ok);
   ASSERT_EQ(r.response_headers_to_add.size(), 1u);
@@ -372,18 +376,7 @@ descriptors:
 
 TEST(ServiceConcurrency, ALeaseGivenBackLeavesTheOthersHeldInItsStatus) {
   const in_process_options leases{.lease_ttl = std::chrono::hours(24 * 365 * 200)};
-  harness h{R"(domain: c
-descriptors:
-  - key: tenant
-    rate_limit:
-      concurrency: 3
-  - key: route
-    rate_limit:
-      unit: second
-      requests_per_unit: 1
-)",
-            {},
-            leases};
+  harness h{tenant_and_route(3), {}, leases};
   ASSERT_EQ(h.ok(req("c", {desc({{"tenant", "t"}})})).overall_code, rls_code::ok);  // one permit held by another
   ASSERT_EQ(h.ok(req("c", {desc({{"route", "r"}})})).overall_code, rls_code::ok);   // the route's second is spent
   // Two permits asked with the route over: both go back, and one permit stays held by the first request.
