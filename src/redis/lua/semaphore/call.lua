@@ -1,26 +1,25 @@
 -- semaphore.lua, the last part (joined in order by cmake/redis.cmake; part 1, core.lua, states the protocol): call(),
 -- the entry point: one call, or a batch of operations.
 
+-- The keys found by their names from meta's (see KEYS in core.lua: a call may give KEYS[1] alone, and gives KEYS[6]
+-- only with classes or for a rate limiter's queue), kept for the next call on the same semaphore (loaded as a library;
+-- a script makes them at every call).
+local named_for, named_holders, named_leases, named_queue, named_expiry, named_waiters
+
 -- One call: its keys and arguments as KEYS and ARGV are a script's. Reads the state, takes the short way or the
 -- operation(s), writes the state back once.
--- The keys a call that gives only KEYS[1] uses (see KEYS in core.lua), made from meta's name and kept for the next
--- call on the same semaphore (loaded as a library; a script makes them at every call).
-local named_for, named_holders, named_leases, named_queue, named_expiry, named_waiters
 local function call(KEYS, ARGV)
   meta = KEYS[1]
-  if KEYS[2] then
-    holders, leases, queue, expiry = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-  else
-    if meta ~= named_for then -- (Lua's strings are interned: one comparison of two pointers)
-      if string.sub(meta, -5) ~= ':meta' then
-        return redis.error_reply('ERR admit semaphore: one key given, ' .. tostring(meta) .. ', which is not a meta key')
-      end
-      local prefix = string.sub(meta, 1, -5)
-      named_for, named_holders, named_leases = meta, prefix .. 'holders', prefix .. 'leases'
-      named_queue, named_expiry, named_waiters = prefix .. 'waiting', prefix .. 'expiry', prefix .. 'waiters'
+  if meta ~= named_for then -- (Lua's strings are interned: one comparison of two pointers)
+    if not KEYS[2] and string.sub(meta, -5) ~= ':meta' then
+      return redis.error_reply('ERR admit semaphore: one key given, ' .. tostring(meta) .. ', which is not a meta key')
     end
-    holders, leases, queue, expiry = named_holders, named_leases, named_queue, named_expiry
+    local prefix = string.sub(meta, 1, -5)
+    named_for, named_holders, named_leases = meta, prefix .. 'holders', prefix .. 'leases'
+    named_queue, named_expiry, named_waiters = prefix .. 'waiting', prefix .. 'expiry', prefix .. 'waiters'
   end
+  holders, leases = KEYS[2] or named_holders, KEYS[3] or named_leases
+  queue, expiry = KEYS[4] or named_queue, KEYS[5] or named_expiry
   op = ARGV[1]
   now = server_time()
   now_formatted = nil
@@ -98,13 +97,7 @@ local function call(KEYS, ARGV)
       end
     end
   end
-  if KEYS[6] then
-    waiters_hash = KEYS[6]
-  elseif meta == named_for then
-    waiters_hash = named_waiters
-  else
-    waiters_hash = string.sub(meta, 1, -5) .. 'waiters'
-  end
+  waiters_hash = KEYS[6] or named_waiters
   -- With a rate or classes, each waiter's class, n and arrival are kept in the waiters hash, and each class's queued
   -- permits in meta (queued:k), so that the tokens the waiters ahead of a request ask for are known without reading the
   -- queue. One class with a rate: cls[1] holds only that count.
