@@ -4,6 +4,7 @@
 #include "core.hpp"
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/prefer.hpp>
@@ -11,6 +12,7 @@
 #include <future>
 #include <iterator>
 #include <limits>
+#include <span>
 #include <type_traits>
 
 #include "admit/redis/client/cluster.hpp"
@@ -85,6 +87,12 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
                                                    })),
       definition_(std::move(definition_text)) {
   if (options_.waiter_ttl.count() == 0) options_.waiter_ttl = default_waiter_ttl(options_);
+  lease_ttl_text_ = std::to_string(to_us(options_.lease_ttl));
+  // -1: no limit (the script then does not count the queue).
+  max_waiters_text_ = options_.max_waiters >= static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
+                          ? "-1"
+                          : std::to_string(options_.max_waiters);
+  waiter_ttl_text_ = std::to_string(to_us(options_.waiter_ttl));
   // Without more keys, meta's alone: the script finds the others by their names (semaphore.lua's KEYS), and each key
   // given costs Redis a string and a table slot in every call. Not on a Cluster, where Redis checks the declared keys
   // before a call runs: a key moved to another node mid-reshard must refuse the call, not fail it halfway.
@@ -108,15 +116,46 @@ command semaphore_core::make(const op_args& op) const {
   return c;
 }
 
+namespace {
+
+// The arguments of `op` that a batch sends (semaphore.lua's `batch`), by their place in `op`: an acquire, a release, a
+// cancel and a poll leave out what the batch names once for all of them (the wake key, the lease and waiter TTLs, max
+// waiters); any other operation sends all of its own. Each ends before `op` does when `op` has fewer (a release
+// without n).
+std::span<const std::size_t> batched(const semaphore_core::op_args& op) {
+  static constexpr std::array<std::size_t, 6> acquire{0, 1, 2, 4, 8, 9};  // name, id, n, wait, deadline, class
+  static constexpr std::array<std::size_t, 3> release{0, 1, 3};           // name, id, n
+  static constexpr std::array<std::size_t, 2> by_id{0, 1};                // name, id
+  if (op.front() == "acquire") return acquire;
+  if (op.front() == "release") return release;
+  if (op.front() == "cancel" || op.front() == "poll") return by_id;
+  return {};
+}
+
+}  // namespace
+
 command semaphore_core::make(const std::vector<op_batcher::op>& ops) const {
   if (ops.size() == 1) return make(ops.front().args);
-  std::size_t args = 3;
-  for (const auto& o : ops) args += 1 + o.args.size();
+  const auto count = [](const op_args& op, std::span<const std::size_t> kept) {
+    return kept.empty() ? op.size()
+                        : static_cast<std::size_t>(
+                              std::count_if(kept.begin(), kept.end(), [&](std::size_t i) { return i < op.size(); }));
+  };
+  std::size_t args = 7;
+  for (const auto& o : ops) args += 1 + count(o.args, batched(o.args));
   command c = script_call(keys_, args);
   c.arg("batch").arg(definition_arg()).arg(std::to_string(ops.size()));
+  c.arg(wake_key_).arg(lease_ttl_text_).arg(max_waiters_text_).arg(waiter_ttl_text_);
   for (const auto& o : ops) {
-    c.arg(std::to_string(o.args.size()));
-    for (const auto& a : o.args) c.arg(a);
+    const auto kept = batched(o.args);
+    c.arg(std::to_string(count(o.args, kept)));
+    if (kept.empty()) {
+      for (const auto& a : o.args) c.arg(a);
+    } else {
+      for (const std::size_t i : kept) {
+        if (i < o.args.size()) c.arg(o.args[i]);
+      }
+    }
   }
   return c;
 }
@@ -148,18 +187,13 @@ result semaphore_core::call(std::optional<steady::time_point> deadline, op_args 
 semaphore_core::op_args semaphore_core::acquire_op(const std::string& id, std::int64_t n, bool wait,
                                                    std::optional<steady::time_point> deadline,
                                                    std::size_t priority) const {
-  // -1: no limit (the script then does not count the queue).
-  const std::string max_waiters =
-      options_.max_waiters >= static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
-          ? "-1"
-          : std::to_string(options_.max_waiters);
   op_args op{"acquire",
              id,
              std::to_string(n),
-             std::to_string(to_us(options_.lease_ttl)),
+             lease_ttl_text_,
              wait ? "1" : "0",
-             max_waiters,
-             std::to_string(to_us(options_.waiter_ttl)),
+             max_waiters_text_,
+             waiter_ttl_text_,
              wake_key_,
              deadline
                  ? std::to_string(std::max<std::int64_t>(

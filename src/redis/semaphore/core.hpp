@@ -263,6 +263,9 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // The script's KEYS: meta's alone, or all of them followed by the constructor's more_keys.
   std::vector<std::string> keys_;
   std::string wake_key_;
+  // As the script reads them, made once (the constructor, once the waiter TTL's default is known): the lease TTL
+  // (µs), max waiters (-1: no limit) and the waiter TTL (µs), which every acquire sends alike, and a batch once.
+  std::string lease_ttl_text_, max_waiters_text_, waiter_ttl_text_;
   std::atomic<bool> closing_{false};
   op_batcher batcher_;  // every operation but inspect and renewals
   circuit_breaker breaker_;

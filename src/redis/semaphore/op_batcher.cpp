@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/system/errc.hpp>
+#include <cstdint>
 #include <exception>
+#include <iterator>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -180,11 +182,40 @@ void op_batcher::answered(std::vector<op>& ops, boost::system::error_code ec, re
                           const std::shared_ptr<void>& owner) {
   pass_slot_on(owner);  // the next call first: the server works on it while these completions run
   if (ops.size() == 1) return ops.front().done(ec, std::move(r));
-  const bool split = !ec && r.is_array() && r.elements().size() == ops.size();
+  std::vector<reply> each = ec ? std::vector<reply>() : split(std::move(r), ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i) {
     // Unsplit: the call's failure or its error reply (a copy each) is every operation's.
-    ops[i].done(ec, split ? std::move(r.elements()[i]) : r);
+    ops[i].done(ec, each.empty() ? r : std::move(each[i]));
   }
+}
+
+std::vector<reply> op_batcher::split(reply&& r, std::size_t ops) {
+  if (!r.is_array()) return {};
+  std::vector<reply>& e = r.elements();
+  // Read through first (where each reply starts, and its length; -1: an error reply), so that a reply of another
+  // shape is left whole.
+  std::vector<std::pair<std::size_t, std::int64_t>> parts;
+  parts.reserve(ops);
+  std::size_t at = 0;
+  while (parts.size() < ops && at < e.size() && e[at].is_integer()) {
+    const std::int64_t length = e[at].integer();
+    if (length < -1 || (length == -1 ? 1 : static_cast<std::uint64_t>(length)) > e.size() - at - 1) return {};
+    parts.emplace_back(at + 1, length);
+    at += 1 + static_cast<std::size_t>(length == -1 ? 1 : length);
+  }
+  if (parts.size() != ops || at != e.size()) return {};
+  std::vector<reply> each;
+  each.reserve(ops);
+  for (const auto& [first, length] : parts) {
+    const auto from = e.begin() + static_cast<std::ptrdiff_t>(first);
+    if (length == -1) {
+      each.push_back(std::move(*from));
+    } else {
+      each.push_back(
+          reply::array(std::vector<reply>(std::make_move_iterator(from), std::make_move_iterator(from + length))));
+    }
+  }
+  return each;
 }
 
 }  // namespace admit::redis::detail

@@ -79,6 +79,9 @@ class op_batcher {
   // `sending` holds send_mutex_ and is released once the call is on the connection.
   void send(std::vector<op> ops, std::shared_ptr<void> owner, bool waited, std::unique_lock<std::mutex>& sending);
   void answered(std::vector<op>& ops, boost::system::error_code ec, reply r, const std::shared_ptr<void>& owner);
+  // A batch call's reply cut into its `ops` operations' replies (semaphore.lua's `batch`: each as its length and
+  // elements, an error as -1 and the error); empty when it is not such a reply (then `r` is left as it was).
+  static std::vector<reply> split(reply&& r, std::size_t ops);
   std::vector<op> take_queued() ADMIT_REQUIRES(mutex_);
   // A call's slot is free: what waited leaves in it, else it is given back.
   void pass_slot_on(const std::shared_ptr<void>& owner);

@@ -72,6 +72,21 @@ class OpBatcher : public ::testing::Test {
                    owner);
   }
   static reply status(std::int64_t s) { return reply::array({reply::integer(s)}); }
+  // A batch call's reply (semaphore.lua's `batch`): each operation's reply as its length and its elements, an error
+  // reply as -1 and the error.
+  static reply batch(const std::vector<reply>& each) {
+    std::vector<reply> flat;
+    for (const auto& r : each) {
+      if (r.is_error()) {
+        flat.push_back(reply::integer(-1));
+        flat.push_back(r);
+        continue;
+      }
+      flat.push_back(reply::integer(static_cast<std::int64_t>(r.elements().size())));
+      flat.insert(flat.end(), r.elements().begin(), r.elements().end());
+    }
+    return reply::array(std::move(flat));
+  }
 };
 
 TEST_F(OpBatcher, ALoneOperationLeavesAtOnceAlone) {
@@ -106,10 +121,11 @@ TEST_F(OpBatcher, OperationsBehindTwoUnansweredCallsLeaveTogetherInOrder) {
   EXPECT_TRUE(outcomes[1]->done);
   EXPECT_FALSE(outcomes[0]->done);
 
-  // The batch's array reply: each operation gets its own element.
-  calls[2].answer({}, reply::array({status(0), status(6), status(5)}));
+  // The batch's reply: each operation gets its own, an error in its place included.
+  calls[2].answer({}, batch({status(0), reply::error("ERR admit semaphore: unknown operation cancel"), status(5)}));
+  EXPECT_EQ(outcomes[2]->r.elements().size(), 1u);
   EXPECT_EQ(outcomes[2]->r.elements().at(0).integer(), 0);
-  EXPECT_EQ(outcomes[3]->r.elements().at(0).integer(), 6);
+  EXPECT_TRUE(outcomes[3]->r.is_error());
   EXPECT_EQ(outcomes[4]->r.elements().at(0).integer(), 5);
   calls[0].answer({}, status(1));
   EXPECT_TRUE(outcomes[0]->done);
@@ -185,13 +201,14 @@ TEST_F(OpBatcher, ACallsFailureIsEveryOperationsOutcome) {
   calls[4].answer({}, reply::error("ERR admit semaphore: n must be an integer, got x"));
   EXPECT_TRUE(outcomes[5]->r.is_error());
   EXPECT_TRUE(outcomes[6]->r.is_error());
-  // So does an array of the wrong size.
+  // So does a reply of another shape: one operation's reply short of the call's two.
   ASSERT_EQ(calls.size(), 6u);
   EXPECT_EQ(calls[5].ops, (std::vector<std::string>{"release:8", "release:9"}));
-  calls[5].answer({}, reply::array({status(0)}));
+  calls[5].answer({}, batch({status(0)}));
   ASSERT_TRUE(outcomes[7]->done && outcomes[8]->done);
-  EXPECT_EQ(outcomes[7]->r.elements().size(), 1u);
-  EXPECT_TRUE(outcomes[7]->r.elements().at(0).is_array());
+  EXPECT_EQ(outcomes[7]->r.elements().size(), 2u);
+  EXPECT_EQ(outcomes[8]->r.elements().size(), 2u);
+  EXPECT_EQ(outcomes[7]->r.elements().at(0).integer(), 1);
 }
 
 // One thread's release, then its cancel (queued behind two calls), must reach the connection in that order, even

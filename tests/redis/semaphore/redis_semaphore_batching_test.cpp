@@ -140,17 +140,47 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
     separate.push_back(shape(r.value));
   }
 
-  std::vector<std::string> argv{"batch", "1", std::to_string(ops.size())};
+  // The batch names once what every operation above sends alike — the wake key, the lease TTL, max waiters, the
+  // waiter TTL — and its acquires (without a deadline here), releases and polls leave them out.
+  std::vector<std::string> argv{"batch", "1", std::to_string(ops.size()), wake, "60000000", "-1", "60000000"};
   for (const auto& op : ops) {
-    argv.push_back(std::to_string(op.size()));
-    argv.insert(argv.end(), op.begin(), op.end());
+    std::vector<std::string> sent = op;
+    if (op.front() == "acquire") {
+      sent = {op[0], op[1], op[2], op[4]};  // name, id, n, whether it waits
+    } else if (op.front() == "release") {
+      sent = {op[0], op[1]};  // name, id, and n when the release gave it
+      if (op.size() > 3) sent.push_back(op[3]);
+    } else if (op.front() == "poll") {
+      sent = {op[0], op[1]};
+    }
+    argv.push_back(std::to_string(sent.size()));
+    argv.insert(argv.end(), sent.begin(), sent.end());
   }
   const auto r = conn.execute_command(std::nullopt, admit::redis::command(eval_args(source, "two", argv)));
   ASSERT_FALSE(r.error) << r.error.message();
   ASSERT_TRUE(r.value.is_array()) << r.value;
-  ASSERT_EQ(r.value.elements().size(), ops.size()) << r.value;
+  // One array: each operation's reply as its length followed by its elements, an error as -1 followed by it.
+  std::vector<std::string> batched;
+  const auto& flat = r.value.elements();
+  for (std::size_t at = 0; at < flat.size();) {
+    ASSERT_TRUE(flat[at].is_integer()) << r.value;
+    const std::int64_t length = flat[at].integer();
+    if (length == -1) {
+      ASSERT_LT(at + 1, flat.size()) << r.value;
+      batched.push_back(shape(flat[at + 1]));
+      at += 2;
+      continue;
+    }
+    ASSERT_GE(length, 0) << r.value;
+    ASSERT_LE(at + 1 + static_cast<std::size_t>(length), flat.size()) << r.value;
+    std::vector<admit::redis::reply> elements(flat.begin() + static_cast<std::ptrdiff_t>(at + 1),
+                                              flat.begin() + static_cast<std::ptrdiff_t>(at + 1 + length));
+    batched.push_back(shape(admit::redis::reply::array(std::move(elements))));
+    at += 1 + static_cast<std::size_t>(length);
+  }
+  ASSERT_EQ(batched.size(), ops.size()) << r.value;
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    EXPECT_EQ(shape(r.value.elements()[i]), separate[i]) << "operation " << i << " (" << ops[i].front() << ")";
+    EXPECT_EQ(batched[i], separate[i]) << "operation " << i << " (" << ops[i].front() << ")";
   }
   EXPECT_EQ(separate[0], "[0 1 T T T 0 ]");  // granted, none left free
   EXPECT_EQ(separate[1], "[1 1 T 0 ]");      // queued, first (no rate: 0 µs until tokens)

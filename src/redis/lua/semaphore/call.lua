@@ -5,6 +5,7 @@
 -- only with classes or for a rate limiter's queue), kept for the next call on the same semaphore (loaded as a library;
 -- a script makes them at every call).
 local named_for, named_holders, named_leases, named_queue, named_expiry, named_waiters
+local none = {} -- (an empty table: unpack(none, 1, k) is k nils)
 
 -- One call: its keys and arguments as KEYS and ARGV are a script's. Reads the state, takes the short way or the
 -- operation(s), writes the state back once.
@@ -23,7 +24,9 @@ local function call(KEYS, ARGV)
   op = ARGV[1]
   now = server_time()
   now_formatted = nil
-  dirty = {}
+  -- (Made with every field, so that the table is made once at its size, not grown as fields are set.)
+  dirty = { capacity = false, free = false, fence = false, next = false, seq = false, rate = false, tat = false,
+    idle = false, classes = false, created = false }
   touched, latest = {}, 0
   -- (A plain search first: most definitions have neither suffix, and a pattern costs more.)
   local defined, idle_text = ARGV[2], nil
@@ -162,15 +165,50 @@ local function call(KEYS, ARGV)
   local reply
   if op == 'batch' then
     -- Several operations of one process in one call, in order, as if each were a call of its own made one after the
-    -- other at the same time: ARGV[3] how many, then each as its argument count c followed by c arguments (its name,
-    -- then its own arguments: A[3] onwards). The reply is the array of their replies.
-    reply = {}
-    local at = 4
-    for k = 1, num(ARGV[3], 'batch size') do
+    -- other at the same time: ARGV[3] how many; ARGV[4] to ARGV[7] what every operation of the caller sends alike —
+    -- its wake key, lease ttl, max waiters and waiter ttl, as an acquire's A[9], A[5], A[7] and A[8]; then each
+    -- operation as its argument count c followed by c arguments, its name first. An acquire, a release, a cancel and
+    -- a poll leave out what ARGV[4] to ARGV[7] give: an acquire sends its id, n, whether it waits, and optionally its
+    -- deadline and then its class (A[3], A[4], A[6], A[10], A[11]); a release its id and optionally n; a cancel and a
+    -- poll their id. Any other operation sends its own arguments, A[3] onwards. The reply is their replies one after
+    -- the other, each as its length followed by its elements, or an error reply as -1 followed by the error: one
+    -- array, which Redis writes out for a fraction of what an array per operation costs it.
+    local size = num(ARGV[3], 'batch size')
+    -- (Made with room for about as many elements as the replies have — an acquire's has at most six — where filling an
+    -- empty table grows it again at every power of two; the slots are empty, and the reply ends at its last element.)
+    reply = { unpack(none, 1, 6 * size) }
+    local m = 0 -- the reply's elements so far
+    local wake, lease_ttl, most, waiter_ttl = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+    local at = 8
+    for k = 1, size do
       local c = num(ARGV[at], 'argument count')
-      -- (One constructor: the table is made at its size, where filling it one element at a time grows it twice.)
-      local A = { ARGV[at + 1], ARGV[2], unpack(ARGV, at + 2, at + c) }
-      reply[k] = perform(A)
+      local name = ARGV[at + 1]
+      local A -- (each made by one constructor, at its size)
+      if name == 'acquire' and c >= 4 and c <= 6 then
+        A = { name, ARGV[2], ARGV[at + 2], ARGV[at + 3], lease_ttl, ARGV[at + 4], most, waiter_ttl, wake,
+          c >= 5 and ARGV[at + 5] or nil, c == 6 and ARGV[at + 6] or nil }
+      elseif name == 'release' and (c == 2 or c == 3) then
+        A = { name, ARGV[2], ARGV[at + 2], wake, c == 3 and ARGV[at + 3] or nil }
+      elseif name == 'cancel' and c == 2 then
+        A = { name, ARGV[2], ARGV[at + 2], wake }
+      elseif name == 'poll' and c == 2 then
+        A = { name, ARGV[2], ARGV[at + 2], waiter_ttl }
+      elseif name ~= 'acquire' and name ~= 'release' and name ~= 'cancel' and name ~= 'poll' then
+        A = { name, ARGV[2], unpack(ARGV, at + 2, at + c) }
+      end
+      -- (An operation that cannot be read is answered with an error in its place, as an unknown one is: the others
+      -- still run, and their changes are saved.)
+      local r = A and perform(A)
+        or redis.error_reply('ERR admit semaphore: batch operation ' .. tostring(name) .. ' with ' .. c .. ' arguments')
+      if r.err then
+        reply[m + 1], reply[m + 2] = -1, r
+        m = m + 2
+      else
+        local length = #r
+        reply[m + 1] = length
+        for i = 1, length do reply[m + 1 + i] = r[i] end
+        m = m + 1 + length
+      end
       at = at + c + 1
     end
   else

@@ -88,23 +88,39 @@ local function int(x)
   return string.format('%.0f', x)
 end
 
+-- Texts already read as numbers, and their values: most of a call's numbers are the same texts call after call (n,
+-- the TTLs, max waiters, a batch's argument counts), and a table lookup costs a tenth of reading a text (glibc's
+-- strtod). Kept across calls when the code is loaded as a function library (one per run as a script); emptied when it
+-- holds 256, so that texts seen once (times, counters) cannot make it grow. `integers` holds what num() accepted,
+-- `decimals` what digits() accepted (plain decimal digits: an integer too).
+local integers, decimals, remembered = {}, {}, 0
+local function remember(cache, x, v)
+  if remembered >= 256 then integers, decimals, remembered = {}, {}, 0 end
+  remembered = remembered + 1
+  cache[x] = v
+  return v
+end
 -- An argument that must be an integer. (Arithmetic converts a text once, tonumber() twice; a text that is not a
 -- number at all fails with Lua's own error, which names the line. The C++ side never sends one.)
 local function num(x, what)
-  local v = x and x + 0
+  local v = integers[x] or decimals[x]
+  if v then return v end
+  v = x and x + 0
   if not v or v % 1 ~= 0 then -- (not math.floor: a call; and infinity is no integer)
     error('admit semaphore: ' .. what .. ' must be an integer, got ' .. tostring(x))
   end
-  return v
+  return remember(integers, x, v)
 end
 -- An argument that is written into a lease's or a queue record as it was sent (n, the lease ttl): a whole number in
 -- plain decimal digits, which is how those records are read back ("1.0" or " 1" would pass num() and make a record
 -- that cannot be read, its permits lost). One search costs less than formatting the number again.
 local function digits(x, what)
+  local v = decimals[x]
+  if v then return v end
   if not x or not string.find(x, '^%d+$') then
     error('admit semaphore: ' .. what .. ' must be a whole number in decimal digits, got ' .. tostring(x))
   end
-  return x + 0
+  return remember(decimals, x, x + 0)
 end
 
 -- The call's time: the server's clock, in µs. (Replaced by debug_clock.lua in the library's debug builds.)
@@ -224,7 +240,8 @@ local function unpack_key(key, kind)
   end
 end
 local function save()
-  local args = {}
+  -- (Made with room for 16 values, which most calls write no more than: a table grows again at every power of two.)
+  local args = { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
   if dirty.capacity then args[#args + 1] = 'capacity'; args[#args + 1] = int(capacity) end
   if dirty.capacity or dirty.rate then args[#args + 1] = 'definition'; args[#args + 1] = definition() end
   if dirty.free then args[#args + 1] = 'free'; args[#args + 1] = int(free) end
@@ -317,7 +334,9 @@ end
 -- unreadable.
 local function parse_waiter(record)
   local id, n, ttl, wake = string.match(record, '^([^:]+):(%d+):(%d+):(.+)$')
-  if id then return id, n + 0, ttl + 0, wake, n end -- (digits only: arithmetic reads them once, tonumber() twice)
+  -- (Digits only, matched above: read as digits() reads them.)
+  if id then return id, decimals[n] or remember(decimals, n, n + 0), decimals[ttl] or remember(decimals, ttl, ttl + 0),
+    wake, n end
   return string.match(record, '^[^:]+')
 end
 
