@@ -24,9 +24,9 @@ local function call(KEYS, ARGV)
   op = ARGV[1]
   now = server_time()
   now_formatted = nil
-  -- (Made with every field, so that the table is made once at its size, not grown as fields are set.)
-  dirty = { capacity = false, free = false, fence = false, next = false, seq = false, rate = false, tat = false,
-    idle = false, classes = false, created = false }
+  -- (Made with the fields a call that grants or queues sets, so that it is made at its size — room for eight — and
+  -- not grown as they are set.)
+  dirty = { idle = false, free = false, fence = false, seq = false, next = false }
   touched, latest = {}, 0
   -- (A plain search first: most definitions have neither suffix, and a pattern costs more.)
   local defined, idle_text = ARGV[2], nil
