@@ -5,8 +5,10 @@
 // operations (they shared calls: a `batch` call runs several, each as its own call would).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <fstream>
 #include <iostream>
@@ -110,7 +112,10 @@ TEST(RedisSemaphoreBatching, ManyThreadsShareScriptCallsAndNeverHoldMoreThanTheC
 // hands the permit to that request (returned to the caller, whose wake list it named), the poll that finds the
 // request granted, an unknown operation's error in its place, and the release of the last lease; then, with nobody
 // waiting, the calls that take the script's short way when alone (a free permit taken, a lease given back, one not
-// held) and a request refused for want of a permit. Both semaphores end in the same state.
+// held) and a request refused for want of a permit; then acquires with a deadline and with a class (the forms admit
+// sends), a cancel, a renewal (sent whole) and a release. The batch names what the operations send alike once, and
+// its operations leave it out; one whose arguments cannot be read is an error in its place, and the others still run.
+// Both semaphores end in the same state.
 TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
   redis_server server;
   io_thread io;
@@ -129,7 +134,14 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
       {"acquire", "d", "1", "60000000", "0", "-1", "60000000", wake},
       {"release", "c", wake, "1"},
       {"release", "c", wake, "1"},
+      {"acquire", "e", "1", "60000000", "1", "-1", "60000000", wake, "5000000"},
+      {"acquire", "f", "1", "60000000", "1", "-1", "60000000", wake, "5000000", "1"},
+      {"cancel", "f", wake},
+      {"renew", "e", "60000000"},
+      {"release", "e", wake, "1"},
   };
+  // In the batch only, after the unknown operation: a release with one argument too many.
+  constexpr std::size_t unreadable_at = 5;
 
   std::vector<std::string> separate;
   for (const auto& op : ops) {
@@ -142,15 +154,20 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
 
   // The batch names once what every operation above sends alike — the wake key, the lease TTL, max waiters, the
   // waiter TTL — and its acquires (without a deadline here), releases and polls leave them out.
-  std::vector<std::string> argv{"batch", "1", std::to_string(ops.size()), wake, "60000000", "-1", "60000000"};
-  for (const auto& op : ops) {
+  std::vector<std::string> argv{"batch", "1", std::to_string(ops.size() + 1), wake, "60000000", "-1", "60000000"};
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (i == unreadable_at) {
+      for (const char* a : {"4", "release", "x", "1", "2"}) argv.emplace_back(a);
+    }
+    const auto& op = ops[i];
     std::vector<std::string> sent = op;
     if (op.front() == "acquire") {
-      sent = {op[0], op[1], op[2], op[4]};  // name, id, n, whether it waits
+      sent = {op[0], op[1], op[2], op[4]};  // name, id, n, whether it waits, then its deadline and class if any
+      sent.insert(sent.end(), op.begin() + std::min<std::ptrdiff_t>(8, std::ssize(op)), op.end());
     } else if (op.front() == "release") {
       sent = {op[0], op[1]};  // name, id, and n when the release gave it
       if (op.size() > 3) sent.push_back(op[3]);
-    } else if (op.front() == "poll") {
+    } else if (op.front() == "poll" || op.front() == "cancel") {
       sent = {op[0], op[1]};
     }
     argv.push_back(std::to_string(sent.size()));
@@ -178,7 +195,9 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
     batched.push_back(shape(admit::redis::reply::array(std::move(elements))));
     at += 1 + static_cast<std::size_t>(length);
   }
-  ASSERT_EQ(batched.size(), ops.size()) << r.value;
+  ASSERT_EQ(batched.size(), ops.size() + 1) << r.value;
+  EXPECT_EQ(batched[unreadable_at], "-ERR admit semaphore: batch operation release with 4 arguments");
+  batched.erase(batched.begin() + unreadable_at);
   for (std::size_t i = 0; i < ops.size(); ++i) {
     EXPECT_EQ(batched[i], separate[i]) << "operation " << i << " (" << ops[i].front() << ")";
   }
@@ -188,10 +207,15 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
   EXPECT_EQ(separate[3], "[0 1 T T T ]");    // b holds it
   EXPECT_EQ(separate[5], "[0 1 T ]");        // released
   EXPECT_EQ(separate[4].rfind("-ERR admit semaphore: unknown operation no_such_operation", 0), 0u) << separate[4];
-  EXPECT_EQ(separate[6], "[0 1 T T T 0 ]");  // c takes the free permit
-  EXPECT_EQ(separate[7], "[2 0 T ]");        // none left for d, which does not wait
-  EXPECT_EQ(separate[8], "[0 1 T ]");        // released
-  EXPECT_EQ(separate[9], "[5 0 T ]");        // not held any more
+  EXPECT_EQ(separate[6], "[0 1 T T T 0 ]");   // c takes the free permit
+  EXPECT_EQ(separate[7], "[2 0 T ]");         // none left for d, which does not wait
+  EXPECT_EQ(separate[8], "[0 1 T ]");         // released
+  EXPECT_EQ(separate[9], "[5 0 T ]");         // not held any more
+  EXPECT_EQ(separate[10], "[0 1 T T T 0 ]");  // e takes the free permit
+  EXPECT_EQ(separate[11], "[1 2 T 0 ]");      // f queues, second to arrive
+  EXPECT_EQ(separate[12], "[6 0 T ]");        // and leaves
+  EXPECT_EQ(separate[13], "[0 T T ]");        // e's lease renewed
+  EXPECT_EQ(separate[14], "[0 1 T ]");        // and released
 
   // The same state: the counters (times masked), no holder, lease or waiter left.
   for (const char* name : {"one", "two"}) {
@@ -210,12 +234,46 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
     }
     std::string fields;
     for (const auto& [field, value] : by_name) fields += field + " " + value + " ";
-    EXPECT_EQ(fields, "capacity 1 definition 1/0/0 fence T free 1 next T seq 1 ") << name;
-    for (const char* key : {"holders", "leases", "waiting", "expiry"}) {
+    EXPECT_EQ(fields, "capacity 1 definition 1/0/0 fence T free 1 next T seq 2 ") << name;
+    for (const char* key : {"holders", "leases", "expiry"}) {
       const auto exists = conn.execute_command(std::nullopt, admit::redis::command{"EXISTS", tag + key});
       EXPECT_EQ(shape(exists.value), "0") << name << ": " << key;
     }
+    // The queue holds at most the record of f, which left: a record stays until it reaches the head, and e's last
+    // release, alone, takes the short way that does not serve the queue (nobody waits), where in the batch it does.
+    const auto queue = conn.execute_command(std::nullopt, admit::redis::command{"LRANGE", tag + "waiting", "0", "-1"});
+    ASSERT_TRUE(queue.value.is_array()) << queue.value;
+    for (const auto& record : queue.value.elements()) EXPECT_EQ(record.str().rfind("f:", 0), 0u) << name;
   }
+}
+
+// A poll that finds its lease's record damaged (a key changed from outside) answers with an error in its own place
+// in the batch; the operation after it is still answered, and whole. (Its reply once had holes, and Redis ends an array
+// at its first nil: the batch's reply lost the operations after it.)
+TEST(RedisSemaphoreBatching, ALeaseThatCannotBeReadIsAnErrorInItsPlace) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const std::string source = semaphore_source();
+  ASSERT_FALSE(source.empty());
+  const std::string wake = "{three}:wake:mine";
+  const auto call = [&](std::vector<std::string> argv) {
+    const auto r = conn.execute_command(std::nullopt, admit::redis::command(eval_args(source, "three", argv)));
+    EXPECT_FALSE(r.error) << r.error.message();
+    return r.value;
+  };
+  EXPECT_EQ(shape(call({"acquire", "1", "a", "1", "60000000", "1", "-1", "60000000", wake})), "[0 1 T T T 0 ]");
+  EXPECT_EQ(shape(call({"acquire", "1", "b", "1", "60000000", "1", "-1", "60000000", wake})), "[1 1 T 0 ]");
+  ASSERT_FALSE(conn.execute_command(std::nullopt, admit::redis::command{"HSET", "{three}:leases", "b", "x"}).error);
+
+  const reply r =
+      call({"batch", "1", "2", wake, "60000000", "-1", "60000000", "2", "poll", "b", "3", "release", "a", "1"});
+  ASSERT_TRUE(r.is_array()) << r;
+  ASSERT_EQ(r.elements().size(), 7u) << r;  // -1, the poll's error; 4, the release's four elements
+  EXPECT_EQ(shape(r.elements()[0]), "-1");
+  EXPECT_EQ(shape(r.elements()[1]), "-ERR admit semaphore: lease b cannot be read (x)");
+  EXPECT_EQ(shape(r.elements()[2]), "4");
+  EXPECT_EQ(shape(admit::redis::reply::array({r.elements().begin() + 3, r.elements().end()})), "[0 1 T b:1 ]");
 }
 
 }  // namespace

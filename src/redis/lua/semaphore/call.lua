@@ -175,8 +175,9 @@ local function call(KEYS, ARGV)
     -- array, which Redis writes out for a fraction of what an array per operation costs it.
     local size = num(ARGV[3], 'batch size')
     -- (Made with room for about as many elements as the replies have — an acquire's has at most six — where filling an
-    -- empty table grows it again at every power of two; the slots are empty, and the reply ends at its last element.)
-    reply = { unpack(none, 1, 6 * size) }
+    -- empty table grows it again at every power of two; the slots are empty, and the reply ends at its last element.
+    -- Room for 32 operations at most, admit's largest batch: unpack() cannot give many more values.)
+    reply = { unpack(none, 1, 6 * math.min(size, 32)) }
     local m = 0 -- the reply's elements so far
     local wake, lease_ttl, most, waiter_ttl = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
     local at = 8

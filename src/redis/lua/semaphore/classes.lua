@@ -173,11 +173,18 @@ local function with_grants(status, a, handed)
   return { status, a, now, unpack(handed) } -- (one constructor: the table made at its size)
 end
 
+-- A lease that cannot be read back (its record damaged, or its expiry gone: a key changed from outside) is an error
+-- in its own reply, never a reply with a hole in it (Redis ends an array at its first nil, and a batch's reply would
+-- lose the operations after it).
 local function lease_reply(id)
   local v = redis.call('HGET', leases, id)
   if not v then return nil end
   local n, token = string.match(v, '^(%d+):(%d+)')
-  return { GRANTED, tonumber(n), tonumber(token), tonumber(redis.call('ZSCORE', holders, id)), now }
+  local expires = redis.call('ZSCORE', holders, id)
+  if not n or not expires then
+    return redis.error_reply('ERR admit semaphore: lease ' .. id .. ' cannot be read (' .. v .. ')')
+  end
+  return { GRANTED, n + 0, token + 0, expires + 0, now }
 end
 
 -- An acquire with classes: the newcomer is admitted at once when its class has nobody waiting and the share rule

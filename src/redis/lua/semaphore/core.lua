@@ -94,10 +94,10 @@ end
 -- holds 256, so that texts seen once (times, counters) cannot make it grow. `integers` holds what num() accepted,
 -- `decimals` what digits() accepted (plain decimal digits: an integer too).
 local integers, decimals, remembered = {}, {}, 0
-local function remember(cache, x, v)
-  if remembered >= 256 then integers, decimals, remembered = {}, {}, 0 end
+local function remember(decimal, x, v) -- (`decimal`: into decimals, else into integers)
+  if remembered >= 256 then integers, decimals, remembered = {}, {}, 0 end -- (before choosing the table: its new one)
   remembered = remembered + 1
-  cache[x] = v
+  if decimal then decimals[x] = v else integers[x] = v end
   return v
 end
 -- An argument that must be an integer. (Arithmetic converts a text once, tonumber() twice; a text that is not a
@@ -109,7 +109,7 @@ local function num(x, what)
   if not v or v % 1 ~= 0 then -- (not math.floor: a call; and infinity is no integer)
     error('admit semaphore: ' .. what .. ' must be an integer, got ' .. tostring(x))
   end
-  return remember(integers, x, v)
+  return remember(false, x, v)
 end
 -- An argument that is written into a lease's or a queue record as it was sent (n, the lease ttl): a whole number in
 -- plain decimal digits, which is how those records are read back ("1.0" or " 1" would pass num() and make a record
@@ -120,7 +120,7 @@ local function digits(x, what)
   if not x or not string.find(x, '^%d+$') then
     error('admit semaphore: ' .. what .. ' must be a whole number in decimal digits, got ' .. tostring(x))
   end
-  return remember(decimals, x, x + 0)
+  return remember(true, x, x + 0)
 end
 
 -- The call's time: the server's clock, in µs. (Replaced by debug_clock.lua in the library's debug builds.)
@@ -335,7 +335,7 @@ end
 local function parse_waiter(record)
   local id, n, ttl, wake = string.match(record, '^([^:]+):(%d+):(%d+):(.+)$')
   -- (Digits only, matched above: read as digits() reads them.)
-  if id then return id, decimals[n] or remember(decimals, n, n + 0), decimals[ttl] or remember(decimals, ttl, ttl + 0),
+  if id then return id, decimals[n] or remember(true, n, n + 0), decimals[ttl] or remember(true, ttl, ttl + 0),
     wake, n end
   return string.match(record, '^[^:]+')
 end
