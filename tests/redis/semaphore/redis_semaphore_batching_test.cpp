@@ -190,8 +190,8 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
     }
     ASSERT_GE(length, 0) << r.value;
     ASSERT_LE(at + 1 + static_cast<std::size_t>(length), flat.size()) << r.value;
-    std::vector<admit::redis::reply> elements(flat.begin() + static_cast<std::ptrdiff_t>(at + 1),
-                                              flat.begin() + static_cast<std::ptrdiff_t>(at + 1 + length));
+    const auto first = flat.begin() + static_cast<std::ptrdiff_t>(at + 1);
+    std::vector<admit::redis::reply> elements(first, first + length);
     batched.push_back(shape(admit::redis::reply::array(std::move(elements))));
     at += 1 + static_cast<std::size_t>(length);
   }
