@@ -40,20 +40,20 @@ parse_arguments() {
   done
 }
 
-# build_bench TARGET: steps 1 and 2, the dependencies then TARGET, in the `release` preset or in --build-dir; sets
-# load_before (before the build loads the machine) and bench_bin.
+# build_bench TARGET [STEPS]: steps 1 and 2 (of STEPS, 7 by default), the dependencies then TARGET, in the `release`
+# preset or in --build-dir; sets load_before (before the build loads the machine) and bench_bin.
 build_bench() {
-  local target=$1
+  local target=$1 steps=${2:-7}
   load_before=$(cut -d" " -f1-3 /proc/loadavg)
-  step 1/7 "dependencies: scripts/install-deps.sh --bench"
+  step "1/$steps" "dependencies: scripts/install-deps.sh --bench"
   scripts/install-deps.sh --bench
 
   if [[ "$build_dir" == build/release ]]; then
-    step 2/7 "build: cmake --preset release && cmake --build --preset release --target $target"
+    step "2/$steps" "build: cmake --preset release && cmake --build --preset release --target $target"
     cmake --preset release >/dev/null
     cmake --build --preset release --target "$target" -j 2
   else
-    step 2/7 "build: cmake --build $build_dir --target $target"
+    step "2/$steps" "build: cmake --build $build_dir --target $target"
     cmake --build "$build_dir" --target "$target" -j 2
   fi
   bench_bin="$repo/$build_dir/bench/$target"

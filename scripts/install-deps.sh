@@ -15,7 +15,7 @@ packages=(
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(golang-go golang-golang-x-time-dev golang-github-juju-ratelimit-dev golang-golang-x-sync-dev libguava-java
-    default-jdk-headless cargo rustc librust-tokio-dev wrk redis-tools python3-limits python3-redis parallel)
+    default-jdk-headless cargo rustc librust-tokio-dev wrk redis-tools python3-limits python3-redis parallel valgrind)
   # bench/redis_compare.sh: npm for rate-limiter-flexible. A nodejs that ships its own npm (NodeSource's) conflicts
   # with Debian's npm package, so it is only installed when no npm is on PATH.
   command -v npm >/dev/null || packages+=(npm)
