@@ -72,13 +72,30 @@ npm_install() {
 # version_of PACKAGE: the version of the npm package npm_install installed.
 version_of() { (cd "$out/node" && node -p "require('$1/package.json').version"); }
 
+# free_port: a loopback TCP port nobody listens on now.
+free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# await_redis PID TRIES: waits until the redis-server of process PID answers PING on "${cli[@]}", polling every 0.1 s
+# at most TRIES times (a real process starting: a bounded poll); exits the script when it stops or never answers.
+await_redis() {
+  local pid=$1 tries=$2 i
+  for ((i = 0; i < tries; ++i)); do
+    [[ "$("${cli[@]}" ping 2>/dev/null)" == PONG ]] && return 0
+    kill -0 "$pid" 2>/dev/null || { echo "$script: redis-server exited" >&2; exit 1; }
+    sleep 0.1
+  done
+  [[ "$("${cli[@]}" ping 2>/dev/null)" == PONG ]] || { echo "$script: redis-server did not answer" >&2; exit 1; }
+}
+
 # start_redis_server: step 4, a redis-server on a free loopback port, without persistence, pinned to CPU 0 when there
 # are 2+ CPUs (every client then on CPU 1: "${client_cpu[@]}" CMD), stopped when the script exits. Sets server_cpu,
 # client_cpu, port, cli (redis-cli on it), url and redis_version.
 start_redis_server() {
   server_cpu=() client_cpu=()
   if (($(nproc) >= 2)) && command -v taskset >/dev/null; then server_cpu=(taskset -c 0) client_cpu=(taskset -c 1); fi
-  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   mkdir -p "$out/redis-server"
   step 4/7 "redis-server on 127.0.0.1:$port (--save \"\" --appendonly no${server_cpu:+, ${server_cpu[*]}})"
   "${server_cpu[@]}" redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
@@ -86,13 +103,7 @@ start_redis_server() {
   server_pid=$!
   trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
   cli=(redis-cli -h 127.0.0.1 -p "$port")
-  local i
-  for ((i = 0; i < 100; ++i)); do
-    [[ "$("${cli[@]}" ping 2>/dev/null)" == PONG ]] && break
-    kill -0 "$server_pid" 2>/dev/null || { echo "$script: redis-server exited" >&2; exit 1; }
-    sleep 0.05  # a real process starting: a bounded poll
-  done
-  [[ "$("${cli[@]}" ping 2>/dev/null)" == PONG ]] || { echo "$script: redis-server did not answer" >&2; exit 1; }
+  await_redis "$server_pid" 50
   url="redis://127.0.0.1:$port"
   redis_version=$("${cli[@]}" info server | sed -n 's/^redis_version:\([^\r]*\).*/\1/p')
 }

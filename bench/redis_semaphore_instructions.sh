@@ -54,17 +54,13 @@ count() {
   local label=$1 cycle_command=$2
   shift 2
   local port dump="$repo/$out/$label.callgrind" server bench
-  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   rm -f "$dump" "$dump".*
   "${server_cpu[@]}" valgrind --tool=callgrind --callgrind-out-file="$dump" "$redis_server" --port "$port" \
     --bind 127.0.0.1 --save "" --appendonly no >"$repo/$out/$label.valgrind.log" 2>&1 &
   server=$!
-  local cli=(redis-cli -h 127.0.0.1 -p "$port") i
-  for ((i = 0; i < 300; ++i)); do  # a real process starting under valgrind: a bounded poll
-    [[ "$("${cli[@]}" ping 2>/dev/null)" == PONG ]] && break
-    sleep 0.1
-  done
-  [[ "$("${cli[@]}" ping 2>/dev/null)" == PONG ]] || { echo "$script: redis-server did not start" >&2; exit 1; }
+  local cli=(redis-cli -h 127.0.0.1 -p "$port")
+  await_redis "$server" 300  # under valgrind: up to 30 s
   "${client_cpu[@]}" "$bench_bin" --url "redis://127.0.0.1:$port" --wakeup-rounds 0 --floor off --warmup 0.5 \
     --duration 30 --timeout-ms 60000 "$@" >"$repo/$out/$label.bench.txt" 2>&1 &
   bench=$!

@@ -182,11 +182,12 @@ void op_batcher::answered(std::vector<op>& ops, boost::system::error_code ec, re
                           const std::shared_ptr<void>& owner) {
   pass_slot_on(owner);  // the next call first: the server works on it while these completions run
   if (ops.size() == 1) return ops.front().done(ec, std::move(r));
-  std::vector<reply> each = ec || r.is_error() ? std::vector<reply>() : split(std::move(r), ops.size());
   // Unsplit: the call's failure or its error reply (a copy each) is every operation's; a reply of another shape is an
   // error reply for each (never read as theirs: its first element would pass for a status).
-  if (!ec && !r.is_error() && each.empty()) {
-    r = reply::error("ERR admit semaphore: a batch's reply that is not one reply per operation");
+  std::vector<reply> each;
+  if (!ec && !r.is_error()) {
+    each = split(std::move(r), ops.size());
+    if (each.empty()) r = reply::error("ERR admit semaphore: a batch's reply that is not one reply per operation");
   }
   for (std::size_t i = 0; i < ops.size(); ++i) ops[i].done(ec, each.empty() ? r : std::move(each[i]));
 }

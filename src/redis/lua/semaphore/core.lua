@@ -94,10 +94,10 @@ end
 -- holds 256, so that texts seen once (times, counters) cannot make it grow. `integers` holds what num() accepted,
 -- `decimals` what digits() accepted (plain decimal digits: an integer too).
 local integers, decimals, remembered = {}, {}, 0
-local function remember(decimal, x, v) -- (`decimal`: into decimals, else into integers)
+local function remember(is_decimal, x, v) -- (into decimals, else into integers)
   if remembered >= 256 then integers, decimals, remembered = {}, {}, 0 end -- (before choosing the table: its new one)
   remembered = remembered + 1
-  if decimal then decimals[x] = v else integers[x] = v end
+  if is_decimal then decimals[x] = v else integers[x] = v end
   return v
 end
 -- An argument that must be an integer. (Arithmetic converts a text once, tonumber() twice; a text that is not a
@@ -111,6 +111,10 @@ local function num(x, what)
   end
   return remember(false, x, v)
 end
+-- A text known to be plain decimal digits (checked by digits(), or matched by a pattern), read as a number.
+local function decimal(x)
+  return decimals[x] or remember(true, x, x + 0)
+end
 -- An argument that is written into a lease's or a queue record as it was sent (n, the lease ttl): a whole number in
 -- plain decimal digits, which is how those records are read back ("1.0" or " 1" would pass num() and make a record
 -- that cannot be read, its permits lost). One search costs less than formatting the number again.
@@ -120,7 +124,7 @@ local function digits(x, what)
   if not x or not string.find(x, '^%d+$') then
     error('admit semaphore: ' .. what .. ' must be a whole number in decimal digits, got ' .. tostring(x))
   end
-  return remember(true, x, x + 0)
+  return decimal(x)
 end
 
 -- The call's time: the server's clock, in µs. (Replaced by debug_clock.lua in the library's debug builds.)
@@ -334,9 +338,7 @@ end
 -- unreadable.
 local function parse_waiter(record)
   local id, n, ttl, wake = string.match(record, '^([^:]+):(%d+):(%d+):(.+)$')
-  -- (Digits only, matched above: read as digits() reads them.)
-  if id then return id, decimals[n] or remember(true, n, n + 0), decimals[ttl] or remember(true, ttl, ttl + 0),
-    wake, n end
+  if id then return id, decimal(n), decimal(ttl), wake, n end -- (digits only, matched above)
   return string.match(record, '^[^:]+')
 end
 
