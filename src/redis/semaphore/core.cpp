@@ -7,6 +7,7 @@
 #include <array>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <future>
@@ -72,11 +73,16 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
       keys_(semaphore_keys(prefix_)),
       // Without a waker nobody reads a wake list: '-' tells the script to push nothing (semaphore.lua's push_wake).
       wake_key_(waker ? prefix_ + "wake:" + random_id() : std::string("-")),
-      batcher_([this](const std::vector<op_batcher::op>& ops, std::optional<steady::time_point> deadline,
-                      op_batcher::completion answered) {
-        asio::async_compose<op_batcher::completion, void(boost::system::error_code, reply)>(
-            evalsha_op{&link_, &semaphore_script(), make(ops), deadline}, answered, link_.get_executor());
-      }),
+      batcher_(
+          [this](const std::vector<op_batcher::op>& ops, std::optional<steady::time_point> deadline,
+                 op_batcher::completion answered) {
+            asio::async_compose<op_batcher::completion, void(boost::system::error_code, reply)>(
+                evalsha_op{&link_, &semaphore_script(), make(ops), deadline}, answered, link_.get_executor());
+          },
+          [executor = link_.get_executor()](std::function<void()> task) { asio::post(executor, std::move(task)); },
+          // An answer's completions reach their callers' handlers two turns later: a waiter's strand, then the
+          // handler's own post (posted_completion).
+          2),
       breaker_(options_.breaker),
       wakes_(std::make_shared<wake_registry>(std::move(waker), std::move(close_waker), wake_key_,
                                              options_.poll_interval, options_.timeout)),

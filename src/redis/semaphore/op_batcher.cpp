@@ -46,53 +46,117 @@ struct op_batcher::call_in_sending {
   bool keeps_answer() const noexcept { return sending.load() && std::this_thread::get_id() == sender; }
 };
 
-void op_batcher::submit(op o, std::shared_ptr<void> owner) {
-  {
-    // Queueing needs no more: only what sends takes the send lock (a submit never waits for another's sending).
-    const admit::detail::lock_guard lock(mutex_);
-    if (in_flight_ >= max_in_flight) {
-      queued_.push_back(std::move(o));
-      return;
-    }
+// A flush on its way through the executor's turns. Destroyed without having run (its executor destroyed first), it
+// drops what waited as call_guard does: nothing would ever send it.
+struct op_batcher::flush_task {
+  op_batcher* batcher;
+  std::shared_ptr<void> owner;
+  int turns;
+  bool ran = false;
+  flush_task(op_batcher* b, std::shared_ptr<void> o, int t) : batcher(b), owner(std::move(o)), turns(t) {}
+  flush_task(const flush_task&) = delete;
+  flush_task& operator=(const flush_task&) = delete;
+  ~flush_task() {
+    if (ran) return;
+    std::vector<op> dropped;
+    const admit::detail::lock_guard lock(batcher->mutex_);
+    dropped.swap(batcher->queued_);
+    batcher->flush_pending_ = false;
+    batcher->held_ = false;
   }
+  // Posts the task's next turn (called without the batcher's mutex: a post that fails destroys the task, which takes
+  // it); at its last, the flush runs.
+  static void start(std::shared_ptr<flush_task> task) {
+    op_batcher& b = *task->batcher;
+    b.post_([task = std::move(task)] {
+      if (--task->turns > 0) return start(task);
+      task->ran = true;
+      task->batcher->flush(task->owner);
+    });
+  }
+};
+
+void op_batcher::submit(op o, std::shared_ptr<void> owner) {
+  if (queued_unless_alone(o, owner, false)) return;
+  std::unique_lock sending(send_mutex_);            // before taking a slot: calls leave in the order they form
+  if (queued_unless_alone(o, owner, true)) return;  // another call formed meanwhile
+  std::vector<op> now;
+  now.push_back(std::move(o));
+  send(std::move(now), std::move(owner), false, sending);
+}
+
+bool op_batcher::queued_unless_alone(op& o, const std::shared_ptr<void>& owner, bool take) {
+  std::shared_ptr<flush_task> flush;
+  {
+    const admit::detail::lock_guard lock(mutex_);
+    if (goes_alone()) {
+      if (take) ++in_flight_;
+      return false;
+    }
+    queued_.push_back(std::move(o));
+    if (!flush_pending_ && !held_) flush = make_flush(owner, 1);
+  }
+  if (flush) flush_task::start(std::move(flush));
+  return true;
+}
+
+std::shared_ptr<op_batcher::flush_task> op_batcher::make_flush(const std::shared_ptr<void>& owner, int turns) {
+  flush_pending_ = true;
+  return std::make_shared<flush_task>(this, owner, turns);
+}
+
+void op_batcher::flush(const std::shared_ptr<void>& owner) {
   std::unique_lock sending(send_mutex_);  // before taking from the queue: calls leave in the order they form
   std::vector<op> now;
   {
     const admit::detail::lock_guard lock(mutex_);
-    if (in_flight_ >= max_in_flight) {  // taken meanwhile
-      queued_.push_back(std::move(o));
+    flush_pending_ = false;
+    if (queued_.empty()) return;
+    if (in_flight_ >= max_in_flight) {
+      held_ = true;
       return;
     }
+    // Nothing in flight: one wave, split in two (see the header).
+    now = take_queued(in_flight_ == 0 ? (queued_.size() + 1) / 2 : max_batch);
+    held_ = !queued_.empty();
     ++in_flight_;
-    now = take_queued();  // empty but for a moment after an answer: what waited goes first
-    now.push_back(std::move(o));
   }
-  send(std::move(now), std::move(owner), false, sending);
+  send(std::move(now), owner, true, sending);
 }
 
 bool op_batcher::begin_alone() {
   const admit::detail::lock_guard lock(mutex_);
-  if (in_flight_ >= max_in_flight || !queued_.empty()) return false;
+  if (!goes_alone()) return false;
   ++in_flight_;
   ++calls_;
   ++ops_;
   return true;
 }
 
-void op_batcher::end_alone(std::shared_ptr<void> owner) { pass_slot_on(owner); }
+void op_batcher::end_alone(std::shared_ptr<void> owner) { call_ended(owner); }
 
-void op_batcher::pass_slot_on(const std::shared_ptr<void>& owner) {
+void op_batcher::call_ended(const std::shared_ptr<void>& owner) {
   std::unique_lock sending(send_mutex_);  // in the order calls form
   std::vector<op> next;
+  std::shared_ptr<flush_task> flush;
+  bool sends = false;
   {
     const admit::detail::lock_guard lock(mutex_);
-    next = take_queued();
-    if (next.empty()) {
+    if (!held_) {  // nothing waits, or a flush is posted for it
       --in_flight_;
-      return;
+    } else if (in_flight_ > 1) {
+      // Redis has the other call: what waited leaves with what this answer's completions ask for.
+      --in_flight_;
+      held_ = false;
+      flush = make_flush(owner, reach_ + 1);
+    } else {
+      next = take_queued();  // at once, in this call's slot: nothing else keeps Redis busy
+      held_ = !queued_.empty();
+      sends = true;
     }
   }
-  send(std::move(next), owner, true, sending);
+  if (flush) return flush_task::start(std::move(flush));
+  if (sends) send(std::move(next), owner, true, sending);  // (gives the slot back if nothing is left to send)
 }
 
 std::pair<std::size_t, std::size_t> op_batcher::sent() const {
@@ -100,13 +164,14 @@ std::pair<std::size_t, std::size_t> op_batcher::sent() const {
   return {calls_, ops_};
 }
 
-std::vector<op_batcher::op> op_batcher::take_queued() {
+std::vector<op_batcher::op> op_batcher::take_queued(std::size_t most) {
   std::vector<op> taken;
-  if (queued_.size() <= max_batch) {
+  most = std::min(most, max_batch);
+  if (queued_.size() <= most) {
     taken.swap(queued_);
     return taken;
   }
-  const auto end = queued_.begin() + static_cast<std::ptrdiff_t>(max_batch);
+  const auto end = queued_.begin() + static_cast<std::ptrdiff_t>(most);
   taken.assign(std::make_move_iterator(queued_.begin()), std::make_move_iterator(end));
   queued_.erase(queued_.begin(), end);
   return taken;
@@ -128,6 +193,7 @@ void op_batcher::send(std::vector<op> ops, std::shared_ptr<void> owner, bool wai
     if (!ops.empty()) break;
     const admit::detail::lock_guard lock(mutex_);
     ops = take_queued();
+    held_ = !queued_.empty();  // (for this call's answer: it stays in flight)
     if (ops.empty()) {
       --in_flight_;
       break;
@@ -180,7 +246,7 @@ void op_batcher::send(std::vector<op> ops, std::shared_ptr<void> owner, bool wai
 
 void op_batcher::answered(std::vector<op>& ops, boost::system::error_code ec, reply r,
                           const std::shared_ptr<void>& owner) {
-  pass_slot_on(owner);  // the next call first: the server works on it while these completions run
+  call_ended(owner);  // the next call first (when it goes now): the server works on it while these completions run
   if (ops.size() == 1) return ops.front().done(ec, std::move(r));
   // Unsplit: the call's failure or its error reply (a copy each) is every operation's; a reply of another shape is an
   // error reply for each (never read as theirs: its first element would pass for a status).

@@ -1,23 +1,40 @@
 // src/redis/semaphore/op_batcher.hpp — one semaphore object's script calls, several operations to a call (private to
-// src/redis/semaphore/). An operation asked for while fewer than max_in_flight calls are unanswered leaves at once,
-// alone; one asked for while they all are waits, and leaves with the others that waited — in order, at most
-// max_batch to a call — as soon as one of those calls is answered. So a lone caller pays no wait, and under load
-// semaphore.lua's fixed work (the call, the clock, the semaphore's own fields, the expiry check) is shared by the
-// operations of a call instead of being done for each.
+// src/redis/semaphore/). semaphore.lua's fixed work (the call, the clock, the semaphore's own fields, the expiry
+// check) and Redis's work for a call (its read, its reply's write, waking the reader) are shared by the operations of
+// a call instead of being done for each.
 //
-//   op_batcher b(sender);
+//   op_batcher b(sender, poster, 2);
 //   b.submit({{"release", id, wake_key, "1"}, deadline, done}, owner);  // done(error_code, reply): its own reply
+//
+// When operations leave:
+// - An operation asked for while no call is unanswered and nothing waits leaves at once, alone: a lone caller pays no
+//   wait.
+// - Any other waits, and leaves in a call that a flush forms: posted on the executor when the first of them waits, it
+//   runs once the handlers queued before it have run, so that what the completions of one reply ask for leaves as one
+//   call. At most max_in_flight (two) calls are unanswered; a flush that finds two leaves its operations waiting for
+//   an answer.
+// - An answer that finds operations waiting for it sends them at once when it was the only call unanswered (Redis
+//   would idle otherwise); else it posts a flush that runs after its own completions' handlers (`reach` turns of the
+//   executor), so that those operations leave with what its completions ask for.
+// - A flush that finds no call unanswered and several operations waiting sends half of them; the rest wait for that
+//   call's answer.
+// Under load this keeps a semaphore's calls in two waves: while Redis runs one call, the completions of the other's
+// reply form the next, and every hand-off of a permit (a grant in a reply, its release in the next call of that
+// wave) travels in every other call. Waves merge when two replies are read together and would then stay one — Redis
+// and the completions taking turns instead of working at once — so the last rule splits a lone wave again. (Sending
+// what waited at each answer instead kept three waves: a third of the hand-offs to a call, and half again as many
+// calls per grant for Redis to read and answer.)
 //
 // Order: the operations of a call run in the order they were submitted, and a call is on the connection's queue when
 // send returns, so one thread's operations reach Redis in the order it submitted them (as separate calls would).
 // Between threads there is no order, as between separate calls. An operation whose deadline passed while it waited
-// completes
-// with errc::timeout, never sent (one that did not wait is sent: the connection completes it unsent if its
-// deadline has passed). A call's failure (no answer, connection lost, an error reply to the whole call)
-// is each of its operations' outcome. Thread safety: submit may be called from any thread. Completions never run
-// within submit: they run on the thread that answers the call (the connection's executor), or, for an operation
-// that waited past its deadline, on the thread whose call's answer let it leave (that executor, or a blocking
-// caller's thread in end_alone).
+// completes with errc::timeout, never sent (one that did not wait is sent: the connection completes it unsent if its
+// deadline has passed). A call's failure (no answer, connection lost, an error reply to the whole call) is each of its
+// operations' outcome. Thread safety: submit may be called from any thread. Completions never run within submit: they
+// run on the thread that answers the call (the connection's executor), or, for an operation that waited past its
+// deadline, on the thread that took it out of the queue (a flush on the executor, an answer, or a blocking caller's
+// thread in end_alone). An executor destroyed with a flush pending drops what waited: its completions destroyed, not
+// called (as the executor drops a call's).
 #pragma once
 
 #include <boost/system/error_code.hpp>
@@ -52,20 +69,25 @@ class op_batcher {
   using sender =
       std::function<void(const std::vector<op>& ops, std::optional<steady::time_point> deadline, completion answered)>;
 
+  // Posts a task on the executor that answers the calls (never runs it within the post).
+  using poster = std::function<void(std::function<void()>)>;
+
   // Two calls in flight: Redis runs one while the other's reply travels and the next one forms.
   static constexpr std::size_t max_in_flight = 2;
   // At most this many operations to a call: a call blocks the server for its whole run.
   static constexpr std::size_t max_batch = 32;
 
-  explicit op_batcher(sender send) : send_(std::move(send)) {}
+  // `reach`: the turns of the executor after an answer within which its completions' callers ask for what they do
+  // next (the handlers an answer's completions post, and those that these post in turn).
+  op_batcher(sender send, poster post, int reach) : send_(std::move(send)), post_(std::move(post)), reach_(reach) {}
 
-  // Sends `o` now, or queues it behind the calls in flight. `owner` is kept alive until the call carrying `o` is
+  // Sends `o` now, or queues it for a flush or an answer. `owner` is kept alive until the call carrying `o` is
   // answered (the object the sender belongs to).
   void submit(op o, std::shared_ptr<void> owner);
 
   // Takes a slot for a call of one operation that the caller sends itself (a blocking call, which waits on its own
-  // thread: the fastest way for a lone caller), when a slot is free and nothing waits; then true, and the caller
-  // calls end_alone once the call is answered or given up (whatever waited for the slot meanwhile leaves then).
+  // thread: the fastest way for a lone caller), when submit would send it at once; then true, and the caller calls
+  // end_alone once the call is answered or given up (an answer, as far as what waits is concerned).
   [[nodiscard]] bool begin_alone();
   void end_alone(std::shared_ptr<void> owner);
 
@@ -75,6 +97,16 @@ class op_batcher {
  private:
   struct call_guard;
   struct call_in_sending;
+  struct flush_task;
+  // Whether an operation may leave at once, alone.
+  bool goes_alone() const ADMIT_REQUIRES(mutex_) { return in_flight_ == 0 && queued_.empty() && !flush_pending_; }
+  // Queues `o` (then true) unless it may leave at once, alone; then, when `take`, it takes a slot.
+  bool queued_unless_alone(op& o, const std::shared_ptr<void>& owner, bool take) ADMIT_EXCLUDES(mutex_);
+  // A flush that runs `turns` turns of the executor after flush_task::start (flush_pending_ is set).
+  std::shared_ptr<flush_task> make_flush(const std::shared_ptr<void>& owner, int turns) ADMIT_REQUIRES(mutex_);
+  void flush(const std::shared_ptr<void>& owner);
+  // A call was answered or given up (its slot is free): what waited for it leaves now, or with the next flush.
+  void call_ended(const std::shared_ptr<void>& owner);
   // `waited`: the operations come from the queue (those past their deadline are then completed, not sent).
   // `sending` holds send_mutex_ and is released once the call is on the connection.
   void send(std::vector<op> ops, std::shared_ptr<void> owner, bool waited, std::unique_lock<std::mutex>& sending);
@@ -82,11 +114,12 @@ class op_batcher {
   // A batch call's reply cut into its `ops` operations' replies (semaphore.lua's `batch`: each as its length and
   // elements, an error as -1 and the error); empty when it is not such a reply (then `r` is left as it was).
   static std::vector<reply> split(reply&& r, std::size_t ops);
-  std::vector<op> take_queued() ADMIT_REQUIRES(mutex_);
-  // A call's slot is free: what waited leaves in it, else it is given back.
-  void pass_slot_on(const std::shared_ptr<void>& owner);
+  // The first `most` operations of the queue (at most max_batch).
+  std::vector<op> take_queued(std::size_t most = max_batch) ADMIT_REQUIRES(mutex_);
 
   sender send_;
+  poster post_;
+  int reach_;
   // Held from taking operations out of the queue (or a submit's own) until their call is on the connection, so that
   // calls reach the connection in the order they formed. A call answered at once, on the sending thread, within the
   // sender, is handled once the send returns and this is released (call_in_sending), so nothing takes it twice.
@@ -95,6 +128,10 @@ class op_batcher {
   mutable admit::detail::mutex mutex_;
   std::vector<op> queued_ ADMIT_GUARDED_BY(mutex_);
   std::size_t in_flight_ ADMIT_GUARDED_BY(mutex_) = 0;  // calls sent and not yet answered
+  // Whether a flush is posted, and whether the queue waits for the answer of a call in flight instead (one of them
+  // whenever the queue is not empty).
+  bool flush_pending_ ADMIT_GUARDED_BY(mutex_) = false;
+  bool held_ ADMIT_GUARDED_BY(mutex_) = false;
   std::size_t calls_ ADMIT_GUARDED_BY(mutex_) = 0;
   std::size_t ops_ ADMIT_GUARDED_BY(mutex_) = 0;
 };
