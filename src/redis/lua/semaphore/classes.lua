@@ -210,7 +210,7 @@ local function join(A, id, n, ttl, k)
   wrote(expiry, until_us) -- a waiter already queued under this id has its expiry moved too
   if redis.call('ZADD', expiry, int(until_us), id) == 1 then
     -- (n and the ttl as the caller wrote them, A[4] and A[5]: plain digits, as run.acquire checked)
-    redis.call('RPUSH', cls and cls[k].list or queue, id .. ':' .. A[4] .. ':' .. A[5] .. ':' .. A[9])
+    redis.call('RPUSH', cls and cls[k].list or queue, waiter_record(id, n, A[4], ttl, A[5], A[9]))
     wrote(cls and cls[k].list or queue)
     if tracked then
       redis.call('HSET', waiters_hash, id, int(k - 1) .. ':' .. int(n) .. ':' .. int(seq))

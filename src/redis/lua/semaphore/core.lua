@@ -334,9 +334,28 @@ local function grant(id, n, ttl, k, n_text)
   return fence, expires, held .. ':' .. expires_text
 end
 
+-- Queue records this code wrote, and what each holds ({id, n, ttl, wake, n's digits}): a waiter's record is read back
+-- by the call that serves it, usually a few calls after the one that queued it, and matching it against its pattern
+-- (a character at a time through its id and wake key) costs Redis about 5,700 instructions, a lookup a few hundred.
+-- Kept across calls when the code is loaded as a function library; two generations of up to 256 records, the older
+-- dropped when the newer fills, so that a record is remembered for at least its next 256 joins. Only what the pattern
+-- would read the same way is kept (an id without ':', a wake key that is not empty).
+local records, older_records, recorded = {}, {}, 0
+-- The queue record of a waiter (n and ttl as the caller wrote them: plain digits, checked by digits()).
+local function waiter_record(id, n, n_text, ttl, ttl_text, wake)
+  local record = id .. ':' .. n_text .. ':' .. ttl_text .. ':' .. wake
+  if wake ~= '' and not string.find(id, ':', 1, true) then
+    if recorded >= 256 then records, older_records, recorded = {}, records, 0 end
+    recorded = recorded + 1
+    records[record] = { id, n, ttl, wake, n_text }
+  end
+  return record
+end
 -- A queue record "id:n:lease_ttl_us:wake_key": id, n, ttl, wake and n's digits; only its id (or nil) when the rest is
 -- unreadable.
 local function parse_waiter(record)
+  local known = records[record] or older_records[record]
+  if known then return known[1], known[2], known[3], known[4], known[5] end
   local id, n, ttl, wake = string.match(record, '^([^:]+):(%d+):(%d+):(.+)$')
   if id then return id, decimal(n), decimal(ttl), wake, n end -- (digits only, matched above)
   return string.match(record, '^[^:]+')
