@@ -76,6 +76,27 @@ TEST(RedisAdmission, TakesTokensAndPermitsInOneDecision) {
   EXPECT_LE(later.next_token, s.next_token);
 }
 
+// A semaphore's call reads the rate's and the classes' fields only when its stored definition names a rate or classes.
+// One made by an older admit kept no definition: its rate must still be read, and kept.
+TEST(RedisAdmission, ARateStoredWithoutADefinitionIsStillTheRate) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admission a(conn, "older", slow(/*burst=*/2, /*max_in_flight=*/4));
+  auto first = a.try_acquire(0);
+  ASSERT_TRUE(first) << first.error().message();
+  ASSERT_EQ(server.admin({"HDEL", "{older}:meta", "definition"}), "1");
+  auto second = a.try_acquire(0);
+  ASSERT_TRUE(second) << second.error().message();
+  // Two permits free, no token left: the rate decides, as the fields say.
+  EXPECT_EQ(a.try_acquire(0).error(), admit::errc::would_block);
+  const auto [s, ec] = a.inspect();
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(s.tokens, 0);
+  EXPECT_EQ(s.burst, 2);
+  EXPECT_EQ(s.available, 2);
+}
+
 TEST(RedisAdmission, TheNextTokenIsSetWhileTheBucketIsShortAndZeroWithoutARate) {
   redis_server server;
   io_thread io;

@@ -13,11 +13,11 @@ local function make_class_helpers()
   -- µs until class c's assured bucket holds a whole token (0: now; nil: never, a share of 0).
   assured_wait = function(c)
     if c.ab < 1 then return nil end
-    local ready = math.max(c.atat, now - c.ab * c.ai) + c.ai
+    local ready = max(c.atat, now - c.ab * c.ai) + c.ai
     return ready > now and ready - now or 0
   end
   assured_charge = function(c, n)
-    c.atat = math.max(c.atat, now - c.ab * c.ai) + n * c.ai
+    c.atat = max(c.atat, now - c.ab * c.ai) + n * c.ai
     dirty.classes = true
   end
   -- Class k's live head, or nil; records of waiters that left are dropped on the way, and a head too large ever to be
@@ -25,18 +25,18 @@ local function make_class_helpers()
   head_of = function(k)
     local list = cls[k].list
     while true do
-      local record = redis.call('LINDEX', list, 0)
+      local record = rcall('LINDEX', list, 0)
       if not record then return nil end
       local id, n, ttl, wake = parse_waiter(record)
-      local w = id and redis.call('HGET', waiters_hash, id)
+      local w = id and rcall('HGET', waiters_hash, id)
       if not n or not w then
-        redis.call('LPOP', list)
+        rcall('LPOP', list)
         if id then drop_waiter(id) end
       elseif too_large(n) then
-        redis.call('LPOP', list)
+        rcall('LPOP', list)
         if drop_waiter(id) then push_wake(wake, id .. ':') end
       else
-        return { id = id, n = n, ttl = ttl, wake = wake, arrival = tonumber(string.match(w, ':(%d+)$')) or 0, k = k }
+        return { id = id, n = n, ttl = ttl, wake = wake, arrival = tonumber(match(w, ':(%d+)$')) or 0, k = k }
       end
     end
   end
@@ -44,7 +44,7 @@ local function make_class_helpers()
     local c = cls[h.k]
     h.permit_entitled = capacity >= unlimited or c.held < c.g
     h.token_entitled = interval == 0 or assured_wait(c) == 0
-    h.permit_claim = h.permit_entitled and math.min(c.queued, c.g - c.held) or 0
+    h.permit_claim = h.permit_entitled and min(c.queued, c.g - c.held) or 0
     h.permits_free = h.n <= free
     h.tokens_free = has_tokens(h.n)
     return h
@@ -73,7 +73,7 @@ local function make_class_helpers()
         for _, o in ipairs(heads) do
           if o ~= h then
             if claims(o, h, true) then
-              permits = permits + (h.permit_entitled and o.n or math.max(o.n, o.permit_claim))
+              permits = permits + (h.permit_entitled and o.n or max(o.n, o.permit_claim))
             end
             if claims(o, h, false) then tokens = tokens + o.n end
           end
@@ -104,7 +104,7 @@ local function make_class_helpers()
     take_tokens(h.n)
     local token, expires, granted = grant(h.id, h.n, h.ttl, h.k)
     if charged then
-      redis.call('HSET', waiters_hash, 'c:' .. h.id, '1')
+      rcall('HSET', waiters_hash, 'c:' .. h.id, '1')
       wrote(waiters_hash)
     end
     return token, expires, granted
@@ -116,7 +116,7 @@ local function make_class_helpers()
       if #heads == 0 then return false end
       local h = pick(heads)
       if not h then return true end
-      redis.call('LPOP', cls[h.k].list)
+      rcall('LPOP', cls[h.k].list)
       drop_waiter(h.id)
       local _, _, granted = admit_head(h)
       deliver(h.id, granted, h.wake, mine, handed)
@@ -134,14 +134,14 @@ end
 local function queued_through(id, list)
   local sum, at = 0, 0
   while true do
-    local records = redis.call('LRANGE', list, at, at + 99)
+    local records = rcall('LRANGE', list, at, at + 99)
     if #records == 0 then return sum end
     local ids, ns = {}, {}
     for i, record in ipairs(records) do
       local wid, n = parse_waiter(record)
       ids[i], ns[i] = wid or '', n or 0
     end
-    for i, score in ipairs(redis.call('ZMSCORE', expiry, unpack(ids))) do
+    for i, score in ipairs(rcall('ZMSCORE', expiry, unpack(ids))) do
       if score then
         sum = sum + ns[i]
         if ids[i] == id then return sum end
@@ -158,8 +158,8 @@ local function rate_wait(id)
     if token_wait(cls[1].queued) == 0 then return 0 end -- the tokens of every waiter are there: not the rate
     return token_wait(queued_through(id, queue))
   end
-  local w = redis.call('HGET', waiters_hash, id)
-  local k = w and tonumber(string.match(w, '^(%d+):'))
+  local w = rcall('HGET', waiters_hash, id)
+  local k = w and tonumber(match(w, '^(%d+):'))
   local c = k and cls[k + 1]
   if not c then return 0 end
   local wait = token_wait(c.queued) == 0 and 0 or token_wait(queued_through(id, c.list))
@@ -177,10 +177,10 @@ end
 -- in its own reply, never a reply with a hole in it (Redis ends an array at its first nil, and a batch's reply would
 -- lose the operations after it).
 local function lease_reply(id)
-  local v = redis.call('HGET', leases, id)
+  local v = rcall('HGET', leases, id)
   if not v then return nil end
-  local n, token = string.match(v, '^(%d+):(%d+)')
-  local expires = redis.call('ZSCORE', holders, id)
+  local n, token = match(v, '^(%d+):(%d+)')
+  local expires = rcall('ZSCORE', holders, id)
   if not n or not expires then
     return redis.error_reply('ERR admit semaphore: lease ' .. id .. ' cannot be read (' .. v .. ')')
   end
@@ -197,7 +197,7 @@ end
 -- that left and came back would find its old place, and its old request, if its record were still queued.)
 local function join(A, id, n, ttl, k)
   local most = num(A[7], 'max waiters')
-  if most >= 0 and redis.call('ZCARD', expiry) >= most then return { FULL, free, now } end
+  if most >= 0 and rcall('ZCARD', expiry) >= most then return { FULL, free, now } end
   local ready = 0
   if interval > 0 then
     ready = token_wait(cls[k].queued + n)
@@ -208,18 +208,20 @@ local function join(A, id, n, ttl, k)
   seq = seq + 1
   dirty.seq = true
   wrote(expiry, until_us) -- a waiter already queued under this id has its expiry moved too
-  if redis.call('ZADD', expiry, int(until_us), id) == 1 then
+  if rcall('ZADD', expiry, int(until_us), id) == 1 then
     -- (n and the ttl as the caller wrote them, A[4] and A[5]: plain digits, as run.acquire checked)
-    redis.call('RPUSH', cls and cls[k].list or queue, waiter_record(id, n, A[4], ttl, A[5], A[9]))
+    rcall('RPUSH', cls and cls[k].list or queue, waiter_record(id, n, A[4], ttl, A[5], A[9]))
     wrote(cls and cls[k].list or queue)
     if tracked then
-      redis.call('HSET', waiters_hash, id, int(k - 1) .. ':' .. int(n) .. ':' .. int(seq))
+      rcall('HSET', waiters_hash, id, int(k - 1) .. ':' .. int(n) .. ':' .. int(seq))
       wrote(waiters_hash)
       cls[k].queued = cls[k].queued + n
       dirty.classes = true
     end
     if seq % 32 == 0 then -- see unpack_key (meta exists unless this call makes it: then save() converts it)
       unpack_key(expiry, 'zset')
+      unpack_key(holders, 'zset')
+      unpack_key(leases, 'hash')
       if tracked then unpack_key(waiters_hash, 'hash') end
       if not dirty.created then unpack_key(meta, 'hash') end
     end

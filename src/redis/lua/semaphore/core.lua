@@ -78,14 +78,23 @@
 -- are made once, when the library is loaded; run as a script (EVALSHA), at every call.
 local meta, holders, leases, queue, expiry, op, now
 
+-- The library's functions the code calls most, as upvalues: in a function library each global's lookup goes through
+-- its globals table (about 10 ns for `redis.call`, twice a command's own bookkeeping in Lua). Bound by call() at its
+-- first run: at FUNCTION LOAD none of them exists yet (run as a script, at every call).
+local rcall, format, find, match, sub, max, min, floor
+local function bind_library()
+  rcall, format, find, match, sub = redis.call, string.format, string.find, string.match, string.sub
+  max, min, floor = math.max, math.min, math.floor
+end
+
 -- The reply statuses (above; the C++ side's sem_status in src/redis/semaphore/core.hpp, which a test holds to these).
 local GRANTED, QUEUED, UNAVAILABLE, FULL, TOO_LARGE, UNKNOWN, LEFT, CONFLICT, TOO_LATE = 0, 1, 2, 3, 4, 5, 6, 7, 8
 
 local function int(x)
   -- %d (a C long) is several times faster than %.0f, whose 16-digit times take glibc's multi-precision path;
   -- %.0f only beyond 2^53, where a double is no longer an exact integer anyway.
-  if x > -9007199254740992 and x < 9007199254740992 then return string.format('%d', x) end
-  return string.format('%.0f', x)
+  if x > -9007199254740992 and x < 9007199254740992 then return format('%d', x) end
+  return format('%.0f', x)
 end
 
 -- Texts already read as numbers, and their values: most of a call's numbers are the same texts call after call (n,
@@ -121,7 +130,7 @@ end
 local function digits(x, what)
   local v = decimals[x]
   if v then return v end
-  if not x or not string.find(x, '^%d+$') then
+  if not x or not find(x, '^%d+$') then
     error('admit semaphore: ' .. what .. ' must be a whole number in decimal digits, got ' .. tostring(x))
   end
   return decimal(x)
@@ -129,7 +138,7 @@ end
 
 -- The call's time: the server's clock, in µs. (Replaced by debug_clock.lua in the library's debug builds.)
 local function server_time()
-  local t = redis.call('TIME')
+  local t = rcall('TIME')
   return t[1] * 1000000 + t[2] -- (arithmetic reads each text once; tonumber() reads it twice: a check, then the value)
 end
 -- now as int() writes it, made at most once per call (call() resets now_formatted).
@@ -146,18 +155,18 @@ local dirty -- the meta fields to write at the end of the call
 -- cannot be read); classes "g:ai:ab,..." per priority class: its guaranteed permits, its assured bucket's interval (µs;
 -- 0: none) and burst. One class: no classes part.
 local function parse_definition(text)
-  local c, i, b, rest = string.match(text, '^(%d+)/(%d+)/(%d+)(.*)$')
+  local c, i, b, rest = match(text, '^(%d+)/(%d+)/(%d+)(.*)$')
   if not c or (tonumber(i) == 0) ~= (tonumber(b) == 0) then return nil end
   local classes = nil
   if rest ~= '' then
-    classes = string.match(rest, '^/(%d+:%d+:%d+[%d:,]*)$')
+    classes = match(rest, '^/(%d+:%d+:%d+[%d:,]*)$')
     if not classes then return nil end
   end
   return tonumber(c), tonumber(i), tonumber(b), classes
 end
 -- The stored definition, as ARGV[2] writes it.
 local function definition()
-  local d = string.format('%d/%d/%d', capacity, interval, burst)
+  local d = format('%d/%d/%d', capacity, interval, burst)
   if class_text then d = d .. '/' .. class_text end
   return d
 end
@@ -186,21 +195,21 @@ local function wrote(key, expires)
 end
 local function keep_alive()
   if idle == 0 then return end
-  local need = math.floor((math.max(latest, now) + idle) / 1000) + 1 -- milliseconds, rounded up
+  local need = floor((max(latest, now) + idle) / 1000) + 1 -- milliseconds, rounded up
   -- meta's own expiry must still be kept: a call of an older admit (which sets every key to exactly what it needs)
   -- may have moved it earlier. (PTTL, not PEXPIRETIME: Redis 6 has no PEXPIRETIME.)
-  if need <= kept and math.floor(now / 1000) + redis.call('PTTL', meta) > need then
-    for key in pairs(touched) do redis.call('PEXPIREAT', key, int(kept)) end
+  if need <= kept and floor(now / 1000) + rcall('PTTL', meta) > need then
+    for key in pairs(touched) do rcall('PEXPIREAT', key, int(kept)) end
     return
   end
-  kept = need + math.floor(idle / 4000)
-  redis.call('HSET', meta, 'kept', int(kept))
+  kept = need + floor(idle / 4000)
+  rcall('HSET', meta, 'kept', int(kept))
   local keys = { meta, holders, leases, queue, expiry }
   if tracked then keys[#keys + 1] = waiters_hash end -- only a rate or classes use it
   if multi then
     for k = 2, #cls do keys[#keys + 1] = cls[k].list end
   end
-  for _, key in ipairs(keys) do redis.call('PEXPIREAT', key, int(kept)) end
+  for _, key in ipairs(keys) do rcall('PEXPIREAT', key, int(kept)) end
 end
 
 -- A rate limiter's queue (admit::redis::gcra's and token_bucket's waiting forms): its rate is the limiter's, and its
@@ -210,7 +219,7 @@ end
 -- as those scripts write it, expiring when the bucket is full again.
 local rate_key, rate_kind
 local function rate_key_tat()
-  local v = redis.call('GET', rate_key)
+  local v = rcall('GET', rate_key)
   if not v then return 0 end
   v = v + 0 -- (not a number: the call fails, as the limiter's own script does on that key)
   if rate_kind == 'gcra' then return v - burst * interval end
@@ -219,28 +228,30 @@ end
 local function save_rate_key()
   local v = tat
   if rate_kind == 'gcra' then v = tat + burst * interval end
-  redis.call('SET', rate_key, int(v), 'PXAT', int(math.ceil((tat + burst * interval) / 1000)))
+  rcall('SET', rate_key, int(v), 'PXAT', int(math.ceil((tat + burst * interval) / 1000)))
 end
 
 -- Redis keeps a small hash or sorted set packed in one array (a listpack: by default up to 128 entries of up to 64
 -- bytes), where every lookup, insert and removal scans the whole array. meta, whose fields every call reads one by
--- one, and under contention the waiters' expiry set and hash (tens of waiters, each joining and leaving) cost less in
--- Redis's general encodings, a hash table and a skip list: in a profile of 64 callers on 8 permits, 11 % fewer of
--- Redis's instructions per acquire-and-release cycle; 4.5 % per call without waiters. A field or member longer than a
+-- one, and under contention the waiters' expiry set and hash (tens of waiters, each joining and leaving) and the
+-- holders' set and leases (a lease made and ended at every hand-off) cost less in Redis's general encodings, a hash
+-- table and a skip list: in a profile of 64 callers on 8 permits, 11 % fewer of Redis's instructions per
+-- acquire-and-release cycle for meta and the waiters' keys, 6.4 % more for the holders' keys; 4.5 % per call without
+-- waiters for meta. A field or member longer than a
 -- listpack takes converts a key, and Redis never converts it back while the key exists (a key emptied is deleted, and
 -- made anew packed). unpack_key() adds such a name and removes it at once, within the call: nobody ever sees it. It
--- contains ':', which no lease or waiter id does. Called for meta when a call creates it, and for meta and the
--- waiters' keys at every 32nd waiter that joins (a key that holds few entries then is converted too: harmless).
+-- contains ':', which no lease or waiter id does. Called for meta when a call creates it, and for meta, the waiters'
+-- and the holders' keys at every 32nd waiter that joins (a key that holds few entries then is converted too: harmless).
 -- Performance only: a server whose listpack limits are set above the name's 200 bytes keeps the keys packed.
 local long_name -- made at the first use: at FUNCTION LOAD the string library is not there yet
 local function unpack_key(key, kind)
   if not long_name then long_name = 'admit:' .. string.rep('-', 194) end
   if kind == 'zset' then
-    redis.call('ZADD', key, 0, long_name)
-    redis.call('ZREM', key, long_name)
+    rcall('ZADD', key, 0, long_name)
+    rcall('ZREM', key, long_name)
   else
-    redis.call('HSET', key, long_name, '')
-    redis.call('HDEL', key, long_name)
+    rcall('HSET', key, long_name, '')
+    rcall('HDEL', key, long_name)
   end
 end
 local function save()
@@ -266,7 +277,7 @@ local function save()
     if class_text then
       args[#args + 1] = 'classes'; args[#args + 1] = class_text
     else
-      redis.call('HDEL', meta, 'classes')
+      rcall('HDEL', meta, 'classes')
     end
   end
   if dirty.classes and not multi then
@@ -278,7 +289,7 @@ local function save()
       args[#args + 1] = 'atat:' .. k; args[#args + 1] = int(cls[k].atat)
     end
   end
-  if #args > 0 then redis.call('HSET', meta, unpack(args)) end
+  if #args > 0 then rcall('HSET', meta, unpack(args)) end
   if dirty.created then unpack_key(meta, 'hash') end
 end
 local function take(n)
@@ -296,13 +307,13 @@ end
 -- holds n tokens (0: now); n never above the burst.
 local function token_wait(n)
   if interval == 0 then return 0 end
-  local ready = math.max(tat, now - burst * interval) + n * interval
+  local ready = max(tat, now - burst * interval) + n * interval
   if ready <= now then return 0 end
   return ready - now
 end
 local function take_tokens(n)
   if interval == 0 then return end
-  tat = math.max(tat, now - burst * interval) + n * interval
+  tat = max(tat, now - burst * interval) + n * interval
   dirty.tat = true
 end
 -- Too large ever to be admitted: above the capacity, or above the burst.
@@ -316,19 +327,19 @@ end
 -- lease's expiry, and the grant as its wake-up carries it, "n:token:expiry" (deliver): each number is formatted once.
 -- `n_text`: n as the caller or the queue record wrote it, when known (formatting a number costs a sprintf).
 local function grant(id, n, ttl, k, n_text)
-  fence = math.max(fence + 1, now)
+  fence = max(fence + 1, now)
   dirty.fence = true
   local expires = now + ttl
   local expires_text, held = int(expires), (n_text or int(n)) .. ':' .. int(fence)
-  redis.call('ZADD', holders, expires_text, id)
+  rcall('ZADD', holders, expires_text, id)
   wrote(holders, expires)
   wrote(leases)
   if k then
     cls[k].held = cls[k].held + n
     dirty.classes = true
-    redis.call('HSET', leases, id, held .. ':' .. int(k - 1))
+    rcall('HSET', leases, id, held .. ':' .. int(k - 1))
   else
-    redis.call('HSET', leases, id, held)
+    rcall('HSET', leases, id, held)
   end
   due(expires)
   return fence, expires, held .. ':' .. expires_text
@@ -344,7 +355,7 @@ local records, older_records, recorded = {}, {}, 0
 -- The queue record of a waiter (n and ttl as the caller wrote them: plain digits, checked by digits()).
 local function waiter_record(id, n, n_text, ttl, ttl_text, wake)
   local record = id .. ':' .. n_text .. ':' .. ttl_text .. ':' .. wake
-  if wake ~= '' and not string.find(id, ':', 1, true) then
+  if wake ~= '' and not find(id, ':', 1, true) then
     if recorded >= 256 then records, older_records, recorded = {}, records, 0 end
     recorded = recorded + 1
     records[record] = { id, n, ttl, wake, n_text }
@@ -356,21 +367,21 @@ end
 local function parse_waiter(record)
   local known = records[record] or older_records[record]
   if known then return known[1], known[2], known[3], known[4], known[5] end
-  local id, n, ttl, wake = string.match(record, '^([^:]+):(%d+):(%d+):(.+)$')
+  local id, n, ttl, wake = match(record, '^([^:]+):(%d+):(%d+):(.+)$')
   if id then return id, decimal(n), decimal(ttl), wake, n end -- (digits only, matched above)
-  return string.match(record, '^[^:]+')
+  return match(record, '^[^:]+')
 end
 
 -- Waiter `id` leaves the queue (its record stays in the list until the head or a compaction); whether it was waiting.
 local function drop_waiter(id)
-  if redis.call('ZREM', expiry, id) ~= 1 then return false end
+  if rcall('ZREM', expiry, id) ~= 1 then return false end
   if tracked then
-    local w = redis.call('HGET', waiters_hash, id)
-    redis.call('HDEL', waiters_hash, id)
-    local k, n = string.match(w or '', '^(%d+):(%d+):')
+    local w = rcall('HGET', waiters_hash, id)
+    rcall('HDEL', waiters_hash, id)
+    local k, n = match(w or '', '^(%d+):(%d+):')
     if k and cls[tonumber(k) + 1] then
       local c = cls[tonumber(k) + 1]
-      c.queued = math.max(0, c.queued - tonumber(n))
+      c.queued = max(0, c.queued - tonumber(n))
       dirty.classes = true
     end
   end
@@ -380,30 +391,30 @@ end
 -- Rebuilds a queue list from the records of the waiters still waiting, in order, once the lists hold more than twice
 -- as many records as there are waiters (plus 32): O(N), at most once per N/2 departures.
 local function compact_list(list)
-  local records = redis.call('LRANGE', list, 0, -1)
-  redis.call('DEL', list)
+  local records = rcall('LRANGE', list, 0, -1)
+  rcall('DEL', list)
   for first = 1, #records, 500 do
     local chunk, ids = {}, {}
-    for i = first, math.min(first + 499, #records) do
+    for i = first, min(first + 499, #records) do
       chunk[#chunk + 1] = records[i]
       ids[#ids + 1] = parse_waiter(records[i]) or ''
     end
     local live = {}
-    for i, score in ipairs(redis.call('ZMSCORE', expiry, unpack(ids))) do
+    for i, score in ipairs(rcall('ZMSCORE', expiry, unpack(ids))) do
       if score then live[#live + 1] = chunk[i] end
     end
     if #live > 0 then
-      redis.call('RPUSH', list, unpack(live))
+      rcall('RPUSH', list, unpack(live))
       wrote(list)
     end
   end
 end
 local function compact()
-  local length = redis.call('LLEN', queue)
+  local length = rcall('LLEN', queue)
   if multi then
-    for k = 2, #cls do length = length + redis.call('LLEN', cls[k].list) end
+    for k = 2, #cls do length = length + rcall('LLEN', cls[k].list) end
   end
-  if length <= 2 * redis.call('ZCARD', expiry) + 32 then return end
+  if length <= 2 * rcall('ZCARD', expiry) + 32 then return end
   compact_list(queue)
   if multi then
     for k = 2, #cls do compact_list(cls[k].list) end
@@ -416,21 +427,21 @@ end
 -- read.
 local function take_lease(id, n)
   if n and not multi then
-    if redis.call('ZREM', holders, id) == 0 then return nil end
-    redis.call('HDEL', leases, id)
+    if rcall('ZREM', holders, id) == 0 then return nil end
+    rcall('HDEL', leases, id)
     return n
   end
-  local v = redis.call('HGET', leases, id)
+  local v = rcall('HGET', leases, id)
   if not v then return nil end
-  redis.call('HDEL', leases, id)
-  redis.call('ZREM', holders, id)
-  local held, k = string.match(v, '^(%d+):%d+:?(%d*)$')
+  rcall('HDEL', leases, id)
+  rcall('ZREM', holders, id)
+  local held, k = match(v, '^(%d+):%d+:?(%d*)$')
   held = held and held + 0
   if multi and held and k ~= '' and cls[tonumber(k) + 1] then -- its class holds that many fewer
     local c = cls[tonumber(k) + 1]
-    c.held = math.max(0, c.held - held)
+    c.held = max(0, c.held - held)
     dirty.classes = true
-    if interval > 0 and redis.call('HDEL', waiters_hash, 'c:' .. id) == 1 then return held, c end
+    if interval > 0 and rcall('HDEL', waiters_hash, 'c:' .. id) == 1 then return held, c end
   end
   return held
 end
@@ -453,26 +464,26 @@ end
 local function sweep()
   if now < next_due then return end
   while true do
-    local dead = redis.call('ZRANGEBYSCORE', holders, '-inf', now_text(), 'LIMIT', 0, 100)
+    local dead = rcall('ZRANGEBYSCORE', holders, '-inf', now_text(), 'LIMIT', 0, 100)
     for _, id in ipairs(dead) do
       local n = take_lease(id)
       if n then take(-n) end
-      redis.call('ZREM', holders, id)
+      rcall('ZREM', holders, id)
     end
     if #dead < 100 then break end
   end
   local left = false
   while true do
-    local gone = redis.call('ZRANGEBYSCORE', expiry, '-inf', now_text(), 'LIMIT', 0, 100)
+    local gone = rcall('ZRANGEBYSCORE', expiry, '-inf', now_text(), 'LIMIT', 0, 100)
     for _, id in ipairs(gone) do
       left = drop_waiter(id) or left
     end
     if #gone < 100 then break end
   end
   if left then compact() end
-  local h = redis.call('ZRANGE', holders, 0, 0, 'WITHSCORES')
-  local w = redis.call('ZRANGE', expiry, 0, 0, 'WITHSCORES')
-  next_due = math.min(tonumber(h[2]) or math.huge, tonumber(w[2]) or math.huge)
+  local h = rcall('ZRANGE', holders, 0, 0, 'WITHSCORES')
+  local w = rcall('ZRANGE', expiry, 0, 0, 'WITHSCORES')
+  next_due = min(tonumber(h[2]) or math.huge, tonumber(w[2]) or math.huge)
   if next_due == math.huge then next_due = 2 ^ 52 end
   dirty.next = true
 end
@@ -481,8 +492,8 @@ end
 -- limiter's wait, which has no wake-up loop): it learns of its grant by its poll, and nothing is pushed.
 local function push_wake(wake, text)
   if wake == '-' then return end
-  redis.call('LPUSH', wake, text)
-  redis.call('PEXPIRE', wake, 60000)
+  rcall('LPUSH', wake, text)
+  rcall('PEXPIRE', wake, 60000)
 end
 
 -- The grant's wake-up, "id:n:token:expiry:now" (the waiter needs no call to learn it; `granted` is grant()'s
@@ -504,7 +515,7 @@ end
 local function serve_one(mine, handed, all)
   while true do
     if free <= 0 and not all then return nil end
-    local record = redis.call('LPOP', queue)
+    local record = rcall('LPOP', queue)
     if not record then return false end
     local id, n, ttl, wake, n_text = parse_waiter(record)
     if not n then
@@ -517,8 +528,8 @@ local function serve_one(mine, handed, all)
       if drop_waiter(id) then push_wake(wake, id .. ':') end
     elseif n > free or token_wait(n) > 0 then
       -- does not fit yet (permits or tokens): a waiter keeps its place at the head (one that left is dropped)
-      if redis.call('ZSCORE', expiry, id) then
-        redis.call('LPUSH', queue, record)
+      if rcall('ZSCORE', expiry, id) then
+        rcall('LPUSH', queue, record)
         wrote(queue)
         return true
       end

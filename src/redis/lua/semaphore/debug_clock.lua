@@ -4,8 +4,8 @@
 -- as it moves a manual clock — the differential tests against the local admission. Without the field: TIME, one HGET
 -- more per call.
 server_time = function()
-  local t = redis.call('HGET', meta, 'debug_now')
+  local t = rcall('HGET', meta, 'debug_now')
   if t then return tonumber(t) end
-  local s = redis.call('TIME')
+  local s = rcall('TIME')
   return tonumber(s[1]) * 1000000 + tonumber(s[2])
 end

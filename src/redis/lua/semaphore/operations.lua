@@ -34,9 +34,9 @@ function run.poll(A)
   if free > 0 then serve(nil, nil) end
   local l = lease_reply(id)
   if l then return l end
-  if redis.call('ZSCORE', expiry, id) then
+  if rcall('ZSCORE', expiry, id) then
     local until_us = now + num(A[4], 'waiter ttl')
-    redis.call('ZADD', expiry, int(until_us), id)
+    rcall('ZADD', expiry, int(until_us), id)
     wrote(expiry, until_us)
     return { QUEUED, 0, now, interval > 0 and rate_wait(id) or 0 }
   end
@@ -80,9 +80,9 @@ function run.renew(A)
   -- A[3] id, [4] lease ttl µs: a lease still held (not past its expiry) is extended to now + ttl
   local id = A[3]
   if free > 0 then serve(nil, nil) end
-  if not redis.call('ZSCORE', holders, id) then return { UNKNOWN, 0, now } end
+  if not rcall('ZSCORE', holders, id) then return { UNKNOWN, 0, now } end
   local expires = now + num(A[4], 'lease ttl')
-  redis.call('ZADD', holders, 'XX', int(expires), id)
+  rcall('ZADD', holders, 'XX', int(expires), id)
   wrote(holders, expires)
   return { GRANTED, expires, now }
 end
@@ -121,13 +121,13 @@ function run.set_limits(A)
   dirty.capacity = true
   if not multi and (interval == 0) ~= (i == 0) then
     -- Counting the waiters' permits (see `tracked`) starts or stops with the rate: from the queue as it is.
-    redis.call('DEL', waiters_hash)
+    rcall('DEL', waiters_hash)
     local sum = 0
     if i > 0 then
-      for _, record in ipairs(redis.call('LRANGE', queue, 0, -1)) do
+      for _, record in ipairs(rcall('LRANGE', queue, 0, -1)) do
         local id, n = parse_waiter(record)
-        if n and redis.call('ZSCORE', expiry, id) then
-          redis.call('HSET', waiters_hash, id, '0:' .. int(n) .. ':0')
+        if n and rcall('ZSCORE', expiry, id) then
+          rcall('HSET', waiters_hash, id, '0:' .. int(n) .. ':0')
           wrote(waiters_hash)
           sum = sum + n
         end
@@ -140,8 +140,8 @@ function run.set_limits(A)
   if interval == 0 or i == 0 then
     tat = 0
   else
-    local tokens = math.min(burst, (now - tat) / interval)
-    tat = math.floor(now - math.min(tokens, b) * i)
+    local tokens = min(burst, (now - tat) / interval)
+    tat = floor(now - min(tokens, b) * i)
   end
   interval, burst = i, b
   dirty.rate, dirty.tat = true, true
@@ -159,10 +159,10 @@ function run.inspect(A)
   if free > 0 then serve(nil, nil) end
   local most = num(A[3], 'limit')
   local hs = {}
-  local ids = redis.call('ZRANGE', holders, 0, most - 1, 'WITHSCORES')
+  local ids = rcall('ZRANGE', holders, 0, most - 1, 'WITHSCORES')
   for i = 1, #ids, 2 do
-    local v = redis.call('HGET', leases, ids[i]) or '0:0'
-    local n, token, k = string.match(v, '^(%d+):(%d+):?(%d*)')
+    local v = rcall('HGET', leases, ids[i]) or '0:0'
+    local n, token, k = match(v, '^(%d+):(%d+):?(%d*)')
     hs[#hs + 1] = { ids[i], tonumber(n), tonumber(token), tonumber(ids[i + 1]), tonumber(k) or 0 }
   end
   local qs = {}
@@ -173,10 +173,10 @@ function run.inspect(A)
   for k, list in ipairs(lists) do
     local at = 0
     while #qs < most * k do -- the first `most` waiters still waiting of each class, in order
-      local records = redis.call('LRANGE', list, at, at + most - 1)
+      local records = rcall('LRANGE', list, at, at + most - 1)
       for _, record in ipairs(records) do
         local id, n = parse_waiter(record)
-        local until_us = id and redis.call('ZSCORE', expiry, id)
+        local until_us = id and rcall('ZSCORE', expiry, id)
         if n and until_us and #qs < most * k then qs[#qs + 1] = { id, n, tonumber(until_us), k - 1 } end
       end
       if #records < most then break end
@@ -186,22 +186,22 @@ function run.inspect(A)
   if multi then -- the first `most` of all classes, in arrival order
     local arrival = {}
     for _, q in ipairs(qs) do
-      arrival[q[1]] = tonumber(string.match(redis.call('HGET', waiters_hash, q[1]) or '', ':(%d+)$')) or 0
+      arrival[q[1]] = tonumber(match(rcall('HGET', waiters_hash, q[1]) or '', ':(%d+)$')) or 0
     end
     table.sort(qs, function(a, b) return arrival[a[1]] < arrival[b[1]] end)
     for i = #qs, most + 1, -1 do qs[i] = nil end
   end
   local tokens, next_token = 0, 0
   if interval > 0 then
-    local held = math.min(burst, (now - tat) / interval)
-    tokens = math.floor(held)
+    local held = min(burst, (now - tat) / interval)
+    tokens = floor(held)
     if tokens < burst then next_token = math.ceil((tokens + 1 - held) * interval) end
   end
   local per_class = {}
   if multi then
     for k = 1, #cls do per_class[k] = { cls[k].held, cls[k].queued } end
   end
-  return { GRANTED, capacity, free, fence, now, hs, qs, redis.call('ZCARD', holders), redis.call('ZCARD', expiry), interval,
+  return { GRANTED, capacity, free, fence, now, hs, qs, rcall('ZCARD', holders), rcall('ZCARD', expiry), interval,
     burst, tokens, per_class, next_token }
 end
 
