@@ -1,7 +1,7 @@
 // admit::redis::semaphore's asynchronous waiters against a real redis-server: they share the FIFO queue with blocking
-// ones; their deadlines and cancellations leave the queue; the background work they leave (queue-leaves, releases of
-// grants that raced with a cancel) is safe when the semaphore and its connection are destroyed at any step; a wait
-// whose connection goes ends with errc::closed.
+// ones; their deadlines (armed at once, or once queued when no call can outlast them) and cancellations leave the
+// queue; the background work they leave (queue-leaves, releases of grants that raced with a cancel) is safe when the
+// semaphore and its connection are destroyed at any step; a wait whose connection goes ends with errc::closed.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -88,6 +88,33 @@ TEST(RedisSemaphore, AsyncDeadlineAndCancellationLeaveTheQueue) {
   EXPECT_EQ(s.inspect().first.available, 0);  // nothing leaked, nothing granted twice
   ASSERT_EQ(held->release().first, lease::release_status::released);
   EXPECT_EQ(s.inspect().first.available, 1);
+}
+
+// A deadline later than any call of the wait can last (two call timeouts) arms its timer only once the acquire call
+// says the request is queued (a request granted at once never needs it): it still ends the wait on time, and the
+// request leaves the queue.
+TEST(RedisSemaphore, AnAsyncDeadlineBeyondTheCallsBoundIsKeptOnceQueued) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore_options o;
+  o.timeout = 50ms;  // calls end within 2 x 50 ms + 100 ms: a 400 ms deadline is beyond that
+  semaphore s(conn, "async-late-deadline", 1, o);
+  auto held = s.try_acquire();
+  ASSERT_TRUE(held);
+  const auto start = steady::now();
+  auto timed = acquire_async(s, 1, 400ms);
+  ASSERT_EQ(timed.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(timed.get().first, admit::errc::timeout);
+  EXPECT_GE(steady::now() - start, 400ms);
+  wait_for_waiters(s, 0);
+  // Granted at once: the same wait succeeds, and its lease is whole.
+  ASSERT_EQ(held->release().first, lease::release_status::released);
+  auto granted = acquire_async(s, 1, 400ms);
+  ASSERT_EQ(granted.wait_for(5s), std::future_status::ready);
+  auto [ec, l] = granted.get();
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(l.release().first, lease::release_status::released);
 }
 
 // The semaphore's background calls (leaving the queue, releasing a grant that raced with a cancellation) are made by
