@@ -112,12 +112,12 @@ void op_batcher::flush(const std::shared_ptr<void>& owner) {
     const admit::detail::lock_guard lock(mutex_);
     flush_pending_ = false;
     if (queued_.empty()) return;
-    if (in_flight_ >= max_in_flight) {
+    if (in_flight_ >= max_in_flight_) {
       held_ = true;
       return;
     }
-    // Nothing in flight: one wave, split in two (see the header).
-    now = take_queued(in_flight_ == 0 ? (queued_.size() + 1) / 2 : max_batch);
+    // Fewer calls in flight than waves wanted: a wave split in two (see the header).
+    now = take_queued(in_flight_ + 1 < max_in_flight_ ? (queued_.size() + 1) / 2 : max_batch);
     held_ = !queued_.empty();
     ++in_flight_;
   }

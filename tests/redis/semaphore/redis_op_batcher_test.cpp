@@ -1,11 +1,11 @@
 // The semaphore's op_batcher alone (src/redis/semaphore/op_batcher.hpp), with a sender that records each call and
 // answers it when the test says, and an executor whose posted tasks run when the test says: an operation leaves at
 // once, alone, while no call is unanswered and nothing waits; later ones wait and leave together, in order, at most
-// max_batch to a call, when a flush runs (at most two calls unanswered), or when an answer finds them waiting; a wave
-// alone is split in two; an operation whose deadline passed while it waited completes with errc::timeout, never sent;
-// a batch's array reply is cut into each operation's own, and a failed call or an error reply is every operation's
-// outcome; a flush that never runs drops what waited; calls reach the sender in the order they formed, even when two
-// threads send at once.
+// max_batch to a call, when a flush runs (at most two calls unanswered here, three as the semaphore's), or when an
+// answer finds them waiting; a wave alone is split in two; an operation whose deadline passed while it waited
+// completes with errc::timeout, never sent; a batch's array reply is cut into each operation's own, and a failed call
+// or an error reply is every operation's outcome; a flush that never runs drops what waited; calls reach the sender
+// in the order they formed, even when two threads send at once.
 #include "op_batcher.hpp"
 
 #include <gtest/gtest.h>
@@ -77,7 +77,7 @@ class OpBatcher : public ::testing::Test {
                        for (const auto& o : ops) c.ops.push_back(o.args.at(0) + ":" + o.args.at(1));
                        calls.push_back(std::move(c));
                      },
-                     executor.poster(), reach};
+                     executor.poster(), reach, 2};
   std::vector<sent_call> calls;
   std::vector<std::shared_ptr<outcome>> outcomes;
   std::shared_ptr<int> owner = std::make_shared<int>(0);
@@ -270,6 +270,56 @@ TEST_F(OpBatcher, ACallsFailureIsEveryOperationsOutcome) {
   EXPECT_TRUE(outcomes[7]->r.is_error());
 }
 
+// The semaphore's batcher keeps up to three calls unanswered: a flush halves what waits while fewer than two are, sends
+// it all at two, and holds it at three until an answer.
+TEST(OpBatcherThreeCalls, AFlushHalvesBelowTwoCallsInFlightSendsAllAtTwoAndHoldsAtThree) {
+  manual_executor executor;
+  std::vector<sent_call> calls;
+  op_batcher batcher{[&](const std::vector<op_batcher::op>& ops, std::optional<steady::time_point> deadline,
+                         op_batcher::completion answered) {
+                       sent_call c{{}, deadline, std::move(answered)};
+                       for (const auto& o : ops) c.ops.push_back(o.args.at(0) + ":" + o.args.at(1));
+                       calls.push_back(std::move(c));
+                     },
+                     executor.poster(), reach, 3};
+  const auto owner = std::make_shared<int>(0);
+  const auto submit = [&](const std::string& id) {
+    batcher.submit({{"release", id}, std::nullopt, [](boost::system::error_code, reply) {}}, owner);
+  };
+  submit("a");  // alone
+  submit("b");
+  submit("c");
+  executor.run();  // one call in flight: half of what waits leaves
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].ops, (std::vector<std::string>{"release:b"}));
+  submit("d");  // c waits for an answer with it: no flush
+  EXPECT_TRUE(executor.posted.empty());
+  calls[0].answer({}, reply::array({reply::integer(0)}));  // another call in flight: c and d leave after the turns
+  submit("e");
+  executor.run();  // one call in flight again: half
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[2].ops, (std::vector<std::string>{"release:c", "release:d"}));
+  calls[1].answer({}, reply::array({reply::integer(0)}));
+  executor.run();  // one call in flight: half of e alone is e
+  ASSERT_EQ(calls.size(), 4u);
+  EXPECT_EQ(calls[3].ops, (std::vector<std::string>{"release:e"}));
+  // Two calls in flight: a flush sends everything.
+  submit("f");
+  submit("g");
+  executor.run();
+  ASSERT_EQ(calls.size(), 5u);
+  EXPECT_EQ(calls[4].ops, (std::vector<std::string>{"release:f", "release:g"}));
+  // Three: it holds them for an answer, which sends them with what its completions ask for.
+  submit("h");
+  executor.run();
+  EXPECT_EQ(calls.size(), 5u);
+  calls[2].answer({}, reply::array({reply::integer(1), reply::integer(0), reply::integer(1), reply::integer(0)}));
+  submit("i");
+  executor.run();
+  ASSERT_EQ(calls.size(), 6u);
+  EXPECT_EQ(calls[5].ops, (std::vector<std::string>{"release:h", "release:i"}));
+}
+
 // An executor destroyed with a flush pending never runs it: what waited is dropped — its completions destroyed, not
 // called (they may hold the semaphore, which holds the batcher) — and the batcher works on.
 TEST_F(OpBatcher, AFlushThatNeverRunsDropsWhatWaited) {
@@ -306,7 +356,7 @@ TEST(OpBatcherInline, ACallAnsweredWithinItsSendIsHandledAfterIt) {
         for (const auto& o : ops) sent.push_back(o.args.at(0));
         answered({}, reply::array({reply::integer(0)}));
       },
-      executor.poster(), reach};
+      executor.poster(), reach, 2};
   const auto owner = std::make_shared<int>(0);
   std::vector<int> completed;
   std::function<void(int)> submit_next = [&](int k) {
@@ -349,7 +399,7 @@ TEST(OpBatcherOrder, CallsLeaveInTheOrderTheyFormedWhenTwoFlushesRace) {
         for (const auto& o : ops) order.push_back(o.args.at(0));
         answers.push_back(std::move(answered));
       },
-      executor.poster(), reach};
+      executor.poster(), reach, 2};
   const auto owner = std::make_shared<int>(0);
   const auto noop = [](boost::system::error_code, reply) {};
   const auto later = steady::now() + std::chrono::hours(1);
