@@ -402,18 +402,19 @@ Reading the table:
   \`register\` script, a timer).
 - At 64:8, an admit contender that has to queue asks for two operations per cycle (acquire → queued, then granted
   by another thread's release, whose reply carries the grant; release), with 64 threads and the I/O thread sharing
-  the one client CPU. Operations that come while two of the semaphore object's calls are unanswered leave together
-  in one script call (up to 32), so the 64 threads' operations take far fewer calls than operations, but each still
-  runs its own commands inside Redis, which is busy most of the window. Each hand-off waits for the previous
+  the one client CPU. Operations that come while one of the semaphore object's calls is unanswered wait for a flush
+  on the I/O thread (or for an answer, while three are) and leave together in one script call (up to 32), so the 64
+  threads' operations take far fewer calls than operations, but each still runs its own commands inside Redis. Each
+  hand-off waits for the previous
   holder's release to reach Redis and come back: at most 8 hand-off chains run at once, each a round trip plus two
   thread wake-ups per cycle. A redis-semaphore contender that has just released re-acquires at once
   (one script call, then a ZREM) while the others sleep out their 10 ms: hence its high cycles/s next to its p99
   and fairness. Bottleneck's queue is local to the limiter; each job still costs its \`submit\`, \`register\` and
   \`free\` scripts.
 - admit's asynchronous contenders do the same work in Redis without the thread wake-ups: no thread blocks, and the
-  io thread runs every contender's next step as it reads the answers. At 64:8 Redis is then busy most of the window
-  and each hand-off waits for a call in flight to be answered (see *Where the time goes* below); at 1:1 a cycle is
-  still two round trips, each one script call.
+  io thread runs every contender's next step as it reads the answers. At 64:8 the calls form about three waves: what
+  the completions of one reply ask for leaves together, once they have run, while Redis runs another wave's call
+  (see *Against the floors* below); at 1:1 a cycle is still two round trips, each one script call.
 - admit's acquisitions that waited ≥ 0.9 × poll_interval (1 s) in the cycles cases — waits that ended only by the
   waiter's own poll, i.e. wake-ups that never came (such a wait is then the *max* of its row) — across all rounds:
   **$lost_total**$( [[ -n "$lost_notes" ]] && printf ' (%s acquisitions)' "$(printf '%s' "$lost_notes" | paste -sd ';' | sed 's/;/; /g')" ).
