@@ -28,9 +28,9 @@ struct op_batcher::call_guard {
   call_guard& operator=(const call_guard&) = delete;
   ~call_guard() {
     if (answered) return;
-    std::vector<op> dropped;
+    std::vector<op> dropped;  // (destroyed after the lock is released)
     const admit::detail::lock_guard lock(batcher->mutex_);
-    dropped.swap(batcher->queued_);
+    dropped = batcher->drop_waiting();
     --batcher->in_flight_;
   }
 };
@@ -58,11 +58,9 @@ struct op_batcher::flush_task {
   flush_task& operator=(const flush_task&) = delete;
   ~flush_task() {
     if (ran) return;
-    std::vector<op> dropped;
+    std::vector<op> dropped;  // (destroyed after the lock is released)
     const admit::detail::lock_guard lock(batcher->mutex_);
-    dropped.swap(batcher->queued_);
-    batcher->flush_pending_ = false;
-    batcher->held_ = false;
+    dropped = batcher->drop_waiting();
   }
   // Posts the task's next turn (called without the batcher's mutex: a post that fails destroys the task, which takes
   // it); at its last, the flush runs.
@@ -98,6 +96,14 @@ bool op_batcher::queued_unless_alone(op& o, const std::shared_ptr<void>& owner, 
   }
   if (flush) flush_task::start(std::move(flush));
   return true;
+}
+
+std::vector<op_batcher::op> op_batcher::drop_waiting() {
+  std::vector<op> dropped;
+  dropped.swap(queued_);
+  flush_pending_ = false;
+  held_ = false;
+  return dropped;
 }
 
 std::shared_ptr<op_batcher::flush_task> op_batcher::make_flush(const std::shared_ptr<void>& owner, int turns) {

@@ -115,6 +115,8 @@ class op_batcher {
   // A batch call's reply cut into its `ops` operations' replies (semaphore.lua's `batch`: each as its length and
   // elements, an error as -1 and the error); empty when it is not such a reply (then `r` is left as it was).
   static std::vector<reply> split(reply&& r, std::size_t ops);
+  // Everything waiting, taken out to be dropped, handlers not called (the executor is gone: nothing would send it).
+  std::vector<op> drop_waiting() ADMIT_REQUIRES(mutex_);
   // The first `most` operations of the queue (at most max_batch).
   std::vector<op> take_queued(std::size_t most = max_batch) ADMIT_REQUIRES(mutex_);
 
