@@ -3,7 +3,7 @@
 // check) and Redis's work for a call (its read, its reply's write, waking the reader) are shared by the operations of
 // a call instead of being done for each.
 //
-//   op_batcher b(sender, poster, 2);
+//   op_batcher b(sender, poster, /*reach=*/2, /*max_in_flight=*/3);
 //   b.submit({{"release", id, wake_key, "1"}, deadline, done}, owner);  // done(error_code, reply): its own reply
 //
 // When operations leave:
@@ -24,8 +24,8 @@
 // make larger calls (less of Redis's work per grant: a call's own work and its read and reply are shared by more
 // grants); more waves let Redis run one while the client answers another and the wake-ups between them travel. At 64
 // callers on 8 permits, two waves (max_in_flight 2) made 4.1 grants a call, three 3.2, and three were 4 % faster on
-// a 2-core machine, where a wake-up across cores costs tens of µs. (Sending what waited at each answer instead, as
-// this did before, made 2.7 grants a call, a third of each wave's time spent waiting in the queue.)
+// a 2-core machine, where a wake-up across cores costs tens of µs. (Sending what waited at each answer instead made
+// 2.7 grants a call at two calls in flight, a third of each wave's time spent waiting in the queue.)
 //
 // Order: the operations of a call run in the order they were submitted, and a call is on the connection's queue when
 // send returns, so one thread's operations reach Redis in the order it submitted them (as separate calls would).
