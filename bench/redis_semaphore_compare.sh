@@ -403,7 +403,7 @@ Reading the table:
 - At 64:8, an admit contender that has to queue asks for two operations per cycle (acquire → queued, then granted
   by another thread's release, whose reply carries the grant; release), with 64 threads and the I/O thread sharing
   the one client CPU. Operations that come while one of the semaphore object's calls is unanswered wait for a flush
-  on the I/O thread (or for an answer, while three are) and leave together in one script call (up to 32), so the 64
+  on the I/O thread (or for an answer, while two are) and leave together in one script call (up to 32), so the 64
   threads' operations take far fewer calls than operations, but each still runs its own commands inside Redis. Each
   hand-off waits for the previous
   holder's release to reach Redis and come back: at most 8 hand-off chains run at once, each a round trip plus two
@@ -412,7 +412,7 @@ Reading the table:
   and fairness. Bottleneck's queue is local to the limiter; each job still costs its \`submit\`, \`register\` and
   \`free\` scripts.
 - admit's asynchronous contenders do the same work in Redis without the thread wake-ups: no thread blocks, and the
-  io thread runs every contender's next step as it reads the answers. At 64:8 the calls form about three waves: what
+  io thread runs every contender's next step as it reads the answers. At 64:8 the calls form two waves: what
   the completions of one reply ask for leaves together, once they have run, while Redis runs another wave's call
   (see *Against the floors* below); at 1:1 a cycle is still two round trips, each one script call.
 - admit's acquisitions that waited ≥ 0.9 × poll_interval (1 s) in the cycles cases — waits that ended only by the

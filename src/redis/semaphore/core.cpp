@@ -83,8 +83,8 @@ semaphore_core::semaphore_core(client& c, std::unique_ptr<client> waker, std::fu
           // An answer's completions reach their callers' handlers two turns later: a waiter's strand, then the
           // handler's own post (posted_completion).
           2,
-          // Three waves of calls (op_batcher.hpp).
-          3),
+          // Two waves of calls (op_batcher.hpp).
+          2),
       breaker_(options_.breaker),
       wakes_(std::make_shared<wake_registry>(std::move(waker), std::move(close_waker), wake_key_,
                                              options_.poll_interval, options_.timeout)),

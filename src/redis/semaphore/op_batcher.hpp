@@ -3,7 +3,7 @@
 // check) and Redis's work for a call (its read, its reply's write, waking the reader) are shared by the operations of
 // a call instead of being done for each.
 //
-//   op_batcher b(sender, poster, /*reach=*/2, /*max_in_flight=*/3);
+//   op_batcher b(sender, poster, /*reach=*/2, /*max_in_flight=*/2);
 //   b.submit({{"release", id, wake_key, "1"}, deadline, done}, owner);  // done(error_code, reply): its own reply
 //
 // When operations leave:
@@ -11,7 +11,7 @@
 //   wait.
 // - Any other waits, and leaves in a call that a flush forms: posted on the executor when the first of them waits, it
 //   runs once the handlers queued before it have run, so that what the completions of one reply ask for leaves as one
-//   call. At most `max_in_flight` calls are unanswered (the semaphore's: three); a flush that finds that many leaves
+//   call. At most `max_in_flight` calls are unanswered (the semaphore's: two); a flush that finds that many leaves
 //   its operations waiting for an answer, and one that finds fewer than max_in_flight - 1 sends half of them (the rest
 //   wait for an answer).
 // - An answer that finds operations waiting for it sends them at once when it was the only call unanswered (Redis
@@ -23,9 +23,10 @@
 // Redis and the completions taking turns instead of working at once — so the halving splits them again. Fewer waves
 // make larger calls (less of Redis's work per grant: a call's own work and its read and reply are shared by more
 // grants); more waves let Redis run one while the client answers another and the wake-ups between them travel. At 64
-// callers on 8 permits, two waves (max_in_flight 2) made 4.1 grants a call, three 3.2, and three were 4 % faster on
-// a 2-core machine, where a wake-up across cores costs tens of µs. (Sending what waited at each answer instead made
-// 2.7 grants a call at two calls in flight, a third of each wave's time spent waiting in the queue.)
+// callers on 8 permits on a 2-core machine, two waves (max_in_flight 2) made 4.1 grants a call and three 3.2; three
+// were up to 4 % faster in long runs, but in runs of 3 s they fell into one wave more often (40,000-52,000 cycles/s
+// against 46,000-69,000), at 12 % more CPU per grant. (Sending what waited at each answer instead made 2.7 grants a
+// call at two calls in flight, a third of each wave's time spent waiting in the queue.)
 //
 // Order: the operations of a call run in the order they were submitted, and a call is on the connection's queue when
 // send returns, so one thread's operations reach Redis in the order it submitted them (as separate calls would).

@@ -1,8 +1,8 @@
 // The semaphore's op_batcher alone (src/redis/semaphore/op_batcher.hpp), with a sender that records each call and
 // answers it when the test says, and an executor whose posted tasks run when the test says: an operation leaves at
 // once, alone, while no call is unanswered and nothing waits; later ones wait and leave together, in order, at most
-// max_batch to a call, when a flush runs (at most two calls unanswered here, three as the semaphore's), or when an
-// answer finds them waiting; a wave alone is split in two; an operation whose deadline passed while it waited
+// max_batch to a call, when a flush runs (at most two calls unanswered, as the semaphore's; one test at three), or when
+// an answer finds them waiting; a wave alone is split in two; an operation whose deadline passed while it waited
 // completes with errc::timeout, never sent; a batch's array reply is cut into each operation's own, and a failed call
 // or an error reply is every operation's outcome; a flush that never runs drops what waited; calls reach the sender
 // in the order they formed, even when two threads send at once.
@@ -270,8 +270,8 @@ TEST_F(OpBatcher, ACallsFailureIsEveryOperationsOutcome) {
   EXPECT_TRUE(outcomes[7]->r.is_error());
 }
 
-// The semaphore's batcher keeps up to three calls unanswered: a flush halves what waits while fewer than two are, sends
-// it all at two, and holds it at three until an answer.
+// A batcher that keeps up to three calls unanswered (the semaphore keeps two): a flush halves what waits while fewer
+// than two are, sends it all at two, and holds it at three until an answer.
 TEST(OpBatcherThreeCalls, AFlushHalvesBelowTwoCallsInFlightSendsAllAtTwoAndHoldsAtThree) {
   manual_executor executor;
   std::vector<sent_call> calls;
