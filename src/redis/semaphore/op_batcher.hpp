@@ -24,9 +24,9 @@
 // make larger calls (less of Redis's work per grant: a call's own work and its read and reply are shared by more
 // grants); more waves let Redis run one while the client answers another and the wake-ups between them travel. At 64
 // callers on 8 permits on a 2-core machine, two waves (max_in_flight 2) made 4.1 grants a call and three 3.2; three
-// were up to 4 % faster in long runs, but in runs of 3 s they fell into one wave more often (40,000-52,000 cycles/s
-// against 46,000-69,000), at 12 % more CPU per grant. (Sending what waited at each answer instead made 2.7 grants a
-// call at two calls in flight, a third of each wave's time spent waiting in the queue.)
+// were up to 4 % faster in long runs, but in runs of 3 s they fell into one wave more often and further (two ahead in
+// ten of twelve alternating runs), at 12 % more CPU per grant. (Sending what waited at each answer instead made 2.7
+// grants a call at two calls in flight, a third of each wave's time spent waiting in the queue.)
 //
 // Order: the operations of a call run in the order they were submitted, and a call is on the connection's queue when
 // send returns, so one thread's operations reach Redis in the order it submitted them (as separate calls would).
