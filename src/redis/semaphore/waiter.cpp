@@ -51,9 +51,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   void start() {
     asio::post(strand_, [self = shared_from_this()] {
       if (self->state_ != state::waiting) return;  // cancelled before it started
-      if (self->deadline_ && self->timed_ && *self->deadline_ - steady::now() <= self->calls_end_within()) {
-        self->arm_deadline();
-      }
+      if (self->deadline_ && *self->deadline_ - steady::now() <= self->calls_end_within()) self->arm_deadline();
       self->enqueue();
     });
   }
@@ -104,7 +102,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
             return self->complete(std::move(*result), leave::nothing);
           }
-          if (self->deadline_ && self->timed_ && !self->deadline_armed_) self->arm_deadline();
+          self->arm_deadline();
           if (!self->told_queued_ && self->core_->options().on_queued) {
             self->told_queued_ = true;
             self->core_->options().on_queued(self->id_);
@@ -112,10 +110,12 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           self->arm(rate_wait(r));
         }));
   }
-  // The deadline's timer. Armed at the start when the deadline may come before the acquire call ends, else once the
-  // call says the request is queued: a request granted at once never arms it (arming and cancelling a timer was
-  // about 1 µs of the client's 50 µs for a cycle of acquire and release).
+  // The deadline's timer, when the operation enforces one (timed_) and it is not armed yet. Armed at the start when the
+  // deadline may come before the acquire call ends, else once the call says the request is queued: a request granted
+  // at once never arms it (arming and cancelling a timer was about 1 µs of the client's 50 µs for a cycle of acquire
+  // and release).
   void arm_deadline() {
+    if (!deadline_ || !timed_ || deadline_armed_) return;
     deadline_armed_ = true;
     deadline_timer_.expires_at(*deadline_);
     deadline_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
