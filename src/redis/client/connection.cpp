@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "connection_impl.hpp"
+#include "reply_reader.hpp"
 
 namespace admit::redis::detail {
 namespace {
@@ -34,27 +35,6 @@ constexpr std::size_t max_write_bytes = 256 * 1024;
 // docs/perf/redis.md).
 constexpr std::size_t early_flush_calls = 16;
 constexpr std::size_t early_flush_bytes = 2048;
-
-reply convert(const redisReply* r) {
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-      return reply::string(std::string(r->str, r->len));
-    case REDIS_REPLY_STATUS:
-      return reply::status(std::string(r->str, r->len));
-    case REDIS_REPLY_ERROR:
-      return reply::error(std::string(r->str, r->len));
-    case REDIS_REPLY_INTEGER:
-      return reply::integer(r->integer);
-    case REDIS_REPLY_ARRAY: {
-      std::vector<reply> elements;
-      elements.reserve(r->elements);
-      for (std::size_t i = 0; i < r->elements; ++i) elements.push_back(convert(r->element[i]));
-      return reply::array(std::move(elements));
-    }
-    default:
-      return reply();
-  }
-}
 
 }  // namespace
 
@@ -297,9 +277,7 @@ void connection_impl::on_read(std::uint64_t gen, const boost::system::error_code
       return;
     }
     if (raw == nullptr) break;
-    reply value = convert(static_cast<const redisReply*>(raw));
-    freeReplyObject(raw);
-    on_reply(std::move(value));
+    on_reply(take_reply(raw));
     if (gen != gen_) return;  // the reply ended this connection (handshake failure, unexpected reply)
   }
   start_read(gen);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "connection_impl.hpp"
+#include "reply_reader.hpp"
 
 namespace admit::redis::detail {
 
@@ -44,7 +45,7 @@ void connection_impl::connect_to(const std::string& host, std::uint16_t port) {
   state_ = state::connecting;
   const std::uint64_t gen = ++gen_;
   if (reader_ != nullptr) redisReaderFree(reader_);
-  reader_ = redisReaderCreate();
+  reader_ = make_reply_reader();
   if (reader_ == nullptr) throw std::bad_alloc();
   // Calls that gave up while we were away leave the queue now.
   std::erase_if(pending_, [&](const request_ptr& r) {

@@ -3,8 +3,9 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <charconv>
 #include <cstdio>
-#include <cstdlib>
+#include <system_error>
 #include <utility>
 
 #include "admit/detail/deadline.hpp"
@@ -43,7 +44,7 @@ void wake_registry::deliver(const reply& grants, std::size_t from) {
   const admit::detail::lock_guard lock(mutex_);
   for (std::size_t i = from; i < e.size(); ++i) {
     if (!e[i].is_string()) continue;
-    const std::string& text = e[i].str();
+    const std::string_view text = e[i].str();
     if (auto it = waiters_.find(text.substr(0, text.find(':'))); it != waiters_.end()) it->second(parse(text));
   }
 }
@@ -90,10 +91,16 @@ void wake_registry::loop() {
                                 });
 }
 
-wake_registry::grant wake_registry::parse(const std::string& text) {
-  grant g{0};  // the script's status "granted"
-  for (std::size_t at = text.find(':'); at != std::string::npos && g.size() < 5; at = text.find(':', at + 1)) {
-    g.push_back(std::strtoll(text.c_str() + at + 1, nullptr, 10));
+wake_registry::grant wake_registry::parse(std::string_view text) {
+  grant g;
+  g.reserve(5);
+  g.push_back(0);  // the script's status "granted"
+  const char* const end = text.data() + text.size();
+  for (std::size_t at = text.find(':'); at != std::string_view::npos && g.size() < 5; at = text.find(':', at + 1)) {
+    std::int64_t v = 0;
+    const auto [next, ec] = std::from_chars(text.data() + at + 1, end, v);
+    if (ec != std::errc() || (next != end && *next != ':')) return {};
+    g.push_back(v);
   }
   if (g.size() != 5) g.clear();
   return g;

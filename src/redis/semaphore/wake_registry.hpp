@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -61,8 +62,9 @@ class wake_registry : public std::enable_shared_from_this<wake_registry> {
 
   const std::string& wake_key() const noexcept { return wake_key_; }
 
-  // "id:n:token:expiry_us:now_us" -> {0, n, token, expiry_us, now_us}; empty when unreadable.
-  static grant parse(const std::string& text);
+  // "id:n:token:expiry_us:now_us" -> {0, n, token, expiry_us, now_us}; empty when unreadable (a field missing or not
+  // a decimal integer).
+  static grant parse(std::string_view text);
 
  private:
   // One BLMPOP, then the next, while keep_running(); on the waker's executor.
@@ -77,8 +79,14 @@ class wake_registry : public std::enable_shared_from_this<wake_registry> {
   std::chrono::milliseconds timeout_;
   std::optional<boost::asio::steady_timer> pause_;  // after a failed BLMPOP; touched only by the loop
 
+  // Looked up by a grant's id as a view into its text (no copy of the id per grant).
+  struct id_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view id) const noexcept { return std::hash<std::string_view>{}(id); }
+  };
+
   admit::detail::mutex mutex_;
-  std::unordered_map<std::string, callback> waiters_ ADMIT_GUARDED_BY(mutex_);
+  std::unordered_map<std::string, callback, id_hash, std::equal_to<>> waiters_ ADMIT_GUARDED_BY(mutex_);
   bool running_ ADMIT_GUARDED_BY(mutex_) = false;
   bool closed_ ADMIT_GUARDED_BY(mutex_) = false;
 };

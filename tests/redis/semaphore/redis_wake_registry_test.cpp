@@ -77,6 +77,8 @@ TEST(WakeRegistry, ParsesAGrantAndRefusesWhatIsNotOne) {
             (grant{0, 2, 17, 1800000000000000, 1799999999000000}));
   EXPECT_TRUE(wake_registry::parse("abc:2:17:1800000000000000").empty());  // a field missing
   EXPECT_TRUE(wake_registry::parse("abc").empty());
+  EXPECT_TRUE(wake_registry::parse("abc:2:x17:1800000000000000:1799999999000000").empty());  // not a number
+  EXPECT_TRUE(wake_registry::parse("abc:2:17z:1800000000000000:1799999999000000").empty());
 }
 
 TEST(WakeRegistry, EachGrantReachesItsOwnWaiterOnly) {
