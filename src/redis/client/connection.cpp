@@ -147,9 +147,14 @@ void connection_impl::drain() {
 
 void connection_impl::arm_deadline_timer() {
   if (deadlines_.empty()) return;
-  deadline_timer_.expires_at(deadlines_.begin()->first);
+  const clock::time_point earliest = deadlines_.begin()->first;
+  if (deadline_timer_at_ && *deadline_timer_at_ <= earliest) return;
+  deadline_timer_at_ = earliest;
+  deadline_timer_.expires_at(earliest);
   deadline_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-    if (!ec) self->on_deadlines();
+    if (ec) return;  // cancelled: re-armed for an earlier deadline, or closed
+    self->deadline_timer_at_.reset();
+    self->on_deadlines();
   });
 }
 

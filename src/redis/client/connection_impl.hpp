@@ -130,6 +130,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   void drain();
 
+  // Arms deadline_timer_ for the earliest deadline, unless it already waits for a time no later than that: it then
+  // fires first, and on_deadlines arms it for what is left. (Most calls' deadlines come after those before them:
+  // re-arming at each call would cancel and reschedule the timer at each, about 4,000 instructions a call.)
   void arm_deadline_timer();
 
   void on_deadlines();
@@ -202,8 +205,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool tls_handshaking_ = false;                           // strand only
   asio::ip::tcp::resolver resolver_;
   asio::steady_timer connect_timer_;   // connect deadline, then backoff delay
-  asio::steady_timer deadline_timer_;  // the earliest call deadline
-  asio::steady_timer close_timer_;     // the deadline of a graceful close
+  asio::steady_timer deadline_timer_;  // no later than the earliest call deadline (strand only)
+  // When deadline_timer_ waits, the time it waits for (strand only).
+  std::optional<clock::time_point> deadline_timer_at_;
+  asio::steady_timer close_timer_;  // the deadline of a graceful close
 
   mutable admit::detail::mutex mutex_;
   std::vector<request_ptr> incoming_ ADMIT_GUARDED_BY(mutex_);

@@ -252,6 +252,7 @@ void connection_impl::finish_close() {
   connected_.store(false, std::memory_order_release);
   connect_timer_.cancel();
   deadline_timer_.cancel();
+  deadline_timer_at_.reset();
   close_timer_.cancel();
   std::vector<request_ptr> incoming;
   {

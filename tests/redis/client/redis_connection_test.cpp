@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <future>
 #include <string>
@@ -205,6 +206,53 @@ TEST(RedisConnection, CloseCompletesCallsAndRefusesNewOnes) {
   std::promise<boost::system::error_code> done;
   conn.async_execute("PING", [&](boost::system::error_code ec, reply) { done.set_value(ec); });
   EXPECT_EQ(done.get_future().get(), errc::closed);
+}
+
+}  // namespace
+
+namespace {
+
+// A call that Redis does not answer (BLPOP on an empty list blocks the connection) ends at its own deadline, and so
+// does each call queued behind it: the connection's one deadline timer is armed for the earliest deadline, also
+// when it still waits for the deadline of a call answered since (it then fires for nothing and is armed again), and
+// when a later call has an earlier deadline than the one it waits for. (Asynchronous calls: a blocking call also
+// waits for its deadline on its own thread.)
+TEST(RedisConnection, EveryCallEndsAtItsOwnDeadlineWhateverTheOrderOfTheDeadlines) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  ASSERT_FALSE(conn.connect());
+  struct ended {
+    std::promise<std::pair<boost::system::error_code, connection::clock::time_point>> promise;
+    auto handler() {
+      return [this](boost::system::error_code ec, reply) { promise.set_value({ec, connection::clock::now()}); };
+    }
+  };
+  const auto expect_timeout_after = [](ended& e, connection::clock::time_point start, std::chrono::milliseconds d) {
+    const auto [ec, at] = e.promise.get_future().get();
+    EXPECT_EQ(ec, errc::timeout);
+    EXPECT_GE(at - start, d);
+    EXPECT_LT(at - start, d + 1500ms);
+  };
+  // Answered long before its deadline: the timer waits for that deadline still. The blocked call's comes later.
+  ASSERT_FALSE(conn.execute_for(1s, "PING").error);
+  ended blocked;
+  auto start = connection::clock::now();
+  conn.async_execute_for(1500ms, "BLPOP", "nothing", "0", blocked.handler());
+  expect_timeout_after(blocked, start, 1500ms);
+  // Redis still blocks the connection in that BLPOP: nothing is answered any more. A call with a far deadline, then
+  // one with an earlier deadline than the one the timer waits for.
+  ended far;
+  ended near;
+  start = connection::clock::now();
+  conn.async_execute_for(3s, "PING", far.handler());
+  // The connection takes calls in on the io thread: what is posted after the call runs after it is taken in.
+  std::promise<void> taken_in;
+  boost::asio::post(io.executor(), [&] { taken_in.set_value(); });
+  taken_in.get_future().wait();
+  conn.async_execute_for(300ms, "PING", near.handler());
+  expect_timeout_after(near, start, 300ms);
+  expect_timeout_after(far, start, 3s);
 }
 
 }  // namespace
