@@ -73,6 +73,18 @@ std::vector<std::string> read_all(const std::string& bytes, std::size_t piece, b
   return out;
 }
 
+// A reader of admit's fed `bytes`, and what its first redisReaderGetReply said: its status and the reply (nullptr: none
+// complete yet, or an error).
+struct first_reply {
+  reader_ptr reader{make_reply_reader(), &redisReaderFree};
+  int status = REDIS_ERR;
+  void* raw = nullptr;
+  explicit first_reply(const std::string& bytes) {
+    EXPECT_EQ(redisReaderFeed(reader.get(), bytes.data(), bytes.size()), REDIS_OK);
+    status = redisReaderGetReply(reader.get(), &raw);
+  }
+};
+
 // Every kind of reply, nested, with empty and nil arrays, binary and long strings, and a semaphore batch's shape.
 const std::string replies =
     std::string(":42\r\n:-7\r\n+OK\r\n-ERR bad definition 1/0\r\n$0\r\n\r\n$-1\r\n*0\r\n*-1\r\n") + "$5\r\n" +
@@ -93,13 +105,10 @@ TEST(RedisReplyReader, GivesTheSameRepliesHoweverTheBytesArrive) {
 }
 
 TEST(RedisReplyReader, KeepsEveryElementsValue) {
-  const reader_ptr reader(make_reply_reader(), &redisReaderFree);
-  const std::string bytes = "*4\r\n:9\r\n*2\r\n$2\r\nid\r\n$-1\r\n-ERR x\r\n+PONG\r\n";
-  ASSERT_EQ(redisReaderFeed(reader.get(), bytes.data(), bytes.size()), REDIS_OK);
-  void* raw = nullptr;
-  ASSERT_EQ(redisReaderGetReply(reader.get(), &raw), REDIS_OK);
-  ASSERT_NE(raw, nullptr);
-  const reply r = take_reply(raw);
+  first_reply got("*4\r\n:9\r\n*2\r\n$2\r\nid\r\n$-1\r\n-ERR x\r\n+PONG\r\n");
+  ASSERT_EQ(got.status, REDIS_OK);
+  ASSERT_NE(got.raw, nullptr);
+  const reply r = take_reply(got.raw);
   ASSERT_TRUE(r.is_array());
   ASSERT_EQ(r.elements().size(), 4u);
   EXPECT_EQ(r.elements()[0].integer(), 9);
@@ -114,23 +123,17 @@ TEST(RedisReplyReader, KeepsEveryElementsValue) {
 // A protocol error in the middle of an array: the reader fails as hiredis's own does, and the half-made reply is
 // freed once, with the reader.
 TEST(RedisReplyReader, FailsOnBadBytesInsideAnArrayAndFreesWhatItHeld) {
-  const reader_ptr reader(make_reply_reader(), &redisReaderFree);
-  const std::string bytes = "*3\r\n:1\r\n*2\r\n$3\r\nabc\r\n?what\r\n";
-  ASSERT_EQ(redisReaderFeed(reader.get(), bytes.data(), bytes.size()), REDIS_OK);
-  void* raw = nullptr;
-  EXPECT_EQ(redisReaderGetReply(reader.get(), &raw), REDIS_ERR);
-  EXPECT_EQ(raw, nullptr);
-  EXPECT_EQ(reader->err, REDIS_ERR_PROTOCOL);
+  const first_reply got("*3\r\n:1\r\n*2\r\n$3\r\nabc\r\n?what\r\n");
+  EXPECT_EQ(got.status, REDIS_ERR);
+  EXPECT_EQ(got.raw, nullptr);
+  EXPECT_EQ(got.reader->err, REDIS_ERR_PROTOCOL);
 }
 
 // A reader freed with a reply half read (a connection lost mid-reply) frees it.
 TEST(RedisReplyReader, FreedWithAReplyHalfReadFreesIt) {
-  const reader_ptr reader(make_reply_reader(), &redisReaderFree);
-  const std::string bytes = "*2\r\n*2\r\n$40\r\n" + std::string(40, 'y') + "\r\n:3\r\n*5\r\n:1\r\n";
-  ASSERT_EQ(redisReaderFeed(reader.get(), bytes.data(), bytes.size()), REDIS_OK);
-  void* raw = nullptr;
-  ASSERT_EQ(redisReaderGetReply(reader.get(), &raw), REDIS_OK);
-  EXPECT_EQ(raw, nullptr);
+  const first_reply got("*2\r\n*2\r\n$40\r\n" + std::string(40, 'y') + "\r\n:3\r\n*5\r\n:1\r\n");
+  ASSERT_EQ(got.status, REDIS_OK);
+  EXPECT_EQ(got.raw, nullptr);
 }
 
 }  // namespace
