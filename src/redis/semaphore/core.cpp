@@ -358,25 +358,27 @@ semaphore_core::release_answer semaphore_core::answer_to_release(std::error_code
   return {(*v)[0] == granted ? status::released : status::not_held, {}};
 }
 
+// Through the executor, as an asynchronous release: the answer is read there, and the grants it carries reach this
+// object's waiters there and then, before this thread wakes — a hand-off does not wait for the releasing thread to be
+// scheduled again.
 semaphore_core::release_answer semaphore_core::release_now(const std::string& id, std::int64_t n) {
   const auto deadline = call_deadline({});
-  const auto ask = [&] {
-    return call(deadline,
-                n > 0 ? op_args{"release", id, wake_key_, std::to_string(n)} : op_args{"release", id, wake_key_});
-  };
-  result r = ask();
-  // A connection lost under the call (it reconnects): asked once more within the same deadline. Releasing is
-  // idempotent — a release that did run makes the second answer "not held" — and a release lost here would hold the
-  // permits until the lease expires.
-  if (r.error == errc::connection_lost || r.error == errc::outcome_unknown) {
-    r = ask();
+  auto answer = std::make_shared<std::promise<release_answer>>();
+  auto answered = answer->get_future();
+  send_release(id, n, deadline, true, [answer](const release_answer& a) { answer->set_value(a); });
+  if (deadline && answered.wait_until(*deadline) == std::future_status::timeout) {
+    return {lease::release_status::failed, make_error_code(errc::timeout)};
   }
-  return answer_to_release(r.error, r.value);
+  return answered.get();
 }
 
 void semaphore_core::release_async(const std::string& id, std::int64_t n, std::function<void(release_answer)> then) {
   background_.begin();
-  send_release(id, n, call_deadline({}), true, std::move(then));
+  send_release(id, n, call_deadline({}), true, [self = shared_from_this(), then = std::move(then)](release_answer a) {
+    // The caller's completion first: a shutdown that ends with this must find it posted already.
+    if (then) then(a);
+    self->background_.end(a.first != lease::release_status::failed, a.second);
+  });
 }
 
 // A connection lost under the call (it reconnects) is asked once more within the same deadline: releasing is
@@ -393,10 +395,7 @@ void semaphore_core::send_release(const std::string& id, std::int64_t n, std::op
                     return self->send_release(id, n, deadline, false, std::move(then));
                   }
                   // Delivered: Redis answered (released, or it no longer had the lease: nothing left to give back).
-                  const release_answer answer = self->answer_to_release(e, r);
-                  // The caller's completion first: a shutdown that ends with this must find it posted already.
-                  if (then) then(answer);
-                  self->background_.end(answer.first != lease::release_status::failed, answer.second);
+                  then(self->answer_to_release(e, r));
                 });
 }
 

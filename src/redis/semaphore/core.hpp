@@ -162,13 +162,16 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // waiters), or failed with the call's error or script_error() for a reply of another shape.
   release_answer answer_to_release(std::error_code ec, const reply& r);
   // Releases lease `id` of `n` permits (0: unknown, Redis looks it up) and waits for the answer, within
-  // options().timeout (not on the connection's executor thread).
+  // options().timeout (not on the connection's executor thread, which reads the answer: there it waits for the
+  // deadline and says errc::timeout).
   release_answer release_now(const std::string& id, std::int64_t n);
 
   // ---- background work (core.cpp): releases and queue-leaves not waited for by their caller ----
   // Releases lease `id` of `n` permits (0: unknown, Redis looks it up) through the link; `then` runs once it is
   // answered (or failed), on the thread that read the answer. Counted until then.
   void release_async(const std::string& id, std::int64_t n, std::function<void(release_answer)> then = {});
+  // The release call (asked once more on a lost connection when `may_retry`); `then` (required) runs once with the
+  // answer, on the thread that read it, after the grants it carries went to this object's waiters. Not counted.
   void send_release(const std::string& id, std::int64_t n, std::optional<steady::time_point> deadline, bool may_retry,
                     std::function<void(release_answer)> then);
   // Releases `id` and waits for the answer until options().timeout from now — unless the calling thread runs the
