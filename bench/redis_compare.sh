@@ -130,7 +130,7 @@ server_us() {
 measure() {
   "${cli[@]}" config resetstat >/dev/null
   local line per=1
-  [[ "$1" == "$bench_bin" ]] && per=get
+  [[ "$1" == "$bench_bin" ]] && per="get"
   line=$("${client_cpu[@]}" "$@" | grep -v '^#' | tail -1)
   [[ -n "$line" ]] || { echo "redis_compare.sh: no result from: $*" >&2; return 1; }
   printf '%s\t%s\n' "$line" "$(server_us "$per")" | tee -a "$raw" >&2
@@ -175,10 +175,10 @@ for ((round = 1; round <= rounds; ++round)); do
   begin_round "$round"
   for keys in hot many; do
     # a. the ceiling
-    for cp in "1 1" "1 64" "1 512" "8 64"; do redis_benchmark "$keys" ${cp% *} ${cp#* } "$round"; done
+    for cp in "1 1" "1 64" "1 512" "8 64"; do redis_benchmark "$keys" "${cp% *}" "${cp#* }" "$round"; done
     # a'. the ceiling for batches: 64 decisions in flight as 2 calls of 32 (what admit's batching does at 64 callers,
     #     at most two calls out, the rest queued), and 512 in flight as 8 connections × 2 calls of 32
-    for cp in "1 2" "8 2"; do redis_benchmark "$keys" ${cp% *} ${cp#* } "$round" 32; done
+    for cp in "1 2" "8 2"; do redis_benchmark "$keys" "${cp% *}" "${cp#* }" "$round" 32; done
     # b. admit
     for callers in 1 64 512; do
       measure "$bench_bin" --url "$url" --keys "$keys" --callers "$callers" --key-count "$key_count" --rate "$rate" \
@@ -223,9 +223,10 @@ step 6/7 "medians over the rounds: $out/results.tsv"
 # — each the median over the rounds ("-" where not measured).
 medians 4 13 <"$raw" >"$out/results.tsv"
 
-declare -A dps=() p50=() p99=() adm=() err=() cpw=() ccpu=() sus=()
-while read -r key a b c d e f g h; do
-  dps[$key]=$a p50[$key]=$b p99[$key]=$c adm[$key]=$d err[$key]=$e cpw[$key]=$f ccpu[$key]=$g sus[$key]=$h
+# (The errors column is reported from results.tsv itself, below.)
+declare -A dps=() p50=() p99=() adm=() cpw=() ccpu=() sus=()
+while read -r key a b c d _ f g h; do
+  dps[$key]=$a p50[$key]=$b p99[$key]=$c adm[$key]=$d cpw[$key]=$f ccpu[$key]=$g sus[$key]=$h
 done <"$out/results.tsv"
 
 # one-decimal helpers (fmt_int, us_to_ms, le and verdict: bench/redis_common.sh).

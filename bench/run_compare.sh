@@ -144,6 +144,8 @@ target() {
   awk -v a="${p99[$1]}" -v l="$limit" 'BEGIN { exit !(a <= l * 1e6) }' && echo "≤ $limit ms: **met**" ||
     echo "≤ $limit ms: **not met**"
 }
+# (Markdown: the backquotes are meant literally.)
+# shellcheck disable=SC2016
 name_of() {
   case $1 in
     true) echo '`/usr/bin/true` alone (the baseline)' ;;

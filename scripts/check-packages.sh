@@ -53,7 +53,7 @@ echo "contents: as expected ($(wc -l <<<"$tool_files") and $(wc -l <<<"$dev_file
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/admit packages.XXXXXX")  # a space in the path, on purpose
 serve_pid=""
 cleanup() {
-  [[ -n "$serve_pid" ]] && kill "$serve_pid" 2>/dev/null || true
+  if [[ -n "$serve_pid" ]]; then kill "$serve_pid" 2>/dev/null || true; fi
   rm -rf "$scratch"
 }
 trap cleanup EXIT

@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libboost1.81-dev curl
   pkg-config libhiredis-dev libssl-dev openssl redis-server ccache mold python3-prometheus-client
   libyaml-cpp-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf
-  python3-yaml dpkg-dev fakeroot file systemd
+  python3-yaml dpkg-dev fakeroot file systemd shellcheck
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(golang-go golang-golang-x-time-dev golang-github-juju-ratelimit-dev golang-golang-x-sync-dev libguava-java

@@ -82,7 +82,7 @@ get() {
   curl -s --max-time 10 -o /dev/null -D "$work_dir/headers" -w '%{http_code}' "http://127.0.0.1:$port/"
 }
 header() {  # header <name>: the value of that field in $work_dir/headers
-  tr -d '\r' <"$work_dir/headers" | awk -v name="$(echo "$1" | tr 'A-Z' 'a-z')" -F': ' \
+  tr -d '\r' <"$work_dir/headers" | awk -v name="$(echo "$1" | tr '[:upper:]' '[:lower:]')" -F': ' \
     'tolower($1) == name { print $2 }'
 }
 
@@ -132,7 +132,9 @@ burst() {
       echo "${out##* }:$(echo "${out% *}" | tr -d '\n')" >"$work_dir/burst.$i"
     ) &
   done
-  wait $(jobs -p | grep -v "^$server_pid$") 2>/dev/null || true
+  local clients
+  mapfile -t clients < <(jobs -p | grep -v "^$server_pid$")
+  if ((${#clients[@]})); then wait "${clients[@]}" 2>/dev/null || true; fi
   cat "$work_dir"/burst.* | sort | tr '\n' ' ' | sed 's/ $//'
   rm -f "$work_dir"/burst.*
 }
@@ -216,7 +218,7 @@ PY
   check "waiting gauge" 0 "$(parsed admit_waiting)"
   check "histogram buckets: 22 bounds + +Inf, cumulative" "23 last_le +Inf monotonic True" "$(parsed buckets)"
   check "le=1e-06 holds the immediate admissions, +Inf all" "le_1us $((served - 2)) le_inf $served" \
-    "$(echo "le_1us $(parsed le_1us)")"
+    "le_1us $(parsed le_1us)"
   check "histogram count = admitted" "$served" "$(parsed count)"
   check "histogram sum > 0 (two requests waited)" True "$(parsed sum_positive)"
   check "per_client admitted = every request (all within the rate)" "$((served + refused))" "$(parsed per_client_admitted)"
