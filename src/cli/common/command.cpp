@@ -19,12 +19,14 @@ std::string command_list(const CLI::App& app) {
   std::string out = "The commands are:\n";
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     const std::string& d = sub->get_description();
-    const auto end = d.find_first_of(".\n(");
+    const auto end = d.find_first_of(".\n(:");
     std::string line = "  " + sub->get_name();
     line.append(line.size() < 12 ? 12 - line.size() : 1, ' ');
     out += line + wrap_text(d.substr(0, end), 80, line.size(), 12) + "\n";
   }
-  return out + "Run `admit <command> --help` for its options, `admit --version` for the version.\n";
+  return out +
+         "Run `admit <command> --help` (or `admit help <command>`) for its options, `admit --version` for the "
+         "version.\n";
 }
 
 // A word that is an option ("--rate", "-r", "--rate=5/s", "-r5/s"), not a value or a positional argument: "-" (standard
@@ -83,6 +85,23 @@ std::string unknown_option(const CLI::App& app, std::span<const std::string> arg
 }
 
 int dispatch(CLI::App& app, std::span<const subcommand> commands, int argc, char** argv, std::ostream& err) {
+  // "admit help [COMMAND]", as git's and go's: the same as "admit [COMMAND] --help".
+  if (argc > 1 && std::string_view(argv[1]) == "help") {
+    if (argc == 2) {
+      std::cout << app.help();
+      return 0;
+    }
+    for (const subcommand& c : commands) {
+      if (argc == 3 && c.app->get_name() == argv[2]) {
+        std::cout << c.app->help();
+        return 0;
+      }
+    }
+    err << "admit help: " << (argc == 3 ? "unknown command " + quote(argv[2]) : std::string("give one command at most"))
+        << "\n"
+        << command_list(app);
+    return exit_bad_input;
+  }
   const subcommand* chosen = nullptr;
   for (const subcommand& c : commands) {
     if (argc > 1 && c.app->get_name() == argv[1]) chosen = &c;

@@ -23,7 +23,8 @@ subcommand add_recommend_command(CLI::App& app) {
       "--algorithm concurrency: --max-wait-p99 D (the least limit for which at most 1% of the requests wait longer "
       "than D in a FIFO queue), and with --max-waiters or --timeout, --max-timed-out P%.\n"
       "The trace is read once (any --format of admit replay; standard input too) into a temporary file.\n"
-      "Exit status: 0 a recommendation, 3 no limit meets the target, 2 bad input, 1 a failure (a write error).");
+      "Exit status: 0 a recommendation, 3 no limit meets the target, 2 bad input (also a --plot file that cannot be "
+      "made: checked before the search), 1 a failure (a write error once the search is done).");
   cmd->add_option("--algorithm,-a", o->algorithm, recommend_algorithm_names())->required()->type_name("NAME");
   cmd->add_option("--burst,-b", o->burst, "token-bucket, gcra: tokens the limiter holds (default: the frontier)")
       ->type_name("N");

@@ -44,7 +44,9 @@ run_settings check(const run_options& o) {
   if (o.command.front().empty()) throw usage_error("the command name is empty");
   s.command = o.command;
   if (o.name.empty()) {
-    throw usage_error("--name is required: the limit's name, shared by every `admit run` that uses the limit");
+    throw usage_error(
+        "--name is required and must not be empty: the limit's name, shared by every `admit run` that "
+        "uses the limit");
   }
   s.name = o.name;
   s.redis = o.redis;
@@ -96,6 +98,10 @@ run_settings check(const run_options& o) {
   if (o.timeout) s.timeout = parse_duration_option("--timeout", *o.timeout);
   s.no_wait = o.no_wait;
   if (s.no_wait && s.timeout) throw usage_error("--no-wait and --timeout: choose one (--no-wait is --timeout 0s)");
+  if (s.timeout && s.timeout->count() == 0) {  // one decision, not a wait that has no time for Redis to answer
+    s.no_wait = true;
+    s.timeout.reset();
+  }
   if (o.max_waiters) {
     s.max_waiters = static_cast<std::size_t>(parse_count_option("--max-waiters", *o.max_waiters, 0, max_count));
   }

@@ -1,177 +1,42 @@
-// `admit run --redis` (see run_source.hpp).
+// `admit run --redis` (see redis_source.hpp).
 #include "cli/run/redis_source.hpp"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/post.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 
 #include "admit/errc.hpp"
 #include "admit/redis/admission.hpp"
-#include "admit/redis/client/cluster.hpp"
-#include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/options.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "cli/common/duration.hpp"
-#include "cli/common/io_runner.hpp"
 #include "cli/common/message.hpp"
 #include "cli/common/redis_failure.hpp"
 #include "cli/common/redis_topology.hpp"
 #include "cli/common/run_holder.hpp"
 #include "cli/common/values.hpp"
+#include "cli/run/redis_run_state.hpp"
+#include "cli/run/redis_wait_watch.hpp"
 #include "cli/run/wait_bounded.hpp"
 
 namespace admit::cli {
 
 namespace {
 
-using steady = std::chrono::steady_clock;
+using redis_run::call_timeout;
+using redis_run::past_deadline;
+using redis_run::steady;
+using redis_run_state = redis_run::state;
 
-// The deadline of each Redis call (connecting included).
-constexpr std::chrono::milliseconds call_timeout{1'000};
-// How often the status line asks Redis how many wait and hold (only when a terminal shows it).
-constexpr std::chrono::milliseconds status_every{500};
-// How long past --timeout a wait may still take to end (its leave-queue call answered): beyond it, Redis is not
-// answering and the wait is abandoned (its entry expires in Redis by itself).
-constexpr std::chrono::milliseconds past_deadline{50};
-
-// Everything the source and its permits share: the connection and its thread, the admission (the rate and the
-// concurrency limit, decided together in Redis), and the eventfd that says the lease was lost. Destroyed last (the
-// permit holds it).
-struct redis_run_state {
-  run::run_settings settings;
-  run::entry_info info;
-  io_runner io;
-  redis::connection conn;                 // the URL's server: checked first; the limit's when it is not a cluster
-  std::unique_ptr<redis::cluster> nodes;  // when the URL's server is a Redis Cluster node (a seed of this client)
-  int lost = -1;                          // eventfd, written by the semaphore's on_lease_lost
-  std::unique_ptr<redis::admission> limit;
-  std::function<void()> on_queued;  // set while an acquisition waits
-  // The ids this wait joined the queue with and when, the last one current (guarded by mutex).
-  std::vector<std::pair<std::string, std::int64_t>> waiter_ids;
-  // Set when Redis did not answer in time what ends a wait (the wait itself, or its queue-leave within
-  // past_deadline): the teardown then waits for nothing Redis would have to answer (what is left expires there).
-  bool abandoned = false;
-  std::mutex mutex;
-  redis::semaphore_options semaphore_options;
-
-  // Once Redis answers: asks the URL's server whether it is a Redis Cluster node (then the limit goes through a
-  // cluster client seeded with it: its keys share the hash tag {name}, one slot) and makes the admission. A server
-  // that does not answer INFO (an ACL user without it) is taken as a single server.
-  void make_limits() {
-    if (limit) return;
-    // The whole call timeout, whatever is left of --timeout: an INFO cut short would take a cluster node for a
-    // single server (decided once), and its MOVED replies for a lasting failure.
-    nodes = learn_topology(conn, call_timeout).nodes;
-    limit = nodes ? std::make_unique<redis::admission>(*nodes, settings.name, limits(settings), semaphore_options)
-                  : std::make_unique<redis::admission>(conn, settings.name, limits(settings), semaphore_options);
-  }
-  // --concurrency, --rate and --burst as the admission's definition.
-  static admission_options limits(const run::run_settings& s) {
-    admission_options o;
-    o.max_in_flight = s.concurrency;
-    if (s.rate) {
-      o.rate = *s.rate;
-      o.burst = s.burst;
-    }
-    o.classes = s.classes;
-    return o;
-  }
-
-  redis_run_state(const run::run_settings& s, const run::entry_info& i, const redis::connection_options& o)
-      : settings(s), info(i), conn(io.executor(), o), lost(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-    if (lost < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
-  }
-  ~redis_run_state() {
-    if (limit) {
-      if (abandoned) {
-        (void)limit->shutdown(steady::now());
-      } else {
-        (void)limit->shutdown();
-      }
-    }
-    limit.reset();
-    if (nodes) (void)(abandoned ? nodes->close_until(steady::now()) : nodes->close());
-    if (abandoned) (void)conn.close_until(steady::now());
-    ::close(lost);
-  }
-  // What inspect shows of this run under `id` (run_holder.hpp): since `started_unix_ms` it waits or holds. Not waited
-  // for: called on the executor, and by the supervisor between signals it must forward at once.
-  void show(const std::string& id, std::int64_t started_unix_ms) {
-    const auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(settings.lease_ttl);
-    run_entry e{info, ttl};
-    e.info.started_unix_ms = started_unix_ms;
-    redis::client& c = limit_client();
-    c.async_execute_command(c.default_deadline(),
-                            redis::command{"SET", run_holder_key(settings.name, id), to_json(e), "PX",
-                                           std::to_string(std::max<std::int64_t>(3 * ttl.count(), 1))},
-                            [](boost::system::error_code, redis::reply) {});
-  }
-  void hide(const std::string& id) {
-    redis::client& c = limit_client();
-    c.async_execute_command(c.default_deadline(), redis::command{"DEL", run_holder_key(settings.name, id)},
-                            [](boost::system::error_code, redis::reply) {});
-  }
-  // The wait has ended: the entries of its waiter ids go, but `kept` (the lease it got, under the same id).
-  void hide_waiters(const std::string& kept) {
-    std::vector<std::pair<std::string, std::int64_t>> ids;
-    {
-      std::lock_guard lock(mutex);
-      ids.swap(waiter_ids);
-    }
-    for (const auto& [id, since] : ids) {
-      if (id != kept) hide(id);
-    }
-  }
-  // The wait joined the queue as `id` (on the executor).
-  void queued_as(const std::string& id) {
-    const std::int64_t now = run::unix_time_ms();
-    {
-      std::lock_guard lock(mutex);
-      waiter_ids.emplace_back(id, now);
-      if (on_queued) on_queued();
-    }
-    show(id, now);
-  }
-  // Writes the current waiter's entry again (it lives 3 × --lease-ttl).
-  void show_waiter() {
-    std::optional<std::pair<std::string, std::int64_t>> last;
-    {
-      std::lock_guard lock(mutex);
-      if (!waiter_ids.empty()) last = waiter_ids.back();
-    }
-    if (last) show(last->first, last->second);
-  }
-  // Where the limit's keys live (one hash slot: every key is "{name}:...").
-  redis::client& limit_client() { return nodes ? static_cast<redis::client&>(*nodes) : conn; }
-  std::string where() const { return redis_address(conn.options()); }
-  // Why the limit's Redis cannot be reached now, from the client's own state (no call): empty when it can, or when
-  // that is not known (a server that is connected and silent).
-  std::string unreachable() const {
-    if (nodes) {
-      const auto [e, text] = nodes->last_failure();
-      return e ? "cannot reach " + where() + "'s cluster: " + (text.empty() ? e.message() : text) : std::string();
-    }
-    if (conn.is_connected()) return {};
-    const std::error_code e = conn.last_connect_error();
-    return e ? "cannot connect to " + where() + ": " + e.message() : std::string();
-  }
-  // Why a call on the limit failed (through the cluster's nodes when there are any).
-  redis_failure failure(std::error_code error, std::string_view reply_text = {}) const {
-    return nodes ? call_failure(conn, *nodes, error, reply_text, call_timeout)
-                 : call_failure(conn, error, reply_text, call_timeout);
-  }
-};
+// The least time a run with --timeout gives Redis to answer its first request (connecting, and asking for the permit):
+// a shorter --timeout would refuse a run whatever the limit's state. With past_deadline, a run ends at most 80 ms
+// after its --timeout.
+constexpr std::chrono::milliseconds first_answer{30};
 
 class redis_held final : public run::held_permit {
  public:
@@ -228,6 +93,7 @@ class redis_source final : public run::permit_source {
                                             const std::function<void(const run::wait_progress&)>& progress,
                                             bool status_line, run::refusal& why) override {
     const run::run_settings& s = st_->settings;
+    if (deadline) deadline = std::max(*deadline, steady::now() + first_answer);
     // With --timeout, Redis has all of it to answer (a server that is slow to answer at first may still admit the run
     // in time); without one, a call's timeout: a run that cannot reach Redis at all says so at once.
     const auto given = deadline ? steady::duration(*deadline - steady::now()) : steady::duration(call_timeout);
@@ -245,65 +111,8 @@ class redis_source final : public run::permit_source {
     if (!s.classes.empty()) {
       if (auto f = check_class_names(named_classes)) return fail(why, *f);
     }
-    // The status line and the "waiting" event once the request is in the queue.
-    std::mutex m;
-    std::condition_variable_any cv;
-    bool queued = false;
-    {
-      std::lock_guard lock(st_->mutex);
-      st_->on_queued = [&] {
-        std::lock_guard l(m);
-        queued = true;
-        cv.notify_all();
-      };
-    }
-    std::jthread status([&](std::stop_token done) {
-      std::unique_lock l(m);
-      if (!cv.wait(l, done, [&] { return queued; })) return;
-      l.unlock();
-      // The entry inspect shows of this waiter lives 3 × --lease-ttl: written again every --lease-ttl.
-      auto show_again = steady::now() + s.lease_ttl;
-      run::wait_progress last;  // as told last: told again with the trouble when Redis goes away or comes back
-      for (bool first = true;; first = false) {
-        const std::string trouble = st_->unreachable();
-        // Told when Redis goes away or comes back (not at each new reason while it is away).
-        if (!first && trouble.empty() != last.trouble.empty() && (!status_line || !trouble.empty())) {
-          last.trouble = trouble;
-          if (progress) progress(last);
-        }
-        if (first || (status_line && trouble.empty())) {  // the "waiting" event; then, with a status line, updates
-          run::wait_progress p;  // position 0: Redis does not say a waiter's place without its identity
-          p.capacity = s.concurrency;
-          // Bounded by the wait's end, so that joining this thread cannot hold the run past --timeout.
-          const auto by_call = steady::now() + call_timeout;
-          const auto [snap, ec] = redis::inspect_semaphore_until(
-              st_->limit_client(), s.name, deadline ? std::min(by_call, *deadline + past_deadline) : by_call, 1);
-          if (!ec) {
-            p.waiting = static_cast<std::size_t>(snap.waiter_count);
-            if (s.concurrency > 0) {
-              p.held = snap.capacity - snap.available;
-              p.capacity = snap.capacity;
-            }
-            // The rate's tokens are short: the head starts once they are there (this run after those ahead of it).
-            if (snap.token_interval.count() > 0 && snap.tokens < s.weight) {
-              p.rate_wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  snap.token_interval * (s.weight - snap.tokens - 1) + snap.next_token);
-            }
-          }
-          if (!ec) last = p;
-          if (progress && (first || !ec)) progress(p);
-        }
-        l.lock();
-        // (Every status_every even without a status line: whether Redis can be reached is the client's own state.)
-        cv.wait_until(l, done, std::min(show_again, steady::now() + status_every), [] { return false; });
-        if (done.stop_requested()) return;
-        l.unlock();
-        if (steady::now() >= show_again) {
-          st_->show_waiter();
-          show_again = steady::now() + s.lease_ttl;
-        }
-      }
-    });
+    // The "waiting" event, the status line, and what it says of Redis, once the request is in the queue.
+    redis_run::wait_watch watch(*st_, deadline, progress, status_line);
     redis::semaphore_result r = admit::errc::would_block;
     bool cut = false;         // Redis did not end the wait by --timeout
     bool unanswered = false;  // nor answer its queue-leave within past_deadline
@@ -333,12 +142,8 @@ class redis_source final : public run::permit_source {
       }
       st_->abandoned = cut || unanswered;
     }
-    status.request_stop();
-    status.join();
-    {
-      std::lock_guard lock(st_->mutex);
-      st_->on_queued = nullptr;
-    }
+    // Redis answered the wait after the run said it could not be reached: said before the run goes on.
+    watch.finish(!cut && !unanswered && (r || r.error() != admit::errc::timeout));
     if (cut) return fail(why, silent());
     st_->hide_waiters(r && s.concurrency > 0 ? r->id() : std::string());
     if (!r) {
@@ -418,8 +223,8 @@ class redis_source final : public run::permit_source {
   redis_failure conflict() {
     const run::run_settings& s = st_->settings;
     const auto [stored, ec] = st_->limit->inspect(0);
-    std::string given = s.concurrency > 0 ? "--concurrency " + std::to_string(s.concurrency) : "no --concurrency";
-    given += s.rate ? " --rate " + s.rate->to_string() + " --burst " + std::to_string(s.burst) : " without --rate";
+    std::string given = described(s.concurrency > 0 ? std::optional<std::int64_t>(s.concurrency) : std::nullopt,
+                                  s.rate ? s.rate->to_string() + " --burst " + std::to_string(s.burst) : std::string());
     if (!s.classes.empty()) given += " --classes " + classes_option(s.classes);
     redis_failure f;
     f.error = admit::errc::definition_conflict;
@@ -436,13 +241,20 @@ class redis_source final : public run::permit_source {
   }
   // A stored definition as the options that would give it.
   static std::string as_options(const redis::semaphore_snapshot& d) {
-    std::string s = d.capacity < redis::admission::unlimited_capacity ? "--concurrency " + std::to_string(d.capacity)
-                                                                      : "no --concurrency";
-    s += d.token_interval.count() == 0
-             ? " without --rate"
-             : " --rate " + admit::rate::every(d.token_interval).to_string() + " --burst " + std::to_string(d.burst);
+    std::string s = described(
+        d.capacity < redis::admission::unlimited_capacity ? std::optional<std::int64_t>(d.capacity) : std::nullopt,
+        d.token_interval.count() == 0
+            ? std::string()
+            : admit::rate::every(d.token_interval).to_string() + " --burst " + std::to_string(d.burst));
     if (d.classes.size() > 1) s += " with " + std::to_string(d.classes.size()) + " --classes";
     return s;
+  }
+  // A definition as options: "--concurrency 2 without --rate", "--rate 5/s --burst 1 without --concurrency", or both
+  // (`rate`: "R --burst B", empty for none).
+  static std::string described(std::optional<std::int64_t> concurrency, const std::string& rate) {
+    if (concurrency && !rate.empty()) return "--concurrency " + std::to_string(*concurrency) + " --rate " + rate;
+    if (concurrency) return "--concurrency " + std::to_string(*concurrency) + " without --rate";
+    return "--rate " + rate + " without --concurrency";
   }
 
   std::unique_ptr<run::held_permit> fail(run::refusal& why, const redis_failure& f) {
@@ -510,6 +322,10 @@ std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_setting
   so.timeout = call_timeout;
   so.poll_interval =
       std::min<std::chrono::milliseconds>(so.poll_interval, std::max(so.lease_ttl / 4, std::chrono::milliseconds(1)));
+  // A waiter keeps its place through a Redis outage (or a partition) as long as a holder keeps its lease: --lease-ttl,
+  // rather than the semaphore's default of 3 polls and a call (4 s), after which a Redis that stopped answering for 5 s
+  // took every waiter for dead and they joined again in the order they came back.
+  so.waiter_ttl = std::max(so.lease_ttl, 3 * so.poll_interval + so.timeout);
   so.on_lease_lost = [lost = st->lost](const std::string&, std::int64_t) {
     const std::uint64_t one = 1;
     [[maybe_unused]] const auto n = ::write(lost, &one, sizeof one);

@@ -1,11 +1,11 @@
-// cli/run/redis_source.hpp — `admit run --redis`: the permit from admit::redis::semaphore (--concurrency) and the
-// start from admit::redis::gcra (--rate), so that every host shares the limit. With both, the command first takes its
-// place (FIFO) and its permit, then its start from the rate: it may hold the permit while the rate makes it wait, but
-// no token is taken by a command that then cannot start.
+// cli/run/redis_source.hpp — `admit run --redis`: the permit and the start from one admit::redis::admission (the
+// --concurrency limit, the --rate and the --classes decided together in Redis, with one FIFO queue per class), so that
+// every host shares the limit. A run that waits holds nothing: neither a permit nor a token until it is admitted.
 //
-// What `admit inspect` shows of a holder (host, pid, command line, start) is the JSON of cli/common/local_limit.hpp's
-// entry_info under run_holder_key(name, lease id) (cli/common/run_holder.hpp), written at the start and refreshed while
-// the command runs; it expires by itself three lease TTLs after the last refresh.
+// What `admit inspect` shows of a holder or a waiter (host, pid, command line, start) is the JSON of
+// cli/common/local_limit.hpp's entry_info under run_holder_key(name, lease or waiter id) (cli/common/run_holder.hpp),
+// written when it joins the queue or starts and refreshed meanwhile; it expires by itself three lease TTLs after the
+// last refresh.
 #pragma once
 
 #include <memory>

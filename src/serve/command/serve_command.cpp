@@ -1,5 +1,6 @@
 #include "serve/command/serve_command.hpp"
 
+#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -151,6 +152,28 @@ service_options::header_style parse_headers(const std::optional<std::string>& te
   throw cli::usage_error("invalid " + from + " " + cli::quote(*text) + ": use none, ietf or envoy");
 }
 
+// The address both ports listen on: an IP address as given, or the first address a host name resolves to (so that
+// gRPC and HTTP listen on the same one). A name that does not resolve is bad input (exit 2), found before anything
+// starts.
+std::string listen_address(const std::string& host) {
+  if (host.empty()) throw cli::usage_error("invalid --host \"\": give an IP address or a host name, such as 0.0.0.0");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_ADDRCONFIG;
+  addrinfo* found = nullptr;
+  if (const int e = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); e != 0 || found == nullptr) {
+    throw cli::usage_error("invalid --host " + cli::quote(host) +
+                           ": not an IP address, nor a name this machine resolves (" +
+                           (e != 0 ? ::gai_strerror(e) : "no address") + ")");
+  }
+  char text[NI_MAXHOST];
+  const int e = ::getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST);
+  ::freeaddrinfo(found);
+  if (e != 0) throw cli::usage_error("invalid --host " + cli::quote(host) + ": " + ::gai_strerror(e));
+  return text;
+}
+
 // Blocks the signals admit serve handles, in this thread and every thread started after, and returns a signalfd
 // that reads them.
 int signal_fd() {
@@ -205,6 +228,7 @@ int run_serve(serve_options o, std::ostream& err) {
   std::chrono::nanoseconds drain{std::chrono::seconds(10)};
   std::chrono::milliseconds redis_timeout = default_redis_timeout;
   std::chrono::milliseconds lease_ttl = default_lease_ttl;
+  std::string listen_host;
   try {
     apply_environment(o, src);
     if (!o.config_dir) throw cli::usage_error("--config DIR is required (or ADMIT_SERVE_CONFIG)");
@@ -225,6 +249,7 @@ int run_serve(serve_options o, std::ostream& err) {
     lease_ttl = parse_millis(o.lease_ttl, lease_ttl, src.lease_ttl, "60s or 5min");
     sopts.shadow_mode = o.shadow_mode;
     sopts.fail_open = o.fail_open.value_or(true);
+    listen_host = listen_address(o.host.value_or("0.0.0.0"));
     if (o.drain_timeout) {
       const auto d = cli::parse_duration(*o.drain_timeout);
       if (!d) {
@@ -303,7 +328,7 @@ int run_serve(serve_options o, std::ostream& err) {
   std::unique_ptr<http_server> http;
   try {
     rls_server_options g;
-    g.host = o.host.value_or("0.0.0.0");
+    g.host = listen_host;
     g.port = grpc_port;
     g.reuse_port = o.reuse_port;
     grpc = std::make_unique<rls_server>(svc, g);

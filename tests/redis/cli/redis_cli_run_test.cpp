@@ -289,7 +289,8 @@ TEST_F(AdmitRunRedis, RedisSlowToAnswerAtStartHasTheWholeTimeout) {
 }
 
 // Without --timeout a run waits through a Redis outage, and says so: once when Redis goes away (it used to stay
-// silent until killed), once when it is back; then it runs. (Redis comes back empty: the holder's lease is gone.)
+// silent until killed), once when it is back — also when the wait ends at once then (it used to end without saying
+// so); then it runs. (Redis comes back empty: the holder's lease is gone.)
 TEST_F(AdmitRunRedis, AWaitWithoutTimeoutSaysRedisWentAwayAndRunsOnceItIsBack) {
   const auto holder = hold("outage");
   child_process waiter(run("outage", args{"--concurrency", "1", "--json", "--"} + records_ran()));
@@ -303,6 +304,7 @@ TEST_F(AdmitRunRedis, AWaitWithoutTimeoutSaysRedisWentAwayAndRunsOnceItIsBack) {
   EXPECT_NE(gone.value("message", "").find("cannot connect to redis://127.0.0.1:" + std::to_string(server_.port())),
             std::string::npos)
       << r.err;
+  EXPECT_FALSE(event(r.err, "redis_back").is_null()) << r.err;
   EXPECT_TRUE(ran());
 }
 

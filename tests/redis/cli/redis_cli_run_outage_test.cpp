@@ -1,0 +1,121 @@
+// `admit run --redis` when Redis stops answering or the time left is short, against a real redis-server and real
+// processes: a --timeout of 0s or of a few milliseconds still takes a free permit; a Redis that is connected and
+// silent is said to be so while a run waits, and its return too; a pause of Redis longer than the semaphore's default
+// waiter TTL but shorter than --lease-ttl keeps the waiters in their order. Each test failed before its fix.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>  // (std::thread: built in the ThreadSanitizer preset, whose admit binary these tests run)
+#include <vector>
+
+#include "admit_run_testing.hpp"
+#include "child_process.hpp"
+#include "redis_server.hpp"
+#include "self_exec.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace admit::redis::testing::run;
+using admit::redis::testing::child_process;
+using admit::redis::testing::redis_server;
+using admit::redis::testing::run_result;
+
+ADMIT_CHILD_ROLE_TEST(AdmitRunOutageChild, run_role)
+
+#ifdef ADMIT_CLI
+
+class AdmitRunOutage : public ::testing::Test {
+ protected:
+  args run(const std::string& name, const args& more) const {
+    return args{ADMIT_CLI, "run", "--redis", server_.url(), "--name", name} + more;
+  }
+  // `sh -c SCRIPT sh <dir>/ran`: the command records that it ran in that file.
+  args records_ran() const { return {"sh", "-c", "echo ran >> \"$1\"", "sh", ran_}; }
+  bool ran() const { return std::filesystem::exists(ran_); }
+
+  redis_server server_;
+  temp_dir dir_;
+  std::string ran_ = dir_ / "ran";
+};
+
+// --timeout 0s is --no-wait: one decision. It used to be a wait with no time for Redis to answer, refused whatever the
+// limit's state ("no answer ... within 0s"); a --timeout of 1 ms was refused the same way ("no permit ... within
+// --timeout") with every permit free.
+TEST_F(AdmitRunOutage, ATimeoutOfZeroOrAFewMillisecondsTakesAFreePermit) {
+  for (const char* timeout : {"0s", "1ms", "2ms"}) {
+    std::filesystem::remove(ran_);
+    const run_result r =
+        run_to_end(run("short", args{"--concurrency", "5", "--timeout", timeout, "--"} + records_ran()));
+    EXPECT_EQ(r.status, 0) << timeout << ": " << r.err;
+    EXPECT_TRUE(ran()) << timeout;
+  }
+  // Busy: --timeout 0s says so at once, as --no-wait does.
+  child_process holder(run("short1", {"--concurrency", "1", "--json", "--", "sleep", "60"}));
+  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
+  std::filesystem::remove(ran_);
+  const run_result busy =
+      run_to_end(run("short1", args{"--concurrency", "1", "--timeout", "0s", "--"} + records_ran()));
+  EXPECT_EQ(busy.status, 75) << busy.err;
+  EXPECT_NE(busy.err.find("is busy"), std::string::npos) << busy.err;
+  EXPECT_FALSE(ran());
+  ::kill(holder.pid(), SIGTERM);
+  (void)finish(holder);
+}
+
+// A Redis that is connected but does not answer (paused): the waiting run says so — it used to say nothing, since the
+// connection was up — and says when Redis answers again; then it runs once the holder is gone.
+TEST_F(AdmitRunOutage, ARedisThatStopsAnsweringIsSaidAndSoIsItsReturn) {
+  child_process holder(run("silent", {"--concurrency", "1", "--json", "--", "sleep", "60"}));
+  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
+  child_process waiter(run("silent", args{"--concurrency", "1", "--json", "--"} + records_ran()));
+  ASSERT_TRUE(wait_for_event(waiter, {"waiting"})) << waiter.err();
+  server_.pause(3000ms);
+  ASSERT_TRUE(wait_for_event(waiter, {"redis_unreachable"}, 10s)) << waiter.err();
+  server_.unpause();
+  ASSERT_TRUE(wait_for_event(waiter, {"redis_back"}, 10s)) << waiter.err();
+  ::kill(holder.pid(), SIGTERM);
+  (void)finish(holder);
+  const run_result r = finish(waiter);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(ran());
+  const auto gone = event(r.err, "redis_unreachable");
+  EXPECT_NE(gone.value("message", "").find("no answer from redis://127.0.0.1:" + std::to_string(server_.port())),
+            std::string::npos)
+      << r.err;
+}
+
+// Redis paused for 5 s while five runs wait: longer than the semaphore's default waiter TTL (3 polls and a call: 4 s),
+// after which Redis took every waiter for dead and they joined again in the order they came back (three runs: W4 W3 W2
+// W1 W5, W3 W5 W4 W2 W1, W5 W3 W4 W2 W1). A run's waiter lives as long as its lease (--lease-ttl, 10 s), so they keep
+// their places and start in their order of arrival.
+TEST_F(AdmitRunOutage, WaitersKeepTheirOrderThroughAPauseShorterThanTheLeaseTtl) {
+  const std::string log = dir_ / "order.log", go = dir_ / "go";
+  child_process holder(run("order", args{"--concurrency", "1", "--json", "--"} + record_command(log, "H", go)));
+  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
+  std::vector<std::optional<child_process>> waiters(5);
+  for (std::size_t i = 0; i < waiters.size(); ++i) {
+    waiters[i].emplace(
+        run("order", args{"--concurrency", "1", "--json", "--"} + record_command(log, std::to_string(i), "0")));
+    ASSERT_TRUE(wait_for_event(*waiters[i], {"waiting"})) << i << ": " << waiters[i]->err();
+  }
+  server_.pause(5000ms);
+  for (auto& w : waiters) ASSERT_TRUE(wait_for_event(*w, {"redis_unreachable"}, 10s)) << w->err();
+  (void)server_.admin({"PING"});  // answered once the pause is over
+  touch(go);
+  EXPECT_EQ(holder.wait(), 0) << holder.err();
+  for (auto& w : waiters) EXPECT_EQ(w->wait(), 0) << w->err();
+  const auto entries = read_log(log);
+  std::vector<std::string> expected{"H"};
+  for (const auto& l : labels(5)) expected.push_back(l);
+  EXPECT_EQ(start_order(entries), expected) << read_text(log);
+}
+
+#endif
+
+}  // namespace
