@@ -124,6 +124,27 @@ descriptors:
             "\"unit\" means nothing in a descriptor and is ignored; it belongs inside rate_limit");
 }
 
+// A rate_limit with a unit and no requests_per_unit is a limit of 0, as in envoyproxy/ratelimit: accepted, and said
+// as a warning (it loaded silently, and every request of the rule was over the limit). Written as 0, no warning.
+TEST(ConfigurationLoads, ALimitWithoutRequestsPerUnitIsAWarning) {
+  const auto c = load_one(R"(domain: slip
+descriptors:
+  - key: a
+    rate_limit: {unit: second}
+  - key: b
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: c
+    rate_limit: {unlimited: true}
+)");
+  ASSERT_EQ(c->rules().size(), 3U);
+  EXPECT_EQ(c->rules()[0].requests_per_unit, 0U);
+  ASSERT_EQ(c->warnings().size(), 1U);
+  EXPECT_EQ(c->warnings()[0].line, 4);
+  EXPECT_EQ(c->warnings()[0].message,
+            "a rate_limit without requests_per_unit is a limit of 0: every request of slip.a is over it (write "
+            "requests_per_unit: 0 to mean that)");
+}
+
 // A descriptor's key written inside rate_limit is ignored there (the rule enforces for real): the warning says where
 // it belongs. At the top of the file too.
 TEST(ConfigurationLoads, AKeyWhereItMeansNothingIsAWarning) {

@@ -156,6 +156,14 @@ std::vector<admit::priority_class> parse_classes(const std::string& text) {
     const std::size_t eq = part.find('=');
     if (eq == std::string::npos || eq == 0) throw bad(quote(part) + " is not NAME=SHARE");
     admit::priority_class c{part.substr(0, eq), 0.0};
+    // A name is shown by inspect and in every event, and given again by --class: no spaces or control characters,
+    // which would not survive those (a leading space made --class NAME match no class).
+    for (const char ch : c.name) {
+      if (static_cast<unsigned char>(ch) <= ' ' || ch == 0x7f) {
+        throw bad("the class name " + quote(c.name) + " has a space or a control character; names are words such as "
+                  "interactive or batch-2");
+      }
+    }
     const std::string share = part.substr(eq + 1);
     const char* first = share.data();
     const char* last = first + share.size();

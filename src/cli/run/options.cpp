@@ -107,7 +107,7 @@ run_settings check(const run_options& o) {
   }
   if (o.lease_ttl) {
     if (!s.redis) throw usage_error("--lease-ttl applies only with --redis (a local permit cannot expire)");
-    s.lease_ttl = positive("--lease-ttl", *o.lease_ttl);
+    s.lease_ttl = parse_duration_option("--lease-ttl", *o.lease_ttl);
     if (s.lease_ttl < std::chrono::milliseconds(10) || s.lease_ttl > max_lease_ttl) {
       throw usage_error("invalid --lease-ttl " + quote(*o.lease_ttl) + ": must be from 10ms to 12d");
     }
@@ -119,6 +119,10 @@ run_settings check(const run_options& o) {
   if (o.kill_after) {
     if (!s.redis) throw usage_error("--kill-after applies only with --redis (after --on-lease-lost=term's SIGTERM)");
     s.kill_after = positive("--kill-after", *o.kill_after);
+    if (s.on_lease_lost != lease_lost_action::term) {
+      throw usage_error("--kill-after applies only with --on-lease-lost term (the SIGKILL after its SIGTERM), not " +
+                        o.on_lease_lost);
+    }
   }
   if (o.set_capacity && !s.redis) {
     throw usage_error("--set-capacity applies only with --redis (it sets the definition Redis stores for every host)");

@@ -186,10 +186,10 @@ int signal_fd() {
   return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-// What the configuration holds that means nothing, one line each.
+// What the configuration holds that means nothing or likely not what was meant, one line each.
 void warn_ignored(const configuration& c) {
   for (const config_warning& w : c.warnings()) {
-    log::warn("configuration key ignored", {{"file", w.file}, {"line", w.line}, {"warning", w.message}});
+    log::warn("configuration warning", {{"file", w.file}, {"line", w.line}, {"warning", w.message}});
   }
 }
 

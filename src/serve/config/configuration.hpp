@@ -57,7 +57,8 @@ struct rule_match {
   std::string metric_key;
 };
 
-// Something in a file that was accepted but deserves a word: a key of the format where it means nothing.
+// Something in a file that was accepted but deserves a word: a key of the format where it means nothing, or a rule
+// whose limit is likely not what was meant (a rate_limit without requests_per_unit: a limit of 0).
 struct config_warning {
   std::string file;
   int line = 0;

@@ -51,7 +51,8 @@ std::vector<std::string> split_on_star(std::string_view s) {
 
 class builder {
  public:
-  builder(const std::string& file, std::vector<rate_limit_rule>& rules) : file_(file), rules_(rules) {}
+  builder(const std::string& file, std::vector<rate_limit_rule>& rules, std::vector<config_warning>& warnings)
+      : file_(file), rules_(rules), warnings_(warnings) {}
 
   [[noreturn]] void fail(int line, const std::string& message) const { throw config_error(file_, line, message); }
 
@@ -154,6 +155,13 @@ class builder {
       fail(r.requests_per_unit_line != 0 ? r.requests_per_unit_line : r.line,
            "algorithm " + std::string(to_string(rule.algorithm)) +
                " needs requests_per_unit of at least 1 (only fixed_window takes 0: every request over the limit)");
+    // As envoyproxy/ratelimit: a limit without requests_per_unit is a limit of 0. Given so, that is meant; left out,
+    // it is likely a slip, which would answer OVER_LIMIT to every request of the rule: said once at load.
+    if (!rule.unlimited && r.requests_per_unit_line == 0 && r.requests_per_unit == 0) {
+      warnings_.push_back({file_, r.line,
+                           "a rate_limit without requests_per_unit is a limit of 0: every request of " + rule.full_key +
+                               " is over it (write requests_per_unit: 0 to mean that)"});
+    }
   }
 
   // admit's `over_limit_hits`: count or drop; count is the fixed window's default and drop the others'; the sliding
@@ -200,6 +208,7 @@ class builder {
 
   const std::string& file_;
   std::vector<rate_limit_rule>& rules_;
+  std::vector<config_warning>& warnings_;
 };
 
 }  // namespace
@@ -222,7 +231,7 @@ void load_yaml_file(const std::string& file, const std::string& text, std::vecto
   tree.name = doc.domain;
   tree.file = file;
   tree.line = doc.domain_line;
-  builder(file, rules).add(tree.root, doc.descriptors, doc.domain + ".");
+  builder(file, rules, warnings).add(tree.root, doc.descriptors, doc.domain + ".");
   domains.push_back(std::move(tree));
 }
 
