@@ -106,6 +106,14 @@ TEST(FrontierKnee, IsThePointFarthestBelowTheChordOnLogScales) {
   ASSERT_NE(frontier_knee(frontier), nullptr);
   EXPECT_EQ(frontier_knee(frontier)->burst, 10);
   EXPECT_EQ(frontier_knee({}), nullptr);
+  // A last point whose burst holds the whole trace (its rate only the least the search tried) takes no part: it made
+  // the line end far below the others, and the knee the first point.
+  rate_point holds_all;
+  holds_all.burst = 10'000;
+  holds_all.rate_per_second = 0.00000217;
+  frontier.push_back(holds_all);
+  EXPECT_EQ(frontier_knee(frontier, 7'525)->burst, 10);
+  EXPECT_EQ(frontier_knee(frontier)->burst, 1);  // without the trace's tokens: it counts
   frontier.resize(1);
   EXPECT_EQ(frontier_knee(frontier)->burst, 1);
 }

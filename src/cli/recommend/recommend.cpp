@@ -188,11 +188,12 @@ void least_rate(rate_search& search, std::int64_t burst, std::int64_t start, rat
 
 }  // namespace
 
-const rate_point* frontier_knee(const std::vector<rate_point>& frontier) {
-  // Only points with a positive rate have a place on a log scale (a rate of 0 means the burst holds the whole trace).
+const rate_point* frontier_knee(const std::vector<rate_point>& frontier, std::int64_t trace_tokens) {
+  // Only points with a positive rate have a place on a log scale; a burst that holds the whole trace needs no rate, so
+  // the rate found for it is only the least one tried.
   std::vector<const rate_point*> points;
   for (const rate_point& p : frontier) {
-    if (p.rate_per_second > 0) points.push_back(&p);
+    if (p.rate_per_second > 0 && p.burst < trace_tokens) points.push_back(&p);
   }
   if (points.empty()) return frontier.empty() ? nullptr : &frontier.front();  // every answer is 0/s
   if (points.size() < 3) return points.front();
@@ -289,7 +290,7 @@ rate_recommendation recommend_rate(const recorded_trace& trace, const rate_quest
                 out.frontier[n - 1].rate_per_second >= 0.99 * out.frontier[n - 4].rate_per_second);
       }
     }
-    if (const rate_point* knee = frontier_knee(out.frontier)) {
+    if (const rate_point* knee = frontier_knee(out.frontier, trace.tokens())) {
       const auto at = static_cast<std::size_t>(knee - out.frontier.data());
       out.best = answers[at].best;
       out.tighter = answers[at].tighter;

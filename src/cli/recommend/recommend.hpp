@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,9 +78,12 @@ struct rate_recommendation {
 };
 
 // The knee of a frontier, the burst recommended without --burst: on log scales of burst and rate, the point farthest
-// below the straight line from the frontier's first point to its last (past it, more burst buys less rate). nullptr
-// for an empty frontier.
-[[nodiscard]] const rate_point* frontier_knee(const std::vector<rate_point>& frontier);
+// below the straight line from the frontier's first point to its last (past it, more burst buys less rate). Points
+// whose burst holds the whole trace (`trace_tokens` or more; their rate is whatever the least the search tries, say
+// 0.00000217/s) or whose rate is 0 take no part: they would set the line's end far below the rest. nullptr for an
+// empty frontier.
+[[nodiscard]] const rate_point* frontier_knee(const std::vector<rate_point>& frontier,
+                                              std::int64_t trace_tokens = std::numeric_limits<std::int64_t>::max());
 
 [[nodiscard]] rate_recommendation recommend_rate(const recorded_trace& trace, const rate_question& question);
 
