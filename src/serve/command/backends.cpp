@@ -44,7 +44,7 @@ backend_choice make_backend(const std::optional<std::string>& redis_url, bool re
   }
   if (auto why = store->ping(std::chrono::seconds(2))) {
     if (redis_required) throw backend_unavailable(*why + " (--redis-required)");
-    log::warn("Redis is not reachable yet; decisions answer by the failure policy until it is",
+    log::warn("Redis cannot be used yet (see error); decisions answer by the failure policy until it can",
               {{"backend", url_without_password(*redis_url)}, {"error", *why}});
   }
   store->configure(initial);
