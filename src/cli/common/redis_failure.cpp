@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <string>
 
 #include "admit/detail/deadline.hpp"
@@ -80,6 +81,13 @@ redis_failure connection_failure(const redis::connection& conn, std::error_code 
   if (why == errc::connection_refused) {
     f.transient = true;
     f.message = "cannot connect to " + where + ": connection refused (is the server running?)";
+    // A unix-domain socket whose file is not there: said so, rather than refused (the server never made it, or
+    // listens elsewhere).
+    std::error_code ec;
+    if (!o.unix_path.empty() && !std::filesystem::exists(o.unix_path, ec)) {
+      f.message = "cannot connect to " + where + ": no socket file " + quote(o.unix_path) +
+                  " (is the server running, with unixsocket set to that path?)";
+    }
   } else if (why == errc::unknown_host) {
     f.message = "cannot connect to " + where + ": unknown host " + quote(o.host) + with_words(words);
   } else if (why == errc::connect_timeout) {
