@@ -106,6 +106,14 @@ TEST(Report, HumanDurations) {
   EXPECT_EQ(human_duration(125'000'000'000), "2.08min");
   EXPECT_EQ(human_duration(7'260'000'000'000), "2.02h");
   EXPECT_EQ(human_duration(129'600'000'000'000), "1.5d");
+  // Where the rounded figure reaches the next unit, the next unit (admit decide printed reset_after=60s for 59.96 s
+  // and 1min for 60 s).
+  EXPECT_EQ(human_duration(59'960'000'000), "1min");
+  EXPECT_EQ(human_duration(59'940'000'000), "59.9s");
+  EXPECT_EQ(human_duration(999'600), "1ms");
+  EXPECT_EQ(human_duration(999'600'000), "1s");
+  EXPECT_EQ(human_duration(3'598'000'000'000), "1h");
+  EXPECT_EQ(human_duration(86'300'000'000'000), "1d");
   for (std::int64_t ns : {850LL, 12'500LL, 3'250'000LL, 1'500'000'000LL, 125'000'000'000LL, 129'600'000'000'000LL}) {
     EXPECT_TRUE(parse_duration(human_duration(ns)).has_value()) << human_duration(ns);
   }

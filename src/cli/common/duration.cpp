@@ -119,12 +119,14 @@ std::string human_duration(std::int64_t ns) {
     positive.insert(positive.begin(), '-');
     return positive;
   }
+  // Each unit up to where its rounded figure would reach the next unit (999.6us is "1ms", 59.96s is "1min", not
+  // "1000us" and "60s").
   if (ns < 1'000) return std::to_string(ns) + "ns";
-  if (ns < 1'000'000) return trim(v / 1e3, "us");
-  if (ns < 1'000'000'000) return trim(v / 1e6, "ms");
-  if (ns < 60'000'000'000) return trim(v / 1e9, "s");
-  if (ns < 3'600'000'000'000) return trim(v / 60e9, "min");
-  if (ns < 86'400'000'000'000) return trim(v / 3600e9, "h");
+  if (ns < 999'500) return trim(v / 1e3, "us");
+  if (ns < 999'500'000) return trim(v / 1e6, "ms");
+  if (ns < 59'950'000'000) return trim(v / 1e9, "s");
+  if (ns < 3'597'000'000'000) return trim(v / 60e9, "min");
+  if (ns < 86'220'000'000'000) return trim(v / 3600e9, "h");
   return trim(v / 86400e9, "d");
 }
 
