@@ -10,10 +10,12 @@ usage: serve_operations_e2e_test.py ADMIT PROTO_DIR CONFIG_DIR PROTOC GRPC_PYTHO
 Exit status: 0 passed, 1 failed, 77 skipped (a Python module or redis-server is missing).
 """
 import datetime
+import http.client
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -54,6 +56,23 @@ def busy_ports(config):
                  "--reuse-port", "--log-level", "debug", env=no_config_env())
     check(two.proc.poll() is None and two.grpc_port == one.grpc_port, "--reuse-port: a second instance shares them")
     check(one.stop() == 0 and two.stop() == 0, "--reuse-port: both exit 0")
+
+
+def host_names(config):
+    """--host takes a host name, as gRPC did and HTTP did not ("not an IP address", exit 1): both ports listen on the
+    name's first address. An empty --host is refused as bad input (exit 2) before anything starts."""
+    s = server(ADMIT, config, "--host", "localhost")
+    listening = next(json.loads(line) for line in s.log if json.loads(line).get("msg") == "listening")
+    first = socket.getaddrinfo("localhost", s.http_port, type=socket.SOCK_STREAM, flags=socket.AI_ADDRCONFIG)[0]
+    check(listening.get("address") == first[4][0], f"--host localhost: listens on its first address: {listening}")
+    conn = http.client.HTTPConnection(first[4][0], s.http_port, timeout=WAIT)
+    conn.request("GET", "/healthcheck")
+    status = conn.getresponse().status
+    conn.close()
+    check(status == 200, f"--host localhost: HTTP answers on {first[4][0]} ({status})")
+    check(s.stop() == 0, "--host localhost: drains and exits 0")
+    status, err, took = refused_start(config, "--host", "")
+    check(status == 2 and "invalid --host" in err, f"--host '': exit 2 naming it (got {status}: {err})")
 
 
 def failing_gauge(s):
@@ -210,6 +229,7 @@ def main(tmp):
     config = os.path.join(tmp, "config dir")
     shutil.copytree(CONFIG_DIR, config)
     busy_ports(config)
+    host_names(config)
     empty_and_binary_directories(tmp)
     configmap_reload(tmp)
     redis_binary = shutil.which("redis-server")

@@ -93,7 +93,7 @@ int dispatch(CLI::App& app, std::span<const subcommand> commands, int argc, char
     }
     for (const subcommand& c : commands) {
       if (argc == 3 && c.app->get_name() == argv[2]) {
-        std::cout << c.app->help();
+        std::cout << c.app->help(app.get_name());  // "Usage: admit run ...", as `admit run --help` says
         return 0;
       }
     }

@@ -34,9 +34,9 @@ using redis_run::steady;
 using redis_run_state = redis_run::state;
 
 // The least time a run with --timeout gives Redis to answer its first request (connecting, and asking for the permit):
-// a shorter --timeout would refuse a run whatever the limit's state. With past_deadline, a run ends at most 80 ms
+// a shorter --timeout would refuse a run whatever the limit's state. With past_deadline, a run ends at most 100 ms
 // after its --timeout.
-constexpr std::chrono::milliseconds first_answer{30};
+constexpr std::chrono::milliseconds first_answer{50};
 
 class redis_held final : public run::held_permit {
  public:
@@ -142,8 +142,11 @@ class redis_source final : public run::permit_source {
       }
       st_->abandoned = cut || unanswered;
     }
-    // Redis answered the wait after the run said it could not be reached: said before the run goes on.
-    watch.finish(!cut && !unanswered && (r || r.error() != admit::errc::timeout));
+    // Redis answered the wait after the run said it could not be reached: said before the run goes on. (Only an answer
+    // of Redis's counts: not a timeout, a cancellation, or a failure of the call.)
+    const bool answered = r || r.error() == admit::errc::queue_full || r.error() == admit::errc::definition_conflict ||
+                          r.error() == admit::errc::exceeds_capacity || r.error() == admit::errc::would_block;
+    watch.finish(!cut && !unanswered && answered);
     if (cut) return fail(why, silent());
     st_->hide_waiters(r && s.concurrency > 0 ? r->id() : std::string());
     if (!r) {

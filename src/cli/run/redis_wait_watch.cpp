@@ -50,15 +50,14 @@ wait_watch::wait_watch(state& st, std::optional<steady::time_point> deadline, co
       progress_(progress),
       status_line_(status_line),
       probe_(std::make_shared<liveness_probe>()) {
-  {
-    std::lock_guard lock(st_.mutex);
-    st_.on_queued = [this] {
-      std::lock_guard l(mutex_);
-      queued_ = true;
-      cv_.notify_all();
-    };
-  }
+  // The thread first: should it not start, st_ is left without a callback to this watch.
   thread_ = std::jthread([this](const std::stop_token& done) { watch(done); });
+  std::lock_guard lock(st_.mutex);
+  st_.on_queued = [this] {
+    std::lock_guard l(mutex_);
+    queued_ = true;
+    cv_.notify_all();
+  };
 }
 
 wait_watch::~wait_watch() { finish(false); }

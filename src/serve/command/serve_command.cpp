@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <stop_token>
 #include <thread>
 
@@ -162,7 +163,10 @@ std::string listen_address(const std::string& host) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_ADDRCONFIG;
   addrinfo* found = nullptr;
-  if (const int e = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); e != 0 || found == nullptr) {
+  if (const int e = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); e == EAI_AGAIN || e == EAI_SYSTEM) {
+    // The resolver did not answer now: not the name's fault (exit 1, as a port that cannot be bound).
+    throw std::runtime_error("cannot resolve --host " + cli::quote(host) + " now: " + ::gai_strerror(e));
+  } else if (e != 0 || found == nullptr) {
     throw cli::usage_error("invalid --host " + cli::quote(host) +
                            ": not an IP address, nor a name this machine resolves (" +
                            (e != 0 ? ::gai_strerror(e) : "no address") + ")");
@@ -261,6 +265,9 @@ int run_serve(serve_options o, std::ostream& err) {
   } catch (const cli::usage_error& e) {
     err << "admit serve: " << e.what() << "\n";
     return cli::exit_bad_input;
+  } catch (const std::runtime_error& e) {  // (listen_address: a resolver that does not answer)
+    err << "admit serve: " << e.what() << "\n";
+    return cli::exit_failure;
   }
 
   const std::filesystem::path dir(*o.config_dir);
@@ -347,6 +354,7 @@ int run_serve(serve_options o, std::ostream& err) {
                     {{"grpc_port", grpc->port()},
                      {"http_port", http->port()},
                      {"host", o.host.value_or("0.0.0.0")},
+                     {"address", listen_host},
                      {"config", dir.string()},
                      {"rules", rules},
                      {"backend", chosen.description},

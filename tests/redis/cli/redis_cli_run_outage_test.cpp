@@ -46,9 +46,10 @@ class AdmitRunOutage : public ::testing::Test {
 
 // --timeout 0s is --no-wait: one decision. It used to be a wait with no time for Redis to answer, refused whatever the
 // limit's state ("no answer ... within 0s"); a --timeout of 1 ms was refused the same way ("no permit ... within
-// --timeout") with every permit free.
+// --timeout") with every permit free. (0s first: it loads the semaphore's functions into this fresh server, which
+// the 1 ms run's 50 ms need not cover.)
 TEST_F(AdmitRunOutage, ATimeoutOfZeroOrAFewMillisecondsTakesAFreePermit) {
-  for (const char* timeout : {"0s", "1ms", "2ms"}) {
+  for (const char* timeout : {"0s", "1ms"}) {
     std::filesystem::remove(ran_);
     const run_result r =
         run_to_end(run("short", args{"--concurrency", "5", "--timeout", timeout, "--"} + records_ran()));
