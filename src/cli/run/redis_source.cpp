@@ -109,7 +109,7 @@ class redis_source final : public run::permit_source {
     }
     bool named_classes = false;  // this run wrote the classes' names (the first to give them)
     if (!s.classes.empty()) {
-      if (auto f = check_class_names(named_classes)) return fail(why, *f);
+      if (auto f = check_class_names(named_classes, deadline)) return fail(why, *f);
     }
     // The "waiting" event, the status line, and what it says of Redis, once the request is in the queue.
     redis_run::wait_watch watch(*st_, deadline, progress, status_line);
@@ -185,13 +185,16 @@ class redis_source final : public run::permit_source {
   // "b=0.75,a=0.25" are the same to it, and each host would take its --class for another class. The runs keep the
   // names under run_classes_key: the first run to give --classes writes them, the others must give the same (or,
   // with --set-capacity, rename them for every host). `wrote`: set when this run wrote them.
-  std::optional<redis_failure> check_class_names(bool& wrote) {
+  std::optional<redis_failure> check_class_names(bool& wrote, std::optional<steady::time_point> deadline) {
     const run::run_settings& s = st_->settings;
     const std::string key = run_classes_key(s.name), mine = classes_option(s.classes);
     redis::client& c = st_->limit_client();
     // A call's failure as the run reports Redis's (an error reply, WRONGTYPE say, as one).
     const auto call = [&](const redis::command& cmd, std::optional<redis_failure>& failed) {
-      redis::result r = c.execute_command(steady::now() + call_timeout, cmd);
+      // (Within --timeout, as the wait: a Redis that stops answering here cannot hold the run past it.)
+      auto until = steady::now() + call_timeout;
+      if (deadline) until = std::min(until, std::max(steady::now(), *deadline + past_deadline));
+      redis::result r = c.execute_command(until, cmd);
       if (r.error) failed = st_->failure(r.error);
       if (!r.error && r.value.is_error()) failed = st_->failure(admit::errc::error_reply, r.value.str());
       return r.value;
