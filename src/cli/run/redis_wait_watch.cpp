@@ -2,6 +2,7 @@
 #include "cli/run/redis_wait_watch.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "admit/errc.hpp"
@@ -27,20 +28,28 @@ class liveness_probe : public std::enable_shared_from_this<liveness_probe> {
     std::lock_guard lock(mutex_);
     if (!in_flight_) {
       in_flight_ = true;
-      conn.async_execute_command(steady::now() + call_timeout, redis::command{"PING"},
-                                 [self = shared_from_this()](boost::system::error_code ec, redis::reply) {
-                                   std::lock_guard l(self->mutex_);
-                                   self->in_flight_ = false;
-                                   self->silent_ = ec == admit::errc::timeout;
-                                 });
+      conn.async_execute_command(
+          steady::now() + call_timeout, redis::command{"PING"},
+          [self = shared_from_this(), round = round_](boost::system::error_code ec, redis::reply) {
+            std::lock_guard l(self->mutex_);
+            self->in_flight_ = false;
+            if (round == self->round_) self->silent_ = ec == admit::errc::timeout;
+          });
     }
     return silent_;
+  }
+  // The connection was lost meanwhile: what a PING sent before found, or finds, says nothing of the new one.
+  void forget() {
+    std::lock_guard lock(mutex_);
+    ++round_;
+    silent_ = false;
   }
 
  private:
   std::mutex mutex_;
-  bool in_flight_ = false;  // guarded by mutex_, as silent_
+  bool in_flight_ = false;  // guarded by mutex_, as silent_ and round_
   bool silent_ = false;
+  std::uint64_t round_ = 0;  // forget() calls so far: a PING's answer counts only in its own round
 };
 
 wait_watch::wait_watch(state& st, std::optional<steady::time_point> deadline, const progress_fn& progress,
@@ -86,6 +95,7 @@ void wait_watch::watch(const std::stop_token& done) {
   auto show_again = steady::now() + s.lease_ttl;
   for (bool first = true;; first = false) {
     std::string trouble = st_.unreachable();
+    if (!trouble.empty()) probe_->forget();
     // A server that is connected and does not answer: the client's state cannot tell, a call can.
     if (trouble.empty() && !st_.nodes && probe_->silent(st_.conn)) {
       trouble = "no answer from " + st_.where() + " within " + format_duration(call_timeout) +
