@@ -335,6 +335,15 @@ TEST(RecommendRate, AWindowInFractionsOfItsUnitIsWrittenInAWholeOne) {
   EXPECT_FALSE(r.tighter->meets);
 }
 
+// The busiest key's tokens, which a per-key frontier's knee compares each burst with (a burst that holds every key's
+// trace needs no rate), and the whole trace's without keys.
+TEST(RecordedTrace, TheBusiestKeysTokens) {
+  const std::vector<keyed_request> trace{{0, 0, 2, "a"}, {1, 0, 5, "b"}, {2, 0, 1, "a"}, {3, 0, 3, "a"}};
+  EXPECT_EQ(record(trace, true, false).most_key_tokens(), 6);
+  EXPECT_EQ(record(trace, false, false).most_key_tokens(), 11);
+  EXPECT_EQ(record(trace, false, false).tokens(), 11);
+}
+
 TEST(RecordedTrace, PassesAreIdenticalAndMayRunOnTwoThreads) {
   const auto generated = bursty_trace(9);
   const recorded_trace trace = record(generated, true, true);

@@ -290,7 +290,8 @@ rate_recommendation recommend_rate(const recorded_trace& trace, const rate_quest
                 out.frontier[n - 1].rate_per_second >= 0.99 * out.frontier[n - 4].rate_per_second);
       }
     }
-    if (const rate_point* knee = frontier_knee(out.frontier, trace.tokens())) {
+    // (With --per-key, a burst holds every key's trace once it holds the busiest key's.)
+    if (const rate_point* knee = frontier_knee(out.frontier, q.per_key ? trace.most_key_tokens() : trace.tokens())) {
       const auto at = static_cast<std::size_t>(knee - out.frontier.data());
       out.best = answers[at].best;
       out.tighter = answers[at].tighter;

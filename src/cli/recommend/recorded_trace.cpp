@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -9,6 +10,7 @@
 #include <string_view>
 #include <system_error>
 #include <unordered_map>
+#include <vector>
 
 #include "cli/replay/arrival_source.hpp"
 
@@ -34,7 +36,8 @@ class recorder {
   recorder(std::FILE* file, std::vector<std::string>& keys) : file_(file), keys_(keys) {
     block_.reserve(block_records);
   }
-  void add(std::int64_t t_ns, std::int64_t duration_ns, std::int64_t n, std::string_view key, bool keyed) {
+  // Returns the key's index (0 without keys).
+  std::uint32_t add(std::int64_t t_ns, std::int64_t duration_ns, std::int64_t n, std::string_view key, bool keyed) {
     std::uint32_t index = 0;
     if (keyed) {
       auto it = index_.find(key);
@@ -46,6 +49,7 @@ class recorder {
     }
     block_.push_back({t_ns, duration_ns, n, index, 0});
     if (block_.size() == block_records) flush();
+    return index;
   }
   void flush() {
     if (block_.empty()) return;
@@ -71,13 +75,17 @@ recorded_trace recorded_trace::read(std::istream& in, const log_request& reading
   trace.durations_ = reading.needs_duration;
   const bool keyed = reading.per_key.has_value();
   recorder out(trace.file_.get(), trace.keys_);
+  std::vector<std::int64_t> key_tokens;  // each key's tokens so far (one entry without keys)
   const auto add = [&](std::int64_t t, std::int64_t duration, std::int64_t n, std::string_view key) {
     if (trace.records_ == 0) trace.first_ns_ = t;
     trace.last_ns_ = t;
     ++trace.records_;
     trace.tokens_ += n;
     trace.permit_ns_ += static_cast<double>(n) * static_cast<double>(duration);
-    out.add(t, duration, n, key, keyed);
+    const std::uint32_t k = out.add(t, duration, n, key, keyed);
+    if (k >= key_tokens.size()) key_tokens.resize(k + 1, 0);
+    key_tokens[k] += n;
+    trace.most_key_tokens_ = std::max(trace.most_key_tokens_, key_tokens[k]);
   };
   if (reading.format != log_format::plain) {
     log_reader reader(in, reading);

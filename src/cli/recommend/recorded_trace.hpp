@@ -37,6 +37,8 @@ class recorded_trace {
 
   [[nodiscard]] std::int64_t records() const noexcept { return records_; }
   [[nodiscard]] std::int64_t tokens() const noexcept { return tokens_; }
+  // The most tokens one key asks for over the trace (the whole trace's when it was read without keys).
+  [[nodiscard]] std::int64_t most_key_tokens() const noexcept { return most_key_tokens_; }
   // The sum of n × duration over the requests (with durations): the permit-time they ask for, in permit-ns.
   [[nodiscard]] double permit_ns() const noexcept { return permit_ns_; }
   [[nodiscard]] std::int64_t first_ns() const noexcept { return first_ns_; }
@@ -65,7 +67,8 @@ class recorded_trace {
 
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_{nullptr, &std::fclose};
   std::vector<std::string> keys_;
-  std::int64_t records_ = 0, tokens_ = 0, first_ns_ = 0, last_ns_ = 0, skipped_ = 0, reordered_ = 0;
+  std::int64_t records_ = 0, tokens_ = 0, most_key_tokens_ = 0, first_ns_ = 0, last_ns_ = 0, skipped_ = 0,
+               reordered_ = 0;
   double permit_ns_ = 0;
   bool durations_ = false;
 };
