@@ -150,9 +150,9 @@ descriptors:
     {"root_is_a_list", "- domain: s\n", 1, "the file must be a map with domain and descriptors, not a list"},
     {"descriptors_is_a_map", "domain: s\ndescriptors:\n  key: a\n", 3, R"("descriptors" must be a list of maps, not a map)"},
     {"rate_limit_is_a_string", "domain: s\ndescriptors:\n  - key: a\n    rate_limit: fast\n", 4, R"("rate_limit" must be a map)"},
-    {"domain_is_a_list", "domain: [a, b]\n", 1, R"("domain" lists the string "a")"},
+    {"domain_is_a_list", "domain: [a, b]\n", 1, R"("domain" must be one value, not a list)"},
     {"key_is_a_map", "domain: s\ndescriptors:\n  - key: {name: a}\n", 3, R"("key" must be a string, not a map)"},
-    {"value_is_a_list", "domain: s\ndescriptors:\n  - key: a\n    value: [{key: b}]\n", 4, R"("value" must be a string, not a list)"},
+    {"value_is_a_list", "domain: s\ndescriptors:\n  - key: a\n    value: [{key: b}]\n", 4, R"("value" must be one value, not a list)"},
     {"metadata_not_a_map", "domain: s\ndescriptors:\n  - key: a\n    metadata: owner\n", 4, R"("metadata" must be a map)"},
     // admit's extensions.
     {"algorithm_unknown", "domain: s\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      algorithm: leaky\n",

@@ -124,6 +124,10 @@ class reader {
                           : name == "rate_limit" ? level::rate_limit
                           : name == "replaces"   ? level::replaces
                                                  : level::other;
+      if (p.value.IsSequence() && name != "descriptors" && name != "replaces") {
+        // A list where one value belongs ("domain: [x]"): said as such, not as a list whose items should be maps.
+        fail(line_of(p.value), "\"" + name + "\" must be one value, not " + describe(p.value));
+      }
       if (p.value.IsSequence()) {
         for (const Node& item : p.value) {
           check_closed(item);
