@@ -160,7 +160,8 @@ std::vector<admit::priority_class> parse_classes(const std::string& text) {
     // which would not survive those (a leading space made --class NAME match no class).
     for (const char ch : c.name) {
       if (static_cast<unsigned char>(ch) <= ' ' || ch == 0x7f) {
-        throw bad("the class name " + quote(c.name) + " has a space or a control character; names are words such as "
+        throw bad("the class name " + quote(c.name) +
+                  " has a space or a control character; names are words such as "
                   "interactive or batch-2");
       }
     }
