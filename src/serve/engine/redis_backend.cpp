@@ -135,10 +135,15 @@ void redis_backend::state::learned_topology(boost::system::error_code ec, const 
 }
 
 std::string redis_backend::state::failure_text(const std::error_code& ec) const {
-  std::string s = "Redis at " + address + ": " + ec.message();
   // Why the server, or a node of the cluster, is not connected (nodes is set before clustered, and stays).
   const std::error_code why =
       clustered.load(std::memory_order_acquire) ? nodes->last_connect_error() : conn->last_connect_error();
+  // A call that ran out of time waiting for a connection: the connection's failure is the news (a refused password
+  // read "timed out (redis refused the credentials ...)").
+  if (why && why != ec && ec == errc::timeout && !clustered.load(std::memory_order_acquire) && !conn->is_connected()) {
+    return "Redis at " + address + ": not connected (" + why.message() + "); the call timed out waiting for it";
+  }
+  std::string s = "Redis at " + address + ": " + ec.message();
   if (why && why != ec) s += " (" + why.message() + ")";
   return s;
 }
