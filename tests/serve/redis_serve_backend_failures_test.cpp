@@ -121,6 +121,10 @@ TEST(RedisServeBackendUnreachable, PingNamesTheServerDecisionsFailThenWorkOnceIt
     EXPECT_EQ(out.result, state::failed);
     EXPECT_FALSE(out.error.empty());
   }
+  // The fixed window's call waited for a connection that never came: the connection's failure is what it says first
+  // (it read "timed out (connection to redis refused)").
+  EXPECT_NE(decide(backend, hits)[0].error.find("not connected (connection to redis refused)"), std::string::npos)
+      << decide(backend, hits)[0].error;
   // It comes up: the backend learns the topology and decides, with no call from the test.
   server.start();
   const auto give_up = std::chrono::steady_clock::now() + 20s;
