@@ -127,8 +127,14 @@ class positional_parser final : public log_reader::parser {
   }
 
   bool parse(std::string_view line, std::size_t number, log_record& r) override {
-    split_log_line(line, number, fields_);
     const bool nginx = format_ == log_format::nginx;
+    // Neither format's lines start with '#' (an address, a '[' time): most likely admit's own trace, whose comments do.
+    if (!line.empty() && line.front() == '#') {
+      throw trace_error(number, std::string(nginx ? "nginx's" : "Envoy's") +
+                                    " access log has no line starting with '#' (" + quote_excerpt(line) +
+                                    "); for admit's trace of `<seconds> [n]` lines, use --format plain");
+    }
+    split_log_line(line, number, fields_);
     if (fields_.size() < 7) {  // both formats' first seven fields hold what the replay reads
       throw trace_error(number, "expected " +
                                     std::string(nginx ? "nginx's combined or common log format"
