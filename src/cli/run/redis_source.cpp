@@ -17,7 +17,6 @@
 #include "cli/common/duration.hpp"
 #include "cli/common/message.hpp"
 #include "cli/common/redis_failure.hpp"
-#include "cli/common/redis_topology.hpp"
 #include "cli/common/run_holder.hpp"
 #include "cli/common/values.hpp"
 #include "cli/run/redis_run_state.hpp"

@@ -58,7 +58,8 @@ subcommand add_run_command(CLI::App& app) {
                   "without --redis: the directory of local limits (default $ADMIT_LOCK_DIR, else "
                   "$XDG_RUNTIME_DIR/admit, else /tmp/admit-<uid>)")
       ->type_name("DIR");
-  cmd->add_option("--timeout", ro.timeout, "give up waiting after this (exit 75; the command does not run)")
+  cmd->add_option("--timeout", ro.timeout,
+                  "give up waiting after this (exit 75; the command does not run); 0s is --no-wait")
       ->type_name("DURATION");
   cmd->add_flag("--no-wait", ro.no_wait, "do not wait: exit 75 unless admitted at once");
   cmd->add_option("--max-waiters", ro.max_waiters, "at most M waiting (this one included); one more exits 75 at once")
