@@ -240,6 +240,8 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   asio::any_io_executor executor() const noexcept { return link_.get_executor(); }
   const std::string& name() const noexcept { return name_; }
   const semaphore_options& options() const noexcept { return options_; }
+  // The waiter TTL as a poll sends it (µs, decimal digits).
+  const std::string& waiter_ttl_text() const noexcept { return waiter_ttl_text_; }
   const std::string& wake_key() const noexcept { return wake_key_; }
   bool closing() const noexcept { return closing_.load(); }
   op_batcher& batcher() noexcept { return batcher_; }

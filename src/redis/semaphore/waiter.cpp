@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <optional>
 
 #include "admit/detail/annotated_mutex.hpp"
 #include "admit/detail/deadline.hpp"
@@ -35,10 +36,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
         timed_(timed),
         completion_(std::move(completion)),
         strand_(asio::make_strand(core_->link().get_executor())),
-        poll_timer_(strand_),
-        deadline_timer_(strand_),
         id_(random_id()),
-        waiter_ttl_(std::to_string(to_us(core_->options().waiter_ttl))),
         start_(core_->record_start()) {
     core_->gauges().wait_begins();
   }
@@ -115,10 +113,10 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   // at once never arms it (arming and cancelling a timer was about 1 µs of the client's 50 µs for a cycle of acquire
   // and release).
   void arm_deadline() {
-    if (!deadline_ || !timed_ || deadline_armed_) return;
-    deadline_armed_ = true;
-    deadline_timer_.expires_at(*deadline_);
-    deadline_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (!deadline_ || !timed_ || deadline_timer_) return;
+    auto& timer = deadline_timer_.emplace(strand_);
+    timer.expires_at(*deadline_);
+    timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (!ec) self->complete(admit::errc::timeout, leave::queue);
     });
   }
@@ -144,8 +142,9 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   void arm(std::int64_t rate_wait_us = 0) {
     auto after = std::chrono::duration_cast<steady::duration>(core_->options().poll_interval);
     if (rate_wait_us > 0) after = std::min<steady::duration>(after, std::chrono::microseconds(rate_wait_us));
-    poll_timer_.expires_after(after);
-    poll_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (!poll_timer_) poll_timer_.emplace(strand_);
+    poll_timer_->expires_after(after);
+    poll_timer_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (!ec) self->poll();
     });
   }
@@ -154,7 +153,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     polling_ = true;
     sent_ = steady::now();
     core_->async_command(
-        {"poll", id_, waiter_ttl_}, core_->call_deadline(deadline_),
+        {"poll", id_, core_->waiter_ttl_text()}, core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
           self->polling_ = false;
           if (self->state_ != state::waiting) return;
@@ -194,8 +193,8 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   void complete(admit::errc e, leave how) { complete(semaphore_result(e), how); }
   void complete(std::error_code ec, leave how) { complete(semaphore_result(ec), how); }
   void stop_timers() {
-    poll_timer_.cancel();
-    if (deadline_armed_) deadline_timer_.cancel();
+    if (poll_timer_) poll_timer_->cancel();
+    if (deadline_timer_) deadline_timer_->cancel();
   }
 
   std::shared_ptr<semaphore_core> core_;
@@ -206,10 +205,11 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   std::shared_ptr<acquire_completion> completion_;
   breaker_pass pass_ = breaker_pass::call;  // of the acquire call in flight
   asio::strand<asio::any_io_executor> strand_;
-  asio::steady_timer poll_timer_;
-  asio::steady_timer deadline_timer_;
+  // Made when first armed: a request granted at once never needs either (making a timer looks up its service under
+  // the io_context's lock).
+  std::optional<asio::steady_timer> poll_timer_;
+  std::optional<asio::steady_timer> deadline_timer_;
   std::string id_;
-  std::string waiter_ttl_;
   steady::time_point sent_;
   // Touched on strand_ only (state_ also by the destructor, when nothing else can).
   enum class state : std::uint8_t {
@@ -220,7 +220,6 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   state state_ = state::waiting;
   bool polling_ = false;      // a poll call in flight (while waiting)
   bool told_queued_ = false;  // options.on_queued has been told id_
-  bool deadline_armed_ = false;
   steady::time_point start_;  // for the metrics: the call (zero when they are not enabled)
 };
 

@@ -22,12 +22,13 @@ local function read_state(KEYS, ARGV)
   holders, leases = KEYS[2] or named_holders, KEYS[3] or named_leases
   queue, expiry = KEYS[4] or named_queue, KEYS[5] or named_expiry
   op = ARGV[1]
+  -- (Grants left unwritten only by a call that failed halfway, which wrote nothing of them: they are not this call's.)
+  grants_waiting = 0
   now = server_time()
   now_formatted = nil
-  -- (Made with the fields a call that grants or queues sets, so that it is made at its size — room for eight — and
-  -- not grown as they are set.)
-  dirty = { idle = false, free = false, fence = false, seq = false, next = false }
-  touched, latest = {}, 0
+  dirty.idle, dirty.free, dirty.fence, dirty.seq, dirty.next = false, false, false, false, false
+  dirty.capacity, dirty.rate, dirty.created, dirty.tat, dirty.classes = false, false, false, false, false
+  touched, latest = nil, 0
   -- (A plain search first: most definitions have neither suffix, and a pattern costs more.)
   local defined, idle_text = ARGV[2], nil
   if defined and find(defined, '~', 1, true) then
@@ -57,11 +58,14 @@ local function read_state(KEYS, ARGV)
     -- The numbers are read by arithmetic (`x + 0`), which converts a text once where tonumber() converts it twice.
     -- A field that is not a number (a key damaged from outside) fails the call with Lua's error: never read as
     -- absent, which for the capacity would make the semaphore anew under the leases it holds.
-    local stored_idle = m[7] and m[7] + 0 or 0
+    -- The capacity, the free count and the idle times take few values: read through num()'s table of texts already
+    -- read (the same text call after call); the others are new texts at almost every call.
+    local stored_idle = m[7] and (integers[m[7]] or num(m[7], 'idle')) or 0
     idle = max(tonumber(idle_text) or 0, stored_idle)
     dirty.idle = idle > stored_idle
-    kept = m[8] and m[8] + 0 or 0
-    capacity, free = m[1] and m[1] + 0, m[2] and m[2] + 0
+    kept = m[8] and (integers[m[8]] or num(m[8], 'kept')) or 0
+    capacity = m[1] and (integers[m[1]] or num(m[1], 'capacity'))
+    free = m[2] and (integers[m[2]] or num(m[2], 'free'))
     fence, next_due, seq = m[3] and m[3] + 0 or 0, m[4] and m[4] + 0 or 0, m[5] and m[5] + 0 or 0
     stored_definition = m[6] or nil
     if stored_definition and sub(stored_definition, -4) == '/0/0' then
@@ -242,6 +246,7 @@ local function call(KEYS, ARGV)
   else
     reply = perform(ARGV)
   end
+  flush_grants()
   save()
   keep_alive() -- inspect too: its sweep and its grants can write keys
   return reply

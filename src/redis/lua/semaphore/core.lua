@@ -150,9 +150,15 @@ local function digits(x, what)
 end
 
 -- The call's time: the server's clock, in µs. (Replaced by debug_clock.lua in the library's debug builds.)
+-- The seconds' text of the last call and its value in µs: it changes once a second, and reading a text costs Redis's
+-- Lua a strtod (a few hundred instructions) where comparing two texts compares two pointers (Lua's strings are
+-- interned). Kept across calls when the code is loaded as a function library.
+local seconds_text, seconds_us
 local function server_time()
   local t = rcall('TIME')
-  return t[1] * 1000000 + t[2] -- (arithmetic reads each text once; tonumber() reads it twice: a check, then the value)
+  local s = t[1]
+  if s ~= seconds_text then seconds_text, seconds_us = s, s * 1000000 end
+  return seconds_us + t[2] -- (arithmetic reads a text once; tonumber() reads it twice: a check, then the value)
 end
 -- now as int() writes it, made at most once per call (call() resets now_formatted).
 local now_formatted
@@ -163,7 +169,11 @@ end
 
 -- meta, read once and written once at the end (dirty fields only)
 local capacity, free, fence, next_due, seq, interval, burst, tat, class_text, stored_definition, queued_one
-local dirty -- the meta fields to write at the end of the call
+-- The meta fields to write at the end of the call: one table for every call (a library's; a script makes it at each
+-- call), each of its fields set to false by call() at the start of each (no other field is ever set), so that no call
+-- makes and collects a table of its own.
+local dirty = { idle = false, free = false, fence = false, seq = false, next = false, capacity = false, rate = false,
+  created = false, tat = false, classes = false }
 -- An admission's definition "capacity/interval/burst[/classes]" (nil for a semaphore's plain capacity, or when it
 -- cannot be read); classes "g:ai:ab,..." per priority class: its guaranteed permits, its assured bucket's interval (µs;
 -- 0: none) and burst. One class: no classes part.
@@ -200,9 +210,10 @@ local cls, multi, waiters_hash, tracked, differs
 -- call comes at most once per quarter of idle while the semaphore is in use.
 local idle, kept
 -- The keys this call wrote in a way that may have made them anew, and the latest lease or waiter expiry (µs) it wrote.
-local touched, latest
+local touched, latest -- (touched: nil until the call writes a key)
 local function wrote(key, expires)
   if idle == 0 then return end -- (keep_alive does nothing then)
+  if not touched then touched = {} end
   touched[key] = true
   if expires and expires > latest then latest = expires end
 end
@@ -212,7 +223,7 @@ local function keep_alive()
   -- meta's own expiry must still be kept: a call of an older admit (which sets every key to exactly what it needs)
   -- may have moved it earlier. (PTTL, not PEXPIRETIME: Redis 6 has no PEXPIRETIME.)
   if need <= kept and floor(now / 1000) + rcall('PTTL', meta) > need then
-    for key in pairs(touched) do rcall('PEXPIREAT', key, int(kept)) end
+    for key in pairs(touched or {}) do rcall('PEXPIREAT', key, int(kept)) end
     return
   end
   kept = need + floor(idle / 4000)
@@ -334,6 +345,21 @@ local function too_large(n)
   return n > capacity or (interval > 0 and n > burst)
 end
 
+-- The grants of a call, written together when the call ends (flush_grants, before save): one ZADD to holders and one
+-- HSET to leases for all of them, where each command a script calls costs Redis about as much as a grant's own work
+-- (a call at 64 callers on 8 permits makes four grants). What reads holders or leases writes them first: lease_reply,
+-- renew, inspect and the sweep always, take_lease for a lease granted in this call. At most 64 wait (unpack() has a
+-- limit). The arrays are reused from call to call (a library's): only their first 2 * grants_waiting slots are this
+-- call's.
+local grant_scores, grant_leases, grants_waiting = {}, {}, 0
+local function flush_grants()
+  if grants_waiting == 0 then return end
+  local last = 2 * grants_waiting
+  rcall('ZADD', holders, unpack(grant_scores, 1, last))
+  rcall('HSET', leases, unpack(grant_leases, 1, last))
+  grants_waiting = 0
+end
+
 -- A fencing token: strictly increasing per semaphore, and at least the server's time in µs, so that tokens keep
 -- increasing even after Redis lost the semaphore's state (a restart without persistence), while its clock does.
 -- `k`: the class (1-based) with classes, whose held permits count it; the lease records it. Returns the token, the
@@ -344,16 +370,20 @@ local function grant(id, n, ttl, k, n_text)
   dirty.fence = true
   local expires = now + ttl
   local expires_text, held = int(expires), (n_text or int(n)) .. ':' .. int(fence)
-  rcall('ZADD', holders, expires_text, id)
   wrote(holders, expires)
   wrote(leases)
+  grants_waiting = grants_waiting + 1
+  local at = 2 * grants_waiting
+  grant_scores[at - 1], grant_scores[at] = expires_text, id
+  grant_leases[at - 1] = id
   if k then
     cls[k].held = cls[k].held + n
     dirty.classes = true
-    rcall('HSET', leases, id, held .. ':' .. int(k - 1))
+    grant_leases[at] = held .. ':' .. int(k - 1)
   else
-    rcall('HSET', leases, id, held)
+    grant_leases[at] = held
   end
+  if grants_waiting == 64 then flush_grants() end
   due(expires)
   return fence, expires, held .. ':' .. expires_text
 end
@@ -439,6 +469,14 @@ end
 -- granted by an older admit has none). `n`: its permits when the caller knows them (the lease's own release), else
 -- read.
 local function take_lease(id, n)
+  -- (A few grants wait at most: comparing ids compares two pointers, where a table of them would cost an insert and a
+  -- removal per grant.)
+  for i = 1, 2 * grants_waiting, 2 do
+    if grant_leases[i] == id then
+      flush_grants()
+      break
+    end
+  end
   if n and not multi then
     if rcall('ZREM', holders, id) == 0 then return nil end
     rcall('HDEL', leases, id)
@@ -476,6 +514,7 @@ end
 -- Expired leases and waiters go, once `next` has passed; `next` becomes the earliest expiry left.
 local function sweep()
   if now < next_due then return end
+  flush_grants()
   while true do
     local dead = rcall('ZRANGEBYSCORE', holders, '-inf', now_text(), 'LIMIT', 0, 100)
     for _, id in ipairs(dead) do

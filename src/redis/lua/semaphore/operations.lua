@@ -80,6 +80,7 @@ function run.renew(A)
   -- A[3] id, [4] lease ttl µs: a lease still held (not past its expiry) is extended to now + ttl
   local id = A[3]
   if free > 0 then serve(nil, nil) end
+  flush_grants()
   if not rcall('ZSCORE', holders, id) then return { UNKNOWN, 0, now } end
   local expires = now + num(A[4], 'lease ttl')
   rcall('ZADD', holders, 'XX', int(expires), id)
@@ -157,6 +158,7 @@ function run.inspect(A)
   -- waiter also has its class (the queue in arrival order over all classes), and the 13th element is {held, queued}
   -- per class; the 14th the µs until the bucket holds one more whole token (0 when it is full, or without a rate)
   if free > 0 then serve(nil, nil) end
+  flush_grants()
   local most = num(A[3], 'limit')
   local hs = {}
   local ids = rcall('ZRANGE', holders, 0, most - 1, 'WITHSCORES')
