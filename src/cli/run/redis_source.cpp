@@ -240,18 +240,31 @@ class redis_source final : public run::permit_source {
                                    ? "the number of classes of a limit cannot change while it exists in Redis (give "
                                      "another --name)"
                                    : "add --set-capacity to make it this run's for every host";
-    f.message = quote(s.name) + " at " + st_->where() + " is " + (ec ? "defined otherwise" : as_options(stored)) +
+    f.message = quote(s.name) + " at " + st_->where() + " is " +
+                (ec ? "defined otherwise" : as_options(stored, stored.classes.size() > 1 ? stored_class_names() : "")) +
                 ", not " + given + ": every admit run of one name must give the same; " + remedy;
     return f;
   }
-  // A stored definition as the options that would give it.
-  static std::string as_options(const redis::semaphore_snapshot& d) {
+  // The classes as the runs of the name gave them (run_classes_key), or "" when that cannot be read within a call.
+  std::string stored_class_names() {
+    const redis::result r =
+        st_->limit_client().execute_command(steady::now() + call_timeout, {"GET", run_classes_key(st_->settings.name)});
+    return !r.error && r.value.is_string() ? r.value.str() : std::string();
+  }
+  // A stored definition as the options that would give it; `names`: its classes as --classes gave them ("": not
+  // known, then only their number is said).
+  static std::string as_options(const redis::semaphore_snapshot& d, const std::string& names) {
     std::string s = described(
         d.capacity < redis::admission::unlimited_capacity ? std::optional<std::int64_t>(d.capacity) : std::nullopt,
         d.token_interval.count() == 0
             ? std::string()
             : admit::rate::every(d.token_interval).to_string() + " --burst " + std::to_string(d.burst));
-    if (d.classes.size() > 1) s += " with " + std::to_string(d.classes.size()) + " --classes";
+    const auto named = static_cast<std::size_t>(std::count(names.begin(), names.end(), ',')) + 1;
+    if (d.classes.size() > 1 && !names.empty() && named == d.classes.size()) {
+      s += " --classes " + names;
+    } else if (d.classes.size() > 1) {
+      s += " with " + std::to_string(d.classes.size()) + " --classes";
+    }
     return s;
   }
   // A definition as options: "--concurrency 2 without --rate", "--rate 5/s --burst 1 without --concurrency", or both

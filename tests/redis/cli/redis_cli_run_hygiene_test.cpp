@@ -110,7 +110,8 @@ TEST_F(AdmitRunHygieneRedis, AnotherCapacityIsRefusedUnlessSet) {
   const run_result classes = run_to_end(
       remote("cls", {"-c", "2", "--classes", "a=0.25,b=0.25,c=0.25", "--set-capacity", "--", "echo", "ran"}), 20s);
   EXPECT_EQ(classes.status, 2) << classes.err;
-  EXPECT_NE(classes.err.find("with 2 --classes, not --concurrency 2 without --rate --classes a=0.25,b=0.25,c=0.25"),
+  EXPECT_NE(classes.err.find("is --concurrency 2 without --rate --classes a=0.5,b=0.5, not --concurrency 2 without "
+                             "--rate --classes a=0.25,b=0.25,c=0.25"),
             std::string::npos)
       << classes.err;
   // ... and says so, instead of advising the --set-capacity it was given.
