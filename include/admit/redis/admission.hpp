@@ -108,9 +108,10 @@ class admission {
   std::pair<semaphore_snapshot, std::error_code> inspect(std::size_t most = 100);
   // Stores `limits` as the definition for every process (validated as the constructor's; throws the same). Permits
   // held beyond a lower max_in_flight are returned as they are released; the bucket keeps the tokens it holds, up to
-  // the new burst (a rate where there was none starts full); the shares may change, the number of classes may not
-  // (std::invalid_argument when `limits` has another number than this object's; errc::definition_conflict when the
-  // stored definition has another: waiters queue by class). limits.max_waiters is this object's and stays as it was
+  // the new burst (a rate where there was none starts full); the shares may change, and the number of classes only
+  // while nobody holds a lease or waits (std::invalid_argument when `limits` has another number than this object's;
+  // errc::definition_conflict when the stored definition has another and a lease or a waiter keeps its class's
+  // number). limits.max_waiters is this object's and stays as it was
   // made. While the call is under way, this object's acquisitions still ask with the old definition (and may get
   // errc::definition_conflict once Redis has the new one); a call that fails leaves this object's definition as it
   // was, whether or not Redis applied it.

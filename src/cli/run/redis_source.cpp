@@ -102,9 +102,10 @@ class redis_source final : public run::permit_source {
     st_->make_limits();
     if (s.set_capacity) {
       if (const auto e = st_->limit->set_limits(redis_run_state::limits(s))) {
-        // Another number of --classes than the stored definition's: set_limits cannot change it.
+        // Another number of --classes than the stored definition's, while a run holds or waits.
         return fail(why, e == admit::errc::definition_conflict ? conflict() : st_->failure(e));
       }
+      if (s.classes.empty()) forget_class_names();  // one class now: no names
     }
     bool named_classes = false;  // this run wrote the classes' names (the first to give them)
     if (!s.classes.empty()) {
@@ -236,10 +237,15 @@ class redis_source final : public run::permit_source {
     // set_limits changes everything but the number of classes (each class's queue and holders live on).
     const std::size_t theirs = stored.classes.empty() ? 1 : stored.classes.size();
     const std::size_t ours = s.classes.empty() ? 1 : s.classes.size();
-    const std::string remedy = !ec && theirs != ours
-                                   ? "the number of classes of a limit cannot change while it exists in Redis (give "
-                                     "another --name)"
-                                   : "add --set-capacity to make it this run's for every host";
+    // set_limits changes the number of classes only while nobody holds or waits (each lease and waiter keeps its
+    // class's number).
+    std::string remedy = "add --set-capacity to make it this run's for every host";
+    if (!ec && theirs != ours) {
+      remedy = s.set_capacity ? "the number of classes of a limit changes only while no run of it holds a permit or "
+                                "waits (admit inspect lists them): try again then, or give another --name"
+                              : remedy + " (the number of classes changes only while no run of it holds a permit or "
+                                         "waits)";
+    }
     f.message = quote(s.name) + " at " + st_->where() + " is " +
                 (ec ? "defined otherwise" : as_options(stored, stored.classes.size() > 1 ? stored_class_names() : "")) +
                 ", not " + given + ": every admit run of one name must give the same; " + remedy;

@@ -162,7 +162,8 @@ std::error_code admission::set_limits(admission_options limits) {
   if (r.error) return detail::as_error(r.error);
   const auto status = detail::integers(r.value, 1);
   if (!status) return detail::script_error();
-  if ((*status)[0] == detail::conflict) return make_error_code(errc::definition_conflict);  // another class count
+  // Another number of classes, while a lease or a waiter keeps its class's number.
+  if ((*status)[0] == detail::conflict) return make_error_code(errc::definition_conflict);
   core.set_definition(text);
   core.deliver_grants(r.value, 3);
   const admit::detail::lock_guard lock(mutex_);

@@ -105,18 +105,40 @@ TEST_F(AdmitRunHygieneRedis, AnotherCapacityIsRefusedUnlessSet) {
   const run_result rated = run_to_end(remote("cap", {"-c", "5", "--rate", "1/5s", "--", "echo", "ran"}), 20s);
   EXPECT_EQ(rated.status, 2);
   EXPECT_NE(rated.err.find("not --concurrency 5 --rate 12/min --burst 1"), std::string::npos) << rated.err;
-  // --set-capacity cannot change the number of --classes (waiters queue by class): refused naming both.
+  // --set-capacity changes the number of --classes only while no run holds or waits (each keeps its class's
+  // number): refused naming both while one holds a permit (it said so even with nobody there, and refused).
   ASSERT_EQ(run_to_end(remote("cls", {"-c", "2", "--classes", "a=0.5,b=0.5", "--", "true"}), 20s).status, 0);
-  const run_result classes = run_to_end(
-      remote("cls", {"-c", "2", "--classes", "a=0.25,b=0.25,c=0.25", "--set-capacity", "--", "echo", "ran"}), 20s);
-  EXPECT_EQ(classes.status, 2) << classes.err;
-  EXPECT_NE(classes.err.find("is --concurrency 2 without --rate --classes a=0.5,b=0.5, not --concurrency 2 without "
-                             "--rate --classes a=0.25,b=0.25,c=0.25"),
-            std::string::npos)
-      << classes.err;
-  // ... and says so, instead of advising the --set-capacity it was given.
-  EXPECT_NE(classes.err.find("the number of classes of a limit cannot change"), std::string::npos) << classes.err;
-  EXPECT_EQ(classes.err.find("add --set-capacity"), std::string::npos) << classes.err;
+  const args three = {"-c", "2", "--classes", "a=0.25,b=0.25,c=0.25", "--set-capacity", "--", "echo", "ran"};
+  {
+    child_process holder(remote("cls", {"-c", "2", "--classes", "a=0.5,b=0.5", "--json", "--", "sleep", "60"}));
+    ASSERT_TRUE(holder.wait_for_stderr("\"started\"")) << holder.err();
+    const run_result classes = run_to_end(remote("cls", three), 20s);
+    EXPECT_EQ(classes.status, 2) << classes.err;
+    EXPECT_NE(classes.err.find("is --concurrency 2 without --rate --classes a=0.5,b=0.5, not --concurrency 2 without "
+                               "--rate --classes a=0.25,b=0.25,c=0.25"),
+              std::string::npos)
+        << classes.err;
+    // ... and says when it can, instead of advising the --set-capacity it was given.
+    EXPECT_NE(classes.err.find("the number of classes of a limit changes only while no run of it holds a permit or "
+                               "waits"),
+              std::string::npos)
+        << classes.err;
+    EXPECT_EQ(classes.err.find("add --set-capacity"), std::string::npos) << classes.err;
+    ::kill(holder.pid(), SIGTERM);  // passed on to its command; the run then releases its permit
+    EXPECT_NE(holder.wait(), 0);
+  }
+  const run_result reclassed = run_to_end(remote("cls", three), 20s);
+  EXPECT_EQ(reclassed.status, 0) << reclassed.err;
+  EXPECT_EQ(reclassed.out, "ran\n");
+  // The three classes are the limit's now, by their names; and back to one class, without names.
+  EXPECT_EQ(run_to_end(remote("cls", {"-c", "2", "--classes", "a=0.25,b=0.25,c=0.25", "--class", "c", "--", "true"}),
+                       20s)
+                .status,
+            0);
+  EXPECT_EQ(run_to_end(remote("cls", {"-c", "2", "--", "true"}), 20s).status, 2);
+  EXPECT_EQ(run_to_end(remote("cls", {"-c", "2", "--set-capacity", "--", "true"}), 20s).status, 0);
+  EXPECT_EQ(run_to_end(remote("cls", {"-c", "2", "--", "true"}), 20s).status, 0);
+  EXPECT_EQ(server_.admin({"EXISTS", "{cls}:run-classes"}), "0");
   const run_result set = run_to_end(remote("cap", {"--concurrency", "1", "--set-capacity", "--", "echo", "ran"}), 20s);
   EXPECT_EQ(set.status, 0) << set.err;
   const run_result inspected = run_to_end(args{ADMIT_CLI, "inspect", "--redis", server_.url(), "--json", "cap"}, 20s);

@@ -83,13 +83,14 @@ TEST(RedisAdmissionClasses, TheDefinitionHoldsTheClasses) {
   connection conn(io.executor(), server.url());
   const admission_options two{.max_in_flight = 4, .classes = {{"interactive", 0.75}, {"batch", 0.25}}};
   admit::redis::admission a(conn, "classes", two);
-  ASSERT_TRUE(a.try_acquire(1));
+  auto held = a.try_acquire(1);  // held to the end: the number of classes cannot change under it
+  ASSERT_TRUE(held) << held.error().message();
   admit::redis::admission other_shares(conn, "classes",
                                        {.max_in_flight = 4, .classes = {{"interactive", 0.5}, {"batch", 0.5}}});
   EXPECT_EQ(other_shares.try_acquire(0).error(), admit::errc::definition_conflict);
   EXPECT_EQ(admit::redis::describe(other_shares.limits()),
             "no rate, max_in_flight 4, classes interactive 0.5, batch 0.5");
-  // set_limits may change the shares, not the number of classes (waiters queue by class).
+  // set_limits may change the shares, and the number of classes only while nobody holds or waits (below).
   admit::redis::admission three(conn, "classes",
                                 {.max_in_flight = 4, .classes = {{"a", 0.25}, {"b", 0.25}, {"c", 0.25}}});
   EXPECT_EQ(three.set_limits(three.limits()), admit::errc::definition_conflict);
@@ -101,6 +102,71 @@ TEST(RedisAdmissionClasses, TheDefinitionHoldsTheClasses) {
   EXPECT_THROW((void)other_shares.try_acquire(2), std::invalid_argument);  // two classes: priorities 0 and 1
   EXPECT_THROW(admit::redis::admission(conn, "bad", {.max_in_flight = 4, .classes = {{"a", 0.75}, {"b", 0.5}}}),
                std::invalid_argument);
+}
+
+// The number of classes changes only while nobody holds a lease or waits: each lease and waiter keeps its class's
+// number. Then the classes start anew, their held and queued counts at 0, and the old definition is refused.
+TEST(RedisAdmissionClasses, TheNumberOfClassesChangesWhileNobodyHoldsOrWaits) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admit::redis::admission two(conn, "reclass", {.max_in_flight = 2, .classes = {{"a", 0.5}, {"b", 0.5}}});
+  std::vector<admit::redis::lease> held;
+  for (int i = 0; i < 2; ++i) {
+    auto l = two.try_acquire(1);
+    ASSERT_TRUE(l) << l.error().message();
+    held.push_back(std::move(*l));
+  }
+  auto waiter = std::async(std::launch::async, [&] { return two.try_acquire_for(20s, 0); });
+  ASSERT_TRUE(eventually([&] { return waiter_count(two) == 1; }));
+  admit::redis::admission three(conn, "reclass",
+                                {.max_in_flight = 3, .classes = {{"x", 0.25}, {"y", 0.25}, {"z", 0.25}}});
+  EXPECT_EQ(three.set_limits(three.limits()), admit::errc::definition_conflict);  // held and waited for
+  const auto released = [](admit::redis::lease& l) {
+    return l.release().first == admit::redis::lease::release_status::released;
+  };
+  for (auto& l : held) ASSERT_TRUE(released(l));
+  auto granted = waiter.get();
+  ASSERT_TRUE(granted) << granted.error().message();
+  EXPECT_EQ(three.set_limits(three.limits()), admit::errc::definition_conflict);  // the waiter's lease, class 0
+  ASSERT_TRUE(released(*granted));
+
+  ASSERT_FALSE(three.set_limits(three.limits()));
+  auto z = three.try_acquire(2);
+  ASSERT_TRUE(z) << z.error().message();
+  EXPECT_EQ(two.try_acquire(0).error(), admit::errc::definition_conflict);
+  auto [s, ec] = three.inspect();
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(admit::redis::describe(s), "no rate, max_in_flight 3, 3 classes");
+  ASSERT_EQ(s.classes.size(), 3U);
+  EXPECT_EQ(s.classes[0].held, 0);
+  EXPECT_EQ(s.classes[2].held, 1);
+  // Full, class y waits and is served by z's release: the new classes' queues work.
+  auto x = three.try_acquire(0);
+  auto x2 = three.try_acquire(0);
+  ASSERT_TRUE(x && x2);
+  auto y = std::async(std::launch::async, [&] { return three.try_acquire_for(20s, 1); });
+  ASSERT_TRUE(eventually([&] { return waiter_count(three) == 1; }));
+  ASSERT_TRUE(released(*z));
+  auto y_lease = y.get();
+  ASSERT_TRUE(y_lease) << y_lease.error().message();
+  for (auto* l : {&*x, &*x2, &*y_lease}) ASSERT_TRUE(released(*l));
+
+  // Back to one class, with a rate: no class field of the three is left in meta, and waiting works.
+  admit::redis::admission one(conn, "reclass",
+                              {.rate = admit::rate::per_second(1000), .burst = 5, .max_in_flight = 1});
+  ASSERT_FALSE(one.set_limits(one.limits()));
+  EXPECT_EQ(server.admin({"HEXISTS", "{reclass}:meta", "held:3"}), "0");
+  EXPECT_EQ(server.admin({"HEXISTS", "{reclass}:meta", "classes"}), "0");
+  EXPECT_EQ(server.admin({"EXISTS", "{reclass}:waiting:2"}), "0");
+  auto only = one.try_acquire(0);
+  ASSERT_TRUE(only) << only.error().message();
+  auto next = std::async(std::launch::async, [&] { return one.try_acquire_for(20s, 0); });
+  ASSERT_TRUE(eventually([&] { return waiter_count(one) == 1; }));
+  ASSERT_TRUE(released(*only));
+  auto n = next.get();
+  ASSERT_TRUE(n) << n.error().message();
+  EXPECT_EQ(three.try_acquire(0).error(), admit::errc::definition_conflict);
 }
 
 // One implementation's side of the differential test: requests by index, each waiting on a thread of its own, and

@@ -100,15 +100,57 @@ function run.set_capacity(A)
   return with_grants(GRANTED, capacity, handed)
 end
 
+-- The classes start anew as `count` classes (their numbers come after, from the definition): the meta fields and
+-- queues of the old ones go. Only while nobody holds or waits: a lease or a waiter keeps its class's number.
+local function reclass(count)
+  local old = multi and #cls or 1
+  local fields = { 'queued:1' }
+  for k = 1, old do
+    fields[#fields + 1] = 'held:' .. k
+    fields[#fields + 1] = 'atat:' .. k
+    if k > 1 then
+      fields[#fields + 1] = 'queued:' .. k
+      rcall('DEL', cls[k].list)
+    end
+  end
+  rcall('HDEL', meta, unpack(fields))
+  rcall('DEL', queue, waiters_hash) -- (records of waiters that left, and the marks of leases that ended)
+  multi = count > 1
+  cls = nil
+  if multi then
+    cls = {}
+    for k = 1, count do
+      cls[k] = { g = 0, ai = 0, ab = 0, held = 0, queued = 0, atat = 0,
+        list = k == 1 and queue or (queue .. ':' .. (k - 1)) }
+    end
+    if not acquire_in_class then -- (as call() makes them)
+      make_class_helpers()
+      make_class_acquire()
+    end
+    dirty.classes = true
+  elseif interval > 0 then
+    cls = { { g = 0, ai = 0, ab = 0, held = 0, atat = 0, list = queue, queued = 0 } }
+    dirty.classes = true
+  else
+    dirty.classes = false -- (nothing to count: save() writes no class field)
+  end
+  tracked = multi or interval > 0
+end
+
 function run.set_limits(A)
   -- A[3] the new definition "capacity/interval/burst[/classes]", [4] the caller's wake key: the capacity as
   -- set_capacity sets it; the bucket keeps the tokens it holds, up to the new burst (a new rate starts full); the
-  -- classes' guarantees change, what they hold and their queues stay (their number cannot change: status 7)
+  -- classes' guarantees change, what they hold and their queues stay; their number changes only while nobody holds or
+  -- waits (else status 7: a lease or a waiter keeps its class's number)
   local c, i, b, classes = parse_definition(A[3])
   if not c then return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(A[3])) end
   local count = 1
   if classes then count = select(2, string.gsub(classes, ',', ',')) + 1 end
-  if count ~= (cls and #cls or 1) then return { CONFLICT, 0, now, definition() } end
+  if count ~= (multi and #cls or 1) then
+    flush_grants()
+    if rcall('ZCARD', holders) > 0 or rcall('ZCARD', expiry) > 0 then return { CONFLICT, 0, now, definition() } end
+    reclass(count)
+  end
   if multi then
     local k = 0
     for g, ai, ab in string.gmatch(classes, '(%d+):(%d+):(%d+)') do
