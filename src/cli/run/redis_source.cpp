@@ -243,8 +243,9 @@ class redis_source final : public run::permit_source {
     if (!ec && theirs != ours) {
       remedy = s.set_capacity ? "the number of classes of a limit changes only while no run of it holds a permit or "
                                 "waits (admit inspect lists them): try again then, or give another --name"
-                              : remedy + " (the number of classes changes only while no run of it holds a permit or "
-                                         "waits)";
+                              : remedy +
+                                    " (the number of classes changes only while no run of it holds a permit or "
+                                    "waits)";
     }
     f.message = quote(s.name) + " at " + st_->where() + " is " +
                 (ec ? "defined otherwise" : as_options(stored, stored.classes.size() > 1 ? stored_class_names() : "")) +

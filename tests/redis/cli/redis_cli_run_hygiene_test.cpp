@@ -17,6 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using namespace admit::redis::testing::run;
+using admit::redis::testing::child_process;
 using admit::redis::testing::redis_server;
 using admit::redis::testing::run_result;
 
@@ -131,10 +132,10 @@ TEST_F(AdmitRunHygieneRedis, AnotherCapacityIsRefusedUnlessSet) {
   EXPECT_EQ(reclassed.status, 0) << reclassed.err;
   EXPECT_EQ(reclassed.out, "ran\n");
   // The three classes are the limit's now, by their names; and back to one class, without names.
-  EXPECT_EQ(run_to_end(remote("cls", {"-c", "2", "--classes", "a=0.25,b=0.25,c=0.25", "--class", "c", "--", "true"}),
-                       20s)
-                .status,
-            0);
+  EXPECT_EQ(
+      run_to_end(remote("cls", {"-c", "2", "--classes", "a=0.25,b=0.25,c=0.25", "--class", "c", "--", "true"}), 20s)
+          .status,
+      0);
   EXPECT_EQ(run_to_end(remote("cls", {"-c", "2", "--", "true"}), 20s).status, 2);
   EXPECT_EQ(run_to_end(remote("cls", {"-c", "2", "--set-capacity", "--", "true"}), 20s).status, 0);
   EXPECT_EQ(run_to_end(remote("cls", {"-c", "2", "--", "true"}), 20s).status, 0);

@@ -153,8 +153,7 @@ TEST(RedisAdmissionClasses, TheNumberOfClassesChangesWhileNobodyHoldsOrWaits) {
   for (auto* l : {&*x, &*x2, &*y_lease}) ASSERT_TRUE(released(*l));
 
   // Back to one class, with a rate: no class field of the three is left in meta, and waiting works.
-  admit::redis::admission one(conn, "reclass",
-                              {.rate = admit::rate::per_second(1000), .burst = 5, .max_in_flight = 1});
+  admit::redis::admission one(conn, "reclass", {.rate = admit::rate::per_second(1000), .burst = 5, .max_in_flight = 1});
   ASSERT_FALSE(one.set_limits(one.limits()));
   EXPECT_EQ(server.admin({"HEXISTS", "{reclass}:meta", "held:3"}), "0");
   EXPECT_EQ(server.admin({"HEXISTS", "{reclass}:meta", "classes"}), "0");
