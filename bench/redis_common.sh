@@ -24,7 +24,7 @@ parse_arguments() {
       --quick) quick=1 ;;
       --build-dir)
         [[ $# -ge 2 ]] || { echo "$script: --build-dir needs a directory" >&2; exit 2; }
-        build_dir=${2%/}
+        build_dir=$(realpath -m --relative-to="$repo" "$2")  # (the scripts' paths are "$repo/$build_dir/...")
         shift
         ;;
       -h | --help)

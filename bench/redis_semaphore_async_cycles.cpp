@@ -6,8 +6,12 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -72,6 +76,49 @@ class async_contender {
 
 }  // namespace
 
+// Runs on the contenders' thread: the timer's handler sums the cycles the contenders count there. The destructor
+// stops it and waits until its handler has gone, so that the tally outlives every read.
+struct progress_writer::state {
+  state(boost::asio::any_io_executor ex, const cycles_tally& t, std::string f)
+      : timer(std::move(ex)), tally(t), file(std::move(f)) {}
+  void arm(const std::shared_ptr<state>& self) {
+    timer.expires_after(100ms);
+    timer.async_wait([self](boost::system::error_code ec) {
+      if (ec || self->stopped) return self->gone.set_value();
+      const std::uint64_t cycles =
+          std::accumulate(self->tally.cycles.begin(), self->tally.cycles.end(), std::uint64_t{0});
+      {
+        std::ofstream out(self->file + ".new", std::ios::trunc);
+        out << cycles << '\n';
+      }
+      std::error_code ignored;
+      std::filesystem::rename(self->file + ".new", self->file, ignored);
+      self->arm(self);
+    });
+  }
+  boost::asio::steady_timer timer;
+  const cycles_tally& tally;
+  std::string file;
+  bool stopped = false;  // on the timer's thread
+  std::promise<void> gone;
+};
+
+progress_writer::progress_writer(boost::asio::any_io_executor ex, const cycles_tally& t, std::string file) {
+  if (file.empty()) return;
+  state_ = std::make_shared<state>(ex, t, std::move(file));
+  asio::post(ex, [s = state_] { s->arm(s); });
+}
+
+progress_writer::~progress_writer() {
+  if (!state_) return;
+  auto gone = state_->gone.get_future();
+  asio::post(state_->timer.get_executor(), [s = state_] {
+    s->stopped = true;
+    s->timer.cancel();
+  });
+  gone.wait();
+}
+
 void run_async_cycles(const settings& s, const cycles_case& c, int repetition) {
   io_thread io;
   admit::redis::connection conn(io.executor(), connection_options(s));
@@ -96,7 +143,10 @@ void run_async_cycles(const settings& s, const cycles_case& c, int repetition) {
   asio::post(io.executor(), [&] {
     for (auto& k : contenders) k->next();
   });
-  std::this_thread::sleep_until(until);
+  {
+    const progress_writer progress(io.executor(), tally, s.progress_file);
+    std::this_thread::sleep_until(until);
+  }
   asio::post(io.executor(), [&] {
     for (auto& k : contenders) k->stop();
   });

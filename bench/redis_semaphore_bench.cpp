@@ -86,6 +86,7 @@ constexpr admit::bench::command_line command(
     "                                   [--poll-interval-ms MS] [--tag TEXT] [--floor on|off]\n"
     "                                   [--api blocking|async|both|none] [--rate R [--burst B]]\n"
     "                                   [--crowd C:K:HOLD_MS,...] [--idle-ttl-ms MS] [--minimal on|off]\n"
+    "                                   [--progress FILE]\n"
     "--cycles C:K,...: cases of C contenders on a semaphore of capacity K (default 1:1,64:8); 'none' for\n"
     "  no cycles case. --wakeup-rounds 0: no wake-up case (default 300 rounds).\n"
     "--api both (default): each cycles case with blocking contenders (threads; variant 'default') and then\n"
@@ -99,6 +100,8 @@ constexpr admit::bench::command_line command(
     "--crowd C:K:HOLD_MS: C contenders on capacity K, each holding HOLD_MS ms (default: none): Redis CPU\n"
     "  per grant and the hand-off from a release to the next grant.\n"
     "--idle-ttl-ms MS: the semaphores' idle_ttl (default 0: their keys stay).\n"
+    "--progress FILE: the asynchronous cycles cases (admit's and the minimal hand-off's) write the cycles\n"
+    "  completed so far in their window to FILE every 100 ms (a number and a newline, replaced whole).\n"
     "--timeout-ms is the connection's command timeout; the semaphores have the default semaphore_options\n"
     "  (poll_interval 1 s) unless --poll-interval-ms is given. --tag TEXT is appended to the variant.\n");
 
@@ -145,6 +148,8 @@ settings parse_arguments(int argc, char** argv) {
       s.name = value;
     } else if (flag == "--timeout-ms") {
       s.timeout = std::chrono::milliseconds(command.to_integer(flag, value, 1));
+    } else if (flag == "--progress") {
+      s.progress_file = value;
     } else if (flag == "--idle-ttl-ms") {
       s.idle_ttl = std::chrono::milliseconds(command.to_integer(flag, value, 0));
     } else if (flag == "--poll-interval-ms") {

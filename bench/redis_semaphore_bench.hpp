@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -50,6 +51,7 @@ struct settings {
   std::chrono::milliseconds timeout{1000};
   std::optional<std::chrono::milliseconds> poll_interval;  // semaphore_options::poll_interval (default: its default)
   std::chrono::milliseconds idle_ttl{0};                   // semaphore_options::idle_ttl
+  std::string progress_file;  // --progress: the asynchronous cycles cases write their cycles so far there
   std::string tag;
   bool floor = true;     // also the LPUSH -> BLPOP floor after the wake-up case
   bool blocking = true;  // the cycles cases with blocking contenders (threads)
@@ -110,6 +112,20 @@ struct cycles_tally {
     ++errors;
     if (first_error.empty()) first_error = what;
   }
+};
+// --progress: while it lives, writes the sum of `t`'s cycles to `file` every 100 ms, on `ex` (the thread the
+// contenders count on); nothing when `file` is empty. Each write replaces the file whole (a new file renamed over it),
+// so that a reader never sees half a number.
+class progress_writer {
+ public:
+  progress_writer(boost::asio::any_io_executor ex, const cycles_tally& t, std::string file);
+  ~progress_writer();
+  progress_writer(const progress_writer&) = delete;
+  progress_writer& operator=(const progress_writer&) = delete;
+
+ private:
+  struct state;
+  std::shared_ptr<state> state_;
 };
 // A case's measured window [from, until), after its warm-up.
 struct window {

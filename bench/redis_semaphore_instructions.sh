@@ -14,9 +14,9 @@
 # on CPU 1) and runs admit_redis_semaphore_bench against it for 30 s: admit's asynchronous contenders at 64:8 and 1:1
 # (`--api async --minimal off`) and the minimal FIFO hand-off alone (`--api none --minimal on`). The counting is zeroed
 # 8 s into the run (the connection made and the function library loaded, slowly, under valgrind) and dumped 4 s later,
-# well inside the one case that runs; `INFO commandstats` over the same window gives the cycles (admit: its releases'
-# `HDEL` of the lease; the minimal hand-off: its releases' `LPOP`) and the calls (`FCALL`). User space only: the
-# kernel's part of a call is not counted.
+# well inside the one case that runs; the cycles completed in the same window are the bench's own count (its
+# --progress file, read at both moments), the calls `INFO commandstats`'s `FCALL`. User space only: the kernel's part
+# of a call is not counted.
 # The dumps stay in <build dir>/bench/redis_semaphore_instructions/.
 # shellcheck source=bench/redis_common.sh
 set -euo pipefail
@@ -27,7 +27,7 @@ while (($#)); do
   case "$1" in
     --build-dir | --redis-server)
       [[ $# -ge 2 ]] || { echo "$script: $1 needs a value" >&2; exit 2; }
-      if [[ "$1" == --build-dir ]]; then build_dir=${2%/}; else redis_server=$2; fi
+      if [[ "$1" == --build-dir ]]; then build_dir=$(realpath -m --relative-to="$repo" "$2"); else redis_server=$2; fi
       shift
       ;;
     -h | --help)
@@ -48,27 +48,29 @@ mkdir -p "$out"
 server_cpu=() client_cpu=()
 if (($(nproc) >= 2)) && command -v taskset >/dev/null; then server_cpu=(taskset -c 0) client_cpu=(taskset -c 1); fi
 
-# count LABEL CYCLE_COMMAND BENCH_ARGS...: one case, its cycles counted by the calls of CYCLE_COMMAND; prints "LABEL
-# per-cycle per-call cycles calls".
+# count LABEL BENCH_ARGS...: one case; prints "LABEL per-cycle per-call cycles calls".
 count() {
-  local label=$1 cycle_command=$2
-  shift 2
-  local port dump="$repo/$out/$label.callgrind" server bench
+  local label=$1
+  shift
+  local port dump="$repo/$out/$label.callgrind" progress="$repo/$out/$label.progress" server bench
   port=$(free_port)
-  rm -f "$dump" "$dump".*
+  rm -f "$dump" "$dump".* "$progress"
   "${server_cpu[@]}" valgrind --tool=callgrind --callgrind-out-file="$dump" "$redis_server" --port "$port" \
     --bind 127.0.0.1 --save "" --appendonly no >"$repo/$out/$label.valgrind.log" 2>&1 &
   server=$!
   local cli=(redis-cli -h 127.0.0.1 -p "$port")
   await_redis "$server" 300  # under valgrind: up to 30 s
   "${client_cpu[@]}" "$bench_bin" --url "redis://127.0.0.1:$port" --wakeup-rounds 0 --floor off --warmup 0.5 \
-    --duration 30 --timeout-ms 60000 "$@" >"$repo/$out/$label.bench.txt" 2>&1 &
+    --duration 30 --timeout-ms 60000 --progress "$progress" "$@" >"$repo/$out/$label.bench.txt" 2>&1 &
   bench=$!
   sleep 8  # the window's start: wall time, not the bench's progress, which valgrind slows
   callgrind_control -z "$server" >/dev/null 2>&1
   "${cli[@]}" config resetstat >/dev/null
+  local first last
+  first=$(cat "$progress" 2>/dev/null || echo 0)
   sleep 4
   callgrind_control -d "$server" >/dev/null 2>&1
+  last=$(cat "$progress" 2>/dev/null || echo 0)
   local stats
   stats=$("${cli[@]}" info commandstats)
   kill "$bench" 2>/dev/null || true
@@ -77,7 +79,7 @@ count() {
   wait "$server" 2>/dev/null || true
   local instructions cycles calls
   instructions=$(sed -n 's/^summary: //p' "$dump".1)
-  cycles=$(sed -n "s/^cmdstat_$cycle_command:calls=\\([0-9]*\\),.*/\\1/p" <<<"$stats")
+  cycles=$((last - first))
   calls=$(sed -n 's/^cmdstat_fcall:calls=\([0-9]*\),.*/\1/p' <<<"$stats")
   [[ -n "$instructions" && "${cycles:-0}" -gt 0 && "${calls:-0}" -gt 0 ]] ||
     { echo "$script: $label: nothing counted (see $out/$label.*)" >&2; exit 1; }
@@ -86,7 +88,7 @@ count() {
 
 step 3/3 "counting: four cases of about 15 s each ($("$redis_server" --version | cut -d' ' -f3))"
 printf 'case\tinstructions per cycle\tper call\tcycles\tcalls\n'
-count admit-64x8 hdel --cycles 64:8 --api async --minimal off
-count admit-1x1 hdel --cycles 1:1 --api async --minimal off
-count minimal-64x8 lpop --cycles 64:8 --api none --minimal on
-count minimal-1x1 lpop --cycles 1:1 --api none --minimal on
+count admit-64x8 --cycles 64:8 --api async --minimal off
+count admit-1x1 --cycles 1:1 --api async --minimal off
+count minimal-64x8 --cycles 64:8 --api none --minimal on
+count minimal-1x1 --cycles 1:1 --api none --minimal on

@@ -138,7 +138,10 @@ void run_minimal_fifo_cycles(const settings& s, const cycles_case& c, int repeti
   asio::post(io.executor(), [&] {
     for (std::size_t i = 0; i < static_cast<std::size_t>(c.contenders); ++i) run.start(i);
   });
-  std::this_thread::sleep_until(until);
+  {
+    const progress_writer progress(io.executor(), tally, s.progress_file);
+    std::this_thread::sleep_until(until);
+  }
   std::promise<void> idle;
   asio::post(io.executor(), [&] { run.stop(idle); });
   idle.get_future().wait();

@@ -22,8 +22,8 @@ local function read_state(KEYS, ARGV)
   holders, leases = KEYS[2] or named_holders, KEYS[3] or named_leases
   queue, expiry = KEYS[4] or named_queue, KEYS[5] or named_expiry
   op = ARGV[1]
-  -- (Grants left unwritten only by a call that failed halfway, which wrote nothing of them: they are not this call's.)
-  grants_waiting = 0
+  -- (Writes left waiting only by a call that failed halfway: they are not this call's.)
+  grants_waiting, ended_waiting = 0, 0
   now = server_time()
   now_formatted = nil
   dirty.idle, dirty.free, dirty.fence, dirty.seq, dirty.next = false, false, false, false, false
@@ -246,7 +246,7 @@ local function call(KEYS, ARGV)
   else
     reply = perform(ARGV)
   end
-  flush_grants()
+  flush_writes()
   save()
   keep_alive() -- inspect too: its sweep and its grants can write keys
   return reply

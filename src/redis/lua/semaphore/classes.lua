@@ -177,7 +177,7 @@ end
 -- in its own reply, never a reply with a hole in it (Redis ends an array at its first nil, and a batch's reply would
 -- lose the operations after it).
 local function lease_reply(id)
-  flush_grants()
+  flush_writes()
   local v = rcall('HGET', leases, id)
   if not v then return nil end
   local n, token = match(v, '^(%d+):(%d+)')

@@ -345,14 +345,21 @@ local function too_large(n)
   return n > capacity or (interval > 0 and n > burst)
 end
 
--- The grants of a call, written together when the call ends (flush_grants, before save): one ZADD to holders and one
--- HSET to leases for all of them, where each command a script calls costs Redis about as much as a grant's own work
--- (a call at 64 callers on 8 permits makes four grants). What reads holders or leases writes them first: lease_reply,
--- renew, inspect and the sweep always, take_lease for a lease granted in this call. At most 64 wait (unpack() has a
--- limit). The arrays are reused from call to call (a library's): only their first 2 * grants_waiting slots are this
--- call's.
+-- What a call writes to holders and leases that nothing in the call reads back, written together when the call ends
+-- (flush_writes, before save), where each command a script calls costs Redis about as much as a grant's own work (a
+-- call at 64 callers on 8 permits makes four grants and four releases): its grants, one ZADD to holders and one HSET to
+-- leases for all of them; and the leases it ended by their own release (the holder's entry removed at once: its ZREM
+-- says whether the lease was there), one HDEL from leases. Whatever reads holders or leases writes them first:
+-- lease_reply, renew, inspect, the sweep, and take_lease when it reads a lease's record or takes one granted in this
+-- call. At most 64 of each wait (unpack() has a limit). The arrays are reused from call to call (a library's): only
+-- their first slots, as the counts say, are this call's.
 local grant_scores, grant_leases, grants_waiting = {}, {}, 0
-local function flush_grants()
+local ended, ended_waiting = {}, 0
+local function flush_writes()
+  if ended_waiting > 0 then -- (first: an id is never ended and granted in one call, but the grant would win)
+    rcall('HDEL', leases, unpack(ended, 1, ended_waiting))
+    ended_waiting = 0
+  end
   if grants_waiting == 0 then return end
   local last = 2 * grants_waiting
   rcall('ZADD', holders, unpack(grant_scores, 1, last))
@@ -383,7 +390,7 @@ local function grant(id, n, ttl, k, n_text)
   else
     grant_leases[at] = held
   end
-  if grants_waiting == 64 then flush_grants() end
+  if grants_waiting == 64 then flush_writes() end
   due(expires)
   return fence, expires, held .. ':' .. expires_text
 end
@@ -473,15 +480,18 @@ local function take_lease(id, n)
   -- removal per grant.)
   for i = 1, 2 * grants_waiting, 2 do
     if grant_leases[i] == id then
-      flush_grants()
+      flush_writes()
       break
     end
   end
   if n and not multi then
     if rcall('ZREM', holders, id) == 0 then return nil end
-    rcall('HDEL', leases, id)
+    ended_waiting = ended_waiting + 1
+    ended[ended_waiting] = id
+    if ended_waiting == 64 then flush_writes() end
     return n
   end
+  flush_writes()
   local v = rcall('HGET', leases, id)
   if not v then return nil end
   rcall('HDEL', leases, id)
@@ -514,7 +524,7 @@ end
 -- Expired leases and waiters go, once `next` has passed; `next` becomes the earliest expiry left.
 local function sweep()
   if now < next_due then return end
-  flush_grants()
+  flush_writes()
   while true do
     local dead = rcall('ZRANGEBYSCORE', holders, '-inf', now_text(), 'LIMIT', 0, 100)
     for _, id in ipairs(dead) do

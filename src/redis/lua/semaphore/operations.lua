@@ -80,7 +80,7 @@ function run.renew(A)
   -- A[3] id, [4] lease ttl µs: a lease still held (not past its expiry) is extended to now + ttl
   local id = A[3]
   if free > 0 then serve(nil, nil) end
-  flush_grants()
+  flush_writes()
   if not rcall('ZSCORE', holders, id) then return { UNKNOWN, 0, now } end
   local expires = now + num(A[4], 'lease ttl')
   rcall('ZADD', holders, 'XX', int(expires), id)
@@ -147,7 +147,7 @@ function run.set_limits(A)
   local count = 1
   if classes then count = select(2, string.gsub(classes, ',', ',')) + 1 end
   if count ~= (multi and #cls or 1) then
-    flush_grants()
+    flush_writes()
     if rcall('ZCARD', holders) > 0 or rcall('ZCARD', expiry) > 0 then return { CONFLICT, 0, now, definition() } end
     reclass(count)
   end
@@ -200,7 +200,7 @@ function run.inspect(A)
   -- waiter also has its class (the queue in arrival order over all classes), and the 13th element is {held, queued}
   -- per class; the 14th the µs until the bucket holds one more whole token (0 when it is full, or without a rate)
   if free > 0 then serve(nil, nil) end
-  flush_grants()
+  flush_writes()
   local most = num(A[3], 'limit')
   local hs = {}
   local ids = rcall('ZRANGE', holders, 0, most - 1, 'WITHSCORES')
