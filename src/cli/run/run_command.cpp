@@ -74,8 +74,9 @@ subcommand add_run_command(CLI::App& app) {
   cmd->add_option("--kill-after", ro.kill_after, "after --on-lease-lost=term's SIGTERM, SIGKILL (default 10s)")
       ->type_name("DURATION");
   cmd->add_flag("--set-capacity", ro.set_capacity,
-                "with --redis: if the limit NAME exists with another --concurrency, --rate or --burst, make this run's "
-                "the definition for every host (without it, that is refused: one name, one definition)");
+                "with --redis: if the limit NAME exists with another --concurrency, --rate, --burst or --classes, make "
+                "this run's the definition for every host (without it, that is refused: one name, one definition; "
+                "another number of classes only while no run of NAME holds or waits)");
   cmd->add_option("--classes", ro.classes,
                   "the limit's priority classes and the share of --concurrency and --rate each is guaranteed (part "
                   "of the limit's definition), e.g. interactive=0.75,batch=0.25")
