@@ -234,7 +234,6 @@ class redis_source final : public run::permit_source {
     if (!s.classes.empty()) given += " --classes " + classes_option(s.classes);
     redis_failure f;
     f.error = admit::errc::definition_conflict;
-    // set_limits changes everything but the number of classes (each class's queue and holders live on).
     const std::size_t theirs = stored.classes.empty() ? 1 : stored.classes.size();
     const std::size_t ours = s.classes.empty() ? 1 : s.classes.size();
     // set_limits changes the number of classes only while nobody holds or waits (each lease and waiter keeps its
