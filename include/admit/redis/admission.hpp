@@ -111,10 +111,9 @@ class admission {
   // the new burst (a rate where there was none starts full); the shares may change, and the number of classes only
   // while nobody holds a lease or waits (std::invalid_argument when `limits` has another number than this object's;
   // errc::definition_conflict when the stored definition has another and a lease or a waiter keeps its class's
-  // number). limits.max_waiters is this object's and stays as it was
-  // made. While the call is under way, this object's acquisitions still ask with the old definition (and may get
-  // errc::definition_conflict once Redis has the new one); a call that fails leaves this object's definition as it
-  // was, whether or not Redis applied it.
+  // number). limits.max_waiters is this object's and stays as it was made. While the call is under way, this
+  // object's acquisitions still ask with the old definition (and may get errc::definition_conflict once Redis has
+  // the new one); a call that fails leaves this object's definition as it was, whether or not Redis applied it.
   std::error_code set_limits(admission_options limits);
   // The definition this object asks with.
   [[nodiscard]] admission_options limits() const;
