@@ -113,9 +113,9 @@ TEST(RedisSemaphoreBatching, ManyThreadsShareScriptCallsAndNeverHoldMoreThanTheC
 // request granted, an unknown operation's error in its place, and the release of the last lease; then, with nobody
 // waiting, the calls that take the script's short way when alone (a free permit taken, a lease given back, one not
 // held) and a request refused for want of a permit; then acquires with a deadline and with a class (the forms admit
-// sends), a cancel, a renewal (sent whole) and a release. The batch names what the operations send alike once, and
-// its operations leave it out; one whose arguments cannot be read is an error in its place, and the others still run.
-// Both semaphores end in the same state.
+// sends), a cancel, a renewal (sent whole) and a release; a grant cancelled, and a lease released then cancelled. The
+// batch names what the operations send alike once, and its operations leave it out; one whose arguments cannot be
+// read is an error in its place, and the others still run. Both semaphores end in the same state.
 TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
   redis_server server;
   io_thread io;
@@ -139,6 +139,11 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
       {"cancel", "f", wake},
       {"renew", "e", "60000000"},
       {"release", "e", wake, "1"},
+      {"acquire", "g", "1", "60000000", "1", "-1", "60000000", wake},
+      {"cancel", "g", wake},
+      {"acquire", "h", "1", "60000000", "1", "-1", "60000000", wake},
+      {"release", "h", wake, "1"},
+      {"cancel", "h", wake},
   };
   // In the batch only, after the unknown operation: a release with one argument too many.
   constexpr std::size_t unreadable_at = 5;
@@ -216,6 +221,15 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
   EXPECT_EQ(separate[12], "[6 0 T ]");        // and leaves
   EXPECT_EQ(separate[13], "[0 T T ]");        // e's lease renewed
   EXPECT_EQ(separate[14], "[0 1 T ]");        // and released
+  // A call writes its grants and the records of the leases it ended when it ends (flush_writes in core.lua): what
+  // reads them in the same call must see them. A grant given back by its cancel in the same call, and a cancel after
+  // the lease's release, which must find nothing to give back (the record of the lease read before its removal was
+  // written freed its permit twice).
+  EXPECT_EQ(separate[15], "[0 1 T T T 0 ]");  // g takes the free permit
+  EXPECT_EQ(separate[16], "[6 1 T ]");        // and gives it back
+  EXPECT_EQ(separate[17], "[0 1 T T T 0 ]");  // h takes it
+  EXPECT_EQ(separate[18], "[0 1 T ]");        // releases it
+  EXPECT_EQ(separate[19], "[5 0 T ]");        // and its cancel finds nothing
 
   // The same state: the counters (times masked), no holder, lease or waiter left.
   for (const char* name : {"one", "two"}) {
