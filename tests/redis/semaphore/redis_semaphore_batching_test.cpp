@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
+#include <initializer_list>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -259,6 +260,69 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
     ASSERT_TRUE(queue.value.is_array()) << queue.value;
     for (const auto& record : queue.value.elements()) EXPECT_EQ(record.str().rfind("f:", 0), 0u) << name;
   }
+}
+
+// A waiter that asks again — in an earlier call, or earlier in the same call — keeps its place and its first request,
+// its expiry moved: one record each in the queue, granted in arrival order. A batch whose max waiters is reached
+// halfway refuses the rest (the count includes the waiters it queued itself).
+TEST(RedisSemaphoreBatching, AWaiterThatAsksAgainKeepsItsPlaceAndTheQueueCountsTheCallsOwnWaiters) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  const std::string source = semaphore_source();
+  ASSERT_FALSE(source.empty());
+  const auto call = [&](const std::string& name, std::vector<std::string> argv) {
+    const auto r = conn.execute_command(std::nullopt, admit::redis::command(eval_args(source, name, argv)));
+    EXPECT_FALSE(r.error) << r.error.message();
+    return r.value;
+  };
+  const auto command = [&](std::vector<std::string> args) {
+    const auto r = conn.execute_command(std::nullopt, admit::redis::command(std::move(args)));
+    EXPECT_FALSE(r.error) << r.error.message();
+    return shape(r.value);
+  };
+  const std::string wake = "{four}:wake:mine";
+  const auto acquire = [&](const char* id) {
+    return shape(call("four", {"acquire", "1", id, "1", "60000000", "1", "-1", "60000000", wake}));
+  };
+  const auto release = [&](const char* id) { return shape(call("four", {"release", "1", id, wake, "1"})); };
+  EXPECT_EQ(acquire("h"), "[0 1 T T T 0 ]");
+  EXPECT_EQ(acquire("w1"), "[1 1 T 0 ]");
+  EXPECT_EQ(acquire("w2"), "[1 2 T 0 ]");
+  const auto expiry_of = [&](const char* id) {
+    const auto r = conn.execute_command(std::nullopt, admit::redis::command{"ZSCORE", "{four}:expiry", id});
+    return r.value.is_string() ? std::stoll(r.value.str()) : 0;
+  };
+  const long long w1_expires = expiry_of("w1");
+  ASSERT_GT(w1_expires, 0);
+
+  // One batch of waiting acquires (sent as a batch sends them: name, id, n, whether it waits), with max waiters `most`
+  // and waiter TTL `waiter_ttl`.
+  const auto acquires = [&](const std::string& name, const char* most, const char* waiter_ttl,
+                            std::initializer_list<const char*> ids) {
+    std::vector<std::string> argv{"batch", "1", std::to_string(ids.size()), wake, "60000000", most, waiter_ttl};
+    for (const char* id : ids) argv.insert(argv.end(), {"4", "acquire", id, "1", "1"});
+    return shape(call(name, argv));
+  };
+  // w1 again (waiting since an earlier call), w3, and w3 again: three operations in one call, with a longer waiter TTL.
+  EXPECT_EQ(acquires("four", "-1", "90000000", {"w1", "w3", "w3"}), "[4 1 3 T 0 4 1 4 T 0 4 1 5 T 0 ]");
+  EXPECT_GT(expiry_of("w1"), w1_expires);               // moved by its second request
+  EXPECT_EQ(command({"LLEN", "{four}:waiting"}), "3");  // w1, w2, w3: one record each
+  EXPECT_EQ(command({"ZCARD", "{four}:expiry"}), "3");
+
+  EXPECT_EQ(release("h"), "[0 1 T w1:1 ]");
+  EXPECT_EQ(release("w1"), "[0 1 T w2:1 ]");
+  EXPECT_EQ(release("w2"), "[0 1 T w3:1 ]");
+  EXPECT_EQ(release("w3"), "[0 1 T ]");
+  EXPECT_EQ(command({"HGET", "{four}:meta", "free"}), "1");
+  EXPECT_EQ(command({"EXISTS", "{four}:expiry"}), "0");
+  EXPECT_EQ(command({"LLEN", "{four}:waiting"}), "0");
+
+  // At most 2 waiting: of three requests in one call, the third is refused (FULL, none free).
+  EXPECT_EQ(shape(call("five", {"acquire", "1", "h", "1", "60000000", "1", "-1", "60000000", wake})), "[0 1 T T T 0 ]");
+  EXPECT_EQ(acquires("five", "2", "60000000", {"q1", "q2", "q3"}), "[4 1 1 T 0 4 1 2 T 0 3 3 0 T ]");
+  EXPECT_EQ(command({"ZCARD", "{five}:expiry"}), "2");
+  EXPECT_EQ(command({"LLEN", "{five}:waiting"}), "2");
 }
 
 // A poll that finds its lease's record damaged (a key changed from outside) answers with an error in its own place
