@@ -135,6 +135,9 @@ TEST_F(AdmitMessages, WhatTheParserRefusesIsSaidAsTheSubcommands) {
       {{"decide", "k"}, 2, "admit decide: --redis is required"},
       {{"run", "--concurrency"}, 2, "admit run: --concurrency needs a value (N)"},
       {{"inspect"}, 2, "admit inspect: name is required"},
+      // The name as admit run gives it (it was "unknown option --name"), or as NAME: once.
+      {{"inspect", "--name", "nosuch", "--lock-dir", "@locks"}, 1, "admit inspect: no local limit named \"nosuch\""},
+      {{"inspect", "db", "--name", "dc"}, 2, "admit inspect: the name is given twice, as NAME (\"db\") and as --name"},
       // Rates this host's limit cannot count: an internal message before ("rate interval -9223372036854775808ns is
       // not positive").
       {{"run", "--rate", "0.000000001/year", "--name", "n", "--", "true"}, 2, "takes more than 2^62 ns (146 years)"},

@@ -3,6 +3,8 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "cli/common/message.hpp"
 #include "cli/inspect/inspect_options.hpp"
@@ -20,9 +22,24 @@ struct inspect_state {
   std::optional<std::string> lock_dir;
   const CLI::Option* redis = nullptr;  // given, even empty: the distributed form (which refuses an empty URL)
   const CLI::Option* timeout = nullptr;
+  // The name, as a positional argument or as --name (as `admit run` names it): one of them.
+  std::optional<std::string> positional_name;
+  std::optional<std::string> option_name;
 };
 
-int inspect(const inspect_state& s) {
+int inspect(inspect_state& s) {
+  if (s.positional_name && s.option_name) {
+    std::cerr << "admit inspect: the name is given twice, as NAME (\"" << *s.positional_name << "\") and as --name (\""
+              << *s.option_name << "\"): give it once\n";
+    return exit_bad_input;
+  }
+  if (!s.positional_name && !s.option_name) {
+    std::cerr
+        << "admit inspect: name is required: admit inspect NAME, or --name NAME (`admit inspect --help` says what "
+           "is accepted)\n";
+    return exit_bad_input;
+  }
+  s.options.name = s.positional_name ? *s.positional_name : *s.option_name;
   if (s.redis->count() > 0) {
     if (s.lock_dir) {
       std::cerr << "admit inspect: --lock-dir applies only without --redis\n";
@@ -59,7 +76,9 @@ subcommand add_inspect_command(CLI::App& app) {
   s->timeout = cmd->add_option("--timeout", s->options.timeout, "with --redis: deadline of the call (default 1s)")
                    ->type_name("DURATION");
   cmd->add_flag("--json", s->options.json, "print the state as JSON");
-  cmd->add_option("name", s->options.name, "the semaphore's (or local limit's) name")->required()->type_name("NAME");
+  cmd->add_option("name", s->positional_name, "the semaphore's (or local limit's) name")->type_name("NAME");
+  cmd->add_option("--name", s->option_name, "the name, as admit run's --name gives it (instead of NAME)")
+      ->type_name("NAME");
   return {cmd, [s] { return inspect(*s); }};
 }
 
