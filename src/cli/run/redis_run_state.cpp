@@ -33,13 +33,18 @@ state::~state() {
   ::close(lost);
 }
 
-void state::make_limits() {
-  if (limit) return;
-  // The whole call timeout, whatever is left of --timeout: an INFO cut short would take a cluster node for a single
-  // server (decided once), and its MOVED replies for a lasting failure.
-  nodes = learn_topology(conn, call_timeout).nodes;
+std::error_code state::make_limits(std::optional<std::chrono::steady_clock::time_point> until) {
+  if (limit) return {};
+  const std::chrono::nanoseconds given =
+      until
+          ? std::max<std::chrono::nanoseconds>(*until - std::chrono::steady_clock::now(), std::chrono::milliseconds(1))
+          : std::chrono::nanoseconds(call_timeout);
+  topology t = learn_topology(conn, given);
+  if (t.error) return t.error;
+  nodes = std::move(t.nodes);
   limit = nodes ? std::make_unique<redis::admission>(*nodes, settings.name, limits(settings), semaphore_options)
                 : std::make_unique<redis::admission>(conn, settings.name, limits(settings), semaphore_options);
+  return {};
 }
 
 admission_options state::limits(const run::run_settings& s) {
@@ -112,9 +117,10 @@ std::string state::unreachable() const {
   return e ? "cannot connect to " + where() + ": " + e.message() : std::string();
 }
 
-redis_failure state::failure(std::error_code error, std::string_view reply_text) const {
-  return nodes ? call_failure(conn, *nodes, error, reply_text, call_timeout)
-               : call_failure(conn, error, reply_text, call_timeout);
+redis_failure state::failure(std::error_code error, std::string_view reply_text,
+                             std::chrono::nanoseconds timeout) const {
+  return nodes ? call_failure(conn, *nodes, error, reply_text, timeout)
+               : call_failure(conn, error, reply_text, timeout);
 }
 
 }  // namespace admit::cli::redis_run

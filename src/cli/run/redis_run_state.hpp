@@ -60,8 +60,10 @@ struct state {
 
   // Once Redis answers: asks the URL's server whether it is a Redis Cluster node (then the limit goes through a
   // cluster client seeded with it: its keys share the hash tag {name}, one slot) and makes the admission. A server
-  // that does not answer INFO (an ACL user without it) is taken as a single server.
-  void make_limits();
+  // that refuses INFO (an ACL user without it) is taken as a single server; one that does not answer it by `until`
+  // (--timeout's deadline; without one, within a call's timeout) is the error returned, and nothing is made (nothing
+  // is decided from an INFO cut short: a cluster node taken for a single server would fail every call later).
+  std::error_code make_limits(std::optional<std::chrono::steady_clock::time_point> until);
   // --concurrency, --rate and --burst as the admission's definition.
   static admission_options limits(const run::run_settings& s);
 
@@ -82,8 +84,10 @@ struct state {
   // Why the limit's Redis cannot be reached now, from the client's own state (no call): empty when it can, or when
   // that is not known (a server that is connected and silent).
   std::string unreachable() const;
-  // Why a call on the limit failed (through the cluster's nodes when there are any).
-  redis_failure failure(std::error_code error, std::string_view reply_text = {}) const;
+  // Why a call on the limit failed (through the cluster's nodes when there are any); `timeout`: the time the call was
+  // given, for a timeout's message.
+  redis_failure failure(std::error_code error, std::string_view reply_text = {},
+                        std::chrono::nanoseconds timeout = call_timeout) const;
 };
 
 }  // namespace admit::cli::redis_run

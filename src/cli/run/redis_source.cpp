@@ -99,13 +99,18 @@ class redis_source final : public run::permit_source {
     if (auto f = check_ready(st_->conn, std::max<steady::duration>(given, std::chrono::milliseconds(1)), deadline)) {
       return fail(why, *f);
     }
-    st_->make_limits();
+    // Within --timeout, as the PING above: a call that gets no answer by then says that Redis had --timeout.
+    const std::chrono::nanoseconds redis_had =
+        deadline && s.timeout ? std::max<std::chrono::nanoseconds>(*s.timeout, first_answer) : call_timeout;
+    if (const auto e = st_->make_limits(deadline)) return fail(why, st_->failure(e, {}, redis_had));
     if (s.set_capacity) {
-      if (const auto e = st_->limit->set_limits(redis_run_state::limits(s))) {
-        // Another number of --classes than the stored definition's, while a run holds or waits.
-        return fail(why, e == admit::errc::definition_conflict ? conflict() : st_->failure(e));
-      }
-      if (s.classes.empty()) forget_class_names();  // one class now: no names
+      const auto e = deadline ? st_->limit->set_limits(redis_run_state::limits(s), *deadline)
+                              : st_->limit->set_limits(redis_run_state::limits(s));
+      // Another number of --classes than the stored definition's, while a run holds or waits.
+      if (e == admit::errc::definition_conflict) return fail(why, conflict());
+      // (The set_limits call ends by the semaphore's call timeout too: the shorter of the two is the time it had.)
+      if (e) return fail(why, st_->failure(e, {}, std::min<std::chrono::nanoseconds>(redis_had, call_timeout)));
+      if (s.classes.empty()) forget_class_names(deadline);  // one class now: no names
     }
     bool named_classes = false;  // this run wrote the classes' names (the first to give them)
     if (!s.classes.empty()) {
@@ -151,7 +156,8 @@ class redis_source final : public run::permit_source {
     st_->hide_waiters(r && s.concurrency > 0 ? r->id() : std::string());
     if (!r) {
       if (r.error() == admit::errc::definition_conflict) {
-        if (named_classes) forget_class_names();  // the names were written for a definition that is not the limit's
+        if (named_classes)
+          forget_class_names(deadline);  // the names were written for a definition that is not the limit's
         return fail(why, conflict());
       }
       // A timeout before the deadline is the rate's answer: it could not admit the run by then.
@@ -193,7 +199,7 @@ class redis_source final : public run::permit_source {
     const auto call = [&](const redis::command& cmd, std::optional<redis_failure>& failed) {
       // (Within --timeout, as the wait: a Redis that stops answering here cannot hold the run past it.)
       auto until = steady::now() + call_timeout;
-      if (deadline) until = std::min(until, std::max(steady::now(), *deadline + past_deadline));
+      if (deadline) until = std::min(until, std::max(steady::now(), *deadline) + past_deadline);
       redis::result r = c.execute_command(until, cmd);
       if (r.error) failed = st_->failure(r.error);
       if (!r.error && r.value.is_error()) failed = st_->failure(admit::errc::error_reply, r.value.str());
@@ -220,9 +226,13 @@ class redis_source final : public run::permit_source {
                 "order; add --set-capacity to make them this run's for every host";
     return f;
   }
-  void forget_class_names() {
+  // Within --timeout's deadline, as the class names' other calls (a name left behind is rewritten by the next run
+  // that gives --classes).
+  void forget_class_names(std::optional<steady::time_point> deadline) {
     redis::client& c = st_->limit_client();
-    (void)c.execute_command(steady::now() + call_timeout, {"DEL", run_classes_key(st_->settings.name)});
+    steady::time_point until = steady::now() + call_timeout;
+    if (deadline) until = std::min(until, std::max(steady::now(), *deadline) + past_deadline);
+    (void)c.execute_command(until, {"DEL", run_classes_key(st_->settings.name)});
   }
 
   // The limit exists in Redis with another definition: both named as the options that give them, and how to change it.

@@ -1,7 +1,8 @@
 // `admit run --redis` when Redis stops answering or the time left is short, against a real redis-server and real
 // processes: a --timeout of 0s or of a few milliseconds still takes a free permit; a Redis that is connected and
 // silent is said to be so while a run waits, and its return too; a pause of Redis longer than the semaphore's default
-// waiter TTL but shorter than --lease-ttl keeps the waiters in their order. Each test failed before its fix.
+// waiter TTL but shorter than --lease-ttl keeps the waiters in their order; a Redis that falls silent before the wait
+// does not stretch --timeout. Each test failed before its fix.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -17,6 +18,7 @@
 #include "child_process.hpp"
 #include "redis_server.hpp"
 #include "self_exec.hpp"
+#include "tcp_proxy.hpp"
 
 namespace {
 
@@ -115,6 +117,30 @@ TEST_F(AdmitRunOutage, WaitersKeepTheirOrderThroughAPauseShorterThanTheLeaseTtl)
   std::vector<std::string> expected{"H"};
   for (const auto& l : labels(5)) expected.push_back(l);
   EXPECT_EQ(start_order(entries), expected) << read_text(log);
+}
+
+// Redis falls silent right after the run's first answer (its PING) or right after it learnt whether Redis is a
+// cluster (INFO), before --set-capacity's call: --timeout still holds, and the message names Redis and the time it
+// had. (The INFO and the set_limits call each took their own 1 s, whatever was left of --timeout: 2.0 and 1.0 s for a
+// --timeout of 400ms.)
+TEST_F(AdmitRunOutage, TheTimeoutHoldsWhenRedisFallsSilentBeforeTheWait) {
+  // The limit exists first, so that --set-capacity has something to change (and the functions are loaded).
+  ASSERT_EQ(run_to_end(run("quiet", args{"--concurrency", "1", "--", "true"})).status, 0);
+  for (const char* after : {"PONG", "cluster_enabled"}) {
+    admit::redis::testing::tcp_proxy proxy(server_.port());
+    proxy.black_hole_after(after);
+    const auto start = std::chrono::steady_clock::now();
+    const run_result r = run_to_end(args{ADMIT_CLI, "run", "--redis", proxy.url(), "--name", "quiet", "--concurrency",
+                                         "2", "--set-capacity", "--timeout", "400ms", "--"} +
+                                    records_ran());
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(r.status, 75) << after << ": " << r.err;
+    // --timeout, 100 ms, and the process's own start and end (slow in the sanitizers' builds); before, 1 s or more.
+    EXPECT_LT(took, 900ms) << after << ": " << r.err;
+    EXPECT_NE(r.err.find("no answer from " + proxy.url() + " within 400ms"), std::string::npos)
+        << after << ": " << r.err;
+    EXPECT_FALSE(ran()) << after;
+  }
 }
 
 #endif

@@ -22,6 +22,7 @@
 #include <deque>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +56,13 @@ class tcp_proxy {
   // full), as behind a dead link that TCP keeps retransmitting over — neither FIN nor RST, a peer sees silence. Healed,
   // what waited is delivered, in order, late.
   void black_hole(bool on) { paused_.store(on); }
+  // Black-holes the connections (as black_hole(true)) right after the first reply chunk containing `text` reaches the
+  // client: Redis falls silent after a given answer, whenever the client gets to its next call. Set before the client
+  // connects.
+  void black_hole_after(std::string text) {
+    const std::lock_guard lock(trigger_mutex_);
+    trigger_ = std::move(text);
+  }
   // Every reply chunk is held this long from its arrival before it is forwarded (order kept); zero: none.
   void delay_replies(std::chrono::milliseconds delay) { delay_ns_.store(std::chrono::nanoseconds(delay).count()); }
   // The next chunk of a reply is cut: its first half is forwarded, then that connection is reset (RST to the client,
@@ -165,6 +173,7 @@ class tcp_proxy {
           boost::asio::async_write(self->client, boost::asio::buffer(c.bytes.data(), n), [self](auto wec, std::size_t) {
             if (wec) return self->close();
             if (self->held.front().cut) return self->reset();
+            self->proxy.black_hole_if_triggered(self->held.front().bytes);
             self->held.pop_front();
             if (!self->held.empty()) self->write_held();
           });
@@ -187,6 +196,13 @@ class tcp_proxy {
     }
   };
 
+  void black_hole_if_triggered(const std::string& forwarded) {
+    const std::lock_guard lock(trigger_mutex_);
+    if (trigger_.empty() || forwarded.find(trigger_) == std::string::npos) return;
+    trigger_.clear();
+    paused_.store(true);
+  }
+
   void accept() {
     acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket s) {
       if (ec) return;
@@ -197,6 +213,8 @@ class tcp_proxy {
     });
   }
 
+  std::mutex trigger_mutex_;
+  std::string trigger_;  // black_hole_after's text (empty: none)
   boost::asio::io_context io_;
   tcp::acceptor acceptor_;
   unsigned short server_port_;
