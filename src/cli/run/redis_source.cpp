@@ -156,8 +156,8 @@ class redis_source final : public run::permit_source {
     st_->hide_waiters(r && s.concurrency > 0 ? r->id() : std::string());
     if (!r) {
       if (r.error() == admit::errc::definition_conflict) {
-        if (named_classes)
-          forget_class_names(deadline);  // the names were written for a definition that is not the limit's
+        // The names were written for a definition that is not the limit's.
+        if (named_classes) forget_class_names(deadline);
         return fail(why, conflict());
       }
       // A timeout before the deadline is the rate's answer: it could not admit the run by then.
