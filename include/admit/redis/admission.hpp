@@ -116,9 +116,9 @@ class admission {
   // object's acquisitions still ask with the old definition (and may get errc::definition_conflict once Redis has
   // the new one); a call that fails leaves this object's definition as it was, whether or not Redis applied it.
   std::error_code set_limits(admission_options limits);
-  // The same, its call given up at `deadline` if that comes before the semaphore's timeout (errc::timeout: Redis may
-  // or may not have applied it).
-  std::error_code set_limits(admission_options limits, time_point deadline);
+  // The same, its call given up at `deadline` or at the semaphore's timeout, whichever comes first (errc::timeout:
+  // Redis may or may not have applied it).
+  std::error_code set_limits_until(admission_options limits, time_point deadline);
   // The definition this object asks with.
   [[nodiscard]] admission_options limits() const;
 
@@ -132,7 +132,7 @@ class admission {
 
  private:
   void check(std::size_t priority, std::int64_t n) const;
-  std::error_code set_limits_until(admission_options limits, std::optional<time_point> deadline);
+  std::error_code store_limits(admission_options limits, std::optional<time_point> deadline);
 
   semaphore semaphore_;
   const std::size_t classes_;  // priorities are 0 to classes_ - 1 (set_limits keeps their number)

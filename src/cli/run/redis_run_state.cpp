@@ -33,13 +33,10 @@ state::~state() {
   ::close(lost);
 }
 
-std::error_code state::make_limits(std::optional<std::chrono::steady_clock::time_point> until) {
+std::error_code state::make_limits(std::chrono::steady_clock::time_point until) {
   if (limit) return {};
-  const std::chrono::nanoseconds given =
-      until
-          ? std::max<std::chrono::nanoseconds>(*until - std::chrono::steady_clock::now(), std::chrono::milliseconds(1))
-          : std::chrono::nanoseconds(call_timeout);
-  topology t = learn_topology(conn, given);
+  topology t = learn_topology(
+      conn, std::max<std::chrono::nanoseconds>(until - std::chrono::steady_clock::now(), std::chrono::milliseconds(1)));
   if (t.error) return t.error;
   nodes = std::move(t.nodes);
   limit = nodes ? std::make_unique<redis::admission>(*nodes, settings.name, limits(settings), semaphore_options)

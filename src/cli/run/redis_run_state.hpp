@@ -60,10 +60,10 @@ struct state {
 
   // Once Redis answers: asks the URL's server whether it is a Redis Cluster node (then the limit goes through a
   // cluster client seeded with it: its keys share the hash tag {name}, one slot) and makes the admission. A server
-  // that refuses INFO (an ACL user without it) is taken as a single server; one that does not answer it by `until`
-  // (--timeout's deadline; without one, within a call's timeout) is the error returned, and nothing is made (nothing
-  // is decided from an INFO cut short: a cluster node taken for a single server would fail every call later).
-  std::error_code make_limits(std::optional<std::chrono::steady_clock::time_point> until);
+  // that refuses INFO (an ACL user without it) is taken as a single server; when INFO fails (no answer by `until`,
+  // the connection lost) its error is returned and nothing is made: nothing is decided from an INFO cut short (a
+  // cluster node taken for a single server would fail every call later).
+  std::error_code make_limits(std::chrono::steady_clock::time_point until);
   // --concurrency, --rate and --burst as the admission's definition.
   static admission_options limits(const run::run_settings& s);
 

@@ -99,17 +99,14 @@ class redis_source final : public run::permit_source {
     if (auto f = check_ready(st_->conn, std::max<steady::duration>(given, std::chrono::milliseconds(1)), deadline)) {
       return fail(why, *f);
     }
-    // Within --timeout, as the PING above: a call that gets no answer by then says that Redis had --timeout.
-    const std::chrono::nanoseconds redis_had =
-        deadline && s.timeout ? std::max<std::chrono::nanoseconds>(*s.timeout, first_answer) : call_timeout;
-    if (const auto e = st_->make_limits(deadline)) return fail(why, st_->failure(e, {}, redis_had));
+    const call_bound info = bound(deadline);
+    if (const auto e = st_->make_limits(info.until)) return fail(why, st_->failure(e, {}, info.had));
     if (s.set_capacity) {
-      const auto e = deadline ? st_->limit->set_limits(redis_run_state::limits(s), *deadline)
-                              : st_->limit->set_limits(redis_run_state::limits(s));
+      const call_bound b = bound(deadline);
+      const auto e = st_->limit->set_limits_until(redis_run_state::limits(s), b.until);
       // Another number of --classes than the stored definition's, while a run holds or waits.
-      if (e == admit::errc::definition_conflict) return fail(why, conflict());
-      // (The set_limits call ends by the semaphore's call timeout too: the shorter of the two is the time it had.)
-      if (e) return fail(why, st_->failure(e, {}, std::min<std::chrono::nanoseconds>(redis_had, call_timeout)));
+      if (e == admit::errc::definition_conflict) return fail(why, conflict(deadline));
+      if (e) return fail(why, st_->failure(e, {}, b.had));
       if (s.classes.empty()) forget_class_names(deadline);  // one class now: no names
     }
     bool named_classes = false;  // this run wrote the classes' names (the first to give them)
@@ -158,7 +155,7 @@ class redis_source final : public run::permit_source {
       if (r.error() == admit::errc::definition_conflict) {
         // The names were written for a definition that is not the limit's.
         if (named_classes) forget_class_names(deadline);
-        return fail(why, conflict());
+        return fail(why, conflict(deadline));
       }
       // A timeout before the deadline is the rate's answer: it could not admit the run by then.
       return refuse(why, r.error(), r.error() == admit::errc::timeout && deadline, unanswered);
@@ -187,6 +184,22 @@ class redis_source final : public run::permit_source {
     return f;
   }
 
+  // A call on the way to the wait or out of it: `until`, its deadline — a call's timeout, and never past --timeout's
+  // deadline (and past_deadline), so that a Redis that stops answering there cannot hold the run past it; `had`, the
+  // time Redis had, as a failure names it: --timeout when that is what ends the call, else a call's timeout.
+  struct call_bound {
+    steady::time_point until;
+    std::chrono::nanoseconds had;
+  };
+  call_bound bound(std::optional<steady::time_point> deadline) const {
+    const steady::time_point now = steady::now();
+    if (deadline && *deadline + past_deadline < now + call_timeout) {
+      const auto given = st_->settings.timeout.value_or(std::chrono::nanoseconds(call_timeout));
+      return {std::max(now, *deadline + past_deadline), std::max<std::chrono::nanoseconds>(given, first_answer)};
+    }
+    return {now + call_timeout, call_timeout};
+  }
+
   // The classes' names: the definition in Redis holds their shares by position, so "a=0.75,b=0.25" and
   // "b=0.75,a=0.25" are the same to it, and each host would take its --class for another class. The runs keep the
   // names under run_classes_key: the first run to give --classes writes them, the others must give the same (or,
@@ -197,11 +210,9 @@ class redis_source final : public run::permit_source {
     redis::client& c = st_->limit_client();
     // A call's failure as the run reports Redis's (an error reply, WRONGTYPE say, as one).
     const auto call = [&](const redis::command& cmd, std::optional<redis_failure>& failed) {
-      // (Within --timeout, as the wait: a Redis that stops answering here cannot hold the run past it.)
-      auto until = steady::now() + call_timeout;
-      if (deadline) until = std::min(until, std::max(steady::now(), *deadline) + past_deadline);
-      redis::result r = c.execute_command(until, cmd);
-      if (r.error) failed = st_->failure(r.error);
+      const call_bound b = bound(deadline);
+      redis::result r = c.execute_command(b.until, cmd);
+      if (r.error) failed = st_->failure(r.error, {}, b.had);
       if (!r.error && r.value.is_error()) failed = st_->failure(admit::errc::error_reply, r.value.str());
       return r.value;
     };
@@ -226,17 +237,14 @@ class redis_source final : public run::permit_source {
                 "order; add --set-capacity to make them this run's for every host";
     return f;
   }
-  // Within --timeout's deadline, as the class names' other calls (a name left behind is rewritten by the next run
-  // that gives --classes).
+  // (A name left behind when Redis does not answer in time is rewritten by the next run that gives --classes.)
   void forget_class_names(std::optional<steady::time_point> deadline) {
-    redis::client& c = st_->limit_client();
-    steady::time_point until = steady::now() + call_timeout;
-    if (deadline) until = std::min(until, std::max(steady::now(), *deadline) + past_deadline);
-    (void)c.execute_command(until, {"DEL", run_classes_key(st_->settings.name)});
+    (void)st_->limit_client().execute_command(bound(deadline).until, {"DEL", run_classes_key(st_->settings.name)});
   }
 
   // The limit exists in Redis with another definition: both named as the options that give them, and how to change it.
-  redis_failure conflict() {
+  // (Its inspect call takes the semaphore's call timeout: the refusal it explains is Redis's answer, a moment ago.)
+  redis_failure conflict(std::optional<steady::time_point> deadline) {
     const run::run_settings& s = st_->settings;
     const auto [stored, ec] = st_->limit->inspect(0);
     std::string given = described(s.concurrency > 0 ? std::optional<std::int64_t>(s.concurrency) : std::nullopt,
@@ -256,15 +264,16 @@ class redis_source final : public run::permit_source {
                                     " (the number of classes changes only while no run of it holds a permit or "
                                     "waits)";
     }
-    f.message = quote(s.name) + " at " + st_->where() + " is " +
-                (ec ? "defined otherwise" : as_options(stored, stored.classes.size() > 1 ? stored_class_names() : "")) +
-                ", not " + given + ": every admit run of one name must give the same; " + remedy;
+    f.message =
+        quote(s.name) + " at " + st_->where() + " is " +
+        (ec ? "defined otherwise" : as_options(stored, stored.classes.size() > 1 ? stored_class_names(deadline) : "")) +
+        ", not " + given + ": every admit run of one name must give the same; " + remedy;
     return f;
   }
-  // The classes as the runs of the name gave them (run_classes_key), or "" when that cannot be read within a call.
-  std::string stored_class_names() {
+  // The classes as the runs of the name gave them (run_classes_key), or "" when that cannot be read in time.
+  std::string stored_class_names(std::optional<steady::time_point> deadline) {
     const redis::result r =
-        st_->limit_client().execute_command(steady::now() + call_timeout, {"GET", run_classes_key(st_->settings.name)});
+        st_->limit_client().execute_command(bound(deadline).until, {"GET", run_classes_key(st_->settings.name)});
     return !r.error && r.value.is_string() ? r.value.str() : std::string();
   }
   // A stored definition as the options that would give it; `names`: its classes as --classes gave them ("": not
