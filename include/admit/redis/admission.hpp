@@ -40,7 +40,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <stop_token>
 #include <string>
 #include <utility>
@@ -132,7 +131,6 @@ class admission {
 
  private:
   void check(std::size_t priority, std::int64_t n) const;
-  std::error_code store_limits(admission_options limits, std::optional<time_point> deadline);
 
   semaphore semaphore_;
   const std::size_t classes_;  // priorities are 0 to classes_ - 1 (set_limits keeps their number)

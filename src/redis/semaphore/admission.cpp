@@ -151,12 +151,12 @@ semaphore_result admission::acquire(std::stop_token stop, std::size_t priority, 
 
 std::pair<semaphore_snapshot, std::error_code> admission::inspect(std::size_t most) { return semaphore_.inspect(most); }
 
-std::error_code admission::set_limits(admission_options limits) { return store_limits(std::move(limits), {}); }
-std::error_code admission::set_limits_until(admission_options limits, time_point deadline) {
-  return store_limits(std::move(limits), deadline);
+// (The semaphore's timeout alone: its call deadline is the sooner of the two.)
+std::error_code admission::set_limits(admission_options limits) {
+  return set_limits_until(std::move(limits), time_point::max());
 }
 
-std::error_code admission::store_limits(admission_options limits, std::optional<time_point> deadline) {
+std::error_code admission::set_limits_until(admission_options limits, time_point deadline) {
   if (std::max<std::size_t>(1, limits.classes.size()) != classes_) {
     refuse("set_limits keeps the number of classes (" + std::to_string(classes_) + "), got " +
            std::to_string(std::max<std::size_t>(1, limits.classes.size())));
