@@ -7,6 +7,14 @@
 local named_for, named_holders, named_leases, named_queue, named_expiry, named_waiters
 local none = {} -- (an empty table: unpack(none, 1, k) is k nils)
 
+-- ARGV[2] as the last call gave it, and what it says: a caller sends the same text call after call (Lua's strings are
+-- interned: comparing two is comparing two pointers), where reading it again takes two searches and a conversion.
+-- `kind`: nil (a semaphore's or an admission's own definition), the rate limiter's kind ('gcra', 'token_bucket'), or
+-- false (a suffix that names neither: a bad definition). `plain`: the definition is a bare capacity (a semaphore's).
+local given = { text = nil, defined = nil, idle = 0, kind = nil, plain = false }
+-- The stored definition last read, and whether it has neither a rate nor classes.
+local stored = { text = nil, bare = false }
+
 -- The call's keys, time and state, read into the locals of core.lua: an error reply when the call can go no further
 -- (no such key, a bad definition, inspecting a semaphore that does not exist), else nil.
 local function read_state(KEYS, ARGV)
@@ -19,8 +27,12 @@ local function read_state(KEYS, ARGV)
     named_for, named_holders, named_leases = meta, prefix .. 'holders', prefix .. 'leases'
     named_queue, named_expiry, named_waiters = prefix .. 'waiting', prefix .. 'expiry', prefix .. 'waiters'
   end
-  holders, leases = KEYS[2] or named_holders, KEYS[3] or named_leases
-  queue, expiry = KEYS[4] or named_queue, KEYS[5] or named_expiry
+  if KEYS[2] then
+    holders, leases = KEYS[2], KEYS[3] or named_leases
+    queue, expiry = KEYS[4] or named_queue, KEYS[5] or named_expiry
+  else
+    holders, leases, queue, expiry = named_holders, named_leases, named_queue, named_expiry
+  end
   op = ARGV[1]
   -- (Writes left waiting only by a call that failed halfway: they are not this call's.)
   grants_waiting, ended_waiting = 0, 0
@@ -29,23 +41,31 @@ local function read_state(KEYS, ARGV)
   dirty.idle, dirty.free, dirty.fence, dirty.seq, dirty.next = false, false, false, false, false
   dirty.capacity, dirty.rate, dirty.created, dirty.tat, dirty.classes = false, false, false, false, false
   touched, latest = nil, 0
-  -- (A plain search first: most definitions have neither suffix, and a pattern costs more.)
-  local defined, idle_text = ARGV[2], nil
-  if defined and find(defined, '~', 1, true) then
-    defined, idle_text = match(defined, '^([^~]*)~(%d+)$')
-    if not defined then defined = ARGV[2] end
-  end
-  -- A rate limiter's queue: the definition ends in "@gcra" or "@token_bucket", and the rate's state is that limiter's
-  -- key, KEYS[7] (see rate_key in core.lua).
-  rate_key, rate_kind = nil, nil
-  if defined and find(defined, '@', 1, true) then
-    local d, kind = match(defined, '^(.-)@(%a[%a_]*)$')
-    if d then
-      if (kind ~= 'gcra' and kind ~= 'token_bucket') or not KEYS[7] then
-        return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(ARGV[2]))
-      end
-      defined, rate_key, rate_kind = d, KEYS[7], kind
+  if ARGV[2] ~= given.text then
+    -- (A plain search first: most definitions have neither suffix, and a pattern costs more.)
+    local defined, idle_text, kind = ARGV[2], nil, nil
+    if defined and find(defined, '~', 1, true) then
+      defined, idle_text = match(defined, '^([^~]*)~(%d+)$')
+      if not defined then defined = ARGV[2] end
     end
+    -- A rate limiter's queue: the definition ends in "@gcra" or "@token_bucket", and the rate's state is that
+    -- limiter's key, KEYS[7] (see rate_key in core.lua).
+    if defined and find(defined, '@', 1, true) then
+      local d, k = match(defined, '^(.-)@(%a[%a_]*)$')
+      if d then
+        defined, kind = d, (k == 'gcra' or k == 'token_bucket') and k
+      end
+    end
+    given.text, given.defined, given.idle, given.kind = ARGV[2], defined, tonumber(idle_text) or 0, kind
+    given.plain = tonumber(defined) ~= nil
+  end
+  local defined = given.defined
+  rate_key, rate_kind = nil, nil
+  if given.kind ~= nil then
+    if not given.kind or not KEYS[7] then
+      return redis.error_reply('ERR admit semaphore: bad definition ' .. tostring(ARGV[2]))
+    end
+    rate_key, rate_kind = KEYS[7], given.kind
   end
   do
     -- The fields every call needs; the rate's and the classes' only when the stored definition has either (one
@@ -61,14 +81,18 @@ local function read_state(KEYS, ARGV)
     -- The capacity, the free count and the idle times take few values: read through num()'s table of texts already
     -- read (the same text call after call); the others are new texts at almost every call.
     local stored_idle = m[7] and (integers[m[7]] or num(m[7], 'idle')) or 0
-    idle = max(tonumber(idle_text) or 0, stored_idle)
+    idle = given.idle
     dirty.idle = idle > stored_idle
+    if not dirty.idle then idle = stored_idle end
     kept = m[8] and (integers[m[8]] or num(m[8], 'kept')) or 0
     capacity = m[1] and (integers[m[1]] or num(m[1], 'capacity'))
     free = m[2] and (integers[m[2]] or num(m[2], 'free'))
-    fence, next_due, seq = m[3] and m[3] + 0 or 0, m[4] and m[4] + 0 or 0, m[5] and m[5] + 0 or 0
+    fence, next_due, seq = stored_number(m[3]), stored_number(m[4]), stored_number(m[5])
     stored_definition = m[6] or nil
-    if stored_definition and sub(stored_definition, -4) == '/0/0' then
+    if stored_definition and stored_definition ~= stored.text then
+      stored.text, stored.bare = stored_definition, sub(stored_definition, -4) == '/0/0'
+    end
+    if stored_definition and stored.bare then
       interval, burst, tat, class_text, queued_one = 0, 0, 0, nil, 0
     else
       local r = rcall('HMGET', meta, 'interval', 'burst', 'tat', 'classes', 'queued:1')
@@ -124,7 +148,7 @@ local function read_state(KEYS, ARGV)
   end
   -- An admission that names another definition than the stored one (see ARGV[2]); never a semaphore. The stored text
   -- is kept in meta's definition field whenever the capacity or the rate changes (older semaphores: computed).
-  differs = not tonumber(defined) and defined ~= (stored_definition or definition())
+  differs = not given.plain and defined ~= (stored_definition or definition())
 end
 
 -- The two commonest calls take a short way: a free permit taken, and a lease given back, while nobody waits and
@@ -154,13 +178,15 @@ local function short_way(ARGV)
     if fits then
       fence = max(fence + 1, now) -- as grant() below
       local expires = now + ttl
-      local fence_text, expires_text = int(fence), int(expires)
+      local fence_text, expires_text = recall(int(fence), fence), int(expires)
       rcall('ZADD', holders, expires_text, id)
       rcall('HSET', leases, id, ARGV[4] .. ':' .. fence_text) -- (n as the caller wrote it: plain digits)
       wrote(holders, expires)
       wrote(leases)
       local fields = { 'free', int(free - n), 'fence', fence_text }
-      if expires < next_due then fields[#fields + 1] = 'next'; fields[#fields + 1] = expires_text end
+      if expires < next_due then
+        fields[#fields + 1] = 'next'; fields[#fields + 1] = recall(expires_text, expires)
+      end
       if new_tat and rate_key then
         tat = new_tat
         save_rate_key()
