@@ -243,10 +243,10 @@ class redis_source final : public run::permit_source {
   }
 
   // The limit exists in Redis with another definition: both named as the options that give them, and how to change it.
-  // (Its inspect call takes the semaphore's call timeout: the refusal it explains is Redis's answer, a moment ago.)
+  // (Read within the run's bound too: Redis may fall silent right after its refusal. Unread: "defined otherwise".)
   redis_failure conflict(std::optional<steady::time_point> deadline) {
     const run::run_settings& s = st_->settings;
-    const auto [stored, ec] = st_->limit->inspect(0);
+    const auto [stored, ec] = redis::inspect_semaphore_until(st_->limit_client(), s.name, bound(deadline).until, 0);
     std::string given = described(s.concurrency > 0 ? std::optional<std::int64_t>(s.concurrency) : std::nullopt,
                                   s.rate ? s.rate->to_string() + " --burst " + std::to_string(s.burst) : std::string());
     if (!s.classes.empty()) given += " --classes " + classes_option(s.classes);

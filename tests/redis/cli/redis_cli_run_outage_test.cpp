@@ -1,8 +1,8 @@
 // `admit run --redis` when Redis stops answering or the time left is short, against a real redis-server and real
 // processes: a --timeout of 0s or of a few milliseconds still takes a free permit; a Redis that is connected and
 // silent is said to be so while a run waits, and its return too; a pause of Redis longer than the semaphore's default
-// waiter TTL but shorter than --lease-ttl keeps the waiters in their order; a Redis that falls silent before the wait
-// does not stretch --timeout. Each test failed before its fix.
+// waiter TTL but shorter than --lease-ttl keeps the waiters in their order; a Redis that falls silent before the wait,
+// or right after refusing a definition, does not stretch --timeout. Each test failed before its fix.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -152,6 +152,27 @@ TEST_F(AdmitRunOutage, TheTimeoutHoldsWhenRedisFallsSilentBeforeTheWait) {
         << after << ": " << r.err;
     EXPECT_FALSE(ran()) << after;
   }
+}
+
+// A definition that Redis refuses is explained with the one it stores, read within --timeout too: when Redis falls
+// silent right after its refusal, the run ends by --timeout naming no stored definition. (That read took the
+// semaphore's own call timeout, 1 s, whatever was left of --timeout.)
+TEST_F(AdmitRunOutage, TheTimeoutHoldsWhenRedisFallsSilentAfterRefusingADefinition) {
+  ASSERT_EQ(run_to_end(run("stored", args{"--concurrency", "1", "--", "true"})).status, 0);
+  admit::redis::testing::tcp_proxy proxy(server_.port());
+  proxy.black_hole_after("1/0/0");  // the acquire's refusal names the stored definition
+  const auto start = std::chrono::steady_clock::now();
+  const run_result r = run_to_end(args{ADMIT_CLI, "run", "--redis", proxy.url(), "--name", "stored", "--concurrency",
+                                       "3", "--timeout", "400ms", "--json", "--"} +
+                                  records_ran());
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status, 2) << r.err;
+  const auto refused = event(r.err, "not_admitted");
+  EXPECT_EQ(refused.value("reason", ""), "definition") << r.err;
+  EXPECT_LE(refused.value("waited_s", 99.0), 0.5) << r.err;  // --timeout and 100 ms
+  EXPECT_LT(took, 1800ms) << r.err;                          // and the process's own start and end
+  EXPECT_NE(refused.value("message", "").find("is defined otherwise, not --concurrency 3"), std::string::npos) << r.err;
+  EXPECT_FALSE(ran());
 }
 
 #endif
