@@ -247,7 +247,7 @@ int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) 
       redis::client& where = nodes ? static_cast<redis::client&>(*nodes) : conn;
       r = redis::inspect_semaphore(where, o.name, static_cast<std::size_t>(most));
       if (r.second == admit::errc::not_found) {
-        err << "admit inspect: no semaphore named " << quote(o.name) << " on " << redis_address(co) << "\n";
+        err << "admit inspect: no limit named " << quote(o.name) << " on " << redis_address(co) << "\n";
         return exit_failure;
       }
       if (r.second) {

@@ -232,7 +232,9 @@ TEST_F(AdmitDecide, InspectShowsASemaphoresHoldersAndQueue) {
   EXPECT_NE(json.out.find("\"fencing_token\": " + std::to_string(held->fencing_token())), std::string::npos)
       << json.out;
 
-  EXPECT_EQ(admit_cli({"inspect", "--redis", server.url(), "nothing-here"}).status, 1);  // looking creates nothing
+  const run_result none = admit_cli({"inspect", "--redis", server.url(), "nothing-here"});
+  EXPECT_EQ(none.status, 1);  // looking creates nothing
+  EXPECT_NE(none.err.find("no limit named \"nothing-here\" on redis://"), std::string::npos) << none.err;
   EXPECT_EQ(server.admin({"EXISTS", "{nothing-here}:meta"}), "0");
   EXPECT_EQ(admit_cli({"inspect", "--redis", server.url(), "--most", "0", "db"}).status, 2);
   EXPECT_EQ(admit_cli({"inspect", "--redis", server.url(), "a{b}"}).status, 2);
