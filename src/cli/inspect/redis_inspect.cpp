@@ -158,9 +158,10 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
   write_json_line(out, j);
 }
 
-void print_text(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s,
-                const run_entries& runs) {
-  out << "semaphore " << quote(name) << ": ";
+// `where`: the server as messages name it (redis_address), as a local limit's line names its directory.
+void print_text(std::ostream& out, const std::string& name, const std::string& where,
+                const redis::semaphore_snapshot& s, const run_entries& runs) {
+  out << "limit " << quote(name) << " at " << where << ": ";
   if (s.capacity >= redis::admission::unlimited_capacity) {
     out << "no concurrency limit, ";
   } else {
@@ -264,7 +265,7 @@ int run_inspect(const inspect_options& o, std::ostream& out, std::ostream& err) 
     if (o.json) {
       print_json(out, o.name, r.first, runs);
     } else {
-      print_text(out, o.name, r.first, runs);
+      print_text(out, o.name, redis_address(co), r.first, runs);
     }
     return exit_ok;
   } catch (const usage_error& e) {

@@ -219,7 +219,9 @@ TEST_F(AdmitDecide, InspectShowsASemaphoresHoldersAndQueue) {
 
   const run_result text = admit_cli({"inspect", "--redis", server.url(), "db"});
   EXPECT_EQ(text.status, 0) << text.out;
-  EXPECT_NE(text.out.find("semaphore \"db\": capacity 2, available 0, 1 holder(s), 1 waiting"), std::string::npos)
+  EXPECT_NE(text.out.find("limit \"db\" at redis://127.0.0.1:" + std::to_string(server.port()) +
+                          ": capacity 2, available 0, 1 holder(s), 1 waiting"),
+            std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find(held->id() + "  permits 2  fencing token " + std::to_string(held->fencing_token())),
             std::string::npos)
