@@ -30,7 +30,8 @@ local function call(KEYS, ARGV)
     if stored then
       tat = tonumber(stored)
       if not tat then
-        return nil, 'ERR admit gcra: key does not hold an integer TAT'
+        return nil, 'ERR admit gcra: key ' .. key .. ' does not hold an integer TAT'
+          .. ' (another algorithm\'s state, or a value admit did not write)'
       end
       if tat < now then tat = now end
     end

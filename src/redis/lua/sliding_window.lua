@@ -44,7 +44,8 @@ local function call(KEYS, ARGV)
     if stored then
       local s, sw, sp, sc = string.match(stored, '^(%d+):(%d+):(%d+):(%d+)$')
       if not s then
-        return nil, 'ERR admit sliding_window: key does not hold a window state'
+        return nil, 'ERR admit sliding_window: key ' .. key .. ' does not hold a window state'
+          .. ' (another algorithm\'s state, or a value admit did not write)'
       end
       s, sw, sp, sc = tonumber(s), tonumber(sw), tonumber(sp), tonumber(sc)
       if sw == w then

@@ -34,7 +34,8 @@ local function call(KEYS, ARGV)
     if stored then
       empty_at = tonumber(stored)
       if not empty_at then
-        return nil, 'ERR admit token_bucket: key does not hold an integer time'
+        return nil, 'ERR admit token_bucket: key ' .. key .. ' does not hold an integer time'
+          .. ' (another algorithm\'s state, or a value admit did not write)'
       end
     end
 

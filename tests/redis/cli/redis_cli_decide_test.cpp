@@ -90,6 +90,24 @@ TEST_F(AdmitDecide, WindowsAndCostAboveTheLimit) {
   EXPECT_EQ(admit_cli(common + args{"-n", "4", "k"}).status, 2);  // can never be admitted
 }
 
+// Another algorithm on a key that one already keeps its state in: refused (a failure waiting cannot fix), the message
+// naming the key and why, for each pair of state shapes (integers: gcra, token-bucket; windows: fixed, sliding).
+TEST_F(AdmitDecide, AnotherAlgorithmsKeyIsNamedWithTheCause) {
+  redis_server server;
+  const auto decide = [&](const char* algorithm, const char* key) {
+    return admit_cli({"decide", "--redis", server.url(), "--rate", "5/s", "--name", "api", "-a", algorithm, key});
+  };
+  for (const auto& [first, second] : {std::pair{"gcra", "sliding-window"}, std::pair{"fixed-window", "gcra"},
+                                      std::pair{"sliding-window", "token-bucket"}, std::pair{"gcra", "fixed-window"}}) {
+    const std::string key = std::string(first) + "-then-" + second;
+    ASSERT_EQ(decide(first, key.c_str()).status, 0) << first;
+    const run_result r = decide(second, key.c_str());
+    EXPECT_EQ(r.status, 69) << key << ": " << r.err;
+    EXPECT_NE(r.err.find("key {api}:" + key + " does not hold"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("another algorithm's state"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(AdmitDecide, RedisDownIsRefusedUnlessFailOpen) {
   redis_server server;
   const std::string url = server.url();
