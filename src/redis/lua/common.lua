@@ -45,6 +45,13 @@ local function admit_int(x)
   return string.format('%.0f', x)
 end
 
+-- The error for a state key whose value is not `algorithm`'s state (`what` it should hold), naming the key and the
+-- likely cause: another algorithm's limiter of the same name, or a value written by something else.
+local function admit_state_error(algorithm, key, what)
+  return 'ERR admit ' .. algorithm .. ': key ' .. key .. ' does not hold ' .. what
+    .. ' (another algorithm\'s state, or a value admit did not write)'
+end
+
 -- The rate algorithms' parameters: ARGV[2] the interval T (integer µs >= 1), ARGV[3] the burst (integer >= 1), ARGV[4]
 -- "1" to charge refused requests. Returns interval, burst, charge; or nil and the error reply naming `algorithm`.
 local function admit_rate_parameters(ARGV, algorithm)

@@ -25,8 +25,7 @@ local function call(KEYS, ARGV)
     if stored then
       local s, sw, c = string.match(stored, '^(%d+):(%d+):(%d+)$')
       if not s then
-        return nil, 'ERR admit fixed_window: key ' .. key .. ' does not hold a window state'
-          .. ' (another algorithm\'s state, or a value admit did not write)'
+        return nil, admit_state_error('fixed_window', key, 'a window state')
       end
       s, sw, c = tonumber(s), tonumber(sw), tonumber(c)
       if sw == w and s > start then

@@ -30,8 +30,7 @@ local function call(KEYS, ARGV)
     if stored then
       tat = tonumber(stored)
       if not tat then
-        return nil, 'ERR admit gcra: key ' .. key .. ' does not hold an integer TAT'
-          .. ' (another algorithm\'s state, or a value admit did not write)'
+        return nil, admit_state_error('gcra', key, 'an integer TAT')
       end
       if tat < now then tat = now end
     end

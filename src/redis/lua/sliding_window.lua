@@ -44,8 +44,7 @@ local function call(KEYS, ARGV)
     if stored then
       local s, sw, sp, sc = string.match(stored, '^(%d+):(%d+):(%d+):(%d+)$')
       if not s then
-        return nil, 'ERR admit sliding_window: key ' .. key .. ' does not hold a window state'
-          .. ' (another algorithm\'s state, or a value admit did not write)'
+        return nil, admit_state_error('sliding_window', key, 'a window state')
       end
       s, sw, sp, sc = tonumber(s), tonumber(sw), tonumber(sp), tonumber(sc)
       if sw == w then

@@ -34,8 +34,7 @@ local function call(KEYS, ARGV)
     if stored then
       empty_at = tonumber(stored)
       if not empty_at then
-        return nil, 'ERR admit token_bucket: key ' .. key .. ' does not hold an integer time'
-          .. ' (another algorithm\'s state, or a value admit did not write)'
+        return nil, admit_state_error('token_bucket', key, 'an integer time')
       end
     end
 
