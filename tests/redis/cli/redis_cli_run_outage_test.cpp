@@ -40,6 +40,18 @@ class AdmitRunOutage : public ::testing::Test {
   // `sh -c SCRIPT sh <dir>/ran`: the command records that it ran in that file.
   args records_ran() const { return {"sh", "-c", "echo ran >> \"$1\"", "sh", ran_}; }
   bool ran() const { return std::filesystem::exists(ran_); }
+  // A run with --timeout 400ms refused within it (its own waited_s within 100 ms more, the process within 1.8 s) with
+  // `status` and `reason`, its message holding `message`, the command not run. `what`: the case, for the failures.
+  void expect_refused_in_time(const run_result& r, std::chrono::steady_clock::duration took, int status,
+                              const std::string& reason, const std::string& message, const std::string& what) const {
+    EXPECT_EQ(r.status, status) << what << ": " << r.err;
+    const auto refused = event(r.err, "not_admitted");
+    EXPECT_EQ(refused.value("reason", ""), reason) << what << ": " << r.err;
+    EXPECT_LE(refused.value("waited_s", 99.0), 0.5) << what << ": " << r.err;  // --timeout and 100 ms
+    EXPECT_LT(took, 1800ms) << what << ": " << r.err;  // and the process's own start and end (no teardown wait)
+    EXPECT_NE(refused.value("message", "").find(message), std::string::npos) << what << ": " << r.err;
+    EXPECT_FALSE(ran()) << what;
+  }
 
   redis_server server_;
   temp_dir dir_;
@@ -142,15 +154,8 @@ TEST_F(AdmitRunOutage, TheTimeoutHoldsWhenRedisFallsSilentBeforeTheWait) {
     const auto start = std::chrono::steady_clock::now();
     const run_result r = run_to_end(args{ADMIT_CLI, "run", "--redis", proxy.url(), "--name", f.name} + f.options +
                                     args{"--timeout", "400ms", "--json", "--"} + records_ran());
-    const auto took = std::chrono::steady_clock::now() - start;
-    EXPECT_EQ(r.status, 75) << after << ": " << r.err;
-    const auto refused = event(r.err, "not_admitted");
-    EXPECT_EQ(refused.value("reason", ""), "redis") << after << ": " << r.err;
-    EXPECT_LE(refused.value("waited_s", 99.0), 0.5) << after << ": " << r.err;  // --timeout and 100 ms
-    EXPECT_LT(took, 1800ms) << after << ": " << r.err;  // and the process's own start and end (no teardown wait)
-    EXPECT_NE(refused.value("message", "").find("no answer from " + proxy.url() + " within 400ms"), std::string::npos)
-        << after << ": " << r.err;
-    EXPECT_FALSE(ran()) << after;
+    expect_refused_in_time(r, std::chrono::steady_clock::now() - start, 75, "redis",
+                           "no answer from " + proxy.url() + " within 400ms", after);
   }
 }
 
@@ -165,14 +170,8 @@ TEST_F(AdmitRunOutage, TheTimeoutHoldsWhenRedisFallsSilentAfterRefusingADefiniti
   const run_result r = run_to_end(args{ADMIT_CLI, "run", "--redis", proxy.url(), "--name", "stored", "--concurrency",
                                        "3", "--timeout", "400ms", "--json", "--"} +
                                   records_ran());
-  const auto took = std::chrono::steady_clock::now() - start;
-  EXPECT_EQ(r.status, 2) << r.err;
-  const auto refused = event(r.err, "not_admitted");
-  EXPECT_EQ(refused.value("reason", ""), "definition") << r.err;
-  EXPECT_LE(refused.value("waited_s", 99.0), 0.5) << r.err;  // --timeout and 100 ms
-  EXPECT_LT(took, 1800ms) << r.err;                          // and the process's own start and end
-  EXPECT_NE(refused.value("message", "").find("is defined otherwise, not --concurrency 3"), std::string::npos) << r.err;
-  EXPECT_FALSE(ran());
+  expect_refused_in_time(r, std::chrono::steady_clock::now() - start, 2, "definition",
+                         "is defined otherwise, not --concurrency 3", "stored");
 }
 
 #endif
