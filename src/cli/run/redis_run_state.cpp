@@ -75,7 +75,7 @@ void state::hide(const std::string& id) {
 void state::hide_waiters(const std::string& kept) {
   std::vector<std::pair<std::string, std::int64_t>> ids;
   {
-    std::lock_guard lock(mutex);
+    const admit::detail::lock_guard lock(mutex);
     ids.swap(waiter_ids);
   }
   for (const auto& [id, since] : ids) {
@@ -86,7 +86,7 @@ void state::hide_waiters(const std::string& kept) {
 void state::queued_as(const std::string& id) {
   const std::int64_t now = run::unix_time_ms();
   {
-    std::lock_guard lock(mutex);
+    const admit::detail::lock_guard lock(mutex);
     waiter_ids.emplace_back(id, now);
     if (on_queued) on_queued();
   }
@@ -96,7 +96,7 @@ void state::queued_as(const std::string& id) {
 void state::show_waiter() {
   std::optional<std::pair<std::string, std::int64_t>> last;
   {
-    std::lock_guard lock(mutex);
+    const admit::detail::lock_guard lock(mutex);
     if (!waiter_ids.empty()) last = waiter_ids.back();
   }
   if (last) show(last->first, last->second);

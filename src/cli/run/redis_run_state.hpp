@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -15,6 +14,8 @@
 #include <vector>
 
 #include "admit/admission.hpp"
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "admit/redis/admission.hpp"
 #include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
@@ -44,13 +45,13 @@ struct state {
   std::unique_ptr<redis::cluster> nodes;  // when the URL's server is a Redis Cluster node (a seed of this client)
   int lost = -1;                          // eventfd, written by the semaphore's on_lease_lost
   std::unique_ptr<redis::admission> limit;
-  std::function<void()> on_queued;  // set while an acquisition waits
-  // The ids this wait joined the queue with and when, the last one current (guarded by mutex).
-  std::vector<std::pair<std::string, std::int64_t>> waiter_ids;
+  admit::detail::mutex mutex;
+  std::function<void()> on_queued ADMIT_GUARDED_BY(mutex);  // set while an acquisition waits
+  // The ids this wait joined the queue with and when, the last one current.
+  std::vector<std::pair<std::string, std::int64_t>> waiter_ids ADMIT_GUARDED_BY(mutex);
   // Set when Redis did not answer in time what ends a wait (the wait itself, or its queue-leave within
   // past_deadline): the teardown then waits for nothing Redis would have to answer (what is left expires there).
   bool abandoned = false;
-  std::mutex mutex;
   redis::semaphore_options semaphore_options;
 
   state(const run::run_settings& s, const run::entry_info& i, const redis::connection_options& o);

@@ -25,13 +25,13 @@ class liveness_probe : public std::enable_shared_from_this<liveness_probe> {
   // Whether the last PING that ended got no answer in time (false when none ended yet), after sending the next one if
   // none is in flight.
   bool silent(redis::connection& conn) {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     if (!in_flight_) {
       in_flight_ = true;
       conn.async_execute_command(
           steady::now() + call_timeout, redis::command{"PING"},
           [self = shared_from_this(), round = round_](boost::system::error_code ec, redis::reply) {
-            std::lock_guard l(self->mutex_);
+            const admit::detail::lock_guard l(self->mutex_);
             self->in_flight_ = false;
             if (round == self->round_) self->silent_ = ec == admit::errc::timeout;
           });
@@ -40,16 +40,17 @@ class liveness_probe : public std::enable_shared_from_this<liveness_probe> {
   }
   // The connection was lost meanwhile: what a PING sent before found, or finds, says nothing of the new one.
   void forget() {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     ++round_;
     silent_ = false;
   }
 
  private:
-  std::mutex mutex_;
-  bool in_flight_ = false;  // guarded by mutex_, as silent_ and round_
-  bool silent_ = false;
-  std::uint64_t round_ = 0;  // forget() calls so far: a PING's answer counts only in its own round
+  admit::detail::mutex mutex_;
+  bool in_flight_ ADMIT_GUARDED_BY(mutex_) = false;
+  bool silent_ ADMIT_GUARDED_BY(mutex_) = false;
+  // forget() calls so far: a PING's answer counts only in its own round.
+  std::uint64_t round_ ADMIT_GUARDED_BY(mutex_) = 0;
 };
 
 wait_watch::wait_watch(state& st, std::optional<steady::time_point> deadline, const progress_fn& progress,
@@ -61,9 +62,9 @@ wait_watch::wait_watch(state& st, std::optional<steady::time_point> deadline, co
       probe_(std::make_shared<liveness_probe>()) {
   // The thread first: should it not start, st_ is left without a callback to this watch.
   thread_ = std::jthread([this](const std::stop_token& done) { watch(done); });
-  std::lock_guard lock(st_.mutex);
+  const admit::detail::lock_guard lock(st_.mutex);
   st_.on_queued = [this] {
-    std::lock_guard l(mutex_);
+    const admit::detail::lock_guard l(mutex_);
     queued_ = true;
     cv_.notify_all();
   };
@@ -77,7 +78,7 @@ void wait_watch::finish(bool redis_answered) {
   thread_.request_stop();
   if (thread_.joinable()) thread_.join();
   {
-    std::lock_guard lock(st_.mutex);
+    const admit::detail::lock_guard lock(st_.mutex);
     st_.on_queued = nullptr;
   }
   if (trouble_told_ && redis_answered && progress_) {
@@ -88,8 +89,8 @@ void wait_watch::finish(bool redis_answered) {
 
 void wait_watch::watch(const std::stop_token& done) {
   const run::run_settings& s = st_.settings;
-  std::unique_lock l(mutex_);
-  if (!cv_.wait(l, done, [&] { return queued_; })) return;
+  admit::detail::unique_lock l(mutex_);
+  if (!cv_.wait(l.native(), done, [&]() ADMIT_REQUIRES(mutex_) { return queued_; })) return;
   l.unlock();
   // The entry inspect shows of this waiter lives 3 × --lease-ttl: written again every --lease-ttl.
   auto show_again = steady::now() + s.lease_ttl;
@@ -131,7 +132,7 @@ void wait_watch::watch(const std::stop_token& done) {
     }
     l.lock();
     // (Every status_every even without a status line: whether Redis can be reached is the client's own state.)
-    cv_.wait_until(l, done, std::min(show_again, steady::now() + status_every), [] { return false; });
+    cv_.wait_until(l.native(), done, std::min(show_again, steady::now() + status_every), [] { return false; });
     if (done.stop_requested()) return;
     l.unlock();
     if (steady::now() >= show_again) {

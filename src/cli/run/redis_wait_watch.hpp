@@ -13,11 +13,12 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <thread>
 
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "cli/common/local_limit.hpp"
 #include "cli/run/redis_run_state.hpp"
 
@@ -47,9 +48,9 @@ class wait_watch {
   std::optional<steady::time_point> deadline_;
   const progress_fn& progress_;
   bool status_line_;
-  std::mutex mutex_;
+  admit::detail::mutex mutex_;
   std::condition_variable_any cv_;
-  bool queued_ = false;  // guarded by mutex_
+  bool queued_ ADMIT_GUARDED_BY(mutex_) = false;
   // Touched by the watch's thread only, then by finish() once it is joined.
   bool trouble_told_ = false;  // the last thing told was that Redis could not be reached
   run::wait_progress last_;    // as told last: told again with the trouble when Redis goes away or comes back

@@ -5,15 +5,17 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
-#include <mutex>
 #include <string>
+
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 
 namespace admit::serve::log {
 namespace {
 
 std::atomic<int> minimum_level{static_cast<int>(level::info)};
-std::mutex write_mutex;
-std::ostream* sink = nullptr;  // guarded by write_mutex; null = std::cerr
+admit::detail::mutex write_mutex;
+std::ostream* sink ADMIT_GUARDED_BY(write_mutex) ADMIT_PT_GUARDED_BY(write_mutex) = nullptr;  // null: std::cerr
 
 std::string_view name(level l) noexcept {
   switch (l) {
@@ -56,7 +58,7 @@ std::optional<level> parse_level(std::string_view text) {
 
 void configure(level minimum, std::ostream* out) {
   minimum_level.store(static_cast<int>(minimum), std::memory_order_relaxed);
-  const std::lock_guard lock(write_mutex);
+  const admit::detail::lock_guard lock(write_mutex);
   sink = out;
 }
 
@@ -79,7 +81,7 @@ void write_always(level l, std::string_view msg, const nlohmann::json& fields) {
   // Invalid UTF-8 (a client's bytes quoted in a message) is replaced, never a reason to lose the line.
   std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text += '\n';
-  const std::lock_guard lock(write_mutex);
+  const admit::detail::lock_guard lock(write_mutex);
   std::ostream& out = sink != nullptr ? *sink : std::cerr;
   out << text;
   out.flush();

@@ -23,7 +23,7 @@ backend_event backend_health::take(backend_event::kind what, clock::time_point n
 }
 
 std::optional<backend_event> backend_health::failed(std::string_view error, bool open, clock::time_point now) {
-  const std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   latest_error_ = error;
   ++(open ? open_ : closed_);
   if (failing_.load(std::memory_order_relaxed)) return std::nullopt;
@@ -41,7 +41,7 @@ std::optional<backend_event> backend_health::failed(std::string_view error, bool
 
 std::optional<backend_event> backend_health::answered(clock::time_point now) {
   if (!failing_.load(std::memory_order_relaxed)) return std::nullopt;
-  const std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   if (!failing_.load(std::memory_order_relaxed)) return std::nullopt;
   failing_.store(false, std::memory_order_relaxed);
   if (!reported_) return std::nullopt;
@@ -50,7 +50,7 @@ std::optional<backend_event> backend_health::answered(clock::time_point now) {
 
 std::optional<backend_event> backend_health::summary_due(clock::time_point now) {
   if (!failing_.load(std::memory_order_relaxed)) return std::nullopt;
-  const std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   if (!failing_.load(std::memory_order_relaxed) || (last_event_ && now - *last_event_ < summary_every_)) {
     return std::nullopt;
   }

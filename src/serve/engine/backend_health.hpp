@@ -17,10 +17,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 
 namespace admit::serve {
 
@@ -55,16 +57,18 @@ class backend_health {
   [[nodiscard]] bool failing() const noexcept { return failing_.load(std::memory_order_relaxed); }
 
  private:
-  backend_event take(backend_event::kind what, clock::time_point now);  // with mutex_ held
+  backend_event take(backend_event::kind what, clock::time_point now) ADMIT_REQUIRES(mutex_);
 
   const clock::duration summary_every_;
   std::atomic<bool> failing_{false};
-  std::mutex mutex_;
-  bool reported_ = false;  // the current outage has been reported (a failing or summary event)
-  std::optional<clock::time_point> last_event_;
-  clock::time_point since_{};
-  std::string latest_error_;
-  std::int64_t open_ = 0, closed_ = 0;
+  admit::detail::mutex mutex_;
+  // The current outage has been reported (a failing or summary event).
+  bool reported_ ADMIT_GUARDED_BY(mutex_) = false;
+  std::optional<clock::time_point> last_event_ ADMIT_GUARDED_BY(mutex_);
+  clock::time_point since_ ADMIT_GUARDED_BY(mutex_){};
+  std::string latest_error_ ADMIT_GUARDED_BY(mutex_);
+  std::int64_t open_ ADMIT_GUARDED_BY(mutex_) = 0;
+  std::int64_t closed_ ADMIT_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace admit::serve

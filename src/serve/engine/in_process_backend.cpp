@@ -10,7 +10,9 @@
 #include <unordered_map>
 #include <utility>
 
+#include "admit/detail/annotated_mutex.hpp"
 #include "admit/detail/floor_div.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "admit/keyed.hpp"
 #include "admit/keyed_concurrency_limiter.hpp"
 #include "admit/keyed_policy.hpp"
@@ -98,7 +100,7 @@ class fixed_counters {
   store& get(unit u) {
     const auto i = static_cast<std::size_t>(u);
     if (store* p = stores_[i].load()) return *p;
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     if (!owned_[i]) {
       owned_[i] =
           std::make_unique<store>(upstream_fixed_window::config_type{unit_seconds(u) * ns_per_second,
@@ -111,9 +113,9 @@ class fixed_counters {
 
   const std::size_t max_keys_;
   const std::optional<std::uint32_t> drop_above_;
-  std::array<std::atomic<store*>, 8> stores_{};
-  std::array<std::unique_ptr<store>, 8> owned_;
-  std::mutex mutex_;
+  std::array<std::atomic<store*>, 8> stores_{};  // each set once, from owned_ (read without the mutex)
+  admit::detail::mutex mutex_;
+  std::array<std::unique_ptr<store>, 8> owned_ ADMIT_GUARDED_BY(mutex_);
 };
 
 struct rule_state {
@@ -332,6 +334,8 @@ struct in_process_backend::impl {
   lease_table leases;  // before the states: a concurrency state drops its leases when destroyed
   fixed_counters overrides;
   std::atomic<std::uint64_t> next_owner{1};
+  // Orders the configure calls (each reads `current` and replaces it): it guards no data, `current` being read
+  // without it, so it is not annotated for clang's analysis.
   std::mutex configure_mutex;
   snapshot_ptr<const table> current;
 };

@@ -36,7 +36,7 @@ void lease_table::expire_locked(std::int64_t now_ns, std::vector<held_permit>& o
 
 void lease_table::expire(std::int64_t now_ns) {
   std::vector<held_permit> done;  // released at the end of the call, after the lock
-  const std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   expire_locked(now_ns, done);
 }
 
@@ -44,7 +44,7 @@ std::optional<std::string> lease_table::hold(std::uint64_t owner,
                                              std::shared_ptr<admit::keyed_concurrency_limiter<>> limiter, permit p,
                                              std::int64_t now_ns) {
   std::vector<held_permit> done;
-  const std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   expire_locked(now_ns, done);
   if (leases_.size() >= opts_.max_leases) {
     done.push_back({std::move(limiter), std::move(p)});
@@ -62,7 +62,7 @@ std::optional<std::string> lease_table::hold(std::uint64_t owner,
 
 bool lease_table::release(std::string_view lease_id, std::int64_t now_ns) {
   std::vector<held_permit> done;
-  const std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   expire_locked(now_ns, done);
   const auto it = leases_.find(std::string(lease_id));
   if (it == leases_.end()) return false;
@@ -72,7 +72,7 @@ bool lease_table::release(std::string_view lease_id, std::int64_t now_ns) {
 
 void lease_table::drop_owner(std::uint64_t owner) {
   std::vector<held_permit> done;
-  const std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   for (auto it = leases_.begin(); it != leases_.end();) {
     const auto next = std::next(it);
     if (it->second.owner == owner) done.push_back(take(it));
@@ -81,7 +81,7 @@ void lease_table::drop_owner(std::uint64_t owner) {
 }
 
 std::size_t lease_table::size() const {
-  const std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   return leases_.size();
 }
 

@@ -27,13 +27,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "admit/keyed_concurrency_limiter.hpp"
 
 namespace admit::serve {
@@ -81,13 +82,13 @@ class lease_table {
   };
   using lease_map = std::unordered_map<std::string, lease>;
   // Takes the lease out of the maps; its permit, to release once the mutex is let go.
-  held_permit take(lease_map::iterator it);
-  void expire_locked(std::int64_t now_ns, std::vector<held_permit>& out);
+  held_permit take(lease_map::iterator it) ADMIT_REQUIRES(mutex_);
+  void expire_locked(std::int64_t now_ns, std::vector<held_permit>& out) ADMIT_REQUIRES(mutex_);
 
   const options opts_;
-  mutable std::mutex mutex_;
-  lease_map leases_;   // by id
-  expiry_map expiry_;  // lease ids by expiry time
+  mutable admit::detail::mutex mutex_;
+  lease_map leases_ ADMIT_GUARDED_BY(mutex_);   // by id
+  expiry_map expiry_ ADMIT_GUARDED_BY(mutex_);  // lease ids by expiry time
 };
 
 }  // namespace admit::serve

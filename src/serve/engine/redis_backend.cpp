@@ -93,7 +93,7 @@ redis_backend::state::state(boost::asio::any_io_executor executor, redis_backend
 void redis_backend::state::with_client(steady::time_point deadline, resolved then) {
   redis::client* known = target.load(std::memory_order_acquire);
   if (known == nullptr) {
-    const std::lock_guard lock(topology_mutex);
+    const admit::detail::lock_guard lock(topology_mutex);
     known = target.load(std::memory_order_acquire);
     if (known == nullptr) {
       waiting.push_back(std::move(then));
@@ -112,7 +112,7 @@ void redis_backend::state::learned_topology(boost::system::error_code ec, const 
   std::string error;
   redis::client* c = nullptr;
   {
-    const std::lock_guard lock(topology_mutex);
+    const admit::detail::lock_guard lock(topology_mutex);
     probing = false;
     ready.swap(waiting);
     if (ec) {
@@ -175,7 +175,7 @@ redis_backend::redis_backend(redis_backend_options options)
 redis_backend::~redis_backend() {
   state_->flush();  // what is queued leaves now (and completes: a reply, or closed)
   {
-    const std::lock_guard lock(state_->limiters_mutex);
+    const admit::detail::lock_guard lock(state_->limiters_mutex);
     state_->limiters.clear();
   }
   close_connections(abandoned_.load());  // (abandoned: nothing is left worth waiting for)
@@ -190,7 +190,7 @@ void redis_backend::abandon() {
 void redis_backend::close_connections(bool at_once) {
   redis::cluster* nodes = nullptr;
   {
-    const std::lock_guard lock(state_->topology_mutex);
+    const admit::detail::lock_guard lock(state_->topology_mutex);
     nodes = state_->nodes.get();
   }
   // Waiting: what was sent is answered first, up to the connections' close_timeout.
@@ -312,13 +312,13 @@ void redis_backend::configure(const configuration& next) {
         state_->signature(r.algorithm, r.requests_per_unit, r.per, r.burst, detail::charges_refused(r)), r.prefetch));
   }
   {
-    const std::lock_guard lock(state_->limiters_mutex);
+    const admit::detail::lock_guard lock(state_->limiters_mutex);
     std::erase_if(state_->limiters, [&](const auto& entry) { return !used.contains(entry.first); });
   }
   state_->stock.clear();  // a stock taken under the old limit or prefetch is not spent under the new ones
   // The semaphore objects are made again on use (their state is in Redis); destroyed after the lock.
   std::unordered_map<std::string, std::shared_ptr<redis::semaphore>> dropped;
-  const std::lock_guard lock(state_->semaphores_mutex);
+  const admit::detail::lock_guard lock(state_->semaphores_mutex);
   dropped.swap(state_->semaphores);
 }
 

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,7 +21,9 @@
 #include <vector>
 
 #include "admit/asio/error_code.hpp"
+#include "admit/detail/annotated_mutex.hpp"
 #include "admit/detail/deadline.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "admit/errc.hpp"
 #include "admit/redis/circuit_breaker.hpp"
 #include "admit/redis/client/cluster.hpp"
@@ -136,21 +137,22 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   std::atomic<redis::client*> target{nullptr};  // null until the topology is known
   std::atomic<bool> clustered{false};           // set (before target) when `nodes` is the client
 
-  std::mutex topology_mutex;
-  bool probing = false;
-  std::vector<resolved> waiting;  // decisions waiting for the topology
+  admit::detail::mutex topology_mutex;
+  bool probing ADMIT_GUARDED_BY(topology_mutex) = false;
+  std::vector<resolved> waiting ADMIT_GUARDED_BY(topology_mutex);  // decisions waiting for the topology
 
-  std::mutex limiters_mutex;
-  std::unordered_map<std::string, std::shared_ptr<redis::limiter>> limiters;
+  admit::detail::mutex limiters_mutex;
+  std::unordered_map<std::string, std::shared_ptr<redis::limiter>> limiters ADMIT_GUARDED_BY(limiters_mutex);
 
   redis::circuit_breaker breaker;  // of the script calls (the limiters have their own)
 
   detail::window_stock<detail::window_hit> stock;  // prefetched fixed-window hits, and those waiting for a refill
 
-  std::mutex queue_mutex;
-  std::vector<detail::window_hit> queue;
-  bool flush_scheduled = false;
-  std::size_t calls_in_flight = 0;  // fixed-window calls sent and not completed
+  admit::detail::mutex queue_mutex;
+  std::vector<detail::window_hit> queue ADMIT_GUARDED_BY(queue_mutex);
+  bool flush_scheduled ADMIT_GUARDED_BY(queue_mutex) = false;
+  // Fixed-window calls sent and not completed.
+  std::size_t calls_in_flight ADMIT_GUARDED_BY(queue_mutex) = 0;
 
   // ---- the client, once the topology is known ----
 
@@ -231,10 +233,10 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
   // changed limit counts afresh, as the other algorithms' limiters do), with idle_ttl so that Redis forgets a
   // counter nobody holds. Its leases are detached: Redis holds them until released by id (from any process) or
   // lease_ttl.
-  std::mutex semaphores_mutex;
+  admit::detail::mutex semaphores_mutex;
   // The objects in use, by name; cleared when it reaches max_limiters entries and at each configure (they keep no
   // state a decision needs: an object made again is as good).
-  std::unordered_map<std::string, std::shared_ptr<redis::semaphore>> semaphores;
+  std::unordered_map<std::string, std::shared_ptr<redis::semaphore>> semaphores ADMIT_GUARDED_BY(semaphores_mutex);
   // The semaphore of `counter_key` at `limit`: the cached one, else made (and cached when `cached`); the client must
   // be known (with_client).
   std::shared_ptr<redis::semaphore> semaphore_for(const std::string& counter_key, std::uint32_t limit,

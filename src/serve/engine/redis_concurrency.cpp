@@ -71,22 +71,28 @@ std::optional<lease_parts> parse_lease(std::string_view lease) {
 std::shared_ptr<redis::semaphore> redis_backend::state::semaphore_for(const std::string& counter_key,
                                                                       std::uint32_t limit, bool cached) {
   std::string name = opts.key_prefix + "cc:" + std::to_string(limit) + ":" + detail::escape_braces(counter_key);
+  const auto make = [&] {
+    redis::semaphore_options so;
+    so.lease_ttl = opts.lease_ttl;
+    so.auto_renew = false;  // every lease is detached as soon as it is granted
+    so.timeout = opts.timeout;
+    so.idle_ttl = std::chrono::seconds(1);
+    so.breaker.failure_threshold = 0;  // the backend's own breaker guards these calls, as its scripts'
+    return clustered.load(std::memory_order_acquire) ? std::make_shared<redis::semaphore>(*nodes, name, limit, so)
+                                                     : std::make_shared<redis::semaphore>(*conn, name, limit, so);
+  };
   std::unordered_map<std::string, std::shared_ptr<redis::semaphore>> dropped;  // destroyed after the lock
-  std::unique_lock lock(semaphores_mutex);
-  if (auto it = semaphores.find(name); it != semaphores.end()) return it->second;
-  if (!cached) lock.unlock();
-  if (cached && semaphores.size() >= opts.max_limiters) dropped.swap(semaphores);
-  redis::semaphore_options so;
-  so.lease_ttl = opts.lease_ttl;
-  so.auto_renew = false;  // every lease is detached as soon as it is granted
-  so.timeout = opts.timeout;
-  so.idle_ttl = std::chrono::seconds(1);
-  so.breaker.failure_threshold = 0;  // the backend's own breaker guards these calls, as its scripts'
-  std::shared_ptr<redis::semaphore> made = clustered.load(std::memory_order_acquire)
-                                               ? std::make_shared<redis::semaphore>(*nodes, name, limit, so)
-                                               : std::make_shared<redis::semaphore>(*conn, name, limit, so);
-  if (cached) semaphores.emplace(std::move(name), made);
-  return made;
+  {
+    const admit::detail::lock_guard lock(semaphores_mutex);
+    if (auto it = semaphores.find(name); it != semaphores.end()) return it->second;
+    if (cached) {
+      if (semaphores.size() >= opts.max_limiters) dropped.swap(semaphores);
+      std::shared_ptr<redis::semaphore> made = make();
+      semaphores.emplace(std::move(name), made);
+      return made;
+    }
+  }
+  return make();  // not to be cached: made without the lock
 }
 
 void redis_backend::state::acquire(const std::shared_ptr<pending_request>& req, std::size_t i, const hit& h) {

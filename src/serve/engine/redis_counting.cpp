@@ -107,7 +107,7 @@ void redis_backend::state::submit(std::vector<window_hit> hits) {
   std::vector<window_hit> full;
   bool schedule = false;
   {
-    const std::lock_guard lock(queue_mutex);
+    const admit::detail::lock_guard lock(queue_mutex);
     for (auto& h : hits) queue.push_back(std::move(h));
     if (queue.size() >= std::min(opts.max_batch, stream_batch)) {
       full.swap(queue);
@@ -121,7 +121,7 @@ void redis_backend::state::submit(std::vector<window_hit> hits) {
 }
 
 redis_backend::state::in_flight::in_flight(state& s) : owner(s) {
-  const std::lock_guard lock(owner.queue_mutex);
+  const admit::detail::lock_guard lock(owner.queue_mutex);
   ++owner.calls_in_flight;
 }
 
@@ -132,7 +132,7 @@ redis_backend::state::in_flight::~in_flight() {
 void redis_backend::state::call_done() {
   bool schedule = false;
   {
-    const std::lock_guard lock(queue_mutex);
+    const admit::detail::lock_guard lock(queue_mutex);
     --calls_in_flight;
     if (!queue.empty() && !flush_scheduled) flush_scheduled = schedule = true;
   }
@@ -142,7 +142,7 @@ void redis_backend::state::call_done() {
 void redis_backend::state::flush() {
   std::vector<window_hit> batch;
   {
-    const std::lock_guard lock(queue_mutex);
+    const admit::detail::lock_guard lock(queue_mutex);
     flush_scheduled = false;
     batch.swap(queue);
   }
@@ -366,7 +366,7 @@ std::shared_ptr<redis::limiter> redis_backend::state::limiter_for(redis::client&
   const std::uint32_t prefetch = h.override_limit ? 1 : h.rule->prefetch;
   std::string name = signature(h.rule->algorithm, l.requests, l.per, burst, charge);
   std::string slot = limiter_slot(name, prefetch);
-  const std::lock_guard lock(limiters_mutex);
+  const admit::detail::lock_guard lock(limiters_mutex);
   if (auto it = limiters.find(slot); it != limiters.end()) return it->second;
   if (limiters.size() >= opts.max_limiters) {
     error = "too many distinct limits on Redis (max_limiters " + std::to_string(opts.max_limiters) + ")";

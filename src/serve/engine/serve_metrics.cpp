@@ -5,9 +5,10 @@
 #include <atomic>
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <vector>
 
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "admit/metrics/prometheus.hpp"
 #include "serve/engine/backend.hpp"
 #include "serve/engine/snapshot_ptr.hpp"
@@ -99,7 +100,7 @@ struct serve_metrics::impl {
     std::string key(domain);
     key += '\0';
     key += name;
-    std::lock_guard lock(mutex);
+    const admit::detail::lock_guard lock(mutex);
     if (const auto it = slots.find(key); it != slots.end()) return it->second.get();
     if (extra && (extra_series >= max_extra_series || key.size() > max_extra_bytes - extra_bytes)) return nullptr;
     if (extra) {
@@ -129,10 +130,12 @@ struct serve_metrics::impl {
   const std::size_t max_extra_series;
   const std::size_t max_extra_bytes;
   snapshot_ptr<const fast_table> fast;
-  mutable std::mutex mutex;
-  std::map<std::string, std::unique_ptr<slot>> slots;  // by domain '\0' series name; never removed
-  std::size_t extra_series = 0;
-  std::size_t extra_bytes = 0;  // of the extra series' keys (domain, name): at most max_extra_bytes
+  mutable admit::detail::mutex mutex;
+  // By domain '\0' series name; never removed.
+  std::map<std::string, std::unique_ptr<slot>> slots ADMIT_GUARDED_BY(mutex);
+  std::size_t extra_series ADMIT_GUARDED_BY(mutex) = 0;
+  // Of the extra series' keys (domain, name): at most max_extra_bytes.
+  std::size_t extra_bytes ADMIT_GUARDED_BY(mutex) = 0;
 
   std::array<std::atomic<std::uint64_t>, registry::bucket_bound_count + 1> latency_buckets{};  // not cumulative
   std::atomic<std::uint64_t> latency_sum_ns{0};
@@ -196,7 +199,7 @@ std::string serve_metrics::text(bool backend_failing) const {
   };
   std::vector<row> rows;
   {
-    std::lock_guard lock(impl_->mutex);
+    const admit::detail::lock_guard lock(impl_->mutex);
     rows.reserve(impl_->slots.size());
     for (const auto& [key, s] : impl_->slots) {
       rows.push_back({"domain=\"" + registry::escape_label_value(s->domain) + "\",rule=\"" +

@@ -91,6 +91,8 @@ struct service::impl {
   const service_options opts;
   serve_metrics metrics;
   backend_health health;
+  // Orders the installs (backend, metrics and configuration replaced together, one install at a time): it guards no
+  // data, each of those being read without it, so it is not annotated for clang's analysis.
   std::mutex reload_mutex;
   snapshot_ptr<const configuration> config;
   // Last, so destroyed first: a backend may complete the decisions it still holds as it is destroyed (the Redis

@@ -12,8 +12,10 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <utility>
+
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 
 namespace admit::serve {
 
@@ -22,20 +24,20 @@ class snapshot_ptr {
  public:
   explicit snapshot_ptr(std::shared_ptr<T> p = {}) : p_(std::move(p)) {}
   [[nodiscard]] std::shared_ptr<T> load() const {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     return p_;
   }
   void store(std::shared_ptr<T> next) {
     std::shared_ptr<T> old;
     {
-      std::lock_guard lock(mutex_);
+      const admit::detail::lock_guard lock(mutex_);
       old = std::exchange(p_, std::move(next));
     }  // the old one is released outside the lock: its destructor may be long (a configuration, a table of states)
   }
 
  private:
-  mutable std::mutex mutex_;
-  std::shared_ptr<T> p_;
+  mutable admit::detail::mutex mutex_;
+  std::shared_ptr<T> p_ ADMIT_GUARDED_BY(mutex_);
 };
 
 }  // namespace admit::serve

@@ -32,11 +32,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 
 namespace admit::serve::detail {
 
@@ -62,7 +64,7 @@ class window_stock {
   // `waiting` (null: never wait, ask Redis instead).
   plan take(const std::string& key, std::uint32_t n, std::uint32_t prefetch, std::uint32_t limit, bool counts_refused,
             std::int64_t window_end_s, std::int64_t now_s, Waiter* waiter = nullptr) {
-    const std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     auto it = entries_.find(key);
     if (it != entries_.end() && it->second.window_end_s <= now_s && it->second.waiters.empty()) {
       entries_.erase(it);
@@ -99,7 +101,7 @@ class window_stock {
   // spare, or the call failed). Returns the hits that waited for it, to be taken again or failed.
   // (An entry of an ended window keeps them until the next take() or sweep drops it: none is spent after its end.)
   [[nodiscard]] std::vector<Waiter> refilled(const std::string& key, std::uint32_t extra) {
-    const std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     const auto it = entries_.find(key);
     if (it == entries_.end()) return {};
     it->second.fetching = false;
@@ -109,7 +111,7 @@ class window_stock {
 
   // A reply showed the counter holding at least `count` hits (in the window that ends at `window_end_s`).
   void learned(const std::string& key, std::uint64_t count, std::int64_t window_end_s) {
-    const std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     auto it = entries_.find(key);
     if (it == entries_.end()) {
       if (entries_.size() >= max_keys_) return;
@@ -124,7 +126,7 @@ class window_stock {
   // the counter's one refill, and the hits that wait for it stay, for refilled() to hand back; that refill's extra
   // hits are not kept.
   void clear() {
-    const std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     std::erase_if(entries_, [](const auto& e) { return !e.second.fetching; });
     for (auto& [key, e] : entries_) {
       e.hits = 0;
@@ -135,7 +137,7 @@ class window_stock {
   }
 
   [[nodiscard]] std::size_t size() const {
-    const std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     return entries_.size();
   }
 
@@ -151,7 +153,7 @@ class window_stock {
 
   // Drops the entries of ended windows (a refill of one finds it gone and drops its hits), at most once until the
   // earliest end of those that remain: a full table of live windows is not walked again for every new key.
-  void sweep(std::int64_t now_s) {
+  void sweep(std::int64_t now_s) ADMIT_REQUIRES(mutex_) {
     if (now_s < next_sweep_s_) return;
     std::erase_if(entries_,
                   [now_s](const auto& e) { return e.second.window_end_s <= now_s && e.second.waiters.empty(); });
@@ -160,9 +162,9 @@ class window_stock {
   }
 
   const std::size_t max_keys_;
-  std::int64_t next_sweep_s_ = std::numeric_limits<std::int64_t>::min();
-  mutable std::mutex mutex_;
-  std::unordered_map<std::string, entry> entries_;
+  mutable admit::detail::mutex mutex_;
+  std::int64_t next_sweep_s_ ADMIT_GUARDED_BY(mutex_) = std::numeric_limits<std::int64_t>::min();
+  std::unordered_map<std::string, entry> entries_ ADMIT_GUARDED_BY(mutex_);
 };
 
 }  // namespace admit::serve::detail

@@ -24,7 +24,9 @@
 #include <thread>
 #include <utility>
 
+#include "admit/detail/annotated_mutex.hpp"
 #include "admit/detail/host_port.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "serve/command/log.hpp"
 
@@ -234,8 +236,8 @@ struct rls_server::impl {
   rls_handler handler;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
-  std::mutex shutdown_mutex;
-  bool stopped = false;
+  admit::detail::mutex shutdown_mutex;
+  bool stopped ADMIT_GUARDED_BY(shutdown_mutex) = false;
 };
 
 rls_server::rls_server(service& svc, const rls_server_options& opts) : impl_(std::make_unique<impl>(svc, opts.limits)) {
@@ -280,7 +282,7 @@ void rls_server::set_serving(bool serving) {
 }
 
 void rls_server::shutdown(std::chrono::system_clock::time_point deadline) {
-  const std::lock_guard lock(impl_->shutdown_mutex);
+  const admit::detail::lock_guard lock(impl_->shutdown_mutex);
   if (impl_->stopped) return;
   impl_->stopped = true;
   set_serving(false);

@@ -20,7 +20,6 @@
 #include <condition_variable>
 #include <exception>
 #include <list>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
@@ -28,7 +27,9 @@
 #include <utility>
 #include <vector>
 
+#include "admit/detail/annotated_mutex.hpp"
 #include "admit/detail/host_port.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "serve/command/log.hpp"
 
 namespace admit::serve {
@@ -108,10 +109,10 @@ struct http_server::impl {
   std::atomic<bool> stopping{false};
   int port = 0;
 
-  std::mutex mutex;  // guards the fields below
+  admit::detail::mutex mutex;
   std::condition_variable all_closed;
-  std::list<std::shared_ptr<connection>> connections;
-  bool stopped = false;
+  std::list<std::shared_ptr<connection>> connections ADMIT_GUARDED_BY(mutex);
+  bool stopped ADMIT_GUARDED_BY(mutex) = false;
 
   net::awaitable<response> answer(http::request<http::string_body>& req);
   net::awaitable<response> answer_json(const std::string& body);
@@ -245,7 +246,7 @@ net::awaitable<void> http_server::impl::session(std::shared_ptr<connection> c) {
   beast::error_code ignored;
   c->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
   c->stream.close();
-  const std::lock_guard lock(mutex);
+  const admit::detail::lock_guard lock(mutex);
   connections.remove(c);
   if (connections.empty()) all_closed.notify_all();
 }
@@ -260,7 +261,7 @@ net::awaitable<void> http_server::impl::listen() {
     }
     auto c = std::make_shared<connection>(std::move(socket));
     {
-      const std::lock_guard lock(mutex);
+      const admit::detail::lock_guard lock(mutex);
       if (stopping.load()) continue;  // closes the socket
       if (connections.size() >= opts.max_connections) {
         log::debug("http connection refused",
@@ -330,7 +331,7 @@ void http_server::set_serving(bool serving) noexcept { impl_->serving.store(serv
 
 void http_server::shutdown(std::chrono::system_clock::time_point deadline) {
   {
-    const std::lock_guard lock(impl_->mutex);
+    const admit::detail::lock_guard lock(impl_->mutex);
     if (impl_->stopped) return;
     impl_->stopped = true;
   }
@@ -341,14 +342,15 @@ void http_server::shutdown(std::chrono::system_clock::time_point deadline) {
     impl_->acceptor.close(ignored);
   });
   // Idle connections (waiting for a request) close now; busy ones after their answer.
-  std::unique_lock lock(impl_->mutex);
+  admit::detail::unique_lock lock(impl_->mutex);
   for (const auto& c : impl_->connections) {
     net::post(c->stream.get_executor(), [c] {
       beast::error_code ignored;  // the session may have closed its socket already
       if (!c->busy) c->stream.socket().cancel(ignored);
     });
   }
-  impl_->all_closed.wait_until(lock, deadline, [this] { return impl_->connections.empty(); });
+  impl_->all_closed.wait_until(lock.native(), deadline,
+                               [this]() ADMIT_REQUIRES(impl_->mutex) { return impl_->connections.empty(); });
   // At the deadline every connection left is closed: what it reads or writes next fails at once. A session still
   // waiting for its decision ends when the decision comes (the backend bounds how long that takes), and the threads
   // keep running until then, so that the decision's completion has somewhere to go.
@@ -358,7 +360,7 @@ void http_server::shutdown(std::chrono::system_clock::time_point deadline) {
       c->stream.socket().close(ignored);
     });
   }
-  impl_->all_closed.wait(lock, [this] { return impl_->connections.empty(); });
+  impl_->all_closed.wait(lock.native(), [this]() ADMIT_REQUIRES(impl_->mutex) { return impl_->connections.empty(); });
   lock.unlock();
   impl_->ctx.stop();
   for (std::thread& t : impl_->threads) t.join();
