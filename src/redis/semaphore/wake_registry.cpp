@@ -54,6 +54,8 @@ void wake_registry::close() {
     const admit::detail::lock_guard lock(mutex_);
     if (closed_) return;
     closed_ = true;
+    // (A program that runs the executor until it runs out of work would otherwise wait for the pause to end.)
+    if (pause_) pause_->cancel();
   }
   if (close_waker_) close_waker_();
 }
@@ -77,18 +79,22 @@ void wake_registry::loop() {
                                   // {key, {"id:n:token:expiry:now", ...}}, or nil after the block
                                   if (!ec && r.is_array() && r.elements().size() == 2)
                                     self->deliver(r.elements()[1], 0);
-                                  if (ec) {
-                                    // Closed, or nobody waits any more: stop now (a pause would keep the executor busy
-                                    // for nothing).
-                                    if (!self->keep_running()) return;
-                                    // Redis is away: the waiters poll meanwhile; try again after a pause instead of
-                                    // spinning.
-                                    self->pause_->expires_after(self->poll_interval_);
-                                    self->pause_->async_wait([self](boost::system::error_code) { self->loop(); });
-                                    return;
-                                  }
+                                  if (ec) return self->pause_then_loop();
                                   self->loop();
                                 });
+}
+
+void wake_registry::pause_then_loop() {
+  const admit::detail::lock_guard lock(mutex_);
+  // Closed, or nobody waits any more: stop now (a pause would keep the executor busy for nothing).
+  if (waiters_.empty() || closed_) {
+    running_ = false;
+    return;
+  }
+  // Redis is away: the waiters poll meanwhile; the next BLMPOP after a pause instead of spinning. (A pause cut short by
+  // close() finds the loop stopped.)
+  pause_->expires_after(poll_interval_);
+  pause_->async_wait([self = shared_from_this()](boost::system::error_code) { self->loop(); });
 }
 
 wake_registry::grant wake_registry::parse(std::string_view text) {

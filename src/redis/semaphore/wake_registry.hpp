@@ -71,14 +71,14 @@ class wake_registry : public std::enable_shared_from_this<wake_registry> {
   void loop();
   // Before each wait: false (and the loop counted as stopped) once nobody waits or after close().
   bool keep_running();
+  // After a failed BLMPOP (Redis away): the next one after a pause of poll_interval, unless keep_running() says stop.
+  void pause_then_loop();
 
   std::unique_ptr<client> waker_;
   std::function<void()> close_waker_;
   std::string wake_key_;
   std::chrono::milliseconds poll_interval_;
   std::chrono::milliseconds timeout_;
-  std::optional<boost::asio::steady_timer> pause_;  // after a failed BLMPOP; touched only by the loop
-
   // Looked up by a grant's id as a view into its text (no copy of the id per grant).
   struct id_hash {
     using is_transparent = void;
@@ -89,6 +89,9 @@ class wake_registry : public std::enable_shared_from_this<wake_registry> {
   std::unordered_map<std::string, callback, id_hash, std::equal_to<>> waiters_ ADMIT_GUARDED_BY(mutex_);
   bool running_ ADMIT_GUARDED_BY(mutex_) = false;
   bool closed_ ADMIT_GUARDED_BY(mutex_) = false;
+  // The pause after a failed BLMPOP: armed by the loop and cancelled by close(), each under mutex_ (they may run on two
+  // threads), so that a pause never keeps the waker's executor busy after close().
+  std::optional<boost::asio::steady_timer> pause_ ADMIT_GUARDED_BY(mutex_);
 };
 
 }  // namespace admit::redis::detail

@@ -2,7 +2,8 @@
 // processes: a --timeout of 0s or of a few milliseconds still takes a free permit; a Redis that is connected and
 // silent is said to be so while a run waits, and its return too; a pause of Redis longer than the semaphore's default
 // waiter TTL but shorter than --lease-ttl keeps the waiters in their order; a Redis that falls silent before the wait,
-// or right after refusing a definition, does not stretch --timeout. Each test failed before its fix.
+// or right after refusing a definition, does not stretch --timeout, nor one silent longer than a wake-up call's
+// deadline the process's end. Each test failed before its fix.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -103,6 +104,31 @@ TEST_F(AdmitRunOutage, ARedisThatStopsAnsweringIsSaidAndSoIsItsReturn) {
   EXPECT_NE(gone.value("message", "").find("no answer from redis://127.0.0.1:" + std::to_string(server_.port())),
             std::string::npos)
       << r.err;
+}
+
+// Redis stops answering a waiting run for longer than the deadline of its wake-up call (a BLMPOP: the poll interval
+// and the call timeout, 2 s): the run ends by --timeout, and so does its process. The wake-up loop's pause before its
+// next call (1 s) was left running when the run gave up, and the process waited for it: it exited 0.5 to 0.8 s after
+// saying it was not admitted.
+TEST_F(AdmitRunOutage, TheProcessEndsWithTheWaitWhenAWakeUpCallFailed) {
+  child_process holder(run("stuck", {"--concurrency", "1", "--json", "--", "sleep", "60"}));
+  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
+  admit::redis::testing::tcp_proxy proxy(server_.port());
+  child_process waiter(args{ADMIT_CLI, "run", "--redis", proxy.url(), "--name", "stuck", "--concurrency", "1",
+                            "--timeout", "2200ms", "--json", "--"} +
+                       records_ran());
+  ASSERT_TRUE(wait_for_event(waiter, {"waiting"})) << waiter.err();
+  proxy.black_hole(true);  // (the wake-up call, sent as the run joined the queue, times out 2 s later)
+  ASSERT_TRUE(wait_for_event(waiter, {"not_admitted"}, 10s)) << waiter.err();
+  const auto refused = std::chrono::steady_clock::now();
+  const run_result r = finish(waiter);
+  const auto teardown = std::chrono::steady_clock::now() - refused;
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_EQ(event(r.err, "not_admitted").value("reason", ""), "redis") << r.err;
+  EXPECT_LT(teardown, 300ms) << r.err;
+  EXPECT_FALSE(ran());
+  ::kill(holder.pid(), SIGTERM);
+  (void)finish(holder);
 }
 
 // Redis paused for 5 s while five runs wait: longer than the semaphore's default waiter TTL (3 polls and a call: 4 s),
