@@ -65,6 +65,13 @@ TEST(ReplayResolve, RefusesWithMessagesNamingTheValue) {
                                      [](replay_config& c) { c.window = std::chrono::milliseconds(500); })),
             "--rate 1/s with --window 500ms allows less than one request per window (0.5); use --rate 2/s (1 per 500ms "
             "window), or --window 1s (1 per window)");
+  // A window of one unit and a fraction is named whole in the rates it suggests (they were "100/.0000001s": its
+  // leading 1 taken for the "1" of "1s", a rate that does not parse).
+  EXPECT_EQ(resolve_error(config_for(algorithm::fixed_window, "100/s",
+                                     [](replay_config& c) { c.window = std::chrono::nanoseconds(1'000'000'100); })),
+            "--rate 100/s with --window 1.0000001s gives 100.00001 requests per window, and a window counts whole "
+            "requests; use --rate 100/1.0000001s or 101/1.0000001s (100 or 101 per 1.0000001s window), or --window 1s "
+            "(100 per window)");
   EXPECT_EQ(resolve_error(config_for(algorithm::sliding_log, "inf")),
             "--rate inf does not apply to sliding-log: a window needs a finite limit");
 }

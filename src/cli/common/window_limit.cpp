@@ -1,6 +1,7 @@
 #include "cli/common/window_limit.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -71,10 +72,11 @@ std::string rate_for(std::int64_t k, std::int64_t window_ns, std::string_view ra
     const std::string text = admit::detail::format_double(value) + "/" + period;
     if (accepted(text)) return text;
   }
+  // "k/s" for a window of 1s, "k/1.5s" (not "k/.5s") for one of 1.5s.
   const std::string window = format_duration(std::chrono::nanoseconds{window_ns});
-  const std::string per_window =
-      std::to_string(k) + "/" +
-      (window.front() == '1' && window.size() > 1 && (window[1] < '0' || window[1] > '9') ? window.substr(1) : window);
+  const bool one_unit =
+      window.size() > 1 && window.front() == '1' && std::isalpha(static_cast<unsigned char>(window[1]));
+  const std::string per_window = std::to_string(k) + "/" + (one_unit ? window.substr(1) : window);
   const double thousandths = std::round(value * 1000);
   if (per_window.find_first_of("0123456789", per_window.find('/')) != std::string::npos && thousandths >= 1 &&
       std::abs(value * 1000 - thousandths) <= 1e-9 * thousandths) {

@@ -164,6 +164,13 @@ TEST_F(AdmitDecide, WhatRedisWouldRoundIsRefused) {
   EXPECT_EQ(window.err,
             "admit decide: --window 1500ns is not a whole number of microseconds, which Redis counts windows in; use "
             "--window 1us or 2us\n");
+  // Said before the rate is fitted to the window (a rate fitted to a window that is refused anyway was the advice).
+  const run_result fitted =
+      admit_cli({"decide", "--redis", url, "-a", "fixed-window", "--rate", "100/s", "--window", "1.0000001s", "k"});
+  EXPECT_EQ(fitted.status, 2) << fitted.err;
+  EXPECT_EQ(fitted.err,
+            "admit decide: --window 1.0000001s is not a whole number of microseconds, which Redis counts windows in; "
+            "use --window 1s or 1000001us\n");
   for (const char* algorithm : {"sliding-window", "sliding-log"}) {
     EXPECT_EQ(
         admit_cli({"decide", "--redis", url, "-a", algorithm, "--rate", "2000000/s", "--window", "1500ns", "k"}).status,
