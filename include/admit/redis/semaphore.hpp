@@ -106,7 +106,7 @@ struct lease_core;
 
 enum class lease_state {
   held,      // granted, and not known to have expired
-  lost,      // Redis no longer has it (it expired: renewals failed or came too late)
+  lost,      // Redis no longer has it (it expired: renewals failed or came too late; or Redis lost its data)
   released,  // given back by release() or the destructor
 };
 

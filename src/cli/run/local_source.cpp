@@ -29,7 +29,8 @@ class local_held final : public held_permit {
 
 class local_source final : public permit_source {
  public:
-  explicit local_source(local_limit_config c) : limit_(std::move(c)) {}
+  // `timed_out`: what a run refused at the end of --timeout says (not_admitted_in_time).
+  local_source(local_limit_config c, std::string timed_out) : limit_(std::move(c)), timed_out_(std::move(timed_out)) {}
 
   std::unique_ptr<held_permit> acquire(std::optional<std::chrono::steady_clock::time_point> deadline, bool no_wait,
                                        std::stop_token stop, const std::function<void(const wait_progress&)>& progress,
@@ -59,12 +60,13 @@ class local_source final : public permit_source {
       return queue_full_message(*c.max_waiters, where);
     }
     if (e == admit::errc::would_block) return "not admitted: " + where + " is busy (--no-wait)";
-    if (e == admit::errc::timeout) return "not admitted: no permit of " + where + " within --timeout";
+    if (e == admit::errc::timeout) return timed_out_;
     if (e == admit::errc::cancelled) return "not admitted: stopped while waiting for " + where;
     return "not admitted: " + e.message();
   }
 
   local_limit limit_;
+  std::string timed_out_;
 };
 
 }  // namespace
@@ -83,7 +85,7 @@ std::unique_ptr<permit_source> make_local_source(const run_settings& s, const en
   c.priority = s.priority;
   c.max_waiters = s.max_waiters;
   c.info = info;
-  return std::make_unique<local_source>(std::move(c));
+  return std::make_unique<local_source>(std::move(c), not_admitted_in_time(s, quote(s.name) + " on this host"));
 }
 
 }  // namespace admit::cli::run

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/common/decimal.hpp"
+#include "cli/common/duration.hpp"
 #include "cli/common/local_limit.hpp"
 #include "cli/common/message.hpp"
 #include "cli/common/values.hpp"
@@ -173,6 +174,13 @@ run_settings check(const run_options& o) {
   s.quiet = o.quiet;
   s.json = o.json;
   return s;
+}
+
+std::string not_admitted_in_time(const run_settings& s, const std::string& where) {
+  std::string what = "no permit of " + where;
+  if (s.concurrency == 0) what = "no start by the rate of " + where;
+  if (s.concurrency > 0 && s.rate) what += " with a start by its rate";
+  return "not admitted: " + what + " within --timeout" + (s.timeout ? " " + format_duration(*s.timeout) : "");
 }
 
 }  // namespace admit::cli::run

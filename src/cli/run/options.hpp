@@ -70,4 +70,8 @@ struct run_settings {
 // shares from 0 to 1 and summing to at most 1), --class one of them.
 run_settings check(const run_options& options);
 
+// What a run refused at the end of --timeout says: "not admitted: no permit of WHERE within --timeout 2s" (with a
+// rate alone, "no start by the rate of WHERE"; with both, "no permit of WHERE with a start by its rate").
+std::string not_admitted_in_time(const run_settings& s, const std::string& where);
+
 }  // namespace admit::cli::run

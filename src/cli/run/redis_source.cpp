@@ -320,7 +320,7 @@ class redis_source final : public run::permit_source {
     if (e == admit::errc::timeout && out_of_time) {
       // Waiting out --timeout while Redis could not be reached is Redis's failure, not a busy limit.
       if (const redis_failure f = st_->failure(e); f.error != admit::errc::timeout) return fail(why, f);
-      why.message = "not admitted: no permit of " + what + " within --timeout";
+      why.message = run::not_admitted_in_time(st_->settings, what);
       if (unanswered) {
         // Redis did not answer at the end of the wait: what held the run back cannot be told, and its silence is
         // what the user must hear of.

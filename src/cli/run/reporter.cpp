@@ -44,7 +44,7 @@ std::string signal_name(int signal) {
 }
 
 reporter::reporter(const run_settings& settings, std::ostream& err, bool status_line)
-    : settings_(settings), err_(err), status_line_(status_line && !settings.quiet && !settings.json) {}
+    : settings_(settings), status_line_(status_line && !settings.quiet && !settings.json), err_(err) {}
 
 nlohmann::ordered_json reporter::event(std::string_view name) const {
   nlohmann::ordered_json j;
@@ -56,7 +56,7 @@ nlohmann::ordered_json reporter::event(std::string_view name) const {
 }
 
 void reporter::emit(const nlohmann::ordered_json& j) {
-  std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   write_json_line(err_, j);
   err_.flush();
 }
@@ -77,7 +77,7 @@ void reporter::say(const std::string& message) {
 void reporter::waiting(const wait_progress& p, std::chrono::nanoseconds waited) {
   bool first = false, trouble_changed = false;
   {
-    std::lock_guard lock(mutex_);  // (the first report may come from two threads at once)
+    const admit::detail::lock_guard lock(mutex_);  // (the first report may come from two threads at once)
     first = !waiting_reported_;
     waiting_reported_ = true;
     trouble_changed = p.trouble.empty() != trouble_.empty();
@@ -90,10 +90,11 @@ void reporter::waiting(const wait_progress& p, std::chrono::nanoseconds waited) 
       if (!p.trouble.empty()) j["message"] = p.trouble;
       emit(j);
     } else if (!settings_.quiet && !status_line_) {
-      std::lock_guard lock(mutex_);
+      const admit::detail::lock_guard lock(mutex_);
       say(p.trouble.empty()
               ? "Redis answers again; still waiting for " + quote(settings_.name)
-              : p.trouble + "; still waiting for " + quote(settings_.name) + " (the wait goes on once Redis is back)");
+              : p.trouble + "; still waiting for " + quote(settings_.name) + " (the wait goes on once Redis is back" +
+                    (settings_.timeout ? ", until --timeout)" : ")"));
     }
   }
   if (settings_.json && first) {
@@ -122,21 +123,21 @@ void reporter::waiting(const wait_progress& p, std::chrono::nanoseconds waited) 
   if (p.rate_wait) line += ", next start by the rate in " + human_duration(p.rate_wait->count());
   if (!p.trouble.empty()) line += "; " + p.trouble + ", retrying";
   line += ") " + human_duration(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count() * 1'000'000);
-  std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   err_ << "\r" << line << "\x1b[K";
   err_.flush();
   drawn_ = true;
 }
 
 void reporter::clear_status() {
-  std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   erase_status();
 }
 
 void reporter::started(pid_t pid, std::int64_t fencing_token, const std::string& lease_id,
                        std::chrono::nanoseconds waited) {
   {
-    std::lock_guard lock(mutex_);
+    const admit::detail::lock_guard lock(mutex_);
     erase_status();
   }
   if (!settings_.json) return;
@@ -157,7 +158,7 @@ void reporter::not_admitted(std::string_view reason, std::chrono::nanoseconds wa
     emit(j);
     return;
   }
-  std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   if (settings_.quiet) {
     erase_status();
   } else {
@@ -175,8 +176,8 @@ void reporter::signal(int sig, bool forwarded) {
 
 void reporter::lease_lost(const std::string& lease_id, lease_lost_action action) {
   std::string message = "the lease " + lease_id + " of " + settings_.name +
-                        " was lost (Redis did not renew it within --lease-ttl): the command may no longer be "
-                        "protected; ";
+                        " was lost (Redis no longer has it: no renewal reached Redis within --lease-ttl, or Redis "
+                        "lost it, restarted or failed over without its data): the command may no longer be protected; ";
   switch (action) {
     case lease_lost_action::term:
       message += "sending it SIGTERM (SIGKILL after --kill-after)";
@@ -196,7 +197,7 @@ void reporter::lease_lost(const std::string& lease_id, lease_lost_action action)
     emit(j);
     return;
   }
-  std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   say(message);
 }
 
@@ -217,7 +218,7 @@ void reporter::error(const std::string& message) {
     emit(j);
     return;
   }
-  std::lock_guard lock(mutex_);
+  const admit::detail::lock_guard lock(mutex_);
   say(message);
 }
 

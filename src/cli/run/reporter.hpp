@@ -8,11 +8,12 @@
 #include <chrono>
 #include <cstdint>
 #include <iosfwd>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 #include "cli/common/local_limit.hpp"
 #include "cli/run/options.hpp"
 #include "nlohmann/json.hpp"
@@ -46,16 +47,16 @@ class reporter {
  private:
   nlohmann::ordered_json event(std::string_view name) const;
   void emit(const nlohmann::ordered_json& j);
-  void say(const std::string& message);  // holds mutex_
-  void erase_status();                   // holds mutex_
+  void say(const std::string& message) ADMIT_REQUIRES(mutex_);
+  void erase_status() ADMIT_REQUIRES(mutex_);
 
   const run_settings& settings_;
-  std::ostream& err_;
   bool status_line_;
-  std::mutex mutex_;
-  bool drawn_ = false;
-  bool waiting_reported_ = false;  // guarded by mutex_, as trouble_
-  std::string trouble_;            // the trouble (wait_progress) told last: empty when none
+  admit::detail::mutex mutex_;
+  std::ostream& err_ ADMIT_GUARDED_BY(mutex_);  // (the lines of two threads never mix)
+  bool drawn_ ADMIT_GUARDED_BY(mutex_) = false;
+  bool waiting_reported_ ADMIT_GUARDED_BY(mutex_) = false;
+  std::string trouble_ ADMIT_GUARDED_BY(mutex_);  // the trouble (wait_progress) told last: empty when none
 };
 
 }  // namespace admit::cli::run

@@ -191,6 +191,18 @@ TEST_F(AdmitRunRedis, ExitStatusesAndNotAdmitted) {
   EXPECT_EQ(timed_out.status, 75) << timed_out.err;
   EXPECT_GE(steady::now() - before, 200ms);
   EXPECT_EQ(event(timed_out.err, "not_admitted").value("reason", ""), "timeout") << timed_out.err;
+  const std::string where = "redis://127.0.0.1:" + std::to_string(server_.port());  // (the URL as messages give it)
+  EXPECT_EQ(event(timed_out.err, "not_admitted").value("message", ""),
+            "not admitted: no permit of \"busy\" at " + where + " within --timeout 200ms")
+      << timed_out.err;
+  // A rate alone has no permits: what held the run back is the rate (it said "no permit of", and no --timeout).
+  ASSERT_EQ(admit(run("spaced", {"--rate", "1/h", "--", "true"}), 10s).status, 0);
+  const run_result spaced =
+      admit(run("spaced", args{"--rate", "1/h", "--timeout", "200ms", "--json", "--"} + records_ran()), 10s);
+  EXPECT_EQ(spaced.status, 75) << spaced.err;
+  EXPECT_EQ(event(spaced.err, "not_admitted").value("message", ""),
+            "not admitted: no start by the rate of \"spaced\" at " + where + " within --timeout 200ms")
+      << spaced.err;
   const run_result busy =
       admit(run("busy", args{"--concurrency", "1", "--no-wait", "--json", "--"} + records_ran()), 10s);
   EXPECT_EQ(busy.status, 75) << busy.err;
