@@ -54,4 +54,7 @@ inline constexpr double max_rate_slowdown = 1e-3;
 void require_close_rate(const admit::rate& r, std::string_view rate_text, std::chrono::nanoseconds granularity,
                         std::string_view unit_name, std::string_view where);
 
+// The granularity of the limits in Redis (admit::redis's limiters and admissions count time in whole microseconds).
+inline constexpr std::chrono::nanoseconds redis_granularity = std::chrono::microseconds(1);
+
 }  // namespace admit::cli

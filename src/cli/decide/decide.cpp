@@ -45,9 +45,6 @@ namespace admit::cli {
 
 namespace {
 
-// What Redis counts time in: the scripts work in whole microseconds (admit/redis/gcra.hpp).
-constexpr std::chrono::nanoseconds redis_granularity = std::chrono::microseconds(1);
-
 // A positive duration option.
 std::chrono::nanoseconds positive_duration_option(std::string_view option, const std::string& text) {
   const std::chrono::nanoseconds d = parse_duration_option(option, text);

@@ -237,6 +237,14 @@ TEST_F(AdmitRunRedis, RedisFailuresAndBadNames) {
     const run_result r = admit(run("x", args{"--concurrency", "1"} + bad + args{"--"} + records_ran()));
     EXPECT_EQ(r.status, 2) << testing::PrintToString(bad) << r.err;
   }
+  // A rate Redis would slow (it spaces starts a whole number of microseconds apart) is refused, as admit decide
+  // refuses it: 3000/s ran as 2994/s.
+  const run_result slowed = admit(run("x", args{"--rate", "3000/s", "--"} + records_ran()));
+  EXPECT_EQ(slowed.status, 2) << slowed.err;
+  EXPECT_EQ(slowed.err,
+            "admit run: --rate 3000/s would be slowed to 2994.012/s: Redis spaces requests a whole number of "
+            "microseconds apart (334, not 333.333); use --rate 1/333us or 1/334us (3003.003/s or 2994.012/s)\n");
+  EXPECT_EQ(admit(run("x", {"--rate", "1/334us", "--", "true"})).status, 0);
 
   redis_server locked({.requirepass = "right"});
   const std::string wrong = "redis://:wrong@127.0.0.1:" + std::to_string(locked.port());
