@@ -41,6 +41,13 @@ std::string show_count(double v) {
   return admit::detail::format_double(v);
 }
 
+// A duration as the period of a rate: "s" for 1s (as in "100/s"), "1.5s" (not ".5s") for 1.5s, "500ms" for 500ms.
+std::string period_of(std::chrono::nanoseconds d) {
+  const std::string text = format_duration(d);
+  const bool one_unit = text.size() > 1 && text.front() == '1' && std::isalpha(static_cast<unsigned char>(text[1]));
+  return one_unit ? text.substr(1) : text;
+}
+
 // The period of the rate as the user wrote it ("s" of "199/s", "500ms" of "5/500ms"), with its length; "s" when
 // the text has none.
 std::pair<std::string, double> user_period(std::string_view rate_text) {
@@ -72,11 +79,7 @@ std::string rate_for(std::int64_t k, std::int64_t window_ns, std::string_view ra
     const std::string text = admit::detail::format_double(value) + "/" + period;
     if (accepted(text)) return text;
   }
-  // "k/s" for a window of 1s, "k/1.5s" (not "k/.5s") for one of 1.5s.
-  const std::string window = format_duration(std::chrono::nanoseconds{window_ns});
-  const bool one_unit =
-      window.size() > 1 && window.front() == '1' && std::isalpha(static_cast<unsigned char>(window[1]));
-  const std::string per_window = std::to_string(k) + "/" + (one_unit ? window.substr(1) : window);
+  const std::string per_window = std::to_string(k) + "/" + period_of(std::chrono::nanoseconds{window_ns});
   const double thousandths = std::round(value * 1000);
   if (per_window.find_first_of("0123456789", per_window.find('/')) != std::string::npos && thousandths >= 1 &&
       std::abs(value * 1000 - thousandths) <= 1e-9 * thousandths) {
@@ -173,10 +176,7 @@ void require_close_rate(const admit::rate& r, std::string_view rate_text, std::c
     return show_count(unit.second / static_cast<double>(interval)) + "/" + unit.first;
   };
   // "1/333us", "1/us": one request per `interval`.
-  const auto one_per = [](std::int64_t interval) {
-    const std::string d = format_duration(std::chrono::nanoseconds{interval});
-    return "1/" + (d.front() == '1' && d.size() > 1 && (d[1] < '0' || d[1] > '9') ? d.substr(1) : d);
-  };
+  const auto one_per = [](std::int64_t interval) { return "1/" + period_of(std::chrono::nanoseconds{interval}); };
   const std::string shown = rate_text.empty() ? r.to_string() : std::string(rate_text);
   std::string message = "--rate " + shown + " would be slowed to " + in_user_unit(enforced) + ": " +
                         std::string(where) + " spaces requests a whole number of " + std::string(unit_name) +

@@ -94,12 +94,9 @@ replay_settings check_limit(const decide_options& o) {
                         ": must be above zero (a limit on Redis that never refills would keep its keys for ever)");
     }
     // What Redis would round is refused, as resolve() refuses a window limit that is not whole: the limit enforced is
-    // the one asked for (a rate within max_rate_slowdown of it).
-    if (is_window(r.algo)) {
-      require_whole_window(r.window, redis_granularity, "microseconds", "Redis");
-    } else {
-      require_close_rate(r.limit, r.shown_rate(), redis_granularity, "microseconds", "Redis");
-    }
+    // the one asked for (a rate within max_rate_slowdown of it). (A --window it would round is refused above; the
+    // default window is whole microseconds.)
+    if (!is_window(r.algo)) require_close_rate(r.limit, r.shown_rate(), redis_granularity, "microseconds", "Redis");
     return r;
   } catch (const std::invalid_argument& e) {
     throw usage_error(e.what());

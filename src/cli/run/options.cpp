@@ -14,6 +14,7 @@
 #include "cli/common/local_limit.hpp"
 #include "cli/common/message.hpp"
 #include "cli/common/values.hpp"
+#include "cli/common/window_limit.hpp"
 
 namespace admit::cli::run {
 
@@ -84,6 +85,15 @@ run_settings check(const run_options& o) {
   if (o.burst) {
     if (!o.rate) throw usage_error("--burst applies only with --rate");
     s.burst = parse_count_option("--burst", *o.burst, 1, max_count);
+  }
+  // With --redis, a rate Redis would slow (it spaces starts a whole number of microseconds apart) is refused, as
+  // admit decide refuses it: the limit enforced is the one asked for (3000/s ran as 2994/s).
+  if (s.rate && s.redis) {
+    try {
+      require_close_rate(*s.rate, *o.rate, redis_granularity, "microseconds", "Redis");
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(e.what());
+    }
   }
   if (s.rate && s.weight > s.burst) {
     throw usage_error("--weight " + std::to_string(s.weight) + " is more than --burst " + std::to_string(s.burst) +

@@ -19,7 +19,6 @@
 #include "cli/common/redis_failure.hpp"
 #include "cli/common/run_holder.hpp"
 #include "cli/common/values.hpp"
-#include "cli/common/window_limit.hpp"
 #include "cli/run/redis_run_state.hpp"
 #include "cli/run/redis_wait_watch.hpp"
 #include "cli/run/wait_bounded.hpp"
@@ -387,15 +386,6 @@ std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_setting
   if (s.concurrency > redis::admission::unlimited_capacity) {
     throw usage_error("invalid --concurrency " + std::to_string(s.concurrency) +
                       ": at most 1125899906842624 (2^50) with --redis");
-  }
-  // A rate Redis would slow (its interval is a whole number of microseconds) is refused as admit decide refuses it:
-  // the limit enforced is the one asked for (3000/s was taken as 2994/s).
-  if (s.rate) {
-    try {
-      require_close_rate(*s.rate, s.rate->to_string(), redis_granularity, "microseconds", "Redis");
-    } catch (const std::invalid_argument& e) {
-      throw usage_error(e.what());
-    }
   }
   try {
     (void)redis::describe(redis_run_state::limits(s));

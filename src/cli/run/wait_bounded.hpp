@@ -8,9 +8,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
+
+#include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/thread_annotations.hpp"
 
 namespace admit::cli {
 
@@ -22,29 +24,29 @@ template <class Result, class Initiate>
 Result wait_bounded(const boost::asio::any_io_executor& ex, Initiate initiate,
                     std::optional<std::chrono::steady_clock::time_point> until, std::stop_token stop, bool& abandoned) {
   struct shared {
-    std::mutex m;
+    admit::detail::mutex m;
     std::condition_variable_any cv;
-    std::optional<Result> result;
+    std::optional<Result> result ADMIT_GUARDED_BY(m);
     boost::asio::cancellation_signal cancel;
   };
   auto sh = std::make_shared<shared>();
   initiate(sh->cancel.slot(), [sh](Result r) {
-    const std::lock_guard lock(sh->m);
+    const admit::detail::lock_guard lock(sh->m);
     sh->result.emplace(std::move(r));
     sh->cv.notify_all();
   });
-  std::unique_lock lock(sh->m);
-  const auto done = [&] { return sh->result.has_value(); };
+  admit::detail::unique_lock lock(sh->m);
+  const auto done = [&]() ADMIT_REQUIRES(sh->m) { return sh->result.has_value(); };
   if (until) {
-    sh->cv.wait_until(lock, stop, *until, done);
+    sh->cv.wait_until(lock.native(), stop, *until, done);
   } else {
-    sh->cv.wait(lock, stop, done);
+    sh->cv.wait(lock.native(), stop, done);
   }
   if (!sh->result) {
     abandoned = !stop.stop_requested();
     // The cancellation is emitted where the call runs (the slot is not thread-safe).
     boost::asio::post(ex, [sh] { sh->cancel.emit(boost::asio::cancellation_type::terminal); });
-    sh->cv.wait(lock, done);
+    sh->cv.wait(lock.native(), done);
   }
   return std::move(*sh->result);
 }

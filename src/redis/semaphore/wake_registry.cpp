@@ -62,6 +62,10 @@ void wake_registry::close() {
 
 bool wake_registry::keep_running() {
   const admit::detail::lock_guard lock(mutex_);
+  return keep_running_locked();
+}
+
+bool wake_registry::keep_running_locked() {
   if (waiters_.empty() || closed_) running_ = false;
   return running_;
 }
@@ -86,11 +90,7 @@ void wake_registry::loop() {
 
 void wake_registry::pause_then_loop() {
   const admit::detail::lock_guard lock(mutex_);
-  // Closed, or nobody waits any more: stop now (a pause would keep the executor busy for nothing).
-  if (waiters_.empty() || closed_) {
-    running_ = false;
-    return;
-  }
+  if (!keep_running_locked()) return;  // closed, or nobody waits any more: a pause would keep the executor busy
   // Redis is away: the waiters poll meanwhile; the next BLMPOP after a pause instead of spinning. (A pause cut short by
   // close() finds the loop stopped.)
   pause_->expires_after(poll_interval_);

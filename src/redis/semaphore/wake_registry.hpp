@@ -71,7 +71,9 @@ class wake_registry : public std::enable_shared_from_this<wake_registry> {
   void loop();
   // Before each wait: false (and the loop counted as stopped) once nobody waits or after close().
   bool keep_running();
-  // After a failed BLMPOP (Redis away): the next one after a pause of poll_interval, unless keep_running() says stop.
+  bool keep_running_locked() ADMIT_REQUIRES(mutex_);
+  // After a failed BLMPOP (Redis away): the next one after a pause of poll_interval, unless the loop stops now (as
+  // keep_running()).
   void pause_then_loop();
 
   std::unique_ptr<client> waker_;

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -158,19 +159,17 @@ TEST_F(AdmitDecide, BadInputIsExitStatus2) {
 TEST_F(AdmitDecide, WhatRedisWouldRoundIsRefused) {
   redis_server server;
   const std::string url = server.url();
-  const run_result window =
-      admit_cli({"decide", "--redis", url, "-a", "fixed-window", "--rate", "2000000/s", "--window", "1500ns", "k"});
-  EXPECT_EQ(window.status, 2) << window.err;
-  EXPECT_EQ(window.err,
-            "admit decide: --window 1500ns is not a whole number of microseconds, which Redis counts windows in; use "
-            "--window 1us or 2us\n");
-  // Said before the rate is fitted to the window (a rate fitted to a window that is refused anyway was the advice).
-  const run_result fitted =
-      admit_cli({"decide", "--redis", url, "-a", "fixed-window", "--rate", "100/s", "--window", "1.0000001s", "k"});
-  EXPECT_EQ(fitted.status, 2) << fitted.err;
-  EXPECT_EQ(fitted.err,
-            "admit decide: --window 1.0000001s is not a whole number of microseconds, which Redis counts windows in; "
-            "use --window 1s or 1000001us\n");
+  // (The second: said before the rate is fitted to the window, where a rate fitted to a window that is refused anyway
+  // was the advice.)
+  for (const auto& [rate, window, nearest] :
+       {std::tuple{"2000000/s", "1500ns", "1us or 2us"}, std::tuple{"100/s", "1.0000001s", "1s or 1000001us"}}) {
+    const run_result r =
+        admit_cli({"decide", "--redis", url, "-a", "fixed-window", "--rate", rate, "--window", window, "k"});
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.err, "admit decide: --window " + std::string(window) +
+                         " is not a whole number of microseconds, which Redis counts windows in; use --window " +
+                         nearest + "\n");
+  }
   for (const char* algorithm : {"sliding-window", "sliding-log"}) {
     EXPECT_EQ(
         admit_cli({"decide", "--redis", url, "-a", algorithm, "--rate", "2000000/s", "--window", "1500ns", "k"}).status,

@@ -199,14 +199,7 @@ TEST_F(AdmitRunLocal, NotAdmittedIs75AndTheCommandDoesNotRun) {
   EXPECT_EQ(event(timed_out.err, "not_admitted").value("message", ""),
             "not admitted: no permit of \"busy\" on this host within --timeout 200ms")
       << timed_out.err;
-  // A rate alone has no permits: what held the run back is the rate (it said "no permit of", and no --timeout).
-  ASSERT_EQ(admit(run("spaced", {"--rate", "1/h", "--", "true"}), 10s).status, 0);
-  const run_result spaced =
-      admit(run("spaced", args{"--rate", "1/h", "--timeout", "200ms", "--json", "--"} + records_ran()), 10s);
-  EXPECT_EQ(spaced.status, 75) << spaced.err;
-  EXPECT_EQ(event(spaced.err, "not_admitted").value("message", ""),
-            "not admitted: no start by the rate of \"spaced\" on this host within --timeout 200ms")
-      << spaced.err;
+  rate_refusal_named(ADMIT_CLI, {"--lock-dir", locks_}, "on this host");
 
   const run_result busy =
       admit(run("busy", args{"--concurrency", "1", "--no-wait", "--json", "--"} + records_ran()), 10s);

@@ -380,6 +380,19 @@ inline void rate_spacing(const std::string& admit, const args& where, const temp
             << " ms after its token bucket's time\n";
 }
 
+// Scenario 7 (both backends): a run of a rate alone refused at --timeout (its one token taken by the run before it)
+// says that the rate held it back, naming the limit as `place` ("on this host", "at redis://...") and the timeout. It
+// said "no permit of", which a rate alone does not have, and not which timeout.
+inline void rate_refusal_named(const std::string& admit, const args& where, const std::string& place) {
+  const args spaced = args{admit, "run"} + where + args{"--name", "spaced", "--rate", "1/h"};
+  ASSERT_EQ(run_to_end(spaced + args{"--", "true"}, 10s).status, 0);
+  const run_result r = run_to_end(spaced + args{"--timeout", "200ms", "--json", "--", "true"}, 10s);
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_EQ(event(r.err, "not_admitted").value("message", ""),
+            "not admitted: no start by the rate of \"spaced\" " + place + " within --timeout 200ms")
+      << r.err;
+}
+
 // Scenario 10 (both backends), --classes: a run within its class's guaranteed share starts before an earlier run of
 // a class that borrows. Two batch runs hold both permits (one of them borrowed from the interactive class); a batch run
 // queues, then an interactive one. When one holder ends, its permit goes to the interactive run, which arrived later:
