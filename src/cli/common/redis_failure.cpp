@@ -93,6 +93,9 @@ redis_failure connection_failure(const redis::connection& conn, std::error_code 
   } else if (why == errc::connect_timeout) {
     f.transient = true;
     f.message = "cannot connect to " + where + ": no answer within " + format_duration(o.connect_timeout);
+    // A TLS handshake that got no answer: most often a rediss:// URL for a plain port, whose Redis takes the TLS hello
+    // for the start of a command (the connection's own words say which step timed out).
+    if (conn.last_error().starts_with("TLS handshake")) f.message += " to the TLS handshake (is the port a TLS port?)";
   } else if (why == errc::auth_failed) {
     f.message = "authentication failed at " + where + ": " + words + " (check the user and password in the URL)";
   } else if (why == errc::select_failed) {

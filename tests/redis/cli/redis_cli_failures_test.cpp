@@ -59,6 +59,24 @@ TEST_F(AdmitDecideFailures, RefusedConnectionIsExitStatus75) {
   EXPECT_NE(i.err.find("cannot connect to " + url + ": connection refused"), std::string::npos) << i.err;
 }
 
+// rediss:// for a plain port: Redis takes the TLS hello for the start of a command and answers nothing. The message
+// says that it is the handshake that got no answer, and asks whether the port is a TLS port (it said "no answer
+// within 1s" alone, where the connection knew better).
+TEST_F(AdmitDecideFailures, ATlsUrlForAPlainPortIsSaidToBeOne) {
+  redis_server server;
+  const std::string url = "rediss://127.0.0.1:" + std::to_string(server.port());
+  for (const args& command :
+       {args{"decide", "--redis", url, "--rate", "1/s", "k"}, args{"inspect", "--redis", url, "db"}}) {
+    const run_result r = admit_cli(command);
+    EXPECT_EQ(r.status, 75) << r.err;
+    EXPECT_NE(r.err.find("cannot connect to " + url +
+                         ": no answer within 1s to the TLS handshake (is the port a TLS "
+                         "port?)"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
 TEST_F(AdmitDecideFailures, WrongPasswordIsExitStatus69) {
   redis_server server({.requirepass = "the-right-one"});
   const std::string where = "127.0.0.1:" + std::to_string(server.port());
