@@ -112,6 +112,7 @@ struct http_server::impl {
   admit::detail::mutex mutex;
   std::condition_variable all_closed;
   std::list<std::shared_ptr<connection>> connections ADMIT_GUARDED_BY(mutex);
+  std::size_t busy ADMIT_GUARDED_BY(mutex) = 0;  // requests read and not yet answered (all_closed tells each answer)
   bool stopped ADMIT_GUARDED_BY(mutex) = false;
 
   net::awaitable<response> answer(http::request<http::string_body>& req);
@@ -226,6 +227,10 @@ net::awaitable<void> http_server::impl::session(std::shared_ptr<connection> c) {
       break;
     }
     c->busy = true;
+    {
+      const admit::detail::lock_guard lock(mutex);
+      ++busy;
+    }
     http::request<http::string_body> req = parser.release();
     response res;
     try {
@@ -234,13 +239,18 @@ net::awaitable<void> http_server::impl::session(std::shared_ptr<connection> c) {
       log::error("http request failed", {{"error", e.what()}});
       res = text(http::status::internal_server_error, std::string("the request failed: ") + e.what() + "\n");
     }
-    const bool keep = req.keep_alive() && !stopping.load();
+    // Not serving (a drain has begun, or the server has not started serving yet): the answer closes the connection.
+    const bool keep = req.keep_alive() && serving.load() && !stopping.load();
     res.keep_alive(keep);
     res.prepare_payload();
     c->stream.expires_after(idle_timeout);
     auto [write_ec, w] = co_await http::async_write(c->stream, res, net::as_tuple(net::use_awaitable));
     std::ignore = w;
     c->busy = false;
+    {
+      const admit::detail::lock_guard lock(mutex);
+      if (--busy == 0) all_closed.notify_all();
+    }
     if (write_ec || !keep) break;
   }
   beast::error_code ignored;
@@ -282,6 +292,10 @@ http_server::http_server(service& svc, const http_server_options& opts) : impl_(
   if (ec) throw std::runtime_error("cannot listen for HTTP on " + where + ": not an IP address");
   if (opts.max_connections == 0) {
     throw std::invalid_argument("http_server: max_connections must be at least 1, got 0");
+  }
+  if (opts.answer_grace.count() < 0) {
+    throw std::invalid_argument("http_server: answer_grace must not be negative, got " +
+                                std::to_string(opts.answer_grace.count()) + " ms");
   }
   auto& acceptor = impl_->acceptor;
   // Opens, sets the options and binds to `at`, listening; the error, if any, with the acceptor closed again.
@@ -336,6 +350,13 @@ void http_server::shutdown(std::chrono::system_clock::time_point deadline) {
     impl_->stopped = true;
   }
   impl_->serving.store(false);
+  {
+    // While requests are in flight the port stays open and answers (GET /healthcheck: 500), so that a prober sees the
+    // instance fail its health check, not a refused connection.
+    admit::detail::unique_lock lock(impl_->mutex);
+    impl_->all_closed.wait_until(lock.native(), deadline,
+                                 [this]() ADMIT_REQUIRES(impl_->mutex) { return impl_->busy == 0; });
+  }
   impl_->stopping.store(true);
   net::post(impl_->control, [this] {
     beast::error_code ignored;
@@ -349,9 +370,11 @@ void http_server::shutdown(std::chrono::system_clock::time_point deadline) {
       if (!c->busy) c->stream.socket().cancel(ignored);
     });
   }
-  impl_->all_closed.wait_until(lock.native(), deadline,
+  // Until the deadline, and answer_grace past it: what still waits for the backend then is answered by admit serve's
+  // failure policy at the deadline, and the answer is written.
+  impl_->all_closed.wait_until(lock.native(), deadline + impl_->opts.answer_grace,
                                [this]() ADMIT_REQUIRES(impl_->mutex) { return impl_->connections.empty(); });
-  // At the deadline every connection left is closed: what it reads or writes next fails at once. A session still
+  // Then every connection left is closed: what it reads or writes next fails at once. A session still
   // waiting for its decision ends when the decision comes (the backend bounds how long that takes), and the threads
   // keep running until then, so that the decision's completion has somewhere to go.
   for (const auto& c : impl_->connections) {

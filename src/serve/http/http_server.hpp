@@ -36,6 +36,9 @@ struct http_server_options {
   std::size_t max_connections = 1000;
   // SO_REUSEPORT: let other processes listen on the same port (see rls_server_options::reuse_port). Off by default.
   bool reuse_port = false;
+  // How long past shutdown's deadline a request still waiting for its decision keeps its connection: admit serve
+  // answers what waits at the deadline by the failure policy, and that answer is then written (>= 0).
+  std::chrono::milliseconds answer_grace{200};
 };
 
 class http_server {
@@ -50,9 +53,11 @@ class http_server {
   [[nodiscard]] int port() const noexcept;
   // What GET /healthcheck answers. Thread-safe.
   void set_serving(bool serving) noexcept;
-  // Health 500, stops accepting connections, closes idle ones, lets requests in flight be answered until `deadline`,
-  // then closes every connection left; returns once no request is still waiting for its decision (which the
-  // backend's own timeout bounds) and the threads are joined. Idempotent.
+  // Health 500; while requests are in flight (until `deadline`), the port stays open and answers, so that a prober's
+  // GET /healthcheck gets 500 rather than a refused connection; then it stops accepting, closes idle connections,
+  // lets the requests in flight be answered until `deadline` (and answer_grace past it), and closes every connection
+  // left; returns once no request is still waiting for its decision (which the backend's own timeout bounds) and the
+  // threads are joined. Idempotent.
   void shutdown(std::chrono::system_clock::time_point deadline);
 
  private:

@@ -1,7 +1,8 @@
-// The HTTP server's drain (serve/http/http_server.hpp): idle keep-alive connections close at once, a request in flight
-// is answered (with Connection: close), one still waiting for its decision at the deadline loses its connection, and
-// shutdown returns once its decision has come. The backend holds each decision until the test lets it go, so nothing
-// here depends on timing.
+// The HTTP server's drain (serve/http/http_server.hpp): while a request is in flight the port stays open and answers
+// (health 500), then idle keep-alive connections close, the request in flight is answered (with Connection: close),
+// one still waiting for its decision past the deadline and its grace loses its connection, one answered within the
+// grace keeps it, and shutdown returns once its decision has come. The backend holds each decision until the test lets
+// it go, so nothing here depends on timing.
 #include "serve/http/http_server.hpp"
 
 #include <gtest/gtest.h>
@@ -38,7 +39,8 @@ struct fixture {
   std::unique_ptr<http_server> server;
 
   explicit fixture(std::size_t max_connections = http_server_options{}.max_connections,
-                   std::unique_ptr<backend> other = nullptr) {
+                   std::unique_ptr<backend> other = nullptr,
+                   std::chrono::milliseconds answer_grace = http_server_options{}.answer_grace) {
     std::unique_ptr<backend> b = std::make_unique<held_backend>();
     if (other) b = std::move(other);
     store = dynamic_cast<held_backend*>(b.get());
@@ -48,6 +50,7 @@ struct fixture {
     opts.port = 0;
     opts.threads = 1;
     opts.max_connections = max_connections;
+    opts.answer_grace = answer_grace;
     server = std::make_unique<http_server>(*svc, opts);
     server->set_serving(true);
   }
@@ -215,25 +218,66 @@ TEST(HttpServer, ABackendThatThrowsIsAnswered500) {
   EXPECT_EQ(health.result(), http::status::ok);
 }
 
-TEST(HttpServer, DrainClosesIdleConnectionsAndAnswersTheRequestInFlight) {
+// While the request in flight waits, the port stays open and answers: a prober's connection (kept alive, or new) gets
+// GET /healthcheck 500, not a refused connection (it was refused: the port closed as the drain began). Once the request
+// is answered, the idle connections close.
+TEST(HttpServer, DrainKeepsThePortOpenWhileARequestIsInFlight) {
   fixture f;
   client idle(f.server->port());
   ASSERT_FALSE(idle.ask(http::verb::get, "/healthcheck").first);  // accepted, now idle between requests
   client busy(f.server->port());
   auto answer = std::async(std::launch::async, [&] { return busy.ask(http::verb::post, "/json", json_request); });
   f.store->wait_held(1);
+  f.server->set_serving(false);  // as admit serve's drain does first
   std::thread drain([&] { f.server->shutdown(std::chrono::system_clock::now() + 1h); });
-  EXPECT_TRUE(idle.closed_by_server());  // the drain has begun; the busy request still waits for its decision
+  // (EXPECT, not ASSERT, from here: the decision is let go and the drain joined whatever fails.)
+  auto [kept_ec, kept] = idle.ask(http::verb::get, "/healthcheck");
+  EXPECT_FALSE(kept_ec) << kept_ec.message();
+  EXPECT_EQ(kept.result(), http::status::internal_server_error);
+  client prober(f.server->port());
+  auto [new_ec, probed] = prober.ask(http::verb::get, "/healthcheck");
+  EXPECT_FALSE(new_ec) << new_ec.message();
+  EXPECT_EQ(probed.result(), http::status::internal_server_error);
   f.store->release_all();
   auto [ec, res] = answer.get();
-  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result(), http::status::ok);
+  EXPECT_FALSE(res.keep_alive());
+  EXPECT_TRUE(idle.closed_by_server());
+  EXPECT_TRUE(prober.closed_by_server());
+  drain.join();
+}
+
+// A decision that comes past the deadline but within the grace is written: admit serve answers what still waits at
+// the deadline by its failure policy (the connection was closed first, the client got no answer).
+TEST(HttpServer, AnAnswerWithinTheGraceIsWritten) {
+  fixture f(http_server_options{}.max_connections, nullptr, std::chrono::hours(1));
+  client busy(f.server->port());
+  auto answer = std::async(std::launch::async, [&] { return busy.ask(http::verb::post, "/json", json_request); });
+  f.store->wait_held(1);
+  f.server->set_serving(false);  // as admit serve's drain does first
+  std::thread drain([&] { f.server->shutdown(std::chrono::system_clock::now()); });  // a deadline already past
+  // Past the deadline the port closes (nothing else is in flight): the decision comes after that.
+  const auto refused = [&] {
+    try {
+      client probe(f.server->port());
+      return false;
+    } catch (const std::exception&) {
+      return true;
+    }
+  };
+  for (int i = 0; i < 10'000 && !refused(); ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(refused());  // (EXPECT: the decision is let go and the drain joined whatever fails)
+  f.store->release_all();
+  auto [ec, res] = answer.get();
+  EXPECT_FALSE(ec) << ec.message();
   EXPECT_EQ(res.result(), http::status::ok);
   EXPECT_FALSE(res.keep_alive());
   drain.join();
 }
 
 TEST(HttpServer, DrainDeadlineClosesTheConnectionStillWaiting) {
-  fixture f;
+  fixture f(http_server_options{}.max_connections, nullptr, std::chrono::milliseconds(0));
   client busy(f.server->port());
   auto answer = std::async(std::launch::async, [&] { return busy.ask(http::verb::post, "/json", json_request); });
   f.store->wait_held(1);
