@@ -153,7 +153,7 @@ TEST(ReplayOptions, CheckedIntoAConfig) {
             "invalid --rate \"fast\": missing '/'; expected N/s, N/ms, N/min, N/h, N/day, N/500ms (N a non-negative "
             "decimal) or inf; units ns, us, ms, s, min, h, d, and second, minute, hour, day, week, month, year");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.burst = "-1"; })),
-            "invalid --burst \"-1\": must be at least 1");
+            "invalid --burst \"-1\": must be a whole number from 1 to 1000000000");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.burst = "0"; })),
             "invalid --burst \"0\": must be a whole number from 1 to 1000000000");
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.burst = "1e3"; })),
@@ -161,7 +161,7 @@ TEST(ReplayOptions, CheckedIntoAConfig) {
   EXPECT_EQ(error(options_for("gcra", "1/s", [](replay_options& o) { o.burst = "99999999999999999999"; })),
             "invalid --burst \"99999999999999999999\": must be a whole number from 1 to 1000000000");
   EXPECT_EQ(error(options_for("pacer", "1/s", [](replay_options& o) { o.slack = "-2"; })),
-            "invalid --slack \"-2\": must not be negative");
+            "invalid --slack \"-2\": must be a whole number from 0 to 1000000000");
   EXPECT_EQ(error(options_for("fixed-window", "1/s", [](replay_options& o) { o.window = "0ms"; })),
             "invalid --window \"0ms\": must be positive");
   EXPECT_EQ(error(options_for("fixed-window", "1/s", [](replay_options& o) { o.window = "1 s"; })),

@@ -187,7 +187,7 @@ TEST_F(AdmitMessages, BadValuesNameTheOptionTheValueAndWhatIsAccepted) {
       {{"replay", "-a", "fixed-window", "-r", "1/s", "-w", "1 sec", "@trace"}, 2, "invalid --window \"1 sec\""},
       {{"replay", "-a", "pacer", "-r", "1/s", "--slack", "-1", "@trace"},
        2,
-       "invalid --slack \"-1\": must not be negative"},
+       "invalid --slack \"-1\": must be a whole number from 0 to 1000000000"},
       {{"replay", "-a", "warmup", "-r", "1/s", "--warmup", "ten", "@trace"}, 2, "invalid --warmup \"ten\""},
       {{"replay", "-a", "gcra", "-r", "1/s", "-m", "later", "@trace"},
        2,

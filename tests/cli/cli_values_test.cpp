@@ -114,9 +114,9 @@ TEST(CountOption, NamesTheRange) {
   EXPECT_EQ(usage_message([] { (void)parse_count_option("--burst", "0", 1, 100); }),
             "invalid --burst \"0\": must be a whole number from 1 to 100");
   EXPECT_EQ(usage_message([] { (void)parse_count_option("--burst", "-3", 1, 100); }),
-            "invalid --burst \"-3\": must be at least 1");
+            "invalid --burst \"-3\": must be a whole number from 1 to 100");  // as 0 is (it said "at least 1")
   EXPECT_EQ(usage_message([] { (void)parse_count_option("--slack", "-3", 0, 100); }),
-            "invalid --slack \"-3\": must not be negative");
+            "invalid --slack \"-3\": must be a whole number from 0 to 100");
   EXPECT_EQ(usage_message([] { (void)parse_count_option("--limit", "many", 1, 100); }),
             "invalid --limit \"many\": expected a whole number from 1 to 100");
   EXPECT_EQ(usage_message([] { (void)parse_count_option("--limit", "99999999999999999999999", 1, 100); }),

@@ -156,6 +156,16 @@ TEST_F(AdmitRecommend, NoLimitMeetsTheTargetExitsThreeAndSaysWhy) {
   EXPECT_EQ(r.status, 3) << r.err;
   EXPECT_NE(r.out.find("no rate meets the target"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("raise --burst"), std::string::npos) << r.out;
+  // --json: the recommendation's fields are there, null (burst was left out).
+  const run_result j = admit(
+      {"recommend", "-a", "token-bucket", "--burst", "1", "--max-rejected", "1%", "--json", file("rate trace.txt")});
+  EXPECT_EQ(j.status, 3) << j.err;
+  const json doc = json::parse(j.out);
+  for (const char* field : {"rate", "rate_per_second", "burst"}) {
+    ASSERT_TRUE(doc.contains(field)) << field << ": " << j.out;
+    EXPECT_TRUE(doc.at(field).is_null()) << field << ": " << j.out;
+  }
+  EXPECT_TRUE(doc.at("highest_tried").is_object()) << j.out;
 }
 
 TEST_F(AdmitRecommend, AConcurrencyPlotReplaysASpreadOfLimitsAroundTheAnswer) {

@@ -24,10 +24,10 @@ std::string head(std::string_view option, std::string_view text) {
 
 std::int64_t parse_count_option(std::string_view option, std::string_view text, std::int64_t min, std::int64_t max) {
   const std::string range = "must be a whole number from " + std::to_string(min) + " to " + std::to_string(max);
-  // A leading '-' is named as such: "--burst -3" is not a count.
-  if (!text.empty() && text.front() == '-') {
-    throw usage_error(head(option, text) +
-                      (min >= 1 ? "must be at least " + std::to_string(min) : "must not be negative"));
+  // A negative number is out of the range like any other (0 and -1 said two different things).
+  if (!text.empty() && text.front() == '-' && text.size() > 1 &&
+      text.find_first_not_of("0123456789", 1) == std::string_view::npos) {
+    throw usage_error(head(option, text) + range);
   }
   bool digits = !text.empty();
   for (char c : text) digits = digits && c >= '0' && c <= '9';

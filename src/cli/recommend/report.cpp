@@ -251,8 +251,10 @@ void write_rate_recommendation_json(std::ostream& out, const recommend_context& 
     j["tighter"] = r.tighter ? point_json(q, *r.tighter) : nlohmann::ordered_json();
     j["command"] = replay_command(ctx, q, *r.best);
   } else {
+    // The same fields as a recommendation's, null: a reader finds them whether or not a rate meets.
     j["rate"] = nullptr;
     j["rate_per_second"] = nullptr;
+    j[is_window(q.algo) ? "limit_per_window" : "burst"] = nullptr;
     j["highest_tried"] = r.highest ? point_json(q, *r.highest) : nlohmann::ordered_json();
   }
   if (!is_window(q.algo) && !q.burst) {

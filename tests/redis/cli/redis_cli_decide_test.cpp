@@ -139,7 +139,7 @@ TEST_F(AdmitDecide, BadInputIsExitStatus2) {
   refused({"-a", "pacer"},
           "invalid --algorithm \"pacer\": it has no distributed form; use gcra, token-bucket, fixed-window, "
           "sliding-window or sliding-log");
-  refused({"--cost", "-1"}, "invalid --cost \"-1\": must not be negative");
+  refused({"--cost", "-1"}, "invalid --cost \"-1\": must be a whole number from 0 to 1000000000");
   refused({"--cost", "1.5"}, "invalid --cost \"1.5\": expected a whole number from 0 to 1000000000");
   refused({"--timeout", "soon"},
           "invalid --timeout \"soon\": expected a duration such as 500ms, 1s, 10s, 2min (units ns, us, ms, s, min, "
