@@ -123,6 +123,16 @@ TEST_F(AdmitRecommend, ReadsStandardInputAndPrintsTheCheckingCommand) {
   ASSERT_EQ(f.status, 0) << f.err;
   EXPECT_NE(f.out.find("check:      admit replay --algorithm fixed-window --rate "), std::string::npos) << f.out;
   EXPECT_NE(f.out.find("--window 500ms '" + file("rate trace.txt") + "'"), std::string::npos) << f.out;
+
+#ifdef ADMIT_CLI
+  // Read from standard input, the trace is gone once read: the check command says to give it there again.
+  const run_result piped =
+      run_program({"/bin/sh", "-c", "\"$1\" recommend -a fixed-window --window 500ms --max-rejected 1% - < \"$2\"",
+                   "sh", ADMIT_CLI, file("rate trace.txt")});
+  ASSERT_EQ(piped.status, 0) << piped.err;
+  EXPECT_NE(piped.out.find("--window 500ms -  # the same trace on standard input again\n"), std::string::npos)
+      << piped.out;
+#endif
 }
 
 TEST_F(AdmitRecommend, APerClientLimitFromAnNginxLog) {

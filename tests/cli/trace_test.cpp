@@ -79,6 +79,10 @@ TEST(TraceParse, ReadsTimesCountsCommentsAndBlankLines) {
   EXPECT_EQ(trace[3], (arrival{1'250'000'000, 1, 6}));
   EXPECT_EQ(trace[4], (arrival{2'000'000'000, 1, 8}));
   EXPECT_EQ(read_trace("2").size(), 1u);
+  // A file that begins with a UTF-8 byte order mark (saved on Windows): its first time was "invalid".
+  EXPECT_EQ(read_trace("\xEF\xBB\xBF"
+                       "0.1\n0.2\n"),
+            (std::vector<arrival>{{100'000'000, 1, 1}, {200'000'000, 1, 2}}));
   EXPECT_TRUE(read_trace("").empty());
   EXPECT_TRUE(read_trace("# only a comment\n\n").empty());
 }

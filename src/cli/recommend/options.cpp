@@ -58,7 +58,8 @@ std::string replay_arguments(const recommend_options& o) {
   add("--duration-field", o.duration_field);
   add("--per-key", o.per_key);
   if (o.skip_bad_lines) args += "--skip-bad-lines ";
-  return args + (o.trace == "-" ? std::string("-") : shell_word(o.trace));
+  // A trace read from standard input is read there again (it was consumed: the command says so, as a shell comment).
+  return args + (o.trace == "-" ? std::string("-  # the same trace on standard input again") : shell_word(o.trace));
 }
 
 }  // namespace

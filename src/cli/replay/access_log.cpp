@@ -401,8 +401,8 @@ log_reader::~log_reader() = default;
 
 bool log_reader::read(log_record& next) {
   while (std::getline(in_, line_)) {
-    ++line_number_;
     std::string_view line = line_;
+    if (++line_number_ == 1) line = without_bom(line);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
     try {

@@ -26,7 +26,7 @@ std::int64_t parse_time_field(std::size_t line, std::string_view text, const cha
 }  // namespace
 
 std::optional<request> request_trace_parser::feed(std::string_view line) {
-  ++line_;
+  if (++line_ == 1) line = without_bom(line);
   std::string_view fields[4];
   const std::size_t count = split_trace_line(line, fields);
   if (count == 0) return std::nullopt;

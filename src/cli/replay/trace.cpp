@@ -34,7 +34,7 @@ trace_error::trace_error(std::size_t line, const std::string& message)
     : std::runtime_error("line " + std::to_string(line) + ": " + message), line_(line) {}
 
 std::optional<arrival> trace_parser::feed(std::string_view line) {
-  ++line_;
+  if (++line_ == 1) line = without_bom(line);
   std::string_view fields[3];
   const std::size_t count = split_trace_line(line, fields);
   if (count == 0) return std::nullopt;

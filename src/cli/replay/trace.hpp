@@ -54,6 +54,13 @@ class trace_error : public std::runtime_error {
   std::size_t line_;
 };
 
+// The first line of a file without the UTF-8 byte order mark an editor may put before it (a trace or a log saved on
+// Windows): invisible, it made the first time "invalid".
+[[nodiscard]] inline std::string_view without_bom(std::string_view first_line) noexcept {
+  constexpr std::string_view bom = "\xEF\xBB\xBF";
+  return first_line.starts_with(bom) ? first_line.substr(bom.size()) : first_line;
+}
+
 // Splits one trace line into fields separated by spaces, tabs or '\r', after dropping a '#' comment. Stores at most
 // fields.size() fields and returns how many it stored: a format of at most k fields passes k + 1 slots and reads a
 // result of k + 1 as unexpected text in fields[k]. 0 means a blank or comment-only line.
