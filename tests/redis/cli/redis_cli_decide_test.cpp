@@ -95,14 +95,18 @@ TEST_F(AdmitDecide, WindowsAndCostAboveTheLimit) {
 // naming the key and why, for each pair of state shapes (integers: gcra, token-bucket; windows: fixed, sliding).
 TEST_F(AdmitDecide, AnotherAlgorithmsKeyIsNamedWithTheCause) {
   redis_server server;
-  const auto decide = [&](const char* algorithm, const char* key) {
-    return admit_cli({"decide", "--redis", server.url(), "--rate", "5/s", "--name", "api", "-a", algorithm, key});
+  // A rate of 5/h and windows of 1h: no state expires between the two calls (with 5/s a gcra key lived 200 ms and a
+  // fixed window's until its second ended, and the second call, finding none, was admitted).
+  const auto decide = [&](std::string_view algorithm, const std::string& key) {
+    args a{"decide", "--redis", server.url(), "--rate", "5/h", "--name", "api", "-a", std::string(algorithm)};
+    if (algorithm.ends_with("window")) a = a + args{"--window", "1h"};
+    return admit_cli(a + args{key});
   };
   for (const auto& [first, second] : {std::pair{"gcra", "sliding-window"}, std::pair{"fixed-window", "gcra"},
                                       std::pair{"sliding-window", "token-bucket"}, std::pair{"gcra", "fixed-window"}}) {
     const std::string key = std::string(first) + "-then-" + second;
-    ASSERT_EQ(decide(first, key.c_str()).status, 0) << first;
-    const run_result r = decide(second, key.c_str());
+    ASSERT_EQ(decide(first, key).status, 0) << first;
+    const run_result r = decide(second, key);
     EXPECT_EQ(r.status, 69) << key << ": " << r.err;
     EXPECT_NE(r.err.find("key {api}:" + key + " does not hold"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("another algorithm's state"), std::string::npos) << r.err;
