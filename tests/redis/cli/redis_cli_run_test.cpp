@@ -384,6 +384,25 @@ TEST_F(AdmitRunRedis, LeaseLostTerminatesTheCommandAndExits124) {
   }
 }
 
+// Redis restarted without its data while a run holds its lease: the next renewal finds the lease gone, the command is
+// told to stop, and the message says Redis no longer has the lease, a restart without its data among the causes (it
+// said "Redis did not renew it within --lease-ttl", a second after Redis had answered again).
+TEST_F(AdmitRunRedis, ALeaseLostToARestartWithoutDataIsSaidSo) {
+  const std::string script =
+      "trap 'exit 0' TERM\n"
+      "echo ready >> \"$1\"\n"
+      "while :; do sleep 1 </dev/null >/dev/null 2>&1 & wait $!; done\n";
+  child_process c(run("restarted", args{"--concurrency", "1", "--lease-ttl", "1500ms", "--"} + records_ran(script)));
+  ASSERT_TRUE(eventually([&] { return read_text(ran_) == "ready\n"; })) << c.err();
+  server_.restart();  // empty: no persistence
+  const run_result r = finish(c, 15s);
+  EXPECT_EQ(r.status, 124) << r.err;
+  EXPECT_NE(r.err.find("was lost (Redis no longer has it: no renewal reached Redis within --lease-ttl, or Redis lost "
+                       "it, restarted or failed over without its data)"),
+            std::string::npos)
+      << r.err;
+}
+
 // The holder cut off from Redis (its requests and replies lost) while another queues directly: Redis lets the
 // holder's lease expire after the TTL and grants the permit to the other. By then the holder's command must have been
 // told to stop: the two commands overlap by no more than a margin (150 ms) for the signal to be handled.
