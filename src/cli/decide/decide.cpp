@@ -66,15 +66,12 @@ replay_settings check_limit(const decide_options& o) {
   }
   if (!o.rate) throw usage_error("--rate is required (e.g. --rate 10/s)");
   // A window Redis would round is refused before the rate is fitted to it: a rate that fits a window refused anyway
-  // would be no advice. (A window that does not parse is left to resolve(), which says so with the other options.)
+  // would be no advice. (A window that does not parse is refused here as resolve() would; one not positive is left
+  // to it.)
   if (const auto algo = parse_algorithm(o.algorithm); algo && is_window(*algo) && o.window) {
-    std::optional<std::chrono::nanoseconds> window;
+    const std::chrono::nanoseconds window = parse_duration_option("--window", *o.window);
     try {
-      window = parse_duration_option("--window", *o.window);
-    } catch (const std::invalid_argument&) {
-    }
-    try {
-      if (window && window->count() > 0) require_whole_window(*window, redis_granularity, "microseconds", "Redis");
+      if (window.count() > 0) require_whole_window(window, redis_granularity, "microseconds", "Redis");
     } catch (const std::invalid_argument& e) {
       throw usage_error(e.what());
     }

@@ -81,6 +81,7 @@ class wake_registry : public std::enable_shared_from_this<wake_registry> {
   std::string wake_key_;
   std::chrono::milliseconds poll_interval_;
   std::chrono::milliseconds timeout_;
+
   // Looked up by a grant's id as a view into its text (no copy of the id per grant).
   struct id_hash {
     using is_transparent = void;

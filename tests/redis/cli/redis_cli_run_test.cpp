@@ -125,6 +125,8 @@ class AdmitRunRedis : public ::testing::Test {
     return args{ADMIT_CLI, "run", "--redis", server_.url(), "--name", name} + more;
   }
   static run_result admit(const args& a, std::chrono::milliseconds limit = 60s) { return run_to_end(a, limit); }
+  // The server as admit run's messages name it (its URL without the database).
+  std::string where() const { return "redis://127.0.0.1:" + std::to_string(server_.port()); }
   // A holder of the only permit of `name` (its command sleeps until the test ends), started.
   std::unique_ptr<child_process> hold(const std::string& name, const args& more = {}) {
     auto c = std::make_unique<child_process>(
@@ -191,11 +193,10 @@ TEST_F(AdmitRunRedis, ExitStatusesAndNotAdmitted) {
   EXPECT_EQ(timed_out.status, 75) << timed_out.err;
   EXPECT_GE(steady::now() - before, 200ms);
   EXPECT_EQ(event(timed_out.err, "not_admitted").value("reason", ""), "timeout") << timed_out.err;
-  const std::string where = "redis://127.0.0.1:" + std::to_string(server_.port());  // (the URL as messages give it)
   EXPECT_EQ(event(timed_out.err, "not_admitted").value("message", ""),
-            "not admitted: no permit of \"busy\" at " + where + " within --timeout 200ms")
+            "not admitted: no permit of \"busy\" at " + where() + " within --timeout 200ms")
       << timed_out.err;
-  rate_refusal_named(ADMIT_CLI, {"--redis", server_.url()}, "at " + where);
+  rate_refusal_named(ADMIT_CLI, {"--redis", server_.url()}, "at " + where());
   const run_result busy =
       admit(run("busy", args{"--concurrency", "1", "--no-wait", "--json", "--"} + records_ran()), 10s);
   EXPECT_EQ(busy.status, 75) << busy.err;
@@ -252,7 +253,7 @@ TEST_F(AdmitRunRedis, RedisFailuresAndBadNames) {
   EXPECT_EQ(silent.status, 75) << silent.err;
   EXPECT_EQ(event(silent.err, "not_admitted").value("reason", ""), "redis") << silent.err;
 
-  const std::string url = "redis://127.0.0.1:" + std::to_string(server_.port());
+  const std::string url = where();
   server_.kill();
   const run_result refused = admit(
       args{ADMIT_CLI, "run", "--redis", url, "--name", "x", "--concurrency", "1", "--json", "--"} + records_ran(), 30s);
@@ -281,14 +282,13 @@ TEST_F(AdmitRunRedis, TheTimeoutIsKeptWhenRedisStopsAnswering) {
     EXPECT_LT(took, 1800ms) << r.err;  // a teardown that waited for Redis's answer would add its 1 s call timeout
     return refused.value("message", "");
   };
-  const std::string where = "redis://127.0.0.1:" + std::to_string(server_.port());
   const std::string paused = waits_while([&] { server_.pause(5000ms); }, "redis");
-  EXPECT_NE(paused.find("not admitted within --timeout: " + where + " did not answer (no reply within 50ms"),
+  EXPECT_NE(paused.find("not admitted within --timeout: " + where() + " did not answer (no reply within 50ms"),
             std::string::npos)
       << paused;
   server_.unpause();
   const std::string killed = waits_while([&] { server_.kill(); }, "redis");
-  EXPECT_NE(killed.find("cannot connect to " + where + ": connection refused"), std::string::npos) << killed;
+  EXPECT_NE(killed.find("cannot connect to " + where() + ": connection refused"), std::string::npos) << killed;
   EXPECT_FALSE(ran());
 }
 
@@ -314,9 +314,7 @@ TEST_F(AdmitRunRedis, AWaitWithoutTimeoutSaysRedisWentAwayAndRunsOnceItIsBack) {
   const run_result r = finish(waiter);
   EXPECT_EQ(r.status, 0) << r.err;
   const auto gone = event(r.err, "redis_unreachable");
-  EXPECT_NE(gone.value("message", "").find("cannot connect to redis://127.0.0.1:" + std::to_string(server_.port())),
-            std::string::npos)
-      << r.err;
+  EXPECT_NE(gone.value("message", "").find("cannot connect to " + where()), std::string::npos) << r.err;
   EXPECT_FALSE(event(r.err, "redis_back").is_null()) << r.err;
   EXPECT_TRUE(ran());
 }
