@@ -21,8 +21,10 @@
 #include <limits>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "admit/detail/annotated_mutex.hpp"
 #include "admit/detail/host_port.hpp"
@@ -50,11 +52,39 @@ void protobuf_log(google::protobuf::LogLevel level, const char* file, int line, 
 // gRPC's own messages, as lines of the log (they were written to stderr in gRPC's format, several lines each): its
 // errors as warnings — what they mean for the service (a port that cannot be bound) the service says itself, at error
 // level — and the rest at debug level.
+// While the server starts, this thread's gRPC messages are held instead (a failed bind is a 1.5 KB error tree that
+// the service's own message says in a line): written once the start succeeded, at debug level when it failed.
+struct grpc_message {
+  log::level level;
+  std::string detail, source;
+};
+thread_local std::vector<grpc_message>* held_messages = nullptr;
+// Holds this thread's gRPC messages while it lives.
+struct grpc_messages_held {
+  grpc_messages_held() { held_messages = &messages; }
+  ~grpc_messages_held() { held_messages = nullptr; }
+  grpc_messages_held(const grpc_messages_held&) = delete;
+  grpc_messages_held& operator=(const grpc_messages_held&) = delete;
+  std::vector<grpc_message> messages;
+};
+
 void grpc_log(gpr_log_func_args* args) {
   const log::level l = args->severity == GPR_LOG_SEVERITY_ERROR ? log::level::warn : log::level::debug;
+  std::string source = std::string(args->file) + ":" + std::to_string(args->line);
+  if (held_messages != nullptr) {
+    held_messages->push_back({l, args->message, std::move(source)});
+    return;
+  }
   if (!log::enabled(l)) return;
-  log::write(l, "grpc",
-             {{"detail", args->message}, {"source", std::string(args->file) + ":" + std::to_string(args->line)}});
+  log::write(l, "grpc", {{"detail", args->message}, {"source", std::move(source)}});
+}
+
+// Writes the messages held while the server started: as gRPC ranked them, or all at debug level.
+void write_held(const std::vector<grpc_message>& messages, bool started) {
+  for (const grpc_message& m : messages) {
+    const log::level l = started ? m.level : log::level::debug;
+    if (log::enabled(l)) log::write(l, "grpc", {{"detail", m.detail}, {"source", m.source}});
+  }
 }
 
 // "String field 'a.b.Entry.key' contains invalid UTF-8 data when parsing..." → "field a.b.Entry.key is not valid
@@ -260,8 +290,14 @@ rls_server::rls_server(service& svc, const rls_server_options& opts) : impl_(std
   quota.Resize(opts.max_memory_bytes);
   builder.SetResourceQuota(quota);
   builder.RegisterService(&impl_->handler);
-  impl_->server = builder.BuildAndStart();
-  if (!impl_->server || impl_->port == 0) {
+  bool started = false;
+  {
+    grpc_messages_held held;
+    impl_->server = builder.BuildAndStart();
+    started = impl_->server && impl_->port != 0;
+    write_held(held.messages, started);
+  }
+  if (!started) {
     throw std::runtime_error("cannot listen for gRPC on " + address + ": " + bind_failure(opts.host, opts.port));
   }
   set_serving(true);
