@@ -230,6 +230,46 @@ class stock_backend final : public backend {
   std::chrono::nanoseconds reset{0};
 };
 
+// The rate-limit headers say a count and when it resets: a status the failure policy decided has neither (it said
+// "RateLimit-Remaining: 0" and "RateLimit-Reset: 0", come back at once, on an answer of fail-closed). A request's
+// other statuses, counted, still give them.
+TEST(ServiceFailures, AFailurePolicyAnswerCarriesNoRateLimitHeaders) {
+  const std::string cfg = R"(domain: h
+descriptors:
+  - key: a
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+  - key: b
+    rate_limit:
+      unit: hour
+      requests_per_unit: 3
+)";
+  for (const bool open : {true, false}) {
+    service svc{std::make_unique<failing_backend>(), yaml(cfg),
+                {.headers = service_options::header_style::ietf, .fail_open = open}};
+    std::optional<rls_result> out;
+    svc.should_rate_limit_at(req("h", {desc({{"a", "1"}}), desc({{"b", "1"}})}), at(0s),
+                             [&](rls_result x) { out = std::move(x); });
+    ASSERT_TRUE(out);
+    EXPECT_EQ(out->response.overall_code, open ? rls_code::ok : rls_code::over_limit);
+    EXPECT_TRUE(out->response.response_headers_to_add.empty()) << "fail_open " << open;
+  }
+  // The first hit fails, the second is answered (from a stock): the headers are the second's.
+  auto store = std::make_unique<stock_backend>();
+  store->reset = 20s;
+  service svc{std::move(store), yaml(cfg), {.headers = service_options::header_style::ietf, .fail_open = false}};
+  std::optional<rls_result> out;
+  svc.should_rate_limit_at(req("h", {desc({{"a", "1"}}), desc({{"b", "1"}})}), at(0s),
+                           [&](rls_result x) { out = std::move(x); });
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->response.overall_code, rls_code::over_limit);
+  const auto& h = out->response.response_headers_to_add;
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[0].value, "3");   // b's limit
+  EXPECT_EQ(h[2].value, "20");  // b's reset
+}
+
 // The health events follow the store: an answer decided from a local stock while the store fails does not say the
 // outage is over (it would log "counting again" and "failing" for every such request).
 TEST(ServiceFailures, AnAnswerFromALocalStockDoesNotEndAnOutage) {

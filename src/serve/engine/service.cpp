@@ -289,12 +289,14 @@ void service::request_state::complete() {
         break;
     }
     self.metrics.record_descriptor(r, rq.domain, p.series, counts);
+    if (s.code == rls_code::over_limit) over = true;
+    // (A status of the failure policy says nothing of the count, nor of when it resets: not in the headers.)
+    if (out.result == hit_outcome::state::failed) continue;
     if (s.limit_remaining < least) {
       closest = &s;
       least = s.limit_remaining;
     }
     if (s.code == rls_code::over_limit) {
-      over = true;
       closest = &s;
       least = 0;
     }

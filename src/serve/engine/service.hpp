@@ -63,7 +63,9 @@ struct rls_result {
 // - duration_until_reset: whole seconds (for a fixed window, unit − now mod unit, as there).
 // - Response headers (service_options::headers): the limit, remaining and reset (whole seconds) of the descriptor
 //   closest to its limit — the last one over the limit if any is, else the one with the least limit_remaining among
-//   those with a current_limit (the first of equals) — when one has a current_limit.
+//   those with a current_limit (the first of equals) — when one has a current_limit. A status decided by the failure
+//   policy is none of them (the backend did not count it: no remaining or reset is known): when every status of a
+//   request is, no header.
 // - A concurrency rule that admits holds its permits under a lease: the response carries one header
 //   `x-admit-lease: <id>` per lease (release them with release()). When the overall code is OVER_LIMIT the request
 //   will not proceed, so its leases are released at once and no lease header is sent.
