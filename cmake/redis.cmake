@@ -49,9 +49,9 @@ if(ADMIT_WITH_REDIS)
   # The semaphore's script is long: a folder of parts, joined in this order (core.lua states the protocol). Debug
   # builds add debug_clock.lua: a time a test can set (see that file); release builds never have it.
   # Follows the build type at every configure (not an option a cache could keep across a change of build type).
-  set(admit_redis_semaphore_parts core classes operations call)
+  set(admit_redis_semaphore_parts core queue classes operations call)
   if(CMAKE_BUILD_TYPE STREQUAL "Debug")
-    set(admit_redis_semaphore_parts core classes operations debug_clock call)
+    set(admit_redis_semaphore_parts core queue classes operations debug_clock call)
   endif()
   set(admit_redis_lua_parts_semaphore)
   foreach(part IN LISTS admit_redis_semaphore_parts)

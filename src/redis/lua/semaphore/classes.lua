@@ -1,4 +1,4 @@
--- semaphore.lua, part 2 of 4 (joined in order by cmake/redis.cmake; part 1, core.lua, states the protocol): priority
+-- semaphore.lua, part 3 of 5 (joined in order by cmake/redis.cmake; part 1, core.lua, states the protocol): priority
 -- classes (made only when a semaphore has them), serving the queue, joining it.
 
 local unlimited = 1125899906842624 -- 2^50, an admission's capacity without a concurrency limit

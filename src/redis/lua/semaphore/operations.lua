@@ -1,4 +1,4 @@
--- semaphore.lua, part 3 of 4 (joined in order by cmake/redis.cmake; part 1, core.lua, states the protocol): the
+-- semaphore.lua, part 4 of 5 (joined in order by cmake/redis.cmake; part 1, core.lua, states the protocol): the
 -- operations that ARGV[1] names.
 
 -- The operations. Each takes A, its arguments laid out as ARGV is for a call of that one operation (A[1] its name,
