@@ -262,15 +262,21 @@ class rls_handler final
 }  // namespace
 
 struct rls_server::impl {
-  explicit impl(service& svc, const request_limits& limits) : handler(svc, limits) {}
+  impl(service& svc, const rls_server_options& opts) : handler(svc, opts.limits), answer_grace(opts.answer_grace) {}
   rls_handler handler;
+  std::chrono::milliseconds answer_grace;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   admit::detail::mutex shutdown_mutex;
   bool stopped ADMIT_GUARDED_BY(shutdown_mutex) = false;
 };
 
-rls_server::rls_server(service& svc, const rls_server_options& opts) : impl_(std::make_unique<impl>(svc, opts.limits)) {
+rls_server::rls_server(service& svc, const rls_server_options& opts) {
+  if (opts.answer_grace.count() < 0) {
+    throw std::invalid_argument("rls_server: answer_grace must not be negative, got " +
+                                std::to_string(opts.answer_grace.count()) + " ms");
+  }
+  impl_ = std::make_unique<impl>(svc, opts);
   static std::once_flag process_setup_once;
   std::call_once(process_setup_once, [] {
     google::protobuf::SetLogHandler(&protobuf_log);
@@ -324,9 +330,12 @@ void rls_server::shutdown(std::chrono::system_clock::time_point deadline) {
   set_serving(false);
   // The rate-limit calls in flight are answered first (new ones are refused meanwhile); then the server shuts down
   // with what is left cancelled at once — the health service's Watch streams, which would otherwise hold the drain
-  // until its deadline (they never end by themselves) — after a moment for the last answers to be written.
-  impl_->handler.drain(deadline);
-  impl_->server->Shutdown(std::min(deadline, std::chrono::system_clock::now() + std::chrono::milliseconds(100)));
+  // until its deadline (they never end by themselves) — after a moment for the last answers to be written. A call
+  // still waiting at the deadline has answer_grace more: admit serve answers it then by the failure policy, and
+  // cancelling it at that instant would race that answer.
+  const auto last = deadline + impl_->answer_grace;
+  impl_->handler.drain(last);
+  impl_->server->Shutdown(std::min(last, std::chrono::system_clock::now() + std::chrono::milliseconds(100)));
   impl_->server->Wait();
 }
 

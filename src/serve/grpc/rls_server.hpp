@@ -40,6 +40,9 @@ struct rls_server_options {
   // Off by default, so that a second instance on a busy port fails instead of silently taking half of the calls (and
   // with in-process counters, half of every limit).
   bool reuse_port = false;
+  // How long past shutdown's deadline a call still waiting for its decision is waited for before it is cancelled:
+  // admit serve answers what waits at the deadline by the failure policy, and that answer is then sent (>= 0).
+  std::chrono::milliseconds answer_grace{200};
 };
 
 class rls_server {
@@ -56,8 +59,8 @@ class rls_server {
   // Sets the health of the whole server and of the services "ratelimit" and
   // "envoy.service.ratelimit.v3.RateLimitService". Thread-safe.
   void set_serving(bool serving);
-  // Health NOT_SERVING, stops accepting calls, lets calls in flight finish until `deadline`, then cancels those left,
-  // and returns once every call has ended. Idempotent. Not to be called from a call's completion.
+  // Health NOT_SERVING, stops accepting calls, lets calls in flight finish until `deadline` (and answer_grace past
+  // it), then cancels those left, and returns once every call has ended. Idempotent. Not to be called from a call's completion.
   void shutdown(std::chrono::system_clock::time_point deadline);
 
  private:
