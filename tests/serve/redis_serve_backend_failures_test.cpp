@@ -103,6 +103,35 @@ TEST_F(RedisServeBackend, TheBreakerFailsDecisionsAtOnceWhileRedisIsDown) {
   EXPECT_EQ(server.script_calls(), 0);  // FCALL or EVALSHA: the concurrency rule's semaphore neither
 }
 
+// The connection keeps its last failure after it connected again: a Redis that stops answering later is a timeout,
+// not the refusal of the outage before (it read "timed out (connection to redis refused)").
+TEST_F(RedisServeBackend, ATimeoutAfterAnOutageIsNotGivenTheOutagesCause) {
+  redis_backend_options o = options_for(server.url());
+  o.timeout = 200ms;
+  o.breaker = {.failure_threshold = 0};  // never opens: every decision asks Redis
+  redis_backend b(io.executor(), o);
+  const rate_limit_rule r = rule(100, unit::minute);
+  ASSERT_EQ(decide_one(b, make_hit(r, "k")).result, state::ok);
+  server.kill();
+  const auto give_up = std::chrono::steady_clock::now() + 20s;
+  hit_outcome out;
+  do {
+    out = decide_one(b, make_hit(r, "k"));
+  } while (out.error.find("refused") == std::string::npos && std::chrono::steady_clock::now() < give_up);
+  ASSERT_NE(out.error.find("refused"), std::string::npos) << out.error;
+  server.start();
+  do {
+    out = decide_one(b, make_hit(r, "k"));
+  } while (out.result == state::failed && std::chrono::steady_clock::now() < give_up);
+  ASSERT_EQ(out.result, state::ok) << out.error;
+  server.pause(std::chrono::milliseconds(2000));  // connected, and silent
+  out = decide_one(b, make_hit(r, "k"));
+  server.unpause();
+  EXPECT_EQ(out.result, state::failed);
+  EXPECT_NE(out.error.find("timed out"), std::string::npos) << out.error;
+  EXPECT_EQ(out.error.find("refused"), std::string::npos) << out.error;
+}
+
 TEST(RedisServeBackendUnreachable, PingNamesTheServerDecisionsFailThenWorkOnceItStarts) {
   redis_server server;
   server.kill();  // down from the start (`admit serve` without --redis-required)

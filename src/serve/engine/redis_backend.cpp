@@ -135,12 +135,17 @@ void redis_backend::state::learned_topology(boost::system::error_code ec, const 
 }
 
 std::string redis_backend::state::failure_text(const std::error_code& ec) const {
-  // Why the server, or a node of the cluster, is not connected (nodes is set before clustered, and stays).
+  // Why the server, or a node of the cluster, is not connected (nodes is set before clustered, and stays): a cluster
+  // names only a node that is down now; a connection keeps its last failure after it connected again, which then
+  // says nothing of this call (a Redis that stopped answering after an outage read "timed out (connection to redis
+  // refused)").
+  const bool clustered_now = clustered.load(std::memory_order_acquire);
+  const bool down = !clustered_now && !conn->is_connected();
   const std::error_code why =
-      clustered.load(std::memory_order_acquire) ? nodes->last_connect_error() : conn->last_connect_error();
+      clustered_now ? nodes->last_connect_error() : (down ? conn->last_connect_error() : std::error_code{});
   // A call that ran out of time waiting for a connection: the connection's failure is the news (a refused password
   // read "timed out (redis refused the credentials ...)").
-  if (why && why != ec && ec == errc::timeout && !clustered.load(std::memory_order_acquire) && !conn->is_connected()) {
+  if (why && why != ec && ec == errc::timeout && down) {
     return "Redis at " + address + ": not connected (" + why.message() + "); the call timed out waiting for it";
   }
   std::string s = "Redis at " + address + ": " + ec.message();
