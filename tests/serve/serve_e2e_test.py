@@ -457,6 +457,25 @@ def main(tmp):
                            timeout=WAIT)
         check(p.returncode == 69 and str(redis_port) in p.stderr,
               f"ADMIT_SERVE_REDIS is --redis: exit 69 naming it ({p.returncode}: {p.stderr!r})")
+        # The failure policy and --redis-required from the environment (a packaged service has no command line).
+        p = subprocess.run([ADMIT, "serve", "--config", config, "--redis", url],
+                           env=dict(os.environ, ADMIT_SERVE_REDIS_REQUIRED="true"), capture_output=True, text=True,
+                           timeout=WAIT)
+        check(p.returncode == 69, f"ADMIT_SERVE_REDIS_REQUIRED=true is --redis-required: exit 69 ({p.returncode})")
+        ports = ("--config", config, "--grpc-port", "0", "--http-port", "0", "--redis", url)
+        closed = server(ADMIT, None, *ports, env=dict(no_config_env(), ADMIT_SERVE_FAIL_CLOSED="true"))
+        r = rls_pb2_grpc.RateLimitServiceStub(closed.channel).ShouldRateLimit(req, timeout=WAIT)
+        check(r.overall_code == Code.OVER_LIMIT, "ADMIT_SERVE_FAIL_CLOSED=true, Redis unreachable: OVER_LIMIT")
+        check(closed.stop() == 0, "ADMIT_SERVE_FAIL_CLOSED=true: SIGTERM exits 0")
+        opened = server(ADMIT, None, *ports, "--fail-open", env=dict(no_config_env(), ADMIT_SERVE_FAIL_CLOSED="1"))
+        r = rls_pb2_grpc.RateLimitServiceStub(opened.channel).ShouldRateLimit(req, timeout=WAIT)
+        check(r.overall_code == Code.OK, "--fail-open over ADMIT_SERVE_FAIL_CLOSED=1: the command line wins, OK")
+        check(opened.stop() == 0, "--fail-open: SIGTERM exits 0")
+        p = subprocess.run([ADMIT, "serve", "--config", config],
+                           env=dict(os.environ, ADMIT_SERVE_FAIL_CLOSED="sometimes"), capture_output=True, text=True,
+                           timeout=WAIT)
+        check(p.returncode == 2 and 'ADMIT_SERVE_FAIL_CLOSED "sometimes"' in p.stderr,
+              f"a bad ADMIT_SERVE_FAIL_CLOSED: exit 2 naming it ({p.returncode}: {p.stderr!r})")
 
     # A configuration refused at start: exit 2, naming file and line.
     bad = os.path.join(tmp, "bad config")

@@ -106,20 +106,20 @@ void apply_environment(serve_options& o, sources& src) {
   take(o.drain_timeout, src.drain, {"ADMIT_SERVE_DRAIN_TIMEOUT"});
   take(o.redis_timeout, src.redis_timeout, {"ADMIT_SERVE_REDIS_TIMEOUT"});
   take(o.lease_ttl, src.lease_ttl, {"ADMIT_SERVE_LEASE_TTL"});
-  if (!o.reuse_port) {
-    if (auto e = env({"ADMIT_SERVE_REUSE_PORT"})) {
-      if (auto bad = parse_bool(e->value, o.reuse_port)) {
-        throw cli::usage_error("invalid " + e->name + " " + cli::quote(e->value) + ": " + *bad);
-      }
+  // A true or false from the environment into `out`, when one of `names` is set: whether one was.
+  const auto take_bool = [](bool& out, std::initializer_list<const char*> names) {
+    const auto e = env(names);
+    if (!e) return false;
+    if (auto bad = parse_bool(e->value, out)) {
+      throw cli::usage_error("invalid " + e->name + " " + cli::quote(e->value) + ": " + *bad);
     }
-  }
-  if (!o.shadow_mode) {
-    if (auto e = env({"ADMIT_SERVE_SHADOW_MODE", "SHADOW_MODE"})) {
-      if (auto bad = parse_bool(e->value, o.shadow_mode)) {
-        throw cli::usage_error("invalid " + e->name + " " + cli::quote(e->value) + ": " + *bad);
-      }
-    }
-  }
+    return true;
+  };
+  // (A flag given on the command line is true: the environment is not read for it.)
+  if (!o.reuse_port) take_bool(o.reuse_port, {"ADMIT_SERVE_REUSE_PORT"});
+  if (!o.shadow_mode) take_bool(o.shadow_mode, {"ADMIT_SERVE_SHADOW_MODE", "SHADOW_MODE"});
+  if (!o.redis_required) take_bool(o.redis_required, {"ADMIT_SERVE_REDIS_REQUIRED"});
+  if (bool closed = false; !o.fail_open && take_bool(closed, {"ADMIT_SERVE_FAIL_CLOSED"})) o.fail_open = !closed;
 }
 
 // A whole number of milliseconds, at least 1 ms: what the backends count in.

@@ -47,7 +47,10 @@ inline constexpr const char* serve_description =
     "GRPC_PORT, "
     "ADMIT_SERVE_HTTP_PORT or PORT, ADMIT_SERVE_HOST or HOST, ADMIT_SERVE_REDIS, ADMIT_SERVE_LOG_LEVEL or LOG_LEVEL, "
     "ADMIT_SERVE_RESPONSE_HEADERS (or LIMIT_RESPONSE_HEADERS_ENABLED=true for ietf), ADMIT_SERVE_SHADOW_MODE or "
-    "SHADOW_MODE, ADMIT_SERVE_DRAIN_TIMEOUT, ADMIT_SERVE_REDIS_TIMEOUT, ADMIT_SERVE_LEASE_TTL, ADMIT_SERVE_REUSE_PORT.";
+    "SHADOW_MODE, ADMIT_SERVE_DRAIN_TIMEOUT, ADMIT_SERVE_REDIS_TIMEOUT, ADMIT_SERVE_LEASE_TTL, ADMIT_SERVE_REUSE_PORT, "
+    "ADMIT_SERVE_REDIS_REQUIRED, ADMIT_SERVE_FAIL_CLOSED (true: --fail-closed; false: --fail-open).\n"
+    "Exit status: 0 after a drain; 2 a bad option, environment value or configuration (named); 69 (EX_UNAVAILABLE) "
+    "Redis unreachable at start with --redis-required; 1 anything else (a port that cannot be bound).";
 
 // Runs the service until SIGTERM or SIGINT; returns the exit status. Messages that precede the log (bad options) go
 // to `err` as "admit serve: ...". Must be called before the process starts any other thread (it blocks the signals
