@@ -67,6 +67,34 @@ TEST(BackendHealth, AFlappingBackendSaysSoAtMostOnceAnInterval) {
   EXPECT_GE(lines, 3);          // but said: the summary reports the silent outages
 }
 
+// An outage that begins within an interval of the last line and ends before a summary is told once the interval has
+// passed (it was never told: the metrics showed it, the log did not).
+TEST(BackendHealth, AnOutageTooSoonAfterTheLastLineIsToldOnceTheIntervalHasPassed) {
+  backend_health h(1min);
+  ASSERT_TRUE(h.failed("connection refused", true, t0));
+  ASSERT_TRUE(h.answered(t0 + 4s));
+  EXPECT_FALSE(h.failed("timed out", true, t0 + 10s));  // silent: within a minute of the last line
+  EXPECT_FALSE(h.failed("timed out", false, t0 + 11s));
+  EXPECT_FALSE(h.answered(t0 + 12s));
+  EXPECT_FALSE(h.failed("timed out", true, t0 + 20s));  // another
+  EXPECT_FALSE(h.answered(t0 + 23s));
+  EXPECT_FALSE(h.summary_due(t0 + 30s));
+  const auto told = h.summary_due(t0 + 64s);
+  ASSERT_TRUE(told);
+  EXPECT_EQ(told->what, backend_event::kind::failed_meanwhile);
+  EXPECT_EQ(told->error, "timed out");
+  EXPECT_EQ(told->decided_open, 2);
+  EXPECT_EQ(told->decided_closed, 1);
+  EXPECT_EQ(told->failing_for, 5s);
+  EXPECT_FALSE(h.summary_due(t0 + 200s));  // told once
+  // An outage that starts once the interval has passed is told as ever, its own decisions alone.
+  ASSERT_TRUE(h.failed("refused", true, t0 + 300s));
+  const auto back = h.answered(t0 + 302s);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->what, backend_event::kind::counting);
+  EXPECT_EQ(back->decided_open, 1);
+}
+
 TEST(BackendHealth, TheIntervalMustBePositive) { EXPECT_THROW(backend_health(0s), std::invalid_argument); }
 
 }  // namespace

@@ -327,6 +327,13 @@ int run_serve(serve_options o, std::ostream& err) {
                                               {"decided_open", e.decided_open},
                                               {"decided_closed", e.decided_closed}});
         break;
+      case backend_event::kind::failed_meanwhile:  // outages too close to the last line to be told one by one
+        log::error("backend failed meanwhile, counting again", {{"backend", backend},
+                                                                {"error", e.error},
+                                                                {"failed_for_ms", ms},
+                                                                {"decided_open", e.decided_open},
+                                                                {"decided_closed", e.decided_closed}});
+        break;
     }
   };
   service svc(std::move(chosen.store), std::move(initial), sopts);  // chosen.check stays for reloads

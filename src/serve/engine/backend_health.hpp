@@ -3,7 +3,8 @@
 // it fails, a summary every interval of the calls the failure policy decided. Never one per call: an outage of a
 // million calls is two lines and one a minute. A backend that flaps (a rule whose hits fail while the others count)
 // says so at most once an interval: a failure within an interval of the last event starts an outage silently, which
-// the next summary reports (and only an outage that was reported ends with a `counting` event).
+// the next summary reports (and only an outage that was reported ends with a `counting` event); silent outages that
+// ended before a summary came are reported together, once the interval has passed, by a `failed_meanwhile` event.
 //
 //   backend_health health;                        // summaries every minute
 //   if (auto e = health.failed("Redis at 127.0.0.1:6379 did not answer", true, now)) log(*e);   // the first: logged
@@ -31,12 +32,16 @@ struct backend_event {
     failing,   // the first failure after the backend last counted one
     summary,   // still failing: what happened since the last event
     counting,  // counting again: the outage is over
+    // counting, after outages that were not reported (they began within an interval of the last event, and ended
+    // before a summary): what they decided, and how long they lasted together
+    failed_meanwhile,
   };
   kind what = kind::failing;
   std::string error;  // failing: the first failure's message; summary: the latest one
   // summary, counting: hits the failure policy decided since the last event, by what it answered.
   std::int64_t decided_open = 0, decided_closed = 0;
-  std::chrono::steady_clock::duration failing_for{};  // summary, counting: since the first failure
+  // summary, counting: since the first failure; failed_meanwhile: the outages' durations added up
+  std::chrono::steady_clock::duration failing_for{};
 };
 
 class backend_health {
@@ -51,7 +56,8 @@ class backend_health {
   std::optional<backend_event> failed(std::string_view error, bool open, clock::time_point now);
   // A hit the backend counted. Returns the `counting` event when it ends an outage that was reported.
   std::optional<backend_event> answered(clock::time_point now);
-  // While failing: the `summary` event when `summary_every` has passed since the last event (nothing otherwise).
+  // While failing: the `summary` event when `summary_every` has passed since the last event; while counting after
+  // outages that were not reported, the `failed_meanwhile` event then (nothing otherwise).
   std::optional<backend_event> summary_due(clock::time_point now);
 
   [[nodiscard]] bool failing() const noexcept { return failing_.load(std::memory_order_relaxed); }
@@ -69,6 +75,10 @@ class backend_health {
   std::string latest_error_ ADMIT_GUARDED_BY(mutex_);
   std::int64_t open_ ADMIT_GUARDED_BY(mutex_) = 0;
   std::int64_t closed_ ADMIT_GUARDED_BY(mutex_) = 0;
+  // Outages that ended without being reported, not yet told (their decisions are in open_ and closed_), and how long
+  // they lasted together.
+  bool unreported_ ADMIT_GUARDED_BY(mutex_) = false;
+  clock::duration unreported_for_ ADMIT_GUARDED_BY(mutex_){};
 };
 
 }  // namespace admit::serve
