@@ -22,8 +22,9 @@ if(ADMIT_BUILD_TOOLS)
     file(INSTALL DESTINATION \"\${admit_rules_dir}\" TYPE FILE PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
          FILES${admit_rules_quoted})
   " COMPONENT tool)
-  install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/serve.md ${PROJECT_SOURCE_DIR}/docs/run.md
-          ${PROJECT_SOURCE_DIR}/docs/CHANGELOG.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT tool)
+  # The README and every doc, as the repository lays them out, so that the links between them work.
+  install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT tool)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs COMPONENT tool)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/serve/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/serve
           COMPONENT tool)
 endif()

@@ -86,6 +86,11 @@ TEST(Rate, ToStringIsReadable) {
   EXPECT_EQ(rate::parse("1/7s").to_string(), "1/7s");
   EXPECT_EQ(rate::parse("1/13min").to_string(), "1/13min");
   EXPECT_EQ(rate::parse("1/7ns").to_string(), "1/7ns");
+  // Slower than the whole hours: Envoy's long units (10/year printed as 0.0000003170979198376459/s).
+  EXPECT_EQ(rate::parse("10/year").to_string(), "10/year");
+  EXPECT_EQ(rate::parse("1/year").to_string(), "1/year");
+  EXPECT_EQ(rate::parse("7/MONTH").to_string(), "7/month");
+  EXPECT_EQ(rate::parse("1/week").to_string(), "1/168h");
 }
 
 TEST(Rate, RejectsMalformedInputNamingIt) {
@@ -93,6 +98,9 @@ TEST(Rate, RejectsMalformedInputNamingIt) {
                           "+1/s", "1/s ", "inf/s", "1/-5ms", "1//s"}) {
     expect_invalid(bad);
   }
+  // A negative count is a number, and says the range (it said "the count is not a number").
+  const std::string negative = invalid_argument_message([] { (void)rate::parse("-3/s"); });
+  EXPECT_NE(negative.find("the count must be finite and >= 0"), std::string::npos) << negative;
 }
 
 // Found by fuzz/rate_parse_fuzz: a count of 1e300 per ns parsed to an interval of 1e-306 ns that printed as "inf/s".

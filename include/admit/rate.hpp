@@ -94,6 +94,7 @@ class rate {
     std::string_view period_text = text.substr(slash + 1);
 
     double count = 0;
+    if (!count_text.empty() && count_text.front() == '-') throw fail("the count must be finite and >= 0");
     if (!parse_number(count_text, count)) throw fail("the count is not a number");
     if (std::isnan(count) || std::isinf(count) || count < 0) throw fail("the count must be finite and >= 0");
 
@@ -170,6 +171,13 @@ class rate {
         if (k >= 1 && k == std::round(k) && k * u.ns == whole_ns) return "1/" + detail::format_double(k) + u.name;
       }
       return "1/" + detail::format_double(whole_ns) + "ns";
+    }
+    // Slower than one a day and not one per whole number of hours: a count a week, month (30 days) or year (365
+    // days), as parse() reads them ("10/year").
+    constexpr unit long_units[] = {{604800e9, "week"}, {2592000e9, "month"}, {31536000e9, "year"}};
+    for (const auto& u : long_units) {
+      const double count = std::round(u.ns / interval_ns_);
+      if (count >= 1 && u.ns / count == interval_ns_) return detail::format_double(count) + "/" + u.name;
     }
     // A count per second that parses back to exactly this interval: parse() computes 1e9 / count, so the nearest
     // doubles around 1e9 / interval are tried for one whose quotient is the interval again (found by

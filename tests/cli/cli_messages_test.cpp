@@ -149,6 +149,10 @@ TEST_F(AdmitMessages, WhatTheParserRefusesIsSaidAsTheSubcommands) {
       {{"serve", "--config", "@dir", "--grpc-port", "7777", "--http-port", "7777"},
        2,
        "admit serve: --grpc-port and --http-port are both 7777: gRPC and HTTP need a port each"},
+      // A port not given is named as the default's (it said "--grpc-port and --http-port are both 8081").
+      {{"serve", "--config", "@dir", "--http-port", "8081"},
+       2,
+       "admit serve: the default gRPC port and --http-port are both 8081: gRPC and HTTP need a port each"},
       // An option given twice (CLI11 said "--config: At Most 1 required but received 2").
       {{"serve", "--config", "@a", "--config", "@b"}, 2, "admit serve: --config is given 2 times; give it once"},
       {{"run", "-c", "1", "-c", "2", "--name", "n", "--", "true"}, 2, "admit run: --concurrency is given 2 times"},

@@ -166,6 +166,31 @@ descriptors:
             "rate_limit");
 }
 
+// A file holds one domain, read from its first YAML document (as envoyproxy/ratelimit reads it): a second, after
+// `---`, was dropped without a word.
+TEST(ConfigurationLoads, ASecondYamlDocumentIsAWarning) {
+  const auto c = load_one(R"(domain: first
+descriptors:
+  - key: a
+    rate_limit: {unit: hour, requests_per_unit: 1}
+---
+domain: second
+descriptors:
+  - key: b
+    rate_limit: {unit: hour, requests_per_unit: 2}
+)");
+  ASSERT_EQ(c->rules().size(), 1U);
+  ASSERT_EQ(c->warnings().size(), 1U);
+  EXPECT_EQ(c->warnings()[0].line, 6);
+  EXPECT_EQ(c->warnings()[0].message,
+            "a second YAML document (after ---) is ignored: a file holds one domain, in its first");
+  // A document marker alone, or one that ends the file, is no second document.
+  EXPECT_TRUE(load_one("---\ndomain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"
+                       "---\n")
+                  ->warnings()
+                  .empty());
+}
+
 TEST(ConfigurationLoads, UnlimitedWithAnInvalidUnitAsEnvoyproxyRatelimitDoes) {
   // There, unlimited refuses a *valid* unit only: a name that is not a unit is ignored.
   const auto c =

@@ -39,7 +39,8 @@
 //   async_acquire's cancellation completes at once and leaves the queue in the background (see shutdown()).
 //   Every Redis call has options().timeout; a failed call makes the acquire fail with that error
 //   (admit::errc), except while waiting, where a poll that got no answer is retried until the deadline —
-//   unless the connection was closed (or destroyed): the wait then ends with errc::closed.
+//   unless the connection was closed (or destroyed): the wait then ends with errc::closed (at its next poll, within
+//   poll_interval; a wait cancelled through its stop token or cancellation slot ends at once).
 // - Nothing lost at exit, when the program calls shutdown() (or async_shutdown()) before it ends. release() waits
 //   for Redis's answer. The lease's destructor does too (bounded by
 //   options().timeout) when it runs off the connection's executor thread — a lease released at scope end is free in

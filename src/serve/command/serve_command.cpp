@@ -239,8 +239,13 @@ int run_serve(serve_options o, std::ostream& err) {
     grpc_port = parse_port(o.grpc_port, 8081, src.grpc_port);
     http_port = parse_port(o.http_port, 8080, src.http_port);
     if (grpc_port == http_port && grpc_port != 0) {
-      throw cli::usage_error(src.grpc_port + " and " + src.http_port + " are both " + std::to_string(grpc_port) +
-                             ": gRPC and HTTP need a port each");
+      // (A port nobody gave is the default's: named so, not as an option the user did not write.)
+      const auto named = [](const std::optional<std::string>& given, const std::string& from, const char* fallback) {
+        return given ? from : std::string(fallback);
+      };
+      throw cli::usage_error(named(o.grpc_port, src.grpc_port, "the default gRPC port") + " and " +
+                             named(o.http_port, src.http_port, "the default HTTP port") + " are both " +
+                             std::to_string(grpc_port) + ": gRPC and HTTP need a port each");
     }
     const auto level = log::parse_level(o.log_level.value_or("info"));
     if (!level) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "serve/config/configuration.hpp"
 #include "serve/config/yaml_scalar.hpp"
@@ -374,14 +375,24 @@ class reader {
 
 file_doc read_file(const std::string& file, const std::string& text) {
   const reader r(file, text);
-  Node root;
+  std::vector<Node> documents;
   try {
-    root = YAML::Load(text);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     const int line = e.mark.is_null() || e.mark.line < 0 ? 0 : e.mark.line + 1;
     throw config_error(file, line, "the file is not valid YAML: " + e.msg);
   }
-  return r.file(root);
+  file_doc f = r.file(documents.empty() ? Node() : documents.front());
+  // A file is one domain, read from its first document, as envoyproxy/ratelimit reads it; a second one, after `---`,
+  // would be dropped unseen.
+  for (std::size_t i = 1; i < documents.size(); ++i) {
+    if (documents[i].IsNull()) continue;
+    const YAML::Mark m = documents[i].Mark();
+    f.ignored.emplace_back(m.is_null() || m.line < 0 ? 0 : m.line + 1,
+                           "a second YAML document (after ---) is ignored: a file holds one domain, in its first");
+    break;
+  }
+  return f;
 }
 
 }  // namespace admit::serve::yaml
