@@ -397,7 +397,7 @@ std::filesystem::path default_lock_directory() {
   if (const char* d = std::getenv("XDG_RUNTIME_DIR"); d != nullptr && *d != '\0') {
     return std::filesystem::path(d) / "admit";
   }
-  return std::filesystem::path("/tmp") / ("admit-" + std::to_string(::getuid()));
+  return local::per_user_tmp_directory();
 }
 
 }  // namespace admit::cli::run

@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <system_error>
 
 namespace admit::cli::run::local {
@@ -132,15 +134,51 @@ std::string entry_name(bool holder, std::uint64_t ticket) {
   return std::string(holder ? "h." : "w.") + std::string(20 - digits.size(), '0') + digits;
 }
 
+std::filesystem::path per_user_tmp_directory() {
+  return std::filesystem::path("/tmp") / ("admit-" + std::to_string(::getuid()));
+}
+
+// The per-user directory in /tmp must be this user's own (see queue_dir): another user who made it first could
+// otherwise move or replace the limits' directories in it (more than N at once), or point them elsewhere by a link.
+// Once it is this user's, /tmp's sticky bit keeps anyone else from renaming or removing it.
+void check_private(const std::filesystem::path& directory) {
+  struct stat st {};
+  if (::lstat(directory.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;  // (not made yet: inspect finds no limit)
+    fail(errno, "cannot read", directory);
+  }
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  std::string why;
+  if (S_ISLNK(st.st_mode)) {
+    why = "is a symbolic link";
+  } else if (!S_ISDIR(st.st_mode)) {
+    why = "is not a directory";
+  } else if (st.st_uid != ::getuid()) {
+    why = "belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " + std::to_string(::getuid()) + ")";
+  } else if ((st.st_mode & 022) != 0) {
+    why = "may be written by others (mode " + std::string(mode) + ")";
+  }
+  if (!why.empty()) {
+    throw std::system_error(EACCES, std::generic_category(),
+                            "the directory of this user's limits \"" + directory.string() + "\" " + why +
+                                ": remove it, or give --lock-dir (or ADMIT_LOCK_DIR) a directory of your own");
+  }
+}
+
 queue_dir::queue_dir(const std::filesystem::path& directory, const std::string& name, bool create)
     : path_(directory / name) {
+  const bool per_user_tmp = directory == per_user_tmp_directory();
   if (create) {
     std::error_code ec;
     if (directory.has_parent_path()) std::filesystem::create_directories(directory.parent_path(), ec);
     // The directory of names is private unless someone made it otherwise; a name's directory follows the umask
     // (a shared directory of names shares its limits).
     if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST) fail(errno, "cannot create the directory", directory);
+    if (per_user_tmp) check_private(directory);
     if (::mkdir(path_.c_str(), 0777) != 0 && errno != EEXIST) fail(errno, "cannot create the directory", path_);
+  } else if (per_user_tmp) {
+    check_private(directory);
   }
   int fd = ::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0 && !create && errno == ENOENT) return;

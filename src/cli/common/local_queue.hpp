@@ -33,8 +33,16 @@ struct entry_record {
 // `w.<ticket>` or `h.<ticket>`, the ticket zero-padded to 20 digits.
 std::string entry_name(bool holder, std::uint64_t ticket);
 
+// /tmp/admit-<uid>: this user's directory of limits when no other is named (see default_lock_directory).
+std::filesystem::path per_user_tmp_directory();
+// Throws std::system_error (EACCES) naming `directory` and what is wrong unless it is a directory (not a symbolic
+// link) of this user that nobody else can write; nothing when it does not exist.
+void check_private(const std::filesystem::path& directory);
+
 // The directory `<directory>/<name>/`, opened. `create`: creates it (and `directory`, mode 0700, with its parents)
-// when absent; otherwise an absent name leaves exists() false.
+// when absent; otherwise an absent name leaves exists() false. When `directory` is per_user_tmp_directory() — in /tmp,
+// where anyone may have made it first — it must be a directory (not a symbolic link) of this user that nobody else
+// can write: otherwise std::system_error (EACCES) naming its owner and mode.
 class queue_dir {
  public:
   queue_dir(const std::filesystem::path& directory, const std::string& name, bool create);

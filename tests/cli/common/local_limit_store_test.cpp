@@ -4,6 +4,7 @@
 // weights, the directory, the default directory).
 #include <gtest/gtest.h>
 
+#include "cli/common/local_queue.hpp"
 #include "local_limit_testing.hpp"
 
 namespace {
@@ -142,6 +143,37 @@ TEST_F(LocalLimit, DirectoryThatCannotBeCreatedNamesThePath) {
   } catch (const std::system_error& e) {
     EXPECT_NE(std::string(e.what()).find((root_ / "a file").string()), std::string::npos) << e.what();
   }
+}
+
+// The per-user directory in /tmp is used only when it is this user's own (another user could make it first, and
+// then move the limits' directories in it, or link them elsewhere: it was used as found).
+TEST_F(LocalLimit, APerUserDirectoryOthersCanWriteOrALinkIsRefused) {
+  const auto refusal = [](const fs::path& d) {
+    try {
+      admit::cli::run::local::check_private(d);
+      return std::string();
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), std::errc::permission_denied);
+      return std::string(e.what());
+    }
+  };
+  const fs::path mine = root_ / "mine";
+  fs::create_directory(mine);
+  fs::permissions(mine, fs::perms::owner_all, fs::perm_options::replace);
+  EXPECT_EQ(refusal(mine), "");
+  EXPECT_EQ(refusal(root_ / "absent"), "");  // made later, mode 0700
+  fs::permissions(mine, fs::perms::all, fs::perm_options::replace);
+  EXPECT_NE(refusal(mine).find("may be written by others (mode 0777)"), std::string::npos) << refusal(mine);
+  fs::create_directory_symlink(mine, root_ / "link");
+  EXPECT_NE(refusal(root_ / "link").find("is a symbolic link"), std::string::npos) << refusal(root_ / "link");
+  std::ofstream(root_ / "file") << "x";
+  EXPECT_NE(refusal(root_ / "file").find("is not a directory"), std::string::npos) << refusal(root_ / "file");
+  if (::getuid() == 0) {  // another user's (only root can give it one)
+    fs::permissions(mine, fs::perms::owner_all, fs::perm_options::replace);
+    ASSERT_EQ(::chown(mine.c_str(), 65534, 65534), 0);
+    EXPECT_NE(refusal(mine).find("belongs to uid 65534"), std::string::npos) << refusal(mine);
+  }
+  EXPECT_EQ(admit::cli::run::local::per_user_tmp_directory(), fs::path("/tmp/admit-" + std::to_string(::getuid())));
 }
 
 TEST(DefaultLockDirectory, FollowsTheEnvironment) {
