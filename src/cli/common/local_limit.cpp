@@ -83,9 +83,28 @@ class entry_guard {
   bool holder_ = false;
 };
 
+// Which changes of the queue can let a waiter in: a waiter behind the head of its class waits for the one right ahead
+// of it in its class (`ahead`: its ticket) to go — admitted, cancelled or dead —, since only the head may be admitted;
+// the head waits for anything that may free permits or change the share rule's pick: a holder's change, or a waiter
+// ahead of it (of another class) that goes. A waiter behind it (a new one above all) never can: the events of those
+// are not the waiter's business. (Every waiter waking to scan the whole queue at every change made a crowd cost the
+// square of its size.)
+struct relevant_changes {
+  std::uint64_t self = 0;
+  std::uint64_t ahead = 0;  // 0: none, it is the head of its class (tickets start at 1)
+  [[nodiscard]] bool of(const char* name) const {
+    const auto entry = local::parse_entry_name(name);
+    if (!entry) return false;  // `lock`, `sequence` and `rate`: opened by every check (they would wake everyone)
+    const auto [holder, ticket] = *entry;
+    if (ticket == self) return true;  // its own entry, removed by hand
+    if (ahead != 0) return !holder && ticket == ahead;
+    return holder || ticket < self;
+  }
+};
+
 // Waits for an event on `fds` or `timeout` (`inotify_fd` -1: no watch, poll() skips it). Returns whether an inotify
-// event names an entry (or the queue overflowed).
-bool wait_for_events(int inotify_fd, int event_fd, nanoseconds timeout) {
+// event is one of `changes` (or the queue overflowed).
+bool wait_for_events(int inotify_fd, int event_fd, nanoseconds timeout, const relevant_changes& changes) {
   pollfd fds[2] = {{inotify_fd, POLLIN, 0}, {event_fd, POLLIN, 0}};
   timeout = std::max(timeout, nanoseconds(0));
   timespec ts{static_cast<time_t>(timeout.count() / 1'000'000'000), static_cast<long>(timeout.count() % 1'000'000'000)};
@@ -100,8 +119,7 @@ bool wait_for_events(int inotify_fd, int event_fd, nanoseconds timeout) {
     for (ssize_t off = 0; off < n;) {
       const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
       if ((ev->mask & IN_Q_OVERFLOW) != 0) relevant = true;
-      // Only entries matter: `lock`, `sequence` and `rate` are opened by every check (and would wake everyone).
-      if (ev->len > 2 && (ev->name[0] == 'w' || ev->name[0] == 'h') && ev->name[1] == '.') relevant = true;
+      if (ev->len > 0 && changes.of(ev->name)) relevant = true;
       off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
     }
   }
@@ -181,6 +199,9 @@ local_limit::local_limit(local_limit_config config) : config_(std::move(config))
   }
   if (c.capacity == 0 && !c.interval) invalid("neither a capacity nor a rate: one of them is needed");
   if (c.poll_interval.count() <= 0) invalid("poll interval " + std::to_string(c.poll_interval.count()) + "ns");
+  if (c.watched_poll_interval.count() <= 0) {
+    invalid("watched poll interval " + std::to_string(c.watched_poll_interval.count()) + "ns");
+  }
   if (c.classes.size() == 1) invalid("one class is the limit itself: give two classes or none");
   if (c.priority >= std::max<std::size_t>(1, c.classes.size())) {
     invalid("class " + std::to_string(c.priority) + " is out of range: " +
@@ -229,8 +250,17 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   };
 
   wait_progress state;
+  relevant_changes changes;  // set at each check: which events call for the next one
+  const auto note_ahead = [&](const std::vector<local::entry_record>& live) {
+    changes.self = self.ticket;
+    changes.ahead = 0;
+    for (const auto& r : live) {  // (in ticket order: the last one below this ticket)
+      if (!r.holder && r.priority == self.priority && r.ticket < self.ticket) changes.ahead = r.ticket;
+    }
+  };
   std::optional<nanoseconds> rate_wait;  // how long after last_check time alone could admit it (evaluation::rate_wait)
   steady_clock::time_point last_check;   // when `state` and rate_wait were evaluated
+  steady_clock::time_point last_poll;    // when the queue was last looked at, in full or not (see the loop)
   {
     auto lock = q.lock();
     auto live = local::scan_live(q);
@@ -244,7 +274,7 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
             "while any of them runs or waits");
       }
     }
-    last_check = steady_clock::now();
+    last_check = last_poll = steady_clock::now();
     self.ticket = local::next_ticket(q, live);
     self.info.started_unix_ms = unix_time_ms();
     entry.emplace(q, local::create_entry(q, self), self.ticket);
@@ -253,6 +283,7 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     if (e.admit) return admit_now(e);
     state = e.progress;
     rate_wait = e.rate_wait;
+    note_ahead(live);
     if (no_wait || (c.max_waiters && state.waiting > *c.max_waiters)) {
       entry->leave();
       return no_wait ? errc::would_block : errc::queue_full;
@@ -287,21 +318,31 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   progress_every = std::max(progress_every, nanoseconds(std::chrono::milliseconds(1)));
   if (progress) progress(state);
   wait_progress reported = state;
+  // With a watch the events say what changed, and the re-check is only the backstop for one that could be missed.
+  const nanoseconds interval = inotify ? std::max(c.poll_interval, c.watched_poll_interval) : c.poll_interval;
   for (bool first = true;; first = false) {
     auto now = steady_clock::now();
-    nanoseconds timeout = last_check + c.poll_interval - now;
+    nanoseconds timeout = last_poll + interval - now;
     if (rate_wait) timeout = std::min(timeout, last_check + *rate_wait - now);
     if (deadline) timeout = std::min<nanoseconds>(timeout, *deadline - now);
     if (progress) timeout = std::min(timeout, last_report + progress_every - now);
     // The first round checks at once: what changed between the first check and the watch left no event.
-    bool relevant = first || wait_for_events(inotify.get(), wake.get(), timeout);
+    bool relevant = first || wait_for_events(inotify.get(), wake.get(), timeout, changes);
     if (stop.stop_requested()) return leave(errc::cancelled);
     now = steady_clock::now();
     bool expired = deadline && now >= *deadline;
-    bool due = now >= last_check + c.poll_interval || (rate_wait && now >= last_check + *rate_wait);
+    bool due = now >= last_poll + interval || (rate_wait && now >= last_check + *rate_wait);
+    // Without a watch, a waiter behind its class's head looks only at the one right ahead of it between full checks
+    // (one file instead of the whole queue: a crowd of such waiters polling every poll_interval cost the square of
+    // its size), and checks in full when that one has gone, or every watched_poll_interval.
+    if (due && !relevant && !expired && !inotify && changes.ahead != 0 && now < last_check + c.watched_poll_interval &&
+        !(rate_wait && now >= last_check + *rate_wait) && local::waiter_alive(q, changes.ahead)) {
+      last_poll = now;
+      due = false;
+    }
     if (relevant || due || expired) {
       auto lock = q.lock();
-      last_check = steady_clock::now();
+      last_check = last_poll = steady_clock::now();
       auto live = local::scan_live(q);
       if (std::none_of(live.begin(), live.end(), [&](const auto& r) { return r.ticket == self.ticket; })) {
         // Someone removed the file (or the directory) by hand: this wait cannot be admitted any more.
@@ -317,6 +358,7 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
       }
       state = e.progress;
       rate_wait = e.rate_wait;
+      note_ahead(live);
     }
     if (progress && (!same_state(state, reported) || now >= last_report + progress_every)) {
       progress(state);

@@ -26,10 +26,12 @@
 // - Admission (under `lock`): the live entries are the queue (holders, and each class's waiters in ticket order), and
 //   admit::admission's share rule (admit/detail/admission_rule.hpp) picks which class's head goes next, given the
 //   permits held and the buckets. A waiter admits itself when it is the head picked; every other waiter looks again at
-//   the next change. Waiters wait on inotify (a release, an admission, a removal, a new waiter, and the last close of
-//   an entry's writable description — its owner's exit, even by SIGKILL — wake them), until the time alone could
-//   change the decision (its tokens), and re-check every poll_interval besides, so a holder or waiter that died without
-//   a trace is found within that time. Within a class only the head may be admitted: a later waiter that would fit
+//   the next change. Waiters wait on inotify (a release, an admission, a removal, and the last close of an entry's
+//   writable description — its owner's exit, even by SIGKILL — wake them), until the time alone could change the
+//   decision (its tokens): the head of each class on any change of the holders or of a waiter ahead of it, a waiter
+//   behind the head only when the one right ahead of it in its class goes — so a release wakes the heads, not the
+//   crowd, and nobody wakes for a newcomer behind it. They re-check every watched_poll_interval besides (every
+//   poll_interval without a watch), so a change whose event was missed is found within that time. Within a class only the head may be admitted: a later waiter that would fit
 //   waits behind it (strict FIFO, no starvation of heavy weights).
 // - A process that forks without exec while one of its threads waits (or holds `lock`) gives the child a copy of that
 //   open file description: the entry stays alive (or `lock` held) until the child exits. `admit run` forks only the
@@ -110,8 +112,12 @@ struct local_limit_config {
   // Waiters (this one included) that may wait at once; one more fails with errc::queue_full. Counted only when this one
   // must wait: 0 admits when free at once, else fails with queue_full. nullopt: unbounded.
   std::optional<std::size_t> max_waiters;
-  // How often a waiter re-checks without an inotify event (finds dead holders and waiters in this time). > 0.
+  // How often a waiter re-checks when it has no inotify watch (the user's watches used up): it finds releases and dead
+  // holders and waiters in this time. > 0.
   std::chrono::nanoseconds poll_interval = std::chrono::milliseconds(10);
+  // With a watch, the events say when to look again (see above), and a waiter re-checks every
+  // max(poll_interval, watched_poll_interval) besides, a backstop for an event it could miss. > 0.
+  std::chrono::nanoseconds watched_poll_interval = std::chrono::seconds(1);
   entry_info info;
 };
 

@@ -81,18 +81,6 @@ std::string entry_json(const entry_record& r) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-// Parses an entry's name: `w.` or `h.` and 20 digits.
-std::optional<std::pair<bool, std::uint64_t>> parse_entry_name(const char* name) {
-  std::string_view s(name);
-  if (s.size() != 22 || (s[0] != 'w' && s[0] != 'h') || s[1] != '.') return std::nullopt;
-  std::uint64_t ticket = 0;
-  auto digits = s.substr(2);
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), ticket);
-  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
-  return std::pair{s[0] == 'h', ticket};
-}
-
 // An entry's content; fields that cannot be read keep their defaults (weight 1).
 void parse_entry(const std::string& text, entry_record& r) {
   auto j = nlohmann::json::parse(text, nullptr, false);
@@ -128,6 +116,17 @@ void parse_entry(const std::string& text, entry_record& r) {
 }
 
 }  // namespace
+
+std::optional<std::pair<bool, std::uint64_t>> parse_entry_name(const char* name) {
+  std::string_view s(name);
+  if (s.size() != 22 || (s[0] != 'w' && s[0] != 'h') || s[1] != '.') return std::nullopt;
+  std::uint64_t ticket = 0;
+  auto digits = s.substr(2);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), ticket);
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
+  return std::pair{s[0] == 'h', ticket};
+}
 
 std::string entry_name(bool holder, std::uint64_t ticket) {
   std::string digits = std::to_string(ticket);
@@ -245,6 +244,13 @@ std::uint64_t next_ticket(const queue_dir& q, const std::vector<entry_record>& s
   std::uint64_t ticket = last + 1;
   write_all(fd.get(), std::to_string(ticket) + "\n", p);
   return ticket;
+}
+
+bool waiter_alive(const queue_dir& q, std::uint64_t ticket) {
+  const std::string name = entry_name(false, ticket);
+  unique_fd entry(::openat(q.fd(), name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!entry) return false;
+  return flock_retry(entry.get(), LOCK_EX | LOCK_NB) == EWOULDBLOCK;
 }
 
 unique_fd create_entry(const queue_dir& q, const entry_record& r) {

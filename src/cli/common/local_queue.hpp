@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ struct entry_record {
 
 // `w.<ticket>` or `h.<ticket>`, the ticket zero-padded to 20 digits.
 std::string entry_name(bool holder, std::uint64_t ticket);
+// The reverse: whether it names a holder, and its ticket; nullopt for any other name.
+std::optional<std::pair<bool, std::uint64_t>> parse_entry_name(const char* name);
 
 // /tmp/admit-<uid>: this user's directory of limits when no other is named (see default_lock_directory).
 std::filesystem::path per_user_tmp_directory();
@@ -60,6 +63,12 @@ class queue_dir {
 // Under lock: the live entries in ticket order (entries of other processes' owners that are gone are removed).
 // Entries this process owns are live (their flock is held on another open file description).
 std::vector<entry_record> scan_live(const queue_dir& q);
+
+// Without the lock, a look at one waiter's entry: whether it is still there with its owner alive (its flock held).
+// O(1) where scan_live reads every entry; false also when it cannot tell (the caller then scans, under the lock).
+// (Testing the flock takes it for a moment when the owner is gone: a scan in that moment keeps the entry one round
+// more.)
+bool waiter_alive(const queue_dir& q, std::uint64_t ticket);
 
 // Under lock: the next ticket, above both `sequence` and every entry in `seen`; `sequence` is updated.
 std::uint64_t next_ticket(const queue_dir& q, const std::vector<entry_record>& seen);

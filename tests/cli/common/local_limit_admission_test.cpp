@@ -120,6 +120,51 @@ TEST_F(LocalLimit, ProgressReportsThePositionAsItChanges) {
   EXPECT_TRUE(second && *second);
 }
 
+// A waiter behind the head of its class looks at the queue again when the one right ahead of it goes, not at every
+// change: newcomers behind it woke it to read the whole queue each (a crowd cost the square of its size), which its
+// progress showed — the count of waiters it reports is the one of its last look.
+TEST_F(LocalLimit, AWaiterBehindTheHeadLooksAgainOnlyWhenTheOneAheadGoes) {
+  auto c = config(1);
+  c.watched_poll_interval = 30s;  // no re-check by time within the test
+  c.poll_interval = 30s;
+  auto held = local_limit(c).acquire(std::nullopt, true, {});
+  ASSERT_TRUE(held);
+  std::stop_source stop_first;
+  std::jthread first([&] { (void)local_limit(c).acquire(in(20s), false, stop_first.get_token()); });
+  ASSERT_TRUE(eventually([&] { return waiters() == 1; }));
+  std::mutex m;
+  std::vector<wait_progress> reports;
+  auto last = [&] {
+    std::lock_guard g(m);
+    return reports.empty() ? wait_progress{} : reports.back();
+  };
+  std::optional<admit::expected<local_permit, std::error_code>> second;
+  std::jthread waiter([&] {
+    second.emplace(local_limit(c).acquire(in(20s), false, {}, [&](const wait_progress& w) {
+      std::lock_guard g(m);
+      reports.push_back(w);
+    }, 30s));
+  });
+  ASSERT_TRUE(eventually([&] { return last().position == 2; }));
+  // Three newcomers behind it: its last look stays the one before them.
+  std::vector<std::stop_source> stops(3);
+  std::vector<std::jthread> behind;
+  for (auto& st : stops) {
+    behind.emplace_back([&c, t = st.get_token()] { (void)local_limit(c).acquire(in(20s), false, t); });
+  }
+  ASSERT_TRUE(eventually([&] { return waiters() == 5; }));
+  EXPECT_EQ(last().waiting, 2u);
+  // The one ahead goes: it looks again at once, and sees them all.
+  stop_first.request_stop();
+  ASSERT_TRUE(eventually([&] { return last().position == 1; }));
+  EXPECT_EQ(last().waiting, 4u);
+  for (auto& st : stops) st.request_stop();
+  behind.clear();
+  held->release();
+  waiter.join();
+  EXPECT_TRUE(second && *second);
+}
+
 TEST_F(LocalLimit, KilledHolderFreesThePermit) {
   auto c = config(1);
   c.poll_interval = 100ms;
