@@ -149,6 +149,11 @@ TEST_F(AdmitMessages, WhatTheParserRefusesIsSaidAsTheSubcommands) {
       {{"serve", "--config", "@dir", "--grpc-port", "7777", "--http-port", "7777"},
        2,
        "admit serve: --grpc-port and --http-port are both 7777: gRPC and HTTP need a port each"},
+      // A name left out takes the next option as its value: it made a limit named "--no-wait" and ran the command.
+      {{"run", "-c", "1", "--name", "--no-wait", "echo", "hi"},
+       2,
+       "admit run: invalid --name \"--no-wait\": a name does not begin with '-' (was the name left out before that "
+       "option?)"},
       // A port not given is named as the default's (it said "--grpc-port and --http-port are both 8081").
       {{"serve", "--config", "@dir", "--http-port", "8081"},
        2,

@@ -50,6 +50,11 @@ run_settings check(const run_options& o) {
         "--name is required and must not be empty: the limit's name, shared by every `admit run` that "
         "uses the limit");
   }
+  // (A missing name takes the next option as its value: `--name --no-wait`.)
+  if (o.name.front() == '-') {
+    throw usage_error("invalid --name " + quote(o.name) +
+                      ": a name does not begin with '-' (was the name left out before that option?)");
+  }
   s.name = o.name;
   s.redis = o.redis;
   if (!s.redis) {
