@@ -107,7 +107,8 @@ TEST(Semaphore, ErrorCodesHaveTheAdmitCategory) {
   const std::error_code ec = errc::queue_full;
   EXPECT_STREQ(ec.category().name(), "admit");
   EXPECT_EQ(ec.message(), "queue full: too many waiters");
-  EXPECT_EQ(std::error_code(errc::exceeds_capacity).message(), "request exceeds the limit's capacity (its permits, or its rate's burst): it can never be admitted");
+  EXPECT_EQ(std::error_code(errc::exceeds_capacity).message(),
+            "request exceeds the limit's capacity (its permits, or its rate's burst): it can never be admitted");
   EXPECT_NE(std::error_code(errc::timeout), std::error_code(errc::cancelled));
 }
 

@@ -246,7 +246,8 @@ descriptors:
       requests_per_unit: 3
 )";
   for (const bool open : {true, false}) {
-    service svc{std::make_unique<failing_backend>(), yaml(cfg),
+    service svc{std::make_unique<failing_backend>(),
+                yaml(cfg),
                 {.headers = service_options::header_style::ietf, .fail_open = open}};
     std::optional<rls_result> out;
     svc.should_rate_limit_at(req("h", {desc({{"a", "1"}}), desc({{"b", "1"}})}), at(0s),

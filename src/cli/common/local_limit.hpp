@@ -31,8 +31,9 @@
 //   decision (its tokens): the head of each class on any change of the holders or of a waiter ahead of it, a waiter
 //   behind the head only when the one right ahead of it in its class goes — so a release wakes the heads, not the
 //   crowd, and nobody wakes for a newcomer behind it. They re-check every watched_poll_interval besides (every
-//   poll_interval without a watch), so a change whose event was missed is found within that time. Within a class only the head may be admitted: a later waiter that would fit
-//   waits behind it (strict FIFO, no starvation of heavy weights).
+//   poll_interval without a watch), so a change whose event was missed is found within that time. Within a class only
+//   the head may be admitted: a later waiter that would fit waits behind it (strict FIFO, no starvation of heavy
+//   weights).
 // - A process that forks without exec while one of its threads waits (or holds `lock`) gives the child a copy of that
 //   open file description: the entry stays alive (or `lock` held) until the child exits. `admit run` forks only the
 //   command, after admission, and the command is meant to inherit the permit.

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/common/local_limit.hpp"

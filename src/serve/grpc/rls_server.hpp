@@ -60,7 +60,8 @@ class rls_server {
   // "envoy.service.ratelimit.v3.RateLimitService". Thread-safe.
   void set_serving(bool serving);
   // Health NOT_SERVING, stops accepting calls, lets calls in flight finish until `deadline` (and answer_grace past
-  // it), then cancels those left, and returns once every call has ended. Idempotent. Not to be called from a call's completion.
+  // it), then cancels those left, and returns once every call has ended. Idempotent. Not to be called from a call's
+  // completion.
   void shutdown(std::chrono::system_clock::time_point deadline);
 
  private:

@@ -140,10 +140,13 @@ TEST_F(LocalLimit, AWaiterBehindTheHeadLooksAgainOnlyWhenTheOneAheadGoes) {
   };
   std::optional<admit::expected<local_permit, std::error_code>> second;
   std::jthread waiter([&] {
-    second.emplace(local_limit(c).acquire(in(20s), false, {}, [&](const wait_progress& w) {
-      std::lock_guard g(m);
-      reports.push_back(w);
-    }, 30s));
+    second.emplace(local_limit(c).acquire(
+        in(20s), false, {},
+        [&](const wait_progress& w) {
+          std::lock_guard g(m);
+          reports.push_back(w);
+        },
+        30s));
   });
   ASSERT_TRUE(eventually([&] { return last().position == 2; }));
   // Three newcomers behind it: its last look stays the one before them.
