@@ -129,8 +129,8 @@ descriptors:
   EXPECT_EQ(h.ok(req("shared", {desc({{"files", "files/c.txt"}})})).statuses[0].limit_remaining, 9u);
 }
 
-TEST(ServiceHeaders, NameTheDescriptorClosestToItsLimit) {
-  const std::string cfg = R"(domain: h
+// Domain "h": key "a" 10 a minute, key "b" 3 an hour.
+const std::string two_limits = R"(domain: h
 descriptors:
   - key: a
     rate_limit:
@@ -141,7 +141,9 @@ descriptors:
       unit: hour
       requests_per_unit: 3
 )";
-  harness ietf{cfg, {.headers = service_options::header_style::ietf}};
+
+TEST(ServiceHeaders, NameTheDescriptorClosestToItsLimit) {
+  harness ietf{two_limits, {.headers = service_options::header_style::ietf}};
   rls_response r = ietf.ok(req("h", {desc({{"a", "1"}}), desc({{"b", "1"}})}), 90s);
   ASSERT_EQ(r.response_headers_to_add.size(), 3u);
   EXPECT_EQ(r.response_headers_to_add[0].key, "RateLimit-Limit");
@@ -151,7 +153,7 @@ descriptors:
   EXPECT_EQ(r.response_headers_to_add[2].key, "RateLimit-Reset");
   EXPECT_EQ(r.response_headers_to_add[2].value, "3510");  // the hour window: 3600 − 90
   // an over-limit descriptor is named even with more remaining elsewhere
-  harness envoy{cfg, {.headers = service_options::header_style::envoy}};
+  harness envoy{two_limits, {.headers = service_options::header_style::envoy}};
   for (int i = 0; i < 10; ++i) (void)envoy.ok(req("h", {desc({{"a", "1"}})}), 90s);
   r = envoy.ok(req("h", {desc({{"b", "1"}}), desc({{"a", "1"}})}), 90s);
   ASSERT_EQ(r.response_headers_to_add.size(), 3u);
@@ -163,7 +165,7 @@ descriptors:
   EXPECT_EQ(r.response_headers_to_add[2].value, "30");
   // none without a limit, none when not asked
   EXPECT_TRUE(envoy.ok(req("h", {desc({{"c", "1"}})})).response_headers_to_add.empty());
-  harness none{cfg};
+  harness none{two_limits};
   EXPECT_TRUE(none.ok(req("h", {desc({{"a", "1"}})})).response_headers_to_add.empty());
 }
 
@@ -234,20 +236,9 @@ class stock_backend final : public backend {
 // "RateLimit-Remaining: 0" and "RateLimit-Reset: 0", come back at once, on an answer of fail-closed). A request's
 // other statuses, counted, still give them.
 TEST(ServiceFailures, AFailurePolicyAnswerCarriesNoRateLimitHeaders) {
-  const std::string cfg = R"(domain: h
-descriptors:
-  - key: a
-    rate_limit:
-      unit: minute
-      requests_per_unit: 10
-  - key: b
-    rate_limit:
-      unit: hour
-      requests_per_unit: 3
-)";
   for (const bool open : {true, false}) {
     service svc{std::make_unique<failing_backend>(),
-                yaml(cfg),
+                yaml(two_limits),
                 {.headers = service_options::header_style::ietf, .fail_open = open}};
     std::optional<rls_result> out;
     svc.should_rate_limit_at(req("h", {desc({{"a", "1"}}), desc({{"b", "1"}})}), at(0s),
@@ -259,7 +250,7 @@ descriptors:
   // The first hit fails, the second is answered (from a stock): the headers are the second's.
   auto store = std::make_unique<stock_backend>();
   store->reset = 20s;
-  service svc{std::move(store), yaml(cfg), {.headers = service_options::header_style::ietf, .fail_open = false}};
+  service svc{std::move(store), yaml(two_limits), {.headers = service_options::header_style::ietf, .fail_open = false}};
   std::optional<rls_result> out;
   svc.should_rate_limit_at(req("h", {desc({{"a", "1"}}), desc({{"b", "1"}})}), at(0s),
                            [&](rls_result x) { out = std::move(x); });

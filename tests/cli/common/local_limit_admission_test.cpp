@@ -94,19 +94,10 @@ TEST_F(LocalLimit, ProgressReportsThePositionAsItChanges) {
   std::stop_source stop_first;
   std::jthread first([&] { (void)local_limit(c).acquire(in(10s), false, stop_first.get_token()); });
   ASSERT_TRUE(eventually([&] { return waiters() == 1; }));
-  std::mutex m;
-  std::vector<wait_progress> reports;
-  auto last = [&] {
-    std::lock_guard g(m);
-    return reports.empty() ? wait_progress{} : reports.back();
-  };
+  progress_log log;
+  auto last = [&] { return log.last(); };
   std::optional<admit::expected<local_permit, std::error_code>> second;
-  std::jthread waiter([&] {
-    second.emplace(local_limit(c).acquire(in(10s), false, {}, [&](const wait_progress& w) {
-      std::lock_guard g(m);
-      reports.push_back(w);
-    }));
-  });
+  std::jthread waiter([&] { second.emplace(local_limit(c).acquire(in(10s), false, {}, log.callback())); });
   ASSERT_TRUE(eventually([&] { return last().position == 2; }));
   EXPECT_EQ(last().waiting, 2u);
   EXPECT_EQ(last().held, 1);
@@ -132,22 +123,10 @@ TEST_F(LocalLimit, AWaiterBehindTheHeadLooksAgainOnlyWhenTheOneAheadGoes) {
   std::stop_source stop_first;
   std::jthread first([&] { (void)local_limit(c).acquire(in(20s), false, stop_first.get_token()); });
   ASSERT_TRUE(eventually([&] { return waiters() == 1; }));
-  std::mutex m;
-  std::vector<wait_progress> reports;
-  auto last = [&] {
-    std::lock_guard g(m);
-    return reports.empty() ? wait_progress{} : reports.back();
-  };
+  progress_log log;
+  auto last = [&] { return log.last(); };
   std::optional<admit::expected<local_permit, std::error_code>> second;
-  std::jthread waiter([&] {
-    second.emplace(local_limit(c).acquire(
-        in(20s), false, {},
-        [&](const wait_progress& w) {
-          std::lock_guard g(m);
-          reports.push_back(w);
-        },
-        30s));
-  });
+  std::jthread waiter([&] { second.emplace(local_limit(c).acquire(in(20s), false, {}, log.callback(), 30s)); });
   ASSERT_TRUE(eventually([&] { return last().position == 2; }));
   // Three newcomers behind it: its last look stays the one before them.
   std::vector<std::stop_source> stops(3);

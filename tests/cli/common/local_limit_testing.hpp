@@ -19,6 +19,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -77,6 +78,25 @@ class LocalLimit : public ::testing::Test {
 };
 
 inline auto in(std::chrono::nanoseconds d) { return std::optional(steady_clock::now() + d); }
+
+// What a waiter's progress callback (callback()) was told, read from another thread: last() is the latest report.
+class progress_log {
+ public:
+  std::function<void(const wait_progress&)> callback() {
+    return [this](const wait_progress& w) {
+      const std::lock_guard g(m_);
+      reports_.push_back(w);
+    };
+  }
+  wait_progress last() const {
+    const std::lock_guard g(m_);
+    return reports_.empty() ? wait_progress{} : reports_.back();
+  }
+
+ private:
+  mutable std::mutex m_;
+  std::vector<wait_progress> reports_;
+};
 
 // Runs `body` in a child process, which exits with its result.
 template <class F>
