@@ -324,6 +324,13 @@ fetch holder
 holder_pid=$fetch_pid
 check "the first request holds the permit" ok "$(wait_for in_use 1)"
 check "the idle connection is open" ok "$(wait_for connections 3)"
+# Its request answered (an open connection may still be reading it: SIGTERM then closes it unanswered).
+idle_answered=waiting
+for _ in $(seq 1 200); do
+  if grep -q answered "$work_dir/idle.out" 2>/dev/null; then idle_answered=ok; break; fi
+  sleep 0.05
+done
+check "the idle connection's request is answered" ok "$idle_answered"
 kill -TERM "$server_pid"
 wait "$holder_pid" || true
 check "the admitted request past the grace period" "503 closed" "$(answer holder)"
