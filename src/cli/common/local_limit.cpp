@@ -331,12 +331,13 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     if (stop.stop_requested()) return leave(errc::cancelled);
     now = steady_clock::now();
     bool expired = deadline && now >= *deadline;
-    bool due = now >= last_poll + interval || (rate_wait && now >= last_check + *rate_wait);
+    const bool rate_due = rate_wait && now >= last_check + *rate_wait;
+    bool due = now >= last_poll + interval || rate_due;
     // Without a watch, a waiter behind its class's head looks only at the one right ahead of it between full checks
     // (one file instead of the whole queue: a crowd of such waiters polling every poll_interval cost the square of
     // its size), and checks in full when that one has gone, or every watched_poll_interval.
-    if (due && !relevant && !expired && !inotify && changes.ahead != 0 && now < last_check + c.watched_poll_interval &&
-        !(rate_wait && now >= last_check + *rate_wait) && local::waiter_alive(q, changes.ahead)) {
+    if (due && !rate_due && !relevant && !expired && !inotify && changes.ahead != 0 &&
+        now < last_check + c.watched_poll_interval && local::waiter_alive(q, changes.ahead)) {
       last_poll = now;
       due = false;
     }

@@ -70,13 +70,13 @@ struct grpc_messages_held {
 
 void grpc_log(gpr_log_func_args* args) {
   const log::level l = args->severity == GPR_LOG_SEVERITY_ERROR ? log::level::warn : log::level::debug;
-  std::string source = std::string(args->file) + ":" + std::to_string(args->line);
+  const auto source = [args] { return std::string(args->file) + ":" + std::to_string(args->line); };
   if (held_messages != nullptr) {
-    held_messages->push_back({l, args->message, std::move(source)});
+    held_messages->push_back({l, args->message, source()});
     return;
   }
   if (!log::enabled(l)) return;
-  log::write(l, "grpc", {{"detail", args->message}, {"source", std::move(source)}});
+  log::write(l, "grpc", {{"detail", args->message}, {"source", source()}});
 }
 
 // Writes the messages held while the server started: as gRPC ranked them, or all at debug level.
