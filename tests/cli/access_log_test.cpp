@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -79,6 +80,18 @@ TEST(LogTime, Rfc3339TimesApplyTheirZone) {
   EXPECT_FALSE(parse_rfc3339_time("2016-04-15T20:17:00.Z"));
 }
 
+TEST(LogTime, TimesPastTheLargestNanosecondCountAreRefusedNotWrapped) {
+  // 2^63 - 1 ns after the epoch is 2262-04-11T23:47:16.854775807Z: the last time that can be told, then none.
+  EXPECT_EQ(*parse_rfc3339_time("2262-04-11T23:47:16.854775807Z"), std::numeric_limits<std::int64_t>::max());
+  EXPECT_FALSE(parse_rfc3339_time("2262-04-11T23:47:16.854775808Z"));
+  EXPECT_FALSE(parse_rfc3339_time("2610-07-22T23:34:43.709553Z"));  // (wrapped to 2026 + 10 s before)
+  EXPECT_FALSE(parse_rfc3339_time("9999-12-31T23:59:59Z"));
+  EXPECT_FALSE(parse_nginx_time("22/Jul/2610:23:34:43.709553 +0000"));
+  // A zone west of UTC moves a time later: past the end too.
+  EXPECT_TRUE(parse_nginx_time("11/Apr/2262:23:00:00 +0000"));
+  EXPECT_FALSE(parse_nginx_time("11/Apr/2262:23:00:00 -0100"));
+}
+
 // Lines of the combined format (nginx's default log_format), the first from nginx's documentation's example: quoted
 // fields with spaces and brackets, an IPv6 client, `-` for the user, zones and fractions.
 TEST(AccessLog, NginxCombinedAndCommon) {
@@ -119,7 +132,7 @@ TEST(AccessLog, NginxBadLinesNameTheLineAndTheField) {
       "127.0.0.1 - - [10/Oct/2000:13:55:38 -0700] \"GET / HTTP/1.0\" 200 1\n";
   EXPECT_EQ(access_log_error(text, access_log_request(log_format::nginx)),
             "line 2: field \"[$time_local]\": invalid time \"10/Oct/2000:13:55:36\": expected dd/Mon/yyyy:hh:mm:ss "
-            "±hhmm, such as 10/Oct/2000:13:55:36 -0700");
+            "±hhmm, such as 10/Oct/2000:13:55:36 -0700, from 1970 to 2262-04-11");
   auto request = access_log_request(log_format::nginx);
   request.skip_bad_lines = true;
   log_reader* reader = nullptr;
@@ -213,6 +226,9 @@ TEST(AccessLog, JsonLinesByNameOrPointer) {
   EXPECT_EQ(access_log_error("{\"t\": 1}\n", request), "line 1: field \"time\": missing time");
   EXPECT_EQ(access_log_error("{\"time\": -1, \"duration\": 1}\n", request),
             "line 1: field \"time\": invalid time \"-1\": expected a number of seconds from 0, or a string");
+  // Text that is not JSON says why (it said "expected a JSON object" of an object with a lone surrogate in a string).
+  EXPECT_EQ(access_log_error("{\"time\": 1, \"client\": \"\\ud800\"}\n", request).substr(0, 90),
+            "line 1: not JSON: parse error at line 1, column 30: syntax error while parsing value - inv");
 }
 
 // One token bucket per client, 1/s with a burst of 1, each full on its client's first request:

@@ -156,6 +156,23 @@ TEST(ConcurrencyReplay, ZeroTimeoutNeverQueues) {
   EXPECT_EQ(r.peak_waiting, 0);
 }
 
+TEST(ConcurrencyReplay, AnEndPastTheEndOfTheClockStopsTheReplayNamingItsLine) {
+  // Twelve requests of 10^9 s (the longest a trace line may give) through one permit: the tenth would end 10^10 s
+  // after the start, past the 9.22 * 10^9 s of nanoseconds an int64 holds. It had ended at the clock's end, a wrong
+  // maximum and mean with no word said; a timeout that far only saturates (a deadline there never comes).
+  std::string trace;
+  for (int i = 0; i < 12; ++i) trace += "0 1000000000\n";
+  try {
+    (void)run(settings(1), trace);
+    ADD_FAILURE() << "no error";
+  } catch (const clock_range_error& e) {
+    EXPECT_EQ(e.line(), 10U);
+    EXPECT_NE(std::string(e.what()).find("waited 9000000000 s"), std::string::npos) << e.what();
+  }
+  const auto r = run(settings(1, std::nullopt, std::chrono::nanoseconds::max()), "0 1000000000\n0 1\n");
+  EXPECT_EQ(r.admitted_after_wait, 1);
+}
+
 TEST(ConcurrencyReplay, ZeroMaxWaitersRejectsInsteadOfQueueing) {
   const auto r = run(settings(1, 0), "0 1\n0.5 1\n1 1\n");
   EXPECT_EQ(events_of(r), "0 1 1 admit\n0.5 1 1 queue-full\n1 1 1 admit\n");

@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "admit/token_bucket.hpp"
@@ -205,9 +206,31 @@ TEST(ReplayGcra, ReserveModeEdgeRates) {
             (std::vector<std::int64_t>{0, 0}));
   EXPECT_EQ(delays_of(replay(settings_for(algorithm::gcra, "0/s", reserve(2)), trace_of("0\n1\n2\n"))),
             (std::vector<std::int64_t>{0, 0, -1}));
-  // A wait beyond the end of the clock (one request a century, a burst of 4 already spent) is refused, not wrapped.
-  const auto slow = replay(settings_for(algorithm::gcra, "1/876000h", reserve(2)), trace_of("0 2\n0 2\n0 2\n0 2\n"));
-  EXPECT_EQ(slow.admitted, 2);
+}
+
+TEST(ReplayAllAlgorithms, AStartPastTheEndOfTheClockStopsTheReplayNamingItsLine) {
+  // One token every 50 years, two at a time: the token bucket and GCRA (a burst of 2) start the requests 0, 100, 200
+  // and would start the fourth 300 years on; the pacer (one slot every 50 years) gives the fourth's first token 300
+  // years on too — past the 292 years of nanoseconds an int64 holds. The replay stops there, naming that request's
+  // line, where the token bucket and the pacer had capped the delay at the clock's end and GCRA had refused it.
+  for (const auto& [a, line] :
+       {std::pair{algorithm::token_bucket, 4U}, std::pair{algorithm::gcra, 4U}, std::pair{algorithm::pacer, 4U}}) {
+    const auto settings = settings_for(a, "1/438000h", [a = a](replay_config& c) {
+      if (a == algorithm::pacer) {
+        c.slack = 0;  // (no slack: 11 slots of 50 years is more than a pacer's interval can take)
+      } else {
+        c.burst = 2;
+      }
+      c.mode = replay_mode::reserve;
+    });
+    try {
+      (void)replay(settings, trace_of("0 2\n0 2\n0 2\n0 2\n"));
+      ADD_FAILURE() << "no error for algorithm " << static_cast<int>(a);
+    } catch (const clock_range_error& e) {
+      EXPECT_EQ(e.line(), line) << static_cast<int>(a);
+      EXPECT_NE(std::string(e.what()).find("past the end of the replay's clock"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(ReplayAllAlgorithms, EveryAlgorithmRunsTheSampleShapeDeterministically) {

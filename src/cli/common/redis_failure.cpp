@@ -125,6 +125,18 @@ std::string redis_address(const redis::connection_options& o) {
     if (o.db != 0) address.append("?db=").append(std::to_string(o.db));
     return address;
   }
+  if (!o.sentinel.master_name.empty()) {
+    // The sentinels and the master's name, as the URL gave them (host and port are not used then).
+    address.append("redis+sentinel://");
+    if (!o.user.empty()) address.append(o.user).append("@");
+    for (std::size_t i = 0; i < o.sentinel.sentinels.size(); ++i) {
+      if (i != 0) address.append(",");
+      address.append(admit::detail::host_port(o.sentinel.sentinels[i].host, o.sentinel.sentinels[i].port));
+    }
+    address.append("/").append(o.sentinel.master_name);
+    if (o.db != 0) address.append("/").append(std::to_string(o.db));
+    return address;
+  }
   address.append(o.tls ? "rediss://" : "redis://");
   if (!o.user.empty()) address.append(o.user).append("@");
   address.append(admit::detail::host_port(o.host, o.port));

@@ -318,6 +318,11 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
       const auto so_far = std::chrono::steady_clock::now() - start;
       if (!o.wait || (max_wait && so_far + r.decision.retry_after > *max_wait)) {
         print(out, o, n, *limiter, r, waited, {});
+        if (o.wait) {
+          err << "admit decide: refused, and its retry_after " << human_duration(ns_of(r.decision.retry_after))
+              << " would end past --max-wait " << human_duration(ns_of(*max_wait)) << " (waited "
+              << human_duration(ns_of(so_far)) << "): not waiting\n";
+        }
         return exit_refused;
       }
       err << "admit decide: refused, retrying in " << human_duration(ns_of(r.decision.retry_after)) << " (waited "

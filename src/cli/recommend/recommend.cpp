@@ -97,6 +97,10 @@ class rate_search {
       --replays_;
       p.refused = without_cpp_name(e.what());
       return p;
+    } catch (const clock_range_error& e) {
+      // Waits past the end of the replay's clock (centuries at a tiny rate): no answer either.
+      p.refused = e.what();
+      return p;
     }
     if (window_limit > 0) p.rate_per_second = settings.limit.per_second();
     p.requests = r.arrivals;

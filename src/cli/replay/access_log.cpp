@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <istream>
+#include <iterator>
 #include <span>
 #include <stdexcept>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "cli/common/decimal.hpp"
 #include "cli/common/duration.hpp"
 #include "cli/common/message.hpp"
+#include "cli/common/text.hpp"
 #include "cli/replay/log_time.hpp"
 #include "cli/replay/trace.hpp"
 
@@ -80,7 +82,7 @@ std::int64_t time_from_text(std::size_t line, std::string_view field, std::strin
   bad_field(line, field,
             "invalid time " + quote_excerpt(text) +
                 ": expected seconds (a decimal with up to 9 fraction digits) or an RFC 3339 time such as "
-                "2026-12-01T10:00:00.250Z");
+                "2026-12-01T10:00:00.250Z, from 1970 to 2262-04-11");
 }
 
 std::int64_t duration_from_text(std::size_t line, std::string_view field, std::string_view text) {
@@ -139,7 +141,8 @@ class positional_parser final : public log_reader::parser {
       throw trace_error(number, "expected " +
                                     std::string(nginx ? "nginx's combined or common log format"
                                                       : "Envoy's default access log format") +
-                                    ", found " + std::to_string(fields_.size()) + " fields in " + quote_excerpt(line));
+                                    ", found " + plural(static_cast<std::int64_t>(fields_.size()), "field", "fields") +
+                                    " in " + quote_excerpt(line));
     }
     const named_field& time = nginx ? nginx_fields[2] : envoy_fields[0];
     const std::string_view t = fields_[time.index];
@@ -148,7 +151,8 @@ class positional_parser final : public log_reader::parser {
       bad_field(number, time.shown,
                 "invalid time " + quote_excerpt(t) +
                     (nginx ? ": expected dd/Mon/yyyy:hh:mm:ss ±hhmm, such as 10/Oct/2000:13:55:36 -0700"
-                           : ": expected an RFC 3339 time such as 2016-04-15T20:17:00.310Z"));
+                           : ": expected an RFC 3339 time such as 2016-04-15T20:17:00.310Z") +
+                    ", from 1970 to 2262-04-11");
     }
     r.t_ns = *at;
     r.n = 1;
@@ -172,7 +176,12 @@ class positional_parser final : public log_reader::parser {
     const named_field* field = key_;
     if (field == nullptr) field = format_ == log_format::nginx ? &nginx_fields[0] : &envoy_fields[8];
     if (field->index >= fields_.size()) {
-      bad_field(number, field->shown, "missing: the line has only " + std::to_string(fields_.size()) + " fields");
+      bad_field(number, field->shown,
+                "missing: the line has only " + plural(static_cast<std::int64_t>(fields_.size()), "field", "fields") +
+                    (format_ == log_format::nginx && fields_.size() < std::size(nginx_fields)
+                         ? " (nginx's common format, which has no $http_referer or $http_user_agent: those are in "
+                           "its combined format)"
+                         : std::string()));
     }
     std::string_view key = fields_[field->index];
     if (key_ == nullptr && format_ == log_format::envoy) {
@@ -269,10 +278,17 @@ class jsonl_parser final : public log_reader::parser {
   explicit jsonl_parser(const log_request& request) : request_(request) {}
 
   bool parse(std::string_view line, std::size_t number, log_record& r) override {
-    record_ = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (record_.is_discarded() || !record_.is_object()) {
-      throw trace_error(number, "expected a JSON object, found " + quote_excerpt(line));
+    try {
+      record_ = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      // (nlohmann's text without its "[json.exception.parse_error.101] " prefix: where, and what was wrong.)
+      std::string why = e.what();
+      if (const auto at = why.find("] "); why.starts_with("[json.exception") && at != std::string::npos) {
+        why.erase(0, at + 2);
+      }
+      throw trace_error(number, "not JSON: " + why + ", in " + quote_excerpt(line));
     }
+    if (!record_.is_object()) throw trace_error(number, "expected a JSON object, found " + quote_excerpt(line));
     const auto& f = request_.fields;
     const nlohmann::json* t = field(number, f.time);
     if (t == nullptr) bad_field(number, f.time, "missing time");

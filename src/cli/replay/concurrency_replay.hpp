@@ -158,7 +158,8 @@ class concurrency_replayer {
 
 // Runs the simulation. Throws std::invalid_argument for settings out of range (limit < 1, negative max_waiters or
 // timeout) and std::logic_error if the engine ever broke its contract (more permits in flight than the limit, a node
-// resolved twice) — a bug, never expected. Completion and deadline times saturate at the end of the int64 range.
+// resolved twice) — a bug, never expected; clock_range_error for a request that would end past the end of the int64
+// range of nanoseconds (deadlines saturate there: a deadline that far never comes).
 // The events are kept in the result (for tests and small traces).
 [[nodiscard]] concurrency_result replay_concurrency(const concurrency_settings& settings,
                                                     std::span<const request> trace);

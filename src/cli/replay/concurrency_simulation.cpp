@@ -15,6 +15,7 @@
 #include "admit/detail/saturating.hpp"
 #include "admit/detail/semaphore_state.hpp"
 #include "admit/errc.hpp"
+#include "cli/common/decimal.hpp"
 #include "cli/replay/concurrency_replay.hpp"
 
 namespace admit::cli {
@@ -58,6 +59,7 @@ class concurrency_replayer::simulation {
     simulation* sim = nullptr;
     std::uint64_t ordinal = 0;  // the request's place in the trace, from 1
     std::int64_t t_ns = 0, duration_ns = 0;
+    std::size_t line = 0;
     bool resolved = false;
     node* link = nullptr;  // in the free list, or in the list of grants to handle
   };
@@ -155,7 +157,7 @@ class concurrency_replayer::simulation {
     if (settings_.timeout && settings_.timeout->count() == 0) {
       // An expired deadline: the limiter takes free permits if nobody waits, and never queues.
       if (state_.try_acquire(r.n)) {
-        start(ordinal, r.t_ns, r.duration_ns, r.n);
+        start(ordinal, r.line, r.t_ns, r.duration_ns, r.n);
       } else {
         decide(ordinal, r.t_ns, r.n > state_.capacity() ? request_outcome::exceeds_capacity : request_outcome::timeout,
                0);
@@ -166,6 +168,7 @@ class concurrency_replayer::simulation {
     n->sim = this;
     n->ordinal = ordinal;
     n->t_ns = r.t_ns;
+    n->line = r.line;
     n->duration_ns = r.duration_ns;
     n->needed = r.n;
     n->notify = &on_notify;
@@ -177,7 +180,7 @@ class concurrency_replayer::simulation {
     } else {
       release_node(n);
       if (begun.error == errc{}) {
-        start(ordinal, r.t_ns, r.duration_ns, r.n);
+        start(ordinal, r.line, r.t_ns, r.duration_ns, r.n);
       } else {
         decide(ordinal, r.t_ns,
                begun.error == errc::queue_full ? request_outcome::queue_full : request_outcome::exceeds_capacity, 0);
@@ -204,13 +207,22 @@ class concurrency_replayer::simulation {
       if (n->resolved) throw std::logic_error("concurrency replay: a waiter was resolved twice");
       n->resolved = true;
       if (n->outcome != errc{}) throw std::logic_error("concurrency replay: unexpected outcome from the queue");
-      start(n->ordinal, n->t_ns, n->duration_ns, n->needed);
+      start(n->ordinal, n->line, n->t_ns, n->duration_ns, n->needed);
       release_node(n);
     }
   }
 
-  void start(std::uint64_t ordinal, std::int64_t arrival, std::int64_t duration, std::int64_t n) {
+  void start(std::uint64_t ordinal, std::size_t line, std::int64_t arrival, std::int64_t duration, std::int64_t n) {
     const std::int64_t wait = now_ - arrival;
+    std::int64_t end = 0;
+    if (__builtin_add_overflow(now_, duration, &end) || end == std::numeric_limits<std::int64_t>::max()) {
+      throw clock_range_error(line,
+                              "this request would end about 292 years (2^63 ns) or more after the trace's start "
+                              "(it waited " +
+                                  format_seconds(wait) +
+                                  " s for its permits), past the end of the "
+                                  "replay's clock: its numbers cannot be told (a higher --limit shortens the waits)");
+    }
     ++result_.admitted;
     waits_.add(wait);
     if (wait > 0) {
@@ -222,7 +234,7 @@ class concurrency_replayer::simulation {
     if (in_flight_ > settings_.limit) {
       throw std::logic_error("concurrency replay: more permits in flight than the limit");
     }
-    schedule(detail::sat_add(now_, duration), kind::completion, ordinal, n, nullptr);
+    schedule(end, kind::completion, ordinal, n, nullptr);
     emit(ordinal, request_outcome::admitted, wait);
   }
 

@@ -44,13 +44,25 @@ std::optional<std::int64_t> fraction_at(std::string_view text, std::size_t& pos)
   return ns;
 }
 
-// Nanoseconds since the epoch of a civil date and time in UTC, or nullopt for a date that does not exist.
-std::optional<std::int64_t> to_epoch_ns(int y, int mo, int d, int h, int mi, int s, std::int64_t fraction) noexcept {
+struct time_of_day {
+  int h = 0, mi = 0, s = 0;
+  std::int64_t fraction_ns = 0;
+};
+
+// Nanoseconds since the epoch of a civil date and time in UTC, less `offset_s` seconds (its zone's offset east of
+// UTC), or nullopt for a date that does not exist or a time past 2^63 - 1 ns (2262-04-11T23:47:16.854775807Z).
+std::optional<std::int64_t> to_epoch_ns(int y, int mo, int d, const time_of_day& c, std::int64_t offset_s) noexcept {
   using namespace std::chrono;
   const year_month_day ymd{year{y}, month{static_cast<unsigned>(mo)}, day{static_cast<unsigned>(d)}};
-  if (y < 1970 || y > 9999 || !ymd.ok() || h > 23 || mi > 59 || s > 59) return std::nullopt;
-  const std::int64_t days = sys_days{ymd}.time_since_epoch().count();
-  return ((days * 24 + h) * 60 + mi) * 60 * ns_per_second + s * ns_per_second + fraction;
+  if (y < 1970 || y > 9999 || !ymd.ok() || c.h > 23 || c.mi > 59 || c.s > 59) return std::nullopt;
+  // (Seconds fit easily; only their nanoseconds can overflow.)
+  const std::int64_t seconds =
+      ((sys_days{ymd}.time_since_epoch().count() * 24 + c.h) * 60 + c.mi) * 60 + c.s - offset_s;
+  std::int64_t ns = 0;
+  if (__builtin_mul_overflow(seconds, ns_per_second, &ns) || __builtin_add_overflow(ns, c.fraction_ns, &ns)) {
+    return std::nullopt;
+  }
+  return ns;
 }
 
 // "+hhmm", "+hh:mm" (or '-') at `pos`, as seconds east of UTC.
@@ -64,11 +76,6 @@ std::optional<std::int64_t> offset_at(std::string_view text, std::size_t& pos, b
   if (!mm || *hh > 23 || *mm > 59) return std::nullopt;
   return sign * (*hh * 3600 + *mm * 60);
 }
-
-struct time_of_day {
-  int h = 0, mi = 0, s = 0;
-  std::int64_t fraction_ns = 0;
-};
 
 // "hh:mm:ss[.fraction]" at `pos`, advancing it.
 std::optional<time_of_day> time_of_day_at(std::string_view text, std::size_t& pos) noexcept {
@@ -108,9 +115,7 @@ std::optional<std::int64_t> parse_nginx_time(std::string_view text) noexcept {
   if (!c || !expect(text, pos, ' ')) return std::nullopt;
   const auto offset = offset_at(text, pos, /*colon_optional=*/false);
   if (!offset || pos != text.size()) return std::nullopt;
-  const auto utc = to_epoch_ns(*y, mo, *d, c->h, c->mi, c->s, c->fraction_ns);
-  if (!utc) return std::nullopt;
-  return *utc - *offset * ns_per_second;
+  return to_epoch_ns(*y, mo, *d, *c, *offset);
 }
 
 std::optional<std::int64_t> parse_rfc3339_time(std::string_view text) noexcept {
@@ -135,9 +140,7 @@ std::optional<std::int64_t> parse_rfc3339_time(std::string_view text) noexcept {
     }
   }
   if (pos != text.size()) return std::nullopt;
-  const auto utc = to_epoch_ns(*y, *mo, *d, c->h, c->mi, c->s, c->fraction_ns);
-  if (!utc) return std::nullopt;
-  return *utc - offset * ns_per_second;
+  return to_epoch_ns(*y, *mo, *d, *c, offset);
 }
 
 }  // namespace admit::cli

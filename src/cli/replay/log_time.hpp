@@ -5,7 +5,8 @@
 //
 // The zone is applied: "13:55:36 -0700" is 20:55:36 UTC. Both forms take an optional fraction of up to 9 digits after
 // the seconds ("13:55:36.250"). RFC 3339 takes 'T', 't' or a space between date and time, and 'Z', 'z', "+hh:mm",
-// "+hhmm" or no zone at all (read as UTC) after it. Dates from year 1970 to 9999; a leap second (":60") is refused.
+// "+hhmm" or no zone at all (read as UTC) after it. Times from 1970 to 2262-04-11T23:47:16.854775807Z (the largest
+// nanosecond count an int64 holds); a leap second (":60") is refused.
 // Thread safety: pure functions.
 #pragma once
 

@@ -60,6 +60,12 @@ class rate_replayer::engine {
       limiter = entry->limiter.get();
     }
     const outcome o = limiter->offer(a.t_ns, a.n);
+    if (o.beyond_clock) {
+      throw clock_range_error(a.line,
+                              "this request could start only about 292 years (2^63 ns) or more after the trace's "
+                              "start, past the end of the replay's clock: its delay cannot be told (a higher rate or "
+                              "a larger burst shortens the waits)");
+    }
     if (r_.arrivals == 0) r_.first_ns = a.t_ns;
     r_.last_ns = a.t_ns;
     ++r_.arrivals;

@@ -119,27 +119,34 @@ class adapter final : public replay_limiter {
     }
     if constexpr (can_reserve<L>) {
       std::optional<std::int64_t> delay;
+      bool beyond = false;
+      // (A reservation's time saturates at the end of the clock's range: one that comes there could come later.)
+      const auto take = [&](const basic_reservation<replay_clock>& r) {
+        beyond = r.ok() && r.ready_at() == tp::max();
+        delay = reservation_delay(r, now);
+      };
       if constexpr (can_reserve_n<L>) {
-        delay = reservation_delay(limiter_.reserve_at(now, n), now);
+        take(limiter_.reserve_at(now, n));
       } else {
         // A limiter that reserves one slot at a time (a pacer): n tokens are n consecutive slots; the request may
         // start when the last one comes.
-        for (std::int64_t i = 0; i < n; ++i) {
-          delay = reservation_delay(limiter_.reserve_at(now), now);
+        for (std::int64_t i = 0; i < n && !beyond; ++i) {
+          take(limiter_.reserve_at(now));
           if (!delay) break;
         }
       }
+      if (beyond) return {false, 0, true};
       if (!delay) return {false, 0};
       return {true, *delay};
     } else if constexpr (reserves_by_deciding_later<L>) {
       const decision d = limiter_.decide_at(now, n);
       if (d.admitted) return {true, 0};
       if (d.retry_after == std::chrono::nanoseconds::max()) return {false, 0};
-      // GCRA saturates at the end of the clock's range: a fit there, or beyond, never comes.
+      // GCRA saturates at the end of the clock's range: a fit there may come only beyond it.
       const std::int64_t wait = d.retry_after.count();
       std::int64_t ready = 0;
       if (__builtin_add_overflow(now_ns, wait, &ready) || ready == std::numeric_limits<std::int64_t>::max()) {
-        return {false, 0};
+        return {false, 0, true};
       }
       if (!limiter_.decide_at(at(ready), n).admitted) return {false, 0};  // cannot happen (see above)
       return {true, wait};

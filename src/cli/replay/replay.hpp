@@ -40,6 +40,7 @@ namespace admit::cli {
 struct outcome {
   bool admitted = false;
   std::int64_t delay_ns = 0;  // reserve mode: how long after its arrival the request may start
+  bool beyond_clock = false;  // reserve mode: it could start only past the end of the replay's clock (not admitted)
 };
 
 // A limiter as the replay sees it: offer(t, n) decides for n tokens arriving t ns after the trace start.

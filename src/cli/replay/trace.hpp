@@ -54,6 +54,14 @@ class trace_error : public std::runtime_error {
   std::size_t line_;
 };
 
+// A replay that would need a time past the end of its clock, 2^63 - 1 ns (about 292 years) after the trace's start:
+// a request that would start (a reservation's delay) or end (a concurrency permit held) beyond it. Its numbers cannot
+// be told, so the replay stops there instead of capping them. line() is the request's.
+class clock_range_error : public trace_error {
+ public:
+  using trace_error::trace_error;
+};
+
 // The first line of a file without the UTF-8 byte order mark an editor may put before it (a trace or a log saved on
 // Windows): invisible, it made the first time "invalid".
 [[nodiscard]] inline std::string_view without_bom(std::string_view first_line) noexcept {

@@ -59,6 +59,27 @@ TEST_F(AdmitDecideFailures, RefusedConnectionIsExitStatus75) {
   EXPECT_NE(i.err.find("cannot connect to " + url + ": connection refused"), std::string::npos) << i.err;
 }
 
+// A Sentinel URL: the message names the sentinels and the master's name, the URL's password left out (it named
+// redis://127.0.0.1:6379, the unused default host and port of a URL without them).
+TEST_F(AdmitDecideFailures, ASentinelUrlIsNamedAsGiven) {
+  redis_server a, b;
+  const std::string sentinels = "127.0.0.1:" + std::to_string(a.port()) + ",127.0.0.1:" + std::to_string(b.port());
+  a.kill();
+  b.kill();
+  const std::string shown = "redis+sentinel://u@" + sentinels + "/mymaster/2";
+  for (const char* command : {"decide", "inspect", "run"}) {
+    std::vector<std::string> args{command, "--redis", "redis+sentinel://u:secret@" + sentinels + "/mymaster/2"};
+    if (std::string_view(command) == "decide") args.insert(args.end(), {"--rate", "1/s", "k"});
+    if (std::string_view(command) == "inspect") args.emplace_back("k");
+    if (std::string_view(command) == "run") args.insert(args.end(), {"-c", "1", "--name", "k", "--", "true"});
+    const run_result r = admit_cli(args);
+    EXPECT_EQ(r.status, 75) << command << ": " << r.err;
+    EXPECT_NE(r.err.find(shown), std::string::npos) << command << ": " << r.err;
+    EXPECT_EQ(r.err.find("6379"), std::string::npos) << command << ": " << r.err;
+    EXPECT_EQ(r.err.find("secret"), std::string::npos) << command << ": " << r.err;
+  }
+}
+
 // rediss:// for a plain port: Redis takes the TLS hello for the start of a command and answers nothing. The message
 // says that it is the handshake that got no answer, and asks whether the port is a TLS port (it said "no answer
 // within 1s" alone, where the connection knew better).
