@@ -9,6 +9,7 @@
 #include "admit/detail/deadline.hpp"
 #include "admit/detail/host_port.hpp"
 #include "admit/errc.hpp"
+#include "admit/redis/client/reply.hpp"
 #include "admit/redis/limiter_result.hpp"
 #include "cli/common/decimal.hpp"
 #include "cli/common/duration.hpp"
@@ -46,19 +47,10 @@ bool is_connection_error(std::error_code e) {
 
 std::string with_words(const std::string& words) { return words.empty() ? std::string() : " (" + words + ")"; }
 
-// Error replies that say "not now" rather than "not this way".
-bool transient_reply(std::string_view prefix) {
-  constexpr std::array<std::string_view, 5> waiting = {"LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"};
-  for (const auto p : waiting) {
-    if (prefix == p) return true;
-  }
-  return false;
-}
-
 // An error reply from `where` (a server's address, or the words for a node of a cluster).
 redis_failure reply_failure(const std::string& where, std::string_view text) {
   const std::string_view prefix = text.substr(0, text.find(' '));
-  redis_failure f{make_error_code(errc::error_reply), {}, transient_reply(prefix)};
+  redis_failure f{make_error_code(errc::error_reply), {}, redis::reply::error(std::string(text)).is_transient_error()};
   if (prefix == "NOAUTH") {
     f.message = "authentication failed at " + where + ": " + std::string(text) +
                 " (the server wants a password: redis://:PASSWORD@host:port)";
@@ -96,8 +88,14 @@ redis_failure connection_failure(const redis::connection& conn, std::error_code 
     // A TLS handshake that got no answer: most often a rediss:// URL for a plain port, whose Redis takes the TLS hello
     // for the start of a command (the connection's own words say which step timed out).
     if (conn.last_error().starts_with("TLS handshake")) f.message += " to the TLS handshake (is the port a TLS port?)";
+  } else if (why == errc::auth_failed && !o.sentinel.master_name.empty() && conn.last_error().starts_with("Sentinel")) {
+    f.message = "authentication failed at " + where + ": " + words +
+                " (check sentinel_username and sentinel_password in the URL)";
   } else if (why == errc::auth_failed) {
     f.message = "authentication failed at " + where + ": " + words + " (check the user and password in the URL)";
+  } else if (why == errc::unknown_master) {
+    // The sentinels answered: a name none of them monitors, or nodes that are no sentinels. Not transient.
+    f.message = "cannot connect to " + where + ": " + words;
   } else if (why == errc::select_failed) {
     f.message = "database " + std::to_string(o.db) + " does not exist at " + where + with_words(words);
   } else if (why == errc::tls_verify_failed || why == errc::tls_handshake_failed) {

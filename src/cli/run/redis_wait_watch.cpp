@@ -8,6 +8,8 @@
 #include "admit/errc.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "cli/common/duration.hpp"
+#include "cli/common/message.hpp"
+#include "cli/common/run_holder.hpp"
 
 namespace admit::cli::redis_run {
 
@@ -18,23 +20,23 @@ constexpr std::chrono::milliseconds status_every{500};
 
 }  // namespace
 
-// Whether a connected server answers: a PING at a time, each within call_timeout. Thread-safe; the PING's completion
-// may outlive the watch (it holds the probe).
+// Whether the server that holds the limit answers: one call at a time, each within call_timeout — EXISTS of a key of
+// the limit's (read-only, O(1)), which a cluster sends to the master of the limit's slot, where a PING would go to any
+// node. Thread-safe; the call's completion may outlive the watch (it holds the probe).
 class liveness_probe : public std::enable_shared_from_this<liveness_probe> {
  public:
-  // Whether the last PING that ended got no answer in time (false when none ended yet), after sending the next one if
+  // Whether the last call that ended got no answer in time (false when none ended yet), after sending the next one if
   // none is in flight.
-  bool silent(redis::connection& conn) {
+  bool silent(redis::client& c, const std::string& key) {
     const admit::detail::lock_guard lock(mutex_);
     if (!in_flight_) {
       in_flight_ = true;
-      conn.async_execute_command(
-          steady::now() + call_timeout, redis::command{"PING"},
-          [self = shared_from_this(), round = round_](boost::system::error_code ec, redis::reply) {
-            const admit::detail::lock_guard l(self->mutex_);
-            self->in_flight_ = false;
-            if (round == self->round_) self->silent_ = ec == admit::errc::timeout;
-          });
+      c.async_execute_command(steady::now() + call_timeout, redis::command{"EXISTS", key},
+                              [self = shared_from_this(), round = round_](boost::system::error_code ec, redis::reply) {
+                                const admit::detail::lock_guard l(self->mutex_);
+                                self->in_flight_ = false;
+                                if (round == self->round_) self->silent_ = ec == admit::errc::timeout;
+                              });
     }
     return silent_;
   }
@@ -98,9 +100,11 @@ void wait_watch::watch(const std::stop_token& done) {
     std::string trouble = st_.unreachable();
     if (!trouble.empty()) probe_->forget();
     // A server that is connected and does not answer: the client's state cannot tell, a call can.
-    if (trouble.empty() && !st_.nodes && probe_->silent(st_.conn)) {
-      trouble = "no answer from " + st_.where() + " within " + format_duration(call_timeout) +
-                " (connected, but Redis does not reply)";
+    if (trouble.empty() && probe_->silent(st_.limit_client(), run_classes_key(s.name))) {
+      trouble = st_.nodes ? "no answer from the node of " + st_.where() + "'s cluster that holds " + quote(s.name) +
+                                " within " + format_duration(call_timeout) + " (connected, but it does not reply)"
+                          : "no answer from " + st_.where() + " within " + format_duration(call_timeout) +
+                                " (connected, but Redis does not reply)";
     }
     // Told when Redis goes away or comes back (not at each new reason while it is away).
     if (!first && trouble.empty() != last_.trouble.empty() && (!status_line_ || !trouble.empty())) {

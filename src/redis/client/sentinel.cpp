@@ -41,7 +41,9 @@ constexpr auto as_tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
 // What one sentinel said.
 struct answer {
-  enum class kind { address, unknown, failed };
+  // failed: no answer (refused, timed out, ...), which may pass; refused: it answered, with an error to AUTH (a wrong
+  // sentinel password) or to the question (a node that is no sentinel), which waiting does not fix.
+  enum class kind { address, unknown, failed, refused };
   kind what = kind::failed;
   std::string host;
   std::uint16_t port = 0;
@@ -49,6 +51,7 @@ struct answer {
 };
 
 answer failed(std::string why) { return answer{answer::kind::failed, {}, 0, std::move(why)}; }
+answer refused(std::string why) { return answer{answer::kind::refused, {}, 0, std::move(why)}; }
 
 struct reply_deleter {
   void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
@@ -65,7 +68,7 @@ std::string text_of(const redisReply* r) {
 // The last reply of the exchange: SENTINEL get-master-addr-by-name's.
 answer interpret(const redisReply* r) {
   if (r->type == REDIS_REPLY_NIL) return answer{answer::kind::unknown, {}, 0, {}};
-  if (r->type == REDIS_REPLY_ERROR) return failed("SENTINEL get-master-addr-by-name: " + text_of(r));
+  if (r->type == REDIS_REPLY_ERROR) return refused("SENTINEL get-master-addr-by-name: " + text_of(r));
   if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
       r->element[1]->type == REDIS_REPLY_STRING) {
     const std::string_view port(r->element[1]->str, r->element[1]->len);
@@ -118,7 +121,7 @@ asio::awaitable<answer> ask(sentinel_endpoint ep, std::string payload, bool with
     }
   }
   if (with_auth && replies.front()->type == REDIS_REPLY_ERROR)
-    co_return failed("AUTH: " + text_of(replies.front().get()));
+    co_return refused("AUTH: " + text_of(replies.front().get()));
   co_return interpret(replies.back().get());
 }
 
@@ -151,7 +154,8 @@ asio::awaitable<outcome> discover(std::vector<sentinel_endpoint> order, sentinel
   }
   append_command(payload, question);
   std::string tried;
-  bool someone_answered = false;
+  bool someone_answered = false;                    // a sentinel that does not know the name
+  std::size_t refused_auth = 0, refused_other = 0;  // sentinels that answered with an error
   for (std::size_t i = 0; i < order.size(); ++i) {
     answer a = co_await ask_within(order[i], payload, with_auth, timeout);
     const std::string where = admit::detail::host_port(order[i].host, order[i].port);
@@ -164,14 +168,23 @@ asio::awaitable<outcome> discover(std::vector<sentinel_endpoint> order, sentinel
       co_return o;
     }
     someone_answered = someone_answered || a.what == answer::kind::unknown;
+    if (a.what == answer::kind::refused) ++(a.why.starts_with("AUTH: ") ? refused_auth : refused_other);
     tried += (tried.empty() ? "" : "; ") + where + ": " +
              (a.what == answer::kind::unknown ? std::string("does not know it") : a.why);
   }
   outcome o;
-  o.master.error = make_error_code(someone_answered ? errc::unknown_master : errc::no_sentinel);
-  o.master.words =
-      (someone_answered ? "Sentinel: no sentinel knows master '" : "Sentinel: no sentinel answered for master '") +
-      options.master_name + "' (" + tried + ")";
+  // Every sentinel answered, and none can name the master: what waiting does not fix, unlike silence.
+  const bool all_refused = refused_auth + refused_other == order.size();
+  if (all_refused && refused_auth == order.size()) {
+    o.master.error = make_error_code(errc::auth_failed);
+    o.master.words = "Sentinel: every sentinel refused AUTH for master '" + options.master_name + "' (" + tried + ")";
+  } else if (someone_answered || all_refused) {
+    o.master.error = make_error_code(errc::unknown_master);
+    o.master.words = "Sentinel: no sentinel knows master '" + options.master_name + "' (" + tried + ")";
+  } else {
+    o.master.error = make_error_code(errc::no_sentinel);
+    o.master.words = "Sentinel: no sentinel answered for master '" + options.master_name + "' (" + tried + ")";
+  }
   co_return o;
 }
 

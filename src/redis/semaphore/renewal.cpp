@@ -1,8 +1,9 @@
 // Leases' automatic renewal. Each lease is renewed lease_ttl / 3 after its grant or last renewal while its lease object
 // holds it (when: renewal_schedule.hpp, one timer per semaphore object); renewals that fall due together are sent
 // together (pipelined on the connection). A renewal Redis answers "unknown" (or failures
-// until the lease must have expired) marks the lease lost; while renewals fail, the last try falls due at the lease's
-// local expiry and waits no longer, so the loss is found then.
+// until the lease must have expired) marks the lease lost; while renewals fail, they are tried again sooner and sooner
+// (retry_after_failed_renewal: a failover's new master is found within the lease), the last at the lease's local
+// expiry, which waits no longer, so the loss is found then.
 #include <algorithm>
 #include <boost/asio/post.hpp>
 
@@ -59,16 +60,18 @@ void lease_core::renew() {
                            [l = shared_from_this(), sent, every](boost::system::error_code e, reply r) {
                              if (l->state.load() != lease_state::held) return;
                              const auto v = e ? std::nullopt : integers(r, 2);
+                             const steady::time_point until{steady::duration(l->local_expiry.load())};
                              if (v && (*v)[0] == granted) {
                                l->renewed((*v)[1], sent);
-                             } else if (v && (*v)[0] == unknown) {
-                               return l->mark_lost();
-                             } else if (steady::now().time_since_epoch().count() >= l->local_expiry.load()) {
-                               return l->mark_lost();  // renewals failed until the lease must have expired
+                               const steady::time_point renewed_until{steady::duration(l->local_expiry.load())};
+                               return l->sem->schedule_renewal(l, std::min(steady::now() + every, renewed_until));
                              }
-                             // The next try, at the latest at the local expiry (where a failed one marks it lost).
-                             const steady::time_point until{steady::duration(l->local_expiry.load())};
-                             l->sem->schedule_renewal(l, std::min(steady::now() + every, until));
+                             if (v && (*v)[0] == unknown) return l->mark_lost();
+                             if (steady::now() >= until) return l->mark_lost();  // failed until it must have expired
+                             // Failed (no answer, or an error reply): tried again soon, at the latest at the local
+                             // expiry, where a failed try marks it lost.
+                             l->sem->schedule_renewal(l,
+                                                      retry_after_failed_renewal<steady>(steady::now(), until, every));
                            });
 }
 

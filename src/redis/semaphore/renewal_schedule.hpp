@@ -135,4 +135,20 @@ class renewal_schedule : public std::enable_shared_from_this<renewal_schedule<It
   clock::time_point armed_ ADMIT_GUARDED_BY(mutex_) = clock::time_point::max();
 };
 
+// When a lease whose renewal failed at `now` is tried again: a quarter of the time left until its local expiry
+// `expiry`, at least 100 ms and at most `every` (lease_ttl / 3) from now, and never past the expiry (where a failed try
+// finds it lost). Sooner than `every` because a renewal fails most often while Redis moves (a failover, a slot
+// migration, a restart): the new master is often there within seconds, and a lease tried again only every
+// lease_ttl / 3 was lost although it could have been renewed there for seconds; geometrically sooner, so that the
+// last seconds before the expiry are tried several times.
+template <class Clock>
+[[nodiscard]] typename Clock::time_point retry_after_failed_renewal(typename Clock::time_point now,
+                                                                    typename Clock::time_point expiry,
+                                                                    typename Clock::duration every) {
+  const typename Clock::duration floor = std::chrono::milliseconds(100);
+  const auto left = expiry > now ? expiry - now : Clock::duration::zero();
+  const auto wait = std::min(every, std::max(floor, left / 4));
+  return std::min(now + wait, expiry);
+}
+
 }  // namespace admit::redis::detail

@@ -97,6 +97,12 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
             (void)self->core_->judge(self->id_, ec, r, self->sent_);  // leaves whatever the call may have done
             return self->complete(self->core_->degrade(self->n_, as_error(ec)), leave::nothing);
           }
+          if (!ec && r.is_transient_error()) {
+            // "Not now" (CLUSTERDOWN while a node rejoins, LOADING, BUSY...): the script did not run. Its poll finds
+            // it unknown once Redis answers again, and it queues then; until the deadline, as through an outage.
+            self->arm_deadline();
+            return self->arm();
+          }
           if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
             return self->complete(std::move(*result), leave::nothing);
           }
@@ -158,7 +164,8 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           self->polling_ = false;
           if (self->state_ != state::waiting) return;
           if (ec == errc::closed) return self->complete(as_error(ec), leave::nothing);  // nobody will answer
-          if (ec) return self->arm();  // Redis is away: ask again later, until the deadline
+          // Redis is away, or answers "not now" (CLUSTERDOWN, LOADING, BUSY...): ask again later, until the deadline.
+          if (ec || r.is_transient_error()) return self->arm();
           const auto v = integers(r, 1);
           if (v && (*v)[0] == queued) return self->arm(rate_wait(r));
           if (v && (*v)[0] == unknown) return self->requeue();  // our place expired: queue again

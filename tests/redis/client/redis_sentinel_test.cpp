@@ -215,9 +215,34 @@ TEST(RedisSentinel, SentinelAuthFailureIsReportedForThatSentinel) {
   auto o = parse_url(g.url());
   o.sentinel.password = "not-configured";  // the sentinels have no password: AUTH fails
   io_thread io;
+  {
+    // Every sentinel refused AUTH: a wrong sentinel password, which waiting does not fix (it was no_sentinel, which
+    // says that waiting may help).
+    connection conn(io.executor(), o);
+    EXPECT_EQ(conn.connect(), errc::auth_failed);
+    EXPECT_NE(conn.last_error().find("every sentinel refused AUTH"), std::string::npos) << conn.last_error();
+    EXPECT_NE(conn.last_error().find(where(g.sentinel_port(0)) + ": AUTH: "), std::string::npos) << conn.last_error();
+  }
+  {
+    // One more sentinel that cannot be reached: it may come back (and take the password), so no_sentinel.
+    o.sentinel.sentinels.push_back({"127.0.0.1", closed_port()});
+    connection conn(io.executor(), o);
+    EXPECT_EQ(conn.connect(), errc::no_sentinel);
+    EXPECT_NE(conn.last_error().find(where(g.sentinel_port(0)) + ": AUTH: "), std::string::npos) << conn.last_error();
+  }
+}
+
+TEST(RedisSentinel, NodesThatAreNoSentinelsAreAnUnknownMaster) {
+  redis_sentinel_group g;
+  // The data nodes given as sentinels: each answers SENTINEL with an error. It was no_sentinel (waiting may help).
+  admit::redis::connection_options o;
+  o.sentinel.master_name = "mymaster";
+  o.sentinel.sentinels = {{"127.0.0.1", g.master_port()}, {"127.0.0.1", g.replica_port()}};
+  io_thread io;
   connection conn(io.executor(), o);
-  EXPECT_EQ(conn.connect(), errc::no_sentinel);
-  EXPECT_NE(conn.last_error().find(where(g.sentinel_port(0)) + ": AUTH: "), std::string::npos) << conn.last_error();
+  EXPECT_EQ(conn.connect(), errc::unknown_master);
+  EXPECT_NE(conn.last_error().find("SENTINEL get-master-addr-by-name: ERR unknown command"), std::string::npos)
+      << conn.last_error();
 }
 
 TEST(RedisSentinel, NamedNodeThatIsAReplicaIsNotUsed) {

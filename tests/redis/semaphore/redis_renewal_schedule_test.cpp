@@ -166,3 +166,35 @@ TEST(RenewalSchedule, ConcurrentSchedulesAndCancelsLoseNothing) {
 }
 
 }  // namespace renewal_schedule_testing
+
+namespace renewal_schedule_testing {
+
+// A failed renewal is tried again after a quarter of the time left, between 100 ms and lease_ttl / 3, never past the
+// expiry. With a 10 s lease whose first renewal (at 3.3 s) found the master gone, the next tries come at 5.0, 6.3,
+// 7.2 ... s, where they came only at 6.7 s and at the expiry: a cluster's promoted replica, serving from about 5 s on,
+// was never asked, and the lease was lost.
+TEST(RenewalSchedule, AFailedRenewalIsTriedAgainSoonerAsTheExpiryNears) {
+  using admit::redis::detail::retry_after_failed_renewal;
+  const steady::time_point t0{};
+  const auto every = std::chrono::duration_cast<steady::duration>(10s) / 3;
+  const steady::time_point expiry = t0 + 10s;
+  std::vector<steady::duration> tries;
+  for (steady::time_point now = t0 + every; now < expiry;) {
+    now = retry_after_failed_renewal<steady>(now, expiry, every);
+    tries.push_back(now - t0);
+  }
+  ASSERT_GE(tries.size(), 8U);
+  EXPECT_EQ(tries[0], every + (10s - every) / 4);  // 3.33 + 1.67 s
+  for (std::size_t i = 1; i < tries.size(); ++i) {
+    EXPECT_GT(tries[i], tries[i - 1]);
+    EXPECT_LE(tries[i] - tries[i - 1], every);
+    EXPECT_GE(tries[i] - tries[i - 1], std::min<steady::duration>(100ms, expiry - (t0 + tries[i - 1])));
+  }
+  EXPECT_EQ(tries.back(), 10s);  // the last at the expiry itself, where a failure marks the lease lost
+  // Far from the expiry, no sooner than lease_ttl / 3 would have; at it, at once.
+  EXPECT_EQ(retry_after_failed_renewal<steady>(t0, t0 + 1h, every), t0 + every);
+  EXPECT_EQ(retry_after_failed_renewal<steady>(expiry, expiry, every), expiry);
+  EXPECT_EQ(retry_after_failed_renewal<steady>(expiry + 1s, expiry, every), expiry);
+}
+
+}  // namespace renewal_schedule_testing

@@ -5,13 +5,16 @@
 #include <limits>
 
 #include <chrono>
+#include <future>
 #include <string>
 #include <system_error>
+#include <thread>
 
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/limiter_result.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "io_thread.hpp"
+#include "limiter_testing.hpp"
 #include "redis_server.hpp"
 
 namespace {
@@ -132,6 +135,56 @@ TEST(RedisSemaphoreFailure, InvalidPolicyNamesTheValue) {
   o.on_failure = failure_policy::fail_open;
   o.local_cap = -1;
   EXPECT_THROW(semaphore(conn, "p", 1, o), std::invalid_argument);
+}
+
+}  // namespace
+
+namespace {
+
+// A waiter whose polls Redis answers "not now" (BUSY: a script running past busy-reply-threshold; CLUSTERDOWN, LOADING
+// and the others alike) keeps waiting and is granted once Redis answers again. Its first BUSY poll ended the wait with
+// unexpected_reply — on a Redis Cluster, `admit run` gave up with exit 69 while a node rejoined.
+TEST(RedisSemaphoreFailure, AWaiterAnsweredNotNowKeepsWaitingAndIsGrantedAfterwards) {
+  redis_server::config busy_after_20ms;
+  busy_after_20ms.extra_arguments = {"--busy-reply-threshold", "20"};
+  redis_server server(busy_after_20ms);
+  io_thread io;
+  connection holder_side(io.executor(), server.url()), waiter_side(io.executor(), server.url()),
+      busy(io.executor(), server.url()), direct(io.executor(), server.url());
+  semaphore_options o = quick(failure_policy::fail_closed);
+  o.poll_interval = 20ms;
+  semaphore holder(holder_side, "not-now", 1, o), waiter(waiter_side, "not-now", 1, o);
+  auto held = holder.try_acquire();
+  ASSERT_TRUE(held) << held.error().message();
+  auto waiting = std::async(std::launch::async, [&] { return waiter.try_acquire_for(60s); });
+  ASSERT_TRUE(admit::redis::testing::eventually([&] {
+    const auto [snap, ec] = holder.inspect();
+    return !ec && snap.waiter_count == 1;
+  }));
+  // A script that runs until killed: every other command is answered BUSY meanwhile.
+  std::promise<admit::redis::reply> ended;
+  busy.async_execute_command(std::nullopt, {"EVAL", "local i = 0 while true do i = i + 1 end", "0"},
+                             [&](boost::system::error_code, admit::redis::reply r) { ended.set_value(r); });
+  // Ten of this test's own PINGs answered BUSY, 20 ms apart: the waiter has polled about as often.
+  int busy_answers = 0;
+  ASSERT_TRUE(admit::redis::testing::eventually([&] {
+    if (direct.execute("PING").value.is_error("BUSY")) ++busy_answers;
+    std::this_thread::sleep_for(20ms);  // (not time made to pass: the polls' pace)
+    return busy_answers >= 10;
+  }));
+  EXPECT_EQ(waiting.wait_for(0s), std::future_status::timeout) << "the wait ended while Redis was busy";
+  EXPECT_TRUE(direct.execute("SCRIPT", "KILL").value.is_status());
+  EXPECT_TRUE(ended.get_future().get().is_error());
+  // The waiter was answered BUSY too (Redis counts every BUSY reply), and is still waiting.
+  const std::string stats = direct.execute("INFO", "errorstats").value.str();
+  const auto at = stats.find("errorstat_BUSY:count=");
+  ASSERT_NE(at, std::string::npos) << stats;
+  EXPECT_GT(std::stoll(stats.substr(at + 21)), busy_answers) << stats;
+  ASSERT_EQ(waiting.wait_for(0s), std::future_status::timeout);
+  EXPECT_EQ(held->release().first, lease::release_status::released);
+  auto granted = waiting.get();
+  ASSERT_TRUE(granted) << granted.error().message();
+  EXPECT_GT(granted->fencing_token(), held->fencing_token());
 }
 
 }  // namespace

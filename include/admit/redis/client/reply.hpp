@@ -65,6 +65,14 @@ class reply {
   }
   // True for an error reply whose first word is `prefix` (exact, case-sensitive: Redis sends them upper-case).
   bool is_error(std::string_view prefix) const noexcept { return is_error() && error_prefix() == prefix; }
+  // True for an error reply that says "not now" rather than "not this way": the same command may succeed by waiting.
+  // LOADING (a restarted server loading its data), BUSY (a script running past busy-reply-threshold), TRYAGAIN (a
+  // multi-key command while its slot migrates), MASTERDOWN (a replica cut off from its master), CLUSTERDOWN (a cluster
+  // missing a slot's master, or a node rejoining).
+  bool is_transient_error() const noexcept {
+    const std::string_view p = error_prefix();
+    return p == "LOADING" || p == "BUSY" || p == "TRYAGAIN" || p == "MASTERDOWN" || p == "CLUSTERDOWN";
+  }
 
   friend bool operator==(const reply&, const reply&) = default;
 
