@@ -433,6 +433,22 @@ TEST_F(AdmitDecideFailures, WaitNeverOverrunsMaxWait) {
   EXPECT_EQ(once.status, 0) << once.err;
 }
 
+// Sentinels that accept and never answer: each is asked for up to the connect timeout in turn, and the whole attempt
+// is bounded by --timeout (three took three times it). A --timeout of 1s, ended within 1s and a process start.
+TEST_F(AdmitDecideFailures, SilentSentinelsTakeNoLongerThanTheTimeout) {
+  const auto never = [](const std::string&, int) -> std::optional<std::string> { return std::nullopt; };
+  scripted_redis_server a(never), b(never), c(never);
+  const auto port = [](const scripted_redis_server& s) { return s.url().substr(s.url().rfind(':') + 1); };
+  const std::string url =
+      "redis+sentinel://127.0.0.1:" + port(a) + ",127.0.0.1:" + port(b) + ",127.0.0.1:" + port(c) + "/mymaster";
+  const auto before = std::chrono::steady_clock::now();
+  const run_result r = admit_cli({"inspect", "--redis", url, "--timeout", "1s", "k"});
+  const auto took = std::chrono::steady_clock::now() - before;
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_NE(r.err.find("no answer from " + url + " within 1s"), std::string::npos) << r.err;
+  EXPECT_LT(took, std::chrono::milliseconds(2500));
+}
+
 #endif
 
 }  // namespace
