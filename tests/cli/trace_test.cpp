@@ -110,6 +110,18 @@ TEST(TraceParse, ErrorsNameTheLineAndTheText) {
             "digits");
 }
 
+// An access log read as a trace (no --format) says which --format reads it.
+TEST(TraceParse, AnAccessLogReadAsATraceNamesTheFormatThatReadsIt) {
+  EXPECT_EQ(error_of("198.51.100.24 - - [21/Sep/2026:16:13:20 +0200] \"GET / HTTP/1.1\" 200 1 \"-\" \"x\"\n"),
+            "line 1: unexpected text \"-\": expected `<seconds since start> [n]` (it looks like an "
+            "nginx access log: --format nginx reads one)");
+  EXPECT_NE(error_of("{\"time\": 1}\n").find("(it looks like JSON lines: --format jsonl reads them)"),
+            std::string::npos);
+  EXPECT_NE(error_of("[2016-04-15T20:17:00.310Z] \"GET / HTTP/2\" 200\n").find("--format envoy"), std::string::npos);
+  EXPECT_NE(error_of("time,client\n").find("(it looks like CSV: --format csv reads it)"), std::string::npos);
+  EXPECT_EQ(error_of("0\nabc\n").find("looks like"), std::string::npos);
+}
+
 TEST(TraceParse, ErrorLineNumberIsAvailable) {
   try {
     (void)read_trace("0\n1\n\n-1\n");

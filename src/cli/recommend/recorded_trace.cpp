@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cli/common/temporary_file.hpp"
 #include "cli/replay/arrival_source.hpp"
 
 namespace admit::cli {
@@ -70,7 +71,7 @@ class recorder {
 
 recorded_trace recorded_trace::read(std::istream& in, const log_request& reading) {
   recorded_trace trace;
-  trace.file_.reset(std::tmpfile());
+  trace.file_.reset(temporary_file());
   if (!trace.file_) throw_file_error("cannot create it");
   trace.durations_ = reading.needs_duration;
   const bool keyed = reading.per_key.has_value();

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "cli/common/duration.hpp"
+#include "cli/common/temporary_file.hpp"
 #include "cli/common/values.hpp"
 #include "cli/replay/arrival_source.hpp"
 #include "cli/replay/plot.hpp"
@@ -122,11 +123,11 @@ concurrency_settings to_concurrency_settings(const replay_options& o) {
 namespace {
 
 // --json --events of the concurrency replay: the events, formatted as they are decided, wait in a temporary file
-// (std::tmpfile: removed when closed, or when the program ends) until the summary, which comes first in the
+// (temporary_file: in $TMPDIR, removed when closed or when the program ends) until the summary, which comes first in the
 // document, is known.
 class json_event_spool {
  public:
-  json_event_spool() : file_(std::tmpfile(), &std::fclose) {}
+  json_event_spool() : file_(temporary_file(), &std::fclose) {}
   [[nodiscard]] bool is_open() const noexcept { return file_ != nullptr; }
 
   // One element of the "events" array (format_event_json, format_concurrency_event_json).

@@ -13,6 +13,19 @@ namespace {
 
 bool is_blank(char c) noexcept { return c == ' ' || c == '\t' || c == '\r'; }
 
+// For a line that is no trace line but looks like an access log's: which --format reads it (empty: none seems to).
+std::string format_hint(std::string_view line) {
+  if (line.find(" [") != std::string_view::npos && line.find("] \"") != std::string_view::npos) {
+    return " (it looks like an nginx access log: --format nginx reads one)";
+  }
+  if (!line.empty() && line.front() == '{') return " (it looks like JSON lines: --format jsonl reads them)";
+  if (line.size() > 4 && line.front() == '[' && line[1] >= '0' && line[1] <= '9') {
+    return " (it looks like an Envoy access log: --format envoy reads one)";
+  }
+  if (line.find(',') != std::string_view::npos) return " (it looks like CSV: --format csv reads it)";
+  return {};
+}
+
 }  // namespace
 
 std::size_t split_trace_line(std::string_view line, std::span<std::string_view> fields) noexcept {
@@ -39,13 +52,15 @@ std::optional<arrival> trace_parser::feed(std::string_view line) {
   const std::size_t count = split_trace_line(line, fields);
   if (count == 0) return std::nullopt;
   if (count > 2) {
-    throw trace_error(line_, "unexpected text " + quote_excerpt(fields[2]) + ": expected `<seconds since start> [n]`");
+    throw trace_error(line_, "unexpected text " + quote_excerpt(fields[2]) + ": expected `<seconds since start> [n]`" +
+                                 format_hint(line));
   }
 
   const auto t = parse_seconds(fields[0]);
   if (!t) {
     throw trace_error(line_, "invalid time " + quote_excerpt(fields[0]) +
-                                 ": expected seconds since start, a decimal with up to 9 fraction digits");
+                                 ": expected seconds since start, a decimal with up to 9 fraction digits" +
+                                 format_hint(line));
   }
   if (*t > max_trace_seconds * ns_per_second) {
     throw trace_error(line_, "time " + quote_excerpt(fields[0]) + " is beyond the largest supported time, " +

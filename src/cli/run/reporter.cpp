@@ -9,6 +9,7 @@
 
 #include "cli/common/duration.hpp"
 #include "cli/common/json.hpp"
+#include "cli/common/message.hpp"
 
 namespace admit::cli::run {
 
