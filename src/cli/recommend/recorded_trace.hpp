@@ -7,7 +7,8 @@
 //
 // The records go into an unnamed temporary file (temporary_file: in $TMPDIR, gone when closed or when the program
 // ends), 32 bytes each, so memory does not grow with the trace: a pass reads the file back in blocks of 64 KiB, and
-// the page cache keeps it in memory when it fits. In memory: the distinct keys of a --per-key trace (each key's text once).
+// the page cache keeps it in memory when it fits. In memory: the distinct keys of a --per-key trace (each key's text
+// once).
 // Each pass drives the same engine as `admit replay` (rate_replayer, concurrency_replayer), so a pass answers exactly
 // what `admit replay` prints for that limit.
 // Thread safety: passes (replay_*) may run concurrently on different threads: each reads the file through its own
