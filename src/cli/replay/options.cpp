@@ -123,8 +123,8 @@ concurrency_settings to_concurrency_settings(const replay_options& o) {
 namespace {
 
 // --json --events of the concurrency replay: the events, formatted as they are decided, wait in a temporary file
-// (temporary_file: in $TMPDIR, removed when closed or when the program ends) until the summary, which comes first in the
-// document, is known.
+// (temporary_file: in $TMPDIR, removed when closed or when the program ends) until the summary, which comes first in
+// the document, is known.
 class json_event_spool {
  public:
   json_event_spool() : file_(temporary_file(), &std::fclose) {}
