@@ -2,6 +2,8 @@
 // (cli/replay/report.hpp).
 #include "cli/replay/plot.hpp"
 #include "cli/common/duration.hpp"
+#include "cli/common/text.hpp"
+#include "cli/recommend/report.hpp"
 #include "cli/replay/svg.hpp"
 
 #include <gtest/gtest.h>
@@ -94,6 +96,20 @@ TEST(Report, JsonHasTheCountsAndEscapes) {
       << json;
   EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
   EXPECT_EQ(std::count(json.begin(), json.end(), '['), std::count(json.begin(), json.end(), ']'));
+}
+
+// A share short of all never shows as all, nor one above none as none (6658 rejected of 6659 said "100.0%").
+TEST(Report, SharesNeverRoundToAllOrNone) {
+  EXPECT_EQ(share(6658, 6659), "99.98%");
+  EXPECT_EQ(share(6659, 6659), "100.0%");
+  EXPECT_EQ(share(1, 20000), "0.01%");
+  EXPECT_EQ(share(0, 20000), "0.0%");
+  EXPECT_EQ(share(426, 1000), "42.6%");
+  EXPECT_EQ(share(1, 0), "-");
+  EXPECT_EQ(percent(6658.0 / 6659), "99.98%");
+  EXPECT_EQ(percent(1.0), "100%");
+  EXPECT_EQ(percent(0.0098), "0.98%");
+  EXPECT_EQ(percent(0.0), "0%");
 }
 
 TEST(Report, HumanDurations) {

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <new>
 #include <string_view>
+#include <vector>
 
 #include "cli/common/message.hpp"
 #include "cli/common/suggest.hpp"
@@ -140,7 +141,13 @@ int dispatch(CLI::App& app, std::span<const subcommand> commands, int argc, char
       if (argc < 2) {
         err << "admit: a command is required\n";
       } else if (argv[1][0] != '-') {
-        err << "admit: unknown command " << quote(argv[1]) << "\n";
+        err << "admit: unknown command " << quote(argv[1]);
+        std::vector<std::string> names;
+        for (const CLI::App* c : app.get_subcommands([](CLI::App*) { return true; })) {
+          names.push_back(c->get_name());
+        }
+        if (const auto near = nearest_name(argv[1], names)) err << "; did you mean " << quote(*near) << "?";
+        err << "\n";
       } else {
         err << "admit: " << e.what() << "\n";
       }

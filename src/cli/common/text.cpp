@@ -1,6 +1,7 @@
 #include "cli/common/text.hpp"
 
 #include <cstdio>
+#include <string_view>
 
 namespace admit::cli {
 
@@ -17,8 +18,18 @@ std::string pad_left(const std::string& s, std::size_t width) {
 
 std::string share(std::int64_t part, std::int64_t whole) {
   if (whole == 0) return "-";
+  // One decimal; more where it would round a share short of all to 100.0% or more than none to 0.0% (6658 of 6659:
+  // "99.98%", not "100.0%").
+  const double p = 100.0 * static_cast<double>(part) / static_cast<double>(whole);
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  for (int decimals = 1; decimals <= 9; ++decimals) {
+    std::snprintf(buf, sizeof buf, "%.*f%%", decimals, p);
+    const std::string_view text(buf);
+    if (!(part < whole && text.starts_with("100.") && text.find_first_not_of("0", 4) == text.size() - 1) &&
+        !(part > 0 && text.starts_with("0.") && text.find_first_not_of("0", 2) == text.size() - 1)) {
+      break;
+    }
+  }
   return buf;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <ostream>
+#include <string_view>
 
 #include "cli/common/decimal.hpp"
 #include "cli/common/duration.hpp"
@@ -21,8 +22,12 @@ std::string shell_word(const std::string& word) {
 }
 
 std::string percent(double fraction) {
+  // Three significant digits, more where those would round a share short of all to "100%" (6658 of 6659: "99.98%").
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g%%", fraction * 100);
+  for (int digits = 3; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g%%", digits, fraction * 100);
+    if (fraction >= 1 || std::string_view(buf) != "100%") break;
+  }
   return buf;
 }
 
