@@ -292,6 +292,25 @@ TEST(RecommendRate, ARateTheLimiterRefusesIsAFailingCandidateNotAnError) {
   ASSERT_TRUE(r.best);
   EXPECT_TRUE(r.best->meets);
   EXPECT_TRUE(r.best->refused.empty());
+  // Below the rates the limiter refuses lies no refill at all, which the burst's 10^6 tokens make meet: the answer is
+  // 0/s (it was the least rate above the refused ones, about 0.0002/s, as if nothing below could meet).
+  EXPECT_EQ(r.best->rate, "0/s");
+  EXPECT_FALSE(r.tighter);
+}
+
+TEST(RecommendRate, ARefusedTighterRateIsShownWhenNoRefillAtAllFails) {
+  // The second request needs one token refilled within 4608 s: at least 1/4608 s = 0.000217014/s, just above the
+  // least rate the bucket accepts with a burst of 10^6 (10^6 tokens refilled within 2^62 ns: 0.000216840/s). So 1%
+  // below the answer is refused, and no refill at all fails: the answer is that rate, the tighter one refused and said
+  // why in the user's words.
+  const recorded_trace trace = record_plain("0 1000000\n4608 1\n");
+  rate_question q;
+  q.burst = 1'000'000;
+  q.max_rejected = {0};
+  const rate_recommendation r = recommend_rate(trace, q);
+  ASSERT_TRUE(r.best);
+  EXPECT_TRUE(r.best->meets);
+  EXPECT_NE(r.best->rate, "0/s");
   ASSERT_TRUE(r.tighter);
   EXPECT_FALSE(r.tighter->meets);
   EXPECT_NE(r.tighter->refused.find("refill"), std::string::npos) << r.tighter->refused;

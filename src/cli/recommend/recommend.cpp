@@ -180,6 +180,12 @@ void least_rate(rate_search& search, std::int64_t burst, std::int64_t start, rat
     }  // else best is still the rate off the grid that met, and the grid below it fails
     const decimal tighter = best.tighter();
     if (!search.at(tighter, burst).meets || tighter.mantissa > max_mantissa) {
+      // A tighter rate the limiter refuses (a large burst takes centuries to refill at a tiny rate) is no answer
+      // about the target: no refill at all may meet it, and is never refused.
+      if (!search.at(tighter, burst).refused.empty() && search.at({0, 0}, burst).meets) {
+        out.best = search.at({0, 0}, burst);
+        return;
+      }
       out.best = search.at(best, burst);
       out.tighter = search.at(tighter, burst);
       return;
