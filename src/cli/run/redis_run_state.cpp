@@ -114,8 +114,19 @@ std::string state::unreachable() const {
   return e ? "cannot connect to " + where() + ": " + e.message() : std::string();
 }
 
-redis_failure state::failure(std::error_code error, std::string_view reply_text,
-                             std::chrono::nanoseconds timeout) const {
+redis_failure state::failure(std::error_code error, std::string_view reply_text, std::chrono::nanoseconds timeout) {
+  std::string said;
+  if (error == admit::errc::unexpected_reply && reply_text.empty()) {
+    // Asked of the URL's server: on a cluster whose slot has no master, the cluster's own routing has nowhere to send
+    // it, and the seed answers what every node does (CLUSTERDOWN). A cluster's redirection (MOVED) is no answer.
+    const redis::result r =
+        conn.execute_command(steady::now() + call_timeout, {"EXISTS", run_classes_key(settings.name)});
+    if (!r.error && r.value.is_error() && (!nodes || r.value.is_transient_error())) {
+      said = r.value.str();
+      error = admit::errc::error_reply;
+      reply_text = said;
+    }
+  }
   return nodes ? call_failure(conn, *nodes, error, reply_text, timeout)
                : call_failure(conn, error, reply_text, timeout);
 }

@@ -86,9 +86,11 @@ struct state {
   // that is not known (a server that is connected and silent).
   std::string unreachable() const;
   // Why a call on the limit failed (through the cluster's nodes when there are any); `timeout`: the time the call was
-  // given, for a timeout's message.
+  // given, for a timeout's message. An answer the semaphore could not read (errc::unexpected_reply: it keeps no error
+  // reply's words) is asked about once more: what Redis answers a read of the limit's key now (CLUSTERDOWN, LOADING,
+  // READONLY...), when that is an error.
   redis_failure failure(std::error_code error, std::string_view reply_text = {},
-                        std::chrono::nanoseconds timeout = call_timeout) const;
+                        std::chrono::nanoseconds timeout = call_timeout);
 };
 
 }  // namespace admit::cli::redis_run

@@ -337,6 +337,19 @@ TEST_F(AdmitDecideFailures, InspectErrorReplyAfterThePing) {
   EXPECT_NE(wrong.err.find("WRONGTYPE"), std::string::npos) << wrong.err;
 }
 
+// The same for `admit run`: its semaphore keeps no error reply's words, and the run asks Redis once more what it says
+// (it said "unexpected answer ...: unexpected reply from redis", exit 69, of a Redis that was loading).
+TEST_F(AdmitDecideFailures, RunErrorReplyAfterThePing) {
+  const std::string error = "LOADING Redis is loading the dataset in memory";
+  scripted_redis_server troubled([&](const std::string& name, int) -> std::optional<std::string> {
+    return name == "PING" ? "+PONG\r\n" : "-" + error + "\r\n";
+  });
+  const run_result r =
+      admit_cli({"run", "--redis", troubled.url(), "-c", "1", "--name", "db", "--no-wait", "--", "true"});
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_NE(r.err.find(troubled.url() + " cannot answer now: " + error), std::string::npos) << r.err;
+}
+
 TEST_F(AdmitDecideFailures, WaitRetriesUntilRedisIsBack) {
   redis_server server;
   const std::uint16_t port = server.port();
