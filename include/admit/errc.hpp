@@ -32,7 +32,7 @@ enum class errc {
   connect_timeout = 7,      // connecting (resolve, connect, TLS handshake, AUTH, SELECT) took longer than the connect
                             // timeout
   auth_failed = 8,          // the server answered AUTH with an error (wrong password, unknown user); through Sentinel,
-                            // also: every sentinel answered its AUTH with one
+                            // also: every sentinel refused the credentials
   select_failed = 9,        // the server answered SELECT with an error (database index out of range)
   protocol_error = 10,      // the server sent bytes that are not RESP, or a reply nobody asked for: connection dropped
   connection_refused = 11,  // nothing accepts connections at the address (server down or restarting, wrong port or
@@ -47,10 +47,9 @@ enum class errc {
   tls_verify_failed = 16,     // the server's certificate was not accepted: not signed by a trusted CA (tls_ca_file),
                               // expired, or not issued for the server name (host or tls_server_name)
   // Redis Sentinel: why a connection attempt found no master to connect to.
-  no_sentinel = 17,     // no sentinel answered: each refused the connection or timed out (some may have answered with
-                        // an error); waiting may help
-  unknown_master = 18,  // no sentinel that answered knows the master name, or every sentinel answered with an error
-                        // (to AUTH or to the question: a node that is no sentinel), and none gave an address
+  no_sentinel = 17,     // not every sentinel answered: some refused the connection or timed out (waiting may help)
+  unknown_master = 18,  // every sentinel answered, and none named the master (none knows the name, or each answered
+                        // the question with an error: a node that is no sentinel)
   not_master = 19,      // the node the sentinels named does not say it is a master (ROLE): a failover under way
 
   // A distributed limiter's decision not made by Redis although the I/O succeeded (or was not attempted).

@@ -90,6 +90,11 @@ TEST(LogTime, TimesPastTheLargestNanosecondCountAreRefusedNotWrapped) {
   // A zone west of UTC moves a time later: past the end too.
   EXPECT_TRUE(parse_nginx_time("11/Apr/2262:23:00:00 +0000"));
   EXPECT_FALSE(parse_nginx_time("11/Apr/2262:23:00:00 -0100"));
+  // And before the epoch: 00:00 at +01:00 is 23:00 UTC the day before (its difference with a time near the end then
+  // overflowed).
+  EXPECT_EQ(*parse_rfc3339_time("1970-01-01T00:00:00Z"), 0);
+  EXPECT_FALSE(parse_rfc3339_time("1970-01-01T00:00:00+01:00"));
+  EXPECT_FALSE(parse_nginx_time("01/Jan/1970:00:59:59 +0100"));
 }
 
 // Lines of the combined format (nginx's default log_format), the first from nginx's documentation's example: quoted

@@ -298,6 +298,31 @@ TEST(RecommendRate, ARateTheLimiterRefusesIsAFailingCandidateNotAnError) {
   EXPECT_FALSE(r.tighter);
 }
 
+TEST(RecommendConcurrency, ALimitWhoseReplayPassesTheClockHasNoAnswerNotAnError) {
+  // Twelve requests of 10^9 s at once: with one permit the tenth would end past the replay's clock (2^63 ns, 9.2 * 10^9
+  // s); with two, six rounds end at 6 * 10^9 s. One permit is a candidate without an answer (the search stopped with
+  // the replay's error, exit 1), and the least limit that turns nobody away is 2.
+  constexpr std::int64_t second = 1'000'000'000;
+  std::vector<keyed_request> trace;
+  for (int i = 0; i < 12; ++i) trace.push_back({0, 1'000'000'000 * second, 1, "k"});
+  const recorded_trace recorded = record(trace, false, true);
+  concurrency_question q;
+  q.max_turned_away = {0};
+  const concurrency_recommendation r = recommend_concurrency(recorded, q);
+  ASSERT_TRUE(r.best);
+  EXPECT_EQ(r.best->limit, 2);
+  ASSERT_TRUE(r.tighter);
+  EXPECT_EQ(r.tighter->limit, 1);
+  EXPECT_FALSE(r.tighter->meets);
+  EXPECT_EQ(r.tighter->refused.rfind("a request would end about 292 years", 0), 0U) << r.tighter->refused;
+  for (const concurrency_point& p : r.curve) EXPECT_TRUE(p.refused.empty()) << p.limit;
+  // With a wait target, the answer is as before: 12.
+  q.max_wait_p99_ns = second;
+  const concurrency_recommendation waits = recommend_concurrency(recorded, q);
+  ASSERT_TRUE(waits.best);
+  EXPECT_EQ(waits.best->limit, 12);
+}
+
 TEST(RecommendRate, ARefusedTighterRateIsShownWhenNoRefillAtAllFails) {
   // The second request needs one token refilled within 4608 s: at least 1/4608 s = 0.000217014/s, just above the
   // least rate the bucket accepts with a burst of 10^6 (10^6 tokens refilled within 2^62 ns: 0.000216840/s). So 1%

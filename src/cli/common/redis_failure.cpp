@@ -154,18 +154,13 @@ std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::n
   const auto given = [&](std::chrono::steady_clock::time_point until) {
     return std::chrono::nanoseconds(std::chrono::round<std::chrono::milliseconds>(until - start));
   };
-  // Connecting is bounded too: through Sentinel, an attempt asks each sentinel for up to the connect timeout in turn
-  // (three silent sentinels took three times the timeout). For one server, 100 ms later than the timeout, so that an
-  // attempt that fails by its own connect timeout says why itself, as before.
-  const auto margin =
-      conn.options().sentinel.master_name.empty() ? std::chrono::milliseconds(100) : std::chrono::milliseconds(0);
-  const auto by_timeout = ping_deadline();
-  const auto connect_deadline =
-      deadline
-          ? *deadline
-          : (by_timeout < std::chrono::steady_clock::time_point::max() - margin ? by_timeout + margin : by_timeout);
-  if (const std::error_code ec = conn.connect_until(connect_deadline)) {
-    if (ec == errc::timeout) return call_failure(conn, ec, {}, given(connect_deadline));
+  // Through Sentinel, connecting is bounded by the timeout too: an attempt asks each sentinel for up to the connect
+  // timeout in turn (three silent sentinels took three times the timeout). One server's attempt is bounded by its
+  // own connect timeout, and fails saying why.
+  std::optional<std::chrono::steady_clock::time_point> connect_deadline = deadline;
+  if (!connect_deadline && !conn.options().sentinel.master_name.empty()) connect_deadline = ping_deadline();
+  if (const std::error_code ec = connect_deadline ? conn.connect_until(*connect_deadline) : conn.connect()) {
+    if (ec == errc::timeout) return call_failure(conn, ec, {}, given(*connect_deadline));
     return connection_failure(conn, ec);
   }
   const auto until = ping_deadline();

@@ -28,6 +28,15 @@ namespace {
 
 constexpr std::int64_t max_frontier_points = 19;  // bursts 1 to 10^6
 
+// A clock_range_error's words for a candidate: without "line N: " (the recorded trace keeps no line numbers), of "a
+// request" where the replay names "this request".
+std::string without_line(const clock_range_error& e) {
+  std::string w = e.what();
+  if (const auto at = w.find(": "); w.starts_with("line ") && at != std::string::npos) w.erase(0, at + 2);
+  if (w.starts_with("this request")) w.replace(0, 4, "a");
+  return w;
+}
+
 // The bursts of the frontier: 1, 2, 5, 10, 20, 50, ...
 std::int64_t frontier_burst(std::int64_t i) {
   static constexpr std::int64_t steps[] = {1, 2, 5};
@@ -99,7 +108,7 @@ class rate_search {
       return p;
     } catch (const clock_range_error& e) {
       // Waits past the end of the replay's clock (centuries at a tiny rate): no answer either.
-      p.refused = e.what();
+      p.refused = without_line(e);
       return p;
     }
     if (window_limit > 0) p.rate_per_second = settings.limit.per_second();
@@ -336,9 +345,15 @@ class concurrency_search {
     s.limit = limit;
     s.max_waiters = q_.max_waiters;
     if (q_.timeout_ns) s.timeout = std::chrono::nanoseconds(*q_.timeout_ns);
-    const concurrency_result r = trace_.replay_concurrency(s);
     concurrency_point& p = it->second;
     p.limit = limit;
+    concurrency_result r;
+    try {
+      r = trace_.replay_concurrency(s);
+    } catch (const clock_range_error& e) {
+      p.refused = without_line(e);  // (fails: so few permits that requests end centuries on)
+      return p;
+    }
     p.requests = r.requests;
     p.admitted = r.admitted;
     p.queue_full = r.queue_full;
@@ -352,7 +367,9 @@ class concurrency_search {
 
   std::vector<concurrency_point> curve() const {
     std::vector<concurrency_point> points;
-    for (const auto& [limit, point] : cache_) points.push_back(point);
+    for (const auto& [limit, point] : cache_) {
+      if (point.refused.empty()) points.push_back(point);  // (one without an answer has no place on the curve)
+    }
     return points;
   }
 

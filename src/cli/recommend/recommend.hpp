@@ -101,6 +101,9 @@ struct concurrency_point {
   std::int64_t requests = 0, admitted = 0, queue_full = 0, timed_out = 0, exceeds_capacity = 0;
   std::int64_t wait_p99_ns = 0;
   bool meets = false;
+  // Why this limit has no answer (not empty: the rest is not filled in): its replay would pass the end of the replay's
+  // clock (requests ending centuries on), as rate_point's refused.
+  std::string refused;
 
   [[nodiscard]] double turned_away_fraction() const noexcept {
     return requests == 0 ? 0 : static_cast<double>(requests - admitted) / static_cast<double>(requests);

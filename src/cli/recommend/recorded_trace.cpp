@@ -72,7 +72,7 @@ class recorder {
 recorded_trace recorded_trace::read(std::istream& in, const log_request& reading) {
   recorded_trace trace;
   trace.file_.reset(temporary_file());
-  if (!trace.file_) throw_file_error("cannot create it");
+  if (!trace.file_) throw_file_error(("cannot create it in " + temporary_directory().string() + " ($TMPDIR)").c_str());
   trace.durations_ = reading.needs_duration;
   const bool keyed = reading.per_key.has_value();
   recorder out(trace.file_.get(), trace.keys_);

@@ -162,6 +162,11 @@ nlohmann::ordered_json point_json(const rate_question& q, const rate_point& p) {
 nlohmann::ordered_json point_json(const concurrency_point& p) {
   nlohmann::ordered_json j;
   j["limit"] = p.limit;
+  if (!p.refused.empty()) {
+    j["refused"] = p.refused;
+    j["meets"] = false;
+    return j;
+  }
   j["admitted_requests"] = p.admitted;
   j["queue_full"] = p.queue_full;
   j["timed_out"] = p.timed_out;
@@ -281,6 +286,7 @@ void write_concurrency_recommendation(std::ostream& out, const recommend_context
   out << "admit recommend: " << shape << "; target: " << concurrency_target(q) << "\n";
   trace_line(out, ctx, trace);
   const auto achieved = [&](const concurrency_point& p) {
+    if (!p.refused.empty()) return "no answer (" + p.refused + ")";
     std::string s = "p99 wait " + human_duration(p.wait_p99_ns);
     if (p.requests != p.admitted) {
       s += ", turned away " + percent(p.turned_away_fraction()) + " (" + std::to_string(p.queue_full) +

@@ -54,6 +54,12 @@ class concurrency_replayer::simulation {
 
   footprint memory() const noexcept { return footprint_with(pool_.size(), timed_.size(), pending_.size()); }
 
+  // A simulation left by an error (clock_range_error) may still have requests queued: the engine, which must not be
+  // destroyed with waiters, closes first (its notifications reach nodes still alive: pool_ goes after this body).
+  ~simulation() { state_.close(); }
+  simulation(const simulation&) = delete;
+  simulation& operator=(const simulation&) = delete;
+
  private:
   struct node : detail::semaphore_waiter {
     simulation* sim = nullptr;
@@ -221,7 +227,7 @@ class concurrency_replayer::simulation {
                               "(it waited " +
                                   format_seconds(wait) +
                                   " s for its permits), past the end of the "
-                                  "replay's clock: its numbers cannot be told (a higher --limit shortens the waits)");
+                                  "replay's clock: its numbers cannot be told (a higher limit shortens the waits)");
     }
     ++result_.admitted;
     waits_.add(wait);

@@ -50,7 +50,8 @@ struct time_of_day {
 };
 
 // Nanoseconds since the epoch of a civil date and time in UTC, less `offset_s` seconds (its zone's offset east of
-// UTC), or nullopt for a date that does not exist or a time past 2^63 - 1 ns (2262-04-11T23:47:16.854775807Z).
+// UTC), or nullopt for a date that does not exist, a time before the epoch, or one past 2^63 - 1 ns
+// (2262-04-11T23:47:16.854775807Z).
 std::optional<std::int64_t> to_epoch_ns(int y, int mo, int d, const time_of_day& c, std::int64_t offset_s) noexcept {
   using namespace std::chrono;
   const year_month_day ymd{year{y}, month{static_cast<unsigned>(mo)}, day{static_cast<unsigned>(d)}};
@@ -59,8 +60,9 @@ std::optional<std::int64_t> to_epoch_ns(int y, int mo, int d, const time_of_day&
   const std::int64_t seconds =
       ((sys_days{ymd}.time_since_epoch().count() * 24 + c.h) * 60 + c.mi) * 60 + c.s - offset_s;
   std::int64_t ns = 0;
-  if (__builtin_mul_overflow(seconds, ns_per_second, &ns) || __builtin_add_overflow(ns, c.fraction_ns, &ns)) {
-    return std::nullopt;
+  if (seconds < 0 || __builtin_mul_overflow(seconds, ns_per_second, &ns) ||
+      __builtin_add_overflow(ns, c.fraction_ns, &ns)) {
+    return std::nullopt;  // (before 1970 in UTC, a zone east of it at its first hour: as out of range as after 2262)
   }
   return ns;
 }

@@ -182,7 +182,8 @@ int run_concurrency(const replay_options& o, std::istream& in, std::ostream& out
   if (o.events && o.json) {
     spool.emplace();
     if (!spool->is_open()) {
-      err << "admit replay: cannot create a temporary file for --json --events: " << std::strerror(errno) << "\n";
+      err << "admit replay: cannot create a temporary file for --json --events in " << temporary_directory().string()
+          << " ($TMPDIR): " << std::strerror(errno) << "\n";
       return exit_failure;
     }
     sink = [&](const request_event& e) { spool->add(format_concurrency_event_json(e)); };
@@ -280,7 +281,8 @@ int run_replay(const replay_options& o, std::istream& in, std::ostream& out, std
   if (o.events && o.json) {
     spool.emplace();
     if (!spool->is_open()) {
-      err << "admit replay: cannot create a temporary file for --json --events: " << std::strerror(errno) << "\n";
+      err << "admit replay: cannot create a temporary file for --json --events in " << temporary_directory().string()
+          << " ($TMPDIR): " << std::strerror(errno) << "\n";
       return exit_failure;
     }
     engine.on_event = [&](const event& e, std::string_view key) { spool->add(format_event_json(e, key)); };

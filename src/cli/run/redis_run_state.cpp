@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "admit/redis/client/options.hpp"
+#include "cli/common/message.hpp"
 #include "cli/common/redis_topology.hpp"
 #include "cli/common/run_holder.hpp"
 
@@ -103,6 +104,10 @@ void state::show_waiter() {
 }
 
 std::string state::where() const { return redis_address(conn.options()); }
+
+std::string state::holder_where() const {
+  return nodes ? "the node of " + where() + "'s cluster that holds " + quote(settings.name) : where();
+}
 
 std::string state::unreachable() const {
   if (nodes) {

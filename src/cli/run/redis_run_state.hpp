@@ -82,6 +82,9 @@ struct state {
   // Where the limit's keys live (one hash slot: every key is "{name}:...").
   redis::client& limit_client() { return nodes ? static_cast<redis::client&>(*nodes) : conn; }
   std::string where() const;
+  // The server that holds the limit, for a message: where() for one server; on a cluster, the node of where()'s
+  // cluster that holds it (the URL's node need not be that one).
+  std::string holder_where() const;
   // Why the limit's Redis cannot be reached now, from the client's own state (no call): empty when it can, or when
   // that is not known (a server that is connected and silent).
   std::string unreachable() const;

@@ -69,7 +69,7 @@ class redis_held final : public run::held_permit {
     const auto [status, error] = lease_.release();
     lease_ = redis::lease();
     if (status == redis::lease::release_status::failed && !lost) {
-      return "could not release the lease " + id_ + " at " + st_->where() + " (" + error.message() +
+      return "could not release the lease " + id_ + " at " + st_->holder_where() + " (" + error.message() +
              "): it expires by itself within --lease-ttl";
     }
     return std::nullopt;
@@ -324,7 +324,7 @@ class redis_source final : public run::permit_source {
       if (unanswered) {
         // Redis did not answer at the end of the wait: what held the run back cannot be told, and its silence is
         // what the user must hear of.
-        why.message = "not admitted within --timeout: " + st_->where() + " did not answer (no reply within " +
+        why.message = "not admitted within --timeout: " + st_->holder_where() + " did not answer (no reply within " +
                       format_duration(past_deadline) + " to the call that takes the run out of the queue of " +
                       quote(st_->settings.name) + "; the entry expires there by itself)";
         why.reason = "redis";

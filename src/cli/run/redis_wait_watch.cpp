@@ -8,7 +8,6 @@
 #include "admit/errc.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "cli/common/duration.hpp"
-#include "cli/common/message.hpp"
 #include "cli/common/run_holder.hpp"
 
 namespace admit::cli::redis_run {
@@ -101,10 +100,8 @@ void wait_watch::watch(const std::stop_token& done) {
     if (!trouble.empty()) probe_->forget();
     // A server that is connected and does not answer: the client's state cannot tell, a call can.
     if (trouble.empty() && probe_->silent(st_.limit_client(), run_classes_key(s.name))) {
-      trouble = st_.nodes ? "no answer from the node of " + st_.where() + "'s cluster that holds " + quote(s.name) +
-                                " within " + format_duration(call_timeout) + " (connected, but it does not reply)"
-                          : "no answer from " + st_.where() + " within " + format_duration(call_timeout) +
-                                " (connected, but Redis does not reply)";
+      trouble = "no answer from " + st_.holder_where() + " within " + format_duration(call_timeout) +
+                " (connected, but Redis does not reply)";
     }
     // Told when Redis goes away or comes back (not at each new reason while it is away).
     if (!first && trouble.empty() != last_.trouble.empty() && (!status_line_ || !trouble.empty())) {

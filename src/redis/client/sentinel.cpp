@@ -47,11 +47,12 @@ struct answer {
   kind what = kind::failed;
   std::string host;
   std::uint16_t port = 0;
-  std::string why;  // failed: in words
+  std::string why;    // failed, refused: in words
+  bool auth = false;  // refused for its credentials: AUTH's error, or NOAUTH / WRONGPASS / NOPERM to the question
 };
 
 answer failed(std::string why) { return answer{answer::kind::failed, {}, 0, std::move(why)}; }
-answer refused(std::string why) { return answer{answer::kind::refused, {}, 0, std::move(why)}; }
+answer refused(std::string why, bool auth) { return answer{answer::kind::refused, {}, 0, std::move(why), auth}; }
 
 struct reply_deleter {
   void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
@@ -68,7 +69,11 @@ std::string text_of(const redisReply* r) {
 // The last reply of the exchange: SENTINEL get-master-addr-by-name's.
 answer interpret(const redisReply* r) {
   if (r->type == REDIS_REPLY_NIL) return answer{answer::kind::unknown, {}, 0, {}};
-  if (r->type == REDIS_REPLY_ERROR) return refused("SENTINEL get-master-addr-by-name: " + text_of(r));
+  if (r->type == REDIS_REPLY_ERROR) {
+    const std::string text = text_of(r);
+    const bool auth = text.starts_with("NOAUTH") || text.starts_with("WRONGPASS") || text.starts_with("NOPERM");
+    return refused("SENTINEL get-master-addr-by-name: " + text, auth);
+  }
   if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
       r->element[1]->type == REDIS_REPLY_STRING) {
     const std::string_view port(r->element[1]->str, r->element[1]->len);
@@ -121,7 +126,7 @@ asio::awaitable<answer> ask(sentinel_endpoint ep, std::string payload, bool with
     }
   }
   if (with_auth && replies.front()->type == REDIS_REPLY_ERROR)
-    co_return refused("AUTH: " + text_of(replies.front().get()));
+    co_return refused("AUTH: " + text_of(replies.front().get()), true);
   co_return interpret(replies.back().get());
 }
 
@@ -154,8 +159,7 @@ asio::awaitable<outcome> discover(std::vector<sentinel_endpoint> order, sentinel
   }
   append_command(payload, question);
   std::string tried;
-  bool someone_answered = false;                    // a sentinel that does not know the name
-  std::size_t refused_auth = 0, refused_other = 0;  // sentinels that answered with an error
+  std::size_t unknown = 0, refused_auth = 0, refused_other = 0;  // sentinels that answered, without an address
   for (std::size_t i = 0; i < order.size(); ++i) {
     answer a = co_await ask_within(order[i], payload, with_auth, timeout);
     const std::string where = admit::detail::host_port(order[i].host, order[i].port);
@@ -167,23 +171,28 @@ asio::awaitable<outcome> discover(std::vector<sentinel_endpoint> order, sentinel
       o.winner = i;
       co_return o;
     }
-    someone_answered = someone_answered || a.what == answer::kind::unknown;
-    if (a.what == answer::kind::refused) ++(a.why.starts_with("AUTH: ") ? refused_auth : refused_other);
+    if (a.what == answer::kind::unknown) ++unknown;
+    if (a.what == answer::kind::refused) ++(a.auth ? refused_auth : refused_other);
     tried += (tried.empty() ? "" : "; ") + where + ": " +
              (a.what == answer::kind::unknown ? std::string("does not know it") : a.why);
   }
   outcome o;
-  // Every sentinel answered, and none can name the master: what waiting does not fix, unlike silence.
-  const bool all_refused = refused_auth + refused_other == order.size();
-  if (all_refused && refused_auth == order.size()) {
+  // Every sentinel answered, and none can name the master: what waiting does not fix, unlike silence (a sentinel that
+  // did not answer may know the name once it does).
+  const bool all_answered = !order.empty() && unknown + refused_auth + refused_other == order.size();
+  if (all_answered && refused_auth == order.size()) {
     o.master.error = make_error_code(errc::auth_failed);
-    o.master.words = "Sentinel: every sentinel refused AUTH for master '" + options.master_name + "' (" + tried + ")";
-  } else if (someone_answered || all_refused) {
+    o.master.words =
+        "Sentinel: every sentinel refused the credentials for master '" + options.master_name + "' (" + tried + ")";
+  } else if (all_answered) {
     o.master.error = make_error_code(errc::unknown_master);
     o.master.words = "Sentinel: no sentinel knows master '" + options.master_name + "' (" + tried + ")";
   } else {
     o.master.error = make_error_code(errc::no_sentinel);
-    o.master.words = "Sentinel: no sentinel answered for master '" + options.master_name + "' (" + tried + ")";
+    o.master.words =
+        (unknown + refused_auth + refused_other == 0 ? "Sentinel: no sentinel answered for master '"
+                                                     : "Sentinel: no sentinel that answered knows master '") +
+        options.master_name + "' (" + tried + ")";
   }
   co_return o;
 }

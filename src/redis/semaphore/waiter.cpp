@@ -99,7 +99,8 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           }
           if (!ec && r.is_transient_error()) {
             // "Not now" (CLUSTERDOWN while a node rejoins, LOADING, BUSY...): the script did not run. Its poll finds
-            // it unknown once Redis answers again, and it queues then; until the deadline, as through an outage.
+            // it unknown once Redis answers again, and it queues then. Until the deadline (without one, for as long as
+            // Redis says "not now"); unlike an outage, which the failure policy answers at once.
             self->arm_deadline();
             return self->arm();
           }

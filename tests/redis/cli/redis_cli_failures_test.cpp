@@ -459,7 +459,7 @@ TEST_F(AdmitDecideFailures, SilentSentinelsTakeNoLongerThanTheTimeout) {
   const auto took = std::chrono::steady_clock::now() - before;
   EXPECT_EQ(r.status, 75) << r.err;
   EXPECT_NE(r.err.find("no answer from " + url + " within 1s"), std::string::npos) << r.err;
-  EXPECT_LT(took, std::chrono::milliseconds(2500));
+  EXPECT_LT(took, std::chrono::milliseconds(2800));  // (three sentinels asked in turn took 3 s and more)
 }
 
 #endif

@@ -148,6 +148,7 @@ TEST(RedisSemaphoreFailure, AWaiterAnsweredNotNowKeepsWaitingAndIsGrantedAfterwa
   redis_server::config busy_after_20ms;
   busy_after_20ms.extra_arguments = {"--busy-reply-threshold", "20"};
   redis_server server(busy_after_20ms);
+  std::promise<admit::redis::reply> ended;  // (before the connections: their completions may outlive a failed ASSERT)
   io_thread io;
   connection holder_side(io.executor(), server.url()), waiter_side(io.executor(), server.url()),
       busy(io.executor(), server.url()), direct(io.executor(), server.url());
@@ -156,13 +157,12 @@ TEST(RedisSemaphoreFailure, AWaiterAnsweredNotNowKeepsWaitingAndIsGrantedAfterwa
   semaphore holder(holder_side, "not-now", 1, o), waiter(waiter_side, "not-now", 1, o);
   auto held = holder.try_acquire();
   ASSERT_TRUE(held) << held.error().message();
-  auto waiting = std::async(std::launch::async, [&] { return waiter.try_acquire_for(60s); });
+  auto waiting = std::async(std::launch::async, [&] { return waiter.try_acquire_for(20s); });
   ASSERT_TRUE(admit::redis::testing::eventually([&] {
     const auto [snap, ec] = holder.inspect();
     return !ec && snap.waiter_count == 1;
   }));
   // A script that runs until killed: every other command is answered BUSY meanwhile.
-  std::promise<admit::redis::reply> ended;
   busy.async_execute_command(std::nullopt, {"EVAL", "local i = 0 while true do i = i + 1 end", "0"},
                              [&](boost::system::error_code, admit::redis::reply r) { ended.set_value(r); });
   // Ten of this test's own PINGs answered BUSY, 20 ms apart: the waiter has polled about as often.
