@@ -281,14 +281,18 @@ TEST(RecommendRate, ZeroRateWhenTheBurstHoldsTheWholeTrace) {
   EXPECT_FALSE(r.tighter);
 }
 
-TEST(RecommendRate, ARateTheLimiterRefusesIsAFailingCandidateNotAnError) {
-  // A burst of 10^6 at a rate below about 0.0002/s would take more than 2^62 ns to refill: the token bucket refuses
-  // it. The search must step over such rates (it once stopped with the limiter's message).
-  const recorded_trace trace = record_plain("0\n1000\n");
+// The least token-bucket rate with a burst of 10^6 that rejects nothing of `text`, a plain trace. Below about 0.0002/s
+// such a bucket would take more than 2^62 ns to refill: the limiter refuses those rates.
+rate_recommendation least_rate_with_a_huge_burst(const char* text) {
   rate_question q;
   q.burst = 1'000'000;
   q.max_rejected = {0};
-  const rate_recommendation r = recommend_rate(trace, q);
+  return recommend_rate(record_plain(text), q);
+}
+
+TEST(RecommendRate, ARateTheLimiterRefusesIsAFailingCandidateNotAnError) {
+  // The search must step over refused rates (it once stopped with the limiter's message).
+  const rate_recommendation r = least_rate_with_a_huge_burst("0\n1000\n");
   ASSERT_TRUE(r.best);
   EXPECT_TRUE(r.best->meets);
   EXPECT_TRUE(r.best->refused.empty());
@@ -328,11 +332,7 @@ TEST(RecommendRate, ARefusedTighterRateIsShownWhenNoRefillAtAllFails) {
   // least rate the bucket accepts with a burst of 10^6 (10^6 tokens refilled within 2^62 ns: 0.000216840/s). So 1%
   // below the answer is refused, and no refill at all fails: the answer is that rate, the tighter one refused and said
   // why in the user's words.
-  const recorded_trace trace = record_plain("0 1000000\n4608 1\n");
-  rate_question q;
-  q.burst = 1'000'000;
-  q.max_rejected = {0};
-  const rate_recommendation r = recommend_rate(trace, q);
+  const rate_recommendation r = least_rate_with_a_huge_burst("0 1000000\n4608 1\n");
   ASSERT_TRUE(r.best);
   EXPECT_TRUE(r.best->meets);
   EXPECT_NE(r.best->rate, "0/s");
