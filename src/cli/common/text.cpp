@@ -1,7 +1,7 @@
 #include "cli/common/text.hpp"
 
 #include <cstdio>
-#include <string_view>
+#include <cstdlib>
 
 namespace admit::cli {
 
@@ -24,11 +24,8 @@ std::string share(std::int64_t part, std::int64_t whole) {
   char buf[32];
   for (int decimals = 1; decimals <= 9; ++decimals) {
     std::snprintf(buf, sizeof buf, "%.*f%%", decimals, p);
-    const std::string_view text(buf);
-    if (!(part < whole && text.starts_with("100.") && text.find_first_not_of("0", 4) == text.size() - 1) &&
-        !(part > 0 && text.starts_with("0.") && text.find_first_not_of("0", 2) == text.size() - 1)) {
-      break;
-    }
+    const double shown = std::strtod(buf, nullptr);  // (the number as printed, rounded)
+    if ((part == whole || shown < 100) && (part == 0 || shown > 0)) break;
   }
   return buf;
 }
