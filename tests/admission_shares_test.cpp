@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <future>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -50,6 +51,21 @@ TEST_F(Admission, GuaranteedPermitsAreTheSharesApportionedByLargestRemainder) {
   manual_admission odd{{.max_in_flight = 3, .classes = {{"a", 0.5}, {"b", 0.5}}}};
   EXPECT_EQ(odd.guaranteed_permits(0), 2);  // 1.5 and 1.5: the tie goes to the lower index
   EXPECT_EQ(odd.guaranteed_permits(1), 1);
+}
+
+// Shares a hair above 1 in sum (accepted: 0.1 · 10 is not 1 in double) never guarantee more than max_in_flight, also
+// where the hair is many permits: 10^-9 of 2^59 is 5.8·10^8 (they added up to 2^59 + 288,230,400 before).
+TEST_F(Admission, TheGuaranteesNeverAddUpToMoreThanMaxInFlight) {
+  const std::int64_t m = std::int64_t{1} << 59;
+  manual_admission adm{{.max_in_flight = m, .classes = {{"a", 0.5}, {"b", 0.5000000005}}}};
+  EXPECT_EQ(adm.guaranteed_permits(0) + adm.guaranteed_permits(1), m);
+  EXPECT_GE(adm.guaranteed_permits(0), m / 2 - 1);  // the excess came off the larger guarantee
+  std::vector<priority_class> ten;
+  for (int c = 0; c < 10; ++c) ten.push_back({"c" + std::to_string(c), 0.1});
+  manual_admission tenths{{.max_in_flight = 10, .classes = ten}};
+  std::int64_t sum = 0;
+  for (std::size_t c = 0; c < 10; ++c) sum += tenths.guaranteed_permits(c);
+  EXPECT_EQ(sum, 10);
 }
 
 TEST_F(Admission, AClassBorrowsTheShareOthersLeaveUnused) {

@@ -107,7 +107,10 @@ TEST(VegasLimit, BadFactorsAndNaNAreNamedWithTheirValue) {
   EXPECT_THAT(invalid_argument_message([] { admit::vegas_limit({.alpha = 0}); }),
               AllOf(HasSubstr("alpha"), HasSubstr("got 0")));
   EXPECT_THAT(invalid_argument_message([] { admit::vegas_limit({.alpha = 5, .beta = 4}); }),
-              AllOf(HasSubstr("beta"), HasSubstr("got 4"), HasSubstr("[5, ")));
+              AllOf(HasSubstr("beta must be at least alpha (5;"), HasSubstr("got 4")));
+  // An alpha above the default beta names alpha as the reason (it said "beta must be in [7, ...], got 6").
+  EXPECT_THAT(invalid_argument_message([] { admit::vegas_limit({.alpha = 7}); }),
+              AllOf(HasSubstr("beta must be at least alpha (7; beta is 6 unless given)"), HasSubstr("got 6")));
   EXPECT_THAT(invalid_argument_message([=] { admit::vegas_limit({.beta = nan}); }),
               AllOf(HasSubstr("beta"), HasSubstr("nan")));
   EXPECT_THAT(invalid_argument_message([] { admit::vegas_limit({.smoothing = 1.5}); }),

@@ -21,9 +21,11 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -457,6 +459,62 @@ TEST(AsioAsyncAcquireStress, CancelsRacingGrantsOnTwoThreadsLoseNothing) {
   EXPECT_GT(aborted.load(), 0);
   EXPECT_EQ(sem.waiting(), 0u);
   EXPECT_EQ(sem.available(), capacity);
+}
+
+// A wait granted on another thread the moment it is queued: the grant's completion runs (and frees the operation) on
+// the pool's thread while the initiating call may still be returning. The initiating call read the operation after
+// queueing it — a use after free that AddressSanitizer and ThreadSanitizer report here (the plain build cannot see
+// it). With and without a deadline (whose timer holds a reference of its own).
+TEST(AsioAsyncAcquireStress, AWaitGrantedOnAnotherThreadAsItIsQueuedIsNotTouchedAfterwards) {
+  for (const bool timed : {false, true}) {
+    admit::semaphore sem{1};
+    net::thread_pool pool(1);
+    std::optional<admit::permit> held = sem.try_acquire();
+    ASSERT_TRUE(held);
+    std::atomic<bool> stop{false};
+    std::mutex m;
+    std::optional<admit::permit> to_release;  // under m: the releaser gives it back once somebody waits
+    std::jthread releaser([&] {
+      while (!stop.load()) {
+        std::optional<admit::permit> p;
+        {
+          const std::lock_guard lock(m);
+          if (to_release && sem.waiting() != 0) p = std::exchange(to_release, std::nullopt);
+        }
+        if (p) {
+          p->release();
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    });
+    const int rounds = 2000;
+    int granted = 0;
+    for (int i = 0; i < rounds; ++i) {
+      {
+        const std::lock_guard lock(m);
+        to_release = std::exchange(held, std::nullopt);
+      }
+      std::promise<admit::permit> answer;
+      auto handler = net::bind_executor(pool, [&answer](error_code ec, admit::permit p) {
+        EXPECT_FALSE(ec) << ec.message();
+        answer.set_value(std::move(p));
+      });
+      if (timed) {
+        admit::asio::async_acquire_for(sem, 1h, 1, std::move(handler));
+      } else {
+        admit::asio::async_acquire(sem, 1, std::move(handler));
+      }
+      held = answer.get_future().get();
+      if (!*held) break;
+      ++granted;
+    }
+    stop = true;
+    releaser.join();
+    pool.join();
+    EXPECT_EQ(granted, rounds) << (timed ? "with a deadline" : "without one");
+    EXPECT_EQ(sem.waiting(), 0u);
+  }
 }
 
 }  // namespace

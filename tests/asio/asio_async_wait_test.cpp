@@ -179,6 +179,26 @@ TEST(AsioAsyncWait, CancellingATokenBucketWaitGivesTheTokensBack) {
   EXPECT_TRUE(bucket.try_acquire());  // as if the waiter had never come
 }
 
+// A wait whose context is destroyed while it waits gives its tokens back, as a cancellation does (they stayed spent:
+// the bucket stayed in debt for a caller that never came).
+TEST(AsioAsyncWait, ATokenBucketWaitDestroyedWithItsContextGivesTheTokensBack) {
+  clock_type::reset();
+  admit::basic_token_bucket<clock_type> bucket{admit::rate::per_second(10), 1};
+  ASSERT_TRUE(bucket.try_acquire());
+  result r;
+  {
+    net::io_context ctx;
+    auto work = net::make_work_guard(ctx);
+    admit::asio::async_wait(bucket, 1, record(ctx, r));
+    ctx.poll();
+    EXPECT_LT(bucket.tokens(), 0.0);  // reserved into the future
+  }
+  EXPECT_EQ(r.calls, 0);
+  EXPECT_DOUBLE_EQ(bucket.tokens(), 0.0);  // given back
+  clock_type::advance(100ms);
+  EXPECT_TRUE(bucket.try_acquire());  // as if the waiter had never come
+}
+
 TEST(AsioAsyncWait, Coroutine) {
   clock_type::reset();
   net::io_context ctx;

@@ -68,10 +68,15 @@ inline rate_limit_rule rule(std::uint32_t requests, unit per, algorithm a = algo
 }
 
 // b.release(lease), waited for: whether the lease was held.
-inline bool release(redis_backend& b, std::string lease) {
-  std::promise<bool> p;
-  b.release(std::move(lease), [&p](bool ok) { p.set_value(ok); });
+// How the release of `lease` ended.
+inline release_result release_of(redis_backend& b, std::string lease) {
+  std::promise<release_result> p;
+  b.release(std::move(lease), [&p](release_result r) { p.set_value(std::move(r)); });
   return p.get_future().get();
+}
+// Whether it released the lease.
+inline bool release(redis_backend& b, std::string lease) {
+  return release_of(b, std::move(lease)).result == release_result::state::released;
 }
 
 // The options of a backend on `url`.

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "limiter_testing.hpp"
 #include "redis_backend_testing.hpp"
 #include "serve/config/configuration.hpp"
 
@@ -160,8 +161,8 @@ TEST_F(RedisServeBackend, ConcurrencyLeasesAreReleasedFromAnyProcess) {
   EXPECT_TRUE(release(other, a.lease));
   EXPECT_FALSE(release(backend, a.lease));  // once
   EXPECT_EQ(decide_one(backend, h).result, state::ok);
-  EXPECT_FALSE(release(backend, "not a lease"));
-  EXPECT_FALSE(release(backend, "cc1.zz.00"));
+  EXPECT_EQ(release_of(backend, "not a lease").result, release_result::state::not_held);
+  EXPECT_EQ(release_of(backend, "cc1.zz.00").result, release_result::state::not_held);
 
   // Leases expire in Redis after lease_ttl (60 s by default) unless released: the keys live as long as the longest,
   // and a second more (idle_ttl), up to a quarter of that beyond.
@@ -284,6 +285,23 @@ descriptors:
     EXPECT_NE(std::string(e.what()).find("big.yaml:"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("sliding window"), std::string::npos) << e.what();
   }
+}
+
+// A release Redis cannot answer is not "no such lease": the lease may still be held (it was, here), and the caller
+// is told that the backend could not be asked, and why. It said "not held" (HTTP 404) before, and a caller that
+// trusted it never tried again while the permit stayed taken until the lease expired.
+TEST_F(RedisServeBackend, AReleaseRedisCannotAnswerFailsAndIsNotANoSuchLease) {
+  const rate_limit_rule r = rule(1, unit::unknown, algorithm::concurrency);
+  const hit h = make_hit(r, "exports");
+  const hit_outcome held = decide_one(backend, h);
+  ASSERT_EQ(held.result, state::ok);
+  server.kill();
+  const release_result failed = release_of(backend, held.lease);
+  EXPECT_EQ(failed.result, release_result::state::failed);
+  EXPECT_NE(failed.error, "");
+  server.start();  // (no persistence: the restarted server holds no lease)
+  EXPECT_TRUE(admit::redis::testing::eventually(
+      [&] { return release_of(backend, held.lease).result == release_result::state::not_held; }));
 }
 
 }  // namespace admit::serve::testing

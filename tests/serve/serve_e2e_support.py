@@ -110,6 +110,7 @@ class server:
         self.log = []
         threading.Thread(target=self._read, daemon=True).start()
         listening = self.wait_for("listening")
+        self.listening = listening
         self.grpc_port = listening["grpc_port"]
         self.http_port = listening["http_port"]
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")

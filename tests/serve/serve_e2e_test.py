@@ -385,6 +385,13 @@ def main(tmp):
     check(headers.get("ratelimit-limit", "").startswith("7") and "ratelimit-remaining" in headers,
           f"LIMIT_RESPONSE_HEADERS_ENABLED=true: RateLimit-* headers in the answer ({headers})")
     check(rt.stop() == 0, "started from RUNTIME_ROOT, and stopped by SIGTERM")
+    # --config (or ADMIT_SERVE_CONFIG, as the systemd unit sets) over a RUNTIME_ROOT left in the environment: the log
+    # says which directory it reads, and that RUNTIME_ROOT is not it.
+    both = server(ADMIT, None, "--config", config, env=runtime_env)
+    unused = both.wait_for("RUNTIME_ROOT is set but not used")
+    check(unused.get("config") == config and unused.get("because") == "--config is given",
+          f"--config with RUNTIME_ROOT set: a warning names the directory read ({unused})")
+    check(both.stop() == 0, "--config with RUNTIME_ROOT set: stopped by SIGTERM")
     p = subprocess.run([ADMIT, "serve"], env=dict(runtime_env, LIMIT_RESPONSE_HEADERS_ENABLED="maybe"),
                        capture_output=True, text=True, timeout=WAIT)
     check(p.returncode == 2 and 'LIMIT_RESPONSE_HEADERS_ENABLED "maybe"' in p.stderr,
@@ -443,8 +450,15 @@ def main(tmp):
         redis.kill()
         r = stub.ShouldRateLimit(req, timeout=WAIT)
         check(r.overall_code == Code.OK, "--redis, Redis gone: fail open answers OK")
+        if leases:
+            # Not 404 "no such lease": Redis could not be asked, and a lease may still be held.
+            status, body = r_s.http("POST", "/release", json.dumps({"lease": leases[0]}))
+            check(status == 503 and json.loads(body)["released"] is False and "unknown" in json.loads(body)["error"],
+                  f"--redis, Redis gone: /release cannot tell: 503 ({status} {body!r})")
         check(r_s.stop() == 0, "--redis: SIGTERM exits 0")
         closed = server(ADMIT, config, "--redis", url, "--fail-closed")
+        check(closed.listening.get("failure_policy") == "closed" and closed.listening.get("shadow_mode") is False,
+              f"--fail-closed: the listening line says so ({closed.listening})")
         r = rls_pb2_grpc.RateLimitServiceStub(closed.channel).ShouldRateLimit(req, timeout=WAIT)
         check(r.overall_code == Code.OVER_LIMIT, "--redis --fail-closed, Redis unreachable: OVER_LIMIT")
         check(closed.stop() == 0, "--fail-closed: SIGTERM exits 0")

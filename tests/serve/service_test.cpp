@@ -187,7 +187,7 @@ class failing_backend final : public backend {
     }
     call->complete();
   }
-  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void release(std::string, std::function<void(admit::serve::release_result)> done) override { done({}); }
   void configure(const configuration&) override {}
 };
 
@@ -226,7 +226,7 @@ class stock_backend final : public backend {
     }
     call->complete();
   }
-  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void release(std::string, std::function<void(admit::serve::release_result)> done) override { done({}); }
   void configure(const configuration&) override {}
   bool store_back = false;
   std::chrono::nanoseconds reset{0};
@@ -305,7 +305,7 @@ class completes_when_destroyed final : public backend {
     }
   }
   void decide(std::shared_ptr<pending_decision> call) override { held_.push_back(std::move(call)); }
-  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void release(std::string, std::function<void(admit::serve::release_result)> done) override { done({}); }
   void configure(const configuration&) override {}
 
  private:
@@ -336,7 +336,7 @@ class throwing_backend final : public backend {
     kept = std::move(call);
     throw std::runtime_error("the backend broke");
   }
-  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void release(std::string, std::function<void(admit::serve::release_result)> done) override { done({}); }
   void configure(const configuration&) override {}
   std::shared_ptr<pending_decision> kept;
 
@@ -392,7 +392,7 @@ TEST(ServiceConcurrency, AnAdmittedLeaseIsAHeaderAndAnOverLimitRequestHoldsNone)
   EXPECT_EQ(r.statuses[0].current_limit->requests_per_unit, 1u);
   EXPECT_EQ(h.ok(req("c", {desc({{"tenant", "t"}})})).overall_code, rls_code::over_limit);
   bool released = false;
-  h.svc.release(lease, [&](bool ok) { released = ok; });
+  h.svc.release(lease, [&](const release_result& out) { released = out.result == release_result::state::released; });
   EXPECT_TRUE(released);
   // the route is over its limit: the tenant's lease taken in the same request is given back at once
   EXPECT_EQ(h.ok(req("c", {desc({{"route", "r"}})})).overall_code, rls_code::ok);

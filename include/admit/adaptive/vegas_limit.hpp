@@ -63,6 +63,12 @@ class vegas_limit {
     detail::check_limits(name, options.initial_limit, options.min_limit, options.max_limit);
     detail::check_factor(name, "alpha", options.alpha, 0.0, true, static_cast<double>(detail::max_adaptive_limit),
                          false);
+    if (options.beta < options.alpha) {  // named as such: a beta left at its default is below an alpha given above it
+      detail::throw_bad_parameter(name, "beta", detail::format_double(options.beta),
+                                  ("at least alpha (" + detail::format_double(options.alpha) + "; beta is " +
+                                   detail::format_double(vegas_options{}.beta) + " unless given)")
+                                      .c_str());
+    }
     detail::check_factor(name, "beta", options.beta, options.alpha, false,
                          static_cast<double>(detail::max_adaptive_limit), false);
     detail::check_factor(name, "smoothing", options.smoothing, 0.0, true, 1.0, false);

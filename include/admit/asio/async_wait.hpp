@@ -16,7 +16,8 @@
 //
 // How each limiter waits (the timer runs on the handler's associated executor, on the limiter's Clock):
 // - token_bucket: reserves n tokens (x/time/rate ReserveN) and waits for the reservation's delay; cancellation gives
-//   the tokens back (reservation::cancel, CancelAt semantics). Terminal, partial and total cancellation.
+//   the tokens back (reservation::cancel, CancelAt semantics), and so does a wait destroyed unrun because its
+//   execution context shut down. Terminal, partial and total cancellation.
 // - pacer, warmup: claim their slot (reserve) and wait for it; a claimed slot cannot be given back, so only terminal
 //   cancellation is accepted (the pace keeps a one-slot gap, as the blocking take() does when cancelled late).
 // - gcra, fixed_window, sliding_window, sliding_log, and admit::keyed on a key: try to admit; when refused, wait
@@ -72,13 +73,37 @@ concept cancellable_reservation_limiter = reserving_limiter<L> && requires(L& l,
   l.reserve(n).cancel();
 };
 
+// A token bucket's reservation while its operation waits: given back (cancelled) when the operation is destroyed
+// unrun — its execution context shut down or destroyed — as a cancellation gives it back; kept once its time came.
+template <class R>
+class held_reservation {
+ public:
+  held_reservation() = default;
+  held_reservation(held_reservation&& other) noexcept
+      : r_(std::move(other.r_)), held_(std::exchange(other.held_, false)) {}
+  held_reservation& operator=(held_reservation&&) = delete;
+  ~held_reservation() { cancel(); }
+  void hold(R r) {
+    r_ = std::move(r);
+    held_ = true;
+  }
+  void cancel() {
+    if (std::exchange(held_, false)) r_.cancel();
+  }
+  void keep() noexcept { held_ = false; }
+
+ private:
+  R r_{};  // default-constructed: holds nothing
+  bool held_ = false;
+};
+
 template <class L, bool = cancellable_reservation_limiter<L>>
 struct reservation_holder {
   using type = std::monostate;
 };
 template <class L>
 struct reservation_holder<L, true> {
-  using type = decltype(std::declval<L&>().reserve(std::int64_t{}));  // default-constructed: holds nothing
+  using type = held_reservation<decltype(std::declval<L&>().reserve(std::int64_t{}))>;
 };
 
 // What an operation waits on: a limiter, or a keyed limiter and one key.
@@ -139,6 +164,7 @@ class wait_operation {
           return;
         }
         if constexpr (reserving_limiter<Limiter>) {
+          if constexpr (cancellable_reservation_limiter<Limiter>) reservation_.keep();
           finish(self, errc{});  // the reservation's time has come
         } else {
           retry(self);
@@ -168,8 +194,8 @@ class wait_operation {
       if (!r.ok()) return finish(self, errc::exceeds_capacity);
       const auto ready = r.ready_at();
       const bool due = r.delay() == decltype(r.delay())::zero();
-      if constexpr (cancellable_reservation_limiter<Limiter>) reservation_ = std::move(r);
       if (due) return finish(self, errc{});
+      if constexpr (cancellable_reservation_limiter<Limiter>) reservation_.hold(std::move(r));
       wait_until(self, ready);
     } else {
       const std::chrono::nanoseconds wait = target_.attempt(n_);

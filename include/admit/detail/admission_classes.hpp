@@ -76,9 +76,10 @@ admission_plan plan_admission_classes(const Options& o, std::int64_t now_ns) {
   p.max_in_flight = o.max_in_flight;
   p.classes.resize(classes.size());
 
-  // Guaranteed permits by largest remainder: each class floor or ceil of share·M, together floor(sum·M).
+  // Guaranteed permits by largest remainder: each class floor or ceil of share·M, together min(M, floor(sum·M)).
   const auto m = static_cast<double>(o.max_in_flight);
-  const auto total = static_cast<std::int64_t>(std::floor(sum * m + admission_share_epsilon));
+  const auto total =
+      std::min(o.max_in_flight, static_cast<std::int64_t>(std::floor(sum * m + admission_share_epsilon)));
   std::int64_t given = 0;
   std::vector<std::pair<double, std::size_t>> remainders;
   for (std::size_t c = 0; c < classes.size(); ++c) {
@@ -88,6 +89,15 @@ admission_plan plan_admission_classes(const Options& o, std::int64_t now_ns) {
     p.classes[c].permits = base;
     given += base;
     remainders.emplace_back(exact - static_cast<double>(base), c);
+  }
+  // Shares that sum to a hair above 1 (within the epsilon, accepted) floor to more than M together once M is large
+  // (2^59 · (1 + 10^-9) is 5.8·10^8 above 2^59): the excess comes off the largest guarantees.
+  while (given > total) {
+    auto& largest = *std::max_element(p.classes.begin(), p.classes.end(),
+                                      [](const auto& a, const auto& b) { return a.permits < b.permits; });
+    const std::int64_t cut = std::min(given - total, largest.permits);
+    largest.permits -= cut;
+    given -= cut;
   }
   std::stable_sort(remainders.begin(), remainders.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });

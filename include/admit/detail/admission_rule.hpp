@@ -4,7 +4,8 @@
 //
 // The share rule. Class c has a share s_c (shares sum to at most 1). Its guarantee is
 // - g_c permits: the shares of max_in_flight apportioned by largest remainder (floor(s_c·M) or ceil(s_c·M); the g_c
-//   sum to floor(Σs·M); ties go to the lower index), and
+//   sum to min(M, floor(Σs·M)); ties go to the lower index; where shares summing to a hair above 1 would floor to
+//   more than M together, the largest g_c gives up the excess), and
 // - an assured token bucket of its own: rate s_c·rate, burst max(1, ceil(s_c·burst)), starting full (none when
 //   s_c == 0).
 // Each resource is judged on its own. The head request of class c (n permits, n tokens) is

@@ -437,9 +437,7 @@ std::int64_t ns_since(std::int64_t unix_ms) noexcept {
 
 std::filesystem::path default_lock_directory() {
   if (const char* d = std::getenv("ADMIT_LOCK_DIR"); d != nullptr && *d != '\0') return d;
-  if (const char* d = std::getenv("XDG_RUNTIME_DIR"); d != nullptr && *d != '\0') {
-    return std::filesystem::path(d) / "admit";
-  }
+  if (auto d = local::runtime_directory()) return *d;
   return local::per_user_tmp_directory();
 }
 

@@ -218,9 +218,9 @@ struct local_inspection {
 };
 local_inspection inspect_local(const std::filesystem::path& directory, const std::string& name);
 
-// The default directory of local limits: $ADMIT_LOCK_DIR when set; else $XDG_RUNTIME_DIR/admit when
-// XDG_RUNTIME_DIR is set; else /tmp/admit-<uid>. (Per user by default; a directory several users can write shares a
-// limit between them.)
+// The default directory of local limits: $ADMIT_LOCK_DIR when set; else $XDG_RUNTIME_DIR/admit when XDG_RUNTIME_DIR
+// is an absolute path to a directory of this user's (local::runtime_directory); else /tmp/admit-<uid>. (Per user by
+// default; a directory several users can write shares a limit between them.)
 std::filesystem::path default_lock_directory();
 
 }  // namespace admit::cli::run

@@ -12,10 +12,13 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <system_error>
+#include <utility>
 
 namespace admit::cli::run::local {
 
@@ -137,6 +140,30 @@ std::filesystem::path per_user_tmp_directory() {
   return std::filesystem::path("/tmp") / ("admit-" + std::to_string(::getuid()));
 }
 
+std::optional<std::filesystem::path> runtime_directory() {
+  const char* d = std::getenv("XDG_RUNTIME_DIR");
+  if (d == nullptr || d[0] != '/') return std::nullopt;
+  struct stat st {};
+  if (::stat(d, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) return std::nullopt;
+  return std::filesystem::path(d) / "admit";
+}
+
+namespace {
+
+// A directory of limits refused: what() is the message alone (std::system_error's would add "Permission denied" to
+// "is a symbolic link").
+class refused_directory : public std::system_error {
+ public:
+  explicit refused_directory(std::string message)
+      : std::system_error(EACCES, std::generic_category()), message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+
+}  // namespace
+
 // The per-user directory in /tmp must be this user's own (see queue_dir): another user who made it first could
 // otherwise move or replace the limits' directories in it (more than N at once), or point them elsewhere by a link.
 // Once it is this user's, /tmp's sticky bit keeps anyone else from renaming or removing it.
@@ -159,24 +186,23 @@ void check_private(const std::filesystem::path& directory) {
     why = "may be written by others (mode " + std::string(mode) + ")";
   }
   if (!why.empty()) {
-    throw std::system_error(EACCES, std::generic_category(),
-                            "the directory of this user's limits \"" + directory.string() + "\" " + why +
-                                ": remove it, or give --lock-dir (or ADMIT_LOCK_DIR) a directory of your own");
+    throw refused_directory("the directory of this user's limits \"" + directory.string() + "\" " + why +
+                            ": remove it, or give --lock-dir (or ADMIT_LOCK_DIR) a directory of your own");
   }
 }
 
 queue_dir::queue_dir(const std::filesystem::path& directory, const std::string& name, bool create)
     : path_(directory / name) {
-  const bool per_user_tmp = directory == per_user_tmp_directory();
+  const bool per_user = directory == per_user_tmp_directory() || directory == runtime_directory();
   if (create) {
     std::error_code ec;
     if (directory.has_parent_path()) std::filesystem::create_directories(directory.parent_path(), ec);
     // The directory of names is private unless someone made it otherwise; a name's directory follows the umask
     // (a shared directory of names shares its limits).
     if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST) fail(errno, "cannot create the directory", directory);
-    if (per_user_tmp) check_private(directory);
+    if (per_user) check_private(directory);
     if (::mkdir(path_.c_str(), 0777) != 0 && errno != EEXIST) fail(errno, "cannot create the directory", path_);
-  } else if (per_user_tmp) {
+  } else if (per_user) {
     check_private(directory);
   }
   int fd = ::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -38,14 +38,20 @@ std::optional<std::pair<bool, std::uint64_t>> parse_entry_name(const char* name)
 
 // /tmp/admit-<uid>: this user's directory of limits when no other is named (see default_lock_directory).
 std::filesystem::path per_user_tmp_directory();
+// $XDG_RUNTIME_DIR/admit when XDG_RUNTIME_DIR names a directory of this user's: an absolute path (the XDG Base
+// Directory specification has a relative one ignored) to an existing directory that this user owns. Else nullopt:
+// after `su` without `-`, root's environment still names the user's runtime directory, and a directory of root's made
+// in it would lock the user out of every limit.
+std::optional<std::filesystem::path> runtime_directory();
 // Throws std::system_error (EACCES) naming `directory` and what is wrong unless it is a directory (not a symbolic
-// link) of this user that nobody else can write; nothing when it does not exist.
+// link) of this user that nobody else can write; nothing when it does not exist. Its what() is the message alone.
 void check_private(const std::filesystem::path& directory);
 
 // The directory `<directory>/<name>/`, opened. `create`: creates it (and `directory`, mode 0700, with its parents)
-// when absent; otherwise an absent name leaves exists() false. When `directory` is per_user_tmp_directory() — in /tmp,
-// where anyone may have made it first — it must be a directory (not a symbolic link) of this user that nobody else
-// can write: otherwise std::system_error (EACCES) naming its owner and mode.
+// when absent; otherwise an absent name leaves exists() false. When `directory` is one of this user's default ones —
+// per_user_tmp_directory(), in /tmp, where anyone may have made it first, or runtime_directory(), where root may have
+// — it must be a directory (not a symbolic link) of this user that nobody else can write: otherwise
+// std::system_error (EACCES) naming its owner and mode.
 class queue_dir {
  public:
   queue_dir(const std::filesystem::path& directory, const std::string& name, bool create);

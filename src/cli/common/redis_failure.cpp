@@ -49,13 +49,11 @@ std::string with_words(const std::string& words) { return words.empty() ? std::s
 
 // An error reply from `where` (a server's address, or the words for a node of a cluster).
 redis_failure reply_failure(const std::string& where, std::string_view text) {
-  const std::string_view prefix = text.substr(0, text.find(' '));
-  redis_failure f{make_error_code(errc::error_reply), {}, redis::reply::error(std::string(text)).is_transient_error()};
-  if (prefix == "NOAUTH") {
-    f.message = "authentication failed at " + where + ": " + std::string(text) +
-                " (the server wants a password: redis://:PASSWORD@host:port)";
-  } else if (prefix == "WRONGPASS" || prefix == "NOPERM") {
+  const redis::error_kind kind = redis::kind_of_error(text);
+  redis_failure f{make_error_code(errc::error_reply), {}, kind == redis::error_kind::transient};
+  if (kind == redis::error_kind::credentials) {
     f.message = "authentication failed at " + where + ": " + std::string(text);
+    if (text.starts_with("NOAUTH")) f.message += " (the server wants a password: redis://:PASSWORD@host:port)";
   } else if (f.transient) {
     f.message = where + " cannot answer now: " + std::string(text);
   } else {

@@ -28,11 +28,10 @@ namespace {
 
 constexpr std::int64_t max_frontier_points = 19;  // bursts 1 to 10^6
 
-// A clock_range_error's words for a candidate: without "line N: " (the recorded trace keeps no line numbers), of "a
+// A clock_range_error's words for a candidate: without its line (the recorded trace keeps no line numbers), of "a
 // request" where the replay names "this request".
 std::string without_line(const clock_range_error& e) {
-  std::string w = e.what();
-  if (const auto at = w.find(": "); w.starts_with("line ") && at != std::string::npos) w.erase(0, at + 2);
+  std::string w = e.message();
   if (w.starts_with("this request")) w.replace(0, 4, "a");
   return w;
 }

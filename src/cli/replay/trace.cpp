@@ -44,7 +44,7 @@ std::size_t split_trace_line(std::string_view line, std::span<std::string_view> 
 }
 
 trace_error::trace_error(std::size_t line, const std::string& message)
-    : std::runtime_error("line " + std::to_string(line) + ": " + message), line_(line) {}
+    : std::runtime_error("line " + std::to_string(line) + ": " + message), line_(line), message_(message) {}
 
 std::optional<arrival> trace_parser::feed(std::string_view line) {
   if (++line_ == 1) line = without_bom(line);

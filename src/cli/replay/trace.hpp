@@ -49,9 +49,12 @@ class trace_error : public std::runtime_error {
  public:
   trace_error(std::size_t line, const std::string& message);
   [[nodiscard]] std::size_t line() const noexcept { return line_; }
+  // The words without "line N: ", which what() begins with.
+  [[nodiscard]] const std::string& message() const noexcept { return message_; }
 
  private:
   std::size_t line_;
+  std::string message_;
 };
 
 // A replay that would need a time past the end of its clock, 2^63 - 1 ns (about 292 years) after the trace's start:

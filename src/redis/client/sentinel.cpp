@@ -30,6 +30,7 @@
 
 #include "admit/detail/host_port.hpp"
 #include "admit/redis/client/connection.hpp"
+#include "admit/redis/client/reply.hpp"
 #include "sentinel_discovery.hpp"
 
 namespace admit::redis::detail {
@@ -71,8 +72,7 @@ answer interpret(const redisReply* r) {
   if (r->type == REDIS_REPLY_NIL) return answer{answer::kind::unknown, {}, 0, {}};
   if (r->type == REDIS_REPLY_ERROR) {
     const std::string text = text_of(r);
-    const bool auth = text.starts_with("NOAUTH") || text.starts_with("WRONGPASS") || text.starts_with("NOPERM");
-    return refused("SENTINEL get-master-addr-by-name: " + text, auth);
+    return refused("SENTINEL get-master-addr-by-name: " + text, kind_of_error(text) == error_kind::credentials);
   }
   if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
       r->element[1]->type == REDIS_REPLY_STRING) {

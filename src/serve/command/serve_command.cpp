@@ -50,6 +50,7 @@ struct sources {
   std::string config = "--config", grpc_port = "--grpc-port", http_port = "--http-port", log_level = "--log-level",
               headers = "--response-headers", drain = "--drain-timeout", shadow = "SHADOW_MODE",
               redis_timeout = "--redis-timeout", lease_ttl = "--lease-ttl";
+  bool runtime_root_unused = false;  // RUNTIME_ROOT is set, and --config or ADMIT_SERVE_CONFIG said otherwise
 };
 
 // What Go's strconv.ParseBool accepts (envoyproxy/ratelimit reads its variables so), and yes/no, on/off.
@@ -78,7 +79,9 @@ void apply_environment(serve_options& o, sources& src) {
     }
   };
   take(o.config_dir, src.config, {"ADMIT_SERVE_CONFIG"});
-  if (!o.config_dir) {
+  if (o.config_dir) {
+    src.runtime_root_unused = env({"RUNTIME_ROOT"}).has_value();
+  } else {
     if (auto root = env({"RUNTIME_ROOT"})) {
       std::filesystem::path p(root->value);
       if (auto sub = env({"RUNTIME_SUBDIRECTORY"})) p /= sub->value;
@@ -370,7 +373,13 @@ int run_serve(serve_options o, std::ostream& err) {
                      {"config", dir.string()},
                      {"rules", rules},
                      {"backend", chosen.description},
+                     {"failure_policy", sopts.fail_open ? "open" : "closed"},
+                     {"shadow_mode", sopts.shadow_mode},
                      {"max_receive_bytes", rls_server_options{}.max_receive_bytes}});
+  if (src.runtime_root_unused) {
+    // (envoyproxy/ratelimit's variable, which a migrated service may still set: the unit sets ADMIT_SERVE_CONFIG)
+    log::warn("RUNTIME_ROOT is set but not used", {{"config", dir.string()}, {"because", src.config + " is given"}});
+  }
 
   // The main thread waits for signals and for changes in the directory.
   for (;;) {

@@ -36,6 +36,18 @@ struct hit {
   std::optional<limit_override> override_limit;
 };
 
+// How a release of a concurrency lease ended.
+struct release_result {
+  enum class state : std::uint8_t {
+    released,  // it was held, and is no longer
+    not_held,  // no such lease is held: unknown, already released, or expired
+    failed,    // the backend could not be asked (Redis unreachable, no answer in time): whether the lease was held,
+               // and whether it still is, is unknown; asking again may tell
+  };
+  state result = state::not_held;
+  std::string error;  // failed: why
+};
+
 struct hit_outcome {
   enum class state : std::uint8_t { ok, over_limit, failed };
   state result = state::ok;
@@ -88,8 +100,8 @@ class backend {
   // (pending_decision above). A decide() that throws may still complete the call later, if it kept it. Thread
   // safety: called concurrently from many threads.
   virtual void decide(std::shared_ptr<pending_decision> call) = 0;
-  // Ends a concurrency lease. False when no such lease is held (unknown, already released, or expired).
-  virtual void release(std::string lease, std::function<void(bool)> done) = 0;
+  // Ends a concurrency lease; `done` is called once with how it ended.
+  virtual void release(std::string lease, std::function<void(release_result)> done) = 0;
   // A reload installed `next`: state of rules that are unchanged (same counter key, algorithm and limit) carries over;
   // state of rules that are gone may be dropped. Called with no decision of `next` yet made.
   virtual void configure(const configuration& next) = 0;

@@ -360,8 +360,9 @@ bool in_process_backend::release_at(std::string_view lease, std::chrono::system_
                                std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
 }
 
-void in_process_backend::release(std::string lease, std::function<void(bool)> done) {
-  done(release_at(lease, std::chrono::system_clock::now()));
+void in_process_backend::release(std::string lease, std::function<void(release_result)> done) {
+  const bool released = release_at(lease, std::chrono::system_clock::now());
+  done({released ? release_result::state::released : release_result::state::not_held, {}});
 }
 
 void in_process_backend::configure(const configuration& next) { configure_rules(next.rules()); }

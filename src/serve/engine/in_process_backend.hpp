@@ -67,7 +67,7 @@ class in_process_backend final : public backend {
   in_process_backend& operator=(const in_process_backend&) = delete;
 
   void decide(std::shared_ptr<pending_decision> call) override;
-  void release(std::string lease, std::function<void(bool)> done) override;
+  void release(std::string lease, std::function<void(release_result)> done) override;
   void configure(const configuration& next) override;
 
   // decide() without the callback: one outcome per hit, in order.

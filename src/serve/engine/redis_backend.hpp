@@ -112,10 +112,10 @@ class redis_backend final : public backend {
 
   // See backend.hpp and the top of this file. A hit whose rule is unlimited is OK without a call.
   void decide(std::shared_ptr<pending_decision> call) override;
-  // Releases a lease that decide() returned (by any process using the same Redis and key_prefix); false when Redis
-  // has no such lease (released already, expired, or not a lease of this backend's format). A Redis failure answers
-  // false too.
-  void release(std::string lease, std::function<void(bool)> done) override;
+  // Releases a lease that decide() returned (by any process using the same Redis and key_prefix); not_held when Redis
+  // has no such lease (released already, expired, or not a lease of this backend's format); failed, with the reason,
+  // when Redis could not be asked or did not answer (the lease may still be held).
+  void release(std::string lease, std::function<void(release_result)> done) override;
   // State lives in Redis: nothing to carry. Drops the limiters that `next` no longer uses.
   void configure(const configuration& next) override;
   // Closes the connection(s) to Redis: what waits for a reply completes as failed (errc::closed), at once.

@@ -243,7 +243,7 @@ struct redis_backend::state : std::enable_shared_from_this<state> {
                                                   bool cached = true);
 
   void acquire(const std::shared_ptr<detail::pending_request>& req, std::size_t i, const hit& h);
-  void release(const std::string& lease, std::function<void(bool)> done);
+  void release(const std::string& lease, std::function<void(release_result)> done);
 
   // EVALSHA (and on NOSCRIPT: SCRIPT LOAD, EVALSHA again), all by `until`; `handler(error_code, reply)` runs on
   // the client's executor. Through the breaker: while it is open, the handler gets errc::circuit_open at once (on the

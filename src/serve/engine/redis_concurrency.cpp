@@ -151,26 +151,31 @@ void redis_backend::state::acquire(const std::shared_ptr<pending_request>& req, 
   });
 }
 
-void redis_backend::state::release(const std::string& lease, std::function<void(bool)> done) {
+void redis_backend::state::release(const std::string& lease, std::function<void(release_result)> done) {
+  using enum release_result::state;
   auto parts = parse_lease(lease);
-  if (!parts) return done(false);
+  if (!parts) return done({not_held, {}});
   with_client(deadline(), [self = shared_from_this(), p = std::move(*parts), done = std::move(done)](
-                              redis::client* c, const std::string&) mutable {
-    if (c == nullptr) return done(false);
+                              redis::client* c, const std::string& error) mutable {
+    if (c == nullptr) return done({failed, error});
     std::shared_ptr<redis::semaphore> sem;
     try {
       // Not cached: the lease's text comes from the caller, and made-up ones must not churn the decisions' objects.
       sem = self->semaphore_for(p.counter_key, p.limit, false);
     } catch (const std::exception&) {
-      return done(false);  // not a name any lease of this backend can have
+      return done({not_held, {}});  // not a name any lease of this backend can have
     }
-    sem->async_release(p.id, [done = std::move(done), sem](std::error_code ec, redis::lease::release_status status) {
-      done(!ec && status == redis::lease::release_status::released);
-    });
+    sem->async_release(p.id,
+                       [self, done = std::move(done), sem](std::error_code ec, redis::lease::release_status status) {
+                         // An error says nothing of the lease: the release may not have reached Redis, or its answer
+                         // may not have come.
+                         if (ec) return done({failed, self->failure_text(ec)});
+                         done({status == redis::lease::release_status::released ? released : not_held, {}});
+                       });
   });
 }
 
-void redis_backend::release(std::string lease, std::function<void(bool)> done) {
+void redis_backend::release(std::string lease, std::function<void(release_result)> done) {
   state_->release(lease, std::move(done));
 }
 

@@ -237,7 +237,8 @@ std::string serve_metrics::text(bool backend_failing) const {
   line("admit_serve_requests_total", "code=\"invalid\"", impl_->requests_invalid.load(relaxed));
   family("admit_serve_global_shadow_mode_total", "counter", "Over-limit answers turned OK by the global shadow mode.");
   line("admit_serve_global_shadow_mode_total", {}, impl_->global_shadow.load(relaxed));
-  family("admit_serve_backend_errors_total", "counter", "Descriptors the backend failed to count.");
+  family("admit_serve_backend_errors_total", "counter",
+         "Descriptors the backend failed to count, and lease releases it could not be asked about.");
   line("admit_serve_backend_errors_total", {}, impl_->backend_errors.load(relaxed));
   family("admit_serve_backend_failing", "gauge", "1 while the backend fails to count (the failure policy answers).");
   line("admit_serve_backend_failing", {}, backend_failing ? 1 : 0);

@@ -21,7 +21,8 @@
 //   admit_serve_requests_total{code}              requests answered: ok, over_limit, invalid (refused as malformed)
 //   admit_serve_global_shadow_mode_total          over-limit answers turned OK by the global shadow mode
 //   admit_serve_backend_errors_total              descriptors the backend failed to count (Redis errors, key cap):
-//                                                  each was answered by the failure policy
+//                                                  each was answered by the failure policy; and lease releases the
+//                                                  backend could not be asked about
 //   admit_serve_backend_failing                   gauge: 1 while the backend fails (from its first failed hit to the
 //                                                  next hit it counts), else 0
 //   admit_serve_config_reloads_total{result}      configurations installed (success) or refused (failure)

@@ -340,7 +340,11 @@ void service::request_state::complete() {
     self.metrics.record_global_shadow_mode();
   }
   if (resp.overall_code == rls_code::over_limit) {
-    for (std::string& l : leases) self.store->release(std::move(l), [](bool) {});
+    for (std::string& l : leases) {
+      self.store->release(std::move(l), [s = &self](const release_result& r) {
+        if (r.result == release_result::state::failed) s->metrics.record_backend_error();  // held until it expires
+      });
+    }
   } else {
     for (std::string& l : leases) resp.response_headers_to_add.push_back({"x-admit-lease", std::move(l)});
   }
@@ -348,8 +352,11 @@ void service::request_state::complete() {
   done(std::move(result));
 }
 
-void service::release(std::string lease, std::function<void(bool)> done) {
-  impl_->store->release(std::move(lease), std::move(done));
+void service::release(std::string lease, std::function<void(release_result)> done) {
+  impl_->store->release(std::move(lease), [self = impl_.get(), done = std::move(done)](release_result r) {
+    if (r.result == release_result::state::failed) self->metrics.record_backend_error();
+    done(std::move(r));
+  });
 }
 
 void service::abandon_waiting() { impl_->store->abandon(); }

@@ -83,8 +83,9 @@ class service {
   void should_rate_limit(rls_request request, completion done);
   // The same at an explicit Unix time (fixed windows and the reset header follow it): tests and replays.
   void should_rate_limit_at(rls_request request, std::chrono::system_clock::time_point now, completion done);
-  // Ends a concurrency lease (see backend::release).
-  void release(std::string lease, std::function<void(bool)> done);
+  // Ends a concurrency lease (see backend::release). A release the backend could not be asked about counts as a
+  // backend error (admit_serve_backend_errors_total).
+  void release(std::string lease, std::function<void(release_result)> done);
   // The drain's deadline passed: decisions still waiting for the backend are answered now, by the failure policy
   // (backend::abandon).
   void abandon_waiting();

@@ -82,13 +82,13 @@ net::awaitable<rls_result> decide(service& svc, rls_request req) {
       net::use_awaitable, std::move(req));
 }
 
-net::awaitable<bool> release(service& svc, std::string lease) {
-  co_return co_await net::async_initiate<decltype(net::use_awaitable), void(bool)>(
+net::awaitable<release_result> release(service& svc, std::string lease) {
+  co_return co_await net::async_initiate<decltype(net::use_awaitable), void(release_result)>(
       [&svc](auto handler, std::string l) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        svc.release(std::move(l), [h](bool released) {
+        svc.release(std::move(l), [h](release_result r) {
           auto ex = net::get_associated_executor(*h);
-          net::dispatch(ex, [h, released] { (*h)(released); });
+          net::dispatch(ex, [h, r = std::move(r)]() mutable { (*h)(std::move(r)); });
         });
       },
       net::use_awaitable, std::move(lease));
@@ -157,10 +157,21 @@ net::awaitable<response> http_server::impl::answer_release(const std::string& bo
       doc["lease"].get_ref<const std::string&>().empty()) {
     co_return json(http::status::bad_request, {{"error", "expected a JSON object {\"lease\": \"<lease id>\"}"}});
   }
-  const bool released = co_await release(svc, doc["lease"].get<std::string>());
-  if (released) co_return json(http::status::ok, {{"released", true}});
-  co_return json(http::status::not_found,
-                 {{"released", false}, {"error", "no such lease is held (unknown, already released, or expired)"}});
+  const release_result r = co_await release(svc, doc["lease"].get<std::string>());
+  switch (r.result) {
+    case release_result::state::released:
+      co_return json(http::status::ok, {{"released", true}});
+    case release_result::state::not_held:
+      co_return json(http::status::not_found,
+                     {{"released", false}, {"error", "no such lease is held (unknown, already released, or expired)"}});
+    case release_result::state::failed:
+      break;
+  }
+  // Not "not held": the backend could not say, and the lease may still hold its permits until it expires.
+  co_return json(http::status::service_unavailable,
+                 {{"released", false},
+                  {"error", "the backend could not be asked (" + r.error +
+                                "): whether the lease is still held is unknown; try again, or let it expire"}});
 }
 
 net::awaitable<response> http_server::impl::answer(http::request<http::string_body>& req) {

@@ -7,7 +7,9 @@
 //                      400 with the problem in words for a body that is not such a request, or is beyond
 //                      request_limits, or that the service refuses.
 //   POST /release      body: {"lease":"<id>"} (the lease id a concurrency rule's answer carries in its response
-//                      headers) → 200 {"released":true}, or 404 {"released":false} when no such lease is held.
+//                      headers) → 200 {"released":true}, or 404 {"released":false} when no such lease is held,
+//                      or 503 {"released":false,"error":...} when the backend could not be asked (Redis
+//                      unreachable): the lease may still be held.
 //   GET /healthcheck   200 "OK" while serving; 500 while starting or draining (as envoyproxy/ratelimit).
 //   GET /metrics       the service's metrics, Prometheus text format 0.0.4.
 //   GET /rules         the loaded configuration as JSON.

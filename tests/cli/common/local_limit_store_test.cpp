@@ -4,6 +4,12 @@
 // weights, the directory, the default directory).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "cli/common/local_queue.hpp"
 #include "local_limit_testing.hpp"
 
@@ -176,21 +182,96 @@ TEST_F(LocalLimit, APerUserDirectoryOthersCanWriteOrALinkIsRefused) {
   EXPECT_EQ(admit::cli::run::local::per_user_tmp_directory(), fs::path("/tmp/admit-" + std::to_string(::getuid())));
 }
 
-TEST(DefaultLockDirectory, FollowsTheEnvironment) {
-  auto saved = [](const char* n) { return std::getenv(n) ? std::optional<std::string>(std::getenv(n)) : std::nullopt; };
-  auto lock_dir = saved("ADMIT_LOCK_DIR"), runtime = saved("XDG_RUNTIME_DIR");
-  ::setenv("ADMIT_LOCK_DIR", "/some where/locks", 1);
-  ::setenv("XDG_RUNTIME_DIR", "/run/user/42", 1);
+// Sets environment variables for the scope of a test, and puts back what was there, however the test ends.
+class scoped_environment {
+ public:
+  scoped_environment() = default;
+  scoped_environment(const scoped_environment&) = delete;
+  scoped_environment& operator=(const scoped_environment&) = delete;
+  ~scoped_environment() {
+    for (const auto& [name, was] : saved_) was ? ::setenv(name.c_str(), was->c_str(), 1) : ::unsetenv(name.c_str());
+  }
+  void set(const std::string& name, const std::string& value) {
+    save(name);
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  void unset(const std::string& name) {
+    save(name);
+    ::unsetenv(name.c_str());
+  }
+
+ private:
+  void save(const std::string& name) {
+    for (const auto& s : saved_) {
+      if (s.first == name) return;
+    }
+    const char* v = std::getenv(name.c_str());
+    saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
+  }
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// XDG_RUNTIME_DIR is used only when it names a directory of this user's: a relative one (which named another limit
+// in each working directory), a missing one (whose parents were made) and another user's (where root, after `su`
+// without `-`, made a directory of its own that locked the user out of every limit) are not.
+TEST_F(LocalLimit, TheDefaultDirectoryFollowsTheEnvironment) {
+  scoped_environment env;
+  const fs::path tmp = "/tmp/admit-" + std::to_string(::getuid());
+  const fs::path mine = root_ / "run user";
+  fs::create_directory(mine);
+  env.set("ADMIT_LOCK_DIR", "/some where/locks");
+  env.set("XDG_RUNTIME_DIR", mine.string());
   EXPECT_EQ(default_lock_directory(), fs::path("/some where/locks"));
-  ::unsetenv("ADMIT_LOCK_DIR");
-  EXPECT_EQ(default_lock_directory(), fs::path("/run/user/42/admit"));
-  ::setenv("XDG_RUNTIME_DIR", "", 1);
-  EXPECT_EQ(default_lock_directory(), fs::path("/tmp/admit-" + std::to_string(::getuid())));
-  auto restore = [](const char* n, const std::optional<std::string>& v) {
-    v ? ::setenv(n, v->c_str(), 1) : ::unsetenv(n);
+  env.unset("ADMIT_LOCK_DIR");
+  EXPECT_EQ(default_lock_directory(), mine / "admit");
+  env.set("XDG_RUNTIME_DIR", "");
+  EXPECT_EQ(default_lock_directory(), tmp);
+  env.set("XDG_RUNTIME_DIR", "run user");
+  EXPECT_EQ(default_lock_directory(), tmp);
+  env.set("XDG_RUNTIME_DIR", (root_ / "absent" / "run").string());
+  EXPECT_EQ(default_lock_directory(), tmp);
+  // Another user's: root's "/" for anyone else; for root, a directory it gives to another user.
+  env.set("XDG_RUNTIME_DIR", "/");
+  EXPECT_EQ(default_lock_directory(), ::getuid() == 0 ? fs::path("/admit") : tmp);
+  if (::getuid() == 0) {
+    const fs::path theirs = root_ / "run 65534";
+    fs::create_directory(theirs);
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+    env.set("XDG_RUNTIME_DIR", theirs.string());
+    EXPECT_EQ(default_lock_directory(), tmp);
+  }
+}
+
+// The runtime directory's `admit` is checked as /tmp's is: one that others may write, or (made by root in the user's
+// runtime directory) another user's, is named with what to do, where a run used it as found or failed with "cannot
+// create the directory ...: Permission denied".
+TEST_F(LocalLimit, TheRuntimeDirectorysLimitsMustBeThisUsersOwn) {
+  scoped_environment env;
+  const fs::path mine = root_ / "run user";
+  fs::create_directory(mine);
+  fs::create_directory(mine / "admit");
+  env.set("XDG_RUNTIME_DIR", mine.string());
+  const auto refusal = [] {
+    try {
+      admit::cli::run::local::queue_dir(default_lock_directory(), "db", true);
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), std::errc::permission_denied);
+      return std::string(e.what());
+    }
+    return std::string();
   };
-  restore("ADMIT_LOCK_DIR", lock_dir);
-  restore("XDG_RUNTIME_DIR", runtime);
+  fs::permissions(mine / "admit", fs::perms::all, fs::perm_options::replace);
+  const std::string open_to_all = refusal();
+  EXPECT_NE(open_to_all.find("\"" + (mine / "admit").string() + "\" may be written by others (mode 0777)"),
+            std::string::npos)
+      << open_to_all;
+  EXPECT_EQ(open_to_all.find("Permission denied"), std::string::npos) << open_to_all;
+  if (::getuid() == 0) {  // another user's (only root can give it one)
+    fs::permissions(mine / "admit", fs::perms::owner_all, fs::perm_options::replace);
+    ASSERT_EQ(::chown((mine / "admit").c_str(), 65534, 65534), 0);
+    const std::string theirs = refusal();
+    EXPECT_NE(theirs.find("\"" + (mine / "admit").string() + "\" belongs to uid 65534"), std::string::npos) << theirs;
+  }
 }
 
 }  // namespace

@@ -183,4 +183,44 @@ TEST(RedisAcl, TheUserFromOptionsAndOverAUnixSocket) {
   EXPECT_TRUE(r.consulted) << r.error.message() << " " << conn.last_error();
 }
 
+// The refusals of credentials, as a real server sends them, are one kind of error reply (the programs tell them apart
+// from a server that cannot answer now, which waiting may mend); the others are not.
+TEST(RedisAcl, RefusedCredentialsAreOneKindOfErrorReply) {
+  using admit::redis::error_kind;
+  redis_server server;
+  add_user(server, "limiter", "s3cret", minimal_commands);
+  io_thread io;
+  connection conn(io.executor(), user_url(server, "limiter", "s3cret"));
+  ASSERT_FALSE(conn.connect()) << conn.last_error();
+  const reply noperm = conn.execute("FLUSHALL").value;
+  const reply wrongpass = conn.execute("AUTH", "limiter", "wr0ng-pw").value;
+  ASSERT_EQ(server.admin({"SET", "{api}:text", "x"}), "OK");
+  const reply wrongtype = conn.execute("HGET", "{api}:text", "f").value;
+
+  redis_server locked({.requirepass = "right"});
+  connection anonymous(io.executor(), "redis://127.0.0.1:" + std::to_string(locked.port()));
+  (void)anonymous.connect();
+  const reply noauth = anonymous.execute("GET", "k").value;
+
+  for (const reply& r : {noperm, wrongpass, noauth}) {
+    EXPECT_TRUE(r.is_credentials_error()) << r;
+    EXPECT_FALSE(r.is_transient_error()) << r;
+  }
+  EXPECT_TRUE(noperm.is_error("NOPERM")) << noperm;
+  EXPECT_TRUE(wrongpass.is_error("WRONGPASS")) << wrongpass;
+  EXPECT_TRUE(noauth.is_error("NOAUTH")) << noauth;
+  EXPECT_TRUE(wrongtype.is_error("WRONGTYPE")) << wrongtype;
+  EXPECT_FALSE(wrongtype.is_credentials_error());
+  EXPECT_FALSE(reply::string("NOAUTH").is_credentials_error());  // only an error reply is one
+
+  // The first word decides, exactly: "not now" is a kind of its own.
+  for (const char* text : {"LOADING Redis is loading", "BUSY Redis is busy", "TRYAGAIN", "MASTERDOWN Link is down",
+                           "CLUSTERDOWN The cluster is down"}) {
+    EXPECT_EQ(admit::redis::kind_of_error(text), error_kind::transient) << text;
+  }
+  EXPECT_EQ(admit::redis::kind_of_error("NOAUTHENTICATION"), error_kind::other);
+  EXPECT_EQ(admit::redis::kind_of_error("noauth Authentication required."), error_kind::other);
+  EXPECT_EQ(admit::redis::kind_of_error(""), error_kind::other);
+}
+
 }  // namespace

@@ -25,7 +25,7 @@ class held_backend final : public backend {
     pending_.push_back(std::move(call));
     changed_.notify_all();
   }
-  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void release(std::string, std::function<void(admit::serve::release_result)> done) override { done({}); }
   void configure(const configuration&) override {}
 
   void wait_held(std::size_t n) {

@@ -185,7 +185,7 @@ class throws_after_keeping final : public backend {
     held_.push_back(std::move(call));
     throw std::runtime_error("backend broke");
   }
-  void release(std::string, std::function<void(bool)> done) override { done(false); }
+  void release(std::string, std::function<void(admit::serve::release_result)> done) override { done({}); }
   void configure(const configuration&) override {}
   void complete_all() {
     std::vector<std::shared_ptr<pending_decision>> taken;

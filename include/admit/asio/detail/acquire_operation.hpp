@@ -1,10 +1,11 @@
 // admit/asio/detail/acquire_operation.hpp — one asynchronous acquisition parked in a semaphore's queue: its handler,
 // its executor (work counted), its cancellation slot, an optional deadline timer, and the posted completion.
 //
-// Ownership. The operation is freed when both its completion (posted once the semaphore resolved it, or its
-// cancellation or deadline took it out of the queue) and its deadline timer's handler (if armed) are done — run, or
-// destroyed unrun when the execution context shuts down. A deadline is cancellation: the timer's handler takes the
-// same cancel_wait path as the cancellation slot, with the outcome `timeout` instead of `cancelled`.
+// Ownership. The operation is freed when its completion (posted once the semaphore resolved it, or its cancellation or
+// deadline took it out of the queue) and its deadline timer's handler (if armed) are done — run, or destroyed unrun
+// when the execution context shuts down — and the initiating call has returned. A deadline is cancellation: the
+// timer's handler takes the same cancel_wait path as the cancellation slot, with the outcome `timeout` instead of
+// `cancelled`.
 #pragma once
 
 #include <atomic>
@@ -69,6 +70,9 @@ class acquire_operation final : public parked_operation {
       op->timer_.emplace(op->executor_, *deadline);
       op->timer_->async_wait(deadline_handler(op));
     }
+    // This call's own reference, until it is done with `op` below: once queued, a grant, a cancellation or the
+    // deadline may complete it on another thread and drop every other reference before this call returns.
+    op->refs_.fetch_add(1, std::memory_order_relaxed);
     op->queued_ = true;                      // before a grant can read it (begin_wait's mutex orders it)
     const auto begun = sem.begin_wait(*op);  // from here on a grant may post the completion at any moment
     if (!begun.queued) {
@@ -78,6 +82,7 @@ class acquire_operation final : public parked_operation {
     } else if (op->expired_.load()) {
       op->give_up(errc::timeout);
     }
+    op->unref();
   }
 
  private:
@@ -222,7 +227,7 @@ class acquire_operation final : public parked_operation {
   std::optional<timer_type> timer_;
   bool queued_ = false;               // it waited in the queue (else resolved at once: waited 0)
   std::atomic<bool> expired_{false};  // the deadline passed (possibly before the node was queued)
-  std::atomic<int> refs_{1};          // the completion (or the queue, until resolved) + the deadline handler if armed
+  std::atomic<int> refs_{1};  // the completion (or the queue, until resolved) + the deadline handler if armed + start()
 };
 
 }  // namespace detail

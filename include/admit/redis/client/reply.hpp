@@ -19,6 +19,31 @@ namespace admit::redis {
 
 enum class reply_type { nil, string, integer, array, status, error };
 
+// What an error reply says of the command that got it, by the reply's first word.
+enum class error_kind {
+  // "Not now" rather than "not this way": the same command may succeed by waiting. LOADING (a restarted server loading
+  // its data), BUSY (a script running past busy-reply-threshold), TRYAGAIN (a multi-key command while its slot
+  // migrates), MASTERDOWN (a replica cut off from its master), CLUSTERDOWN (a cluster missing a slot's master, or a
+  // node rejoining).
+  transient,
+  // The client's credentials are refused, which waiting does not mend: NOAUTH (the server wants a password),
+  // WRONGPASS (AUTH's user or password is wrong), NOPERM (the user may not run this command or touch this key).
+  credentials,
+  // Anything else: ERR, WRONGTYPE, NOSCRIPT, MOVED, READONLY, OOM, ...
+  other,
+};
+
+// The kind of an error reply whose text is `error_text` (its first word decides; exact and case-sensitive, as Redis
+// sends them upper-case).
+constexpr error_kind kind_of_error(std::string_view error_text) noexcept {
+  const std::string_view p = error_text.substr(0, error_text.find(' '));
+  if (p == "LOADING" || p == "BUSY" || p == "TRYAGAIN" || p == "MASTERDOWN" || p == "CLUSTERDOWN") {
+    return error_kind::transient;
+  }
+  if (p == "NOAUTH" || p == "WRONGPASS" || p == "NOPERM") return error_kind::credentials;
+  return error_kind::other;
+}
+
 class reply {
  public:
   // A nil reply.
@@ -65,14 +90,10 @@ class reply {
   }
   // True for an error reply whose first word is `prefix` (exact, case-sensitive: Redis sends them upper-case).
   bool is_error(std::string_view prefix) const noexcept { return is_error() && error_prefix() == prefix; }
-  // True for an error reply that says "not now" rather than "not this way": the same command may succeed by waiting.
-  // LOADING (a restarted server loading its data), BUSY (a script running past busy-reply-threshold), TRYAGAIN (a
-  // multi-key command while its slot migrates), MASTERDOWN (a replica cut off from its master), CLUSTERDOWN (a cluster
-  // missing a slot's master, or a node rejoining).
-  bool is_transient_error() const noexcept {
-    const std::string_view p = error_prefix();
-    return p == "LOADING" || p == "BUSY" || p == "TRYAGAIN" || p == "MASTERDOWN" || p == "CLUSTERDOWN";
-  }
+  // True for an error reply that says "not now" rather than "not this way" (error_kind::transient).
+  bool is_transient_error() const noexcept { return is_error() && kind_of_error(str_) == error_kind::transient; }
+  // True for an error reply that refuses the client's credentials (error_kind::credentials).
+  bool is_credentials_error() const noexcept { return is_error() && kind_of_error(str_) == error_kind::credentials; }
 
   friend bool operator==(const reply&, const reply&) = default;
 
