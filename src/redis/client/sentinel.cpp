@@ -179,7 +179,8 @@ asio::awaitable<outcome> discover(std::vector<sentinel_endpoint> order, sentinel
   outcome o;
   // Every sentinel answered, and none can name the master: what waiting does not fix, unlike silence (a sentinel that
   // did not answer may know the name once it does).
-  const bool all_answered = !order.empty() && unknown + refused_auth + refused_other == order.size();
+  const std::size_t answered = unknown + refused_auth + refused_other;
+  const bool all_answered = !order.empty() && answered == order.size();
   if (all_answered && refused_auth == order.size()) {
     o.master.error = make_error_code(errc::auth_failed);
     o.master.words =
@@ -189,10 +190,9 @@ asio::awaitable<outcome> discover(std::vector<sentinel_endpoint> order, sentinel
     o.master.words = "Sentinel: no sentinel knows master '" + options.master_name + "' (" + tried + ")";
   } else {
     o.master.error = make_error_code(errc::no_sentinel);
-    o.master.words =
-        (unknown + refused_auth + refused_other == 0 ? "Sentinel: no sentinel answered for master '"
-                                                     : "Sentinel: no sentinel that answered knows master '") +
-        options.master_name + "' (" + tried + ")";
+    o.master.words = (answered == 0 ? "Sentinel: no sentinel answered for master '"
+                                    : "Sentinel: no sentinel that answered knows master '") +
+                     options.master_name + "' (" + tried + ")";
   }
   co_return o;
 }

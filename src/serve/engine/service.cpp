@@ -88,6 +88,15 @@ struct service::impl {
     metrics.record_reload(true);
   }
 
+  // Ends a lease through the backend; one the backend could not be asked about counts as a backend error (it stays
+  // held until it expires, unless asked again).
+  void release(std::string lease, std::function<void(release_result)> done) {
+    store->release(std::move(lease), [this, done = std::move(done)](release_result r) {
+      if (r.result == release_result::state::failed) metrics.record_backend_error();
+      done(std::move(r));
+    });
+  }
+
   const service_options opts;
   serve_metrics metrics;
   backend_health health;
@@ -340,11 +349,7 @@ void service::request_state::complete() {
     self.metrics.record_global_shadow_mode();
   }
   if (resp.overall_code == rls_code::over_limit) {
-    for (std::string& l : leases) {
-      self.store->release(std::move(l), [s = &self](const release_result& r) {
-        if (r.result == release_result::state::failed) s->metrics.record_backend_error();  // held until it expires
-      });
-    }
+    for (std::string& l : leases) self.release(std::move(l), [](const release_result&) {});
   } else {
     for (std::string& l : leases) resp.response_headers_to_add.push_back({"x-admit-lease", std::move(l)});
   }
@@ -353,10 +358,7 @@ void service::request_state::complete() {
 }
 
 void service::release(std::string lease, std::function<void(release_result)> done) {
-  impl_->store->release(std::move(lease), [self = impl_.get(), done = std::move(done)](release_result r) {
-    if (r.result == release_result::state::failed) self->metrics.record_backend_error();
-    done(std::move(r));
-  });
+  impl_->release(std::move(lease), std::move(done));
 }
 
 void service::abandon_waiting() { impl_->store->abandon(); }
