@@ -9,6 +9,8 @@
 #                                                            ADMIT_BUILD_BENCHMARKS=ON) instead of build/release
 #   bench/redis_semaphore_instructions.sh --redis-server P   another redis-server binary (one built with symbols, for
 #                                                            callgrind_annotate on the dumps kept)
+#   bench/redis_semaphore_instructions.sh --case NAME        only that case (admit-64x8, admit-1x1, minimal-64x8 or
+#                                                            minimal-1x1); repeat it for several
 #
 # Each case starts its own redis-server under `valgrind --tool=callgrind` (on CPU 0 when there are 2+ CPUs, the bench
 # on CPU 1) and runs admit_redis_semaphore_bench against it for 30 s: admit's asynchronous contenders at 64:8 and 1:1
@@ -23,19 +25,28 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/redis_common.sh"
 
 build_dir=build/release redis_server=redis-server
+all_cases=(admit-64x8 admit-1x1 minimal-64x8 minimal-1x1) cases=()
 while (($#)); do
   case "$1" in
-    --build-dir | --redis-server)
+    --build-dir | --redis-server | --case)
       [[ $# -ge 2 ]] || { echo "$script: $1 needs a value" >&2; exit 2; }
-      if [[ "$1" == --build-dir ]]; then build_dir=$(realpath -m --relative-to="$repo" "$2"); else redis_server=$2; fi
+      case "$1" in
+        --build-dir) build_dir=$(realpath -m --relative-to="$repo" "$2") ;;
+        --redis-server) redis_server=$2 ;;
+        *)
+          [[ " ${all_cases[*]} " == *" $2 "* ]] ||
+            { echo "$script: no case '$2' (expected one of ${all_cases[*]})" >&2; exit 2; }
+          cases+=("$2")
+          ;;
+      esac
       shift
       ;;
     -h | --help)
-      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
-      echo "$script: unknown argument '$1' (expected --build-dir DIR, --redis-server PATH or --help)" >&2
+      echo "$script: unknown argument '$1' (expected --build-dir DIR, --redis-server PATH, --case NAME or --help)" >&2
       exit 2
       ;;
   esac
@@ -86,9 +97,14 @@ count() {
   printf '%s\t%d\t%d\t%d\t%d\n' "$label" $((instructions / cycles)) $((instructions / calls)) "$cycles" "$calls"
 }
 
-step 3/3 "counting: four cases of about 15 s each ($("$redis_server" --version | cut -d' ' -f3))"
+((${#cases[@]})) || cases=("${all_cases[@]}")
+step 3/3 "counting: ${#cases[@]} case(s) of about 15 s each ($("$redis_server" --version | cut -d' ' -f3))"
 printf 'case\tinstructions per cycle\tper call\tcycles\tcalls\n'
-count admit-64x8 --cycles 64:8 --api async --minimal off
-count admit-1x1 --cycles 1:1 --api async --minimal off
-count minimal-64x8 --cycles 64:8 --api none --minimal on
-count minimal-1x1 --cycles 1:1 --api none --minimal on
+for c in "${cases[@]}"; do
+  case "$c" in
+    admit-64x8) count admit-64x8 --cycles 64:8 --api async --minimal off ;;
+    admit-1x1) count admit-1x1 --cycles 1:1 --api async --minimal off ;;
+    minimal-64x8) count minimal-64x8 --cycles 64:8 --api none --minimal on ;;
+    minimal-1x1) count minimal-1x1 --cycles 1:1 --api none --minimal on ;;
+  esac
+done

@@ -34,12 +34,10 @@ local function read_state(KEYS, ARGV)
     holders, leases, queue, expiry = named_holders, named_leases, named_queue, named_expiry
   end
   op = ARGV[1]
-  -- (Writes left waiting only by a call that failed halfway: they are not this call's.)
-  grants_waiting, ended_waiting = 0, 0
   now = server_time()
   now_formatted = nil
-  dirty.idle, dirty.free, dirty.fence, dirty.seq, dirty.next = false, false, false, false, false
-  dirty.capacity, dirty.rate, dirty.created, dirty.tat, dirty.classes = false, false, false, false, false
+  -- (The other dirty fields are reset by read_classes(): the short way writes what it changes itself.)
+  dirty.capacity, dirty.free, dirty.rate, dirty.created = false, false, false, false
   touched, latest = nil, 0
   if ARGV[2] ~= given.text then
     -- (A plain search first: most definitions have neither suffix, and a pattern costs more.)
@@ -114,6 +112,17 @@ local function read_state(KEYS, ARGV)
     end
   end
   if rate_key then tat = rate_key_tat() end
+  -- An admission that names another definition than the stored one (see ARGV[2]); never a semaphore. The stored text
+  -- is kept in meta's definition field whenever the capacity or the rate changes (older semaphores: computed).
+  differs = not given.plain and defined ~= (stored_definition or definition())
+end
+
+-- The rest of the call's state, which only the long way needs (the short way below takes neither classes nor
+-- waiters, and writes what it changes itself): the classes and their counts, and the fields save() writes.
+local function read_classes(KEYS)
+  -- (Writes left waiting only by a call that failed halfway: they are not this call's.)
+  grants_waiting, ended_waiting = 0, 0
+  dirty.fence, dirty.seq, dirty.next, dirty.tat, dirty.classes = false, false, false, false, false
   cls, multi = nil, false
   if class_text then
     cls = {}
@@ -146,9 +155,6 @@ local function read_state(KEYS, ARGV)
     cls = { { g = 0, ai = 0, ab = 0, held = 0, atat = 0, list = queue,
       queued = queued_one } }
   end
-  -- An admission that names another definition than the stored one (see ARGV[2]); never a semaphore. The stored text
-  -- is kept in meta's definition field whenever the capacity or the rate changes (older semaphores: computed).
-  differs = not given.plain and defined ~= (stored_definition or definition())
 end
 
 -- The two commonest calls take a short way: a free permit taken, and a lease given back, while nobody waits and
@@ -158,7 +164,7 @@ end
 -- calls' own commands).
 -- Returns the reply, or nil for the long way.
 local function short_way(ARGV)
-  if capacity and not differs and not multi and now < next_due and not dirty.idle
+  if capacity and not differs and not class_text and now < next_due and not dirty.idle
       and (op == 'acquire' or (op == 'release' and ARGV[5])) and rcall('ZCARD', expiry) == 0 then
     local id = ARGV[3]
     if op == 'release' then
@@ -260,6 +266,7 @@ local function call(KEYS, ARGV)
   if early then return early end
   local short = short_way(ARGV)
   if short then return short end
+  read_classes(KEYS)
   if multi and not acquire_in_class then -- made once (a library) or only with classes (a script)
     make_class_helpers()
     make_class_acquire()
