@@ -17,7 +17,8 @@ inline constexpr const char* inspect_description =
     "Exit status: 0 shown; 1 no such semaphore or limit; 2 bad input (an option, the URL); 75 (EX_TEMPFAIL) Redis "
     "failed in a way that may pass by waiting (no answer within --timeout, connection refused or lost, LOADING, "
     "BUSY); 69 (EX_UNAVAILABLE) Redis failed in a way waiting cannot fix (authentication failed, unknown host, no "
-    "such database, not a Redis server). The cause goes to stderr.";
+    "such database, not a Redis server); 66 (EX_NOINPUT) without --redis, the limit's files cannot be read (no "
+    "permission, an I/O error). The cause goes to stderr.";
 
 struct inspect_options {
   std::string redis;         // URL: redis://[:password@]host:port[/db] or unix:///path (empty: a local limit)

@@ -6,6 +6,7 @@
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
 #include "admit/detail/format_double.hpp"
 #include "admit/rate.hpp"
@@ -84,7 +85,13 @@ int inspect_local(const std::string& name, const std::string& lock_directory, co
   }
   const std::filesystem::path dir =
       lock_directory.empty() ? default_lock_directory() : std::filesystem::path(lock_directory);
-  const local_inspection in = inspect_local(dir, name);
+  local_inspection in;
+  try {
+    in = inspect_local(dir, name);
+  } catch (const std::system_error& e) {  // the directory or its files: read as another user, or an I/O error
+    err << "admit inspect: " << e.what() << "\n";
+    return exit_no_input;
+  }
   if (!in.exists) {
     err << "admit inspect: no local limit named " << quote(name) << " in " << quote(dir.string())
         << " (a limit of `admit run` without --redis; with --redis, pass it here too)\n";

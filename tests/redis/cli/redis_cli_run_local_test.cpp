@@ -301,6 +301,27 @@ TEST_F(AdmitRunLocal, ReleasedWhenTheCommandExitsAndTheDefaultDirectory) {
       << "ADMIT_LOCK_DIR was not the default directory";
 }
 
+// A limit whose files cannot be read is neither shown nor "no such limit" (1): exit 66, EX_NOINPUT, naming the path
+// and the reason. A file where the limit's directory belongs (as root too); without root, a directory of another mode.
+TEST_F(AdmitRunLocal, InspectOfALimitThatCannotBeReadIs66) {
+  std::filesystem::create_directories(locks_);
+  { std::ofstream(std::filesystem::path(locks_) / "blocked") << "not a directory"; }
+  run_result r = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "blocked"});
+  EXPECT_EQ(r.status, 66) << r.err;
+  EXPECT_NE(r.err.find("blocked"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Not a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "--json", "blocked"}).status, 66);
+  EXPECT_EQ(admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "absent"}).status, 1);
+  if (::geteuid() != 0) {
+    ASSERT_EQ(admit(run("closed", {"--concurrency", "1", "--", "true"})).status, 0);
+    std::filesystem::permissions(std::filesystem::path(locks_) / "closed", std::filesystem::perms::none);
+    r = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "closed"});
+    std::filesystem::permissions(std::filesystem::path(locks_) / "closed", std::filesystem::perms::owner_all);
+    EXPECT_EQ(r.status, 66) << r.err;
+    EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;
+  }
+}
+
 // A terminal: the status line while waiting, erased before the command starts (the command writes at once: five
 // rounds, as an erase that comes late loses the race only sometimes); none with --quiet or --json.
 TEST_F(AdmitRunLocal, StatusLineOnATerminalOnly) {
