@@ -54,6 +54,24 @@ TEST_F(ConfigurationDirectory, LoadsEveryYamlFileDirectlyInItInNameOrder) {
   EXPECT_EQ(c->rules()[1].full_key, "second.b");
   EXPECT_TRUE(c->has_domain("first"));
   EXPECT_TRUE(c->has_domain("second"));
+  // What is not read is named, in name order (envoyproxy/ratelimit's loader reads every file of the tree: ignored in
+  // silence, a `.yml` of rules would leave its requests answered OK); hidden names are not.
+  std::vector<std::string> not_read;
+  for (const auto& w : c->warnings()) {
+    EXPECT_EQ(w.line, 0) << w.file;
+    EXPECT_NE(w.message.find("not read"), std::string::npos) << w.message;
+    not_read.push_back(std::filesystem::path(w.file).filename().string());
+  }
+  EXPECT_EQ(not_read, (std::vector<std::string>{"README.md", "a.yaml~", "c.yml", "dir.yaml", "nested"}));
+}
+
+TEST_F(ConfigurationDirectory, HiddenNamesAreSkippedWithoutAWord) {
+  write("a.yaml", "domain: first\ndescriptors:\n  - {key: a, rate_limit: {unit: second, requests_per_unit: 1}}\n");
+  write(".a.yaml.swp", "not read: [\n");
+  std::filesystem::create_directories(dir_ / "..2026_12_07");
+  const auto c = configuration::load_directory(dir_);
+  EXPECT_EQ(c->rules().size(), 1U);
+  EXPECT_TRUE(c->warnings().empty()) << c->warnings().front().file;
 }
 
 TEST_F(ConfigurationDirectory, ADuplicateDomainNamesTheLaterFile) {

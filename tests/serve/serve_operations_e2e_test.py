@@ -47,6 +47,7 @@ def busy_ports(config):
         check(status == 1, f"busy {option}: exit 1 (got {status}: {err})")
         check(str(port) in err and "Address already in use" in err, f"busy {option}: names the port and why: {err}")
         check("another admit serve, or another program" in err, f"busy {option}: says who may hold it: {err}")
+        check(err.count("Address already in use") == 1, f"busy {option}: said once: {err}")
         check(took < WAIT, f"busy {option}: exits at once ({took:.2f}s)")
         # gRPC's own account of the failed bind (a 1.5 KB error tree) is not the first thing an operator reads.
         check('"msg":"grpc"' not in err, f"busy {option}: gRPC's own error tree is not logged: {err}")

@@ -359,8 +359,7 @@ int run_serve(serve_options o, std::ostream& err) {
     h.port = http_port;
     h.reuse_port = o.reuse_port;
     http = std::make_unique<http_server>(svc, h);
-  } catch (const std::exception& e) {
-    log::error("cannot start", {{"error", e.what()}});
+  } catch (const std::exception& e) {  // said once, on stderr, as every other reason not to start
     err << "admit serve: " << e.what() << "\n";
     return cli::exit_failure;
   }

@@ -118,10 +118,10 @@ configuration::configuration(std::vector<domain_tree> domains, std::vector<rate_
 
 configuration::~configuration() = default;
 
-std::shared_ptr<const configuration> configuration::load(std::span<const std::pair<std::string, std::string>> files) {
+std::shared_ptr<const configuration> configuration::load(std::span<const std::pair<std::string, std::string>> files,
+                                                         std::vector<config_warning> warnings) {
   std::vector<domain_tree> domains;
   std::vector<rate_limit_rule> rules;
-  std::vector<config_warning> warnings;
   for (const auto& [name, text] : files) detail::load_yaml_file(name, text, domains, rules, warnings);
   return std::make_shared<const configuration>(std::move(domains), std::move(rules), std::move(warnings));
 }
@@ -168,6 +168,7 @@ std::shared_ptr<const configuration> configuration::load_directory(const std::fi
   namespace fs = std::filesystem;
   const std::string dir_name = dir.string();
   std::vector<fs::path> paths;
+  std::vector<config_warning> not_read;  // what envoyproxy/ratelimit would read and admit does not: said, not silent
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
   if (ec) throw config_error(dir_name, 0, "cannot read the configuration directory: " + ec.message());
@@ -175,15 +176,25 @@ std::shared_ptr<const configuration> configuration::load_directory(const std::fi
     if (ec) break;
     const fs::path& p = it->path();
     const std::string name = p.filename().string();
-    // `*.yaml` directly in the directory, as envoyproxy/ratelimit documents (a `.yml` file or a subdirectory is not
-    // read). A directory named x.yaml is skipped; anything that is a file or a link to one is read.
-    if (name.size() <= 5 || name.compare(name.size() - 5, 5, ".yaml") != 0) continue;
+    // `*.yaml` directly in the directory, as envoyproxy/ratelimit documents. Its runtime loader reads every file of the
+    // tree (a `.yml`, a file in a subdirectory): those are named in a warning, where ignoring them in silence would
+    // answer OK to what they limit. Hidden names (a Kubernetes ConfigMap's `..data`) are skipped without a word. A
+    // directory named x.yaml is skipped; anything that is a file or a link to one is read.
     std::error_code type_ec;
-    if (fs::is_directory(it->status(type_ec))) continue;
-    paths.push_back(p);
+    const bool directory = fs::is_directory(it->status(type_ec));
+    const bool yaml = name.size() > 5 && name.compare(name.size() - 5, 5, ".yaml") == 0;
+    if (yaml && !directory) {
+      paths.push_back(p);
+    } else if (!name.starts_with('.')) {
+      not_read.push_back({p.string(), 0,
+                          directory ? "a subdirectory: not read (only the *.yaml files directly in the directory are)"
+                                    : "not read: only *.yaml files are (rename it to .yaml if it holds rules)"});
+    }
   }
   if (ec) throw config_error(dir_name, 0, "cannot read the configuration directory: " + ec.message());
   std::sort(paths.begin(), paths.end());
+  std::sort(not_read.begin(), not_read.end(),
+            [](const config_warning& a, const config_warning& b) { return a.file < b.file; });
   std::vector<std::pair<std::string, std::string>> files;
   files.reserve(paths.size());
   for (const fs::path& p : paths) {
@@ -205,7 +216,7 @@ std::shared_ptr<const configuration> configuration::load_directory(const std::fi
     }
     files.emplace_back(p.string(), std::move(content));
   }
-  return load(files);
+  return load(files, std::move(not_read));
 }
 
 std::optional<rule_match> configuration::find(std::string_view domain,

@@ -68,7 +68,8 @@ struct config_warning {
 class configuration {
  public:
   // Loads every `*.yaml` file directly in `dir` (as envoyproxy/ratelimit documents for RUNTIME_ROOT/
-  // RUNTIME_SUBDIRECTORY/config; `.yml` and other files, and subdirectories, are ignored; a link to a file is read),
+  // RUNTIME_SUBDIRECTORY/config; a link to a file is read; other files and subdirectories are not, each named in
+  // warnings() unless its name starts with '.'),
   // in name order; file names in rules and errors are `dir / name`. A directory without such files is an empty
   // configuration (no domain: every request is for an unknown domain), as envoyproxy/ratelimit loads it. Refuses,
   // with the first problem found: unreadable directory or file (line 0, the system's reason), YAML syntax error,
@@ -80,9 +81,10 @@ class configuration {
   // takes the last of a key given twice in one map; `quota_mode` and `metadata` are read and ignored. A key written
   // where it means nothing is in warnings(). Throws config_error.
   [[nodiscard]] static std::shared_ptr<const configuration> load_directory(const std::filesystem::path& dir);
-  // Loads from YAML texts: {file name, text} (tests, and the unit of load_directory). Throws config_error.
+  // Loads from YAML texts: {file name, text} (tests, and the unit of load_directory); `warnings` come first in
+  // warnings(). Throws config_error.
   [[nodiscard]] static std::shared_ptr<const configuration> load(
-      std::span<const std::pair<std::string, std::string>> files);
+      std::span<const std::pair<std::string, std::string>> files, std::vector<config_warning> warnings = {});
 
   // The rule for `entries` in `domain` under envoyproxy/ratelimit's matching: walk the descriptor tree entry by entry,
   // at each level taking the descriptor whose key and value equal the entry's, else the first descriptor in file order
