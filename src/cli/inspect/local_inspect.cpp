@@ -145,12 +145,19 @@ int inspect_local(const std::string& name, const std::string& lock_directory, co
     out << "class " << d.classes[c].name << " (share " << admit::detail::format_double(d.classes[c].share)
         << "): " << by_class[c].held << " permit(s) held, " << by_class[c].queued << " asked by its waiters\n";
   }
-  if (!s.holders.empty()) out << "holders:\n";
+  // (As the Redis form's: a list cut by --most says so, the counts above being the whole's.)
+  const auto cut = [most](std::size_t all) {
+    return all > most ? "the first " + std::to_string(most) + " of " + std::to_string(all) : std::string();
+  };
+  const std::string holders_cut = cut(s.holders.size()), waiters_cut = cut(s.waiters.size());
+  if (!s.holders.empty()) out << "holders" << (holders_cut.empty() ? "" : " (" + holders_cut + ")") << ":\n";
   for (std::size_t i = 0; i < s.holders.size() && i < most; ++i) {
     out << "  ";
     print_entry(out, s.holders[i], "running for", d.classes);
   }
-  if (!s.waiters.empty()) out << "queue (in order of arrival):\n";
+  if (!s.waiters.empty()) {
+    out << "queue (in order of arrival" << (waiters_cut.empty() ? "" : ", " + waiters_cut) << "):\n";
+  }
   for (std::size_t i = 0; i < s.waiters.size() && i < most; ++i) {
     out << "  " << i + 1 << ". ";
     print_entry(out, s.waiters[i], "waiting for", d.classes);

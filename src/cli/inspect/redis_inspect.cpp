@@ -186,7 +186,7 @@ void print_text(std::ostream& out, const std::string& name, const std::string& w
   if (!s.holders.empty()) {
     out << "holders (soonest expiry first"
         << (static_cast<std::int64_t>(s.holders.size()) < s.holder_count
-                ? ", the first " + std::to_string(s.holders.size())
+                ? ", the first " + std::to_string(s.holders.size()) + " of " + std::to_string(s.holder_count)
                 : std::string())
         << "):\n";
     for (std::size_t i = 0; i < s.holders.size(); ++i) {
@@ -200,8 +200,9 @@ void print_text(std::ostream& out, const std::string& name, const std::string& w
   }
   if (!s.queue.empty()) {
     out << "queue (in order"
-        << (static_cast<std::int64_t>(s.queue.size()) < s.waiter_count ? ", the first " + std::to_string(s.queue.size())
-                                                                       : std::string())
+        << (static_cast<std::int64_t>(s.queue.size()) < s.waiter_count
+                ? ", the first " + std::to_string(s.queue.size()) + " of " + std::to_string(s.waiter_count)
+                : std::string())
         << "):\n";
     for (std::size_t i = 0; i < s.queue.size(); ++i) {
       const auto& w = s.queue[i];

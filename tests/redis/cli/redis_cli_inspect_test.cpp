@@ -102,6 +102,20 @@ TEST_F(AdmitInspectRuns, AWaiterShowsItsHostPidAndCommand) {
   EXPECT_NE(text.find(": echo waited\n"), std::string::npos) << text;  // the shell line as it is, unquoted
 }
 
+// --most N cuts the lists Redis answers with, and the text says where: "the first N of M".
+TEST_F(AdmitInspectRuns, MostSaysWhereItCutTheQueue) {
+  child_process holder(run("cut", {"--", "sleep", "60"}));
+  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
+  child_process first(run("cut", {"--", "true"})), second(run("cut", {"--", "true"}));
+  ASSERT_TRUE(wait_for_event(first, {"waiting"})) << first.err();
+  ASSERT_TRUE(wait_for_event(second, {"waiting"})) << second.err();
+  const run_result r = run_to_end({ADMIT_CLI, "inspect", "--redis", server_.url(), "--most", "1", "cut"}, 10s);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("queue (in order, the first 1 of 2):"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("holders (soonest expiry first):"), std::string::npos) << r.out;  // 1 of 1: not cut
+  EXPECT_EQ(inspect_text("cut").find("the first"), std::string::npos);
+}
+
 // The `admit run` of a holder is SIGKILLed: its lease lives on in Redis until --lease-ttl (60 s), but inspect says at
 // once that the run is dead, and why. (Its command, which outlives it, is ended by the test.)
 TEST_F(AdmitInspectRuns, AHolderWhoseRunWasKilledIsShownDead) {

@@ -322,6 +322,25 @@ TEST_F(AdmitRunLocal, InspectOfALimitThatCannotBeReadIs66) {
   }
 }
 
+// --most N cuts the lists, and the text says where: "the first N of M" (the header's counts are the whole's).
+TEST_F(AdmitRunLocal, InspectSaysWhereMostCutTheLists) {
+  const args holder{"--concurrency", "2", "--json", "--", "sleep", "60"};
+  child_process a(run("most", holder)), b(run("most", holder));
+  ASSERT_TRUE(wait_for_event(a, {"started"})) << a.err();
+  ASSERT_TRUE(wait_for_event(b, {"started"})) << b.err();
+  child_process c(run("most", holder)), d(run("most", holder));
+  ASSERT_TRUE(wait_for_event(c, {"waiting"})) << c.err();
+  ASSERT_TRUE(wait_for_event(d, {"waiting"})) << d.err();
+  const run_result one = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "--most", "1", "most"});
+  EXPECT_EQ(one.status, 0) << one.err;
+  EXPECT_NE(one.out.find("2 holder(s), 2 waiting"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("holders (the first 1 of 2):"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("queue (in order of arrival, the first 1 of 2):"), std::string::npos) << one.out;
+  const run_result all = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "--most", "2", "most"});
+  EXPECT_EQ(all.out.find("the first"), std::string::npos) << all.out;
+  for (child_process* p : {&a, &b, &c, &d}) ::kill(p->pid(), SIGKILL);
+}
+
 // A terminal: the status line while waiting, erased before the command starts (the command writes at once: five
 // rounds, as an erase that comes late loses the race only sometimes); none with --quiet or --json.
 TEST_F(AdmitRunLocal, StatusLineOnATerminalOnly) {
