@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/common/duration.hpp"
@@ -47,6 +48,20 @@ std::optional<std::string> run_entry_death(const run_entry& e, std::optional<std
     return "its lease was not renewed for " + human_duration(unrenewed.count());
   }
   return std::nullopt;
+}
+
+std::optional<std::string> run_entry_stopped(const run_entry& e) {
+  if (e.info.pid <= 0 || e.info.host.empty() || e.info.host != run::host_name()) return std::nullopt;
+  std::ifstream stat("/proc/" + std::to_string(e.info.pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return std::nullopt;
+  // "pid (comm) S ...": the state follows the last ')' (comm, the program's name, may hold spaces and parentheses).
+  const auto paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= text.size()) return std::nullopt;
+  const char state = text[paren + 2];
+  if (state != 'T' && state != 't') return std::nullopt;
+  return "pid " + std::to_string(e.info.pid) + " is stopped (SIGSTOP, Ctrl-Z): it keeps its place until continued " +
+         "(kill -CONT " + std::to_string(e.info.pid) + ") or killed";
 }
 
 }  // namespace admit::cli

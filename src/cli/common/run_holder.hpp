@@ -41,4 +41,10 @@ struct run_entry {
 [[nodiscard]] std::optional<std::string> run_entry_death(const run_entry& e,
                                                          std::optional<std::chrono::microseconds> lease_left);
 
+// Why the run of `e` is stopped, in words ("pid 4711 is stopped (SIGSTOP, Ctrl-Z): ..."), or nullopt when it is not
+// or nothing says so: on this host only, a pid whose state in /proc/<pid>/stat is T or t (stopped by a signal or a
+// tracer). A stopped run keeps what it has — a holder its permits, a waiter its place, holding back everyone behind
+// it in a FIFO queue — until it is continued (SIGCONT) or killed.
+[[nodiscard]] std::optional<std::string> run_entry_stopped(const run_entry& e);
+
 }  // namespace admit::cli

@@ -30,6 +30,12 @@ std::string dead_because(const local_snapshot::entry& e) {
   return why ? *why + "; a process it started still holds its lock" : std::string();
 }
 
+// Why an entry's `admit run` is stopped (a holder keeps its permits, a waiter its place and everyone behind it), as
+// for Redis's: nullopt when it runs.
+std::optional<std::string> stopped_because(const local_snapshot::entry& e) {
+  return run_entry_stopped(run_entry{e.info, std::chrono::milliseconds(0)});
+}
+
 nlohmann::ordered_json entry_json(const local_snapshot::entry& e, const char* time_key, bool classes) {
   nlohmann::ordered_json j = {{"ticket", e.ticket}, {"weight", e.weight}};
   if (classes) j["class"] = e.priority;
@@ -40,6 +46,9 @@ nlohmann::ordered_json entry_json(const local_snapshot::entry& e, const char* ti
   const std::string why = dead_because(e);
   j["dead"] = !why.empty();
   if (!why.empty()) j["dead_because"] = why;
+  const auto stopped = why.empty() ? stopped_because(e) : std::nullopt;
+  j["stopped"] = stopped.has_value();
+  if (stopped) j["stopped_because"] = *stopped;
   return j;
 }
 
@@ -49,7 +58,11 @@ void print_entry(std::ostream& out, const local_snapshot::entry& e, const char* 
   if (e.priority < classes.size()) out << "  class " << classes[e.priority].name;
   out << "  " << e.info.host << " pid " << e.info.pid << " " << verb << " "
       << human_duration(ns_since(e.info.started_unix_ms)) << ": " << as_shown(e.info.command);
-  if (const std::string why = dead_because(e); !why.empty()) out << "  DEAD: " << why;
+  if (const std::string why = dead_because(e); !why.empty()) {
+    out << "  DEAD: " << why;
+  } else if (const auto stopped = stopped_because(e)) {
+    out << "  STOPPED: " << *stopped;
+  }
   out << "\n";
 }
 

@@ -95,6 +95,9 @@ void add_run(nlohmann::ordered_json& j, const run_entry& e, const char* time_key
   const auto death = run_entry_death(e, lease_left);
   j["dead"] = death.has_value();
   if (death) j["dead_because"] = *death;
+  const auto stopped = death ? std::nullopt : run_entry_stopped(e);
+  j["stopped"] = stopped.has_value();
+  if (stopped) j["stopped_because"] = *stopped;
 }
 
 // The same in words: "  admit run on HOST pid PID for 1.2s: "CMD"", and why it is dead when it is.
@@ -102,7 +105,11 @@ void print_run(std::ostream& out, const run_entry& e, const char* verb,
                std::optional<std::chrono::microseconds> lease_left) {
   out << "  admit run on " << e.info.host << " pid " << e.info.pid << " " << verb << " " << human_duration(since_ns(e))
       << ": " << as_shown(e.info.command);
-  if (const auto death = run_entry_death(e, lease_left)) out << "  DEAD: " << *death;
+  if (const auto death = run_entry_death(e, lease_left)) {
+    out << "  DEAD: " << *death;
+  } else if (const auto stopped = run_entry_stopped(e)) {
+    out << "  STOPPED: " << *stopped;
+  }
 }
 
 void print_json(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s,

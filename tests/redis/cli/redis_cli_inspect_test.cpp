@@ -102,6 +102,25 @@ TEST_F(AdmitInspectRuns, AWaiterShowsItsHostPidAndCommand) {
   EXPECT_NE(text.find(": echo waited\n"), std::string::npos) << text;  // the shell line as it is, unquoted
 }
 
+// A waiter stopped by SIGSTOP on this host is named as stopped (it holds its place until its waiter TTL, as it no
+// longer polls), and no longer once it is continued.
+TEST_F(AdmitInspectRuns, AStoppedWaiterIsNamed) {
+  child_process holder(run("halt", {"--", "sleep", "60"}));
+  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
+  child_process waiter(run("halt", {"--", "true"}));
+  ASSERT_TRUE(wait_for_event(waiter, {"waiting"})) << waiter.err();
+  ASSERT_EQ(::kill(waiter.pid(), SIGSTOP), 0);
+  const std::string named = "STOPPED: pid " + std::to_string(waiter.pid());
+  ASSERT_TRUE(eventually([&] { return inspect_text("halt").find(named) != std::string::npos; }))
+      << inspect_text("halt");
+  const auto j = inspect_json("halt");
+  ASSERT_TRUE(j.is_object() && j["queue"].size() == 1) << j.dump();
+  EXPECT_EQ(j["queue"][0].value("stopped", false), true) << j.dump();
+  EXPECT_EQ(j["holders"][0].value("stopped", true), false) << j.dump();
+  ASSERT_EQ(::kill(waiter.pid(), SIGCONT), 0);
+  EXPECT_TRUE(eventually([&] { return inspect_text("halt").find("STOPPED") == std::string::npos; }));
+}
+
 // --most N cuts the lists Redis answers with, and the text says where: "the first N of M".
 TEST_F(AdmitInspectRuns, MostSaysWhereItCutTheQueue) {
   child_process holder(run("cut", {"--", "sleep", "60"}));

@@ -341,6 +341,34 @@ TEST_F(AdmitRunLocal, InspectSaysWhereMostCutTheLists) {
   for (child_process* p : {&a, &b, &c, &d}) ::kill(p->pid(), SIGKILL);
 }
 
+// A waiter stopped by SIGSTOP keeps its place and holds back everyone behind it: inspect says so, and stops saying
+// so once it is continued.
+TEST_F(AdmitRunLocal, InspectNamesAStoppedWaiter) {
+  const auto holder = hold("stop");
+  child_process waiter(run("stop", {"--concurrency", "1", "--json", "--", "true"}));
+  ASSERT_TRUE(wait_for_event(waiter, {"waiting"})) << waiter.err();
+  const auto inspect = [&](bool json) {
+    args a{ADMIT_CLI, "inspect", "--lock-dir", locks_, "stop"};
+    if (json) a = a + args{"--json"};
+    return admit(a, 10s);
+  };
+  ASSERT_EQ(::kill(waiter.pid(), SIGSTOP), 0);
+  // (The kernel marks it stopped once the signal is delivered: asked again until then.)
+  ASSERT_TRUE(eventually([&] {
+    return inspect(false).out.find("STOPPED: pid " + std::to_string(waiter.pid())) != std::string::npos;
+  })) << inspect(false).out;
+  const auto j = nlohmann::json::parse(inspect(true).out, nullptr, false);
+  ASSERT_TRUE(j.is_object() && j["queue"].size() == 1 && j["holders"].size() == 1) << j.dump();
+  EXPECT_EQ(j["queue"][0].value("stopped", false), true) << j.dump();
+  EXPECT_NE(j["queue"][0].value("stopped_because", "").find("kill -CONT"), std::string::npos) << j.dump();
+  EXPECT_EQ(j["holders"][0].value("stopped", true), false) << j.dump();
+  ASSERT_EQ(::kill(waiter.pid(), SIGCONT), 0);
+  EXPECT_TRUE(eventually([&] { return inspect(false).out.find("STOPPED") == std::string::npos; }))
+      << inspect(false).out;
+  ::kill(holder->pid(), SIGKILL);
+  EXPECT_EQ(finish(waiter, 10s).status, 0) << waiter.err();
+}
+
 // A terminal: the status line while waiting, erased before the command starts (the command writes at once: five
 // rounds, as an erase that comes late loses the race only sometimes); none with --quiet or --json.
 TEST_F(AdmitRunLocal, StatusLineOnATerminalOnly) {
