@@ -209,7 +209,7 @@ local function join(A, id, n, ttl, k)
   seq = seq + 1
   dirty.seq = true
   wrote(expiry, until_us) -- a waiter already queued under this id has its expiry moved too
-  if rcall('ZADD', expiry, int(until_us), id) == 1 then
+  if rcall('ZADD', expiry, join_expiry_of(until_us), id) == 1 then
     -- (n and the ttl as the caller wrote them, A[4] and A[5]: plain digits, as run.acquire checked)
     rcall('RPUSH', cls and cls[k].list or queue, waiter_record(id, n, A[4], ttl, A[5], A[9]))
     wrote(cls and cls[k].list or queue)

@@ -109,6 +109,16 @@ local function int(x)
   return format('%.0f', x)
 end
 
+-- The texts of the times and the token a call writes more than once, each kept until another value comes: every grant
+-- of a call expires at the same time (now + the lease ttl), every join's waiter too (now + the waiter ttl), and the
+-- last grant's fencing token is meta's fence when the call ends. Formatting a 16-digit number costs about 1,800 of
+-- Redis's instructions; a comparison, a few.
+local grant_expiry, grant_expiry_text, join_expiry, join_expiry_text, last_fence, last_fence_text
+local function join_expiry_of(until_us)
+  if until_us ~= join_expiry then join_expiry, join_expiry_text = until_us, int(until_us) end
+  return join_expiry_text
+end
+
 -- Texts already read as numbers, and their values: most of a call's numbers are the same texts call after call (n,
 -- the TTLs, max waiters, a batch's argument counts), and a table lookup costs a tenth of reading a text (glibc's
 -- strtod). Kept across calls when the code is loaded as a function library (one per run as a script); emptied when it
@@ -303,7 +313,9 @@ local function save()
   if dirty.capacity then args[#args + 1] = 'capacity'; args[#args + 1] = int(capacity) end
   if dirty.capacity or dirty.rate then args[#args + 1] = 'definition'; args[#args + 1] = definition() end
   if dirty.free then args[#args + 1] = 'free'; args[#args + 1] = int(free) end
-  if dirty.fence then args[#args + 1] = 'fence'; args[#args + 1] = recall(int(fence), fence) end
+  if dirty.fence then
+    args[#args + 1] = 'fence'; args[#args + 1] = recall(fence == last_fence and last_fence_text or int(fence), fence)
+  end
   if dirty.next then args[#args + 1] = 'next'; args[#args + 1] = recall(int(next_due), next_due) end
   if dirty.seq then args[#args + 1] = 'seq'; args[#args + 1] = recall(int(seq), seq) end
   if dirty.rate then
@@ -395,7 +407,9 @@ local function grant(id, n, ttl, k, n_text)
   fence = max(fence + 1, now)
   dirty.fence = true
   local expires = now + ttl
-  local expires_text, held = int(expires), (n_text or int(n)) .. ':' .. int(fence)
+  if expires ~= grant_expiry then grant_expiry, grant_expiry_text = expires, int(expires) end
+  last_fence, last_fence_text = fence, int(fence)
+  local expires_text, held = grant_expiry_text, (n_text or int(n)) .. ':' .. last_fence_text
   wrote(holders, expires)
   wrote(leases)
   grants_waiting = grants_waiting + 1
