@@ -51,7 +51,10 @@ std::string with_words(const std::string& words) { return words.empty() ? std::s
 redis_failure reply_failure(const std::string& where, std::string_view text) {
   const redis::error_kind kind = redis::kind_of_error(text);
   redis_failure f{make_error_code(errc::error_reply), {}, kind == redis::error_kind::transient};
-  if (kind == redis::error_kind::credentials) {
+  if (text.starts_with("NOPERM")) {  // authenticated, as a user whose ACL rules do not allow the command or key
+    f.message = "not allowed at " + where + ": " + std::string(text) +
+                " (the user's ACL rules must allow what admit sends: docs/redis.md lists it)";
+  } else if (kind == redis::error_kind::credentials) {
     f.message = "authentication failed at " + where + ": " + std::string(text);
     if (text.starts_with("NOAUTH")) f.message += " (the server wants a password: redis://:PASSWORD@host:port)";
   } else if (f.transient) {
@@ -94,8 +97,13 @@ redis_failure connection_failure(const redis::connection& conn, std::error_code 
   } else if (why == errc::unknown_master) {
     // The sentinels answered: a name none of them monitors, or nodes that are no sentinels. Not transient.
     f.message = "cannot connect to " + where + ": " + words;
-  } else if (why == errc::select_failed) {
+  } else if (why == errc::select_failed && words.find("NOPERM") != std::string::npos) {
+    f.message = "the user may not select database " + std::to_string(o.db) + " at " + where + " (" + words +
+                "; its ACL rules need +select)";
+  } else if (why == errc::select_failed && words.find("out of range") != std::string::npos) {
     f.message = "database " + std::to_string(o.db) + " does not exist at " + where + with_words(words);
+  } else if (why == errc::select_failed) {
+    f.message = "cannot select database " + std::to_string(o.db) + " at " + where + with_words(words);
   } else if (why == errc::tls_verify_failed || why == errc::tls_handshake_failed) {
     // Certificates and TLS settings do not fix themselves: not transient.
     f.message = "cannot connect to " + where + ": " + (words.empty() ? why.message() : words);
@@ -164,7 +172,11 @@ std::optional<redis_failure> check_ready(redis::connection& conn, std::chrono::n
   const auto until = ping_deadline();
   const redis::result r = conn.execute_until(until, "PING");
   if (r.error) return call_failure(conn, r.error, {}, deadline && until == *deadline ? given(until) : timeout);
-  if (r.value.is_error()) return reply_failure(redis_address(conn.options()), r.value.str());
+  // NOPERM: a user whose ACL rules leave PING out (docs/redis.md's smallest rule set does) is connected and answered
+  // all the same; what admit does need, its own commands say when they are refused.
+  if (r.value.is_error() && !r.value.str().starts_with("NOPERM")) {
+    return reply_failure(redis_address(conn.options()), r.value.str());
+  }
   return std::nullopt;
 }
 

@@ -244,6 +244,12 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
     bool topology_known = false;
     const replay_settings settings = check_limit(o);
     std::unique_ptr<redis::limiter> limiter = make_limiter(o, settings, conn, lo);
+    // Known here, whether Redis answers or not: never an answer of the failure policy (with --fail-open an admission)
+    // or a retry.
+    if (!settings.limit.is_inf() && n > limiter->limit()) {
+      throw usage_error("--cost " + std::to_string(n) + " is more than the limit " + std::to_string(limiter->limit()) +
+                        ": it can never be admitted");
+    }
 
     const auto start = std::chrono::steady_clock::now();
     // Every retry of --wait (connecting, PING, deciding) ends by then: each call's timeout is cut to what is left. The

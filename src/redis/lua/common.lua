@@ -52,6 +52,14 @@ local function admit_state_error(algorithm, key, what)
     .. ' (another algorithm\'s state, or a value admit did not write)'
 end
 
+-- The error of a command on a state key that failed (`e`, redis.pcall's error table): a key of another Redis type is
+-- answered WRONGTYPE, which names no key, and is said as admit_state_error says it; any other error (NOPERM, OOM) as
+-- it is.
+local function admit_state_call_error(e, algorithm, key, what)
+  if string.sub(e.err, 1, 9) == 'WRONGTYPE' then return admit_state_error(algorithm, key, what) end
+  return e.err
+end
+
 -- The rate algorithms' parameters: ARGV[2] the interval T (integer µs >= 1), ARGV[3] the burst (integer >= 1), ARGV[4]
 -- "1" to charge refused requests. Returns interval, burst, charge; or nil and the error reply naming `algorithm`.
 local function admit_rate_parameters(ARGV, algorithm)

@@ -21,7 +21,11 @@ local function call(KEYS, ARGV)
   local function decide(key, n, k)
     local start = fdiv(now, w) * w
     local count = 0
-    local stored = redis.call('GET', key)
+    -- (pcall: a key of another type, as a sliding log's sorted set, is answered WRONGTYPE, which names no key)
+    local stored = redis.pcall('GET', key)
+    if type(stored) == 'table' then
+      return nil, admit_state_call_error(stored, 'fixed_window', key, 'a window state')
+    end
     if stored then
       local s, sw, c = string.match(stored, '^(%d+):(%d+):(%d+)$')
       if not s then

@@ -26,7 +26,11 @@ local function call(KEYS, ARGV)
 
   local function decide(key, n, k)
     local tat = now
-    local stored = redis.call('GET', key)
+    -- (pcall: a key of another type, as a sliding log's sorted set, is answered WRONGTYPE, which names no key)
+    local stored = redis.pcall('GET', key)
+    if type(stored) == 'table' then
+      return nil, admit_state_call_error(stored, 'gcra', key, 'an integer TAT')
+    end
     if stored then
       tat = tonumber(stored)
       if not tat then

@@ -22,7 +22,11 @@ local function call(KEYS, ARGV)
   local cutoff = now - w -- members at or before it have left the window
 
   local function decide(key, n, k)
-    local in_window = redis.call('ZCOUNT', key, '(' .. admit_int(cutoff), '+inf')
+    -- (pcall: a key of another type, as a GCRA's string, is answered WRONGTYPE, which names no key)
+    local in_window = redis.pcall('ZCOUNT', key, '(' .. admit_int(cutoff), '+inf')
+    if type(in_window) == 'table' then
+      return nil, admit_state_call_error(in_window, 'sliding_log', key, 'a sorted set of admitted requests')
+    end
     -- Units of one that fit: how many of the last `limit` admitted units have left the window.
     local available = limit - math.min(limit, in_window)
     local newest, newest_member = nil, nil

@@ -99,11 +99,17 @@ TEST_F(AdmitDecide, AnotherAlgorithmsKeyIsNamedWithTheCause) {
   // fixed window's until its second ended, and the second call, finding none, was admitted).
   const auto decide = [&](std::string_view algorithm, const std::string& key) {
     args a{"decide", "--redis", server.url(), "--rate", "5/h", "--name", "api", "-a", std::string(algorithm)};
-    if (algorithm.ends_with("window")) a = a + args{"--window", "1h"};
+    if (algorithm.ends_with("window") || algorithm == "sliding-log") a = a + args{"--window", "1h"};
     return admit_cli(a + args{key});
   };
-  for (const auto& [first, second] : {std::pair{"gcra", "sliding-window"}, std::pair{"fixed-window", "gcra"},
-                                      std::pair{"sliding-window", "token-bucket"}, std::pair{"gcra", "fixed-window"}}) {
+  // (A sliding log keeps a sorted set, the others a string: Redis answers WRONGTYPE, which names no key, to each on
+  // the other's.)
+  for (const auto& [first, second] :
+       {std::pair{"gcra", "sliding-window"}, std::pair{"fixed-window", "gcra"},
+        std::pair{"sliding-window", "token-bucket"}, std::pair{"gcra", "fixed-window"},
+        std::pair{"fixed-window", "sliding-log"}, std::pair{"sliding-log", "gcra"},
+        std::pair{"sliding-log", "token-bucket"}, std::pair{"sliding-log", "fixed-window"},
+        std::pair{"sliding-log", "sliding-window"}}) {
     const std::string key = std::string(first) + "-then-" + second;
     ASSERT_EQ(decide(first, key).status, 0) << first;
     const run_result r = decide(second, key);
@@ -111,6 +117,58 @@ TEST_F(AdmitDecide, AnotherAlgorithmsKeyIsNamedWithTheCause) {
     EXPECT_NE(r.err.find("key {api}:" + key + " does not hold"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("another algorithm's state"), std::string::npos) << r.err;
   }
+  // A key something else wrote, of a type no algorithm keeps: the same.
+  server.admin({"LPUSH", "{api}:listed", "x"});
+  for (const char* algorithm : {"gcra", "token-bucket", "fixed-window", "sliding-window", "sliding-log"}) {
+    const run_result r = decide(algorithm, "listed");
+    EXPECT_EQ(r.status, 69) << algorithm << ": " << r.err;
+    EXPECT_NE(r.err.find("key {api}:listed does not hold"), std::string::npos) << algorithm << ": " << r.err;
+  }
+}
+
+// An ACL user: one whose rules leave PING out (docs/redis.md's smallest rule set does) is served; one refused a
+// command is told it is not allowed (NOPERM), not that authentication failed; a database it may not select is not
+// said not to exist.
+TEST_F(AdmitDecide, AclRefusalsAreNamedForWhatTheyAre) {
+  redis_server server;
+  const auto add_user = [&](const std::string& name, const args& rules) {
+    ASSERT_EQ(server.admin(args{"ACL", "SETUSER", name, "reset", "on", ">pw", "~{api}", "~{api}:*"} + rules), "OK");
+  };
+  add_user("noping", {"+@all", "-ping", "-select"});
+  add_user("noscripts", {"+@all", "-fcall", "-evalsha", "-eval", "-function", "-script"});
+  const std::string at = "@127.0.0.1:" + std::to_string(server.port());
+  const auto decide = [&](const std::string& url) {
+    return admit_cli({"decide", "--redis", url, "--name", "api", "--rate", "5/s", "k"});
+  };
+  const run_result served = decide("redis://noping:pw" + at);
+  EXPECT_EQ(served.status, 0) << served.err;
+  const run_result select = decide("redis://noping:pw" + at + "/3");
+  EXPECT_EQ(select.status, 69) << select.err;
+  EXPECT_NE(select.err.find("may not select database 3"), std::string::npos) << select.err;
+  EXPECT_EQ(select.err.find("does not exist"), std::string::npos) << select.err;
+  const run_result refused = decide("redis://noscripts:pw" + at);
+  EXPECT_EQ(refused.status, 69) << refused.err;
+  EXPECT_NE(refused.err.find("not allowed at redis://noscripts@"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("NOPERM"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.err.find("authentication failed"), std::string::npos) << refused.err;
+  const run_result missing = decide("redis://127.0.0.1:" + std::to_string(server.port()) + "/99");
+  EXPECT_NE(missing.err.find("database 99 does not exist"), std::string::npos) << missing.err;
+}
+
+// A cost above the limit is bad input whether Redis answers or not: never the failure policy's answer (with
+// --fail-open an admission), never retried by --wait.
+TEST_F(AdmitDecide, ACostAboveTheLimitIsBadInputWithRedisDown) {
+  redis_server server;
+  const std::string url = server.url();
+  server.kill();
+  for (const args& more : {args{}, args{"--fail-open"}, args{"--wait"}}) {
+    const run_result r = admit_cli(
+        args{"decide", "--redis", url, "--timeout", "100ms", "--rate", "10/s", "--cost", "2"} + more + args{"k"});
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("--cost 2 is more than the limit 1: it can never be admitted"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(admit_cli({"decide", "--redis", url, "--timeout", "100ms", "--rate", "inf", "--cost", "2", "k"}).status,
+            75);
 }
 
 TEST_F(AdmitDecide, RedisDownIsRefusedUnlessFailOpen) {
