@@ -259,9 +259,11 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
     std::chrono::nanoseconds pause = first_pause;
     for (bool retried = false;; retried = true) {
       const std::optional<std::chrono::steady_clock::time_point> by = retried ? give_up : std::nullopt;
-      std::optional<redis_failure> failure = check_ready(conn, lo.timeout, by);
+      // Rate inf admits without a call (decided_by unlimited): Redis need not be there.
+      const bool unlimited = settings.limit.is_inf();
+      std::optional<redis_failure> failure = unlimited ? std::nullopt : check_ready(conn, lo.timeout, by);
       redis::limiter_result r;
-      if (!failure && !topology_known) {
+      if (!failure && !topology_known && !unlimited) {
         // Asked again at the next retry when it got no answer; never past --max-wait.
         const auto now = std::chrono::steady_clock::now();
         const std::chrono::nanoseconds left = by && *by < now + lo.timeout ? *by - now : lo.timeout;

@@ -167,8 +167,11 @@ TEST_F(AdmitDecide, ACostAboveTheLimitIsBadInputWithRedisDown) {
     EXPECT_EQ(r.status, 2) << r.err;
     EXPECT_NE(r.err.find("--cost 2 is more than the limit 1: it can never be admitted"), std::string::npos) << r.err;
   }
-  EXPECT_EQ(admit_cli({"decide", "--redis", url, "--timeout", "100ms", "--rate", "inf", "--cost", "2", "k"}).status,
-            75);
+  // Rate inf: admitted without asking Redis, whatever the cost.
+  const run_result inf =
+      admit_cli({"decide", "--redis", url, "--timeout", "100ms", "--rate", "inf", "--cost", "2", "k"});
+  EXPECT_EQ(inf.status, 0) << inf.err;
+  EXPECT_NE(inf.out.find("decided_by=unlimited"), std::string::npos) << inf.out;
 }
 
 TEST_F(AdmitDecide, RedisDownIsRefusedUnlessFailOpen) {
