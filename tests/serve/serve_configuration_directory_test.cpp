@@ -68,6 +68,8 @@ TEST_F(ConfigurationDirectory, LoadsEveryYamlFileDirectlyInItInNameOrder) {
 TEST_F(ConfigurationDirectory, HiddenNamesAreSkippedWithoutAWord) {
   write("a.yaml", "domain: first\ndescriptors:\n  - {key: a, rate_limit: {unit: second, requests_per_unit: 1}}\n");
   write(".a.yaml.swp", "not read: [\n");
+  write(".hidden.yaml", "not read: [\n");
+  std::filesystem::create_symlink(dir_ / "gone", dir_ / ".#a.yaml");  // an editor's lock link, dangling
   std::filesystem::create_directories(dir_ / "..2026_12_07");
   const auto c = configuration::load_directory(dir_);
   EXPECT_EQ(c->rules().size(), 1U);

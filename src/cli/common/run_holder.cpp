@@ -60,8 +60,8 @@ std::optional<std::string> run_entry_stopped(const run_entry& e) {
   if (paren == std::string::npos || paren + 2 >= text.size()) return std::nullopt;
   const char state = text[paren + 2];
   if (state != 'T' && state != 't') return std::nullopt;
-  return "pid " + std::to_string(e.info.pid) + " is stopped (SIGSTOP, Ctrl-Z): it keeps its place until continued " +
-         "(kill -CONT " + std::to_string(e.info.pid) + ") or killed";
+  return "pid " + std::to_string(e.info.pid) + " is stopped (SIGSTOP, Ctrl-Z): it does nothing until continued (kill " +
+         "-CONT " + std::to_string(e.info.pid) + ") or killed";
 }
 
 }  // namespace admit::cli

@@ -43,8 +43,8 @@ struct run_entry {
 
 // Why the run of `e` is stopped, in words ("pid 4711 is stopped (SIGSTOP, Ctrl-Z): ..."), or nullopt when it is not
 // or nothing says so: on this host only, a pid whose state in /proc/<pid>/stat is T or t (stopped by a signal or a
-// tracer). A stopped run keeps what it has — a holder its permits, a waiter its place, holding back everyone behind
-// it in a FIFO queue — until it is continued (SIGCONT) or killed.
+// tracer). A stopped run of a local limit keeps what it has — a holder its permits, a waiter its place, holding back
+// everyone behind it — until it is continued (SIGCONT) or killed; on Redis, until its lease or waiter TTL runs out.
 [[nodiscard]] std::optional<std::string> run_entry_stopped(const run_entry& e);
 
 }  // namespace admit::cli

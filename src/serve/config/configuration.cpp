@@ -180,12 +180,13 @@ std::shared_ptr<const configuration> configuration::load_directory(const std::fi
     // tree (a `.yml`, a file in a subdirectory): those are named in a warning, where ignoring them in silence would
     // answer OK to what they limit. Hidden names (a Kubernetes ConfigMap's `..data`) are skipped without a word. A
     // directory named x.yaml is skipped; anything that is a file or a link to one is read.
+    if (name.starts_with('.')) continue;  // (a hidden x.yaml too: an editor's lock link, often dangling)
     std::error_code type_ec;
     const bool directory = fs::is_directory(it->status(type_ec));
     const bool yaml = name.size() > 5 && name.compare(name.size() - 5, 5, ".yaml") == 0;
     if (yaml && !directory) {
       paths.push_back(p);
-    } else if (!name.starts_with('.')) {
+    } else {
       not_read.push_back({p.string(), 0,
                           directory ? "a subdirectory: not read (only the *.yaml files directly in the directory are)"
                                     : "not read: only *.yaml files are (rename it to .yaml if it holds rules)"});

@@ -68,8 +68,8 @@ struct config_warning {
 class configuration {
  public:
   // Loads every `*.yaml` file directly in `dir` (as envoyproxy/ratelimit documents for RUNTIME_ROOT/
-  // RUNTIME_SUBDIRECTORY/config; a link to a file is read; other files and subdirectories are not, each named in
-  // warnings() unless its name starts with '.'),
+  // RUNTIME_SUBDIRECTORY/config; a link to a file is read; a name that starts with '.' is skipped; other files and
+  // subdirectories are not read, each named in warnings()),
   // in name order; file names in rules and errors are `dir / name`. A directory without such files is an empty
   // configuration (no domain: every request is for an unknown domain), as envoyproxy/ratelimit loads it. Refuses,
   // with the first problem found: unreadable directory or file (line 0, the system's reason), YAML syntax error,

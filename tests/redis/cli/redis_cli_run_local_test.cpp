@@ -360,7 +360,8 @@ TEST_F(AdmitRunLocal, InspectNamesAStoppedWaiter) {
   const auto j = nlohmann::json::parse(inspect(true).out, nullptr, false);
   ASSERT_TRUE(j.is_object() && j["queue"].size() == 1 && j["holders"].size() == 1) << j.dump();
   EXPECT_EQ(j["queue"][0].value("stopped", false), true) << j.dump();
-  EXPECT_NE(j["queue"][0].value("stopped_because", "").find("kill -CONT"), std::string::npos) << j.dump();
+  EXPECT_NE(j["queue"][0].value("stopped_because", "").find("until continued (kill -CONT"), std::string::npos)
+      << j.dump();
   EXPECT_EQ(j["holders"][0].value("stopped", true), false) << j.dump();
   ASSERT_EQ(::kill(waiter.pid(), SIGCONT), 0);
   EXPECT_TRUE(eventually([&] { return inspect(false).out.find("STOPPED") == std::string::npos; }))

@@ -24,6 +24,7 @@
 #include "admit/admission.hpp"
 #include "admit/redis/admission.hpp"
 #include "admit/redis/client/connection.hpp"
+#include "admit/redis/semaphore.hpp"
 #include "io_thread.hpp"
 #include "limiter_testing.hpp"
 #include "redis_server.hpp"
@@ -304,3 +305,40 @@ TEST(RedisAdmissionClasses, DecidesAsTheLocalAdmissionDoesOnScarceTokens) {
 }
 
 }  // namespace
+
+// The script keeps its per-call state in the function library's locals. A lone acquire or release that takes the
+// short way must not see what the last call, on another limit, left there: with an idle time, its call that moves the
+// keys' expiry gave its own expiry to the other limit's waiters hash and class queues (once a quarter of the idle
+// time), which then vanished under the waiters of that limit.
+TEST(RedisAdmissionClasses, AnotherLimitsShortCallsLeaveItsKeysExpiryAlone) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admit::redis::semaphore_options kept_long;
+  kept_long.idle_ttl = std::chrono::hours(1);
+  admit::redis::admission classes(conn, "classes", {.max_in_flight = 1, .classes = {{"a", 0.5}, {"b", 0.5}}},
+                                  kept_long);
+  auto held = classes.try_acquire(0);
+  ASSERT_TRUE(held) << held.error().message();
+  auto waiter = std::async(std::launch::async, [&] { return classes.try_acquire_for(20s, 1); });
+  ASSERT_TRUE(eventually([&] { return waiter_count(classes) == 1; }));
+
+  admit::redis::semaphore_options kept_short;
+  kept_short.idle_ttl = std::chrono::milliseconds(40);
+  admit::redis::semaphore plain(conn, "plain", 1, kept_short);
+  // Each round: a long call on `classes` (inspect), then a short one on `plain`; for longer than a quarter of plain's
+  // idle time, so that one of them moves plain's keys' expiry.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_FALSE(classes.inspect().second);
+    auto l = plain.try_acquire();
+    ASSERT_TRUE(l) << l.error().message();
+    ASSERT_EQ(l->release().first, admit::redis::lease::release_status::released);
+  }
+  for (const std::string key : {"{classes}:waiters", "{classes}:waiting:1"}) {
+    EXPECT_GT(std::stoll(server.admin({"PTTL", key})), 600'000) << key;  // an hour's, not plain's 10 s lease + 40 ms
+  }
+  (void)held->release();
+  auto w = waiter.get();
+  EXPECT_TRUE(w) << w.error().message();
+}

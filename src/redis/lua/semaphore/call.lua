@@ -36,7 +36,8 @@ local function read_state(KEYS, ARGV)
   op = ARGV[1]
   now = server_time()
   now_formatted = nil
-  -- (The other dirty fields are reset by read_classes(): the short way writes what it changes itself.)
+  -- (These four may be set below, and dirty.idle is; the rest are reset by read_classes(): the short way writes what
+  -- it changes itself.)
   dirty.capacity, dirty.free, dirty.rate, dirty.created = false, false, false, false
   touched, latest = nil, 0
   if ARGV[2] ~= given.text then
@@ -112,6 +113,9 @@ local function read_state(KEYS, ARGV)
     end
   end
   if rate_key then tat = rate_key_tat() end
+  -- What keep_alive() reads, which the short way calls too: as read_classes() sets it for a limit without classes
+  -- (the short way takes none), so that nothing of another semaphore's last call is left in these locals.
+  waiters_hash, multi, cls, tracked = KEYS[6] or named_waiters, false, nil, interval > 0
   -- An admission that names another definition than the stored one (see ARGV[2]); never a semaphore. The stored text
   -- is kept in meta's definition field whenever the capacity or the rate changes (older semaphores: computed).
   differs = not given.plain and defined ~= (stored_definition or definition())
@@ -146,7 +150,6 @@ local function read_classes(KEYS)
       end
     end
   end
-  waiters_hash = KEYS[6] or named_waiters
   -- With a rate or classes, each waiter's class, n and arrival are kept in the waiters hash, and each class's queued
   -- permits in meta (queued:k), so that the tokens the waiters ahead of a request ask for are known without reading the
   -- queue. One class with a rate: cls[1] holds only that count.

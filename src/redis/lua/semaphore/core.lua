@@ -199,8 +199,8 @@ end
 -- meta, read once and written once at the end (dirty fields only)
 local capacity, free, fence, next_due, seq, interval, burst, tat, class_text, stored_definition, queued_one
 -- The meta fields to write at the end of the call: one table for every call (a library's; a script makes it at each
--- call), each of its fields set to false by call() at the start of each (no other field is ever set), so that no call
--- makes and collects a table of its own.
+-- call), each of its fields set to false at the start of each call that saves — by read_state() and read_classes() in
+-- call.lua (no other field is ever set) — so that no call makes and collects a table of its own.
 local dirty = { idle = false, free = false, fence = false, seq = false, next = false, capacity = false, rate = false,
   created = false, tat = false, classes = false }
 -- An admission's definition "capacity/interval/burst[/classes]" (nil for a semaphore's plain capacity, or when it
