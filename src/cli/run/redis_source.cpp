@@ -69,8 +69,9 @@ class redis_held final : public run::held_permit {
     const auto [status, error] = lease_.release();
     lease_ = redis::lease();
     if (status == redis::lease::release_status::failed && !lost) {
-      return "could not release the lease " + id_ + " at " + st_->holder_where() + " (" + error.message() +
-             "): it expires by itself within --lease-ttl";
+      // Why, as for any call (it names where): a call that timed out while the connection was refused says so.
+      return "could not release the lease " + id_ + ": " + st_->failure(error).message +
+             "; it expires by itself within --lease-ttl";
     }
     return std::nullopt;
   }

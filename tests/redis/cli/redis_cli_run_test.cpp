@@ -262,6 +262,22 @@ TEST_F(AdmitRunRedis, RedisFailuresAndBadNames) {
   EXPECT_FALSE(ran());
 }
 
+// Redis gone by the time the command ends: the lease cannot be given back, and the message says why as every other
+// call's does (refused, naming the URL), not that the release timed out.
+TEST_F(AdmitRunRedis, AReleaseRedisRefusesSaysSo) {
+  const std::string go = dir_ / "go";
+  child_process holder(run("gone", {"--concurrency", "1", "--json", "--", "sh", "-c",
+                                    "while [ ! -e \"$1\" ]; do sleep 0.05; done", "sh", go}));
+  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
+  server_.kill();
+  touch(go);
+  const run_result r = finish(holder, 30s);
+  EXPECT_EQ(r.status, 0) << r.err;  // the command's own status
+  EXPECT_NE(r.err.find("could not release the lease"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot connect to " + where() + ": connection refused"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("timed out"), std::string::npos) << r.err;
+}
+
 // --timeout is kept when Redis stops answering while a run waits (paused: its calls get no answer; killed: refused):
 // the run gives up within 100 ms of it, and says that Redis, at its URL, did not answer (the call that would take
 // the waiter out of the queue) or why it cannot be reached — not only that the limit was busy. Its process ends soon
