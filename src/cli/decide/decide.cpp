@@ -246,7 +246,9 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
     std::unique_ptr<redis::limiter> limiter = make_limiter(o, settings, conn, lo);
     // Known here, whether Redis answers or not: never an answer of the failure policy (with --fail-open an admission)
     // or a retry.
-    if (!settings.limit.is_inf() && n > limiter->limit()) {
+    // Rate inf admits without a call (decided_by unlimited): Redis need not be there.
+    const bool unlimited = settings.limit.is_inf();
+    if (!unlimited && n > limiter->limit()) {
       throw usage_error("--cost " + std::to_string(n) + " is more than the limit " + std::to_string(limiter->limit()) +
                         ": it can never be admitted");
     }
@@ -259,8 +261,6 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
     std::chrono::nanoseconds pause = first_pause;
     for (bool retried = false;; retried = true) {
       const std::optional<std::chrono::steady_clock::time_point> by = retried ? give_up : std::nullopt;
-      // Rate inf admits without a call (decided_by unlimited): Redis need not be there.
-      const bool unlimited = settings.limit.is_inf();
       std::optional<redis_failure> failure = unlimited ? std::nullopt : check_ready(conn, lo.timeout, by);
       redis::limiter_result r;
       if (!failure && !topology_known && !unlimited) {

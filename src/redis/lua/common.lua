@@ -60,6 +60,14 @@ local function admit_state_call_error(e, algorithm, key, what)
   return e.err
 end
 
+-- The string state of `key` (false: none), or nil and the error (admit_state_call_error) when the key holds another
+-- type: the state read of every algorithm that keeps a string.
+local function admit_get_state(key, algorithm, what)
+  local stored = redis.pcall('GET', key)
+  if type(stored) == 'table' then return nil, admit_state_call_error(stored, algorithm, key, what) end
+  return stored
+end
+
 -- The rate algorithms' parameters: ARGV[2] the interval T (integer µs >= 1), ARGV[3] the burst (integer >= 1), ARGV[4]
 -- "1" to charge refused requests. Returns interval, burst, charge; or nil and the error reply naming `algorithm`.
 local function admit_rate_parameters(ARGV, algorithm)

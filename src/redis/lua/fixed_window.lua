@@ -21,11 +21,8 @@ local function call(KEYS, ARGV)
   local function decide(key, n, k)
     local start = fdiv(now, w) * w
     local count = 0
-    -- (pcall: a key of another type, as a sliding log's sorted set, is answered WRONGTYPE, which names no key)
-    local stored = redis.pcall('GET', key)
-    if type(stored) == 'table' then
-      return nil, admit_state_call_error(stored, 'fixed_window', key, 'a window state')
-    end
+    local stored, failed = admit_get_state(key, 'fixed_window', 'a window state')
+    if failed then return nil, failed end
     if stored then
       local s, sw, c = string.match(stored, '^(%d+):(%d+):(%d+)$')
       if not s then

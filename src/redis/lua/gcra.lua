@@ -26,11 +26,8 @@ local function call(KEYS, ARGV)
 
   local function decide(key, n, k)
     local tat = now
-    -- (pcall: a key of another type, as a sliding log's sorted set, is answered WRONGTYPE, which names no key)
-    local stored = redis.pcall('GET', key)
-    if type(stored) == 'table' then
-      return nil, admit_state_call_error(stored, 'gcra', key, 'an integer TAT')
-    end
+    local stored, failed = admit_get_state(key, 'gcra', 'an integer TAT')
+    if failed then return nil, failed end
     if stored then
       tat = tonumber(stored)
       if not tat then

@@ -40,11 +40,8 @@ local function call(KEYS, ARGV)
 
   local function decide(key, n, k)
     local start, elapsed, prev, cur = cur_start, now - cur_start, 0, 0
-    -- (pcall: a key of another type, as a sliding log's sorted set, is answered WRONGTYPE, which names no key)
-    local stored = redis.pcall('GET', key)
-    if type(stored) == 'table' then
-      return nil, admit_state_call_error(stored, 'sliding_window', key, 'a window state')
-    end
+    local stored, failed = admit_get_state(key, 'sliding_window', 'a window state')
+    if failed then return nil, failed end
     if stored then
       local s, sw, sp, sc = string.match(stored, '^(%d+):(%d+):(%d+):(%d+)$')
       if not s then

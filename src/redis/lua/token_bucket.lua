@@ -30,11 +30,8 @@ local function call(KEYS, ARGV)
 
   local function decide(key, n, k)
     local empty_at = now - tol -- a full bucket
-    -- (pcall: a key of another type, as a sliding log's sorted set, is answered WRONGTYPE, which names no key)
-    local stored = redis.pcall('GET', key)
-    if type(stored) == 'table' then
-      return nil, admit_state_call_error(stored, 'token_bucket', key, 'an integer time')
-    end
+    local stored, failed = admit_get_state(key, 'token_bucket', 'an integer time')
+    if failed then return nil, failed end
     if stored then
       empty_at = tonumber(stored)
       if not empty_at then

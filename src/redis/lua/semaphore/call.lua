@@ -127,8 +127,7 @@ local function read_classes(KEYS)
   -- (Writes left waiting only by a call that failed halfway: they are not this call's.)
   grants_waiting, ended_waiting = 0, 0
   dirty.fence, dirty.seq, dirty.next, dirty.tat, dirty.classes = false, false, false, false, false
-  cls, multi = nil, false
-  if class_text then
+  if class_text then -- (cls and multi are read_state()'s: none, false)
     cls = {}
     for g, ai, ab in string.gmatch(class_text, '(%d+):(%d+):(%d+)') do
       cls[#cls + 1] = { g = tonumber(g), ai = tonumber(ai), ab = tonumber(ab) }
