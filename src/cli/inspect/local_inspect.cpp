@@ -1,6 +1,7 @@
 // `admit inspect` of a local limit (see inspect.hpp).
 #include "cli/inspect/local_inspect.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <ostream>
@@ -17,23 +18,17 @@
 #include "cli/common/message.hpp"
 #include "cli/common/run_holder.hpp"
 #include "cli/common/values.hpp"
+#include "cli/inspect/run_condition.hpp"
 
 namespace admit::cli::run {
 
 namespace {
 
-// Why an entry's `admit run` is dead while its entry stays (empty: it lives), as for Redis's (run_holder.hpp). A local
-// entry lasts as long as its lock is held: when the run is gone, a process it started (a command's child left running,
-// which inherited the lock) holds the permit on.
-std::string dead_because(const local_snapshot::entry& e) {
-  const auto why = run_entry_death(run_entry{e.info, std::chrono::milliseconds(0)}, std::nullopt);
-  return why ? *why + "; a process it started still holds its lock" : std::string();
-}
-
-// Why an entry's `admit run` is stopped (a holder keeps its permits, a waiter its place and everyone behind it), as
-// for Redis's: nullopt when it runs.
-std::optional<std::string> stopped_because(const local_snapshot::entry& e) {
-  return run_entry_stopped(run_entry{e.info, std::chrono::milliseconds(0)});
+// An entry's run: dead or stopped, as for Redis's. A local entry lasts as long as its lock is held: when the run is
+// gone, a process it started (a command's child left running, which inherited the lock) holds the permit on.
+run_condition condition_of(const local_snapshot::entry& e) {
+  return condition_of(run_entry{e.info, std::chrono::milliseconds(0)}, std::nullopt,
+                      "; a process it started still holds its lock");
 }
 
 nlohmann::ordered_json entry_json(const local_snapshot::entry& e, const char* time_key, bool classes) {
@@ -43,12 +38,7 @@ nlohmann::ordered_json entry_json(const local_snapshot::entry& e, const char* ti
             {"pid", e.info.pid},
             {"command", e.info.command},
             {time_key, json_seconds(ns_since(e.info.started_unix_ms))}});
-  const std::string why = dead_because(e);
-  j["dead"] = !why.empty();
-  if (!why.empty()) j["dead_because"] = why;
-  const auto stopped = why.empty() ? stopped_because(e) : std::nullopt;
-  j["stopped"] = stopped.has_value();
-  if (stopped) j["stopped_because"] = *stopped;
+  add_condition(j, condition_of(e));
   return j;
 }
 
@@ -58,11 +48,7 @@ void print_entry(std::ostream& out, const local_snapshot::entry& e, const char* 
   if (e.priority < classes.size()) out << "  class " << classes[e.priority].name;
   out << "  " << e.info.host << " pid " << e.info.pid << " " << verb << " "
       << human_duration(ns_since(e.info.started_unix_ms)) << ": " << as_shown(e.info.command);
-  if (const std::string why = dead_because(e); !why.empty()) {
-    out << "  DEAD: " << why;
-  } else if (const auto stopped = stopped_because(e)) {
-    out << "  STOPPED: " << *stopped;
-  }
+  print_condition(out, condition_of(e));
   out << "\n";
 }
 
@@ -159,10 +145,8 @@ int inspect_local(const std::string& name, const std::string& lock_directory, co
         << "): " << by_class[c].held << " permit(s) held, " << by_class[c].queued << " asked by its waiters\n";
   }
   // (As the Redis form's: a list cut by --most says so, the counts above being the whole's.)
-  const auto cut = [most](std::size_t all) {
-    return all > most ? "the first " + std::to_string(most) + " of " + std::to_string(all) : std::string();
-  };
-  const std::string holders_cut = cut(s.holders.size()), waiters_cut = cut(s.waiters.size());
+  const std::string holders_cut = list_cut(std::min(most, s.holders.size()), s.holders.size());
+  const std::string waiters_cut = list_cut(std::min(most, s.waiters.size()), s.waiters.size());
   if (!s.holders.empty()) out << "holders" << (holders_cut.empty() ? "" : " (" + holders_cut + ")") << ":\n";
   for (std::size_t i = 0; i < s.holders.size() && i < most; ++i) {
     out << "  ";

@@ -1,6 +1,7 @@
 // `admit inspect` (see inspect.hpp).
 #include "cli/inspect/redis_inspect.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "cli/common/redis_topology.hpp"
 #include "cli/common/run_holder.hpp"
 #include "cli/common/values.hpp"
+#include "cli/inspect/run_condition.hpp"
 
 namespace admit::cli {
 
@@ -92,12 +94,13 @@ void add_run(nlohmann::ordered_json& j, const run_entry& e, const char* time_key
   j["pid"] = e.info.pid;
   j["command"] = e.info.command;
   j[time_key] = json_seconds(since_ns(e));
-  const auto death = run_entry_death(e, lease_left);
-  j["dead"] = death.has_value();
-  if (death) j["dead_because"] = *death;
-  const auto stopped = death ? std::nullopt : run_entry_stopped(e);
-  j["stopped"] = stopped.has_value();
-  if (stopped) j["stopped_because"] = *stopped;
+  add_condition(j, condition_of(e, lease_left));
+}
+
+// ", the first SHOWN of ALL" after a list's heading when --most (Redis's reply) cut it, else empty.
+std::string comma_cut(std::size_t shown, std::int64_t all) {
+  const std::string cut = list_cut(shown, static_cast<std::size_t>(std::max<std::int64_t>(all, 0)));
+  return cut.empty() ? cut : ", " + cut;
 }
 
 // The same in words: "  admit run on HOST pid PID for 1.2s: "CMD"", and why it is dead when it is.
@@ -105,11 +108,7 @@ void print_run(std::ostream& out, const run_entry& e, const char* verb,
                std::optional<std::chrono::microseconds> lease_left) {
   out << "  admit run on " << e.info.host << " pid " << e.info.pid << " " << verb << " " << human_duration(since_ns(e))
       << ": " << as_shown(e.info.command);
-  if (const auto death = run_entry_death(e, lease_left)) {
-    out << "  DEAD: " << *death;
-  } else if (const auto stopped = run_entry_stopped(e)) {
-    out << "  STOPPED: " << *stopped;
-  }
+  print_condition(out, condition_of(e, lease_left));
 }
 
 void print_json(std::ostream& out, const std::string& name, const redis::semaphore_snapshot& s,
@@ -191,11 +190,7 @@ void print_text(std::ostream& out, const std::string& name, const std::string& w
     out << ": " << s.classes[c].held << " permit(s) held, " << s.classes[c].queued << " asked by its waiters\n";
   }
   if (!s.holders.empty()) {
-    out << "holders (soonest expiry first"
-        << (static_cast<std::int64_t>(s.holders.size()) < s.holder_count
-                ? ", the first " + std::to_string(s.holders.size()) + " of " + std::to_string(s.holder_count)
-                : std::string())
-        << "):\n";
+    out << "holders (soonest expiry first" << comma_cut(s.holders.size(), s.holder_count) << "):\n";
     for (std::size_t i = 0; i < s.holders.size(); ++i) {
       const auto& h = s.holders[i];
       out << "  " << h.id << "  permits " << h.count << "  fencing token " << h.fencing_token << "  lease "
@@ -206,11 +201,7 @@ void print_text(std::ostream& out, const std::string& name, const std::string& w
     }
   }
   if (!s.queue.empty()) {
-    out << "queue (in order"
-        << (static_cast<std::int64_t>(s.queue.size()) < s.waiter_count
-                ? ", the first " + std::to_string(s.queue.size()) + " of " + std::to_string(s.waiter_count)
-                : std::string())
-        << "):\n";
+    out << "queue (in order" << comma_cut(s.queue.size(), s.waiter_count) << "):\n";
     for (std::size_t i = 0; i < s.queue.size(); ++i) {
       const auto& w = s.queue[i];
       out << "  " << i + 1 << ". " << w.id << "  permits " << w.count;

@@ -2,27 +2,26 @@
 // space): real processes queued in a known order — FIFO admission and never more than N at once, weights; the permit
 // of a SIGKILLed holder free at once; signals forwarded to the command (also ^C on a terminal, once); exit statuses
 // (the command's own, 128+N, 127, 126, 75, 2, also for another definition of a name in use); the environment and
-// standard streams the command gets; --rate's spacing; the status line on a terminal only; `admit inspect` of a held
-// limit; the --json events.
+// standard streams the command gets; --rate's spacing; the status line on a terminal only; the --json events.
+// `admit inspect` of such a limit: redis_cli_run_local_inspect_test.cpp.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "admit_run_local_testing.hpp"
 #include "admit_run_testing.hpp"
 #include "child_process.hpp"
 #include "pty_process.hpp"
@@ -41,27 +40,7 @@ ADMIT_CHILD_ROLE_TEST(AdmitRunLocalChild, run_role)
 
 #ifdef ADMIT_CLI
 
-class AdmitRunLocal : public ::testing::Test {
- protected:
-  // `admit run --lock-dir <locks> --name NAME <more...>`
-  args run(const std::string& name, const args& more) const {
-    return args{ADMIT_CLI, "run", "--lock-dir", locks_, "--name", name} + more;
-  }
-  static run_result admit(const args& a, std::chrono::milliseconds limit = 60s) { return run_to_end(a, limit); }
-  // A holder of the only permit of `name` (its command sleeps until the test ends), started.
-  std::unique_ptr<child_process> hold(const std::string& name) {
-    auto c = std::make_unique<child_process>(run(name, {"--concurrency", "1", "--json", "--", "sleep", "60"}));
-    EXPECT_TRUE(wait_for_event(*c, {"started"})) << c->err();
-    return c;
-  }
-  // `sh -c SCRIPT sh <dir>/ran`: the command records that it ran in that file.
-  args records_ran(const std::string& script = "echo ran >> \"$1\"") const { return {"sh", "-c", script, "sh", ran_}; }
-  bool ran() const { return std::filesystem::exists(ran_); }
-
-  temp_dir dir_;
-  std::string locks_ = dir_ / "locks";
-  std::string ran_ = dir_ / "ran";
-};
+using AdmitRunLocal = run_local_fixture;
 
 // 1. Twenty queued at --concurrency 3: admitted in their order of arrival, never more than 3 at once.
 TEST_F(AdmitRunLocal, FifoAndAtMostThreeAtOnce) {
@@ -301,75 +280,6 @@ TEST_F(AdmitRunLocal, ReleasedWhenTheCommandExitsAndTheDefaultDirectory) {
       << "ADMIT_LOCK_DIR was not the default directory";
 }
 
-// A limit whose files cannot be read is neither shown nor "no such limit" (1): exit 66, EX_NOINPUT, naming the path
-// and the reason. A file where the limit's directory belongs (as root too); without root, a directory of another mode.
-TEST_F(AdmitRunLocal, InspectOfALimitThatCannotBeReadIs66) {
-  std::filesystem::create_directories(locks_);
-  { std::ofstream(std::filesystem::path(locks_) / "blocked") << "not a directory"; }
-  run_result r = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "blocked"});
-  EXPECT_EQ(r.status, 66) << r.err;
-  EXPECT_NE(r.err.find("blocked"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("Not a directory"), std::string::npos) << r.err;
-  EXPECT_EQ(admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "--json", "blocked"}).status, 66);
-  EXPECT_EQ(admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "absent"}).status, 1);
-  if (::geteuid() != 0) {
-    ASSERT_EQ(admit(run("closed", {"--concurrency", "1", "--", "true"})).status, 0);
-    std::filesystem::permissions(std::filesystem::path(locks_) / "closed", std::filesystem::perms::none);
-    r = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "closed"});
-    std::filesystem::permissions(std::filesystem::path(locks_) / "closed", std::filesystem::perms::owner_all);
-    EXPECT_EQ(r.status, 66) << r.err;
-    EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;
-  }
-}
-
-// --most N cuts the lists, and the text says where: "the first N of M" (the header's counts are the whole's).
-TEST_F(AdmitRunLocal, InspectSaysWhereMostCutTheLists) {
-  const args holder{"--concurrency", "2", "--json", "--", "sleep", "60"};
-  child_process a(run("most", holder)), b(run("most", holder));
-  ASSERT_TRUE(wait_for_event(a, {"started"})) << a.err();
-  ASSERT_TRUE(wait_for_event(b, {"started"})) << b.err();
-  child_process c(run("most", holder)), d(run("most", holder));
-  ASSERT_TRUE(wait_for_event(c, {"waiting"})) << c.err();
-  ASSERT_TRUE(wait_for_event(d, {"waiting"})) << d.err();
-  const run_result one = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "--most", "1", "most"});
-  EXPECT_EQ(one.status, 0) << one.err;
-  EXPECT_NE(one.out.find("2 holder(s), 2 waiting"), std::string::npos) << one.out;
-  EXPECT_NE(one.out.find("holders (the first 1 of 2):"), std::string::npos) << one.out;
-  EXPECT_NE(one.out.find("queue (in order of arrival, the first 1 of 2):"), std::string::npos) << one.out;
-  const run_result all = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "--most", "2", "most"});
-  EXPECT_EQ(all.out.find("the first"), std::string::npos) << all.out;
-  for (child_process* p : {&a, &b, &c, &d}) ::kill(p->pid(), SIGKILL);
-}
-
-// A waiter stopped by SIGSTOP keeps its place and holds back everyone behind it: inspect says so, and stops saying
-// so once it is continued.
-TEST_F(AdmitRunLocal, InspectNamesAStoppedWaiter) {
-  const auto holder = hold("stop");
-  child_process waiter(run("stop", {"--concurrency", "1", "--json", "--", "true"}));
-  ASSERT_TRUE(wait_for_event(waiter, {"waiting"})) << waiter.err();
-  const auto inspect = [&](bool json) {
-    args a{ADMIT_CLI, "inspect", "--lock-dir", locks_, "stop"};
-    if (json) a = a + args{"--json"};
-    return admit(a, 10s);
-  };
-  ASSERT_EQ(::kill(waiter.pid(), SIGSTOP), 0);
-  // (The kernel marks it stopped once the signal is delivered: asked again until then.)
-  ASSERT_TRUE(eventually([&] {
-    return inspect(false).out.find("STOPPED: pid " + std::to_string(waiter.pid())) != std::string::npos;
-  })) << inspect(false).out;
-  const auto j = nlohmann::json::parse(inspect(true).out, nullptr, false);
-  ASSERT_TRUE(j.is_object() && j["queue"].size() == 1 && j["holders"].size() == 1) << j.dump();
-  EXPECT_EQ(j["queue"][0].value("stopped", false), true) << j.dump();
-  EXPECT_NE(j["queue"][0].value("stopped_because", "").find("until continued (kill -CONT"), std::string::npos)
-      << j.dump();
-  EXPECT_EQ(j["holders"][0].value("stopped", true), false) << j.dump();
-  ASSERT_EQ(::kill(waiter.pid(), SIGCONT), 0);
-  EXPECT_TRUE(eventually([&] { return inspect(false).out.find("STOPPED") == std::string::npos; }))
-      << inspect(false).out;
-  ::kill(holder->pid(), SIGKILL);
-  EXPECT_EQ(finish(waiter, 10s).status, 0) << waiter.err();
-}
-
 // A terminal: the status line while waiting, erased before the command starts (the command writes at once: five
 // rounds, as an erase that comes late loses the race only sometimes); none with --quiet or --json.
 TEST_F(AdmitRunLocal, StatusLineOnATerminalOnly) {
@@ -519,47 +429,6 @@ TEST_F(AdmitRunLocal, RateSpacesTheStarts) { rate_spacing(ADMIT_CLI, {"--lock-di
 // --classes on this host: the share rule of admit::admission, as with --redis.
 TEST_F(AdmitRunLocal, ARunWithinItsClassShareStartsBeforeAnEarlierBorrower) {
   class_share_before_arrival(ADMIT_CLI, {"--lock-dir", locks_}, dir_);
-}
-
-// 8. `admit inspect --lock-dir D NAME`: the holder (host, pid of admit run, command, running time) and the waiter.
-TEST_F(AdmitRunLocal, InspectShowsHolderAndWaiter) {
-  const auto holder = hold("shown");
-  child_process first(run("shown", args{"--concurrency", "1", "--json", "--"} + records_ran()));
-  ASSERT_TRUE(wait_for_event(first, {"waiting"})) << first.err();
-  child_process second(run("shown", args{"--concurrency", "1", "--json", "--"} + records_ran()));
-  ASSERT_TRUE(wait_for_event(second, {"waiting"})) << second.err();
-  const run_result r = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "--json", "shown"}, 10s);
-  ASSERT_EQ(r.status, 0) << r.err;
-  expect_inspected_holder(r.out, holder->pid(), "sleep 60");
-  // The waiters, in queue order (their pids are in the output, the first's before the second's).
-  const auto at_first = r.out.find(std::to_string(first.pid())), at_second = r.out.find(std::to_string(second.pid()));
-  EXPECT_NE(at_first, std::string::npos) << "a waiter is not listed: " << r.out;
-  EXPECT_NE(at_second, std::string::npos) << "a waiter is not listed: " << r.out;
-  EXPECT_LT(at_first, at_second) << r.out;
-
-  const run_result text = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "shown"}, 10s);
-  EXPECT_EQ(text.status, 0) << text.err;
-  EXPECT_NE(text.out.find(std::to_string(holder->pid())), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("sleep 60"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find(this_host()), std::string::npos) << text.out;
-}
-
-// A run killed while a process its command started (left in the background) holds the lock on: the permit stays held,
-// as documented, and inspect marks the holder dead (it showed it running).
-TEST_F(AdmitRunLocal, InspectMarksAHolderWhoseRunIsGoneAsDead) {
-  const std::string up = dir_ / "background started";
-  child_process holder(run("orphan", {"--concurrency", "1", "--json", "--", "sh", "-c",
-                                      "sleep 5 >/dev/null 2>&1 & echo > \"$0\"; wait", up}));
-  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(up); })) << holder.err();
-  const pid_t run_pid = holder.pid();
-  ::kill(run_pid, SIGKILL);
-  (void)holder.wait(10s);  // reaped: a zombie's pid would still be there
-  const run_result r = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "--json", "orphan"}, 10s);
-  EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("\"dead\": true"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("is gone; a process it started still holds its lock"), std::string::npos) << r.out;
-  const run_result text = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "orphan"}, 10s);
-  EXPECT_NE(text.out.find("DEAD: pid " + std::to_string(run_pid) + " is gone"), std::string::npos) << text.out;
 }
 
 // 9. --json: the events of a wait and a run, with their fields (every line is one object: events()).
