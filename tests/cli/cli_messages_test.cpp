@@ -135,6 +135,10 @@ TEST_F(AdmitMessages, WhatTheParserRefusesIsSaidAsTheSubcommands) {
       {{"decide", "k"}, 2, "admit decide: --redis is required"},
       {{"run", "--concurrency"}, 2, "admit run: --concurrency needs a value (N)"},
       {{"inspect"}, 2, "admit inspect: name is required"},
+      // The positional argument taken as the value of an option left without one (it said only "key is required").
+      {{"decide", "--redis", "redis://127.0.0.1:1", "-r", "1/s", "--timeout", "k"},
+       2,
+       "admit decide: key is required; the last word, \"k\", was taken as the value of --timeout ("},
       // The name as admit run gives it (it was "unknown option --name"), or as NAME: once.
       {{"inspect", "--name", "nosuch", "--lock-dir", "@locks"}, 1, "admit inspect: no local limit named \"nosuch\""},
       {{"inspect", "db", "--name", "dc"}, 2, "admit inspect: the name is given twice, as NAME (\"db\") and as --name"},

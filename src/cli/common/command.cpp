@@ -41,10 +41,20 @@ bool looks_like_option(std::string_view word) noexcept {
 }  // namespace
 
 std::string unknown_option(const CLI::App& app, std::span<const std::string> args, bool stop_at_first_word) {
+  return scan_options(app, args, stop_at_first_word).unknown;
+}
+
+option_scan scan_options(const CLI::App& app, std::span<const std::string> args, bool stop_at_first_word) {
+  option_scan scan;
   for (const std::string& a : args) {
-    if (a == "--help" || a == "-h") return {};  // help is shown whatever else is there
+    if (a == "--help" || a == "-h") return scan;  // help is shown whatever else is there
     if (a == "--") break;
   }
+  // The option `name` takes the next word as its value: noted when that word is the last one.
+  const auto takes_next = [&](std::size_t& i, std::string_view name) {
+    ++i;
+    if (i + 1 == args.size() && args[i] != "--") scan.last_word_taken_by = std::string(name);
+  };
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view word = args[i];
     if (word == "--") break;
@@ -59,10 +69,12 @@ std::string unknown_option(const CLI::App& app, std::span<const std::string> arg
       for (std::size_t k = 1; k < word.size(); ++k) {
         const std::string name{'-', word[k]};
         const CLI::Option* opt = app.get_option_no_throw(name);
-        if (opt == nullptr)
-          return "unknown option " + name + " (`admit " + app.get_name() + " --help` lists the options)";
+        if (opt == nullptr) {
+          scan.unknown = "unknown option " + name + " (`admit " + app.get_name() + " --help` lists the options)";
+          return scan;
+        }
         if (opt->get_expected_max() != 0) {
-          if (k + 1 == word.size()) ++i;
+          if (k + 1 == word.size()) takes_next(i, name);
           break;
         }
       }
@@ -71,18 +83,22 @@ std::string unknown_option(const CLI::App& app, std::span<const std::string> arg
     const std::string_view name = word.substr(0, word.find('='));
     const CLI::Option* opt = app.get_option_no_throw(std::string(name));
     if (opt == nullptr) {
-      std::string message = "unknown option " + std::string(name);
+      scan.unknown = "unknown option " + std::string(name);
       std::vector<std::string> known;
       for (const CLI::Option* o : app.get_options()) {
         for (const std::string& n : o->get_lnames()) known.push_back(n);
       }
-      if (const auto near = nearest_name(name.substr(2), known)) return message + "; did you mean --" + *near + "?";
-      return message + " (`admit " + app.get_name() + " --help` lists the options)";
+      if (const auto near = nearest_name(name.substr(2), known)) {
+        scan.unknown += "; did you mean --" + *near + "?";
+      } else {
+        scan.unknown += " (`admit " + app.get_name() + " --help` lists the options)";
+      }
+      return scan;
     }
     // The value of an option that takes one is the next word unless it is attached ("--rate=5/s").
-    if (opt->get_expected_max() != 0 && word.find('=') == std::string_view::npos) ++i;
+    if (opt->get_expected_max() != 0 && word.find('=') == std::string_view::npos) takes_next(i, name);
   }
-  return {};
+  return scan;
 }
 
 int dispatch(CLI::App& app, std::span<const subcommand> commands, int argc, char** argv, std::ostream& err) {
@@ -120,10 +136,12 @@ int dispatch(CLI::App& app, std::span<const subcommand> commands, int argc, char
     }
   }
   const std::string prefix = chosen != nullptr ? "admit " + chosen->app->get_name() + ": " : "admit: ";
+  option_scan scan;
   if (chosen != nullptr) {
     const std::vector<std::string> words(argv + 2, argv + parsed_argc);
-    if (const std::string m = unknown_option(*chosen->app, words, chosen->options_end_at_first_word); !m.empty()) {
-      err << prefix << m << "\n";
+    scan = scan_options(*chosen->app, words, chosen->options_end_at_first_word);
+    if (!scan.unknown.empty()) {
+      err << prefix << scan.unknown << "\n";
       return exit_bad_input;
     }
   }
@@ -170,6 +188,12 @@ int dispatch(CLI::App& app, std::span<const subcommand> commands, int argc, char
       // "--config: At Most 1 required but received 2"
       const std::size_t at_most = what.find(most);
       what = what.substr(0, at_most) + " is given " + what.substr(at_most + most.size()) + " times; give it once";
+    }
+    // "key is required" after "--timeout k": the positional argument was taken as the option's value.
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !what.starts_with("-") &&
+        !scan.last_word_taken_by.empty()) {
+      what +=
+          "; the last word, " + quote(argv[parsed_argc - 1]) + ", was taken as the value of " + scan.last_word_taken_by;
     }
     err << prefix << what << " (`admit " << (chosen != nullptr ? chosen->app->get_name() + " " : std::string())
         << "--help` says what is accepted)\n";

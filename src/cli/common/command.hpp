@@ -42,6 +42,14 @@ struct subcommand {
 [[nodiscard]] std::string unknown_option(const CLI::App& app, std::span<const std::string> args,
                                          bool stop_at_first_word);
 
+// What unknown_option() reads of `args`, and which option took the last word as its value ("--timeout" for
+// "--timeout k": empty when the last word is not an option's value), to explain a positional argument said missing.
+struct option_scan {
+  std::string unknown;             // unknown_option()'s message
+  std::string last_word_taken_by;  // the option as written ("--timeout", "-r")
+};
+[[nodiscard]] option_scan scan_options(const CLI::App& app, std::span<const std::string> args, bool stop_at_first_word);
+
 // Parses argv for `app` (whose subcommands are `commands`) and runs the one chosen; returns the exit status. Bad
 // input — no command or an unknown one (the list of commands follows), an unknown option (named, with the nearest),
 // a CLI11 error — is exit_bad_input with the message on `err`; --help and --version print and return 0. What run()
