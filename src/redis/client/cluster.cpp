@@ -3,6 +3,8 @@
 // behaviour.
 #include "admit/redis/client/cluster.hpp"
 
+#include "admit/detail/deadline.hpp"
+
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -76,12 +78,7 @@ close_result cluster::close_until(std::optional<clock::time_point> deadline) {
 }
 
 std::optional<cluster::clock::time_point> cluster::close_deadline() const noexcept {
-  const auto timeout = node_options_.close_timeout;
-  const auto now = clock::now();
-  if (timeout >= std::chrono::duration_cast<std::chrono::nanoseconds>(clock::time_point::max() - now)) {
-    return std::nullopt;
-  }
-  return now + std::chrono::duration_cast<clock::duration>(timeout);
+  return admit::detail::optional_deadline_after<clock>(clock::now(), node_options_.close_timeout);
 }
 
 void cluster::do_async_execute(std::shared_ptr<detail::request_base> req, const command& cmd) {

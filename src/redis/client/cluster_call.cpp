@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "admit/detail/deadline.hpp"
 #include "admit/errc.hpp"
 #include "cluster_impl.hpp"
 
@@ -179,7 +180,7 @@ class call final : public attempt_sink, public std::enable_shared_from_this<call
   }
 
   void retry_later() {
-    auto when = clock::now() + std::chrono::duration_cast<clock::duration>(cluster_->options().tryagain_delay);
+    auto when = admit::detail::deadline_after<clock>(clock::now(), cluster_->options().tryagain_delay);
     if (deadline_ && *deadline_ < when) when = *deadline_;
     timer_ = std::make_unique<asio::steady_timer>(cluster_->executor(), when);
     timer_->async_wait([self = shared_from_this()](const boost::system::error_code&) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "admit/detail/annotated_mutex.hpp"
+#include "admit/detail/deadline.hpp"
 #include "admit/detail/host_port.hpp"
 #include "admit/detail/thread_annotations.hpp"
 #include "admit/redis/client/cluster.hpp"
@@ -194,7 +195,7 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
       const auto now = clock::now();
       if (refreshed_once_ && now - last_refresh_start_ < options_.refresh_interval) {
         refresh_timer_armed_ = true;
-        refresh_timer_.expires_at(last_refresh_start_ + options_.refresh_interval);
+        refresh_timer_.expires_at(admit::detail::deadline_after<clock>(last_refresh_start_, options_.refresh_interval));
         refresh_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
           {
             const admit::detail::lock_guard relock(self->mutex_);
@@ -337,10 +338,10 @@ class cluster_impl final : public attempt_sink, public std::enable_shared_from_t
 
   deadline_type refresh_deadline(clock::time_point now) const {
     // Connecting to the node may be part of it.
-    auto budget = node_options_.connect_timeout;
-    budget += node_options_.command_timeout == std::chrono::nanoseconds::max() ? std::chrono::seconds(1)
-                                                                               : node_options_.command_timeout;
-    return now + std::chrono::duration_cast<clock::duration>(budget);
+    const auto connected = admit::detail::deadline_after<clock>(now, node_options_.connect_timeout);
+    return admit::detail::optional_deadline_after<clock>(
+        connected, node_options_.command_timeout == std::chrono::nanoseconds::max() ? std::chrono::seconds(1)
+                                                                                    : node_options_.command_timeout);
   }
 
   const asio::any_io_executor executor_;
