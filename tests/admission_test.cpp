@@ -34,6 +34,33 @@ TEST_F(Admission, WithoutLimitsAdmitsEverythingAndCountsPermits) {
   EXPECT_EQ(adm.in_flight(), 0);
 }
 
+// Without a concurrency limit the permits are still counted: in all at most 2^59 held (the largest max_in_flight), so
+// that no count overflows (taking INT64_MAX twice left in_flight() at -2; 2^62 twice at 0). Beyond, a request waits.
+TEST_F(Admission, WithoutAConcurrencyLimitTheCountsCannotOverflow) {
+  manual_admission adm{{}};
+  constexpr std::int64_t most = std::int64_t{1} << 59;
+  EXPECT_THAT(invalid_argument_message([&] { (void)adm.try_acquire(0, INT64_MAX); }),
+              HasSubstr("got 9223372036854775807"));
+  std::vector<admit::permit> held;
+  for (int i = 0; i < 4; ++i) {
+    auto r = adm.try_acquire(0, most / 4);
+    ASSERT_TRUE(r) << i;
+    held.push_back(std::move(*r));
+  }
+  EXPECT_EQ(adm.in_flight(), most);
+  const auto beyond = adm.try_acquire(0, 1);
+  ASSERT_FALSE(beyond);
+  EXPECT_EQ(beyond.error(), errc::would_block);
+  held.pop_back();
+  EXPECT_EQ(adm.in_flight(), 3 * (most / 4));
+  EXPECT_TRUE(adm.try_acquire(0, most / 4));  // (released at once)
+  held.clear();
+  EXPECT_EQ(adm.in_flight(), 0);
+  auto all = adm.try_acquire(0, most);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(adm.in_flight(), most);
+}
+
 TEST_F(Admission, PermitWithoutTokensWaitsWithoutHoldingAPermit) {
   manual_admission adm{{.rate = admit::rate::every(10ms), .burst = 1, .max_in_flight = 2}};
   auto first = adm.try_acquire(0);
@@ -208,7 +235,11 @@ TEST_F(Admission, InvalidOptionsAndRequestsAreRefusedNamingTheValue) {
               HasSubstr("max_in_flight must be in [0, "));
   manual_admission adm{{.max_in_flight = 2, .classes = {{"a", 0.5}, {"b", 0.5}}}};
   EXPECT_THAT(invalid_argument_message([&] { (void)adm.try_acquire(2); }), HasSubstr("priority 2 is out of range"));
-  EXPECT_THAT(invalid_argument_message([&] { (void)adm.try_acquire(0, 0); }), HasSubstr("n must be >= 1, got 0"));
+  EXPECT_THAT(invalid_argument_message([&] { (void)adm.try_acquire(0, 0); }),
+              HasSubstr("n must be in [1, 576460752303423488], got 0"));
+  // Above 2^59, as every count of permits (it was taken, and the counts wrapped around).
+  EXPECT_THAT(invalid_argument_message([&] { (void)adm.try_acquire(0, (std::int64_t{1} << 59) + 1); }),
+              HasSubstr("n must be in [1, 576460752303423488], got 576460752303423489"));
   EXPECT_THAT(invalid_argument_message([&] { (void)adm.acquire({}, 0, -1); }), HasSubstr("got -1"));
   EXPECT_EQ(invalid_argument_message([] {
               manual_admission a{{.classes = {{"a", 0.1}, {"b", 0.9}}}};

@@ -31,7 +31,8 @@ struct admission_options {
   // The rate, and the burst of its token bucket (>= 1 unless the rate is inf; see token_bucket.hpp).
   admit::rate rate = admit::rate::inf();
   std::int64_t burst = 1;
-  // Permits in flight at most, in [0, 2^59]; 0: no concurrency limit (permits are still handed out and counted).
+  // Permits in flight at most, in [0, 2^59]; 0: no concurrency limit (permits are still handed out and counted, at
+  // most 2^59 in all, so that the counts cannot overflow). A request asks for n in [1, 2^59] permits.
   std::int64_t max_in_flight = 0;
   // Requests that may wait at once (all classes together); the next one that would wait fails with queue_full.
   std::size_t max_waiters = std::numeric_limits<std::size_t>::max();

@@ -91,7 +91,8 @@ class admission_core {
 
   // Throws std::invalid_argument for n < 1 or a priority out of range (as every acquiring member does).
   void check_request(std::size_t priority, std::int64_t n) const {
-    if (priority >= ledger_.classes.size() || n < 1) bad_request(priority, n);
+    // (n at most max_permits, as every count of permits: the ledger's sums of them must not overflow.)
+    if (priority >= ledger_.classes.size() || n < 1 || n > semaphore_state::max_permits) bad_request(priority, n);
   }
 
   // Under the mutex: the state the fast path admitted on, if it was open.
@@ -135,7 +136,8 @@ class admission_core {
                                   " is out of range: " + std::to_string(ledger_.classes.size()) + " class(es), 0 to " +
                                   std::to_string(ledger_.classes.size() - 1));
     }
-    throw std::invalid_argument("admit::admission: n must be >= 1, got " + std::to_string(n));
+    throw std::invalid_argument("admit::admission: n must be in [1, " + std::to_string(semaphore_state::max_permits) +
+                                "], got " + std::to_string(n));
   }
 
   template <class F>
@@ -158,8 +160,10 @@ class admission_core {
     if (k.queue.head == nullptr) return {.present = false};
     return admission_stand(weigh(k), k.queue.head->n, k.queue.head->arrival, k.queue.queued_n, free_at(t));
   }
+  static_assert(admission_free::unlimited_held == semaphore_state::max_permits);
   admission_free free_at(std::int64_t t) const noexcept {
-    return {limited(), plan_.max_in_flight - ledger_.held, &global_, tat_, t};
+    return {limited(), (limited() ? plan_.max_in_flight : admission_free::unlimited_held) - ledger_.held, &global_,
+            tat_, t};
   }
 
   // Admits w, queued or (when nobody waits) not yet: takes its tokens and permits and records its admission.
