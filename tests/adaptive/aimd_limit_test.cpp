@@ -34,6 +34,23 @@ TEST(AimdLimit, GrowsByIncreasePerLimitsWorthOfUsedSamples) {
   EXPECT_DOUBLE_EQ(a.estimate(), 9.0);
 }
 
+// Exactly L used samples grow a limit L by one, whatever L: the steps of 1/L add up to the whole despite rounding (from
+// 10, ten steps of 0.1 made 10.999..., and the limit became 11 only at the eleventh).
+TEST(AimdLimit, ALimitsWorthOfSamplesGrowsItByExactlyIncrease) {
+  for (std::int64_t start : {3, 5, 7, 10, 11, 13, 20, 49, 50, 99, 100, 997}) {
+    admit::aimd_limit a{{.initial_limit = start, .min_limit = 1, .max_limit = 100'000}};
+    for (std::int64_t limit = start; limit < start + 5; ++limit) {
+      for (std::int64_t i = 1; i < limit; ++i) ASSERT_EQ(a.update(ok(10ms, limit)), limit) << start << " " << i;
+      ASSERT_EQ(a.update(ok(10ms, limit)), limit + 1) << "from " << start << ", at " << limit;
+      EXPECT_NEAR(a.estimate(), static_cast<double>(limit + 1), 1e-9);
+    }
+  }
+  admit::aimd_limit half{{.initial_limit = 10, .min_limit = 1, .max_limit = 100, .increase = 0.5}};
+  for (int i = 0; i < 20; ++i) half.update(ok(10ms, 10));
+  EXPECT_EQ(half.limit(), 11);
+  EXPECT_NEAR(half.estimate(), 11.0, 1e-9);
+}
+
 TEST(AimdLimit, DoesNotGrowWhileTheLimitIsNotUsed) {
   admit::aimd_limit a{{.initial_limit = 8}};
   for (int i = 0; i < 100; ++i) a.update(ok(10ms, 3));  // 3 * 2 < 8

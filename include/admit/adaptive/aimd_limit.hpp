@@ -80,6 +80,12 @@ class aimd_limit {
  private:
   void set(double estimate) noexcept {
     estimate_ = std::clamp(estimate, static_cast<double>(options_.min_limit), static_cast<double>(options_.max_limit));
+    // The sum of a limit's worth of increase / limit steps falls short of the whole by a rounding error (ten steps of
+    // 0.1 from 10 make 10.999...): a whole number within a billionth is reached, and the estimate snaps to it, so
+    // that each limit's worth of used samples grows the limit by exactly `increase`.
+    // (Only up: an estimate a step above a whole number keeps its step, however small the increase.)
+    const double whole = std::ceil(estimate_);
+    if (whole - estimate_ <= 1e-9 * whole) estimate_ = whole;
     limit_ = static_cast<std::int64_t>(estimate_);
   }
 
