@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "admit/testing/invalid_argument_message.hpp"
 #include "admit/testing/manual_clock.hpp"
 
 // This file's names in a namespace of their own: a folder's tests are compiled a few to a translation unit.
@@ -270,6 +271,9 @@ TEST(KeyedConcurrencyLimiter, InvalidOptionsThrowNamingTheValue) {
   EXPECT_THROW(limiter({.limit = 1, .shards = 0}), std::invalid_argument);
   limiter l{{.limit = 1}};
   EXPECT_THROW((void)l.try_acquire("a", 0), std::invalid_argument);
+  // Named as the limiter (it said "admit::semaphore: n must be ...").
+  EXPECT_EQ(admit::testing::invalid_argument_message([&] { (void)l.try_acquire("a", 0); }),
+            "admit::keyed_concurrency_limiter: n must be in [1, 576460752303423488], got 0");
   EXPECT_FALSE(l.contains("a"));
 }
 

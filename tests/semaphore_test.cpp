@@ -77,7 +77,8 @@ TEST(Semaphore, SplitAndMergeMovePermitsBetweenObjects) {
   part.release();
   EXPECT_EQ(sem.available(), 2);
   EXPECT_EQ(p.split(0).count(), 0);
-  EXPECT_THAT(admit::testing::invalid_argument_message([&] { (void)p.split(4); }), HasSubstr("split(4): holds 3"));
+  EXPECT_THAT(admit::testing::invalid_argument_message([&] { (void)p.split(4); }),
+              HasSubstr("split: n must be in [0, 3] (the permits it holds), got 4"));
   EXPECT_THAT(admit::testing::invalid_argument_message([&] { (void)p.split(-1); }), HasSubstr("-1"));
   auto q = *sem.try_acquire(2);
   p.merge(std::move(q));
@@ -108,7 +109,8 @@ TEST(Semaphore, ErrorCodesHaveTheAdmitCategory) {
   EXPECT_STREQ(ec.category().name(), "admit");
   EXPECT_EQ(ec.message(), "queue full: too many waiters");
   EXPECT_EQ(std::error_code(errc::exceeds_capacity).message(),
-            "request exceeds the limit's capacity (its permits, or its rate's burst): it can never be admitted");
+            "request exceeds the limit's capacity (its permits, or its rate's burst): it cannot be admitted unless the "
+            "capacity grows");
   EXPECT_NE(std::error_code(errc::timeout), std::error_code(errc::cancelled));
 }
 

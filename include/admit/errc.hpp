@@ -80,7 +80,8 @@ class errc_category final : public std::error_category {
       case errc::closed:
         return "closed";
       case errc::exceeds_capacity:
-        return "request exceeds the limit's capacity (its permits, or its rate's burst): it can never be admitted";
+        return "request exceeds the limit's capacity (its permits, or its rate's burst): it cannot be admitted unless "
+               "the capacity grows";
       case errc::outcome_unknown:
         return "connection to redis lost after the command was sent: its outcome is unknown";
       case errc::connect_timeout:

@@ -378,7 +378,9 @@ class basic_keyed_concurrency_limiter {
     if (o.shards < 1) throw std::invalid_argument("admit::keyed_concurrency_limiter: shards must be at least 1, got 0");
     return o;
   }
-  static void check_n(std::int64_t n) { detail::semaphore_state::check_count("n", n, 1); }
+  static void check_n(std::int64_t n) {
+    detail::semaphore_state::check_count("n", n, 1, "admit::keyed_concurrency_limiter");
+  }
 
   static const wait_histogram& no_waits() noexcept {
     static const wait_histogram empty;

@@ -58,7 +58,8 @@ class [[nodiscard]] permit {
   // separately. Throws std::invalid_argument naming n and count() otherwise.
   permit split(std::int64_t n) {
     if (n < 0 || n > count_) {
-      throw std::invalid_argument("admit::permit::split(" + std::to_string(n) + "): holds " + std::to_string(count_));
+      throw std::invalid_argument("admit::permit::split: n must be in [0, " + std::to_string(count_) +
+                                  "] (the permits it holds), got " + std::to_string(n));
     }
     if (n == 0) return {};
     count_ -= n;

@@ -245,16 +245,17 @@ class semaphore_state {
     }
   }
 
-  static void check_count(const char* what, std::int64_t n, std::int64_t min) {
+  // `who` names the caller's type in the message (the keyed limiter's checks are the semaphore's).
+  static void check_count(const char* what, std::int64_t n, std::int64_t min, const char* who = "admit::semaphore") {
     if (n < min || n > max_permits) [[unlikely]]
-      throw_bad_count(what, n, min);
+      throw_bad_count(who, what, n, min);
   }
 
  private:
-  [[noreturn, gnu::cold, gnu::noinline]] static void throw_bad_count(const char* what, std::int64_t n,
+  [[noreturn, gnu::cold, gnu::noinline]] static void throw_bad_count(const char* who, const char* what, std::int64_t n,
                                                                      std::int64_t min) {
-    throw std::invalid_argument(std::string("admit::semaphore: ") + what + " must be in [" + std::to_string(min) +
-                                ", " + std::to_string(max_permits) + "], got " + std::to_string(n));
+    throw std::invalid_argument(std::string(who) + ": " + what + " must be in [" + std::to_string(min) + ", " +
+                                std::to_string(max_permits) + "], got " + std::to_string(n));
   }
 
   // The part of release that serves the queue, out of line so that the lock-free path stays small where it inlines.
