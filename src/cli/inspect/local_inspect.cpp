@@ -18,6 +18,7 @@
 #include "cli/common/message.hpp"
 #include "cli/common/run_holder.hpp"
 #include "cli/common/values.hpp"
+#include "cli/inspect/class_guarantees.hpp"
 #include "cli/inspect/run_condition.hpp"
 
 namespace admit::cli::run {
@@ -102,6 +103,7 @@ int inspect_local(const std::string& name, const std::string& lock_directory, co
   // Nobody takes part: the limit has no definition now (the next run gives it).
   const limit_definition d = in.definition.value_or(limit_definition{});
   const auto by_class = loads(s, d.classes.size());
+  const std::vector<std::int64_t> guaranteed = guaranteed_permits(d.capacity, d.classes);
   const bool classes = !d.classes.empty();
   if (json) {
     nlohmann::ordered_json j;
@@ -126,10 +128,10 @@ int inspect_local(const std::string& name, const std::string& lock_directory, co
     if (classes) {  // each class's held permits and the permits its waiters ask for, by class
       j["classes"] = nlohmann::ordered_json::array();
       for (std::size_t c = 0; c < d.classes.size(); ++c) {
-        j["classes"].push_back({{"name", d.classes[c].name},
-                                {"share", d.classes[c].share},
-                                {"held", by_class[c].held},
-                                {"queued", by_class[c].queued}});
+        nlohmann::ordered_json e = {{"name", d.classes[c].name}, {"share", d.classes[c].share}};
+        if (c < guaranteed.size()) e["guaranteed_permits"] = guaranteed[c];
+        e.update({{"held", by_class[c].held}, {"queued", by_class[c].queued}});
+        j["classes"].push_back(std::move(e));
       }
     }
     write_json_line(out, j);
@@ -141,8 +143,9 @@ int inspect_local(const std::string& name, const std::string& lock_directory, co
   if (in.tokens) out << ", " << *in.tokens << " token(s) now";
   out << "\n";
   for (std::size_t c = 0; c < d.classes.size(); ++c) {
-    out << "class " << d.classes[c].name << " (share " << admit::detail::format_double(d.classes[c].share)
-        << "): " << by_class[c].held << " permit(s) held, " << by_class[c].queued << " asked by its waiters\n";
+    out << "class " << d.classes[c].name << " (share " << admit::detail::format_double(d.classes[c].share);
+    if (c < guaranteed.size()) out << ", " << guaranteed[c] << " permit(s) guaranteed";
+    out << "): " << by_class[c].held << " permit(s) held, " << by_class[c].queued << " asked by its waiters\n";
   }
   // (As the Redis form's: a list cut by --most says so, the counts above being the whole's.)
   const std::string holders_cut = list_cut(std::min(most, s.holders.size()), s.holders.size());

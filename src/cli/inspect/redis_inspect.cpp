@@ -27,6 +27,7 @@
 #include "cli/common/redis_topology.hpp"
 #include "cli/common/run_holder.hpp"
 #include "cli/common/values.hpp"
+#include "cli/inspect/class_guarantees.hpp"
 #include "cli/inspect/run_condition.hpp"
 
 namespace admit::cli {
@@ -97,6 +98,13 @@ void add_run(nlohmann::ordered_json& j, const run_entry& e, const char* time_key
   add_condition(j, condition_of(e, lease_left));
 }
 
+// Each class's guaranteed permits, when the runs named the classes with their shares and the limit has a concurrency
+// limit; empty otherwise.
+std::vector<std::int64_t> guarantees(const redis::semaphore_snapshot& s, const run_entries& runs) {
+  if (s.capacity >= redis::admission::unlimited_capacity || runs.class_names.size() != s.classes.size()) return {};
+  return guaranteed_permits(s.capacity, runs.class_names);
+}
+
 // ", the first SHOWN of ALL" after a list's heading when --most (Redis's reply) cut it, else empty.
 std::string comma_cut(std::size_t shown, std::int64_t all) {
   const std::string cut = list_cut(shown, static_cast<std::size_t>(std::max<std::int64_t>(all, 0)));
@@ -149,6 +157,7 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
     j["queue"].push_back(std::move(e));
   }
   if (!s.classes.empty()) {  // --classes: each class's held permits and queued requests, by class
+    const std::vector<std::int64_t> guaranteed = guarantees(s, runs);
     j["classes"] = nlohmann::ordered_json::array();
     for (std::size_t c = 0; c < s.classes.size(); ++c) {
       nlohmann::ordered_json e;
@@ -156,6 +165,7 @@ void print_json(std::ostream& out, const std::string& name, const redis::semapho
         e["name"] = runs.class_names[c].name;
         e["share"] = runs.class_names[c].share;
       }
+      if (c < guaranteed.size()) e["guaranteed_permits"] = guaranteed[c];
       e["held"] = s.classes[c].held;
       e["queued"] = s.classes[c].queued;
       j["classes"].push_back(std::move(e));
@@ -183,10 +193,14 @@ void print_text(std::ostream& out, const std::string& name, const std::string& w
   const auto class_of = [&](std::size_t c) {
     return c < runs.class_names.size() ? runs.class_names[c].name : std::to_string(c);
   };
+  const std::vector<std::int64_t> guaranteed = guarantees(s, runs);
   for (std::size_t c = 0; c < s.classes.size(); ++c) {
     out << "class " << class_of(c);
-    if (c < runs.class_names.size())
-      out << " (share " << admit::detail::format_double(runs.class_names[c].share) << ")";
+    if (c < runs.class_names.size()) {
+      out << " (share " << admit::detail::format_double(runs.class_names[c].share);
+      if (c < guaranteed.size()) out << ", " << guaranteed[c] << " permit(s) guaranteed";
+      out << ")";
+    }
     out << ": " << s.classes[c].held << " permit(s) held, " << s.classes[c].queued << " asked by its waiters\n";
   }
   if (!s.holders.empty()) {

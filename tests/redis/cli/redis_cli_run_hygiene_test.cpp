@@ -154,9 +154,11 @@ TEST_F(AdmitRunHygieneRedis, TheClassesNamesMustBeTheSameOnEveryHost) {
       0);
   // inspect names them as the runs do (it said "class 0" and "class 1").
   const run_result inspected = run_to_end(args{ADMIT_CLI, "inspect", "--redis", server_.url(), "names"}, 20s);
-  EXPECT_NE(inspected.out.find("class a (share 0.5): 0 permit(s) held"), std::string::npos) << inspected.out;
+  EXPECT_NE(inspected.out.find("class a (share 0.5, 1 permit(s) guaranteed): 0 permit(s) held"), std::string::npos)
+      << inspected.out;
   const run_result as_json = run_to_end(args{ADMIT_CLI, "inspect", "--redis", server_.url(), "--json", "names"}, 20s);
-  EXPECT_NE(as_json.out.find("\"name\": \"b\", \"share\": 0.5"), std::string::npos) << as_json.out;
+  EXPECT_NE(as_json.out.find("\"name\": \"b\", \"share\": 0.5, \"guaranteed_permits\": 1"), std::string::npos)
+      << as_json.out;
   const run_result swapped =
       run_to_end(remote("names", {"-c", "2", "--classes", "b=0.5,a=0.5", "--class", "a", "--", "echo", "ran"}), 20s);
   EXPECT_EQ(swapped.status, 2) << swapped.err;

@@ -137,6 +137,24 @@ TEST_F(AdmitInspectLocal, MarksAHolderWhoseRunIsGoneAsDead) {
   EXPECT_NE(text.out.find("DEAD: pid " + std::to_string(run_pid) + " is gone"), std::string::npos) << text.out;
 }
 
+// Each class's guaranteed permits beside its share: the split admit::admission makes, a tie broken as it breaks it
+// (five permits of two halves: three and two; it showed only the shares).
+TEST_F(AdmitInspectLocal, ShowsEachClasssGuaranteedPermits) {
+  child_process holder(run("split", {"-c", "5", "--classes", "a=0.5,b=0.5", "--json", "--", "sleep", "60"}));
+  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
+  const run_result text = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "split"}, 10s);
+  EXPECT_NE(text.out.find("class a (share 0.5, 3 permit(s) guaranteed): 1 permit(s) held"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("class b (share 0.5, 2 permit(s) guaranteed): 0 permit(s) held"), std::string::npos)
+      << text.out;
+  const auto j = nlohmann::json::parse(admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "--json", "split"}, 10s).out,
+                                       nullptr, false);
+  ASSERT_TRUE(j.is_object() && j["classes"].size() == 2) << j.dump();
+  EXPECT_EQ(j["classes"][0]["guaranteed_permits"], 3) << j.dump();
+  EXPECT_EQ(j["classes"][1]["guaranteed_permits"], 2) << j.dump();
+  ::kill(holder.pid(), SIGKILL);
+}
+
 #endif
 
 }  // namespace
