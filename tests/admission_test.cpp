@@ -59,6 +59,14 @@ TEST_F(Admission, WithoutAConcurrencyLimitTheCountsCannotOverflow) {
   auto all = adm.try_acquire(0, most);
   ASSERT_TRUE(all);
   EXPECT_EQ(adm.in_flight(), most);
+  // A request that waits under the ceiling is admitted by the release that makes room.
+  auto waiter = std::async(std::launch::async, [&] { return adm.acquire({}, 0, 1); });
+  wait_for_waiters(adm, 1);
+  all->release();
+  ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready) << "the release did not serve the waiter";
+  const auto got = waiter.get();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(adm.in_flight(), 1);
 }
 
 TEST_F(Admission, PermitWithoutTokensWaitsWithoutHoldingAPermit) {

@@ -9,8 +9,9 @@
 //
 // Outcomes. Every decision a limiter makes ends in exactly one acquire_outcome, counted once: admitted (at once or
 // after a wait), unavailable (a try_* call found no capacity now and did not wait), queue_full, timeout, cancelled,
-// closed, exceeds_capacity (n can never be admitted), failed (a distributed limiter's backend could not decide).
-// The wait of every admission (0 when it did not wait) goes into a wait_histogram, which also counts the admissions.
+// closed, exceeds_capacity (n cannot be admitted at the limit's present capacity), failed (a distributed limiter's
+// backend could not decide). The wait of every admission (0 when it did not wait) goes into a wait_histogram, which
+// also counts the admissions.
 //
 // Cost. record() of an admission that did not wait is one relaxed fetch_add (the histogram's zero bucket); any other
 // outcome is one relaxed fetch_add on its counter (plus, for a wait, the histogram's record). No lock, no allocation,
@@ -44,7 +45,7 @@ enum class acquire_outcome : std::uint8_t {
   timeout,           // the deadline passed first (or could not be met, for a rate limiter: rejected at once)
   cancelled,         // the stop_token (or the Asio cancellation) came first
   closed,            // the limiter was closed
-  exceeds_capacity,  // n can never be admitted (above the burst or the capacity)
+  exceeds_capacity,  // n cannot be admitted at the limit's present capacity (above the burst or the capacity)
   failed,            // a distributed limiter's backend could not decide (fail-closed), or another error
 };
 

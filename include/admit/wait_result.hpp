@@ -12,7 +12,8 @@
 //   knows in advance when it will admit, so it never sleeps in vain).
 // - cancelled: the stop_token was requested, before the call (nothing taken) or while it slept (what it had taken is
 //   given back where the limiter can; see each limiter).
-// - exceeds_capacity: n can never be admitted (above a token bucket's burst, or a zero rate that cannot cover it).
+// - exceeds_capacity: n cannot be admitted at the limit's present capacity (above a token bucket's burst, or a zero
+//   rate that cannot cover it).
 #pragma once
 
 #include "admit/errc.hpp"

@@ -49,6 +49,10 @@ TEST(AimdLimit, ALimitsWorthOfSamplesGrowsItByExactlyIncrease) {
   for (int i = 0; i < 20; ++i) half.update(ok(10ms, 10));
   EXPECT_EQ(half.limit(), 11);
   EXPECT_NEAR(half.estimate(), 11.0, 1e-9);
+  // A large limit keeps its slow growth: 1000 per 1.5e9 samples, not a whole permit per sample.
+  admit::aimd_limit large{
+      {.initial_limit = 1'500'000'000, .min_limit = 1, .max_limit = 2'000'000'000, .increase = 1000}};
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(large.update(ok(10ms, 1'500'000'000)), 1'500'000'000) << i;
 }
 
 TEST(AimdLimit, DoesNotGrowWhileTheLimitIsNotUsed) {

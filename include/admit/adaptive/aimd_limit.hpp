@@ -65,7 +65,13 @@ class aimd_limit {
       cut_ = true;
       recovery_until_ = s.start + s.rtt;
     } else if (s.in_flight * 2 >= limit_) {
-      set(estimate_ + options_.increase / static_cast<double>(limit_));
+      // The sum of a limit's worth of steps falls short of the whole by a rounding error (ten steps of 0.1 from 10 make
+      // 10.999...): an estimate within half a step of the next whole number (and within a billionth of it) takes it,
+      // so that a limit's worth of used samples grows the limit by exactly `increase`.
+      const double step = options_.increase / static_cast<double>(limit_);
+      double next = estimate_ + step;
+      if (const double whole = std::ceil(next); whole - next <= std::min(1e-9 * whole, step / 2)) next = whole;
+      set(next);
     }
     return limit_;
   }
@@ -80,12 +86,6 @@ class aimd_limit {
  private:
   void set(double estimate) noexcept {
     estimate_ = std::clamp(estimate, static_cast<double>(options_.min_limit), static_cast<double>(options_.max_limit));
-    // The sum of a limit's worth of increase / limit steps falls short of the whole by a rounding error (ten steps of
-    // 0.1 from 10 make 10.999...): a whole number within a billionth is reached, and the estimate snaps to it, so
-    // that each limit's worth of used samples grows the limit by exactly `increase`.
-    // (Only up: an estimate a step above a whole number keeps its step, however small the increase.)
-    const double whole = std::ceil(estimate_);
-    if (whole - estimate_ <= 1e-9 * whole) estimate_ = whole;
     limit_ = static_cast<std::int64_t>(estimate_);
   }
 

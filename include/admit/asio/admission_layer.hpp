@@ -45,6 +45,7 @@
 #include "admit/clock.hpp"
 #include "admit/detail/deadline.hpp"
 #include "admit/detail/saturating.hpp"
+#include "admit/detail/semaphore_state.hpp"
 #include "admit/errc.hpp"
 #include "admit/permit.hpp"
 
@@ -58,8 +59,10 @@ class admission_layer {
 
   admission_layer(basic_admission<Clock>& adm, PriorityOf priority_of, std::int64_t n)
       : adm_(&adm), priority_of_(std::move(priority_of)), n_(n) {
-    if (n < 1) {
-      throw std::invalid_argument("admit::asio::middleware: admission n must be >= 1, got " + std::to_string(n));
+    if (n < 1 || n > admit::detail::semaphore_state::max_permits) {  // as the admission checks each request
+      throw std::invalid_argument("admit::asio::middleware: admission n must be in [1, " +
+                                  std::to_string(admit::detail::semaphore_state::max_permits) + "], got " +
+                                  std::to_string(n));
     }
   }
 

@@ -4,9 +4,10 @@
 //   co_await admit::asio::async_wait(per_client, client_ip, 1, boost::asio::use_awaitable);   // admit::keyed
 //
 // Completion signature: void(boost::system::error_code). Errors: boost::asio::error::operation_aborted (cancelled
-// through the handler's cancellation slot), admit::errc::exceeds_capacity (n can never be admitted: above the burst,
-// or a zero rate that cannot cover it) and admit::errc::queue_full (the limiter's max_waiters() were already waiting:
-// rejected at once, nothing taken). The handler runs on its associated executor, never inside the initiating call.
+// through the handler's cancellation slot), admit::errc::exceeds_capacity (n cannot be admitted at the limit's present
+// capacity: above the burst, or a zero rate that cannot cover it) and admit::errc::queue_full (the limiter's
+// max_waiters() were already waiting: rejected at once, nothing taken). The handler runs on its associated executor,
+// never inside the initiating call.
 //
 // Waiter bound and metrics. A request the limiter admits at once completes without waiting, holding no place. One
 // that has to wait holds one of the limiter's max_waiters() places (set_max_waiters; counted in waiting(), shared with

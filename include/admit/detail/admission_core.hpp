@@ -162,8 +162,9 @@ class admission_core {
   }
   static_assert(admission_free::unlimited_held == semaphore_state::max_permits);
   admission_free free_at(std::int64_t t) const noexcept {
-    return {limited(), (limited() ? plan_.max_in_flight : admission_free::unlimited_held) - ledger_.held, &global_,
-            tat_, t};
+    return {limited(), plan_.max_in_flight - ledger_.held,
+            &global_,  tat_,
+            t,         limited() ? INT64_MAX : admission_free::unlimited_held - ledger_.held};
   }
 
   // Admits w, queued or (when nobody waits) not yet: takes its tokens and permits and records its admission.
@@ -296,7 +297,8 @@ class admission_core {
     locked lock(self);
     class_state& k = *self.ledger_.classes[cls];
     self.ledger_.give_back(k, 1 + k.permits.called_back());
-    if (self.limited() && self.waiting_ != 0) self.dispatch(self.effective(to_ns<Clock>(Clock::now())));
+    // (Without a concurrency limit too: a request may wait under the ceiling of permits held in all.)
+    if (self.waiting_ != 0) self.dispatch(self.effective(to_ns<Clock>(Clock::now())));
   }
 
   admission_options options_;

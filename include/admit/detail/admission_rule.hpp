@@ -91,19 +91,22 @@ namespace admit::detail {
   return wait;
 }
 
-// What is free now: permits (unless unlimited) and the global bucket at effective time t.
+// What is free now: permits (with a concurrency limit; without, the room left under a ceiling) and the global bucket
+// at effective time t.
 struct admission_free {
-  // Without a concurrency limit, the permits held in all stay at most the largest max_in_flight (2^59), so that no
-  // count of them can overflow (the classes' engines keep what was released, and not yet collected, in 61 bits): a
-  // request beyond it waits, as for a limit (never reached in practice).
+  // Without a concurrency limit, admit::admission keeps the permits held in all at most the largest max_in_flight
+  // (2^59), so that no count of them can overflow (the classes' engines keep what was released, and not yet
+  // collected, in 61 bits): a request beyond it waits as for a limit (never reached in practice).
   static constexpr std::int64_t unlimited_held = std::int64_t{1} << 59;  // (checked in admission_core.hpp)
   bool limited = false;
-  std::int64_t permits = 0;  // max_in_flight − held; unlimited_held − held without a concurrency limit
+  std::int64_t permits = 0;  // max_in_flight − held (with a concurrency limit)
   const token_bucket_config* global = nullptr;
   std::int64_t tat = 0;
   std::int64_t t = 0;
+  // Without a concurrency limit: the permits that may still be taken (unlimited_held − held; no ceiling by default).
+  std::int64_t room = INT64_MAX;
 
-  [[nodiscard]] bool has_permits(std::int64_t n) const noexcept { return n <= permits; }
+  [[nodiscard]] bool has_permits(std::int64_t n) const noexcept { return limited ? n <= permits : n <= room; }
   [[nodiscard]] bool has_tokens(std::int64_t n) const noexcept {
     if (global->inf()) return true;
     const auto r = token_bucket_step(*global, oversize_policy::reject, tat, t, n);

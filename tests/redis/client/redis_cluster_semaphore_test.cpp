@@ -86,21 +86,6 @@ class cyclers {
   std::vector<std::jthread> threads_;
 };
 
-// Moves every key of `slot` from master `source` to master `target` with MIGRATE, until none is left there.
-void migrate_keys(redis_cluster& rc, const std::string& slot, std::size_t source, std::size_t target) {
-  for (;;) {
-    const std::string keys = rc.admin(source, {"CLUSTER", "GETKEYSINSLOT", slot, "100"});
-    if (keys.empty()) return;
-    std::vector<std::string> migrate{"MIGRATE", "127.0.0.1", std::to_string(rc.port(target)), "", "0", "5000", "KEYS"};
-    for (std::size_t at = 0; at <= keys.size();) {
-      const auto nl = std::min(keys.find('\n', at), keys.size());
-      migrate.push_back(keys.substr(at, nl - at));
-      at = nl + 1;
-    }
-    ASSERT_EQ(rc.admin(source, migrate), "OK");
-  }
-}
-
 TEST(RedisClusterSemaphore, ItsSlotMovedMidRunNeverOverAdmitsAndLosesNothing) {
   redis_cluster rc;
   io_thread io(2);
@@ -120,7 +105,7 @@ TEST(RedisClusterSemaphore, ItsSlotMovedMidRunNeverOverAdmitsAndLosesNothing) {
 
   ASSERT_EQ(rc.admin(target, {"CLUSTER", "SETSLOT", slot, "IMPORTING", source_id}), "OK");
   ASSERT_EQ(rc.admin(source, {"CLUSTER", "SETSLOT", slot, "MIGRATING", target_id}), "OK");
-  migrate_keys(rc, slot, source, target);
+  ASSERT_EQ(rc.migrate_keys(slot, source, target), "OK");
   // The source still owns the slot: a call finds its keys gone (ASK), and the target refuses one whose keys it does
   // not all hold (TRYAGAIN: some of the semaphore's keys exist only while requests wait), until the slot is the
   // target's. Calls fail meanwhile (the failure policy: fail-closed), releases too: their leases expire.
@@ -130,7 +115,7 @@ TEST(RedisClusterSemaphore, ItsSlotMovedMidRunNeverOverAdmitsAndLosesNothing) {
         return now.ask >= before.ask + 20 && now.tryagain >= before.tryagain + 20;
       },
       30s));
-  migrate_keys(rc, slot, source, target);  // keys a call made on the source meanwhile
+  ASSERT_EQ(rc.migrate_keys(slot, source, target), "OK");  // keys a call made on the source meanwhile
   for (const std::size_t node : {target, source, third}) {
     ASSERT_EQ(rc.admin(node, {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK") << "node " << node;
   }

@@ -331,17 +331,7 @@ TEST(RedisCluster, SlotMigratedMidRunFollowsAskThenMoved) {
 
   ASSERT_EQ(rc.admin(target, {"CLUSTER", "SETSLOT", slot, "IMPORTING", source_id}), "OK");
   ASSERT_EQ(rc.admin(source, {"CLUSTER", "SETSLOT", slot, "MIGRATING", target_id}), "OK");
-  for (;;) {
-    const std::string keys = rc.admin(source, {"CLUSTER", "GETKEYSINSLOT", slot, "100"});
-    if (keys.empty()) break;
-    std::vector<std::string> migrate{"MIGRATE", "127.0.0.1", std::to_string(rc.port(target)), "", "0", "5000", "KEYS"};
-    for (std::size_t at = 0; at <= keys.size();) {
-      const auto nl = std::min(keys.find('\n', at), keys.size());
-      migrate.push_back(keys.substr(at, nl - at));
-      at = nl + 1;
-    }
-    ASSERT_EQ(rc.admin(source, migrate), "OK");
-  }
+  ASSERT_EQ(rc.migrate_keys(slot, source, target), "OK");
   // The keys are on the target; the source still owns the slot and answers ASK.
   ASSERT_TRUE(eventually([&] { return c.statistics().ask >= before.ask + 20; }, 30s));
   const auto during = d.decisions();

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -108,6 +109,22 @@ class redis_cluster {
       if (admin(i, {"GET", key}).rfind("-MOVED", 0) != 0) return i;
     }
     return size;
+  }
+
+  // Moves every key of hash slot `slot` from master `source` to master `target` by MIGRATE, until none is left on the
+  // source (the slot set MIGRATING and IMPORTING first); the reply that stopped it when a MIGRATE failed, else "OK".
+  std::string migrate_keys(const std::string& slot, std::size_t source, std::size_t target) const {
+    for (;;) {
+      const std::string keys = admin(source, {"CLUSTER", "GETKEYSINSLOT", slot, "100"});
+      if (keys.empty()) return "OK";
+      std::vector<std::string> migrate{"MIGRATE", "127.0.0.1", std::to_string(port(target)), "", "0", "5000", "KEYS"};
+      for (std::size_t at = 0; at <= keys.size();) {
+        const auto nl = std::min(keys.find('\n', at), keys.size());
+        migrate.push_back(keys.substr(at, nl - at));
+        at = nl + 1;
+      }
+      if (const std::string r = admin(source, migrate); r != "OK") return r;
+    }
   }
 
   // The number of calls of `command` (lower case, e.g. "script|load") in node i's INFO commandstats.
