@@ -225,6 +225,26 @@ TEST(RedisCluster, RoutesEachKeyToTheMasterOfItsSlot) {
   EXPECT_EQ(c.execute("GET", "first").error, errc::closed);
 }
 
+// Options at the clock's end mean "never", not an overflow: with a refresh_interval of nanoseconds::max(), a refresh
+// asked for after the first is put off to the clock's end (its time was last refresh + the interval: undefined
+// behaviour, which the sanitizer build reports), and the calls go on.
+TEST(RedisCluster, OptionsAtTheClocksEndSaturate) {
+  redis_cluster rc;
+  io_thread io;
+  admit::redis::cluster_options o;
+  o.refresh_interval = std::chrono::nanoseconds::max();
+  o.tryagain_delay = std::chrono::nanoseconds::max();
+  cluster c(io.executor(), rc.url(0), o);
+  ASSERT_TRUE(c.execute("SET", "{edge}k", "1").ok());
+  const auto refreshes = c.statistics().refreshes;
+  c.refresh();
+  c.refresh();
+  const auto r = c.execute("GET", "{edge}k");
+  ASSERT_TRUE(r.ok()) << r.error.message();
+  EXPECT_EQ(r.value.str(), "1");
+  EXPECT_EQ(c.statistics().refreshes, refreshes) << "a refresh within refresh_interval of the last";
+}
+
 TEST(RedisCluster, GcraOnEveryMasterAdmitsExactlyTheBurst) {
   redis_cluster rc;
   io_thread io(2);
