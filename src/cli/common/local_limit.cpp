@@ -404,7 +404,11 @@ local_inspection inspect_local(const std::filesystem::path& directory, const std
   local_inspection result;
   if (!q.exists()) return result;
   result.exists = true;
-  auto lock = q.lock();
+  const auto lock = q.lock_within(inspect_patience);
+  if (!lock) {
+    result.lock_held = q.path() / "lock";
+    return result;
+  }
   std::vector<local::entry_record> live = local::scan_live(q);
   for (auto& r : live) {
     if (r.definition && !result.definition) result.definition = r.definition;

@@ -215,7 +215,11 @@ struct local_inspection {
   // bucket now.
   std::optional<limit_definition> definition;
   std::optional<std::int64_t> tokens;
+  // The limit's lock, when another process held it for all of inspect_patience (a run stopped inside its short
+  // critical section holds it until continued): nothing else is read then.
+  std::optional<std::filesystem::path> lock_held;
 };
+inline constexpr std::chrono::milliseconds inspect_patience{2000};
 local_inspection inspect_local(const std::filesystem::path& directory, const std::string& name);
 
 // The default directory of local limits: $ADMIT_LOCK_DIR when set; else $XDG_RUNTIME_DIR/admit when XDG_RUNTIME_DIR

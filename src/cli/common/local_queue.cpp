@@ -220,6 +220,20 @@ unique_fd queue_dir::lock() const {
   return fd;
 }
 
+std::optional<unique_fd> queue_dir::lock_within(std::chrono::milliseconds patience) const {
+  unique_fd fd(::openat(dir_.get(), "lock", O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
+  if (!fd) fail(errno, "cannot open", path_ / "lock");
+  const auto give_up = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    const int e = flock_retry(fd.get(), LOCK_EX | LOCK_NB);
+    if (e == 0) return fd;
+    if (e != EWOULDBLOCK) fail(e, "cannot lock", path_ / "lock");
+    if (std::chrono::steady_clock::now() >= give_up) return std::nullopt;
+    const timespec pause{0, 10'000'000};
+    ::nanosleep(&pause, nullptr);
+  }
+}
+
 std::vector<entry_record> scan_live(const queue_dir& q) {
   int fd = ::openat(q.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) fail(errno, "cannot open the directory", q.path());

@@ -7,6 +7,7 @@
 // Errors of the file system throw std::system_error naming the path.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -60,6 +61,9 @@ class queue_dir {
   int fd() const noexcept { return dir_.get(); }
   // Takes flock(LOCK_EX) on `lock` (creating it), blocking; the lock is held until the returned fd is closed.
   unique_fd lock() const;
+  // The same, waiting at most `patience` (polling every 10 ms): a process stopped (SIGSTOP, Ctrl-Z) while it held the
+  // lock holds it until continued. std::nullopt when it was not free in time.
+  std::optional<unique_fd> lock_within(std::chrono::milliseconds patience) const;
 
  private:
   std::filesystem::path path_;

@@ -21,11 +21,11 @@
 #include "admit/redis/client/cluster.hpp"
 #include "admit/redis/client/connection.hpp"
 #include "admit/redis/client/options.hpp"
+#include "cli/common/message.hpp"
 
 namespace admit::cli {
 
 inline constexpr int exit_unavailable = 69;  // sysexits' EX_UNAVAILABLE
-inline constexpr int exit_tempfail = 75;     // sysexits' EX_TEMPFAIL
 
 struct redis_failure {
   std::error_code error;   // an admit::errc of the Redis client (or errc::error_reply for an error reply)

@@ -16,7 +16,8 @@ inline constexpr const char* inspect_description =
     "class, host, pid, command and time.\n"
     "Exit status: 0 shown; 1 no such semaphore or limit; 2 bad input (an option, the URL); 75 (EX_TEMPFAIL) Redis "
     "failed in a way that may pass by waiting (no answer within --timeout, connection refused or lost, LOADING, "
-    "BUSY); 69 (EX_UNAVAILABLE) Redis failed in a way waiting cannot fix (authentication failed, unknown host, no "
+    "BUSY), or without --redis another process held the limit's lock for 2s (a stopped run); 69 (EX_UNAVAILABLE) Redis "
+    "failed in a way waiting cannot fix (authentication failed, unknown host, no "
     "such database, not a Redis server); 66 (EX_NOINPUT) without --redis, the limit's files cannot be read (no "
     "permission, an I/O error). The cause goes to stderr.";
 

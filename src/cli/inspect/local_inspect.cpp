@@ -97,6 +97,14 @@ int inspect_local(const std::string& name, const std::string& lock_directory, co
         << " (a limit of `admit run` without --redis; with --redis, pass it here too)\n";
     return exit_failure;
   }
+  if (in.lock_held) {
+    err << "admit inspect: the lock of local limit " << quote(name) << ", " << quote(in.lock_held->string())
+        << ", has been held for over " << human_duration(std::chrono::nanoseconds(inspect_patience).count())
+        << " by another process: a stopped `admit run` (Ctrl-Z, SIGSTOP) holds it until it is continued, and every run "
+           "of the limit on this host waits meanwhile (`fuser -v "
+        << quote(in.lock_held->string()) << "` names the process)\n";
+    return exit_tempfail;
+  }
   const local_snapshot& s = in.snapshot;
   std::int64_t held = 0;
   for (const auto& h : s.holders) held += h.weight;

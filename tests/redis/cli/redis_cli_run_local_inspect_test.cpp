@@ -2,8 +2,10 @@
 // with real runs holding and waiting: each holder and waiter with its host, pid and command, in queue order; a run that
 // is gone while a process it started holds its lock on, marked dead; a stopped waiter, marked stopped; --most's cut
 // named; a limit whose files cannot be read, exit 66.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -26,6 +28,21 @@ using namespace admit::redis::testing::run;
 using admit::redis::testing::child_process;
 using admit::redis::testing::run_result;
 using AdmitInspectLocal = run_local_fixture;
+
+// flock(LOCK_EX) on `path` for its lifetime, as a run holds the limit's lock in its critical section.
+class lock_holder {
+ public:
+  explicit lock_holder(const std::filesystem::path& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    EXPECT_GE(fd_, 0) << path;
+    EXPECT_EQ(::flock(fd_, LOCK_EX), 0) << path;
+  }
+  ~lock_holder() { ::close(fd_); }
+  lock_holder(const lock_holder&) = delete;
+  lock_holder& operator=(const lock_holder&) = delete;
+
+ private:
+  int fd_;
+};
 
 // A limit whose files cannot be read is neither shown nor "no such limit" (1): exit 66, EX_NOINPUT, naming the path
 // and the reason. A file where the limit's directory belongs (as root too); without root, a directory of another mode.
@@ -78,7 +95,13 @@ TEST_F(AdmitInspectLocal, NamesAStoppedWaiter) {
     if (json) a = a + args{"--json"};
     return admit(a, 10s);
   };
-  ASSERT_EQ(::kill(waiter.pid(), SIGSTOP), 0);
+  {
+    // Stopped outside the limit's short critical section (as a stop from a terminal mostly finds it): the lock held
+    // here meanwhile. A run stopped inside it holds the lock until continued (see below); the "waiting" event may come
+    // before the waiter lets go of it.
+    const lock_holder lock(std::filesystem::path(locks_) / "stop" / "lock");
+    ASSERT_EQ(::kill(waiter.pid(), SIGSTOP), 0);
+  }
   // (The kernel marks it stopped once the signal is delivered: asked again until then.)
   ASSERT_TRUE(eventually([&] {
     return inspect(false).out.find("STOPPED: pid " + std::to_string(waiter.pid())) != std::string::npos;
@@ -135,6 +158,22 @@ TEST_F(AdmitInspectLocal, MarksAHolderWhoseRunIsGoneAsDead) {
   EXPECT_NE(r.out.find("is gone; a process it started still holds its lock"), std::string::npos) << r.out;
   const run_result text = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "orphan"}, 10s);
   EXPECT_NE(text.out.find("DEAD: pid " + std::to_string(run_pid) + " is gone"), std::string::npos) << text.out;
+}
+
+// A process that holds the limit's lock (a run stopped inside its short critical section holds it until continued):
+// inspect gives up after its patience, exit 75 naming the lock and how to find its holder; it waited for ever.
+TEST_F(AdmitInspectLocal, ALockHeldByAnotherProcessIs75NotAHang) {
+  ASSERT_EQ(admit(run("held", {"--concurrency", "1", "--", "true"})).status, 0);
+  const std::filesystem::path path = std::filesystem::path(locks_) / "held" / "lock";
+  const lock_holder lock(path);
+  const auto start = std::chrono::steady_clock::now();
+  const run_result r = admit({ADMIT_CLI, "inspect", "--lock-dir", locks_, "held"}, 20s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("the lock of local limit \"held\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("has been held for over 2s by another process"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("fuser -v"), std::string::npos) << r.err;
 }
 
 // Each class's guaranteed permits beside its share: the split admit::admission makes, a tie broken as it breaks it
