@@ -40,6 +40,9 @@ namespace {
 using std::chrono::nanoseconds;
 using std::chrono::steady_clock;
 
+// How long leaving the queue waits for the limit's lock before it leaves without it.
+constexpr std::chrono::milliseconds lock_patience{2000};
+
 [[noreturn]] void invalid(const std::string& message) { throw std::invalid_argument("local limit: " + message); }
 
 bool same_state(const wait_progress& a, const wait_progress& b) {
@@ -56,11 +59,13 @@ class entry_guard {
   entry_guard& operator=(const entry_guard&) = delete;
   ~entry_guard() {
     if (!fd_) return;
+    // Without the lock when another process holds it past a short wait (a run stopped inside its critical section)
+    // or it cannot be taken: the entry, unlocked by the close, is removed by the next reader if still there.
     try {
-      auto lock = q_.lock();
+      const auto lock = q_.lock_within(lock_patience);
       leave();
     } catch (...) {
-      leave();  // without `lock`: the entry, unlocked by the close, is removed by the next reader if still there
+      leave();
     }
   }
   // Under lock: removes the entry and closes it.
@@ -239,9 +244,16 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     return local_permit(fd, std::move(entry_path), std::move(lock_path), self.ticket, inotify.release());
   };
   auto leave = [&](errc why) {
-    auto lock = q.lock();
+    const auto lock = q.lock_within(lock_patience);  // (without it, as entry_guard's destructor)
     entry->leave();
     return why;
+  };
+  // The limit's lock, waited for until the deadline (for ever without one): std::nullopt when another process held
+  // it all that time (a run stopped inside its critical section holds it until continued).
+  const auto lock_by_deadline = [&]() -> std::optional<local::unique_fd> {
+    if (!deadline) return q.lock();
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - steady_clock::now());
+    return q.lock_within(std::max(left, std::chrono::milliseconds(0)));
   };
   // Leaves the queue, then throws the error of a failed system call.
   auto leave_after = [&](int error, const std::string& what) -> admit::expected<local_permit, std::error_code> {
@@ -262,7 +274,8 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
   steady_clock::time_point last_check;   // when `state` and rate_wait were evaluated
   steady_clock::time_point last_poll;    // when the queue was last looked at, in full or not (see the loop)
   {
-    auto lock = q.lock();
+    const auto lock = lock_by_deadline();
+    if (!lock) return std::make_error_code(std::errc::resource_unavailable_try_again);
     auto live = local::scan_live(q);
     for (const auto& r : live) {
       if (r.definition && *r.definition != *self.definition) {
@@ -342,7 +355,11 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
       due = false;
     }
     if (relevant || due || expired) {
-      auto lock = q.lock();
+      const auto lock = lock_by_deadline();
+      if (!lock) {
+        entry->leave();  // (without the lock, as entry_guard's destructor)
+        return std::make_error_code(std::errc::resource_unavailable_try_again);
+      }
       last_check = last_poll = steady_clock::now();
       auto live = local::scan_live(q);
       if (std::none_of(live.begin(), live.end(), [&](const auto& r) { return r.ticket == self.ticket; })) {

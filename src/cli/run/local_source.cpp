@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <string>
+#include <system_error>
 
 #include "admit/errc.hpp"
 #include "cli/common/duration.hpp"
@@ -61,6 +62,12 @@ class local_source final : public permit_source {
     }
     if (e == admit::errc::would_block) return "not admitted: " + where + " is busy (--no-wait)";
     if (e == admit::errc::timeout) return timed_out_;
+    if (e == std::errc::resource_unavailable_try_again) {
+      const std::string lock = (c.directory / c.name / "lock").string();
+      return timed_out_ + ": another process held the limit's lock " + quote(lock) +
+             " all that time (a stopped `admit run`, Ctrl-Z or SIGSTOP, holds it until continued; `fuser -v " +
+             quote(lock) + "` names it)";
+    }
     if (e == admit::errc::cancelled) return "not admitted: stopped while waiting for " + where;
     return "not admitted: " + e.message();
   }

@@ -2,10 +2,8 @@
 // with real runs holding and waiting: each holder and waiter with its host, pid and command, in queue order; a run that
 // is gone while a process it started holds its lock on, marked dead; a stopped waiter, marked stopped; --most's cut
 // named; a limit whose files cannot be read, exit 66.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -28,21 +26,6 @@ using namespace admit::redis::testing::run;
 using admit::redis::testing::child_process;
 using admit::redis::testing::run_result;
 using AdmitInspectLocal = run_local_fixture;
-
-// flock(LOCK_EX) on `path` for its lifetime, as a run holds the limit's lock in its critical section.
-class lock_holder {
- public:
-  explicit lock_holder(const std::filesystem::path& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    EXPECT_GE(fd_, 0) << path;
-    EXPECT_EQ(::flock(fd_, LOCK_EX), 0) << path;
-  }
-  ~lock_holder() { ::close(fd_); }
-  lock_holder(const lock_holder&) = delete;
-  lock_holder& operator=(const lock_holder&) = delete;
-
- private:
-  int fd_;
-};
 
 // A limit whose files cannot be read is neither shown nor "no such limit" (1): exit 66, EX_NOINPUT, naming the path
 // and the reason. A file where the limit's directory belongs (as root too); without root, a directory of another mode.

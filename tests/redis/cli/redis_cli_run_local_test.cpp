@@ -212,6 +212,33 @@ TEST_F(AdmitRunLocal, AnotherDefinitionOfANameInUseIs2) {
 
 // SIGINT, SIGTERM, SIGHUP, SIGQUIT while waiting: leaves the queue, exits 128+N, the command never runs; the one
 // behind it is served next.
+// Another process holding the limit's lock (a run stopped inside its critical section holds it until continued) does
+// not hold a run past its --timeout, neither as it joins the queue nor while it waits: exit 75 naming the lock. The
+// run blocked in flock for ever.
+TEST_F(AdmitRunLocal, ALockHeldPastTheTimeoutIs75NamingIt) {
+  ASSERT_EQ(admit(run("locked", {"--concurrency", "1", "--", "true"})).status, 0);
+  const std::filesystem::path path = std::filesystem::path(locks_) / "locked" / "lock";
+  const args timed{"--concurrency", "1", "--timeout", "1s", "--", "echo", "ran"};
+  {
+    const lock_holder lock(path);
+    const auto start = steady::now();
+    const run_result r = admit(run("locked", timed), 20s);
+    EXPECT_LT(steady::now() - start, 10s);
+    EXPECT_EQ(r.status, 75) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("another process held the limit's lock"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("fuser -v"), std::string::npos) << r.err;
+  }
+  const auto holder = hold("locked");
+  child_process waiter(run("locked", args{"--json"} + timed));
+  ASSERT_TRUE(wait_for_event(waiter, {"waiting"})) << waiter.err();
+  const lock_holder lock(path);  // (taken once the waiter has let go of it)
+  const run_result r = finish(waiter, 20s);
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_NE(r.err.find("another process held the limit's lock"), std::string::npos) << r.err;
+  ::kill(holder->pid(), SIGKILL);
+}
+
 TEST_F(AdmitRunLocal, SignalWhileWaitingLeavesTheQueue) {
   const auto holder = hold("q");
   for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {

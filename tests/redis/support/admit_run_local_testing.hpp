@@ -5,7 +5,10 @@
 
 #ifdef ADMIT_CLI
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -16,6 +19,21 @@
 #include "child_process.hpp"
 
 namespace admit::redis::testing::run {
+
+// flock(LOCK_EX) on `path` for its lifetime, as a run holds the limit's lock in its critical section.
+class lock_holder {
+ public:
+  explicit lock_holder(const std::filesystem::path& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    EXPECT_GE(fd_, 0) << path;
+    EXPECT_EQ(::flock(fd_, LOCK_EX), 0) << path;
+  }
+  ~lock_holder() { ::close(fd_); }
+  lock_holder(const lock_holder&) = delete;
+  lock_holder& operator=(const lock_holder&) = delete;
+
+ private:
+  int fd_;
+};
 
 class run_local_fixture : public ::testing::Test {
  protected:
