@@ -248,12 +248,13 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
     entry->leave();
     return why;
   };
-  // The limit's lock, waited for until the deadline (for ever without one): std::nullopt when another process held
-  // it all that time (a run stopped inside its critical section holds it until continued).
+  // The limit's lock, waited for until the deadline (for ever without one), and at least 100 ms (a --timeout 0s run
+  // that finds another run's step under way waits for it, as a --no-wait one does): std::nullopt when another process
+  // held it all that time (a run stopped inside its critical section holds it until continued).
   const auto lock_by_deadline = [&]() -> std::optional<local::unique_fd> {
     if (!deadline) return q.lock();
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - steady_clock::now());
-    return q.lock_within(std::max(left, std::chrono::milliseconds(0)));
+    return q.lock_within(std::max(left, std::chrono::milliseconds(100)));
   };
   // Leaves the queue, then throws the error of a failed system call.
   auto leave_after = [&](int error, const std::string& what) -> admit::expected<local_permit, std::error_code> {

@@ -61,8 +61,8 @@ class queue_dir {
   int fd() const noexcept { return dir_.get(); }
   // Takes flock(LOCK_EX) on `lock` (creating it), blocking; the lock is held until the returned fd is closed.
   unique_fd lock() const;
-  // The same, waiting at most `patience` (polling every 10 ms): a process stopped (SIGSTOP, Ctrl-Z) while it held the
-  // lock holds it until continued. std::nullopt when it was not free in time.
+  // The same, waiting at most `patience` (tried again after 0.1 ms, doubling to 5 ms): a process stopped (SIGSTOP,
+  // Ctrl-Z) while it held the lock holds it until continued. std::nullopt when it was not free in time.
   std::optional<unique_fd> lock_within(std::chrono::milliseconds patience) const;
 
  private:
