@@ -20,6 +20,8 @@
 #include <system_error>
 #include <utility>
 
+#include "admit/detail/deadline.hpp"
+
 namespace admit::cli::run::local {
 
 namespace {
@@ -211,19 +213,24 @@ queue_dir::queue_dir(const std::filesystem::path& directory, const std::string& 
   dir_ = unique_fd(fd);
 }
 
-unique_fd queue_dir::lock() const {
+unique_fd queue_dir::open_lock() const {
   // Read-only: flock needs no more, others' read-only access to the file suffices, and closing it makes no
   // IN_CLOSE_WRITE event (waiters watch those to learn that an entry's owner has gone).
   unique_fd fd(::openat(dir_.get(), "lock", O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
   if (!fd) fail(errno, "cannot open", path_ / "lock");
+  return fd;
+}
+
+unique_fd queue_dir::lock() const {
+  unique_fd fd = open_lock();
   if (int e = flock_retry(fd.get(), LOCK_EX)) fail(e, "cannot lock", path_ / "lock");
   return fd;
 }
 
 std::optional<unique_fd> queue_dir::lock_within(std::chrono::milliseconds patience) const {
-  unique_fd fd(::openat(dir_.get(), "lock", O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
-  if (!fd) fail(errno, "cannot open", path_ / "lock");
-  const auto give_up = std::chrono::steady_clock::now() + patience;
+  unique_fd fd = open_lock();
+  const auto give_up =
+      admit::detail::deadline_after<std::chrono::steady_clock>(std::chrono::steady_clock::now(), patience);
   // Tried again after 0.1 ms, doubling to 5 ms: the lock is held for microseconds at each step of a run, and a try
   // soon after a release mostly finds it free among the blocked lockers that its release woke.
   long pause_ns = 100'000;

@@ -66,6 +66,8 @@ class queue_dir {
   std::optional<unique_fd> lock_within(std::chrono::milliseconds patience) const;
 
  private:
+  unique_fd open_lock() const;  // `lock`, opened (created) for flock
+
   std::filesystem::path path_;
   unique_fd dir_;
 };
