@@ -40,10 +40,6 @@ bool looks_like_option(std::string_view word) noexcept {
 
 }  // namespace
 
-std::string unknown_option(const CLI::App& app, std::span<const std::string> args, bool stop_at_first_word) {
-  return scan_options(app, args, stop_at_first_word).unknown;
-}
-
 option_scan scan_options(const CLI::App& app, std::span<const std::string> args, bool stop_at_first_word) {
   option_scan scan;
   for (const std::string& a : args) {

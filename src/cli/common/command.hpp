@@ -34,18 +34,15 @@ struct subcommand {
   bool options_end_at_first_word = false;
 };
 
-// The message for the first option in `args` (the words after the subcommand's name, up to a "--") that `app` does
-// not know: `unknown option --brust; did you mean --burst?`, the suggestion the nearest of app's long options when
-// one is close (cli/common/suggest.hpp). Empty when every option is known, or when help is asked for. The value of an
-// option that takes one is skipped, so a value that starts with '-' is never taken for an option; a word that is not
-// an option is a positional argument (or, with `stop_at_first_word`, the end of the options).
-[[nodiscard]] std::string unknown_option(const CLI::App& app, std::span<const std::string> args,
-                                         bool stop_at_first_word);
-
-// What unknown_option() reads of `args`, and which option took the last word as its value ("--timeout" for
-// "--timeout k": empty when the last word is not an option's value), to explain a positional argument said missing.
+// Reads the words after a subcommand's name in `args` (up to a "--"). `unknown`: the message for the first option
+// that `app` does not know — `unknown option --brust; did you mean --burst?`, the suggestion the nearest of app's long
+// options when one is close (cli/common/suggest.hpp) — empty when every option is known, or when help is asked for.
+// The value of an option that takes one is skipped, so a value that starts with '-' is never taken for an option; a
+// word that is not an option is a positional argument (or, with `stop_at_first_word`, the end of the options).
+// `last_word_taken_by`: the option that took the last word as its value ("--timeout" for "--timeout k"; empty when
+// the last word is not an option's value), to explain a positional argument said missing.
 struct option_scan {
-  std::string unknown;             // unknown_option()'s message
+  std::string unknown;
   std::string last_word_taken_by;  // the option as written ("--timeout", "-r")
 };
 [[nodiscard]] option_scan scan_options(const CLI::App& app, std::span<const std::string> args, bool stop_at_first_word);
