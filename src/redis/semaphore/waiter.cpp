@@ -112,7 +112,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
             self->told_queued_ = true;
             self->core_->options().on_queued(self->id_);
           }
-          self->arm(rate_wait(r));
+          self->arm(ask_again_in(r));
         }));
   }
   // The deadline's timer, when the operation enforces one (timed_) and it is not armed yet. Armed at the start when the
@@ -138,17 +138,18 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     told_queued_ = false;  // on_queued hears the new id
     enqueue();
   }
-  // With a rate: µs until it can admit this waiter (the queued reply's fourth element; 0 when there is none or it is
-  // not the rate that holds it back).
-  static std::int64_t rate_wait(const reply& r) {
+  // µs after which the script asks this waiter to poll (the queued reply's fourth element): when the rate can admit
+  // it, or, at the queue's head, when the earliest lease expires; 0: at poll_interval.
+  static std::int64_t ask_again_in(const reply& r) {
     const auto v = integers(r, 4);
     return v ? std::max<std::int64_t>((*v)[3], 0) : 0;
   }
-  // Polls after poll_interval, or sooner when the rate can admit this waiter sooner (nobody's release wakes a waiter
-  // held back by the rate: it asks at its tokens' time, and the poll that finds them there is granted).
-  void arm(std::int64_t rate_wait_us = 0) {
+  // Polls after poll_interval, or sooner when the script asks (nobody's release wakes a waiter held back by the rate,
+  // nor one whose permits a dead holder's lease keeps until it expires: it asks at its tokens' time, or the head at the
+  // lease's expiry, and the poll that finds them there is granted).
+  void arm(std::int64_t ask_again_in_us = 0) {
     auto after = std::chrono::duration_cast<steady::duration>(core_->options().poll_interval);
-    if (rate_wait_us > 0) after = std::min<steady::duration>(after, std::chrono::microseconds(rate_wait_us));
+    if (ask_again_in_us > 0) after = std::min<steady::duration>(after, std::chrono::microseconds(ask_again_in_us));
     if (!poll_timer_) poll_timer_.emplace(strand_);
     poll_timer_->expires_after(after);
     poll_timer_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
@@ -168,7 +169,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
           // Redis is away, or answers "not now" (CLUSTERDOWN, LOADING, BUSY...): ask again later, until the deadline.
           if (ec || r.is_transient_error()) return self->arm();
           const auto v = integers(r, 1);
-          if (v && (*v)[0] == queued) return self->arm(rate_wait(r));
+          if (v && (*v)[0] == queued) return self->arm(ask_again_in(r));
           if (v && (*v)[0] == unknown) return self->requeue();  // our place expired: queue again
           const auto l = integers(r, 5);
           if (v && (*v)[0] == granted && l) {

@@ -78,6 +78,37 @@ TEST(RedisAdmissionClasses, AClassWithinItsGuaranteeGoesBeforeAnEarlierBorrower)
   ASSERT_TRUE(b) << b.error().message();
 }
 
+// The head of a class's queue asks again when the earliest lease expires, so that leases nobody renews (a holder
+// that died) reach it at their expiry, not at its next poll (30 s here): the first lease's expiry frees one permit of
+// the two it asks for, and its poll then learns when the second expires.
+TEST(RedisAdmissionClasses, TheHeadOfAClassAsksAgainWhenEachLeaseAheadExpires) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admit::redis::semaphore_options shorter;
+  shorter.lease_ttl = 300ms;
+  shorter.auto_renew = false;
+  admit::redis::semaphore_options longer = shorter;
+  longer.lease_ttl = 1500ms;
+  admit::redis::semaphore_options patient;
+  patient.poll_interval = 30s;
+  const admission_options limits{.max_in_flight = 2, .classes = {{"a", 0.5}, {"b", 0.5}}};
+  admit::redis::admission first(conn, "watched", limits, shorter);
+  admit::redis::admission second(conn, "watched", limits, longer);
+  admit::redis::admission waiter(conn, "watched", limits, patient);
+  auto one = first.try_acquire(0);
+  ASSERT_TRUE(one) << one.error().message();
+  auto two = second.try_acquire(0);
+  ASSERT_TRUE(two) << two.error().message();
+  const auto start = std::chrono::steady_clock::now();
+  auto both = waiter.try_acquire_for(10s, 1, 2);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(both) << both.error().message();
+  EXPECT_GE(waited, 1300ms);  // not before the second lease expired (on Redis's clock: some slack)
+  EXPECT_LT(waited, 1500ms + 1s);
+  EXPECT_EQ(both->count(), 2);
+}
+
 TEST(RedisAdmissionClasses, TheDefinitionHoldsTheClasses) {
   redis_server server;
   io_thread io;

@@ -38,8 +38,11 @@ using admit::redis::testing::redis_server;
 using admit::redis::testing::semaphore_source;
 
 // `r` with what depends on the clock masked: integers of 10^12 or more (times in µs, fencing tokens, which are at
-// least the server's time) become "T"; a grant handed back ("id:n:token:expiry:now") keeps its id and n.
+// least the server's time) become "T"; those above 50 s and up to 60 s in µs — the time until a lease of these
+// tests' 60 s expires, after which a waiter at the head of the queue asks again — "E"; a grant handed back
+// ("id:n:token:expiry:now") keeps its id and n.
 std::string shape(const reply& r) {
+  if (r.is_integer() && r.integer() > 50'000'000 && r.integer() <= 60'000'000) return "E";
   if (r.is_integer()) return r.integer() >= 1'000'000'000'000 ? "T" : std::to_string(r.integer());
   if (r.is_array()) {
     std::string s = "[";
@@ -208,7 +211,7 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
     EXPECT_EQ(batched[i], separate[i]) << "operation " << i << " (" << ops[i].front() << ")";
   }
   EXPECT_EQ(separate[0], "[0 1 T T T 0 ]");  // granted, none left free
-  EXPECT_EQ(separate[1], "[1 1 T 0 ]");      // queued, first (no rate: 0 µs until tokens)
+  EXPECT_EQ(separate[1], "[1 1 T E ]");      // queued, first: at the head, it asks again when a's lease expires
   EXPECT_EQ(separate[2], "[0 1 T b:1 ]");    // released, handed to b
   EXPECT_EQ(separate[3], "[0 1 T T T ]");    // b holds it
   EXPECT_EQ(separate[5], "[0 1 T ]");        // released
@@ -218,7 +221,7 @@ TEST(RedisSemaphoreBatching, ABatchRunsItsOperationsAsSeparateCallsWould) {
   EXPECT_EQ(separate[8], "[0 1 T ]");         // released
   EXPECT_EQ(separate[9], "[5 0 T ]");         // not held any more
   EXPECT_EQ(separate[10], "[0 1 T T T 0 ]");  // e takes the free permit
-  EXPECT_EQ(separate[11], "[1 2 T 0 ]");      // f queues, second to arrive
+  EXPECT_EQ(separate[11], "[1 2 T E ]");      // f queues, second to arrive, at the head: asks at e's expiry
   EXPECT_EQ(separate[12], "[6 0 T ]");        // and leaves
   EXPECT_EQ(separate[13], "[0 T T ]");        // e's lease renewed
   EXPECT_EQ(separate[14], "[0 1 T ]");        // and released
@@ -287,8 +290,8 @@ TEST(RedisSemaphoreBatching, AWaiterThatAsksAgainKeepsItsPlaceAndTheQueueCountsT
   };
   const auto release = [&](const char* id) { return shape(call("four", {"release", "1", id, wake, "1"})); };
   EXPECT_EQ(acquire("h"), "[0 1 T T T 0 ]");
-  EXPECT_EQ(acquire("w1"), "[1 1 T 0 ]");
-  EXPECT_EQ(acquire("w2"), "[1 2 T 0 ]");
+  EXPECT_EQ(acquire("w1"), "[1 1 T E ]");  // the head: asks again when h's lease expires
+  EXPECT_EQ(acquire("w2"), "[1 2 T 0 ]");  // behind it: at its poll interval
   const auto expiry_of = [&](const char* id) {
     const auto r = conn.execute_command(std::nullopt, admit::redis::command{"ZSCORE", "{four}:expiry", id});
     return r.value.is_string() ? std::stoll(r.value.str()) : 0;
@@ -320,7 +323,7 @@ TEST(RedisSemaphoreBatching, AWaiterThatAsksAgainKeepsItsPlaceAndTheQueueCountsT
 
   // At most 2 waiting: of three requests in one call, the third is refused (FULL, none free).
   EXPECT_EQ(shape(call("five", {"acquire", "1", "h", "1", "60000000", "1", "-1", "60000000", wake})), "[0 1 T T T 0 ]");
-  EXPECT_EQ(acquires("five", "2", "60000000", {"q1", "q2", "q3"}), "[4 1 1 T 0 4 1 2 T 0 3 3 0 T ]");
+  EXPECT_EQ(acquires("five", "2", "60000000", {"q1", "q2", "q3"}), "[4 1 1 T E 4 1 2 T 0 3 3 0 T ]");
   EXPECT_EQ(command({"ZCARD", "{five}:expiry"}), "2");
   EXPECT_EQ(command({"LLEN", "{five}:waiting"}), "2");
 }
@@ -341,7 +344,7 @@ TEST(RedisSemaphoreBatching, ALeaseThatCannotBeReadIsAnErrorInItsPlace) {
     return r.value;
   };
   EXPECT_EQ(shape(call({"acquire", "1", "a", "1", "60000000", "1", "-1", "60000000", wake})), "[0 1 T T T 0 ]");
-  EXPECT_EQ(shape(call({"acquire", "1", "b", "1", "60000000", "1", "-1", "60000000", wake})), "[1 1 T 0 ]");
+  EXPECT_EQ(shape(call({"acquire", "1", "b", "1", "60000000", "1", "-1", "60000000", wake})), "[1 1 T E ]");
   ASSERT_FALSE(conn.execute_command(std::nullopt, admit::redis::command{"HSET", "{three}:leases", "b", "x"}).error);
 
   const reply r =

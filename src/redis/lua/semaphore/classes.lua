@@ -151,21 +151,46 @@ local function queued_through(id, list)
   end
 end
 
--- With a rate: µs until waiter `id` may be admitted by time alone — the tokens of the waiters of its class up to it,
--- or (with classes) its class's assured bucket's next token, whichever is sooner; 0 when neither is short.
-local function rate_wait(id)
+-- With classes: the class (an element of cls) of waiter `id`, or nil when its record is gone.
+local function class_of(id)
+  local w = rcall('HGET', waiters_hash, id)
+  local k = w and tonumber(match(w, '^(%d+):'))
+  return k and cls[k + 1]
+end
+
+-- With a rate: µs until waiter `id` (with classes, of class c: class_of(id)) may be admitted by time alone — the
+-- tokens of the waiters of its class up to it, or (with classes) its class's assured bucket's next token, whichever
+-- is sooner; 0 when neither is short.
+local function rate_wait(id, c)
   if not multi then
     if token_wait(cls[1].queued) == 0 then return 0 end -- the tokens of every waiter are there: not the rate
     return token_wait(queued_through(id, queue))
   end
-  local w = rcall('HGET', waiters_hash, id)
-  local k = w and tonumber(match(w, '^(%d+):'))
-  local c = k and cls[k + 1]
   if not c then return 0 end
   local wait = token_wait(c.queued) == 0 and 0 or token_wait(queued_through(id, c.list))
   local a = assured_wait(c)
   if a and a > 0 and (wait == 0 or a < wait) then wait = a end
   return wait
+end
+
+-- µs after which waiter `id`, queued in `list` (its class's queue), asks again: the queued reply's fourth element. The
+-- rate's wait `ready` (rate_wait; 0: not the rate), or, when the waiter heads its queue under a concurrency limit, the
+-- time until the earliest lease expires if that is sooner: a holder that died is then granted away when its lease
+-- expires, not at the head's next poll (up to poll_interval later). Only the head watches the leases, so a lease's
+-- expiry brings one poll, not one per waiter; a lease that is renewed meanwhile brings the head's next such poll. 0
+-- when neither applies: the waiter polls at its poll_interval. `list` nil: the caller knows the waiter heads it.
+local function ask_again_in(id, list, ready)
+  if capacity >= unlimited then return ready end
+  if list then
+    local head = rcall('LINDEX', list, 0)
+    if not head or sub(head, 1, #id + 1) ~= id .. ':' then return ready end
+  end
+  flush_writes() -- (the leases this call granted so far)
+  local first = rcall('ZRANGE', holders, 0, 0, 'WITHSCORES')
+  if not first[2] then return ready end
+  local wait = max(first[2] - now, 1)
+  if ready == 0 or wait < ready then return wait end
+  return ready
 end
 
 -- {status, a, now, grants handed to the caller...}
@@ -193,7 +218,8 @@ end
 -- A deadline fails at once when the global bucket cannot give it its tokens, after those of its class's waiters.
 -- A request of class k (1-based; 1 without classes) that was not admitted joins its class's queue: {3, free, now} when
 -- max_waiters (A[7]; negative: no limit) already wait, {8, µs, now} when the rate cannot give it its tokens after those
--- of its class's waiters by its deadline (A[10]), else {1, seq, now, µs until the rate can admit it (0: not the rate)}.
+-- of its class's waiters by its deadline (A[10]), else {1, seq, now, µs after which it asks again (see ask_again_in;
+-- 0: at its poll_interval)}.
 -- An id already waiting keeps its place and its first request; a new one joins the tail. (Ids are never reused: one
 -- that left and came back would find its old place, and its old request, if its record were still queued.)
 local function join(A, id, n, ttl, k)
@@ -209,9 +235,10 @@ local function join(A, id, n, ttl, k)
   seq = seq + 1
   dirty.seq = true
   wrote(expiry, until_us) -- a waiter already queued under this id has its expiry moved too
+  local first = false -- whether it joined an empty queue: its head (a queue of departed waiters' records aside)
   if rcall('ZADD', expiry, join_expiry_of(until_us), id) == 1 then
     -- (n and the ttl as the caller wrote them, A[4] and A[5]: plain digits, as run.acquire checked)
-    rcall('RPUSH', cls and cls[k].list or queue, waiter_record(id, n, A[4], ttl, A[5], A[9]))
+    first = rcall('RPUSH', cls and cls[k].list or queue, waiter_record(id, n, A[4], ttl, A[5], A[9])) == 1
     wrote(cls and cls[k].list or queue)
     if tracked then
       rcall('HSET', waiters_hash, id, int(k - 1) .. ':' .. int(n) .. ':' .. int(seq))
@@ -233,6 +260,8 @@ local function join(A, id, n, ttl, k)
     local a = assured_wait(cls[k])
     if a and a > 0 and (ready == 0 or a < ready) then ready = a end
   end
+  -- (The tail of an empty queue is its head.)
+  if first then ready = ask_again_in(id, nil, ready) end
   return { QUEUED, seq, now, ready }
 end
 

@@ -38,7 +38,8 @@ function run.poll(A)
     local until_us = now + num(A[4], 'waiter ttl')
     rcall('ZADD', expiry, int(until_us), id)
     wrote(expiry, until_us)
-    return { QUEUED, 0, now, interval > 0 and rate_wait(id) or 0 }
+    local c = multi and class_of(id)
+    return { QUEUED, 0, now, ask_again_in(id, c and c.list or queue, interval > 0 and rate_wait(id, c) or 0) }
   end
   return { UNKNOWN, 0, now }
 end
