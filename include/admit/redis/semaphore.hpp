@@ -103,7 +103,7 @@ namespace admit::redis {
 
 namespace detail {
 class semaphore_core;
-struct lease_core;
+class lease_core;
 }  // namespace detail
 
 enum class lease_state {

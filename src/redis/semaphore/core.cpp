@@ -247,8 +247,8 @@ semaphore_result semaphore_core::make_lease(const std::string& id, const std::ve
   // The lease lives (expiry - now) of the server's time after the reply was made, which is after `sent`: counting
   // from `sent` is a conservative local estimate of its expiry.
   const auto left_us = std::chrono::microseconds(std::max<std::int64_t>(0, v[3] - v[4]));
-  auto core = std::make_shared<lease_core>(shared_from_this(), id, v[1], v[2], v[3], sent + left_us);
-  if (v.size() > 5) core->available = v[5];
+  auto core = std::make_shared<lease_core>(shared_from_this(), id, v[1], v[2], v[3], sent + left_us,
+                                           v.size() > 5 ? std::optional<std::int64_t>(v[5]) : std::nullopt);
   // A grant found late (a lost wake-up, a slow poll) has less than lease_ttl left: the first renewal comes in time.
   if (options_.auto_renew) {
     schedule_renewal(
@@ -264,9 +264,8 @@ semaphore_result semaphore_core::degrade(std::int64_t n, std::error_code why) {
     std::int64_t held = local_held_.load();
     while (n <= options_.local_cap - held) {  // not held + n: n may be near INT64_MAX
       if (local_held_.compare_exchange_weak(held, held + n)) {
-        auto core = std::make_shared<lease_core>(shared_from_this(), "local:" + random_id(), n, 0, 0, steady::now());
-        core->local = true;
-        return semaphore_result(lease(std::move(core)));
+        return semaphore_result(lease(
+            std::make_shared<lease_core>(shared_from_this(), "local:" + random_id(), n, lease_core::local_grant{})));
       }
     }
   }
@@ -289,7 +288,7 @@ void semaphore_core::record(const semaphore_result& r, std::int64_t n, steady::d
   if (!m) return;
   if (!r) return m->record(outcome_of(r.error()), n, wait);
   // A local lease: Redis could not answer and the failure policy admitted (see "Metrics" in semaphore.hpp).
-  m->record(r->core_ && r->core_->local ? acquire_outcome::failed : acquire_outcome::admitted, n, wait);
+  m->record(r->core_ && r->core_->local() ? acquire_outcome::failed : acquire_outcome::admitted, n, wait);
 }
 
 void semaphore_core::record(std::error_code ec, std::int64_t n, steady::duration wait) {

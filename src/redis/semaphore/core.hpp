@@ -79,7 +79,7 @@ std::int64_t to_us(std::chrono::milliseconds d);
 // A reply {status, ...} whose first `count` elements are integers; nullopt for any other shape.
 std::optional<std::vector<std::int64_t>> integers(const reply& r, std::size_t count);
 
-struct lease_core;
+class lease_core;
 
 class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
  public:
@@ -291,20 +291,32 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   std::string definition_ ADMIT_GUARDED_BY(definition_mutex_);
 };
 
-// One lease's shared state: what the lease object, its renewal and a release in flight share.
-struct lease_core : std::enable_shared_from_this<lease_core> {
-  lease_core(std::shared_ptr<semaphore_core> s, std::string i, std::int64_t count, std::int64_t fence,
-             std::int64_t expiry_us, steady::time_point local_expiry_at);
+// One lease's shared state: what the lease object, its renewal and a release in flight share. What was granted (id,
+// count, token, whether local, available) is fixed at construction; the expiry and the state change atomically, so
+// every member may be called from any thread.
+class lease_core : public std::enable_shared_from_this<lease_core> {
+ public:
+  // A lease Redis granted: n permits with fencing `token`, expiring at `expiry_us` (µs, Redis's clock) and, by a
+  // conservative local estimate, at `local_expiry_at`; `available` the permits Redis had free right after the grant,
+  // when its reply said.
+  lease_core(std::shared_ptr<semaphore_core> owner, std::string id, std::int64_t n, std::int64_t token,
+             std::int64_t expiry_us, steady::time_point local_expiry_at, std::optional<std::int64_t> available);
+  // A lease of the failure policy (fail_open), granted in this process and not by Redis: nothing of it to release or
+  // renew there.
+  struct local_grant {};
+  lease_core(std::shared_ptr<semaphore_core> owner, std::string id, std::int64_t n, local_grant);
 
-  std::shared_ptr<semaphore_core> sem;
-  std::string id;
-  std::int64_t n;
-  std::int64_t token;
-  std::atomic<std::int64_t> expires_us;
-  std::atomic<steady::rep> local_expiry;  // conservative local estimate of the expiry (steady clock ticks)
-  std::atomic<lease_state> state{lease_state::held};
-  bool local = false;  // granted by the failure policy, not by Redis: nothing to release or renew there
-  std::optional<std::int64_t> available;  // the permits Redis had free right after the grant, when its reply said
+  [[nodiscard]] semaphore_core& owner() const noexcept { return *owner_; }
+  [[nodiscard]] const std::string& id() const noexcept { return id_; }
+  [[nodiscard]] std::int64_t count() const noexcept { return n_; }
+  [[nodiscard]] std::int64_t token() const noexcept { return token_; }
+  [[nodiscard]] bool local() const noexcept { return local_; }
+  [[nodiscard]] std::optional<std::int64_t> available() const noexcept { return available_; }
+  [[nodiscard]] std::int64_t expires_us() const noexcept { return expires_us_.load(std::memory_order_relaxed); }
+  [[nodiscard]] steady::time_point local_expiry() const noexcept {
+    return steady::time_point(steady::duration(local_expiry_.load(std::memory_order_relaxed)));
+  }
+  [[nodiscard]] lease_state state() const noexcept { return state_.load(); }
 
   // held -> lost, calling on_lease_lost once (and counting it in the semaphore's `lost`).
   void mark_lost();
@@ -315,7 +327,18 @@ struct lease_core : std::enable_shared_from_this<lease_core> {
   void renewed(std::int64_t expiry_us, steady::time_point sent);
   // Sends one renewal (a call of its own, waited for no longer than the local expiry) and schedules the next.
   void renew();
-  void stop_renewal() { sem->unschedule_renewal(*this); }
+  void stop_renewal() { owner_->unschedule_renewal(*this); }
+
+ private:
+  const std::shared_ptr<semaphore_core> owner_;
+  const std::string id_;
+  const std::int64_t n_;
+  const std::int64_t token_;
+  const bool local_;
+  const std::optional<std::int64_t> available_;
+  std::atomic<std::int64_t> expires_us_;
+  std::atomic<steady::rep> local_expiry_;  // conservative local estimate of the expiry (steady clock ticks)
+  std::atomic<lease_state> state_{lease_state::held};
 };
 
 }  // namespace admit::redis::detail
