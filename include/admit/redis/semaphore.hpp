@@ -12,7 +12,8 @@
 //   no client clock is ever compared with another). While the lease object lives, the client renews it every
 //   lease_ttl / 3 (opt out: auto_renew = false). A holder that dies frees its permits at most lease_ttl later, and the
 //   next waiters are granted then without anyone calling release: the waiter at the head of the queue asks again when
-//   the earliest lease expires (a waiter further back, at its poll). A holder that stops (a GC pause, SIGSTOP, a
+//   the earliest lease expires (a waiter further back, at its poll; one that became the head by a grant to the one
+//   before it, from its next poll on). A holder that stops (a GC pause, SIGSTOP, a
 //   partition) for longer than lease_ttl loses its lease: state() becomes lost and on_lease_lost is called when the
 //   process notices — while renewals get no answer, at the lease's local expiry (lease_ttl after the last renewal
 //   that succeeded was sent, which is no later than Redis's expiry); a process that was stopped, when it runs again.

@@ -292,8 +292,9 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
 };
 
 // One lease's shared state: what the lease object, its renewal and a release in flight share. What was granted (id,
-// count, token, whether local, available) is fixed at construction; the expiry and the state change atomically, so
-// every member may be called from any thread.
+// count, token, whether local, available) is fixed at construction; the expiry (two estimates) and the state are each
+// an atomic of its own, so every member may be called from any thread (a reader may see one expiry renewed and the
+// other not yet).
 class lease_core : public std::enable_shared_from_this<lease_core> {
  public:
   // A lease Redis granted: n permits with fencing `token`, expiring at `expiry_us` (µs, Redis's clock) and, by a

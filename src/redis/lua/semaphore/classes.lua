@@ -174,22 +174,34 @@ local function rate_wait(id, c)
 end
 
 -- µs after which waiter `id`, queued in `list` (its class's queue), asks again: the queued reply's fourth element. The
--- rate's wait `ready` (rate_wait; 0: not the rate), or, when the waiter heads its queue under a concurrency limit, the
--- time until the earliest lease expires if that is sooner: a holder that died is then granted away when its lease
--- expires, not at the head's next poll (up to poll_interval later). Only the head watches the leases, so a lease's
--- expiry brings one poll, not one per waiter; a lease that is renewed meanwhile brings the head's next such poll. 0
--- when neither applies: the waiter polls at its poll_interval. `list` nil: the caller knows the waiter heads it.
-local function ask_again_in(id, list, ready)
+-- rate's wait `ready` (rate_wait; 0: not the rate), or, when the waiter heads its queue under a concurrency limit and
+-- (without classes) the permits are what it lacks, the time until the earliest lease expires (and the sweep runs) if
+-- that is sooner: a holder that died is then granted away when its lease expires, not at the head's next poll (up to
+-- poll_interval later). Only the head watches the leases, so a lease's expiry brings one poll per queue, not one per
+-- waiter; a waiter that becomes the head by a grant to the one before it watches from its next poll on. 0 when
+-- neither applies: the waiter polls at its poll_interval. Records of departed waiters at the head are dropped on the
+-- way, as serving the head drops them. `list` nil: the caller knows the waiter heads it and asks for `n` permits.
+local function ask_again_in(id, list, ready, n)
   if capacity >= unlimited then return ready end
-  if list then
+  while list do
     local head = rcall('LINDEX', list, 0)
-    if not head or sub(head, 1, #id + 1) ~= id .. ':' then return ready end
+    if not head then return ready end
+    local head_id, head_n = parse_waiter(head)
+    if head_id == id then
+      n = head_n
+      break
+    end
+    if rcall('ZSCORE', expiry, head_id or '') then return ready end -- a waiter ahead of it
+    rcall('LPOP', list)
   end
+  if not multi and n and n <= free then return ready end -- not the permits (the rate): no lease's expiry helps
   flush_writes() -- (the leases this call granted so far)
   local first = rcall('ZRANGE', holders, 0, 0, 'WITHSCORES')
   if not first[2] then return ready end
-  local wait = max(first[2] - now, 1)
-  if ready == 0 or wait < ready then return wait end
+  -- (Not before the sweep runs, at next; a time already past, whatever made it so, is left to the poll.)
+  local at = max(first[2] + 0, next_due)
+  if at <= now then return ready end
+  if ready == 0 or at - now < ready then return at - now end
   return ready
 end
 
@@ -261,7 +273,7 @@ local function join(A, id, n, ttl, k)
     if a and a > 0 and (ready == 0 or a < ready) then ready = a end
   end
   -- (The tail of an empty queue is its head.)
-  if first then ready = ask_again_in(id, nil, ready) end
+  if first then ready = ask_again_in(id, nil, ready, n) end
   return { QUEUED, seq, now, ready }
 end
 
