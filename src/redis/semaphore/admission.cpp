@@ -91,19 +91,23 @@ std::string describe_parts(const std::string& rate, std::int64_t burst, std::int
   return s;
 }
 
-// The keys after the semaphore's five: with classes, the waiters hash and the queues of classes 1, 2, ...
-std::vector<std::string> class_keys(const std::string& name, std::size_t classes) {
+// The keys after the semaphore's five: with classes, the waiters hash and the queues of classes 1, 2, ... On a
+// Cluster (`cluster`) the waiters hash always, which a rate uses too (and set_limits may add one): a Cluster checks
+// the keys a call declares before it runs, and refuses it while its slot moves (TRYAGAIN, ASK); a key it did not
+// declare, moved already, would fail the call halfway through, its first writes made.
+std::vector<std::string> more_keys(const std::string& name, std::size_t classes, bool cluster) {
   std::vector<std::string> keys;
-  if (classes < 2) return keys;
+  if (classes < 2 && !cluster) return keys;  // meta's alone: the script finds the others by their names
   keys.push_back(detail::key_prefix(name) + "waiters");
   for (std::size_t c = 1; c < classes; ++c) keys.push_back(detail::key_prefix(name) + "waiting:" + std::to_string(c));
   return keys;
 }
 
 // The script's definition and the keys after the semaphore's five.
-std::pair<std::string, std::vector<std::string>> defined(const std::string& name, const admission_options& limits) {
+std::pair<std::string, std::vector<std::string>> defined(const std::string& name, const admission_options& limits,
+                                                         bool cluster) {
   const definition d = check_limits(limits);
-  return {d.text(), class_keys(name, d.class_count)};
+  return {d.text(), more_keys(name, d.class_count, cluster)};
 }
 
 semaphore_options with_max_waiters(semaphore_options o, const admission_options& limits) {
@@ -114,13 +118,13 @@ semaphore_options with_max_waiters(semaphore_options o, const admission_options&
 }  // namespace
 
 admission::admission(connection& conn, std::string name, admission_options limits, semaphore_options options)
-    : semaphore_(conn, name, std::make_from_tuple<semaphore::defined_by>(defined(name, limits)),
+    : semaphore_(conn, name, std::make_from_tuple<semaphore::defined_by>(defined(name, limits, false)),
                  with_max_waiters(std::move(options), limits)),
       classes_(std::max<std::size_t>(1, limits.classes.size())),
       limits_(std::move(limits)) {}
 
 admission::admission(cluster& c, std::string name, admission_options limits, semaphore_options options)
-    : semaphore_(c, name, std::make_from_tuple<semaphore::defined_by>(defined(name, limits)),
+    : semaphore_(c, name, std::make_from_tuple<semaphore::defined_by>(defined(name, limits, true)),
                  with_max_waiters(std::move(options), limits)),
       classes_(std::max<std::size_t>(1, limits.classes.size())),
       limits_(std::move(limits)) {}

@@ -3,7 +3,8 @@
 // (a call whose keys it does not all hold: the semaphore is unavailable until the migration ends), then the slot
 // given to the target (MOVED). Throughout: never more than the capacity held, every fencing token given once and in
 // increasing order per caller; afterwards the callers go on on the target, and every permit comes back (released,
-// or expired with its lease) — nothing is lost.
+// or expired with its lease) — nothing is lost. And an admission with a rate, whose waiters' records are a key of
+// their own, is refused whole while that key alone has moved, never failed halfway through.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,12 +12,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "admit/redis/admission.hpp"
 #include "admit/redis/client/cluster.hpp"
 #include "admit/redis/semaphore.hpp"
 #include "io_thread.hpp"
@@ -143,6 +146,53 @@ TEST(RedisClusterSemaphore, ItsSlotMovedMidRunNeverOverAdmitsAndLosesNothing) {
       },
       10s))
       << callers.failed_releases() << " release(s) failed";
+}
+
+// A rate without classes keeps each waiter's record in {name}:waiters, which the admission's calls declare on a
+// Cluster: while its slot migrates and that key alone has moved, the source refuses a call that needs it (TRYAGAIN)
+// before the call runs. Undeclared, the call ran on the source, queued the request and then failed at the moved key
+// ("Script attempted to access a non local key"), its first writes made: the acquire failed.
+TEST(RedisClusterAdmission, ARatesWaitersRecordsAreDeclaredSoAMovedOneRefusesTheCallWhole) {
+  redis_cluster rc;
+  io_thread io(2);
+  cluster c(io.executor(), rc.url(0));
+  admit::redis::admission a(c, "migrate", {.rate = admit::rate::per_second(1000), .burst = 1000, .max_in_flight = 1});
+  const std::string slot = std::to_string(hash_slot("{migrate}"));
+  const std::size_t source = rc.owner_of("{migrate}:meta");
+  const std::size_t target = (source + 1) % redis_cluster::size;
+  const std::size_t third = (source + 2) % redis_cluster::size;
+  const std::string source_id = rc.id(source), target_id = rc.id(target);
+
+  auto held = a.try_acquire(0);
+  ASSERT_TRUE(held) << held.error().message();
+  auto first = std::async(std::launch::async, [&] { return a.try_acquire_for(60s, 0); });
+  ASSERT_TRUE(eventually([&] { return rc.admin(source, {"EXISTS", "{migrate}:waiters"}) == "1"; }, 10s));
+  const auto before = c.statistics();
+
+  ASSERT_EQ(rc.admin(target, {"CLUSTER", "SETSLOT", slot, "IMPORTING", source_id}), "OK");
+  ASSERT_EQ(rc.admin(source, {"CLUSTER", "SETSLOT", slot, "MIGRATING", target_id}), "OK");
+  ASSERT_EQ(rc.admin(source, {"MIGRATE", "127.0.0.1", std::to_string(rc.port(target)), "", "0", "5000", "KEYS",
+                              "{migrate}:waiters"}),
+            "OK");
+  auto second = std::async(std::launch::async, [&] { return a.try_acquire_for(60s, 0); });
+  ASSERT_TRUE(eventually([&] { return c.statistics().tryagain >= before.tryagain + 3; }, 10s));
+  if (second.wait_for(0s) == std::future_status::ready) {  // refused whole, and asked again: it waits on
+    const auto r = second.get();
+    FAIL() << "the request ended while the slot moved: " << (r ? "granted" : r.error().message());
+  }
+  ASSERT_EQ(rc.migrate_keys(slot, source, target), "OK");
+  for (const std::size_t node : {target, source, third}) {
+    ASSERT_EQ(rc.admin(node, {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK") << "node " << node;
+  }
+
+  ASSERT_EQ(held->release().first, admit::redis::lease::release_status::released);
+  auto one = first.get();
+  ASSERT_TRUE(one) << one.error().message();
+  ASSERT_EQ(one->release().first, admit::redis::lease::release_status::released);
+  auto two = second.get();
+  ASSERT_TRUE(two) << two.error().message();
+  EXPECT_GT(two->fencing_token(), one->fencing_token());
+  EXPECT_EQ(rc.owner_of("{migrate}:meta"), target);
 }
 
 }  // namespace
