@@ -139,6 +139,11 @@ TEST_F(AdmitMessages, WhatTheParserRefusesIsSaidAsTheSubcommands) {
       {{"decide", "--redis", "redis://127.0.0.1:1", "-r", "1/s", "--timeout", "k"},
        2,
        "admit decide: key is required; the last word, \"k\", was taken as the value of --timeout ("},
+      // The same for inspect's name, which inspect checks itself (a positional argument or --name).
+      {{"inspect", "--redis", "redis://127.0.0.1:1", "--timeout", "db"},
+       2,
+       "admit inspect: name is required: admit inspect NAME, or --name NAME; the last word, \"db\", was taken as the "
+       "value of --timeout ("},
       // The name as admit run gives it (it was "unknown option --name"), or as NAME: once.
       {{"inspect", "--name", "nosuch", "--lock-dir", "@locks"}, 1, "admit inspect: no local limit named \"nosuch\""},
       {{"inspect", "db", "--name", "dc"}, 2, "admit inspect: the name is given twice, as NAME (\"db\") and as --name"},

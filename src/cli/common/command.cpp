@@ -14,6 +14,8 @@ namespace admit::cli {
 
 namespace {
 
+std::string last_word_note_text;  // see last_word_note()
+
 // "  replay    Replay a trace through a limiter in virtual time and report what it would have done." for each
 // command: its name and the first sentence of its description.
 std::string command_list(const CLI::App& app) {
@@ -97,6 +99,8 @@ option_scan scan_options(const CLI::App& app, std::span<const std::string> args,
   return scan;
 }
 
+const std::string& last_word_note() noexcept { return last_word_note_text; }
+
 int dispatch(CLI::App& app, std::span<const subcommand> commands, int argc, char** argv, std::ostream& err) {
   // "admit help [COMMAND]", as git's and go's: the same as "admit [COMMAND] --help".
   if (argc > 1 && std::string_view(argv[1]) == "help") {
@@ -140,6 +144,10 @@ int dispatch(CLI::App& app, std::span<const subcommand> commands, int argc, char
       err << prefix << scan.unknown << "\n";
       return exit_bad_input;
     }
+  }
+  if (!scan.last_word_taken_by.empty()) {
+    last_word_note_text =
+        "; the last word, " + quote(argv[parsed_argc - 1]) + ", was taken as the value of " + scan.last_word_taken_by;
   }
   try {
     app.parse(parsed_argc, argv);
@@ -186,11 +194,7 @@ int dispatch(CLI::App& app, std::span<const subcommand> commands, int argc, char
       what = what.substr(0, at_most) + " is given " + what.substr(at_most + most.size()) + " times; give it once";
     }
     // "key is required" after "--timeout k": the positional argument was taken as the option's value.
-    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !what.starts_with("-") &&
-        !scan.last_word_taken_by.empty()) {
-      what +=
-          "; the last word, " + quote(argv[parsed_argc - 1]) + ", was taken as the value of " + scan.last_word_taken_by;
-    }
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !what.starts_with("-")) what += last_word_note_text;
     err << prefix << what << " (`admit " << (chosen != nullptr ? chosen->app->get_name() + " " : std::string())
         << "--help` says what is accepted)\n";
     return exit_bad_input;

@@ -47,6 +47,11 @@ struct option_scan {
 };
 [[nodiscard]] option_scan scan_options(const CLI::App& app, std::span<const std::string> args, bool stop_at_first_word);
 
+// What a command adds to its own "NAME is required" message (a positional argument it checks after parsing) when the
+// parser took the command line's last word as an option's value — `; the last word, "db", was taken as the value of
+// --timeout` — or "": set by dispatch() for the command it runs (the program runs one command, on one thread).
+[[nodiscard]] const std::string& last_word_note() noexcept;
+
 // Parses argv for `app` (whose subcommands are `commands`) and runs the one chosen; returns the exit status. Bad
 // input — no command or an unknown one (the list of commands follows), an unknown option (named, with the nearest),
 // a CLI11 error — is exit_bad_input with the message on `err`; --help and --version print and return 0. What run()

@@ -34,9 +34,8 @@ int inspect(inspect_state& s) {
     return exit_bad_input;
   }
   if (!s.positional_name && !s.option_name) {
-    std::cerr
-        << "admit inspect: name is required: admit inspect NAME, or --name NAME (`admit inspect --help` says what "
-           "is accepted)\n";
+    std::cerr << "admit inspect: name is required: admit inspect NAME, or --name NAME" << last_word_note()
+              << " (`admit inspect --help` says what is accepted)\n";
     return exit_bad_input;
   }
   s.options.name = s.positional_name ? *s.positional_name : *s.option_name;
