@@ -149,11 +149,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   // lease's expiry, and the poll that finds them there is granted).
   void arm(std::int64_t ask_again_in_us = 0) {
     auto after = std::chrono::duration_cast<steady::duration>(core_->options().poll_interval);
-    if (ask_again_in_us > 0) {
-      // (At least 1 ms: whatever the script says, a waiter never polls in a tight loop.)
-      after = std::min<steady::duration>(
-          after, std::max<steady::duration>(std::chrono::microseconds(ask_again_in_us), std::chrono::milliseconds(1)));
-    }
+    if (ask_again_in_us > 0) after = std::min<steady::duration>(after, std::chrono::microseconds(ask_again_in_us));
     if (!poll_timer_) poll_timer_.emplace(strand_);
     poll_timer_->expires_after(after);
     poll_timer_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
