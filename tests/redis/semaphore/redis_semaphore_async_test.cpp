@@ -97,20 +97,24 @@ TEST(RedisSemaphore, AnAsyncDeadlineBeyondTheCallsBoundIsKeptOnceQueued) {
   redis_server server;
   io_thread io;
   connection conn(io.executor(), server.url());
+  // The permit held by another object with the default call timeout: the first call on a server loads admit's
+  // function library, which took more than the 50 ms this test's call timeout was in a sanitized build on a busy
+  // machine (its acquire failed).
+  semaphore holder(conn, "async-late-deadline", 1);
+  auto held = holder.try_acquire();
+  ASSERT_TRUE(held) << held.error().message();
   semaphore_options o;
-  o.timeout = 50ms;  // calls end within 2 x 50 ms + 100 ms: a 400 ms deadline is beyond that
+  o.timeout = 100ms;  // calls end within 2 x 100 ms + 100 ms: a 600 ms deadline is beyond that
   semaphore s(conn, "async-late-deadline", 1, o);
-  auto held = s.try_acquire();
-  ASSERT_TRUE(held);
   const auto start = steady::now();
-  auto timed = acquire_async(s, 1, 400ms);
+  auto timed = acquire_async(s, 1, 600ms);
   ASSERT_EQ(timed.wait_for(5s), std::future_status::ready);
   EXPECT_EQ(timed.get().first, admit::errc::timeout);
-  EXPECT_GE(steady::now() - start, 400ms);
+  EXPECT_GE(steady::now() - start, 600ms);
   wait_for_waiters(s, 0);
   // Granted at once: the same wait succeeds, and its lease is whole.
   ASSERT_EQ(held->release().first, lease::release_status::released);
-  auto granted = acquire_async(s, 1, 400ms);
+  auto granted = acquire_async(s, 1, 600ms);
   ASSERT_EQ(granted.wait_for(5s), std::future_status::ready);
   auto [ec, l] = granted.get();
   ASSERT_FALSE(ec) << ec.message();
