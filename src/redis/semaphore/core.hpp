@@ -331,6 +331,11 @@ class lease_core : public std::enable_shared_from_this<lease_core> {
   void stop_renewal() { owner_->unschedule_renewal(*this); }
 
  private:
+  // Both of the above: a local lease is token 0, expiry 0, locally expired at its grant, `available` unknown.
+  lease_core(std::shared_ptr<semaphore_core> owner, std::string id, std::int64_t n, std::int64_t token,
+             std::int64_t expiry_us, steady::time_point local_expiry_at, std::optional<std::int64_t> available,
+             bool local);
+
   const std::shared_ptr<semaphore_core> owner_;
   const std::string id_;
   const std::int64_t n_;

@@ -14,25 +14,22 @@ namespace admit::redis::detail {
 lease_core::lease_core(std::shared_ptr<semaphore_core> owner, std::string id, std::int64_t n, std::int64_t token,
                        std::int64_t expiry_us, steady::time_point local_expiry_at,
                        std::optional<std::int64_t> available)
+    : lease_core(std::move(owner), std::move(id), n, token, expiry_us, local_expiry_at, available, false) {}
+
+lease_core::lease_core(std::shared_ptr<semaphore_core> owner, std::string id, std::int64_t n, local_grant)
+    : lease_core(std::move(owner), std::move(id), n, 0, 0, steady::now(), std::nullopt, true) {}
+
+lease_core::lease_core(std::shared_ptr<semaphore_core> owner, std::string id, std::int64_t n, std::int64_t token,
+                       std::int64_t expiry_us, steady::time_point local_expiry_at,
+                       std::optional<std::int64_t> available, bool local)
     : owner_(std::move(owner)),
       id_(std::move(id)),
       n_(n),
       token_(token),
-      local_(false),
+      local_(local),
       available_(available),
       expires_us_(expiry_us),
       local_expiry_(local_expiry_at.time_since_epoch().count()) {
-  owner_->gauges().lease_begins(n_);
-}
-
-lease_core::lease_core(std::shared_ptr<semaphore_core> owner, std::string id, std::int64_t n, local_grant)
-    : owner_(std::move(owner)),
-      id_(std::move(id)),
-      n_(n),
-      token_(0),
-      local_(true),
-      expires_us_(0),
-      local_expiry_(steady::now().time_since_epoch().count()) {
   owner_->gauges().lease_begins(n_);
 }
 
