@@ -19,9 +19,9 @@ class local_held final : public held_permit {
   std::string lease_id() const override { return "local:" + std::to_string(permit_.ticket()); }
   std::int64_t fencing_token() const override { return static_cast<std::int64_t>(permit_.ticket()); }
   int inherited_fd() const override { return permit_.inherited_fd(); }
-  std::optional<std::string> release() override {
+  release_result release() override {
     permit_.release();
-    return std::nullopt;
+    return {};
   }
 
  private:

@@ -16,6 +16,12 @@
 
 namespace admit::cli::run {
 
+// What giving a permit back found.
+struct release_result {
+  std::optional<std::string> problem;  // the release could not be confirmed: why (the permit then expires by itself)
+  bool found_lost = false;             // the permit was no longer held (a Redis lease gone before a renewal noticed)
+};
+
 // A permit held while the command runs. Destroying it releases it (and waits for that to be done, bounded).
 class held_permit {
  public:
@@ -30,8 +36,8 @@ class held_permit {
   // `admit inspect` shows of this holder. Must not block for long.
   virtual void maintain() {}
   virtual std::optional<std::chrono::nanoseconds> maintenance_interval() const { return std::nullopt; }
-  // Gives the permit back now. Returns a message when it could not be confirmed (it then expires by itself).
-  virtual std::optional<std::string> release() = 0;
+  // Gives the permit back now.
+  virtual release_result release() = 0;
 };
 
 // Why there is no permit.

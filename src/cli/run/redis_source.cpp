@@ -61,8 +61,8 @@ class redis_held final : public run::held_permit {
   void maintain() override {
     if (lease_) st_->show(id_, started_unix_ms_);
   }
-  std::optional<std::string> release() override {
-    if (!lease_) return std::nullopt;
+  run::release_result release() override {
+    if (!lease_) return {};
     // Sent before the release on the same connection; the release's answer comes after it.
     st_->hide(id_);
     const bool lost = lease_.state() == redis::lease_state::lost;  // already said; Redis no longer has it anyway
@@ -70,10 +70,12 @@ class redis_held final : public run::held_permit {
     lease_ = redis::lease();
     if (status == redis::lease::release_status::failed && !lost) {
       // Why, as for any call (it names where): a call that timed out while the connection was refused says so.
-      return "could not release the lease " + id_ + ": " + st_->failure(error).message +
-             "; it expires by itself within --lease-ttl";
+      return {"could not release the lease " + id_ + ": " + st_->failure(error).message +
+              "; it expires by itself within --lease-ttl"};
     }
-    return std::nullopt;
+    // Redis no longer had the lease, and no renewal had said so (the command ended before the next one): it was lost
+    // while the command ran (Redis restarted without its data, or it expired), and another run may have been admitted.
+    return {std::nullopt, status == redis::lease::release_status::not_held && !lost};
   }
 
  private:

@@ -27,6 +27,12 @@ std::string_view action_name(lease_lost_action a) {
   return "term";
 }
 
+std::string lost_message(const std::string& lease_id, const std::string& name) {
+  return "the lease " + lease_id + " of " + name +
+         " was lost (Redis no longer has it: no renewal reached Redis within --lease-ttl, or Redis lost it, restarted "
+         "or failed over without its data)";
+}
+
 std::string ordinal(std::size_t n) {
   const std::size_t tens = n % 100;
   const char* suffix = (tens >= 11 && tens <= 13) ? "th"
@@ -175,10 +181,24 @@ void reporter::signal(int sig, bool forwarded) {
   emit(j);
 }
 
+void reporter::lease_lost_at_exit(const std::string& lease_id) {
+  const std::string message = lost_message(lease_id, settings_.name) +
+                              ", found as the command ended, before a renewal noticed: it may not have been protected "
+                              "while it ran";
+  if (settings_.json) {
+    auto j = event("lease_lost");
+    j["lease_id"] = lease_id;
+    j["action"] = "none";
+    j["message"] = message;
+    emit(j);
+    return;
+  }
+  const admit::detail::lock_guard lock(mutex_);
+  say(message);
+}
+
 void reporter::lease_lost(const std::string& lease_id, lease_lost_action action) {
-  std::string message = "the lease " + lease_id + " of " + settings_.name +
-                        " was lost (Redis no longer has it: no renewal reached Redis within --lease-ttl, or Redis "
-                        "lost it, restarted or failed over without its data): the command may no longer be protected; ";
+  std::string message = lost_message(lease_id, settings_.name) + ": the command may no longer be protected; ";
   switch (action) {
     case lease_lost_action::term:
       message += "sending it SIGTERM (SIGKILL after --kill-after)";

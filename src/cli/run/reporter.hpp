@@ -39,6 +39,8 @@ class reporter {
   void not_admitted(std::string_view reason, std::chrono::nanoseconds waited, const std::string& message);
   void signal(int signal, bool forwarded);
   void lease_lost(const std::string& lease_id, lease_lost_action action);
+  // The lease found gone by the release after the command ended (no renewal had noticed): exit 124 follows.
+  void lease_lost_at_exit(const std::string& lease_id);
   // `wait_status` as waitpid() gives it.
   void exited(int wait_status, std::chrono::nanoseconds ran, int exit_status);
   // A message that is always said (an error), in JSON as {"event":"error"}.

@@ -319,9 +319,11 @@ int run_command(const run_options& options, std::ostream& err, bool stderr_is_te
   report.started(pid, permit->fencing_token(), permit->lease_id(), waited);
   const outcome o = supervise(pid, *permit, s, signals, report, early);
   const auto ran = steady::now() - started;
-  if (auto problem = permit->release()) report.error(*problem);
+  const release_result released = permit->release();
+  if (released.problem) report.error(*released.problem);
+  if (released.found_lost) report.lease_lost_at_exit(permit->lease_id());
   permit.reset();
-  const int status = o.lost ? exit_lease_lost : exit_status_of(o.wait_status);
+  const int status = o.lost || released.found_lost ? exit_lease_lost : exit_status_of(o.wait_status);
   report.exited(o.wait_status, ran, status);
   return status;
 }

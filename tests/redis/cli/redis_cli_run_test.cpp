@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -415,6 +416,26 @@ TEST_F(AdmitRunRedis, ALeaseLostToARestartWithoutDataIsSaidSo) {
                        "it, restarted or failed over without its data)"),
             std::string::npos)
       << r.err;
+}
+
+// Redis restarted without its data while a run holds its lease, and the command ends before the next renewal: the
+// release finds the lease gone, which is said as a lost lease (exit 124, the lease_lost event with action "none").
+// It exited 0 in silence: a command shorter than a third of --lease-ttl ran unprotected and reported success.
+TEST_F(AdmitRunRedis, ALeaseFoundGoneAtTheReleaseIsSaidLost) {
+  const std::string script =
+      "echo ready >> \"$1\"\n"
+      "while [ ! -e \"$1.go\" ]; do sleep 0.05; done\n";
+  child_process c(
+      run("gone", args{"--concurrency", "1", "--lease-ttl", "30s", "--json", "--"} + records_ran(script)));
+  ASSERT_TRUE(eventually([&] { return read_text(ran_) == "ready\n"; })) << c.err();
+  server_.restart();  // empty: no persistence; the next renewal would come 10 s later
+  std::ofstream(ran_ + ".go") << "go\n";
+  const run_result r = finish(c, 15s);
+  EXPECT_EQ(r.status, 124) << r.err;
+  const auto lost = event(r.err, "lease_lost");
+  EXPECT_EQ(lost.value("action", ""), "none") << r.err;
+  EXPECT_NE(lost.value("message", "").find("found as the command ended"), std::string::npos) << r.err;
+  EXPECT_EQ(event(r.err, "exited")["admit_exit_status"], 124) << r.err;
 }
 
 // The holder cut off from Redis (its requests and replies lost) while another queues directly: Redis lets the
