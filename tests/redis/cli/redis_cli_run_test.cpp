@@ -16,8 +16,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -425,8 +425,7 @@ TEST_F(AdmitRunRedis, ALeaseFoundGoneAtTheReleaseIsSaidLost) {
   const std::string script =
       "echo ready >> \"$1\"\n"
       "while [ ! -e \"$1.go\" ]; do sleep 0.05; done\n";
-  child_process c(
-      run("gone", args{"--concurrency", "1", "--lease-ttl", "30s", "--json", "--"} + records_ran(script)));
+  child_process c(run("gone", args{"--concurrency", "1", "--lease-ttl", "30s", "--json", "--"} + records_ran(script)));
   ASSERT_TRUE(eventually([&] { return read_text(ran_) == "ready\n"; })) << c.err();
   server_.restart();  // empty: no persistence; the next renewal would come 10 s later
   std::ofstream(ran_ + ".go") << "go\n";
