@@ -74,7 +74,8 @@ class admission {
   // or a priority out of range. Results as redis::semaphore's, plus
   // errc::definition_conflict and errc::exceeds_capacity (n above max_in_flight, or above the burst).
   semaphore_result try_acquire(std::size_t priority, std::int64_t n = 1);
-  // Waits in the queue until admitted, `deadline` (errc::timeout; at once when the rate cannot make it) or `stop`.
+  // Waits in the queue until admitted, `deadline` (errc::timeout; at once when the rate cannot make it) or `stop`. A
+  // deadline already passed does not wait: one call decides, as try_acquire's (admitted now, or errc::timeout).
   semaphore_result try_acquire_until(time_point deadline, std::size_t priority, std::int64_t n = 1,
                                      std::stop_token stop = {});
   template <class Rep, class Period>

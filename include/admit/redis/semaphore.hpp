@@ -32,13 +32,14 @@
 // - Every identity is per acquisition (128 random bits), never per host; every key shares the hash tag {name}.
 // - max_waiters bounds the queue across the fleet: a request that would have to wait behind that many fails with
 //   errc::queue_full.
-// - Deadlines. A wait ends at its deadline (errc::timeout) or on its stop_token (errc::cancelled) even while a call
-//   is in flight or Redis does not answer; before a blocking wait so ended returns, its request has left the queue
-//   in Redis (and a grant that raced with it has been released) — it waits for that answer at most options().timeout
-//   more after a stop, and at most 40 ms more after its deadline (so that no blocking wait returns later than that
-//   past its deadline, however slow Redis is). A leave Redis has not answered by then goes on in the background
-//   (shutdown() waits for it); until it lands the request stays queued, and a grant it gets meanwhile is released.
-//   async_acquire's cancellation completes at once and leaves the queue in the background (see shutdown()).
+// - Deadlines. A deadline already passed does not wait: one call decides, as try_acquire's (errc::timeout where it
+//   says errc::would_block). A wait ends at its deadline (errc::timeout) or on its stop_token (errc::cancelled) even
+//   while a call is in flight or Redis does not answer; before a blocking wait so ended returns, its request has left
+//   the queue in Redis (and a grant that raced with it has been released) — it waits for that answer at most
+//   options().timeout more after a stop, and at most 40 ms more after its deadline (so that no blocking wait returns
+//   later than that past its deadline, however slow Redis is). A leave Redis has not answered by then goes on in the
+//   background (shutdown() waits for it); until it lands the request stays queued, and a grant it gets meanwhile is
+//   released. async_acquire's cancellation completes at once and leaves the queue in the background (see shutdown()).
 //   Every Redis call has options().timeout; a failed call makes the acquire fail with that error
 //   (admit::errc), except while waiting, where a poll that got no answer is retried until the deadline —
 //   unless the connection was closed (or destroyed): the wait then ends with errc::closed (at its next poll, within
@@ -278,9 +279,11 @@ std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semap
                                                      std::optional<std::chrono::steady_clock::time_point> deadline,
                                                      std::shared_ptr<acquire_completion> completion,
                                                      std::size_t priority = 0);
-// The operation behind async_try_acquire: one non-waiting acquire call, completing `completion` once.
+// The operation behind async_try_acquire: one non-waiting acquire call, completing `completion` once. `timed`: the
+// call stands for a wait whose deadline had passed when it was asked for (admitted now, or errc::timeout where
+// try_acquire says errc::would_block).
 void start_try_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
-                       std::shared_ptr<acquire_completion> completion, std::size_t priority = 0);
+                       std::shared_ptr<acquire_completion> completion, std::size_t priority = 0, bool timed = false);
 boost::asio::any_io_executor executor_of(const semaphore_core& core) noexcept;
 
 }  // namespace detail
@@ -347,7 +350,8 @@ class semaphore {
   semaphore_result try_acquire(std::int64_t n = 1);
   // Waits in the fleet's FIFO queue until granted or `stop` is requested.
   semaphore_result acquire(std::int64_t n = 1, std::stop_token stop = {});
-  // Waits at most until `deadline` (errc::timeout).
+  // Waits at most until `deadline` (errc::timeout). A deadline already passed does not wait: one call decides, as
+  // try_acquire's (admitted now, or errc::timeout where try_acquire says errc::would_block).
   semaphore_result try_acquire_until(clock::time_point deadline, std::int64_t n = 1, std::stop_token stop = {});
   template <class Rep, class Period>
   semaphore_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1,
@@ -363,7 +367,7 @@ class semaphore {
   auto async_acquire(std::int64_t n, CompletionToken&& token) {
     return initiate(n, std::nullopt, std::forward<CompletionToken>(token));
   }
-  // The same, failing with errc::timeout at `deadline`.
+  // The same, failing with errc::timeout at `deadline` (already passed: one call decides, as try_acquire_until's).
   template <class CompletionToken>
   auto async_acquire_until(clock::time_point deadline, std::int64_t n, CompletionToken&& token) {
     return initiate(n, deadline, std::forward<CompletionToken>(token));
@@ -483,6 +487,10 @@ class semaphore {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           auto completion = std::make_shared<detail::acquire_completion_for<handler_type>>(std::move(handler),
                                                                                            detail::executor_of(*core));
+          if (until && *until <= clock::now()) {  // a deadline already passed does not wait: one call decides
+            detail::start_try_acquire(core, count, std::move(completion), priority, /*timed=*/true);
+            return;
+          }
           auto op = detail::make_async_acquire(core, count, until, std::move(completion), priority);
           detail::cancel_on_terminal(slot, op);
           detail::start(op);

@@ -296,6 +296,11 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
     record(make_error_code(admit::errc::cancelled), n, since(start));
     return semaphore_result(admit::errc::cancelled);
   }
+  if (deadline && *deadline <= steady::now()) {  // a deadline already passed does not wait: one call decides
+    semaphore_result r = timed_out_if_busy(try_acquire_once(n, priority));
+    record(r, n, since(start));
+    return r;
+  }
   auto completion = std::make_shared<blocking_completion>();
   auto done = completion->get_future();
   auto op = std::make_shared<async_acquire_op>(shared_from_this(), n, deadline, completion, false, priority);
@@ -342,8 +347,8 @@ std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semap
 }
 void start(const std::shared_ptr<async_acquire_op>& op) { op->start(); }
 void start_try_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
-                       std::shared_ptr<acquire_completion> completion, std::size_t priority) {
-  core->async_try_acquire(n, priority, [completion = std::move(completion)](semaphore_result r) {
+                       std::shared_ptr<acquire_completion> completion, std::size_t priority, bool timed) {
+  core->async_try_acquire(n, priority, timed, [completion = std::move(completion)](semaphore_result r) {
     if (r) {
       completion->complete({}, std::move(*r));
     } else {

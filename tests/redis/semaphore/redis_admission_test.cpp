@@ -130,6 +130,21 @@ TEST(RedisAdmission, ARequestTheRateCannotAdmitByItsDeadlineFailsAtOnceAndTakesN
   EXPECT_EQ(s.available, 3);
 }
 
+// A deadline already passed does not wait: one call decides, as the local admission's "only admits at once" — the
+// tokens and a permit there now: admitted; the bucket empty: errc::timeout, nothing queued. (It timed out without
+// asking Redis, also with the bucket full and every permit free.)
+TEST(RedisAdmission, ADeadlineAlreadyPassedAdmitsWhatTheRateAndThePermitsGiveNow) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  admission a(conn, "passed", slow(1, 4));
+  const auto past = std::chrono::steady_clock::now() - 1s;
+  auto first = a.try_acquire_until(past, 0);
+  ASSERT_TRUE(first) << first.error().message();
+  EXPECT_EQ(a.try_acquire_until(past, 0).error(), admit::errc::timeout);  // the next token comes in a minute
+  EXPECT_EQ(waiter_count(a), 0);
+}
+
 TEST(RedisAdmission, ARequestWaitingForTheRateHoldsNoPermit) {
   redis_server server;
   io_thread io;

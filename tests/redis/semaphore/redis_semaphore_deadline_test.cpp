@@ -151,3 +151,34 @@ TEST(RedisSemaphore, ABlockingWaitEndsOnTimeWhenTheExecutorDoesNotRun) {
 }
 
 }  // namespace
+
+// A deadline already passed does not wait: one call decides, as every local primitive's and the Redis rate limiters'
+// — admitted when the permits are free now, else errc::timeout at once, nothing left queued. (It timed out without
+// asking Redis, also when every permit was free.)
+TEST(RedisSemaphore, ADeadlineAlreadyPassedAdmitsWhatIsFreeNow) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore s(conn, "passed", 1);
+  const auto past = steady::now() - 1s;
+
+  auto first = s.try_acquire_until(past);
+  ASSERT_TRUE(first) << first.error().message();
+  EXPECT_EQ(s.try_acquire_for(0s).error(), admit::errc::timeout);
+  EXPECT_EQ(s.try_acquire_for(-1s).error(), admit::errc::timeout);
+  wait_for_waiters(s, 0);  // never queued
+  ASSERT_EQ(first->release().first, lease::release_status::released);
+
+  const auto async_outcome = [&](steady::time_point deadline) {
+    auto done = std::make_shared<std::promise<std::pair<std::error_code, lease>>>();
+    auto f = done->get_future();
+    s.async_acquire_until(deadline, 1, [done](std::error_code ec, lease l) { done->set_value({ec, std::move(l)}); });
+    EXPECT_EQ(f.wait_for(5s), std::future_status::ready);
+    return f.get();
+  };
+  auto [ec, held] = async_outcome(past);
+  EXPECT_FALSE(ec) << ec.message();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(async_outcome(past).first, admit::errc::timeout);
+  wait_for_waiters(s, 0);
+}
