@@ -380,7 +380,10 @@ admit::expected<local_permit, std::error_code> local_limit::acquire(
       note_ahead(live);
     }
     if (progress && (!same_state(state, reported) || now >= last_report + progress_every)) {
-      progress(state);
+      // The rate's wait as of now: the check that measured it may be up to poll_interval old.
+      wait_progress shown = state;
+      if (shown.rate_wait) shown.rate_wait = std::max(nanoseconds(0), *shown.rate_wait - (now - last_check));
+      progress(shown);
       reported = state;
       last_report = now;
     }

@@ -93,6 +93,29 @@ TEST_F(LocalLimit, RateSpacesAdmissions) {
   for (auto w : rate_waits) EXPECT_LE(w, 50ms);
 }
 
+// The rate's wait that progress reports counts down between the checks (it was the last check's figure, unchanged
+// for up to poll_interval: "in 1.98s" for the first second of a 2 s wait, then "980ms" for the next).
+TEST_F(LocalLimit, TheRatesWaitCountsDownBetweenChecks) {
+  auto c = config(0);
+  c.interval = 10s;
+  c.poll_interval = 30s;
+  c.watched_poll_interval = 30s;
+  ASSERT_TRUE(local_limit(c).acquire(std::nullopt, true, {}));  // the bucket's one token
+  std::vector<std::chrono::nanoseconds> seen;
+  std::stop_source stop;
+  const auto r = local_limit(c).acquire(
+      std::nullopt, false, stop.get_token(),
+      [&](const wait_progress& w) {
+        if (w.rate_wait) seen.push_back(*w.rate_wait);
+        if (seen.size() == 3) stop.request_stop();
+      },
+      20ms);
+  EXPECT_EQ(r.error(), admit::errc::cancelled);
+  ASSERT_EQ(seen.size(), 3u);
+  // Down at every report, with no check in between (the next is 30 s away): it stood still until the next check.
+  for (std::size_t k = 1; k < seen.size(); ++k) EXPECT_LT(seen[k], seen[k - 1]) << "report " << k;
+}
+
 TEST_F(LocalLimit, RateBurstCountsWeights) {
   auto c = config(0, 2);
   c.interval = 10s;
