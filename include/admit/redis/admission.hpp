@@ -56,7 +56,8 @@ class admission {
   using clock = std::chrono::steady_clock;
   using duration = clock::duration;
   using time_point = clock::time_point;
-  // The capacity inspect() shows for max_in_flight 0 (no concurrency limit).
+  // The capacity inspect() shows for max_in_flight 0 (no concurrency limit), and the most a request may ask for then
+  // (where the local admission takes up to 2^59): n above it is errc::exceeds_capacity.
   static constexpr std::int64_t unlimited_capacity = std::int64_t{1} << 50;
 
   // The admission `name` (the hash tag of its keys: no '{' or '}') on `conn`'s server, or on a Redis Cluster. Throws
@@ -72,7 +73,8 @@ class admission {
   // Never waits: admitted now, or errc::would_block (someone waits first, or the tokens or permits are not there).
   // `priority`: the class, an index into limits.classes (0 without classes). Throws std::invalid_argument for n < 1
   // or a priority out of range. Results as redis::semaphore's, plus
-  // errc::definition_conflict and errc::exceeds_capacity (n above max_in_flight, or above the burst).
+  // errc::definition_conflict and errc::exceeds_capacity (n above max_in_flight, or above the burst; with
+  // max_in_flight 0, above unlimited_capacity).
   semaphore_result try_acquire(std::size_t priority, std::int64_t n = 1);
   // Waits in the queue until admitted, `deadline` (errc::timeout; at once when the rate cannot make it) or `stop`. A
   // deadline already passed does not wait: one call decides, as try_acquire's (admitted now, or errc::timeout).

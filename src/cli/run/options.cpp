@@ -80,6 +80,7 @@ run_settings check(const run_options& o) {
   }
   if (o.rate) {
     s.rate = parse_rate_option("--rate", *o.rate);
+    s.rate_text = *o.rate;
     if (s.rate->is_zero())
       throw usage_error("invalid --rate " + quote(*o.rate) + ": a zero rate never starts anything");
     if (s.rate->is_inf()) s.rate.reset();  // no rate limit

@@ -43,6 +43,7 @@ struct run_settings {
   std::int64_t concurrency = 0;  // 0: no concurrency limit
   std::int64_t weight = 1;
   std::optional<admit::rate> rate;
+  std::string rate_text;  // --rate as given, for the messages that name it
   std::int64_t burst = 1;
   // --classes: the limit's priority classes and their shares (part of its definition; empty: none), and --class: this
   // run's, an index into them.

@@ -393,7 +393,7 @@ std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_setting
   try {
     (void)redis::describe(redis_run_state::limits(s));
   } catch (const std::invalid_argument& e) {
-    throw usage_error("invalid --rate " + (s.rate ? quote(s.rate->to_string()) : std::string("inf")) +
+    throw usage_error("invalid --rate " + quote(s.rate_text) +
                       " with --burst " + std::to_string(s.burst) + ": " + without_cpp_name(e.what()));
   }
   return std::make_unique<redis_source>(std::move(st));

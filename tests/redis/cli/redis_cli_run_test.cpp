@@ -240,6 +240,10 @@ TEST_F(AdmitRunRedis, RedisFailuresAndBadNames) {
             "admit run: --rate 3000/s would be slowed to 2994.012/s: Redis spaces requests a whole number of "
             "microseconds apart (334, not 333.333); use --rate 1/333us or 1/334us (3003.003/s or 2994.012/s)\n");
   EXPECT_EQ(admit(run("kept", {"--rate", "1/334us", "--", "true"})).status, 0);
+  // A rate too slow for Redis is named as it was written (it was named as its conversion, "0.0000000003170979.../s").
+  const run_result glacial = admit(run("x", args{"--rate", "1/100year", "--"} + records_ran()));
+  EXPECT_EQ(glacial.status, 2) << glacial.err;
+  EXPECT_EQ(glacial.err.rfind("admit run: invalid --rate \"1/100year\" with --burst 1: ", 0), 0U) << glacial.err;
 
   redis_server locked({.requirepass = "right"});
   const std::string wrong = "redis://:wrong@127.0.0.1:" + std::to_string(locked.port());
