@@ -230,7 +230,11 @@ int run_command(const run_options& options, std::ostream& err, bool stderr_is_te
   try {
     s = check(options);
   } catch (const usage_error& e) {
-    err << "admit run: " << e.what() << "\n";
+    // Said as every later error is: an "error" event with --json (the options that parsed so far say only that).
+    run_settings told;
+    told.name = options.name;
+    told.json = options.json;
+    reporter(told, err, false).error(e.what());
     return exit_bad_input;
   }
   reporter report(s, err, stderr_is_terminal);

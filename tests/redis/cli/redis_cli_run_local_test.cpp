@@ -383,6 +383,12 @@ TEST_F(AdmitRunLocal, UsageErrorsAre2) {
   refused(args{"--lock-dir", locks_, "--name", "u", "--concurrency", "1", "--burst", "2"} + cmd);  // needs --rate
   refused(args{"--lock-dir", locks_, "--name", "u", "--concurrency", "1", "--timeout", "soon"} + cmd);
   EXPECT_FALSE(ran());
+  // With --json, as the "error" event every later error is (it was a plain line).
+  const run_result r =
+      admit(args{ADMIT_CLI, "run", "--lock-dir", locks_, "--name", "u", "--rate", "0/s", "--json"} + cmd);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(event(r.err, "error").value("message", ""), "invalid --rate \"0/s\": a zero rate never starts anything")
+      << r.err;
 }
 
 // The forms of durations and rates the rest of the tool takes; --weight takes K rate tokens too.
