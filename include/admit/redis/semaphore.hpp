@@ -32,18 +32,19 @@
 // - Every identity is per acquisition (128 random bits), never per host; every key shares the hash tag {name}.
 // - max_waiters bounds the queue across the fleet: a request that would have to wait behind that many fails with
 //   errc::queue_full.
-// - Deadlines. A deadline already passed does not wait: one call decides, as try_acquire's (errc::timeout where it
-//   says errc::would_block). A wait ends at its deadline (errc::timeout) or on its stop_token (errc::cancelled) even
-//   while a call is in flight or Redis does not answer; before a blocking wait so ended returns, its request has left
-//   the queue in Redis (and a grant that raced with it has been released) — it waits for that answer at most
-//   options().timeout more after a stop, and at most 40 ms more after its deadline (so that no blocking wait returns
-//   later than that past its deadline, however slow Redis is). A leave Redis has not answered by then goes on in the
-//   background (shutdown() waits for it); until it lands the request stays queued, and a grant it gets meanwhile is
-//   released. async_acquire's cancellation completes at once and leaves the queue in the background (see shutdown()).
-//   Every Redis call has options().timeout; a failed call makes the acquire fail with that error
-//   (admit::errc), except while waiting, where a poll that got no answer is retried until the deadline —
-//   unless the connection was closed (or destroyed): the wait then ends with errc::closed (at its next poll, within
-//   poll_interval; a wait cancelled through its stop token or cancellation slot ends at once).
+// - Deadlines. A deadline already passed does not wait: one call that does not queue decides, as try_acquire's
+//   (errc::timeout where it says errc::would_block), answered within the 40 ms below or errc::timeout. A wait ends at
+//   its deadline (errc::timeout) or on its stop_token (errc::cancelled) even while a call is in flight or Redis does
+//   not answer; before a blocking wait so ended returns, its request has left the queue in Redis (and a grant that
+//   raced with it has been released) — it waits for that answer at most options().timeout more after a stop, and at
+//   most 40 ms more after its deadline (so that no blocking wait returns later than that past its deadline, however
+//   slow Redis is). A leave Redis has not answered by then goes on in the background (shutdown() waits for it); until
+//   it lands the request stays queued, and a grant it gets meanwhile is released. async_acquire's cancellation
+//   completes at once and leaves the queue in the background (see shutdown()). Every Redis call has options().timeout;
+//   a failed call makes the acquire fail with that error (admit::errc), except while waiting, where a poll that got no
+//   answer is retried until the deadline — unless the connection was closed (or destroyed): the wait then ends with
+//   errc::closed (at its next poll, within poll_interval; a wait cancelled through its stop token or cancellation slot
+//   ends at once).
 // - Nothing lost at exit, when the program calls shutdown() (or async_shutdown()) before it ends. release() waits
 //   for Redis's answer. The lease's destructor does too (bounded by
 //   options().timeout) when it runs off the connection's executor thread — a lease released at scope end is free in
@@ -279,11 +280,9 @@ std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semap
                                                      std::optional<std::chrono::steady_clock::time_point> deadline,
                                                      std::shared_ptr<acquire_completion> completion,
                                                      std::size_t priority = 0);
-// The operation behind async_try_acquire: one non-waiting acquire call, completing `completion` once. `timed`: the
-// call stands for a wait whose deadline had passed when it was asked for (admitted now, or errc::timeout where
-// try_acquire says errc::would_block).
+// The operation behind async_try_acquire: one non-waiting acquire call, completing `completion` once.
 void start_try_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
-                       std::shared_ptr<acquire_completion> completion, std::size_t priority = 0, bool timed = false);
+                       std::shared_ptr<acquire_completion> completion, std::size_t priority = 0);
 boost::asio::any_io_executor executor_of(const semaphore_core& core) noexcept;
 
 }  // namespace detail
@@ -487,10 +486,6 @@ class semaphore {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           auto completion = std::make_shared<detail::acquire_completion_for<handler_type>>(std::move(handler),
                                                                                            detail::executor_of(*core));
-          if (until && *until <= clock::now()) {  // a deadline already passed does not wait: one call decides
-            detail::start_try_acquire(core, count, std::move(completion), priority, /*timed=*/true);
-            return;
-          }
           auto op = detail::make_async_acquire(core, count, until, std::move(completion), priority);
           detail::cancel_on_terminal(slot, op);
           detail::start(op);

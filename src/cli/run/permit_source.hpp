@@ -19,7 +19,7 @@ namespace admit::cli::run {
 // What giving a permit back found.
 struct release_result {
   std::optional<std::string> problem;  // the release could not be confirmed: why (the permit then expires by itself)
-  bool found_lost = false;             // the permit was no longer held (a Redis lease gone before a renewal noticed)
+  bool found_lost = false;             // the permit was no longer held when the command ended (a Redis lease lost)
 };
 
 // A permit held while the command runs. Destroying it releases it (and waits for that to be done, bounded).

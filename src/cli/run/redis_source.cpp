@@ -65,7 +65,15 @@ class redis_held final : public run::held_permit {
     if (!lease_) return {};
     // Sent before the release on the same connection; the release's answer comes after it.
     st_->hide(id_);
-    const bool lost = lease_.state() == redis::lease_state::lost;  // already said; Redis no longer has it anyway
+    // Whether Redis still held the lease as the command ended (a loss that no renewal found yet, when the command ended
+    // before the next one: Redis restarted without its data, say, and another run may have been admitted). A renewal
+    // that finds it gone is sure of it, where a release's "not held" is not: a release whose answer was lost is sent
+    // again, and the second finds the lease the first gave back.
+    bool lost = lease_.state() == redis::lease_state::lost;
+    if (!lost) {
+      const auto [held, renew_error] = lease_.renew();
+      lost = !held && !renew_error;
+    }
     const auto [status, error] = lease_.release();
     lease_ = redis::lease();
     if (status == redis::lease::release_status::failed && !lost) {
@@ -73,9 +81,7 @@ class redis_held final : public run::held_permit {
       return {"could not release the lease " + id_ + ": " + st_->failure(error).message +
               "; it expires by itself within --lease-ttl"};
     }
-    // Redis no longer had the lease, and no renewal had said so (the command ended before the next one): it was lost
-    // while the command ran (Redis restarted without its data, or it expired), and another run may have been admitted.
-    return {std::nullopt, status == redis::lease::release_status::not_held && !lost};
+    return {std::nullopt, lost};
   }
 
  private:
@@ -393,8 +399,8 @@ std::unique_ptr<run::permit_source> make_redis_run_source(const run::run_setting
   try {
     (void)redis::describe(redis_run_state::limits(s));
   } catch (const std::invalid_argument& e) {
-    throw usage_error("invalid --rate " + quote(s.rate_text) +
-                      " with --burst " + std::to_string(s.burst) + ": " + without_cpp_name(e.what()));
+    throw usage_error("invalid --rate " + quote(s.rate_text) + " with --burst " + std::to_string(s.burst) + ": " +
+                      without_cpp_name(e.what()));
   }
   return std::make_unique<redis_source>(std::move(st));
 }

@@ -325,7 +325,7 @@ int run_command(const run_options& options, std::ostream& err, bool stderr_is_te
   const auto ran = steady::now() - started;
   const release_result released = permit->release();
   if (released.problem) report.error(*released.problem);
-  if (released.found_lost) report.lease_lost_at_exit(permit->lease_id());
+  if (released.found_lost && !o.lost) report.lease_lost_at_exit(permit->lease_id());
   permit.reset();
   const int status = o.lost || released.found_lost ? exit_lease_lost : exit_status_of(o.wait_status);
   report.exited(o.wait_status, ran, status);

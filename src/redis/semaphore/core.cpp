@@ -319,16 +319,10 @@ semaphore_result semaphore_core::try_acquire_once(std::int64_t n, std::size_t pr
   return try_outcome(id, r.error, r.value, sent, pass, n);
 }
 
-semaphore_result semaphore_core::timed_out_if_busy(semaphore_result r) {
-  if (!r && r.error() == admit::errc::would_block) return semaphore_result(admit::errc::timeout);
-  return r;
-}
-
-void semaphore_core::async_try_acquire(std::int64_t n, std::size_t priority, bool timed,
+void semaphore_core::async_try_acquire(std::int64_t n, std::size_t priority,
                                        std::function<void(semaphore_result)> done) {
   const steady::time_point start = record_start();
-  auto finish = [self = shared_from_this(), n, start, timed, done = std::move(done)](semaphore_result r) {
-    if (timed) r = timed_out_if_busy(std::move(r));
+  auto finish = [self = shared_from_this(), n, start, done = std::move(done)](semaphore_result r) {
     self->record(r, n, self->since(start));
     done(std::move(r));
   };

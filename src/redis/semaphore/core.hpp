@@ -147,12 +147,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   semaphore_result try_acquire(std::int64_t n, std::size_t priority = 0);
   // The same without blocking: `done` runs once with the outcome, on the thread that read Redis's answer (inline for
   // an open breaker).
-  // `timed`: for a wait whose deadline had passed, as try_acquire_until's: errc::would_block is said (and counted) as
-  // errc::timeout (timed_out_if_busy).
-  void async_try_acquire(std::int64_t n, std::size_t priority, bool timed, std::function<void(semaphore_result)> done);
-  // `r`, errc::would_block said as errc::timeout: a wait whose deadline had passed when it was asked for is one
-  // non-waiting call, which admits now or times out.
-  static semaphore_result timed_out_if_busy(semaphore_result r);
+  void async_try_acquire(std::int64_t n, std::size_t priority, std::function<void(semaphore_result)> done);
 
   semaphore_result try_acquire_once(std::int64_t n, std::size_t priority);
   // What a non-waiting acquire of n under `id` comes to, from its call's answer (`ec`, `r`) and the breaker's `pass`:

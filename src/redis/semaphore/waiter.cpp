@@ -27,12 +27,16 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
  public:
   // `timed`: the operation enforces `deadline` with a timer of its own and counts its outcome in the metrics (a
   // blocking wait does both itself). Counted in the semaphore's waiting gauge until it completes.
+  // A deadline already passed does not wait: one acquire that does not queue decides (admitted now, else
+  // errc::timeout where try_acquire says errc::would_block), given leave_wait to be answered (deadline() is then the
+  // end of that, past which the outcome is errc::timeout, as any wait's past its deadline).
   async_acquire_op(std::shared_ptr<semaphore_core> core, std::int64_t n, std::optional<steady::time_point> deadline,
                    std::shared_ptr<acquire_completion> completion, bool timed = true, std::size_t priority = 0)
       : core_(std::move(core)),
         n_(n),
         priority_(priority),
-        deadline_(deadline),
+        now_only_(deadline && *deadline <= steady::now()),
+        deadline_(now_only_ ? steady::now() + leave_wait : deadline),
         timed_(timed),
         completion_(std::move(completion)),
         strand_(asio::make_strand(core_->link().get_executor())),
@@ -42,6 +46,8 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   }
   async_acquire_op(const async_acquire_op&) = delete;
   async_acquire_op& operator=(const async_acquire_op&) = delete;
+  // The deadline the wait ends at (see the constructor).
+  [[nodiscard]] std::optional<steady::time_point> deadline() const noexcept { return deadline_; }
   ~async_acquire_op() {
     if (state_ == state::waiting) core_->gauges().wait_ends();  // its executor died first
   }
@@ -78,7 +84,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
     }
     sent_ = steady::now();
     core_->async_command(
-        core_->acquire_op(id_, n_, true, deadline_, priority_), core_->call_deadline(deadline_),
+        core_->acquire_op(id_, n_, !now_only_, deadline_, priority_), core_->call_deadline(deadline_),
         asio::bind_executor(strand_, [self = shared_from_this()](boost::system::error_code ec, reply r) {
           self->core_->breaker().report(as_error(ec), self->pass_, steady::now());
           if (self->state_ == state::leaving) {
@@ -105,6 +111,9 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
             return self->arm();
           }
           if (auto result = self->core_->judge(self->id_, ec, r, self->sent_)) {
+            if (self->now_only_ && !*result && result->error() == admit::errc::would_block) {
+              return self->complete(admit::errc::timeout, leave::nothing);  // not now, and the deadline has passed
+            }
             return self->complete(std::move(*result), leave::nothing);
           }
           self->arm_deadline();
@@ -209,6 +218,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   std::shared_ptr<semaphore_core> core_;
   std::int64_t n_;
   std::size_t priority_;  // an admission's class
+  bool now_only_;         // the deadline had passed when it was asked for: one call, never queued
   std::optional<steady::time_point> deadline_;
   bool timed_;
   std::shared_ptr<acquire_completion> completion_;
@@ -296,14 +306,10 @@ semaphore_result semaphore_core::acquire(std::int64_t n, std::optional<steady::t
     record(make_error_code(admit::errc::cancelled), n, since(start));
     return semaphore_result(admit::errc::cancelled);
   }
-  if (deadline && *deadline <= steady::now()) {  // a deadline already passed does not wait: one call decides
-    semaphore_result r = timed_out_if_busy(try_acquire_once(n, priority));
-    record(r, n, since(start));
-    return r;
-  }
   auto completion = std::make_shared<blocking_completion>();
   auto done = completion->get_future();
   auto op = std::make_shared<async_acquire_op>(shared_from_this(), n, deadline, completion, false, priority);
+  deadline = op->deadline();  // (a deadline already passed: the one call's bound)
   op->start();
   {
     // The stop and the deadline end the wait here and now, even with a call in flight; the operation then leaves
@@ -347,8 +353,8 @@ std::shared_ptr<async_acquire_op> make_async_acquire(const std::shared_ptr<semap
 }
 void start(const std::shared_ptr<async_acquire_op>& op) { op->start(); }
 void start_try_acquire(const std::shared_ptr<semaphore_core>& core, std::int64_t n,
-                       std::shared_ptr<acquire_completion> completion, std::size_t priority, bool timed) {
-  core->async_try_acquire(n, priority, timed, [completion = std::move(completion)](semaphore_result r) {
+                       std::shared_ptr<acquire_completion> completion, std::size_t priority) {
+  core->async_try_acquire(n, priority, [completion = std::move(completion)](semaphore_result r) {
     if (r) {
       completion->complete({}, std::move(*r));
     } else {

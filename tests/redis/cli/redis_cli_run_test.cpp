@@ -432,6 +432,11 @@ TEST_F(AdmitRunRedis, ALeaseFoundGoneAtTheReleaseIsSaidLost) {
   child_process c(run("gone", args{"--concurrency", "1", "--lease-ttl", "30s", "--json", "--"} + records_ran(script)));
   ASSERT_TRUE(eventually([&] { return read_text(ran_) == "ready\n"; })) << c.err();
   server_.restart();  // empty: no persistence; the next renewal would come 10 s later
+  // The run's connection and its wake-up connection back (and this one): its last calls need not wait for a reconnect.
+  ASSERT_TRUE(eventually([&] {
+    const std::string clients = server_.admin({"CLIENT", "LIST"});
+    return std::count(clients.begin(), clients.end(), '\n') >= 3;
+  }));
   std::ofstream(ran_ + ".go") << "go\n";
   const run_result r = finish(c, 15s);
   EXPECT_EQ(r.status, 124) << r.err;

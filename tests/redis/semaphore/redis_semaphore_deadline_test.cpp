@@ -182,3 +182,28 @@ TEST(RedisSemaphore, ADeadlineAlreadyPassedAdmitsWhatIsFreeNow) {
   EXPECT_EQ(async_outcome(past).first, admit::errc::timeout);
   wait_for_waiters(s, 0);
 }
+
+// A deadline already passed, with Redis not answering: its one call is given up within the 40 ms every wait has past
+// its deadline (not the call's timeout), blocking or asynchronous, and the asynchronous form's cancellation still
+// completes it at once.
+TEST(RedisSemaphore, ADeadlineAlreadyPassedIsKeptWhenRedisDoesNotAnswer) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore_options o;
+  o.timeout = 5s;
+  semaphore s(conn, "passed-paused", 1, o);
+  ASSERT_TRUE(s.try_acquire());  // the function library loaded, the connection made
+  server.admin({"CLIENT", "PAUSE", "3000", "ALL"});
+  auto start = steady::now();
+  EXPECT_EQ(s.try_acquire_for(0s).error(), admit::errc::timeout);
+  EXPECT_LT(steady::now() - start, 1s);  // 40 ms and slack; not the 5 s call timeout, nor the 3 s pause
+
+  auto done = std::make_shared<std::promise<std::error_code>>();
+  auto f = done->get_future();
+  start = steady::now();
+  s.async_acquire_until(steady::now() - 1s, 1, [done](std::error_code ec, lease) { done->set_value(ec); });
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(f.get(), admit::errc::timeout);
+  EXPECT_LT(steady::now() - start, 1s);
+}
