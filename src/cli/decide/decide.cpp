@@ -212,9 +212,7 @@ redis::limiter_result decide_by(const redis::limiter& limiter, const boost::asio
   return r;
 }
 
-}  // namespace
-
-int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
+int decide_and_print(const decide_options& o, std::ostream& out, std::ostream& err) {
   try {
     if (o.redis.empty()) throw usage_error("--redis is required (e.g. --redis redis://127.0.0.1:6379)");
     if (o.key.empty()) throw usage_error("the key must not be empty");
@@ -341,6 +339,18 @@ int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
     err << "admit decide: " << e.what() << "\n";
     return exit_bad_input;
   }
+}
+
+}  // namespace
+
+int run_decide(const decide_options& o, std::ostream& out, std::ostream& err) {
+  const int status = decide_and_print(o, out, err);
+  out.flush();
+  if (!out) {  // the decision did not reach its reader: not a success, whatever it was
+    err << "admit decide: write error on standard output\n";
+    return exit_failure;
+  }
+  return status;
 }
 
 }  // namespace admit::cli

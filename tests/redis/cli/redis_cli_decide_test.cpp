@@ -32,6 +32,7 @@ using admit::redis::testing::child_process;
 using admit::redis::testing::io_thread;
 using admit::redis::testing::patient;
 using admit::redis::testing::redis_server;
+using admit::redis::testing::run_program;
 using admit::redis::testing::run_result;
 using namespace admit::redis::testing::cli;
 
@@ -64,6 +65,20 @@ TEST_F(AdmitDecide, AdmitsThenRefusesWithExitStatus75) {
   admit::redis::gcra limiter(conn, "jobs", admit::rate::per(1, std::chrono::hours(1)), 2, patient());
   EXPECT_EQ(server.admin({"EXISTS", limiter.storage_key("nightly")}), "1");
   EXPECT_FALSE(limiter.decide("nightly").decision.admitted);
+}
+
+// A decision that cannot be written (a full disk, a closed reader) is not a success: exit 1, said on stderr, as
+// replay and recommend do. It exited 0 (or 75) in silence, and a script reading the answer got none.
+TEST_F(AdmitDecide, AWriteErrorOnStandardOutputIsExitStatus1) {
+  redis_server server;
+  for (const bool json : {false, true}) {
+    args a = {"/bin/sh", "-c", "exec \"$0\" \"$@\" > /dev/full", ADMIT_CLI, "decide", "--redis", server.url(), "--rate",
+              "100/s",   "k"};
+    if (json) a.push_back("--json");
+    const run_result r = run_program(a);
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(r.err, "admit decide: write error on standard output\n");
+  }
 }
 
 TEST_F(AdmitDecide, WaitRetriesUntilAdmitted) {
