@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -230,6 +232,19 @@ TEST(ConcurrencyReplay, JsonWithStreamedEventsMatchesTheInMemoryDocument) {
   });
   EXPECT_EQ(streamed.str(), whole.str());
   EXPECT_THAT(whole.str(), HasSubstr("\"exceeds-capacity\""));
+}
+
+// The JSON says whether the wait percentiles are exact, as the text does ("percentiles within 0.4%") and as the rate
+// algorithms' delay_seconds.exact does (it did not: a reader could not tell).
+TEST(ConcurrencyReplay, JsonSaysWhetherTheWaitPercentilesAreExact) {
+  const auto c = settings(1, 1, std::chrono::seconds(1));
+  auto r = run(c, "0 2\n0.5 1\n");
+  for (const bool exact : {true, false}) {
+    r.wait_exact = exact;
+    std::ostringstream out;
+    write_concurrency_json(out, c, "t.txt", r, false);
+    EXPECT_EQ(nlohmann::json::parse(out.str()).at("wait_seconds").at("exact"), exact) << out.str();
+  }
 }
 
 // The replay from a stream gives what the replay of the parsed trace gives.
