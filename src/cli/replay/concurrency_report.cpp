@@ -93,12 +93,9 @@ nlohmann::ordered_json concurrency_json(const concurrency_settings& s, const std
   j["queue_full"] = r.queue_full;
   j["timed_out"] = r.timed_out;
   j["exceeds_capacity"] = r.exceeds_capacity;
-  j["wait_seconds"] = {{"p50", json_seconds(r.wait.p50)},
-                       {"p90", json_seconds(r.wait.p90)},
-                       {"p99", json_seconds(r.wait.p99)},
-                       {"max", json_seconds(r.wait.max)},
-                       {"mean", json_mean_seconds(r.wait.mean)},
-                       {"exact", r.wait_exact}};
+  j["wait_seconds"] = {{"p50", json_seconds(r.wait.p50)},        {"p90", json_seconds(r.wait.p90)},
+                       {"p99", json_seconds(r.wait.p99)},        {"max", json_seconds(r.wait.max)},
+                       {"mean", json_mean_seconds(r.wait.mean)}, {"exact", r.wait_exact}};
   j["peak"] = {{"in_flight", r.peak_in_flight}, {"waiting", r.peak_waiting}};
   j["end_seconds"] = json_seconds(r.end_ns);
   return j;
