@@ -290,6 +290,16 @@ int decide_and_print(const decide_options& o, std::ostream& out, std::ostream& e
           retried ? std::chrono::steady_clock::now() - start : std::chrono::nanoseconds::zero();
       if (failure) {
         const std::chrono::nanoseconds so_far = std::chrono::steady_clock::now() - start;
+        // Not connected: the connection's own attempts (reconnect_max above) pace the retries, the next call waiting
+        // for the next of them; a pause of ours on top came to twice the time it said.
+        const bool reconnecting = !conn.is_connected();
+        if (o.wait && failure->transient && reconnecting && (!max_wait || so_far < *max_wait)) {
+          err << "admit decide: " << failure->message
+              << "; retrying at the connection's next attempt (50 ms to 1 s apart, doubling; waited "
+              << human_duration(ns_of(so_far)) << ")\n";
+          err.flush();
+          continue;
+        }
         if (o.wait && failure->transient && (!max_wait || so_far + pause <= *max_wait)) {
           err << "admit decide: " << failure->message << "; retrying in " << format_duration(pause) << " (waited "
               << human_duration(ns_of(so_far)) << ")\n";
