@@ -63,6 +63,19 @@ TEST(Decimal, TextIsExactWithoutExponentOrTrailingZeros) {
   EXPECT_DOUBLE_EQ((decimal{342, 0}).tighter().value(), 338.58);
 }
 
+// The value is the double nearest the decimal, as a rate written on the command line is read (the JSON of recommend
+// said 1.1500000000000001 for 1.15).
+TEST(Decimal, ValueIsTheNearestDouble) {
+  EXPECT_EQ((decimal{115, -2}).value(), 1.15);
+  EXPECT_EQ((decimal{123, -2}).value(), 1.23);
+  EXPECT_EQ((decimal{1, -6}).value(), 0.000001);
+  EXPECT_EQ((decimal{999, 6}).value(), 999e6);
+  for (std::int64_t p = 0; p <= rate_grid::last; p += 7) {
+    const decimal d = rate_grid::at(p);
+    EXPECT_EQ(d.value(), std::stod(d.text())) << d.text();
+  }
+}
+
 TEST(RateGrid, NeighboursAreAtMostOnePercentApartAndFloorIsExact) {
   for (std::int64_t p = 0; p < rate_grid::last; ++p) {
     const double here = rate_grid::at(p).value(), next = rate_grid::at(p + 1).value();

@@ -41,7 +41,13 @@ search_result least_meeting(const search_range& range, const std::function<bool(
   return {hi, true};
 }
 
-double decimal::value() const noexcept { return static_cast<double>(mantissa) * std::pow(10.0, exponent); }
+// The double nearest the decimal: the mantissa and 10^k (k <= 22) are exact doubles, and one division or
+// multiplication of exact operands is rounded once. (mantissa × 10^-k took two roundings: 1.15 was 1.1500000000000001,
+// where `admit replay --rate 1.15/s` reads 1.15.)
+double decimal::value() const noexcept {
+  const double m = static_cast<double>(mantissa);
+  return exponent >= 0 ? m * std::pow(10.0, exponent) : m / std::pow(10.0, -exponent);
+}
 
 std::string decimal::text() const {
   const std::string digits = std::to_string(mantissa);
