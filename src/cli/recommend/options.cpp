@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <initializer_list>
 #include <istream>
+#include <mutex>
 #include <new>
 #include <ostream>
 #include <string_view>
@@ -12,6 +14,7 @@
 #include <utility>
 
 #include "cli/common/decimal.hpp"
+#include "cli/common/duration.hpp"
 #include "cli/common/values.hpp"
 #include "cli/recommend/report.hpp"
 #include "cli/replay/options.hpp"
@@ -20,6 +23,46 @@
 namespace admit::cli {
 
 namespace {
+
+// The progress of the replays on a terminal's standard error: "admit recommend: 12 replays, 3.2s", redrawn at most
+// ten times a second, erased before anything else is written. Thread safety: replayed() may be called from two
+// threads at once (the frontier's search).
+class replay_status {
+ public:
+  replay_status(std::ostream& err, bool shown) : err_(err), shown_(shown) {}
+  replay_status(const replay_status&) = delete;
+  replay_status& operator=(const replay_status&) = delete;
+  ~replay_status() { erase(); }
+
+  void replayed() {
+    if (!shown_) return;
+    const std::lock_guard lock(mutex_);
+    ++replays_;
+    const auto now = std::chrono::steady_clock::now();
+    if (drawn_ && now - drawn_at_ < std::chrono::milliseconds(100)) return;
+    err_ << "\radmit recommend: " << replays_ << (replays_ == 1 ? " replay, " : " replays, ")
+         << human_duration((now - start_).count()) << "\x1b[K";
+    err_.flush();
+    drawn_ = true;
+    drawn_at_ = now;
+  }
+  void erase() {
+    const std::lock_guard lock(mutex_);
+    if (!drawn_) return;
+    err_ << "\r\x1b[K";
+    err_.flush();
+    drawn_ = false;
+  }
+
+ private:
+  std::ostream& err_;
+  const bool shown_;
+  std::mutex mutex_;
+  std::int64_t replays_ = 0;
+  bool drawn_ = false;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point drawn_at_;
+};
 
 constexpr std::initializer_list<algorithm> rate_algorithms = {algorithm::token_bucket, algorithm::gcra,
                                                               algorithm::fixed_window, algorithm::sliding_window};
@@ -172,7 +215,9 @@ log_request to_trace_reading(const recommend_options& o) {
 }
 
 int run_recommend(const recommend_options& o, std::istream& in, std::ostream& out, std::ostream& err) {
+  replay_status progress(err, o.stderr_is_terminal);
   const auto fail = [&](const std::string& message, int status = exit_bad_input) {
+    progress.erase();
     err << "admit recommend: " << message << "\n";
     return status;
   };
@@ -214,9 +259,11 @@ int run_recommend(const recommend_options& o, std::istream& in, std::ostream& ou
 
   bool found = false;
   std::string plot_error;
+  const replay_observer replayed = [&progress] { progress.replayed(); };
   try {
     if (const auto* q = std::get_if<rate_question>(&question)) {
-      const rate_recommendation r = recommend_rate(*trace, *q);
+      const rate_recommendation r = recommend_rate(*trace, *q, replayed);
+      progress.erase();
       found = r.best.has_value();
       if (o.plot)
         plot_error =
@@ -228,7 +275,8 @@ int run_recommend(const recommend_options& o, std::istream& in, std::ostream& ou
       }
     } else {
       const auto& cq = std::get<concurrency_question>(question);
-      const concurrency_recommendation r = recommend_concurrency(*trace, cq);
+      const concurrency_recommendation r = recommend_concurrency(*trace, cq, replayed);
+      progress.erase();
       found = r.best.has_value();
       if (o.plot) {
         plot_error =

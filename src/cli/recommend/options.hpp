@@ -27,6 +27,7 @@ struct recommend_options {
   std::optional<std::string> plot;  // SVG file to write
   std::string trace = "-";          // file name, or "-" for standard input
   bool stdin_is_terminal = false;
+  bool stderr_is_terminal = false;  // the replays' progress is shown there
 };
 
 // "token-bucket|gcra|fixed-window|sliding-window|concurrency"

@@ -47,9 +47,10 @@ std::int64_t frontier_burst(std::int64_t i) {
 // The replays of one rate question, each candidate replayed once (a cache by burst and rate).
 class rate_search {
  public:
-  rate_search(const recorded_trace& trace, const rate_question& q)
+  rate_search(const recorded_trace& trace, const rate_question& q, const replay_observer& replayed)
       : trace_(trace),
         q_(q),
+        replayed_(replayed),
         window_(is_window(q.algo) ? format_duration(parse_duration_option("--window", q.window)) : "") {}
 
   std::int64_t replays() const noexcept { return replays_; }
@@ -108,8 +109,10 @@ class rate_search {
     } catch (const clock_range_error& e) {
       // Waits past the end of the replay's clock (centuries at a tiny rate): no answer either.
       p.refused = without_line(e);
+      if (replayed_) replayed_();
       return p;
     }
+    if (replayed_) replayed_();
     if (window_limit > 0) p.rate_per_second = settings.limit.per_second();
     p.requests = r.arrivals;
     p.rejected = r.rejected;
@@ -125,6 +128,7 @@ class rate_search {
 
   const recorded_trace& trace_;
   const rate_question& q_;
+  const replay_observer& replayed_;
   const std::string window_;  // the window in a whole unit ("1500ms" for 1.5s), as a rate's period is written
   std::map<std::pair<std::int64_t, std::string>, rate_point> cache_;
   std::int64_t replays_ = 0;
@@ -232,9 +236,10 @@ const rate_point* frontier_knee(const std::vector<rate_point>& frontier, std::in
   return knee;
 }
 
-rate_recommendation recommend_rate(const recorded_trace& trace, const rate_question& q) {
+rate_recommendation recommend_rate(const recorded_trace& trace, const rate_question& q,
+                                   const replay_observer& replayed) {
   rate_recommendation out;
-  rate_search search(trace, q);
+  rate_search search(trace, q, replayed);
   if (is_window(q.algo)) {
     const std::chrono::nanoseconds window = parse_duration_option("--window", q.window);
     const std::int64_t max = max_window_limit(q.algo, window);
@@ -270,7 +275,8 @@ rate_recommendation recommend_rate(const recorded_trace& trace, const rate_quest
       if (bursts.empty()) break;
       std::vector<rate_recommendation> found(bursts.size());
       const std::size_t first = searches.size();
-      for (std::size_t k = 0; k < bursts.size(); ++k) searches.push_back(std::make_unique<rate_search>(trace, q));
+      for (std::size_t k = 0; k < bursts.size(); ++k)
+        searches.push_back(std::make_unique<rate_search>(trace, q, replayed));
       std::exception_ptr failed;
       std::thread second;
       if (bursts.size() == 2) {
@@ -334,7 +340,8 @@ namespace {
 
 class concurrency_search {
  public:
-  concurrency_search(const recorded_trace& trace, const concurrency_question& q) : trace_(trace), q_(q) {}
+  concurrency_search(const recorded_trace& trace, const concurrency_question& q, const replay_observer& replayed)
+      : trace_(trace), q_(q), replayed_(replayed) {}
   std::int64_t replays() const noexcept { return static_cast<std::int64_t>(cache_.size()); }
 
   const concurrency_point& at(std::int64_t limit) {
@@ -351,8 +358,10 @@ class concurrency_search {
       r = trace_.replay_concurrency(s);
     } catch (const clock_range_error& e) {
       p.refused = without_line(e);  // (fails: so few permits that requests end centuries on)
+      if (replayed_) replayed_();
       return p;
     }
+    if (replayed_) replayed_();
     p.requests = r.requests;
     p.admitted = r.admitted;
     p.queue_full = r.queue_full;
@@ -375,14 +384,16 @@ class concurrency_search {
  private:
   const recorded_trace& trace_;
   const concurrency_question& q_;
+  const replay_observer& replayed_;
   std::map<std::int64_t, concurrency_point> cache_;
 };
 
 }  // namespace
 
-concurrency_recommendation recommend_concurrency(const recorded_trace& trace, const concurrency_question& q) {
+concurrency_recommendation recommend_concurrency(const recorded_trace& trace, const concurrency_question& q,
+                                                 const replay_observer& replayed) {
   concurrency_recommendation out;
-  concurrency_search search(trace, q);
+  concurrency_search search(trace, q, replayed);
   // Little's law: the mean number of requests in flight if every one were admitted at once.
   const double span_ns = std::max<double>(static_cast<double>(trace.last_ns() - trace.first_ns()), 1e9);
   const auto start = static_cast<std::int64_t>(std::ceil(trace.permit_ns() / span_ns));

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -85,7 +86,12 @@ struct rate_recommendation {
 [[nodiscard]] const rate_point* frontier_knee(const std::vector<rate_point>& frontier,
                                               std::int64_t trace_tokens = std::numeric_limits<std::int64_t>::max());
 
-[[nodiscard]] rate_recommendation recommend_rate(const recorded_trace& trace, const rate_question& question);
+// Told of each replay as it ends (for a progress line), on the thread that ran it: the frontier's search runs two at
+// once, so it must be thread-safe.
+using replay_observer = std::function<void()>;
+
+[[nodiscard]] rate_recommendation recommend_rate(const recorded_trace& trace, const rate_question& question,
+                                                 const replay_observer& replayed = {});
 
 // What a concurrency limit must achieve (FIFO queue; unbounded unless max_waiters or timeout).
 struct concurrency_question {
@@ -117,6 +123,7 @@ struct concurrency_recommendation {
 };
 
 [[nodiscard]] concurrency_recommendation recommend_concurrency(const recorded_trace& trace,
-                                                               const concurrency_question& question);
+                                                               const concurrency_question& question,
+                                                               const replay_observer& replayed = {});
 
 }  // namespace admit::cli

@@ -79,6 +79,7 @@ subcommand add_recommend_command(CLI::App& app) {
   cmd->add_option("trace", o->trace, "trace file; '-' or absent: standard input")->type_name("TRACE");
   return {cmd, [o] {
             o->stdin_is_terminal = isatty(STDIN_FILENO) == 1;
+            o->stderr_is_terminal = isatty(STDERR_FILENO) == 1;
             return run_recommend(*o, std::cin, std::cout, std::cerr);
           }};
 }
