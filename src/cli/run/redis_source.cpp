@@ -72,7 +72,14 @@ class redis_held final : public run::held_permit {
     bool lost = lease_.state() == redis::lease_state::lost;
     if (!lost) {
       const auto [held, renew_error] = lease_.renew();
-      lost = !held && !renew_error;
+      if (renew_error) {
+        // Redis did not answer (away, or silent for a call's timeout): a release would wait as long again, most
+        // likely for nothing. The lease is left to expire, as a release that fails leaves it.
+        (void)lease_.detach();
+        return {"could not release the lease " + id_ + ": " + st_->failure(renew_error).message +
+                "; it expires by itself within --lease-ttl"};
+      }
+      lost = !held;
     }
     const auto [status, error] = lease_.release();
     lease_ = redis::lease();

@@ -267,6 +267,25 @@ TEST_F(AdmitRunRedis, RedisFailuresAndBadNames) {
   EXPECT_FALSE(ran());
 }
 
+// Redis silent as the command ends: the renewal that asks whether the lease was still held gets no answer within a
+// call's timeout (1 s), and the run ends then, leaving the lease to expire, instead of waiting as long again for a
+// release (two call timeouts: 2 s at least).
+TEST_F(AdmitRunRedis, ARedisSilentAtTheEndCostsOneCallTimeout) {
+  const std::string go = dir_ / "go";
+  child_process holder(run("silent", {"--concurrency", "1", "--json", "--", "sh", "-c",
+                                      "while [ ! -e \"$1\" ]; do sleep 0.05; done", "sh", go}));
+  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
+  server_.pause(3000ms);
+  const auto start = std::chrono::steady_clock::now();
+  touch(go);
+  const run_result r = finish(holder, 30s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status, 0) << r.err;  // the command's own status
+  EXPECT_NE(r.err.find("could not release the lease"), std::string::npos) << r.err;
+  EXPECT_LT(took, 1900ms) << r.err;
+  server_.unpause();
+}
+
 // Redis gone by the time the command ends: the lease cannot be given back, and the message says why as every other
 // call's does (refused, naming the URL), not that the release timed out.
 TEST_F(AdmitRunRedis, AReleaseRedisRefusesSaysSo) {
