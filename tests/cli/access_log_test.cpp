@@ -201,6 +201,12 @@ TEST(AccessLog, CsvByHeaderNames) {
   EXPECT_EQ(access_log_error(text, request),
             "line 1: the header has no column \"when\" (--time-field); its columns: \"ts\", \"client\", \"weight\", "
             "\"note\"");
+  // A column the replay reads that the header names twice is refused (the first was taken in silence); a repeated
+  // name it does not read is not its concern.
+  request.fields.time = "ts";
+  EXPECT_EQ(access_log_error("ts,client,ts,weight\n1,a,2,1\n", request),
+            "line 1: the header names the column \"ts\" (--time-field) twice: columns 1 and 3");
+  EXPECT_EQ(access_log_records("ts,client,note,weight,note\n1,a,x,1,y\n", request).size(), 1u);
   std::string storage;
   std::vector<std::string_view> fields;
   split_csv_line("a,\"b,c\",\"d\"\"e\",", 1, storage, fields);

@@ -260,7 +260,14 @@ class csv_parser final : public log_reader::parser {
       throw log_header_error(number,
                              "the header has no column " + quote(name) + " (" + option + "); its columns: " + known);
     }
-    return static_cast<std::size_t>(it - names_.begin());
+    const auto at = static_cast<std::size_t>(it - names_.begin());
+    if (const auto again = std::find(it + 1, names_.end(), name); again != names_.end()) {
+      // Which of the two holds what this option reads is not known: neither is taken.
+      throw log_header_error(number, "the header names the column " + quote(name) + " (" + option +
+                                         ") twice: columns " + std::to_string(at + 1) + " and " +
+                                         std::to_string(static_cast<std::size_t>(again - names_.begin()) + 1));
+    }
+    return at;
   }
 
   log_request request_;
