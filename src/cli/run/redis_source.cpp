@@ -65,6 +65,10 @@ class redis_held final : public run::held_permit {
     if (!lease_) return {};
     // Sent before the release on the same connection; the release's answer comes after it.
     st_->hide(id_);
+    const auto unreleased = [&](std::error_code why) {
+      return run::release_result{"could not release the lease " + id_ + ": " + st_->failure(why).message +
+                                 "; it expires by itself within --lease-ttl"};
+    };
     // Whether Redis still held the lease as the command ended (a loss that no renewal found yet, when the command ended
     // before the next one: Redis restarted without its data, say, and another run may have been admitted). A renewal
     // that finds it gone is sure of it, where a release's "not held" is not: a release whose answer was lost is sent
@@ -76,8 +80,7 @@ class redis_held final : public run::held_permit {
         // Redis did not answer (away, or silent for a call's timeout): a release would wait as long again, most
         // likely for nothing. The lease is left to expire, as a release that fails leaves it.
         (void)lease_.detach();
-        return {"could not release the lease " + id_ + ": " + st_->failure(renew_error).message +
-                "; it expires by itself within --lease-ttl"};
+        return unreleased(renew_error);
       }
       lost = !held;
     }
@@ -85,8 +88,7 @@ class redis_held final : public run::held_permit {
     lease_ = redis::lease();
     if (status == redis::lease::release_status::failed && !lost) {
       // Why, as for any call (it names where): a call that timed out while the connection was refused says so.
-      return {"could not release the lease " + id_ + ": " + st_->failure(error).message +
-              "; it expires by itself within --lease-ttl"};
+      return unreleased(error);
     }
     return {std::nullopt, lost};
   }

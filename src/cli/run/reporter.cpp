@@ -182,19 +182,9 @@ void reporter::signal(int sig, bool forwarded) {
 }
 
 void reporter::lease_lost_at_exit(const std::string& lease_id) {
-  const std::string message = lost_message(lease_id, settings_.name) +
-                              ", found as the command ended, before a renewal noticed: it may not have been protected "
-                              "while it ran";
-  if (settings_.json) {
-    auto j = event("lease_lost");
-    j["lease_id"] = lease_id;
-    j["action"] = "none";
-    j["message"] = message;
-    emit(j);
-    return;
-  }
-  const admit::detail::lock_guard lock(mutex_);
-  say(message);
+  tell_lost(lease_id, "none",
+            lost_message(lease_id, settings_.name) +
+                ", found as the command ended, before a renewal noticed: it may not have been protected while it ran");
 }
 
 void reporter::lease_lost(const std::string& lease_id, lease_lost_action action) {
@@ -210,10 +200,14 @@ void reporter::lease_lost(const std::string& lease_id, lease_lost_action action)
       message += "letting it run (--on-lease-lost=ignore)";
       break;
   }
+  tell_lost(lease_id, action_name(action), message);
+}
+
+void reporter::tell_lost(const std::string& lease_id, std::string_view action, const std::string& message) {
   if (settings_.json) {
     auto j = event("lease_lost");
     j["lease_id"] = lease_id;
-    j["action"] = action_name(action);
+    j["action"] = action;
     j["message"] = message;
     emit(j);
     return;

@@ -39,7 +39,7 @@ class reporter {
   void not_admitted(std::string_view reason, std::chrono::nanoseconds waited, const std::string& message);
   void signal(int signal, bool forwarded);
   void lease_lost(const std::string& lease_id, lease_lost_action action);
-  // The lease found gone by the release after the command ended (no renewal had noticed): exit 124 follows.
+  // The lease found gone by the renewal as the command ended (no earlier renewal had noticed): exit 124 follows.
   void lease_lost_at_exit(const std::string& lease_id);
   // `wait_status` as waitpid() gives it.
   void exited(int wait_status, std::chrono::nanoseconds ran, int exit_status);
@@ -50,6 +50,9 @@ class reporter {
   nlohmann::ordered_json event(std::string_view name) const;
   void emit(const nlohmann::ordered_json& j);
   void say(const std::string& message) ADMIT_REQUIRES(mutex_);
+  // A lost lease: the lease_lost event with `action` ("term", "kill", "ignore", or "none" as the command ended), or
+  // `message` said.
+  void tell_lost(const std::string& lease_id, std::string_view action, const std::string& message);
   void erase_status() ADMIT_REQUIRES(mutex_);
 
   const run_settings& settings_;
