@@ -33,8 +33,9 @@ echo "admit Depends: $depends"
 
 contents() { dpkg-deb --contents "$1" | awk '{print $NF}'; }
 tool_files=$(contents "${tool[0]}")
-for f in ./usr/bin/admit ./usr/lib/systemd/system/admit-serve.service ./etc/admit/serve/edge.yaml \
-         ./usr/share/doc/admit/README.md ./usr/share/doc/admit/docs/serve.md ./usr/share/doc/admit/docs/redis.md \
+for f in ./usr/bin/admit ./usr/libexec/admit/admit-serve ./usr/lib/systemd/system/admit-serve.service \
+         ./etc/admit/serve/edge.yaml ./usr/share/doc/admit/README.md ./usr/share/doc/admit/docs/serve.md \
+         ./usr/share/doc/admit/docs/redis.md \
          ./usr/share/doc/admit/docs/algorithms.md ./usr/share/doc/admit/examples/serve/container/Dockerfile \
          ./usr/share/doc/admit/examples/serve/monitoring/grafana-dashboard.json; do
   grep -qxF "$f" <<<"$tool_files" || fail "admit lacks $f"

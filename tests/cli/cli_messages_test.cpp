@@ -330,4 +330,30 @@ TEST_F(AdmitMessages, RecommendNamesTheOptionTheValueAndWhatIsAccepted) {
   });
 }
 
+// `admit serve` is the program admit-serve, run in admit's place with the same command line (serve's options are
+// admit-serve's: admit itself does not know them) and found beside admit; an admit without it says where it looked
+// (exit 69, EX_UNAVAILABLE), never that `serve` is not a command.
+TEST_F(AdmitMessages, ServeIsTheServiceProgramRunInAdmitsPlace) {
+  if (!has("serve")) GTEST_SKIP() << "built without admit serve";
+  const run_result typo = admit({"serve", "--config", "@dir", "--grcp-port", "0"});
+  EXPECT_EQ(typo.status, 2) << typo.err;
+  EXPECT_EQ(typo.err, "admit serve: unknown option --grcp-port; did you mean --grpc-port?\n");
+  const run_result help = admit({"help", "serve"});
+  EXPECT_EQ(help.status, 0) << help.err;
+  EXPECT_NE(help.out.find("--grpc-port"), std::string::npos) << help.out;
+
+  const fs::path alone = dir_ / "an admit alone";
+  fs::create_directories(alone);
+#ifdef ADMIT_CLI
+  fs::copy_file(ADMIT_CLI, alone / "admit");
+#endif
+  const run_result missing = run_program({(alone / "admit").string(), "serve", "--config", expand("@dir")});
+  EXPECT_EQ(missing.status, 69) << missing.err;
+  EXPECT_NE(missing.err.find("admit serve: admit-serve, the service's program, is not installed: neither \"" +
+                             (alone / "admit-serve").string() + "\" nor \""),
+            std::string::npos)
+      << missing.err;
+  EXPECT_NE(missing.err.find("libexec/admit/admit-serve\" can be run"), std::string::npos) << missing.err;
+}
+
 }  // namespace

@@ -13,6 +13,12 @@ namespace admit::cli {
 // The width help is wrapped to: the terminal's when standard output is one, else 80.
 [[nodiscard]] std::size_t help_width();
 
+// What both of admit's programs (admit, and admit-serve: see serve_program.hpp) give their App: the description, help
+// wrapped to help_width(), one command required, --version.
+inline constexpr const char* admit_description =
+    "admit: admission control for C++ (rate limiters and concurrency limiters), from the command line.";
+void set_up_admit_app(CLI::App& app);
+
 class wrapping_formatter : public CLI::Formatter {
  public:
   explicit wrapping_formatter(std::size_t width) : width_(width < 40 ? 40 : width) { column_width(26); }

@@ -17,10 +17,11 @@ namespace admit::cli {
 
 // Exit statuses of `admit`.
 inline constexpr int exit_ok = 0;
-inline constexpr int exit_failure = 1;    // an unexpected failure (out of memory, a write error)
-inline constexpr int exit_bad_input = 2;  // bad option, bad trace, unreadable file
-inline constexpr int exit_no_input = 66;  // sysexits' EX_NOINPUT: what was to be read exists but cannot be read
-inline constexpr int exit_tempfail = 75;  // sysexits' EX_TEMPFAIL: may pass by waiting (Redis away, a lock held)
+inline constexpr int exit_failure = 1;       // an unexpected failure (out of memory, a write error)
+inline constexpr int exit_bad_input = 2;     // bad option, bad trace, unreadable file
+inline constexpr int exit_no_input = 66;     // sysexits' EX_NOINPUT: what was to be read exists but cannot be read
+inline constexpr int exit_unavailable = 69;  // sysexits' EX_UNAVAILABLE: a service or a program it needs is not there
+inline constexpr int exit_tempfail = 75;     // sysexits' EX_TEMPFAIL: may pass by waiting (Redis away, a lock held)
 
 // Bad input to the command: the message names the option or file and the offending value.
 class usage_error : public std::runtime_error {

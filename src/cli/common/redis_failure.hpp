@@ -25,8 +25,6 @@
 
 namespace admit::cli {
 
-inline constexpr int exit_unavailable = 69;  // sysexits' EX_UNAVAILABLE
-
 struct redis_failure {
   std::error_code error;   // an admit::errc of the Redis client (or errc::error_reply for an error reply)
   std::string message;     // e.g. "cannot connect to redis://127.0.0.1:6380: connection refused (is ...?)"
