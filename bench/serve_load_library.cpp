@@ -85,7 +85,7 @@ recorder run_library(const settings& s) {
   std::optional<std::string> redis;
   if (!s.redis_url.empty()) redis = s.redis_url;
   serve::backend_choice chosen =
-      serve::make_backend(redis, true, *config, serve::default_redis_timeout, serve::default_lease_ttl);
+      serve::make_backend(redis, "--redis", true, *config, serve::default_redis_timeout, serve::default_lease_ttl);
   serve::service svc(std::move(chosen.store), std::move(config), serve::service_options{});
 
   std::vector<recorder> tallies(static_cast<std::size_t>(s.threads));

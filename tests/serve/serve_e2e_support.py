@@ -151,9 +151,9 @@ class server:
 
 
 def no_config_env():
-    """The environment without the variables that name a configuration directory, ports or their sharing."""
+    """The environment without the variables that name a configuration directory, ports, their sharing or Redis."""
     names = ("ADMIT_SERVE_CONFIG", "RUNTIME_ROOT", "GRPC_PORT", "PORT", "ADMIT_SERVE_GRPC_PORT",
-             "ADMIT_SERVE_HTTP_PORT", "ADMIT_SERVE_REUSE_PORT")
+             "ADMIT_SERVE_HTTP_PORT", "ADMIT_SERVE_REUSE_PORT", "ADMIT_SERVE_REDIS", "REDIS_URL", "BACKEND_TYPE")
     return {k: v for k, v in os.environ.items() if k not in names}
 
 

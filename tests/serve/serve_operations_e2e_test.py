@@ -128,6 +128,33 @@ def redis_outage(config, redis, rls_pb2, rls_pb2_grpc):
     check(s.stop() == 0, "redis: SIGTERM exits 0")
 
 
+def envoy_redis_variables(config, redis_binary):
+    """envoyproxy/ratelimit's REDIS_* variables, as a migrated environment file sets them, count in that Redis (they
+    were ignored: counted in the process); what admit cannot do as they ask is refused, naming the variable."""
+    password = "p@ss word"  # (a ":" would split it: "user:password", as envoyproxy/ratelimit reads REDIS_AUTH)
+    locked = redis_server(redis_binary, extra=["--requirepass", password])
+    env = dict(no_config_env(), REDIS_SOCKET_TYPE="tcp", REDIS_URL=f"127.0.0.1:{locked.port}", REDIS_AUTH=password)
+    s = server(ADMIT, None, "--config", config, "--grpc-port", "0", "--http-port", "0", env=env)
+    check(s.listening.get("backend") == f"redis://:***@127.0.0.1:{locked.port}",
+          f"REDIS_URL with REDIS_SOCKET_TYPE tcp and REDIS_AUTH: the backend is that Redis ({s.listening})")
+    status, body = s.http("POST", "/json", json.dumps(
+        {"domain": "mongo_cps", "descriptors": [{"entries": [{"key": "database", "value": "users"}]}]}))
+    check(status == 200 and json.loads(body).get("overallCode") == "OK", f"decided: {status} {body!r}")
+    keys = subprocess.run(["redis-cli", "-p", str(locked.port), "--no-auth-warning", "-a", password, "dbsize"],
+                          capture_output=True, text=True, timeout=WAIT).stdout.strip()
+    check(keys not in ("", "0"), f"the decision counted in that Redis (dbsize {keys!r})")
+    check(s.stop() == 0, "REDIS_URL: SIGTERM exits 0")
+    locked.kill()
+    for extra, says in ((dict(BACKEND_TYPE="memcache"), 'BACKEND_TYPE "memcache" is not offered'),
+                        (dict(REDIS_URL="127.0.0.1:6379"), "REDIS_SOCKET_TYPE is unix (its default)"),
+                        (dict(REDIS_SOCKET_TYPE="udp", REDIS_URL="127.0.0.1:6379"), 'invalid REDIS_SOCKET_TYPE "udp"'),
+                        (dict(REDIS_SOCKET_TYPE="tcp", REDIS_URL="127.0.0.1:6379", REDIS_TLS="true",
+                              REDIS_TLS_SKIP_HOSTNAME_VERIFICATION="true"), "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")):
+        p = subprocess.run([ADMIT, "serve", "--config", config, "--grpc-port", "0", "--http-port", "0"],
+                           env=dict(no_config_env(), **extra), capture_output=True, text=True, timeout=WAIT)
+        check(p.returncode == 2 and says in p.stderr, f"{extra}: exit 2 naming it ({p.returncode}: {p.stderr!r})")
+
+
 def unread_bytes(port):
     """The bytes received and not yet read on the loopback connections whose local port is `port` (the server's side
     of them), from /proc/net/tcp."""
@@ -239,6 +266,7 @@ def main(tmp):
     if not redis_binary:
         print("the Redis cases skipped: they need redis-server", flush=True)
         return finish() or 77
+    envoy_redis_variables(config, redis_binary)
     redis = redis_server(redis_binary)
     redis_outage(config, redis, rls_pb2, rls_pb2_grpc)
     healthcheck_while_draining(config, redis, rls_pb2, rls_pb2_grpc)

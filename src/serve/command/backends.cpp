@@ -21,8 +21,8 @@ std::string url_without_password(std::string_view url) {
   return std::string(url.substr(0, colon + 1)) + "***" + std::string(url.substr(at));
 }
 
-backend_choice make_backend(const std::optional<std::string>& redis_url, bool redis_required,
-                            const configuration& initial, std::chrono::milliseconds redis_timeout,
+backend_choice make_backend(const std::optional<std::string>& redis_url, const std::string& redis_from,
+                            bool redis_required, const configuration& initial, std::chrono::milliseconds redis_timeout,
                             std::chrono::milliseconds lease_ttl) {
   if (!redis_url) {
     in_process_options local;
@@ -40,7 +40,7 @@ backend_choice make_backend(const std::optional<std::string>& redis_url, bool re
     redis_backend::check(initial);
     store = std::make_unique<redis_backend>(opts);
   } catch (const std::invalid_argument& e) {
-    throw cli::usage_error(std::string("--redis: ") + e.what());
+    throw cli::usage_error(redis_from + ": " + e.what());
   }
   if (auto why = store->ping(std::chrono::seconds(2))) {
     if (redis_required) throw backend_unavailable(*why + " (--redis-required)");

@@ -37,8 +37,8 @@ struct backend_choice {
 // lease lives (both backends). The defaults of --redis-timeout and --lease-ttl:
 inline constexpr std::chrono::milliseconds default_redis_timeout{100};
 inline constexpr std::chrono::milliseconds default_lease_ttl{60'000};
-[[nodiscard]] backend_choice make_backend(const std::optional<std::string>& redis_url, bool redis_required,
-                                          const configuration& initial, std::chrono::milliseconds redis_timeout,
-                                          std::chrono::milliseconds lease_ttl);
+[[nodiscard]] backend_choice make_backend(const std::optional<std::string>& redis_url, const std::string& redis_from,
+                                          bool redis_required, const configuration& initial,
+                                          std::chrono::milliseconds redis_timeout, std::chrono::milliseconds lease_ttl);
 
 }  // namespace admit::serve

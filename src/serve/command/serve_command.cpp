@@ -22,6 +22,7 @@
 #include "cli/common/message.hpp"
 #include "serve/command/backends.hpp"
 #include "serve/command/config_watch.hpp"
+#include "serve/command/envoy_redis_environment.hpp"
 #include "serve/command/log.hpp"
 #include "serve/engine/service.hpp"
 #include "serve/grpc/rls_server.hpp"
@@ -29,8 +30,6 @@
 
 namespace admit::serve {
 namespace {
-
-constexpr int exit_unavailable = 69;
 
 // The first of the environment variables `names` that is set (and not empty), with the name it came from.
 struct from_env {
@@ -49,7 +48,7 @@ std::optional<from_env> env(std::initializer_list<const char*> names) {
 struct sources {
   std::string config = "--config", grpc_port = "--grpc-port", http_port = "--http-port", log_level = "--log-level",
               headers = "--response-headers", drain = "--drain-timeout", shadow = "SHADOW_MODE",
-              redis_timeout = "--redis-timeout", lease_ttl = "--lease-ttl";
+              redis_timeout = "--redis-timeout", lease_ttl = "--lease-ttl", redis = "--redis";
   bool runtime_root_unused = false;  // RUNTIME_ROOT is set, and --config or ADMIT_SERVE_CONFIG said otherwise
 };
 
@@ -94,7 +93,11 @@ void apply_environment(serve_options& o, sources& src) {
   take(o.http_port, src.http_port, {"ADMIT_SERVE_HTTP_PORT", "PORT"});
   std::string ignored;
   take(o.host, ignored, {"ADMIT_SERVE_HOST", "HOST"});
-  take(o.redis, ignored, {"ADMIT_SERVE_REDIS"});
+  take(o.redis, src.redis, {"ADMIT_SERVE_REDIS"});
+  if (!o.redis) {  // envoyproxy/ratelimit's variables, as a migrated service's environment file sets them
+    o.redis = redis_url_from_envoy_environment([](const char* name) { return std::getenv(name); });
+    if (o.redis) src.redis = "REDIS_URL";
+  }
   take(o.log_level, src.log_level, {"ADMIT_SERVE_LOG_LEVEL", "LOG_LEVEL"});
   take(o.response_headers, src.headers, {"ADMIT_SERVE_RESPONSE_HEADERS"});
   if (!o.response_headers) {
@@ -301,10 +304,10 @@ int run_serve(serve_options o, std::ostream& err) {
 
   backend_choice chosen;
   try {
-    chosen = make_backend(o.redis, o.redis_required, *initial, redis_timeout, lease_ttl);
+    chosen = make_backend(o.redis, src.redis, o.redis_required, *initial, redis_timeout, lease_ttl);
   } catch (const backend_unavailable& e) {
     err << "admit serve: " << e.what() << "\n";
-    return exit_unavailable;
+    return cli::exit_unavailable;
   } catch (const cli::usage_error& e) {
     err << "admit serve: " << e.what() << "\n";
     return cli::exit_bad_input;
