@@ -42,27 +42,30 @@ TEST_F(ConfigurationDirectory, LoadsEveryYamlFileDirectlyInItInNameOrder) {
   write("b.yaml", "domain: second\ndescriptors:\n  - {key: b, rate_limit: {unit: second, requests_per_unit: 1}}\n");
   write("a.yaml", "domain: first\ndescriptors:\n  - {key: a, rate_limit: {unit: second, requests_per_unit: 1}}\n");
   write("README.md", "not yaml: [\n");
-  write("c.yml", "not read: [\n");
+  write("c.yml", "domain: third\ndescriptors:\n  - {key: c, rate_limit: {unit: second, requests_per_unit: 1}}\n");
+  write("d.yml~", "not read: [\n");
   write("a.yaml~", "not read: [\n");
   std::filesystem::create_directories(dir_ / "nested");
   write("nested/d.yaml", "not read: [\n");
   std::filesystem::create_directories(dir_ / "dir.yaml");
   const auto c = configuration::load_directory(dir_);
-  ASSERT_EQ(c->rules().size(), 2U);
+  ASSERT_EQ(c->rules().size(), 3U);
   EXPECT_EQ(c->rules()[0].full_key, "first.a");
   EXPECT_EQ(c->rules()[0].file, (dir_ / "a.yaml").string());
   EXPECT_EQ(c->rules()[1].full_key, "second.b");
+  EXPECT_EQ(c->rules()[2].full_key, "third.c");  // a .yml too: envoyproxy/ratelimit's loader reads it
   EXPECT_TRUE(c->has_domain("first"));
   EXPECT_TRUE(c->has_domain("second"));
+  EXPECT_TRUE(c->has_domain("third"));
   // What is not read is named, in name order (envoyproxy/ratelimit's loader reads every file of the tree: ignored in
-  // silence, a `.yml` of rules would leave its requests answered OK); hidden names are not.
+  // silence, a file of rules would leave its requests answered OK); hidden names are not.
   std::vector<std::string> not_read;
   for (const auto& w : c->warnings()) {
     EXPECT_EQ(w.line, 0) << w.file;
     EXPECT_NE(w.message.find("not read"), std::string::npos) << w.message;
     not_read.push_back(std::filesystem::path(w.file).filename().string());
   }
-  EXPECT_EQ(not_read, (std::vector<std::string>{"README.md", "a.yaml~", "c.yml", "dir.yaml", "nested"}));
+  EXPECT_EQ(not_read, (std::vector<std::string>{"README.md", "a.yaml~", "d.yml~", "dir.yaml", "nested"}));
 }
 
 TEST_F(ConfigurationDirectory, HiddenNamesAreSkippedWithoutAWord) {

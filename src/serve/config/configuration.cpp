@@ -176,20 +176,21 @@ std::shared_ptr<const configuration> configuration::load_directory(const std::fi
     if (ec) break;
     const fs::path& p = it->path();
     const std::string name = p.filename().string();
-    // `*.yaml` directly in the directory, as envoyproxy/ratelimit documents. Its runtime loader reads every file of the
-    // tree (a `.yml`, a file in a subdirectory): those are named in a warning, where ignoring them in silence would
-    // answer OK to what they limit. Hidden names (a Kubernetes ConfigMap's `..data`) are skipped without a word. A
-    // directory named x.yaml is skipped; anything that is a file or a link to one is read.
+    // `*.yaml` and `*.yml` directly in the directory: envoyproxy/ratelimit documents the first, and its runtime loader
+    // reads every file of the tree. What is not read (another name, a file in a subdirectory) is named in a warning,
+    // where ignoring it in silence would answer OK to what it limits. Hidden names (a Kubernetes ConfigMap's `..data`)
+    // are skipped without a word. A directory named x.yaml is skipped; anything that is a file or a link to one is
+    // read.
     if (name.starts_with('.')) continue;  // (a hidden x.yaml too: an editor's lock link, often dangling)
     std::error_code type_ec;
     const bool directory = fs::is_directory(it->status(type_ec));
-    const bool yaml = name.size() > 5 && name.compare(name.size() - 5, 5, ".yaml") == 0;
+    const bool yaml = (name.size() > 5 && name.ends_with(".yaml")) || (name.size() > 4 && name.ends_with(".yml"));
     if (yaml && !directory) {
       paths.push_back(p);
     } else {
       not_read.push_back({p.string(), 0,
-                          directory ? "a subdirectory: not read (only the *.yaml files directly in the directory are)"
-                                    : "not read: only *.yaml files are (rename it to .yaml if it holds rules)"});
+                          directory ? "a subdirectory: not read (only the *.yaml and *.yml files directly in the directory are)"
+                                    : "not read: only *.yaml and *.yml files are (rename it if it holds rules)"});
     }
   }
   if (ec) throw config_error(dir_name, 0, "cannot read the configuration directory: " + ec.message());

@@ -67,7 +67,7 @@ struct config_warning {
 
 class configuration {
  public:
-  // Loads every `*.yaml` file directly in `dir` (as envoyproxy/ratelimit documents for RUNTIME_ROOT/
+  // Loads every `*.yaml` and `*.yml` file directly in `dir` (as envoyproxy/ratelimit does for RUNTIME_ROOT/
   // RUNTIME_SUBDIRECTORY/config; a link to a file is read; a name that starts with '.' is skipped; other files and
   // subdirectories are not read, each named in warnings()),
   // in name order; file names in rules and errors are `dir / name`. A directory without such files is an empty
