@@ -188,9 +188,10 @@ std::shared_ptr<const configuration> configuration::load_directory(const std::fi
     if (yaml && !directory) {
       paths.push_back(p);
     } else {
-      not_read.push_back({p.string(), 0,
-                          directory ? "a subdirectory: not read (only the *.yaml and *.yml files directly in the directory are)"
-                                    : "not read: only *.yaml and *.yml files are (rename it if it holds rules)"});
+      not_read.push_back(
+          {p.string(), 0,
+           directory ? "a subdirectory: not read (only the *.yaml and *.yml files directly in the directory are)"
+                     : "not read: only *.yaml and *.yml files are (rename it if it holds rules)"});
     }
   }
   if (ec) throw config_error(dir_name, 0, "cannot read the configuration directory: " + ec.message());
