@@ -338,6 +338,9 @@ TEST_F(AdmitMessages, ServeIsTheServiceProgramRunInAdmitsPlace) {
   const run_result typo = admit({"serve", "--config", "@dir", "--grcp-port", "0"});
   EXPECT_EQ(typo.status, 2) << typo.err;
   EXPECT_EQ(typo.err, "admit serve: unknown option --grcp-port; did you mean --grpc-port?\n");
+  const run_result version = admit({"serve", "--version"});
+  EXPECT_EQ(version.status, 0) << version.err;
+  EXPECT_EQ(version.out.rfind("admit ", 0), 0U) << version.out;
   const run_result help = admit({"help", "serve"});
   EXPECT_EQ(help.status, 0) << help.err;
   EXPECT_NE(help.out.find("--grpc-port"), std::string::npos) << help.out;

@@ -293,23 +293,41 @@ TEST(InProcessConcurrency, PermitsAreTheLibrarysAndNoneIsLeftBehind) {
 }
 
 TEST(InProcessReload, KeepsTheStateOfUnchangedRulesAndDropsTheOthers) {
-  std::vector<rate_limit_rule> first{make_rule("d.a", 2, unit::minute, {}, 0), make_rule("d.b", 2, unit::minute, {}, 1),
+  std::vector<rate_limit_rule> first{make_rule("d.a", 2, unit::minute, {}, 0),
+                                     make_rule("d.b", 2, unit::minute, algorithm::sliding_window, 1),
                                      make_rule("d.c", 2, unit::minute, {}, 2)};
   in_process_backend b;
   b.configure_rules(first);
   for (const auto& r : first) EXPECT_EQ(one(b, r, "k", 2, 0s).result, state::ok);
   EXPECT_EQ(b.keys(), 3u);
-  // a: unchanged but at another index; b: its limit changed; c: removed
-  std::vector<rate_limit_rule> second{make_rule("d.b", 3, unit::minute, {}, 0),
+  // a: unchanged but at another index; b: its rate changed; c: removed
+  std::vector<rate_limit_rule> second{make_rule("d.b", 3, unit::minute, algorithm::sliding_window, 0),
                                       make_rule("d.a", 2, unit::minute, {}, 1)};
   b.configure_rules(second);
   EXPECT_EQ(one(b, second[1], "k", 1, 1s).result, state::over_limit);  // a's count (2) carried over
-  const hit_outcome fresh = one(b, second[0], "k", 1, 1s);
+  const hit_outcome fresh = one(b, second[0], "k", 3, 1s);  // b counts afresh: its 3 fit the new rate at once
   EXPECT_EQ(fresh.result, state::ok);
-  EXPECT_EQ(fresh.count_after, 1u);
   EXPECT_EQ(b.keys(), 2u);
   // a decision still under way on the first configuration finds the state by the rule's identity
   EXPECT_EQ(one(b, first[0], "k", 1, 1s).count_after, 4u);
+}
+
+// A fixed window counts hits, whatever its limit: a reload that changes requests_per_unit keeps the window's count, as
+// envoyproxy/ratelimit's counters and the Redis backend's (keyed without the limit) keep theirs; lowering a limit
+// during an incident does not hand every client a fresh window. A changed unit is another window: a new count.
+TEST(InProcessReload, AFixedWindowKeepsItsCountWhenItsLimitChanges) {
+  const std::vector<rate_limit_rule> first{make_rule("d.a", 10, unit::hour)};
+  in_process_backend b;
+  b.configure_rules(first);
+  EXPECT_EQ(one(b, first[0], "k", 6, 0s).count_after, 6u);
+  const std::vector<rate_limit_rule> lowered{make_rule("d.a", 3, unit::hour)};
+  b.configure_rules(lowered);
+  const hit_outcome after = one(b, lowered[0], "k", 1, 1s);
+  EXPECT_EQ(after.result, state::over_limit);
+  EXPECT_EQ(after.count_after, 7u);
+  const std::vector<rate_limit_rule> per_minute{make_rule("d.a", 3, unit::minute)};
+  b.configure_rules(per_minute);
+  EXPECT_EQ(one(b, per_minute[0], "k", 1, 2s).count_after, 1u);
 }
 
 // A decision under way on a configuration that a reload replaced, for a concurrency rule the reload changed, was

@@ -2,6 +2,7 @@
 // serve ARGS` runs it as `admit serve ARGS`; run by itself, `admit-serve ARGS` is the same as `admit serve ARGS`.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +17,9 @@ int main(int argc, char** argv) {
   CLI::App app{cli::admit_description, "admit"};
   cli::set_up_admit_app(app);
   const std::vector<cli::subcommand> commands{cli::add_serve_command(app)};
+  // `admit serve --version` too: an operator asks the service's own program which version it runs.
+  commands.front().app->set_version_flag("--version", std::string("admit ") + ADMIT_VERSION,
+                                         "print the version and exit");
 
   // Run by itself: the command's name goes in front of its arguments.
   std::vector<char*> args(argv, argv + argc);

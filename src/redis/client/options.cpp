@@ -250,8 +250,11 @@ connection_options parse_url(std::string_view url) {
     o.tls = true;
   } else {
     const auto colon = url.find("://");
-    const std::string shown = colon == std::string_view::npos ? redacted(url) : std::string(url.substr(0, colon));
-    bad("unsupported scheme (want redis://, rediss://, unix:// or redis+sentinel://)", shown, url);
+    if (colon == std::string_view::npos) {  // host:port, as other tools write a server's address
+      bad("no scheme (want redis://, rediss://, unix:// or redis+sentinel://)", redacted(url), url,
+          "for the server at that address, write redis://" + redacted(url));
+    }
+    bad("unsupported scheme (want redis://, rediss://, unix:// or redis+sentinel://)", url.substr(0, colon), url);
   }
   const std::string_view query = take_query(rest);
   take_userinfo(rest, o, url);

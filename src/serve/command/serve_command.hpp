@@ -2,9 +2,10 @@
 //
 //   admit serve --config DIR [--grpc-port N] [--http-port M] [--redis URL] ...
 //
-// Loads every *.yaml and *.yml in DIR (envoyproxy/ratelimit's format), listens for Envoy's RLS v3 over gRPC and for HTTP/JSON,
-// logs one JSON object per line on stderr (the first info line, "listening", gives both ports, which matters with
-// port 0), reloads the directory on SIGHUP and whenever a file in it changes, and drains on SIGTERM or SIGINT.
+// Loads every *.yaml and *.yml in DIR (envoyproxy/ratelimit's format), listens for Envoy's RLS v3 over gRPC and for
+// HTTP/JSON, logs one JSON object per line on stderr (the first info line, "listening", gives both ports, which
+// matters with port 0), reloads the directory on SIGHUP and whenever a file in it changes, and drains on SIGTERM or
+// SIGINT.
 // Exit status: 0 after a drain, 2 for bad options or a configuration refused at start (the message names the file
 // and line), 69 when a required Redis is unreachable, 1 for anything unexpected (a port that cannot be bound).
 #pragma once

@@ -48,12 +48,17 @@ hit_outcome key_cap_reached(std::size_t max_keys) {
   return failed("key cap reached: the store of this rule holds max_keys = " + std::to_string(max_keys) + " busy keys");
 }
 
-// A rule's identity across reloads: what its counters mean.
+// A rule's identity across reloads: what its counters mean. A fixed window that counts every hit counts hits, whatever
+// its limit: a changed requests_per_unit keeps the count, as envoyproxy/ratelimit's and the Redis backend's keys (which
+// do not name the limit) keep theirs. The other algorithms' state is in units of their rate (and a window under
+// over_limit_hits: drop holds only what its limit admitted): a changed rate counts afresh.
 std::string identity(const rate_limit_rule& r) {
   std::string id = r.full_key;
   id += '\x1f';
   id += to_string(r.algorithm);
-  id += '\x1f' + std::to_string(r.requests_per_unit) + '\x1f' + std::string(to_string(r.per));
+  const bool counts_hits = r.algorithm == algorithm::fixed_window && over_limit_hits_of(r) == over_limit_hits::count;
+  id += '\x1f' + (counts_hits ? std::string("-") : std::to_string(r.requests_per_unit)) + '\x1f' +
+        std::string(to_string(r.per));
   id += '\x1f' + (r.burst ? std::to_string(*r.burst) : std::string("-"));
   id += '\x1f' + std::to_string(r.concurrency);
   id += '\x1f' + std::string(to_string(over_limit_hits_of(r)));
@@ -134,8 +139,9 @@ struct fixed_state final : rule_state {
         limit(r.requests_per_unit),
         drop(over_limit_hits_of(r) == over_limit_hits::drop),
         c(max_keys, drop ? std::optional<std::uint32_t>(limit) : std::nullopt) {}
+  // The limit is the hit's rule's: a reload that changed it keeps this state (see identity()).
   hit_outcome decide(const hit& h, std::int64_t now_ns) override {
-    return c.decide(h.counter_key, per, limit, h.n, now_ns);
+    return c.decide(h.counter_key, per, h.rule->requests_per_unit, h.n, now_ns);
   }
   std::size_t keys() const override { return c.keys(); }
   fixed_counters* fixed() noexcept override { return drop ? nullptr : &c; }

@@ -216,8 +216,18 @@ net::awaitable<void> http_server::impl::session(std::shared_ptr<connection> c) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(opts.max_body_bytes);
     c->stream.expires_after(idle_timeout);
-    auto [read_ec, n] = co_await http::async_read(c->stream, buffer, parser, net::as_tuple(net::use_awaitable));
+    // The header first: a client that sent `Expect: 100-continue` (curl does for a body over 1 KiB) waits for the
+    // interim answer before it sends the body — a second, by curl's default, when none comes. A body over the limit is
+    // refused on its Content-Length alone (body_limit, below), before any of it is sent.
+    auto [read_ec, n] = co_await http::async_read_header(c->stream, buffer, parser, net::as_tuple(net::use_awaitable));
     std::ignore = n;
+    if (!read_ec && parser.get().version() >= 11 && beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+      http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
+      std::tie(read_ec, n) = co_await http::async_write(c->stream, go_on, net::as_tuple(net::use_awaitable));
+    }
+    if (!read_ec && !parser.is_done()) {
+      std::tie(read_ec, n) = co_await http::async_read(c->stream, buffer, parser, net::as_tuple(net::use_awaitable));
+    }
     if (read_ec == http::error::body_limit) {
       svc.record_invalid_request(std::chrono::nanoseconds::zero());  // refused as it came: no decision's latency
       response res = text(http::status::payload_too_large,

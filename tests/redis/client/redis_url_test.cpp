@@ -89,8 +89,8 @@ TEST(RedisUrl, ErrorsNameTheBadPart) {
             "redis URL: unknown query parameter 'timeout' in 'unix:///s?timeout=1' (accepted: db, user, password)");
   EXPECT_EQ(error_of("unix:///s?db"), "redis URL: query parameter without a value 'db' in 'unix:///s?db'");
   EXPECT_EQ(error_of("localhost:6379"),
-            "redis URL: unsupported scheme (want redis://, rediss://, unix:// or redis+sentinel://) 'localhost:6379' "
-            "in 'localhost:6379'");
+            "redis URL: no scheme (want redis://, rediss://, unix:// or redis+sentinel://) 'localhost:6379' in "
+            "'localhost:6379' (for the server at that address, write redis://localhost:6379)");
 }
 
 TEST(RedisOptions, ErrorsNeverQuoteThePassword) {
@@ -103,8 +103,8 @@ TEST(RedisOptions, ErrorsNeverQuoteThePassword) {
             "redis URL: unknown query parameter 'bad' in 'rediss://alice:***@h?server_name=x&bad=1' (accepted: "
             "ca_file, cert_file, key_file, server_name, insecure_skip_verify)");
   EXPECT_EQ(error_of("localhost:s3cret@h"),
-            "redis URL: unsupported scheme (want redis://, rediss://, unix:// or redis+sentinel://) 'localhost:***@h' "
-            "in 'localhost:***@h'");
+            "redis URL: no scheme (want redis://, rediss://, unix:// or redis+sentinel://) 'localhost:***@h' in "
+            "'localhost:***@h' (for the server at that address, write redis://localhost:***@h)");
   EXPECT_EQ(error_of("unix:///s?password=s3cret&db=x"),
             "redis URL: bad database number 'x' in 'unix:///s?password=***&db=x'");
   EXPECT_EQ(error_of("unix:///s?db=1&password=s3cret&x=1"),

@@ -15,6 +15,7 @@
 #include <future>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -108,6 +109,47 @@ TEST(HttpServer, AnswersJsonAndHealth) {
   auto [ec3, draining] = c.ask(http::verb::get, "/healthcheck");
   ASSERT_FALSE(ec3);
   EXPECT_EQ(draining.result(), http::status::internal_server_error);
+}
+
+// `Expect: 100-continue` (curl sends it for a body over 1 KiB, then waits a second for the interim answer): the header
+// alone gets "100 Continue", then the body its answer. A body over the limit is refused on its Content-Length, with no
+// "100 Continue" and before the client sends it.
+TEST(HttpServer, AnExpectationOfContinueIsAnsweredBeforeTheBody) {
+  fixture f;
+  client c(f.server->port());
+  const std::string head =
+      "POST /json HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+      "Content-Length: " +
+      std::to_string(json_request.size()) + "\r\n\r\n";
+  net::write(c.stream, net::buffer(head));
+  http::response<http::empty_body> interim;
+  http::response_parser<http::empty_body> interim_parser;
+  beast::error_code ec;
+  http::read_header(c.stream, c.buffer, interim_parser, ec);  // (blocks until the server answers the header alone)
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(interim_parser.get().result(), http::status::continue_);
+  auto answer = std::async(std::launch::async, [&] {
+    net::write(c.stream, net::buffer(json_request));
+    http::response<http::string_body> res;
+    beast::error_code read_ec;
+    http::read(c.stream, c.buffer, res, read_ec);
+    return std::pair{read_ec, std::move(res)};
+  });
+  f.store->wait_held(1);
+  f.store->release_all();
+  auto [read_ec, res] = answer.get();
+  ASSERT_FALSE(read_ec) << read_ec.message();
+  EXPECT_EQ(res.result(), http::status::ok);
+  EXPECT_NE(res.body().find(R"("overallCode":"OK")"), std::string::npos) << res.body();
+
+  client big(f.server->port());
+  const std::string too_large = "POST /json HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\nContent-Length: " +
+                                std::to_string(http_server_options{}.max_body_bytes + 1) + "\r\n\r\n";
+  net::write(big.stream, net::buffer(too_large));
+  http::response<http::string_body> refused;
+  http::read(big.stream, big.buffer, refused, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(refused.result(), http::status::payload_too_large);
 }
 
 // An IPv6 address is named in brackets where it cannot listen, so that its port stays readable ("[::1]:8080", not
