@@ -101,6 +101,14 @@ TEST(Rate, RejectsMalformedInputNamingIt) {
   // A negative count is a number, and says the range (it said "the count is not a number").
   const std::string negative = invalid_argument_message([] { (void)rate::parse("-3/s"); });
   EXPECT_NE(negative.find("the count must be finite and >= 0"), std::string::npos) << negative;
+  // Every unit is named, not five of them (a user of "1/sec" learns that "second" is accepted).
+  const std::string unit = invalid_argument_message([] { (void)rate::parse("1/sec"); });
+  EXPECT_NE(unit.find("unknown time unit"), std::string::npos) << unit;
+  for (const char* named : {"ns", "us", "second", "minute", "hour", "day", "week", "month", "year", "inf"}) {
+    EXPECT_NE(unit.find(named), std::string::npos) << named << ": " << unit;
+  }
+  const std::string exponent = invalid_argument_message([] { (void)rate::parse("1e3/s"); });
+  EXPECT_NE(exponent.find("not a plain decimal number"), std::string::npos) << exponent;
 }
 
 // Found by fuzz/rate_parse_fuzz: a count of 1e300 per ns parsed to an interval of 1e-306 ns that printed as "inf/s".

@@ -483,6 +483,30 @@ TEST(TokenBucket, SettlingAtAnEnormousCostSaturates) {
   EXPECT_FALSE(lim.try_acquire_at(t0 + 1000h));
 }
 
+// A steady clock of whole microseconds: coarser than the bucket's nanoseconds (a clock.hpp clock may be).
+struct microsecond_clock {
+  using rep = std::int64_t;
+  using period = std::micro;
+  using duration = std::chrono::microseconds;
+  using time_point = std::chrono::time_point<microsecond_clock>;
+  static constexpr bool is_steady = true;
+  static time_point now() noexcept { return time_point{}; }
+};
+
+// On a clock coarser than nanoseconds, a reservation's ready_at() is the first tick at which its tokens are there:
+// rounded up, never down (it was truncated: at 3/s, 333,333 µs after the drain, a third of a microsecond early, the
+// bucket still in debt there).
+TEST(TokenBucket, OnACoarseClockAReservationIsReadyNoEarlierThanItsTokens) {
+  admit::basic_token_bucket<microsecond_clock> b(rate::per_second(3), 1);
+  const microsecond_clock::time_point start{10s};
+  ASSERT_TRUE(b.try_acquire_at(start));
+  const auto r = b.reserve_at(start);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.ready_at(), start + 333334us);
+  EXPECT_FALSE(b.in_debt_at(r.ready_at()));
+  EXPECT_TRUE(b.in_debt_at(r.ready_at() - 1us));
+}
+
 }  // namespace
 
 }  // namespace token_bucket_test

@@ -86,7 +86,9 @@ class rate {
     if (text == "inf") return inf();
     const auto fail = [&](const char* why) {
       return std::invalid_argument("admit::rate::parse: invalid rate \"" + printable(text) + "\": " + why +
-                                   " (expected N/s, N/ms, N/min, N/h, N/day, N/500ms or inf)");
+                                   " (expected a decimal count N, '/', and a unit, optionally after a whole number: "
+                                   "ns, us, ms, s or second, min or minute, h or hour, d or day, week, month or year, "
+                                   "such as 100/s, 2.5/ms, 10/hour, 5/500ms; or inf)");
     };
     const auto slash = text.find('/');
     if (slash == std::string_view::npos) throw fail("missing '/'");
@@ -95,7 +97,7 @@ class rate {
 
     double count = 0;
     if (!count_text.empty() && count_text.front() == '-') throw fail("the count must be finite and >= 0");
-    if (!parse_number(count_text, count)) throw fail("the count is not a number");
+    if (!parse_number(count_text, count)) throw fail("the count is not a plain decimal number");
     if (std::isnan(count) || std::isinf(count) || count < 0) throw fail("the count must be finite and >= 0");
 
     // Optional positive integer multiplier in front of the unit: "500ms".

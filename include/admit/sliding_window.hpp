@@ -202,7 +202,7 @@ class basic_sliding_window : public detail::rate_limiter_base {
       view v;
       std::int64_t k = k_now;
       if (k_now >= k_max) {
-        v.start = t - e_now;
+        v.start = detail::sat_sub(t, e_now);  // (t near time_point::min(): the window began before it)
         v.elapsed = e_now;
       } else {
         k = k_max;  // behind the newest window: judge at its start, where the estimate is highest

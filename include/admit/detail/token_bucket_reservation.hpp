@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "admit/detail/ceil_ns.hpp"
 #include "admit/detail/check_n.hpp"
 #include "admit/reservation.hpp"
 #include "admit/token_bucket.hpp"
@@ -64,7 +65,11 @@ class basic_token_bucket<Clock>::reservation : public basic_reservation<Clock> {
  private:
   friend class basic_token_bucket;
   reservation(basic_token_bucket* b, std::int64_t n, std::int64_t time_to_act, double interval, bool inf) noexcept
-      : base(n, from_ns<Clock>(time_to_act)), bucket_(b), time_to_act_(time_to_act), interval_(interval), inf_(inf) {}
+      : base(n, detail::ceil_time_point<typename Clock::time_point>(time_to_act)),  // (never early on a coarse clock)
+        bucket_(b),
+        time_to_act_(time_to_act),
+        interval_(interval),
+        inf_(inf) {}
 
   basic_token_bucket* bucket_ = nullptr;
   std::int64_t time_to_act_ = 0;  // ready_at() in nanoseconds, exactly (the bucket's unit)
