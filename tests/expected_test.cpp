@@ -67,6 +67,23 @@ TEST(Expected, ErrorCodeErrorAcceptsAnErrcAndThrowsTheSameCode) {
   EXPECT_EQ(move_only_result(std::make_unique<int>(1)).error(), std::error_code{});
 }
 
+// admit's codes that have a portable condition compare equal to it, so that generic code that tests std::errc sees
+// them; the others compare equal to none. The code itself still says admit's own words and compares as its errc.
+TEST(Expected, AdmitCodesMatchTheirPortableConditions) {
+  const std::error_code timeout = admit::errc::timeout;
+  EXPECT_EQ(timeout, std::errc::timed_out);
+  EXPECT_EQ(timeout, admit::errc::timeout);
+  EXPECT_EQ(timeout.message(), "timed out");
+  EXPECT_EQ(std::error_code(admit::errc::connect_timeout), std::errc::timed_out);
+  EXPECT_EQ(std::error_code(admit::errc::cancelled), std::errc::operation_canceled);
+  EXPECT_EQ(std::error_code(admit::errc::would_block), std::errc::operation_would_block);
+  EXPECT_EQ(std::error_code(admit::errc::connection_refused), std::errc::connection_refused);
+  EXPECT_EQ(std::error_code(admit::errc::connection_lost), std::errc::connection_reset);
+  EXPECT_NE(std::error_code(admit::errc::queue_full), std::errc::timed_out);
+  EXPECT_NE(std::error_code(admit::errc::queue_full), std::errc::resource_unavailable_try_again);
+  EXPECT_EQ(std::error_code(admit::errc::queue_full).default_error_condition().category(), admit::error_category());
+}
+
 TEST(Expected, MovesTheValueOutAndArrowReachesIt) {
   move_only_result r = std::make_unique<int>(5);
   ASSERT_TRUE(r);

@@ -69,6 +69,28 @@ namespace detail {
 class errc_category final : public std::error_category {
  public:
   const char* name() const noexcept override { return "admit"; }
+  // The portable condition of the codes that have one, so that generic code can test `ec == std::errc::timed_out`
+  // (or operation_canceled, operation_would_block, connection_refused, connection_reset, protocol_error) whatever
+  // produced the error: admit, the operating system or Asio.
+  std::error_condition default_error_condition(int value) const noexcept override {
+    switch (static_cast<errc>(value)) {
+      case errc::timeout:
+      case errc::connect_timeout:
+        return std::errc::timed_out;
+      case errc::cancelled:
+        return std::errc::operation_canceled;
+      case errc::would_block:
+        return std::errc::operation_would_block;
+      case errc::connection_refused:
+        return std::errc::connection_refused;
+      case errc::connection_lost:
+        return std::errc::connection_reset;
+      case errc::protocol_error:
+        return std::errc::protocol_error;
+      default:
+        return {value, *this};
+    }
+  }
   std::string message(int value) const override {
     switch (static_cast<errc>(value)) {
       case errc::queue_full:
