@@ -97,6 +97,13 @@ def redis_outage(config, redis, rls_pb2, rls_pb2_grpc):
                                    timeout=WAIT)
 
     check(call().overall_code == rls_pb2.RateLimitResponse.Code.OK, "redis: a first call is decided")
+    # --log-level debug: each decision is a line, with what it was decided against.
+    decided = s.wait_for("decision")
+    check(decided.get("level") == "debug" and decided.get("domain") == "mongo_cps" and decided.get("code") == "OK",
+          f"debug: the decision is logged: {decided}")
+    first = (decided.get("descriptors") or [{}])[0]
+    check(first.get("entries") == ["database=users"] and "limit" in first and "remaining" in first,
+          f"debug: its descriptor, limit and what remains: {decided}")
     redis.kill()
     for i in range(20):
         check(call().overall_code == rls_pb2.RateLimitResponse.Code.OK, "redis down: fail open answers OK")

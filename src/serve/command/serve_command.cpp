@@ -128,6 +128,31 @@ void apply_environment(serve_options& o, sources& src) {
   if (bool closed = false; !o.fail_open && take_bool(closed, {"ADMIT_SERVE_FAIL_CLOSED"})) o.fail_open = !closed;
 }
 
+// One decision as a debug line: the domain, and each descriptor's entries, code, the limit it was decided against
+// (absent: no rule) and what remains.
+void log_decision(const rls_request& request, const rls_response& response) {
+  nlohmann::json descriptors = nlohmann::json::array();
+  for (std::size_t i = 0; i < request.descriptors.size(); ++i) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const auto& e : request.descriptors[i].entries) entries.push_back(e.key + "=" + e.value);
+    nlohmann::json d{{"entries", std::move(entries)}};
+    if (i < response.statuses.size()) {
+      const rls_descriptor_status& st = response.statuses[i];
+      d["code"] = st.code == rls_code::over_limit ? "OVER_LIMIT" : "OK";
+      if (st.current_limit) {
+        d["limit"] = std::to_string(st.current_limit->requests_per_unit) + "/" +
+                     std::string(to_string(st.current_limit->per));
+        if (!st.current_limit->name.empty()) d["rule"] = st.current_limit->name;
+        d["remaining"] = st.limit_remaining;
+      }
+    }
+    descriptors.push_back(std::move(d));
+  }
+  log::debug("decision", {{"domain", request.domain},
+                          {"code", response.overall_code == rls_code::over_limit ? "OVER_LIMIT" : "OK"},
+                          {"descriptors", std::move(descriptors)}});
+}
+
 // A whole number of milliseconds, at least 1 ms: what the backends count in.
 std::chrono::milliseconds parse_millis(const std::optional<std::string>& text, std::chrono::milliseconds fallback,
                                        const std::string& from, const char* example) {
@@ -317,6 +342,8 @@ int run_serve(serve_options o, std::ostream& err) {
   warn_ignored(*initial);
   // The backend's state, logged at error level (so at every --log-level) when it changes, and once a minute while it
   // fails: never once per call.
+  // Each decision at debug level: the request's descriptors and what each was decided against.
+  if (log::enabled(log::level::debug)) sopts.on_decision = log_decision;
   sopts.on_backend_event = [backend = chosen.description, open = sopts.fail_open](const backend_event& e) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(e.failing_for).count();
     const char* policy = open ? "open (OK)" : "closed (OVER_LIMIT)";

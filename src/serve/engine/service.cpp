@@ -354,6 +354,7 @@ void service::request_state::complete() {
     for (std::string& l : leases) resp.response_headers_to_add.push_back({"x-admit-lease", std::move(l)});
   }
   self.metrics.record_request(resp.overall_code, false, steady::now() - started);
+  if (o.on_decision) o.on_decision(rq, resp);
   done(std::move(result));
 }
 

@@ -31,6 +31,9 @@ struct service_options {
   // it counts again (serve/engine/backend_health.hpp): never once per call. Called on the thread that completes a
   // decision, or the one calling report_backend_health; must not throw.
   std::function<void(const backend_event&)> on_backend_event = {};
+  // Told each decision made (not a request refused as malformed), before its answer goes: for a debug log. Empty: no
+  // cost. Called on the thread that completes the decision; must not throw.
+  std::function<void(const rls_request&, const rls_response&)> on_decision = {};
 };
 
 // Why a request was not decided at all (the transports answer gRPC INVALID_ARGUMENT / HTTP 400).
