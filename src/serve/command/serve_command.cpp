@@ -140,8 +140,8 @@ void log_decision(const rls_request& request, const rls_response& response) {
       const rls_descriptor_status& st = response.statuses[i];
       d["code"] = st.code == rls_code::over_limit ? "OVER_LIMIT" : "OK";
       if (st.current_limit) {
-        d["limit"] = std::to_string(st.current_limit->requests_per_unit) + "/" +
-                     std::string(to_string(st.current_limit->per));
+        d["limit"] =
+            std::to_string(st.current_limit->requests_per_unit) + "/" + std::string(to_string(st.current_limit->per));
         if (!st.current_limit->name.empty()) d["rule"] = st.current_limit->name;
         d["remaining"] = st.limit_remaining;
       }
