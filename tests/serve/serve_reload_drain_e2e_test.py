@@ -160,6 +160,38 @@ def drain_bounded(tmp, redis, rls_pb2, rls_pb2_grpc, health_pb2, health_pb2_grpc
     check(health_pb2.HealthCheckResponse.NOT_SERVING in statuses, f"drain: the watch was told NOT_SERVING: {statuses}")
 
 
+def second_signal_ends_drain(tmp, redis, rls_pb2, rls_pb2_grpc):
+    """A second SIGTERM during a drain brings its deadline to now: the call waiting for a stopped Redis is answered by
+    the failure policy at once (it ran to --drain-timeout, 30 s here), and the process exits 0."""
+    d = os.path.join(tmp, "second signal dir")
+    write_rule(d, 100)
+    s = server(ADMIT, d, "--redis", redis.url, "--redis-timeout", "60s", "--drain-timeout", "30s")
+    rls = rls_pb2_grpc.RateLimitServiceStub(s.channel)
+    request = rls_pb2.RateLimitRequest(domain="edge", descriptors=[descriptor(("client_ip", "1"))])
+    check(rls.ShouldRateLimit(request, timeout=WAIT).overall_code == rls_pb2.RateLimitResponse.Code.OK,
+          "second signal: a first call is decided")
+    redis.proc.send_signal(signal.SIGSTOP)
+    try:
+        pending = rls.ShouldRateLimit.future(request, timeout=WAIT)
+        time.sleep(0.3)  # the call waits for the stopped Redis
+        s.proc.send_signal(signal.SIGTERM)
+        s.wait_for("draining")
+        began = time.monotonic()
+        s.proc.send_signal(signal.SIGTERM)
+        status = s.proc.wait(timeout=WAIT)
+        took = time.monotonic() - began
+        answer = pending.result(timeout=WAIT)
+    finally:
+        redis.proc.send_signal(signal.SIGCONT)
+    print(f"a second SIGTERM during the drain: exit {status} {took:.2f}s after it", flush=True)
+    check(status == 0, f"second signal: exits 0 (got {status})")
+    check(took < 5.0, f"second signal: the drain ends then, not at --drain-timeout 30s ({took:.2f}s)")
+    check(answer.overall_code == rls_pb2.RateLimitResponse.Code.OK, "second signal: the call waiting is answered by "
+          f"the failure policy (open: OK), not left unanswered ({answer.overall_code})")
+    said = s.wait_for("second signal: the drain ends now")
+    check(said.get("signal") == "SIGTERM", f"second signal: said, naming it ({said})")
+
+
 def main(tmp):
     generate_stubs(PROTO_DIR, os.path.join(tmp, "stubs"), PROTOC, GRPC_PYTHON_PLUGIN)
     from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
@@ -173,6 +205,7 @@ def main(tmp):
         print("the Redis case skipped: it needs redis-server", flush=True)
         return finish() or 77
     drain_bounded(tmp, redis_server(redis_binary), rls_pb2, rls_pb2_grpc, health_pb2, health_pb2_grpc)
+    second_signal_ends_drain(tmp, redis_server(redis_binary), rls_pb2, rls_pb2_grpc)
     return None
 
 

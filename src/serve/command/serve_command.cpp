@@ -6,14 +6,14 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <stop_token>
 #include <thread>
@@ -445,11 +445,22 @@ int run_serve(serve_options o, std::ostream& err) {
   // refused connection until the calls in flight are answered; then HTTP drains its own. At the deadline, what still
   // waits for the backend (a Redis that stopped answering) is answered by the failure policy: the transports' calls
   // then end, and the drain with them.
-  std::jthread abandon([&svc, deadline](const std::stop_token& stop) {
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
-    if (!cv.wait_until(lock, stop, deadline, [] { return false; }) && !stop.stop_requested()) svc.abandon_waiting();
+  // A second SIGTERM or SIGINT during the drain brings its deadline to now (an operator who will not wait, as a second
+  // Ctrl-C): what waits is answered by the failure policy at once, and the drain ends as at its deadline.
+  std::jthread abandon([&svc, deadline, signals](const std::stop_token& stop) {
+    while (!stop.stop_requested()) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::system_clock::now());
+      if (left.count() <= 0) break;
+      pollfd again{signals, POLLIN, 0};  // (at most 100 ms at a time: the stop is looked at between)
+      if (::poll(&again, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100))) <= 0) continue;
+      signalfd_siginfo info{};
+      if (::read(signals, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
+      if (info.ssi_signo == SIGHUP) continue;  // a reload asked for while draining: nothing to reload into
+      log::info("second signal: the drain ends now", {{"signal", info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM"}});
+      break;
+    }
+    if (!stop.stop_requested()) svc.abandon_waiting();
   });
   grpc->shutdown(deadline);
   http->shutdown(deadline);
