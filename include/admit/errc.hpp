@@ -113,7 +113,7 @@ class errc_category final : public std::error_category {
       case errc::select_failed:
         return "redis refused to select the database (SELECT failed)";
       case errc::protocol_error:
-        return "redis sent a reply that breaks the protocol";
+        return "the server sent bytes that are not the Redis protocol (is it a Redis server?)";
       case errc::connection_refused:
         return "connection to redis refused";
       case errc::unknown_host:
