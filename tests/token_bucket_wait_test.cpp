@@ -84,6 +84,22 @@ TEST_F(TokenBucketWait, TimedAcquireFailsAtOnceWhenTheDeadlineCannotBeMet) {
   waiter.join();
 }
 
+// A wait with a deadline can be cancelled too (Go's WaitN with a context that has both): the tokens come back.
+TEST_F(TokenBucketWait, ATimedWaitIsCancelledByItsStopToken) {
+  manual_bucket lim{rate::per_second(10), 3};
+  ASSERT_TRUE(lim.acquire(2));  // 1 token left
+  std::stop_source stop;
+  std::thread waiter([&] { EXPECT_EQ(lim.try_acquire_for(1s, 3, stop.get_token()).error(), admit::errc::cancelled); });
+  manual::wait_for_sleepers(1);
+  stop.request_stop();
+  waiter.join();
+  EXPECT_EQ(lim.tokens_at(manual::now()), 1);
+  std::stop_source stopped;
+  stopped.request_stop();
+  EXPECT_EQ(lim.try_acquire_until(manual::now() + 1s, 2, stopped.get_token()).error(), admit::errc::cancelled);
+  EXPECT_EQ(lim.tokens_at(manual::now()), 1);
+}
+
 TEST_F(TokenBucketWait, WaitersAreServedInArrivalOrder) {
   manual_bucket lim{rate::per_second(10), 1};
   ASSERT_TRUE(lim.try_acquire());

@@ -122,17 +122,19 @@ class basic_pacer : public detail::rate_limiter_base {
   // consecutive slots, returning when the last starts; fails with cancelled (the slots are given back as in
   // take(stop)) or queue_full. try_acquire_until: the same, but fails at once with timeout — claiming nothing, not
   // sleeping in vain — when the last slot would start after `deadline`; a deadline in the past behaves as
-  // try_acquire(). try_acquire_for: relative to Clock::now(); zero or negative is try_acquire(). n == 0 succeeds at
-  // once. Thread safety: as take().
+  // try_acquire(); `stop` cancels it as acquire's does. try_acquire_for: relative to Clock::now(); zero or negative is
+  // try_acquire(). n == 0 succeeds at once. Thread safety: as take().
   wait_result acquire(std::int64_t n = 1, std::stop_token stop = {}) {
     return as_wait_result(pass(n, max_ns, std::move(stop)));
   }
-  wait_result try_acquire_until(time_point deadline, std::int64_t n = 1) {
-    return as_wait_result(pass(n, to_ns<Clock>(deadline), std::stop_token{}));
+  wait_result try_acquire_until(time_point deadline, std::int64_t n = 1, std::stop_token stop = {}) {
+    return as_wait_result(pass(n, to_ns<Clock>(deadline), std::move(stop)));
   }
   template <class Rep, class Period>
-  wait_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
-    return try_acquire_until(to_time_point(detail::sat_add(to_ns<Clock>(Clock::now()), detail::ceil_ns(timeout))), n);
+  wait_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1,
+                              std::stop_token stop = {}) {
+    return try_acquire_until(to_time_point(detail::sat_add(to_ns<Clock>(Clock::now()), detail::ceil_ns(timeout))), n,
+                             std::move(stop));
   }
 
   // Claims `n` consecutive slots without sleeping. The reservation (admit/reservation.hpp) is always ok(), holds n

@@ -149,17 +149,19 @@ class basic_token_bucket : public detail::rate_limiter_base {
 
   // Waits until n tokens are granted, but only if that happens by `deadline`: a request that cannot be served by
   // then fails at once with timeout instead of sleeping in vain (and takes nothing). A deadline in the past only
-  // admits at once. Other errors as acquire.
-  wait_result try_acquire_until(time_point deadline, std::int64_t n = 1) {
-    return wait(n, to_ns<Clock>(deadline), std::stop_token{});
+  // admits at once. Other errors as acquire (cancelled by `stop`: a deadline and a cancellation, as Go's WaitN with a
+  // context that has both).
+  wait_result try_acquire_until(time_point deadline, std::int64_t n = 1, std::stop_token stop = {}) {
+    return wait(n, to_ns<Clock>(deadline), std::move(stop));
   }
   template <class Rep, class Period>
-  wait_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
+  wait_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1,
+                              std::stop_token stop = {}) {
     const auto now = Clock::now();
     // Whole nanoseconds, rounded down (never wait longer than asked) and saturating (hours::max() waits "forever").
     const long double ns = std::chrono::duration<long double, std::nano>(timeout).count();
     const std::int64_t wait = !(ns > 0) ? 0 : ns >= 9.2e18L ? detail::ns_max : static_cast<std::int64_t>(ns);
-    return try_acquire_until(from_ns<Clock>(detail::sat_add(to_ns<Clock>(now), wait)), n);
+    return try_acquire_until(from_ns<Clock>(detail::sat_add(to_ns<Clock>(now), wait)), n, std::move(stop));
   }
 
   // --- Configuration -----------------------------------------------------------------------------------------------

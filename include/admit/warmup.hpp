@@ -157,13 +157,16 @@ class basic_warmup : public detail::rate_limiter_base {
 
   // Guava's tryAcquire(n, timeout): fails at once with timeout, charging nothing, when the debt outstanding would
   // outlast `deadline`; otherwise charges `n` permits, sleeps out the debt and succeeds. A deadline in the past (or a
-  // zero or negative timeout) is try_acquire(). queue_full as acquire. Thread safety: as acquire.
-  wait_result try_acquire_until(time_point deadline, std::int64_t n = 1) {
-    return wait(n, to_ns<Clock>(deadline), std::stop_token{});
+  // zero or negative timeout) is try_acquire(). queue_full and cancelled (by `stop`) as acquire. Thread safety: as
+  // acquire.
+  wait_result try_acquire_until(time_point deadline, std::int64_t n = 1, std::stop_token stop = {}) {
+    return wait(n, to_ns<Clock>(deadline), std::move(stop));
   }
   template <class Rep, class Period>
-  wait_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1) {
-    return try_acquire_until(to_time_point(detail::sat_add(to_ns<Clock>(Clock::now()), detail::ceil_ns(timeout))), n);
+  wait_result try_acquire_for(std::chrono::duration<Rep, Period> timeout, std::int64_t n = 1,
+                              std::stop_token stop = {}) {
+    return try_acquire_until(to_time_point(detail::sat_add(to_ns<Clock>(Clock::now()), detail::ceil_ns(timeout))), n,
+                             std::move(stop));
   }
 
   // --- Introspection (thread safe) ---------------------------------------------------------------------------------
