@@ -42,7 +42,8 @@ for f in ./usr/bin/admit ./usr/libexec/admit/admit-serve ./usr/lib/systemd/syste
 done
 dev_files=$(contents "${dev[0]}")
 for f in ./usr/include/admit/admission.hpp ./usr/include/admit/redis/gcra.hpp ./usr/lib/libadmit_redis.a \
-         ./usr/lib/cmake/admit/admit-config.cmake ./usr/lib/cmake/admit/admit-targets.cmake; do
+         ./usr/lib/cmake/admit/admit-config.cmake ./usr/lib/cmake/admit/admit-targets.cmake \
+         ./usr/lib/cmake/admit/admit-asio-targets.cmake ./usr/lib/cmake/admit/admit-redis-targets.cmake; do
   grep -qxF "$f" <<<"$dev_files" || fail "libadmit-dev lacks $f"
 done
 if grep -q '^./usr/bin/' <<<"$dev_files" || grep -q '^./usr/include/' <<<"$tool_files"; then
@@ -97,5 +98,7 @@ cmake -S "$source_dir/examples/consumer" -B "$scratch/consumer" -G Ninja -DCMAKE
   >/dev/null
 cmake --build "$scratch/consumer" >/dev/null
 "$scratch/consumer/consumer" >/dev/null
+# (find_package defines admit::redis only when hiredis and OpenSSL are found: here they must be.)
+[[ -x "$scratch/consumer/consumer_redis" ]] || fail "find_package(admit) left admit::redis out: its dependencies?"
 echo "examples/consumer built and ran against the unpacked libadmit-dev"
 echo "check-packages: all passed"

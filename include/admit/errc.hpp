@@ -113,7 +113,8 @@ class errc_category final : public std::error_category {
       case errc::select_failed:
         return "redis refused to select the database (SELECT failed)";
       case errc::protocol_error:
-        return "the server sent bytes that are not the Redis protocol (is it a Redis server?)";
+        return "the server broke the Redis protocol: bytes that are not RESP, or a reply nobody asked for (is it a "
+               "Redis server?)";
       case errc::connection_refused:
         return "connection to redis refused";
       case errc::unknown_host:

@@ -352,8 +352,8 @@ TEST_F(AdmitMessages, ServeIsTheServiceProgramRunInAdmitsPlace) {
 #endif
   const run_result missing = run_program({(alone / "admit").string(), "serve", "--config", expand("@dir")});
   EXPECT_EQ(missing.status, 69) << missing.err;
-  EXPECT_NE(missing.err.find("admit serve: admit-serve, the service's program, is not installed: neither \"" +
-                             (alone / "admit-serve").string() + "\" nor \""),
+  EXPECT_NE(missing.err.find("admit serve: admit-serve, the service's program, is not installed: none of \"" +
+                             (alone / "admit-serve").string() + "\", \""),
             std::string::npos)
       << missing.err;
   EXPECT_NE(missing.err.find("libexec/admit/admit-serve\" can be run"), std::string::npos) << missing.err;

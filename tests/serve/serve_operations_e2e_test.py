@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_e2e_support import (WAIT, check, descriptor, finish, generate_stubs, run_in_scratch, no_config_env,  # noqa
-                               redis_server, server)
+                               redis_server, server, unread_bytes)
 
 ADMIT, PROTO_DIR, CONFIG_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:6]
 FAILING = "backend failing: decisions answer by the failure policy"
@@ -156,28 +156,11 @@ def envoy_redis_variables(config, redis_binary):
                         (dict(REDIS_URL="127.0.0.1:6379"), "REDIS_SOCKET_TYPE is unix (its default)"),
                         (dict(REDIS_SOCKET_TYPE="udp", REDIS_URL="127.0.0.1:6379"), 'invalid REDIS_SOCKET_TYPE "udp"'),
                         (dict(REDIS_SOCKET_TYPE="tcp", REDIS_URL="127.0.0.1:6379", REDIS_TLS="true",
-                              REDIS_TLS_SKIP_HOSTNAME_VERIFICATION="true"), "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")):
+                              REDIS_TLS_SKIP_HOSTNAME_VERIFICATION="true"), "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"),
+                        (dict(REDIS_SOCKET_TYPE="tcp"), "REDIS_SOCKET_TYPE is set but REDIS_URL is not")):
         p = subprocess.run([ADMIT, "serve", "--config", config, "--grpc-port", "0", "--http-port", "0"],
                            env=dict(no_config_env(), **extra), capture_output=True, text=True, timeout=WAIT)
         check(p.returncode == 2 and says in p.stderr, f"{extra}: exit 2 naming it ({p.returncode}: {p.stderr!r})")
-
-
-def unread_bytes(port):
-    """The bytes received and not yet read on the loopback connections whose local port is `port` (the server's side
-    of them), from /proc/net/tcp."""
-    total = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                rows = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            fields = row.split()
-            local, state, queues = fields[1], fields[3], fields[4]
-            if int(local.rsplit(":", 1)[1], 16) == port and state == "01":  # ESTABLISHED
-                total += int(queues.split(":")[1], 16)
-    return total
 
 
 def healthcheck_while_draining(config, redis, rls_pb2, rls_pb2_grpc):

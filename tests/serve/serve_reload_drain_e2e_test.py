@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_e2e_support import (WAIT, check, descriptor, finish, generate_stubs, no_config_env, redis_server,  # noqa
-                               run_in_scratch, server)
+                               run_in_scratch, server, unread_bytes)
 
 ADMIT, PROTO_DIR, PROTOC, GRPC_PYTHON_PLUGIN = sys.argv[1:5]
 RULE = "domain: edge\ndescriptors:\n  - key: client_ip\n    rate_limit: {unit: second, requests_per_unit: %d}\n"
@@ -76,8 +76,8 @@ def directory_replaced(tmp):
     s.wait_for("configuration reloaded")
     check(limit_of(s) == 9, "replaced: without the file, the directory loads again")
     os.remove(os.path.join(d, "edge.yaml"))
-    s.wait_for("no rule in the configuration directory: every request is answered OK until a *.yaml file with a "
-               "rule is added")
+    s.wait_for("no rule in the configuration directory: every request is answered OK until a *.yaml or *.yml file "
+               "with a rule is added")
     check(limit_of(s) is None, "replaced: the last rule removed leaves none, with a warning")
     check(s.stop() == 0, "replaced: exits 0")
 
@@ -161,8 +161,8 @@ def drain_bounded(tmp, redis, rls_pb2, rls_pb2_grpc, health_pb2, health_pb2_grpc
 
 
 def second_signal_ends_drain(tmp, redis, rls_pb2, rls_pb2_grpc):
-    """A second SIGTERM during a drain brings its deadline to now: the call waiting for a stopped Redis is answered by
-    the failure policy at once (it ran to --drain-timeout, 30 s here), and the process exits 0."""
+    """A second SIGTERM during a drain does what its deadline would: the call waiting for a stopped Redis is answered
+    by the failure policy at once (it waited for --drain-timeout, 30 s here), and the process exits 0."""
     d = os.path.join(tmp, "second signal dir")
     write_rule(d, 100)
     s = server(ADMIT, d, "--redis", redis.url, "--redis-timeout", "60s", "--drain-timeout", "30s")
@@ -173,7 +173,10 @@ def second_signal_ends_drain(tmp, redis, rls_pb2, rls_pb2_grpc):
     redis.proc.send_signal(signal.SIGSTOP)
     try:
         pending = rls.ShouldRateLimit.future(request, timeout=WAIT)
-        time.sleep(0.3)  # the call waits for the stopped Redis
+        reached = time.monotonic() + WAIT
+        while unread_bytes(redis.port) == 0 and time.monotonic() < reached:
+            time.sleep(0.01)  # until the call waits in the stopped Redis's socket
+        check(unread_bytes(redis.port) > 0, "second signal: the call reached the stopped Redis")
         s.proc.send_signal(signal.SIGTERM)
         s.wait_for("draining")
         began = time.monotonic()
@@ -188,7 +191,7 @@ def second_signal_ends_drain(tmp, redis, rls_pb2, rls_pb2_grpc):
     check(took < 5.0, f"second signal: the drain ends then, not at --drain-timeout 30s ({took:.2f}s)")
     check(answer.overall_code == rls_pb2.RateLimitResponse.Code.OK, "second signal: the call waiting is answered by "
           f"the failure policy (open: OK), not left unanswered ({answer.overall_code})")
-    said = s.wait_for("second signal: the drain ends now")
+    said = s.wait_for("second signal: what waits for the backend is answered now")
     check(said.get("signal") == "SIGTERM", f"second signal: said, naming it ({said})")
 
 

@@ -250,9 +250,11 @@ connection_options parse_url(std::string_view url) {
     o.tls = true;
   } else {
     const auto colon = url.find("://");
-    if (colon == std::string_view::npos) {  // host:port, as other tools write a server's address
+    if (colon == std::string_view::npos) {  // host:port or a socket's path, as other tools write a server's address
       bad("no scheme (want redis://, rediss://, unix:// or redis+sentinel://)", redacted(url), url,
-          "for the server at that address, write redis://" + redacted(url));
+          std::string(url.starts_with('/') ? "for the socket at that path, write unix://"
+                                           : "for the server at that address, write redis://") +
+              redacted(url));
     }
     bad("unsupported scheme (want redis://, rediss://, unix:// or redis+sentinel://)", url.substr(0, colon), url);
   }

@@ -67,7 +67,21 @@ std::optional<std::string> redis_url_from_envoy_environment(const std::function<
                            "or REDIS_URL)");
   }
   const auto url = get("REDIS_URL");
-  if (!url) return std::nullopt;
+  if (!url) {
+    // envoyproxy/ratelimit counts in Redis whatever is set, at its default REDIS_URL when none is: an environment that
+    // names Redis without saying where would count in this process instead, and multiply every limit by the
+    // instances. Said, not guessed: the default socket is a twemproxy's, rarely there.
+    for (const char* name : {"BACKEND_TYPE", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_AUTH", "REDIS_TLS"}) {
+      if (get(name)) {
+        throw cli::usage_error(std::string(name) +
+                               " is set but REDIS_URL is not (envoyproxy/ratelimit would use "
+                               "its default, the socket /var/run/nutcracker/ratelimit.sock): set REDIS_URL or "
+                               "ADMIT_SERVE_REDIS to count in Redis, or unset the REDIS_* variables to count in "
+                               "this process");
+      }
+    }
+    return std::nullopt;
+  }
   const std::string socket = lower(get("REDIS_SOCKET_TYPE").value_or("unix"));
   const std::string type = lower(get("REDIS_TYPE").value_or("single"));
   const bool tls = get("REDIS_TLS") && truth("REDIS_TLS", *get("REDIS_TLS"));
@@ -80,7 +94,7 @@ std::optional<std::string> redis_url_from_envoy_environment(const std::function<
                            ": expected single, cluster or sentinel");
   }
   if (const auto skip = get("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION");
-      skip && truth("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", *skip)) {
+      tls && skip && truth("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", *skip)) {
     throw cli::usage_error(
         "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION=true is not offered: admit checks the certificate's name; give the name "
         "it carries as server_name in ADMIT_SERVE_REDIS (rediss://host:port?server_name=NAME)");

@@ -19,7 +19,8 @@
 
 namespace admit::serve {
 
-// The URL the variables name, or nullopt when REDIS_URL is not set (nor BACKEND_TYPE to something else than redis).
+// The URL the variables name, or nullopt when none of them is set. One set without REDIS_URL is refused (envoyproxy/
+// ratelimit would count in Redis at its default socket; admit would count in process).
 // `getenv` reads one variable (nullptr or "": not set). Throws cli::usage_error.
 std::optional<std::string> redis_url_from_envoy_environment(const std::function<const char*(const char*)>& getenv);
 

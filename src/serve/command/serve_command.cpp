@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <stdexcept>
 #include <stop_token>
 #include <thread>
+#include <tuple>
 
 #include "cli/common/duration.hpp"
 #include "cli/common/message.hpp"
@@ -96,7 +98,7 @@ void apply_environment(serve_options& o, sources& src) {
   take(o.redis, src.redis, {"ADMIT_SERVE_REDIS"});
   if (!o.redis) {  // envoyproxy/ratelimit's variables, as a migrated service's environment file sets them
     o.redis = redis_url_from_envoy_environment([](const char* name) { return std::getenv(name); });
-    if (o.redis) src.redis = "REDIS_URL";
+    if (o.redis) src.redis = "REDIS_URL with the other REDIS_* variables";
   }
   take(o.log_level, src.log_level, {"ADMIT_SERVE_LOG_LEVEL", "LOG_LEVEL"});
   take(o.response_headers, src.headers, {"ADMIT_SERVE_RESPONSE_HEADERS"});
@@ -230,7 +232,8 @@ void warn_ignored(const configuration& c) {
 
 void warn_no_rule(const std::filesystem::path& dir) {
   log::warn(
-      "no rule in the configuration directory: every request is answered OK until a *.yaml file with a rule is added",
+      "no rule in the configuration directory: every request is answered OK until a *.yaml or *.yml file with a rule "
+      "is added",
       {{"config", dir.string()}});
 }
 
@@ -340,10 +343,10 @@ int run_serve(serve_options o, std::ostream& err) {
   const std::size_t rules = initial->rules().size();
   if (rules == 0) warn_no_rule(dir);
   warn_ignored(*initial);
-  // The backend's state, logged at error level (so at every --log-level) when it changes, and once a minute while it
-  // fails: never once per call.
   // Each decision at debug level: the request's descriptors and what each was decided against.
   if (log::enabled(log::level::debug)) sopts.on_decision = log_decision;
+  // The backend's state, logged at error level (so at every --log-level) when it changes, and once a minute while it
+  // fails: never once per call.
   sopts.on_backend_event = [backend = chosen.description, open = sopts.fail_open](const backend_event& e) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(e.failing_for).count();
     const char* policy = open ? "open (OK)" : "closed (OVER_LIMIT)";
@@ -445,19 +448,28 @@ int run_serve(serve_options o, std::ostream& err) {
   // refused connection until the calls in flight are answered; then HTTP drains its own. At the deadline, what still
   // waits for the backend (a Redis that stopped answering) is answered by the failure policy: the transports' calls
   // then end, and the drain with them.
-  // A second SIGTERM or SIGINT during the drain brings its deadline to now (an operator who will not wait, as a second
-  // Ctrl-C): what waits is answered by the failure policy at once, and the drain ends as at its deadline.
-  std::jthread abandon([&svc, deadline, signals](const std::stop_token& stop) {
+  // A second SIGTERM or SIGINT during the drain (an operator who will not wait, as a second Ctrl-C) does now what the
+  // deadline would: what waits for the backend is answered by the failure policy, so the calls waiting on it end.
+  // The thread sleeps on the signals and on `wake` (written when it is asked to stop: a drain that ends by itself is
+  // not held up).
+  const int wake = ::eventfd(0, EFD_CLOEXEC);
+  std::jthread abandon([&svc, deadline, signals, wake](const std::stop_token& stop) {
+    const std::stop_callback wake_up(stop, [wake] {
+      const std::uint64_t one = 1;
+      std::ignore = ::write(wake, &one, sizeof one);
+    });
     while (!stop.stop_requested()) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::system_clock::now());
       if (left.count() <= 0) break;
-      pollfd again{signals, POLLIN, 0};  // (at most 100 ms at a time: the stop is looked at between)
-      if (::poll(&again, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100))) <= 0) continue;
+      pollfd fds[2] = {{signals, POLLIN, 0}, {wake, POLLIN, 0}};
+      const int timeout = static_cast<int>(std::min<std::int64_t>(left.count() + 1, wake >= 0 ? 60'000 : 100));
+      if (::poll(fds, wake >= 0 ? 2 : 1, timeout) <= 0 || (fds[0].revents & POLLIN) == 0) continue;
       signalfd_siginfo info{};
       if (::read(signals, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
       if (info.ssi_signo == SIGHUP) continue;  // a reload asked for while draining: nothing to reload into
-      log::info("second signal: the drain ends now", {{"signal", info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM"}});
+      log::warn("second signal: what waits for the backend is answered now",
+                {{"signal", info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM"}});
       break;
     }
     if (!stop.stop_requested()) svc.abandon_waiting();
@@ -466,6 +478,7 @@ int run_serve(serve_options o, std::ostream& err) {
   http->shutdown(deadline);
   abandon.request_stop();
   abandon.join();
+  if (wake >= 0) ::close(wake);
   ::close(signals);
   log::info("stopped");
   return cli::exit_ok;

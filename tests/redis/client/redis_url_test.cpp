@@ -91,6 +91,9 @@ TEST(RedisUrl, ErrorsNameTheBadPart) {
   EXPECT_EQ(error_of("localhost:6379"),
             "redis URL: no scheme (want redis://, rediss://, unix:// or redis+sentinel://) 'localhost:6379' in "
             "'localhost:6379' (for the server at that address, write redis://localhost:6379)");
+  EXPECT_EQ(error_of("/run/redis.sock"),
+            "redis URL: no scheme (want redis://, rediss://, unix:// or redis+sentinel://) '/run/redis.sock' in "
+            "'/run/redis.sock' (for the socket at that path, write unix:///run/redis.sock)");
 }
 
 TEST(RedisOptions, ErrorsNeverQuoteThePassword) {
