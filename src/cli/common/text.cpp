@@ -30,4 +30,10 @@ std::string share(std::int64_t part, std::int64_t whole) {
   return buf;
 }
 
+std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return out;
+}
+
 }  // namespace admit::cli

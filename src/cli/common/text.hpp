@@ -4,6 +4,7 @@
 //   plural(1, "arrival", "arrivals")   -> "1 arrival"
 //   pad_left("42", 5)                  -> "   42"
 //   share(1, 8)                        -> "12.5%"   (share(x, 0) -> "-")
+//   ascii_lower("SVG")                 -> "svg"
 //
 // Thread safety: pure functions.
 #pragma once
@@ -23,5 +24,8 @@ namespace admit::cli {
 
 // part / whole as a percentage with one decimal ("42.6%"), "-" when whole is 0.
 [[nodiscard]] std::string share(std::int64_t part, std::int64_t whole);
+
+// `s` with A-Z as a-z, every other byte unchanged (whatever the locale): for names matched in any case.
+[[nodiscard]] std::string ascii_lower(std::string_view s);
 
 }  // namespace admit::cli

@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "cli/common/message.hpp"
+#include "cli/common/text.hpp"
 #include "cli/replay/trace.hpp"
 
 namespace admit::cli {
@@ -54,8 +55,7 @@ std::string check_plot_name(const std::optional<std::string>& plot) {
   if (std::filesystem::is_directory(name, ec)) {
     return "cannot write --plot " + quote(name) + ": it is a directory; give a file name ending in .svg";
   }
-  std::string ext = name.size() >= 4 ? name.substr(name.size() - 4) : "";
-  for (char& c : ext) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  const std::string ext = ascii_lower(name.size() >= 4 ? std::string_view(name).substr(name.size() - 4) : "");
   if (ext == ".svg") return {};
   return "cannot write --plot " + quote(name) + ": only SVG is written; use a file name ending in .svg";
 }

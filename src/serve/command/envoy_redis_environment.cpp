@@ -4,15 +4,10 @@
 #include <vector>
 
 #include "cli/common/message.hpp"
+#include "cli/common/text.hpp"
 
 namespace admit::serve {
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return out;
-}
 
 // `text` percent-encoded but for RFC 3986's unreserved characters: a user, a password or a file name in a URL.
 std::string encoded(std::string_view text) {
@@ -61,7 +56,7 @@ std::optional<std::string> redis_url_from_envoy_environment(const std::function<
     if (v == nullptr || *v == '\0') return std::nullopt;
     return std::string(v);
   };
-  if (const auto backend = get("BACKEND_TYPE"); backend && lower(*backend) != "redis") {
+  if (const auto backend = get("BACKEND_TYPE"); backend && cli::ascii_lower(*backend) != "redis") {
     throw cli::usage_error("BACKEND_TYPE " + cli::quote(*backend) +
                            " is not offered: admit serve counts in this process (no --redis) or in Redis (--redis URL, "
                            "or REDIS_URL)");
@@ -82,8 +77,8 @@ std::optional<std::string> redis_url_from_envoy_environment(const std::function<
     }
     return std::nullopt;
   }
-  const std::string socket = lower(get("REDIS_SOCKET_TYPE").value_or("unix"));
-  const std::string type = lower(get("REDIS_TYPE").value_or("single"));
+  const std::string socket = cli::ascii_lower(get("REDIS_SOCKET_TYPE").value_or("unix"));
+  const std::string type = cli::ascii_lower(get("REDIS_TYPE").value_or("single"));
   const bool tls = get("REDIS_TLS") && truth("REDIS_TLS", *get("REDIS_TLS"));
   if (socket != "tcp" && socket != "tcp4" && socket != "tcp6" && socket != "unix") {
     throw cli::usage_error("invalid REDIS_SOCKET_TYPE " + cli::quote(*get("REDIS_SOCKET_TYPE")) +
@@ -99,12 +94,17 @@ std::optional<std::string> redis_url_from_envoy_environment(const std::function<
         "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION=true is not offered: admit checks the certificate's name; give the name "
         "it carries as server_name in ADMIT_SERVE_REDIS (rediss://host:port?server_name=NAME)");
   }
-  // REDIS_AUTH: "password", or "user:password" (an ACL user).
-  std::string userinfo;
-  if (const auto auth = get("REDIS_AUTH")) {
+  // REDIS_AUTH: "password", or "user:password" (an ACL user); each percent-encoded.
+  std::string user, password;
+  const auto auth = get("REDIS_AUTH");
+  if (auth) {
     const auto colon = auth->find(':');
-    userinfo = colon == std::string::npos ? ":" + encoded(*auth)
-                                          : encoded(auth->substr(0, colon)) + ":" + encoded(auth->substr(colon + 1));
+    if (colon == std::string::npos) {
+      password = encoded(*auth);
+    } else {
+      user = encoded(auth->substr(0, colon));
+      password = encoded(auth->substr(colon + 1));
+    }
   }
   if (socket == "unix") {
     if (url->front() != '/') {
@@ -116,16 +116,10 @@ std::optional<std::string> redis_url_from_envoy_environment(const std::function<
     if (type != "single") {
       throw cli::usage_error("REDIS_TYPE " + type + " with REDIS_SOCKET_TYPE unix is not offered: use tcp");
     }
-    std::string out = "unix://" + *url;
-    if (const auto auth = get("REDIS_AUTH")) {
-      const auto colon = auth->find(':');
-      out += colon == std::string::npos
-                 ? "?password=" + encoded(*auth)
-                 : "?user=" + encoded(auth->substr(0, colon)) + "&password=" + encoded(auth->substr(colon + 1));
-    }
-    return out;
+    if (!auth) return "unix://" + *url;
+    return "unix://" + *url + (user.empty() ? "?" : "?user=" + user + "&") + "password=" + password;
   }
-  const std::string at = userinfo.empty() ? "" : userinfo + "@";
+  const std::string at = auth ? user + ":" + password + "@" : "";
   if (type == "sentinel") {
     if (tls) throw cli::usage_error("REDIS_TLS with REDIS_TYPE sentinel is not offered: TLS goes to a master directly");
     const auto parts = split_commas(*url);

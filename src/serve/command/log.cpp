@@ -9,6 +9,7 @@
 
 #include "admit/detail/annotated_mutex.hpp"
 #include "admit/detail/thread_annotations.hpp"
+#include "cli/common/text.hpp"
 
 namespace admit::serve::log {
 namespace {
@@ -47,8 +48,7 @@ std::string now_text() {
 }  // namespace
 
 std::optional<level> parse_level(std::string_view text) {
-  std::string lower(text);
-  for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  const std::string lower = cli::ascii_lower(text);
   if (lower == "debug" || lower == "trace") return level::debug;
   if (lower == "info") return level::info;
   if (lower == "warn" || lower == "warning") return level::warn;
