@@ -152,6 +152,12 @@ def envoy_redis_variables(config, redis_binary):
     check(keys not in ("", "0"), f"the decision counted in that Redis (dbsize {keys!r})")
     check(s.stop() == 0, "REDIS_URL: SIGTERM exits 0")
     locked.kill()
+    # A unix socket's password (a query parameter) is hidden in the log too.
+    socket_env = dict(no_config_env(), REDIS_URL="/nonexistent/redis.sock", REDIS_AUTH=password)
+    u = server(ADMIT, None, "--config", config, "--grpc-port", "0", "--http-port", "0", env=socket_env)
+    check(u.listening.get("backend") == "unix:///nonexistent/redis.sock?password=***",
+          f"REDIS_URL of a socket: its password hidden in the log ({u.listening})")
+    check(u.stop() == 0, "REDIS_URL of a socket: SIGTERM exits 0")
     for extra, says in ((dict(BACKEND_TYPE="memcache"), 'BACKEND_TYPE "memcache" is not offered'),
                         (dict(REDIS_URL="127.0.0.1:6379"), "REDIS_SOCKET_TYPE is unix (its default)"),
                         (dict(REDIS_SOCKET_TYPE="udp", REDIS_URL="127.0.0.1:6379"), 'invalid REDIS_SOCKET_TYPE "udp"'),

@@ -231,6 +231,8 @@ connection_options parse_sentinel_url(std::string_view url) {
 
 }  // namespace
 
+std::string redacted_url(std::string_view url) { return redacted(url); }
+
 connection_options parse_url(std::string_view url) {
   if (url.starts_with(sentinel_scheme)) return parse_sentinel_url(url);
   connection_options o;

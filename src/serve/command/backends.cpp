@@ -2,24 +2,13 @@
 
 #include <chrono>
 
+#include "admit/redis/client/options.hpp"
 #include "cli/common/message.hpp"
 #include "serve/command/log.hpp"
 #include "serve/engine/in_process_backend.hpp"
 #include "serve/engine/redis_backend.hpp"
 
 namespace admit::serve {
-
-std::string url_without_password(std::string_view url) {
-  const auto scheme = url.find("://");
-  if (scheme == std::string_view::npos) return std::string(url);
-  const auto authority = scheme + 3;
-  const auto end = url.find_first_of("/?", authority);
-  const auto at = url.rfind('@', end == std::string_view::npos ? url.size() : end);
-  if (at == std::string_view::npos || at < authority) return std::string(url);
-  const auto colon = url.find(':', authority);
-  if (colon == std::string_view::npos || colon > at) return std::string(url);  // a user name alone: no secret
-  return std::string(url.substr(0, colon + 1)) + "***" + std::string(url.substr(at));
-}
 
 backend_choice make_backend(const std::optional<std::string>& redis_url, const std::string& redis_from,
                             bool redis_required, const configuration& initial, std::chrono::milliseconds redis_timeout,
@@ -45,10 +34,10 @@ backend_choice make_backend(const std::optional<std::string>& redis_url, const s
   if (auto why = store->ping(std::chrono::seconds(2))) {
     if (redis_required) throw backend_unavailable(*why + " (--redis-required)");
     log::warn("Redis cannot be used yet (see error); decisions answer by the failure policy until it can",
-              {{"backend", url_without_password(*redis_url)}, {"error", *why}});
+              {{"backend", redis::redacted_url(*redis_url)}, {"error", *why}});
   }
   store->configure(initial);
-  return {std::move(store), url_without_password(*redis_url),
+  return {std::move(store), redis::redacted_url(*redis_url),
           [](const configuration& next) { redis_backend::check(next); }};
 }
 

@@ -7,7 +7,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 
 #include "serve/config/configuration.hpp"
 #include "serve/engine/backend.hpp"
@@ -19,9 +18,6 @@ class backend_unavailable : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-// `url` with the password of its user information replaced by "***" (the user name is kept): for logs.
-[[nodiscard]] std::string url_without_password(std::string_view url);
 
 struct backend_choice {
   std::unique_ptr<backend> store;

@@ -96,6 +96,14 @@ TEST(RedisUrl, ErrorsNameTheBadPart) {
             "'/run/redis.sock' (for the socket at that path, write unix:///run/redis.sock)");
 }
 
+// What logs show of a URL (admit serve's backend line): every password hidden, the query's too.
+TEST(RedisOptions, ARedactedUrlHidesEveryPassword) {
+  EXPECT_EQ(admit::redis::redacted_url("redis://:s3cret@h:1/2"), "redis://:***@h:1/2");
+  EXPECT_EQ(admit::redis::redacted_url("rediss://alice:s3cret@h"), "rediss://alice:***@h");
+  EXPECT_EQ(admit::redis::redacted_url("unix:///s?user=u&password=s3cret&db=1"), "unix:///s?user=u&password=***&db=1");
+  EXPECT_EQ(admit::redis::redacted_url("redis://h:6379"), "redis://h:6379");
+}
+
 TEST(RedisOptions, ErrorsNeverQuoteThePassword) {
   EXPECT_EQ(error_of("redis://:s3cret@h:99999"), "redis URL: bad port '99999' in 'redis://:***@h:99999'");
   EXPECT_EQ(error_of("redis://alice:s3cret@h:1/x"), "redis URL: bad database number 'x' in 'redis://alice:***@h:1/x'");

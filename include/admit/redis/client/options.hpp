@@ -80,6 +80,11 @@ struct connection_options {
 // parameter.
 connection_options parse_url(std::string_view url);
 
+// `url` as a message or a log may show it: every password replaced by "***" — the user information's (all of it when
+// it has no ':', which may be a password alone) and each query parameter's whose name ends in "password" (unix's
+// password=, Sentinel's sentinel_password=). The form parse_url's own errors quote it in.
+[[nodiscard]] std::string redacted_url(std::string_view url);
+
 // Throws std::invalid_argument naming the bad value if the options cannot work (empty host, non-positive timeouts,
 // reconnect_initial > reconnect_max, negative db, a user without a password, TLS settings without tls or over a unix
 // socket, a client certificate without its key; with sentinel.master_name: no sentinels, a sentinel with an empty
