@@ -139,9 +139,9 @@ bool op_batcher::begin_alone() {
   return true;
 }
 
-void op_batcher::end_alone(std::shared_ptr<void> owner) { call_ended(owner); }
+void op_batcher::end_alone(std::shared_ptr<void> owner) { call_ended(owner, 1); }
 
-void op_batcher::call_ended(const std::shared_ptr<void>& owner) {
+void op_batcher::call_ended(const std::shared_ptr<void>& owner, std::size_t carried) {
   std::unique_lock sending(send_mutex_);  // in the order calls form
   std::vector<op> next;
   std::shared_ptr<flush_task> flush;
@@ -150,6 +150,8 @@ void op_batcher::call_ended(const std::shared_ptr<void>& owner) {
     const admit::detail::lock_guard lock(mutex_);
     if (!held_) {  // nothing waits, or a flush is posted for it
       --in_flight_;
+      // What the completions of several operations ask for leaves together, none of it alone (see the header).
+      if (carried > 1 && !flush_pending_) flush = make_flush(owner, reach_ + 1);
     } else if (in_flight_ > 1) {
       // Redis has the other call: what waited leaves with what this answer's completions ask for.
       --in_flight_;
@@ -252,7 +254,8 @@ void op_batcher::send(std::vector<op> ops, std::shared_ptr<void> owner, bool wai
 
 void op_batcher::answered(std::vector<op>& ops, boost::system::error_code ec, reply r,
                           const std::shared_ptr<void>& owner) {
-  call_ended(owner);  // the next call first (when it goes now): the server works on it while these completions run
+  // The next call first (when it goes now): the server works on it while these completions run.
+  call_ended(owner, ops.size());
   if (ops.size() == 1) return ops.front().done(ec, std::move(r));
   // Unsplit: the call's failure or its error reply (a copy each) is every operation's; a reply of another shape is an
   // error reply for each (never read as theirs: its first element would pass for a status).

@@ -2,7 +2,8 @@
 // answers it when the test says, and an executor whose posted tasks run when the test says: an operation leaves at
 // once, alone, while no call is unanswered and nothing waits; later ones wait and leave together, in order, at most
 // max_batch to a call, when a flush runs (at most two calls unanswered, as the semaphore's; one test at three), or when
-// an answer finds them waiting; a wave alone is split in two; an operation whose deadline passed while it waited
+// an answer finds them waiting, or after an answer to several operations (what their completions ask for never leaves
+// alone); a wave alone is split in two; an operation whose deadline passed while it waited
 // completes with errc::timeout, never sent; a batch's array reply is cut into each operation's own, and a failed call
 // or an error reply is every operation's outcome; a flush that never runs drops what waited; calls reach the sender
 // in the order they formed, even when two threads send at once.
@@ -163,10 +164,45 @@ TEST_F(OpBatcher, WhatIsAskedForWhileACallIsInFlightLeavesTogetherWhenTheFlushRu
   EXPECT_TRUE(outcomes[0]->done);
   calls[2].answer({}, batch({status(0), status(0), status(1)}));
   EXPECT_EQ(batcher.sent(), (std::pair<std::size_t, std::size_t>{3, 7}));
-  // Nothing in flight, nothing waiting: the next one leaves at once, alone.
+  // The answer to several operations posted a flush for what their completions ask for: that waits for it.
   submit("acquire", "8");
-  EXPECT_EQ(calls.size(), 4u);
+  EXPECT_EQ(calls.size(), 3u);
+  EXPECT_EQ(executor.run(), static_cast<std::size_t>(reach + 1));
+  ASSERT_EQ(calls.size(), 4u);
+  EXPECT_EQ(calls[3].ops, (std::vector<std::string>{"acquire:8"}));
+  // The answer to one operation posts nothing: with nothing in flight or waiting, the next leaves at once, alone.
+  calls[3].answer({}, status(0));
+  submit("acquire", "9");
+  EXPECT_EQ(calls.size(), 5u);
   EXPECT_TRUE(executor.posted.empty());
+}
+
+TEST_F(OpBatcher, WhatTheCompletionsOfTwoAnswersReadTogetherAskForNeverLeavesAlone) {
+  // Two calls of two operations each in flight.
+  submit("acquire", "a");
+  submit("release", "b");
+  submit("release", "c");
+  executor.run();
+  calls[0].answer({}, status(0));
+  submit("release", "d");
+  submit("release", "e");
+  executor.run();
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[1].ops, (std::vector<std::string>{"release:b", "release:c"}));
+  EXPECT_EQ(calls[2].ops, (std::vector<std::string>{"release:d", "release:e"}));
+  // Both answered back to back, as when one read brings both replies; then what their completions ask for.
+  calls[1].answer({}, batch({status(0), status(0)}));
+  calls[2].answer({}, batch({status(0), status(0)}));
+  for (const char* id : {"f", "g", "h", "i"}) submit("acquire", id);
+  // Nothing in flight, yet none left alone (the first would have, with the rest right behind it: one wave again).
+  EXPECT_EQ(calls.size(), 3u);
+  executor.run();
+  // One flush: a wave alone, split in two; the other half leaves at that call's answer.
+  ASSERT_EQ(calls.size(), 4u);
+  EXPECT_EQ(calls[3].ops, (std::vector<std::string>{"acquire:f", "acquire:g"}));
+  calls[3].answer({}, batch({status(1), status(1)}));
+  ASSERT_EQ(calls.size(), 5u);
+  EXPECT_EQ(calls[4].ops, (std::vector<std::string>{"acquire:h", "acquire:i"}));
 }
 
 TEST_F(OpBatcher, AWaveAloneIsSplitInTwo) {
@@ -246,6 +282,10 @@ TEST_F(OpBatcher, ACallsFailureIsEveryOperationsOutcome) {
   calls[1].answer(admit::asio::to_error_code(admit::errc::connection_lost), reply());
   EXPECT_EQ(outcomes[1]->ec, admit::errc::connection_lost);
   EXPECT_EQ(outcomes[2]->ec, admit::errc::connection_lost);
+
+  // (The flush the answer to two operations posted finds nothing waiting.)
+  EXPECT_EQ(executor.run(), static_cast<std::size_t>(reach + 1));
+  EXPECT_EQ(calls.size(), 2u);
 
   // An error reply to the whole call: each operation gets the call's reply.
   submit("acquire", "4");  // nothing in flight: at once
