@@ -19,8 +19,8 @@ find_package(OpenSSL 1.1.1 QUIET)
 if(admit_hiredis_found AND OpenSSL_FOUND AND ADMIT_WITH_ASIO)
   set(admit_redis_default ON)
 endif()
-option(ADMIT_WITH_REDIS "Build the admit::redis target (needs hiredis through pkg-config, OpenSSL and ADMIT_WITH_ASIO)"
-  ${admit_redis_default})
+admit_auto_option(ADMIT_WITH_REDIS
+  "Build the admit::redis target (needs hiredis through pkg-config, OpenSSL and ADMIT_WITH_ASIO)" ${admit_redis_default})
 
 if(ADMIT_WITH_REDIS)
   if(NOT ADMIT_WITH_ASIO)
