@@ -163,6 +163,12 @@ TEST_F(AdmitMessages, WhatTheParserRefusesIsSaidAsTheSubcommands) {
        2,
        "admit run: invalid --name \"--no-wait\": a name does not begin with '-' (was the name left out before that "
        "option?)"},
+      // A value left out takes the next option as the value: said so (it said "--name is required").
+      {{"run", "--concurrency", "--name", "x", "--", "echo", "hi"},
+       2,
+       "admit run: --concurrency needs a value: it took the option \"--name\" as its value (was the value left out "
+       "before that option?)"},
+      {{"run", "--name", "x", "--rate", "--concurrency", "2", "--", "true"}, 2, "admit run: --rate needs a value"},
       // A port not given is named as the default's (it said "--grpc-port and --http-port are both 8081").
       {{"serve", "--config", "@dir", "--http-port", "8081"},
        2,

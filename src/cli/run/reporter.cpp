@@ -165,8 +165,11 @@ void reporter::not_admitted(std::string_view reason, std::chrono::nanoseconds wa
     emit(j);
     return;
   }
+  // --quiet leaves out the limit's own answers (busy, not within --timeout, the queue full, a signal), which a cron
+  // job expects; an error (Redis, another definition of the name, a request above the limit) is still said.
+  const bool answer = reason == "timeout" || reason == "busy" || reason == "queue_full" || reason == "signal";
   const admit::detail::lock_guard lock(mutex_);
-  if (settings_.quiet) {
+  if (settings_.quiet && answer) {
     erase_status();
   } else {
     say(message);

@@ -35,7 +35,8 @@ class reporter {
   // Erases the status line (before the command starts: its output must not land on the line).
   void clear_status();
   void started(pid_t pid, std::int64_t fencing_token, const std::string& lease_id, std::chrono::nanoseconds waited);
-  // `reason`: timeout, busy, queue_full, signal, redis; `message` is said unless --quiet (then only in JSON).
+  // `reason`: timeout, busy, queue_full, signal (the limit's answers: with --quiet, not said) or an error's (redis,
+  // definition, capacity, exceeds_capacity: always said); with --json, the not_admitted event carries `message`.
   void not_admitted(std::string_view reason, std::chrono::nanoseconds waited, const std::string& message);
   void signal(int signal, bool forwarded);
   void lease_lost(const std::string& lease_id, lease_lost_action action);

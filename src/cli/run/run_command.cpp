@@ -83,7 +83,9 @@ subcommand add_run_command(CLI::App& app) {
       ->type_name("NAME=SHARE,...");
   cmd->add_option("--class", ro.class_name, "this run's class, one of --classes (default: the first)")
       ->type_name("NAME");
-  cmd->add_flag("--quiet,-q", ro.quiet, "no status line and no notices (errors are still said)");
+  cmd->add_flag("--quiet,-q", ro.quiet,
+                "no status line, no notices, and no message when the limit says no (busy, --timeout, queue full); "
+                "errors are still said");
   cmd->add_flag("--json", ro.json, "one JSON object per line on stderr per event (waiting, started, exited, ...)");
   // The first word that is not one of admit run's options starts the command: what follows is the command's own.
   cmd->prefix_command();

@@ -57,6 +57,11 @@ TEST_F(AdmitDecideFailures, RefusedConnectionIsExitStatus75) {
   const run_result i = admit_cli({"inspect", "--redis", url, "db"});
   EXPECT_EQ(i.status, 75) << i.err;
   EXPECT_NE(i.err.find("cannot connect to " + url + ": connection refused"), std::string::npos) << i.err;
+  // An error, said by `admit run --quiet` too (which leaves out only the limit's answers).
+  const run_result q =
+      admit_cli({"run", "--redis", url, "--name", "db", "--concurrency", "1", "--quiet", "--", "true"});
+  EXPECT_EQ(q.status, 75) << q.err;
+  EXPECT_NE(q.err.find("connection refused"), std::string::npos) << q.err;
 }
 
 // A Sentinel URL: the message names the sentinels and the master's name, the URL's password left out (it named

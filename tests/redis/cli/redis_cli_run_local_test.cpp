@@ -207,6 +207,15 @@ TEST_F(AdmitRunLocal, AnotherDefinitionOfANameInUseIs2) {
   EXPECT_NE(other.err.find("in use with --concurrency 1 (pid "), std::string::npos) << other.err;
   EXPECT_NE(other.err.find("not --concurrency 5"), std::string::npos) << other.err;
   EXPECT_EQ(event(other.err, "not_admitted").value("reason", ""), "definition") << other.err;
+  // An error, said with --quiet too (which leaves out only the limit's answers: busy, --timeout, the queue full).
+  const run_result quiet =
+      admit(run("mix", args{"--concurrency", "5", "--no-wait", "--quiet", "--"} + records_ran()), 10s);
+  EXPECT_EQ(quiet.status, 2) << quiet.err;
+  EXPECT_NE(quiet.err.find("not --concurrency 5"), std::string::npos) << quiet.err;
+  const run_result busy =
+      admit(run("mix", args{"--concurrency", "1", "--no-wait", "--quiet", "--"} + records_ran()), 10s);
+  EXPECT_EQ(busy.status, 75) << busy.err;
+  EXPECT_EQ(busy.err, "");
   EXPECT_FALSE(ran());
 }
 
