@@ -50,7 +50,8 @@ struct state {
   // The ids this wait joined the queue with and when, the last one current.
   std::vector<std::pair<std::string, std::int64_t>> waiter_ids ADMIT_GUARDED_BY(mutex);
   // Set when Redis did not answer in time what ends a wait (the wait itself, or its queue-leave within
-  // past_deadline): the teardown then waits for nothing Redis would have to answer (what is left expires there).
+  // past_deadline), or the release as the command ended: the teardown then waits for nothing Redis would have to
+  // answer (what is left expires there).
   bool abandoned = false;
   redis::semaphore_options semaphore_options;
 

@@ -63,11 +63,13 @@ class redis_held final : public run::held_permit {
   }
   run::release_result release() override {
     if (!lease_) return {};
-    // Sent before the release on the same connection; the release's answer comes after it.
-    st_->hide(id_);
+    // A release Redis did not answer is not waited for again at exit (the teardown waits for nothing Redis would have
+    // to answer): it was sent, and what the message says of it holds either way.
     const auto unreleased = [&](std::error_code why) {
+      st_->abandoned = true;
       return run::release_result{"could not release the lease " + id_ + ": " + st_->failure(why).message +
-                                 "; it expires by itself within --lease-ttl"};
+                                 "; Redis gives it back when it reads the release sent, else it expires by itself "
+                                 "within --lease-ttl of Redis's next answer"};
     };
     // Whether Redis still held the lease as the command ended (a loss that no renewal found yet, when the command ended
     // before the next one: Redis restarted without its data, say, and another run may have been admitted). A renewal
@@ -77,13 +79,21 @@ class redis_held final : public run::held_permit {
     if (!lost) {
       const auto [held, renew_error] = lease_.renew();
       if (renew_error) {
-        // Redis did not answer (away, or silent for a call's timeout): a release would wait as long again, most
-        // likely for nothing. The lease is left to expire, as a release that fails leaves it.
-        (void)lease_.detach();
-        return unreleased(renew_error);
+        // No answer: that renewal may still reach Redis (a Redis paused, not gone) and extend the lease by a whole
+        // --lease-ttl then. So the release is sent all the same — it follows the renewal, and whichever Redis reads
+        // last, the lease ends released — at the cost of waiting for it too (a second call timeout). The entry that
+        // names this run for inspect goes after it, so that a lease left behind is still shown as this run's (and,
+        // once its process is gone, as dead). Whether the lease was lost stays unknown: not said.
+        const auto [status, error] = lease_.release();
+        lease_ = redis::lease();
+        st_->hide(id_);
+        if (status == redis::lease::release_status::failed) return unreleased(error);
+        return {};
       }
       lost = !held;
     }
+    // Sent before the release on the same connection; the release's answer comes after it.
+    st_->hide(id_);
     const auto [status, error] = lease_.release();
     lease_ = redis::lease();
     if (status == redis::lease::release_status::failed && !lost) {

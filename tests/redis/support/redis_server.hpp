@@ -109,6 +109,15 @@ class redis_server {
   // CLIENT PAUSE for `ms` milliseconds: every client's commands wait (the server keeps accepting and reading).
   void pause(std::chrono::milliseconds ms) { admin({"CLIENT", "PAUSE", std::to_string(ms.count()), "ALL"}); }
   void unpause() { admin({"CLIENT", "UNPAUSE"}); }
+  // The server's process stopped (SIGSTOP) and continued (SIGCONT). Unlike pause(), which holds what clients sent in
+  // Redis and drops it with a client that disconnects, what clients send meanwhile waits in the kernel's socket
+  // buffers, and Redis reads and runs it once continued — the commands of a client gone since included.
+  void freeze() {
+    if (pid_ > 0) ::kill(pid_, SIGSTOP);
+  }
+  void thaw() {
+    if (pid_ > 0) ::kill(pid_, SIGCONT);
+  }
 
   // Runs one command on a fresh blocking connection; the reply as text (integers in decimal, arrays joined by
   // newlines, errors prefixed with '-'). Throws on I/O errors.
