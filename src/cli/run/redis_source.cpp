@@ -275,9 +275,10 @@ class redis_source final : public run::permit_source {
   redis_failure conflict(std::optional<steady::time_point> deadline) {
     const run::run_settings& s = st_->settings;
     const auto [stored, ec] = redis::inspect_semaphore_until(st_->limit_client(), s.name, bound(deadline).until, 0);
-    std::string given = described(s.concurrency > 0 ? std::optional<std::int64_t>(s.concurrency) : std::nullopt,
-                                  s.rate ? s.rate->to_string() + " --burst " + std::to_string(s.burst) : std::string());
-    if (!s.classes.empty()) given += " --classes " + classes_option(s.classes);
+    // (The rate as this run wrote it: 1/5s, not 12/min.)
+    const std::string given = described(s.concurrency > 0 ? std::optional<std::int64_t>(s.concurrency) : std::nullopt,
+                                        s.rate ? s.rate_text + " --burst " + std::to_string(s.burst) : std::string(),
+                                        s.classes.empty() ? std::string() : " --classes " + classes_option(s.classes));
     redis_failure f;
     f.error = admit::errc::definition_conflict;
     const std::size_t theirs = stored.classes.empty() ? 1 : stored.classes.size();
@@ -307,25 +308,30 @@ class redis_source final : public run::permit_source {
   // A stored definition as the options that would give it; `names`: its classes as --classes gave them ("": not
   // known, then only their number is said).
   static std::string as_options(const redis::semaphore_snapshot& d, const std::string& names) {
+    const auto named = static_cast<std::size_t>(std::count(names.begin(), names.end(), ',')) + 1;
+    std::string classes;
+    if (d.classes.size() > 1 && !names.empty() && named == d.classes.size()) {
+      classes = " --classes " + names;
+    } else if (d.classes.size() > 1) {
+      classes = " with " + std::to_string(d.classes.size()) + " --classes";
+    }
     std::string s = described(
         d.capacity < redis::admission::unlimited_capacity ? std::optional<std::int64_t>(d.capacity) : std::nullopt,
         d.token_interval.count() == 0
             ? std::string()
-            : admit::rate::every(d.token_interval).to_string() + " --burst " + std::to_string(d.burst));
-    const auto named = static_cast<std::size_t>(std::count(names.begin(), names.end(), ',')) + 1;
-    if (d.classes.size() > 1 && !names.empty() && named == d.classes.size()) {
-      s += " --classes " + names;
-    } else if (d.classes.size() > 1) {
-      s += " with " + std::to_string(d.classes.size()) + " --classes";
-    }
+            : admit::rate::every(d.token_interval).to_string() + " --burst " + std::to_string(d.burst),
+        classes);
     return s;
   }
-  // A definition as options: "--concurrency 2 without --rate", "--rate 5/s --burst 1 without --concurrency", or both
-  // (`rate`: "R --burst B", empty for none).
-  static std::string described(std::optional<std::int64_t> concurrency, const std::string& rate) {
-    if (concurrency && !rate.empty()) return "--concurrency " + std::to_string(*concurrency) + " --rate " + rate;
-    if (concurrency) return "--concurrency " + std::to_string(*concurrency) + " without --rate";
-    return "--rate " + rate + " without --concurrency";
+  // A definition as options: "--concurrency 2, without --rate", "--rate 5/s --burst 1, without --concurrency", or
+  // both; `rate`: "R --burst B", empty for none; `classes`: " --classes ..." or " with N --classes", empty for none.
+  static std::string described(std::optional<std::int64_t> concurrency, const std::string& rate,
+                               const std::string& classes) {
+    std::string s = concurrency ? "--concurrency " + std::to_string(*concurrency) : std::string();
+    if (!rate.empty()) s += (s.empty() ? "--rate " : " --rate ") + rate;
+    s += classes;
+    if (!concurrency) return s + ", without --concurrency";
+    return rate.empty() ? s + ", without --rate" : s;
   }
 
   std::unique_ptr<run::held_permit> fail(run::refusal& why, const redis_failure& f) {

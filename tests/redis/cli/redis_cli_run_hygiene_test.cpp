@@ -99,13 +99,14 @@ TEST_F(AdmitRunHygieneRedis, AnotherCapacityIsRefusedUnlessSet) {
   const run_result refused = run_to_end(remote("cap", {"--concurrency", "1", "--", "echo", "ran"}), 20s);
   EXPECT_EQ(refused.status, 2);
   EXPECT_EQ(refused.out, "");
-  EXPECT_NE(refused.err.find("is --concurrency 5 without --rate, not --concurrency 1 without --rate"),
+  EXPECT_NE(refused.err.find("is --concurrency 5, without --rate, not --concurrency 1, without --rate"),
             std::string::npos)
       << refused.err;
   // --rate is part of the definition too.
   const run_result rated = run_to_end(remote("cap", {"-c", "5", "--rate", "1/5s", "--", "echo", "ran"}), 20s);
   EXPECT_EQ(rated.status, 2);
-  EXPECT_NE(rated.err.find("not --concurrency 5 --rate 12/min --burst 1"), std::string::npos) << rated.err;
+  // (The rate as the run wrote it: it said 12/min.)
+  EXPECT_NE(rated.err.find("not --concurrency 5 --rate 1/5s --burst 1"), std::string::npos) << rated.err;
   // --set-capacity changes the number of --classes only while no run holds or waits (each keeps its class's
   // number): refused naming both while one holds a permit (it said so even with nobody there, and refused).
   ASSERT_EQ(run_to_end(remote("cls", {"-c", "2", "--classes", "a=0.5,b=0.5", "--", "true"}), 20s).status, 0);
@@ -115,9 +116,10 @@ TEST_F(AdmitRunHygieneRedis, AnotherCapacityIsRefusedUnlessSet) {
     ASSERT_TRUE(holder.wait_for_stderr("\"started\"")) << holder.err();
     const run_result classes = run_to_end(remote("cls", three), 20s);
     EXPECT_EQ(classes.status, 2) << classes.err;
-    EXPECT_NE(classes.err.find("is --concurrency 2 without --rate --classes a=0.5,b=0.5, not --concurrency 2 without "
-                               "--rate --classes a=0.25,b=0.25,c=0.25"),
-              std::string::npos)
+    EXPECT_NE(
+        classes.err.find("is --concurrency 2 --classes a=0.5,b=0.5, without --rate, not --concurrency 2 --classes "
+                         "a=0.25,b=0.25,c=0.25, without --rate"),
+        std::string::npos)
         << classes.err;
     // ... and says when it can, instead of advising the --set-capacity it was given.
     EXPECT_NE(classes.err.find("the number of classes of a limit changes only while no run of it holds a permit or "
