@@ -8,6 +8,7 @@
 //   waiter.cpp   a waiting acquisition (async_acquire_op) and the blocking waits built on it
 //   wake_registry.cpp  this object's waiters by id, and the BLMPOP loop that brings each grant to its own
 //   gauges.hpp   what metrics() reports without asking Redis
+//   open_waits.hpp  the waits in progress, which closing the object ends
 //   semaphore.cpp the public class: configuration checks, capacity, inspect
 #pragma once
 
@@ -37,6 +38,7 @@
 #include "background_work.hpp"
 #include "gauges.hpp"
 #include "op_batcher.hpp"
+#include "open_waits.hpp"
 #include "renewal_schedule.hpp"
 #include "wake_registry.hpp"
 
@@ -212,10 +214,14 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
   // Hands the grants in `r`'s elements from index `from` on ("id:n:token:expiry:now", the script's grants to waiters
   // of this object, returned to the call that made them instead of pushed on the wake list) to their waiters.
   void deliver_grants(const reply& r, std::size_t from) { wakes_->deliver(r, from); }
+  // The semaphore object is destroyed: its waits in progress end with errc::closed (each leaving the queue in the
+  // background), and the wake-up loop stops.
   void close() {
     closing_ = true;
     wakes_->close();
+    waits_.close();
   }
+  open_waits& waits() noexcept { return waits_; }
 
   // ---- renewals (renewal.cpp) ----
   // Renews `l` at `due` (and every lease_ttl / 3 after each renewal) until unscheduled. Thread-safe.
@@ -286,6 +292,7 @@ class semaphore_core : public std::enable_shared_from_this<semaphore_core> {
 
   background_work background_;
   semaphore_gauges gauges_;
+  open_waits waits_;
 
   mutable admit::detail::mutex definition_mutex_;
   std::string definition_ ADMIT_GUARDED_BY(definition_mutex_);

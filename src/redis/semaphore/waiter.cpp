@@ -53,6 +53,10 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   }
 
   void start() {
+    // (Ended with errc::closed by the semaphore object's destruction: close().)
+    ticket_ = core_->waits().add([weak = weak_from_this()] {
+      if (auto op = weak.lock()) op->cancel(admit::errc::closed);
+    });
     asio::post(strand_, [self = shared_from_this()] {
       if (self->state_ != state::waiting) return;  // cancelled before it started
       if (self->deadline_ && *self->deadline_ - steady::now() <= self->calls_end_within()) self->arm_deadline();
@@ -196,6 +200,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   void complete(semaphore_result r, leave how) {
     if (state_ != state::waiting) return;
     state_ = how == leave::queue ? state::leaving : state::completed;
+    core_->waits().remove(ticket_);
     stop_timers();
     if (how == leave::nothing) core_->unregister_waiter(id_);
     core_->gauges().wait_ends();
@@ -230,6 +235,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   std::optional<asio::steady_timer> deadline_timer_;
   std::string id_;
   steady::time_point sent_;
+  open_waits::ticket ticket_ = 0;  // set by start(), before anything runs on strand_
   // Touched on strand_ only (state_ also by the destructor, when nothing else can).
   enum class state : std::uint8_t {
     waiting,    // from the start to the outcome: counted in the semaphore's waiting gauge

@@ -1,12 +1,14 @@
 // admit::redis::semaphore's asynchronous waiters against a real redis-server: they share the FIFO queue with blocking
 // ones; their deadlines (armed at once, or once queued when no call can outlast them) and cancellations leave the
 // queue; the background work they leave (queue-leaves, releases of grants that raced with a cancel) is safe when the
-// semaphore and its connection are destroyed at any step; a wait whose connection goes ends with errc::closed.
+// semaphore and its connection are destroyed at any step; a wait whose connection goes, or whose semaphore object is
+// destroyed, ends with errc::closed.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <vector>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -173,6 +175,36 @@ TEST(RedisSemaphore, AWaitEndsWithClosedWhenItsConnectionGoes) {
   conn.reset();
   ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready) << "the wait kept polling a closed connection";
   EXPECT_EQ(waiting.get().first, admit::errc::closed);
+}
+
+// Destroying the semaphore object ends its waits in progress, as destroying an I/O object ends its operations: each
+// handler gets errc::closed at once, never a lease after the object is gone (they waited on, and were granted when the
+// permit came back, the leases then released in the background and left in Redis when the program ended), and each
+// request leaves the queue.
+TEST(RedisSemaphore, DestroyingTheSemaphoreEndsItsWaitsWithClosed) {
+  redis_server server;
+  io_thread io;
+  connection conn(io.executor(), server.url());
+  semaphore_options o;
+  o.poll_interval = 30s;  // nothing of this comes from a poll
+  semaphore other(conn, "destroyed", 1, o);
+  auto held = other.try_acquire();
+  ASSERT_TRUE(held);
+  std::vector<std::future<std::pair<std::error_code, lease>>> waits;
+  {
+    semaphore s(conn, "destroyed", 1, o);
+    for (int i = 0; i < 3; ++i) waits.push_back(acquire_async(s, 1));
+    wait_for_waiters(s, 3);
+  }
+  for (auto& w : waits) {
+    ASSERT_EQ(w.wait_for(5s), std::future_status::ready) << "a wait outlived its semaphore object";
+    const auto [ec, l] = w.get();
+    EXPECT_EQ(ec, admit::errc::closed) << ec.message();
+    EXPECT_FALSE(l);
+  }
+  wait_for_waiters(other, 0);  // they left the queue
+  ASSERT_EQ(held->release().first, lease::release_status::released);
+  EXPECT_EQ(other.inspect().first.holder_count, 0);  // nobody was granted the permit given back
 }
 
 }  // namespace
