@@ -3,8 +3,9 @@
 // operations: otherwise they would wait on, and their handlers run with leases after the object is gone.
 //
 //   open_waits waits;
-//   const auto ticket = waits.add([weak] { if (auto op = weak.lock()) op->cancel(errc::closed); });
-//   waits.remove(ticket);  // the wait completed
+//   open_waits::ticket t;  // the wait's own
+//   waits.add(t, [weak] { if (auto op = weak.lock()) op->cancel(errc::closed); });
+//   waits.remove(t);       // the wait completed
 //   waits.close();         // calls each function still there, once; a wait added later is ended at once
 //
 // Thread safety: every member may be called concurrently; the functions run without the lock held (they may call
@@ -25,18 +26,20 @@ class open_waits {
  public:
   using ticket = std::uint64_t;
 
-  ticket add(std::function<void()> end) {
+  // `t` is written, and read by remove(), under the set's lock: a close() on another thread may end the wait, and
+  // the wait remove() itself, before add() has returned.
+  void add(ticket& t, std::function<void()> end) {
     {
       const admit::detail::lock_guard lock(mutex_);
       if (!closed_) {
-        ends_.emplace(++last_, std::move(end));
-        return last_;
+        t = ++last_;
+        ends_.emplace(t, std::move(end));
+        return;
       }
     }
     end();
-    return 0;
   }
-  void remove(ticket t) {
+  void remove(const ticket& t) {
     std::function<void()> gone;  // (destroyed after the lock is released: it may hold the wait's last reference)
     const admit::detail::lock_guard lock(mutex_);
     if (auto it = ends_.find(t); it != ends_.end()) {

@@ -54,7 +54,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
 
   void start() {
     // (Ended with errc::closed by the semaphore object's destruction: close().)
-    ticket_ = core_->waits().add([weak = weak_from_this()] {
+    core_->waits().add(ticket_, [weak = weak_from_this()] {
       if (auto op = weak.lock()) op->cancel(admit::errc::closed);
     });
     asio::post(strand_, [self = shared_from_this()] {
@@ -235,7 +235,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   std::optional<asio::steady_timer> deadline_timer_;
   std::string id_;
   steady::time_point sent_;
-  open_waits::ticket ticket_ = 0;  // set by start(), before anything runs on strand_
+  open_waits::ticket ticket_ = 0;  // in the semaphore's open waits: written and read under their lock only
   // Touched on strand_ only (state_ also by the destructor, when nothing else can).
   enum class state : std::uint8_t {
     waiting,    // from the start to the outcome: counted in the semaphore's waiting gauge
