@@ -339,10 +339,11 @@ class semaphore {
   // The same on a Redis Cluster: every key lives in the slot of {name}; the wake-ups use a cluster client of their
   // own (seeded with c's node options), whose BLMPOP goes to that slot's master.
   semaphore(cluster& c, std::string name, std::int64_t capacity, semaphore_options options = {});
-  // Stops the wake-up connection, and ends the waits still in progress, as destroying an I/O object ends its
-  // operations: async_acquire's handlers (and a blocking wait on another thread) get errc::closed, soon after, and
-  // each request leaves the queue in the background. Does not wait for background work (call shutdown() first for
-  // that, once no wait is in progress): leases and the work they leave may outlive the semaphore object.
+  // Stops the wake-up connection, and ends the asynchronous waits still in progress, as destroying an I/O object ends
+  // its operations: their handlers get errc::closed (posted, never inside the destructor), and each request leaves
+  // the queue in the background. No member call may overlap the destructor (a blocking wait is ended by its
+  // stop_token first). Does not wait for background work (call shutdown() first for that, once no wait is in
+  // progress): leases and the work they leave may outlive the semaphore object.
   ~semaphore();
   semaphore(const semaphore&) = delete;
   semaphore& operator=(const semaphore&) = delete;

@@ -43,13 +43,13 @@ lease_lost_action parse_action(const std::string& text) {
 run_settings check(const run_options& o) {
   run_settings s;
   // A value left out takes the next option as the value (`--concurrency --name db`): said first, before what its
-  // absence leaves missing. No value of these begins with "--".
+  // absence leaves missing. No value of these begins with "--" (--lock-dir's, a path, may: not checked).
   for (const auto& [flag, value] :
        {std::pair{"--concurrency", &o.concurrency}, std::pair{"--weight", &o.weight}, std::pair{"--rate", &o.rate},
-        std::pair{"--burst", &o.burst}, std::pair{"--redis", &o.redis}, std::pair{"--lock-dir", &o.lock_dir},
-        std::pair{"--timeout", &o.timeout}, std::pair{"--max-waiters", &o.max_waiters},
-        std::pair{"--lease-ttl", &o.lease_ttl}, std::pair{"--kill-after", &o.kill_after},
-        std::pair{"--classes", &o.classes}, std::pair{"--class", &o.class_name}}) {
+        std::pair{"--burst", &o.burst}, std::pair{"--redis", &o.redis}, std::pair{"--timeout", &o.timeout},
+        std::pair{"--max-waiters", &o.max_waiters}, std::pair{"--lease-ttl", &o.lease_ttl},
+        std::pair{"--kill-after", &o.kill_after}, std::pair{"--classes", &o.classes},
+        std::pair{"--class", &o.class_name}}) {
     if (*value && (*value)->starts_with("--")) {
       throw usage_error(std::string(flag) + " needs a value: it took the option " + quote(**value) +
                         " as its value (was the value left out before that option?)");

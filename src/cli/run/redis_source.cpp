@@ -67,9 +67,13 @@ class redis_held final : public run::held_permit {
     // to answer): it was sent, and what the message says of it holds either way.
     const auto unreleased = [&](std::error_code why) {
       st_->abandoned = true;
+      // Without an answer the release may still be run by Redis (a Redis whose process stopped reads it once it runs
+      // again); refused or cut off, it was not.
+      const bool unanswered = why == admit::errc::timeout || why == admit::errc::outcome_unknown;
       return run::release_result{"could not release the lease " + id_ + ": " + st_->failure(why).message +
-                                 "; Redis gives it back when it reads the release sent, else it expires by itself "
-                                 "within --lease-ttl of Redis's next answer"};
+                                 (unanswered ? "; it is given back if Redis still runs the release sent, else it "
+                                               "expires by itself within --lease-ttl"
+                                             : "; it expires by itself within --lease-ttl")};
     };
     // Whether Redis still held the lease as the command ended (a loss that no renewal found yet, when the command ended
     // before the next one: Redis restarted without its data, say, and another run may have been admitted). A renewal
@@ -88,7 +92,8 @@ class redis_held final : public run::held_permit {
         lease_ = redis::lease();
         st_->hide(id_);
         if (status == redis::lease::release_status::failed) return unreleased(error);
-        return {};
+        // Redis answered the release, having had no such lease: a renewal cannot bring a lease back, so it was lost.
+        return {std::nullopt, status == redis::lease::release_status::not_held};
       }
       lost = !held;
     }
@@ -275,10 +280,11 @@ class redis_source final : public run::permit_source {
   redis_failure conflict(std::optional<steady::time_point> deadline) {
     const run::run_settings& s = st_->settings;
     const auto [stored, ec] = redis::inspect_semaphore_until(st_->limit_client(), s.name, bound(deadline).until, 0);
-    // (The rate as this run wrote it: 1/5s, not 12/min.)
-    const std::string given = described(s.concurrency > 0 ? std::optional<std::int64_t>(s.concurrency) : std::nullopt,
-                                        s.rate ? s.rate_text + " --burst " + std::to_string(s.burst) : std::string(),
-                                        s.classes.empty() ? std::string() : " --classes " + classes_option(s.classes));
+    // (The rate in the stored one's form, so that equal rates read alike.)
+    const std::string given =
+        described(s.concurrency > 0 ? std::optional<std::int64_t>(s.concurrency) : std::nullopt,
+                  s.rate ? s.rate->to_string() + " --burst " + std::to_string(s.burst) : std::string(),
+                  s.classes.empty() ? std::string() : " --classes " + classes_option(s.classes));
     redis_failure f;
     f.error = admit::errc::definition_conflict;
     const std::size_t theirs = stored.classes.empty() ? 1 : stored.classes.size();

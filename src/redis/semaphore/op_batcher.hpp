@@ -7,8 +7,8 @@
 //   b.submit({{"release", id, wake_key, "1"}, deadline, done}, owner);  // done(error_code, reply): its own reply
 //
 // When operations leave:
-// - An operation asked for while no call is unanswered and nothing waits leaves at once, alone: a lone caller pays no
-//   wait.
+// - An operation asked for while no call is unanswered, nothing waits and no flush is posted leaves at once, alone: a
+//   lone caller pays no wait.
 // - Any other waits, and leaves in a call that a flush forms: posted on the executor when the first of them waits, it
 //   runs once the handlers queued before it have run, so that what the completions of one reply ask for leaves as one
 //   call. At most `max_in_flight` calls are unanswered (the semaphore's: two); a flush that finds that many leaves
@@ -21,7 +21,7 @@
 //   for leaves in one call, none of it alone. (Without it, two answers read together — Redis wrote both replies at
 //   once — left the first operation asked for free to leave alone, the rest right behind it in a second call; Redis,
 //   woken by the first, read both together and answered both together again, and the waves stayed merged for good,
-//   Redis and the client taking turns: at 64 callers on 8 permits, 31,000-37,000 cycles/s against 52,000-60,000 with
+//   Redis and the client taking turns: at 64 callers on 8 permits, 31,000-37,000 cycles/s against 52,000-64,000 with
 //   the flush, in alternating runs. A lone caller's call carries one operation, and its next still leaves at once.)
 // Under load this keeps a semaphore's calls in waves: while Redis runs one call, the completions of another's reply
 // form the next, and every hand-off of a permit (a grant in a reply, its release in the next call of that wave)
@@ -140,8 +140,8 @@ class op_batcher {
   mutable admit::detail::mutex mutex_;
   std::vector<op> queued_ ADMIT_GUARDED_BY(mutex_);
   std::size_t in_flight_ ADMIT_GUARDED_BY(mutex_) = 0;  // calls sent and not yet answered
-  // Whether a flush is posted, and whether the queue waits for the answer of a call in flight instead (one of them
-  // whenever the queue is not empty).
+  // Whether a flush is posted (also with the queue empty: for what an answer's completions will ask for), and whether
+  // the queue waits for the answer of a call in flight instead (one of them whenever the queue is not empty).
   bool flush_pending_ ADMIT_GUARDED_BY(mutex_) = false;
   bool held_ ADMIT_GUARDED_BY(mutex_) = false;
   std::size_t calls_ ADMIT_GUARDED_BY(mutex_) = 0;

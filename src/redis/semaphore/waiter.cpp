@@ -50,6 +50,7 @@ class async_acquire_op : public std::enable_shared_from_this<async_acquire_op> {
   [[nodiscard]] std::optional<steady::time_point> deadline() const noexcept { return deadline_; }
   ~async_acquire_op() {
     if (state_ == state::waiting) core_->gauges().wait_ends();  // its executor died first
+    core_->waits().remove(ticket_);                             // (then, or cancelled before it started)
   }
 
   void start() {

@@ -41,15 +41,22 @@ TEST(OpenWaits, WaitsAddedAndRemovedWhileAnotherThreadClosesEndOnceOrNot) {
     open_waits waits;
     std::vector<std::unique_ptr<std::atomic<int>>> ends;
     for (int i = 0; i < threads * per_thread; ++i) ends.push_back(std::make_unique<std::atomic<int>>(0));
+    // Each wait's ticket, which its end reads as the semaphore's waits do (complete() removes its own), on the
+    // closing thread, maybe while add() is still returning on the adding one.
+    std::vector<open_waits::ticket> tickets(ends.size(), 0);
     std::atomic<bool> go{false};
     std::vector<std::jthread> workers;
     for (int w = 0; w < threads; ++w) {
       workers.emplace_back([&, w] {
         while (!go) std::this_thread::yield();
         for (int i = 0; i < per_thread; ++i) {
-          auto& count = *ends[static_cast<std::size_t>(w * per_thread + i)];
-          open_waits::ticket t = 0;
-          waits.add(t, [&count] { count.fetch_add(1); });
+          const auto k = static_cast<std::size_t>(w * per_thread + i);
+          auto& count = *ends[k];
+          open_waits::ticket& t = tickets[k];
+          waits.add(t, [&count, &waits, &t] {
+            count.fetch_add(1);
+            waits.remove(t);
+          });
           if (i % 2 == 0) waits.remove(t);  // half complete on their own
         }
       });
