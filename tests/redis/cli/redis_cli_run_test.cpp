@@ -503,6 +503,23 @@ TEST_F(AdmitRunRedis, ALeaseFoundGoneAtTheReleaseIsSaidLost) {
   EXPECT_EQ(event(r.err, "exited")["admit_exit_status"], 124) << r.err;
 }
 
+// The same when Redis is slow as the command ends: the renewal that asks whether the lease is still held gets no
+// answer within a call's timeout, and the release sent behind it is answered that there is no such lease — lost, said
+// so (it ended the run without a word about it, exit 0, when that renewal went unanswered).
+TEST_F(AdmitRunRedis, ALeaseFoundGoneByTheReleaseAfterAnUnansweredRenewalIsSaidLost) {
+  const std::string script =
+      "echo ready >> \"$1\"\n"
+      "while [ ! -e \"$1.go\" ]; do sleep 0.05; done\n";
+  child_process c(run("slow", args{"--concurrency", "1", "--lease-ttl", "30s", "--json", "--"} + records_ran(script)));
+  ASSERT_TRUE(eventually([&] { return read_text(ran_) == "ready\n"; })) << c.err();
+  (void)server_.admin({"FLUSHALL"});  // the lease gone, as Redis restarted without its data would have it
+  server_.pause(1500ms);              // past the renewal's 1 s timeout, within the release's
+  std::ofstream(ran_ + ".go") << "go\n";
+  const run_result r = finish(c, 15s);
+  EXPECT_EQ(r.status, 124) << r.err;
+  EXPECT_EQ(event(r.err, "lease_lost").value("action", ""), "none") << r.err;
+}
+
 // The holder cut off from Redis (its requests and replies lost) while another queues directly: Redis lets the
 // holder's lease expire after the TTL and grants the permit to the other. By then the holder's command must have been
 // told to stop: the two commands overlap by no more than a margin (150 ms) for the signal to be handled.
