@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "admit_run_redis.hpp"
 #include "admit_run_testing.hpp"
 #include "child_process.hpp"
 #include "redis_server.hpp"
@@ -117,31 +118,6 @@ class tiny_database {
   int now_ = 0, most_ = 0, total_ = 0;
   std::vector<std::thread> handlers_;
   std::jthread acceptor_;
-};
-
-class AdmitRunRedis : public ::testing::Test {
- protected:
-  // `admit run --redis <server> --name NAME <more...>`
-  args run(const std::string& name, const args& more) const {
-    return args{ADMIT_CLI, "run", "--redis", server_.url(), "--name", name} + more;
-  }
-  static run_result admit(const args& a, std::chrono::milliseconds limit = 60s) { return run_to_end(a, limit); }
-  // The server as admit run's messages name it (its URL without the database).
-  std::string where() const { return "redis://127.0.0.1:" + std::to_string(server_.port()); }
-  // A holder of the only permit of `name` (its command sleeps until the test ends), started.
-  std::unique_ptr<child_process> hold(const std::string& name, const args& more = {}) {
-    auto c = std::make_unique<child_process>(
-        run(name, args{"--concurrency", "1", "--json"} + more + args{"--", "sleep", "60"}));
-    EXPECT_TRUE(wait_for_event(*c, {"started"})) << c->err();
-    return c;
-  }
-  // `sh -c SCRIPT sh <dir>/ran`: the command records that it ran in that file.
-  args records_ran(const std::string& script = "echo ran >> \"$1\"") const { return {"sh", "-c", script, "sh", ran_}; }
-  bool ran() const { return std::filesystem::exists(ran_); }
-
-  redis_server server_;
-  temp_dir dir_;
-  std::string ran_ = dir_ / "ran";
 };
 
 // 1. Twenty queued at --concurrency 3: admitted in their order of arrival, never more than 3 at once.
@@ -265,79 +241,6 @@ TEST_F(AdmitRunRedis, RedisFailuresAndBadNames) {
   EXPECT_EQ(refused.status, 75) << refused.err;
   EXPECT_EQ(event(refused.err, "not_admitted").value("reason", ""), "redis") << refused.err;
   EXPECT_FALSE(ran());
-}
-
-// Redis silent as the command ends (CLIENT PAUSE): the renewal that asks whether the lease was still held gets no
-// answer within a call's timeout (1 s); the release is sent all the same (it would follow that renewal, should Redis
-// run it later) and gets none either, and the run ends then, after two call timeouts. The permit is not lost: a
-// paused Redis drops what a client that has gone sent, so the lease holds it until its expiry, then it is free.
-TEST_F(AdmitRunRedis, ARedisSilentAtTheEndCostsTwoCallTimeouts) {
-  const std::string go = dir_ / "go";
-  child_process holder(run("silent", {"--concurrency", "1", "--lease-ttl", "10s", "--json", "--", "sh", "-c",
-                                      "while [ ! -e \"$1\" ]; do sleep 0.05; done", "sh", go}));
-  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
-  // Long enough for the run's two call timeouts with room to spare, and over well within the lease's 10 s (an unpause
-  // is itself held until the pause ends).
-  server_.pause(5000ms);
-  const auto start = std::chrono::steady_clock::now();
-  touch(go);
-  const run_result r = finish(holder, 30s);
-  const auto took = std::chrono::steady_clock::now() - start;
-  EXPECT_EQ(r.status, 0) << r.err;  // the command's own status
-  EXPECT_NE(r.err.find("could not release the lease"), std::string::npos) << r.err;
-  EXPECT_LT(took, 3500ms) << r.err;  // two call timeouts of 1 s, and the command's own end
-  server_.unpause();
-  // The lease left behind still holds the permit (renewed at most a third of its 10 s TTL before Redis paused, about
-  // 5 s before this; it expires within 10 s) ...
-  const run_result busy = admit(run("silent", args{"--concurrency", "1", "--no-wait", "--json", "--"} + records_ran()));
-  EXPECT_EQ(busy.status, 75) << busy.err;
-  EXPECT_EQ(event(busy.err, "not_admitted").value("reason", ""), "busy") << busy.err;
-  // ... and gives it back by itself at its expiry: a run that waits is admitted then.
-  const run_result next =
-      admit(run("silent", args{"--concurrency", "1", "--timeout", "20s", "--json", "--"} + records_ran()), 30s);
-  EXPECT_EQ(next.status, 0) << next.err;
-  EXPECT_TRUE(ran());
-}
-
-// Redis stopped (SIGSTOP) as the command ends: what the run sends waits in the socket until Redis runs again, and
-// Redis runs it then, though the run has ended — the renewal that asked whether the lease was still held included,
-// which extends the lease by a whole --lease-ttl (it did, and the permit stayed taken that long after Redis came
-// back). The release follows it, so the permit is free as soon as Redis runs again.
-TEST_F(AdmitRunRedis, ARedisStoppedAtTheEndGivesThePermitBackOnceItRuns) {
-  const std::string go = dir_ / "go";
-  child_process holder(run("stopped", {"--concurrency", "1", "--lease-ttl", "60s", "--json", "--", "sh", "-c",
-                                       "while [ ! -e \"$1\" ]; do sleep 0.05; done", "sh", go}));
-  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
-  server_.freeze();
-  touch(go);
-  const run_result r = finish(holder, 30s);
-  server_.thaw();
-  EXPECT_EQ(r.status, 0) << r.err;  // the command's own status
-  EXPECT_NE(r.err.find("could not release the lease"), std::string::npos) << r.err;
-  // Within 20 s: the lease, renewed when Redis ran again, would hold the permit for 60 s.
-  const run_result next =
-      admit(run("stopped", args{"--concurrency", "1", "--timeout", "20s", "--json", "--"} + records_ran()), 30s);
-  EXPECT_EQ(next.status, 0) << next.err;
-  EXPECT_TRUE(ran());
-}
-
-// Redis gone by the time the command ends: the lease cannot be given back, and the message says why as every other
-// call's does (refused, naming the URL; or, when the command ends before the run's connection has seen Redis go, the
-// connection lost during the call), not that the release timed out.
-TEST_F(AdmitRunRedis, AReleaseRedisRefusesSaysSo) {
-  const std::string go = dir_ / "go";
-  child_process holder(run("gone", {"--concurrency", "1", "--json", "--", "sh", "-c",
-                                    "while [ ! -e \"$1\" ]; do sleep 0.05; done", "sh", go}));
-  ASSERT_TRUE(wait_for_event(holder, {"started"})) << holder.err();
-  server_.kill();
-  touch(go);
-  const run_result r = finish(holder, 30s);
-  EXPECT_EQ(r.status, 0) << r.err;  // the command's own status
-  EXPECT_NE(r.err.find("could not release the lease"), std::string::npos) << r.err;
-  EXPECT_TRUE(r.err.find("cannot connect to " + where() + ": connection refused") != std::string::npos ||
-              r.err.find("lost the connection to " + where() + " during the call") != std::string::npos)
-      << r.err;
-  EXPECT_EQ(r.err.find("timed out"), std::string::npos) << r.err;
 }
 
 // --timeout is kept when Redis stops answering while a run waits (paused: its calls get no answer; killed: refused):
@@ -477,47 +380,6 @@ TEST_F(AdmitRunRedis, ALeaseLostToARestartWithoutDataIsSaidSo) {
                        "it, restarted or failed over without its data)"),
             std::string::npos)
       << r.err;
-}
-
-// Redis restarted without its data while a run holds its lease, and the command ends before the next renewal: the
-// release finds the lease gone, which is said as a lost lease (exit 124, the lease_lost event with action "none").
-// It exited 0 in silence: a command shorter than a third of --lease-ttl ran unprotected and reported success.
-TEST_F(AdmitRunRedis, ALeaseFoundGoneAtTheReleaseIsSaidLost) {
-  const std::string script =
-      "echo ready >> \"$1\"\n"
-      "while [ ! -e \"$1.go\" ]; do sleep 0.05; done\n";
-  child_process c(run("gone", args{"--concurrency", "1", "--lease-ttl", "30s", "--json", "--"} + records_ran(script)));
-  ASSERT_TRUE(eventually([&] { return read_text(ran_) == "ready\n"; })) << c.err();
-  server_.restart();  // empty: no persistence; the next renewal would come 10 s later
-  // The run's connection and its wake-up connection back (and this one): its last calls need not wait for a reconnect.
-  ASSERT_TRUE(eventually([&] {
-    const std::string clients = server_.admin({"CLIENT", "LIST"});
-    return std::count(clients.begin(), clients.end(), '\n') >= 3;
-  }));
-  std::ofstream(ran_ + ".go") << "go\n";
-  const run_result r = finish(c, 15s);
-  EXPECT_EQ(r.status, 124) << r.err;
-  const auto lost = event(r.err, "lease_lost");
-  EXPECT_EQ(lost.value("action", ""), "none") << r.err;
-  EXPECT_NE(lost.value("message", "").find("found as the command ended"), std::string::npos) << r.err;
-  EXPECT_EQ(event(r.err, "exited")["admit_exit_status"], 124) << r.err;
-}
-
-// The same when Redis is slow as the command ends: the renewal that asks whether the lease is still held gets no
-// answer within a call's timeout, and the release sent behind it is answered that there is no such lease — lost, said
-// so (it ended the run without a word about it, exit 0, when that renewal went unanswered).
-TEST_F(AdmitRunRedis, ALeaseFoundGoneByTheReleaseAfterAnUnansweredRenewalIsSaidLost) {
-  const std::string script =
-      "echo ready >> \"$1\"\n"
-      "while [ ! -e \"$1.go\" ]; do sleep 0.05; done\n";
-  child_process c(run("slow", args{"--concurrency", "1", "--lease-ttl", "30s", "--json", "--"} + records_ran(script)));
-  ASSERT_TRUE(eventually([&] { return read_text(ran_) == "ready\n"; })) << c.err();
-  (void)server_.admin({"FLUSHALL"});  // the lease gone, as Redis restarted without its data would have it
-  server_.pause(1500ms);              // past the renewal's 1 s timeout, within the release's
-  std::ofstream(ran_ + ".go") << "go\n";
-  const run_result r = finish(c, 15s);
-  EXPECT_EQ(r.status, 124) << r.err;
-  EXPECT_EQ(event(r.err, "lease_lost").value("action", ""), "none") << r.err;
 }
 
 // The holder cut off from Redis (its requests and replies lost) while another queues directly: Redis lets the
