@@ -87,7 +87,7 @@ class redis_held final : public run::held_permit {
         // --lease-ttl then. So the release is sent all the same — it follows the renewal, and whichever Redis reads
         // last, the lease ends released — at the cost of waiting for it too (a second call timeout). The entry that
         // names this run for inspect goes after it, so that a lease left behind is still shown as this run's (and,
-        // once its process is gone, as dead). Whether the lease was lost stays unknown: not said.
+        // once its process is gone, as dead). Lost or not stays unknown unless the release is answered.
         const auto [status, error] = lease_.release();
         lease_ = redis::lease();
         st_->hide(id_);
